@@ -1,0 +1,67 @@
+// Element types and PyTorch-style type promotion.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace kiln {
+
+/// Element types. Order matters for promotion: bool < integers < floats.
+enum class DType : uint8_t { b8, i32, i64, f32, f64 };
+
+inline constexpr DType kBool = DType::b8;
+inline constexpr DType kInt32 = DType::i32;
+inline constexpr DType kInt = DType::i32;
+inline constexpr DType kInt64 = DType::i64;
+inline constexpr DType kLong = DType::i64;
+inline constexpr DType kFloat32 = DType::f32;
+inline constexpr DType kFloat = DType::f32;
+inline constexpr DType kFloat64 = DType::f64;
+inline constexpr DType kDouble = DType::f64;
+
+/// Bytes per element.
+size_t dtype_size(DType t);
+/// Short name used by the IR text: "f32", "f64", "i32", "i64", "bool".
+const char* dtype_name(DType t);
+/// PyTorch's name: "torch.float32"-style without the prefix ("float32", "int64", "bool").
+const char* dtype_long_name(DType t);
+std::optional<DType> parse_dtype(std::string_view name);
+bool is_floating(DType t);
+bool is_integral(DType t);  // integers and bool
+
+/// Promotion of two tensor dtypes, as torch.promote_types (int64 * f32 -> f32).
+DType promote_types(DType a, DType b);
+
+/// The category of a plain C++ number used as an operand.
+enum class ScalarKind : uint8_t { boolean, integer, floating };
+
+/// Promotion of a tensor dtype with a plain number, as PyTorch does for
+/// Python scalars: the number only matters if it is of a higher category
+/// (i32 tensor * 2.5 -> f32 default float; f64 tensor * 2.5 -> f64; i32 * 2 -> i32).
+DType promote_with_scalar(DType tensor, ScalarKind scalar);
+
+/// Maps a C++ type to its DType (float -> f32, double -> f64, int32_t, int64_t, bool).
+template <class T>
+constexpr DType dtype_of();
+template <> constexpr DType dtype_of<float>() { return DType::f32; }
+template <> constexpr DType dtype_of<double>() { return DType::f64; }
+template <> constexpr DType dtype_of<int32_t>() { return DType::i32; }
+template <> constexpr DType dtype_of<int64_t>() { return DType::i64; }
+template <> constexpr DType dtype_of<bool>() { return DType::b8; }
+
+/// Calls f(T{}) with the C++ type of t (float, double, int32_t, int64_t, bool).
+template <class F>
+decltype(auto) visit_dtype(DType t, F&& f) {
+  switch (t) {
+    case DType::f32: return f(float{});
+    case DType::f64: return f(double{});
+    case DType::i32: return f(int32_t{});
+    case DType::i64: return f(int64_t{});
+    case DType::b8: return f(bool{});
+  }
+  return f(float{});
+}
+
+}  // namespace kiln

@@ -1,0 +1,36 @@
+// Shapes, strides and broadcasting.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+/// A tensor's dimensions, outermost first. A 0-d (scalar) tensor has an empty shape.
+using Shape = std::vector<int64_t>;
+/// Element strides, one per dimension.
+using Strides = std::vector<int64_t>;
+
+/// Product of the dimensions (1 for a scalar).
+int64_t numel(const Shape& s);
+/// Row-major strides of a dense tensor of this shape.
+Strides contiguous_strides(const Shape& s);
+bool is_contiguous(const Shape& s, const Strides& strides);
+/// "[64,100]".
+std::string shape_str(const Shape& s);
+
+/// NumPy/PyTorch broadcasting of two shapes; throws kiln::Error naming both.
+Shape broadcast_shapes(const Shape& a, const Shape& b);
+bool broadcastable(const Shape& from, const Shape& to);
+
+/// Maps a possibly negative dim into [0, rank); throws kiln::Error when out of range
+/// ("dim 3 is out of range for a tensor of rank 2 (expected -2..1)").
+int64_t normalize_dim(int64_t dim, int64_t rank);
+/// Normalises, sorts and de-duplicates a list of dims.
+std::vector<int64_t> normalize_dims(const std::vector<int64_t>& dims, int64_t rank);
+
+/// Resolves one -1 in a requested shape against numel; checks the element count.
+Shape infer_reshape(const Shape& requested, int64_t numel);
+
+}  // namespace kiln

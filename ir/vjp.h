@@ -1,0 +1,31 @@
+// Vector-Jacobian products, one rule per differentiable op (named in ops.def's
+// vjp column). A rule emits ordinary forward ops through the Builder, so the
+// gradient graph is optimised, fused and differentiated again like any other.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "ir/builder.h"
+
+namespace kiln {
+
+/// Gradients of node `n`'s operands given the gradient `grad` of its result `out`.
+/// Returns one Value per operand; an invalid Value means "no gradient".
+/// `out` is the node's result in the graph being built (the VJP may reuse it,
+/// e.g. exp's gradient is grad * out). `n` is a copy owned by the caller: building
+/// nodes appends to the graph, which would invalidate a reference into it.
+using VjpRule = std::vector<Value> (*)(Builder& b, const Node& n, Value out, Value grad);
+
+/// The rule for an op, or nullptr when it has none.
+VjpRule vjp_rule(OpKind k);
+
+/// Custom autograd functions register a hook that emits their backward; the
+/// frontend installs it (the IR knows only the function's id).
+using CustomVjp = std::function<std::vector<Value>(Builder& b, const Node& n,
+                                                   const std::vector<Value>& outs,
+                                                   const std::vector<Value>& grads)>;
+void set_custom_vjp(CustomVjp hook);
+const CustomVjp& custom_vjp();
+
+}  // namespace kiln

@@ -1,0 +1,43 @@
+// Reference kernels: the definition of what every op means. Plain C++ over
+// strided views: eager CPU mode runs them, constant folding runs them, and
+// every compiled kernel (CPU or GPU) is tested against them. They handle
+// broadcast (stride-0) and non-contiguous inputs, with fast paths for dense
+// inputs that use all cores on large tensors.
+#pragma once
+
+#include <span>
+
+#include "ir/attrs.h"
+#include "ir/op.h"
+#include "runtime/storage.h"
+
+namespace kiln {
+
+/// Computes op `k` into `out`, a dense buffer of the op's result type (see
+/// infer_type). `inputs` are the operands' views; their shapes are the
+/// operands' shapes (broadcasting happens inside). For Creation ops, `inputs`
+/// is empty and `out` gives the result shape. Not for Input or Custom ops.
+void reference_kernel(OpKind k, const Attrs& attrs, std::span<const View> inputs, const View& out);
+
+/// Copies any strided view into a dense buffer of the same shape and dtype, or
+/// casts while copying when dtypes differ.
+void copy_to(const View& src, const View& dst);
+
+/// The strided geometry of a movement op's result when it can be expressed as
+/// a view of its input without copying (reshape of a compatible layout,
+/// permute, expand, slice). Returns false when a copy is needed (reshape of a
+/// non-viewable layout, pad).
+struct ViewGeometry {
+  Shape shape;
+  Strides strides;
+  int64_t offset = 0;  // in elements, relative to the input's element 0
+};
+bool view_geometry(OpKind k, const Attrs& attrs, const Shape& in_shape, const Strides& in_strides,
+                   ViewGeometry* out);
+
+/// Counter-based random numbers shared by every backend: element i of a draw
+/// with `seed` is a pure function of (seed, i).
+float uniform_at(uint64_t seed, uint64_t i);
+float normal_at(uint64_t seed, uint64_t i);
+
+}  // namespace kiln

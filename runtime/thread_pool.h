@@ -1,0 +1,23 @@
+// A fork/join thread pool. Workers spin briefly before sleeping, because waking
+// a sleeping thread costs ~80 us here and most parallel regions are short.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace kiln {
+
+/// Number of threads parallel_for uses (KILN_NUM_THREADS, default: hardware cores).
+int num_threads();
+void set_num_threads(int n);
+
+/// Calls f(begin, end) over disjoint chunks covering [0, n), on up to num_threads()
+/// threads, each chunk at least `grain` long; runs inline when n <= grain or when
+/// already inside a parallel region. Returns when all chunks are done. An exception
+/// from any chunk is rethrown on the calling thread.
+void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f);
+
+/// Default grain for elementwise work (elements per chunk below which one thread is faster).
+inline constexpr int64_t kElementwiseGrain = 1 << 16;
+
+}  // namespace kiln

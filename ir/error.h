@@ -38,24 +38,31 @@ const char* intern_string(std::string_view s);
 /// The one exception type Kiln throws at users.
 class Error : public std::runtime_error {
  public:
-  explicit Error(std::string message) : std::runtime_error(message), message_(std::move(message)) {}
+  explicit Error(std::string message)
+      : std::runtime_error(message), message_(message), full_(std::move(message)) {}
+  /// what() is "<message>\n  at file.cpp:12" when the location is known.
   Error(std::string message, SourceLoc where);
-  const char* what() const noexcept override { return message_.c_str(); }
+  /// The message with the location suffix, if any.
+  const char* what() const noexcept override { return full_.c_str(); }
   /// The message without the location suffix.
   const std::string& message() const { return message_; }
   const SourceLoc& where() const { return where_; }
   /// Attaches a location (and an op name) if none is attached yet; rethrow after.
+  /// The message gets an "add: " prefix (unless it already starts with it) and
+  /// what() gets "\n  recorded at mlp.cpp:12" when `where` is known.
   void attach(SourceLoc where, std::string_view op_name = {});
 
  private:
   std::string message_;
+  std::string full_;  // message_ plus the location line
   SourceLoc where_;
+  bool named_ = false;  // an op name prefix was attached
 };
 
 /// Throws kiln::Error built from the pieces (streamed together) when cond is false.
-#define KILN_CHECK(cond, ...)                                  \
-  do {                                                         \
-    if (!(cond)) ::kiln::detail::fail(__VA_ARGS__);            \
+#define KILN_CHECK(cond, ...)                       \
+  do {                                              \
+    if (!(cond)) ::kiln::detail::fail(__VA_ARGS__); \
   } while (0)
 
 namespace detail {

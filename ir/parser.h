@@ -8,8 +8,11 @@
 
 namespace kiln {
 
-/// Parses a whole graph. Node ids are renumbered densely in text order; types
-/// given in the text are checked against the op table's rules.
+/// Parses a whole graph. Node ids are renumbered densely in text order; value
+/// names may be any %word (%0, %x). Types given in the text are checked against
+/// the op table's rules; for ops whose type the table infers they may be left
+/// out ("%2 = add %0, %1"). `//` starts a comment. The result is verified.
+/// Errors read "<source_name>:line:col: expected X, got Y".
 Graph parse_graph(std::string_view text, std::string_view source_name = "<ir>");
 
 }  // namespace kiln

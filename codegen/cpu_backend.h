@@ -1,0 +1,61 @@
+// The CPU backend: a fusion group -> kernel IR -> LLVM IR -> O3 for the host
+// CPU -> machine code in the ORC LLJIT. No LLVM type appears here; LLVM stays
+// inside codegen/*.cpp and runtime/llvm_jit.cpp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "passes/fusion.h"
+
+namespace kiln {
+
+/// A compiled CPU kernel: computes elements [begin, end) of its outer loop.
+/// `buffers` points at the dense row-major buffers of CpuKernel::buffers, in order.
+using CpuKernelFn = void (*)(void* const* buffers, int64_t begin, int64_t end);
+
+/// What the dumps and `kiln explain` report about a kernel.
+struct KernelInfo {
+  std::string name;                 // e.g. "k3_reduction_sum_exp"
+  GroupKind kind{};
+  std::vector<NodeId> nodes;        // IR nodes it computes
+  std::vector<std::string> sources; // distinct user source lines ("mlp.cpp:12")
+  int64_t range = 1;                // outer loop trip count
+  int64_t grain = 1;                // smallest chunk worth a thread
+  int64_t bytes_read = 0, bytes_written = 0, flops = 0;
+};
+
+struct KernelArtifacts {
+  std::string kernel_ir;     // the backend-neutral kernel IR, printed
+  std::string llvm_ir;       // before optimisation
+  std::string llvm_ir_opt;   // after O3
+  std::string assembly;      // host assembly
+  double compile_ms = 0;
+  bool from_disk_cache = false;
+};
+
+struct CpuKernel {
+  CpuKernelFn fn = nullptr;  // null when the group needs no kernel (a lone matmul)
+  /// The values whose buffers the kernel reads and writes, in argument order. For
+  /// Matmul groups the matmul's own result is the first entry (the caller computes
+  /// it with BLAS before calling the epilogue kernel).
+  std::vector<Value> buffers;
+  KernelInfo info;
+  KernelArtifacts artifacts;
+};
+
+struct CpuCompileOptions {
+  bool want_artifacts = false;  // fill KernelArtifacts' texts (costs time)
+  std::string cache_dir;        // on-disk object cache; empty disables it
+};
+
+/// Compiles one group of g. Throws kiln::Error naming the group's first source
+/// line if the group cannot be lowered.
+CpuKernel compile_cpu_kernel(const Graph& g, const FusionGroup& group, const CpuCompileOptions& opts);
+
+/// Host CPU name and features the JIT targets ("znver5 +avx512f ...").
+std::string cpu_target_description();
+
+}  // namespace kiln

@@ -1,0 +1,424 @@
+// The eager autograd engine: tape recording, and backward() as tape -> IR
+// graph -> passes/autodiff -> evaluation with the eager ops (so gradients of
+// gradients are taped too when create_graph is set).
+#include "frontend/autograd.h"
+
+#include <algorithm>
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "frontend/dispatch.h"
+#include "frontend/function.h"
+#include "frontend/tensor_impl.h"
+#include "ir/builder.h"
+#include "ir/vjp.h"
+#include "passes/autodiff.h"
+
+namespace kiln {
+namespace {
+
+thread_local bool t_grad_mode = true;
+
+std::shared_ptr<TensorImpl> alias_of(const TensorImpl& t) {
+  return make_view(t, t.type.shape, t.strides, t.offset);
+}
+
+SavedTensor save(const Tensor& t) { return SavedTensor{alias_of(*t.impl()), t.impl()->buffer->version}; }
+
+// ---- custom function registry ----
+std::mutex g_custom_mu;
+std::unordered_map<int64_t, std::weak_ptr<autograd::CustomCall>> g_custom_calls;
+int64_t g_next_custom = 1;
+
+std::shared_ptr<autograd::CustomCall> find_custom(int64_t id) {
+  std::lock_guard<std::mutex> lock(g_custom_mu);
+  auto it = g_custom_calls.find(id);
+  auto call = it == g_custom_calls.end() ? nullptr : it->second.lock();
+  if (!call) throw Error("custom function call #" + std::to_string(id) + " is no longer alive");
+  return call;
+}
+
+// The autodiff pass reaches custom nodes through this hook: their backward is
+// a `custom` node whose evaluation calls the user's backward.
+std::vector<Value> custom_backward_vjp(Builder& b, const Node& n, const std::vector<Value>& outs,
+                                       const std::vector<Value>& grads) {
+  auto call = find_custom(n.attrs.i(AttrKey::fn));
+  std::vector<TensorType> in_types;
+  for (Value v : n.operands) in_types.push_back(b.type(v));
+  Attrs attrs{{AttrKey::fn, call->id}, {AttrKey::name, std::string("backward")}};
+  NodeId id = b.op_multi(OpKind::custom, grads, attrs, in_types);
+  std::vector<Value> result;
+  for (uint32_t i = 0; i < in_types.size(); ++i) result.push_back(Value(id, i));
+  return result;
+}
+
+struct InstallCustomVjp {
+  InstallCustomVjp() { set_custom_vjp(custom_backward_vjp); }
+} g_install_custom_vjp;
+
+// ---- backward ----
+
+// Tape nodes reachable from the roots, in topological order (producers first).
+std::vector<TapeNode*> topo_order(const std::vector<TapeNode*>& roots) {
+  std::vector<TapeNode*> order;
+  std::unordered_set<TapeNode*> seen;
+  std::vector<std::pair<TapeNode*, size_t>> stack;
+  for (TapeNode* r : roots) {
+    if (!r || !seen.insert(r).second) continue;
+    stack.push_back({r, 0});
+    while (!stack.empty()) {
+      auto& [n, i] = stack.back();
+      if (i < n->next.size()) {
+        TapeNode* child = n->next[i++].fn.get();
+        if (child && seen.insert(child).second) stack.push_back({child, 0});
+      } else {
+        order.push_back(n);
+        stack.pop_back();
+      }
+    }
+  }
+  return order;
+}
+
+void check_usable(const TapeNode& n) {
+  if (n.released)
+    throw Error(std::string("backward through the graph a second time: the tensors saved by '") +
+                    op_name(n.op) +
+                    "' were freed by the first backward (expected backward(..., "
+                    "retain_graph=true) the first time)",
+                n.loc);
+  auto check = [&](const SavedTensor& s) {
+    if (s.data && s.data->buffer->version != s.version)
+      throw Error(std::string("a tensor needed for the gradient of '") + op_name(n.op) +
+                      "' was modified by an in-place operation after it was used (expected "
+                      "version " + std::to_string(s.version) + ", found version " +
+                      std::to_string(s.data->buffer->version) + ")",
+                  n.loc);
+  };
+  for (auto& s : n.inputs) check(s);
+  for (auto& s : n.outputs) check(s);
+}
+
+struct BackwardGraph {
+  Graph graph;
+  std::vector<Tensor> bound;  // per node id (forward part): the value's tensor
+  size_t forward_size = 0;
+};
+
+// Evaluates the gradient nodes (after the forward part) with the eager ops.
+std::vector<Tensor> evaluate(const Graph& g, std::vector<std::vector<Tensor>>& values,
+                             size_t first, const std::vector<Value>& wanted) {
+  for (NodeId id = static_cast<NodeId>(first); id < g.size(); ++id) {
+    const Node& n = g[id];
+    if (!values[id].empty()) continue;
+    std::vector<Tensor> ops;
+    ops.reserve(n.operands.size());
+    for (Value v : n.operands) ops.push_back(values[v.node].at(v.index));
+    const OpCategory cat = op_info(n.op).category;
+    if (n.op == OpKind::custom) {
+      auto call = find_custom(n.attrs.i(AttrKey::fn));
+      std::vector<Tensor> grads = call->backward(&call->ctx, ops);
+      if (grads.size() != n.results.size())
+        throw Error("custom function backward returned " + std::to_string(grads.size()) +
+                        " gradients (expected one per tensor input of forward: " +
+                        std::to_string(n.results.size()) + ")",
+                    n.loc);
+      for (size_t i = 0; i < grads.size(); ++i)
+        if (!grads[i].defined()) grads[i] = zeros(n.results[i].shape, TensorOptions(n.results[i].dtype));
+      values[id] = std::move(grads);
+    } else if (cat == OpCategory::Creation) {
+      values[id] = {detail::create(n.op, n.attrs, n.type(), n.loc)};
+    } else if (cat == OpCategory::Input) {
+      throw Error("internal: unbound input in a gradient graph", n.loc);
+    } else {
+      values[id] = {detail::apply(n.op, ops, n.attrs, n.loc)};
+    }
+  }
+  std::vector<Tensor> out;
+  for (Value v : wanted) out.push_back(values[v.node].at(v.index));
+  return out;
+}
+
+// Runs a backward from `roots` with incoming gradients `seeds`. `wrt` lists the
+// tensors to differentiate with respect to (empty: all leaves reached, whose
+// .grad() is accumulated). Returns the gradients for `wrt` (undefined when unreachable).
+std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds,
+                                 const std::vector<Tensor>& wrt, bool retain_graph,
+                                 bool create_graph, SourceLoc loc) {
+  std::vector<TapeNode*> root_fns;
+  for (const Tensor& r : roots) root_fns.push_back(r.impl()->grad_fn.get());
+  std::vector<TapeNode*> order = topo_order(root_fns);
+  for (TapeNode* n : order) check_usable(*n);
+
+  Graph g;
+  Builder b(g);
+  std::vector<std::vector<Tensor>> values;
+  std::unordered_map<const TensorImpl*, Value> leaf_values;
+  std::unordered_map<TapeNode*, NodeId> node_ids;
+  std::vector<std::shared_ptr<TensorImpl>> leaves;  // in discovery order
+  int64_t next_arg = 0;
+
+  auto bind = [&](Value v, Tensor t) {
+    if (values.size() <= v.node) values.resize(v.node + 1);
+    if (values[v.node].size() <= v.index) values[v.node].resize(v.index + 1);
+    values[v.node][v.index] = std::move(t);
+  };
+  auto leaf_value = [&](const std::shared_ptr<TensorImpl>& leaf) {
+    auto it = leaf_values.find(leaf.get());
+    if (it != leaf_values.end()) return it->second;
+    Value v = b.arg(next_arg++, leaf->type);
+    leaf_values[leaf.get()] = v;
+    leaves.push_back(leaf);
+    bind(v, Tensor(leaf));
+    return v;
+  };
+
+  for (TapeNode* n : order) {
+    std::vector<Value> operands;
+    for (size_t i = 0; i < n->next.size(); ++i) {
+      const TapeEdge& e = n->next[i];
+      if (e.fn) {
+        operands.push_back(Value(node_ids.at(e.fn.get()), e.output_nr));
+      } else if (e.leaf) {
+        operands.push_back(leaf_value(e.leaf));
+      } else {
+        Value v = b.arg(next_arg++, n->inputs[i].data->type);
+        bind(v, Tensor(n->inputs[i].data));
+        operands.push_back(v);
+      }
+    }
+    b.loc = n->loc;
+    NodeId id;
+    if (n->op == OpKind::custom) {
+      std::vector<TensorType> types;
+      for (auto& s : n->outputs) types.push_back(s.data->type);
+      id = b.op_multi(OpKind::custom, operands, n->attrs, types);
+    } else {
+      id = b.op(n->op, operands, n->attrs).node;
+    }
+    node_ids[n] = id;
+    // Bind results: with create_graph they carry this node's history so the
+    // gradient computation is itself recorded.
+    std::shared_ptr<TapeNode> self_ptr;
+    for (size_t i = 0; i < n->outputs.size(); ++i) {
+      auto alias = alias_of(*n->outputs[i].data);
+      if (create_graph) {
+        alias->requires_grad = true;
+        alias->output_nr = static_cast<uint32_t>(i);
+      }
+      bind(Value(id, static_cast<uint32_t>(i)), Tensor(alias));
+    }
+  }
+  // With create_graph, forward values must carry their grad_fn; patch them now
+  // that every node has an id (grad_fn pointers come from the consumers' edges).
+  if (create_graph) {
+    for (TapeNode* n : order)
+      for (const TapeEdge& e : n->next)
+        if (e.fn) {
+          Tensor& t = values[node_ids.at(e.fn.get())][e.output_nr];
+          t.impl()->grad_fn = e.fn;
+        }
+    for (size_t r = 0; r < roots.size(); ++r)
+      if (auto& fn = roots[r].impl()->grad_fn)
+        values[node_ids.at(fn.get())][roots[r].impl()->output_nr].impl()->grad_fn = fn;
+  }
+
+  std::vector<Value> outs, seed_vals;
+  for (size_t r = 0; r < roots.size(); ++r) {
+    const TensorImpl& ri = *roots[r].impl();
+    Value out = ri.grad_fn ? Value(node_ids.at(ri.grad_fn.get()), ri.output_nr)
+                           : leaf_value(roots[r].impl_ptr());
+    outs.push_back(out);
+    Value s = b.arg(next_arg++, seeds[r].impl()->type);
+    bind(s, seeds[r]);
+    seed_vals.push_back(s);
+  }
+
+  std::vector<Value> wrt_vals;
+  std::vector<bool> reachable;
+  if (wrt.empty()) {
+    for (auto& l : leaves) wrt_vals.push_back(leaf_values.at(l.get()));
+  } else {
+    for (const Tensor& w : wrt) {
+      const TensorImpl& wi = *w.impl();
+      if (wi.grad_fn && node_ids.count(wi.grad_fn.get())) {
+        wrt_vals.push_back(Value(node_ids.at(wi.grad_fn.get()), wi.output_nr));
+      } else if (leaf_values.count(&wi)) {
+        wrt_vals.push_back(leaf_values.at(&wi));
+      } else {
+        wrt_vals.push_back(Value());
+      }
+    }
+  }
+  std::vector<Value> present;
+  for (Value v : wrt_vals)
+    if (v.valid()) present.push_back(v);
+
+  size_t forward_size = g.size();
+  std::vector<Value> grads = build_gradients(b, outs, seed_vals, present);
+  values.resize(g.size());
+
+  std::vector<Tensor> results;
+  {
+    std::optional<NoGradGuard> no_grad;
+    std::optional<EnableGradGuard> with_grad;
+    if (create_graph)
+      with_grad.emplace();
+    else
+      no_grad.emplace();
+    results = evaluate(g, values, forward_size, grads);
+  }
+
+  if (!retain_graph) {
+    for (TapeNode* n : order) {
+      n->released = true;
+      n->inputs.clear();
+      n->outputs.clear();
+    }
+  }
+
+  std::vector<Tensor> per_wrt;
+  size_t j = 0;
+  for (Value v : wrt_vals) per_wrt.push_back(v.valid() ? results[j++] : Tensor());
+  if (!wrt.empty()) return per_wrt;
+
+  // Accumulate into the leaves' .grad().
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    TensorImpl& leaf = *leaves[i];
+    Tensor g_new = per_wrt[i];
+    if (!create_graph) g_new = g_new.detach();
+    if (!leaf.grad) {
+      // A fresh buffer: the gradient may alias a seed or a forward value.
+      leaf.grad = create_graph ? g_new.impl_ptr() : g_new.clone().impl_ptr();
+    } else if (create_graph) {
+      EnableGradGuard grad_on;
+      leaf.grad = (Tensor(leaf.grad) + g_new).impl_ptr();
+    } else {
+      Tensor(leaf.grad).add_(g_new);
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+bool grad_mode_enabled() { return t_grad_mode; }
+void set_grad_mode(bool enabled) { t_grad_mode = enabled; }
+
+namespace detail {
+
+void record_op(OpKind op, const Attrs& attrs, SourceLoc loc, const std::vector<Tensor>& inputs,
+               const std::vector<Tensor>& outputs, std::shared_ptr<autograd::CustomCall> custom) {
+  if (!t_grad_mode) return;
+  bool any = false;
+  for (const Tensor& t : inputs) any = any || t.impl()->requires_grad;
+  if (!any) return;
+  if (op != OpKind::custom && !op_info(op).differentiable) return;
+  auto node = std::make_shared<TapeNode>();
+  node->op = op;
+  node->attrs = attrs;
+  node->loc = loc;
+  node->custom = std::move(custom);
+  for (const Tensor& t : inputs) {
+    const auto& impl = t.impl_ptr();
+    TapeEdge e;
+    if (impl->grad_fn) {
+      e.fn = impl->grad_fn;
+      e.output_nr = impl->output_nr;
+    } else if (impl->requires_grad) {
+      e.leaf = impl;
+    }
+    node->next.push_back(std::move(e));
+    node->inputs.push_back(save(t));
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    TensorImpl& o = *outputs[i].impl();
+    node->outputs.push_back(save(outputs[i]));
+    if (!is_floating(o.type.dtype)) continue;
+    o.requires_grad = true;
+    o.grad_fn = node;
+    o.output_nr = static_cast<uint32_t>(i);
+  }
+}
+
+}  // namespace detail
+
+namespace autograd::detail {
+
+std::shared_ptr<CustomCall> new_custom_call(std::string name) {
+  auto call = std::make_shared<CustomCall>();
+  call->name = std::move(name);
+  std::lock_guard<std::mutex> lock(g_custom_mu);
+  call->id = g_next_custom++;
+  g_custom_calls[call->id] = call;
+  return call;
+}
+
+std::vector<Tensor> finish_custom(const std::shared_ptr<CustomCall>& call,
+                                  const std::vector<Tensor>& inputs,
+                                  const std::vector<Tensor>& outputs, SourceLoc loc) {
+  for (const Tensor& t : inputs) call->input_types.push_back(t.impl()->type);
+  // Outputs must be fresh tensors with no history of their own.
+  std::vector<Tensor> outs;
+  for (const Tensor& o : outputs) outs.push_back(o.detach());
+  ::kiln::detail::record_op(OpKind::custom, Attrs{{AttrKey::fn, call->id}}, loc, inputs, outs, call);
+  return outs;
+}
+
+}  // namespace autograd::detail
+
+void Tensor::backward(const Tensor& gradient, bool retain_graph, bool create_graph, Loc l) const {
+  SourceLoc loc = SourceLoc::from(l);
+  if (!defined()) throw Error("backward() on an undefined tensor", loc);
+  if (impl()->symbolic())
+    throw Error("backward() inside a trace is not supported by this build yet", loc);
+  if (!impl()->requires_grad)
+    throw Error("backward() on a tensor that does not require grad and has no grad_fn "
+                "(expected a result of ops on tensors created with requires_grad(true))",
+                loc);
+  Tensor seed = gradient;
+  if (!seed.defined()) {
+    if (numel() != 1)
+      throw Error("backward() without a gradient needs a scalar (one element) but got shape " +
+                      shape_str(sizes()) + " (expected backward(gradient) for non-scalar outputs)",
+                  loc);
+    seed = ones(sizes(), TensorOptions(dtype()).device(device()));
+  } else if (seed.sizes() != sizes()) {
+    throw Error("backward(): gradient of shape " + shape_str(seed.sizes()) +
+                    " does not match the tensor's shape " + shape_str(sizes()),
+                loc);
+  }
+  // As in PyTorch, create_graph implies retain_graph.
+  run_backward({*this}, {seed}, {}, retain_graph || create_graph, create_graph, loc);
+}
+
+std::vector<Tensor> autograd::grad(const std::vector<Tensor>& outputs,
+                                   const std::vector<Tensor>& inputs,
+                                   const std::vector<Tensor>& grad_outputs, bool retain_graph,
+                                   bool create_graph, bool allow_unused, Loc l) {
+  SourceLoc loc = SourceLoc::from(l);
+  std::vector<Tensor> seeds = grad_outputs;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (!outputs[i].requires_grad())
+      throw Error("autograd::grad: output " + std::to_string(i) + " does not require grad", loc);
+    if (seeds.size() <= i) {
+      if (outputs[i].numel() != 1)
+        throw Error("autograd::grad: output " + std::to_string(i) + " has shape " +
+                        shape_str(outputs[i].sizes()) +
+                        " (expected a scalar, or pass grad_outputs)",
+                    loc);
+      seeds.push_back(ones(outputs[i].sizes(), TensorOptions(outputs[i].dtype())));
+    }
+  }
+  auto result = run_backward(outputs, seeds, inputs, retain_graph || create_graph, create_graph, loc);
+  for (size_t i = 0; i < result.size(); ++i)
+    if (!result[i].defined() && !allow_unused)
+      throw Error("autograd::grad: input " + std::to_string(i) +
+                      " was not used to compute the outputs (pass allow_unused=true)",
+                  loc);
+  return result;
+}
+
+}  // namespace kiln

@@ -1,0 +1,90 @@
+// Autograd: the tape that eager ops record when an input requires grad, grad
+// mode, NoGradGuard, and backward(). There is one autodiff (DESIGN.md): a
+// backward turns the tape into an IR graph, runs passes/autodiff on it, and
+// evaluates the gradient graph op by op with the eager kernels.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "frontend/tensor.h"
+#include "ir/attrs.h"
+#include "ir/op.h"
+
+namespace kiln {
+
+struct TensorImpl;
+struct TapeNode;
+namespace autograd {
+struct CustomCall;
+}
+
+/// Where a taped op's operand came from.
+struct TapeEdge {
+  std::shared_ptr<TapeNode> fn;      // the op that produced it (non-leaf)
+  uint32_t output_nr = 0;
+  std::shared_ptr<TensorImpl> leaf;  // a leaf that requires grad
+};
+
+/// Data an op saved for its backward, with the version it had then.
+struct SavedTensor {
+  std::shared_ptr<TensorImpl> data;  // detached alias of the tensor (no grad_fn)
+  uint64_t version = 0;
+};
+
+/// One recorded op.
+struct TapeNode {
+  OpKind op{};
+  Attrs attrs;
+  SourceLoc loc;
+  std::vector<TapeEdge> next;             // one per operand
+  std::vector<SavedTensor> inputs;        // operand values
+  std::vector<SavedTensor> outputs;       // result values
+  std::shared_ptr<autograd::CustomCall> custom;  // for `custom` nodes
+  bool released = false;                  // saved data freed by a backward
+};
+
+/// Whether ops record the tape (thread-local; on by default).
+bool grad_mode_enabled();
+void set_grad_mode(bool enabled);
+
+/// Disables gradient recording in its scope (torch::NoGradGuard).
+class NoGradGuard {
+ public:
+  NoGradGuard() : prev_(grad_mode_enabled()) { set_grad_mode(false); }
+  ~NoGradGuard() { set_grad_mode(prev_); }
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+/// Enables gradient recording in its scope (torch::AutoGradMode(true)).
+class EnableGradGuard {
+ public:
+  EnableGradGuard() : prev_(grad_mode_enabled()) { set_grad_mode(true); }
+  ~EnableGradGuard() { set_grad_mode(prev_); }
+
+ private:
+  bool prev_;
+};
+
+namespace autograd {
+/// Gradients of `outputs` with respect to `inputs` without accumulating into
+/// .grad() (torch::autograd::grad). Undefined tensors for unreachable inputs
+/// when allow_unused, else an error.
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
+                         bool create_graph = false, bool allow_unused = false, KILN_LOC);
+}  // namespace autograd
+
+namespace detail {
+/// Records an eager op on the tape if grad mode is on and an operand requires grad.
+void record_op(OpKind op, const Attrs& attrs, SourceLoc loc, const std::vector<Tensor>& inputs,
+               const std::vector<Tensor>& outputs,
+               std::shared_ptr<autograd::CustomCall> custom = nullptr);
+}  // namespace detail
+
+}  // namespace kiln

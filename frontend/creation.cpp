@@ -1,0 +1,207 @@
+// Tensor creation: from values, filled, ranges, random, wrapped memory.
+#include <cmath>
+#include <mutex>
+#include <random>
+
+#include "frontend/autograd.h"
+#include "frontend/dispatch.h"
+#include "frontend/tensor_impl.h"
+#include "runtime/reference.h"
+
+namespace kiln {
+
+using detail::here;
+
+namespace {
+
+std::mutex g_rng_mu;
+std::mt19937_64 g_rng(67280421310721ull);  // PyTorch's default seed
+
+uint64_t next_seed() {
+  std::lock_guard<std::mutex> lock(g_rng_mu);
+  return g_rng();
+}
+
+Tensor finish(Tensor t, const TensorOptions& o, SourceLoc loc) {
+  if (o.device_.type != t.device().type) t = t.to(o.device_, std::source_location::current());
+  if (o.requires_grad_) t.requires_grad_(true);
+  return t;
+}
+
+Tensor literal(std::vector<double> data, Shape shape, const TensorOptions& o, SourceLoc loc) {
+  TensorType t{o.dtype_, std::move(shape), Device()};
+  Tensor r = detail::create(OpKind::literal, {{AttrKey::data, std::move(data)}}, t, loc);
+  return finish(r, o, loc);
+}
+
+template <class T>
+Tensor tensor_1d(std::initializer_list<T> values, TensorOptions o, DType natural, Loc l) {
+  std::vector<double> data(values.begin(), values.end());
+  if (o.dtype_ == DType::f32 && natural != DType::f32) o.dtype_ = natural;
+  return literal(std::move(data), {static_cast<int64_t>(values.size())}, o, here(l));
+}
+
+template <class T>
+Tensor tensor_2d(std::initializer_list<std::initializer_list<T>> rows, TensorOptions o,
+                 DType natural, Loc l) {
+  std::vector<double> data;
+  size_t cols = rows.size() ? rows.begin()->size() : 0;
+  for (const auto& r : rows) {
+    if (r.size() != cols)
+      throw Error("tensor(): rows of different lengths (" + std::to_string(cols) + " and " +
+                      std::to_string(r.size()) + "); expected a rectangular nested list",
+                  here(l));
+    data.insert(data.end(), r.begin(), r.end());
+  }
+  if (o.dtype_ == DType::f32 && natural != DType::f32) o.dtype_ = natural;
+  return literal(std::move(data), {static_cast<int64_t>(rows.size()), static_cast<int64_t>(cols)},
+                 o, here(l));
+}
+
+}  // namespace
+
+// A plain `TensorOptions{}` means "the natural dtype" for integer and bool lists.
+Tensor tensor(std::initializer_list<float> v, TensorOptions o, Loc l) { return tensor_1d(v, o, DType::f32, l); }
+Tensor tensor(std::initializer_list<double> v, TensorOptions o, Loc l) { return tensor_1d(v, o, DType::f32, l); }
+Tensor tensor(std::initializer_list<int> v, TensorOptions o, Loc l) { return tensor_1d(v, o, DType::i64, l); }
+Tensor tensor(std::initializer_list<int64_t> v, TensorOptions o, Loc l) { return tensor_1d(v, o, DType::i64, l); }
+Tensor tensor(std::initializer_list<bool> v, TensorOptions o, Loc l) { return tensor_1d(v, o, DType::b8, l); }
+Tensor tensor(std::initializer_list<std::initializer_list<float>> v, TensorOptions o, Loc l) {
+  return tensor_2d(v, o, DType::f32, l);
+}
+Tensor tensor(std::initializer_list<std::initializer_list<double>> v, TensorOptions o, Loc l) {
+  return tensor_2d(v, o, DType::f32, l);
+}
+Tensor tensor(std::initializer_list<std::initializer_list<int>> v, TensorOptions o, Loc l) {
+  return tensor_2d(v, o, DType::i64, l);
+}
+Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<float>>> v,
+              TensorOptions o, Loc l) {
+  std::vector<double> data;
+  int64_t d1 = v.size() ? static_cast<int64_t>(v.begin()->size()) : 0;
+  int64_t d2 = d1 ? static_cast<int64_t>(v.begin()->begin()->size()) : 0;
+  for (const auto& m : v) {
+    if (static_cast<int64_t>(m.size()) != d1)
+      throw Error("tensor(): nested lists of different lengths (expected a rectangular list)", here(l));
+    for (const auto& r : m) {
+      if (static_cast<int64_t>(r.size()) != d2)
+        throw Error("tensor(): nested lists of different lengths (expected a rectangular list)", here(l));
+      data.insert(data.end(), r.begin(), r.end());
+    }
+  }
+  return literal(std::move(data), {static_cast<int64_t>(v.size()), d1, d2}, o, here(l));
+}
+
+Tensor scalar_tensor(Scalar value, TensorOptions o, Loc l) { return full({}, value, o, l); }
+
+Tensor from_vector(const std::vector<double>& values, Shape shape, TensorOptions o, Loc l) {
+  if (numel(shape) != static_cast<int64_t>(values.size()))
+    throw Error("from_vector(): " + std::to_string(values.size()) + " values for shape " +
+                    shape_str(shape) + " (expected " + std::to_string(numel(shape)) + ")",
+                here(l));
+  return literal(values, std::move(shape), o, here(l));
+}
+
+Tensor from_blob(void* data, Shape shape, TensorOptions o, Loc l) {
+  Strides s = contiguous_strides(shape);
+  return from_blob(data, std::move(shape), std::move(s), o, l);
+}
+
+Tensor from_blob(void* data, Shape shape, Strides strides, TensorOptions o, Loc l) {
+  if (!o.device_.is_cpu()) throw Error("from_blob(): only CPU memory can be wrapped", here(l));
+  if (strides.size() != shape.size())
+    throw Error("from_blob(): " + std::to_string(strides.size()) + " strides for shape " +
+                    shape_str(shape),
+                here(l));
+  int64_t extent = 1;
+  for (size_t i = 0; i < shape.size(); ++i) extent += (shape[i] - 1) * std::abs(strides[i]);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->buffer = std::make_shared<Buffer>();
+  impl->buffer->storage =
+      Storage::wrap(data, static_cast<size_t>(extent) * dtype_size(o.dtype_), Device(), {});
+  impl->type = TensorType{o.dtype_, std::move(shape), Device()};
+  impl->strides = std::move(strides);
+  Tensor t(impl);
+  if (o.requires_grad_) t.requires_grad_(true, l);
+  return t;
+}
+
+Tensor empty(Shape shape, TensorOptions o, Loc l) { return full(std::move(shape), 0, o, l); }
+Tensor zeros(Shape shape, TensorOptions o, Loc l) { return full(std::move(shape), 0, o, l); }
+Tensor ones(Shape shape, TensorOptions o, Loc l) { return full(std::move(shape), 1, o, l); }
+
+Tensor full(Shape shape, Scalar value, TensorOptions o, Loc l) {
+  for (int64_t d : shape)
+    if (d < 0) throw Error("negative dimension in shape " + shape_str(shape), here(l));
+  TensorType t{o.dtype_, std::move(shape), o.device_};
+  Tensor r = detail::create(OpKind::constant, {{AttrKey::value, value.value}}, t, here(l));
+  if (o.requires_grad_) r.requires_grad_(true, l);
+  return r;
+}
+
+Tensor zeros_like(const Tensor& t, Loc l) {
+  return zeros(t.sizes(), TensorOptions(t.dtype()).device(t.device()), l);
+}
+Tensor ones_like(const Tensor& t, Loc l) {
+  return ones(t.sizes(), TensorOptions(t.dtype()).device(t.device()), l);
+}
+Tensor full_like(const Tensor& t, Scalar v, Loc l) {
+  return full(t.sizes(), v, TensorOptions(t.dtype()).device(t.device()), l);
+}
+
+Tensor eye(int64_t n, TensorOptions o, Loc l) {
+  std::vector<double> data(static_cast<size_t>(n * n), 0.0);
+  for (int64_t i = 0; i < n; ++i) data[static_cast<size_t>(i * n + i)] = 1.0;
+  return literal(std::move(data), {n, n}, o, here(l));
+}
+
+Tensor arange(Scalar end, TensorOptions o, Loc l) { return arange(0, end, 1, o, l); }
+
+Tensor arange(Scalar start, Scalar end, Scalar step, TensorOptions o, Loc l) {
+  if (step.value == 0) throw Error("arange(): step must be nonzero", here(l));
+  double n = std::ceil((end.value - start.value) / step.value);
+  if (n < 0) n = 0;
+  bool ints = start.kind != ScalarKind::floating && end.kind != ScalarKind::floating &&
+              step.kind != ScalarKind::floating;
+  if (ints && o.dtype_ == DType::f32) o.dtype_ = DType::i64;
+  TensorType t{o.dtype_, {static_cast<int64_t>(n)}, Device()};
+  Tensor r = detail::create(OpKind::arange,
+                            {{AttrKey::start, start.value}, {AttrKey::step, step.value}}, t, here(l));
+  return finish(r, o, here(l));
+}
+
+Tensor linspace(double start, double end, int64_t steps, TensorOptions o, Loc l) {
+  if (steps < 0) throw Error("linspace(): number of steps must be non-negative", here(l));
+  double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
+  TensorType t{o.dtype_, {steps}, Device()};
+  Tensor r = detail::create(OpKind::arange, {{AttrKey::start, start}, {AttrKey::step, step}}, t, here(l));
+  return finish(r, o, here(l));
+}
+
+Tensor rand(Shape shape, TensorOptions o, Loc l) {
+  TensorType t{o.dtype_, std::move(shape), Device()};
+  Tensor r = detail::create(OpKind::rand, {{AttrKey::seed, static_cast<int64_t>(next_seed() >> 1)}},
+                            t, here(l));
+  return finish(r, o, here(l));
+}
+
+Tensor randn(Shape shape, TensorOptions o, Loc l) {
+  TensorType t{o.dtype_, std::move(shape), Device()};
+  Tensor r = detail::create(OpKind::randn, {{AttrKey::seed, static_cast<int64_t>(next_seed() >> 1)}},
+                            t, here(l));
+  return finish(r, o, here(l));
+}
+
+Tensor rand_like(const Tensor& t, Loc l) {
+  return rand(t.sizes(), TensorOptions(t.dtype()).device(t.device()), l);
+}
+Tensor randn_like(const Tensor& t, Loc l) {
+  return randn(t.sizes(), TensorOptions(t.dtype()).device(t.device()), l);
+}
+
+void manual_seed(uint64_t seed) {
+  std::lock_guard<std::mutex> lock(g_rng_mu);
+  g_rng.seed(seed);
+}
+
+}  // namespace kiln

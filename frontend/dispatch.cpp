@@ -1,0 +1,192 @@
+// The dispatcher: eager execution (views, reference kernels, tape recording)
+// and trace recording, behind one apply().
+#include "frontend/dispatch.h"
+
+#include <cstring>
+
+#include "frontend/autograd.h"
+#include "frontend/device_ops.h"
+#include "frontend/tensor_impl.h"
+#include "frontend/trace_state.h"
+#include "runtime/reference.h"
+
+namespace kiln {
+
+std::shared_ptr<TensorImpl> make_dense(const TensorType& t) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->type = t;
+  impl->strides = contiguous_strides(t.shape);
+  impl->buffer = std::make_shared<Buffer>();
+  size_t bytes = static_cast<size_t>(t.numel()) * dtype_size(t.dtype);
+  impl->buffer->storage = Storage::allocate(bytes == 0 ? 1 : bytes, t.device);
+  return impl;
+}
+
+std::shared_ptr<TensorImpl> make_view(const TensorImpl& base, Shape shape, Strides strides,
+                                      int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->buffer = base.buffer;
+  impl->offset = offset;
+  impl->type = TensorType{base.type.dtype, std::move(shape), base.type.device};
+  impl->strides = std::move(strides);
+  return impl;
+}
+
+namespace detail {
+namespace {
+
+void check_operand(OpKind k, const Tensor& t, size_t i, SourceLoc loc) {
+  if (!t.defined())
+    throw Error(std::string(op_name(k)) + ": operand " + std::to_string(i) +
+                    " is an undefined tensor (expected a tensor with data)",
+                loc);
+}
+
+[[noreturn]] void symbolic_outside_trace(OpKind k, SourceLoc loc) {
+  throw Error(std::string(op_name(k)) +
+                  ": a symbolic tensor from a trace was used outside it (expected a tensor "
+                  "with data; return values from the traced function instead of keeping "
+                  "tensors created inside it)",
+              loc);
+}
+
+Tensor trace_apply(TraceState& tr, OpKind k, const std::vector<Tensor>& operands, Attrs attrs,
+                   SourceLoc loc) {
+  std::vector<Value> vals;
+  vals.reserve(operands.size());
+  for (size_t i = 0; i < operands.size(); ++i) {
+    check_operand(k, operands[i], i, loc);
+    vals.push_back(tr.value_of(operands[i], loc));
+  }
+  SourceLoc saved = tr.builder.loc;
+  tr.builder.loc = loc;
+  Value v = tr.builder.op(k, std::move(vals), std::move(attrs));
+  tr.builder.loc = saved;
+  return tr.wrap(v);
+}
+
+}  // namespace
+
+const TensorType& type_of(const Tensor& t) { return t.impl()->type; }
+
+Tensor apply(OpKind k, const std::vector<Tensor>& operands, Attrs attrs, SourceLoc loc) {
+  if (TraceState* tr = current_trace()) return trace_apply(*tr, k, operands, std::move(attrs), loc);
+
+  std::vector<TensorType> types;
+  types.reserve(operands.size());
+  for (size_t i = 0; i < operands.size(); ++i) {
+    check_operand(k, operands[i], i, loc);
+    if (operands[i].impl()->symbolic()) symbolic_outside_trace(k, loc);
+    types.push_back(operands[i].impl()->type);
+  }
+  TensorType out;
+  try {
+    out = infer_type(k, types, attrs);
+  } catch (Error& e) {
+    e.attach(loc, op_name(k));
+    throw;
+  }
+
+  Tensor result;
+  try {
+    if (op_info(k).category == OpCategory::Movement) {
+      const TensorImpl& in = *operands[0].impl();
+      ViewGeometry g;
+      if (view_geometry(k, attrs, in.type.shape, in.strides, &g))
+        result = Tensor(make_view(in, std::move(g.shape), std::move(g.strides), in.offset + g.offset));
+    }
+    if (!result.defined()) result = device_run(k, attrs, operands, out);
+  } catch (Error& e) {
+    e.attach(loc, op_name(k));
+    throw;
+  }
+  record_op(k, attrs, loc, operands, {result});
+  return result;
+}
+
+Tensor create(OpKind k, Attrs attrs, const TensorType& type, SourceLoc loc) {
+  if (TraceState* tr = current_trace()) {
+    if (k == OpKind::rand || k == OpKind::randn)
+      throw Error(std::string(op_name(k)) +
+                      ": random draws inside a trace are not supported (a compiled plan would "
+                      "repeat the same numbers); draw outside the traced function and pass the "
+                      "tensor as an argument",
+                  loc);
+    SourceLoc saved = tr->builder.loc;
+    tr->builder.loc = loc;
+    Value v = tr->builder.op_typed(k, {}, std::move(attrs), type);
+    tr->builder.loc = saved;
+    return tr->wrap(v);
+  }
+  try {
+    return device_run(k, attrs, {}, type);
+  } catch (Error& e) {
+    e.attach(loc, op_name(k));
+    throw;
+  }
+}
+
+Tensor scalar_operand(const Tensor& like, Scalar s, SourceLoc loc) {
+  if (!like.defined()) throw Error("an undefined tensor was used with a number", loc);
+  const TensorType& t = like.impl()->type;
+  DType dt = promote_with_scalar(t.dtype, s.kind);
+  return create(OpKind::constant, Attrs{{AttrKey::value, s.value}}, TensorType{dt, {}, t.device},
+                loc);
+}
+
+void assign(const Tensor& self, const Tensor& value_in, SourceLoc loc) {
+  if (!self.defined() || !value_in.defined())
+    throw Error("in-place operation on an undefined tensor", loc);
+  const TensorType& st = self.impl()->type;
+  const TensorType& vt = value_in.impl()->type;
+  if (!broadcastable(vt.shape, st.shape))
+    throw Error("in-place operation: the result of shape " + shape_str(vt.shape) +
+                    " cannot be written into a tensor of shape " + shape_str(st.shape) +
+                    " (expected a shape that broadcasts to it)",
+                loc);
+  if (is_floating(vt.dtype) && !is_floating(st.dtype))
+    throw Error(std::string("in-place operation: a result of type ") + dtype_name(vt.dtype) +
+                    " cannot be written into a tensor of type " + dtype_name(st.dtype),
+                loc);
+  if (vt.device != st.device)
+    throw Error("in-place operation: the value is on " + vt.device.str() +
+                    " but the tensor is on " + st.device.str(),
+                loc);
+
+  Tensor value = value_in;
+  if (vt.shape != st.shape) value = apply(OpKind::expand, {value}, {{AttrKey::shape, st.shape}}, loc);
+  if (vt.dtype != st.dtype) value = apply(OpKind::cast, {value}, {{AttrKey::dtype, st.dtype}}, loc);
+
+  if (TraceState* tr = current_trace()) {
+    TensorImpl& s = *self.impl();
+    Value v = tr->value_of(value, loc);
+    if (s.symbolic()) {
+      s.value = v;
+    } else {
+      tr->value_of(self, loc);  // registers the parameter
+      int64_t p = tr->param_index.at(&s);
+      tr->param_current[p] = v;
+    }
+    return;
+  }
+
+  TensorImpl& s = *self.impl();
+  if (s.symbolic() || value.impl()->symbolic()) symbolic_outside_trace(OpKind::expand, loc);
+  bool taping = grad_mode_enabled() && (value.requires_grad() || s.requires_grad);
+  if (taping && s.requires_grad && !s.grad_fn)
+    throw Error(
+        "a leaf tensor that requires grad was modified in place (expected the update inside "
+        "NoGradGuard, as optimizers do, or an out-of-place op)",
+        loc);
+  device_copy(value.impl()->view(), s, loc);
+  s.buffer->version++;
+  if (taping) {
+    // The tensor now holds the value's history.
+    s.requires_grad = value.requires_grad();
+    s.grad_fn = value.impl()->grad_fn;
+    s.output_nr = value.impl()->output_nr;
+  }
+}
+
+}  // namespace detail
+}  // namespace kiln

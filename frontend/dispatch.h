@@ -1,0 +1,30 @@
+// The one entry point every tensor op goes through. Eagerly it runs the op on
+// the operands' device (a view when the layout allows, else a kernel) and
+// records it on the autograd tape; inside a trace it adds a graph node.
+#pragma once
+
+#include <vector>
+
+#include "frontend/tensor.h"
+#include "ir/attrs.h"
+#include "ir/op.h"
+
+namespace kiln::detail {
+
+/// Runs (eager) or records (traced) op k on the operands.
+Tensor apply(OpKind k, const std::vector<Tensor>& operands, Attrs attrs, SourceLoc loc);
+/// Creation ops (constant, literal, arange, rand, randn): result type given.
+Tensor create(OpKind k, Attrs attrs, const TensorType& type, SourceLoc loc);
+/// A 0-d constant for a plain number used with `like`, typed by PyTorch's
+/// scalar promotion (int tensor * 2.5 -> float32 constant).
+Tensor scalar_operand(const Tensor& like, Scalar s, SourceLoc loc);
+/// In-place write: self's elements become `value` (broadcast to self's shape and
+/// cast to its dtype). Eagerly copies into self's storage; in a trace rebinds
+/// self to the new value (a parameter update for captured tensors).
+void assign(const Tensor& self, const Tensor& value, SourceLoc loc);
+/// Type of a tensor (eager or symbolic).
+const TensorType& type_of(const Tensor& t);
+
+inline SourceLoc here(const Loc& l) { return SourceLoc::from(l); }
+
+}  // namespace kiln::detail

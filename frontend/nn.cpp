@@ -1,0 +1,160 @@
+// nn modules and losses.
+#include "frontend/nn.h"
+
+#include <cmath>
+#include <ostream>
+#include <sstream>
+
+#include "frontend/autograd.h"
+
+namespace kiln::nn {
+
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurse) const {
+  std::vector<std::pair<std::string, Tensor>> out(params_.begin(), params_.end());
+  if (recurse)
+    for (const auto& [cname, child] : children_)
+      for (auto& [pname, p] : child->named_parameters(true)) out.emplace_back(cname + "." + pname, p);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters(bool recurse) const {
+  std::vector<Tensor> out;
+  for (auto& [n, p] : named_parameters(recurse)) out.push_back(p);
+  return out;
+}
+
+std::vector<std::shared_ptr<Module>> Module::children() const {
+  std::vector<std::shared_ptr<Module>> out;
+  for (auto& [n, c] : children_) out.push_back(c);
+  return out;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [n, c] : children_) c->train(on);
+}
+
+void Module::zero_grad(bool set_to_none) {
+  for (Tensor& p : parameters()) {
+    if (!p.grad().defined()) continue;
+    if (set_to_none)
+      p.set_grad(Tensor());
+    else
+      p.grad().zero_();
+  }
+}
+
+Tensor& Module::register_parameter(std::string name, Tensor t, bool requires_grad) {
+  if (requires_grad && !t.requires_grad()) t.requires_grad_(true);
+  params_.emplace_back(std::move(name), std::move(t));
+  return params_.back().second;
+}
+
+LinearImpl::LinearImpl(int64_t in, int64_t out, bool with_bias)
+    : Module("Linear"), in_features(in), out_features(out) {
+  if (in <= 0 || out <= 0)
+    throw Error("Linear(" + std::to_string(in) + ", " + std::to_string(out) +
+                "): feature counts must be positive");
+  double bound = 1.0 / std::sqrt(static_cast<double>(in));
+  NoGradGuard no_grad;
+  weight = register_parameter("weight", rand({out, in}) * (2 * bound) - bound);
+  if (with_bias) bias = register_parameter("bias", rand({out}) * (2 * bound) - bound);
+}
+
+Tensor LinearImpl::forward(const Tensor& x, Loc loc) {
+  if (x.dim() == 0 || x.size(-1) != in_features)
+    throw Error("Linear: expected input with last dim " + std::to_string(in_features) +
+                    ", got shape " + shape_str(x.sizes()),
+                SourceLoc::from(loc));
+  Tensor y = x.matmul(weight.t(loc), loc);
+  return bias.defined() ? y.add(bias, 1, loc) : y;
+}
+
+std::string LinearImpl::repr() const {
+  return "Linear(in_features=" + std::to_string(in_features) +
+         ", out_features=" + std::to_string(out_features) +
+         ", bias=" + (bias.defined() ? "true" : "false") + ")";
+}
+
+Tensor SequentialImpl::forward(const Tensor& x) {
+  Tensor y = x;
+  for (auto& f : steps_) y = f(y);
+  return y;
+}
+
+std::string SequentialImpl::repr() const {
+  std::ostringstream os;
+  os << "Sequential(\n";
+  for (auto& [n, c] : children_) os << "  (" << n << "): " << c->repr() << "\n";
+  os << ")";
+  return os.str();
+}
+
+namespace functional {
+
+namespace {
+Tensor reduce(const Tensor& per_elem, Reduction r, Loc loc) {
+  switch (r) {
+    case Reduction::Mean: return per_elem.mean(loc);
+    case Reduction::Sum: return per_elem.sum(loc);
+    case Reduction::None: return per_elem;
+  }
+  return per_elem;
+}
+}  // namespace
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction r, Loc loc) {
+  if (input.sizes() != target.sizes())
+    throw Error("mse_loss: input shape " + shape_str(input.sizes()) + " and target shape " +
+                    shape_str(target.sizes()) + " differ (expected the same shape)",
+                SourceLoc::from(loc));
+  Tensor d = input.sub(target, 1, loc);
+  return reduce(d.mul(d, loc), r, loc);
+}
+
+Tensor one_hot(const Tensor& indices, int64_t num_classes, Loc loc) {
+  if (is_floating(indices.dtype()))
+    throw Error(std::string("one_hot: expected integer class indices, got ") +
+                    dtype_name(indices.dtype()),
+                SourceLoc::from(loc));
+  Tensor classes = arange(num_classes, TensorOptions(indices.dtype()), loc);
+  return indices.unsqueeze(-1, loc).eq(classes, loc);
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction r, Loc loc) {
+  SourceLoc where = SourceLoc::from(loc);
+  if (logits.dim() != 2)
+    throw Error("cross_entropy: expected logits of shape [N, C], got " + shape_str(logits.sizes()),
+                where);
+  Tensor logp = logits.log_softmax(1, loc);
+  Tensor weights;
+  if (!is_floating(target.dtype())) {
+    if (target.dim() != 1 || target.size(0) != logits.size(0))
+      throw Error("cross_entropy: expected class indices of shape [" +
+                      std::to_string(logits.size(0)) + "], got " + shape_str(target.sizes()),
+                  where);
+    weights = one_hot(target, logits.size(1), loc).to(logits.dtype(), loc);
+  } else {
+    if (target.sizes() != logits.sizes())
+      throw Error("cross_entropy: probabilities of shape " + shape_str(target.sizes()) +
+                      " for logits of shape " + shape_str(logits.sizes()),
+                  where);
+    weights = target;
+  }
+  Tensor per_row = logp.mul(weights, loc).sum(1, false, loc).neg(loc);
+  return reduce(per_row, r, loc);
+}
+
+}  // namespace functional
+
+Tensor MSELossImpl::forward(const Tensor& input, const Tensor& target, Loc loc) {
+  return functional::mse_loss(input, target, reduction, loc);
+}
+
+Tensor CrossEntropyLossImpl::forward(const Tensor& logits, const Tensor& target, Loc loc) {
+  return functional::cross_entropy(logits, target, reduction, loc);
+}
+
+std::ostream& operator<<(std::ostream& os, const Module& m) { return os << m.repr(); }
+
+}  // namespace kiln::nn

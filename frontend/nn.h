@@ -1,0 +1,176 @@
+// nn: modules with parameters (libtorch style). A module type `Foo` is a
+// handle (ModuleHolder<FooImpl>) with pointer semantics: `seq->parameters()`,
+// `seq(x)`. Submodules and parameters are registered by name.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "frontend/tensor.h"
+
+namespace kiln::nn {
+
+class Module : public std::enable_shared_from_this<Module> {
+ public:
+  explicit Module(std::string name = "Module") : name_(std::move(name)) {}
+  virtual ~Module() = default;
+
+  /// Parameters of this module and (recursively) its children, in registration order.
+  std::vector<Tensor> parameters(bool recurse = true) const;
+  /// Parameters with dotted names ("0.weight", "fc1.bias").
+  std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
+  std::vector<std::shared_ptr<Module>> children() const;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
+  /// Training mode (the default) or evaluation mode, recursively.
+  virtual void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+  /// Drops (set_to_none, the default) or zeroes every parameter's gradient.
+  void zero_grad(bool set_to_none = true);
+  const std::string& name() const { return name_; }
+  /// "Linear(in_features=1000, out_features=100, bias=true)"-style description.
+  virtual std::string repr() const { return name_ + "()"; }
+
+  Tensor& register_parameter(std::string name, Tensor t, bool requires_grad = true);
+  template <class Holder>
+  Holder register_module(std::string name, Holder h) {
+    children_.emplace_back(std::move(name), h.ptr());
+    return h;
+  }
+  void register_module_ptr(std::string name, std::shared_ptr<Module> m) {
+    children_.emplace_back(std::move(name), std::move(m));
+  }
+
+ protected:
+  std::string name_;
+  bool training_ = true;
+  std::vector<std::pair<std::string, Tensor>> params_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+};
+
+/// Pointer-semantics handle to a module implementation.
+template <class Impl>
+class ModuleHolder {
+ public:
+  template <class... Args>
+  explicit ModuleHolder(Args&&... args) : impl_(std::make_shared<Impl>(std::forward<Args>(args)...)) {}
+  ModuleHolder(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+  Impl* operator->() const { return impl_.get(); }
+  Impl& operator*() const { return *impl_; }
+  const std::shared_ptr<Impl>& ptr() const { return impl_; }
+  /// Calls forward(), passing the caller's source line when forward takes one.
+  decltype(auto) operator()(const Tensor& x, KILN_LOC) const {
+    if constexpr (requires(Impl& m) { m.forward(x, loc); })
+      return impl_->forward(x, loc);
+    else
+      return impl_->forward(x);
+  }
+  decltype(auto) operator()(const Tensor& a, const Tensor& b, KILN_LOC) const {
+    if constexpr (requires(Impl& m) { m.forward(a, b, loc); })
+      return impl_->forward(a, b, loc);
+    else
+      return impl_->forward(a, b);
+  }
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+/// y = x W^T + b, initialised like PyTorch (uniform in +-1/sqrt(in_features)).
+class LinearImpl : public Module {
+ public:
+  LinearImpl(int64_t in_features, int64_t out_features, bool bias = true);
+  Tensor forward(const Tensor& x, KILN_LOC);
+  std::string repr() const override;
+  Tensor weight, bias;
+  int64_t in_features, out_features;
+};
+
+class ReLUImpl : public Module {
+ public:
+  ReLUImpl() : Module("ReLU") {}
+  Tensor forward(const Tensor& x, KILN_LOC) { return x.relu(loc); }
+};
+class SigmoidImpl : public Module {
+ public:
+  SigmoidImpl() : Module("Sigmoid") {}
+  Tensor forward(const Tensor& x, KILN_LOC) { return x.sigmoid(loc); }
+};
+class TanhImpl : public Module {
+ public:
+  TanhImpl() : Module("Tanh") {}
+  Tensor forward(const Tensor& x, KILN_LOC) { return x.tanh(loc); }
+};
+/// Wraps any Tensor -> Tensor callable as a module (torch::nn::Functional).
+class FunctionalImpl : public Module {
+ public:
+  explicit FunctionalImpl(std::function<Tensor(const Tensor&)> f) : Module("Functional"), f_(std::move(f)) {}
+  Tensor forward(const Tensor& x) { return f_(x); }
+
+ private:
+  std::function<Tensor(const Tensor&)> f_;
+};
+
+/// Runs its modules in order; children are named "0", "1", ...
+class SequentialImpl : public Module {
+ public:
+  SequentialImpl() : Module("Sequential") {}
+  template <class... Holders>
+  explicit SequentialImpl(Holders&&... hs) : Module("Sequential") {
+    (push_back(std::forward<Holders>(hs)), ...);
+  }
+  template <class Holder>
+  void push_back(Holder h) {
+    auto impl = h.ptr();
+    steps_.push_back([impl](const Tensor& x) { return impl->forward(x); });
+    register_module_ptr(std::to_string(children_.size()), impl);
+  }
+  Tensor forward(const Tensor& x);
+  size_t size() const { return steps_.size(); }
+  std::string repr() const override;
+
+ private:
+  std::vector<std::function<Tensor(const Tensor&)>> steps_;
+};
+
+/// Mean (default), sum or no reduction of a per-element loss.
+enum class Reduction { Mean, Sum, None };
+
+/// Squared error: mean((input - target)^2).
+class MSELossImpl : public Module {
+ public:
+  explicit MSELossImpl(Reduction r = Reduction::Mean) : Module("MSELoss"), reduction(r) {}
+  Tensor forward(const Tensor& input, const Tensor& target, KILN_LOC);
+  Reduction reduction;
+};
+
+/// Cross entropy of logits [N, C] against class indices [N] (int64) or
+/// class probabilities [N, C].
+class CrossEntropyLossImpl : public Module {
+ public:
+  explicit CrossEntropyLossImpl(Reduction r = Reduction::Mean) : Module("CrossEntropyLoss"), reduction(r) {}
+  Tensor forward(const Tensor& logits, const Tensor& target, KILN_LOC);
+  Reduction reduction;
+};
+
+using Linear = ModuleHolder<LinearImpl>;
+using ReLU = ModuleHolder<ReLUImpl>;
+using Sigmoid = ModuleHolder<SigmoidImpl>;
+using Tanh = ModuleHolder<TanhImpl>;
+using Functional = ModuleHolder<FunctionalImpl>;
+using Sequential = ModuleHolder<SequentialImpl>;
+using MSELoss = ModuleHolder<MSELossImpl>;
+using CrossEntropyLoss = ModuleHolder<CrossEntropyLossImpl>;
+
+namespace functional {
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction r = Reduction::Mean, KILN_LOC);
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction r = Reduction::Mean, KILN_LOC);
+Tensor one_hot(const Tensor& indices, int64_t num_classes, KILN_LOC);
+}  // namespace functional
+
+std::ostream& operator<<(std::ostream& os, const Module& m);
+
+}  // namespace kiln::nn

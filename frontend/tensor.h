@@ -1,0 +1,334 @@
+// Tensor: the user-facing n-d array, named after libtorch's C++ frontend.
+// A Tensor is a cheap handle to shared state (TensorImpl). Eagerly it holds
+// data on a device; inside a trace it is symbolic and holds a graph value.
+// Every op records the user's source line for errors, dumps and the IR.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <source_location>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "ir/device.h"
+#include "ir/dtype.h"
+#include "ir/error.h"
+#include "ir/shape.h"
+
+namespace kiln {
+
+struct TensorImpl;
+class Tensor;
+
+using Loc = std::source_location;
+#define KILN_LOC ::kiln::Loc loc = ::kiln::Loc::current()
+
+/// A plain number used as an operand (x * 2, x + 0.5). Its category matters
+/// for promotion, as with Python scalars in PyTorch.
+struct Scalar {
+  double value = 0;
+  ScalarKind kind = ScalarKind::floating;
+  Scalar(double v) : value(v), kind(ScalarKind::floating) {}
+  Scalar(float v) : value(v), kind(ScalarKind::floating) {}
+  Scalar(int v) : value(v), kind(ScalarKind::integer) {}
+  Scalar(long v) : value(static_cast<double>(v)), kind(ScalarKind::integer) {}
+  Scalar(long long v) : value(static_cast<double>(v)), kind(ScalarKind::integer) {}
+  Scalar(bool v) : value(v), kind(ScalarKind::boolean) {}
+};
+
+/// Options for creating tensors: dtype, device, requires_grad (libtorch style).
+struct TensorOptions {
+  DType dtype_ = DType::f32;
+  Device device_;
+  bool requires_grad_ = false;
+
+  TensorOptions() = default;
+  TensorOptions(DType d) : dtype_(d) {}
+  TensorOptions(DeviceType d) : device_(d) {}
+  TensorOptions dtype(DType d) const { auto o = *this; o.dtype_ = d; return o; }
+  TensorOptions device(Device d) const { auto o = *this; o.device_ = d; return o; }
+  TensorOptions requires_grad(bool r = true) const { auto o = *this; o.requires_grad_ = r; return o; }
+};
+
+/// A Tensor argument that remembers the user's source line; lets binary
+/// operators (which cannot take extra parameters) report where they were used.
+struct TensorAt {
+  const Tensor& t;
+  Loc loc;
+  TensorAt(const Tensor& t, Loc loc = Loc::current()) : t(t), loc(loc) {}
+};
+
+class Tensor {
+ public:
+  /// An undefined tensor (like a default-constructed torch::Tensor).
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  bool defined() const { return impl_ != nullptr; }
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+
+  // ---- metadata ----
+  const Shape& sizes() const;
+  const Shape& shape() const { return sizes(); }
+  int64_t size(int64_t dim) const;
+  const Strides& strides() const;
+  int64_t dim() const;
+  int64_t numel() const;
+  DType dtype() const;
+  DType scalar_type() const { return dtype(); }
+  Device device() const;
+  bool is_cuda() const { return device().is_cuda(); }
+  bool is_contiguous() const;
+  /// True inside a trace: the tensor holds a graph value, not data.
+  bool is_symbolic() const;
+
+  // ---- data access ----
+  /// The single element as T; an error for tensors of more than one element
+  /// and inside a trace.
+  template <class T>
+  T item(KILN_LOC) const;
+  /// Pointer to element 0 (CPU, eager only; dtype must match T).
+  template <class T>
+  T* data_ptr() const;
+  /// Copies the elements out in row-major order, converted to T.
+  template <class T>
+  std::vector<T> to_vector(KILN_LOC) const;
+
+  // ---- conversion ----
+  Tensor to(DType t, KILN_LOC) const;
+  Tensor to(Device d, KILN_LOC) const;
+  Tensor to(DeviceType d, KILN_LOC) const { return to(Device(d), loc); }
+  Tensor cpu(KILN_LOC) const { return to(Device(kCPU), loc); }
+  Tensor cuda(KILN_LOC) const { return to(Device(kCUDA), loc); }
+  Tensor clone(KILN_LOC) const;
+  Tensor contiguous(KILN_LOC) const;
+
+  // ---- views and movement ----
+  Tensor reshape(Shape shape, KILN_LOC) const;
+  Tensor view(Shape shape, KILN_LOC) const;
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1, KILN_LOC) const;
+  Tensor squeeze(KILN_LOC) const;
+  Tensor squeeze(int64_t dim, KILN_LOC) const;
+  Tensor unsqueeze(int64_t dim, KILN_LOC) const;
+  Tensor transpose(int64_t dim0, int64_t dim1, KILN_LOC) const;
+  Tensor t(KILN_LOC) const;
+  Tensor permute(std::vector<int64_t> dims, KILN_LOC) const;
+  Tensor expand(Shape shape, KILN_LOC) const;
+  Tensor expand_as(const Tensor& other, KILN_LOC) const;
+  Tensor slice(int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end,
+               int64_t step = 1, KILN_LOC) const;
+  Tensor narrow(int64_t dim, int64_t start, int64_t length, KILN_LOC) const;
+  Tensor select(int64_t dim, int64_t index, KILN_LOC) const;
+  Tensor operator[](int64_t index) const { return select(0, index); }
+
+  // ---- elementwise ----
+  Tensor neg(KILN_LOC) const;
+  Tensor abs(KILN_LOC) const;
+  Tensor sign(KILN_LOC) const;
+  Tensor exp(KILN_LOC) const;
+  Tensor log(KILN_LOC) const;
+  Tensor sqrt(KILN_LOC) const;
+  Tensor rsqrt(KILN_LOC) const;
+  Tensor sin(KILN_LOC) const;
+  Tensor cos(KILN_LOC) const;
+  Tensor tanh(KILN_LOC) const;
+  Tensor sigmoid(KILN_LOC) const;
+  Tensor relu(KILN_LOC) const;
+  Tensor gelu(KILN_LOC) const;
+  Tensor logical_not(KILN_LOC) const;
+  Tensor pow(const Tensor& exponent, KILN_LOC) const;
+  Tensor pow(Scalar exponent, KILN_LOC) const;
+  Tensor maximum(const Tensor& other, KILN_LOC) const;
+  Tensor minimum(const Tensor& other, KILN_LOC) const;
+  Tensor clamp(std::optional<Scalar> min, std::optional<Scalar> max, KILN_LOC) const;
+  Tensor clamp_min(Scalar min, KILN_LOC) const { return clamp(min, std::nullopt, loc); }
+  Tensor clamp_max(Scalar max, KILN_LOC) const { return clamp(std::nullopt, max, loc); }
+  Tensor add(const Tensor& other, Scalar alpha = 1, KILN_LOC) const;
+  Tensor sub(const Tensor& other, Scalar alpha = 1, KILN_LOC) const;
+  Tensor mul(const Tensor& other, KILN_LOC) const;
+  Tensor div(const Tensor& other, KILN_LOC) const;
+  Tensor eq(const Tensor& other, KILN_LOC) const;
+  Tensor ne(const Tensor& other, KILN_LOC) const;
+  Tensor lt(const Tensor& other, KILN_LOC) const;
+  Tensor le(const Tensor& other, KILN_LOC) const;
+  Tensor gt(const Tensor& other, KILN_LOC) const;
+  Tensor ge(const Tensor& other, KILN_LOC) const;
+  Tensor eq(Scalar other, KILN_LOC) const;
+  Tensor ne(Scalar other, KILN_LOC) const;
+  Tensor lt(Scalar other, KILN_LOC) const;
+  Tensor le(Scalar other, KILN_LOC) const;
+  Tensor gt(Scalar other, KILN_LOC) const;
+  Tensor ge(Scalar other, KILN_LOC) const;
+
+  // ---- reductions ----
+  Tensor sum(KILN_LOC) const;
+  Tensor sum(std::vector<int64_t> dims, bool keepdim = false, KILN_LOC) const;
+  Tensor sum(int64_t dim, bool keepdim = false, KILN_LOC) const;
+  Tensor mean(KILN_LOC) const;
+  Tensor mean(std::vector<int64_t> dims, bool keepdim = false, KILN_LOC) const;
+  Tensor mean(int64_t dim, bool keepdim = false, KILN_LOC) const;
+  /// Largest element (all dims).
+  Tensor max(KILN_LOC) const;
+  /// Largest elements along `dim` and their indices (torch.max(x, dim)).
+  std::tuple<Tensor, Tensor> max(int64_t dim, bool keepdim = false, KILN_LOC) const;
+  Tensor min(KILN_LOC) const;
+  std::tuple<Tensor, Tensor> min(int64_t dim, bool keepdim = false, KILN_LOC) const;
+  Tensor amax(std::vector<int64_t> dims, bool keepdim = false, KILN_LOC) const;
+  Tensor amin(std::vector<int64_t> dims, bool keepdim = false, KILN_LOC) const;
+  Tensor argmax(KILN_LOC) const;
+  Tensor argmax(int64_t dim, bool keepdim = false, KILN_LOC) const;
+  Tensor argmin(KILN_LOC) const;
+  Tensor argmin(int64_t dim, bool keepdim = false, KILN_LOC) const;
+  /// Variance with Bessel's correction by default (unbiased, like torch.var).
+  Tensor var(KILN_LOC) const;
+  Tensor var(std::vector<int64_t> dims, bool unbiased = true, bool keepdim = false, KILN_LOC) const;
+  Tensor std(KILN_LOC) const;
+  Tensor std(std::vector<int64_t> dims, bool unbiased = true, bool keepdim = false, KILN_LOC) const;
+  Tensor softmax(int64_t dim, KILN_LOC) const;
+  Tensor log_softmax(int64_t dim, KILN_LOC) const;
+
+  // ---- linear algebra ----
+  Tensor matmul(const Tensor& other, KILN_LOC) const;
+  Tensor mm(const Tensor& other, KILN_LOC) const;
+  Tensor bmm(const Tensor& other, KILN_LOC) const;
+
+  // ---- in place ----
+  Tensor& add_(const Tensor& other, Scalar alpha = 1, KILN_LOC);
+  Tensor& add_(Scalar other, KILN_LOC);
+  Tensor& sub_(const Tensor& other, Scalar alpha = 1, KILN_LOC);
+  Tensor& sub_(Scalar other, KILN_LOC);
+  Tensor& mul_(const Tensor& other, KILN_LOC);
+  Tensor& mul_(Scalar other, KILN_LOC);
+  Tensor& div_(const Tensor& other, KILN_LOC);
+  Tensor& div_(Scalar other, KILN_LOC);
+  Tensor& zero_(KILN_LOC);
+  Tensor& fill_(Scalar value, KILN_LOC);
+  /// Copies src's values (broadcast, converted) into this tensor's storage.
+  Tensor& copy_(const Tensor& src, KILN_LOC);
+  Tensor& clamp_(std::optional<Scalar> min, std::optional<Scalar> max, KILN_LOC);
+  Tensor& relu_(KILN_LOC);
+  Tensor& operator+=(TensorAt other);
+  Tensor& operator-=(TensorAt other);
+  Tensor& operator*=(TensorAt other);
+  Tensor& operator/=(TensorAt other);
+  Tensor& operator+=(Scalar other);
+  Tensor& operator-=(Scalar other);
+  Tensor& operator*=(Scalar other);
+  Tensor& operator/=(Scalar other);
+
+  // ---- autograd ----
+  bool requires_grad() const;
+  /// Marks a leaf as requiring grad (in place, returns *this), like requires_grad_().
+  Tensor& requires_grad_(bool on = true, KILN_LOC);
+  Tensor& set_requires_grad(bool on = true, KILN_LOC) { return requires_grad_(on, loc); }
+  /// The accumulated gradient (undefined until a backward reaches this leaf). The
+  /// returned handle shares storage: w.grad().zero_() clears it.
+  Tensor grad() const;
+  /// Replaces the gradient (e.g. with an undefined Tensor to drop it).
+  void set_grad(const Tensor& g) const;
+  /// Reverse-mode gradient of this tensor (a scalar, unless `gradient` is given).
+  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false,
+                bool create_graph = false, KILN_LOC) const;
+  /// The same data, cut off from autograd.
+  Tensor detach() const;
+  bool is_leaf() const;
+  /// Name of the op that produced this tensor for autograd ("MulBackward"-like), or "".
+  std::string grad_fn_name() const;
+
+  /// PyTorch-style repr: tensor([[1., 2.], [3., 4.]], requires_grad=True).
+  std::string str() const;
+  std::string toString() const { return str(); }
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+// ---- operators (the left or right tensor carries the source line) ----
+Tensor operator+(TensorAt a, const Tensor& b);
+Tensor operator-(TensorAt a, const Tensor& b);
+Tensor operator*(TensorAt a, const Tensor& b);
+Tensor operator/(TensorAt a, const Tensor& b);
+Tensor operator+(TensorAt a, Scalar b);
+Tensor operator-(TensorAt a, Scalar b);
+Tensor operator*(TensorAt a, Scalar b);
+Tensor operator/(TensorAt a, Scalar b);
+Tensor operator+(Scalar a, TensorAt b);
+Tensor operator-(Scalar a, TensorAt b);
+Tensor operator*(Scalar a, TensorAt b);
+Tensor operator/(Scalar a, TensorAt b);
+Tensor operator-(TensorAt a);
+Tensor operator==(TensorAt a, const Tensor& b);
+Tensor operator!=(TensorAt a, const Tensor& b);
+Tensor operator<(TensorAt a, const Tensor& b);
+Tensor operator<=(TensorAt a, const Tensor& b);
+Tensor operator>(TensorAt a, const Tensor& b);
+Tensor operator>=(TensorAt a, const Tensor& b);
+Tensor operator==(TensorAt a, Scalar b);
+Tensor operator!=(TensorAt a, Scalar b);
+Tensor operator<(TensorAt a, Scalar b);
+Tensor operator<=(TensorAt a, Scalar b);
+Tensor operator>(TensorAt a, Scalar b);
+Tensor operator>=(TensorAt a, Scalar b);
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+// ---- free functions ----
+Tensor matmul(const Tensor& a, const Tensor& b, KILN_LOC);
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, KILN_LOC);
+Tensor maximum(const Tensor& a, const Tensor& b, KILN_LOC);
+Tensor minimum(const Tensor& a, const Tensor& b, KILN_LOC);
+Tensor exp(const Tensor& x, KILN_LOC);
+Tensor log(const Tensor& x, KILN_LOC);
+Tensor tanh(const Tensor& x, KILN_LOC);
+Tensor sigmoid(const Tensor& x, KILN_LOC);
+Tensor relu(const Tensor& x, KILN_LOC);
+Tensor softmax(const Tensor& x, int64_t dim, KILN_LOC);
+Tensor log_softmax(const Tensor& x, int64_t dim, KILN_LOC);
+/// True when both have the same shape and all elements are within atol + rtol * |b|.
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
+bool equal(const Tensor& a, const Tensor& b);
+
+// ---- creation ----
+/// A tensor holding a nested list of values (float32 for floats, int64 for ints).
+Tensor tensor(std::initializer_list<float> values, TensorOptions opts = {}, KILN_LOC);
+Tensor tensor(std::initializer_list<double> values, TensorOptions opts = {}, KILN_LOC);
+Tensor tensor(std::initializer_list<int> values, TensorOptions opts = {}, KILN_LOC);
+Tensor tensor(std::initializer_list<int64_t> values, TensorOptions opts = {}, KILN_LOC);
+Tensor tensor(std::initializer_list<bool> values, TensorOptions opts = {}, KILN_LOC);
+Tensor tensor(std::initializer_list<std::initializer_list<float>> values, TensorOptions opts = {}, KILN_LOC);
+Tensor tensor(std::initializer_list<std::initializer_list<double>> values, TensorOptions opts = {}, KILN_LOC);
+Tensor tensor(std::initializer_list<std::initializer_list<int>> values, TensorOptions opts = {}, KILN_LOC);
+Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<float>>> values,
+              TensorOptions opts = {}, KILN_LOC);
+/// A 0-d tensor.
+Tensor scalar_tensor(Scalar value, TensorOptions opts = {}, KILN_LOC);
+/// A tensor of `shape` from row-major values (dtype of opts; values converted).
+Tensor from_vector(const std::vector<double>& values, Shape shape, TensorOptions opts = {}, KILN_LOC);
+/// Wraps memory the caller owns (CPU, row-major unless strides are given); no copy.
+Tensor from_blob(void* data, Shape shape, TensorOptions opts = {}, KILN_LOC);
+Tensor from_blob(void* data, Shape shape, Strides strides, TensorOptions opts = {}, KILN_LOC);
+Tensor empty(Shape shape, TensorOptions opts = {}, KILN_LOC);
+Tensor zeros(Shape shape, TensorOptions opts = {}, KILN_LOC);
+Tensor ones(Shape shape, TensorOptions opts = {}, KILN_LOC);
+Tensor full(Shape shape, Scalar value, TensorOptions opts = {}, KILN_LOC);
+Tensor zeros_like(const Tensor& t, KILN_LOC);
+Tensor ones_like(const Tensor& t, KILN_LOC);
+Tensor full_like(const Tensor& t, Scalar value, KILN_LOC);
+Tensor eye(int64_t n, TensorOptions opts = {}, KILN_LOC);
+/// [start, end) in steps (int64 when all are integers, else float32).
+Tensor arange(Scalar end, TensorOptions opts = {}, KILN_LOC);
+Tensor arange(Scalar start, Scalar end, Scalar step = 1, TensorOptions opts = {}, KILN_LOC);
+Tensor linspace(double start, double end, int64_t steps, TensorOptions opts = {}, KILN_LOC);
+/// Uniform on [0, 1) and standard normal, from the global generator (see manual_seed).
+Tensor rand(Shape shape, TensorOptions opts = {}, KILN_LOC);
+Tensor randn(Shape shape, TensorOptions opts = {}, KILN_LOC);
+Tensor rand_like(const Tensor& t, KILN_LOC);
+Tensor randn_like(const Tensor& t, KILN_LOC);
+/// Seeds the global generator: the same seed gives the same rand/randn draws.
+void manual_seed(uint64_t seed);
+
+}  // namespace kiln

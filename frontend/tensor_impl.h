@@ -1,0 +1,57 @@
+// TensorImpl: the state behind a Tensor handle. Internal to Kiln (not part of
+// <kiln/kiln.h>'s documented API), shared by the eager ops, autograd and the
+// tracer.
+#pragma once
+
+#include <atomic>
+#include <memory>
+
+#include "frontend/tensor.h"
+#include "ir/graph.h"
+#include "runtime/storage.h"
+
+namespace kiln {
+
+struct TapeNode;
+struct TraceState;
+
+/// Storage plus a version counter shared by all views of it; in-place writes
+/// bump the version so autograd can detect a saved tensor that was overwritten.
+struct Buffer {
+  std::shared_ptr<Storage> storage;
+  uint64_t version = 0;
+};
+
+struct TensorImpl {
+  // Eager data (null buffer for symbolic tensors).
+  std::shared_ptr<Buffer> buffer;
+  int64_t offset = 0;  // elements
+  TensorType type;     // dtype, shape, device
+  Strides strides;
+
+  // Autograd.
+  bool requires_grad = false;
+  std::shared_ptr<TensorImpl> grad;
+  std::shared_ptr<TapeNode> grad_fn;  // null for leaves and constants
+  uint32_t output_nr = 0;
+
+  // Tracing: the graph value this tensor stands for, in `trace`.
+  TraceState* trace = nullptr;
+  Value value;
+
+  bool symbolic() const { return trace != nullptr; }
+  /// The kernel's view of the data (eager only).
+  View view() const {
+    auto* base = static_cast<char*>(buffer->storage->data());
+    return View{base + offset * static_cast<int64_t>(dtype_size(type.dtype)), type.dtype,
+                type.shape, strides};
+  }
+};
+
+/// A new dense tensor of type t on its device, uninitialised.
+std::shared_ptr<TensorImpl> make_dense(const TensorType& t);
+/// A new tensor sharing `base`'s buffer with another geometry.
+std::shared_ptr<TensorImpl> make_view(const TensorImpl& base, Shape shape, Strides strides,
+                                      int64_t offset);
+
+}  // namespace kiln

@@ -1,0 +1,473 @@
+// Tensor ops: views, elementwise math, reductions, softmax, matmul, in-place
+// updates and operators. Each is one or a few table ops through detail::apply;
+// composites (mean, var, softmax, clamp) are built from table ops so autodiff,
+// tracing and fusion see ordinary nodes.
+#include <numeric>
+
+#include "frontend/dispatch.h"
+#include "frontend/tensor_impl.h"
+
+namespace kiln {
+
+using detail::apply;
+using detail::here;
+using detail::scalar_operand;
+
+namespace {
+
+Tensor unary(OpKind k, const Tensor& x, Loc l) { return apply(k, {x}, {}, here(l)); }
+Tensor binary(OpKind k, const Tensor& a, const Tensor& b, Loc l) { return apply(k, {a, b}, {}, here(l)); }
+Tensor binary_scalar(OpKind k, const Tensor& a, Scalar s, Loc l) {
+  return apply(k, {a, scalar_operand(a, s, here(l))}, {}, here(l));
+}
+Tensor scalar_binary(OpKind k, Scalar s, const Tensor& b, Loc l) {
+  return apply(k, {scalar_operand(b, s, here(l)), b}, {}, here(l));
+}
+
+std::vector<int64_t> all_dims(int64_t rank) {
+  std::vector<int64_t> d(static_cast<size_t>(rank));
+  std::iota(d.begin(), d.end(), 0);
+  return d;
+}
+
+Tensor reduce(OpKind k, const Tensor& x, std::vector<int64_t> dims, bool keepdim, Loc l) {
+  SourceLoc loc = here(l);
+  try {
+    dims = normalize_dims(dims, x.dim());
+  } catch (Error& e) {
+    e.attach(loc, op_name(k));
+    throw;
+  }
+  return apply(k, {x}, {{AttrKey::dims, dims}, {AttrKey::keepdim, int64_t(keepdim)}}, loc);
+}
+
+Tensor arg_reduce(OpKind k, const Tensor& x, int64_t dim, bool keepdim, Loc l) {
+  SourceLoc loc = here(l);
+  int64_t d;
+  try {
+    d = normalize_dim(dim, x.dim());
+  } catch (Error& e) {
+    e.attach(loc, op_name(k));
+    throw;
+  }
+  return apply(k, {x}, {{AttrKey::dim, d}, {AttrKey::keepdim, int64_t(keepdim)}}, loc);
+}
+
+int64_t count_of(const Tensor& x, const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : normalize_dims(dims, x.dim())) n *= x.sizes()[d];
+  return n;
+}
+
+}  // namespace
+
+// ---- views ----
+
+Tensor Tensor::reshape(Shape shape, Loc l) const {
+  SourceLoc loc = here(l);
+  Shape resolved;
+  try {
+    resolved = infer_reshape(shape, numel());
+  } catch (Error& e) {
+    e.attach(loc, "reshape");
+    throw;
+  }
+  if (resolved == sizes()) return *this;
+  return apply(OpKind::reshape, {*this}, {{AttrKey::shape, resolved}}, loc);
+}
+
+Tensor Tensor::view(Shape shape, Loc l) const {
+  Tensor r = reshape(std::move(shape), l);
+  if (!r.is_symbolic() && r.impl()->buffer != impl()->buffer)
+    throw Error("view(): the tensor's layout " + shape_str(sizes()) +
+                    " cannot be viewed with this shape without a copy (expected a contiguous "
+                    "tensor; use reshape() or contiguous())",
+                here(l));
+  return r;
+}
+
+Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim, Loc l) const {
+  if (dim() == 0) return reshape({1}, l);
+  int64_t s = normalize_dim(start_dim, dim()), e = normalize_dim(end_dim, dim());
+  if (s > e) throw Error("flatten(): start_dim must not come after end_dim", here(l));
+  Shape out(sizes().begin(), sizes().begin() + s);
+  int64_t n = 1;
+  for (int64_t i = s; i <= e; ++i) n *= sizes()[i];
+  out.push_back(n);
+  out.insert(out.end(), sizes().begin() + e + 1, sizes().end());
+  return reshape(out, l);
+}
+
+Tensor Tensor::squeeze(Loc l) const {
+  Shape out;
+  for (int64_t s : sizes())
+    if (s != 1) out.push_back(s);
+  return reshape(out, l);
+}
+
+Tensor Tensor::squeeze(int64_t d, Loc l) const {
+  SourceLoc loc = here(l);
+  int64_t nd;
+  try {
+    nd = normalize_dim(d, dim());
+  } catch (Error& e) {
+    e.attach(loc, "squeeze");
+    throw;
+  }
+  if (sizes()[nd] != 1) return *this;
+  Shape out = sizes();
+  out.erase(out.begin() + nd);
+  return reshape(out, l);
+}
+
+Tensor Tensor::unsqueeze(int64_t d, Loc l) const {
+  SourceLoc loc = here(l);
+  int64_t nd;
+  try {
+    nd = normalize_dim(d, dim() + 1);
+  } catch (Error& e) {
+    e.attach(loc, "unsqueeze");
+    throw;
+  }
+  Shape out = sizes();
+  out.insert(out.begin() + nd, 1);
+  return reshape(out, l);
+}
+
+Tensor Tensor::transpose(int64_t d0, int64_t d1, Loc l) const {
+  SourceLoc loc = here(l);
+  std::vector<int64_t> perm = all_dims(dim());
+  try {
+    std::swap(perm[normalize_dim(d0, dim())], perm[normalize_dim(d1, dim())]);
+  } catch (Error& e) {
+    e.attach(loc, "transpose");
+    throw;
+  }
+  return permute(perm, l);
+}
+
+Tensor Tensor::t(Loc l) const {
+  if (dim() > 2)
+    throw Error("t() expects a tensor of at most 2 dims, got " + shape_str(sizes()) +
+                    " (use transpose(dim0, dim1))",
+                here(l));
+  if (dim() < 2) return *this;
+  return transpose(0, 1, l);
+}
+
+Tensor Tensor::permute(std::vector<int64_t> dims, Loc l) const {
+  SourceLoc loc = here(l);
+  for (auto& d : dims) {
+    try {
+      d = normalize_dim(d, dim());
+    } catch (Error& e) {
+      e.attach(loc, "permute");
+      throw;
+    }
+  }
+  if (dims == all_dims(dim())) return *this;
+  return apply(OpKind::permute, {*this}, {{AttrKey::perm, dims}}, loc);
+}
+
+Tensor Tensor::expand(Shape shape, Loc l) const {
+  // -1 keeps the existing size (aligned from the right).
+  int64_t lead = static_cast<int64_t>(shape.size()) - dim();
+  for (size_t i = 0; i < shape.size(); ++i)
+    if (shape[i] == -1 && static_cast<int64_t>(i) >= lead) shape[i] = sizes()[i - lead];
+  if (shape == sizes()) return *this;
+  return apply(OpKind::expand, {*this}, {{AttrKey::shape, shape}}, here(l));
+}
+
+Tensor Tensor::expand_as(const Tensor& other, Loc l) const { return expand(other.sizes(), l); }
+
+Tensor Tensor::slice(int64_t d, std::optional<int64_t> start, std::optional<int64_t> end,
+                     int64_t step, Loc l) const {
+  SourceLoc loc = here(l);
+  int64_t nd;
+  try {
+    nd = normalize_dim(d, dim());
+  } catch (Error& e) {
+    e.attach(loc, "slice");
+    throw;
+  }
+  if (step < 1) throw Error("slice(): step must be positive, got " + std::to_string(step), loc);
+  int64_t size = sizes()[nd];
+  auto clampi = [&](int64_t v) {
+    if (v < 0) v += size;
+    return std::clamp<int64_t>(v, 0, size);
+  };
+  int64_t s = clampi(start.value_or(0)), e = clampi(end.value_or(size));
+  if (e < s) e = s;
+  if (s == 0 && e == size && step == 1) return *this;
+  return apply(OpKind::slice, {*this},
+               {{AttrKey::dim, nd}, {AttrKey::start, s}, {AttrKey::end, e}, {AttrKey::step, step}},
+               loc);
+}
+
+Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length, Loc l) const {
+  int64_t nd = normalize_dim(d, dim());
+  if (start < 0) start += sizes()[nd];
+  if (start < 0 || length < 0 || start + length > sizes()[nd])
+    throw Error("narrow(): range [" + std::to_string(start) + ", " +
+                    std::to_string(start + length) + ") is outside dim " + std::to_string(d) +
+                    " of size " + std::to_string(sizes()[nd]),
+                here(l));
+  return slice(nd, start, start + length, 1, l);
+}
+
+Tensor Tensor::select(int64_t d, int64_t index, Loc l) const {
+  SourceLoc loc = here(l);
+  int64_t nd;
+  try {
+    nd = normalize_dim(d, dim());
+  } catch (Error& e) {
+    e.attach(loc, "select");
+    throw;
+  }
+  int64_t size = sizes()[nd];
+  if (index < -size || index >= size)
+    throw Error("index " + std::to_string(index) + " is out of range for dim " +
+                    std::to_string(d) + " of size " + std::to_string(size),
+                loc);
+  if (index < 0) index += size;
+  Tensor s = slice(nd, index, index + 1, 1, l);
+  Shape out = sizes();
+  out.erase(out.begin() + nd);
+  return s.reshape(out, l);
+}
+
+// ---- elementwise ----
+
+Tensor Tensor::neg(Loc l) const { return unary(OpKind::neg, *this, l); }
+Tensor Tensor::abs(Loc l) const { return unary(OpKind::abs, *this, l); }
+Tensor Tensor::sign(Loc l) const { return unary(OpKind::sign, *this, l); }
+Tensor Tensor::exp(Loc l) const { return unary(OpKind::exp, *this, l); }
+Tensor Tensor::log(Loc l) const { return unary(OpKind::log, *this, l); }
+Tensor Tensor::sqrt(Loc l) const { return unary(OpKind::sqrt, *this, l); }
+Tensor Tensor::rsqrt(Loc l) const { return unary(OpKind::rsqrt, *this, l); }
+Tensor Tensor::sin(Loc l) const { return unary(OpKind::sin, *this, l); }
+Tensor Tensor::cos(Loc l) const { return unary(OpKind::cos, *this, l); }
+Tensor Tensor::tanh(Loc l) const { return unary(OpKind::tanh, *this, l); }
+Tensor Tensor::sigmoid(Loc l) const { return unary(OpKind::sigmoid, *this, l); }
+Tensor Tensor::relu(Loc l) const { return unary(OpKind::relu, *this, l); }
+Tensor Tensor::gelu(Loc l) const { return unary(OpKind::gelu, *this, l); }
+Tensor Tensor::logical_not(Loc l) const { return unary(OpKind::logical_not, *this, l); }
+Tensor Tensor::pow(const Tensor& e, Loc l) const { return binary(OpKind::pow, *this, e, l); }
+Tensor Tensor::pow(Scalar e, Loc l) const { return binary_scalar(OpKind::pow, *this, e, l); }
+Tensor Tensor::maximum(const Tensor& o, Loc l) const { return binary(OpKind::maximum, *this, o, l); }
+Tensor Tensor::minimum(const Tensor& o, Loc l) const { return binary(OpKind::minimum, *this, o, l); }
+
+Tensor Tensor::clamp(std::optional<Scalar> min, std::optional<Scalar> max, Loc l) const {
+  Tensor r = *this;
+  if (min) r = binary_scalar(OpKind::maximum, r, *min, l);
+  if (max) r = binary_scalar(OpKind::minimum, r, *max, l);
+  return r;
+}
+
+Tensor Tensor::add(const Tensor& o, Scalar alpha, Loc l) const {
+  if (alpha.value == 1) return binary(OpKind::add, *this, o, l);
+  return binary(OpKind::add, *this, binary_scalar(OpKind::mul, o, alpha, l), l);
+}
+Tensor Tensor::sub(const Tensor& o, Scalar alpha, Loc l) const {
+  if (alpha.value == 1) return binary(OpKind::sub, *this, o, l);
+  return binary(OpKind::sub, *this, binary_scalar(OpKind::mul, o, alpha, l), l);
+}
+Tensor Tensor::mul(const Tensor& o, Loc l) const { return binary(OpKind::mul, *this, o, l); }
+Tensor Tensor::div(const Tensor& o, Loc l) const { return binary(OpKind::div, *this, o, l); }
+
+#define KILN_COMPARE(name)                                                                        \
+  Tensor Tensor::name(const Tensor& o, Loc l) const { return binary(OpKind::name, *this, o, l); } \
+  Tensor Tensor::name(Scalar o, Loc l) const { return binary_scalar(OpKind::name, *this, o, l); }
+KILN_COMPARE(eq)
+KILN_COMPARE(ne)
+KILN_COMPARE(lt)
+KILN_COMPARE(le)
+KILN_COMPARE(gt)
+KILN_COMPARE(ge)
+#undef KILN_COMPARE
+
+// ---- reductions ----
+
+Tensor Tensor::sum(Loc l) const { return reduce(OpKind::sum, *this, all_dims(dim()), false, l); }
+Tensor Tensor::sum(std::vector<int64_t> dims, bool keepdim, Loc l) const {
+  return reduce(OpKind::sum, *this, std::move(dims), keepdim, l);
+}
+Tensor Tensor::sum(int64_t d, bool keepdim, Loc l) const { return sum(std::vector<int64_t>{d}, keepdim, l); }
+
+Tensor Tensor::mean(Loc l) const { return mean(all_dims(dim()), false, l); }
+Tensor Tensor::mean(std::vector<int64_t> dims, bool keepdim, Loc l) const {
+  if (!is_floating(dtype()))
+    throw Error(std::string("mean() needs a floating-point tensor, got ") + dtype_name(dtype()) +
+                    " (use .to(kFloat32) first)",
+                here(l));
+  int64_t n = count_of(*this, dims);
+  Tensor s = reduce(OpKind::sum, *this, std::move(dims), keepdim, l);
+  return binary_scalar(OpKind::div, s, Scalar(static_cast<double>(n)), l);
+}
+Tensor Tensor::mean(int64_t d, bool keepdim, Loc l) const { return mean(std::vector<int64_t>{d}, keepdim, l); }
+
+Tensor Tensor::max(Loc l) const { return reduce(OpKind::max, *this, all_dims(dim()), false, l); }
+Tensor Tensor::min(Loc l) const { return reduce(OpKind::min, *this, all_dims(dim()), false, l); }
+std::tuple<Tensor, Tensor> Tensor::max(int64_t d, bool keepdim, Loc l) const {
+  return {reduce(OpKind::max, *this, {d}, keepdim, l), arg_reduce(OpKind::argmax, *this, d, keepdim, l)};
+}
+std::tuple<Tensor, Tensor> Tensor::min(int64_t d, bool keepdim, Loc l) const {
+  return {reduce(OpKind::min, *this, {d}, keepdim, l), arg_reduce(OpKind::argmin, *this, d, keepdim, l)};
+}
+Tensor Tensor::amax(std::vector<int64_t> dims, bool keepdim, Loc l) const {
+  return reduce(OpKind::max, *this, std::move(dims), keepdim, l);
+}
+Tensor Tensor::amin(std::vector<int64_t> dims, bool keepdim, Loc l) const {
+  return reduce(OpKind::min, *this, std::move(dims), keepdim, l);
+}
+Tensor Tensor::argmax(Loc l) const { return arg_reduce(OpKind::argmax, flatten(0, -1, l), 0, false, l); }
+Tensor Tensor::argmax(int64_t d, bool keepdim, Loc l) const { return arg_reduce(OpKind::argmax, *this, d, keepdim, l); }
+Tensor Tensor::argmin(Loc l) const { return arg_reduce(OpKind::argmin, flatten(0, -1, l), 0, false, l); }
+Tensor Tensor::argmin(int64_t d, bool keepdim, Loc l) const { return arg_reduce(OpKind::argmin, *this, d, keepdim, l); }
+
+Tensor Tensor::var(Loc l) const { return var(all_dims(dim()), true, false, l); }
+Tensor Tensor::var(std::vector<int64_t> dims, bool unbiased, bool keepdim, Loc l) const {
+  int64_t n = count_of(*this, dims);
+  Tensor mu = mean(dims, true, l);
+  Tensor d = binary(OpKind::sub, *this, mu, l);
+  Tensor ss = reduce(OpKind::sum, binary(OpKind::mul, d, d, l), dims, keepdim, l);
+  double denom = static_cast<double>(unbiased ? n - 1 : n);
+  return binary_scalar(OpKind::div, ss, Scalar(denom), l);
+}
+Tensor Tensor::std(Loc l) const { return var(l).sqrt(l); }
+Tensor Tensor::std(std::vector<int64_t> dims, bool unbiased, bool keepdim, Loc l) const {
+  return var(std::move(dims), unbiased, keepdim, l).sqrt(l);
+}
+
+Tensor Tensor::softmax(int64_t d, Loc l) const {
+  Tensor x = is_floating(dtype()) ? *this : to(kFloat32, l);
+  Tensor m = reduce(OpKind::max, x, {d}, true, l);
+  Tensor e = unary(OpKind::exp, binary(OpKind::sub, x, m, l), l);
+  return binary(OpKind::div, e, reduce(OpKind::sum, e, {d}, true, l), l);
+}
+
+Tensor Tensor::log_softmax(int64_t d, Loc l) const {
+  Tensor x = is_floating(dtype()) ? *this : to(kFloat32, l);
+  Tensor m = reduce(OpKind::max, x, {d}, true, l);
+  Tensor shifted = binary(OpKind::sub, x, m, l);
+  Tensor lse = unary(OpKind::log, reduce(OpKind::sum, unary(OpKind::exp, shifted, l), {d}, true, l), l);
+  return binary(OpKind::sub, shifted, lse, l);
+}
+
+// ---- linear algebra ----
+
+Tensor Tensor::matmul(const Tensor& o, Loc l) const {
+  SourceLoc loc = here(l);
+  if (dim() == 0 || o.dim() == 0)
+    throw Error("matmul: both operands need at least 1 dim, got " + shape_str(sizes()) + " and " +
+                    shape_str(o.sizes()),
+                loc);
+  // 1-D operands: as in torch.matmul, a vector is a row (left) or column (right).
+  Tensor a = dim() == 1 ? unsqueeze(0, l) : *this;
+  Tensor b = o.dim() == 1 ? o.unsqueeze(1, l) : o;
+  Tensor r = apply(OpKind::matmul, {a, b}, {}, loc);
+  if (dim() == 1) r = r.squeeze(-2, l);
+  if (o.dim() == 1) r = r.squeeze(-1, l);
+  return r;
+}
+
+Tensor Tensor::mm(const Tensor& o, Loc l) const {
+  if (dim() != 2 || o.dim() != 2)
+    throw Error("mm: expected two 2-D tensors, got " + shape_str(sizes()) + " and " +
+                    shape_str(o.sizes()),
+                here(l));
+  return matmul(o, l);
+}
+
+Tensor Tensor::bmm(const Tensor& o, Loc l) const {
+  if (dim() != 3 || o.dim() != 3)
+    throw Error("bmm: expected two 3-D tensors, got " + shape_str(sizes()) + " and " +
+                    shape_str(o.sizes()),
+                here(l));
+  if (sizes()[0] != o.sizes()[0])
+    throw Error("bmm: batch sizes differ: " + shape_str(sizes()) + " and " + shape_str(o.sizes()),
+                here(l));
+  return matmul(o, l);
+}
+
+// ---- in place ----
+
+namespace {
+Tensor& assign_to(Tensor& self, const Tensor& value, Loc l) {
+  detail::assign(self, value, here(l));
+  return self;
+}
+}  // namespace
+
+Tensor& Tensor::add_(const Tensor& o, Scalar alpha, Loc l) { return assign_to(*this, add(o, alpha, l), l); }
+Tensor& Tensor::add_(Scalar o, Loc l) { return assign_to(*this, binary_scalar(OpKind::add, *this, o, l), l); }
+Tensor& Tensor::sub_(const Tensor& o, Scalar alpha, Loc l) { return assign_to(*this, sub(o, alpha, l), l); }
+Tensor& Tensor::sub_(Scalar o, Loc l) { return assign_to(*this, binary_scalar(OpKind::sub, *this, o, l), l); }
+Tensor& Tensor::mul_(const Tensor& o, Loc l) { return assign_to(*this, mul(o, l), l); }
+Tensor& Tensor::mul_(Scalar o, Loc l) { return assign_to(*this, binary_scalar(OpKind::mul, *this, o, l), l); }
+Tensor& Tensor::div_(const Tensor& o, Loc l) { return assign_to(*this, div(o, l), l); }
+Tensor& Tensor::div_(Scalar o, Loc l) { return assign_to(*this, binary_scalar(OpKind::div, *this, o, l), l); }
+Tensor& Tensor::zero_(Loc l) { return fill_(0, l); }
+Tensor& Tensor::fill_(Scalar v, Loc l) {
+  const TensorType& t = detail::type_of(*this);
+  Tensor c = detail::create(OpKind::constant, {{AttrKey::value, v.value}},
+                            TensorType{t.dtype, {}, t.device}, here(l));
+  return assign_to(*this, c, l);
+}
+Tensor& Tensor::copy_(const Tensor& src, Loc l) { return assign_to(*this, src, l); }
+Tensor& Tensor::clamp_(std::optional<Scalar> min, std::optional<Scalar> max, Loc l) {
+  return assign_to(*this, clamp(min, max, l), l);
+}
+Tensor& Tensor::relu_(Loc l) { return assign_to(*this, relu(l), l); }
+Tensor& Tensor::operator+=(TensorAt o) { return add_(o.t, 1, o.loc); }
+Tensor& Tensor::operator-=(TensorAt o) { return sub_(o.t, 1, o.loc); }
+Tensor& Tensor::operator*=(TensorAt o) { return mul_(o.t, o.loc); }
+Tensor& Tensor::operator/=(TensorAt o) { return div_(o.t, o.loc); }
+Tensor& Tensor::operator+=(Scalar o) { return add_(o); }
+Tensor& Tensor::operator-=(Scalar o) { return sub_(o); }
+Tensor& Tensor::operator*=(Scalar o) { return mul_(o); }
+Tensor& Tensor::operator/=(Scalar o) { return div_(o); }
+
+// ---- operators and free functions ----
+
+Tensor operator+(TensorAt a, const Tensor& b) { return binary(OpKind::add, a.t, b, a.loc); }
+Tensor operator-(TensorAt a, const Tensor& b) { return binary(OpKind::sub, a.t, b, a.loc); }
+Tensor operator*(TensorAt a, const Tensor& b) { return binary(OpKind::mul, a.t, b, a.loc); }
+Tensor operator/(TensorAt a, const Tensor& b) { return binary(OpKind::div, a.t, b, a.loc); }
+Tensor operator+(TensorAt a, Scalar b) { return binary_scalar(OpKind::add, a.t, b, a.loc); }
+Tensor operator-(TensorAt a, Scalar b) { return binary_scalar(OpKind::sub, a.t, b, a.loc); }
+Tensor operator*(TensorAt a, Scalar b) { return binary_scalar(OpKind::mul, a.t, b, a.loc); }
+Tensor operator/(TensorAt a, Scalar b) { return binary_scalar(OpKind::div, a.t, b, a.loc); }
+Tensor operator+(Scalar a, TensorAt b) { return scalar_binary(OpKind::add, a, b.t, b.loc); }
+Tensor operator-(Scalar a, TensorAt b) { return scalar_binary(OpKind::sub, a, b.t, b.loc); }
+Tensor operator*(Scalar a, TensorAt b) { return scalar_binary(OpKind::mul, a, b.t, b.loc); }
+Tensor operator/(Scalar a, TensorAt b) { return scalar_binary(OpKind::div, a, b.t, b.loc); }
+Tensor operator-(TensorAt a) { return unary(OpKind::neg, a.t, a.loc); }
+Tensor operator==(TensorAt a, const Tensor& b) { return binary(OpKind::eq, a.t, b, a.loc); }
+Tensor operator!=(TensorAt a, const Tensor& b) { return binary(OpKind::ne, a.t, b, a.loc); }
+Tensor operator<(TensorAt a, const Tensor& b) { return binary(OpKind::lt, a.t, b, a.loc); }
+Tensor operator<=(TensorAt a, const Tensor& b) { return binary(OpKind::le, a.t, b, a.loc); }
+Tensor operator>(TensorAt a, const Tensor& b) { return binary(OpKind::gt, a.t, b, a.loc); }
+Tensor operator>=(TensorAt a, const Tensor& b) { return binary(OpKind::ge, a.t, b, a.loc); }
+Tensor operator==(TensorAt a, Scalar b) { return binary_scalar(OpKind::eq, a.t, b, a.loc); }
+Tensor operator!=(TensorAt a, Scalar b) { return binary_scalar(OpKind::ne, a.t, b, a.loc); }
+Tensor operator<(TensorAt a, Scalar b) { return binary_scalar(OpKind::lt, a.t, b, a.loc); }
+Tensor operator<=(TensorAt a, Scalar b) { return binary_scalar(OpKind::le, a.t, b, a.loc); }
+Tensor operator>(TensorAt a, Scalar b) { return binary_scalar(OpKind::gt, a.t, b, a.loc); }
+Tensor operator>=(TensorAt a, Scalar b) { return binary_scalar(OpKind::ge, a.t, b, a.loc); }
+
+Tensor matmul(const Tensor& a, const Tensor& b, Loc l) { return a.matmul(b, l); }
+Tensor where(const Tensor& c, const Tensor& a, const Tensor& b, Loc l) {
+  return apply(OpKind::where, {c, a, b}, {}, here(l));
+}
+Tensor maximum(const Tensor& a, const Tensor& b, Loc l) { return a.maximum(b, l); }
+Tensor minimum(const Tensor& a, const Tensor& b, Loc l) { return a.minimum(b, l); }
+Tensor exp(const Tensor& x, Loc l) { return x.exp(l); }
+Tensor log(const Tensor& x, Loc l) { return x.log(l); }
+Tensor tanh(const Tensor& x, Loc l) { return x.tanh(l); }
+Tensor sigmoid(const Tensor& x, Loc l) { return x.sigmoid(l); }
+Tensor relu(const Tensor& x, Loc l) { return x.relu(l); }
+Tensor softmax(const Tensor& x, int64_t d, Loc l) { return x.softmax(d, l); }
+Tensor log_softmax(const Tensor& x, int64_t d, Loc l) { return x.log_softmax(d, l); }
+
+}  // namespace kiln

@@ -1,0 +1,245 @@
+// The shape and dtype rules named by ops.def, and infer_type, which dispatches
+// to them from the table. Each rule checks its operands and says what it
+// expected and what came; infer_type prefixes the op's name.
+#include <algorithm>
+
+#include "ir/error.h"
+#include "ir/op.h"
+
+namespace kiln {
+
+namespace {
+
+using Types = std::span<const TensorType>;
+
+// ---- Types given by the node itself (Input, Creation, Custom) ----
+
+[[noreturn]] void given_only(OpKind k) {
+  detail::fail("internal error: the result type of ", category_name(op_info(k).category),
+               " ops is given by the node; infer_type cannot derive it (build them with "
+               "Builder::op_typed)");
+}
+Shape shape_given(OpKind k, Types, const Attrs&) {
+  given_only(k);
+}
+DType dtype_given(OpKind k, Types, const Attrs&) {
+  given_only(k);
+}
+
+// ---- Dtype rules ----
+
+DType dtype_same(OpKind, Types in, const Attrs&) {
+  return in[0].dtype;
+}
+
+// neg, abs, relu keep integers integral but reject bool, as PyTorch does; sign accepts bool.
+DType dtype_same_numeric(OpKind k, Types in, const Attrs&) {
+  KILN_CHECK(in[0].dtype != DType::b8 || k == OpKind::sign,
+             "expected a numeric tensor, got bool (cast it first, or use logical_not)");
+  return in[0].dtype;
+}
+
+DType dtype_to_float(OpKind, Types in, const Attrs&) {
+  return is_floating(in[0].dtype) ? in[0].dtype : DType::f32;
+}
+
+DType dtype_to_bool(OpKind, Types, const Attrs&) {
+  return DType::b8;
+}
+DType dtype_attr(OpKind, Types, const Attrs& a) {
+  return a.dtype(AttrKey::dtype);
+}
+DType dtype_promote(OpKind, Types in, const Attrs&) {
+  return promote_types(in[0].dtype, in[1].dtype);
+}
+
+// True division: integer operands give f32, as torch.div does.
+DType dtype_promote_float(OpKind, Types in, const Attrs&) {
+  DType t = promote_types(in[0].dtype, in[1].dtype);
+  return is_floating(t) ? t : DType::f32;
+}
+
+DType dtype_compare(OpKind, Types, const Attrs&) {
+  return DType::b8;
+}
+
+DType dtype_where(OpKind, Types in, const Attrs&) {
+  KILN_CHECK(in[0].dtype == DType::b8, "expected a bool condition, got ", dtype_name(in[0].dtype));
+  return promote_types(in[1].dtype, in[2].dtype);
+}
+
+// Sums of bool and integer tensors are int64, as torch.sum.
+DType dtype_sum(OpKind, Types in, const Attrs&) {
+  return is_floating(in[0].dtype) ? in[0].dtype : DType::i64;
+}
+
+DType dtype_index(OpKind, Types, const Attrs&) {
+  return DType::i64;
+}
+
+// ---- Shape rules ----
+
+Shape shape_same(OpKind, Types in, const Attrs&) {
+  return in[0].shape;
+}
+
+Shape shape_broadcast(OpKind, Types in, const Attrs&) {
+  return broadcast_shapes(in[0].shape, in[1].shape);
+}
+
+Shape shape_broadcast3(OpKind, Types in, const Attrs&) {
+  const Shape &a = in[0].shape, &b = in[1].shape, &c = in[2].shape;
+  try {
+    return broadcast_shapes(broadcast_shapes(a, b), c);
+  } catch (const Error&) {
+    detail::fail("shapes ", shape_str(a), ", ", shape_str(b), " and ", shape_str(c),
+                 " cannot be broadcast");
+  }
+}
+
+// Reduces the listed dims (an empty list reduces nothing).
+Shape shape_reduce(OpKind, Types in, const Attrs& a) {
+  const Shape& s = in[0].shape;
+  std::vector<int64_t> dims = normalize_dims(a.ints(AttrKey::dims), in[0].rank());
+  bool keepdim = a.i(AttrKey::keepdim, 0) != 0;
+  Shape out;
+  for (int64_t i = 0; i < in[0].rank(); ++i) {
+    bool reduced = std::binary_search(dims.begin(), dims.end(), i);
+    if (!reduced)
+      out.push_back(s[i]);
+    else if (keepdim)
+      out.push_back(1);
+  }
+  return out;
+}
+
+Shape shape_reduce_dim(OpKind, Types in, const Attrs& a) {
+  int64_t dim = normalize_dim(a.i(AttrKey::dim), in[0].rank());
+  Shape out = in[0].shape;
+  if (a.i(AttrKey::keepdim, 0) != 0)
+    out[dim] = 1;
+  else
+    out.erase(out.begin() + dim);
+  return out;
+}
+
+Shape shape_reshape(OpKind, Types in, const Attrs& a) {
+  const std::vector<int64_t>& req = a.ints(AttrKey::shape);
+  try {
+    return infer_reshape(req, in[0].numel());
+  } catch (const Error& e) {
+    detail::fail("cannot reshape ", shape_str(in[0].shape), " to ", shape_str(req), ": ",
+                 e.message());
+  }
+}
+
+// Target dims of -1 keep the operand's size; new leading dims are added.
+Shape shape_expand(OpKind, Types in, const Attrs& a) {
+  const Shape& s = in[0].shape;
+  Shape t = a.ints(AttrKey::shape);
+  KILN_CHECK(t.size() >= s.size(), "cannot expand ", shape_str(s), " to ", shape_str(t),
+             ": the target has fewer dims");
+  size_t lead = t.size() - s.size();
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (i < lead) {
+      KILN_CHECK(t[i] >= 0, "cannot expand ", shape_str(s), " to ", shape_str(t), ": new dim ", i,
+                 " needs a size, got ", t[i]);
+      continue;
+    }
+    int64_t from = s[i - lead];
+    if (t[i] == -1) t[i] = from;
+    KILN_CHECK(from == t[i] || from == 1, "cannot expand ", shape_str(s), " to ", shape_str(t),
+               ": dim ", i - lead, " has size ", from, ", expected 1 or ", t[i]);
+  }
+  return t;
+}
+
+Shape shape_permute(OpKind, Types in, const Attrs& a) {
+  const std::vector<int64_t>& perm = a.ints(AttrKey::perm);
+  int64_t rank = in[0].rank();
+  std::vector<bool> seen(rank, false);
+  bool ok = static_cast<int64_t>(perm.size()) == rank;
+  for (size_t i = 0; ok && i < perm.size(); ++i) {
+    ok = perm[i] >= 0 && perm[i] < rank && !seen[perm[i]];
+    if (ok) seen[perm[i]] = true;
+  }
+  KILN_CHECK(ok, "expected a permutation of 0..", rank - 1, " for a tensor of rank ", rank,
+             ", got perm ", shape_str(perm));
+  Shape out(rank);
+  for (int64_t i = 0; i < rank; ++i) out[i] = in[0].shape[perm[i]];
+  return out;
+}
+
+Shape shape_slice(OpKind, Types in, const Attrs& a) {
+  int64_t dim = normalize_dim(a.i(AttrKey::dim), in[0].rank());
+  int64_t size = in[0].shape[dim];
+  int64_t start = a.i(AttrKey::start), end = a.i(AttrKey::end), step = a.i(AttrKey::step);
+  KILN_CHECK(start >= 0 && start <= size && end >= 0 && end <= size,
+             "expected start and end in [0, ", size, "] for dim ", dim, " of ",
+             shape_str(in[0].shape), ", got start=", start, " end=", end);
+  KILN_CHECK(step >= 1, "expected step >= 1, got ", step);
+  Shape out = in[0].shape;
+  out[dim] = std::max<int64_t>(0, (end - start + step - 1) / step);
+  return out;
+}
+
+// Like jax.lax.pad on one dim: `low` before, `high` after, `interior` between elements.
+Shape shape_pad(OpKind, Types in, const Attrs& a) {
+  int64_t dim = normalize_dim(a.i(AttrKey::dim), in[0].rank());
+  int64_t low = a.i(AttrKey::low), high = a.i(AttrKey::high), interior = a.i(AttrKey::interior);
+  KILN_CHECK(low >= 0 && high >= 0 && interior >= 0,
+             "expected low, high and interior >= 0, got low=", low, " high=", high,
+             " interior=", interior);
+  Shape out = in[0].shape;
+  int64_t size = out[dim];
+  out[dim] = low + high + size + std::max<int64_t>(size - 1, 0) * interior;
+  return out;
+}
+
+Shape shape_matmul(OpKind, Types in, const Attrs&) {
+  const Shape &a = in[0].shape, &b = in[1].shape;
+  KILN_CHECK(a.size() >= 2 && b.size() >= 2, "expected operands of rank >= 2, got ", shape_str(a),
+             " and ", shape_str(b));
+  KILN_CHECK(a[a.size() - 1] == b[b.size() - 2], "expected a.shape[-1] == b.shape[-2], got ",
+             shape_str(a), " and ", shape_str(b));
+  Shape ba(a.begin(), a.end() - 2), bb(b.begin(), b.end() - 2);
+  Shape out;
+  try {
+    out = broadcast_shapes(ba, bb);
+  } catch (const Error&) {
+    detail::fail("batch dims of ", shape_str(a), " and ", shape_str(b), " cannot be broadcast");
+  }
+  out.push_back(a[a.size() - 2]);
+  out.push_back(b[b.size() - 1]);
+  return out;
+}
+
+}  // namespace
+
+TensorType infer_type(OpKind k, std::span<const TensorType> operands, const Attrs& attrs) {
+  const OpInfo& info = op_info(k);
+  try {
+    KILN_CHECK(info.arity < 0 || static_cast<int>(operands.size()) == info.arity, "expected ",
+               info.arity, info.arity == 1 ? " operand" : " operands", ", got ", operands.size());
+    for (size_t i = 1; i < operands.size(); ++i)
+      KILN_CHECK(operands[i].device == operands[0].device,
+                 "expected all operands on one device, got ", operands[0].device.str(),
+                 " (operand 0) and ", operands[i].device.str(), " (operand ", i, ")");
+    TensorType t;
+    switch (k) {
+#define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp) \
+  case OpKind::name:                                                \
+    t.dtype = dtype_##dtype_rule(k, operands, attrs);               \
+    t.shape = shape_##shape_rule(k, operands, attrs);               \
+    break;
+#include "ir/ops.def"
+#undef KILN_OP
+    }
+    if (!operands.empty()) t.device = operands[0].device;
+    return t;
+  } catch (const Error& e) {
+    throw Error(std::string(info.name) + ": " + e.message());
+  }
+}
+
+}  // namespace kiln

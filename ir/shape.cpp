@@ -1,0 +1,107 @@
+// Shapes, strides and broadcasting.
+#include "ir/shape.h"
+
+#include <algorithm>
+
+#include "ir/error.h"
+
+namespace kiln {
+
+int64_t numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+Strides contiguous_strides(const Shape& s) {
+  Strides st(s.size());
+  int64_t acc = 1;
+  for (size_t i = s.size(); i-- > 0;) {
+    st[i] = acc;
+    acc *= std::max<int64_t>(s[i], 1);
+  }
+  return st;
+}
+
+bool is_contiguous(const Shape& s, const Strides& strides) {
+  if (s.size() != strides.size()) return false;
+  if (numel(s) == 0) return true;
+  int64_t expected = 1;
+  for (size_t i = s.size(); i-- > 0;) {
+    if (s[i] == 1) continue;  // the stride of a size-1 dim never matters
+    if (strides[i] != expected) return false;
+    expected *= s[i];
+  }
+  return true;
+}
+
+std::string shape_str(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i) out += ',';
+    out += std::to_string(s[i]);
+  }
+  return out + "]";
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b) {
+  size_t rank = std::max(a.size(), b.size());
+  Shape out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    KILN_CHECK(da == db || da == 1 || db == 1, "shapes ", shape_str(a), " and ", shape_str(b),
+               " cannot be broadcast");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+bool broadcastable(const Shape& from, const Shape& to) {
+  if (from.size() > to.size()) return false;
+  size_t lead = to.size() - from.size();
+  for (size_t i = 0; i < from.size(); ++i)
+    if (from[i] != 1 && from[i] != to[lead + i]) return false;
+  return true;
+}
+
+int64_t normalize_dim(int64_t dim, int64_t rank) {
+  KILN_CHECK(rank > 0, "dim ", dim, " is out of range for a tensor of rank 0 (it has no dims)");
+  KILN_CHECK(dim >= -rank && dim < rank, "dim ", dim, " is out of range for a tensor of rank ",
+             rank, " (expected ", -rank, "..", rank - 1, ")");
+  return dim < 0 ? dim + rank : dim;
+}
+
+std::vector<int64_t> normalize_dims(const std::vector<int64_t>& dims, int64_t rank) {
+  std::vector<int64_t> out;
+  out.reserve(dims.size());
+  for (int64_t d : dims) out.push_back(normalize_dim(d, rank));
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+Shape infer_reshape(const Shape& requested, int64_t n) {
+  Shape out = requested;
+  int64_t known = 1;
+  int infer_at = -1;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i] == -1) {
+      KILN_CHECK(infer_at < 0, "shape ", shape_str(requested), " has more than one -1");
+      infer_at = static_cast<int>(i);
+    } else {
+      KILN_CHECK(out[i] >= 0, "shape ", shape_str(requested), " has a negative size");
+      known *= out[i];
+    }
+  }
+  if (infer_at >= 0) {
+    KILN_CHECK(known != 0 && n % known == 0, "shape ", shape_str(requested),
+               " is invalid for a tensor of ", n, " elements");
+    out[infer_at] = n / known;
+  }
+  KILN_CHECK(numel(out) == n, "shape ", shape_str(requested), " is invalid for a tensor of ", n,
+             " elements (it holds ", numel(out), ")");
+  return out;
+}
+
+}  // namespace kiln

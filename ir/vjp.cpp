@@ -1,0 +1,360 @@
+// Vector-Jacobian products, one `vjp_<name>` per ops.def row whose vjp column is
+// not `none`, wired into vjp_rule() by the same X-macro.
+//
+// Every rule follows one contract, so the autodiff pass never post-processes:
+//   - it emits ordinary forward ops through the Builder (so gradients are
+//     fused, compiled and differentiated again like any other code);
+//   - each returned gradient has exactly its operand's type: summed back down
+//     over broadcast dims (sum_to) and cast to the operand's dtype;
+//   - integer and bool operands (and where's condition) get an invalid Value;
+//   - nodes are built with b.loc, which the caller sets to the forward node's
+//     location, so every gradient node points at the user line it came from.
+#include "ir/vjp.h"
+
+#include <numbers>
+
+namespace kiln {
+namespace {
+
+using Grads = std::vector<Value>;
+
+bool floating(Builder& b, Value v) {
+  return is_floating(b.type(v).dtype);
+}
+
+/// Operand x's gradient from g, which may have the broadcast (wider) shape:
+/// summed down to x's shape and cast to x's dtype. None for non-float operands.
+Value to_operand(Builder& b, Value g, Value x) {
+  const TensorType t = b.type(x);
+  if (!is_floating(t.dtype)) return {};
+  return b.cast(b.sum_to(g, t.shape), t.dtype);
+}
+
+Value scalar(Builder& b, Value like, double c) {
+  return b.scalar_like(like, c);
+}
+
+Value compare(Builder& b, OpKind k, Value x, Value y) {
+  return b.op(k, {x, y});
+}
+
+/// A unary rule: `dx` maps x to the gradient (before the cast to x's dtype).
+template <class F>
+Grads unary(Builder& b, const Node& n, F&& dx) {
+  const Value x = n.operands[0];
+  if (!floating(b, x)) return {Value{}};
+  return {to_operand(b, dx(x), x)};
+}
+
+/// The input shape with each reduced dim kept as size 1.
+Shape keepdim_shape(const Shape& in, const std::vector<int64_t>& dims) {
+  Shape s = in;
+  for (int64_t d : dims) s[d] = 1;
+  return s;
+}
+
+std::vector<int64_t> reduced_dims(const Node& n, int64_t rank) {
+  return normalize_dims(n.attrs.ints(AttrKey::dims), rank);
+}
+
+// ---- Elementwise unary ----
+
+Grads vjp_neg(Builder& b, const Node& n, Value out, Value g) {
+  return unary(b, n, [&](Value) { return b.neg(g); });
+}
+
+Grads vjp_abs(Builder& b, const Node& n, Value out, Value g) {
+  return unary(b, n, [&](Value x) { return b.mul(g, b.unary(OpKind::sign, x)); });
+}
+
+Grads vjp_exp(Builder& b, const Node& n, Value out, Value g) {
+  return unary(b, n, [&](Value) { return b.mul(g, out); });
+}
+
+Grads vjp_log(Builder& b, const Node& n, Value out, Value g) {
+  return unary(b, n, [&](Value x) { return b.div(g, x); });
+}
+
+Grads vjp_sqrt(Builder& b, const Node& n, Value out, Value g) {
+  return unary(b, n, [&](Value) { return b.div(b.mul(g, scalar(b, g, 0.5)), out); });
+}
+
+// d rsqrt(x) = -0.5 * x^(-3/2) = -0.5 * out / x.
+Grads vjp_rsqrt(Builder& b, const Node& n, Value out, Value g) {
+  return unary(b, n, [&](Value x) { return b.div(b.mul(b.mul(g, scalar(b, g, -0.5)), out), x); });
+}
+
+Grads vjp_sin(Builder& b, const Node& n, Value out, Value g) {
+  return unary(b, n, [&](Value x) { return b.mul(g, b.unary(OpKind::cos, x)); });
+}
+
+Grads vjp_cos(Builder& b, const Node& n, Value out, Value g) {
+  return unary(b, n, [&](Value x) { return b.neg(b.mul(g, b.unary(OpKind::sin, x))); });
+}
+
+Grads vjp_tanh(Builder& b, const Node& n, Value out, Value g) {
+  return unary(b, n, [&](Value) { return b.mul(g, b.sub(scalar(b, out, 1.0), b.mul(out, out))); });
+}
+
+Grads vjp_sigmoid(Builder& b, const Node& n, Value out, Value g) {
+  return unary(b, n, [&](Value) { return b.mul(b.mul(g, out), b.sub(scalar(b, out, 1.0), out)); });
+}
+
+Grads vjp_relu(Builder& b, const Node& n, Value out, Value g) {
+  return unary(b, n, [&](Value x) {
+    return b.where(compare(b, OpKind::gt, x, scalar(b, x, 0.0)), g, scalar(b, g, 0.0));
+  });
+}
+
+// Exact gelu(x) = x * Phi(x), so gelu'(x) = Phi(x) + x * phi(x) with phi the
+// standard normal density. The op table has no erf, so Phi comes from the
+// forward result: Phi(x) = gelu(x) / x. Near 0, where that divides by ~0, Phi
+// is its Taylor series 0.5 + phi(0) * (x - x^3/6 + x^5/40), exact to double
+// precision for |x| < 0.01 and smooth, so second derivatives are right at 0
+// too. The division's denominator is masked to 1 inside that range so the
+// branch where() discards stays finite (its gradient is multiplied by 0).
+Grads vjp_gelu(Builder& b, const Node& n, Value out, Value g) {
+  return unary(b, n, [&](Value x) {
+    constexpr double kInvSqrt2Pi = std::numbers::inv_sqrtpi / std::numbers::sqrt2;
+    const Value x2 = b.mul(x, x);
+    const Value near0 = compare(b, OpKind::lt, b.unary(OpKind::abs, x), scalar(b, x, 0.01));
+    const Value poly = b.add(scalar(b, x, kInvSqrt2Pi),
+                             b.mul(x2, b.add(scalar(b, x, -kInvSqrt2Pi / 6),
+                                             b.mul(x2, scalar(b, x, kInvSqrt2Pi / 40)))));
+    const Value series = b.add(scalar(b, x, 0.5), b.mul(x, poly));
+    const Value safe_x = b.where(near0, scalar(b, x, 1.0), x);
+    const Value cdf = b.where(near0, series, b.div(out, safe_x));
+    const Value pdf =
+        b.mul(b.unary(OpKind::exp, b.mul(x2, scalar(b, x, -0.5))), scalar(b, x, kInvSqrt2Pi));
+    return b.mul(g, b.add(cdf, b.mul(x, pdf)));
+  });
+}
+
+// Casting back: the gradient of a float value cast from another float dtype
+// is the incoming gradient in the input's dtype. Casts to or from integers
+// carry no gradient.
+Grads vjp_cast(Builder& b, const Node& n, Value out, Value g) {
+  if (!floating(b, out)) return {Value{}};
+  return unary(b, n, [&](Value) { return g; });
+}
+
+// ---- Elementwise binary (broadcasting) ----
+
+Grads vjp_add(Builder& b, const Node& n, Value out, Value g) {
+  return {to_operand(b, g, n.operands[0]), to_operand(b, g, n.operands[1])};
+}
+
+Grads vjp_sub(Builder& b, const Node& n, Value out, Value g) {
+  const Value x = n.operands[0], y = n.operands[1];
+  return {to_operand(b, g, x), floating(b, y) ? to_operand(b, b.neg(g), y) : Value{}};
+}
+
+Grads vjp_mul(Builder& b, const Node& n, Value out, Value g) {
+  const Value x = n.operands[0], y = n.operands[1];
+  return {floating(b, x) ? to_operand(b, b.mul(g, y), x) : Value{},
+          floating(b, y) ? to_operand(b, b.mul(g, x), y) : Value{}};
+}
+
+// d(x/y) = g/y for x and -g*x/y^2 = -g*out/y for y.
+Grads vjp_div(Builder& b, const Node& n, Value out, Value g) {
+  const Value x = n.operands[0], y = n.operands[1];
+  return {floating(b, x) ? to_operand(b, b.div(g, y), x) : Value{},
+          floating(b, y) ? to_operand(b, b.neg(b.div(b.mul(g, out), y)), y) : Value{}};
+}
+
+// As PyTorch: dx = g * y * x^(y-1), zero where y == 0 (so 0^-1 never meets a
+// zero factor); dy = g * out * log(x), zero where x == 0 and y >= 0 (the
+// limit there), NaN for negative x as in PyTorch.
+Grads vjp_pow(Builder& b, const Node& n, Value out, Value g) {
+  const Value x = n.operands[0], y = n.operands[1];
+  Value gx, gy;
+  if (floating(b, x)) {
+    const Value d = b.mul(b.mul(g, y), b.binary(OpKind::pow, x, b.sub(y, scalar(b, y, 1.0))));
+    const Value y_zero = compare(b, OpKind::eq, y, scalar(b, y, 0.0));
+    gx = to_operand(b, b.where(y_zero, scalar(b, d, 0.0), d), x);
+  }
+  if (floating(b, y)) {
+    const Value d = b.mul(b.mul(g, out), b.unary(OpKind::log, x));
+    const Value limit = b.op(OpKind::logical_and, {compare(b, OpKind::eq, x, scalar(b, x, 0.0)),
+                                                   compare(b, OpKind::ge, y, scalar(b, y, 0.0))});
+    gy = to_operand(b, b.where(limit, scalar(b, d, 0.0), d), y);
+  }
+  return {gx, gy};
+}
+
+// The gradient goes to the selected operand; ties split it evenly (as PyTorch).
+// `wins` is gt for maximum and lt for minimum.
+Grads select_vjp(Builder& b, const Node& n, Value g, OpKind wins) {
+  const Value x = n.operands[0], y = n.operands[1];
+  const Value zero = scalar(b, g, 0.0);
+  const Value half = b.mul(g, scalar(b, g, 0.5));
+  const Value tie = compare(b, OpKind::eq, x, y);
+  const auto share = [&](Value self, Value other) -> Value {
+    if (!floating(b, self)) return {};
+    const Value d = b.where(compare(b, wins, self, other), g, b.where(tie, half, zero));
+    return to_operand(b, d, self);
+  };
+  return {share(x, y), share(y, x)};
+}
+
+Grads vjp_maximum(Builder& b, const Node& n, Value out, Value g) {
+  return select_vjp(b, n, g, OpKind::gt);
+}
+
+Grads vjp_minimum(Builder& b, const Node& n, Value out, Value g) {
+  return select_vjp(b, n, g, OpKind::lt);
+}
+
+// ---- where(cond, x, y) ----
+
+Grads vjp_where(Builder& b, const Node& n, Value out, Value g) {
+  const Value c = n.operands[0], x = n.operands[1], y = n.operands[2];
+  const Value zero = scalar(b, g, 0.0);
+  return {Value{}, floating(b, x) ? to_operand(b, b.where(c, g, zero), x) : Value{},
+          floating(b, y) ? to_operand(b, b.where(c, zero, g), y) : Value{}};
+}
+
+// ---- Reductions ----
+
+// Each input element receives the gradient of the sum it went into.
+Grads vjp_sum(Builder& b, const Node& n, Value out, Value g) {
+  return unary(b, n, [&](Value x) {
+    const Shape in = b.type(x).shape;
+    const Shape keep = keepdim_shape(in, reduced_dims(n, b.type(x).rank()));
+    return b.expand(b.reshape(g, keep), in);
+  });
+}
+
+// The gradient goes to the elements equal to the result, split evenly among
+// ties (as torch.amax/amin).
+Grads extremum_vjp(Builder& b, const Node& n, Value out, Value g) {
+  return unary(b, n, [&](Value x) {
+    const TensorType tx = b.type(x);
+    const std::vector<int64_t> dims = reduced_dims(n, tx.rank());
+    const Shape keep = keepdim_shape(tx.shape, dims);
+    const Value mask = b.cast(compare(b, OpKind::eq, x, b.reshape(out, keep)), tx.dtype);
+    const Value count = b.sum(mask, dims, /*keepdim=*/true);
+    return b.mul(mask, b.div(b.reshape(g, keep), count));
+  });
+}
+
+Grads vjp_max(Builder& b, const Node& n, Value out, Value g) {
+  return extremum_vjp(b, n, out, g);
+}
+Grads vjp_min(Builder& b, const Node& n, Value out, Value g) {
+  return extremum_vjp(b, n, out, g);
+}
+
+// ---- Movement ----
+
+Grads vjp_reshape(Builder& b, const Node& n, Value out, Value g) {
+  return unary(b, n, [&](Value x) { return b.reshape(g, b.type(x).shape); });
+}
+
+// to_operand's sum_to undoes the broadcast.
+Grads vjp_expand(Builder& b, const Node& n, Value out, Value g) {
+  return unary(b, n, [&](Value) { return g; });
+}
+
+Grads vjp_permute(Builder& b, const Node& n, Value out, Value g) {
+  return unary(b, n, [&](Value x) {
+    const std::vector<int64_t>& perm = n.attrs.ints(AttrKey::perm);
+    const int64_t rank = static_cast<int64_t>(perm.size());
+    std::vector<int64_t> inverse(perm.size());
+    for (int64_t i = 0; i < rank; ++i) inverse[normalize_dim(perm[i], rank)] = i;
+    return b.permute(g, inverse);
+  });
+}
+
+// The slice's elements go back to their places; the rest are zero: a pad with
+// `step - 1` zeros between elements, `start` before and the remainder after.
+Grads vjp_slice(Builder& b, const Node& n, Value out, Value g) {
+  return unary(b, n, [&](Value x) {
+    const TensorType tx = b.type(x);
+    const int64_t dim = normalize_dim(n.attrs.i(AttrKey::dim), tx.rank());
+    const int64_t size = tx.shape[dim];
+    const int64_t step = n.attrs.i(AttrKey::step);
+    const int64_t count = b.type(out).shape[dim];
+    if (count == 0) return b.constant(0.0, b.type(g).dtype, tx.shape, tx.device);
+    const int64_t start = n.attrs.i(AttrKey::start);
+    const int64_t high = size - (start + (count - 1) * step + 1);
+    return b.op(OpKind::pad, {g},
+                Attrs{{AttrKey::dim, dim},
+                      {AttrKey::low, start},
+                      {AttrKey::high, high},
+                      {AttrKey::interior, step - 1}});
+  });
+}
+
+// Inverse of a pad: every (interior + 1)-th element from `low`.
+Grads vjp_pad(Builder& b, const Node& n, Value out, Value g) {
+  return unary(b, n, [&](Value x) {
+    const TensorType tx = b.type(x);
+    const int64_t dim = normalize_dim(n.attrs.i(AttrKey::dim), tx.rank());
+    const int64_t size = tx.shape[dim];
+    if (size == 0) return b.constant(0.0, b.type(g).dtype, tx.shape, tx.device);
+    const int64_t low = n.attrs.i(AttrKey::low);
+    const int64_t step = n.attrs.i(AttrKey::interior) + 1;
+    return b.op(OpKind::slice, {g},
+                Attrs{{AttrKey::dim, dim},
+                      {AttrKey::start, low},
+                      {AttrKey::end, low + (size - 1) * step + 1},
+                      {AttrKey::step, step}});
+  });
+}
+
+// ---- Matmul ----
+
+// dx = g @ y^T, dy = x^T @ g, each summed over the batch dims its operand was
+// broadcast along (to_operand's sum_to).
+Grads vjp_matmul(Builder& b, const Node& n, Value out, Value g) {
+  const Value x = n.operands[0], y = n.operands[1];
+  return {floating(b, x) ? to_operand(b, b.matmul(g, b.transpose_last(y)), x) : Value{},
+          floating(b, y) ? to_operand(b, b.matmul(b.transpose_last(x), g), y) : Value{}};
+}
+
+// ---- Custom ----
+
+// Single-result form of the custom hook, for callers of vjp_rule(custom):
+// the other results' gradients are zeros. The autodiff pass calls
+// custom_vjp() itself, with every result's gradient.
+Grads vjp_custom(Builder& b, const Node& n, Value out, Value g) {
+  const CustomVjp& hook = custom_vjp();
+  if (!hook) throw Error("custom function has no backward: no custom VJP hook is installed", n.loc);
+  std::vector<Value> outs, grads;
+  for (uint32_t i = 0; i < n.results.size(); ++i) {
+    const Value r(out.node, i);
+    outs.push_back(r);
+    grads.push_back(i == out.index ? g : b.zeros_like(r));
+  }
+  return hook(b, n, outs, grads);
+}
+
+// The table's `none` column entry.
+constexpr VjpRule vjp_none = nullptr;
+
+CustomVjp& custom_hook() {
+  static CustomVjp hook;
+  return hook;
+}
+
+}  // namespace
+
+VjpRule vjp_rule(OpKind k) {
+  static constexpr VjpRule kRules[] = {
+#define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp) vjp_##vjp,
+#include "ir/ops.def"
+#undef KILN_OP
+  };
+  return kRules[static_cast<size_t>(k)];
+}
+
+void set_custom_vjp(CustomVjp hook) {
+  custom_hook() = std::move(hook);
+}
+
+const CustomVjp& custom_vjp() {
+  return custom_hook();
+}
+
+}  // namespace kiln

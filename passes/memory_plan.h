@@ -1,0 +1,30 @@
+// Memory planning: assigns the values that kernels write to buffers, reusing a
+// buffer once every reader of its previous value has run (liveness over the
+// group order). Graph outputs and parameter updates get buffers of their own.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "passes/fusion.h"
+
+namespace kiln {
+
+struct MemoryPlan {
+  /// For each group, for each of its outputs, the buffer it writes.
+  std::vector<std::vector<int32_t>> group_output_buffer;
+  /// Byte size of each buffer.
+  std::vector<int64_t> buffer_bytes;
+  /// Bytes an unplanned executor would allocate (one buffer per value), for reporting.
+  int64_t naive_bytes = 0;
+  int64_t planned_bytes() const;
+};
+
+/// Plans buffers for the group outputs in order. Values that are graph outputs
+/// never share a buffer with anything else.
+MemoryPlan plan_memory(const Graph& g, const std::vector<FusionGroup>& groups);
+
+std::string memory_plan_str(const MemoryPlan& p);
+
+}  // namespace kiln

@@ -1,0 +1,208 @@
+// Matrix products on the CPU: float32/float64 through OpenBLAS gemm, other
+// dtypes through a plain loop. Batch dims broadcast; a batch whose right-hand
+// side is shared and whose left-hand rows are evenly strided folds into one
+// tall gemm. A transposed operand (strides (1, rows)) is passed to BLAS with
+// a transpose flag instead of being copied.
+#include "runtime/blas.h"
+
+#include <cblas.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <type_traits>
+
+#include "ir/error.h"
+#include "runtime/reference.h"
+#include "runtime/strided_loop.h"
+#include "runtime/thread_pool.h"
+
+namespace kiln {
+namespace {
+
+// One operand matrix: rows x cols at `data` with element strides (rs, cs).
+template <class T>
+struct Mat {
+  const T* data;
+  int64_t rows, cols, rs, cs;
+};
+
+// Whether m is a BLAS operand (row-major, or transposed) and with what leading dim.
+template <class T>
+bool blas_layout(const Mat<T>& m, CBLAS_TRANSPOSE* trans, int64_t* ld) {
+  if (m.cols == 1 || m.cs == 1) {
+    int64_t l = m.rows == 1 ? std::max<int64_t>(m.cols, 1) : m.rs;
+    if (l >= std::max<int64_t>(m.cols, 1)) {
+      *trans = CblasNoTrans;
+      *ld = l;
+      return true;
+    }
+  }
+  if (m.rows == 1 || m.rs == 1) {
+    int64_t l = m.cols == 1 ? std::max<int64_t>(m.rows, 1) : m.cs;
+    if (l >= std::max<int64_t>(m.rows, 1)) {
+      *trans = CblasTrans;
+      *ld = l;
+      return true;
+    }
+  }
+  return false;
+}
+
+// A dense row-major copy of m (kept alive by `keep`) when BLAS cannot read it as is.
+template <class T>
+Mat<T> blas_operand(const Mat<T>& m, CBLAS_TRANSPOSE* trans, int64_t* ld,
+                    std::vector<std::shared_ptr<Storage>>& keep) {
+  if (blas_layout(m, trans, ld)) return m;
+  DType dt = dtype_of<T>();
+  View src{const_cast<T*>(m.data), dt, {m.rows, m.cols}, {m.rs, m.cs}};
+  View dst = detail::scratch({m.rows, m.cols}, dt, keep);
+  copy_to(src, dst);
+  *trans = CblasNoTrans;
+  *ld = std::max<int64_t>(m.cols, 1);
+  return {dst.ptr<T>(), m.rows, m.cols, m.cols, 1};
+}
+
+// c (n x m, row stride ldc) = a (n x k) @ b (k x m).
+template <class T>
+void gemm(const Mat<T>& a, const Mat<T>& b, T* c, int64_t ldc) {
+  const int64_t n = a.rows, k = a.cols, m = b.cols;
+  if (n == 0 || m == 0) return;
+  if (k == 0) {
+    for (int64_t i = 0; i < n; ++i) std::fill(c + i * ldc, c + i * ldc + m, T(0));
+    return;
+  }
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    std::vector<std::shared_ptr<Storage>> keep;
+    CBLAS_TRANSPOSE ta, tb;
+    int64_t lda, ldb;
+    Mat<T> A = blas_operand(a, &ta, &lda, keep);
+    Mat<T> B = blas_operand(b, &tb, &ldb, keep);
+    if constexpr (std::is_same_v<T, float>) {
+      cblas_sgemm(CblasRowMajor, ta, tb, blasint(n), blasint(m), blasint(k), 1.0f, A.data,
+                  blasint(lda), B.data, blasint(ldb), 0.0f, c, blasint(ldc));
+    } else {
+      cblas_dgemm(CblasRowMajor, ta, tb, blasint(n), blasint(m), blasint(k), 1.0, A.data,
+                  blasint(lda), B.data, blasint(ldb), 0.0, c, blasint(ldc));
+    }
+  } else {
+    // Integers accumulate in int64 (wrapping back to T); bool is "any a && b".
+    using Acc = std::conditional_t<std::is_same_v<T, bool>, int64_t, uint64_t>;
+    parallel_for(n, std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(1, k * m)),
+                 [&](int64_t i0, int64_t i1) {
+                   std::vector<Acc> acc(m);
+                   for (int64_t i = i0; i < i1; ++i) {
+                     std::fill(acc.begin(), acc.end(), Acc(0));
+                     for (int64_t p = 0; p < k; ++p) {
+                       Acc x = Acc(int64_t(a.data[i * a.rs + p * a.cs]));
+                       if (!x) continue;
+                       const T* brow = b.data + p * b.rs;
+                       for (int64_t j = 0; j < m; ++j) acc[j] += x * Acc(int64_t(brow[j * b.cs]));
+                     }
+                     for (int64_t j = 0; j < m; ++j)
+                       c[i * ldc + j] = detail::convert<T>(static_cast<int64_t>(acc[j]));
+                   }
+                 });
+  }
+}
+
+// Treats a rank-1 operand as a row (lhs) or column (rhs) matrix.
+View as_matrix(const View& v, bool lhs) {
+  if (v.rank() >= 2) return v;
+  KILN_CHECK(v.rank() == 1, "matmul: operands must have at least one dim, got a scalar");
+  View m = v;
+  if (lhs) {
+    m.shape = {1, v.shape[0]};
+    m.strides = {0, v.strides[0]};
+  } else {
+    m.shape = {v.shape[0], 1};
+    m.strides = {v.strides[0], 0};
+  }
+  return m;
+}
+
+template <class T>
+void matmul_typed(const View& a, const View& b, const View& out) {
+  const int64_t ra = a.rank(), rb = b.rank();
+  const int64_t n = a.shape[ra - 2], k = a.shape[ra - 1], m = b.shape[rb - 1];
+  KILN_CHECK(b.shape[rb - 2] == k, "matmul: inner dims differ: ", shape_str(a.shape), " @ ",
+             shape_str(b.shape));
+  Shape batch = broadcast_shapes(Shape(a.shape.begin(), a.shape.end() - 2),
+                                 Shape(b.shape.begin(), b.shape.end() - 2));
+  const int64_t nbatch = kiln::numel(batch);
+  KILN_CHECK(out.numel() == nbatch * n * m, "matmul: output has ", out.numel(),
+             " elements, expected ", nbatch * n * m, " for ", shape_str(a.shape), " @ ",
+             shape_str(b.shape));
+  auto batch_strides = [&](const View& v) {
+    View bv{v.data, v.dtype, Shape(v.shape.begin(), v.shape.end() - 2),
+            Strides(v.strides.begin(), v.strides.end() - 2)};
+    return detail::broadcast_strides(bv, batch);
+  };
+  const Strides sa = batch_strides(a), sb = batch_strides(b);
+  const T* A = a.ptr<T>();
+  const T* B = b.ptr<T>();
+  T* C = out.ptr<T>();
+  const int64_t as0 = a.strides[ra - 2], as1 = a.strides[ra - 1];
+  const int64_t bs0 = b.strides[rb - 2], bs1 = b.strides[rb - 1];
+
+  // One tall gemm when b is shared by every batch and a's rows step evenly
+  // through all batches (e.g. [B, n, k] contiguous @ [k, m]).
+  bool b_shared = std::all_of(sb.begin(), sb.end(), [](int64_t s) { return s == 0; });
+  if (nbatch > 1 && b_shared) {
+    Shape rows_shape = batch;
+    rows_shape.push_back(n);
+    Strides rows_strides = sa;
+    rows_strides.push_back(as0);
+    int64_t esz = int64_t(sizeof(T));
+    auto L = detail::make_loop<1>(rows_shape, {const_cast<T*>(A)}, {&rows_strides}, {esz});
+    if (L.shape.size() == 1) {
+      gemm<T>({A, nbatch * n, k, L.strides[0][0] / esz, as1}, {B, k, m, bs0, bs1}, C, m);
+      return;
+    }
+  }
+  std::vector<int64_t> idx(batch.size(), 0);
+  for (int64_t t = 0; t < nbatch; ++t) {
+    int64_t oa = 0, ob = 0;
+    for (size_t d = 0; d < batch.size(); ++d) {
+      oa += idx[d] * sa[d];
+      ob += idx[d] * sb[d];
+    }
+    gemm<T>({A + oa, n, k, as0, as1}, {B + ob, k, m, bs0, bs1}, C + t * n * m, m);
+    for (int64_t d = int64_t(batch.size()) - 1; d >= 0; --d) {
+      if (++idx[d] < batch[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+}  // namespace
+
+void matmul_cpu(const View& a, const View& b, const View& out) {
+  KILN_CHECK(out.contiguous(), "matmul: the output buffer must be dense");
+  std::vector<std::shared_ptr<Storage>> keep;
+  View x = detail::as_dtype(as_matrix(a, true), out.dtype, keep);
+  View y = detail::as_dtype(as_matrix(b, false), out.dtype, keep);
+  visit_dtype(out.dtype, [&](auto t) { matmul_typed<decltype(t)>(x, y, out); });
+}
+
+std::string blas_info() {
+  std::ostringstream os;
+  const char* config = openblas_get_config();
+  const char* core = openblas_get_corename();
+  os << (config ? config : "OpenBLAS") << "; kernels: " << (core ? core : "?")
+     << "; threads: " << openblas_get_num_threads() << "; OPENBLAS_CORETYPE=";
+  if (const char* env = std::getenv("OPENBLAS_CORETYPE"); env && *env) {
+    os << env << " (set by the user, respected)";
+  } else {
+    os << "unset (kernels chosen by CPU detection)";
+  }
+  return os.str();
+}
+
+void blas_init() {
+  // A user's OPENBLAS_CORETYPE is respected as is; blas_info() reports it and
+  // the kernels it selected. Asking for the core name makes OpenBLAS settle now.
+  (void)openblas_get_corename();
+}
+
+}  // namespace kiln

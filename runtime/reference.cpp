@@ -1,0 +1,84 @@
+// reference_kernel: checks operands and dispatches on the op's category to
+// the kernels in reference_*.cpp; plus the helpers those kernels share.
+#include "runtime/reference.h"
+
+#include "ir/error.h"
+#include "runtime/blas.h"
+#include "runtime/reference_impl.h"
+#include "runtime/strided_loop.h"
+
+namespace kiln {
+
+namespace detail {
+
+Strides broadcast_strides(const View& v, const Shape& shape) {
+  const int64_t r = static_cast<int64_t>(shape.size()), vr = v.rank();
+  KILN_CHECK(vr <= r, "cannot broadcast shape ", shape_str(v.shape), " to ", shape_str(shape));
+  Strides s(r, 0);
+  for (int64_t i = 0; i < vr; ++i) {
+    int64_t d = r - vr + i;
+    if (v.shape[i] == shape[d]) {
+      s[d] = v.shape[i] == 1 ? 0 : v.strides[i];
+    } else {
+      KILN_CHECK(v.shape[i] == 1, "cannot broadcast shape ", shape_str(v.shape), " to ",
+                 shape_str(shape));
+    }
+  }
+  return s;
+}
+
+View scratch(const Shape& shape, DType dt, std::vector<std::shared_ptr<Storage>>& keep) {
+  auto s = Storage::allocate(size_t(kiln::numel(shape)) * dtype_size(dt));
+  keep.push_back(s);
+  return dense_view(s->data(), dt, shape);
+}
+
+View as_dtype(const View& v, DType dt, std::vector<std::shared_ptr<Storage>>& keep) {
+  if (v.dtype == dt) return v;
+  View dst = scratch(v.shape, dt, keep);
+  copy_to(v, dst);
+  return dst;
+}
+
+}  // namespace detail
+
+void reference_kernel(OpKind k, const Attrs& attrs, std::span<const View> inputs, const View& out) {
+  const OpInfo& info = op_info(k);
+  auto expect = [&](size_t n) {
+    KILN_CHECK(inputs.size() == n, "reference kernel for ", info.name, " expects ", n,
+               " operand(s), got ", inputs.size());
+  };
+  switch (info.category) {
+    case OpCategory::Input:
+      KILN_CHECK(false, "no reference kernel for ", info.name,
+                 ": graph inputs carry caller data (pass it as an argument or parameter)");
+      break;
+    case OpCategory::Custom:
+      KILN_CHECK(false, "no reference kernel for a custom op: it runs user code "
+                        "(the interpreter calls InterpretOptions::custom)");
+      break;
+    case OpCategory::Creation:
+      expect(0);
+      return detail::ref_creation(k, attrs, out);
+    case OpCategory::Unary:
+      expect(1);
+      return detail::ref_unary(k, inputs[0], out);
+    case OpCategory::Binary:
+      expect(2);
+      return detail::ref_binary(k, inputs[0], inputs[1], out);
+    case OpCategory::Ternary:
+      expect(3);
+      return detail::ref_where(inputs[0], inputs[1], inputs[2], out);
+    case OpCategory::Reduce:
+      expect(1);
+      return detail::ref_reduce(k, attrs, inputs[0], out);
+    case OpCategory::Movement:
+      expect(1);
+      return detail::ref_movement(k, attrs, inputs[0], out);
+    case OpCategory::Matmul:
+      expect(2);
+      return matmul_cpu(inputs[0], inputs[1], out);
+  }
+}
+
+}  // namespace kiln

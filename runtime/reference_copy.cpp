@@ -1,0 +1,128 @@
+// copy_to: strided copies with optional dtype conversion. Dense same-dtype
+// copies are a parallel memcpy; a transposed source (stride 1 along the
+// second-to-last dim) is copied in cache-sized tiles; anything else goes
+// through the strided loop.
+#include <cstring>
+
+#include "ir/error.h"
+#include "runtime/reference.h"
+#include "runtime/strided_loop.h"
+#include "runtime/thread_pool.h"
+
+namespace kiln {
+namespace {
+
+using detail::convert;
+using detail::StridedLoop;
+
+template <class D, class S>
+void copy_strided(const StridedLoop<2>& L) {
+  const int64_t sd = L.inner_stride(0) / int64_t(sizeof(D));
+  const int64_t ss = L.inner_stride(1) / int64_t(sizeof(S));
+  parallel_for(L.numel, kElementwiseGrain, [&](int64_t begin, int64_t end) {
+    detail::for_each_segment(
+        L, L.base, begin, end, [&](const std::array<char*, 2>& p, int64_t n, int64_t) {
+          D* __restrict d = reinterpret_cast<D*>(p[0]);
+          const S* __restrict s = reinterpret_cast<const S*>(p[1]);
+          if (sd == 1 && ss == 1) {
+            for (int64_t i = 0; i < n; ++i) d[i] = convert<D>(s[i]);
+          } else if (sd == 1 && ss == 0) {
+            std::fill(d, d + n, convert<D>(*s));
+          } else {
+            for (int64_t i = 0; i < n; ++i) d[i * sd] = convert<D>(s[i * ss]);
+          }
+        });
+  });
+}
+
+// The last two loop dims form a matrix that is row-major in dst and
+// column-major in src; walk it in square tiles so both sides stay in cache.
+template <class D, class S>
+void copy_transposed(const StridedLoop<2>& L) {
+  constexpr int64_t kTile = 32;
+  const int r = static_cast<int>(L.shape.size());
+  const int64_t rows = L.shape[r - 2], cols = L.shape[r - 1];
+  const int64_t drow = L.strides[0][r - 2] / int64_t(sizeof(D));
+  const int64_t dcol = L.strides[0][r - 1] / int64_t(sizeof(D));
+  const int64_t srow = L.strides[1][r - 2] / int64_t(sizeof(S));
+  const int64_t scol = L.strides[1][r - 1] / int64_t(sizeof(S));
+  const int64_t row_tiles = (rows + kTile - 1) / kTile, col_tiles = (cols + kTile - 1) / kTile;
+  const int64_t per_outer = row_tiles * col_tiles;
+  const int64_t outer = L.numel / (rows * cols);
+  // The outer dims, as a loop of their own, locate each matrix.
+  StridedLoop<2> O;
+  O.shape.assign(L.shape.begin(), L.shape.end() - 2);
+  for (int k = 0; k < 2; ++k) O.strides[k].assign(L.strides[k].begin(), L.strides[k].end() - 2);
+  O.base = L.base;
+  O.numel = outer;
+  parallel_for(outer * per_outer, std::max<int64_t>(1, kElementwiseGrain / (kTile * kTile)),
+               [&](int64_t begin, int64_t end) {
+                 for (int64_t t = begin; t < end; ++t) {
+                   int64_t o = t / per_outer, tile = t % per_outer;
+                   int64_t i0 = (tile / col_tiles) * kTile, j0 = (tile % col_tiles) * kTile;
+                   int64_t i1 = std::min(rows, i0 + kTile), j1 = std::min(cols, j0 + kTile);
+                   detail::for_each_segment(
+                       O, O.base, o, o + 1, [&](const std::array<char*, 2>& p, int64_t, int64_t) {
+                         D* d = reinterpret_cast<D*>(p[0]);
+                         const S* s = reinterpret_cast<const S*>(p[1]);
+                         for (int64_t i = i0; i < i1; ++i)
+                           for (int64_t j = j0; j < j1; ++j)
+                             d[i * drow + j * dcol] = convert<D>(s[i * srow + j * scol]);
+                       });
+                 }
+               });
+}
+
+// Same-dtype copies only depend on the element size.
+template <class D, class S>
+void copy_typed(const StridedLoop<2>& L) {
+  const int r = static_cast<int>(L.shape.size());
+  bool transposed = r >= 2 && L.inner_stride(0) == int64_t(sizeof(D)) &&
+                    L.strides[1][r - 2] == int64_t(sizeof(S)) &&
+                    L.inner_stride(1) != int64_t(sizeof(S)) && L.shape[r - 1] >= 8 &&
+                    L.shape[r - 2] >= 8;
+  if (transposed) {
+    copy_transposed<D, S>(L);
+  } else {
+    copy_strided<D, S>(L);
+  }
+}
+
+template <class U>
+void copy_bits(const StridedLoop<2>& L) {
+  copy_typed<U, U>(L);
+}
+
+}  // namespace
+
+void copy_to(const View& src, const View& dst) {
+  KILN_CHECK(src.shape == dst.shape, "copy_to: source shape ", shape_str(src.shape),
+             " does not match destination shape ", shape_str(dst.shape));
+  const int64_t n = dst.numel();
+  if (n == 0) return;
+  const int64_t ssize = int64_t(dtype_size(src.dtype)), dsize = int64_t(dtype_size(dst.dtype));
+  if (src.dtype == dst.dtype && src.contiguous() && dst.contiguous()) {
+    if (src.data == dst.data) return;
+    const auto* s = static_cast<const char*>(src.data);
+    auto* d = static_cast<char*>(dst.data);
+    parallel_for(n * ssize, int64_t(1) << 18, [&](int64_t begin, int64_t end) {
+      std::memcpy(d + begin, s + begin, size_t(end - begin));
+    });
+    return;
+  }
+  auto L = detail::make_loop<2>(dst.shape, {dst.data, src.data}, {&dst.strides, &src.strides},
+                                {dsize, ssize});
+  if (src.dtype == dst.dtype) {
+    switch (ssize) {
+      case 1: return copy_bits<uint8_t>(L);
+      case 4: return copy_bits<uint32_t>(L);
+      case 8: return copy_bits<uint64_t>(L);
+      default: break;
+    }
+  }
+  visit_dtype(dst.dtype, [&](auto d) {
+    visit_dtype(src.dtype, [&](auto s) { copy_typed<decltype(d), decltype(s)>(L); });
+  });
+}
+
+}  // namespace kiln

@@ -1,0 +1,130 @@
+// Creation ops: constant (one value broadcast), literal (inline row-major
+// data), arange, and the counter-based random draws rand/randn, whose element
+// i is a pure function of (seed, i) so every backend can reproduce it.
+#include <cmath>
+
+#include "ir/error.h"
+#include "runtime/reference.h"
+#include "runtime/reference_impl.h"
+#include "runtime/strided_loop.h"
+#include "runtime/thread_pool.h"
+
+namespace kiln {
+namespace {
+
+// splitmix64's finaliser.
+uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+// Writes f(i) to every element of the dense output.
+template <class F>
+void generate(const View& out, int64_t grain, F f) {
+  visit_dtype(out.dtype, [&](auto t) {
+    using T = decltype(t);
+    T* o = out.ptr<T>();
+    parallel_for(out.numel(), grain, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) o[i] = f(T{}, i);
+    });
+  });
+}
+
+bool is_int_attr(const Attrs& attrs, AttrKey k) {
+  const AttrValue* v = attrs.find(k);
+  return v && std::holds_alternative<int64_t>(*v);
+}
+
+void fill_constant(const Attrs& attrs, const View& out) {
+  if (is_int_attr(attrs, AttrKey::value)) {
+    const int64_t v = attrs.i(AttrKey::value);
+    generate(out, kElementwiseGrain,
+             [v](auto t, int64_t) { return detail::convert<decltype(t)>(v); });
+  } else {
+    const double v = attrs.f(AttrKey::value);
+    generate(out, kElementwiseGrain,
+             [v](auto t, int64_t) { return detail::convert<decltype(t)>(v); });
+  }
+}
+
+void fill_literal(const Attrs& attrs, const View& out) {
+  const AttrValue* v = attrs.find(AttrKey::data);
+  KILN_CHECK(v, "literal: missing attribute `data`");
+  auto fill = [&](const auto& data) {
+    const int64_t n = static_cast<int64_t>(data.size());
+    KILN_CHECK(n == out.numel() || n == 1, "literal: ", n, " values for a result of shape ",
+               shape_str(out.shape), " (", out.numel(), " elements)");
+    generate(out, kElementwiseGrain, [&](auto t, int64_t i) {
+      return detail::convert<decltype(t)>(data[n == 1 ? 0 : i]);
+    });
+  };
+  if (const auto* ints = std::get_if<std::vector<int64_t>>(v)) {
+    fill(*ints);
+  } else if (const auto* floats = std::get_if<std::vector<double>>(v)) {
+    fill(*floats);
+  } else if (const auto* i = std::get_if<int64_t>(v)) {
+    fill(std::vector<int64_t>{*i});
+  } else if (const auto* f = std::get_if<double>(v)) {
+    fill(std::vector<double>{*f});
+  } else {
+    KILN_CHECK(false, "literal: attribute `data` must be a list of numbers");
+  }
+}
+
+void fill_arange(const Attrs& attrs, const View& out) {
+  if (is_integral(out.dtype) && is_int_attr(attrs, AttrKey::start) &&
+      (!attrs.has(AttrKey::step) || is_int_attr(attrs, AttrKey::step))) {
+    const int64_t start = attrs.i(AttrKey::start), step = attrs.i(AttrKey::step, 1);
+    generate(out, kElementwiseGrain,
+             [=](auto t, int64_t i) { return detail::convert<decltype(t)>(start + i * step); });
+  } else {
+    const double start = attrs.f(AttrKey::start, 0.0), step = attrs.f(AttrKey::step, 1.0);
+    generate(out, kElementwiseGrain, [=](auto t, int64_t i) {
+      return detail::convert<decltype(t)>(start + double(i) * step);
+    });
+  }
+}
+
+}  // namespace
+
+float uniform_at(uint64_t seed, uint64_t i) {
+  // Element i of splitmix64's stream seeded with mix64(seed); 24 bits -> [0, 1).
+  uint64_t h = mix64(mix64(seed) + (i + 1) * 0x9E3779B97F4A7C15ULL);
+  return static_cast<float>(h >> 40) * 0x1p-24f;
+}
+
+float normal_at(uint64_t seed, uint64_t i) {
+  // Box-Muller on the uniform pair (2i, 2i+1); 1 - u1 is in (0, 1], so the log is finite.
+  float u1 = uniform_at(seed, 2 * i), u2 = uniform_at(seed, 2 * i + 1);
+  float r = std::sqrt(-2.0f * std::log(1.0f - u1));
+  return r * std::cos(6.28318530717958647692f * u2);
+}
+
+namespace detail {
+
+void ref_creation(OpKind k, const Attrs& attrs, const View& out) {
+  KILN_CHECK(out.contiguous(), op_name(k), ": the output buffer must be dense");
+  switch (k) {
+    case OpKind::constant: return fill_constant(attrs, out);
+    case OpKind::literal: return fill_literal(attrs, out);
+    case OpKind::arange: return fill_arange(attrs, out);
+    case OpKind::rand: {
+      const auto seed = static_cast<uint64_t>(attrs.i(AttrKey::seed, 0));
+      return generate(out, 1 << 14, [seed](auto t, int64_t i) {
+        return detail::convert<decltype(t)>(uniform_at(seed, uint64_t(i)));
+      });
+    }
+    case OpKind::randn: {
+      const auto seed = static_cast<uint64_t>(attrs.i(AttrKey::seed, 0));
+      return generate(out, 1 << 12, [seed](auto t, int64_t i) {
+        return detail::convert<decltype(t)>(normal_at(seed, uint64_t(i)));
+      });
+    }
+    default: break;
+  }
+  KILN_CHECK(false, "reference kernel: ", op_name(k), " is not a creation op");
+}
+
+}  // namespace detail
+}  // namespace kiln

@@ -1,0 +1,403 @@
+// Reference kernels for elementwise unary, binary and ternary ops. Inputs are
+// broadcast to the output's shape through stride-0 dims; arithmetic runs in
+// the output's dtype (inputs of another dtype are converted first), while
+// comparisons and logical ops run in the inputs' promoted dtype and write bool.
+// Every op goes through one strided loop that hands tight, vectorisable loops
+// the runs whose strides are all 1 (or 0 for a broadcast scalar), split over
+// cores for large tensors.
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "ir/error.h"
+#include "runtime/reference.h"
+#include "runtime/reference_impl.h"
+#include "runtime/strided_loop.h"
+#include "runtime/thread_pool.h"
+
+namespace kiln::detail {
+namespace {
+
+// Transcendental ops cost tens of cycles per element; split them finer.
+constexpr int64_t kMathGrain = 1 << 14;
+
+// Floats compute in their own type; integers and bool go through double.
+template <class T>
+using MathT = std::conditional_t<std::is_floating_point_v<T>, T, double>;
+
+// Integer arithmetic wraps (through the unsigned type) instead of being UB.
+template <class T, bool = std::is_integral_v<T> && !std::is_same_v<T, bool>>
+struct Wrap {
+  using type = T;
+};
+template <class T>
+struct Wrap<T, true> {
+  using type = std::make_unsigned_t<T>;
+};
+template <class T>
+using WrapT = typename Wrap<T>::type;
+
+// ---- Unary functors: T -> T ----
+
+struct Neg {
+  template <class T>
+  T operator()(T x) const {
+    if constexpr (std::is_same_v<T, bool>) {
+      return x;
+    } else {
+      return static_cast<T>(WrapT<T>(0) - static_cast<WrapT<T>>(x));
+    }
+  }
+};
+struct Abs {
+  template <class T>
+  T operator()(T x) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      return std::fabs(x);
+    } else if constexpr (std::is_same_v<T, bool>) {
+      return x;
+    } else {
+      return x < 0 ? Neg{}(x) : x;
+    }
+  }
+};
+struct Sign {
+  template <class T>
+  T operator()(T x) const {
+    return static_cast<T>(int(T(0) < x) - int(x < T(0)));
+  }
+};
+struct Relu {
+  template <class T>
+  T operator()(T x) const {
+    return x < T(0) ? T(0) : x;
+  }
+};
+
+#define KILN_MATH_FUNCTOR(Name, expr)        \
+  struct Name {                              \
+    template <class T>                       \
+    T operator()(T in) const {               \
+      using M = MathT<T>;                    \
+      M x = static_cast<M>(in);              \
+      return convert<T>(static_cast<M>(expr)); \
+    }                                        \
+  };
+KILN_MATH_FUNCTOR(Exp, std::exp(x))
+KILN_MATH_FUNCTOR(Log, std::log(x))
+KILN_MATH_FUNCTOR(Sqrt, std::sqrt(x))
+KILN_MATH_FUNCTOR(Rsqrt, M(1) / std::sqrt(x))
+KILN_MATH_FUNCTOR(Sin, std::sin(x))
+KILN_MATH_FUNCTOR(Cos, std::cos(x))
+KILN_MATH_FUNCTOR(Tanh, std::tanh(x))
+KILN_MATH_FUNCTOR(Sigmoid, M(1) / (M(1) + std::exp(-x)))
+KILN_MATH_FUNCTOR(Gelu, M(0.5) * x * (M(1) + std::erf(x * M(0.70710678118654752440))))
+#undef KILN_MATH_FUNCTOR
+
+// ---- Binary functors: (T, T) -> T ----
+
+#define KILN_WRAP_FUNCTOR(Name, op)                                                   \
+  struct Name {                                                                       \
+    template <class T>                                                                \
+    T operator()(T a, T b) const {                                                    \
+      if constexpr (std::is_same_v<T, bool>) {                                        \
+        return convert<bool>(int(a) op int(b));                                       \
+      } else {                                                                        \
+        return static_cast<T>(static_cast<WrapT<T>>(a) op static_cast<WrapT<T>>(b)); \
+      }                                                                               \
+    }                                                                                 \
+  };
+KILN_WRAP_FUNCTOR(Add, +)
+KILN_WRAP_FUNCTOR(Sub, -)
+KILN_WRAP_FUNCTOR(Mul, *)
+#undef KILN_WRAP_FUNCTOR
+
+struct Div {
+  template <class T>
+  T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      return a / b;
+    } else if constexpr (std::is_same_v<T, bool>) {
+      return b ? a : false;
+    } else {
+      // Integer outputs only arise when a caller asks for them; avoid the traps.
+      if (b == 0) return 0;
+      if (b == -1) return Neg{}(a);
+      return a / b;
+    }
+  }
+};
+
+template <class T>
+T int_pow(T base, T exp) {
+  if (exp < 0) {
+    if (base == 1) return 1;
+    if (base == -1) return (exp & 1) ? T(-1) : T(1);
+    return 0;
+  }
+  using U = std::make_unsigned_t<T>;
+  U result = 1, b = static_cast<U>(base);
+  for (auto e = static_cast<U>(exp); e; e >>= 1) {
+    if (e & 1) result *= b;
+    b *= b;
+  }
+  return static_cast<T>(result);
+}
+
+struct Pow {
+  template <class T>
+  T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      return std::pow(a, b);
+    } else if constexpr (std::is_same_v<T, bool>) {
+      return a || !b;
+    } else {
+      return int_pow(a, b);
+    }
+  }
+};
+// NaN-propagating, as torch.maximum/minimum.
+struct Maximum {
+  template <class T>
+  T operator()(T a, T b) const {
+    return (a > b || a != a) ? a : b;
+  }
+};
+struct Minimum {
+  template <class T>
+  T operator()(T a, T b) const {
+    return (a < b || a != a) ? a : b;
+  }
+};
+
+// ---- Predicates: (T, T) -> bool ----
+
+#define KILN_COMPARE_FUNCTOR(Name, expr) \
+  struct Name {                          \
+    template <class T>                   \
+    bool operator()(T a, T b) const {    \
+      return expr;                       \
+    }                                    \
+  };
+KILN_COMPARE_FUNCTOR(Eq, a == b)
+KILN_COMPARE_FUNCTOR(Ne, a != b)
+KILN_COMPARE_FUNCTOR(Lt, a < b)
+KILN_COMPARE_FUNCTOR(Le, a <= b)
+KILN_COMPARE_FUNCTOR(Gt, a > b)
+KILN_COMPARE_FUNCTOR(Ge, a >= b)
+KILN_COMPARE_FUNCTOR(LogicalAnd, a != T(0) && b != T(0))
+KILN_COMPARE_FUNCTOR(LogicalOr, a != T(0) || b != T(0))
+#undef KILN_COMPARE_FUNCTOR
+
+// ---- Tight loops over runs ----
+
+template <class O, class A, class F>
+void unary_run(O* __restrict o, const A* __restrict a, int64_t n, F f) {
+  for (int64_t i = 0; i < n; ++i) o[i] = f(a[i]);
+}
+template <class O, class A, class F>
+void binary_run(O* __restrict o, const A* __restrict a, const A* __restrict b, int64_t n, F f) {
+  for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], b[i]);
+}
+template <class O, class A, class F>
+void binary_run_scalar_b(O* __restrict o, const A* __restrict a, A b, int64_t n, F f) {
+  for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], b);
+}
+template <class O, class A, class F>
+void binary_run_scalar_a(O* __restrict o, A a, const A* __restrict b, int64_t n, F f) {
+  for (int64_t i = 0; i < n; ++i) o[i] = f(a, b[i]);
+}
+template <class T>
+void where_run(T* __restrict o, const bool* __restrict c, const T* __restrict a,
+               const T* __restrict b, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) o[i] = c[i] ? a[i] : b[i];
+}
+
+// ---- Drivers: broadcast, coalesce, split over cores, pick a loop per run ----
+
+template <class O, class A, class F>
+void map_unary(const View& a, const View& out, F f, int64_t grain) {
+  Strides sa = broadcast_strides(a, out.shape);
+  auto L = make_loop<2>(out.shape, {out.data, a.data}, {&out.strides, &sa},
+                        {int64_t(sizeof(O)), int64_t(sizeof(A))});
+  if (L.numel == 0) return;
+  const int64_t so_ = L.inner_stride(0) / int64_t(sizeof(O));
+  const int64_t sa_ = L.inner_stride(1) / int64_t(sizeof(A));
+  parallel_for(L.numel, grain, [&](int64_t begin, int64_t end) {
+    for_each_segment(L, L.base, begin, end, [&](const std::array<char*, 2>& p, int64_t n, int64_t) {
+      O* o = reinterpret_cast<O*>(p[0]);
+      const A* x = reinterpret_cast<const A*>(p[1]);
+      if (so_ == 1 && sa_ == 1) {
+        unary_run(o, x, n, f);
+      } else if (so_ == 1 && sa_ == 0) {
+        std::fill(o, o + n, f(*x));
+      } else {
+        for (int64_t i = 0; i < n; ++i) o[i * so_] = f(x[i * sa_]);
+      }
+    });
+  });
+}
+
+template <class O, class A, class F>
+void map_binary(const View& a, const View& b, const View& out, F f, int64_t grain) {
+  Strides sa = broadcast_strides(a, out.shape);
+  Strides sb = broadcast_strides(b, out.shape);
+  auto L = make_loop<3>(out.shape, {out.data, a.data, b.data}, {&out.strides, &sa, &sb},
+                        {int64_t(sizeof(O)), int64_t(sizeof(A)), int64_t(sizeof(A))});
+  if (L.numel == 0) return;
+  const int64_t so_ = L.inner_stride(0) / int64_t(sizeof(O));
+  const int64_t sa_ = L.inner_stride(1) / int64_t(sizeof(A));
+  const int64_t sb_ = L.inner_stride(2) / int64_t(sizeof(A));
+  parallel_for(L.numel, grain, [&](int64_t begin, int64_t end) {
+    for_each_segment(L, L.base, begin, end, [&](const std::array<char*, 3>& p, int64_t n, int64_t) {
+      O* o = reinterpret_cast<O*>(p[0]);
+      const A* x = reinterpret_cast<const A*>(p[1]);
+      const A* y = reinterpret_cast<const A*>(p[2]);
+      if (so_ == 1 && sa_ == 1 && sb_ == 1) {
+        binary_run(o, x, y, n, f);
+      } else if (so_ == 1 && sa_ == 1 && sb_ == 0) {
+        binary_run_scalar_b(o, x, *y, n, f);
+      } else if (so_ == 1 && sa_ == 0 && sb_ == 1) {
+        binary_run_scalar_a(o, *x, y, n, f);
+      } else {
+        for (int64_t i = 0; i < n; ++i) o[i * so_] = f(x[i * sa_], y[i * sb_]);
+      }
+    });
+  });
+}
+
+template <class T>
+void map_where(const View& c, const View& a, const View& b, const View& out) {
+  Strides sc = broadcast_strides(c, out.shape);
+  Strides sa = broadcast_strides(a, out.shape);
+  Strides sb = broadcast_strides(b, out.shape);
+  constexpr int64_t kT = sizeof(T);
+  auto L = make_loop<4>(out.shape, {out.data, c.data, a.data, b.data},
+                        {&out.strides, &sc, &sa, &sb}, {kT, int64_t(sizeof(bool)), kT, kT});
+  if (L.numel == 0) return;
+  const int64_t so_ = L.inner_stride(0) / kT, sc_ = L.inner_stride(1);
+  const int64_t sa_ = L.inner_stride(2) / kT, sb_ = L.inner_stride(3) / kT;
+  parallel_for(L.numel, kElementwiseGrain, [&](int64_t begin, int64_t end) {
+    for_each_segment(L, L.base, begin, end, [&](const std::array<char*, 4>& p, int64_t n, int64_t) {
+      T* o = reinterpret_cast<T*>(p[0]);
+      const bool* cc = reinterpret_cast<const bool*>(p[1]);
+      const T* x = reinterpret_cast<const T*>(p[2]);
+      const T* y = reinterpret_cast<const T*>(p[3]);
+      if (so_ == 1 && sc_ == 1 && sa_ == 1 && sb_ == 1) {
+        where_run(o, cc, x, y, n);
+      } else {
+        for (int64_t i = 0; i < n; ++i) o[i * so_] = cc[i * sc_] ? x[i * sa_] : y[i * sb_];
+      }
+    });
+  });
+}
+
+// Arithmetic: inputs converted to out's dtype, computed there.
+template <class F>
+void unary_same(const View& in, const View& out, F f, int64_t grain) {
+  std::vector<std::shared_ptr<Storage>> keep;
+  View x = as_dtype(in, out.dtype, keep);
+  visit_dtype(out.dtype, [&](auto t) {
+    using T = decltype(t);
+    map_unary<T, T>(x, out, f, grain);
+  });
+}
+
+template <class F>
+void binary_same(const View& a, const View& b, const View& out, F f) {
+  std::vector<std::shared_ptr<Storage>> keep;
+  View x = as_dtype(a, out.dtype, keep);
+  View y = as_dtype(b, out.dtype, keep);
+  visit_dtype(out.dtype, [&](auto t) {
+    using T = decltype(t);
+    map_binary<T, T>(x, y, out, f, kElementwiseGrain);
+  });
+}
+
+// Predicates: computed in the inputs' promoted dtype, written as bool.
+template <class F>
+void binary_predicate(const View& a, const View& b, const View& out, F f) {
+  std::vector<std::shared_ptr<Storage>> keep;
+  DType common = promote_types(a.dtype, b.dtype);
+  View x = as_dtype(a, common, keep);
+  View y = as_dtype(b, common, keep);
+  View dst = out.dtype == DType::b8 ? out : scratch(out.shape, DType::b8, keep);
+  visit_dtype(common, [&](auto t) {
+    using T = decltype(t);
+    map_binary<bool, T>(x, y, dst, f, kElementwiseGrain);
+  });
+  if (dst.data != out.data) copy_to(dst, out);
+}
+
+}  // namespace
+
+void ref_unary(OpKind k, const View& in, const View& out) {
+  switch (k) {
+    case OpKind::neg: return unary_same(in, out, Neg{}, kElementwiseGrain);
+    case OpKind::abs: return unary_same(in, out, Abs{}, kElementwiseGrain);
+    case OpKind::sign: return unary_same(in, out, Sign{}, kElementwiseGrain);
+    case OpKind::relu: return unary_same(in, out, Relu{}, kElementwiseGrain);
+    case OpKind::exp: return unary_same(in, out, Exp{}, kMathGrain);
+    case OpKind::log: return unary_same(in, out, Log{}, kMathGrain);
+    case OpKind::sqrt: return unary_same(in, out, Sqrt{}, kMathGrain);
+    case OpKind::rsqrt: return unary_same(in, out, Rsqrt{}, kMathGrain);
+    case OpKind::sin: return unary_same(in, out, Sin{}, kMathGrain);
+    case OpKind::cos: return unary_same(in, out, Cos{}, kMathGrain);
+    case OpKind::tanh: return unary_same(in, out, Tanh{}, kMathGrain);
+    case OpKind::sigmoid: return unary_same(in, out, Sigmoid{}, kMathGrain);
+    case OpKind::gelu: return unary_same(in, out, Gelu{}, kMathGrain);
+    case OpKind::logical_not: {
+      std::vector<std::shared_ptr<Storage>> keep;
+      View dst = out.dtype == DType::b8 ? out : scratch(out.shape, DType::b8, keep);
+      visit_dtype(in.dtype, [&](auto t) {
+        using T = decltype(t);
+        map_unary<bool, T>(in, dst, [](T x) { return x == T(0); }, kElementwiseGrain);
+      });
+      if (dst.data != out.data) copy_to(dst, out);
+      return;
+    }
+    case OpKind::cast: {
+      View src = in;
+      src.strides = broadcast_strides(in, out.shape);
+      src.shape = out.shape;
+      return copy_to(src, out);
+    }
+    default: break;
+  }
+  KILN_CHECK(false, "reference kernel: ", op_name(k), " is not an elementwise unary op");
+}
+
+void ref_binary(OpKind k, const View& a, const View& b, const View& out) {
+  switch (k) {
+    case OpKind::add: return binary_same(a, b, out, Add{});
+    case OpKind::sub: return binary_same(a, b, out, Sub{});
+    case OpKind::mul: return binary_same(a, b, out, Mul{});
+    case OpKind::div: return binary_same(a, b, out, Div{});
+    case OpKind::pow: return binary_same(a, b, out, Pow{});
+    case OpKind::maximum: return binary_same(a, b, out, Maximum{});
+    case OpKind::minimum: return binary_same(a, b, out, Minimum{});
+    case OpKind::eq: return binary_predicate(a, b, out, Eq{});
+    case OpKind::ne: return binary_predicate(a, b, out, Ne{});
+    case OpKind::lt: return binary_predicate(a, b, out, Lt{});
+    case OpKind::le: return binary_predicate(a, b, out, Le{});
+    case OpKind::gt: return binary_predicate(a, b, out, Gt{});
+    case OpKind::ge: return binary_predicate(a, b, out, Ge{});
+    case OpKind::logical_and: return binary_predicate(a, b, out, LogicalAnd{});
+    case OpKind::logical_or: return binary_predicate(a, b, out, LogicalOr{});
+    default: break;
+  }
+  KILN_CHECK(false, "reference kernel: ", op_name(k), " is not an elementwise binary op");
+}
+
+void ref_where(const View& cond, const View& a, const View& b, const View& out) {
+  std::vector<std::shared_ptr<Storage>> keep;
+  View c = as_dtype(cond, DType::b8, keep);
+  View x = as_dtype(a, out.dtype, keep);
+  View y = as_dtype(b, out.dtype, keep);
+  visit_dtype(out.dtype, [&](auto t) {
+    using T = decltype(t);
+    map_where<T>(c, x, y, out);
+  });
+}
+
+}  // namespace kiln::detail

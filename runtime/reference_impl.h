@@ -1,0 +1,24 @@
+// Internal to the reference kernels: one entry point per op category, called
+// by reference_kernel (reference.cpp) after it has checked operand counts.
+#pragma once
+
+#include "ir/attrs.h"
+#include "ir/op.h"
+#include "runtime/storage.h"
+
+namespace kiln::detail {
+
+/// Elementwise unary ops (cast included) of `in` broadcast to out.shape.
+void ref_unary(OpKind k, const View& in, const View& out);
+/// Elementwise binary ops with broadcasting of a and b to out.shape.
+void ref_binary(OpKind k, const View& a, const View& b, const View& out);
+/// where(cond, a, b) with broadcasting.
+void ref_where(const View& cond, const View& a, const View& b, const View& out);
+/// sum/max/min over attrs.dims, argmax/argmin over attrs.dim.
+void ref_reduce(OpKind k, const Attrs& attrs, const View& in, const View& out);
+/// reshape, expand, permute, slice, pad.
+void ref_movement(OpKind k, const Attrs& attrs, const View& in, const View& out);
+/// constant, literal, arange, rand, randn.
+void ref_creation(OpKind k, const Attrs& attrs, const View& out);
+
+}  // namespace kiln::detail

@@ -1,0 +1,377 @@
+// Reference kernels for reductions: sum/max/min over a list of dims and
+// argmax/argmin over one dim (or all, flattened, when no dim is given).
+//
+// The input's dims split into kept (K) and reduced (R) groups, each sorted by
+// stride and coalesced. When the smallest stride is in R, each output reduces
+// a run of contiguous input ("inner" reduction, parallel over outputs); when
+// it is in K, a block of neighbouring outputs accumulates together while R is
+// walked ("outer" reduction, vectorised along the block). When there are few
+// outputs, R itself is split over cores and partial results merged in order.
+// f32 sums accumulate in double, integer and bool sums in int64.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <utility>
+
+#include "ir/error.h"
+#include "runtime/reference.h"
+#include "runtime/reference_impl.h"
+#include "runtime/strided_loop.h"
+#include "runtime/thread_pool.h"
+
+namespace kiln::detail {
+namespace {
+
+// Input elements per parallel chunk.
+constexpr int64_t kReduceGrain = 1 << 15;
+// Outputs accumulated together in an outer reduction.
+constexpr int64_t kBlock = 256;
+
+// ---- Reducers: init / step / merge / finish, plus loops over runs and blocks ----
+
+template <class T, class O>
+struct SumReducer {
+  using Acc = std::conditional_t<std::is_floating_point_v<O>, double, int64_t>;
+  using State = Acc;
+  State init() const { return 0; }
+  void step(State& s, T x, int64_t) const { s += Acc(x); }
+  void merge(State& s, const State& later) const { s += later; }
+  O finish(const State& s) const { return convert<O>(s); }
+  void run(State& s, const T* p, int64_t n, int64_t stride, int64_t) const {
+    if (stride == 1) {
+      Acc lane[8] = {};
+      int64_t i = 0;
+      for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; ++j) lane[j] += Acc(p[i + j]);
+      for (; i < n; ++i) lane[0] += Acc(p[i]);
+      s += ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+    } else {
+      for (int64_t i = 0; i < n; ++i) s += Acc(p[i * stride]);
+    }
+  }
+  void block(State* __restrict s, const T* __restrict q, int64_t cnt, int64_t stride,
+             int64_t) const {
+    if (stride == 1) {
+      for (int64_t j = 0; j < cnt; ++j) s[j] += Acc(q[j]);
+    } else {
+      for (int64_t j = 0; j < cnt; ++j) s[j] += Acc(q[j * stride]);
+    }
+  }
+};
+
+// max/min, NaN-propagating: once a NaN is seen it stays.
+template <class T, bool kMax>
+struct ExtremeReducer {
+  using State = T;
+  static bool better(T x, T s) { return (kMax ? x > s : x < s) || x != x; }
+  State init() const {
+    if constexpr (std::is_floating_point_v<T>) {
+      return kMax ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
+    } else {
+      return kMax ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
+    }
+  }
+  void step(State& s, T x, int64_t) const { s = better(x, s) ? x : s; }
+  void merge(State& s, const State& later) const { step(s, later, 0); }
+  T finish(const State& s) const { return s; }
+  void run(State& s, const T* p, int64_t n, int64_t stride, int64_t) const {
+    if (stride == 1) {
+      T lane[8];
+      for (T& l : lane) l = s;
+      int64_t i = 0;
+      for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; ++j) lane[j] = better(p[i + j], lane[j]) ? p[i + j] : lane[j];
+      for (; i < n; ++i) step(s, p[i], 0);
+      for (T l : lane) step(s, l, 0);
+    } else {
+      for (int64_t i = 0; i < n; ++i) step(s, p[i * stride], 0);
+    }
+  }
+  void block(State* __restrict s, const T* __restrict q, int64_t cnt, int64_t stride,
+             int64_t) const {
+    for (int64_t j = 0; j < cnt; ++j) s[j] = better(q[j * stride], s[j]) ? q[j * stride] : s[j];
+  }
+};
+
+// argmax/argmin: the first index of the extreme value; a NaN is the extreme.
+template <class T, bool kMax>
+struct ArgReducer {
+  struct State {
+    T v{};
+    int64_t i = -1;
+  };
+  static bool better(T x, T s) { return (kMax ? x > s : x < s) || (x != x && s == s); }
+  State init() const { return {}; }
+  void step(State& s, T x, int64_t idx) const {
+    if (s.i < 0 || better(x, s.v)) s = {x, idx};
+  }
+  void merge(State& s, const State& later) const {
+    if (later.i >= 0 && (s.i < 0 || better(later.v, s.v))) s = later;
+  }
+  int64_t finish(const State& s) const { return s.i; }
+  void run(State& s, const T* p, int64_t n, int64_t stride, int64_t idx0) const {
+    for (int64_t i = 0; i < n; ++i) step(s, p[i * stride], idx0 + i);
+  }
+  void block(State* s, const T* q, int64_t cnt, int64_t stride, int64_t idx) const {
+    for (int64_t j = 0; j < cnt; ++j) step(s[j], q[j * stride], idx);
+  }
+};
+
+// ---- The driver ----
+
+struct Dim {
+  int64_t size, in, out;  // element strides of input and output
+};
+
+// An array of reducer states (not std::vector, whose bool specialisation has no data()).
+template <class S>
+struct States {
+  std::unique_ptr<S[]> p;
+  States(int64_t n, const S& init) : p(new S[size_t(std::max<int64_t>(n, 1))]) {
+    std::fill(p.get(), p.get() + n, init);
+  }
+  S* data() const { return p.get(); }
+  S& operator[](int64_t i) const { return p[i]; }
+};
+
+std::vector<Dim> coalesce(std::vector<Dim> dims) {
+  std::vector<Dim> outv;
+  for (const Dim& d : dims) {
+    if (!outv.empty() && outv.back().in == d.in * d.size && outv.back().out == d.out * d.size) {
+      outv.back().size *= d.size;
+      outv.back().in = d.in;
+      outv.back().out = d.out;
+    } else {
+      outv.push_back(d);
+    }
+  }
+  return outv;
+}
+
+template <class T, class O, class Red>
+void run_reduce(const Red& red, const View& in, const View& out, const std::vector<int64_t>& rdims,
+                bool sort_reduced) {
+  using State = typename Red::State;
+  const int64_t rank = in.rank();
+  std::vector<char> reduced(rank, 0);
+  for (int64_t d : rdims) reduced[d] = 1;
+  std::vector<int64_t> kout(rank, 0);
+  for (int64_t d = rank - 1, s = 1; d >= 0; --d) {
+    if (!reduced[d]) {
+      kout[d] = s;
+      s *= in.shape[d];
+    }
+  }
+  std::vector<Dim> K, R;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (in.shape[d] == 1) continue;
+    (reduced[d] ? R : K).push_back({in.shape[d], in.strides[d], kout[d]});
+  }
+  auto by_stride = [](const Dim& a, const Dim& b) { return a.in > b.in; };
+  std::stable_sort(K.begin(), K.end(), by_stride);
+  if (sort_reduced) std::stable_sort(R.begin(), R.end(), by_stride);
+  K = coalesce(K);
+  for (Dim& d : R) d.out = 0;
+  R = coalesce(R);
+
+  Shape rshape;
+  Strides rstride;
+  for (const Dim& d : R) {
+    rshape.push_back(d.size);
+    rstride.push_back(d.in);
+  }
+  const auto RL = make_loop<1>(rshape, {in.data}, {&rstride}, {int64_t(sizeof(T))});
+  const int64_t rn = RL.numel;
+  const int64_t rinner = RL.inner_stride(0) / int64_t(sizeof(T));
+
+  // Outer reduction: the last kept dim is walked in blocks of kBlock outputs.
+  const bool outer = !K.empty() && (R.empty() || K.back().in < R.back().in);
+  Dim inner_k{1, 0, 0};
+  if (outer) {
+    inner_k = K.back();
+    K.pop_back();
+  }
+  Shape kshape;
+  Strides kin, kout_s;
+  for (const Dim& d : K) {
+    kshape.push_back(d.size);
+    kin.push_back(d.in);
+    kout_s.push_back(d.out);
+  }
+  const auto KL = make_loop<2>(kshape, {out.data, in.data}, {&kout_s, &kin},
+                               {int64_t(sizeof(O)), int64_t(sizeof(T))});
+  const int64_t nblocks = (inner_k.size + kBlock - 1) / kBlock;
+  const int64_t items = KL.numel * nblocks;
+
+  // Accumulates R's flat range [rb, re) for the `cnt` outputs whose input starts at x.
+  auto accumulate = [&](const char* x, int64_t cnt, int64_t rb, int64_t re, State* st) {
+    for_each_segment(RL, {const_cast<char*>(x)}, rb, re,
+                     [&](const std::array<char*, 1>& q, int64_t n, int64_t i0) {
+                       const T* p = reinterpret_cast<const T*>(q[0]);
+                       if (!outer) {
+                         red.run(st[0], p, n, rinner, i0);
+                       } else {
+                         for (int64_t t = 0; t < n; ++t)
+                           red.block(st, p + t * rinner, cnt, inner_k.in, i0 + t);
+                       }
+                     });
+  };
+  // Pointers to the first input element and first output of item t.
+  auto item_ptrs = [&](int64_t t, char** o, const char** x, int64_t* cnt) {
+    int64_t k = t / nblocks, blk = t % nblocks;
+    for_each_segment(KL, KL.base, k, k + 1, [&](const std::array<char*, 2>& p, int64_t, int64_t) {
+      *o = p[0] + blk * kBlock * inner_k.out * int64_t(sizeof(O));
+      *x = p[1] + blk * kBlock * inner_k.in * int64_t(sizeof(T));
+    });
+    *cnt = std::min(kBlock, inner_k.size - blk * kBlock);
+  };
+  auto write = [&](char* o, int64_t cnt, const State* st) {
+    O* dst = reinterpret_cast<O*>(o);
+    for (int64_t j = 0; j < cnt; ++j) dst[j * inner_k.out] = red.finish(st[j]);
+  };
+
+  const int64_t total = items * rn * std::min<int64_t>(inner_k.size, kBlock);
+  const bool split_r = items < 2 * int64_t(num_threads()) && total >= 2 * kReduceGrain;
+  if (!split_r) {
+    const int64_t per_item = std::max<int64_t>(1, rn * std::min<int64_t>(inner_k.size, kBlock));
+    parallel_for(items, std::max<int64_t>(1, kReduceGrain / per_item), [&](int64_t b, int64_t e) {
+      States<State> st(std::min(kBlock, inner_k.size), red.init());
+      if (!outer) {
+        // Walk kept outputs run by run instead of locating each one.
+        const int64_t so = KL.inner_stride(0), sx = KL.inner_stride(1);
+        for_each_segment(KL, KL.base, b, e, [&](const std::array<char*, 2>& p, int64_t n, int64_t) {
+          for (int64_t j = 0; j < n; ++j) {
+            st[0] = red.init();
+            accumulate(p[1] + j * sx, 1, 0, rn, st.data());
+            *reinterpret_cast<O*>(p[0] + j * so) = red.finish(st[0]);
+          }
+        });
+        return;
+      }
+      for (int64_t t = b; t < e; ++t) {
+        char* o;
+        const char* x;
+        int64_t cnt;
+        item_ptrs(t, &o, &x, &cnt);
+        std::fill(st.data(), st.data() + cnt, red.init());
+        accumulate(x, cnt, 0, rn, st.data());
+        write(o, cnt, st.data());
+      }
+    });
+    return;
+  }
+  // Few outputs: split R over cores, merge the partial states in index order.
+  for (int64_t t = 0; t < items; ++t) {
+    char* o;
+    const char* x;
+    int64_t cnt;
+    item_ptrs(t, &o, &x, &cnt);
+    std::vector<std::pair<int64_t, States<State>>> parts;
+    std::mutex mu;
+    parallel_for(rn, std::max<int64_t>(1, kReduceGrain / cnt), [&](int64_t b, int64_t e) {
+      States<State> st(cnt, red.init());
+      accumulate(x, cnt, b, e, st.data());
+      std::lock_guard<std::mutex> lock(mu);
+      parts.emplace_back(b, std::move(st));
+    });
+    std::sort(parts.begin(), parts.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    States<State> st(cnt, red.init());
+    for (const auto& [begin, part] : parts)
+      for (int64_t j = 0; j < cnt; ++j) red.merge(st[j], part[j]);
+    write(o, cnt, st.data());
+  }
+}
+
+std::vector<int64_t> reduce_dims(OpKind k, const Attrs& attrs, int64_t rank) {
+  if (k == OpKind::argmax || k == OpKind::argmin) {
+    if (!attrs.has(AttrKey::dim)) {
+      std::vector<int64_t> all(rank);
+      for (int64_t d = 0; d < rank; ++d) all[d] = d;
+      return all;
+    }
+    if (rank == 0) return {};
+    return {normalize_dim(attrs.i(AttrKey::dim), rank)};
+  }
+  return normalize_dims(attrs.ints(AttrKey::dims), rank);
+}
+
+}  // namespace
+
+void ref_reduce(OpKind k, const Attrs& attrs, const View& in, const View& out) {
+  const std::vector<int64_t> dims = reduce_dims(k, attrs, in.rank());
+  int64_t kept = 1;
+  for (int64_t d = 0, j = 0; d < in.rank(); ++d) {
+    if (j < int64_t(dims.size()) && dims[j] == d) {
+      ++j;
+    } else {
+      kept *= in.shape[d];
+    }
+  }
+  KILN_CHECK(out.numel() == kept, op_name(k), ": output has ", out.numel(), " elements, expected ",
+             kept, " for input ", shape_str(in.shape), " reduced over ", dims.size(), " dim(s)");
+  if (kept == 0) return;
+  if (in.numel() == 0) {
+    KILN_CHECK(k == OpKind::sum, op_name(k), ": cannot reduce over an empty dimension (input shape ",
+               shape_str(in.shape), ")");
+    std::memset(out.data, 0, size_t(kept) * dtype_size(out.dtype));
+    return;
+  }
+  std::vector<std::shared_ptr<Storage>> keep;
+  switch (k) {
+    case OpKind::sum: {
+      if (in.dtype == out.dtype) {
+        visit_dtype(in.dtype, [&](auto t) {
+          using T = decltype(t);
+          run_reduce<T, T>(SumReducer<T, T>{}, in, out, dims, true);
+        });
+      } else if (out.dtype == DType::i64 && is_integral(in.dtype)) {
+        visit_dtype(in.dtype, [&](auto t) {
+          using T = decltype(t);
+          run_reduce<T, int64_t>(SumReducer<T, int64_t>{}, in, out, dims, true);
+        });
+      } else {
+        View x = as_dtype(in, out.dtype, keep);
+        visit_dtype(out.dtype, [&](auto t) {
+          using T = decltype(t);
+          run_reduce<T, T>(SumReducer<T, T>{}, x, out, dims, true);
+        });
+      }
+      return;
+    }
+    case OpKind::max:
+    case OpKind::min: {
+      View x = as_dtype(in, out.dtype, keep);
+      visit_dtype(out.dtype, [&](auto t) {
+        using T = decltype(t);
+        if (k == OpKind::max) {
+          run_reduce<T, T>(ExtremeReducer<T, true>{}, x, out, dims, true);
+        } else {
+          run_reduce<T, T>(ExtremeReducer<T, false>{}, x, out, dims, true);
+        }
+      });
+      return;
+    }
+    case OpKind::argmax:
+    case OpKind::argmin: {
+      View dst = out.dtype == DType::i64 ? out : scratch(out.shape, DType::i64, keep);
+      visit_dtype(in.dtype, [&](auto t) {
+        using T = decltype(t);
+        if (k == OpKind::argmax) {
+          run_reduce<T, int64_t>(ArgReducer<T, true>{}, in, dst, dims, false);
+        } else {
+          run_reduce<T, int64_t>(ArgReducer<T, false>{}, in, dst, dims, false);
+        }
+      });
+      if (dst.data != out.data) copy_to(dst, out);
+      return;
+    }
+    default: break;
+  }
+  KILN_CHECK(false, "reference kernel: ", op_name(k), " is not a reduction");
+}
+
+}  // namespace kiln::detail

@@ -1,0 +1,182 @@
+// Eager autograd: gradients against finite differences (float64), accumulation,
+// retain_graph, create_graph (second derivatives), NoGradGuard, detach, custom
+// functions, and autograd::grad.
+#include "test_util.h"
+
+using namespace kiln;
+using kiln::test::autograd_grad;
+using kiln::test::check_close;
+using kiln::test::numeric_grad;
+
+namespace {
+
+Tensor input(Shape s, uint64_t seed) {
+  manual_seed(seed);
+  return randn(std::move(s), kFloat64);
+}
+
+void check_grad(const std::function<Tensor(const Tensor&)>& f, const Tensor& x0, double rtol = 1e-6) {
+  check_close(autograd_grad(f, x0), numeric_grad(f, x0), rtol, 1e-7);
+}
+
+}  // namespace
+
+TEST_CASE("gradients of composite ops match finite differences") {
+  Tensor x = input({3, 4}, 1);
+  Tensor w = input({4, 5}, 2);
+  Tensor b = input({5}, 3);
+  SUBCASE("mean") { check_grad([](const Tensor& t) { return (t * t).mean(); }, x); }
+  SUBCASE("var and std") {
+    check_grad([](const Tensor& t) { return t.var({1}).sum(); }, x);
+    check_grad([](const Tensor& t) { return t.std({0}, false).sum(); }, x);
+  }
+  SUBCASE("softmax and log_softmax") {
+    Tensor wt = input({3, 4}, 9);
+    check_grad([&](const Tensor& t) { return (t.softmax(1) * wt).sum(); }, x);
+    check_grad([&](const Tensor& t) { return (t.log_softmax(-1) * wt).sum(); }, x);
+    check_grad([&](const Tensor& t) { return (t.softmax(0) * wt).sum(); }, x);
+  }
+  SUBCASE("linear layer") {
+    check_grad([&](const Tensor& t) { return t.matmul(w).add(b).relu().pow(2).sum(); }, x);
+    check_grad([&](const Tensor& t) { return x.matmul(t).add(b).tanh().sum(); }, w);
+  }
+  SUBCASE("losses") {
+    Tensor target = input({3, 4}, 4);
+    check_grad([&](const Tensor& t) { return nn::functional::mse_loss(t, target); }, x);
+    Tensor classes = tensor({0, 3, 1});
+    check_grad([&](const Tensor& t) { return nn::functional::cross_entropy(t, classes); }, x);
+  }
+  SUBCASE("views and movement") {
+    check_grad([](const Tensor& t) { return (t.t() * t.t().exp()).sum(); }, x);
+    check_grad([](const Tensor& t) { return t.slice(1, 1, 4, 2).pow(3).sum(); }, x);
+    check_grad([](const Tensor& t) { return t.select(0, 1).sigmoid().sum(); }, x);
+    check_grad([](const Tensor& t) { return t.reshape({2, 6}).sum(0).pow(2).sum(); }, x);
+    check_grad([](const Tensor& t) { return t.unsqueeze(0).expand({2, 3, 4}).sin().sum(); }, x);
+  }
+  SUBCASE("max reductions and clamp") {
+    check_grad([](const Tensor& t) { return t.amax({1}).sum() + t.min(); }, x);
+    check_grad([](const Tensor& t) { return t.clamp(-0.5, 0.5).pow(2).sum(); }, x);
+  }
+  SUBCASE("broadcasting") {
+    Tensor col = input({3, 1}, 5);
+    check_grad([&](const Tensor& t) { return (t * col - col / (t * t + 1)).sum(); }, x);
+    check_grad([&](const Tensor& c) { return (x * c).pow(2).sum(); }, col);
+  }
+}
+
+TEST_CASE("backward on the course's functions") {
+  Tensor x = tensor({-1.f}).requires_grad_();
+  (3 - x + (x / 2).pow(2)).backward();
+  CHECK(x.grad().item<float>() == doctest::Approx(-1.5));
+  x.grad().zero_();
+  (3 - (x / 2).pow(2)).backward();
+  CHECK(x.grad().item<float>() == doctest::Approx(0.5));
+  // Without zeroing, gradients accumulate.
+  (3 - x + (x / 2).pow(2)).backward();
+  CHECK(x.grad().item<float>() == doctest::Approx(-1.0));
+}
+
+TEST_CASE("a value used twice gets both gradients") {
+  Tensor x = tensor({3.0}, kFloat64).requires_grad_();
+  Tensor y = x * x + x;
+  y.backward();
+  CHECK(x.grad().item<double>() == 7);
+}
+
+TEST_CASE("non-scalar backward needs a gradient") {
+  Tensor x = tensor({1.f, 2.f}).requires_grad_();
+  Tensor y = x * 2;
+  KILN_CHECK_ERROR(y.backward(), "scalar", "shape [2]", "autograd_test.cpp");
+  y.backward(tensor({1.f, 10.f}));
+  CHECK(x.grad().to_vector<float>() == std::vector<float>{2, 20});
+}
+
+TEST_CASE("retain_graph and the freed-graph error") {
+  Tensor x = tensor({2.f}).requires_grad_();
+  Tensor y = (x * x).sum();
+  y.backward(Tensor(), /*retain_graph=*/true);
+  y.backward();
+  CHECK(x.grad().item<float>() == 8);
+  KILN_CHECK_ERROR(y.backward(), "second time", "retain_graph", "autograd_test.cpp");
+}
+
+TEST_CASE("create_graph gives second derivatives") {
+  Tensor x = tensor({2.0, -1.0}, kFloat64).requires_grad_();
+  Tensor y = x.pow(3).sum();
+  auto g = autograd::grad({y}, {x}, {}, false, /*create_graph=*/true);
+  check_close(g[0], tensor({12.0, 3.0}, kFloat64));  // 3x^2
+  g[0].sum().backward();
+  check_close(x.grad(), tensor({12.0, -6.0}, kFloat64));  // 6x
+  // Through backward(create_graph=true) and a tanh network.
+  Tensor z = tensor({0.3, -0.7}, kFloat64).requires_grad_();
+  Tensor t = z.tanh().pow(2).sum();
+  t.backward(Tensor(), false, /*create_graph=*/true);
+  Tensor dz = z.grad();
+  z.set_grad(Tensor());
+  dz.sum().backward();
+  // d/dz [2 tanh(z) (1 - tanh^2 z)] = 2 (1 - t^2)(1 - 3 t^2)
+  auto zv = std::vector<double>{0.3, -0.7};
+  std::vector<double> expected;
+  for (double v : zv) {
+    double th = std::tanh(v);
+    expected.push_back(2 * (1 - th * th) * (1 - 3 * th * th));
+  }
+  check_close(z.grad(), from_vector(expected, {2}, kFloat64));
+}
+
+TEST_CASE("NoGradGuard and detach") {
+  Tensor x = tensor({1.f}).requires_grad_();
+  {
+    NoGradGuard no_grad;
+    CHECK(!(x * 2).requires_grad());
+  }
+  CHECK((x * 2).requires_grad());
+  CHECK(!(x * 2).detach().requires_grad());
+  CHECK(x.is_leaf());
+  CHECK(!(x * 2).is_leaf());
+  KILN_CHECK_ERROR(x.add_(1), "leaf", "NoGradGuard", "autograd_test.cpp");
+  KILN_CHECK_ERROR(ones({2}).backward(), "does not require grad");
+}
+
+TEST_CASE("in-place change of a saved tensor is detected") {
+  Tensor x = tensor({1.f, 2.f}).requires_grad_();
+  Tensor y = x.exp();
+  Tensor z = (y * y).sum();
+  {
+    NoGradGuard no_grad;
+    y.mul_(2);
+  }
+  KILN_CHECK_ERROR(z.backward(), "modified by an in-place operation");
+}
+
+namespace {
+struct Cube : autograd::Function<Cube> {
+  static Tensor forward(autograd::Context* ctx, Tensor x) {
+    ctx->save_for_backward({x});
+    return x * x * x;
+  }
+  static std::vector<Tensor> backward(autograd::Context* ctx, std::vector<Tensor> g) {
+    Tensor x = ctx->get_saved_variables()[0];
+    return {g[0] * 3 * x * x};
+  }
+};
+}  // namespace
+
+TEST_CASE("custom autograd functions") {
+  Tensor x = tensor({1.0, -2.0}, kFloat64).requires_grad_();
+  Tensor y = Cube::apply(x);
+  CHECK(y.to_vector<double>() == std::vector<double>{1, -8});
+  (y * tensor({1.0, 2.0}, kFloat64)).sum().backward();
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{3, 24});
+  check_grad([](const Tensor& t) { return Cube::apply(t.sin()).sum(); }, input({4}, 7));
+}
+
+TEST_CASE("autograd::grad with respect to intermediates") {
+  Tensor x = tensor({1.f, 2.f}).requires_grad_();
+  Tensor h = x * 3;
+  Tensor y = (h * h).sum();
+  auto g = autograd::grad({y}, {h, x});
+  CHECK(g[0].to_vector<float>() == std::vector<float>{6, 12});
+  CHECK(g[1].to_vector<float>() == std::vector<float>{18, 36});
+  CHECK(!x.grad().defined());  // grad() does not accumulate
+}

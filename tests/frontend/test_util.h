@@ -1,0 +1,69 @@
+// Helpers shared by the frontend tests.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+
+#include <kiln/kiln.h>
+
+namespace kiln::test {
+
+/// The message of the kiln::Error that f throws ("" if it throws none).
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+/// Checks that f throws a kiln::Error whose message contains every piece.
+#define KILN_CHECK_ERROR(expr, ...)                                          \
+  do {                                                                       \
+    std::string _msg = ::kiln::test::error_of([&] { (void)(expr); });        \
+    CHECK_MESSAGE(!_msg.empty(), "expected a kiln::Error from " #expr);      \
+    for (const char* _piece : {__VA_ARGS__})                                 \
+      CHECK_MESSAGE(_msg.find(_piece) != std::string::npos, "message: ", _msg, \
+                    "\n  lacks: ", _piece);                                  \
+  } while (0)
+
+/// "file.cpp:LINE" for a line of this test file.
+inline std::string at_line(int line) { return "frontend/" + std::to_string(line); }
+
+/// Central finite differences of a scalar function of one f64 tensor.
+inline Tensor numeric_grad(const std::function<Tensor(const Tensor&)>& f, const Tensor& x0,
+                           double eps = 1e-6) {
+  NoGradGuard no_grad;
+  std::vector<double> base = x0.to_vector<double>();
+  std::vector<double> g(base.size());
+  for (size_t i = 0; i < base.size(); ++i) {
+    auto plus = base, minus = base;
+    plus[i] += eps;
+    minus[i] -= eps;
+    double fp = f(from_vector(plus, x0.sizes(), kFloat64)).item<double>();
+    double fm = f(from_vector(minus, x0.sizes(), kFloat64)).item<double>();
+    g[i] = (fp - fm) / (2 * eps);
+  }
+  return from_vector(g, x0.sizes(), kFloat64);
+}
+
+/// Autograd's gradient of f at x0 (f64).
+inline Tensor autograd_grad(const std::function<Tensor(const Tensor&)>& f, const Tensor& x0) {
+  Tensor x = x0.detach().clone().requires_grad_();
+  f(x).backward();
+  return x.grad();
+}
+
+inline void check_close(const Tensor& a, const Tensor& b, double rtol = 1e-6, double atol = 1e-7) {
+  REQUIRE(a.sizes() == b.sizes());
+  auto x = a.to_vector<double>(), y = b.to_vector<double>();
+  for (size_t i = 0; i < x.size(); ++i)
+    CHECK_MESSAGE(std::abs(x[i] - y[i]) <= atol + rtol * std::abs(y[i]), "element ", i, ": ", x[i],
+                  " vs ", y[i]);
+}
+
+}  // namespace kiln::test

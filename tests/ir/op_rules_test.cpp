@@ -1,0 +1,255 @@
+// The op table and every op's type rule (infer_type), table-driven.
+#include <doctest/doctest.h>
+
+#include <map>
+#include <set>
+
+#include "ir/error.h"
+#include "ir/op.h"
+#include "ir_test_util.h"
+
+using namespace kiln;
+using test::ty;
+
+namespace {
+
+using I = std::vector<int64_t>;
+
+Attrs reduce_attrs(I dims, int64_t keepdim) {
+  return Attrs{{AttrKey::dims, std::move(dims)}, {AttrKey::keepdim, keepdim}};
+}
+Attrs slice_attrs(int64_t dim, int64_t start, int64_t end, int64_t step) {
+  return Attrs{
+      {AttrKey::dim, dim}, {AttrKey::start, start}, {AttrKey::end, end}, {AttrKey::step, step}};
+}
+Attrs pad_attrs(int64_t dim, int64_t low, int64_t high, int64_t interior) {
+  return Attrs{{AttrKey::dim, dim},
+               {AttrKey::low, low},
+               {AttrKey::high, high},
+               {AttrKey::interior, interior}};
+}
+
+// One infer_type case: the result type, or (when `error` is set) a substring of the error.
+struct Case {
+  OpKind op;
+  std::vector<TensorType> in;
+  Attrs attrs;
+  TensorType want;
+  const char* error = nullptr;
+};
+
+const TensorType f23 = ty(DType::f32, {2, 3});
+const TensorType i23 = ty(DType::i32, {2, 3});
+const TensorType b23 = ty(DType::b8, {2, 3});
+
+std::vector<Case> cases() {
+  std::vector<Case> c;
+  // Given types.
+  for (OpKind k : all_ops()) {
+    OpCategory cat = op_info(k).category;
+    if (cat == OpCategory::Input || cat == OpCategory::Creation || cat == OpCategory::Custom)
+      c.push_back({k, {}, {}, {}, "infer_type cannot derive it"});
+  }
+  // Unary.
+  for (OpKind k : {OpKind::neg, OpKind::abs, OpKind::relu}) {
+    c.push_back({k, {f23}, {}, f23});
+    c.push_back({k, {i23}, {}, i23});
+    c.push_back({k, {b23}, {}, {}, "expected a numeric tensor, got bool"});
+  }
+  c.push_back({OpKind::sign, {b23}, {}, b23});
+  c.push_back({OpKind::sign, {i23}, {}, i23});
+  for (OpKind k : {OpKind::exp, OpKind::log, OpKind::sqrt, OpKind::rsqrt, OpKind::sin, OpKind::cos,
+                   OpKind::tanh, OpKind::sigmoid, OpKind::gelu}) {
+    c.push_back({k, {i23}, {}, f23});
+    c.push_back({k, {ty(DType::f64, {4})}, {}, ty(DType::f64, {4})});
+    c.push_back({k, {b23}, {}, f23});
+  }
+  c.push_back({OpKind::logical_not, {f23}, {}, b23});
+  c.push_back({OpKind::cast, {f23}, Attrs{{AttrKey::dtype, DType::i64}}, ty(DType::i64, {2, 3})});
+  c.push_back({OpKind::cast, {f23}, {}, {}, "attribute 'dtype' is missing"});
+  c.push_back({OpKind::neg, {f23, f23}, {}, {}, "neg: expected 1 operand, got 2"});
+  // Binary.
+  for (OpKind k :
+       {OpKind::add, OpKind::sub, OpKind::mul, OpKind::pow, OpKind::maximum, OpKind::minimum}) {
+    c.push_back({k, {ty(DType::i64, {3, 1}), ty(DType::f32, {4})}, {}, ty(DType::f32, {3, 4})});
+    c.push_back({k, {i23, ty(DType::i64, {})}, {}, ty(DType::i64, {2, 3})});
+    c.push_back(
+        {k, {f23, ty(DType::f32, {4})}, {}, {}, "shapes [2,3] and [4] cannot be broadcast"});
+  }
+  c.push_back({OpKind::add, {b23, b23}, {}, b23});
+  c.push_back({OpKind::add, {f23}, {}, {}, "add: expected 2 operands, got 1"});
+  c.push_back(
+      {OpKind::add,
+       {f23, ty(DType::f32, {2, 3}, Device(kCUDA))},
+       {},
+       {},
+       "add: expected all operands on one device, got cpu (operand 0) and cuda:0 (operand 1)"});
+  c.push_back({OpKind::div, {i23, i23}, {}, f23});
+  c.push_back({OpKind::div, {ty(DType::f64, {}), i23}, {}, ty(DType::f64, {2, 3})});
+  for (OpKind k : {OpKind::eq, OpKind::ne, OpKind::lt, OpKind::le, OpKind::gt, OpKind::ge,
+                   OpKind::logical_and, OpKind::logical_or})
+    c.push_back({k, {f23, ty(DType::i32, {3})}, {}, b23});
+  // Ternary.
+  c.push_back(
+      {OpKind::where, {ty(DType::b8, {2, 1}), ty(DType::i32, {3}), ty(DType::f32, {})}, {}, f23});
+  c.push_back(
+      {OpKind::where, {f23, f23, f23}, {}, {}, "where: expected a bool condition, got f32"});
+  c.push_back({OpKind::where,
+               {b23, f23, ty(DType::f32, {4})},
+               {},
+               {},
+               "shapes [2,3], [2,3] and [4] cannot be broadcast"});
+  // Reductions.
+  c.push_back({OpKind::sum, {f23}, reduce_attrs({1}, 0), ty(DType::f32, {2})});
+  c.push_back({OpKind::sum, {f23}, reduce_attrs({-1, 0}, 1), ty(DType::f32, {1, 1})});
+  c.push_back({OpKind::sum, {f23}, reduce_attrs({}, 0), f23});  // an empty list reduces nothing
+  c.push_back({OpKind::sum, {i23}, reduce_attrs({0, 1}, 0), ty(DType::i64, {})});
+  c.push_back({OpKind::sum, {b23}, reduce_attrs({0}, 0), ty(DType::i64, {3})});
+  c.push_back({OpKind::sum,
+               {f23},
+               reduce_attrs({2}, 0),
+               {},
+               "sum: dim 2 is out of range for a tensor of rank 2"});
+  c.push_back({OpKind::sum, {f23}, Attrs{}, {}, "sum: attribute 'dims' is missing"});
+  c.push_back({OpKind::max, {i23}, reduce_attrs({0}, 1), ty(DType::i32, {1, 3})});
+  c.push_back({OpKind::min, {f23}, reduce_attrs({1}, 0), ty(DType::f32, {2})});
+  c.push_back({OpKind::argmax,
+               {f23},
+               Attrs{{AttrKey::dim, int64_t{1}}, {AttrKey::keepdim, int64_t{0}}},
+               ty(DType::i64, {2})});
+  c.push_back({OpKind::argmin,
+               {f23},
+               Attrs{{AttrKey::dim, int64_t{-2}}, {AttrKey::keepdim, int64_t{1}}},
+               ty(DType::i64, {1, 3})});
+  c.push_back({OpKind::argmax, {f23}, Attrs{{AttrKey::dim, int64_t{5}}}, {}, "out of range"});
+  // Movement.
+  c.push_back({OpKind::reshape, {f23}, Attrs{{AttrKey::shape, I{3, 2}}}, ty(DType::f32, {3, 2})});
+  c.push_back({OpKind::reshape, {f23}, Attrs{{AttrKey::shape, I{-1}}}, ty(DType::f32, {6})});
+  c.push_back({OpKind::reshape,
+               {f23},
+               Attrs{{AttrKey::shape, I{4, 2}}},
+               {},
+               "reshape: cannot reshape [2,3] to [4,2]"});
+  c.push_back({OpKind::expand,
+               {ty(DType::f32, {3, 1})},
+               Attrs{{AttrKey::shape, I{2, 3, 4}}},
+               ty(DType::f32, {2, 3, 4})});
+  c.push_back({OpKind::expand,
+               {ty(DType::f32, {3, 1})},
+               Attrs{{AttrKey::shape, I{-1, 5}}},
+               ty(DType::f32, {3, 5})});
+  c.push_back({OpKind::expand,
+               {ty(DType::f32, {3, 1})},
+               Attrs{{AttrKey::shape, I{4, 4}}},
+               {},
+               "expand: cannot expand [3,1] to [4,4]: dim 0 has size 3, expected 1 or 4"});
+  c.push_back(
+      {OpKind::expand, {f23}, Attrs{{AttrKey::shape, I{3}}}, {}, "the target has fewer dims"});
+  c.push_back({OpKind::permute,
+               {ty(DType::f32, {2, 3, 4})},
+               Attrs{{AttrKey::perm, I{2, 0, 1}}},
+               ty(DType::f32, {4, 2, 3})});
+  c.push_back({OpKind::permute,
+               {f23},
+               Attrs{{AttrKey::perm, I{0, 0}}},
+               {},
+               "permute: expected a permutation of 0..1 for a tensor of rank 2, got perm [0,0]"});
+  c.push_back({OpKind::permute, {f23}, Attrs{{AttrKey::perm, I{0}}}, {}, "expected a permutation"});
+  c.push_back(
+      {OpKind::slice, {ty(DType::f32, {10})}, slice_attrs(0, 1, 8, 3), ty(DType::f32, {3})});
+  c.push_back({OpKind::slice, {f23}, slice_attrs(-1, 1, 3, 1), ty(DType::f32, {2, 2})});
+  c.push_back({OpKind::slice, {f23}, slice_attrs(1, 2, 1, 1), ty(DType::f32, {2, 0})});
+  c.push_back(
+      {OpKind::slice, {f23}, slice_attrs(1, 0, 4, 1), {}, "expected start and end in [0, 3]"});
+  c.push_back({OpKind::slice, {f23}, slice_attrs(1, 0, 3, 0), {}, "expected step >= 1, got 0"});
+  c.push_back({OpKind::pad, {f23}, pad_attrs(1, 1, 2, 1), ty(DType::f32, {2, 8})});
+  c.push_back({OpKind::pad, {ty(DType::f32, {0})}, pad_attrs(0, 1, 1, 5), ty(DType::f32, {2})});
+  c.push_back(
+      {OpKind::pad, {f23}, pad_attrs(0, -1, 0, 0), {}, "expected low, high and interior >= 0"});
+  // Matmul.
+  c.push_back({OpKind::matmul,
+               {ty(DType::f32, {64, 100}), ty(DType::f32, {100, 10})},
+               {},
+               ty(DType::f32, {64, 10})});
+  c.push_back({OpKind::matmul,
+               {ty(DType::f32, {5, 1, 2, 3}), ty(DType::f64, {4, 3, 7})},
+               {},
+               ty(DType::f64, {5, 4, 2, 7})});
+  c.push_back({OpKind::matmul,
+               {ty(DType::f32, {64, 100}), ty(DType::f32, {50, 10})},
+               {},
+               {},
+               "matmul: expected a.shape[-1] == b.shape[-2], got [64,100] and [50,10]"});
+  c.push_back({OpKind::matmul,
+               {ty(DType::f32, {3}), ty(DType::f32, {3, 4})},
+               {},
+               {},
+               "expected operands of rank >= 2"});
+  c.push_back({OpKind::matmul,
+               {ty(DType::f32, {2, 2, 3}), ty(DType::f32, {3, 3, 4})},
+               {},
+               {},
+               "batch dims of [2,2,3] and [3,3,4] cannot be broadcast"});
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("the op table is generated from ops.def") {
+  CHECK(static_cast<int>(all_ops().size()) == kNumOps);
+  std::set<std::string> names;
+  for (OpKind k : all_ops()) {
+    const OpInfo& info = op_info(k);
+    CHECK(names.insert(info.name).second);
+    OpKind back{};
+    CHECK(parse_op_name(info.name, &back));
+    CHECK(back == k);
+    CHECK(std::string(category_name(info.category)) != "?");
+    CHECK(is_elementwise(k) ==
+          (info.category == OpCategory::Unary || info.category == OpCategory::Binary ||
+           info.category == OpCategory::Ternary));
+  }
+  OpKind k;
+  CHECK_FALSE(parse_op_name("conv2d", &k));
+  CHECK(std::string(op_name(OpKind::matmul)) == "matmul");
+  CHECK(op_info(OpKind::add).arity == 2);
+  CHECK(op_info(OpKind::custom).arity == -1);
+  CHECK(op_info(OpKind::add).differentiable);
+  CHECK_FALSE(op_info(OpKind::eq).differentiable);
+  CHECK(is_elementwise(OpKind::where));
+  CHECK_FALSE(is_elementwise(OpKind::sum));
+  for (OpKind id : {OpKind::arg, OpKind::param, OpKind::rand, OpKind::randn, OpKind::custom})
+    CHECK(has_identity(id));
+  CHECK_FALSE(has_identity(OpKind::constant));
+  CHECK_FALSE(has_identity(OpKind::add));
+}
+
+TEST_CASE("infer_type for every op") {
+  std::set<OpKind> covered;
+  for (const Case& c : cases()) {
+    CAPTURE(op_name(c.op));
+    CAPTURE(attrs_str(c.attrs));
+    if (c.error) {
+      try {
+        infer_type(c.op, c.in, c.attrs);
+        FAIL("expected an error containing: " << c.error);
+      } catch (const Error& e) {
+        CHECK_MESSAGE(std::string(e.what()).find(c.error) != std::string::npos, e.what());
+        CHECK(std::string(e.what()).starts_with(std::string(op_name(c.op)) + ": "));
+      }
+    } else {
+      CHECK(infer_type(c.op, c.in, c.attrs) == c.want);
+    }
+    covered.insert(c.op);
+  }
+  for (OpKind k : all_ops()) {
+    CAPTURE(op_name(k));
+    CHECK(covered.count(k));
+  }
+}
+
+TEST_CASE("infer_type keeps the operands' device") {
+  TensorType g = ty(DType::f32, {2, 3}, Device(kCUDA, 1));
+  CHECK(infer_type(OpKind::exp, std::vector<TensorType>{g}, {}).device == Device(kCUDA, 1));
+  CHECK(infer_type(OpKind::add, std::vector<TensorType>{g, g}, {}) == g);
+}

@@ -1,0 +1,195 @@
+// Every VJP rule in the op table against finite differences, first and second
+// order, with broadcasting, keepdim, strided slices, padding and batched matmul.
+#include <doctest/doctest.h>
+
+#include <set>
+
+#include "grad_check.h"
+#include "ir/vjp.h"
+
+namespace kiln::test {
+namespace {
+
+using Args = const std::vector<Value>&;
+
+Attrs reduce_attrs(std::vector<int64_t> dims, bool keepdim) {
+  return Attrs{{AttrKey::dims, std::move(dims)}, {AttrKey::keepdim, int64_t{keepdim}}};
+}
+
+Attrs slice_attrs(int64_t dim, int64_t start, int64_t end, int64_t step) {
+  return Attrs{
+      {AttrKey::dim, dim}, {AttrKey::start, start}, {AttrKey::end, end}, {AttrKey::step, step}};
+}
+
+Attrs pad_attrs(int64_t dim, int64_t low, int64_t high, int64_t interior) {
+  return Attrs{{AttrKey::dim, dim},
+               {AttrKey::low, low},
+               {AttrKey::high, high},
+               {AttrKey::interior, interior}};
+}
+
+GradCase unary_case(OpKind k, InputSpec in) {
+  return GradCase{
+      op_name(k), k, {std::move(in)}, [k](Builder& b, Args x) { return b.unary(k, x[0]); }};
+}
+
+GradCase binary_case(OpKind k, std::string name, InputSpec a, InputSpec c) {
+  return GradCase{std::string(op_name(k)) + " " + name,
+                  k,
+                  {std::move(a), std::move(c)},
+                  [k](Builder& b, Args x) { return b.binary(k, x[0], x[1]); }};
+}
+
+GradCase reduce_case(OpKind k, Shape shape, std::vector<int64_t> dims, bool keepdim) {
+  std::string name = std::string(op_name(k)) + " " + shape_str(shape) + " dims " + shape_str(dims) +
+                     (keepdim ? " keepdim" : "");
+  return GradCase{name, k, {{shape}}, [=](Builder& b, Args x) {
+                    return b.op(k, {x[0]}, reduce_attrs(dims, keepdim));
+                  }};
+}
+
+InputSpec away_from_zero(Shape s, double lo = 0.2, double hi = 1.0) {
+  return InputSpec{std::move(s), lo, hi, /*random_sign=*/true};
+}
+
+InputSpec in_range(Shape s, double lo, double hi) {
+  return InputSpec{std::move(s), lo, hi};
+}
+
+std::vector<GradCase> gradient_cases() {
+  using K = OpKind;
+  const Shape s{3, 4};
+  std::vector<GradCase> cases = {
+      unary_case(K::neg, in_range(s, -1, 1)),
+      unary_case(K::abs, away_from_zero(s)),
+      unary_case(K::exp, in_range(s, -1, 1)),
+      unary_case(K::log, in_range(s, 0.5, 2)),
+      unary_case(K::sqrt, in_range(s, 0.5, 2)),
+      unary_case(K::rsqrt, in_range(s, 0.5, 2)),
+      unary_case(K::sin, in_range(s, -2, 2)),
+      unary_case(K::cos, in_range(s, -2, 2)),
+      unary_case(K::tanh, in_range(s, -2, 2)),
+      unary_case(K::sigmoid, in_range(s, -3, 3)),
+      unary_case(K::relu, away_from_zero(s)),
+      unary_case(K::gelu, in_range(s, -3, 3)),
+      // Around 0, where the rule switches from gelu(x)/x to a series.
+      GradCase{"gelu near 0",
+               K::gelu,
+               {InputSpec{{10},
+                          0,
+                          0,
+                          false,
+                          {0.0, 0.005, -0.005, 0.0099, -0.0101, 0.02, -0.02, 1e-4, 2.5, -2.5}}},
+               [](Builder& b, Args x) { return b.unary(K::gelu, x[0]); }},
+      // f64 -> f32 -> f64: the f32 rounding needs a larger step and tolerance.
+      GradCase{"cast f64 -> f32 -> f64",
+               K::cast,
+               {in_range(s, -1, 1)},
+               [](Builder& b, Args x) { return b.cast(b.cast(x[0], DType::f32), DType::f64); },
+               1e-2,
+               1e-4},
+
+      binary_case(K::add, "[3,1] + [4]", in_range({3, 1}, -1, 1), in_range({4}, -1, 1)),
+      binary_case(K::add, "[2,3] + []", in_range({2, 3}, -1, 1), in_range({}, -1, 1)),
+      binary_case(K::sub, "[2,3] - [3]", in_range({2, 3}, -1, 1), in_range({3}, -1, 1)),
+      binary_case(K::sub, "[3] - [2,3]", in_range({3}, -1, 1), in_range({2, 3}, -1, 1)),
+      binary_case(K::mul, "[4,1,3] * [2,1]", in_range({4, 1, 3}, -1, 1), in_range({2, 1}, -1, 1)),
+      binary_case(K::div, "[3] / [2,3]", in_range({3}, -1, 1), away_from_zero({2, 3}, 0.5, 2)),
+      binary_case(K::div, "[2,3] / [2,1]", in_range({2, 3}, -1, 1), away_from_zero({2, 1}, 0.5, 2)),
+      binary_case(K::pow, "[3,4] ^ [4]", in_range({3, 4}, 0.5, 2), in_range({4}, -1.5, 2)),
+      binary_case(K::maximum, "[3,4] [4]", in_range({3, 4}, -1, 1), in_range({4}, -1, 1)),
+      binary_case(K::minimum, "[2,3] [2,1]", in_range({2, 3}, -1, 1), in_range({2, 1}, -1, 1)),
+
+      // where(c > 0, x, y): c gets no gradient (and its finite difference is 0).
+      GradCase{"where [3,1] ? [3,4] : [4]",
+               K::where,
+               {away_from_zero({3, 1}), in_range({3, 4}, -1, 1), in_range({4}, -1, 1)},
+               [](Builder& b, Args x) {
+                 const Value c = b.op(K::gt, {x[0], b.scalar_like(x[0], 0.0)});
+                 return b.where(c, x[1], x[2]);
+               }},
+
+      reduce_case(K::sum, {2, 3, 4}, {1}, false),
+      reduce_case(K::sum, {2, 3, 4}, {0, 2}, true),
+      reduce_case(K::sum, {2, 3, 4}, {0, 1, 2}, false),
+      reduce_case(K::sum, {2, 3, 4}, {-1}, true),
+      reduce_case(K::max, {3, 5}, {1}, false),
+      reduce_case(K::max, {2, 3, 4}, {0, 2}, true),
+      reduce_case(K::min, {4, 3}, {0}, false),
+      reduce_case(K::min, {2, 3, 4}, {0, 1, 2}, false),
+
+      GradCase{"reshape [2,3,4] -> [6,4]",
+               K::reshape,
+               {in_range({2, 3, 4}, -1, 1)},
+               [](Builder& b, Args x) {
+                 return b.reshape(x[0], {6, 4});
+               }},
+      GradCase{"reshape [2,6] -> [3,2,2]",
+               K::reshape,
+               {in_range({2, 6}, -1, 1)},
+               [](Builder& b, Args x) {
+                 return b.reshape(x[0], {3, 2, 2});
+               }},
+      GradCase{"expand [3,1] -> [2,3,4]",
+               K::expand,
+               {in_range({3, 1}, -1, 1)},
+               [](Builder& b, Args x) {
+                 return b.expand(x[0], {2, 3, 4});
+               }},
+      GradCase{"permute [2,3,4] by [2,0,1]",
+               K::permute,
+               {in_range({2, 3, 4}, -1, 1)},
+               [](Builder& b, Args x) {
+                 return b.permute(x[0], {2, 0, 1});
+               }},
+      GradCase{"slice [3,8] dim 1 1:7:2",
+               K::slice,
+               {in_range({3, 8}, -1, 1)},
+               [](Builder& b, Args x) { return b.op(K::slice, {x[0]}, slice_attrs(1, 1, 7, 2)); }},
+      GradCase{"slice [5,2] dim 0 0:5:2",
+               K::slice,
+               {in_range({5, 2}, -1, 1)},
+               [](Builder& b, Args x) { return b.op(K::slice, {x[0]}, slice_attrs(0, 0, 5, 2)); }},
+      GradCase{"slice [6] 2:4",
+               K::slice,
+               {in_range({6}, -1, 1)},
+               [](Builder& b, Args x) { return b.op(K::slice, {x[0]}, slice_attrs(0, 2, 4, 1)); }},
+      GradCase{"pad [3,2] dim 0 low 1 high 2 interior 1",
+               K::pad,
+               {in_range({3, 2}, -1, 1)},
+               [](Builder& b, Args x) { return b.op(K::pad, {x[0]}, pad_attrs(0, 1, 2, 1)); }},
+      GradCase{"pad [2,3] dim 1 interior 2",
+               K::pad,
+               {in_range({2, 3}, -1, 1)},
+               [](Builder& b, Args x) { return b.op(K::pad, {x[0]}, pad_attrs(1, 0, 0, 2)); }},
+
+      binary_case(K::matmul, "[2,3,4] @ [4,5]", in_range({2, 3, 4}, -1, 1),
+                  in_range({4, 5}, -1, 1)),
+      binary_case(K::matmul, "[2,1,3,4] @ [3,4,5]", in_range({2, 1, 3, 4}, -1, 1),
+                  in_range({3, 4, 5}, -1, 1)),
+      binary_case(K::matmul, "[3,4] @ [2,4,5]", in_range({3, 4}, -1, 1),
+                  in_range({2, 4, 5}, -1, 1)),
+  };
+  return cases;
+}
+
+TEST_CASE("every VJP rule matches finite differences, first and second order") {
+  for (const GradCase& c : gradient_cases()) {
+    SUBCASE(c.name.c_str()) {
+      check_gradients(c);
+    }
+  }
+}
+
+TEST_CASE("every differentiable op has a gradient case") {
+  std::set<OpKind> covered;
+  for (const GradCase& c : gradient_cases()) covered.insert(c.op);
+  for (OpKind k : all_ops()) {
+    INFO("op: ", op_name(k));
+    CHECK(op_info(k).differentiable == (vjp_rule(k) != nullptr));
+    if (vjp_rule(k) && k != OpKind::custom) CHECK(covered.count(k) == 1);
+  }
+}
+
+}  // namespace
+}  // namespace kiln::test

@@ -16,7 +16,11 @@ message(STATUS "Kiln: LLVM ${LLVM_PACKAGE_VERSION} from ${LLVM_DIR}")
 if(NOT CUDAToolkit_ROOT AND EXISTS /usr/local/cuda)
   set(CUDAToolkit_ROOT /usr/local/cuda)
 endif()
-find_package(CUDAToolkit REQUIRED)
+find_package(CUDAToolkit)
+set(KILN_HAVE_CUDA_TOOLKIT ${CUDAToolkit_FOUND})
+if(NOT CUDAToolkit_FOUND)
+  message(STATUS "Kiln: no CUDA toolkit found; building without the CUDA backend (kCUDA is an error)")
+endif()
 if(TARGET CUDA::nvrtc)
   # The imported target links the driver stub (libcuda.so); Kiln loads the real
   # driver with dlopen so binaries start on machines without one.
@@ -26,7 +30,9 @@ if(TARGET CUDA::nvrtc)
     set_target_properties(CUDA::nvrtc PROPERTIES INTERFACE_LINK_LIBRARIES "${_kiln_nvrtc_deps}")
   endif()
 endif()
-message(STATUS "Kiln: CUDA toolkit ${CUDAToolkit_VERSION} at ${CUDAToolkit_LIBRARY_ROOT}")
+if(CUDAToolkit_FOUND)
+  message(STATUS "Kiln: CUDA toolkit ${CUDAToolkit_VERSION} at ${CUDAToolkit_LIBRARY_DIR}")
+endif()
 
 # OpenBLAS for CPU matmul.
 find_path(KILN_OPENBLAS_INCLUDE cblas.h PATH_SUFFIXES openblas openblas-pthread)

@@ -13,7 +13,9 @@
 namespace kiln {
 
 /// A compiled CPU kernel: computes elements [begin, end) of its outer loop.
-/// `buffers` points at the dense row-major buffers of CpuKernel::buffers, in order.
+/// `buffers` points at the dense row-major buffers of CpuKernel::buffers, in order
+/// (64-byte aligned unless CpuCompileOptions::assume_aligned is off, and distinct).
+/// Disjoint ranges may run concurrently on different threads.
 using CpuKernelFn = void (*)(void* const* buffers, int64_t begin, int64_t end);
 
 /// What the dumps and `kiln explain` report about a kernel.
@@ -49,6 +51,14 @@ struct CpuKernel {
 struct CpuCompileOptions {
   bool want_artifacts = false;  // fill KernelArtifacts' texts (costs time)
   std::string cache_dir;        // on-disk object cache; empty disables it
+  /// Every buffer is 64-byte aligned (Storage::allocate's blocks are); the kernel
+  /// may then use aligned vector loads. Turn off for buffers from elsewhere.
+  bool assume_aligned = true;
+  /// Matmul groups: the caller passes the matmul's result buffer again as the first
+  /// epilogue output, which the kernel then overwrites element by element. Only
+  /// legal when the epilogue reads the result at the element it writes (lowering
+  /// checks and throws otherwise). All other buffers must be distinct.
+  bool epilogue_in_place = false;
 };
 
 /// Compiles one group of g. Throws kiln::Error naming the group's first source

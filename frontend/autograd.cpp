@@ -13,6 +13,7 @@
 #include "frontend/tensor_impl.h"
 #include "ir/builder.h"
 #include "ir/vjp.h"
+#include "frontend/trace_state.h"
 #include "passes/autodiff.h"
 
 namespace kiln {
@@ -44,6 +45,25 @@ std::shared_ptr<autograd::CustomCall> find_custom(int64_t id) {
 std::vector<Value> custom_backward_vjp(Builder& b, const Node& n, const std::vector<Value>& outs,
                                        const std::vector<Value>& grads) {
   auto call = find_custom(n.attrs.i(AttrKey::fn));
+  if (n.attrs.has(AttrKey::name) && n.attrs.str(AttrKey::name) == "traced") {
+    // Inside a trace: the user's backward runs on symbolic gradients and its ops
+    // join the graph. Operands are the inputs followed by the forward's results,
+    // which get no gradient (the user's backward replaces differentiating them).
+    TraceState* tr = current_trace();
+    if (!tr) throw Error("internal: a traced custom function differentiated outside its trace", n.loc);
+    std::vector<Tensor> g;
+    for (Value v : grads) g.push_back(tr->wrap(v));
+    std::vector<Tensor> res = call->backward(&call->ctx, g);
+    size_t n_in = n.operands.size() - n.results.size();
+    if (res.size() != n_in)
+      throw Error("custom function backward returned " + std::to_string(res.size()) +
+                      " gradients (expected one per tensor input of forward: " + std::to_string(n_in) + ")",
+                  n.loc);
+    std::vector<Value> out(n.operands.size());
+    for (size_t i = 0; i < n_in; ++i)
+      if (res[i].defined()) out[i] = tr->value_of(res[i], n.loc);
+    return out;
+  }
   std::vector<TensorType> in_types;
   for (Value v : n.operands) in_types.push_back(b.type(v));
   Attrs attrs{{AttrKey::fn, call->id}, {AttrKey::name, std::string("backward")}};
@@ -360,6 +380,31 @@ std::vector<Tensor> finish_custom(const std::shared_ptr<CustomCall>& call,
                                   const std::vector<Tensor>& inputs,
                                   const std::vector<Tensor>& outputs, SourceLoc loc) {
   for (const Tensor& t : inputs) call->input_types.push_back(t.impl()->type);
+  if (TraceState* tr = current_trace()) {
+    // One node whose operands are the inputs and the forward's results; its
+    // backward is the user's, traced when autodiff reaches it.
+    std::vector<Value> operands;
+    bool requires_grad = false;
+    for (const Tensor& t : inputs) {
+      operands.push_back(tr->value_of(t, loc));
+      requires_grad = requires_grad || t.requires_grad();
+    }
+    std::vector<TensorType> types;
+    for (const Tensor& o : outputs) {
+      operands.push_back(tr->value_of(o, loc));
+      types.push_back(o.impl()->type);
+    }
+    SourceLoc saved = tr->builder.loc;
+    tr->builder.loc = loc;
+    Attrs attrs{{AttrKey::fn, call->id}, {AttrKey::name, std::string("traced")}};
+    NodeId id = tr->builder.op_multi(OpKind::custom, operands, attrs, types);
+    tr->builder.loc = saved;
+    tr->custom_calls.push_back(call);
+    std::vector<Tensor> outs;
+    for (uint32_t i = 0; i < types.size(); ++i)
+      outs.push_back(tr->wrap(Value(id, i), requires_grad && grad_mode_enabled()));
+    return outs;
+  }
   // Outputs must be fresh tensors with no history of their own.
   std::vector<Tensor> outs;
   for (const Tensor& o : outputs) outs.push_back(o.detach());
@@ -372,8 +417,6 @@ std::vector<Tensor> finish_custom(const std::shared_ptr<CustomCall>& call,
 void Tensor::backward(const Tensor& gradient, bool retain_graph, bool create_graph, Loc l) const {
   SourceLoc loc = SourceLoc::from(l);
   if (!defined()) throw Error("backward() on an undefined tensor", loc);
-  if (impl()->symbolic())
-    throw Error("backward() inside a trace is not supported by this build yet", loc);
   if (!impl()->requires_grad)
     throw Error("backward() on a tensor that does not require grad and has no grad_fn "
                 "(expected a result of ops on tensors created with requires_grad(true))",
@@ -389,6 +432,10 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph, bool create_gra
     throw Error("backward(): gradient of shape " + shape_str(seed.sizes()) +
                     " does not match the tensor's shape " + shape_str(sizes()),
                 loc);
+  }
+  if (TraceState* tr = current_trace()) {
+    tr->backward({*this}, {seed}, {}, /*accumulate=*/true, create_graph, loc);
+    return;
   }
   // As in PyTorch, create_graph implies retain_graph.
   run_backward({*this}, {seed}, {}, retain_graph || create_graph, create_graph, loc);
@@ -412,7 +459,11 @@ std::vector<Tensor> autograd::grad(const std::vector<Tensor>& outputs,
       seeds.push_back(ones(outputs[i].sizes(), TensorOptions(outputs[i].dtype())));
     }
   }
-  auto result = run_backward(outputs, seeds, inputs, retain_graph || create_graph, create_graph, loc);
+  std::vector<Tensor> result;
+  if (TraceState* tr = current_trace())
+    result = tr->backward(outputs, seeds, inputs, /*accumulate=*/false, create_graph, loc);
+  else
+    result = run_backward(outputs, seeds, inputs, retain_graph || create_graph, create_graph, loc);
   for (size_t i = 0; i < result.size(); ++i)
     if (!result[i].defined() && !allow_unused)
       throw Error("autograd::grad: input " + std::to_string(i) +

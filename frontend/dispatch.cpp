@@ -2,6 +2,7 @@
 // and trace recording, behind one apply().
 #include "frontend/dispatch.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "frontend/autograd.h"
@@ -54,15 +55,19 @@ Tensor trace_apply(TraceState& tr, OpKind k, const std::vector<Tensor>& operands
                    SourceLoc loc) {
   std::vector<Value> vals;
   vals.reserve(operands.size());
+  bool requires_grad = false;
   for (size_t i = 0; i < operands.size(); ++i) {
     check_operand(k, operands[i], i, loc);
     vals.push_back(tr.value_of(operands[i], loc));
+    requires_grad = requires_grad || operands[i].impl()->requires_grad;
   }
   SourceLoc saved = tr.builder.loc;
   tr.builder.loc = loc;
   Value v = tr.builder.op(k, std::move(vals), std::move(attrs));
   tr.builder.loc = saved;
-  return tr.wrap(v);
+  requires_grad = requires_grad && grad_mode_enabled() && op_info(k).differentiable &&
+                  is_floating(tr.graph.type(v).dtype);
+  return tr.wrap(v, requires_grad);
 }
 
 }  // namespace
@@ -159,9 +164,17 @@ void assign(const Tensor& self, const Tensor& value_in, SourceLoc loc) {
 
   if (TraceState* tr = current_trace()) {
     TensorImpl& s = *self.impl();
+    bool taping = grad_mode_enabled() && (value.requires_grad() || s.requires_grad);
+    bool leaf = !s.symbolic() || std::find(tr->args.begin(), tr->args.end(), self.impl_ptr()) != tr->args.end();
+    if (taping && s.requires_grad && leaf)
+      throw Error(
+          "a leaf tensor that requires grad was modified in place (expected the update inside "
+          "NoGradGuard, as optimizers do, or an out-of-place op)",
+          loc);
     Value v = tr->value_of(value, loc);
     if (s.symbolic()) {
       s.value = v;
+      s.requires_grad = taping && value.requires_grad();
     } else {
       tr->value_of(self, loc);  // registers the parameter
       int64_t p = tr->param_index.at(&s);

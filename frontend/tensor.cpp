@@ -1,4 +1,5 @@
 // Tensor: metadata, data access, conversions and autograd accessors.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -151,10 +152,15 @@ Tensor& Tensor::requires_grad_(bool on, Loc l) {
 
 Tensor Tensor::grad() const {
   const TensorImpl& i = need(*this);
+  if (TraceState* tr = current_trace()) return tr->grad_of(*this, SourceLoc());
   return i.grad ? Tensor(i.grad) : Tensor();
 }
 
-void Tensor::set_grad(const Tensor& g) const { impl()->grad = g.impl_ptr(); }
+void Tensor::set_grad(const Tensor& g) const {
+  need(*this);
+  if (TraceState* tr = current_trace()) return tr->set_grad(*this, g);
+  impl()->grad = g.impl_ptr();
+}
 
 Tensor Tensor::detach() const {
   const TensorImpl& i = need(*this);
@@ -162,7 +168,14 @@ Tensor Tensor::detach() const {
   return Tensor(make_view(i, i.type.shape, i.strides, i.offset));
 }
 
-bool Tensor::is_leaf() const { return need(*this).grad_fn == nullptr; }
+bool Tensor::is_leaf() const {
+  const TensorImpl& i = need(*this);
+  if (i.symbolic()) {
+    const auto& a = i.trace->args;
+    return std::find(a.begin(), a.end(), impl_ptr()) != a.end() || !i.requires_grad;
+  }
+  return i.grad_fn == nullptr;
+}
 
 std::string Tensor::grad_fn_name() const {
   const TensorImpl& i = need(*this);

@@ -1,7 +1,11 @@
 // The per-thread current trace and how operands enter it.
 #include "frontend/trace_state.h"
 
+#include <algorithm>
+
+#include "frontend/autograd.h"
 #include "frontend/tensor_impl.h"
+#include "passes/autodiff.h"
 
 namespace kiln {
 namespace {
@@ -40,13 +44,124 @@ Value TraceState::value_of(const Tensor& t, SourceLoc loc) {
   return v;
 }
 
-Tensor TraceState::wrap(Value v) {
+Tensor TraceState::wrap(Value v, bool requires_grad) {
   auto impl = std::make_shared<TensorImpl>();
   impl->type = graph.type(v);
   impl->strides = contiguous_strides(impl->type.shape);
   impl->trace = this;
   impl->value = v;
+  impl->requires_grad = requires_grad;
   return Tensor(std::move(impl));
+}
+
+Tensor TraceState::add_arg(int64_t index, const TensorType& t, bool requires_grad) {
+  Tensor a = wrap(builder.arg(index, t), requires_grad);
+  args.push_back(a.impl_ptr());
+  return a;
+}
+
+Tensor TraceState::grad_of(const Tensor& t, SourceLoc loc) {
+  const TensorImpl* key = t.impl();
+  auto it = grads.find(key);
+  if (it != grads.end()) return it->second.current;
+  if (key->symbolic() || !key->grad) return Tensor();
+  // A gradient accumulated before the call: read it as a parameter.
+  GradSlot slot;
+  slot.owner = t.impl_ptr();
+  slot.initial = key->grad;
+  Tensor g(key->grad);
+  slot.initial_value = value_of(g, loc);
+  slot.current = wrap(slot.initial_value);
+  grads[key] = slot;
+  return slot.current;
+}
+
+void TraceState::set_grad(const Tensor& t, const Tensor& g) {
+  const TensorImpl* key = t.impl();
+  auto it = grads.find(key);
+  if (it == grads.end()) {
+    GradSlot slot;
+    slot.owner = t.impl_ptr();
+    if (!key->symbolic()) slot.initial = key->grad;
+    it = grads.emplace(key, slot).first;
+  }
+  it->second.current = g;
+}
+
+namespace {
+
+// Nodes the roots depend on.
+std::vector<char> reaching(const Graph& g, const std::vector<Value>& roots) {
+  std::vector<char> mark(g.size(), 0);
+  std::vector<NodeId> stack;
+  for (Value v : roots)
+    if (!mark[v.node]) mark[v.node] = 1, stack.push_back(v.node);
+  while (!stack.empty()) {
+    NodeId n = stack.back();
+    stack.pop_back();
+    for (Value o : g[n].operands)
+      if (!mark[o.node]) mark[o.node] = 1, stack.push_back(o.node);
+  }
+  return mark;
+}
+
+}  // namespace
+
+std::vector<Tensor> TraceState::backward(const std::vector<Tensor>& roots,
+                                         const std::vector<Tensor>& seeds,
+                                         const std::vector<Tensor>& wrt, bool accumulate,
+                                         bool create_graph, SourceLoc loc) {
+  did_backward = true;
+  std::vector<Value> root_vals, seed_vals;
+  for (const Tensor& r : roots) root_vals.push_back(value_of(r, loc));
+  for (const Tensor& s : seeds) seed_vals.push_back(value_of(s, loc));
+  std::vector<char> reach = reaching(graph, root_vals);
+
+  // The tensors to differentiate with respect to, and their current values.
+  std::vector<Tensor> targets = wrt;
+  if (targets.empty()) {
+    for (auto& a : args)
+      if (a->requires_grad) targets.emplace_back(a);
+    for (auto& p : params)
+      if (p->requires_grad) targets.emplace_back(p);
+  }
+  std::vector<Tensor> used;
+  std::vector<Value> wrt_vals;
+  for (const Tensor& t : targets) {
+    Value v = value_of(t, loc);
+    if (!reach[v.node]) {
+      used.push_back(Tensor());
+      continue;
+    }
+    used.push_back(t);
+    wrt_vals.push_back(v);
+  }
+  SourceLoc saved = builder.loc;
+  builder.loc = loc;
+  std::vector<Value> grads_v = build_gradients(builder, root_vals, seed_vals, wrt_vals);
+  builder.loc = saved;
+
+  std::vector<Tensor> result;
+  size_t k = 0;
+  for (const Tensor& t : used) {
+    if (!t.defined()) {
+      result.push_back(Tensor());
+      continue;
+    }
+    Tensor g = wrap(grads_v[k++], create_graph);
+    if (accumulate) {
+      Tensor cur = grad_of(t, loc);
+      if (cur.defined()) {
+        SourceLoc s2 = builder.loc;
+        builder.loc = loc;
+        g = wrap(builder.add(value_of(cur, loc), value_of(g, loc)), create_graph);
+        builder.loc = s2;
+      }
+      set_grad(t, g);
+    }
+    result.push_back(g);
+  }
+  return result;
 }
 
 }  // namespace kiln

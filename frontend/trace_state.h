@@ -13,6 +13,19 @@
 namespace kiln {
 
 struct TensorImpl;
+namespace autograd {
+struct CustomCall;
+}
+
+/// The .grad of a tensor as seen inside a trace: gradients are trace state,
+/// read at the start (a captured grad is a parameter) and written back after
+/// the compiled plan runs.
+struct GradSlot {
+  std::shared_ptr<TensorImpl> owner;    // the tensor whose .grad this is
+  std::shared_ptr<TensorImpl> initial;  // the concrete grad at trace time (null if none)
+  Value initial_value;                  // its parameter value, when it was read
+  Tensor current;                       // symbolic, or undefined
+};
 
 struct TraceState {
   Graph graph;
@@ -23,11 +36,33 @@ struct TraceState {
   /// Parameter index -> the symbolic value it currently holds (after in-place updates).
   std::unordered_map<int64_t, Value> param_current;
 
+  /// Symbolic argument tensors, in order.
+  std::vector<std::shared_ptr<TensorImpl>> args;
+  /// Gradient state per tensor (keyed by the eager tensor, or the symbolic argument).
+  std::unordered_map<const TensorImpl*, GradSlot> grads;
+  /// Keeps traced custom functions alive while their backward may be traced.
+  std::vector<std::shared_ptr<autograd::CustomCall>> custom_calls;
+  /// True once backward() or autograd::grad() ran inside the trace.
+  bool did_backward = false;
+
   /// The graph value for an operand: symbolic tensors of this trace as they
   /// are, concrete tensors as (new or existing) parameters.
   Value value_of(const Tensor& t, SourceLoc loc);
   /// A symbolic tensor for a value of this trace.
-  Tensor wrap(Value v);
+  Tensor wrap(Value v, bool requires_grad = false);
+  /// A symbolic argument (a leaf, requiring grad as the call's tensor did).
+  Tensor add_arg(int64_t index, const TensorType& t, bool requires_grad);
+
+  /// x.grad() inside the trace.
+  Tensor grad_of(const Tensor& t, SourceLoc loc);
+  /// x.set_grad(g) inside the trace.
+  void set_grad(const Tensor& t, const Tensor& g);
+  /// Gradients of `roots` (seeded with `seeds`) with respect to `wrt` (empty:
+  /// every leaf that requires grad and is reachable), as graph values.
+  /// With accumulate, they are added into the leaves' grad slots.
+  std::vector<Tensor> backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds,
+                               const std::vector<Tensor>& wrt, bool accumulate, bool create_graph,
+                               SourceLoc loc);
 };
 
 /// The trace recording on this thread, or nullptr.

@@ -6,7 +6,9 @@
 //     fused, compiled and differentiated again like any other code);
 //   - each returned gradient has exactly its operand's type: summed back down
 //     over broadcast dims (sum_to) and cast to the operand's dtype;
-//   - integer and bool operands (and where's condition) get an invalid Value;
+//   - operands whose gradient is not wanted (needs[i] false), integer and
+//     bool operands, and where's condition get an invalid Value, and nothing
+//     is built for them;
 //   - nodes are built with b.loc, which the caller sets to the forward node's
 //     location, so every gradient node points at the user line it came from.
 #include "ir/vjp.h"
@@ -17,17 +19,10 @@ namespace kiln {
 namespace {
 
 using Grads = std::vector<Value>;
+using Needs = std::vector<bool>;
 
 bool floating(Builder& b, Value v) {
   return is_floating(b.type(v).dtype);
-}
-
-/// Operand x's gradient from g, which may have the broadcast (wider) shape:
-/// summed down to x's shape and cast to x's dtype. None for non-float operands.
-Value to_operand(Builder& b, Value g, Value x) {
-  const TensorType t = b.type(x);
-  if (!is_floating(t.dtype)) return {};
-  return b.cast(b.sum_to(g, t.shape), t.dtype);
 }
 
 Value scalar(Builder& b, Value like, double c) {
@@ -38,12 +33,21 @@ Value compare(Builder& b, OpKind k, Value x, Value y) {
   return b.op(k, {x, y});
 }
 
-/// A unary rule: `dx` maps x to the gradient (before the cast to x's dtype).
+/// Operand i's gradient, or none when it is not wanted or not a float.
+/// `make(operand)` builds it, possibly in the broadcast result's shape and
+/// dtype; it is then summed down to the operand's shape and cast to its dtype.
 template <class F>
-Grads unary(Builder& b, const Node& n, F&& dx) {
-  const Value x = n.operands[0];
-  if (!floating(b, x)) return {Value{}};
-  return {to_operand(b, dx(x), x)};
+Value grad_for(Builder& b, const Node& n, const Needs& needs, size_t i, F&& make) {
+  const Value x = n.operands[i];
+  if (!needs[i] || !floating(b, x)) return {};
+  const TensorType t = b.type(x);
+  return b.cast(b.sum_to(make(x), t.shape), t.dtype);
+}
+
+/// A unary rule: `dx` maps x to its gradient.
+template <class F>
+Grads unary(Builder& b, const Node& n, const Needs& needs, F&& dx) {
+  return {grad_for(b, n, needs, 0, dx)};
 }
 
 /// The input shape with each reduced dim kept as size 1.
@@ -59,49 +63,52 @@ std::vector<int64_t> reduced_dims(const Node& n, int64_t rank) {
 
 // ---- Elementwise unary ----
 
-Grads vjp_neg(Builder& b, const Node& n, Value out, Value g) {
-  return unary(b, n, [&](Value) { return b.neg(g); });
+Grads vjp_neg(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  return unary(b, n, needs, [&](Value) { return b.neg(g); });
 }
 
-Grads vjp_abs(Builder& b, const Node& n, Value out, Value g) {
-  return unary(b, n, [&](Value x) { return b.mul(g, b.unary(OpKind::sign, x)); });
+Grads vjp_abs(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  return unary(b, n, needs, [&](Value x) { return b.mul(g, b.unary(OpKind::sign, x)); });
 }
 
-Grads vjp_exp(Builder& b, const Node& n, Value out, Value g) {
-  return unary(b, n, [&](Value) { return b.mul(g, out); });
+Grads vjp_exp(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  return unary(b, n, needs, [&](Value) { return b.mul(g, out); });
 }
 
-Grads vjp_log(Builder& b, const Node& n, Value out, Value g) {
-  return unary(b, n, [&](Value x) { return b.div(g, x); });
+Grads vjp_log(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  return unary(b, n, needs, [&](Value x) { return b.div(g, x); });
 }
 
-Grads vjp_sqrt(Builder& b, const Node& n, Value out, Value g) {
-  return unary(b, n, [&](Value) { return b.div(b.mul(g, scalar(b, g, 0.5)), out); });
+Grads vjp_sqrt(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  return unary(b, n, needs, [&](Value) { return b.div(b.mul(g, scalar(b, g, 0.5)), out); });
 }
 
 // d rsqrt(x) = -0.5 * x^(-3/2) = -0.5 * out / x.
-Grads vjp_rsqrt(Builder& b, const Node& n, Value out, Value g) {
-  return unary(b, n, [&](Value x) { return b.div(b.mul(b.mul(g, scalar(b, g, -0.5)), out), x); });
+Grads vjp_rsqrt(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  return unary(b, n, needs,
+               [&](Value x) { return b.div(b.mul(b.mul(g, scalar(b, g, -0.5)), out), x); });
 }
 
-Grads vjp_sin(Builder& b, const Node& n, Value out, Value g) {
-  return unary(b, n, [&](Value x) { return b.mul(g, b.unary(OpKind::cos, x)); });
+Grads vjp_sin(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  return unary(b, n, needs, [&](Value x) { return b.mul(g, b.unary(OpKind::cos, x)); });
 }
 
-Grads vjp_cos(Builder& b, const Node& n, Value out, Value g) {
-  return unary(b, n, [&](Value x) { return b.neg(b.mul(g, b.unary(OpKind::sin, x))); });
+Grads vjp_cos(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  return unary(b, n, needs, [&](Value x) { return b.neg(b.mul(g, b.unary(OpKind::sin, x))); });
 }
 
-Grads vjp_tanh(Builder& b, const Node& n, Value out, Value g) {
-  return unary(b, n, [&](Value) { return b.mul(g, b.sub(scalar(b, out, 1.0), b.mul(out, out))); });
+Grads vjp_tanh(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  return unary(b, n, needs,
+               [&](Value) { return b.mul(g, b.sub(scalar(b, out, 1.0), b.mul(out, out))); });
 }
 
-Grads vjp_sigmoid(Builder& b, const Node& n, Value out, Value g) {
-  return unary(b, n, [&](Value) { return b.mul(b.mul(g, out), b.sub(scalar(b, out, 1.0), out)); });
+Grads vjp_sigmoid(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  return unary(b, n, needs,
+               [&](Value) { return b.mul(b.mul(g, out), b.sub(scalar(b, out, 1.0), out)); });
 }
 
-Grads vjp_relu(Builder& b, const Node& n, Value out, Value g) {
-  return unary(b, n, [&](Value x) {
+Grads vjp_relu(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  return unary(b, n, needs, [&](Value x) {
     return b.where(compare(b, OpKind::gt, x, scalar(b, x, 0.0)), g, scalar(b, g, 0.0));
   });
 }
@@ -113,8 +120,8 @@ Grads vjp_relu(Builder& b, const Node& n, Value out, Value g) {
 // precision for |x| < 0.01 and smooth, so second derivatives are right at 0
 // too. The division's denominator is masked to 1 inside that range so the
 // branch where() discards stays finite (its gradient is multiplied by 0).
-Grads vjp_gelu(Builder& b, const Node& n, Value out, Value g) {
-  return unary(b, n, [&](Value x) {
+Grads vjp_gelu(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  return unary(b, n, needs, [&](Value x) {
     constexpr double kInvSqrt2Pi = std::numbers::inv_sqrtpi / std::numbers::sqrt2;
     const Value x2 = b.mul(x, x);
     const Value near0 = compare(b, OpKind::lt, b.unary(OpKind::abs, x), scalar(b, x, 0.01));
@@ -133,92 +140,90 @@ Grads vjp_gelu(Builder& b, const Node& n, Value out, Value g) {
 // Casting back: the gradient of a float value cast from another float dtype
 // is the incoming gradient in the input's dtype. Casts to or from integers
 // carry no gradient.
-Grads vjp_cast(Builder& b, const Node& n, Value out, Value g) {
+Grads vjp_cast(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
   if (!floating(b, out)) return {Value{}};
-  return unary(b, n, [&](Value) { return g; });
+  return unary(b, n, needs, [&](Value) { return g; });
 }
 
 // ---- Elementwise binary (broadcasting) ----
 
-Grads vjp_add(Builder& b, const Node& n, Value out, Value g) {
-  return {to_operand(b, g, n.operands[0]), to_operand(b, g, n.operands[1])};
+Grads vjp_add(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  return {grad_for(b, n, needs, 0, [&](Value) { return g; }),
+          grad_for(b, n, needs, 1, [&](Value) { return g; })};
 }
 
-Grads vjp_sub(Builder& b, const Node& n, Value out, Value g) {
-  const Value x = n.operands[0], y = n.operands[1];
-  return {to_operand(b, g, x), floating(b, y) ? to_operand(b, b.neg(g), y) : Value{}};
+Grads vjp_sub(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  return {grad_for(b, n, needs, 0, [&](Value) { return g; }),
+          grad_for(b, n, needs, 1, [&](Value) { return b.neg(g); })};
 }
 
-Grads vjp_mul(Builder& b, const Node& n, Value out, Value g) {
+Grads vjp_mul(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
   const Value x = n.operands[0], y = n.operands[1];
-  return {floating(b, x) ? to_operand(b, b.mul(g, y), x) : Value{},
-          floating(b, y) ? to_operand(b, b.mul(g, x), y) : Value{}};
+  return {grad_for(b, n, needs, 0, [&](Value) { return b.mul(g, y); }),
+          grad_for(b, n, needs, 1, [&](Value) { return b.mul(g, x); })};
 }
 
 // d(x/y) = g/y for x and -g*x/y^2 = -g*out/y for y.
-Grads vjp_div(Builder& b, const Node& n, Value out, Value g) {
-  const Value x = n.operands[0], y = n.operands[1];
-  return {floating(b, x) ? to_operand(b, b.div(g, y), x) : Value{},
-          floating(b, y) ? to_operand(b, b.neg(b.div(b.mul(g, out), y)), y) : Value{}};
+Grads vjp_div(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  const Value y = n.operands[1];
+  return {grad_for(b, n, needs, 0, [&](Value) { return b.div(g, y); }),
+          grad_for(b, n, needs, 1, [&](Value) { return b.neg(b.div(b.mul(g, out), y)); })};
 }
 
 // As PyTorch: dx = g * y * x^(y-1), zero where y == 0 (so 0^-1 never meets a
 // zero factor); dy = g * out * log(x), zero where x == 0 and y >= 0 (the
 // limit there), NaN for negative x as in PyTorch.
-Grads vjp_pow(Builder& b, const Node& n, Value out, Value g) {
+Grads vjp_pow(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
   const Value x = n.operands[0], y = n.operands[1];
-  Value gx, gy;
-  if (floating(b, x)) {
+  const auto dx = [&](Value) {
     const Value d = b.mul(b.mul(g, y), b.binary(OpKind::pow, x, b.sub(y, scalar(b, y, 1.0))));
     const Value y_zero = compare(b, OpKind::eq, y, scalar(b, y, 0.0));
-    gx = to_operand(b, b.where(y_zero, scalar(b, d, 0.0), d), x);
-  }
-  if (floating(b, y)) {
+    return b.where(y_zero, scalar(b, d, 0.0), d);
+  };
+  const auto dy = [&](Value) {
     const Value d = b.mul(b.mul(g, out), b.unary(OpKind::log, x));
     const Value limit = b.op(OpKind::logical_and, {compare(b, OpKind::eq, x, scalar(b, x, 0.0)),
                                                    compare(b, OpKind::ge, y, scalar(b, y, 0.0))});
-    gy = to_operand(b, b.where(limit, scalar(b, d, 0.0), d), y);
-  }
-  return {gx, gy};
+    return b.where(limit, scalar(b, d, 0.0), d);
+  };
+  return {grad_for(b, n, needs, 0, dx), grad_for(b, n, needs, 1, dy)};
 }
 
 // The gradient goes to the selected operand; ties split it evenly (as PyTorch).
 // `wins` is gt for maximum and lt for minimum.
-Grads select_vjp(Builder& b, const Node& n, Value g, OpKind wins) {
+Grads select_vjp(Builder& b, const Node& n, Value g, const Needs& needs, OpKind wins) {
   const Value x = n.operands[0], y = n.operands[1];
-  const Value zero = scalar(b, g, 0.0);
-  const Value half = b.mul(g, scalar(b, g, 0.5));
-  const Value tie = compare(b, OpKind::eq, x, y);
-  const auto share = [&](Value self, Value other) -> Value {
-    if (!floating(b, self)) return {};
-    const Value d = b.where(compare(b, wins, self, other), g, b.where(tie, half, zero));
-    return to_operand(b, d, self);
+  const auto share = [&](Value self) {
+    const Value other = self == x ? y : x;
+    const Value half = b.mul(g, scalar(b, g, 0.5));
+    const Value tied = b.where(compare(b, OpKind::eq, x, y), half, scalar(b, g, 0.0));
+    return b.where(compare(b, wins, self, other), g, tied);
   };
-  return {share(x, y), share(y, x)};
+  return {grad_for(b, n, needs, 0, share), grad_for(b, n, needs, 1, share)};
 }
 
-Grads vjp_maximum(Builder& b, const Node& n, Value out, Value g) {
-  return select_vjp(b, n, g, OpKind::gt);
+Grads vjp_maximum(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  return select_vjp(b, n, g, needs, OpKind::gt);
 }
 
-Grads vjp_minimum(Builder& b, const Node& n, Value out, Value g) {
-  return select_vjp(b, n, g, OpKind::lt);
+Grads vjp_minimum(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  return select_vjp(b, n, g, needs, OpKind::lt);
 }
 
 // ---- where(cond, x, y) ----
 
-Grads vjp_where(Builder& b, const Node& n, Value out, Value g) {
-  const Value c = n.operands[0], x = n.operands[1], y = n.operands[2];
+Grads vjp_where(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  const Value c = n.operands[0];
   const Value zero = scalar(b, g, 0.0);
-  return {Value{}, floating(b, x) ? to_operand(b, b.where(c, g, zero), x) : Value{},
-          floating(b, y) ? to_operand(b, b.where(c, zero, g), y) : Value{}};
+  return {Value{}, grad_for(b, n, needs, 1, [&](Value) { return b.where(c, g, zero); }),
+          grad_for(b, n, needs, 2, [&](Value) { return b.where(c, zero, g); })};
 }
 
 // ---- Reductions ----
 
 // Each input element receives the gradient of the sum it went into.
-Grads vjp_sum(Builder& b, const Node& n, Value out, Value g) {
-  return unary(b, n, [&](Value x) {
+Grads vjp_sum(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  return unary(b, n, needs, [&](Value x) {
     const Shape in = b.type(x).shape;
     const Shape keep = keepdim_shape(in, reduced_dims(n, b.type(x).rank()));
     return b.expand(b.reshape(g, keep), in);
@@ -227,8 +232,8 @@ Grads vjp_sum(Builder& b, const Node& n, Value out, Value g) {
 
 // The gradient goes to the elements equal to the result, split evenly among
 // ties (as torch.amax/amin).
-Grads extremum_vjp(Builder& b, const Node& n, Value out, Value g) {
-  return unary(b, n, [&](Value x) {
+Grads extremum_vjp(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  return unary(b, n, needs, [&](Value x) {
     const TensorType tx = b.type(x);
     const std::vector<int64_t> dims = reduced_dims(n, tx.rank());
     const Shape keep = keepdim_shape(tx.shape, dims);
@@ -238,26 +243,26 @@ Grads extremum_vjp(Builder& b, const Node& n, Value out, Value g) {
   });
 }
 
-Grads vjp_max(Builder& b, const Node& n, Value out, Value g) {
-  return extremum_vjp(b, n, out, g);
+Grads vjp_max(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  return extremum_vjp(b, n, out, g, needs);
 }
-Grads vjp_min(Builder& b, const Node& n, Value out, Value g) {
-  return extremum_vjp(b, n, out, g);
+Grads vjp_min(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  return extremum_vjp(b, n, out, g, needs);
 }
 
 // ---- Movement ----
 
-Grads vjp_reshape(Builder& b, const Node& n, Value out, Value g) {
-  return unary(b, n, [&](Value x) { return b.reshape(g, b.type(x).shape); });
+Grads vjp_reshape(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  return unary(b, n, needs, [&](Value x) { return b.reshape(g, b.type(x).shape); });
 }
 
-// to_operand's sum_to undoes the broadcast.
-Grads vjp_expand(Builder& b, const Node& n, Value out, Value g) {
-  return unary(b, n, [&](Value) { return g; });
+// grad_for's sum_to undoes the broadcast.
+Grads vjp_expand(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  return unary(b, n, needs, [&](Value) { return g; });
 }
 
-Grads vjp_permute(Builder& b, const Node& n, Value out, Value g) {
-  return unary(b, n, [&](Value x) {
+Grads vjp_permute(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  return unary(b, n, needs, [&](Value x) {
     const std::vector<int64_t>& perm = n.attrs.ints(AttrKey::perm);
     const int64_t rank = static_cast<int64_t>(perm.size());
     std::vector<int64_t> inverse(perm.size());
@@ -268,8 +273,8 @@ Grads vjp_permute(Builder& b, const Node& n, Value out, Value g) {
 
 // The slice's elements go back to their places; the rest are zero: a pad with
 // `step - 1` zeros between elements, `start` before and the remainder after.
-Grads vjp_slice(Builder& b, const Node& n, Value out, Value g) {
-  return unary(b, n, [&](Value x) {
+Grads vjp_slice(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  return unary(b, n, needs, [&](Value x) {
     const TensorType tx = b.type(x);
     const int64_t dim = normalize_dim(n.attrs.i(AttrKey::dim), tx.rank());
     const int64_t size = tx.shape[dim];
@@ -287,8 +292,8 @@ Grads vjp_slice(Builder& b, const Node& n, Value out, Value g) {
 }
 
 // Inverse of a pad: every (interior + 1)-th element from `low`.
-Grads vjp_pad(Builder& b, const Node& n, Value out, Value g) {
-  return unary(b, n, [&](Value x) {
+Grads vjp_pad(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  return unary(b, n, needs, [&](Value x) {
     const TensorType tx = b.type(x);
     const int64_t dim = normalize_dim(n.attrs.i(AttrKey::dim), tx.rank());
     const int64_t size = tx.shape[dim];
@@ -306,19 +311,20 @@ Grads vjp_pad(Builder& b, const Node& n, Value out, Value g) {
 // ---- Matmul ----
 
 // dx = g @ y^T, dy = x^T @ g, each summed over the batch dims its operand was
-// broadcast along (to_operand's sum_to).
-Grads vjp_matmul(Builder& b, const Node& n, Value out, Value g) {
+// broadcast along (grad_for's sum_to).
+Grads vjp_matmul(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
   const Value x = n.operands[0], y = n.operands[1];
-  return {floating(b, x) ? to_operand(b, b.matmul(g, b.transpose_last(y)), x) : Value{},
-          floating(b, y) ? to_operand(b, b.matmul(b.transpose_last(x), g), y) : Value{}};
+  return {grad_for(b, n, needs, 0, [&](Value) { return b.matmul(g, b.transpose_last(y)); }),
+          grad_for(b, n, needs, 1, [&](Value) { return b.matmul(b.transpose_last(x), g); })};
 }
 
 // ---- Custom ----
 
 // Single-result form of the custom hook, for callers of vjp_rule(custom):
-// the other results' gradients are zeros. The autodiff pass calls
-// custom_vjp() itself, with every result's gradient.
-Grads vjp_custom(Builder& b, const Node& n, Value out, Value g) {
+// the other results' gradients are zeros. The hook builds every operand's
+// gradient (it has no `needs`). The autodiff pass calls custom_vjp() itself,
+// with every result's gradient.
+Grads vjp_custom(Builder& b, const Node& n, Value out, Value g, const Needs&) {
   const CustomVjp& hook = custom_vjp();
   if (!hook) throw Error("custom function has no backward: no custom VJP hook is installed", n.loc);
   std::vector<Value> outs, grads;

@@ -15,7 +15,10 @@ namespace kiln {
 /// `out` is the node's result in the graph being built (the VJP may reuse it,
 /// e.g. exp's gradient is grad * out). `n` is a copy owned by the caller: building
 /// nodes appends to the graph, which would invalidate a reference into it.
-using VjpRule = std::vector<Value> (*)(Builder& b, const Node& n, Value out, Value grad);
+/// `needs[i]` says whether operand i's gradient is wanted; a rule builds nothing
+/// for the others (as PyTorch's grad_input_mask), so no dead nodes are left.
+using VjpRule = std::vector<Value> (*)(Builder& b, const Node& n, Value out, Value grad,
+                                       const std::vector<bool>& needs);
 
 /// The rule for an op, or nullptr when it has none.
 VjpRule vjp_rule(OpKind k);

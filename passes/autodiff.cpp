@@ -103,13 +103,16 @@ std::vector<Value> custom_grads(Builder& b, NodeId id, const Node& n, const Grad
 }
 
 /// The gradients of node `id`'s operands (n is its copy), or an empty list when it has none.
-std::vector<Value> node_grads(Builder& b, NodeId id, const Node& n, const GradMap& grads) {
+std::vector<Value> node_grads(Builder& b, NodeId id, const Node& n, const Paths& paths,
+                              const GradMap& grads) {
   if (!any_floating(n)) return {};
   if (n.op == OpKind::custom) return custom_grads(b, id, n, grads);
   const VjpRule rule = vjp_rule(n.op);
   const Value g = grads.get(Value(id, 0));
   if (!rule || !g) return {};
-  return rule(b, n, Value(id, 0), g);
+  std::vector<bool> needs;
+  for (Value v : n.operands) needs.push_back(paths.reaches(v));
+  return rule(b, n, Value(id, 0), g, needs);
 }
 
 void check_grad_type(const Builder& b, const Node& n, size_t i, Value grad) {
@@ -121,12 +124,21 @@ void check_grad_type(const Builder& b, const Node& n, size_t i, Value grad) {
               n.loc);
 }
 
+void check_value(const Graph& g, Value v, const char* what) {
+  KILN_CHECK(v.valid() && v.node < g.size() && v.index < g[v.node].results.size(),
+             "build_gradients: ", what, " refers to no value of the graph (node ", v.node,
+             " result ", v.index, ")");
+}
+
 }  // namespace
 
 std::vector<Value> build_gradients(Builder& b, std::span<const Value> outputs,
                                    std::span<const Value> seeds, std::span<const Value> wrt) {
   KILN_CHECK(outputs.size() == seeds.size(), "build_gradients: expected one seed per output (",
              outputs.size(), "), got ", seeds.size());
+  for (Value v : outputs) check_value(b.graph(), v, "an output");
+  for (Value v : seeds) check_value(b.graph(), v, "a seed");
+  for (Value v : wrt) check_value(b.graph(), v, "a wrt value");
   const NodeId forward_size = static_cast<NodeId>(b.graph().size());
   const Paths paths(b.graph(), outputs, wrt);
 
@@ -142,7 +154,7 @@ std::vector<Value> build_gradients(Builder& b, std::span<const Value> outputs,
     if (!paths.active(id)) continue;
     const Node n = b.graph().node(id);  // a copy: rules append to the graph
     LocScope at(b, n.loc);
-    const std::vector<Value> og = node_grads(b, id, n, grads);
+    const std::vector<Value> og = node_grads(b, id, n, paths, grads);
     if (og.empty()) continue;
     if (og.size() != n.operands.size()) {
       throw Error(std::string("VJP of ") + op_name(n.op) + ": expected " +
@@ -167,11 +179,8 @@ std::vector<Value> build_gradients(Builder& b, std::span<const Value> outputs,
 }
 
 Graph autodiff(const Graph& g, std::span<const Value> wrt) {
-  // Build into a scratch copy, then keep g's nodes (same ids), the seeds, and
-  // only the gradient nodes the results use: a rule computes every operand's
-  // gradient, also for operands (constants, data) no wrt value depends on.
-  Graph scratch = g;
-  Builder b(scratch);
+  Graph result = g;
+  Builder b(result);
   int64_t next_index = 0;
   for (NodeId id : g.args()) {
     next_index = std::max(next_index, g[id].attrs.i(AttrKey::index) + 1);
@@ -181,28 +190,7 @@ Graph autodiff(const Graph& g, std::span<const Value> wrt) {
     seeds.push_back(b.arg(next_index + static_cast<int64_t>(i), g.type(g.outputs[i])));
   }
   const std::vector<Value> grads = build_gradients(b, g.outputs, seeds, wrt);
-
-  const NodeId forward_size = static_cast<NodeId>(g.size());
-  std::vector<char> live(scratch.size(), 0);
-  for (Value v : seeds) live[v.node] = 1;
-  for (Value v : grads) live[v.node] = 1;
-  for (NodeId id = static_cast<NodeId>(scratch.size()); id-- > forward_size;) {
-    if (!live[id]) continue;
-    for (Value v : scratch[id].operands) live[v.node] = 1;
-  }
-
-  Graph result = g;
-  std::vector<NodeId> new_id(scratch.size(), kNoNode);
-  const auto remap = [&](Value v) {
-    return v.node < forward_size ? v : Value(new_id[v.node], v.index);
-  };
-  for (NodeId id = forward_size; id < scratch.size(); ++id) {
-    if (!live[id]) continue;
-    Node n = scratch[id];
-    for (Value& v : n.operands) v = remap(v);
-    new_id[id] = result.add(std::move(n));
-  }
-  for (Value v : grads) result.outputs.push_back(remap(v));
+  result.outputs.insert(result.outputs.end(), grads.begin(), grads.end());
   return result;
 }
 

@@ -16,6 +16,8 @@ struct MemoryPlan {
   std::vector<std::vector<int32_t>> group_output_buffer;
   /// Byte size of each buffer.
   std::vector<int64_t> buffer_bytes;
+  /// Device of each buffer (buffers are reused only on their own device).
+  std::vector<Device> buffer_device;
   /// Bytes an unplanned executor would allocate (one buffer per value), for reporting.
   int64_t naive_bytes = 0;
   int64_t planned_bytes() const;

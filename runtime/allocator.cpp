@@ -145,9 +145,17 @@ CachingAllocator& allocator() {
 
 }  // namespace
 
-void* cpu_alloc(size_t bytes) { return allocator().alloc(bytes); }
-void cpu_free(void* p, size_t bytes) { allocator().free(p, bytes); }
-void cpu_empty_cache() { allocator().empty_cache(); }
-AllocatorStats cpu_allocator_stats() { return allocator().stats(); }
+void* cpu_alloc(size_t bytes) {
+  return allocator().alloc(bytes);
+}
+void cpu_free(void* p, size_t bytes) {
+  allocator().free(p, bytes);
+}
+void cpu_empty_cache() {
+  allocator().empty_cache();
+}
+AllocatorStats cpu_allocator_stats() {
+  return allocator().stats();
+}
 
 }  // namespace kiln

@@ -53,8 +53,12 @@ std::vector<HostArray> interpret(const Graph& g, std::span<const HostArray> args
     if (!live[id]) continue;
     try {
       switch (n.op) {
-        case OpKind::arg: values[id] = {input_array(n, id, args, "argument")}; break;
-        case OpKind::param: values[id] = {input_array(n, id, params, "parameter")}; break;
+        case OpKind::arg:
+          values[id] = {input_array(n, id, args, "argument")};
+          break;
+        case OpKind::param:
+          values[id] = {input_array(n, id, params, "parameter")};
+          break;
         case OpKind::custom: {
           KILN_CHECK(static_cast<bool>(opts.custom),
                      "interpret: the graph has a custom op but no InterpretOptions::custom "
@@ -65,10 +69,10 @@ std::vector<HostArray> interpret(const Graph& g, std::span<const HostArray> args
           KILN_CHECK(res.size() == n.results.size(), "interpret: custom op returned ", res.size(),
                      " results, expected ", n.results.size());
           for (size_t i = 0; i < res.size(); ++i)
-            KILN_CHECK(res[i].type.dtype == n.results[i].dtype &&
-                           res[i].type.shape == n.results[i].shape,
-                       "interpret: custom op result ", i, " should be ", n.results[i].str(),
-                       ", got ", res[i].type.str());
+            KILN_CHECK(
+                res[i].type.dtype == n.results[i].dtype && res[i].type.shape == n.results[i].shape,
+                "interpret: custom op result ", i, " should be ", n.results[i].str(), ", got ",
+                res[i].type.str());
           values[id] = std::move(res);
           break;
         }

@@ -54,8 +54,9 @@ void reference_kernel(OpKind k, const Attrs& attrs, std::span<const View> inputs
                  ": graph inputs carry caller data (pass it as an argument or parameter)");
       break;
     case OpCategory::Custom:
-      KILN_CHECK(false, "no reference kernel for a custom op: it runs user code "
-                        "(the interpreter calls InterpretOptions::custom)");
+      KILN_CHECK(false,
+                 "no reference kernel for a custom op: it runs user code "
+                 "(the interpreter calls InterpretOptions::custom)");
       break;
     case OpCategory::Creation:
       expect(0);

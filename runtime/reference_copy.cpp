@@ -20,18 +20,18 @@ void copy_strided(const StridedLoop<2>& L) {
   const int64_t sd = L.inner_stride(0) / int64_t(sizeof(D));
   const int64_t ss = L.inner_stride(1) / int64_t(sizeof(S));
   parallel_for(L.numel, kElementwiseGrain, [&](int64_t begin, int64_t end) {
-    detail::for_each_segment(
-        L, L.base, begin, end, [&](const std::array<char*, 2>& p, int64_t n, int64_t) {
-          D* __restrict d = reinterpret_cast<D*>(p[0]);
-          const S* __restrict s = reinterpret_cast<const S*>(p[1]);
-          if (sd == 1 && ss == 1) {
-            for (int64_t i = 0; i < n; ++i) d[i] = convert<D>(s[i]);
-          } else if (sd == 1 && ss == 0) {
-            std::fill(d, d + n, convert<D>(*s));
-          } else {
-            for (int64_t i = 0; i < n; ++i) d[i * sd] = convert<D>(s[i * ss]);
-          }
-        });
+    detail::for_each_segment(L, L.base, begin, end,
+                             [&](const std::array<char*, 2>& p, int64_t n, int64_t) {
+                               D* __restrict d = reinterpret_cast<D*>(p[0]);
+                               const S* __restrict s = reinterpret_cast<const S*>(p[1]);
+                               if (sd == 1 && ss == 1) {
+                                 for (int64_t i = 0; i < n; ++i) d[i] = convert<D>(s[i]);
+                               } else if (sd == 1 && ss == 0) {
+                                 std::fill(d, d + n, convert<D>(*s));
+                               } else {
+                                 for (int64_t i = 0; i < n; ++i) d[i * sd] = convert<D>(s[i * ss]);
+                               }
+                             });
   });
 }
 
@@ -114,10 +114,14 @@ void copy_to(const View& src, const View& dst) {
                                 {dsize, ssize});
   if (src.dtype == dst.dtype) {
     switch (ssize) {
-      case 1: return copy_bits<uint8_t>(L);
-      case 4: return copy_bits<uint32_t>(L);
-      case 8: return copy_bits<uint64_t>(L);
-      default: break;
+      case 1:
+        return copy_bits<uint8_t>(L);
+      case 4:
+        return copy_bits<uint32_t>(L);
+      case 8:
+        return copy_bits<uint64_t>(L);
+      default:
+        break;
     }
   }
   visit_dtype(dst.dtype, [&](auto d) {

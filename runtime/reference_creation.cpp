@@ -55,9 +55,8 @@ void fill_literal(const Attrs& attrs, const View& out) {
     const int64_t n = static_cast<int64_t>(data.size());
     KILN_CHECK(n == out.numel() || n == 1, "literal: ", n, " values for a result of shape ",
                shape_str(out.shape), " (", out.numel(), " elements)");
-    generate(out, kElementwiseGrain, [&](auto t, int64_t i) {
-      return detail::convert<decltype(t)>(data[n == 1 ? 0 : i]);
-    });
+    generate(out, kElementwiseGrain,
+             [&](auto t, int64_t i) { return detail::convert<decltype(t)>(data[n == 1 ? 0 : i]); });
   };
   if (const auto* ints = std::get_if<std::vector<int64_t>>(v)) {
     fill(*ints);
@@ -106,9 +105,12 @@ namespace detail {
 void ref_creation(OpKind k, const Attrs& attrs, const View& out) {
   KILN_CHECK(out.contiguous(), op_name(k), ": the output buffer must be dense");
   switch (k) {
-    case OpKind::constant: return fill_constant(attrs, out);
-    case OpKind::literal: return fill_literal(attrs, out);
-    case OpKind::arange: return fill_arange(attrs, out);
+    case OpKind::constant:
+      return fill_constant(attrs, out);
+    case OpKind::literal:
+      return fill_literal(attrs, out);
+    case OpKind::arange:
+      return fill_arange(attrs, out);
     case OpKind::rand: {
       const auto seed = static_cast<uint64_t>(attrs.i(AttrKey::seed, 0));
       return generate(out, 1 << 14, [seed](auto t, int64_t i) {
@@ -121,7 +123,8 @@ void ref_creation(OpKind k, const Attrs& attrs, const View& out) {
         return detail::convert<decltype(t)>(normal_at(seed, uint64_t(i)));
       });
     }
-    default: break;
+    default:
+      break;
   }
   KILN_CHECK(false, "reference kernel: ", op_name(k), " is not a creation op");
 }

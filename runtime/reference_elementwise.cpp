@@ -74,14 +74,14 @@ struct Relu {
   }
 };
 
-#define KILN_MATH_FUNCTOR(Name, expr)        \
-  struct Name {                              \
-    template <class T>                       \
-    T operator()(T in) const {               \
-      using M = MathT<T>;                    \
-      M x = static_cast<M>(in);              \
+#define KILN_MATH_FUNCTOR(Name, expr)          \
+  struct Name {                                \
+    template <class T>                         \
+    T operator()(T in) const {                 \
+      using M = MathT<T>;                      \
+      M x = static_cast<M>(in);                \
       return convert<T>(static_cast<M>(expr)); \
-    }                                        \
+    }                                          \
   };
 KILN_MATH_FUNCTOR(Exp, std::exp(x))
 KILN_MATH_FUNCTOR(Log, std::log(x))
@@ -96,16 +96,16 @@ KILN_MATH_FUNCTOR(Gelu, M(0.5) * x * (M(1) + std::erf(x * M(0.707106781186547524
 
 // ---- Binary functors: (T, T) -> T ----
 
-#define KILN_WRAP_FUNCTOR(Name, op)                                                   \
-  struct Name {                                                                       \
-    template <class T>                                                                \
-    T operator()(T a, T b) const {                                                    \
-      if constexpr (std::is_same_v<T, bool>) {                                        \
-        return convert<bool>(int(a) op int(b));                                       \
-      } else {                                                                        \
+#define KILN_WRAP_FUNCTOR(Name, op)                                                  \
+  struct Name {                                                                      \
+    template <class T>                                                               \
+    T operator()(T a, T b) const {                                                   \
+      if constexpr (std::is_same_v<T, bool>) {                                       \
+        return convert<bool>(int(a) op int(b));                                      \
+      } else {                                                                       \
         return static_cast<T>(static_cast<WrapT<T>>(a) op static_cast<WrapT<T>>(b)); \
-      }                                                                               \
-    }                                                                                 \
+      }                                                                              \
+    }                                                                                \
   };
 KILN_WRAP_FUNCTOR(Add, +)
 KILN_WRAP_FUNCTOR(Sub, -)
@@ -333,25 +333,39 @@ void binary_predicate(const View& a, const View& b, const View& out, F f) {
 
 void ref_unary(OpKind k, const View& in, const View& out) {
   switch (k) {
-    case OpKind::neg: return unary_same(in, out, Neg{}, kElementwiseGrain);
-    case OpKind::abs: return unary_same(in, out, Abs{}, kElementwiseGrain);
-    case OpKind::sign: return unary_same(in, out, Sign{}, kElementwiseGrain);
-    case OpKind::relu: return unary_same(in, out, Relu{}, kElementwiseGrain);
-    case OpKind::exp: return unary_same(in, out, Exp{}, kMathGrain);
-    case OpKind::log: return unary_same(in, out, Log{}, kMathGrain);
-    case OpKind::sqrt: return unary_same(in, out, Sqrt{}, kMathGrain);
-    case OpKind::rsqrt: return unary_same(in, out, Rsqrt{}, kMathGrain);
-    case OpKind::sin: return unary_same(in, out, Sin{}, kMathGrain);
-    case OpKind::cos: return unary_same(in, out, Cos{}, kMathGrain);
-    case OpKind::tanh: return unary_same(in, out, Tanh{}, kMathGrain);
-    case OpKind::sigmoid: return unary_same(in, out, Sigmoid{}, kMathGrain);
-    case OpKind::gelu: return unary_same(in, out, Gelu{}, kMathGrain);
+    case OpKind::neg:
+      return unary_same(in, out, Neg{}, kElementwiseGrain);
+    case OpKind::abs:
+      return unary_same(in, out, Abs{}, kElementwiseGrain);
+    case OpKind::sign:
+      return unary_same(in, out, Sign{}, kElementwiseGrain);
+    case OpKind::relu:
+      return unary_same(in, out, Relu{}, kElementwiseGrain);
+    case OpKind::exp:
+      return unary_same(in, out, Exp{}, kMathGrain);
+    case OpKind::log:
+      return unary_same(in, out, Log{}, kMathGrain);
+    case OpKind::sqrt:
+      return unary_same(in, out, Sqrt{}, kMathGrain);
+    case OpKind::rsqrt:
+      return unary_same(in, out, Rsqrt{}, kMathGrain);
+    case OpKind::sin:
+      return unary_same(in, out, Sin{}, kMathGrain);
+    case OpKind::cos:
+      return unary_same(in, out, Cos{}, kMathGrain);
+    case OpKind::tanh:
+      return unary_same(in, out, Tanh{}, kMathGrain);
+    case OpKind::sigmoid:
+      return unary_same(in, out, Sigmoid{}, kMathGrain);
+    case OpKind::gelu:
+      return unary_same(in, out, Gelu{}, kMathGrain);
     case OpKind::logical_not: {
       std::vector<std::shared_ptr<Storage>> keep;
       View dst = out.dtype == DType::b8 ? out : scratch(out.shape, DType::b8, keep);
       visit_dtype(in.dtype, [&](auto t) {
         using T = decltype(t);
-        map_unary<bool, T>(in, dst, [](T x) { return x == T(0); }, kElementwiseGrain);
+        map_unary<bool, T>(
+            in, dst, [](T x) { return x == T(0); }, kElementwiseGrain);
       });
       if (dst.data != out.data) copy_to(dst, out);
       return;
@@ -362,29 +376,46 @@ void ref_unary(OpKind k, const View& in, const View& out) {
       src.shape = out.shape;
       return copy_to(src, out);
     }
-    default: break;
+    default:
+      break;
   }
   KILN_CHECK(false, "reference kernel: ", op_name(k), " is not an elementwise unary op");
 }
 
 void ref_binary(OpKind k, const View& a, const View& b, const View& out) {
   switch (k) {
-    case OpKind::add: return binary_same(a, b, out, Add{});
-    case OpKind::sub: return binary_same(a, b, out, Sub{});
-    case OpKind::mul: return binary_same(a, b, out, Mul{});
-    case OpKind::div: return binary_same(a, b, out, Div{});
-    case OpKind::pow: return binary_same(a, b, out, Pow{});
-    case OpKind::maximum: return binary_same(a, b, out, Maximum{});
-    case OpKind::minimum: return binary_same(a, b, out, Minimum{});
-    case OpKind::eq: return binary_predicate(a, b, out, Eq{});
-    case OpKind::ne: return binary_predicate(a, b, out, Ne{});
-    case OpKind::lt: return binary_predicate(a, b, out, Lt{});
-    case OpKind::le: return binary_predicate(a, b, out, Le{});
-    case OpKind::gt: return binary_predicate(a, b, out, Gt{});
-    case OpKind::ge: return binary_predicate(a, b, out, Ge{});
-    case OpKind::logical_and: return binary_predicate(a, b, out, LogicalAnd{});
-    case OpKind::logical_or: return binary_predicate(a, b, out, LogicalOr{});
-    default: break;
+    case OpKind::add:
+      return binary_same(a, b, out, Add{});
+    case OpKind::sub:
+      return binary_same(a, b, out, Sub{});
+    case OpKind::mul:
+      return binary_same(a, b, out, Mul{});
+    case OpKind::div:
+      return binary_same(a, b, out, Div{});
+    case OpKind::pow:
+      return binary_same(a, b, out, Pow{});
+    case OpKind::maximum:
+      return binary_same(a, b, out, Maximum{});
+    case OpKind::minimum:
+      return binary_same(a, b, out, Minimum{});
+    case OpKind::eq:
+      return binary_predicate(a, b, out, Eq{});
+    case OpKind::ne:
+      return binary_predicate(a, b, out, Ne{});
+    case OpKind::lt:
+      return binary_predicate(a, b, out, Lt{});
+    case OpKind::le:
+      return binary_predicate(a, b, out, Le{});
+    case OpKind::gt:
+      return binary_predicate(a, b, out, Gt{});
+    case OpKind::ge:
+      return binary_predicate(a, b, out, Ge{});
+    case OpKind::logical_and:
+      return binary_predicate(a, b, out, LogicalAnd{});
+    case OpKind::logical_or:
+      return binary_predicate(a, b, out, LogicalOr{});
+    default:
+      break;
   }
   KILN_CHECK(false, "reference kernel: ", op_name(k), " is not an elementwise binary op");
 }

@@ -142,13 +142,13 @@ void pad_kernel(const Attrs& attrs, const View& in, const View& out) {
              rank);
   const int64_t esize = int64_t(dtype_size(out.dtype));
   auto* dst = static_cast<char*>(out.data);
-  parallel_for(out.numel() * esize, int64_t(1) << 18, [&](int64_t b, int64_t e) {
-    std::memset(dst + b, 0, size_t(e - b));
-  });
+  parallel_for(out.numel() * esize, int64_t(1) << 18,
+               [&](int64_t b, int64_t e) { std::memset(dst + b, 0, size_t(e - b)); });
   // Input element i lands at low + i * (interior + 1); keep those inside the result.
   const int64_t gap = interior + 1, in_len = in.shape[dim], out_len = out.shape[dim];
   const int64_t first = low < 0 ? (-low + gap - 1) / gap : 0;
-  const int64_t last = std::min(in_len - 1, out_len - 1 - low >= 0 ? (out_len - 1 - low) / gap : -1);
+  const int64_t last =
+      std::min(in_len - 1, out_len - 1 - low >= 0 ? (out_len - 1 - low) / gap : -1);
   if (last < first) return;
   const int64_t count = last - first + 1;
   View src = in;
@@ -166,11 +166,16 @@ void pad_kernel(const Attrs& attrs, const View& in, const View& out) {
 bool view_geometry(OpKind k, const Attrs& attrs, const Shape& in_shape, const Strides& in_strides,
                    ViewGeometry* out) {
   switch (k) {
-    case OpKind::permute: return permute_geometry(attrs, in_shape, in_strides, out);
-    case OpKind::expand: return expand_geometry(attrs, in_shape, in_strides, out);
-    case OpKind::slice: return slice_geometry(attrs, in_shape, in_strides, out);
-    case OpKind::reshape: return reshape_geometry(attrs, in_shape, in_strides, out);
-    default: return false;
+    case OpKind::permute:
+      return permute_geometry(attrs, in_shape, in_strides, out);
+    case OpKind::expand:
+      return expand_geometry(attrs, in_shape, in_strides, out);
+    case OpKind::slice:
+      return slice_geometry(attrs, in_shape, in_strides, out);
+    case OpKind::reshape:
+      return reshape_geometry(attrs, in_shape, in_strides, out);
+    default:
+      return false;
   }
 }
 
@@ -194,8 +199,10 @@ void ref_movement(OpKind k, const Attrs& attrs, const View& in, const View& out)
                  " does not match the output buffer's ", shape_str(out.shape));
       return copy_to(offset_view(in, g), out);
     }
-    case OpKind::pad: return pad_kernel(attrs, in, out);
-    default: break;
+    case OpKind::pad:
+      return pad_kernel(attrs, in, out);
+    default:
+      break;
   }
   KILN_CHECK(false, "reference kernel: ", op_name(k), " is not a movement op");
 }

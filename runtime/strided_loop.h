@@ -43,7 +43,7 @@ View scratch(const Shape& shape, DType dt, std::vector<std::shared_ptr<Storage>>
 /// strides and element size. Dims are outermost first, after coalescing.
 template <size_t N>
 struct StridedLoop {
-  Shape shape;                                // empty: a single element
+  Shape shape;                                  // empty: a single element
   std::array<std::vector<int64_t>, N> strides;  // bytes, per dim
   std::array<char*, N> base{};
   int64_t numel = 1;

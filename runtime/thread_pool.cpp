@@ -200,9 +200,13 @@ ThreadPool& pool() {
 
 }  // namespace
 
-int num_threads() { return pool().threads(); }
+int num_threads() {
+  return pool().threads();
+}
 
-void set_num_threads(int n) { pool().set_threads(n); }
+void set_num_threads(int n) {
+  pool().set_threads(n);
+}
 
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f) {
   if (n <= 0) return;

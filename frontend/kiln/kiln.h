@@ -7,3 +7,4 @@
 #include "frontend/nn.h"
 #include "frontend/optim.h"
 #include "frontend/tensor.h"
+#include "frontend/jit.h"

@@ -186,6 +186,22 @@ TEST_CASE("maximum and minimum split ties 0.5/0.5, also when broadcast") {
   CHECK(hg[1] == std::vector<double>{0.5, 1.0});
 }
 
+TEST_CASE("pow at a zero base: finite gradients, as PyTorch") {
+  Graph g;
+  Builder b(g);
+  const Value x = b.arg(0, f64({3}));
+  const Value y = b.arg(1, f64({3}));
+  g.outputs = {sum_all(b, b.binary(OpKind::pow, x, y))};
+  const auto grads =
+      gradients(g, std::vector<Value>{x, y},
+                {array_of(f64({3}), {0.0, 0.0, 2.0}), array_of(f64({3}), {2.0, 0.0, 3.0})});
+  // dx = y x^(y-1): 0 at 0^2, 0 (not 0 * inf) at 0^0. dy = x^y log x: 0 where x == 0, y >= 0.
+  CHECK(grads[0] == std::vector<double>{0.0, 0.0, 12.0});
+  CHECK(grads[1][0] == 0.0);
+  CHECK(grads[1][1] == 0.0);
+  CHECK(grads[1][2] == doctest::Approx(8.0 * std::log(2.0)));
+}
+
 TEST_CASE("gradients with respect to intermediate values and outputs") {
   Graph g;
   Builder b(g);

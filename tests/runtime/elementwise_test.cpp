@@ -15,9 +15,15 @@ namespace {
 
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
-double gelu(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
-double sign(double x) { return double((0 < x) - (x < 0)); }
+double sigmoid(double x) {
+  return 1 / (1 + std::exp(-x));
+}
+double gelu(double x) {
+  return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+}
+double sign(double x) {
+  return double((0 < x) - (x < 0));
+}
 
 struct UnaryRow {
   OpKind op;

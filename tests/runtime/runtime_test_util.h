@@ -81,7 +81,9 @@ inline std::vector<double> values(const View& v) {
   const double* p = d.v.ptr<double>();
   return std::vector<double>(p, p + d.v.numel());
 }
-inline std::vector<double> values(const Arr& a) { return values(a.v); }
+inline std::vector<double> values(const Arr& a) {
+  return values(a.v);
+}
 
 /// Runs op k on the inputs into a fresh dense result of the type the op table infers.
 inline Arr run(OpKind k, const std::vector<Arr>& inputs, const Attrs& attrs = {}) {

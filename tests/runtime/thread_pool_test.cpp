@@ -28,7 +28,9 @@ std::vector<std::pair<int64_t, int64_t>> chunks_of(int64_t n, int64_t grain) {
 
 }  // namespace
 
-TEST_CASE("num_threads is at least one") { CHECK(num_threads() >= 1); }
+TEST_CASE("num_threads is at least one") {
+  CHECK(num_threads() >= 1);
+}
 
 TEST_CASE("chunks cover [0, n) exactly once and respect the grain") {
   for (auto [n, grain] : std::vector<std::pair<int64_t, int64_t>>{

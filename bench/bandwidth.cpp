@@ -1,0 +1,53 @@
+// The triad bandwidth probe (see bandwidth.h).
+#include "bench/bandwidth.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "runtime/allocator.h"
+#include "runtime/thread_pool.h"
+
+namespace kiln::bench {
+
+TriadBuffers::TriadBuffers(int64_t n) : n(n) {
+  size_t bytes = static_cast<size_t>(n) * sizeof(float);
+  a = static_cast<float*>(cpu_alloc(bytes));
+  b = static_cast<float*>(cpu_alloc(bytes));
+  c = static_cast<float*>(cpu_alloc(bytes));
+  parallel_for(n, 1 << 16, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) a[i] = 0, b[i] = 1, c[i] = 2;
+  });
+}
+
+TriadBuffers::~TriadBuffers() {
+  size_t bytes = static_cast<size_t>(n) * sizeof(float);
+  cpu_free(a, bytes);
+  cpu_free(b, bytes);
+  cpu_free(c, bytes);
+}
+
+void triad(TriadBuffers& buf) {
+  float* __restrict a = buf.a;
+  const float* __restrict b = buf.b;
+  const float* __restrict c = buf.c;
+  parallel_for(buf.n, 1 << 16, [=](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) a[i] = b[i] + 3.0f * c[i];
+  });
+}
+
+double triad_bytes_per_second() {
+  static const double bw = [] {
+    TriadBuffers buf(1 << 24);
+    double best = 1e30;
+    for (int rep = 0; rep < 10; ++rep) {
+      auto t0 = std::chrono::steady_clock::now();
+      triad(buf);
+      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      best = std::min(best, s);
+    }
+    return 3.0 * 4.0 * static_cast<double>(buf.n) / best;
+  }();
+  return bw;
+}
+
+}  // namespace kiln::bench

@@ -1,0 +1,25 @@
+// A STREAM-style triad (a = b + s*c over both cores): the bandwidth probe every
+// benchmark binary reports its figures against, measured in the same run.
+#pragma once
+
+#include <cstdint>
+
+namespace kiln::bench {
+
+struct TriadBuffers {
+  explicit TriadBuffers(int64_t n);
+  ~TriadBuffers();
+  TriadBuffers(const TriadBuffers&) = delete;
+  TriadBuffers& operator=(const TriadBuffers&) = delete;
+  float *a, *b, *c;
+  int64_t n;
+};
+
+/// One pass of a[i] = b[i] + 3 * c[i], split over the thread pool.
+void triad(TriadBuffers& buf);
+
+/// Triad bandwidth (bytes/s, counting 3 arrays of 4-byte floats), measured once
+/// per process on 16M floats (best of several passes) and cached.
+double triad_bytes_per_second();
+
+}  // namespace kiln::bench

@@ -1,0 +1,168 @@
+// Fused vs unfused vs eager, for the tracing JIT's workloads. Every figure is
+// read against probes run in the same binary: a STREAM-style triad for
+// bandwidth (counter "of_triad": achieved / triad bandwidth) and OpenBLAS
+// alone for the MLP's matmuls.
+#include <benchmark/benchmark.h>
+
+#include <kiln/kiln.h>
+
+#include "bench/bandwidth.h"
+#include "runtime/blas.h"
+#include "runtime/storage.h"
+
+using namespace kiln;
+
+namespace {
+
+Tensor chain(const Tensor& x) {
+  return ((x * 1.5f + 2).tanh().exp() - x.sigmoid()).relu() / (x * x + 1);
+}
+Tensor layer_norm(const Tensor& x) {
+  Tensor mu = x.mean(1, true);
+  Tensor d = x - mu;
+  return d / ((d * d).mean(1, true) + 1e-5).sqrt();
+}
+
+enum Mode { kEager = 0, kUnfused = 1, kFused = 2 };
+const char* mode_name(int m) { return m == kEager ? "eager" : m == kUnfused ? "unfused" : "fused"; }
+
+// Reports bandwidth and the fraction of the triad bandwidth for `bytes` moved per iteration.
+void report_bytes(benchmark::State& state, double bytes) {
+  state.SetBytesProcessed(static_cast<int64_t>(bytes) * state.iterations());
+  state.counters["of_triad"] = benchmark::Counter(
+      bytes * static_cast<double>(state.iterations()) / bench::triad_bytes_per_second(),
+      benchmark::Counter::kIsRate);
+}
+
+template <class F>
+void run_mode(benchmark::State& state, F body, const Tensor& x, double bytes) {
+  int mode = static_cast<int>(state.range(1));
+  auto traced = jit(body, "bench");
+  traced.set_fusion(mode == kFused);
+  state.SetLabel(mode_name(mode));
+  if (mode != kEager) traced(x);  // compile outside the timed loop
+  for (auto _ : state) {
+    Tensor y = mode == kEager ? body(x) : traced(x);
+    benchmark::DoNotOptimize(y.impl());
+  }
+  report_bytes(state, bytes);
+}
+
+void BM_Triad(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  bench::TriadBuffers buf(n);
+  for (auto _ : state) bench::triad(buf);
+  report_bytes(state, 3.0 * 4 * static_cast<double>(n));
+}
+BENCHMARK(BM_Triad)->Arg(1 << 24)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+void BM_Chain8(benchmark::State& state) {
+  manual_seed(0);
+  Tensor x = randn({state.range(0)});
+  run_mode(state, chain, x, 2.0 * 4 * static_cast<double>(x.numel()));
+}
+BENCHMARK(BM_Chain8)
+    ->ArgsProduct({{1 << 20, 1 << 24}, {kEager, kUnfused, kFused}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+void BM_SoftmaxRows(benchmark::State& state) {
+  manual_seed(0);
+  Tensor x = randn({state.range(0), state.range(0)});
+  run_mode(state, [](Tensor t) { return t.softmax(1); }, x, 2.0 * 4 * static_cast<double>(x.numel()));
+}
+BENCHMARK(BM_SoftmaxRows)
+    ->ArgsProduct({{4096}, {kEager, kUnfused, kFused}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+void BM_LayerNormRows(benchmark::State& state) {
+  manual_seed(0);
+  Tensor x = randn({state.range(0), 1024});
+  run_mode(state, layer_norm, x, 2.0 * 4 * static_cast<double>(x.numel()));
+}
+BENCHMARK(BM_LayerNormRows)
+    ->ArgsProduct({{4096}, {kEager, kUnfused, kFused}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+// MLP forward, batch 256, 784-1024-1024-10, against OpenBLAS alone for its three matmuls.
+struct Mlp {
+  nn::Sequential net{nn::Linear(784, 1024), nn::ReLU(), nn::Linear(1024, 1024), nn::ReLU(),
+                     nn::Linear(1024, 10)};
+  Tensor x;
+  Mlp() {
+    manual_seed(0);
+    x = randn({256, 784});
+  }
+};
+
+void BM_MlpForward(benchmark::State& state) {
+  NoGradGuard no_grad;
+  static Mlp mlp;
+  run_mode(state, [](Tensor t) { return mlp.net(t); }, mlp.x, 0);
+  state.counters.erase("of_triad");
+  state.SetBytesProcessed(0);
+  double flops = 2.0 * 256 * (784 * 1024 + 1024 * 1024 + 1024 * 10);
+  state.counters["FLOP/s"] = benchmark::Counter(flops * static_cast<double>(state.iterations()),
+                                                benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_MlpForward)->ArgsProduct({{256}, {kEager, kUnfused, kFused}})->UseRealTime();
+
+void BM_MlpMatmulsOnly(benchmark::State& state) {
+  NoGradGuard no_grad;
+  static Mlp mlp;
+  auto params = mlp.net->parameters();
+  // Weights transposed once into [in, out], as the traced plan reads them.
+  Tensor w1 = params[0].t().contiguous(), w2 = params[2].t().contiguous(), w3 = params[4].t().contiguous();
+  Tensor h1 = zeros({256, 1024}), h2 = zeros({256, 1024}), out = zeros({256, 10});
+  auto view = [](const Tensor& t) { return dense_view(t.data_ptr<float>(), kFloat32, t.sizes()); };
+  for (auto _ : state) {
+    matmul_cpu(view(mlp.x), view(w1), view(h1));
+    matmul_cpu(view(h1), view(w2), view(h2));
+    matmul_cpu(view(h2), view(w3), view(out));
+    benchmark::ClobberMemory();
+  }
+  state.SetLabel("openblas");
+  double flops = 2.0 * 256 * (784 * 1024 + 1024 * 1024 + 1024 * 10);
+  state.counters["FLOP/s"] = benchmark::Counter(flops * static_cast<double>(state.iterations()),
+                                                benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_MlpMatmulsOnly)->Arg(256)->UseRealTime();
+
+// Overhead of calling a cached traced function: 4 elements, 3 ops.
+void BM_TinyCall(benchmark::State& state) {
+  Tensor x = tensor({1.f, 2.f, 3.f, 4.f});
+  auto f = jit([](Tensor t) { return (t * 2 + 1).relu(); }, "tiny");
+  f(x);
+  for (auto _ : state) {
+    Tensor y = f(x);
+    benchmark::DoNotOptimize(y.impl());
+  }
+  state.SetLabel("traced, cache hit");
+}
+BENCHMARK(BM_TinyCall);
+
+void BM_TinyEager(benchmark::State& state) {
+  Tensor x = tensor({1.f, 2.f, 3.f, 4.f});
+  for (auto _ : state) {
+    Tensor y = (x * 2 + 1).relu();
+    benchmark::DoNotOptimize(y.impl());
+  }
+  state.SetLabel("eager");
+}
+BENCHMARK(BM_TinyEager);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  blas_init();
+  benchmark::AddCustomContext("openblas", blas_info());
+  benchmark::AddCustomContext("jit_target", cpu_target_description());
+  benchmark::AddCustomContext("triad_GBps", std::to_string(bench::triad_bytes_per_second() / 1e9));
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,45 @@
+// The compile driver: a traced graph -> pass pipeline -> fusion groups ->
+// memory plan -> one kernel per group (matmuls through BLAS) -> a Plan the
+// executor runs. Also gathers everything the dumps and `kiln explain` show.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "codegen/cpu_backend.h"
+#include "passes/fusion.h"
+#include "passes/memory_plan.h"
+#include "passes/pipeline.h"
+#include "runtime/plan.h"
+
+namespace kiln {
+
+struct CompileOptions {
+  bool fusion = true;           // false: one kernel per op (the unfused baseline)
+  bool want_artifacts = false;  // keep pass texts, kernel IR, LLVM IR and assembly
+  std::string cache_dir;        // on-disk kernel cache; empty disables it
+};
+
+/// What compilation did, step by step.
+struct CompileReport {
+  std::vector<PassRecord> passes;
+  Graph optimized;                    // the graph after the pass pipeline
+  std::vector<FusionGroup> groups;
+  std::string fusion_text;
+  MemoryPlan memory;
+  std::vector<KernelInfo> kernels;    // per plan step, in order
+  std::vector<KernelArtifacts> artifacts;
+  /// For each plan step, the optimized graph's values it writes (parallel to Plan::steps).
+  std::vector<std::vector<Value>> step_values;
+  std::vector<Value> slot_values;     // per plan slot
+  double pipeline_ms = 0, codegen_ms = 0;
+  int64_t kernels_from_disk = 0;
+};
+
+/// Compiles a graph for the CPU. Throws kiln::Error (with the user's source line)
+/// when a node cannot be compiled.
+std::shared_ptr<Plan> compile_graph(const Graph& g, const CompileOptions& opts,
+                                    CompileReport* report = nullptr);
+
+}  // namespace kiln

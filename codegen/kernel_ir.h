@@ -1,0 +1,243 @@
+// The kernel IR: a small loop-level IR between a fusion group and a backend.
+// Lowering (codegen/lower.h) writes it; the CPU backend (LLVM) and the CUDA C
+// backend read it unchanged, so it says everything about indexing and nothing
+// about the target: no LLVM types, no vector widths, no thread counts.
+//
+// A kernel is a list of dense row-major buffers with static shapes and a body
+// run once per iteration of an outer, parallel loop of `range` iterations. The
+// runtime splits [0, range) into chunks (threads on the CPU, blocks and
+// threads on CUDA); loop variable i0 is the outer index. Inside the body:
+//
+//   %3 = load buf0[%2] : f32          values are SSA, defined by `let` statements
+//   for i1 in [0, 100): ...           inner loops with static trip counts
+//   if %7: ...                        guarded statements
+//   store buf2[%2] = %5
+//   acc0 = init                       accumulators: sum/max/min/argmax/argmin
+//   acc0 <- %5 (at %1)                ... updated inside a loop (argmax: with a position)
+//   %9 = acc acc0 : f64               ... and read after it
+//
+// A value is visible in the block that defines it and in blocks nested inside.
+// Elementwise ops of the op table map one-to-one onto scalar ops here; the
+// composite ones (tanh, sigmoid, gelu, ...) are kept whole and each backend
+// expands them (the CPU backend into vectorisable polynomials, CUDA into its
+// math library).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "ir/dtype.h"
+#include "ir/graph.h"
+#include "ir/shape.h"
+
+namespace kiln::kir {
+
+// X-macro of scalar ops: X(enumerator, spelling).
+#define KILN_KIR_OPS(X)                                                                          \
+  /* leaves */                                                                                   \
+  X(const_, "const")  /* immediate: fimm (floats) or iimm (integers, bool) */                    \
+  X(index, "index")   /* the value of loop variable `ref` (i64) */                               \
+  X(load, "load")     /* buffer `ref` at element args[0] (i64) */                                \
+  X(table, "table")   /* constant table `ref` at element args[0] (i64) */                        \
+  X(acc, "acc")       /* the result of accumulator `ref` (argmax/argmin: the i64 position) */   \
+  /* conversions and choice */                                                                   \
+  X(cast, "cast")     /* args[0] converted to the value's type, as static_cast (x != 0 to bool) */ \
+  X(select, "select") /* args[0] (bool) ? args[1] : args[2] */                                   \
+  /* unary, in the operand's type */                                                             \
+  X(neg, "neg")                                                                                  \
+  X(abs, "abs")                                                                                  \
+  X(sign, "sign") /* -1, 0 or 1; 0 for NaN */                                                    \
+  X(relu, "relu") /* x < 0 ? 0 : x (NaN stays NaN) */                                            \
+  X(exp, "exp")                                                                                  \
+  X(log, "log")                                                                                  \
+  X(sqrt, "sqrt")                                                                                \
+  X(rsqrt, "rsqrt")                                                                              \
+  X(sin, "sin")                                                                                  \
+  X(cos, "cos")                                                                                  \
+  X(tanh, "tanh")                                                                                \
+  X(sigmoid, "sigmoid") /* 1 / (1 + exp(-x)) */                                                  \
+  X(gelu, "gelu")       /* 0.5 x (1 + erf(x / sqrt 2)) */                                        \
+  X(not_, "not")        /* bool -> bool */                                                       \
+  /* binary, both operands of the value's type (comparisons: any type, result bool) */          \
+  X(add, "add")                                                                                  \
+  X(sub, "sub")                                                                                  \
+  X(mul, "mul")                                                                                  \
+  X(div, "div") /* integers: 0 for x/0, wrapping -x for x/-1, else truncating */                 \
+  X(pow, "pow") /* integers: exact with wrap-around; negative exponents give 0 unless |x| = 1 */ \
+  X(max, "max") /* NaN-propagating; which zero is returned for +-0 is unspecified */             \
+  X(min, "min")                                                                                  \
+  X(eq, "eq")                                                                                    \
+  X(ne, "ne")                                                                                    \
+  X(lt, "lt")                                                                                    \
+  X(le, "le")                                                                                    \
+  X(gt, "gt")                                                                                    \
+  X(ge, "ge")                                                                                    \
+  X(and_, "and") /* bool */                                                                      \
+  X(or_, "or")   /* bool */                                                                      \
+  /* index arithmetic on non-negative i64 with a positive divisor */                             \
+  X(idiv, "idiv")                                                                                \
+  X(imod, "imod")
+
+enum class ScalarOp : uint8_t {
+#define KILN_X(e, s) e,
+  KILN_KIR_OPS(KILN_X)
+#undef KILN_X
+};
+
+const char* scalar_op_name(ScalarOp op);
+/// True for eq/ne/lt/le/gt/ge (result bool, operands of any one type).
+bool is_comparison(ScalarOp op);
+
+using ValueId = int32_t;
+inline constexpr ValueId kNoValue = -1;
+
+/// One SSA value. Operand count follows the op: leaves use none (load and
+/// table use args[0]), unary ops one, binary ops two, select three.
+struct ValueDef {
+  ScalarOp op = ScalarOp::const_;
+  DType type = DType::f32;
+  ValueId args[3] = {kNoValue, kNoValue, kNoValue};
+  double fimm = 0;   // const_ of a floating type
+  int64_t iimm = 0;  // const_ of an integer or bool type
+  int32_t ref = -1;  // index: loop variable; load: buffer; table: table; acc: accumulator
+};
+
+enum class ReduceKind : uint8_t { sum, max, min, argmax, argmin };
+const char* reduce_kind_name(ReduceKind k);
+
+/// A running reduction. `type` is the type of the values folded in (and of the
+/// result, except argmax/argmin whose result is the i64 position of the first
+/// extreme value; a NaN counts as the extreme). Sums start at 0, max at -inf
+/// (or the type's lowest value), min at +inf (or its highest); max/min/argmax
+/// /argmin propagate NaN. Backends may reassociate sums.
+struct Accumulator {
+  ReduceKind kind = ReduceKind::sum;
+  DType type = DType::f32;
+};
+
+/// A dense row-major buffer the kernel reads or writes.
+struct Buffer {
+  std::string name;  // "buf0"
+  DType dtype = DType::f32;
+  Shape shape;
+  bool output = false;
+  /// For an output written in place of an input (a matmul epilogue computed in the
+  /// matmul's result buffer): the input buffer whose pointer the stores use, else -1.
+  int32_t alias = -1;
+  /// The graph value this buffer holds (for callers; not part of the kernel's meaning).
+  Value value;
+
+  int64_t numel() const { return kiln::numel(shape); }
+};
+
+/// Constant data (a `literal` inside a group), read with `table`.
+struct Table {
+  DType dtype = DType::f32;
+  std::vector<double> fdata;   // floating types
+  std::vector<int64_t> idata;  // integer and bool types
+  int64_t size() const { return int64_t(fdata.empty() ? idata.size() : fdata.size()); }
+};
+
+enum class StmtKind : uint8_t { let, store, loop, if_, acc_init, acc_update };
+
+struct Stmt {
+  StmtKind kind = StmtKind::let;
+  ValueId value = kNoValue;  // let: the value defined; store/acc_update: the value; if_: condition
+  ValueId index = kNoValue;  // store: element index; acc_update of argmax/argmin: the position
+  int32_t ref = -1;          // store: buffer; loop: loop variable; acc_init/acc_update: accumulator
+  int64_t extent = 0;        // loop: trip count (the variable runs over [0, extent))
+  std::vector<Stmt> body;    // loop, if_
+};
+
+struct Kernel {
+  std::string name;
+  std::vector<Buffer> buffers;  // argument order
+  std::vector<Table> tables;
+  std::vector<Accumulator> accs;
+  std::vector<ValueDef> values;
+  int32_t num_loops = 1;  // loop variables i0 (the outer, parallel one) .. i{n-1}
+  int64_t range = 0;      // trip count of the outer loop
+  std::vector<Stmt> body; // one outer iteration; i0 is its index
+};
+
+struct PrintKernelOptions {
+  /// Include the kernel's name and the graph values of its buffers. Off for the
+  /// text that keys caches, so equal kernels from different graphs share entries.
+  bool names = true;
+};
+
+/// The kernel as text (the dumps' "kernel IR" section; see the file comment).
+std::string print_kernel(const Kernel& k, const PrintKernelOptions& opts = {});
+
+/// Checks that every value is defined once before use in a visible block, that
+/// operand types follow the op, and that references are in range. Throws
+/// kiln::Error naming the first problem.
+void verify_kernel(const Kernel& k);
+
+/// Builds a kernel statement by statement. Values are hash-consed within the
+/// visible blocks (building the same expression twice gives the same value),
+/// and simple integer identities are folded (x*1, x+0, x/1, x%1, constants).
+class KernelBuilder {
+ public:
+  explicit KernelBuilder(std::string name);
+
+  Kernel& kernel() { return k_; }
+  Kernel take();
+
+  int32_t add_buffer(Buffer b);
+  int32_t add_table(Table t);
+  int32_t add_accumulator(ReduceKind kind, DType type);
+
+  DType type(ValueId v) const { return k_.values.at(v).type; }
+  const ValueDef& def(ValueId v) const { return k_.values.at(v); }
+  bool is_const(ValueId v) const { return def(v).op == ScalarOp::const_; }
+  /// The value of a constant as a double (integers converted).
+  double const_value(ValueId v) const;
+
+  // Values.
+  ValueId constant(DType t, double v);
+  ValueId iconst(int64_t v, DType t = DType::i64);
+  ValueId index(int32_t loop);
+  ValueId load(int32_t buffer, ValueId idx);
+  ValueId load_table(int32_t table, ValueId idx);
+  ValueId acc_value(int32_t acc);
+  ValueId cast(ValueId x, DType to);
+  ValueId unary(ScalarOp op, ValueId x);
+  ValueId binary(ScalarOp op, ValueId a, ValueId b);
+  ValueId select(ValueId c, ValueId a, ValueId b);
+
+  // Statements, appended to the innermost open block.
+  void store(int32_t buffer, ValueId idx, ValueId value);
+  /// Opens `for i in [0, extent)`; returns the loop variable.
+  int32_t begin_loop(int64_t extent);
+  void end_loop();
+  void begin_if(ValueId cond);
+  void end_if();
+  void acc_init(int32_t acc);
+  void acc_update(int32_t acc, ValueId value, ValueId position = kNoValue);
+
+  /// Per-block memo for callers (lowering caches "value of node at coordinates"):
+  /// entries made in a block are forgotten when it closes.
+  ValueId memo_find(const std::string& key) const;
+  void memo_put(const std::string& key, ValueId v);
+
+ private:
+  ValueId add_value(const ValueDef& d);
+  ValueId fold_binary(ScalarOp op, ValueId a, ValueId b);
+  void push_stmt(Stmt s);
+  void open_block(Stmt s);
+  void close_block(StmtKind kind);
+
+  struct Scope {
+    std::unordered_map<std::string, ValueId> cse;
+    std::unordered_map<std::string, ValueId> memo;
+  };
+  Kernel k_;
+  std::vector<std::vector<Stmt>*> blocks_;  // innermost last
+  std::vector<Scope> scopes_;               // parallel to blocks_
+};
+
+}  // namespace kiln::kir

@@ -1,0 +1,494 @@
+// Kernel IR -> LLVM IR with IRBuilder, then O3 and machine code through the
+// process-wide LlvmJit (see llvm_codegen.h for the function's shape).
+//
+// Loops are plain counted loops (header phi, `slt` test, `nuw nsw` increment);
+// accumulators are allocas that SROA turns into phis. Sums are `fadd reassoc`
+// so the vectoriser may split them across lanes; max/min reductions use
+// llvm.maximum/llvm.minimum, which it also recognises. Elementwise max/min use
+// the reference kernels' exact select form. Bools are i1 in registers and one
+// byte (0 or 1) in memory.
+#include "codegen/llvm_codegen.h"
+
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/DerivedTypes.h>
+#include <llvm/IR/Function.h>
+#include <llvm/IR/GlobalVariable.h>
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include <cmath>
+#include <limits>
+
+#include "codegen/llvm_math.h"
+#include "ir/error.h"
+#include "runtime/llvm_jit.h"
+
+namespace kiln {
+namespace {
+
+using kir::ReduceKind;
+using kir::ScalarOp;
+using kir::StmtKind;
+using kir::ValueId;
+
+class Emitter {
+ public:
+  Emitter(const kir::Kernel& k, llvm::Module& m, const LlvmEmitOptions& opts)
+      : k_(k), m_(m), ctx_(m.getContext()), b_(ctx_), opts_(opts) {}
+
+  void emit(const std::string& symbol) {
+    const size_t nbuf = k_.buffers.size();
+    llvm::Type* ptr = b_.getPtrTy();
+    llvm::Type* i64 = b_.getInt64Ty();
+
+    std::vector<llvm::Type*> params(nbuf, ptr);
+    params.push_back(i64);
+    params.push_back(i64);
+    llvm::Function* body = llvm::Function::Create(
+        llvm::FunctionType::get(b_.getVoidTy(), params, false), llvm::GlobalValue::InternalLinkage,
+        symbol + ".body", m_);
+    target_attrs(body);
+    body->addFnAttr(llvm::Attribute::AlwaysInline);
+    for (size_t i = 0; i < nbuf; ++i) {
+      const kir::Buffer& buf = k_.buffers[i];
+      llvm::Argument* a = body->getArg(unsigned(i));
+      a->setName(buf.name);
+      if (buf.alias >= 0) continue;  // never dereferenced: stores go through the alias
+      a->addAttr(llvm::Attribute::NoAlias);
+      a->addAttr(llvm::Attribute::NoCapture);
+      a->addAttr(llvm::Attribute::NoUndef);
+      bool written = buf.output;
+      for (const kir::Buffer& o : k_.buffers) written = written || o.alias == int32_t(i);
+      if (!written) a->addAttr(llvm::Attribute::ReadOnly);
+      if (opts_.assume_aligned) a->addAttr(llvm::Attribute::getWithAlignment(ctx_, llvm::Align(64)));
+      const uint64_t bytes = uint64_t(buf.numel()) * dtype_size(buf.dtype);
+      if (bytes > 0) a->addAttr(llvm::Attribute::getWithDereferenceableBytes(ctx_, bytes));
+    }
+    for (size_t i = 0; i < nbuf; ++i) bufptr_.push_back(body->getArg(unsigned(i)));
+    llvm::Value* begin = body->getArg(unsigned(nbuf));
+    llvm::Value* end = body->getArg(unsigned(nbuf + 1));
+    begin->setName("begin");
+    end->setName("end");
+
+    b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", body));
+    for (size_t i = 0; i < k_.tables.size(); ++i) tables_.push_back(make_table(k_.tables[i], i));
+    for (const kir::Accumulator& a : k_.accs) {
+      acc_val_.push_back(b_.CreateAlloca(reg_type(a.type), nullptr, "acc"));
+      const bool arg = a.kind == ReduceKind::argmax || a.kind == ReduceKind::argmin;
+      acc_pos_.push_back(arg ? b_.CreateAlloca(i64, nullptr, "acc.pos") : nullptr);
+    }
+    vals_.assign(k_.values.size(), nullptr);
+    loopvar_.assign(size_t(k_.num_loops), nullptr);
+    loop(0, begin, end, k_.body);
+    b_.CreateRetVoid();
+
+    // The entry point: read the pointer table, call the body.
+    llvm::Function* entry = llvm::Function::Create(
+        llvm::FunctionType::get(b_.getVoidTy(), {ptr, i64, i64}, false),
+        llvm::GlobalValue::ExternalLinkage, symbol, m_);
+    target_attrs(entry);
+    entry->getArg(0)->setName("buffers");
+    entry->getArg(0)->addAttr(llvm::Attribute::NoCapture);
+    entry->getArg(0)->addAttr(llvm::Attribute::ReadOnly);
+    b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", entry));
+    std::vector<llvm::Value*> args;
+    for (size_t i = 0; i < nbuf; ++i) {
+      llvm::Value* slot = b_.CreateConstInBoundsGEP1_64(ptr, entry->getArg(0), i);
+      args.push_back(b_.CreateAlignedLoad(ptr, slot, llvm::Align(8), k_.buffers[i].name));
+    }
+    args.push_back(entry->getArg(1));
+    args.push_back(entry->getArg(2));
+    b_.CreateCall(body, args);
+    b_.CreateRetVoid();
+  }
+
+ private:
+  void target_attrs(llvm::Function* f) {
+    const LlvmJit& jit = LlvmJit::get();
+    f->addFnAttr("target-cpu", jit.cpu_name());
+    f->addFnAttr("target-features", jit.cpu_features());
+    f->addFnAttr(llvm::Attribute::NoUnwind);
+    f->addFnAttr(llvm::Attribute::NoFree);
+    f->addFnAttr(llvm::Attribute::NoSync);
+    f->addFnAttr(llvm::Attribute::WillReturn);
+  }
+
+  llvm::Type* reg_type(DType t) {
+    switch (t) {
+      case DType::f32: return b_.getFloatTy();
+      case DType::f64: return b_.getDoubleTy();
+      case DType::i32: return b_.getInt32Ty();
+      case DType::i64: return b_.getInt64Ty();
+      case DType::b8: return b_.getInt1Ty();
+    }
+    return nullptr;
+  }
+  llvm::Type* mem_type(DType t) { return t == DType::b8 ? b_.getInt8Ty() : reg_type(t); }
+
+  llvm::Constant* constant(DType t, double f, int64_t i) {
+    if (is_floating(t)) return llvm::ConstantFP::get(reg_type(t), f);
+    return llvm::ConstantInt::get(reg_type(t), uint64_t(i), t != DType::b8);
+  }
+
+  llvm::GlobalVariable* make_table(const kir::Table& t, size_t idx) {
+    std::vector<llvm::Constant*> elems;
+    for (int64_t j = 0; j < t.size(); ++j) {
+      llvm::Constant* c = t.fdata.empty() ? constant(t.dtype, 0, t.idata[j])
+                                          : constant(t.dtype, t.fdata[j], 0);
+      if (t.dtype == DType::b8) c = llvm::ConstantInt::get(b_.getInt8Ty(), t.idata[j] ? 1 : 0);
+      elems.push_back(c);
+    }
+    auto* ty = llvm::ArrayType::get(mem_type(t.dtype), uint64_t(t.size()));
+    auto* g = new llvm::GlobalVariable(m_, ty, true, llvm::GlobalValue::PrivateLinkage,
+                                       llvm::ConstantArray::get(ty, elems),
+                                       llvm::Twine("table") + llvm::Twine(idx));
+    g->setAlignment(llvm::Align(64));
+    g->setUnnamedAddr(llvm::GlobalValue::UnnamedAddr::Global);
+    return g;
+  }
+
+  // ---- Statements ----
+
+  void block(const std::vector<kir::Stmt>& body) {
+    for (const kir::Stmt& s : body) stmt(s);
+  }
+
+  void loop(int32_t var, llvm::Value* lo, llvm::Value* hi, const std::vector<kir::Stmt>& body) {
+    llvm::Function* f = b_.GetInsertBlock()->getParent();
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    std::string n = "i";
+    n += std::to_string(var);
+    auto* header = llvm::BasicBlock::Create(ctx_, llvm::Twine(n) + ".header", f);
+    auto* bodybb = llvm::BasicBlock::Create(ctx_, llvm::Twine(n) + ".body", f);
+    auto* exit = llvm::BasicBlock::Create(ctx_, llvm::Twine(n) + ".exit", f);
+    b_.CreateBr(header);
+    b_.SetInsertPoint(header);
+    llvm::PHINode* i = b_.CreatePHI(b_.getInt64Ty(), 2, n);
+    i->addIncoming(lo, pre);
+    b_.CreateCondBr(b_.CreateICmpSLT(i, hi), bodybb, exit);
+    b_.SetInsertPoint(bodybb);
+    loopvar_[size_t(var)] = i;
+    block(body);
+    llvm::Value* next = b_.CreateAdd(i, b_.getInt64(1), "", true, true);
+    i->addIncoming(next, b_.GetInsertBlock());
+    b_.CreateBr(header);
+    b_.SetInsertPoint(exit);
+  }
+
+  llvm::Value* address(int32_t buffer, llvm::Value* idx) {
+    const kir::Buffer& buf = k_.buffers[size_t(buffer)];
+    llvm::Value* base = bufptr_[size_t(buf.alias >= 0 ? buf.alias : buffer)];
+    return b_.CreateInBoundsGEP(mem_type(buf.dtype), base, idx);
+  }
+
+  llvm::Align elem_align(DType t) { return llvm::Align(dtype_size(t)); }
+
+  void stmt(const kir::Stmt& s) {
+    switch (s.kind) {
+      case StmtKind::let: vals_[size_t(s.value)] = value(k_.values[size_t(s.value)]); break;
+      case StmtKind::store: {
+        const DType t = k_.buffers[size_t(s.ref)].dtype;
+        llvm::Value* v = vals_[size_t(s.value)];
+        if (t == DType::b8) v = b_.CreateZExt(v, b_.getInt8Ty());
+        b_.CreateAlignedStore(v, address(s.ref, vals_[size_t(s.index)]), elem_align(t));
+        break;
+      }
+      case StmtKind::loop: loop(s.ref, b_.getInt64(0), b_.getInt64(s.extent), s.body); break;
+      case StmtKind::if_: {
+        llvm::Function* f = b_.GetInsertBlock()->getParent();
+        auto* then = llvm::BasicBlock::Create(ctx_, "then", f);
+        auto* merge = llvm::BasicBlock::Create(ctx_, "endif", f);
+        b_.CreateCondBr(vals_[size_t(s.value)], then, merge);
+        b_.SetInsertPoint(then);
+        block(s.body);
+        b_.CreateBr(merge);
+        b_.SetInsertPoint(merge);
+        break;
+      }
+      case StmtKind::acc_init: {
+        const kir::Accumulator& a = k_.accs[size_t(s.ref)];
+        b_.CreateStore(acc_init_value(a), acc_val_[size_t(s.ref)]);
+        if (acc_pos_[size_t(s.ref)]) b_.CreateStore(b_.getInt64(0), acc_pos_[size_t(s.ref)]);
+        break;
+      }
+      case StmtKind::acc_update: acc_update(s); break;
+    }
+  }
+
+  llvm::Value* acc_init_value(const kir::Accumulator& a) {
+    const DType t = a.type;
+    const bool up = a.kind == ReduceKind::max || a.kind == ReduceKind::argmax;
+    switch (a.kind) {
+      case ReduceKind::sum: return constant(t, 0, 0);
+      default: break;
+    }
+    const double inf = std::numeric_limits<double>::infinity();
+    switch (t) {
+      case DType::f32:
+      case DType::f64: return constant(t, up ? -inf : inf, 0);
+      case DType::i32:
+        return constant(t, 0, up ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int32_t>::max());
+      case DType::i64:
+        return constant(t, 0, up ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max());
+      case DType::b8: return b_.getInt1(!up);
+    }
+    return nullptr;
+  }
+
+  void acc_update(const kir::Stmt& s) {
+    const kir::Accumulator& a = k_.accs[size_t(s.ref)];
+    llvm::AllocaInst* slot = acc_val_[size_t(s.ref)];
+    llvm::Type* ty = reg_type(a.type);
+    llvm::Value* acc = b_.CreateLoad(ty, slot);
+    llvm::Value* x = vals_[size_t(s.value)];
+    const bool fp = is_floating(a.type), boolean = a.type == DType::b8;
+    llvm::Value* r = nullptr;
+    switch (a.kind) {
+      case ReduceKind::sum:
+        if (fp) {
+          llvm::IRBuilderBase::FastMathFlagGuard guard(b_);
+          llvm::FastMathFlags fmf;
+          fmf.setAllowReassoc();
+          b_.setFastMathFlags(fmf);
+          r = b_.CreateFAdd(acc, x);
+        } else {
+          r = boolean ? b_.CreateOr(acc, x) : b_.CreateAdd(acc, x);
+        }
+        break;
+      case ReduceKind::max:
+        r = fp ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, acc, x)
+            : boolean ? b_.CreateOr(acc, x)
+                      : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, acc, x);
+        break;
+      case ReduceKind::min:
+        r = fp ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::minimum, acc, x)
+            : boolean ? b_.CreateAnd(acc, x)
+                      : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, acc, x);
+        break;
+      case ReduceKind::argmax:
+      case ReduceKind::argmin: {
+        const bool up = a.kind == ReduceKind::argmax;
+        llvm::Value* better;
+        if (fp) {
+          better = up ? b_.CreateFCmpOGT(x, acc) : b_.CreateFCmpOLT(x, acc);
+          // The first NaN wins and stays.
+          better = b_.CreateOr(better, b_.CreateAnd(b_.CreateFCmpUNO(x, x), b_.CreateFCmpORD(acc, acc)));
+        } else if (boolean) {
+          better = up ? b_.CreateICmpUGT(x, acc) : b_.CreateICmpULT(x, acc);
+        } else {
+          better = up ? b_.CreateICmpSGT(x, acc) : b_.CreateICmpSLT(x, acc);
+        }
+        llvm::AllocaInst* pos = acc_pos_[size_t(s.ref)];
+        llvm::Value* p = b_.CreateLoad(b_.getInt64Ty(), pos);
+        b_.CreateStore(b_.CreateSelect(better, vals_[size_t(s.index)], p), pos);
+        r = b_.CreateSelect(better, x, acc);
+        break;
+      }
+    }
+    b_.CreateStore(r, slot);
+  }
+
+  // ---- Values ----
+
+  llvm::Value* cast(llvm::Value* x, DType from, DType to) {
+    if (from == to) return x;
+    llvm::Type* t = reg_type(to);
+    if (to == DType::b8) {
+      return is_floating(from) ? b_.CreateFCmpUNE(x, llvm::ConstantFP::get(x->getType(), 0.0))
+                               : b_.CreateICmpNE(x, llvm::ConstantInt::get(x->getType(), 0));
+    }
+    if (from == DType::b8) return is_floating(to) ? b_.CreateUIToFP(x, t) : b_.CreateZExt(x, t);
+    if (is_floating(from) && is_floating(to)) return b_.CreateFPCast(x, t);
+    if (is_floating(to)) return b_.CreateSIToFP(x, t);
+    if (is_floating(from)) return b_.CreateFPToSI(x, t);
+    return b_.CreateSExtOrTrunc(x, t);
+  }
+
+  llvm::Value* value(const kir::ValueDef& d) {
+    const DType t = d.type;
+    const bool fp = is_floating(t), boolean = t == DType::b8;
+    auto arg = [&](int i) { return vals_[size_t(d.args[i])]; };
+    auto arg_type = [&](int i) { return k_.values[size_t(d.args[i])].type; };
+    llvm::Type* ty = reg_type(t);
+    switch (d.op) {
+      case ScalarOp::const_: return constant(t, d.fimm, d.iimm);
+      case ScalarOp::index: return loopvar_[size_t(d.ref)];
+      case ScalarOp::load: {
+        llvm::Value* v = b_.CreateAlignedLoad(mem_type(t), address(d.ref, arg(0)), elem_align(t));
+        return boolean ? b_.CreateICmpNE(v, b_.getInt8(0)) : v;
+      }
+      case ScalarOp::table: {
+        llvm::GlobalVariable* g = tables_[size_t(d.ref)];
+        llvm::Value* p = b_.CreateInBoundsGEP(g->getValueType(), g, {b_.getInt64(0), arg(0)});
+        llvm::Value* v = b_.CreateAlignedLoad(mem_type(t), p, elem_align(t));
+        return boolean ? b_.CreateICmpNE(v, b_.getInt8(0)) : v;
+      }
+      case ScalarOp::acc: {
+        const kir::Accumulator& a = k_.accs[size_t(d.ref)];
+        if (a.kind == ReduceKind::argmax || a.kind == ReduceKind::argmin)
+          return b_.CreateLoad(b_.getInt64Ty(), acc_pos_[size_t(d.ref)]);
+        return b_.CreateLoad(ty, acc_val_[size_t(d.ref)]);
+      }
+      case ScalarOp::cast: return cast(arg(0), arg_type(0), t);
+      case ScalarOp::select: return b_.CreateSelect(arg(0), arg(1), arg(2));
+      case ScalarOp::neg:
+        return fp ? b_.CreateFNeg(arg(0)) : boolean ? arg(0) : b_.CreateNeg(arg(0));
+      case ScalarOp::abs:
+        if (fp) return b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, arg(0));
+        if (boolean) return arg(0);
+        return b_.CreateBinaryIntrinsic(llvm::Intrinsic::abs, arg(0), b_.getFalse());
+      case ScalarOp::sign: {
+        if (boolean) return arg(0);
+        llvm::Value* x = arg(0);
+        llvm::Value* zero = llvm::Constant::getNullValue(ty);
+        if (fp) {
+          llvm::Value* r = b_.CreateSelect(b_.CreateFCmpOLT(x, zero), llvm::ConstantFP::get(ty, -1.0), zero);
+          return b_.CreateSelect(b_.CreateFCmpOGT(x, zero), llvm::ConstantFP::get(ty, 1.0), r);
+        }
+        return b_.CreateSub(b_.CreateZExt(b_.CreateICmpSGT(x, zero), ty),
+                            b_.CreateZExt(b_.CreateICmpSLT(x, zero), ty));
+      }
+      case ScalarOp::relu: {
+        llvm::Value* x = arg(0);
+        if (boolean) return x;
+        llvm::Value* zero = llvm::Constant::getNullValue(ty);
+        if (fp) return b_.CreateSelect(b_.CreateFCmpOLT(x, zero), zero, x);
+        return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, x, zero);
+      }
+      case ScalarOp::exp: return llvm_math::exp(b_, arg(0));
+      case ScalarOp::log: return llvm_math::log(b_, arg(0));
+      case ScalarOp::sqrt: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, arg(0));
+      case ScalarOp::rsqrt:
+        return b_.CreateFDiv(llvm::ConstantFP::get(ty, 1.0),
+                             b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, arg(0)));
+      case ScalarOp::sin: return llvm_math::sin(b_, arg(0));
+      case ScalarOp::cos: return llvm_math::cos(b_, arg(0));
+      case ScalarOp::tanh: return llvm_math::tanh(b_, arg(0));
+      case ScalarOp::sigmoid: return llvm_math::sigmoid(b_, arg(0));
+      case ScalarOp::gelu: return llvm_math::gelu(b_, arg(0));
+      case ScalarOp::not_: return b_.CreateNot(arg(0));
+      case ScalarOp::add:
+        return fp ? b_.CreateFAdd(arg(0), arg(1)) : boolean ? b_.CreateOr(arg(0), arg(1))
+                                                            : b_.CreateAdd(arg(0), arg(1));
+      case ScalarOp::sub:
+        return fp ? b_.CreateFSub(arg(0), arg(1)) : boolean ? b_.CreateXor(arg(0), arg(1))
+                                                            : b_.CreateSub(arg(0), arg(1));
+      case ScalarOp::mul:
+        return fp ? b_.CreateFMul(arg(0), arg(1)) : boolean ? b_.CreateAnd(arg(0), arg(1))
+                                                            : b_.CreateMul(arg(0), arg(1));
+      case ScalarOp::div: return div(arg(0), arg(1), t);
+      case ScalarOp::pow:
+        if (fp) return llvm_math::pow(b_, arg(0), arg(1));
+        if (boolean) return b_.CreateOr(arg(0), b_.CreateNot(arg(1)));
+        return llvm_math::ipow(b_, arg(0), arg(1));
+      case ScalarOp::max:
+      case ScalarOp::min: {
+        const bool up = d.op == ScalarOp::max;
+        llvm::Value *a = arg(0), *c = arg(1);
+        if (fp) {
+          // (a > c || a != a) ? a : c, exactly as the reference kernels.
+          llvm::Value* pick = up ? b_.CreateFCmpOGT(a, c) : b_.CreateFCmpOLT(a, c);
+          return b_.CreateSelect(b_.CreateOr(pick, b_.CreateFCmpUNO(a, a)), a, c);
+        }
+        if (boolean) return up ? b_.CreateOr(a, c) : b_.CreateAnd(a, c);
+        return b_.CreateBinaryIntrinsic(up ? llvm::Intrinsic::smax : llvm::Intrinsic::smin, a, c);
+      }
+      case ScalarOp::eq:
+      case ScalarOp::ne:
+      case ScalarOp::lt:
+      case ScalarOp::le:
+      case ScalarOp::gt:
+      case ScalarOp::ge: return compare(d.op, arg(0), arg(1), arg_type(0));
+      case ScalarOp::and_: return b_.CreateAnd(arg(0), arg(1));
+      case ScalarOp::or_: return b_.CreateOr(arg(0), arg(1));
+      case ScalarOp::idiv: return b_.CreateUDiv(arg(0), arg(1));
+      case ScalarOp::imod: return b_.CreateURem(arg(0), arg(1));
+    }
+    throw Error(std::string("CPU backend: no lowering for kernel IR op ") + kir::scalar_op_name(d.op));
+  }
+
+  llvm::Value* div(llvm::Value* a, llvm::Value* c, DType t) {
+    if (is_floating(t)) return b_.CreateFDiv(a, c);
+    if (t == DType::b8) return b_.CreateAnd(a, c);
+    // x / 0 = 0 and x / -1 = -x (wrapping) without trapping; else truncating division.
+    llvm::Type* ty = a->getType();
+    llvm::Value* zero = llvm::ConstantInt::get(ty, 0);
+    llvm::Value* m1 = llvm::ConstantInt::get(ty, uint64_t(-1), true);
+    llvm::Value* is0 = b_.CreateICmpEQ(c, zero);
+    llvm::Value* ism1 = b_.CreateICmpEQ(c, m1);
+    llvm::Value* safe = b_.CreateSelect(b_.CreateOr(is0, ism1), llvm::ConstantInt::get(ty, 1), c);
+    llvm::Value* q = b_.CreateSDiv(a, safe);
+    q = b_.CreateSelect(ism1, b_.CreateNeg(a), q);
+    return b_.CreateSelect(is0, zero, q);
+  }
+
+  llvm::Value* compare(ScalarOp op, llvm::Value* a, llvm::Value* c, DType t) {
+    using P = llvm::CmpInst::Predicate;
+    P p;
+    if (is_floating(t)) {
+      p = op == ScalarOp::eq   ? P::FCMP_OEQ
+          : op == ScalarOp::ne ? P::FCMP_UNE
+          : op == ScalarOp::lt ? P::FCMP_OLT
+          : op == ScalarOp::le ? P::FCMP_OLE
+          : op == ScalarOp::gt ? P::FCMP_OGT
+                               : P::FCMP_OGE;
+      return b_.CreateFCmp(p, a, c);
+    }
+    const bool u = t == DType::b8;  // true (1) > false (0); i1's signed view would invert it
+    p = op == ScalarOp::eq   ? P::ICMP_EQ
+        : op == ScalarOp::ne ? P::ICMP_NE
+        : op == ScalarOp::lt ? (u ? P::ICMP_ULT : P::ICMP_SLT)
+        : op == ScalarOp::le ? (u ? P::ICMP_ULE : P::ICMP_SLE)
+        : op == ScalarOp::gt ? (u ? P::ICMP_UGT : P::ICMP_SGT)
+                             : (u ? P::ICMP_UGE : P::ICMP_SGE);
+    return b_.CreateICmp(p, a, c);
+  }
+
+  const kir::Kernel& k_;
+  llvm::Module& m_;
+  llvm::LLVMContext& ctx_;
+  llvm::IRBuilder<> b_;
+  LlvmEmitOptions opts_;
+  std::vector<llvm::Value*> bufptr_;
+  std::vector<llvm::Value*> vals_;
+  std::vector<llvm::Value*> loopvar_;
+  std::vector<llvm::AllocaInst*> acc_val_, acc_pos_;
+  std::vector<llvm::GlobalVariable*> tables_;
+};
+
+std::string module_text(const llvm::Module& m) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  m.print(os, nullptr);
+  return os.str();
+}
+
+}  // namespace
+
+LlvmKernelBinary compile_kernel_llvm(const kir::Kernel& k, const std::string& symbol,
+                                     const LlvmEmitOptions& opts) {
+  LlvmJit& jit = LlvmJit::get();
+  llvm::LLVMContext ctx;
+  auto m = std::make_unique<llvm::Module>(symbol, ctx);
+  jit.configure(*m);
+  Emitter(k, *m, opts).emit(symbol);
+  std::string problems;
+  llvm::raw_string_ostream err(problems);
+  if (llvm::verifyModule(*m, &err))
+    throw Error("CPU backend produced invalid LLVM IR for " + k.name + ": " + err.str());
+  LlvmKernelBinary out;
+  if (opts.want_texts) out.llvm_ir = module_text(*m);
+  jit.optimize(*m);
+  if (opts.want_texts) {
+    out.llvm_ir_opt = module_text(*m);
+    out.assembly = jit.emit_assembly(*m);
+  }
+  if (opts.want_object) out.object = jit.emit_object(*m);
+  return out;
+}
+
+}  // namespace kiln

@@ -1,0 +1,38 @@
+// Kernel IR -> LLVM IR -> optimised host machine code. Internal to the CPU
+// backend (cpu_backend.cpp); no LLVM type appears here.
+//
+// The emitted function is `void <symbol>(ptr buffers, i64 begin, i64 end)`: it
+// loads the buffer pointers from the table and calls an always-inlined body
+// whose pointer parameters are `noalias`, `align 64` (when asked) and
+// `dereferenceable(bytes)`, which after inlining gives every load and store
+// scoped no-alias metadata, so the loop vectoriser needs no runtime checks.
+// noalias is valid because the buffers are distinct allocations; an output
+// computed in place of an input (kir::Buffer::alias, a matmul epilogue) is
+// stored through the input's own pointer and its table entry is never
+// dereferenced, so no two noalias pointers ever reach the same memory.
+#pragma once
+
+#include <string>
+
+#include "codegen/kernel_ir.h"
+
+namespace kiln {
+
+struct LlvmKernelBinary {
+  std::string object;      // ELF object file defining the kernel symbol
+  std::string llvm_ir;     // before optimisation (when texts were asked for)
+  std::string llvm_ir_opt; // after O3
+  std::string assembly;    // host assembly
+};
+
+struct LlvmEmitOptions {
+  bool want_texts = false;     // fill the IR and assembly texts
+  bool assume_aligned = true;  // buffers are 64-byte aligned
+  bool want_object = true;     // false: texts only (a disk-cache hit that wants dumps)
+};
+
+/// Compiles `k` for the host CPU at O3. Throws kiln::Error if LLVM rejects the module.
+LlvmKernelBinary compile_kernel_llvm(const kir::Kernel& k, const std::string& symbol,
+                                     const LlvmEmitOptions& opts);
+
+}  // namespace kiln

@@ -1,0 +1,326 @@
+// Vectorisable transcendental functions as LLVM IR (see llvm_math.h).
+//
+// exp:  n = rint(x / ln2), r = x - n ln2 (Cody-Waite, two constants),
+//       e^r by its Taylor polynomial, times 2^n built in the exponent bits in
+//       two halves (so results that overflow or underflow gradually are right).
+// log:  x = m 2^e with m in [sqrt(1/2), sqrt(2)); log m = 2 atanh(s),
+//       s = (m-1)/(m+1), by its odd series; subnormals are scaled first.
+// sin, cos: n = rint(x 2/pi), r = x - n pi/2 (Cody-Waite, 3-4 constants short
+//       enough that n * c is exact), Taylor polynomials on [-pi/4, pi/4], and
+//       the quadrant n mod 4 picks sin/cos and the sign.
+// tanh: -t / (t + 2) with t = expm1(-2|x|), sign restored; expm1 is exp's
+//       reduction with an e^r - 1 polynomial, exact at n = 0 for small |x|.
+// erf:  odd polynomial on [0, 1]; 1 - exp(-x^2) g(x) above, g a Chebyshev
+//       fit of erfc(x) exp(x^2) (coefficients generated with mpmath, 50 digits).
+// pow:  exp(y log|x|) in double, with the C99 special cases and signs.
+// Taylor coefficients are 1/k!: longer by a term or two than minimax fits,
+// and obviously right.
+#include "codegen/llvm_math.h"
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+
+#include <cmath>
+#include <vector>
+
+namespace kiln::llvm_math {
+namespace {
+
+using llvm::Intrinsic::ID;
+
+// Taylor coefficients 1/k! for k = hi, hi-step, ..., lo (highest degree first);
+// with `alternate`, the sign of sin's and cos's series: negative where k/2 is odd.
+std::vector<double> taylor(int hi, int lo, int step = 1, bool alternate = false) {
+  std::vector<double> c;
+  for (int k = hi; k >= lo; k -= step) {
+    double f = 1;
+    for (int i = 2; i <= k; ++i) f *= i;
+    double v = 1 / f;
+    if (alternate && (k / 2) % 2 == 1) v = -v;
+    c.push_back(v);
+  }
+  return c;
+}
+
+// erf(x)/x on [0, 1] as a polynomial in u = x^2.
+const std::vector<double> kErfSmall32 = {
+    7.875875062685488e-05, -0.000801686428716587, 0.005189087423433974, -0.026854212010626412,
+    0.11283594715160218,   -0.37612626666720334,  1.1283791658483509};
+const std::vector<double> kErfSmall64 = {
+    9.428596956834164e-09,  -1.5188281247335167e-07, 1.631035651387174e-06,
+    -1.4913300906316395e-05, 0.00012054681918310599, -0.0008548304871782741,
+    0.005223977154105304,   -0.026866170586496874,   0.11283791670580423,
+    -0.376126389031744,     1.1283791670955121};
+// erfc(x) exp(x^2) on [lo, hi] as a polynomial in t = (2x - lo - hi) / (hi - lo).
+const std::vector<double> kErfcx32_1_4 = {
+    1.3365835857927637e-05, -3.6888910916590526e-05, 5.6303576556181324e-05,
+    -0.00014405779233076188, 0.0004129869220693504,  -0.0010170089408470175,
+    0.002402487431083445,   -0.005567380322584669,   0.01248952041745665,
+    -0.027005716870634796,  0.05611048818984676,     -0.11152100511306101,
+    0.2108063640611436};
+const std::vector<double> kErfcx64_1_3 = {
+    1.0740630437561534e-10, -4.568088788045297e-10, 1.3979141373465485e-09,
+    -5.651791962195016e-09, 2.3396066011801063e-08, -9.098965218261356e-08,
+    3.4481800806293986e-07, -1.2793572403634105e-06, 4.628190142822846e-06,
+    -1.6293784344074608e-05, 5.572831181847416e-05, -0.0001847783520636871,
+    0.0005924699957621785,  -0.0018316642776327195, 0.005440738537447763,
+    -0.015460637764183162,  0.041802752603526956,   -0.1067964618534914,
+    0.25539567631050575};
+const std::vector<double> kErfcx64_3_6 = {
+    3.6620914354354556e-09, -1.4200194989314377e-08, 4.0672025486539483e-08,
+    -1.5261960871427327e-07, 5.856851194088754e-07,  -2.1433115664945932e-06,
+    7.717130773722622e-06,  -2.742980243322736e-05,  9.601442097892721e-05,
+    -0.0003307144469834922, 0.0011201614180255182,   -0.0037279443623137623,
+    0.012179532228092938,   -0.039023892947264334,   0.12248480427384142};
+
+// Emission helpers for one floating type.
+struct M {
+  llvm::IRBuilderBase& b;
+  llvm::Type* ft;
+  llvm::Type* it;  // integer of the same width
+  bool dbl;
+  int mant;  // explicit mantissa bits
+  int bias;
+
+  M(llvm::IRBuilderBase& b, llvm::Value* x)
+      : b(b),
+        ft(x->getType()),
+        it(ft->isDoubleTy() ? b.getInt64Ty() : b.getInt32Ty()),
+        dbl(ft->isDoubleTy()),
+        mant(dbl ? 52 : 23),
+        bias(dbl ? 1023 : 127) {}
+
+  llvm::Value* c(double v) { return llvm::ConstantFP::get(ft, v); }
+  llvm::Value* ic(int64_t v) { return llvm::ConstantInt::get(it, uint64_t(v), true); }
+  llvm::Value* call(ID id, llvm::Value* x) { return b.CreateUnaryIntrinsic(id, x); }
+  llvm::Value* call(ID id, llvm::Value* x, llvm::Value* y) { return b.CreateBinaryIntrinsic(id, x, y); }
+  llvm::Value* fma(llvm::Value* a, llvm::Value* x, llvm::Value* y) {
+    return b.CreateIntrinsic(llvm::Intrinsic::fmuladd, {ft}, {a, x, y});
+  }
+  llvm::Value* add(llvm::Value* x, llvm::Value* y) { return b.CreateFAdd(x, y); }
+  llvm::Value* sub(llvm::Value* x, llvm::Value* y) { return b.CreateFSub(x, y); }
+  llvm::Value* mul(llvm::Value* x, llvm::Value* y) { return b.CreateFMul(x, y); }
+  llvm::Value* div(llvm::Value* x, llvm::Value* y) { return b.CreateFDiv(x, y); }
+  llvm::Value* sel(llvm::Value* cnd, llvm::Value* x, llvm::Value* y) { return b.CreateSelect(cnd, x, y); }
+  llvm::Value* isnan(llvm::Value* x) { return b.CreateFCmpUNO(x, x); }
+  llvm::Value* fabs(llvm::Value* x) { return call(llvm::Intrinsic::fabs, x); }
+  llvm::Value* rint(llvm::Value* x) { return call(llvm::Intrinsic::rint, x); }
+  llvm::Value* floor(llvm::Value* x) { return call(llvm::Intrinsic::floor, x); }
+  llvm::Value* clamp(llvm::Value* x, double lo, double hi) {
+    return call(llvm::Intrinsic::minnum, call(llvm::Intrinsic::maxnum, x, c(lo)), c(hi));
+  }
+  // Polynomial in x, coefficients highest degree first (Horner, fused where the target can).
+  llvm::Value* poly(llvm::Value* x, const std::vector<double>& cs) {
+    llvm::Value* r = c(cs[0]);
+    for (size_t i = 1; i < cs.size(); ++i) r = fma(r, x, c(cs[i]));
+    return r;
+  }
+  // 2^n for an integral float n whose exponent field fits (|n| below the bias).
+  llvm::Value* pow2(llvm::Value* nf) {
+    llvm::Value* n = b.CreateFPToSI(nf, it);
+    llvm::Value* bits = b.CreateShl(b.CreateAdd(n, ic(bias)), ic(mant));
+    return b.CreateBitCast(bits, ft);
+  }
+  // p * 2^n for integral n up to twice the exponent range, in two exact halves.
+  llvm::Value* scale(llvm::Value* p, llvm::Value* nf) {
+    llvm::Value* n = b.CreateFPToSI(nf, it);
+    llvm::Value* n1 = b.CreateAShr(n, ic(1));
+    llvm::Value* n2 = b.CreateSub(n, n1);
+    auto two_to = [&](llvm::Value* k) {
+      return b.CreateBitCast(b.CreateShl(b.CreateAdd(k, ic(bias)), ic(mant)), ft);
+    };
+    return mul(mul(p, two_to(n1)), two_to(n2));
+  }
+  // ln2 split so that n * hi is exact for every n the reductions produce.
+  double ln2_hi() const { return dbl ? 0x1.62e42fefa2000p-1 : 0x1.63p-1; }
+  double ln2_lo() const { return dbl ? 7.371002565167799e-13 : -2.12194440054690583e-4; }
+
+  // x - n ln2 with n = rint(x / ln2).
+  void reduce_ln2(llvm::Value* x, llvm::Value** n, llvm::Value** r) {
+    *n = rint(mul(x, c(1.4426950408889634)));
+    llvm::Value* nn = b.CreateFNeg(*n);
+    *r = fma(nn, c(ln2_lo()), fma(nn, c(ln2_hi()), x));
+  }
+
+  llvm::Value* exp(llvm::Value* x) {
+    llvm::Value* xc = dbl ? clamp(x, -746.0, 710.0) : clamp(x, -104.0, 89.0);
+    llvm::Value *n, *r;
+    reduce_ln2(xc, &n, &r);
+    llvm::Value* p = poly(r, taylor(dbl ? 13 : 7, 0));
+    return sel(isnan(x), x, scale(p, n));
+  }
+
+  // e^x - 1 for x in [-40, 0], accurate near 0.
+  llvm::Value* expm1_neg(llvm::Value* x) {
+    llvm::Value *n, *r;
+    reduce_ln2(x, &n, &r);
+    // r + r^2/2! + ... = r * (1 + r/2! + r^2/3! + ...)
+    llvm::Value* p = mul(r, poly(r, taylor(dbl ? 14 : 8, 1)));
+    llvm::Value* s = pow2(n);
+    return fma(s, p, sub(s, c(1.0)));
+  }
+
+  llvm::Value* log(llvm::Value* x) {
+    const double min_normal = dbl ? 0x1p-1022 : 0x1p-126;
+    const int boost = dbl ? 54 : 24;
+    llvm::Value* sub_n = b.CreateFCmpOLT(x, c(min_normal));
+    llvm::Value* xs = sel(sub_n, mul(x, c(std::ldexp(1.0, boost))), x);
+    llvm::Value* bits = b.CreateBitCast(xs, it);
+    llvm::Value* e = b.CreateSub(b.CreateLShr(bits, ic(mant)), ic(bias));
+    e = b.CreateSub(e, b.CreateSelect(sub_n, ic(boost), ic(0)));
+    const int64_t mmask = (int64_t(1) << mant) - 1;
+    llvm::Value* mbits = b.CreateOr(b.CreateAnd(bits, ic(mmask)), ic(int64_t(bias) << mant));
+    llvm::Value* m = b.CreateBitCast(mbits, ft);
+    llvm::Value* big = b.CreateFCmpOGT(m, c(1.4142135623730951));
+    m = sel(big, mul(m, c(0.5)), m);
+    e = b.CreateAdd(e, b.CreateSelect(big, ic(1), ic(0)));
+    llvm::Value* f = sub(m, c(1.0));
+    llvm::Value* s = div(f, add(f, c(2.0)));
+    llvm::Value* s2 = mul(s, s);
+    std::vector<double> q;  // 1/(2k+1) for the odd series, highest first
+    for (int k = dbl ? 21 : 11; k >= 3; k -= 2) q.push_back(1.0 / k);
+    llvm::Value* two_s = add(s, s);
+    llvm::Value* lm = fma(two_s, mul(s2, poly(s2, q)), two_s);
+    llvm::Value* ef = b.CreateSIToFP(e, ft);
+    llvm::Value* res = fma(ef, c(ln2_hi()), fma(ef, c(ln2_lo()), lm));
+    const double inf = INFINITY;
+    res = sel(b.CreateFCmpOEQ(x, c(inf)), x, res);
+    res = sel(b.CreateFCmpOEQ(x, c(0.0)), c(-inf), res);
+    res = sel(b.CreateFCmpULT(x, c(0.0)), c(NAN), res);  // negative or NaN
+    return res;
+  }
+
+  // sin (cos_shift = false) or cos (true).
+  llvm::Value* sincos(llvm::Value* x, bool cos_shift) {
+    llvm::Value* n = rint(mul(x, c(0.6366197723675814)));
+    llvm::Value* nn = b.CreateFNeg(n);
+    llvm::Value* r;
+    if (dbl) {
+      r = fma(nn, c(0x1.921fb544p+0), x);
+      r = fma(nn, c(0x1.0b4611a6p-34), r);
+      r = fma(nn, c(0x1.3198a2ep-69), r);
+      r = fma(nn, c(0x1.b839a252049c1p-104), r);
+    } else {
+      r = fma(nn, c(1.5703125), x);
+      r = fma(nn, c(4.837512969970703125e-4), r);
+      r = fma(nn, c(7.549789954891882e-08), r);
+    }
+    llvm::Value* z = mul(r, r);
+    // sin r = r + r^3 S(z); cos r = 1 - z/2 + z^2 C(z).
+    llvm::Value* sn = fma(mul(r, z), poly(z, taylor(dbl ? 17 : 9, 3, 2, true)), r);
+    std::vector<double> cc = taylor(dbl ? 18 : 10, 0, 2, true);
+    llvm::Value* cs = poly(z, cc);
+    // Quadrant q = n mod 4 in floating point (exact; NaN for NaN/inf, giving NaN).
+    llvm::Value* q = sub(n, mul(c(4.0), floor(mul(n, c(0.25)))));
+    if (cos_shift) q = add(q, c(1.0));
+    llvm::Value* odd = b.CreateOr(b.CreateFCmpOEQ(q, c(1.0)), b.CreateFCmpOEQ(q, c(3.0)));
+    llvm::Value* neg = b.CreateFCmpOGE(q, c(2.0));
+    if (cos_shift) neg = b.CreateAnd(neg, b.CreateFCmpOLT(q, c(4.0)));
+    llvm::Value* v = sel(odd, cs, sn);
+    return sel(neg, b.CreateFNeg(v), v);
+  }
+
+  llvm::Value* tanh(llvm::Value* x) {
+    llvm::Value* a = call(llvm::Intrinsic::minnum, fabs(x), c(20.0));
+    llvm::Value* t = expm1_neg(mul(a, c(-2.0)));
+    llvm::Value* r = div(b.CreateFNeg(t), add(t, c(2.0)));
+    r = call(llvm::Intrinsic::copysign, r, x);
+    return sel(isnan(x), x, r);
+  }
+
+  llvm::Value* erf(llvm::Value* x) {
+    llvm::Value* a = fabs(x);
+    llvm::Value* small = mul(a, poly(mul(a, a), dbl ? kErfSmall64 : kErfSmall32));
+    llvm::Value* e = exp(b.CreateFNeg(mul(a, a)));
+    auto tail = [&](double lo, double hi, const std::vector<double>& cs) {
+      llvm::Value* t = fma(a, c(2.0 / (hi - lo)), c(-(lo + hi) / (hi - lo)));
+      return sub(c(1.0), mul(e, poly(t, cs)));
+    };
+    llvm::Value* r;
+    if (dbl) {
+      r = sel(b.CreateFCmpOLT(a, c(6.0)), tail(3, 6, kErfcx64_3_6), c(1.0));
+      r = sel(b.CreateFCmpOLT(a, c(3.0)), tail(1, 3, kErfcx64_1_3), r);
+    } else {
+      r = sel(b.CreateFCmpOLT(a, c(4.0)), tail(1, 4, kErfcx32_1_4), c(1.0));
+    }
+    r = sel(b.CreateFCmpOLT(a, c(1.0)), small, r);
+    r = call(llvm::Intrinsic::copysign, r, x);
+    return sel(isnan(x), x, r);
+  }
+
+  llvm::Value* pow(llvm::Value* x, llvm::Value* y) {
+    llvm::Value* ax = fabs(x);
+    llvm::Value* r = exp(mul(y, log(ax)));
+    llvm::Value* fy = floor(y);
+    llvm::Value* y_int = b.CreateFCmpOEQ(fy, y);
+    llvm::Value* y_odd = b.CreateFCmpOEQ(sub(y, mul(c(2.0), floor(mul(y, c(0.5))))), c(1.0));
+    llvm::Value* sign = b.CreateICmpSLT(b.CreateBitCast(x, it), ic(0));
+    r = sel(b.CreateAnd(sign, y_odd), b.CreateFNeg(r), r);
+    const double inf = INFINITY;
+    llvm::Value* finite_neg = b.CreateAnd(b.CreateFCmpOLT(x, c(0.0)), b.CreateFCmpOGT(x, c(-inf)));
+    r = sel(b.CreateAnd(finite_neg, b.CreateNot(y_int)), c(NAN), r);
+    llvm::Value* one = b.CreateOr(b.CreateFCmpOEQ(y, c(0.0)), b.CreateFCmpOEQ(x, c(1.0)));
+    one = b.CreateOr(one, b.CreateAnd(b.CreateFCmpOEQ(ax, c(1.0)), b.CreateFCmpOEQ(fabs(y), c(inf))));
+    return sel(one, c(1.0), r);
+  }
+};
+
+}  // namespace
+
+llvm::Value* exp(llvm::IRBuilderBase& b, llvm::Value* x) {
+  return M(b, x).exp(x);
+}
+llvm::Value* log(llvm::IRBuilderBase& b, llvm::Value* x) {
+  return M(b, x).log(x);
+}
+llvm::Value* sin(llvm::IRBuilderBase& b, llvm::Value* x) {
+  return M(b, x).sincos(x, false);
+}
+llvm::Value* cos(llvm::IRBuilderBase& b, llvm::Value* x) {
+  return M(b, x).sincos(x, true);
+}
+llvm::Value* tanh(llvm::IRBuilderBase& b, llvm::Value* x) {
+  return M(b, x).tanh(x);
+}
+llvm::Value* sigmoid(llvm::IRBuilderBase& b, llvm::Value* x) {
+  M m(b, x);
+  return m.div(m.c(1.0), m.add(m.c(1.0), m.exp(b.CreateFNeg(x))));
+}
+llvm::Value* erf(llvm::IRBuilderBase& b, llvm::Value* x) {
+  return M(b, x).erf(x);
+}
+llvm::Value* gelu(llvm::IRBuilderBase& b, llvm::Value* x) {
+  M m(b, x);
+  llvm::Value* e = m.erf(m.mul(x, m.c(0.70710678118654752440)));
+  return m.mul(m.mul(m.c(0.5), x), m.add(m.c(1.0), e));
+}
+llvm::Value* pow(llvm::IRBuilderBase& b, llvm::Value* x, llvm::Value* y) {
+  if (x->getType()->isFloatTy()) {
+    llvm::Type* d = b.getDoubleTy();
+    llvm::Value* xd = b.CreateFPExt(x, d);
+    llvm::Value* r = M(b, xd).pow(xd, b.CreateFPExt(y, d));
+    return b.CreateFPTrunc(r, x->getType());
+  }
+  return M(b, x).pow(x, y);
+}
+
+llvm::Value* ipow(llvm::IRBuilderBase& b, llvm::Value* x, llvm::Value* y) {
+  llvm::Type* t = x->getType();
+  const unsigned bits = t->getIntegerBitWidth();
+  auto k = [&](int64_t v) { return llvm::ConstantInt::get(t, uint64_t(v), true); };
+  llvm::Value* result = k(1);
+  llvm::Value* base = x;
+  for (unsigned i = 0; i + 1 < bits; ++i) {
+    llvm::Value* bit = b.CreateTrunc(b.CreateLShr(y, k(i)), b.getInt1Ty());
+    result = b.CreateSelect(bit, b.CreateMul(result, base), result);
+    if (i + 2 < bits) base = b.CreateMul(base, base);
+  }
+  // Negative exponents: 1 for x = 1, +-1 for x = -1, else 0.
+  llvm::Value* odd = b.CreateTrunc(y, b.getInt1Ty());
+  llvm::Value* neg_one = b.CreateSelect(odd, k(-1), k(1));
+  llvm::Value* negative = b.CreateSelect(b.CreateICmpEQ(x, k(1)), k(1),
+                                         b.CreateSelect(b.CreateICmpEQ(x, k(-1)), neg_one, k(0)));
+  return b.CreateSelect(b.CreateICmpSLT(y, k(0)), negative, result);
+}
+
+}  // namespace kiln::llvm_math

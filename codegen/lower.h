@@ -1,0 +1,38 @@
+// Lowering: one fusion group -> one kernel in the backend-neutral kernel IR.
+//
+// Elementwise and Copy groups become one loop over the output's elements: a
+// flat loop on the linear index when every access is at the same element, or
+// rows x an inner loop over the last dim when broadcasts or views need
+// per-dim coordinates (so the inner loop stays contiguous and vectorises).
+// Movement ops inside a group compose into index maps; pad reads zero outside
+// the copied range through a select. Reduction groups loop over the kept
+// ("row") elements; each reduction gets an inner loop and an accumulator, and
+// elementwise epilogues and full-size outputs (softmax's last map) get one
+// more inner loop. Matmul groups compute only the epilogue: the matmul's
+// result is the kernel's first input buffer.
+#pragma once
+
+#include "codegen/cpu_backend.h"
+#include "codegen/kernel_ir.h"
+
+namespace kiln {
+
+struct LowerOptions {
+  /// Matmul groups only: write the first epilogue output into the matmul's
+  /// result buffer (see CpuCompileOptions::epilogue_in_place).
+  bool epilogue_in_place = false;
+};
+
+/// Lowers `group` of `g`. Buffers are the group's inputs that the kernel reads
+/// (for Matmul groups the matmul's result first) followed by its outputs; each
+/// Buffer records its graph value. A group with nothing to compute (a lone
+/// matmul) gives a kernel with no output buffers and an empty body. Throws
+/// kiln::Error naming the group's first source line when the group cannot be
+/// lowered (opaque groups, random ops, reductions used at another row).
+kir::Kernel lower_group(const Graph& g, const FusionGroup& group, const LowerOptions& opts = {});
+
+/// What dumps report about the kernel lowered from `group`: name, nodes, user
+/// source lines, range, grain, bytes moved and flops.
+KernelInfo describe_kernel(const Graph& g, const FusionGroup& group, const kir::Kernel& k);
+
+}  // namespace kiln

@@ -1,0 +1,511 @@
+// The traced-function core: signature cache with logged miss reasons, tracing
+// into a graph, compiling to a plan, running it, KILN_CHECK comparison.
+#include "frontend/jit.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+
+#include "codegen/compile.h"
+#include "frontend/autograd.h"
+#include "frontend/dump.h"
+#include "frontend/jit_entry.h"
+#include "frontend/settings.h"
+#include "frontend/function.h"
+#include "frontend/tensor_impl.h"
+#include "frontend/trace_state.h"
+#include "passes/autodiff.h"
+#include "passes/graph_copy.h"
+#include "runtime/interpreter.h"
+#include "runtime/reference.h"
+
+namespace kiln {
+
+std::string TraceStats::str() const {
+  std::ostringstream os;
+  os << "calls " << calls << ", cache hits " << hits << ", misses " << misses;
+  if (evictions) os << ", evictions " << evictions;
+  if (eager_calls) os << ", eager calls " << eager_calls;
+  os << ", trace " << trace_ms << " ms, compile " << compile_ms << " ms, kernels " << kernels;
+  if (kernels_from_disk) os << " (" << kernels_from_disk << " from the disk cache)";
+  for (const auto& r : miss_reasons) os << "\n  miss: " << r;
+  return os.str();
+}
+
+namespace detail {
+
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string number_str(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+}  // namespace
+
+
+TracedCore::TracedCore(std::string name, SourceLoc where, Body body)
+    : name_(std::move(name)), where_(where), body_(std::move(body)) {}
+TracedCore::~TracedCore() = default;
+
+void TracedCore::set_cache_size(size_t n) {
+  if (n == 0) throw Error("set_cache_size: the cache needs room for at least one signature");
+  cache_size_ = n;
+  while (entries_.size() > cache_size_) {
+    auto it = std::min_element(entries_.begin(), entries_.end(),
+                               [](auto& a, auto& b) { return a->last_use < b->last_use; });
+    entries_.erase(it);
+    stats_.evictions++;
+  }
+}
+
+namespace {
+
+bool same_signature(const TracedCore& c, const std::vector<TensorType>& types,
+                    const std::vector<bool>& rg, const std::vector<double>& nums, bool gm,
+                    const std::vector<TensorType>& et, const std::vector<bool>& erg,
+                    const std::vector<double>& en, bool egm) {
+  if (types != et || rg != erg || gm != egm || nums.size() != en.size()) return false;
+  for (size_t i = 0; i < nums.size(); ++i)
+    if (!(nums[i] == en[i] || (std::isnan(nums[i]) && std::isnan(en[i])))) return false;
+  return true;
+}
+
+// Why a call did not match a cached signature (compared with the most recent entry).
+std::string miss_reason(const TraceArgs& a, const std::vector<TensorType>& types,
+                        const std::vector<bool>& rg, bool gm, const std::vector<TensorType>& pt,
+                        const std::vector<bool>& prg, const std::vector<double>& pn, bool pgm) {
+  size_t ti = 0, ni = 0;
+  for (size_t p = 0; p < a.is_tensor.size(); ++p) {
+    std::string arg = "arg " + std::to_string(p);
+    if (a.is_tensor[p]) {
+      const TensorType& now = types[ti];
+      if (ti >= pt.size()) return arg + ": new argument";
+      const TensorType& was = pt[ti];
+      if (was.shape != now.shape) return arg + ": shape " + shape_str(was.shape) + " -> " + shape_str(now.shape);
+      if (was.dtype != now.dtype)
+        return arg + ": dtype " + dtype_name(was.dtype) + " -> " + dtype_name(now.dtype);
+      if (was.device != now.device) return arg + ": device " + was.device.str() + " -> " + now.device.str();
+      if (prg[ti] != rg[ti])
+        return arg + ": requires_grad " + (prg[ti] ? "true" : "false") + " -> " + (rg[ti] ? "true" : "false");
+      ++ti;
+    } else {
+      if (ni < pn.size() && pn[ni] != a.numbers[ni])
+        return arg + " (a number, traced as a constant): " + number_str(pn[ni]) + " -> " +
+               number_str(a.numbers[ni]);
+      ++ni;
+    }
+  }
+  if (gm != pgm) return std::string("grad mode ") + (pgm ? "on" : "off") + " -> " + (gm ? "on" : "off");
+  return "signature evicted from the cache";
+}
+
+}  // namespace
+
+TracedCore::Entry& TracedCore::lookup(const TraceArgs& args) {
+  std::vector<TensorType> types;
+  std::vector<bool> rg;
+  for (size_t i = 0; i < args.tensors.size(); ++i) {
+    const Tensor& t = args.tensors[i];
+    if (!t.defined())
+      throw Error("traced function '" + name_ + "': tensor argument " + std::to_string(i) +
+                      " is undefined",
+                  where_);
+    types.push_back(t.impl()->type);
+    rg.push_back(t.impl()->requires_grad);
+  }
+  bool gm = grad_mode_enabled();
+  std::string guard_reason;
+  for (auto& e : entries_) {
+    if (!same_signature(*this, types, rg, args.numbers, gm, e->types, e->requires_grad, e->numbers,
+                        e->grad_mode))
+      continue;
+    bool guards_hold = true;
+    for (const GradGuard& g : e->guards)
+      if (g.tensor->grad.get() != g.expected_grad) {
+        guards_hold = false;
+        guard_reason = std::string("a captured tensor's .grad changed (") +
+                       (g.expected_grad ? "defined" : "undefined") + " -> " +
+                       (g.tensor->grad ? "defined" : "undefined") + ")";
+      }
+    if (!guards_hold) continue;
+    stats_.hits++;
+    e->last_use = ++clock_;
+    return *e;
+  }
+
+  std::string reason = "first call";
+  if (!guard_reason.empty()) {
+    reason = guard_reason;
+  } else if (!entries_.empty()) {
+    auto& last = *std::max_element(entries_.begin(), entries_.end(),
+                                   [](auto& a, auto& b) { return a->last_use < b->last_use; });
+    reason = miss_reason(args, types, rg, gm, last->types, last->requires_grad, last->numbers,
+                         last->grad_mode);
+  }
+  stats_.misses++;
+  stats_.miss_reasons.push_back(reason);
+  if (log_enabled("recompiles"))
+    std::cerr << "kiln: compiling '" << name_ << "' (" << reason << ")\n";
+
+  bool dumping = !settings().dump_dir.empty();
+  std::unique_ptr<Entry> e = build(args, dumping);
+  if (dumping) write_dump(settings().dump_dir, name_, e->traced, *e->report, e->types);
+  if (entries_.size() >= cache_size_) {
+    auto it = std::min_element(entries_.begin(), entries_.end(),
+                               [](auto& a, auto& b) { return a->last_use < b->last_use; });
+    entries_.erase(it);
+    stats_.evictions++;
+  }
+  e->last_use = ++clock_;
+  entries_.push_back(std::move(e));
+  return *entries_.back();
+}
+
+namespace {
+
+bool is_traced_custom(const Node& n) {
+  return n.op == OpKind::custom && n.attrs.has(AttrKey::name) && n.attrs.str(AttrKey::name) == "traced";
+}
+
+// A traced custom function's node stands for its forward's results once
+// autodiff has used its backward: replace it by them.
+Graph strip_traced_custom(const Graph& g) {
+  bool any = false;
+  for (const Node& n : g.nodes()) any = any || is_traced_custom(n);
+  if (!any) return g;
+  Graph out;
+  ValueMap m(g);
+  for (NodeId id = 0; id < g.size(); ++id) {
+    const Node& n = g[id];
+    if (is_traced_custom(n)) {
+      size_t n_in = n.operands.size() - n.results.size();
+      for (uint32_t i = 0; i < n.results.size(); ++i) m.set(Value(id, i), m(n.operands[n_in + i]));
+    } else {
+      copy_node(g, id, out, m);
+    }
+  }
+  copy_outputs(g, out, m);
+  return out;
+}
+
+// Splits a graph holding a forward (nodes [0, forward_size)) and its gradient
+// nodes into a forward graph that also returns what the gradient nodes read,
+// and a backward graph taking (args, saved values, seeds) to the gradients.
+void split_forward_backward(const Graph& full, size_t forward_size, const std::vector<Value>& outs,
+                            const std::vector<NodeId>& seeds, const std::vector<Value>& grads,
+                            int64_t n_args, Graph* fwd, Graph* bwd, size_t* n_saved) {
+  auto is_seed = [&](NodeId id) { return std::find(seeds.begin(), seeds.end(), id) != seeds.end(); };
+  std::vector<Value> saved;
+  for (NodeId id = static_cast<NodeId>(forward_size); id < full.size(); ++id) {
+    if (is_seed(id)) continue;
+    for (Value o : full[id].operands) {
+      if (o.node >= forward_size) continue;
+      OpCategory c = op_info(full[o.node].op).category;
+      if (c == OpCategory::Input || c == OpCategory::Creation) continue;
+      if (std::find(saved.begin(), saved.end(), o) == saved.end()) saved.push_back(o);
+    }
+  }
+  ValueMap fm(full);
+  for (NodeId id = 0; id < forward_size; ++id) copy_node(full, id, *fwd, fm);
+  for (Value v : outs) fwd->outputs.push_back(fm(v));
+  for (Value v : saved) fwd->outputs.push_back(fm(v));
+  for (const ParamUpdate& u : full.updates) fwd->updates.push_back({u.param, fm(u.value)});
+
+  ValueMap bm(full);
+  Builder bb(*bwd);
+  for (NodeId id = 0; id < forward_size; ++id) {
+    const Node& n = full[id];
+    if (n.op == OpKind::arg || n.op == OpKind::param || op_info(n.op).category == OpCategory::Creation)
+      copy_node(full, id, *bwd, bm);
+  }
+  for (size_t k = 0; k < saved.size(); ++k) {
+    bb.loc = full[saved[k].node].loc;
+    bm.set(saved[k], bb.arg(n_args + static_cast<int64_t>(k), full.type(saved[k])));
+  }
+  for (size_t i = 0; i < seeds.size(); ++i)
+    bm.set(Value(seeds[i]), bb.arg(n_args + static_cast<int64_t>(saved.size() + i), full[seeds[i]].type()));
+  for (NodeId id = static_cast<NodeId>(forward_size); id < full.size(); ++id)
+    if (!is_seed(id)) copy_node(full, id, *bwd, bm);
+  for (Value g : grads) bwd->outputs.push_back(bm(g));
+  *n_saved = saved.size();
+}
+
+}  // namespace
+
+std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool artifacts) {
+  auto e = std::make_unique<Entry>();
+  for (const Tensor& t : args.tensors) {
+    e->types.push_back(t.impl()->type);
+    e->requires_grad.push_back(t.impl()->requires_grad);
+  }
+  e->numbers = args.numbers;
+  e->grad_mode = grad_mode_enabled();
+  const int64_t n_args = static_cast<int64_t>(e->types.size());
+
+  auto t0 = std::chrono::steady_clock::now();
+  TraceState st;
+  TraceArgs sym;
+  sym.numbers = args.numbers;
+  sym.is_tensor = args.is_tensor;
+  st.builder.loc = where_;
+  for (int64_t i = 0; i < n_args; ++i)
+    sym.tensors.push_back(st.add_arg(i, e->types[i], e->grad_mode && e->requires_grad[i]));
+  std::vector<Tensor> outs;
+  std::vector<Value> out_vals;
+  bool outs_need_grad = false;
+  Graph forward_graph, backward_graph;
+  {
+    TraceScope scope(&st);
+    outs = body_(sym);
+    for (const Tensor& o : outs) {
+      if (!o.defined())
+        throw Error("traced function '" + name_ + "' returned an undefined tensor", where_);
+      out_vals.push_back(st.value_of(o, where_));
+      e->out_types.push_back(st.graph.type(out_vals.back()));
+      outs_need_grad = outs_need_grad || o.requires_grad();
+    }
+    e->user_outputs = outs.size();
+    e->autograd_call = e->grad_mode && outs_need_grad && !st.did_backward;
+    if (e->autograd_call) {
+      // Called from eager code that will differentiate the result: compile the
+      // forward (keeping what the backward reads) and the backward as two plans.
+      size_t forward_size = st.graph.size();
+      std::vector<Value> roots, seeds_v, wrt;
+      std::vector<NodeId> seeds;
+      for (size_t i = 0; i < outs.size(); ++i) {
+        if (!outs[i].requires_grad()) continue;
+        e->seeded.push_back(i);
+        roots.push_back(out_vals[i]);
+        Value s = st.builder.arg(n_args + 1000000 + static_cast<int64_t>(i), e->out_types[i]);
+        seeds.push_back(s.node);
+        seeds_v.push_back(s);
+      }
+      for (int64_t i = 0; i < n_args; ++i)
+        if (st.args[i]->requires_grad) {
+          e->wrt_args.push_back(i);
+          wrt.push_back(st.args[i]->value);
+        }
+      for (size_t p = 0; p < st.params.size(); ++p)
+        if (st.params[p]->requires_grad) {
+          e->wrt_params.push_back(static_cast<int64_t>(p));
+          wrt.push_back(st.value_of(Tensor(st.params[p]), where_));
+        }
+      std::vector<Value> grads = build_gradients(st.builder, roots, seeds_v, wrt);
+      for (auto& [p, v] : st.param_current) st.graph.updates.push_back(ParamUpdate{p, v});
+      split_forward_backward(st.graph, forward_size, out_vals, seeds, grads, n_args,
+                             &forward_graph, &backward_graph, &e->saved);
+      for (Value g : backward_graph.outputs) e->backward_out_types.push_back(backward_graph.type(g));
+    }
+  }
+
+  if (!e->autograd_call) {
+    for (Value v : out_vals) st.graph.outputs.push_back(v);
+    for (auto& [p, v] : st.param_current) st.graph.updates.push_back(ParamUpdate{p, v});
+    // Gradients of captured tensors are state: write them back after the call.
+    for (auto& [key, slot] : st.grads) {
+      if (key->symbolic() || !slot.owner) continue;
+      e->guards.push_back(GradGuard{slot.owner, slot.initial.get()});
+      if (!slot.current.defined()) {
+        if (slot.initial) e->grad_writebacks.push_back({slot.owner, GradWriteback::Clear, 0});
+        continue;
+      }
+      Value fv = st.value_of(slot.current, where_);
+      if (slot.initial && slot.initial_value.valid() && fv == slot.initial_value) continue;
+      if (slot.initial) {
+        st.value_of(Tensor(slot.initial), where_);
+        st.graph.updates.push_back(ParamUpdate{st.param_index.at(slot.initial.get()), fv});
+      } else {
+        e->grad_writebacks.push_back({slot.owner, GradWriteback::FromOutput, st.graph.outputs.size()});
+        st.graph.outputs.push_back(fv);
+        e->out_types.push_back(st.graph.type(fv));
+      }
+    }
+    std::sort(st.graph.updates.begin(), st.graph.updates.end(),
+              [](auto& a, auto& b) { return a.param < b.param; });
+    forward_graph = st.graph;
+  } else {
+    for (Value v : std::vector<Value>(forward_graph.outputs.begin() + static_cast<long>(outs.size()),
+                                      forward_graph.outputs.end()))
+      e->out_types.push_back(forward_graph.type(v));
+  }
+  e->has_updates = !forward_graph.updates.empty();
+  e->params = st.params;
+  e->traced = strip_traced_custom(forward_graph);
+  double trace_ms = ms_since(t0);
+  stats_.trace_ms += trace_ms;
+
+  auto t1 = std::chrono::steady_clock::now();
+  CompileOptions opts;
+  opts.fusion = fusion_override_ >= 0 ? fusion_override_ == 1 : fusion_enabled();
+  opts.want_artifacts = artifacts;
+  opts.cache_dir = cache_dir();
+  e->report = std::make_unique<CompileReport>();
+  e->plan = compile_graph(e->traced, opts, e->report.get());
+  size_t steps = e->plan->steps.size();
+  if (e->autograd_call) {
+    e->backward_graph = strip_traced_custom(backward_graph);
+    CompileReport bwd_report;
+    e->backward = compile_graph(e->backward_graph, opts, &bwd_report);
+    steps += e->backward->steps.size();
+    stats_.kernels_from_disk += bwd_report.kernels_from_disk;
+  }
+  double compile_ms = ms_since(t1);
+  stats_.compile_ms += compile_ms;
+  stats_.kernels += static_cast<int64_t>(steps);
+  stats_.kernels_from_disk += e->report->kernels_from_disk;
+  if (log_enabled("compile"))
+    std::cerr << "kiln: '" << name_ << "': traced " << e->traced.size() << " nodes in " << trace_ms
+              << " ms, compiled " << steps << " steps in " << compile_ms << " ms ("
+              << stats_.kernels_from_disk << " kernels from the disk cache so far)\n";
+  return e;
+}
+
+namespace {
+
+// A dense CPU buffer holding t's elements (t itself when already dense).
+std::shared_ptr<TensorImpl> dense_input(const Tensor& t, const char* what, const std::string& fn,
+                                        SourceLoc where) {
+  const TensorImpl& i = *t.impl();
+  if (!i.type.device.is_cpu())
+    throw Error("traced function '" + fn + "': " + what + " is on " + i.type.device.str() +
+                    " (this build compiles for the CPU only)",
+                where);
+  if (is_contiguous(i.type.shape, i.strides)) return t.impl_ptr();
+  auto d = make_dense(i.type);
+  copy_to(i.view(), d->view());
+  return d;
+}
+
+// Runs a plan on tensors: dense inputs, parameters by reference, fresh outputs.
+std::vector<Tensor> run_plan(const Plan& plan, const Graph& g, const std::vector<Tensor>& args,
+                             const std::vector<std::shared_ptr<TensorImpl>>& params,
+                             const std::vector<TensorType>& out_types, const std::string& name,
+                             SourceLoc where) {
+  std::vector<std::shared_ptr<TensorImpl>> keep;
+  void* arg_stack[16];
+  std::vector<void*> arg_heap;
+  void** argp = arg_stack;
+  if (args.size() > 16) {
+    arg_heap.resize(args.size());
+    argp = arg_heap.data();
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    auto d = dense_input(args[i], "an argument", name, where);
+    argp[i] = d->view().data;
+    if (d != args[i].impl_ptr()) keep.push_back(std::move(d));
+  }
+  std::vector<void*> pp(params.size());
+  std::vector<NodeId> pnodes = g.params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    TensorImpl& p = *params[i];
+    const TensorType& want = g.type(Value(pnodes.at(i)));
+    if (p.type != want)
+      throw Error("traced function '" + name + "': a captured tensor changed type from " + want.str() +
+                      " to " + p.type.str() + " since it was traced",
+                  where);
+    if (is_contiguous(p.type.shape, p.strides)) {
+      pp[i] = p.view().data;
+      continue;
+    }
+    for (auto& u : g.updates)
+      if (u.param == static_cast<int64_t>(i))
+        throw Error("traced function '" + name +
+                        "' updates a captured tensor that is not contiguous (expected a dense "
+                        "tensor; call contiguous() on it before tracing)",
+                    where);
+    auto d = dense_input(Tensor(params[i]), "a captured tensor", name, where);
+    pp[i] = d->view().data;
+    keep.push_back(std::move(d));
+  }
+  std::vector<Tensor> outs;
+  void* out_stack[16];
+  std::vector<void*> out_heap;
+  void** outp = out_stack;
+  if (out_types.size() > 16) {
+    out_heap.resize(out_types.size());
+    outp = out_heap.data();
+  }
+  outs.reserve(out_types.size());
+  for (size_t i = 0; i < out_types.size(); ++i) {
+    auto impl = make_dense(out_types[i]);
+    outp[i] = impl->view().data;
+    outs.emplace_back(std::move(impl));
+  }
+  execute_plan(plan, argp, pp.data(), outp);
+  for (auto& u : g.updates) params[static_cast<size_t>(u.param)]->buffer->version++;
+  return outs;
+}
+
+}  // namespace
+
+std::vector<Tensor> TracedCore::run(Entry& e, const TraceArgs& args) {
+  std::vector<Tensor> all = run_plan(*e.plan, e.traced, args.tensors, e.params, e.out_types, name_, where_);
+  for (const GradWriteback& w : e.grad_writebacks)
+    w.tensor->grad = w.kind == GradWriteback::Clear ? nullptr : all[w.output].impl_ptr();
+  std::vector<Tensor> outs(all.begin(), all.begin() + static_cast<long>(e.user_outputs));
+  if (!e.autograd_call) return outs;
+
+  // One tape node for the whole call; its backward runs the compiled backward plan.
+  std::vector<Tensor> saved(all.begin() + static_cast<long>(e.user_outputs), all.end());
+  auto call = autograd::detail::new_custom_call(name_);
+  std::vector<Tensor> inputs;
+  for (int64_t a : e.wrt_args) inputs.push_back(args.tensors[static_cast<size_t>(a)]);
+  for (int64_t p : e.wrt_params) inputs.emplace_back(e.params[static_cast<size_t>(p)]);
+  std::shared_ptr<Plan> bwd = e.backward;
+  auto bgraph = std::make_shared<Graph>(e.backward_graph);
+  auto params = e.params;
+  auto out_types = e.backward_out_types;
+  auto fwd_out_types = std::vector<TensorType>(e.out_types.begin(), e.out_types.begin() + static_cast<long>(e.user_outputs));
+  std::vector<Tensor> arg_tensors = args.tensors;
+  std::vector<size_t> seeded = e.seeded;
+  std::string name = name_;
+  SourceLoc where = where_;
+  call->backward = [=](autograd::Context*, std::vector<Tensor> grads) {
+    std::vector<Tensor> bargs = arg_tensors;
+    bargs.insert(bargs.end(), saved.begin(), saved.end());
+    for (size_t i : seeded) {
+      const TensorType& t = fwd_out_types[i];
+      bargs.push_back(i < grads.size() && grads[i].defined() ? grads[i]
+                                                             : zeros(t.shape, TensorOptions(t.dtype)));
+    }
+    return run_plan(*bwd, *bgraph, bargs, params, out_types, name, where);
+  };
+  return autograd::detail::finish_custom(call, inputs, outs, where_);
+}
+
+std::vector<Tensor> TracedCore::call(const TraceArgs& args) {
+  stats_.calls++;
+  if (!jit_enabled() || current_trace() != nullptr) {
+    // Eager mode, or a traced function called inside another trace (it inlines).
+    stats_.eager_calls++;
+    return body_(args);
+  }
+  Entry& e = lookup(args);
+  std::vector<Tensor> outs = run(e, args);
+  if (check_enabled() && !e.checked && !e.autograd_call) {
+    e.checked = true;
+    check(e, args, outs);
+  }
+  return outs;
+}
+
+Graph TracedCore::graph(const TraceArgs& args, bool optimized) {
+  std::unique_ptr<Entry> e = build(args, false);
+  return optimized ? e->report->optimized : e->traced;
+}
+
+void TracedCore::dump(const std::string& dir, const TraceArgs& args) {
+  std::unique_ptr<Entry> e = build(args, true);
+  write_dump(dir, name_, e->traced, *e->report, e->types);
+}
+
+}  // namespace detail
+}  // namespace kiln

@@ -1,0 +1,202 @@
+// Tracing JIT: KILN_TRACE(Ret, name, params...) { body } defines a callable
+// `name`; jit(lambda) does the same for lambdas. The first call for an input
+// signature (dtype, shape, device and requires_grad of each tensor argument,
+// the value of each plain-number argument) traces the body with symbolic
+// tensors into an IR graph, runs the pass pipeline, compiles, and caches the
+// plan; later calls with that signature run the cached plan.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include "frontend/tensor.h"
+#include "ir/graph.h"
+
+namespace kiln {
+
+struct TensorImpl;
+struct CompileReport;
+struct Plan;
+
+/// Counters and timings of one traced function (name.stats()).
+struct TraceStats {
+  int64_t calls = 0, hits = 0, misses = 0, evictions = 0, eager_calls = 0;
+  std::vector<std::string> miss_reasons;  // "first call", "arg 0: shape [64,1000] -> [32,1000]"
+  double trace_ms = 0, compile_ms = 0;
+  int64_t kernels = 0, kernels_from_disk = 0;
+  std::string str() const;
+};
+
+/// Global switches (each also has an environment variable; the API call wins).
+void set_jit_enabled(bool on);   // KILN_JIT=0 runs traced functions eagerly
+bool jit_enabled();
+void set_fusion_enabled(bool on);  // KILN_FUSION=0: one kernel per op
+bool fusion_enabled();
+void set_check_enabled(bool on);   // KILN_CHECK=1: compare with eager on each new signature
+bool check_enabled();
+/// Where compiled kernels are cached on disk (KILN_CACHE_DIR; default
+/// $XDG_CACHE_HOME/kiln or ~/.cache/kiln; "" or "off" disables the disk cache).
+void set_cache_dir(std::string dir);
+std::string cache_dir();
+
+namespace detail {
+
+/// A traced call's inputs after flattening: tensors and plain numbers, in order.
+struct TraceArgs {
+  std::vector<Tensor> tensors;
+  std::vector<double> numbers;
+  std::vector<bool> is_tensor;  // per parameter
+};
+
+/// The untyped core of a traced function: signature cache, tracing, compiling, running.
+class TracedCore {
+ public:
+  using Body = std::function<std::vector<Tensor>(const TraceArgs&)>;
+  TracedCore(std::string name, SourceLoc where, Body body);
+  ~TracedCore();
+
+  std::vector<Tensor> call(const TraceArgs& args);
+  Graph graph(const TraceArgs& args, bool optimized);
+  void dump(const std::string& dir, const TraceArgs& args);
+  const TraceStats& stats() const { return stats_; }
+  void set_cache_size(size_t n);
+  void set_fusion(int on) { fusion_override_ = on; }  // -1 follows the global switch
+  const std::string& name() const { return name_; }
+
+ private:
+  struct Entry;
+  Entry& lookup(const TraceArgs& args);
+  std::unique_ptr<Entry> build(const TraceArgs& args, bool artifacts);
+  std::vector<Tensor> run(Entry& e, const TraceArgs& args);
+  void check(Entry& e, const TraceArgs& args, const std::vector<Tensor>& outs);
+
+  std::string name_;
+  SourceLoc where_;
+  Body body_;
+  size_t cache_size_ = 8;
+  int fusion_override_ = -1;
+  uint64_t clock_ = 0;
+  std::vector<std::unique_ptr<Entry>> entries_;
+  TraceStats stats_;
+};
+
+template <class T>
+void add_arg(TraceArgs& a, const T& v) {
+  using D = std::decay_t<T>;
+  if constexpr (std::is_same_v<D, Tensor>) {
+    a.tensors.push_back(v);
+    a.is_tensor.push_back(true);
+  } else {
+    static_assert(std::is_arithmetic_v<D>, "traced functions take Tensors and plain numbers");
+    a.numbers.push_back(static_cast<double>(v));
+    a.is_tensor.push_back(false);
+  }
+}
+
+template <class R>
+std::vector<Tensor> flatten_result(const R& r) {
+  if constexpr (std::is_same_v<R, Tensor>) {
+    return {r};
+  } else if constexpr (std::is_same_v<R, std::vector<Tensor>>) {
+    return r;
+  } else {
+    return std::apply([](const auto&... t) { return std::vector<Tensor>{t...}; }, r);
+  }
+}
+
+template <class R>
+R unflatten_result(std::vector<Tensor> ts) {
+  if constexpr (std::is_same_v<R, Tensor>) {
+    return ts.at(0);
+  } else if constexpr (std::is_same_v<R, std::vector<Tensor>>) {
+    return ts;
+  } else {
+    return [&]<size_t... I>(std::index_sequence<I...>) {
+      return R{ts.at(I)...};
+    }(std::make_index_sequence<std::tuple_size_v<R>>{});
+  }
+}
+
+// Rebuilds the call's arguments from symbolic tensors and numbers.
+template <class T>
+T take_arg(const TraceArgs& a, size_t& ti, size_t& ni) {
+  using D = std::decay_t<T>;
+  if constexpr (std::is_same_v<D, Tensor>) {
+    return a.tensors.at(ti++);
+  } else {
+    return static_cast<D>(a.numbers.at(ni++));
+  }
+}
+
+}  // namespace detail
+
+template <class Sig>
+class Traced;
+
+/// A traced function of Tensors and plain numbers returning a Tensor, a
+/// std::vector<Tensor> or a std::tuple of Tensors.
+template <class R, class... A>
+class Traced<R(A...)> {
+ public:
+  Traced(std::string name, std::function<R(A...)> fn, Loc where = Loc::current())
+      : core_(std::make_shared<detail::TracedCore>(
+            std::move(name), SourceLoc::from(where),
+            [fn](const detail::TraceArgs& a) {
+              size_t ti = 0, ni = 0;
+              // Braced init evaluates the arguments left to right.
+              auto call = [&](auto&&... xs) { return fn(xs...); };
+              return detail::flatten_result<R>(
+                  std::apply(call, std::tuple<std::decay_t<A>...>{detail::take_arg<A>(a, ti, ni)...}));
+            })) {}
+
+  R operator()(A... args) const { return detail::unflatten_result<R>(core_->call(pack(args...))); }
+  /// The IR the call compiles to (after the pass pipeline; `optimized=false`: as traced).
+  Graph graph(A... args, bool optimized = true) const { return core_->graph(pack(args...), optimized); }
+  /// Writes every dump artefact for this signature into `dir` (see README: KILN_DUMP).
+  void dump(const std::string& dir, A... args) const { core_->dump(dir, pack(args...)); }
+  const TraceStats& stats() const { return core_->stats(); }
+  void set_cache_size(size_t n) const { core_->set_cache_size(n); }
+  void set_fusion(bool on) const { core_->set_fusion(on ? 1 : 0); }
+  const std::string& name() const { return core_->name(); }
+
+ private:
+  static detail::TraceArgs pack(const A&... args) {
+    detail::TraceArgs t;
+    (detail::add_arg(t, args), ...);
+    return t;
+  }
+  std::shared_ptr<detail::TracedCore> core_;
+};
+
+namespace detail {
+template <class F>
+struct LambdaSig : LambdaSig<decltype(&F::operator())> {};
+template <class C, class R, class... A>
+struct LambdaSig<R (C::*)(A...) const> {
+  using type = R(std::decay_t<A>...);
+};
+template <class C, class R, class... A>
+struct LambdaSig<R (C::*)(A...)> {
+  using type = R(std::decay_t<A>...);
+};
+}  // namespace detail
+
+/// Traces a lambda (or any callable with one operator()): `auto f = jit([&](Tensor x) {...});`.
+template <class F>
+auto jit(F f, std::string name = "lambda", Loc where = Loc::current()) {
+  using Sig = typename detail::LambdaSig<F>::type;
+  return Traced<Sig>(std::move(name), std::function<Sig>(std::move(f)), where);
+}
+
+}  // namespace kiln
+
+/// Defines a traced function `name` (a kiln::Traced object) with the given
+/// return type and parameters; the block that follows is its body.
+#define KILN_TRACE(Ret, name, ...)                                                        \
+  Ret name##_kiln_traced_body(__VA_ARGS__);                                               \
+  inline const ::kiln::Traced<Ret(__VA_ARGS__)> name{#name, &name##_kiln_traced_body};   \
+  Ret name##_kiln_traced_body(__VA_ARGS__)

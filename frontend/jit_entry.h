@@ -1,0 +1,59 @@
+// One cached signature of a traced function: the traced graph, the compiled
+// plan(s) and what compiling reported. Internal to frontend/jit*.cpp.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "codegen/compile.h"
+#include "frontend/jit.h"
+#include "frontend/tensor_impl.h"
+
+namespace kiln::detail {
+
+/// What happens to a captured tensor's .grad after a compiled call.
+struct GradWriteback {
+  std::shared_ptr<TensorImpl> tensor;
+  enum Kind : uint8_t { Clear, FromOutput } kind = Clear;
+  size_t output = 0;  // FromOutput: index into the plan's outputs
+};
+
+/// A condition the cached plan was compiled under: the tensor's .grad must be
+/// the same object (or absent) at call time, else the call retraces.
+struct GradGuard {
+  std::shared_ptr<TensorImpl> tensor;
+  const TensorImpl* expected_grad = nullptr;
+};
+
+struct TracedCore::Entry {
+  std::vector<TensorType> types;
+  std::vector<bool> requires_grad;
+  std::vector<double> numbers;
+  bool grad_mode = false;
+
+  Graph traced;                        // what `plan` computes
+  std::shared_ptr<Plan> plan;
+  std::unique_ptr<CompileReport> report;
+  std::vector<std::shared_ptr<TensorImpl>> params;
+  std::vector<TensorType> out_types;   // every output of `plan`
+  size_t user_outputs = 0;             // the first outputs go back to the caller
+  bool has_updates = false;
+  bool checked = false;
+  uint64_t last_use = 0;
+
+  std::vector<GradWriteback> grad_writebacks;
+  std::vector<GradGuard> guards;
+
+  // Autograd call: `plan` is the forward (user outputs, then saved values);
+  // `backward` maps (args, saved, output gradients) to gradients of `wrt`.
+  bool autograd_call = false;
+  size_t saved = 0;
+  Graph backward_graph;
+  std::shared_ptr<Plan> backward;
+  std::vector<TensorType> backward_out_types;
+  std::vector<int64_t> wrt_args;       // argument positions that require grad
+  std::vector<int64_t> wrt_params;     // parameter indices that require grad
+  std::vector<size_t> seeded;          // outputs whose gradient the backward takes
+};
+
+}  // namespace kiln::detail

@@ -1,0 +1,499 @@
+// Saved-graph files: writer, strict reader and the callable loaded function
+// (see serialize.h for the format).
+#include "frontend/serialize.h"
+
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <optional>
+
+#include "codegen/compile.h"
+#include "frontend/autograd.h"
+#include "frontend/binary_io.h"
+#include "frontend/jit.h"
+#include "frontend/tensor_impl.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+
+namespace kiln {
+namespace {
+
+constexpr std::string_view kMagic = "KILN-GRAPH\n";
+constexpr size_t kHeaderBytes = 11 + 4 + 8 + 4;
+constexpr size_t kChecksumBytes = 8;
+constexpr uint32_t kMaxRank = 64;
+
+uint8_t dtype_code(DType t) {
+  switch (t) {
+    case DType::f32:
+      return 1;
+    case DType::f64:
+      return 2;
+    case DType::i32:
+      return 3;
+    case DType::i64:
+      return 4;
+    case DType::b8:
+      return 5;
+  }
+  return 0;
+}
+
+std::optional<DType> dtype_from_code(uint64_t c) {
+  switch (c) {
+    case 1:
+      return DType::f32;
+    case 2:
+      return DType::f64;
+    case 3:
+      return DType::i32;
+    case 4:
+      return DType::i64;
+    case 5:
+      return DType::b8;
+    default:
+      return std::nullopt;
+  }
+}
+
+std::string quote_name(std::string_view s) {
+  std::string out = "'";
+  for (char c : s) {
+    auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7f) {
+      out += c;
+    } else {
+      const char* hex = "0123456789abcdef";
+      out += "\\x";
+      out += hex[u >> 4];
+      out += hex[u & 15];
+    }
+  }
+  return out + "'";
+}
+
+// ---------------------------------------------------------------- writing
+
+size_t begin_section(io::ByteWriter& w, const char tag[5]) {
+  w.bytes(tag, 4);
+  size_t at = w.size();
+  w.u64(0);
+  return at;
+}
+
+void end_section(io::ByteWriter& w, size_t at) {
+  w.patch_u64(at, w.size() - at - 8);
+}
+
+std::vector<NodeId> dense_inputs(const Graph& g, bool params, const char* who) {
+  std::vector<NodeId> ids = params ? g.params() : g.args();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    int64_t idx = g[ids[i]].attrs.i(AttrKey::index);
+    KILN_CHECK(idx == static_cast<int64_t>(i), who, ": the graph's ", params ? "param" : "arg",
+               " indices are not 0..", ids.size() - 1, " (found index ", idx, " at position ", i,
+               ")");
+  }
+  return ids;
+}
+
+// ---------------------------------------------------------------- reading
+
+/// Bounds-checked little-endian reads from one file's bytes, naming the part
+/// being read in every error.
+class Reader {
+ public:
+  Reader(const std::string& path, std::string_view data, size_t end)
+      : path_(path), data_(data), end_(end) {}
+  size_t pos() const { return pos_; }
+  size_t remaining() const { return end_ - pos_; }
+  std::string where = "the header";
+
+  std::string_view bytes(uint64_t n, const char* what) {
+    if (n > remaining())
+      throw Error(path_ + ": truncated at byte " + std::to_string(end_) + " in " + where +
+                  " (expected " + std::to_string(n) + " bytes of " + what + " at byte " +
+                  std::to_string(pos_) + ", " + std::to_string(remaining()) + " remain)");
+    std::string_view v = data_.substr(pos_, static_cast<size_t>(n));
+    pos_ += static_cast<size_t>(n);
+    return v;
+  }
+  uint64_t u(int n, const char* what) { return io::load_le(bytes(n, what).data(), n); }
+  [[noreturn]] void malformed(const std::string& what, size_t at) const {
+    throw Error(path_ + ": malformed " + where + " at byte " + std::to_string(at) + ": " + what);
+  }
+  [[noreturn]] void fail(const std::string& what) const { throw Error(path_ + ": " + what); }
+
+ private:
+  const std::string& path_;
+  std::string_view data_;
+  size_t end_;
+  size_t pos_ = 0;
+};
+
+struct RawParam {
+  uint64_t index = 0;
+  std::string name;
+  DType dtype{};
+  Shape shape;
+  std::string_view data;
+  size_t offset = 0;  // of the section
+};
+
+struct RawFile {
+  std::string name;
+  std::string_view graph_text;
+  size_t graph_offset = 0;
+  std::vector<RawParam> params;
+};
+
+RawParam read_param(Reader& r, size_t number) {
+  RawParam p;
+  r.where = "parameter " + std::to_string(number);
+  p.index = r.u(8, "index");
+  uint64_t name_len = r.u(4, "name length");
+  p.name = std::string(r.bytes(name_len, "name"));
+  if (!p.name.empty()) r.where += " (" + quote_name(p.name) + ")";
+  size_t at = r.pos();
+  uint64_t code = r.u(1, "dtype");
+  auto dt = dtype_from_code(code);
+  if (!dt) r.malformed("unknown dtype code " + std::to_string(code) + " (expected 1..5)", at);
+  p.dtype = *dt;
+  at = r.pos();
+  uint64_t rank = r.u(4, "rank");
+  if (rank > kMaxRank) r.malformed("rank " + std::to_string(rank) + " (expected at most 64)", at);
+  uint64_t numel = 1;
+  for (uint64_t d = 0; d < rank; ++d) {
+    at = r.pos();
+    auto dim = static_cast<int64_t>(r.u(8, "shape"));
+    if (dim < 0 || (dim > 0 && numel > (uint64_t(1) << 62) / static_cast<uint64_t>(dim)))
+      r.malformed("dimension " + std::to_string(dim) + " is out of range", at);
+    numel *= static_cast<uint64_t>(dim);
+    p.shape.push_back(dim);
+  }
+  at = r.pos();
+  uint64_t data_len = r.u(8, "data length");
+  p.data = r.bytes(data_len, "data");
+  uint64_t want = numel * dtype_size(p.dtype);
+  if (data_len != want)
+    r.malformed("data length " + std::to_string(data_len) + " (expected " + std::to_string(want) +
+                    " for " + TensorType{p.dtype, p.shape, {}}.str() + ")",
+                at);
+  return p;
+}
+
+// Walks the sections from the end of the header; with `exact`, they must end at `r`'s end.
+RawFile read_sections(Reader& r, uint32_t count, bool exact) {
+  RawFile f;
+  bool have_graph = false;
+  for (uint32_t s = 0; s < count; ++s) {
+    r.where = "section " + std::to_string(s) + " of " + std::to_string(count);
+    size_t at = r.pos();
+    std::string tag(r.bytes(4, "section tag"));
+    uint64_t len = r.u(8, "section length");
+    size_t start = r.pos();
+    if (tag == "META") {
+      r.where = "the metadata section";
+      std::string_view text = r.bytes(len, "metadata");
+      size_t b = 0;
+      while (b < text.size()) {
+        size_t e = text.find('\n', b);
+        if (e == std::string_view::npos) e = text.size();
+        std::string_view line = text.substr(b, e - b);
+        if (line.starts_with("name=")) f.name = std::string(line.substr(5));
+        b = e + 1;
+      }
+    } else if (tag == "GRPH") {
+      r.where = "the graph section";
+      if (have_graph) r.malformed("a second graph section", at);
+      have_graph = true;
+      f.graph_offset = start;
+      f.graph_text = r.bytes(len, "IR text");
+    } else if (tag == "PARM") {
+      f.params.push_back(read_param(r, f.params.size()));
+      f.params.back().offset = at;
+      if (r.pos() - start != len)
+        r.malformed("the section length says " + std::to_string(len) + " bytes, its fields take " +
+                        std::to_string(r.pos() - start),
+                    at);
+    } else {
+      r.malformed("unknown section tag " + quote_name(tag), at);
+    }
+  }
+  if (exact && r.remaining() != 0)
+    r.malformed(std::to_string(r.remaining()) + " bytes after the last section", r.pos());
+  if (exact && !have_graph) r.fail("the file has no graph section");
+  return f;
+}
+
+Tensor make_param(const std::string& path, const RawParam& p, size_t i) {
+  NoGradGuard no_grad;
+  Tensor t = empty(p.shape, TensorOptions(p.dtype));
+  if (p.dtype == DType::b8) {
+    for (size_t k = 0; k < p.data.size(); ++k)
+      if (static_cast<unsigned char>(p.data[k]) > 1)
+        throw Error(path + ": parameter " + std::to_string(i) + ": bool element " +
+                    std::to_string(k) + " holds byte " +
+                    std::to_string(static_cast<unsigned char>(p.data[k])) + " (expected 0 or 1)");
+  }
+  if (!p.data.empty()) std::memcpy(t.impl()->view().data, p.data.data(), p.data.size());
+  return t;
+}
+
+}  // namespace
+
+void save_graph(const std::string& path, const Graph& g, const std::vector<Tensor>& params,
+                const SaveOptions& opts) {
+  const std::string who = "save_graph(" + path + ")";
+  try {
+    verify(g);
+  } catch (const Error& e) {
+    throw Error(who + ": the graph does not verify: " + e.what());
+  }
+  for (NodeId id = 0; id < g.size(); ++id)
+    if (g[id].op == OpKind::custom)
+      throw Error(who + ": node %" + std::to_string(id) +
+                      " calls a custom function, whose code cannot be saved (expected a graph of "
+                      "built-in ops only)",
+                  g[id].loc);
+  dense_inputs(g, false, who.c_str());
+  std::vector<NodeId> pids = dense_inputs(g, true, who.c_str());
+  KILN_CHECK(params.size() == pids.size(), who, ": the graph has ", pids.size(),
+             " parameters, got ", params.size(), " tensors");
+
+  io::ByteWriter w;
+  w.bytes(kMagic);
+  w.u32(kGraphFormatVersion);
+  size_t size_at = w.size();
+  w.u64(0);
+  w.u32(static_cast<uint32_t>(2 + params.size()));
+
+  size_t s = begin_section(w, "META");
+  std::string name = opts.name;
+  for (char& c : name)
+    if (c == '\n' || c == '\r') c = ' ';
+  w.bytes("producer=kiln\nname=" + name + "\n");
+  end_section(w, s);
+
+  s = begin_section(w, "GRPH");
+  PrintOptions po;
+  po.locations = true;
+  w.bytes(print_graph(g, po));
+  end_section(w, s);
+
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Node& n = g[pids[i]];
+    const Tensor& t = params[i];
+    KILN_CHECK(t.defined(), who, ": parameter ", i, " is an undefined tensor");
+    KILN_CHECK(!t.is_symbolic(), who, ": parameter ", i,
+               " is a symbolic tensor (save_graph cannot be called inside a trace)");
+    KILN_CHECK(t.dtype() == n.type().dtype && t.sizes() == n.type().shape, who, ": parameter ", i,
+               " is ", dtype_name(t.dtype()), shape_str(t.sizes()), ", expected ", n.type().str(),
+               " (the param node's type)");
+    Tensor dense = t.detach().cpu().contiguous();
+    s = begin_section(w, "PARM");
+    w.u64(i);
+    std::string pname = n.attrs.has(AttrKey::name) ? n.attrs.str(AttrKey::name) : "";
+    w.u32(static_cast<uint32_t>(pname.size()));
+    w.bytes(pname);
+    w.u8(dtype_code(n.type().dtype));
+    w.u32(static_cast<uint32_t>(n.type().shape.size()));
+    for (int64_t d : n.type().shape) w.i64(d);
+    size_t bytes = static_cast<size_t>(dense.numel()) * dtype_size(dense.dtype());
+    w.u64(bytes);
+    if (bytes) w.bytes(dense.impl()->view().data, bytes);
+    end_section(w, s);
+  }
+  w.patch_u64(size_at, w.size() + kChecksumBytes);
+  w.u64(io::checksum64(w.str().data(), w.size()));
+  io::write_file_durable(path, w.str());
+}
+
+SavedGraph load_graph(const std::string& path) {
+  const std::string data = io::read_file(path);
+  const size_t size = data.size();
+  std::string_view head(data.data(), std::min(size, kMagic.size()));
+  if (head != kMagic.substr(0, head.size()) || size == 0) {
+    std::string hint =
+        std::string_view(data).starts_with("\x93NUMPY") ? " (it is a NumPy .npy file)" : "";
+    throw Error(path + ": not a Kiln graph file (expected it to start with \"KILN-GRAPH\")" + hint);
+  }
+  Reader hr(path, data, size);
+  hr.bytes(kMagic.size(), "magic");
+  auto version = static_cast<uint32_t>(hr.u(4, "format version"));
+  if (version != kGraphFormatVersion)
+    throw Error(path + ": format version " + std::to_string(version) +
+                " is not supported (this build reads version " +
+                std::to_string(kGraphFormatVersion) + ")");
+  uint64_t declared = hr.u(8, "file size");
+  auto count = static_cast<uint32_t>(hr.u(4, "section count"));
+
+  if (size < declared) {
+    // Find where the data ends, by walking the sections as far as they go.
+    Reader r(path, data, size);
+    r.bytes(kHeaderBytes, "header");
+    read_sections(r, count, false);
+    r.where = "the checksum";
+    r.bytes(kChecksumBytes, "checksum");
+    throw Error(path + ": damaged: the header says the file has " + std::to_string(declared) +
+                " bytes, it has " + std::to_string(size));
+  }
+  if (size > declared)
+    throw Error(path + ": damaged: " + std::to_string(size - declared) +
+                " unexpected bytes after the end of the file (byte " + std::to_string(declared) +
+                ")");
+  if (size < kHeaderBytes + kChecksumBytes)
+    throw Error(path + ": damaged: the header says the file has " + std::to_string(declared) +
+                " bytes, too few for a header and a checksum");
+  uint64_t stored = io::load_le(data.data() + size - kChecksumBytes, 8);
+  uint64_t actual = io::checksum64(data.data(), size - kChecksumBytes);
+  if (stored != actual) throw Error(path + ": checksum mismatch (file damaged)");
+
+  Reader r(path, data, size - kChecksumBytes);
+  r.bytes(kHeaderBytes, "header");
+  RawFile raw = read_sections(r, count, true);
+
+  SavedGraph out;
+  out.name = raw.name;
+  try {
+    out.graph = parse_graph(raw.graph_text, "graph");
+    verify(out.graph);
+  } catch (const Error& e) {
+    throw Error(path + ": the graph section (byte " + std::to_string(raw.graph_offset) +
+                ") is invalid: " + e.what());
+  }
+  const Graph& g = out.graph;
+  for (NodeId id = 0; id < g.size(); ++id)
+    if (g[id].op == OpKind::custom)
+      throw Error(path + ": the graph calls a custom function (node %" + std::to_string(id) +
+                  "), which a saved graph cannot hold");
+  dense_inputs(g, false, path.c_str());
+  std::vector<NodeId> pids = dense_inputs(g, true, path.c_str());
+  if (raw.params.size() != pids.size())
+    throw Error(path + ": the graph has " + std::to_string(pids.size()) +
+                " parameters, the file holds data for " + std::to_string(raw.params.size()));
+  for (size_t i = 0; i < pids.size(); ++i) {
+    const Node& n = g[pids[i]];
+    const RawParam& p = raw.params[i];
+    std::string at = path + ": parameter " + std::to_string(i) + " (section at byte " +
+                     std::to_string(p.offset) + ")";
+    std::string want_name = n.attrs.has(AttrKey::name) ? n.attrs.str(AttrKey::name) : "";
+    if (p.index != i)
+      throw Error(at + " has index " + std::to_string(p.index) + ", expected " + std::to_string(i));
+    if (p.name != want_name)
+      throw Error(at + " is named " + quote_name(p.name) + ", the graph's param " + std::to_string(i) +
+                  " is named " + quote_name(want_name));
+    if (p.dtype != n.type().dtype || p.shape != n.type().shape)
+      throw Error(at + " is " + TensorType{p.dtype, p.shape, {}}.str() + ", the graph expects " +
+                  n.type().str());
+    out.params.push_back(make_param(path, p, i));
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- LoadedFunction
+
+struct LoadedFunction::State {
+  Graph graph;
+  std::vector<Tensor> params;
+  std::string name, origin;
+  std::vector<TensorType> arg_types, out_types;
+  int fusion = -1;  // -1: follow fusion_enabled()
+  std::mutex mu;
+  std::shared_ptr<Plan> plan;
+  bool plan_fusion = true;
+};
+
+LoadedFunction::LoadedFunction(SavedGraph saved, std::string origin)
+    : s_(std::make_shared<State>()) {
+  State& s = *s_;
+  s.graph = std::move(saved.graph);
+  s.params = std::move(saved.params);
+  s.origin = std::move(origin);
+  s.name = saved.name.empty() ? std::filesystem::path(s.origin).stem().string() : saved.name;
+  for (NodeId id : s.graph.args()) s.arg_types.push_back(s.graph[id].type());
+  for (Value v : s.graph.outputs) s.out_types.push_back(s.graph.type(v));
+}
+
+const Graph& LoadedFunction::graph() const {
+  KILN_CHECK(s_, "LoadedFunction: empty (expected one from kiln::load)");
+  return s_->graph;
+}
+const std::vector<Tensor>& LoadedFunction::params() const {
+  KILN_CHECK(s_, "LoadedFunction: empty (expected one from kiln::load)");
+  return s_->params;
+}
+std::vector<TensorType> LoadedFunction::arg_types() const {
+  return s_ ? s_->arg_types : std::vector<TensorType>{};
+}
+std::vector<TensorType> LoadedFunction::output_types() const {
+  return s_ ? s_->out_types : std::vector<TensorType>{};
+}
+const std::string& LoadedFunction::name() const {
+  KILN_CHECK(s_, "LoadedFunction: empty (expected one from kiln::load)");
+  return s_->name;
+}
+void LoadedFunction::set_fusion(bool on) const {
+  KILN_CHECK(s_, "LoadedFunction: empty (expected one from kiln::load)");
+  s_->fusion = on ? 1 : 0;
+}
+
+std::vector<Tensor> LoadedFunction::operator()(const std::vector<Tensor>& args) const {
+  KILN_CHECK(s_, "LoadedFunction: empty (expected one from kiln::load)");
+  State& s = *s_;
+  auto types_str = [&] {
+    std::string out;
+    for (const TensorType& t : s.arg_types) out += (out.empty() ? "" : ", ") + t.str();
+    return out;
+  };
+  KILN_CHECK(args.size() == s.arg_types.size(), s.origin, ": expected ", s.arg_types.size(),
+             " arguments (", types_str(), "), got ", args.size());
+  NoGradGuard no_grad;
+  std::vector<Tensor> dense(args.size());
+  std::vector<void*> argp(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Tensor& t = args[i];
+    KILN_CHECK(t.defined(), s.origin, ": argument ", i, " is an undefined tensor");
+    KILN_CHECK(!t.is_symbolic(), s.origin, ": argument ", i,
+               " is symbolic (a loaded graph cannot be called inside a trace)");
+    const TensorType& have = t.impl()->type;
+    KILN_CHECK(have == s.arg_types[i], s.origin, ": argument ", i, " is ", have.str(),
+               ", expected ", s.arg_types[i].str(),
+               " (a saved graph runs only on the argument types it was traced with)");
+    dense[i] = t.is_contiguous() ? t : t.detach().contiguous();
+    argp[i] = dense[i].impl()->view().data;
+  }
+  std::shared_ptr<Plan> plan;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    bool fusion = s.fusion >= 0 ? s.fusion == 1 : fusion_enabled();
+    if (!s.plan || s.plan_fusion != fusion) {
+      CompileOptions opts;
+      opts.fusion = fusion;
+      opts.cache_dir = cache_dir();
+      s.plan = compile_graph(s.graph, opts);
+      s.plan_fusion = fusion;
+    }
+    plan = s.plan;
+  }
+  std::vector<void*> paramp(s.params.size());
+  for (size_t i = 0; i < s.params.size(); ++i) paramp[i] = s.params[i].impl()->view().data;
+  std::vector<Tensor> outs;
+  std::vector<void*> outp;
+  for (const TensorType& t : s.out_types) {
+    auto impl = make_dense(t);
+    outp.push_back(impl->view().data);
+    outs.emplace_back(std::move(impl));
+  }
+  execute_plan(*plan, argp.data(), paramp.data(), outp.data());
+  for (const ParamUpdate& u : s.graph.updates)
+    s.params[static_cast<size_t>(u.param)].impl()->buffer->version++;
+  return outs;
+}
+
+LoadedFunction load(const std::string& path) {
+  return LoadedFunction(load_graph(path), path);
+}
+
+}  // namespace kiln

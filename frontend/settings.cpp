@@ -1,0 +1,71 @@
+// Environment switches (see settings.h).
+#include "frontend/settings.h"
+
+#include <cstdlib>
+#include <string_view>
+
+#include "frontend/jit.h"
+
+namespace kiln {
+namespace {
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+bool env_flag(const char* name, bool fallback) {
+  std::string v = env(name);
+  if (v.empty()) return fallback;
+  return !(v == "0" || v == "false" || v == "off" || v == "no");
+}
+
+std::string default_cache_dir() {
+  std::string v = env("KILN_CACHE_DIR");
+  if (!v.empty()) return v == "off" ? "" : v;
+  std::string xdg = env("XDG_CACHE_HOME");
+  if (!xdg.empty()) return xdg + "/kiln";
+  std::string home = env("HOME");
+  return home.empty() ? "" : home + "/.cache/kiln";
+}
+
+}  // namespace
+
+Settings& settings() {
+  static Settings s = [] {
+    Settings s;
+    s.jit = env_flag("KILN_JIT", true);
+    s.fusion = env_flag("KILN_FUSION", true);
+    s.check = env_flag("KILN_CHECK", false);
+    s.dump_dir = env("KILN_DUMP");
+    s.log = env("KILN_LOG");
+    s.cache_dir = default_cache_dir();
+    return s;
+  }();
+  return s;
+}
+
+bool log_enabled(const char* category) {
+  const std::string& l = settings().log;
+  if (l.empty()) return false;
+  if (l == "all") return true;
+  std::string_view rest = l;
+  while (!rest.empty()) {
+    size_t comma = rest.find(',');
+    if (rest.substr(0, comma) == category) return true;
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+void set_jit_enabled(bool on) { settings().jit = on; }
+bool jit_enabled() { return settings().jit; }
+void set_fusion_enabled(bool on) { settings().fusion = on; }
+bool fusion_enabled() { return settings().fusion; }
+void set_check_enabled(bool on) { settings().check = on; }
+bool check_enabled() { return settings().check; }
+void set_cache_dir(std::string dir) { settings().cache_dir = dir == "off" ? "" : std::move(dir); }
+std::string cache_dir() { return settings().cache_dir; }
+
+}  // namespace kiln

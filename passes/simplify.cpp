@@ -1,0 +1,241 @@
+// Local algebraic rewrites: a table of patterns and one driver that applies
+// them to a fixed point.
+//
+// The driver copies the graph node by node into a new one. For each node, with
+// its operands already mapped (so already simplified), the patterns for its op
+// are tried in table order; the first that applies gives the value that replaces
+// the node. Replacements have exactly the node's type: a rewrite that would
+// change the result's shape (broadcasting) or dtype (promotion) does not apply.
+// Sweeps repeat until one changes nothing. Nodes left unused by a rewrite stay
+// in the graph for dce to remove.
+//
+// x * 0 -> 0 is done only for integral types: for floats it is unsound
+// (inf * 0 and nan * 0 are nan, and -1 * 0 is -0). sub(x, x) -> 0 likewise.
+#include "passes/simplify.h"
+
+#include <span>
+
+#include "ir/builder.h"
+#include "passes/graph_copy.h"
+
+namespace kiln {
+
+namespace {
+
+// A node being rewritten: the source node, and its operands in the new graph.
+struct Match {
+  Builder& b;  // builds into the new graph; b.loc is the node's location
+  const Node& node;
+  std::vector<Value> operands;
+
+  const Graph& graph() const { return b.graph(); }
+  const TensorType& type() const { return node.type(); }
+  const Node& producer(size_t i) const { return graph()[operands[i].node]; }
+  const TensorType& operand_type(size_t i) const { return graph().type(operands[i]); }
+  /// True when operand i is a `constant` node holding `value`.
+  bool is_constant(size_t i, double value) const {
+    const Node& p = producer(i);
+    return p.op == OpKind::constant && p.attrs.f(AttrKey::value) == value;
+  }
+  /// v if it has the node's exact type (so replacing the node by it changes no
+  /// shape or dtype), else no value.
+  Value if_same_type(Value v) const { return graph().type(v) == type() ? v : Value(); }
+  Value zeros() { return b.constant(0.0, type().dtype, type().shape, type().device); }
+};
+
+// A rewrite returns the replacement value, or an invalid Value when it does not apply.
+using Rewrite = Value (*)(Match&);
+
+struct Pattern {
+  const char* name;
+  OpKind op;
+  Rewrite rewrite;
+};
+
+// x op c -> x, and (when commutes) c op x -> x, where c is a constant `identity`.
+Value drop_identity_operand(Match& m, double identity, bool commutes) {
+  if (m.is_constant(1, identity))
+    if (Value v = m.if_same_type(m.operands[0])) return v;
+  if (commutes && m.is_constant(0, identity)) return m.if_same_type(m.operands[1]);
+  return {};
+}
+
+Value mul_one(Match& m) {
+  return drop_identity_operand(m, 1.0, true);
+}
+Value add_zero(Match& m) {
+  return drop_identity_operand(m, 0.0, true);
+}
+Value sub_zero(Match& m) {
+  return drop_identity_operand(m, 0.0, false);
+}
+Value div_one(Match& m) {
+  return drop_identity_operand(m, 1.0, false);
+}
+
+Value mul_zero_integral(Match& m) {
+  if (!is_integral(m.type().dtype)) return {};
+  if (m.is_constant(0, 0.0) || m.is_constant(1, 0.0)) return m.zeros();
+  return {};
+}
+
+Value sub_self_integral(Match& m) {
+  if (!is_integral(m.type().dtype) || m.operands[0] != m.operands[1]) return {};
+  return m.zeros();
+}
+
+Value neg_neg(Match& m) {
+  const Node& p = m.producer(0);
+  if (p.op != OpKind::neg) return {};
+  return m.if_same_type(p.operands[0]);
+}
+
+Value pow_one(Match& m) {
+  if (!m.is_constant(1, 1.0)) return {};
+  return m.if_same_type(m.operands[0]);
+}
+
+Value pow_two(Match& m) {
+  if (!m.is_constant(1, 2.0)) return {};
+  const TensorType& x = m.operand_type(0);
+  // mul(x, x) has x's type; pow's may differ (an integer x to a float 2.0 is a float).
+  if (x != m.type()) return {};
+  return m.b.mul(m.operands[0], m.operands[0]);
+}
+
+Value where_same(Match& m) {
+  if (m.operands[1] != m.operands[2]) return {};
+  return m.if_same_type(m.operands[1]);
+}
+
+Value cast_same(Match& m) {
+  return m.if_same_type(m.operands[0]);
+}
+
+// reshape, expand and permute to the operand's own shape (and order) are the operand.
+Value reshape_same(Match& m) {
+  return m.if_same_type(m.operands[0]);
+}
+Value expand_same(Match& m) {
+  return m.if_same_type(m.operands[0]);
+}
+
+Value permute_identity(Match& m) {
+  const std::vector<int64_t>& perm = m.node.attrs.ints(AttrKey::perm);
+  for (size_t i = 0; i < perm.size(); ++i)
+    if (perm[i] != static_cast<int64_t>(i)) return {};
+  return m.operands[0];
+}
+
+// A slice from 0 that keeps the dim's size (step 1 over the whole dim, or any
+// step over a dim of size 1) reads every element in order.
+Value slice_whole(Match& m) {
+  if (m.node.attrs.i(AttrKey::start) != 0) return {};
+  return m.if_same_type(m.operands[0]);
+}
+
+Value pad_nothing(Match& m) {
+  const Attrs& a = m.node.attrs;
+  if (a.i(AttrKey::low) != 0 || a.i(AttrKey::high) != 0 || a.i(AttrKey::interior) != 0) return {};
+  return m.operands[0];
+}
+
+Value reshape_reshape(Match& m) {
+  const Node& p = m.producer(0);
+  if (p.op != OpKind::reshape) return {};
+  return m.b.reshape(p.operands[0], m.type().shape);
+}
+
+Value permute_permute(Match& m) {
+  const Node& p = m.producer(0);
+  if (p.op != OpKind::permute) return {};
+  const std::vector<int64_t>& outer = m.node.attrs.ints(AttrKey::perm);
+  const std::vector<int64_t>& inner = p.attrs.ints(AttrKey::perm);
+  // result[i] = inner_result[outer[i]] = x[inner[outer[i]]].
+  std::vector<int64_t> composed(outer.size());
+  for (size_t i = 0; i < outer.size(); ++i) composed[i] = inner.at(outer[i]);
+  return m.b.permute(p.operands[0], std::move(composed));
+}
+
+// Moving a `constant` (one value everywhere) gives the same value in the new shape.
+Value move_constant(Match& m) {
+  const Node& p = m.producer(0);
+  if (p.op != OpKind::constant) return {};
+  return m.b.op_typed(OpKind::constant, {}, p.attrs, m.type());
+}
+
+// The table. Within one op, earlier patterns win.
+constexpr Pattern kPatterns[] = {
+    {"mul_one", OpKind::mul, mul_one},
+    {"mul_zero_integral", OpKind::mul, mul_zero_integral},
+    {"add_zero", OpKind::add, add_zero},
+    {"sub_zero", OpKind::sub, sub_zero},
+    {"sub_self_integral", OpKind::sub, sub_self_integral},
+    {"div_one", OpKind::div, div_one},
+    {"neg_neg", OpKind::neg, neg_neg},
+    {"pow_one", OpKind::pow, pow_one},
+    {"pow_two", OpKind::pow, pow_two},
+    {"where_same", OpKind::where, where_same},
+    {"cast_same", OpKind::cast, cast_same},
+    {"reshape_same", OpKind::reshape, reshape_same},
+    {"reshape_constant", OpKind::reshape, move_constant},
+    {"reshape_reshape", OpKind::reshape, reshape_reshape},
+    {"expand_same", OpKind::expand, expand_same},
+    {"expand_constant", OpKind::expand, move_constant},
+    {"permute_identity", OpKind::permute, permute_identity},
+    {"permute_constant", OpKind::permute, move_constant},
+    {"permute_permute", OpKind::permute, permute_permute},
+    {"slice_whole", OpKind::slice, slice_whole},
+    {"slice_constant", OpKind::slice, move_constant},
+    {"pad_nothing", OpKind::pad, pad_nothing},
+};
+
+// One sweep over g into `out`; returns the number of rewrites applied.
+int sweep(const Graph& g, Graph& out) {
+  Builder b(out);
+  ValueMap map(g);
+  int rewrites = 0;
+  for (NodeId id = 0; id < g.size(); ++id) {
+    const Node& n = g[id];
+    Value replacement;
+    if (n.results.size() == 1) {
+      Match m{b, n, {}};
+      for (Value v : n.operands) m.operands.push_back(map(v));
+      b.loc = n.loc;
+      for (const Pattern& p : kPatterns) {
+        if (p.op != n.op) continue;
+        replacement = p.rewrite(m);
+        if (!replacement) continue;
+        KILN_CHECK(out.type(replacement) == n.type(), "internal error: simplify pattern ", p.name,
+                   " replaced a value of type ", n.type().str(), " by one of type ",
+                   out.type(replacement).str());
+        break;
+      }
+    }
+    if (replacement) {
+      map.set(Value(id), replacement);
+      ++rewrites;
+    } else {
+      copy_node(g, id, out, map);
+    }
+  }
+  copy_outputs(g, out, map);
+  return rewrites;
+}
+
+}  // namespace
+
+Graph simplify(const Graph& g) {
+  Graph current = g;
+  // Every rewrite removes a node from the live graph or replaces it by a cheaper
+  // one, so this terminates; the bound only guards against a faulty pattern.
+  for (int round = 0; round < 100; ++round) {
+    Graph next;
+    if (sweep(current, next) == 0) return next;
+    current = std::move(next);
+  }
+  KILN_CHECK(false, "internal error: simplify did not reach a fixed point in 100 sweeps");
+  return current;
+}
+
+}  // namespace kiln

@@ -1,0 +1,174 @@
+// LlvmJit: host target, O3 pipeline, object/assembly emission and the ORC
+// LLJIT that loads kernels (see llvm_jit.h).
+#include "runtime/llvm_jit.h"
+
+#include <llvm/Analysis/CGSCCPassManager.h>
+#include <llvm/Analysis/LoopAnalysisManager.h>
+#include <llvm/Config/llvm-config.h>
+#include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IR/PassManager.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+#include <llvm/TargetParser/Host.h>
+#include <llvm/Transforms/Utils/Cloning.h>
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <vector>
+
+#include "ir/error.h"
+
+namespace kiln {
+
+namespace {
+
+std::string error_text(llvm::Error e) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << e;
+  return os.str();
+}
+
+template <class T>
+T unwrap(llvm::Expected<T> v, const char* what) {
+  if (!v) throw Error(std::string("LLVM JIT: ") + what + ": " + error_text(v.takeError()));
+  return std::move(*v);
+}
+
+}  // namespace
+
+struct LlvmJit::Impl {
+  llvm::orc::JITTargetMachineBuilder jtmb{llvm::Triple()};
+  std::string cpu, features, enabled;
+  std::unique_ptr<llvm::orc::LLJIT> jit;
+  std::mutex mu;  // createJITDylib + addObjectFile + lookup, as one step
+  std::atomic<uint64_t> dylibs{0};
+
+  std::unique_ptr<llvm::TargetMachine> target_machine() const {
+    llvm::orc::JITTargetMachineBuilder b = jtmb;
+    return unwrap(b.createTargetMachine(), "cannot create a target machine for the host");
+  }
+};
+
+LlvmJit::LlvmJit() : impl_(std::make_unique<Impl>()) {
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  llvm::InitializeNativeTargetAsmParser();
+  Impl& I = *impl_;
+  I.jtmb = unwrap(llvm::orc::JITTargetMachineBuilder::detectHost(), "cannot detect the host");
+  I.jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+  // Sorted, so the cache key does not depend on hash-map order.
+  std::vector<std::string> feats = I.jtmb.getFeatures().getFeatures();
+  std::sort(feats.begin(), feats.end());
+  I.jtmb.getFeatures() = llvm::SubtargetFeatures();
+  for (const std::string& f : feats) {
+    I.jtmb.getFeatures().AddFeature(f);
+    if (!I.features.empty()) I.features += ",";
+    I.features += f;
+    if (!f.empty() && f[0] == '+') I.enabled += (I.enabled.empty() ? "" : ",") + f;
+  }
+  I.cpu = I.jtmb.getCPU();
+  I.jit = unwrap(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(I.jtmb).create(),
+                 "cannot create the ORC LLJIT");
+}
+
+LlvmJit::~LlvmJit() = default;
+
+LlvmJit& LlvmJit::get() {
+  static LlvmJit* jit = new LlvmJit();  // never destroyed: kernels may run during exit
+  return *jit;
+}
+
+const std::string& LlvmJit::cpu_name() const {
+  return impl_->cpu;
+}
+
+const std::string& LlvmJit::cpu_features() const {
+  return impl_->features;
+}
+
+std::string LlvmJit::target_description() const {
+  return impl_->cpu + " " + impl_->enabled;
+}
+
+const char* LlvmJit::llvm_version() {
+  return LLVM_VERSION_STRING;
+}
+
+void LlvmJit::configure(llvm::Module& m) const {
+  m.setTargetTriple(impl_->jtmb.getTargetTriple().str());
+  m.setDataLayout(impl_->target_machine()->createDataLayout());
+}
+
+void LlvmJit::optimize(llvm::Module& m) const {
+  std::unique_ptr<llvm::TargetMachine> tm = impl_->target_machine();
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PipelineTuningOptions pto;
+  pto.LoopVectorization = true;
+  pto.SLPVectorization = true;
+  pto.LoopUnrolling = true;
+  pto.LoopInterleaving = true;
+  llvm::PassBuilder pb(tm.get(), pto);
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+  mpm.run(m, mam);
+}
+
+namespace {
+
+std::string emit(llvm::TargetMachine& tm, llvm::Module& m, llvm::CodeGenFileType type) {
+  llvm::SmallVector<char, 0> buf;
+  llvm::raw_svector_ostream os(buf);
+  llvm::legacy::PassManager pm;
+  if (tm.addPassesToEmitFile(pm, os, nullptr, type))
+    throw Error("LLVM JIT: the host target cannot emit this file type");
+  pm.run(m);
+  return std::string(buf.data(), buf.size());
+}
+
+}  // namespace
+
+std::string LlvmJit::emit_object(llvm::Module& m) const {
+  std::unique_ptr<llvm::TargetMachine> tm = impl_->target_machine();
+  return emit(*tm, m, llvm::CodeGenFileType::ObjectFile);
+}
+
+std::string LlvmJit::emit_assembly(const llvm::Module& m) const {
+  std::unique_ptr<llvm::Module> clone = llvm::CloneModule(m);
+  std::unique_ptr<llvm::TargetMachine> tm = impl_->target_machine();
+  return emit(*tm, *clone, llvm::CodeGenFileType::AssemblyFile);
+}
+
+void* LlvmJit::load_object(std::string_view object, const std::string& symbol) {
+  Impl& I = *impl_;
+  std::unique_ptr<llvm::MemoryBuffer> buf = llvm::MemoryBuffer::getMemBufferCopy(
+      llvm::StringRef(object.data(), object.size()), symbol);
+  std::lock_guard<std::mutex> lock(I.mu);
+  // A dylib per object: the same kernel may be loaded again (a cache entry
+  // recompiled, or a second plan) without clashing symbol definitions. Each one
+  // links against the process (memset/memcpy the optimiser may introduce).
+  auto jd_or = I.jit->createJITDylib("kiln_dylib_" + std::to_string(I.dylibs++));
+  if (!jd_or) throw Error("LLVM JIT: cannot create a JITDylib: " + error_text(jd_or.takeError()));
+  llvm::orc::JITDylib& jd = *jd_or;
+  if (llvm::Error e = I.jit->addObjectFile(jd, std::move(buf)))
+    throw Error("LLVM JIT: cannot load the object for " + symbol + ": " + error_text(std::move(e)));
+  llvm::orc::ExecutorAddr addr = unwrap(I.jit->lookup(jd, symbol), "kernel symbol not found");
+  return addr.toPtr<void*>();
+}
+
+}  // namespace kiln

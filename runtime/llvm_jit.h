@@ -1,0 +1,60 @@
+// The process-wide LLVM JIT for CPU kernels: the host target (CPU name and
+// features), the O3 pipeline for it, machine code emission (object files and
+// assembly text) and an ORC LLJIT that loads object files and hands back
+// kernel addresses. Compiling to an object ourselves (instead of letting the
+// JIT compile IR) gives the on-disk cache the exact bytes that run, and a
+// cache hit loads them with no LLVM optimisation or codegen at all.
+//
+// LLVM types are only forward-declared here; the implementation is the one
+// runtime file that includes LLVM (DESIGN.md, "Layers").
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace llvm {
+class Module;
+}  // namespace llvm
+
+namespace kiln {
+
+class LlvmJit {
+ public:
+  /// The JIT, created (and LLVM's native target initialised) on first use. Thread-safe.
+  static LlvmJit& get();
+
+  /// Host CPU name as LLVM spells it ("znver3").
+  const std::string& cpu_name() const;
+  /// Host features as a sorted "+avx2,+fma,-avx512f,..." string (what the code may use).
+  const std::string& cpu_features() const;
+  /// "znver3 +avx,+avx2,+fma,..." with only the enabled features, for dumps.
+  std::string target_description() const;
+  /// "19.1.7".
+  static const char* llvm_version();
+
+  /// Sets the module's target triple and data layout to the host's.
+  void configure(llvm::Module& m) const;
+  /// Runs the O3 pipeline (PassBuilder::buildPerModuleDefaultPipeline) for the host CPU.
+  void optimize(llvm::Module& m) const;
+  /// Host machine code for the module as an ELF object file. Consumes nothing.
+  std::string emit_object(llvm::Module& m) const;
+  /// Host assembly text for a clone of the module.
+  std::string emit_assembly(const llvm::Module& m) const;
+
+  /// Loads an object file into a JITDylib of its own and returns the address of
+  /// `symbol` in it. The same object may be loaded more than once. Thread-safe.
+  /// Throws kiln::Error if the object cannot be linked or lacks the symbol.
+  void* load_object(std::string_view object, const std::string& symbol);
+
+  LlvmJit(const LlvmJit&) = delete;
+  LlvmJit& operator=(const LlvmJit&) = delete;
+  ~LlvmJit();
+
+ private:
+  LlvmJit();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kiln

@@ -1,0 +1,154 @@
+// ObjectCache: stable hashes and atomic, checked cache files (see object_cache.h).
+#include "runtime/object_cache.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <mutex>
+#include <set>
+
+namespace kiln {
+
+namespace {
+
+constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'O', 'B', 'J', '\0'};
+constexpr uint32_t kFormatVersion = 1;
+
+// Little-endian header, 40 bytes.
+struct Header {
+  char magic[8];
+  uint32_t version;
+  uint32_t header_size;
+  uint64_t key_hash;
+  uint64_t payload_size;
+  uint64_t checksum;
+};
+static_assert(sizeof(Header) == 40);
+
+// One stderr line per path (or per directory for write failures) and process.
+void report_once(const std::string& what, const std::string& line) {
+  static std::mutex mu;
+  static std::set<std::string> seen;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!seen.insert(what).second) return;
+  std::fprintf(stderr, "%s\n", line.c_str());
+}
+
+bool write_all(int fd, const void* data, size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    p += w;
+    n -= size_t(w);
+  }
+  return true;
+}
+
+}  // namespace
+
+uint64_t fnv1a64(std::string_view data, uint64_t seed) {
+  uint64_t h = seed;
+  for (unsigned char c : data) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+std::string stable_hash_hex(std::string_view data) {
+  // FNV-1a twice, the second seeded differently and finished with splitmix64's
+  // mixer, so the two halves are independent enough for a cache key.
+  uint64_t a = fnv1a64(data);
+  uint64_t b = fnv1a64(data, 0x84222325cbf29ce4ULL ^ data.size());
+  b ^= b >> 30;
+  b *= 0xbf58476d1ce4e5b9ULL;
+  b ^= b >> 27;
+  b *= 0x94d049bb133111ebULL;
+  b ^= b >> 31;
+  char out[33];
+  std::snprintf(out, sizeof out, "%016llx%016llx", static_cast<unsigned long long>(a),
+                static_cast<unsigned long long>(b));
+  return out;
+}
+
+ObjectCache::ObjectCache(std::string dir) : dir_(std::move(dir)) {}
+
+std::string ObjectCache::path(const std::string& key) const {
+  return (std::filesystem::path(dir_) / (key + ".kobj")).string();
+}
+
+std::optional<std::string> ObjectCache::load(const std::string& key) const {
+  const std::string p = path(key);
+  std::ifstream in(p, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto damaged = [&](const std::string& reason) -> std::optional<std::string> {
+    report_once(p, "kiln: damaged cache entry " + p + ": " + reason + "; recompiling");
+    return std::nullopt;
+  };
+  Header h;
+  if (data.size() < sizeof h)
+    return damaged("truncated header (" + std::to_string(data.size()) + " bytes)");
+  std::memcpy(&h, data.data(), sizeof h);
+  if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0) return damaged("bad magic");
+  if (h.version != kFormatVersion || h.header_size != sizeof h)
+    return damaged("format version " + std::to_string(h.version) + ", expected " +
+                   std::to_string(kFormatVersion));
+  if (h.key_hash != fnv1a64(key)) return damaged("entry is for another key");
+  const uint64_t have = data.size() - sizeof h;
+  if (h.payload_size != have)
+    return damaged("payload is " + std::to_string(have) + " bytes, header says " +
+                   std::to_string(h.payload_size));
+  std::string payload = data.substr(sizeof h);
+  if (fnv1a64(payload) != h.checksum) return damaged("checksum mismatch");
+  return payload;
+}
+
+void ObjectCache::store(const std::string& key, std::string_view payload) const {
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);
+  const std::string p = path(key);
+  static std::atomic<uint64_t> counter{0};
+  const std::string tmp =
+      p + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+  auto fail = [&](const char* what) {
+    report_once(dir_, std::string("kiln: cannot write kernel cache entry ") + p + ": " + what +
+                          " (" + std::strerror(errno) + "); continuing without it");
+  };
+  Header h;
+  std::memcpy(h.magic, kMagic, sizeof kMagic);
+  h.version = kFormatVersion;
+  h.header_size = sizeof h;
+  h.key_hash = fnv1a64(key);
+  h.payload_size = payload.size();
+  h.checksum = fnv1a64(payload);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return fail("open");
+  const bool ok = write_all(fd, &h, sizeof h) && write_all(fd, payload.data(), payload.size()) &&
+                  ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok || ::rename(tmp.c_str(), p.c_str()) != 0) {
+    fail(ok ? "rename" : "write");
+    ::unlink(tmp.c_str());
+    return;
+  }
+  // Make the rename itself durable.
+  const int dfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+}  // namespace kiln

@@ -1,0 +1,62 @@
+// A compiled plan: what a traced graph became. Buffers are slots (arguments,
+// parameters, planned temporaries, outputs); steps are compiled kernels or
+// library calls over slots, in order. Built by codegen/compile.h, run by the
+// executor below.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/op.h"
+
+namespace kiln {
+
+/// A compiled CPU kernel over dense buffers: computes outer-loop iterations [begin, end).
+using CpuKernelFn = void (*)(void* const* buffers, int64_t begin, int64_t end);
+
+struct PlanSlot {
+  enum Kind : uint8_t { Arg, Param, Temp, Output };
+  Kind kind = Temp;
+  int64_t index = 0;  // arg/param index, temp buffer id, or output position
+  TensorType type;
+  int64_t bytes() const { return type.numel() * static_cast<int64_t>(dtype_size(type.dtype)); }
+};
+
+struct PlanStep {
+  enum Kind : uint8_t { Kernel, Matmul };
+  Kind kind = Kernel;
+  std::string name;
+  CpuKernelFn fn = nullptr;      // Kernel
+  int64_t range = 1, grain = 1;  // Kernel: outer loop and chunk size
+  std::vector<int32_t> slots;    // Kernel: arguments in order; Matmul: a, b, out
+};
+
+struct Plan {
+  std::vector<PlanSlot> slots;
+  std::vector<PlanStep> steps;
+  std::vector<int32_t> outputs;  // slot of each graph output
+  struct Update {
+    int64_t param;
+    int32_t slot;
+  };
+  std::vector<Update> updates;      // written into params after the outputs
+  std::vector<int64_t> temp_bytes;  // size of each planned temporary buffer
+  int64_t num_args = 0, num_params = 0;
+};
+
+/// Runs a plan. `args`/`params` point at dense buffers of the slots' types (by
+/// index); `outputs` at caller-allocated dense buffers for each graph output.
+/// Parameter updates are written into `params` after every output is computed.
+/// With `keep` non-null, every slot's buffer pointer is recorded there and
+/// temporaries are not freed until the caller calls release_kept (for checking).
+struct KeptBuffers {
+  std::vector<void*> slot_data;
+  std::vector<void*> temps;
+  std::vector<int64_t> temp_bytes;
+};
+void execute_plan(const Plan& plan, void* const* args, void* const* params, void* const* outputs,
+                  KeptBuffers* keep = nullptr);
+void release_kept(KeptBuffers& keep);
+
+}  // namespace kiln

@@ -1,0 +1,231 @@
+// Shared helpers for the codegen tests: fusion groups built by hand, random
+// inputs, a node-by-node reference evaluation (the reference kernels), running
+// a compiled kernel over dense buffers, and an allclose check.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "codegen/cpu_backend.h"
+#include "ir/builder.h"
+#include "passes/fusion.h"
+#include "runtime/reference.h"
+#include "runtime/storage.h"
+
+namespace kiln::test {
+
+inline TensorType ty(DType t, Shape s) {
+  return TensorType{t, std::move(s), {}};
+}
+
+/// A group of `nodes` (in topological order) of kind `kind`, with inputs and
+/// outputs computed as plan_fusion does: inputs are operands from outside, in
+/// first-use order; outputs are member values used outside or returned.
+inline FusionGroup make_group(const Graph& g, GroupKind kind, std::vector<NodeId> nodes) {
+  FusionGroup grp;
+  grp.kind = kind;
+  grp.nodes = nodes;
+  std::set<NodeId> in(nodes.begin(), nodes.end());
+  std::set<std::pair<NodeId, uint32_t>> seen_in, seen_out;
+  for (NodeId id : nodes) {
+    for (Value v : g.node(id).operands) {
+      if (in.count(v.node) || !seen_in.insert({v.node, v.index}).second) continue;
+      grp.inputs.push_back(v);
+    }
+  }
+  auto add_out = [&](Value v) {
+    if (in.count(v.node) && seen_out.insert({v.node, v.index}).second) grp.outputs.push_back(v);
+  };
+  for (NodeId id = 0; id < g.size(); ++id) {
+    if (in.count(id)) continue;
+    for (Value v : g.node(id).operands) add_out(v);
+  }
+  for (Value v : g.outputs) add_out(v);
+  // Keep outputs in node order for predictability.
+  std::sort(grp.outputs.begin(), grp.outputs.end(),
+            [](Value a, Value b) { return a.node < b.node || (a.node == b.node && a.index < b.index); });
+  return grp;
+}
+
+/// Every non-input node of g, in order.
+inline std::vector<NodeId> all_compute_nodes(const Graph& g) {
+  std::vector<NodeId> ids;
+  for (NodeId id = 0; id < g.size(); ++id)
+    if (op_info(g.node(id).op).category != OpCategory::Input) ids.push_back(id);
+  return ids;
+}
+
+/// A dense, 64-byte aligned buffer of one value's type.
+struct Buf {
+  std::shared_ptr<Storage> storage;
+  TensorType type;
+  View view() const { return dense_view(storage->data(), type.dtype, type.shape); }
+  void* data() const { return storage->data(); }
+};
+
+inline Buf make_buf(const TensorType& t) {
+  Buf b;
+  b.type = t;
+  b.storage = Storage::allocate(std::max<size_t>(1, size_t(t.numel()) * dtype_size(t.dtype)));
+  std::memset(b.storage->data(), 0, b.storage->bytes());
+  return b;
+}
+
+/// Value ranges for random inputs.
+struct Range {
+  double lo = -3, hi = 3;
+};
+
+/// Random contents: floats uniform in [lo, hi]; integers uniform in [lo, hi]; bools fair.
+inline void fill_random(Buf& b, std::mt19937_64& rng, Range r = {}) {
+  std::uniform_real_distribution<double> u(r.lo, r.hi);
+  visit_dtype(b.type.dtype, [&](auto t) {
+    using T = decltype(t);
+    T* p = static_cast<T*>(b.data());
+    for (int64_t i = 0; i < b.type.numel(); ++i) {
+      if constexpr (std::is_same_v<T, bool>) {
+        p[i] = (rng() & 1) != 0;
+      } else if constexpr (std::is_integral_v<T>) {
+        p[i] = static_cast<T>(std::llround(std::floor(u(rng) + 0.5)));
+      } else {
+        p[i] = static_cast<T>(u(rng));
+      }
+    }
+  });
+}
+
+/// Every node's value by the reference kernels (inputs from `args`, by arg index).
+inline std::vector<Buf> reference_eval(const Graph& g, const std::vector<Buf>& args) {
+  std::vector<Buf> vals(g.size());
+  for (NodeId id = 0; id < g.size(); ++id) {
+    const Node& n = g.node(id);
+    if (n.op == OpKind::arg) {
+      vals[id] = args.at(size_t(n.attrs.i(AttrKey::index)));
+      continue;
+    }
+    REQUIRE(op_info(n.op).category != OpCategory::Input);
+    vals[id] = make_buf(n.type());
+    std::vector<View> ins;
+    for (Value v : n.operands) ins.push_back(vals[v.node].view());
+    reference_kernel(n.op, n.attrs, ins, vals[id].view());
+  }
+  return vals;
+}
+
+/// Runs a compiled kernel: inputs from `vals` (by node), fresh outputs; splits the
+/// range at `split` (a fraction of it) into two calls when given.
+inline std::map<std::pair<NodeId, uint32_t>, Buf> run_kernel(const Graph& g, const CpuKernel& k,
+                                                                const std::vector<Buf>& vals,
+                                                                const FusionGroup& grp,
+                                                                double split = -1) {
+  std::map<std::pair<NodeId, uint32_t>, Buf> outs;
+  std::set<std::pair<NodeId, uint32_t>> is_out;
+  for (Value v : grp.outputs) is_out.insert({v.node, v.index});
+  std::vector<void*> ptrs;
+  for (size_t i = 0; i < k.buffers.size(); ++i) {
+    const Value v = k.buffers[i];
+    const bool matmul_result = grp.kind == GroupKind::Matmul && i == 0;
+    if (is_out.count({v.node, v.index}) && !matmul_result) {
+      Buf b = make_buf(g.type(v));
+      // Poison the output so unwritten elements show up.
+      std::memset(b.data(), 0x7f, b.storage->bytes());
+      outs[{v.node, v.index}] = b;
+      ptrs.push_back(b.data());
+    } else {
+      ptrs.push_back(vals.at(v.node).data());
+    }
+  }
+  REQUIRE(static_cast<bool>(k.fn));
+  const int64_t range = k.info.range;
+  if (split >= 0) {
+    const int64_t mid = std::min<int64_t>(range, int64_t(double(range) * split));
+    k.fn(ptrs.data(), 0, mid);
+    k.fn(ptrs.data(), mid, range);
+  } else {
+    k.fn(ptrs.data(), 0, range);
+  }
+  return outs;
+}
+
+struct Tolerance {
+  double rtol = -1, atol = -1;  // <0: by dtype
+};
+
+/// Element-wise |got - want| <= atol + rtol |want| (NaN matches NaN, infinities must
+/// match); exact for integers and bools. Reports the first mismatches.
+inline bool all_close(const View& got, const View& want, Tolerance tol = {}) {
+  REQUIRE(got.dtype == want.dtype);
+  REQUIRE(got.numel() == want.numel());
+  const bool f32 = got.dtype == DType::f32;
+  const double rtol = tol.rtol >= 0 ? tol.rtol : f32 ? 1e-5 : 1e-12;
+  const double atol = tol.atol >= 0 ? tol.atol : f32 ? 1e-6 : 1e-13;
+  int bad = 0;
+  visit_dtype(got.dtype, [&](auto t) {
+    using T = decltype(t);
+    const T* a = static_cast<const T*>(got.data);
+    const T* b = static_cast<const T*>(want.data);
+    for (int64_t i = 0; i < got.numel(); ++i) {
+      bool ok;
+      if constexpr (std::is_floating_point_v<T>) {
+        const double x = a[i], y = b[i];
+        if (std::isnan(y))
+          ok = std::isnan(x);
+        else if (std::isinf(y))
+          ok = x == y;
+        else
+          ok = std::abs(x - y) <= atol + rtol * std::abs(y);
+      } else {
+        ok = a[i] == b[i];
+      }
+      if (!ok && bad++ < 5) {
+        MESSAGE("element " << i << ": got " << double(a[i]) << ", want " << double(b[i]));
+      }
+    }
+  });
+  if (bad) MESSAGE(bad << " of " << got.numel() << " elements differ");
+  return bad == 0;
+}
+
+/// Compiles `grp`, runs it on `vals` (the reference's node values) and compares
+/// every output with the reference. Returns the kernel for further checks.
+inline CpuKernel check_group(const Graph& g, const FusionGroup& grp, const std::vector<Buf>& vals,
+                             Tolerance tol = {}, const CpuCompileOptions& opts = {}) {
+  CpuKernel k = compile_cpu_kernel(g, grp, opts);
+  for (double split : {-1.0, 0.37}) {
+    auto outs = run_kernel(g, k, vals, grp, split);
+    for (auto& [key, buf] : outs) {
+      CAPTURE(key.first);
+      CAPTURE(split);
+      CHECK(all_close(buf.view(), vals.at(key.first).view(), tol));
+    }
+  }
+  return k;
+}
+
+/// Builds the graph, evaluates it with the reference kernels on random args and
+/// checks the group made of every compute node.
+inline CpuKernel check_whole_graph(const Graph& g, GroupKind kind, uint64_t seed,
+                                   const std::vector<Range>& ranges = {}, Tolerance tol = {}) {
+  std::mt19937_64 rng(seed);
+  std::vector<Buf> args;
+  for (NodeId id : g.args()) {
+    Buf b = make_buf(g.node(id).type());
+    const size_t i = args.size();
+    fill_random(b, rng, i < ranges.size() ? ranges[i] : Range{});
+    args.push_back(b);
+  }
+  std::vector<Buf> vals = reference_eval(g, args);
+  FusionGroup grp = make_group(g, kind, all_compute_nodes(g));
+  return check_group(g, grp, vals, tol);
+}
+
+}  // namespace kiln::test

@@ -1,0 +1,299 @@
+// Multi-op groups: elementwise chains with broadcasts and views inside the
+// group, pad, row-wise reductions with producers and epilogues (softmax,
+// log-softmax, layer norm in one kernel), several outputs, random fused graphs
+// against the interpreter, and whole graphs grouped by plan_fusion.
+#include <doctest/doctest.h>
+
+#include "codegen_test_util.h"
+#include "runtime/interpreter.h"
+
+using namespace kiln;
+using namespace kiln::test;
+
+namespace {
+
+Attrs dims_attr(std::vector<int64_t> d, bool keep) {
+  return Attrs{{AttrKey::dims, std::move(d)}, {AttrKey::keepdim, int64_t(keep)}};
+}
+
+}  // namespace
+
+TEST_CASE("elementwise chain with broadcasting inputs and odd sizes") {
+  for (DType dt : {DType::f32, DType::f64}) {
+    for (Shape s : {Shape{}, Shape{1}, Shape{13}, Shape{7, 1, 33}, Shape{64, 100}, Shape{3, 5, 17}}) {
+      Graph g;
+      Builder b(g);
+      Value x = b.arg(0, ty(dt, s));
+      Shape row = s.empty() ? Shape{} : Shape{s.back()};
+      Value bias = b.arg(1, ty(dt, row));
+      Value scale = b.arg(2, ty(dt, {}));
+      Value y = b.unary(OpKind::sigmoid, b.add(b.mul(x, scale), bias));
+      y = b.mul(y, b.unary(OpKind::tanh, x));
+      g.outputs = {b.sub(y, b.scalar_like(y, 0.25))};
+      CAPTURE(shape_str(s));
+      check_whole_graph(g, GroupKind::Elementwise, 11);
+    }
+  }
+}
+
+TEST_CASE("views inside a group: permute, slice, expand, reshape compose into index maps") {
+  Graph g;
+  Builder b(g);
+  Value x = b.arg(0, ty(DType::f32, {24, 30}));
+  Value y = b.arg(1, ty(DType::f32, {30, 24}));
+  Value z = b.arg(2, ty(DType::f32, {6, 4, 30}));
+  Value xt = b.permute(b.unary(OpKind::exp, x), {1, 0});  // [30, 24]
+  Value s = b.op(OpKind::slice, {y},
+                 Attrs{{AttrKey::dim, int64_t{1}}, {AttrKey::start, int64_t{0}}, {AttrKey::end, int64_t{24}},
+                       {AttrKey::step, int64_t{1}}});
+  Value zr = b.permute(b.reshape(z, {24, 30}), {1, 0});  // [30, 24]
+  Value sum = b.add(b.add(xt, s), zr);
+  Value sl = b.op(OpKind::slice, {sum},
+                  Attrs{{AttrKey::dim, int64_t{0}}, {AttrKey::start, int64_t{2}}, {AttrKey::end, int64_t{29}},
+                        {AttrKey::step, int64_t{3}}});  // [9, 24]
+  g.outputs = {b.mul(sl, b.scalar_like(sl, 3.0))};
+  check_whole_graph(g, GroupKind::Elementwise, 12);
+}
+
+TEST_CASE("pad inside a group reads zero outside the copied range") {
+  Graph g;
+  Builder b(g);
+  Value x = b.arg(0, ty(DType::f64, {5, 17}));
+  Value p = b.op(OpKind::pad, {b.unary(OpKind::exp, x)},
+                 Attrs{{AttrKey::dim, int64_t{1}}, {AttrKey::low, int64_t{2}}, {AttrKey::high, int64_t{3}},
+                       {AttrKey::interior, int64_t{1}}});  // [5, 38]
+  Value q = b.op(OpKind::pad, {p},
+                 Attrs{{AttrKey::dim, int64_t{0}}, {AttrKey::low, int64_t{1}}, {AttrKey::high, int64_t{0}},
+                       {AttrKey::interior, int64_t{0}}});  // [6, 38]
+  g.outputs = {b.add(q, b.arg(1, ty(DType::f64, {38})))};
+  check_whole_graph(g, GroupKind::Elementwise, 13);
+}
+
+TEST_CASE("several outputs of different shapes from one elementwise group") {
+  Graph g;
+  Builder b(g);
+  Value x = b.arg(0, ty(DType::f32, {8, 40}));
+  Value v = b.arg(1, ty(DType::f32, {40}));
+  Value ev = b.unary(OpKind::exp, v);                       // [40], an output too
+  Value y = b.mul(x, ev);                                   // [8, 40]
+  Value t = b.permute(y, {1, 0});                           // [40, 8], an output
+  g.outputs = {ev, b.add(y, b.scalar_like(y, 1.0)), b.unary(OpKind::neg, t)};
+  CpuKernel k = check_whole_graph(g, GroupKind::Elementwise, 14);
+  CHECK(k.buffers.size() == 5);
+}
+
+TEST_CASE("softmax, log-softmax and layer norm are one kernel each") {
+  for (DType dt : {DType::f32, DType::f64}) {
+    for (Shape s : {Shape{4, 7}, Shape{64, 1000}, Shape{3, 1}, Shape{2, 3, 33}}) {
+      const int64_t last = int64_t(s.size()) - 1;
+      {
+        Graph g;
+        Builder b(g);
+        Value x = b.arg(0, ty(dt, s));
+        Value m = b.op(OpKind::max, {x}, dims_attr({last}, true));
+        Value e = b.unary(OpKind::exp, b.sub(x, m));
+        g.outputs = {b.div(e, b.sum(e, {last}, true))};
+        CAPTURE(shape_str(s));
+        CpuKernel k = check_whole_graph(g, GroupKind::Reduction, 21, {{-10, 10}});
+        CHECK(k.info.range == numel(s) / s.back());
+      }
+      {
+        Graph g;
+        Builder b(g);
+        Value x = b.arg(0, ty(dt, s));
+        Value m = b.op(OpKind::max, {x}, dims_attr({last}, false));
+        Value xs = b.sub(x, b.reshape(m, [&] {
+                           Shape r = s;
+                           r.back() = 1;
+                           return r;
+                         }()));
+        Value lse = b.unary(OpKind::log, b.sum(b.unary(OpKind::exp, xs), {last}, true));
+        g.outputs = {b.sub(xs, lse), m};
+        check_whole_graph(g, GroupKind::Reduction, 22, {{-10, 10}});
+      }
+      {
+        Graph g;
+        Builder b(g);
+        Value x = b.arg(0, ty(dt, s));
+        Value gamma = b.arg(1, ty(dt, {s.back()}));
+        const double inv_n = 1.0 / double(s.back());
+        Value mean = b.mul(b.sum(x, {last}, true), b.constant(inv_n, dt));
+        Value xc = b.sub(x, mean);
+        Value var = b.mul(b.sum(b.mul(xc, xc), {last}, true), b.constant(inv_n, dt));
+        Value y = b.mul(b.mul(xc, b.unary(OpKind::rsqrt, b.add(var, b.constant(1e-5, dt)))), gamma);
+        g.outputs = {y, mean};
+        check_whole_graph(g, GroupKind::Reduction, 23);
+      }
+    }
+  }
+}
+
+TEST_CASE("reductions with producers, epilogues and non-trailing dims") {
+  Graph g;
+  Builder b(g);
+  Value x = b.arg(0, ty(DType::f32, {6, 20, 9}));
+  Value w = b.arg(1, ty(DType::f32, {20, 1}));
+  Value p = b.mul(b.unary(OpKind::exp, b.mul(x, b.scalar_like(x, 0.1))), w);
+  Value s = b.sum(p, {1}, false);                       // [6, 9]
+  Value mx = b.op(OpKind::max, {p}, dims_attr({1}, false));
+  Value am = b.op(OpKind::argmax, {p}, Attrs{{AttrKey::dim, int64_t{1}}});
+  g.outputs = {b.div(s, mx), am, p};
+  check_whole_graph(g, GroupKind::Reduction, 31);
+}
+
+TEST_CASE("a full reduction to a scalar, and a reduction of a permuted input") {
+  Graph g;
+  Builder b(g);
+  Value x = b.arg(0, ty(DType::f64, {33, 65}));
+  Value l = b.sum(b.mul(x, x), {0, 1}, false);
+  g.outputs = {b.unary(OpKind::sqrt, l)};
+  check_whole_graph(g, GroupKind::Reduction, 32);
+
+  Graph g2;
+  Builder b2(g2);
+  Value y = b2.arg(0, ty(DType::f32, {40, 12}));
+  Value t = b2.permute(y, {1, 0});
+  g2.outputs = {b2.sum(t, {1}, true)};
+  check_whole_graph(g2, GroupKind::Reduction, 33);
+}
+
+namespace {
+
+// A seeded random graph of elementwise ops over a few broadcastable args, maybe
+// with one row reduction and a broadcast back.
+Graph random_graph(std::mt19937_64& rng, DType dt, bool with_reduction, Shape* shape) {
+  std::uniform_int_distribution<int> pick(0, 1000);
+  const Shape s = {int64_t(1 + pick(rng) % 9), int64_t(1 + pick(rng) % 70)};
+  *shape = s;
+  Graph g;
+  Builder b(g);
+  std::vector<Value> pool = {b.arg(0, ty(dt, s)), b.arg(1, ty(dt, {s[1]})), b.arg(2, ty(dt, {s[0], 1}))};
+  const OpKind unary[] = {OpKind::exp, OpKind::tanh, OpKind::sigmoid, OpKind::neg, OpKind::abs,
+                          OpKind::relu, OpKind::sin, OpKind::gelu, OpKind::cos};
+  const OpKind binary[] = {OpKind::add, OpKind::sub, OpKind::mul, OpKind::maximum, OpKind::minimum};
+  const int n = 3 + pick(rng) % 10;
+  for (int i = 0; i < n; ++i) {
+    Value a = pool[size_t(pick(rng)) % pool.size()];
+    Value v;
+    switch (pick(rng) % 5) {
+      case 0:
+      case 1: v = b.unary(unary[pick(rng) % 9], a); break;
+      case 2: {
+        // Keep magnitudes tame: squash before exp-like growth.
+        v = b.unary(OpKind::tanh, b.binary(binary[pick(rng) % 5], a, pool[size_t(pick(rng)) % pool.size()]));
+        break;
+      }
+      case 3: v = b.binary(binary[pick(rng) % 5], a, pool[size_t(pick(rng)) % pool.size()]); break;
+      default: v = b.where(b.binary(OpKind::gt, a, b.scalar_like(a, 0.0)), a, b.unary(OpKind::sigmoid, a));
+    }
+    pool.push_back(v);
+  }
+  Value out = pool.back();
+  if (g.type(out).shape != s) out = b.add(out, pool[0]);
+  if (with_reduction) {
+    Value m = b.op(OpKind::max, {out}, dims_attr({1}, true));
+    Value e = b.unary(OpKind::exp, b.sub(out, m));
+    out = b.mul(e, b.unary(OpKind::log, b.sum(e, {1}, true)));
+  }
+  g.outputs = {out};
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("random fused graphs match the interpreter") {
+  std::mt19937_64 rng(2024);
+  for (int i = 0; i < 40; ++i) {
+    const DType dt = i % 3 == 0 ? DType::f64 : DType::f32;
+    Shape s;
+    Graph g = random_graph(rng, dt, i % 2 == 1, &s);
+    CAPTURE(i);
+    CAPTURE(g.str());
+    std::vector<HostArray> args;
+    std::vector<Buf> bufs;
+    for (NodeId id : g.args()) {
+      HostArray a = HostArray::make(g.node(id).type());
+      Buf bb;
+      bb.storage = a.storage;
+      bb.type = a.type;
+      fill_random(bb, rng, {-2, 2});
+      args.push_back(a);
+      bufs.push_back(bb);
+    }
+    std::vector<HostArray> want = interpret(g, args);
+    FusionGroup grp = make_group(g, i % 2 == 1 ? GroupKind::Reduction : GroupKind::Elementwise,
+                                 all_compute_nodes(g));
+    CpuKernel k = compile_cpu_kernel(g, grp, {});
+    std::vector<Buf> vals(g.size());
+    for (NodeId id : g.args()) vals[id] = bufs[size_t(g.node(id).attrs.i(AttrKey::index))];
+    auto outs = run_kernel(g, k, vals, grp, 0.5);
+    const Buf& got = outs.at({g.outputs[0].node, g.outputs[0].index});
+    CHECK(all_close(got.view(), want[0].view(), Tolerance{dt == DType::f32 ? 2e-5 : 1e-11, 1e-5}));
+  }
+}
+
+TEST_CASE("graphs grouped by plan_fusion compile group by group and match the interpreter") {
+  // A small MLP step with softmax: matmul epilogues, a softmax group, elementwise tails.
+  Graph g;
+  Builder b(g);
+  b.loc = SourceLoc("mlp.cpp", 7);
+  Value x = b.arg(0, ty(DType::f32, {16, 24}));
+  Value w1 = b.arg(1, ty(DType::f32, {24, 32}));
+  Value b1 = b.arg(2, ty(DType::f32, {32}));
+  Value w2 = b.arg(3, ty(DType::f32, {32, 10}));
+  Value h = b.unary(OpKind::relu, b.add(b.matmul(x, w1), b1));
+  b.loc = SourceLoc("mlp.cpp", 8);
+  Value z = b.matmul(h, w2);
+  Value m = b.op(OpKind::max, {z}, dims_attr({1}, true));
+  Value e = b.unary(OpKind::exp, b.sub(z, m));
+  Value p = b.div(e, b.sum(e, {1}, true));
+  Value loss = b.sum(b.mul(p, p), {0, 1}, false);
+  g.outputs = {p, loss, b.transpose_last(h)};
+
+  std::mt19937_64 rng(77);
+  std::vector<HostArray> args;
+  for (NodeId id : g.args()) {
+    HostArray a = HostArray::make(g.node(id).type());
+    Buf bb{a.storage, a.type};
+    fill_random(bb, rng, {-1, 1});
+    args.push_back(a);
+  }
+  std::vector<HostArray> want = interpret(g, args);
+
+  std::vector<FusionGroup> groups = plan_fusion(g);
+  MESSAGE(fusion_plan_str(g, groups));
+  std::vector<Buf> vals(g.size());
+  for (NodeId id : g.args()) {
+    const HostArray& a = args[size_t(g.node(id).attrs.i(AttrKey::index))];
+    vals[id] = Buf{a.storage, a.type};
+  }
+  int kernels = 0;
+  for (const FusionGroup& grp : groups) {
+    CAPTURE(group_kind_name(grp.kind));
+    CpuKernel k = compile_cpu_kernel(g, grp, {});
+    CHECK(!k.info.sources.empty());
+    if (grp.kind == GroupKind::Matmul) {
+      const Node& mm = g.node(grp.nodes[0]);
+      Buf r = make_buf(mm.type());
+      std::vector<View> ins = {vals[mm.operands[0].node].view(), vals[mm.operands[1].node].view()};
+      reference_kernel(OpKind::matmul, mm.attrs, ins, r.view());
+      vals[grp.nodes[0]] = r;
+    }
+    if (!k.fn) continue;
+    ++kernels;
+    std::vector<void*> ptrs;
+    for (size_t i = 0; i < k.buffers.size(); ++i) {
+      const Value v = k.buffers[i];
+      const bool produced = std::find(grp.outputs.begin(), grp.outputs.end(), v) != grp.outputs.end() &&
+                            !(grp.kind == GroupKind::Matmul && i == 0);
+      if (produced) vals[v.node] = make_buf(g.type(v));
+      ptrs.push_back(vals[v.node].data());
+    }
+    k.fn(ptrs.data(), 0, k.info.range);
+  }
+  CHECK(kernels >= 3);
+  for (size_t i = 0; i < g.outputs.size(); ++i) {
+    CAPTURE(i);
+    CHECK(all_close(vals[g.outputs[i].node].view(), want[i].view(), Tolerance{1e-5, 1e-6}));
+  }
+}

@@ -1,0 +1,410 @@
+// The LLVM side of the CPU backend: the loops vectorise (vector types in the
+// optimised IR, ymm/zmm registers in the assembly, no libm calls), the math
+// polynomials are accurate over wide sweeps, and the on-disk object cache hits,
+// detects damage and recompiles.
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <regex>
+#include <sstream>
+
+#include "codegen/lower.h"
+#include "codegen_test_util.h"
+#include "runtime/llvm_jit.h"
+#include "runtime/object_cache.h"
+
+using namespace kiln;
+using namespace kiln::test;
+
+namespace {
+
+CpuCompileOptions with_texts() {
+  CpuCompileOptions o;
+  o.want_artifacts = true;
+  return o;
+}
+
+bool has_vectors(const std::string& ir, const char* elem) {
+  for (int w : {4, 8, 16}) {
+    if (ir.find("<" + std::to_string(w) + " x " + elem + ">") != std::string::npos) return true;
+  }
+  return false;
+}
+
+bool has_wide_registers(const std::string& asm_text) {
+  return asm_text.find("%ymm") != std::string::npos || asm_text.find("%zmm") != std::string::npos;
+}
+
+// The text of the assembly between the kernel's label and its end.
+std::string calls_in(const std::string& asm_text) {
+  std::string out;
+  std::istringstream in(asm_text);
+  for (std::string line; std::getline(in, line);)
+    if (line.find("call") != std::string::npos) out += line + "\n";
+  return out;
+}
+
+// A temporary directory removed at the end of the scope.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "kiln_cg_XXXXXX").string();
+    path = mkdtemp(tmpl.data());
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+};
+
+// Captures what the process writes to stderr while alive.
+struct StderrCapture {
+  int saved = -1;
+  std::string file;
+  StderrCapture() {
+    file = (std::filesystem::temp_directory_path() / ("kiln_cg_stderr_" + std::to_string(getpid()))).string();
+    std::fflush(stderr);
+    saved = dup(2);
+    FILE* f = std::fopen(file.c_str(), "w");
+    dup2(fileno(f), 2);
+    std::fclose(f);
+  }
+  std::string finish() {
+    std::fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    std::ifstream in(file);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::filesystem::remove(file);
+    return ss.str();
+  }
+};
+
+Graph exp_chain(DType dt, const Shape& s) {
+  Graph g;
+  Builder b(g);
+  Value x = b.arg(0, ty(dt, s));
+  Value y = b.arg(1, ty(dt, s));
+  Value e = b.unary(OpKind::exp, x);
+  g.outputs = {b.add(b.mul(e, y), b.unary(OpKind::tanh, y))};
+  return g;
+}
+
+Graph softmax_graph(DType dt, const Shape& s) {
+  Graph g;
+  Builder b(g);
+  Value x = b.arg(0, ty(dt, s));
+  const int64_t last = int64_t(s.size()) - 1;
+  Value m = b.op(OpKind::max, {x}, Attrs{{AttrKey::dims, std::vector<int64_t>{last}}, {AttrKey::keepdim, int64_t{1}}});
+  Value e = b.unary(OpKind::exp, b.sub(x, m));
+  Value sum = b.sum(e, {last}, true);
+  g.outputs = {b.div(e, sum)};
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("the host target is described") {
+  const std::string d = cpu_target_description();
+  CHECK(d.find(LlvmJit::get().cpu_name()) == 0);
+  CHECK(d.find("+sse2") != std::string::npos);
+  MESSAGE("target: " << d.substr(0, 120));
+}
+
+TEST_CASE("an exp chain vectorises: vector IR, ymm/zmm registers, no libm calls") {
+  for (DType dt : {DType::f32, DType::f64}) {
+    Graph g = exp_chain(dt, {64, 1000});
+    CpuKernel k = compile_cpu_kernel(g, make_group(g, GroupKind::Elementwise, all_compute_nodes(g)),
+                                     with_texts());
+    const char* elem = dt == DType::f32 ? "float" : "double";
+    CAPTURE(std::string(elem));
+    CHECK(has_vectors(k.artifacts.llvm_ir_opt, elem));
+    CHECK(has_wide_registers(k.artifacts.assembly));
+    CHECK(k.artifacts.llvm_ir_opt.find("@exp") == std::string::npos);
+    CHECK(k.artifacts.llvm_ir_opt.find("@tanh") == std::string::npos);
+    CHECK(calls_in(k.artifacts.assembly) == "");
+    CHECK(k.artifacts.llvm_ir.find("define void @kiln_kernel_") != std::string::npos);
+    CHECK(k.artifacts.kernel_ir.find("exp") != std::string::npos);
+  }
+}
+
+TEST_CASE("every transcendental op vectorises") {
+  for (OpKind op : {OpKind::exp, OpKind::log, OpKind::sin, OpKind::cos, OpKind::tanh,
+                    OpKind::sigmoid, OpKind::gelu, OpKind::sqrt, OpKind::rsqrt, OpKind::pow}) {
+    for (DType dt : {DType::f32, DType::f64}) {
+      Graph g;
+      Builder b(g);
+      Value x = b.arg(0, ty(dt, {4096}));
+      g.outputs = {op == OpKind::pow ? b.binary(op, x, b.arg(1, ty(dt, {4096}))) : b.unary(op, x)};
+      CpuKernel k = compile_cpu_kernel(
+          g, make_group(g, GroupKind::Elementwise, all_compute_nodes(g)), with_texts());
+      CAPTURE(std::string(op_name(op)));
+      CAPTURE(std::string(dtype_name(dt)));
+      CHECK(has_vectors(k.artifacts.llvm_ir_opt, dt == DType::f32 ? "float" : "double"));
+      CHECK(has_wide_registers(k.artifacts.assembly));
+      CHECK(calls_in(k.artifacts.assembly) == "");
+    }
+  }
+}
+
+TEST_CASE("softmax is one kernel whose inner loops vectorise") {
+  Graph g = softmax_graph(DType::f32, {128, 1000});
+  FusionGroup grp = make_group(g, GroupKind::Reduction, all_compute_nodes(g));
+  CpuKernel k = compile_cpu_kernel(g, grp, with_texts());
+  CHECK(k.info.range == 128);
+  CHECK(has_vectors(k.artifacts.llvm_ir_opt, "float"));
+  CHECK(has_wide_registers(k.artifacts.assembly));
+  CHECK(calls_in(k.artifacts.assembly) == "");
+  // Three inner loops: max, sum of exp, write.
+  CHECK(std::count(k.artifacts.kernel_ir.begin(), k.artifacts.kernel_ir.end(), '\n') > 10);
+  size_t loops = 0;
+  for (size_t p = 0; (p = k.artifacts.kernel_ir.find("for i", p)) != std::string::npos; ++p) ++loops;
+  CHECK(loops == 3);
+  MESSAGE("softmax kernel IR:\n" << k.artifacts.kernel_ir);
+}
+
+// Max error in ulps of the result type against a long double reference.
+template <class T, class F, class R>
+double max_ulp_error(F compiled, R reference, const std::vector<T>& xs) {
+  double worst = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const long double want = reference(static_cast<long double>(xs[i]));
+    const T got = compiled[i];
+    if (std::isnan(double(want))) {
+      if (!std::isnan(double(got))) worst = std::numeric_limits<double>::infinity();
+      continue;
+    }
+    const T w = static_cast<T>(want);
+    if (std::isinf(double(w))) {
+      if (got != w) worst = std::numeric_limits<double>::infinity();
+      continue;
+    }
+    const long double ulp = std::max<long double>(
+        std::nextafter(std::abs(w), std::numeric_limits<T>::infinity()) - std::abs(w),
+        std::numeric_limits<T>::denorm_min());
+    const double e = double(std::abs(static_cast<long double>(got) - want) / ulp);
+    worst = std::max(worst, e);
+  }
+  return worst;
+}
+
+template <class T>
+std::vector<T> run_unary(OpKind op, const std::vector<T>& xs) {
+  const DType dt = dtype_of<T>();
+  Graph g;
+  Builder b(g);
+  Value x = b.arg(0, ty(dt, {int64_t(xs.size())}));
+  g.outputs = {b.unary(op, x)};
+  CpuKernel k = compile_cpu_kernel(g, make_group(g, GroupKind::Elementwise, all_compute_nodes(g)), {});
+  Buf in = make_buf(ty(dt, {int64_t(xs.size())}));
+  Buf out = make_buf(ty(dt, {int64_t(xs.size())}));
+  std::copy(xs.begin(), xs.end(), static_cast<T*>(in.data()));
+  void* ptrs[] = {in.data(), out.data()};
+  k.fn(ptrs, 0, k.info.range);
+  const T* p = static_cast<const T*>(out.data());
+  return std::vector<T>(p, p + xs.size());
+}
+
+template <class T>
+std::vector<T> sweep(double lo, double hi, int n, bool log_scale = false) {
+  std::vector<T> xs;
+  std::mt19937_64 rng(42);
+  std::uniform_real_distribution<double> u(0, 1);
+  for (int i = 0; i < n; ++i) {
+    const double t = u(rng);
+    xs.push_back(T(log_scale ? std::exp(std::log(lo) + t * (std::log(hi) - std::log(lo)))
+                             : lo + t * (hi - lo)));
+  }
+  return xs;
+}
+
+TEST_CASE("math accuracy over wide sweeps (max ulp error vs long double)") {
+  struct Fn {
+    OpKind op;
+    double lo, hi;
+    bool log_scale;
+    long double (*ref)(long double);
+    double max_ulp32, max_ulp64;
+  };
+  auto lexp = [](long double x) { return std::exp(x); };
+  auto llog = [](long double x) { return std::log(x); };
+  auto lsin = [](long double x) { return std::sin(x); };
+  auto lcos = [](long double x) { return std::cos(x); };
+  auto ltanh = [](long double x) { return std::tanh(x); };
+  auto lsig = [](long double x) { return 1 / (1 + std::exp(-x)); };
+  auto lgelu = [](long double x) { return 0.5L * x * (1 + std::erf(x / std::sqrt(2.0L))); };
+  const std::vector<Fn> fns = {
+      {OpKind::exp, -80, 80, false, +lexp, 2, 4},
+      {OpKind::exp, -700, 700, false, +lexp, 1e9, 4},  // f32 saturates: inf/0 match
+      {OpKind::log, 1e-30, 1e30, true, +llog, 2, 4},
+      {OpKind::log, 0.5, 2, false, +llog, 2, 4},
+      {OpKind::sin, -100, 100, false, +lsin, 2, 4},
+      {OpKind::cos, -100, 100, false, +lcos, 2, 4},
+      {OpKind::sin, -1e4, 1e4, false, +lsin, 3, 4},
+      {OpKind::tanh, -10, 10, false, +ltanh, 2, 4},
+      {OpKind::tanh, -1e-3, 1e-3, false, +ltanh, 2, 4},
+      {OpKind::sigmoid, -30, 30, false, +lsig, 3, 4},
+      {OpKind::gelu, -3, 6, false, +lgelu, 4, 8},
+  };
+  for (const Fn& f : fns) {
+    auto x32 = sweep<float>(f.lo, f.hi, 20000, f.log_scale);
+    auto x64 = sweep<double>(f.lo, f.hi, 20000, f.log_scale);
+    const double e32 = max_ulp_error<float>(run_unary(f.op, x32), f.ref, x32);
+    const double e64 = max_ulp_error<double>(run_unary(f.op, x64), f.ref, x64);
+    MESSAGE(op_name(f.op) << " on [" << f.lo << ", " << f.hi << "]: f32 " << e32 << " ulp, f64 "
+                          << e64 << " ulp");
+    CAPTURE(std::string(op_name(f.op)));
+    CHECK(e32 <= f.max_ulp32);
+    CHECK(e64 <= f.max_ulp64);
+  }
+}
+
+TEST_CASE("special values of exp, log, tanh, sigmoid, sin, cos, gelu match the reference") {
+  const std::vector<double> specials = {0.0, -0.0, 1.0, -1.0, 1e-30, -1e-30, 1e-45, 88.7, 89.0,
+                                        -87.0, -103.0, -104.5, 709.7, 710.0, -745.0, -746.0,
+                                        1e30, -1e30, INFINITY, -INFINITY, NAN};
+  for (OpKind op : {OpKind::exp, OpKind::log, OpKind::tanh, OpKind::sigmoid, OpKind::sin,
+                    OpKind::cos, OpKind::gelu, OpKind::sqrt, OpKind::rsqrt}) {
+    for (DType dt : {DType::f32, DType::f64}) {
+      const int64_t n = int64_t(specials.size());
+      Graph g;
+      Builder b(g);
+      g.outputs = {b.unary(op, b.arg(0, ty(dt, {n})))};
+      Buf in = make_buf(ty(dt, {n}));
+      visit_dtype(dt, [&](auto t) {
+        using T = decltype(t);
+        if constexpr (std::is_floating_point_v<T>)
+          for (int64_t i = 0; i < n; ++i) static_cast<T*>(in.data())[i] = T(specials[size_t(i)]);
+      });
+      std::vector<Buf> vals = reference_eval(g, {in});
+      CAPTURE(std::string(op_name(op)));
+      CAPTURE(std::string(dtype_name(dt)));
+      // sin/cos of huge arguments are not reduced exactly; skip 1e30 for them.
+      FusionGroup grp = make_group(g, GroupKind::Elementwise, all_compute_nodes(g));
+      CpuKernel k = compile_cpu_kernel(g, grp, {});
+      auto outs = run_kernel(g, k, vals, grp);
+      const Buf& got = outs.begin()->second;
+      const Buf& want = vals[g.outputs[0].node];
+      visit_dtype(dt, [&](auto t) {
+        using T = decltype(t);
+        if constexpr (std::is_floating_point_v<T>) {
+          for (int64_t i = 0; i < n; ++i) {
+            const double x = specials[size_t(i)];
+            if ((op == OpKind::sin || op == OpKind::cos) && std::abs(x) > 1e4 && std::isfinite(x))
+              continue;
+            const T a = static_cast<const T*>(got.data())[i], w = static_cast<const T*>(want.data())[i];
+            CAPTURE(x);
+            CAPTURE(double(a));
+            CAPTURE(double(w));
+            if (std::isnan(w)) {
+              CHECK(std::isnan(a));
+            } else if (std::isinf(w) || w == 0) {
+              CHECK(a == w);
+            } else {
+              CHECK(std::abs(a - w) <= 1e-5 * std::abs(w) + std::numeric_limits<T>::denorm_min() * 4);
+            }
+          }
+        }
+      });
+    }
+  }
+}
+
+TEST_CASE("disk cache: a second compile loads the object; damage is detected and repaired") {
+  TempDir dir;
+  Graph g = exp_chain(DType::f32, {16, 50});
+  FusionGroup grp = make_group(g, GroupKind::Elementwise, all_compute_nodes(g));
+  CpuCompileOptions o;
+  o.cache_dir = dir.path;
+  std::mt19937_64 rng(3);
+  std::vector<Buf> args = {make_buf(ty(DType::f32, {16, 50})), make_buf(ty(DType::f32, {16, 50}))};
+  for (Buf& a : args) fill_random(a, rng);
+  std::vector<Buf> vals = reference_eval(g, args);
+
+  CpuKernel first = check_group(g, grp, vals, {}, o);
+  CHECK_FALSE(first.artifacts.from_disk_cache);
+  std::vector<std::filesystem::path> entries;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path)) entries.push_back(e.path());
+  REQUIRE(entries.size() == 1);
+  CHECK(entries[0].extension() == ".kobj");
+
+  CpuKernel second = check_group(g, grp, vals, {}, o);
+  CHECK(second.artifacts.from_disk_cache);
+  CHECK(second.artifacts.compile_ms < first.artifacts.compile_ms);
+
+  // With artifacts wanted, a hit still fills the texts.
+  CpuCompileOptions ot = o;
+  ot.want_artifacts = true;
+  CpuKernel third = compile_cpu_kernel(g, grp, ot);
+  CHECK(third.artifacts.from_disk_cache);
+  CHECK(has_vectors(third.artifacts.llvm_ir_opt, "float"));
+  CHECK(!third.artifacts.assembly.empty());
+
+  // Damage: truncate the payload, then flip a byte.
+  const auto size = std::filesystem::file_size(entries[0]);
+  for (int kind = 0; kind < 3; ++kind) {
+    if (kind == 0) {
+      std::filesystem::resize_file(entries[0], size - 100);
+    } else if (kind == 1) {
+      std::fstream f(entries[0], std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(std::streamoff(size / 2));
+      char c = 0;
+      f.read(&c, 1);
+      c = char(c ^ 0x55);
+      f.seekp(std::streamoff(size / 2));
+      f.write(&c, 1);
+    } else {
+      std::ofstream(entries[0], std::ios::binary | std::ios::trunc) << "junk";
+    }
+    StderrCapture cap;
+    CpuKernel again = check_group(g, grp, vals, {}, o);
+    CpuKernel fixed = compile_cpu_kernel(g, grp, o);
+    const std::string err = cap.finish();
+    CAPTURE(kind);
+    CAPTURE(err);
+    CHECK_FALSE(again.artifacts.from_disk_cache);
+    CHECK(fixed.artifacts.from_disk_cache);
+    CHECK(err.find("kiln: damaged cache entry " + entries[0].string() + ": ") == 0);
+    CHECK(err.find("; recompiling\n") != std::string::npos);
+    CHECK(std::count(err.begin(), err.end(), '\n') == (kind == 0 ? 1 : 0));  // once per path
+  }
+}
+
+TEST_CASE("object cache entries: keys, atomic files and checks") {
+  CHECK(fnv1a64("") == 0xcbf29ce484222325ULL);
+  CHECK(fnv1a64("a") == 0xaf63dc4c8601ec8cULL);
+  CHECK(stable_hash_hex("kernel").size() == 32);
+  CHECK(stable_hash_hex("kernel") == stable_hash_hex("kernel"));
+  CHECK(stable_hash_hex("kernel") != stable_hash_hex("kernel "));
+  TempDir dir;
+  ObjectCache cache(dir.path + "/sub");
+  CHECK_FALSE(cache.load("k1").has_value());
+  std::string payload(5000, 'x');
+  payload[17] = '\0';
+  cache.store("k1", payload);
+  REQUIRE(cache.load("k1").has_value());
+  CHECK(*cache.load("k1") == payload);
+  // An entry renamed to another key is refused.
+  std::filesystem::copy_file(cache.path("k1"), cache.path("k2"));
+  StderrCapture cap;
+  CHECK_FALSE(cache.load("k2").has_value());
+  CHECK(cap.finish().find("entry is for another key") != std::string::npos);
+  // No temp files are left behind.
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path + "/sub")) {
+    (void)e;
+    ++files;
+  }
+  CHECK(files == 2);
+}
+
+TEST_CASE("kernels compiled twice in one process load side by side") {
+  Graph g = exp_chain(DType::f64, {3, 5});
+  FusionGroup grp = make_group(g, GroupKind::Elementwise, all_compute_nodes(g));
+  CpuKernel a = compile_cpu_kernel(g, grp, {});
+  CpuKernel b = compile_cpu_kernel(g, grp, {});
+  CHECK(static_cast<bool>(a.fn));
+  CHECK(static_cast<bool>(b.fn));
+}

@@ -1,0 +1,187 @@
+// The kernel IR: printing, verification, the builder's folding and CSE, and
+// the loop shapes lowering chooses (stated as kernel IR text).
+#include <doctest/doctest.h>
+
+#include "codegen/kernel_ir.h"
+#include "codegen/lower.h"
+#include "codegen_test_util.h"
+#include "ir/parser.h"
+
+using namespace kiln;
+using namespace kiln::test;
+
+namespace {
+
+std::string lowered(std::string_view ir, GroupKind kind) {
+  Graph g = parse_graph(ir);
+  kir::Kernel k = lower_group(g, make_group(g, kind, all_compute_nodes(g)));
+  return kir::print_kernel(k, {.names = false});
+}
+
+}  // namespace
+
+TEST_CASE("a same-shape elementwise chain is one flat loop on the linear index") {
+  const std::string got = lowered(
+      "%0 = arg {index=0} : f32[64,100]\n"
+      "%1 = arg {index=1} : f32[64,100]\n"
+      "%2 = exp %0 : f32[64,100]\n"
+      "%3 = mul %2, %1 : f32[64,100]\n"
+      "return %3\n",
+      GroupKind::Elementwise);
+  CHECK(got ==
+        "  buf0 = in f32[64,100]\n"
+        "  buf1 = in f32[64,100]\n"
+        "  buf2 = out f32[64,100]\n"
+        "parallel i0 in [0, 6400):\n"
+        "  %0 = index i0 : i64\n"
+        "  %1 = load buf0[%0] : f32\n"
+        "  %2 = exp %1 : f32\n"
+        "  %3 = load buf1[%0] : f32\n"
+        "  %4 = mul %2, %3 : f32\n"
+        "  store buf2[%0] = %4\n");
+}
+
+TEST_CASE("a broadcast bias splits rows so the inner loop stays contiguous") {
+  const std::string got = lowered(
+      "%0 = arg {index=0} : f32[64,100]\n"
+      "%1 = arg {index=1} : f32[100]\n"
+      "%2 = add %0, %1 : f32[64,100]\n"
+      "%3 = relu %2 : f32[64,100]\n"
+      "return %3\n",
+      GroupKind::Elementwise);
+  CHECK(got ==
+        "  buf0 = in f32[64,100]\n"
+        "  buf1 = in f32[100]\n"
+        "  buf2 = out f32[64,100]\n"
+        "parallel i0 in [0, 64):\n"
+        "  %0 = index i0 : i64\n"
+        "  %1 = const 100 : i64\n"
+        "  %2 = mul %0, %1 : i64\n"
+        "  for i1 in [0, 100):\n"
+        "    %3 = index i1 : i64\n"
+        "    %4 = add %2, %3 : i64\n"
+        "    %5 = load buf0[%4] : f32\n"
+        "    %6 = load buf1[%3] : f32\n"
+        "    %7 = add %5, %6 : f32\n"
+        "    %8 = relu %7 : f32\n"
+        "    store buf2[%4] = %8\n");
+}
+
+TEST_CASE("softmax lowers to three inner loops with two accumulators") {
+  const std::string got = lowered(
+      "%0 = arg {index=0} : f32[8,32]\n"
+      "%1 = max %0 {dims=[1], keepdim=1} : f32[8,1]\n"
+      "%2 = sub %0, %1 : f32[8,32]\n"
+      "%3 = exp %2 : f32[8,32]\n"
+      "%4 = sum %3 {dims=[1], keepdim=1} : f32[8,1]\n"
+      "%5 = div %3, %4 : f32[8,32]\n"
+      "return %5\n",
+      GroupKind::Reduction);
+  CHECK(got.find("  acc0 = max f32\n  acc1 = sum f64\n") != std::string::npos);
+  CHECK(got.find("parallel i0 in [0, 8):\n") != std::string::npos);
+  CHECK(got.find("  for i1 in [0, 32):\n") != std::string::npos);
+  CHECK(got.find("  for i2 in [0, 32):\n") != std::string::npos);
+  CHECK(got.find("  for i3 in [0, 32):\n") != std::string::npos);
+  CHECK(got.find("acc0 <- ") != std::string::npos);
+  CHECK(got.find("acc1 <- ") != std::string::npos);
+  CHECK(got.find("= acc acc1 : f64") != std::string::npos);
+  MESSAGE(got);
+}
+
+TEST_CASE("pad lowers to a clamped read and a select") {
+  const std::string got = lowered(
+      "%0 = arg {index=0} : f64[5]\n"
+      "%1 = pad %0 {dim=0, high=1, interior=1, low=2} : f64[12]\n"
+      "return %1\n",
+      GroupKind::Copy);
+  CHECK(got.find("select") != std::string::npos);
+  CHECK(got.find("idiv") != std::string::npos);
+  CHECK(got.find("imod") != std::string::npos);
+  MESSAGE(got);
+}
+
+TEST_CASE("the builder folds integer identities and shares equal values") {
+  kir::KernelBuilder kb("t");
+  const kir::ValueId i = kb.index(0);
+  CHECK(kb.binary(kir::ScalarOp::mul, i, kb.iconst(1)) == i);
+  CHECK(kb.binary(kir::ScalarOp::add, kb.iconst(0), i) == i);
+  CHECK(kb.binary(kir::ScalarOp::idiv, i, kb.iconst(1)) == i);
+  CHECK(kb.is_const(kb.binary(kir::ScalarOp::imod, i, kb.iconst(1))));
+  CHECK(kb.const_value(kb.binary(kir::ScalarOp::mul, kb.iconst(6), kb.iconst(7))) == 42);
+  const kir::ValueId a = kb.binary(kir::ScalarOp::add, i, kb.iconst(3));
+  CHECK(kb.binary(kir::ScalarOp::add, kb.iconst(3), i) == a);
+  // A value made inside a loop is not visible after it: building it again makes a new one.
+  const int32_t l = kb.begin_loop(4);
+  const kir::ValueId j = kb.index(l);
+  const kir::ValueId inner = kb.binary(kir::ScalarOp::add, a, kb.iconst(5));
+  CHECK(kb.binary(kir::ScalarOp::add, a, kb.iconst(5)) == inner);
+  (void)j;
+  kb.end_loop();
+  CHECK(kb.binary(kir::ScalarOp::add, a, kb.iconst(5)) != inner);
+  kir::Kernel k = kb.take();
+  kir::verify_kernel(k);
+}
+
+TEST_CASE("the verifier rejects values used out of scope and type errors") {
+  kir::KernelBuilder kb("bad");
+  kir::Buffer in;
+  in.dtype = DType::f32;
+  in.shape = {4};
+  const int32_t b0 = kb.add_buffer(in);
+  kir::Buffer out = in;
+  out.output = true;
+  const int32_t b1 = kb.add_buffer(out);
+  const int32_t l = kb.begin_loop(4);
+  const kir::ValueId x = kb.load(b0, kb.index(l));
+  kb.end_loop();
+  kb.store(b1, kb.index(0), x);  // x is out of scope here
+  kir::Kernel k = kb.take();
+  CHECK_THROWS_WITH_AS(kir::verify_kernel(k), doctest::Contains("outside the block"), Error);
+
+  kir::Kernel k2;
+  k2.name = "types";
+  k2.buffers = {in};
+  k2.values.push_back(kir::ValueDef{kir::ScalarOp::index, DType::i64});
+  kir::ValueDef ld;
+  ld.op = kir::ScalarOp::load;
+  ld.type = DType::f64;  // buffer is f32
+  ld.args[0] = 0;
+  ld.ref = 0;
+  k2.values.push_back(ld);
+  k2.body.push_back(kir::Stmt{kir::StmtKind::let, 0});
+  k2.body.push_back(kir::Stmt{kir::StmtKind::let, 1});
+  CHECK_THROWS_WITH_AS(kir::verify_kernel(k2), doctest::Contains("type mismatch"), Error);
+}
+
+TEST_CASE("groups that cannot be lowered name the user's source line") {
+  Graph g;
+  Builder b(g);
+  b.loc = SourceLoc("model.cpp", 42);
+  Value r = b.op_typed(OpKind::rand, {}, Attrs{{AttrKey::seed, int64_t{1}}}, ty(DType::f32, {4}));
+  g.outputs = {b.unary(OpKind::exp, r)};
+  FusionGroup grp = make_group(g, GroupKind::Elementwise, all_compute_nodes(g));
+  CHECK_THROWS_WITH_AS(compile_cpu_kernel(g, grp, {}), doctest::Contains("model.cpp:42"), Error);
+  FusionGroup opaque = make_group(g, GroupKind::Opaque, {r.node});
+  CHECK_THROWS_WITH_AS(compile_cpu_kernel(g, opaque, {}), doctest::Contains("opaque"), Error);
+}
+
+TEST_CASE("kernel info: name, sources, range, grain, bytes and flops") {
+  Graph g;
+  Builder b(g);
+  b.loc = SourceLoc("/src/net.cpp", 3);
+  Value x = b.arg(0, ty(DType::f32, {256, 512}));
+  Value y = b.unary(OpKind::exp, x);
+  b.loc = SourceLoc("/src/net.cpp", 4);
+  Value s = b.sum(y, {1}, false);
+  g.outputs = {s};
+  CpuKernel k = compile_cpu_kernel(g, make_group(g, GroupKind::Reduction, all_compute_nodes(g)), {});
+  CHECK(k.info.name == "k1_reduction_exp_sum");
+  CHECK(k.info.sources == std::vector<std::string>{"net.cpp:3", "net.cpp:4"});
+  CHECK(k.info.range == 256);
+  CHECK(k.info.grain == 32);
+  CHECK(k.info.bytes_read == 256 * 512 * 4);
+  CHECK(k.info.bytes_written == 256 * 4);
+  CHECK(k.info.flops == 2 * 256 * 512);
+  CHECK(k.info.kind == GroupKind::Reduction);
+  CHECK(k.info.nodes == std::vector<NodeId>{1, 2});
+}

@@ -1,0 +1,185 @@
+// Tracing JIT semantics: traced equals eager, retracing on new signatures with
+// logged reasons, the bounded cache, parameters read by reference, the error
+// on reading data inside a trace, the eager switch, KILN_CHECK, dumps.
+#include "test_util.h"
+
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+#include "ir/printer.h"
+
+using namespace kiln;
+using kiln::test::check_close;
+
+namespace {
+
+Tensor g_scale = tensor({2.f, 3.f, 4.f, 5.f});
+
+KILN_TRACE(Tensor, chain8, Tensor x) {
+  return ((x * 1.5f + 2).tanh().exp() - x.sigmoid()).relu() / (x * x + 1);
+}
+
+KILN_TRACE(Tensor, scaled, Tensor x) { return x * g_scale + 1; }
+
+KILN_TRACE(Tensor, softmax_rows, Tensor x) { return x.softmax(1); }
+
+int g_read_line = 0;
+KILN_TRACE(Tensor, reads_data, Tensor x) {
+  g_read_line = __LINE__ + 1;
+  float v = x.sum().item<float>();
+  return x * v;
+}
+
+KILN_TRACE(Tensor, with_number, Tensor x, double alpha) { return x * alpha; }
+
+KILN_TRACE(std::vector<Tensor>, two_outputs, Tensor x, Tensor y) {
+  return {x + y, (x * y).sum()};
+}
+
+std::string read_file(const std::filesystem::path& p) {
+  std::ifstream f(p);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+TEST_CASE("a traced chain equals eager, float32 and float64") {
+  manual_seed(1);
+  for (DType dt : {kFloat32, kFloat64}) {
+    Tensor x = randn({1000}, dt);
+    Tensor eager = ((x * 1.5f + 2).tanh().exp() - x.sigmoid()).relu() / (x * x + 1);
+    check_close(chain8(x), eager, dt == kFloat32 ? 1e-5 : 1e-12, 1e-6);
+  }
+  Tensor m = randn({7, 33});
+  check_close(softmax_rows(m), m.softmax(1), 1e-5, 1e-6);
+}
+
+TEST_CASE("retracing on a new signature, with reasons, and the bounded cache") {
+  auto f = jit([](Tensor x) { return x.exp().sum(); }, "exp_sum");
+  f(ones({4}));
+  f(ones({4}));
+  f(ones({8}));
+  f(ones({8}, kFloat64));
+  CHECK(f.stats().hits == 1);
+  CHECK(f.stats().misses == 3);
+  REQUIRE(f.stats().miss_reasons.size() == 3);
+  CHECK(f.stats().miss_reasons[0] == "first call");
+  CHECK(f.stats().miss_reasons[1] == "arg 0: shape [4] -> [8]");
+  CHECK(f.stats().miss_reasons[2] == "arg 0: dtype f32 -> f64");
+  f.set_cache_size(2);
+  CHECK(f.stats().evictions == 1);
+  f(ones({4}));  // evicted: traced again
+  CHECK(f.stats().misses == 4);
+  CHECK(f(ones({3})).item<float>() == doctest::Approx(3 * std::exp(1.f)));
+}
+
+TEST_CASE("numbers are constants: a new value retraces") {
+  Tensor x = ones({3});
+  CHECK(with_number(x, 2.0).sum().item<float>() == 6);
+  CHECK(with_number(x, 3.0).sum().item<float>() == 9);
+  CHECK(with_number.stats().miss_reasons.back().find("0.5") == std::string::npos);
+  CHECK(with_number.stats().miss_reasons.back().find("2 -> 3") != std::string::npos);
+}
+
+TEST_CASE("captured tensors are parameters, read by reference") {
+  Tensor x = ones({4});
+  CHECK(scaled(x).to_vector<float>() == std::vector<float>{3, 4, 5, 6});
+  g_scale.mul_(2);
+  CHECK(scaled(x).to_vector<float>() == std::vector<float>{5, 7, 9, 11});
+  std::string ir = print_graph(scaled.graph(x));
+  CHECK(ir.find("param") != std::string::npos);
+  CHECK(scaled.stats().misses == 1);
+}
+
+TEST_CASE("reading data inside a trace is an error naming the line") {
+  std::string msg = test::error_of([] { reads_data(ones({2})); });
+  CHECK(msg.find("item()") != std::string::npos);
+  CHECK(msg.find("symbolic") != std::string::npos);
+  CHECK(msg.find("jit_test.cpp:" + std::to_string(g_read_line)) != std::string::npos);
+}
+
+TEST_CASE("printing a symbolic tensor shows its type") {
+  std::string seen;
+  auto f = jit([&](Tensor x) {
+    seen = (x * 2).str();
+    return x * 2;
+  });
+  f(ones({2, 3}));
+  CHECK(seen.find("symbolic f32[2,3]") != std::string::npos);
+}
+
+TEST_CASE("several outputs") {
+  auto r = two_outputs(tensor({1.f, 2.f}), tensor({3.f, 4.f}));
+  CHECK(r[0].to_vector<float>() == std::vector<float>{4, 6});
+  CHECK(r[1].item<float>() == 11);
+}
+
+TEST_CASE("the eager switch runs the body directly") {
+  auto f = jit([](Tensor x) { return x + 1; });
+  set_jit_enabled(false);
+  CHECK(f(ones({2})).to_vector<float>() == std::vector<float>{2, 2});
+  set_jit_enabled(true);
+  CHECK(f.stats().eager_calls == 1);
+  CHECK(f.stats().misses == 0);
+  f(ones({2}));
+  CHECK(f.stats().misses == 1);
+}
+
+TEST_CASE("the two-layer net's forward, traced, equals eager") {
+  manual_seed(3);
+  Tensor x = randn({64, 1000});
+  Tensor w1 = randn({1000, 100}), w2 = randn({100, 10});
+  auto forward = jit([&](Tensor in) { return in.mm(w1).clamp_min(0).mm(w2); });
+  check_close(forward(x), x.mm(w1).clamp_min(0).mm(w2), 1e-4, 1e-3);
+  nn::Sequential mlp(nn::Linear(1000, 100), nn::ReLU(), nn::Linear(100, 10));
+  auto net = jit([&](Tensor in) { return mlp(in); });
+  NoGradGuard no_grad;
+  check_close(net(x), mlp(x), 1e-4, 1e-4);
+}
+
+TEST_CASE("fusion on and off agree") {
+  manual_seed(4);
+  Tensor x = randn({64, 129});
+  auto fused = jit([](Tensor t) { return (t - t.mean(1, true)) / (t.var({1}, false, true) + 1e-5).sqrt(); });
+  auto unfused = jit([](Tensor t) { return (t - t.mean(1, true)) / (t.var({1}, false, true) + 1e-5).sqrt(); });
+  unfused.set_fusion(false);
+  check_close(fused(x), unfused(x), 1e-5, 1e-5);
+  CHECK(unfused.stats().kernels > fused.stats().kernels);
+}
+
+TEST_CASE("KILN_CHECK compares with the reference on new signatures") {
+  set_check_enabled(true);
+  auto f = jit([](Tensor t) { return (t.exp() * 2).sum(0); });
+  check_close(f(ones({5, 3})), full({3}, 10 * std::exp(1.f)), 1e-5);
+  set_check_enabled(false);
+}
+
+TEST_CASE("dumps hold every stage and vectorized kernels") {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("kiln_dump_test_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  chain8.dump(dir.string(), ones({1 << 16}));
+  fs::path sig = dir / "chain8" / "f32-65536";
+  REQUIRE(fs::exists(sig / "summary.txt"));
+  CHECK(fs::exists(sig / "00_traced.kir"));
+  CHECK(fs::exists(sig / "fusion.txt"));
+  std::string summary = read_file(sig / "summary.txt");
+  CHECK(summary.find("jit_test.cpp") != std::string::npos);
+  bool vector_asm = false, vector_ir = false;
+  int kernels = 0;
+  for (auto& entry : fs::directory_iterator(sig / "kernels")) {
+    std::string text = read_file(entry.path());
+    if (entry.path().extension() == ".s") {
+      ++kernels;
+      vector_asm = vector_asm || text.find("%zmm") != std::string::npos || text.find("%ymm") != std::string::npos;
+      CHECK(text.find("expf") == std::string::npos);
+    }
+    if (entry.path().string().ends_with(".opt.ll"))
+      vector_ir = vector_ir || text.find("x float>") != std::string::npos;
+  }
+  CHECK(kernels == 1);  // the whole chain is one fused kernel
+  CHECK(vector_asm);
+  CHECK(vector_ir);
+  fs::remove_all(dir);
+}

@@ -1,0 +1,88 @@
+// run_pipeline: the named pass list, its log, and verification after each pass.
+#include <doctest/doctest.h>
+
+#include "pass_test_util.h"
+#include "passes/pipeline.h"
+
+using namespace kiln;
+using passtest::ir;
+
+TEST_CASE("the pipeline is one named list") {
+  CHECK(pipeline_pass_names() ==
+        std::vector<std::string>{"simplify", "fold_constants", "cse", "dce"});
+}
+
+TEST_CASE("the pipeline simplifies, folds, merges and cleans up, logging each pass") {
+  const char* text = R"(
+    %x = arg {index=0} : f32[4]
+    %one = constant {value=1.0} : f32[]
+    %two = constant {value=2.0} : f32[]
+    %three = add %one, %two
+    %a = mul %x, %one
+    %b = mul %a, %three
+    %c = mul %x, %three
+    %d = add %b, %c
+    %dead = exp %d
+    %e = neg %d
+    %f = neg %e
+    return %f
+  )";
+  Graph g = ir(text);
+  std::vector<PassRecord> log;
+  Graph out = run_pipeline(g, PipelineOptions{true, true}, &log);
+  std::string want =
+      "%0 = arg {index=0} : f32[4]\n"
+      "%1 = constant {value=3.0} : f32[]\n"
+      "%2 = mul %0, %1 : f32[4]\n"
+      "%3 = add %2, %2 : f32[4]\n"
+      "return %3\n";
+  CHECK(print_graph(out) == want);
+  passtest::check_same_results(g, out);
+  REQUIRE(log.size() == 4);
+  for (size_t i = 0; i < log.size(); ++i) {
+    CHECK(log[i].name == pipeline_pass_names()[i]);
+    CHECK(log[i].ms >= 0);
+    CHECK(log[i].changed);
+    verify(ir(log[i].graph_text));
+  }
+  CHECK(log[3].graph_text == want);
+
+  // Running it again changes nothing; without `record` no text is kept.
+  std::vector<PassRecord> again;
+  CHECK(print_graph(run_pipeline(out, PipelineOptions{false, true}, &again)) == want);
+  REQUIRE(again.size() == 4);
+  for (const PassRecord& r : again) {
+    CHECK_FALSE(r.changed);
+    CHECK(r.graph_text.empty());
+  }
+}
+
+TEST_CASE("the pipeline verifies its input and names the failing step") {
+  Graph g = ir(R"(
+    %x = arg {index=0} : f32[4]
+    %y = exp %x
+    return %y
+  )");
+  g.node(1).results[0].shape = {5};
+  std::string msg;
+  try {
+    run_pipeline(g);
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  CHECK(msg.find("invalid graph given to the pipeline") != std::string::npos);
+  CHECK(msg.find("expected result type f32[4]") != std::string::npos);
+  // With verification off the broken graph goes through unchecked.
+  CHECK_NOTHROW(run_pipeline(g, PipelineOptions{false, false}));
+}
+
+TEST_CASE("the pipeline keeps what seeded random graphs compute") {
+  for (uint64_t seed = 1; seed <= 150; ++seed) {
+    CAPTURE(seed);
+    Graph g = passtest::random_graph(seed, 20 + seed % 21, /*custom=*/false);
+    CAPTURE(print_graph(g));
+    Graph out = run_pipeline(g);
+    passtest::check_same_results(g, out, seed);
+    CHECK(out.size() <= g.size());
+  }
+}

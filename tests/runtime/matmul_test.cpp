@@ -1,0 +1,149 @@
+// matmul_cpu: 2-D, batched, broadcast batch dims, transposed and other
+// strided views, f32/f64 through BLAS and integers through the plain loop.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "runtime/blas.h"
+#include "runtime_test_util.h"
+
+using namespace kiln;
+using namespace kiln::test;
+
+namespace {
+
+// out[b][i][j] = sum_p a[b][i][p] * b[b][p][j] over dense row-major [batch, n, k] and [batch, k,
+// m].
+std::vector<double> naive(const std::vector<double>& a, const std::vector<double>& b, int64_t batch,
+                          int64_t n, int64_t k, int64_t m, bool b_shared) {
+  std::vector<double> out(size_t(batch * n * m), 0);
+  for (int64_t t = 0; t < batch; ++t)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < m; ++j) {
+        double s = 0;
+        for (int64_t p = 0; p < k; ++p)
+          s += a[size_t((t * n + i) * k + p)] * b[size_t(((b_shared ? 0 : t) * k + p) * m + j)];
+        out[size_t((t * n + i) * m + j)] = s;
+      }
+  return out;
+}
+
+std::vector<double> pseudo_random(int64_t count, int seed) {
+  std::vector<double> v(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i)
+    v[size_t(i)] = double(((i + 1) * (seed * 7919 + 13)) % 17) - 8;
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("2-D matmul by hand") {
+  Arr a = f32({2, 3}, {1, 2, 3, 4, 5, 6});
+  Arr b = f32({3, 2}, {7, 8, 9, 10, 11, 12});
+  Arr c = run(OpKind::matmul, {a, b});
+  CHECK(c.v.shape == Shape{2, 2});
+  CHECK(values(c) == std::vector<double>{58, 64, 139, 154});
+  for (DType dt : {DType::f64, DType::i32, DType::i64}) {
+    CAPTURE(dtype_name(dt));
+    Arr ad = arr(dt, {2, 3}, {1, 2, 3, 4, 5, 6});
+    Arr bd = arr(dt, {3, 2}, {7, 8, 9, 10, 11, 12});
+    Arr cd = run(OpKind::matmul, {ad, bd});
+    CHECK(cd.v.dtype == dt);
+    CHECK(values(cd) == std::vector<double>{58, 64, 139, 154});
+  }
+  // Mixed dtypes promote (i64 @ f32 -> f32).
+  Arr mixed = run(OpKind::matmul, {arr(DType::i64, {2, 3}, {1, 2, 3, 4, 5, 6}), b});
+  CHECK(mixed.v.dtype == DType::f32);
+  CHECK(values(mixed) == std::vector<double>{58, 64, 139, 154});
+}
+
+TEST_CASE("transposed operands go to BLAS with transpose flags") {
+  const int64_t n = 37, k = 53, m = 29;
+  std::vector<double> av = pseudo_random(n * k, 1), bv = pseudo_random(k * m, 2);
+  std::vector<double> want = naive(av, bv, 1, n, k, m, true);
+  for (DType dt : {DType::f32, DType::f64, DType::i32}) {
+    CAPTURE(dtype_name(dt));
+    Arr a = arr(dt, {n, k}, av), b = arr(dt, {k, m}, bv);
+    // The same matrices stored transposed, viewed back: strides (1, rows).
+    std::vector<double> at(size_t(n * k)), bt(size_t(k * m));
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t p = 0; p < k; ++p) at[size_t(p * n + i)] = av[size_t(i * k + p)];
+    for (int64_t p = 0; p < k; ++p)
+      for (int64_t j = 0; j < m; ++j) bt[size_t(j * k + p)] = bv[size_t(p * m + j)];
+    Arr a_t = transposed(arr(dt, {k, n}, at)), b_t = transposed(arr(dt, {m, k}, bt));
+    CHECK(values(run(OpKind::matmul, {a, b})) == want);
+    CHECK(values(run(OpKind::matmul, {a_t, b})) == want);
+    CHECK(values(run(OpKind::matmul, {a, b_t})) == want);
+    CHECK(values(run(OpKind::matmul, {a_t, b_t})) == want);
+  }
+}
+
+TEST_CASE("strided views BLAS cannot read are copied first") {
+  const int64_t n = 6, k = 5, m = 4;
+  std::vector<double> av = pseudo_random(n * k, 3), bv = pseudo_random(k * m, 4);
+  std::vector<double> want = naive(av, bv, 1, n, k, m, true);
+  // a's columns interleaved with junk: a view with column stride 2.
+  std::vector<double> wide(size_t(n * k * 2), 99);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t p = 0; p < k; ++p) wide[size_t(i * 2 * k + 2 * p)] = av[size_t(i * k + p)];
+  Arr aw = view_as(f32({n, 2 * k}, wide), OpKind::slice,
+                   Attrs{{AttrKey::dim, int64_t{1}},
+                         {AttrKey::start, int64_t{0}},
+                         {AttrKey::end, int64_t{2 * k}},
+                         {AttrKey::step, int64_t{2}}});
+  CHECK(values(run(OpKind::matmul, {aw, f32({k, m}, bv)})) == want);
+  // An expanded (stride-0) row broadcast as a matrix.
+  Arr row = view_as(f32({1, k}, {1, 2, 3, 4, 5}), OpKind::expand,
+                    Attrs{{AttrKey::shape, std::vector<int64_t>{3, k}}});
+  Arr r = run(OpKind::matmul, {row, f32({k, 1}, {1, 1, 1, 1, 1})});
+  CHECK(values(r) == std::vector<double>{15, 15, 15});
+}
+
+TEST_CASE("batched matmul, with broadcast batch dims") {
+  const int64_t batch = 3, n = 4, k = 5, m = 2;
+  std::vector<double> av = pseudo_random(batch * n * k, 5), bv = pseudo_random(batch * k * m, 6);
+  // [3,4,5] @ [3,5,2]
+  CHECK(values(run(OpKind::matmul, {f32({batch, n, k}, av), f32({batch, k, m}, bv)})) ==
+        naive(av, bv, batch, n, k, m, false));
+  // [3,4,5] @ [5,2]: b shared, folds into one tall gemm.
+  std::vector<double> b0(bv.begin(), bv.begin() + k * m);
+  CHECK(values(run(OpKind::matmul, {f32({batch, n, k}, av), f32({k, m}, b0)})) ==
+        naive(av, b0, batch, n, k, m, true));
+  // [3,1,4,5] @ [2,5,2] -> [3,2,4,2]
+  std::vector<double> b2(bv.begin(), bv.begin() + 2 * k * m);
+  Arr c = run(OpKind::matmul, {f32({batch, 1, n, k}, av), f32({2, k, m}, b2)});
+  CHECK(c.v.shape == Shape{batch, 2, n, m});
+  std::vector<double> got = values(c), want;
+  for (int64_t t = 0; t < batch; ++t)
+    for (int64_t u = 0; u < 2; ++u) {
+      std::vector<double> at(av.begin() + t * n * k, av.begin() + (t + 1) * n * k);
+      std::vector<double> bt(b2.begin() + u * k * m, b2.begin() + (u + 1) * k * m);
+      std::vector<double> one = naive(at, bt, 1, n, k, m, true);
+      want.insert(want.end(), one.begin(), one.end());
+    }
+  CHECK(got == want);
+  // A batch of transposed views (permuted last two dims of [3,5,4]).
+  std::vector<double> a_stored(size_t(batch * k * n));
+  for (int64_t t = 0; t < batch; ++t)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t p = 0; p < k; ++p)
+        a_stored[size_t((t * k + p) * n + i)] = av[size_t((t * n + i) * k + p)];
+  Arr a_t = transposed(f32({batch, k, n}, a_stored));
+  CHECK(values(run(OpKind::matmul, {a_t, f32({k, m}, b0)})) == naive(av, b0, batch, n, k, m, true));
+}
+
+TEST_CASE("degenerate sizes") {
+  Arr c = run(OpKind::matmul, {empty(DType::f32, {2, 0}), empty(DType::f32, {0, 3})});
+  CHECK(values(c) == std::vector<double>(6, 0.0));
+  CHECK(run(OpKind::matmul, {empty(DType::f64, {0, 4}), iota(DType::f64, {4, 2})}).v.numel() == 0);
+  Arr big = run(OpKind::matmul, {iota(DType::f32, {1, 300}), iota(DType::f32, {300, 1})});
+  CHECK(values(big)[0] == doctest::Approx(299.0 * 300 * 599 / 6));
+}
+
+TEST_CASE("blas_info names the kernels") {
+  blas_init();
+  std::string info = blas_info();
+  CHECK(info.find("OPENBLAS_CORETYPE") != std::string::npos);
+  CHECK(info.find("kernels:") != std::string::npos);
+  MESSAGE(info);
+}

@@ -7,6 +7,7 @@
 #include <kiln/kiln.h>
 
 #include "bench/bandwidth.h"
+#include "codegen/cpu_backend.h"
 #include "runtime/blas.h"
 #include "runtime/storage.h"
 

@@ -1,6 +1,7 @@
 // The compile driver (see compile.h): passes, fusion, memory plan, kernels, slots.
 #include "codegen/compile.h"
 
+#include <algorithm>
 #include <chrono>
 #include <unordered_map>
 
@@ -53,6 +54,47 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
   FusionOptions fopts;
   fopts.enabled = opts.fusion;
   r.groups = plan_fusion(g, fopts);
+  // Transposes of the last two dims that only feed matmuls are not copied: BLAS
+  // reads the operand transposed.
+  std::unordered_map<Value, Value, ValueHash> folded_transpose;
+  {
+    std::vector<std::vector<NodeId>> users(g.size());
+    for (NodeId id = 0; id < g.size(); ++id)
+      for (Value o : g[id].operands) users[o.node].push_back(id);
+    std::vector<char> escapes(g.size(), 0);
+    for (Value v : g.outputs) escapes[v.node] = 1;
+    for (const ParamUpdate& u : g.updates) escapes[u.value.node] = 1;
+    for (const FusionGroup& grp : r.groups) {
+      if (grp.kind != GroupKind::Copy || grp.nodes.size() != 1) continue;
+      const Node& n = g[grp.nodes[0]];
+      if (n.op != OpKind::permute || escapes[grp.nodes[0]]) continue;
+      const auto& perm = n.attrs.ints(AttrKey::perm);
+      int64_t rank = static_cast<int64_t>(perm.size());
+      bool last_two = rank >= 2 && perm[rank - 1] == rank - 2 && perm[rank - 2] == rank - 1;
+      for (int64_t d = 0; d + 2 < rank; ++d) last_two = last_two && perm[d] == d;
+      bool only_matmuls = !users[grp.nodes[0]].empty();
+      for (NodeId u : users[grp.nodes[0]]) only_matmuls = only_matmuls && g[u].op == OpKind::matmul;
+      if (last_two && only_matmuls) folded_transpose[Value(grp.nodes[0])] = n.operands[0];
+    }
+    // The copy groups go; their readers read the untransposed value instead, so
+    // the memory plan sees its true last use.
+    std::vector<FusionGroup> kept;
+    for (FusionGroup& grp : r.groups) {
+      if (grp.kind == GroupKind::Copy && grp.nodes.size() == 1 &&
+          folded_transpose.count(Value(grp.nodes[0])))
+        continue;
+      std::vector<Value> inputs;
+      for (Value v : grp.inputs) {
+        auto f = folded_transpose.find(v);
+        Value src = f == folded_transpose.end() ? v : f->second;
+        if (std::find(inputs.begin(), inputs.end(), src) == inputs.end()) inputs.push_back(src);
+      }
+      grp.inputs = std::move(inputs);
+      kept.push_back(std::move(grp));
+    }
+    r.groups = std::move(kept);
+  }
+
   if (opts.want_artifacts) r.fusion_text = fusion_plan_str(g, r.groups);
   r.memory = plan_memory(g, r.groups);
 
@@ -95,7 +137,11 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
   r.kernels.clear();
   r.artifacts.clear();
   r.step_values.clear();
-  for (const FusionGroup& grp : r.groups) {
+  for (FusionGroup grp : r.groups) {
+    // Constant data (a literal, an arange) is written by an ordinary kernel.
+    bool data_only = grp.kind == GroupKind::Opaque;
+    for (NodeId id : grp.nodes) data_only = data_only && (g[id].op == OpKind::literal || g[id].op == OpKind::arange);
+    if (data_only) grp.kind = GroupKind::Elementwise;
     if (grp.kind == GroupKind::Opaque)
       throw Error(std::string("cannot compile '") + op_name(g[grp.nodes.front()].op) +
                       "' in a traced function (run it eagerly, outside the trace)",
@@ -114,14 +160,30 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
       PlanStep step;
       step.kind = PlanStep::Matmul;
       step.name = k.info.name + "_gemm";
-      step.slots = {slots.at(mm.operands[0], g), slots.at(mm.operands[1], g), slots.at(mv, g)};
+      auto operand = [&](Value v, bool* trans) {
+        auto f = folded_transpose.find(v);
+        *trans = f != folded_transpose.end();
+        return slots.at(*trans ? f->second : v, g);
+      };
+      int32_t sa = operand(mm.operands[0], &step.trans_a);
+      int32_t sb = operand(mm.operands[1], &step.trans_b);
+      step.slots = {sa, sb, slots.at(mv, g)};
       plan->steps.push_back(step);
+      // The group's totals cover the product and its epilogue: split them between
+      // the gemm step and the epilogue kernel so nothing is counted twice.
+      auto bytes_of = [&](Value v) { return g.type(v).numel() * static_cast<int64_t>(dtype_size(g.type(v).dtype)); };
+      int64_t n = mm.type().shape.end()[-2], m = mm.type().shape.end()[-1];
+      int64_t kdim = g.type(mm.operands[0]).shape.back();
+      int64_t operand_bytes = bytes_of(mm.operands[0]) + bytes_of(mm.operands[1]);
+      int64_t product_bytes = bytes_of(mv);
       KernelInfo info = k.info;
       info.name = step.name;
       info.nodes = {grp.nodes.front()};
-      int64_t n = mm.type().shape.end()[-2], m = mm.type().shape.end()[-1];
-      int64_t kdim = g.type(mm.operands[0]).shape.back();
       info.flops = 2 * (mm.type().numel() / std::max<int64_t>(n * m, 1)) * n * m * kdim;
+      info.bytes_read = operand_bytes;
+      info.bytes_written = product_bytes;
+      k.info.flops = std::max<int64_t>(0, k.info.flops - info.flops);
+      k.info.bytes_read = std::max<int64_t>(0, k.info.bytes_read - operand_bytes) + product_bytes;
       r.kernels.push_back(info);
       r.artifacts.push_back({});
       r.step_values.push_back({mv});

@@ -28,7 +28,8 @@ SourceLoc first_loc(const Graph& g, const FusionGroup& group) {
 
 }  // namespace
 
-CpuKernel compile_cpu_kernel(const Graph& g, const FusionGroup& group, const CpuCompileOptions& opts) {
+CpuKernel compile_cpu_kernel(const Graph& g, const FusionGroup& group,
+                             const CpuCompileOptions& opts) {
   const auto t0 = std::chrono::steady_clock::now();
   LowerOptions lo;
   lo.epilogue_in_place = opts.epilogue_in_place;
@@ -51,10 +52,10 @@ CpuKernel compile_cpu_kernel(const Graph& g, const FusionGroup& group, const Cpu
   try {
     LlvmJit& jit = LlvmJit::get();
     // The key: what the code means (kernel text without names) and what it was built for.
-    const std::string key_text = std::string(kCodegenVersion) + "\nllvm " + LlvmJit::llvm_version() +
-                                 "\ncpu " + jit.cpu_name() + "\nfeatures " + jit.cpu_features() +
-                                 "\naligned " + (opts.assume_aligned ? "1" : "0") + "\n" +
-                                 kir::print_kernel(k, {.names = false});
+    const std::string key_text =
+        std::string(kCodegenVersion) + "\nllvm " + LlvmJit::llvm_version() + "\ncpu " +
+        jit.cpu_name() + "\nfeatures " + jit.cpu_features() + "\naligned " +
+        (opts.assume_aligned ? "1" : "0") + "\n" + kir::print_kernel(k, {.names = false});
     const std::string key = stable_hash_hex(key_text);
     const std::string symbol = "kiln_kernel_" + key;
     LlvmEmitOptions eo;

@@ -13,27 +13,28 @@
 namespace kiln {
 
 /// A compiled CPU kernel: computes elements [begin, end) of its outer loop.
-/// `buffers` points at the dense row-major buffers of CpuKernel::buffers, in order
-/// (64-byte aligned unless CpuCompileOptions::assume_aligned is off, and distinct).
+/// `buffers` points at the dense row-major buffers of CpuKernel::buffers, in order;
+/// they must not overlap (the kernel is compiled with noalias), except as
+/// CpuCompileOptions::epilogue_in_place allows.
 /// Disjoint ranges may run concurrently on different threads.
 using CpuKernelFn = void (*)(void* const* buffers, int64_t begin, int64_t end);
 
 /// What the dumps and `kiln explain` report about a kernel.
 struct KernelInfo {
-  std::string name;                 // e.g. "k3_reduction_sum_exp"
+  std::string name;  // e.g. "k3_reduction_sum_exp"
   GroupKind kind{};
-  std::vector<NodeId> nodes;        // IR nodes it computes
-  std::vector<std::string> sources; // distinct user source lines ("mlp.cpp:12")
-  int64_t range = 1;                // outer loop trip count
-  int64_t grain = 1;                // smallest chunk worth a thread
+  std::vector<NodeId> nodes;         // IR nodes it computes
+  std::vector<std::string> sources;  // distinct user source lines ("mlp.cpp:12")
+  int64_t range = 1;                 // outer loop trip count
+  int64_t grain = 1;                 // smallest chunk worth a thread
   int64_t bytes_read = 0, bytes_written = 0, flops = 0;
 };
 
 struct KernelArtifacts {
-  std::string kernel_ir;     // the backend-neutral kernel IR, printed
-  std::string llvm_ir;       // before optimisation
-  std::string llvm_ir_opt;   // after O3
-  std::string assembly;      // host assembly
+  std::string kernel_ir;    // the backend-neutral kernel IR, printed
+  std::string llvm_ir;      // before optimisation
+  std::string llvm_ir_opt;  // after O3
+  std::string assembly;     // host assembly
   double compile_ms = 0;
   bool from_disk_cache = false;
 };
@@ -51,9 +52,12 @@ struct CpuKernel {
 struct CpuCompileOptions {
   bool want_artifacts = false;  // fill KernelArtifacts' texts (costs time)
   std::string cache_dir;        // on-disk object cache; empty disables it
-  /// Every buffer is 64-byte aligned (Storage::allocate's blocks are); the kernel
-  /// may then use aligned vector loads. Turn off for buffers from elsewhere.
-  bool assume_aligned = true;
+  /// Every buffer is 64-byte aligned (Storage::allocate's blocks are), so the
+  /// kernel may use aligned vector moves. Off by default: a dense view with an
+  /// offset (a contiguous slice passed as a traced argument) is not aligned, and
+  /// an aligned move on it faults. The gain is small on x86 (unaligned moves on
+  /// aligned data cost the same); turn it on only when every buffer is a block start.
+  bool assume_aligned = false;
   /// Matmul groups: the caller passes the matmul's result buffer again as the first
   /// epilogue output, which the kernel then overwrites element by element. Only
   /// legal when the epilogue reads the result at the element it writes (lowering
@@ -63,7 +67,8 @@ struct CpuCompileOptions {
 
 /// Compiles one group of g. Throws kiln::Error naming the group's first source
 /// line if the group cannot be lowered.
-CpuKernel compile_cpu_kernel(const Graph& g, const FusionGroup& group, const CpuCompileOptions& opts);
+CpuKernel compile_cpu_kernel(const Graph& g, const FusionGroup& group,
+                             const CpuCompileOptions& opts);
 
 /// Host CPU name and features the JIT targets ("znver5 +avx512f ...").
 std::string cpu_target_description();

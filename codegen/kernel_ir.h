@@ -1,5 +1,6 @@
 // The kernel IR: a small loop-level IR between a fusion group and a backend.
-// Lowering (codegen/lower.h) writes it; the CPU backend (LLVM) and the CUDA C
+// Lowering (codegen/lower.h) writes it through KernelBuilder
+// (codegen/kernel_builder.h); the CPU backend (LLVM) and the CUDA C
 // backend read it unchanged, so it says everything about indexing and nothing
 // about the target: no LLVM types, no vector widths, no thread counts.
 //
@@ -17,6 +18,9 @@
 //   %9 = acc acc0 : f64               ... and read after it
 //
 // A value is visible in the block that defines it and in blocks nested inside.
+// Indices are i64 element offsets into the dense buffers; bool elements are one
+// byte holding 0 or 1. Lowering has already made every dtype conversion explicit
+// (`cast`), so each scalar op sees operands of the types listed below.
 // Elementwise ops of the op table map one-to-one onto scalar ops here; the
 // composite ones (tanh, sigmoid, gelu, ...) are kept whole and each backend
 // expands them (the CPU backend into vectorisable polynomials, CUDA into its
@@ -26,7 +30,6 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "ir/dtype.h"
@@ -36,49 +39,49 @@
 namespace kiln::kir {
 
 // X-macro of scalar ops: X(enumerator, spelling).
-#define KILN_KIR_OPS(X)                                                                          \
-  /* leaves */                                                                                   \
-  X(const_, "const")  /* immediate: fimm (floats) or iimm (integers, bool) */                    \
-  X(index, "index")   /* the value of loop variable `ref` (i64) */                               \
-  X(load, "load")     /* buffer `ref` at element args[0] (i64) */                                \
-  X(table, "table")   /* constant table `ref` at element args[0] (i64) */                        \
-  X(acc, "acc")       /* the result of accumulator `ref` (argmax/argmin: the i64 position) */   \
-  /* conversions and choice */                                                                   \
+#define KILN_KIR_OPS(X)                                                                            \
+  /* leaves */                                                                                     \
+  X(const_, "const") /* immediate: fimm (floats) or iimm (integers, bool) */                       \
+  X(index, "index")  /* the value of loop variable `ref` (i64) */                                  \
+  X(load, "load")    /* buffer `ref` at element args[0] (i64) */                                   \
+  X(table, "table")  /* constant table `ref` at element args[0] (i64) */                           \
+  X(acc, "acc")      /* the result of accumulator `ref` (argmax/argmin: the i64 position) */       \
+  /* conversions and choice */                                                                     \
   X(cast, "cast")     /* args[0] converted to the value's type, as static_cast (x != 0 to bool) */ \
-  X(select, "select") /* args[0] (bool) ? args[1] : args[2] */                                   \
-  /* unary, in the operand's type */                                                             \
-  X(neg, "neg")                                                                                  \
-  X(abs, "abs")                                                                                  \
-  X(sign, "sign") /* -1, 0 or 1; 0 for NaN */                                                    \
-  X(relu, "relu") /* x < 0 ? 0 : x (NaN stays NaN) */                                            \
-  X(exp, "exp")                                                                                  \
-  X(log, "log")                                                                                  \
-  X(sqrt, "sqrt")                                                                                \
-  X(rsqrt, "rsqrt")                                                                              \
-  X(sin, "sin")                                                                                  \
-  X(cos, "cos")                                                                                  \
-  X(tanh, "tanh")                                                                                \
-  X(sigmoid, "sigmoid") /* 1 / (1 + exp(-x)) */                                                  \
-  X(gelu, "gelu")       /* 0.5 x (1 + erf(x / sqrt 2)) */                                        \
-  X(not_, "not")        /* bool -> bool */                                                       \
-  /* binary, both operands of the value's type (comparisons: any type, result bool) */          \
-  X(add, "add")                                                                                  \
-  X(sub, "sub")                                                                                  \
-  X(mul, "mul")                                                                                  \
-  X(div, "div") /* integers: 0 for x/0, wrapping -x for x/-1, else truncating */                 \
-  X(pow, "pow") /* integers: exact with wrap-around; negative exponents give 0 unless |x| = 1 */ \
-  X(max, "max") /* NaN-propagating; which zero is returned for +-0 is unspecified */             \
-  X(min, "min")                                                                                  \
-  X(eq, "eq")                                                                                    \
-  X(ne, "ne")                                                                                    \
-  X(lt, "lt")                                                                                    \
-  X(le, "le")                                                                                    \
-  X(gt, "gt")                                                                                    \
-  X(ge, "ge")                                                                                    \
-  X(and_, "and") /* bool */                                                                      \
-  X(or_, "or")   /* bool */                                                                      \
-  /* index arithmetic on non-negative i64 with a positive divisor */                             \
-  X(idiv, "idiv")                                                                                \
+  X(select, "select") /* args[0] (bool) ? args[1] : args[2] */                                     \
+  /* unary, in the operand's type */                                                               \
+  X(neg, "neg")                                                                                    \
+  X(abs, "abs")                                                                                    \
+  X(sign, "sign") /* -1, 0 or 1; 0 for NaN */                                                      \
+  X(relu, "relu") /* x < 0 ? 0 : x (NaN stays NaN) */                                              \
+  X(exp, "exp")                                                                                    \
+  X(log, "log")                                                                                    \
+  X(sqrt, "sqrt")                                                                                  \
+  X(rsqrt, "rsqrt")                                                                                \
+  X(sin, "sin")                                                                                    \
+  X(cos, "cos")                                                                                    \
+  X(tanh, "tanh")                                                                                  \
+  X(sigmoid, "sigmoid") /* 1 / (1 + exp(-x)) */                                                    \
+  X(gelu, "gelu")       /* 0.5 x (1 + erf(x / sqrt 2)) */                                          \
+  X(not_, "not")        /* bool -> bool */                                                         \
+  /* binary, both operands of the value's type (comparisons: any type, result bool) */             \
+  X(add, "add")                                                                                    \
+  X(sub, "sub")                                                                                    \
+  X(mul, "mul")                                                                                    \
+  X(div, "div") /* integers: 0 for x/0, wrapping -x for x/-1, else truncating */                   \
+  X(pow, "pow") /* integers: exact with wrap-around; negative exponents give 0 unless |x| = 1 */   \
+  X(max, "max") /* NaN-propagating; which zero is returned for +-0 is unspecified */               \
+  X(min, "min")                                                                                    \
+  X(eq, "eq")                                                                                      \
+  X(ne, "ne")                                                                                      \
+  X(lt, "lt")                                                                                      \
+  X(le, "le")                                                                                      \
+  X(gt, "gt")                                                                                      \
+  X(ge, "ge")                                                                                      \
+  X(and_, "and") /* bool */                                                                        \
+  X(or_, "or")   /* bool */                                                                        \
+  /* index arithmetic on non-negative i64 with a positive divisor */                               \
+  X(idiv, "idiv")                                                                                  \
   X(imod, "imod")
 
 enum class ScalarOp : uint8_t {
@@ -158,9 +161,9 @@ struct Kernel {
   std::vector<Table> tables;
   std::vector<Accumulator> accs;
   std::vector<ValueDef> values;
-  int32_t num_loops = 1;  // loop variables i0 (the outer, parallel one) .. i{n-1}
-  int64_t range = 0;      // trip count of the outer loop
-  std::vector<Stmt> body; // one outer iteration; i0 is its index
+  int32_t num_loops = 1;   // loop variables i0 (the outer, parallel one) .. i{n-1}
+  int64_t range = 0;       // trip count of the outer loop
+  std::vector<Stmt> body;  // one outer iteration; i0 is its index
 };
 
 struct PrintKernelOptions {
@@ -176,68 +179,5 @@ std::string print_kernel(const Kernel& k, const PrintKernelOptions& opts = {});
 /// operand types follow the op, and that references are in range. Throws
 /// kiln::Error naming the first problem.
 void verify_kernel(const Kernel& k);
-
-/// Builds a kernel statement by statement. Values are hash-consed within the
-/// visible blocks (building the same expression twice gives the same value),
-/// and simple integer identities are folded (x*1, x+0, x/1, x%1, constants).
-class KernelBuilder {
- public:
-  explicit KernelBuilder(std::string name);
-
-  Kernel& kernel() { return k_; }
-  Kernel take();
-
-  int32_t add_buffer(Buffer b);
-  int32_t add_table(Table t);
-  int32_t add_accumulator(ReduceKind kind, DType type);
-
-  DType type(ValueId v) const { return k_.values.at(v).type; }
-  const ValueDef& def(ValueId v) const { return k_.values.at(v); }
-  bool is_const(ValueId v) const { return def(v).op == ScalarOp::const_; }
-  /// The value of a constant as a double (integers converted).
-  double const_value(ValueId v) const;
-
-  // Values.
-  ValueId constant(DType t, double v);
-  ValueId iconst(int64_t v, DType t = DType::i64);
-  ValueId index(int32_t loop);
-  ValueId load(int32_t buffer, ValueId idx);
-  ValueId load_table(int32_t table, ValueId idx);
-  ValueId acc_value(int32_t acc);
-  ValueId cast(ValueId x, DType to);
-  ValueId unary(ScalarOp op, ValueId x);
-  ValueId binary(ScalarOp op, ValueId a, ValueId b);
-  ValueId select(ValueId c, ValueId a, ValueId b);
-
-  // Statements, appended to the innermost open block.
-  void store(int32_t buffer, ValueId idx, ValueId value);
-  /// Opens `for i in [0, extent)`; returns the loop variable.
-  int32_t begin_loop(int64_t extent);
-  void end_loop();
-  void begin_if(ValueId cond);
-  void end_if();
-  void acc_init(int32_t acc);
-  void acc_update(int32_t acc, ValueId value, ValueId position = kNoValue);
-
-  /// Per-block memo for callers (lowering caches "value of node at coordinates"):
-  /// entries made in a block are forgotten when it closes.
-  ValueId memo_find(const std::string& key) const;
-  void memo_put(const std::string& key, ValueId v);
-
- private:
-  ValueId add_value(const ValueDef& d);
-  ValueId fold_binary(ScalarOp op, ValueId a, ValueId b);
-  void push_stmt(Stmt s);
-  void open_block(Stmt s);
-  void close_block(StmtKind kind);
-
-  struct Scope {
-    std::unordered_map<std::string, ValueId> cse;
-    std::unordered_map<std::string, ValueId> memo;
-  };
-  Kernel k_;
-  std::vector<std::vector<Stmt>*> blocks_;  // innermost last
-  std::vector<Scope> scopes_;               // parallel to blocks_
-};
 
 }  // namespace kiln::kir

@@ -48,9 +48,9 @@ class Emitter {
     std::vector<llvm::Type*> params(nbuf, ptr);
     params.push_back(i64);
     params.push_back(i64);
-    llvm::Function* body = llvm::Function::Create(
-        llvm::FunctionType::get(b_.getVoidTy(), params, false), llvm::GlobalValue::InternalLinkage,
-        symbol + ".body", m_);
+    llvm::Function* body =
+        llvm::Function::Create(llvm::FunctionType::get(b_.getVoidTy(), params, false),
+                               llvm::GlobalValue::InternalLinkage, symbol + ".body", m_);
     target_attrs(body);
     body->addFnAttr(llvm::Attribute::AlwaysInline);
     for (size_t i = 0; i < nbuf; ++i) {
@@ -64,7 +64,8 @@ class Emitter {
       bool written = buf.output;
       for (const kir::Buffer& o : k_.buffers) written = written || o.alias == int32_t(i);
       if (!written) a->addAttr(llvm::Attribute::ReadOnly);
-      if (opts_.assume_aligned) a->addAttr(llvm::Attribute::getWithAlignment(ctx_, llvm::Align(64)));
+      if (opts_.assume_aligned)
+        a->addAttr(llvm::Attribute::getWithAlignment(ctx_, llvm::Align(64)));
       const uint64_t bytes = uint64_t(buf.numel()) * dtype_size(buf.dtype);
       if (bytes > 0) a->addAttr(llvm::Attribute::getWithDereferenceableBytes(ctx_, bytes));
     }
@@ -87,9 +88,9 @@ class Emitter {
     b_.CreateRetVoid();
 
     // The entry point: read the pointer table, call the body.
-    llvm::Function* entry = llvm::Function::Create(
-        llvm::FunctionType::get(b_.getVoidTy(), {ptr, i64, i64}, false),
-        llvm::GlobalValue::ExternalLinkage, symbol, m_);
+    llvm::Function* entry =
+        llvm::Function::Create(llvm::FunctionType::get(b_.getVoidTy(), {ptr, i64, i64}, false),
+                               llvm::GlobalValue::ExternalLinkage, symbol, m_);
     target_attrs(entry);
     entry->getArg(0)->setName("buffers");
     entry->getArg(0)->addAttr(llvm::Attribute::NoCapture);
@@ -119,11 +120,16 @@ class Emitter {
 
   llvm::Type* reg_type(DType t) {
     switch (t) {
-      case DType::f32: return b_.getFloatTy();
-      case DType::f64: return b_.getDoubleTy();
-      case DType::i32: return b_.getInt32Ty();
-      case DType::i64: return b_.getInt64Ty();
-      case DType::b8: return b_.getInt1Ty();
+      case DType::f32:
+        return b_.getFloatTy();
+      case DType::f64:
+        return b_.getDoubleTy();
+      case DType::i32:
+        return b_.getInt32Ty();
+      case DType::i64:
+        return b_.getInt64Ty();
+      case DType::b8:
+        return b_.getInt1Ty();
     }
     return nullptr;
   }
@@ -137,8 +143,8 @@ class Emitter {
   llvm::GlobalVariable* make_table(const kir::Table& t, size_t idx) {
     std::vector<llvm::Constant*> elems;
     for (int64_t j = 0; j < t.size(); ++j) {
-      llvm::Constant* c = t.fdata.empty() ? constant(t.dtype, 0, t.idata[j])
-                                          : constant(t.dtype, t.fdata[j], 0);
+      llvm::Constant* c =
+          t.fdata.empty() ? constant(t.dtype, 0, t.idata[j]) : constant(t.dtype, t.fdata[j], 0);
       if (t.dtype == DType::b8) c = llvm::ConstantInt::get(b_.getInt8Ty(), t.idata[j] ? 1 : 0);
       elems.push_back(c);
     }
@@ -189,7 +195,9 @@ class Emitter {
 
   void stmt(const kir::Stmt& s) {
     switch (s.kind) {
-      case StmtKind::let: vals_[size_t(s.value)] = value(k_.values[size_t(s.value)]); break;
+      case StmtKind::let:
+        vals_[size_t(s.value)] = value(k_.values[size_t(s.value)]);
+        break;
       case StmtKind::store: {
         const DType t = k_.buffers[size_t(s.ref)].dtype;
         llvm::Value* v = vals_[size_t(s.value)];
@@ -197,7 +205,9 @@ class Emitter {
         b_.CreateAlignedStore(v, address(s.ref, vals_[size_t(s.index)]), elem_align(t));
         break;
       }
-      case StmtKind::loop: loop(s.ref, b_.getInt64(0), b_.getInt64(s.extent), s.body); break;
+      case StmtKind::loop:
+        loop(s.ref, b_.getInt64(0), b_.getInt64(s.extent), s.body);
+        break;
       case StmtKind::if_: {
         llvm::Function* f = b_.GetInsertBlock()->getParent();
         auto* then = llvm::BasicBlock::Create(ctx_, "then", f);
@@ -215,7 +225,9 @@ class Emitter {
         if (acc_pos_[size_t(s.ref)]) b_.CreateStore(b_.getInt64(0), acc_pos_[size_t(s.ref)]);
         break;
       }
-      case StmtKind::acc_update: acc_update(s); break;
+      case StmtKind::acc_update:
+        acc_update(s);
+        break;
     }
   }
 
@@ -223,18 +235,24 @@ class Emitter {
     const DType t = a.type;
     const bool up = a.kind == ReduceKind::max || a.kind == ReduceKind::argmax;
     switch (a.kind) {
-      case ReduceKind::sum: return constant(t, 0, 0);
-      default: break;
+      case ReduceKind::sum:
+        return constant(t, 0, 0);
+      default:
+        break;
     }
     const double inf = std::numeric_limits<double>::infinity();
     switch (t) {
       case DType::f32:
-      case DType::f64: return constant(t, up ? -inf : inf, 0);
+      case DType::f64:
+        return constant(t, up ? -inf : inf, 0);
       case DType::i32:
-        return constant(t, 0, up ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int32_t>::max());
+        return constant(
+            t, 0, up ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int32_t>::max());
       case DType::i64:
-        return constant(t, 0, up ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max());
-      case DType::b8: return b_.getInt1(!up);
+        return constant(
+            t, 0, up ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max());
+      case DType::b8:
+        return b_.getInt1(!up);
     }
     return nullptr;
   }
@@ -260,12 +278,12 @@ class Emitter {
         }
         break;
       case ReduceKind::max:
-        r = fp ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, acc, x)
+        r = fp        ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, acc, x)
             : boolean ? b_.CreateOr(acc, x)
                       : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, acc, x);
         break;
       case ReduceKind::min:
-        r = fp ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::minimum, acc, x)
+        r = fp        ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::minimum, acc, x)
             : boolean ? b_.CreateAnd(acc, x)
                       : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, acc, x);
         break;
@@ -276,7 +294,8 @@ class Emitter {
         if (fp) {
           better = up ? b_.CreateFCmpOGT(x, acc) : b_.CreateFCmpOLT(x, acc);
           // The first NaN wins and stays.
-          better = b_.CreateOr(better, b_.CreateAnd(b_.CreateFCmpUNO(x, x), b_.CreateFCmpORD(acc, acc)));
+          better =
+              b_.CreateOr(better, b_.CreateAnd(b_.CreateFCmpUNO(x, x), b_.CreateFCmpORD(acc, acc)));
         } else if (boolean) {
           better = up ? b_.CreateICmpUGT(x, acc) : b_.CreateICmpULT(x, acc);
         } else {
@@ -315,8 +334,10 @@ class Emitter {
     auto arg_type = [&](int i) { return k_.values[size_t(d.args[i])].type; };
     llvm::Type* ty = reg_type(t);
     switch (d.op) {
-      case ScalarOp::const_: return constant(t, d.fimm, d.iimm);
-      case ScalarOp::index: return loopvar_[size_t(d.ref)];
+      case ScalarOp::const_:
+        return constant(t, d.fimm, d.iimm);
+      case ScalarOp::index:
+        return loopvar_[size_t(d.ref)];
       case ScalarOp::load: {
         llvm::Value* v = b_.CreateAlignedLoad(mem_type(t), address(d.ref, arg(0)), elem_align(t));
         return boolean ? b_.CreateICmpNE(v, b_.getInt8(0)) : v;
@@ -333,8 +354,10 @@ class Emitter {
           return b_.CreateLoad(b_.getInt64Ty(), acc_pos_[size_t(d.ref)]);
         return b_.CreateLoad(ty, acc_val_[size_t(d.ref)]);
       }
-      case ScalarOp::cast: return cast(arg(0), arg_type(0), t);
-      case ScalarOp::select: return b_.CreateSelect(arg(0), arg(1), arg(2));
+      case ScalarOp::cast:
+        return cast(arg(0), arg_type(0), t);
+      case ScalarOp::select:
+        return b_.CreateSelect(arg(0), arg(1), arg(2));
       case ScalarOp::neg:
         return fp ? b_.CreateFNeg(arg(0)) : boolean ? arg(0) : b_.CreateNeg(arg(0));
       case ScalarOp::abs:
@@ -346,7 +369,8 @@ class Emitter {
         llvm::Value* x = arg(0);
         llvm::Value* zero = llvm::Constant::getNullValue(ty);
         if (fp) {
-          llvm::Value* r = b_.CreateSelect(b_.CreateFCmpOLT(x, zero), llvm::ConstantFP::get(ty, -1.0), zero);
+          llvm::Value* r =
+              b_.CreateSelect(b_.CreateFCmpOLT(x, zero), llvm::ConstantFP::get(ty, -1.0), zero);
           return b_.CreateSelect(b_.CreateFCmpOGT(x, zero), llvm::ConstantFP::get(ty, 1.0), r);
         }
         return b_.CreateSub(b_.CreateZExt(b_.CreateICmpSGT(x, zero), ty),
@@ -359,28 +383,41 @@ class Emitter {
         if (fp) return b_.CreateSelect(b_.CreateFCmpOLT(x, zero), zero, x);
         return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, x, zero);
       }
-      case ScalarOp::exp: return llvm_math::exp(b_, arg(0));
-      case ScalarOp::log: return llvm_math::log(b_, arg(0));
-      case ScalarOp::sqrt: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, arg(0));
+      case ScalarOp::exp:
+        return llvm_math::exp(b_, arg(0));
+      case ScalarOp::log:
+        return llvm_math::log(b_, arg(0));
+      case ScalarOp::sqrt:
+        return b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, arg(0));
       case ScalarOp::rsqrt:
         return b_.CreateFDiv(llvm::ConstantFP::get(ty, 1.0),
                              b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, arg(0)));
-      case ScalarOp::sin: return llvm_math::sin(b_, arg(0));
-      case ScalarOp::cos: return llvm_math::cos(b_, arg(0));
-      case ScalarOp::tanh: return llvm_math::tanh(b_, arg(0));
-      case ScalarOp::sigmoid: return llvm_math::sigmoid(b_, arg(0));
-      case ScalarOp::gelu: return llvm_math::gelu(b_, arg(0));
-      case ScalarOp::not_: return b_.CreateNot(arg(0));
+      case ScalarOp::sin:
+        return llvm_math::sin(b_, arg(0));
+      case ScalarOp::cos:
+        return llvm_math::cos(b_, arg(0));
+      case ScalarOp::tanh:
+        return llvm_math::tanh(b_, arg(0));
+      case ScalarOp::sigmoid:
+        return llvm_math::sigmoid(b_, arg(0));
+      case ScalarOp::gelu:
+        return llvm_math::gelu(b_, arg(0));
+      case ScalarOp::not_:
+        return b_.CreateNot(arg(0));
       case ScalarOp::add:
-        return fp ? b_.CreateFAdd(arg(0), arg(1)) : boolean ? b_.CreateOr(arg(0), arg(1))
-                                                            : b_.CreateAdd(arg(0), arg(1));
+        return fp        ? b_.CreateFAdd(arg(0), arg(1))
+               : boolean ? b_.CreateOr(arg(0), arg(1))
+                         : b_.CreateAdd(arg(0), arg(1));
       case ScalarOp::sub:
-        return fp ? b_.CreateFSub(arg(0), arg(1)) : boolean ? b_.CreateXor(arg(0), arg(1))
-                                                            : b_.CreateSub(arg(0), arg(1));
+        return fp        ? b_.CreateFSub(arg(0), arg(1))
+               : boolean ? b_.CreateXor(arg(0), arg(1))
+                         : b_.CreateSub(arg(0), arg(1));
       case ScalarOp::mul:
-        return fp ? b_.CreateFMul(arg(0), arg(1)) : boolean ? b_.CreateAnd(arg(0), arg(1))
-                                                            : b_.CreateMul(arg(0), arg(1));
-      case ScalarOp::div: return div(arg(0), arg(1), t);
+        return fp        ? b_.CreateFMul(arg(0), arg(1))
+               : boolean ? b_.CreateAnd(arg(0), arg(1))
+                         : b_.CreateMul(arg(0), arg(1));
+      case ScalarOp::div:
+        return div(arg(0), arg(1), t);
       case ScalarOp::pow:
         if (fp) return llvm_math::pow(b_, arg(0), arg(1));
         if (boolean) return b_.CreateOr(arg(0), b_.CreateNot(arg(1)));
@@ -402,13 +439,19 @@ class Emitter {
       case ScalarOp::lt:
       case ScalarOp::le:
       case ScalarOp::gt:
-      case ScalarOp::ge: return compare(d.op, arg(0), arg(1), arg_type(0));
-      case ScalarOp::and_: return b_.CreateAnd(arg(0), arg(1));
-      case ScalarOp::or_: return b_.CreateOr(arg(0), arg(1));
-      case ScalarOp::idiv: return b_.CreateUDiv(arg(0), arg(1));
-      case ScalarOp::imod: return b_.CreateURem(arg(0), arg(1));
+      case ScalarOp::ge:
+        return compare(d.op, arg(0), arg(1), arg_type(0));
+      case ScalarOp::and_:
+        return b_.CreateAnd(arg(0), arg(1));
+      case ScalarOp::or_:
+        return b_.CreateOr(arg(0), arg(1));
+      case ScalarOp::idiv:
+        return b_.CreateUDiv(arg(0), arg(1));
+      case ScalarOp::imod:
+        return b_.CreateURem(arg(0), arg(1));
     }
-    throw Error(std::string("CPU backend: no lowering for kernel IR op ") + kir::scalar_op_name(d.op));
+    throw Error(std::string("CPU backend: no lowering for kernel IR op ") +
+                kir::scalar_op_name(d.op));
   }
 
   llvm::Value* div(llvm::Value* a, llvm::Value* c, DType t) {

@@ -6,7 +6,9 @@
 // whose pointer parameters are `noalias`, `align 64` (when asked) and
 // `dereferenceable(bytes)`, which after inlining gives every load and store
 // scoped no-alias metadata, so the loop vectoriser needs no runtime checks.
-// noalias is valid because the buffers are distinct allocations; an output
+// noalias is valid because the buffers never overlap: the memory planner gives a
+// group's outputs buffers before it frees the group's inputs, and arguments are
+// only read (two arguments may be one tensor: reads only, still fine). An output
 // computed in place of an input (kir::Buffer::alias, a matmul epilogue) is
 // stored through the input's own pointer and its table entry is never
 // dereferenced, so no two noalias pointers ever reach the same memory.
@@ -19,16 +21,16 @@
 namespace kiln {
 
 struct LlvmKernelBinary {
-  std::string object;      // ELF object file defining the kernel symbol
-  std::string llvm_ir;     // before optimisation (when texts were asked for)
-  std::string llvm_ir_opt; // after O3
-  std::string assembly;    // host assembly
+  std::string object;       // ELF object file defining the kernel symbol
+  std::string llvm_ir;      // before optimisation (when texts were asked for)
+  std::string llvm_ir_opt;  // after O3
+  std::string assembly;     // host assembly
 };
 
 struct LlvmEmitOptions {
-  bool want_texts = false;     // fill the IR and assembly texts
-  bool assume_aligned = true;  // buffers are 64-byte aligned
-  bool want_object = true;     // false: texts only (a disk-cache hit that wants dumps)
+  bool want_texts = false;      // fill the IR and assembly texts
+  bool assume_aligned = false;  // buffers are 64-byte aligned
+  bool want_object = true;      // false: texts only (a disk-cache hit that wants dumps)
 };
 
 /// Compiles `k` for the host CPU at O3. Throws kiln::Error if LLVM rejects the module.

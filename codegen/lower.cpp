@@ -17,6 +17,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "codegen/kernel_builder.h"
+#include "codegen/lower_ops.h"
 #include "ir/error.h"
 
 namespace kiln {
@@ -79,8 +81,12 @@ class Lowering {
     switch (grp_.kind) {
       case GroupKind::Elementwise:
       case GroupKind::Copy:
-      case GroupKind::Matmul: lower_map(); break;
-      case GroupKind::Reduction: lower_reduction(); break;
+      case GroupKind::Matmul:
+        lower_map();
+        break;
+      case GroupKind::Reduction:
+        lower_reduction();
+        break;
       case GroupKind::Opaque:
         fail("an opaque group (", op_name(g_.node(grp_.nodes.at(0)).op),
              ") has no compiled kernel; the runtime runs it");
@@ -174,13 +180,13 @@ class Lowering {
     return d;
   }
 
+  // Horner form ((d0 * s1 + d1) * s2 + d2) ..., which the builder's folds invert
+  // against delinearize exactly.
   ValueId linearize(const std::vector<ValueId>& d, const Shape& s) {
-    ValueId acc = kb_.iconst(0);
-    int64_t stride = 1;
-    for (int64_t i = int64_t(s.size()) - 1; i >= 0; --i) {
-      acc = kb_.binary(ScalarOp::add, acc, kb_.binary(ScalarOp::mul, d[i], kb_.iconst(stride)));
-      stride *= s[i];
-    }
+    if (s.empty()) return kb_.iconst(0);
+    ValueId acc = d[0];
+    for (size_t i = 1; i < s.size(); ++i)
+      acc = kb_.binary(ScalarOp::add, kb_.binary(ScalarOp::mul, acc, kb_.iconst(s[i])), d[i]);
     return acc;
   }
 
@@ -252,31 +258,33 @@ class Lowering {
       fail("%", v.node, " is neither a member nor an input of the group");
     const Node& n = g_.node(v.node);
     switch (op_info(n.op).category) {
-      case OpCategory::Creation: return creation(v.node, n, c);
+      case OpCategory::Creation:
+        return creation(v.node, n, c);
       case OpCategory::Unary: {
         Coords oc = broadcast(c, g_.type(n.operands[0]).shape);
-        return unary(n, eval(n.operands[0], oc));
+        const ValueId x = eval(n.operands[0], oc);
+        return lower_elementwise(kb_, n, {&x, 1});
       }
       case OpCategory::Binary: {
         Coords ac = broadcast(c, g_.type(n.operands[0]).shape);
         Coords bc = broadcast(c, g_.type(n.operands[1]).shape);
-        const ValueId a = eval(n.operands[0], ac);
-        const ValueId b = eval(n.operands[1], bc);
-        return binary(n, a, b);
+        const ValueId ab[] = {eval(n.operands[0], ac), eval(n.operands[1], bc)};
+        return lower_elementwise(kb_, n, ab);
       }
       case OpCategory::Ternary: {
         Coords cc = broadcast(c, g_.type(n.operands[0]).shape);
         Coords ac = broadcast(c, g_.type(n.operands[1]).shape);
         Coords bc = broadcast(c, g_.type(n.operands[2]).shape);
-        const ValueId cond = kb_.cast(eval(n.operands[0], cc), DType::b8);
-        const DType out = n.type().dtype;
-        const ValueId a = kb_.cast(eval(n.operands[1], ac), out);
-        const ValueId b = kb_.cast(eval(n.operands[2], bc), out);
-        return kb_.select(cond, a, b);
+        const ValueId cab[] = {eval(n.operands[0], cc), eval(n.operands[1], ac),
+                               eval(n.operands[2], bc)};
+        return lower_elementwise(kb_, n, cab);
       }
-      case OpCategory::Movement: return movement(n, c);
-      case OpCategory::Reduce: return reduction_result(v.node, n, c);
-      default: fail(op_name(n.op), " (%", v.node, ") cannot be part of a compiled kernel");
+      case OpCategory::Movement:
+        return movement(n, c);
+      case OpCategory::Reduce:
+        return reduction_result(v.node, n, c);
+      default:
+        fail(op_name(n.op), " (%", v.node, ") cannot be part of a compiled kernel");
     }
   }
 
@@ -345,90 +353,6 @@ class Lowering {
     }
   }
 
-  ValueId unary(const Node& n, ValueId x) {
-    const DType out = n.type().dtype;
-    switch (n.op) {
-      case OpKind::logical_not: return kb_.unary(ScalarOp::not_, kb_.cast(x, DType::b8));
-      case OpKind::cast: return kb_.cast(x, out);
-      default: break;
-    }
-    x = kb_.cast(x, out);
-    switch (n.op) {
-      case OpKind::neg:
-      case OpKind::abs:
-      case OpKind::sign:
-      case OpKind::relu:
-        // On bool each of these is the identity.
-        if (out == DType::b8) return x;
-        return kb_.unary(n.op == OpKind::neg   ? ScalarOp::neg
-                         : n.op == OpKind::abs ? ScalarOp::abs
-                         : n.op == OpKind::sign ? ScalarOp::sign
-                                                : ScalarOp::relu,
-                         x);
-      case OpKind::exp: return kb_.unary(ScalarOp::exp, x);
-      case OpKind::log: return kb_.unary(ScalarOp::log, x);
-      case OpKind::sqrt: return kb_.unary(ScalarOp::sqrt, x);
-      case OpKind::rsqrt: return kb_.unary(ScalarOp::rsqrt, x);
-      case OpKind::sin: return kb_.unary(ScalarOp::sin, x);
-      case OpKind::cos: return kb_.unary(ScalarOp::cos, x);
-      case OpKind::tanh: return kb_.unary(ScalarOp::tanh, x);
-      case OpKind::sigmoid: return kb_.unary(ScalarOp::sigmoid, x);
-      case OpKind::gelu: return kb_.unary(ScalarOp::gelu, x);
-      default: fail("no scalar op for ", op_name(n.op));
-    }
-  }
-
-  // pow with a constant exponent that multiplication computes exactly enough.
-  ValueId pow(ValueId a, ValueId b) {
-    const DType t = kb_.type(a);
-    if (t == DType::b8) {
-      if (kb_.is_const(b)) return kb_.const_value(b) != 0 ? a : kb_.iconst(1, DType::b8);
-      return kb_.binary(ScalarOp::or_, a, kb_.unary(ScalarOp::not_, b));
-    }
-    if (kb_.is_const(b)) {
-      const double e = kb_.const_value(b);
-      auto mul = [&](ValueId x, ValueId y) { return kb_.binary(ScalarOp::mul, x, y); };
-      if (e == 0) return kb_.constant(t, 1);
-      if (e == 1) return a;
-      if (e == 2) return mul(a, a);
-      if (e == 3) return mul(mul(a, a), a);
-      if (e == 4) return mul(mul(a, a), mul(a, a));
-      if (is_floating(t) && e == -1) return kb_.binary(ScalarOp::div, kb_.constant(t, 1), a);
-      if (is_floating(t) && e == -2)
-        return kb_.binary(ScalarOp::div, kb_.constant(t, 1), mul(a, a));
-    }
-    return kb_.binary(ScalarOp::pow, a, b);
-  }
-
-  ValueId binary(const Node& n, ValueId a, ValueId b) {
-    const DType out = n.type().dtype;
-    auto arith = [&](ScalarOp op) { return kb_.binary(op, kb_.cast(a, out), kb_.cast(b, out)); };
-    auto compare = [&](ScalarOp op) {
-      const DType common = promote_types(kb_.type(a), kb_.type(b));
-      return kb_.binary(op, kb_.cast(a, common), kb_.cast(b, common));
-    };
-    switch (n.op) {
-      case OpKind::add: return arith(ScalarOp::add);
-      case OpKind::sub: return arith(ScalarOp::sub);
-      case OpKind::mul: return arith(ScalarOp::mul);
-      case OpKind::div: return arith(ScalarOp::div);
-      case OpKind::pow: return pow(kb_.cast(a, out), kb_.cast(b, out));
-      case OpKind::maximum: return arith(ScalarOp::max);
-      case OpKind::minimum: return arith(ScalarOp::min);
-      case OpKind::eq: return compare(ScalarOp::eq);
-      case OpKind::ne: return compare(ScalarOp::ne);
-      case OpKind::lt: return compare(ScalarOp::lt);
-      case OpKind::le: return compare(ScalarOp::le);
-      case OpKind::gt: return compare(ScalarOp::gt);
-      case OpKind::ge: return compare(ScalarOp::ge);
-      case OpKind::logical_and:
-        return kb_.binary(ScalarOp::and_, kb_.cast(a, DType::b8), kb_.cast(b, DType::b8));
-      case OpKind::logical_or:
-        return kb_.binary(ScalarOp::or_, kb_.cast(a, DType::b8), kb_.cast(b, DType::b8));
-      default: fail("no scalar op for ", op_name(n.op));
-    }
-  }
-
   ValueId movement(const Node& n, Coords& c) {
     const Value src = n.operands.at(0);
     const Shape& in = g_.type(src).shape;
@@ -462,8 +386,9 @@ class Lowering {
         Coords oc;
         oc.shape = in;
         oc.dims = dims(c);
-        oc.dims[d] = kb_.binary(ScalarOp::add, kb_.binary(ScalarOp::mul, oc.dims[d], kb_.iconst(step)),
-                                kb_.iconst(start));
+        oc.dims[d] =
+            kb_.binary(ScalarOp::add, kb_.binary(ScalarOp::mul, oc.dims[d], kb_.iconst(step)),
+                       kb_.iconst(start));
         return eval(src, oc);
       }
       case OpKind::pad: {
@@ -476,15 +401,15 @@ class Lowering {
         // Input element i sits at low + i * gap; the span covers [low, low + (len-1)*gap].
         const ValueId x = dims(c)[d];
         const ValueId lo = kb_.iconst(low), hi = kb_.iconst(low + (len - 1) * gap);
-        ValueId valid =
-            kb_.binary(ScalarOp::and_, kb_.binary(ScalarOp::ge, x, lo), kb_.binary(ScalarOp::le, x, hi));
+        ValueId valid = kb_.binary(ScalarOp::and_, kb_.binary(ScalarOp::ge, x, lo),
+                                   kb_.binary(ScalarOp::le, x, hi));
         // Clamp so the operand is always read in bounds; the select hides the value.
         const ValueId off = kb_.select(valid, kb_.binary(ScalarOp::sub, x, lo), kb_.iconst(0));
         ValueId pos = off;
         if (gap > 1) {
           pos = kb_.binary(ScalarOp::idiv, off, kb_.iconst(gap));
-          const ValueId on_grid =
-              kb_.binary(ScalarOp::eq, kb_.binary(ScalarOp::imod, off, kb_.iconst(gap)), kb_.iconst(0));
+          const ValueId on_grid = kb_.binary(
+              ScalarOp::eq, kb_.binary(ScalarOp::imod, off, kb_.iconst(gap)), kb_.iconst(0));
           valid = kb_.binary(ScalarOp::and_, valid, on_grid);
         }
         Coords oc;
@@ -494,7 +419,8 @@ class Lowering {
         const ValueId v = eval(src, oc);
         return kb_.select(valid, v, kb_.constant(t, 0));
       }
-      default: fail("unknown movement op ", op_name(n.op));
+      default:
+        fail("unknown movement op ", op_name(n.op));
     }
   }
 
@@ -505,6 +431,8 @@ class Lowering {
     std::vector<char> reduced;  // per dim of in_shape
     Shape kept, red;            // shapes of the kept and reduced dims
     int64_t rows = 1, extent = 1;
+    int64_t inner = 1;            // elements after the reduced block
+    ValueId row_base = kNoValue;  // see row_prefix
   };
 
   ValueId reduction_result(NodeId id, const Node& n, Coords& c) {
@@ -512,35 +440,22 @@ class Lowering {
     if (it == red_acc_.end())
       fail(op_name(n.op), " %", id, " is used before its reduction loop has finished");
     // The coordinates must be the current row's: only then is the accumulator the value.
-    const std::vector<ValueId>& cd = dims(c);
-    const bool keep = int64_t(n.type().shape.size()) == int64_t(rs_.in_shape.size());
-    size_t pos = 0, kept = 0;
-    for (size_t d = 0; d < rs_.in_shape.size(); ++d) {
-      if (rs_.reduced[d]) {
-        if (keep) ++pos;
-        continue;
-      }
-      const ValueId want = row_dims_[kept++];
-      const ValueId got = cd[pos++];
-      const bool same = want == got || (kb_.is_const(want) && kb_.is_const(got) &&
-                                        kb_.const_value(want) == kb_.const_value(got));
-      if (!same)
-        fail("the result of ", op_name(n.op), " %", id,
-             " is read at another row than the one it was reduced for");
-    }
+    // Every reduction result has one element per row, in row order, so it is
+    // the current row's exactly when its linear index is the outer index.
+    const ValueId lin = linear(c);
+    const bool zero_row =
+        kb_.upper_bound(row_) == 1 && kb_.is_const(lin) && kb_.const_value(lin) == 0;
+    if (lin != row_ && !zero_row)
+      fail("the result of ", op_name(n.op), " %", id,
+           " is read at another row than the one it was reduced for");
     const ValueId acc = kb_.acc_value(it->second);
     return kb_.cast(acc, n.type().dtype);
   }
 
-  // Coordinates of the reduction input for row r and reduced position j.
-  Coords row_coords(ValueId r, ValueId j) {
-    Coords c;
-    c.shape = rs_.in_shape;
-    const std::vector<ValueId> rd = delinearize(j, rs_.red);
-    size_t ki = 0, ri = 0;
-    for (size_t d = 0; d < rs_.in_shape.size(); ++d)
-      c.dims.push_back(rs_.reduced[d] ? rd[ri++] : row_dims_[ki++]);
-    // With the reduced dims one contiguous block, the linear index is affine in j.
+  // The part of the reduction input's linear index that depends on the row only,
+  // when the reduced dims form one contiguous block (then the index is affine in
+  // the reduced position j: row_base + j * inner). Built before the loops.
+  void row_prefix() {
     int64_t first = -1, last = -1;
     for (size_t d = 0; d < rs_.reduced.size(); ++d) {
       if (!rs_.reduced[d]) continue;
@@ -549,17 +464,29 @@ class Lowering {
     }
     bool block = first >= 0;
     for (int64_t d = first; block && d <= last; ++d) block = rs_.reduced[d];
-    if (block) {
-      int64_t inner = 1;
-      for (size_t d = size_t(last) + 1; d < rs_.in_shape.size(); ++d) inner *= rs_.in_shape[d];
-      const ValueId in = kb_.iconst(inner);
-      const ValueId outer = kb_.binary(ScalarOp::idiv, r, in);
-      const ValueId rest = kb_.binary(ScalarOp::imod, r, in);
-      ValueId lin = kb_.binary(ScalarOp::mul, outer, kb_.iconst(inner * rs_.extent));
-      lin = kb_.binary(ScalarOp::add, lin, kb_.binary(ScalarOp::mul, j, in));
-      c.linear = kb_.binary(ScalarOp::add, lin, rest);
-    } else if (first < 0) {
-      c.linear = r;
+    if (!block) return;
+    rs_.inner = 1;
+    for (size_t d = size_t(last) + 1; d < rs_.in_shape.size(); ++d) rs_.inner *= rs_.in_shape[d];
+    const ValueId in = kb_.iconst(rs_.inner);
+    const ValueId outer = kb_.binary(ScalarOp::idiv, row_, in);
+    const ValueId rest = kb_.binary(ScalarOp::imod, row_, in);
+    rs_.row_base = kb_.binary(
+        ScalarOp::add, kb_.binary(ScalarOp::mul, outer, kb_.iconst(rs_.inner * rs_.extent)), rest);
+  }
+
+  // Coordinates of the reduction input for the current row and reduced position j.
+  Coords row_coords(ValueId j) {
+    Coords c;
+    c.shape = rs_.in_shape;
+    const std::vector<ValueId> rd = delinearize(j, rs_.red);
+    size_t ki = 0, ri = 0;
+    for (size_t d = 0; d < rs_.in_shape.size(); ++d)
+      c.dims.push_back(rs_.reduced[d] ? rd[ri++] : row_dims_[ki++]);
+    if (rs_.row_base != kNoValue) {
+      c.linear = kb_.binary(ScalarOp::add, rs_.row_base,
+                            kb_.binary(ScalarOp::mul, j, kb_.iconst(rs_.inner)));
+    } else if (rs_.extent == 1 && rs_.red.empty()) {
+      c.linear = row_;
     }
     return c;
   }
@@ -609,7 +536,10 @@ class Lowering {
 
     kb_.kernel().range = rs_.rows;
     const ValueId r = kb_.index(0);
+    kb_.set_upper_bound(r, rs_.rows);
+    row_ = r;
     row_dims_ = delinearize(r, rs_.kept);
+    row_prefix();
     auto store_full = [&](const std::vector<std::pair<Value, int32_t>>& list, Coords& c) {
       std::vector<ValueId> vals;
       for (const auto& [v, b] : list) vals.push_back(eval(v, c));
@@ -625,8 +555,12 @@ class Lowering {
           kind = ReduceKind::sum;
           acc_t = is_floating(out_t) ? DType::f64 : DType::i64;  // as the reference kernels
           break;
-        case OpKind::max: kind = ReduceKind::max; break;
-        case OpKind::min: kind = ReduceKind::min; break;
+        case OpKind::max:
+          kind = ReduceKind::max;
+          break;
+        case OpKind::min:
+          kind = ReduceKind::min;
+          break;
         case OpKind::argmax:
           kind = ReduceKind::argmax;
           acc_t = in_t;
@@ -635,13 +569,14 @@ class Lowering {
           kind = ReduceKind::argmin;
           acc_t = in_t;
           break;
-        default: fail("unknown reduction ", op_name(n.op));
+        default:
+          fail("unknown reduction ", op_name(n.op));
       }
       const int32_t acc = kb_.add_accumulator(kind, acc_t);
       kb_.acc_init(acc);
       const int32_t loop = kb_.begin_loop(rs_.extent);
       const ValueId j = kb_.index(loop);
-      Coords c = row_coords(r, j);
+      Coords c = row_coords(j);
       const ValueId x = kb_.cast(eval(n.operands[0], c), acc_t);
       kb_.acc_update(acc, x, is_arg_reduce(n.op) ? j : kNoValue);
       if (i == 0) store_full(full_now, c);
@@ -650,7 +585,7 @@ class Lowering {
     }
     if (!full_later.empty()) {
       const int32_t loop = kb_.begin_loop(rs_.extent);
-      Coords c = row_coords(r, kb_.index(loop));
+      Coords c = row_coords(kb_.index(loop));
       store_full(full_later, c);
       kb_.end_loop();
     }
@@ -682,7 +617,8 @@ class Lowering {
       const kir::Buffer& mm = kb_.kernel().buffers[0];
       if (out0.dtype != mm.dtype || out0.numel() != mm.numel())
         fail("the first epilogue output (", dtype_name(out0.dtype), shape_str(out0.shape),
-             ") cannot overwrite the matmul result (", dtype_name(mm.dtype), shape_str(mm.shape), ")");
+             ") cannot overwrite the matmul result (", dtype_name(mm.dtype), shape_str(mm.shape),
+             ")");
       out0.alias = 0;
       alias_out_ = bufs[0];
     }
@@ -692,10 +628,12 @@ class Lowering {
     const ValueId i0 = kb_.index(0);
     if (mode_ == Mode::flat) {
       kb_.kernel().range = n;
+      kb_.set_upper_bound(i0, n);
       base.linear = i0;
     } else {
       const int64_t e = space.back();
       kb_.kernel().range = n / e;
+      kb_.set_upper_bound(i0, n / e);
       const Shape rows(space.begin(), space.end() - 1);
       std::vector<ValueId> rd = delinearize(i0, rows);
       const ValueId row_base = kb_.binary(ScalarOp::mul, i0, kb_.iconst(e));
@@ -739,8 +677,9 @@ class Lowering {
     if (alias_out_ < 0) return;
     for (const kir::ValueDef& d : k.values)
       if (d.op == ScalarOp::load && d.ref == 0 && d.args[0] != alias_index_)
-        fail("the epilogue reads the matmul result at other elements than it writes, so it "
-             "cannot run in place");
+        fail(
+            "the epilogue reads the matmul result at other elements than it writes, so it "
+            "cannot run in place");
   }
 
   const Graph& g_;
@@ -753,6 +692,7 @@ class Lowering {
   std::unordered_map<NodeId, int32_t> tables_;
   std::unordered_map<NodeId, int32_t> red_acc_;
   RowSpace rs_;
+  ValueId row_ = kNoValue;  // the outer index of a reduction kernel
   std::vector<ValueId> row_dims_;
   int32_t alias_out_ = -1;
   ValueId alias_index_ = kNoValue;
@@ -824,7 +764,8 @@ KernelInfo describe_kernel(const Graph& g, const FusionGroup& group, const kir::
   if (group.kind == GroupKind::Matmul && !group.nodes.empty()) {
     // BLAS reads the operands and writes the product.
     const Node& mm = g.node(group.nodes[0]);
-    for (Value v : mm.operands) info.bytes_read += g.type(v).numel() * int64_t(dtype_size(g.type(v).dtype));
+    for (Value v : mm.operands)
+      info.bytes_read += g.type(v).numel() * int64_t(dtype_size(g.type(v).dtype));
     info.bytes_written += mm.type().numel() * int64_t(dtype_size(mm.type().dtype));
   }
   return info;

@@ -6,4 +6,6 @@ namespace kiln::examples {
 int tensor_basics();
 int tangent_lines(const char* svg_path);
 int two_layer_net();
+int eager_vs_traced(const char* dump_dir);
+int compiled_training(const char* dump_dir);
 }  // namespace kiln::examples

@@ -9,6 +9,9 @@ int main(int argc, char** argv) {
     kiln::examples::tensor_basics();
     kiln::examples::tangent_lines(argc > 1 ? argv[1] : "tangent_lines.svg");
     kiln::examples::two_layer_net();
+    const char* dump = argc > 2 ? argv[2] : "kiln_dump";
+    kiln::examples::eager_vs_traced(dump);
+    kiln::examples::compiled_training(dump);
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 1;

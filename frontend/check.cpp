@@ -68,8 +68,17 @@ void TracedCore::check(Entry& e, const TraceArgs& args, const std::vector<Tensor
   std::vector<HostArray> plan_outs;
   for (Value v : g.outputs) plan_outs.push_back(HostArray::make(g.type(v)));
   for (auto& h : plan_outs) outp.push_back(h.storage->data());
+  // Every intermediate gets a buffer of its own, so none is overwritten by the
+  // memory plan's reuse before it is compared.
+  Plan unshared = *e.plan;
+  unshared.temp_bytes.clear();
+  for (PlanSlot& slot : unshared.slots)
+    if (slot.kind == PlanSlot::Temp) {
+      slot.index = static_cast<int64_t>(unshared.temp_bytes.size());
+      unshared.temp_bytes.push_back(slot.bytes());
+    }
   KeptBuffers kept;
-  execute_plan(*e.plan, argp.data(), paramp.data(), outp.data(), &kept);
+  execute_plan(unshared, argp.data(), paramp.data(), outp.data(), &kept);
 
   size_t k = 0;
   std::string failure;

@@ -37,7 +37,7 @@ Tensor literal(std::vector<double> data, Shape shape, const TensorOptions& o, So
 template <class T>
 Tensor tensor_1d(std::initializer_list<T> values, TensorOptions o, DType natural, Loc l) {
   std::vector<double> data(values.begin(), values.end());
-  if (o.dtype_ == DType::f32 && natural != DType::f32) o.dtype_ = natural;
+  if (!o.has_dtype_) o.dtype_ = natural;
   return literal(std::move(data), {static_cast<int64_t>(values.size())}, o, here(l));
 }
 
@@ -53,7 +53,7 @@ Tensor tensor_2d(std::initializer_list<std::initializer_list<T>> rows, TensorOpt
                   here(l));
     data.insert(data.end(), r.begin(), r.end());
   }
-  if (o.dtype_ == DType::f32 && natural != DType::f32) o.dtype_ = natural;
+  if (!o.has_dtype_) o.dtype_ = natural;
   return literal(std::move(data), {static_cast<int64_t>(rows.size()), static_cast<int64_t>(cols)},
                  o, here(l));
 }
@@ -163,7 +163,7 @@ Tensor arange(Scalar start, Scalar end, Scalar step, TensorOptions o, Loc l) {
   if (n < 0) n = 0;
   bool ints = start.kind != ScalarKind::floating && end.kind != ScalarKind::floating &&
               step.kind != ScalarKind::floating;
-  if (ints && o.dtype_ == DType::f32) o.dtype_ = DType::i64;
+  if (ints && !o.has_dtype_) o.dtype_ = DType::i64;
   TensorType t{o.dtype_, {static_cast<int64_t>(n)}, Device()};
   Tensor r = detail::create(OpKind::arange,
                             {{AttrKey::start, start.value}, {AttrKey::step, step.value}}, t, here(l));

@@ -12,6 +12,7 @@
 #include "frontend/autograd.h"
 #include "frontend/dump.h"
 #include "frontend/jit_entry.h"
+#include "frontend/serialize.h"
 #include "frontend/settings.h"
 #include "frontend/function.h"
 #include "frontend/tensor_impl.h"
@@ -500,6 +501,23 @@ std::vector<Tensor> TracedCore::call(const TraceArgs& args) {
 Graph TracedCore::graph(const TraceArgs& args, bool optimized) {
   std::unique_ptr<Entry> e = build(args, false);
   return optimized ? e->report->optimized : e->traced;
+}
+
+void TracedCore::save(const std::string& path, const TraceArgs& args) {
+  std::unique_ptr<Entry> e = build(args, false);
+  if (e->autograd_call)
+    throw Error("traced function '" + name_ + "': saving a function whose outputs require grad " +
+                    "saves only its forward; call save() under NoGradGuard",
+                where_);
+  if (!e->grad_writebacks.empty())
+    throw Error("traced function '" + name_ + "' leaves gradients in .grad(), which a saved graph cannot "
+                "do (expected a function without backward(), or one that clears the gradients)",
+                where_);
+  std::vector<Tensor> params;
+  for (auto& p : e->params) params.emplace_back(p);
+  SaveOptions so;
+  so.name = name_;
+  save_graph(path, e->traced, params, so);
 }
 
 void TracedCore::dump(const std::string& dir, const TraceArgs& args) {

@@ -62,6 +62,7 @@ class TracedCore {
   std::vector<Tensor> call(const TraceArgs& args);
   Graph graph(const TraceArgs& args, bool optimized);
   void dump(const std::string& dir, const TraceArgs& args);
+  void save(const std::string& path, const TraceArgs& args);
   const TraceStats& stats() const { return stats_; }
   void set_cache_size(size_t n);
   void set_fusion(int on) { fusion_override_ = on; }  // -1 follows the global switch
@@ -158,6 +159,9 @@ class Traced<R(A...)> {
   Graph graph(A... args, bool optimized = true) const { return core_->graph(pack(args...), optimized); }
   /// Writes every dump artefact for this signature into `dir` (see README: KILN_DUMP).
   void dump(const std::string& dir, A... args) const { core_->dump(dir, pack(args...)); }
+  /// Saves the graph for this signature with its parameters' current values, to be
+  /// run without the code by kiln::load(path) or `kiln run` (see frontend/serialize.h).
+  void save(const std::string& path, A... args) const { core_->save(path, pack(args...)); }
   const TraceStats& stats() const { return core_->stats(); }
   void set_cache_size(size_t n) const { core_->set_cache_size(n); }
   void set_fusion(bool on) const { core_->set_fusion(on ? 1 : 0); }
@@ -175,6 +179,10 @@ class Traced<R(A...)> {
 namespace detail {
 template <class F>
 struct LambdaSig : LambdaSig<decltype(&F::operator())> {};
+template <class R, class... A>
+struct LambdaSig<R (*)(A...)> {
+  using type = R(std::decay_t<A>...);
+};
 template <class C, class R, class... A>
 struct LambdaSig<R (C::*)(A...) const> {
   using type = R(std::decay_t<A>...);

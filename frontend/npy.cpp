@@ -90,7 +90,10 @@ class HeaderParser {
     if (i_ >= s_.size()) return "the end of the header";
     auto c = static_cast<unsigned char>(s_[i_]);
     if (c < 0x20 || c >= 0x7f) return "byte " + std::to_string(c);
-    return "'" + std::string(1, s_[i_]) + "'";
+    std::string out = "'";
+    out += s_[i_];
+    out += '\'';
+    return out;
   }
   [[noreturn]] void fail(const std::string& what) const {
     throw Error(name_ + ": malformed .npy header at column " + std::to_string(i_ + 1) + ": " +

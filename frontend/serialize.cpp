@@ -382,8 +382,8 @@ SavedGraph load_graph(const std::string& path) {
     if (p.index != i)
       throw Error(at + " has index " + std::to_string(p.index) + ", expected " + std::to_string(i));
     if (p.name != want_name)
-      throw Error(at + " is named " + quote_name(p.name) + ", the graph's param " + std::to_string(i) +
-                  " is named " + quote_name(want_name));
+      throw Error(at + " is named " + quote_name(p.name) + ", the graph's param " +
+                  std::to_string(i) + " is named " + quote_name(want_name));
     if (p.dtype != n.type().dtype || p.shape != n.type().shape)
       throw Error(at + " is " + TensorType{p.dtype, p.shape, {}}.str() + ", the graph expects " +
                   n.type().str());

@@ -45,11 +45,12 @@ struct TensorOptions {
   DType dtype_ = DType::f32;
   Device device_;
   bool requires_grad_ = false;
+  bool has_dtype_ = false;  // a dtype was asked for (else creation picks the natural one)
 
   TensorOptions() = default;
-  TensorOptions(DType d) : dtype_(d) {}
+  TensorOptions(DType d) : dtype_(d), has_dtype_(true) {}
   TensorOptions(DeviceType d) : device_(d) {}
-  TensorOptions dtype(DType d) const { auto o = *this; o.dtype_ = d; return o; }
+  TensorOptions dtype(DType d) const { auto o = *this; o.dtype_ = d; o.has_dtype_ = true; return o; }
   TensorOptions device(Device d) const { auto o = *this; o.device_ = d; return o; }
   TensorOptions requires_grad(bool r = true) const { auto o = *this; o.requires_grad_ = r; return o; }
 };

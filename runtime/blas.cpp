@@ -63,6 +63,21 @@ Mat<T> blas_operand(const Mat<T>& m, CBLAS_TRANSPOSE* trans, int64_t* ld,
   return {dst.ptr<T>(), m.rows, m.cols, m.cols, 1};
 }
 
+// Who runs BLAS threads. Unless the user set OpenBLAS's thread count, OpenBLAS
+// runs single-threaded and large products are split by rows over Kiln's own
+// pool: two pools spinning on the same cores slow each other down (measured:
+// a small training step ran 3x slower with both active).
+bool kiln_splits_blas() {
+  static const bool split = [] {
+    const char* ob = std::getenv("OPENBLAS_NUM_THREADS");
+    const char* omp = std::getenv("OMP_NUM_THREADS");
+    if ((ob && *ob) || (omp && *omp)) return false;
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  return split;
+}
+
 // c (n x m, row stride ldc) = a (n x k) @ b (k x m).
 template <class T>
 void gemm(const Mat<T>& a, const Mat<T>& b, T* c, int64_t ldc) {
@@ -78,12 +93,25 @@ void gemm(const Mat<T>& a, const Mat<T>& b, T* c, int64_t ldc) {
     int64_t lda, ldb;
     Mat<T> A = blas_operand(a, &ta, &lda, keep);
     Mat<T> B = blas_operand(b, &tb, &ldb, keep);
-    if constexpr (std::is_same_v<T, float>) {
-      cblas_sgemm(CblasRowMajor, ta, tb, blasint(n), blasint(m), blasint(k), 1.0f, A.data,
-                  blasint(lda), B.data, blasint(ldb), 0.0f, c, blasint(ldc));
+    // Rows [i0, i1) of the product: A's rows start at i0 (a column offset when transposed).
+    auto rows = [&](int64_t i0, int64_t i1) {
+      const T* a0 = A.data + (ta == CblasNoTrans ? i0 * lda : i0);
+      if constexpr (std::is_same_v<T, float>) {
+        cblas_sgemm(CblasRowMajor, ta, tb, blasint(i1 - i0), blasint(m), blasint(k), 1.0f, a0,
+                    blasint(lda), B.data, blasint(ldb), 0.0f, c + i0 * ldc, blasint(ldc));
+      } else {
+        cblas_dgemm(CblasRowMajor, ta, tb, blasint(i1 - i0), blasint(m), blasint(k), 1.0, a0,
+                    blasint(lda), B.data, blasint(ldb), 0.0, c + i0 * ldc, blasint(ldc));
+      }
+    };
+    const double flops = 2.0 * double(n) * double(m) * double(k);
+    if (kiln_splits_blas() && num_threads() > 1 && flops >= 4e6 && n >= 32) {
+      // Row blocks of at least 16 rows (a multiple of the kernels' tile height).
+      int64_t per = std::max<int64_t>(16, (n + num_threads() - 1) / num_threads());
+      per = (per + 15) / 16 * 16;
+      parallel_for(n, per, rows);
     } else {
-      cblas_dgemm(CblasRowMajor, ta, tb, blasint(n), blasint(m), blasint(k), 1.0, A.data,
-                  blasint(lda), B.data, blasint(ldb), 0.0, c, blasint(ldc));
+      rows(0, n);
     }
   } else {
     // Integers accumulate in int64 (wrapping back to T); bool is "any a && b".
@@ -190,7 +218,9 @@ std::string blas_info() {
   const char* config = openblas_get_config();
   const char* core = openblas_get_corename();
   os << (config ? config : "OpenBLAS") << "; kernels: " << (core ? core : "?")
-     << "; threads: " << openblas_get_num_threads() << "; OPENBLAS_CORETYPE=";
+     << "; threads: " << openblas_get_num_threads()
+     << (kiln_splits_blas() ? " (large products split over Kiln's pool)" : " (OpenBLAS's own threads)")
+     << "; OPENBLAS_CORETYPE=";
   if (const char* env = std::getenv("OPENBLAS_CORETYPE"); env && *env) {
     os << env << " (set by the user, respected)";
   } else {
@@ -203,6 +233,7 @@ void blas_init() {
   // A user's OPENBLAS_CORETYPE is respected as is; blas_info() reports it and
   // the kernels it selected. Asking for the core name makes OpenBLAS settle now.
   (void)openblas_get_corename();
+  (void)kiln_splits_blas();
 }
 
 }  // namespace kiln

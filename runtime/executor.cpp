@@ -8,6 +8,19 @@
 #include "runtime/thread_pool.h"
 
 namespace kiln {
+namespace {
+
+// A matmul operand: the dense value, or its transpose in the last two dims as a view.
+View operand_view(void* data, const TensorType& t, bool transposed) {
+  View v = dense_view(data, t.dtype, t.shape);
+  if (transposed && v.rank() >= 2) {
+    std::swap(v.shape[v.rank() - 1], v.shape[v.rank() - 2]);
+    std::swap(v.strides[v.rank() - 1], v.strides[v.rank() - 2]);
+  }
+  return v;
+}
+
+}  // namespace
 
 void execute_plan(const Plan& plan, void* const* args, void* const* params, void* const* outputs,
                   KeptBuffers* keep) {
@@ -68,8 +81,8 @@ void execute_plan(const Plan& plan, void* const* args, void* const* params, void
       const PlanSlot& a = plan.slots[step.slots[0]];
       const PlanSlot& b = plan.slots[step.slots[1]];
       const PlanSlot& o = plan.slots[step.slots[2]];
-      matmul_cpu(dense_view(ptr[step.slots[0]], a.type.dtype, a.type.shape),
-                 dense_view(ptr[step.slots[1]], b.type.dtype, b.type.shape),
+      matmul_cpu(operand_view(ptr[step.slots[0]], a.type, step.trans_a),
+                 operand_view(ptr[step.slots[1]], b.type, step.trans_b),
                  dense_view(ptr[step.slots[2]], o.type.dtype, o.type.shape));
     }
   }

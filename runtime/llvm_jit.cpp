@@ -156,8 +156,8 @@ std::string LlvmJit::emit_assembly(const llvm::Module& m) const {
 
 void* LlvmJit::load_object(std::string_view object, const std::string& symbol) {
   Impl& I = *impl_;
-  std::unique_ptr<llvm::MemoryBuffer> buf = llvm::MemoryBuffer::getMemBufferCopy(
-      llvm::StringRef(object.data(), object.size()), symbol);
+  std::unique_ptr<llvm::MemoryBuffer> buf =
+      llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(object.data(), object.size()), symbol);
   std::lock_guard<std::mutex> lock(I.mu);
   // A dylib per object: the same kernel may be loaded again (a cache entry
   // recompiled, or a second plan) without clashing symbol definitions. Each one

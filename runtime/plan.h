@@ -30,6 +30,9 @@ struct PlanStep {
   CpuKernelFn fn = nullptr;      // Kernel
   int64_t range = 1, grain = 1;  // Kernel: outer loop and chunk size
   std::vector<int32_t> slots;    // Kernel: arguments in order; Matmul: a, b, out
+  /// Matmul: operand a (b) is read transposed in its last two dims (BLAS does it;
+  /// no copy): its slot holds the untransposed value.
+  bool trans_a = false, trans_b = false;
 };
 
 struct Plan {

@@ -53,7 +53,8 @@ struct Vec {
   }
 };
 
-// ---- Reducers: init / step / merge / finish, plus loops over runs and blocks ----
+// ---- Reducers: init / step / merge / finish, plus loops over a run (inner
+// reductions) and over up to four rows of a block of outputs (outer ones) ----
 
 template <class T, class O>
 struct SumReducer {
@@ -101,13 +102,19 @@ struct SumReducer {
     for (; i < n; ++i) total += double(p[i]);
     s += total;
   }
-  void block(State* __restrict s, const T* __restrict q, int64_t cnt, int64_t stride,
-             int64_t) const {
-    if (stride == 1) {
-      for (int64_t j = 0; j < cnt; ++j) s[j] += Acc(q[j]);
-    } else {
-      for (int64_t j = 0; j < cnt; ++j) s[j] += Acc(q[j * stride]);
+  void rows(State* __restrict s, const T* q, int64_t rs, int64_t nr, int64_t cnt, int64_t stride,
+            int64_t) const {
+    if (stride == 1 && nr == 4) {
+      const T* __restrict q0 = q;
+      const T* __restrict q1 = q + rs;
+      const T* __restrict q2 = q + 2 * rs;
+      const T* __restrict q3 = q + 3 * rs;
+      for (int64_t j = 0; j < cnt; ++j)
+        s[j] += (Acc(q0[j]) + Acc(q1[j])) + (Acc(q2[j]) + Acc(q3[j]));
+      return;
     }
+    for (int64_t r = 0; r < nr; ++r)
+      for (int64_t j = 0; j < cnt; ++j) s[j] += Acc(q[r * rs + j * stride]);
   }
 };
 
@@ -167,19 +174,39 @@ struct ExtremeReducer {
     }
     return i;
   }
-  void block(State* __restrict s, const T* __restrict q, int64_t cnt, int64_t stride,
-             int64_t) const {
+  void rows(State* __restrict s, const T* q, int64_t rs, int64_t nr, int64_t cnt, int64_t stride,
+            int64_t) const {
     int64_t j = 0;
     if constexpr (kVectorisable<T>) {
-      if (stride == 1) {
-        using W = Vec<T>;
-        for (; j + W::kLanes <= cnt; j += W::kLanes) {
-          typename W::V x = W::load(q + j), m = W::load(s + j);
-          W::store(s + j, ((kMax ? x > m : x < m) | (x != x)) ? x : m);
-        }
-      }
+      if (stride == 1 && nr == 4) j = rows4_vec(s, q, rs, cnt);
     }
-    for (; j < cnt; ++j) s[j] = better(q[j * stride], s[j]) ? q[j * stride] : s[j];
+    for (int64_t r = 0; r < nr; ++r)
+      for (int64_t c = j; c < cnt; ++c) step(s[c], q[r * rs + c * stride], 0);
+  }
+  // Four rows folded into the states per pass with a plain select; NaNs (rare)
+  // are patched in afterwards, which is exact since a NaN wins whatever the order.
+  static int64_t rows4_vec(State* __restrict s, const T* q, int64_t rs, int64_t cnt) {
+    using W = Vec<T>;
+    using V = typename W::V;
+    auto pick = [](V x, V m) { return (kMax ? x > m : x < m) ? x : m; };
+    decltype(V{} != V{}) nan = {};
+    int64_t j = 0;
+    for (; j + W::kLanes <= cnt; j += W::kLanes) {
+      V x0 = W::load(q + j), x1 = W::load(q + rs + j);
+      V x2 = W::load(q + 2 * rs + j), x3 = W::load(q + 3 * rs + j);
+      if constexpr (std::is_floating_point_v<T>)
+        nan |= (x0 != x0) | (x1 != x1) | (x2 != x2) | (x3 != x3);
+      W::store(s + j, pick(pick(pick(x0, x1), pick(x2, x3)), W::load(s + j)));
+    }
+    if constexpr (std::is_floating_point_v<T>) {
+      bool any = false;
+      for (int64_t l = 0; l < W::kLanes; ++l) any |= nan[l] != 0;
+      if (any)
+        for (int64_t r = 0; r < 4; ++r)
+          for (int64_t c = 0; c < j; ++c)
+            if (q[r * rs + c] != q[r * rs + c]) s[c] = q[r * rs + c];
+    }
+    return j;
   }
 };
 
@@ -202,8 +229,10 @@ struct ArgReducer {
   void run(State& s, const T* p, int64_t n, int64_t stride, int64_t idx0) const {
     for (int64_t i = 0; i < n; ++i) step(s, p[i * stride], idx0 + i);
   }
-  void block(State* s, const T* q, int64_t cnt, int64_t stride, int64_t idx) const {
-    for (int64_t j = 0; j < cnt; ++j) step(s[j], q[j * stride], idx);
+  void rows(State* s, const T* q, int64_t rs, int64_t nr, int64_t cnt, int64_t stride,
+            int64_t idx0) const {
+    for (int64_t r = 0; r < nr; ++r)
+      for (int64_t j = 0; j < cnt; ++j) step(s[j], q[r * rs + j * stride], idx0 + r);
   }
 };
 
@@ -301,8 +330,9 @@ void run_reduce(const Red& red, const View& in, const View& out, const std::vect
                        if (!outer) {
                          red.run(st[0], p, n, rinner, i0);
                        } else {
-                         for (int64_t t = 0; t < n; ++t)
-                           red.block(st, p + t * rinner, cnt, inner_k.in, i0 + t);
+                         for (int64_t t = 0; t < n; t += 4)
+                           red.rows(st, p + t * rinner, rinner, std::min<int64_t>(4, n - t), cnt,
+                                    inner_k.in, i0 + t);
                        }
                      });
   };

@@ -8,3 +8,5 @@
 #include "frontend/optim.h"
 #include "frontend/tensor.h"
 #include "frontend/jit.h"
+#include "frontend/npy.h"
+#include "frontend/serialize.h"

@@ -51,8 +51,9 @@ inline FusionGroup make_group(const Graph& g, GroupKind kind, std::vector<NodeId
   }
   for (Value v : g.outputs) add_out(v);
   // Keep outputs in node order for predictability.
-  std::sort(grp.outputs.begin(), grp.outputs.end(),
-            [](Value a, Value b) { return a.node < b.node || (a.node == b.node && a.index < b.index); });
+  std::sort(grp.outputs.begin(), grp.outputs.end(), [](Value a, Value b) {
+    return a.node < b.node || (a.node == b.node && a.index < b.index);
+  });
   return grp;
 }
 
@@ -124,9 +125,9 @@ inline std::vector<Buf> reference_eval(const Graph& g, const std::vector<Buf>& a
 /// Runs a compiled kernel: inputs from `vals` (by node), fresh outputs; splits the
 /// range at `split` (a fraction of it) into two calls when given.
 inline std::map<std::pair<NodeId, uint32_t>, Buf> run_kernel(const Graph& g, const CpuKernel& k,
-                                                                const std::vector<Buf>& vals,
-                                                                const FusionGroup& grp,
-                                                                double split = -1) {
+                                                             const std::vector<Buf>& vals,
+                                                             const FusionGroup& grp,
+                                                             double split = -1) {
   std::map<std::pair<NodeId, uint32_t>, Buf> outs;
   std::set<std::pair<NodeId, uint32_t>> is_out;
   for (Value v : grp.outputs) is_out.insert({v.node, v.index});

@@ -20,7 +20,8 @@ Attrs dims_attr(std::vector<int64_t> d, bool keep) {
 
 TEST_CASE("elementwise chain with broadcasting inputs and odd sizes") {
   for (DType dt : {DType::f32, DType::f64}) {
-    for (Shape s : {Shape{}, Shape{1}, Shape{13}, Shape{7, 1, 33}, Shape{64, 100}, Shape{3, 5, 17}}) {
+    for (Shape s :
+         {Shape{}, Shape{1}, Shape{13}, Shape{7, 1, 33}, Shape{64, 100}, Shape{3, 5, 17}}) {
       Graph g;
       Builder b(g);
       Value x = b.arg(0, ty(dt, s));
@@ -44,12 +45,16 @@ TEST_CASE("views inside a group: permute, slice, expand, reshape compose into in
   Value z = b.arg(2, ty(DType::f32, {6, 4, 30}));
   Value xt = b.permute(b.unary(OpKind::exp, x), {1, 0});  // [30, 24]
   Value s = b.op(OpKind::slice, {y},
-                 Attrs{{AttrKey::dim, int64_t{1}}, {AttrKey::start, int64_t{0}}, {AttrKey::end, int64_t{24}},
+                 Attrs{{AttrKey::dim, int64_t{1}},
+                       {AttrKey::start, int64_t{0}},
+                       {AttrKey::end, int64_t{24}},
                        {AttrKey::step, int64_t{1}}});
   Value zr = b.permute(b.reshape(z, {24, 30}), {1, 0});  // [30, 24]
   Value sum = b.add(b.add(xt, s), zr);
   Value sl = b.op(OpKind::slice, {sum},
-                  Attrs{{AttrKey::dim, int64_t{0}}, {AttrKey::start, int64_t{2}}, {AttrKey::end, int64_t{29}},
+                  Attrs{{AttrKey::dim, int64_t{0}},
+                        {AttrKey::start, int64_t{2}},
+                        {AttrKey::end, int64_t{29}},
                         {AttrKey::step, int64_t{3}}});  // [9, 24]
   g.outputs = {b.mul(sl, b.scalar_like(sl, 3.0))};
   check_whole_graph(g, GroupKind::Elementwise, 12);
@@ -60,10 +65,14 @@ TEST_CASE("pad inside a group reads zero outside the copied range") {
   Builder b(g);
   Value x = b.arg(0, ty(DType::f64, {5, 17}));
   Value p = b.op(OpKind::pad, {b.unary(OpKind::exp, x)},
-                 Attrs{{AttrKey::dim, int64_t{1}}, {AttrKey::low, int64_t{2}}, {AttrKey::high, int64_t{3}},
+                 Attrs{{AttrKey::dim, int64_t{1}},
+                       {AttrKey::low, int64_t{2}},
+                       {AttrKey::high, int64_t{3}},
                        {AttrKey::interior, int64_t{1}}});  // [5, 38]
   Value q = b.op(OpKind::pad, {p},
-                 Attrs{{AttrKey::dim, int64_t{0}}, {AttrKey::low, int64_t{1}}, {AttrKey::high, int64_t{0}},
+                 Attrs{{AttrKey::dim, int64_t{0}},
+                       {AttrKey::low, int64_t{1}},
+                       {AttrKey::high, int64_t{0}},
                        {AttrKey::interior, int64_t{0}}});  // [6, 38]
   g.outputs = {b.add(q, b.arg(1, ty(DType::f64, {38})))};
   check_whole_graph(g, GroupKind::Elementwise, 13);
@@ -74,9 +83,9 @@ TEST_CASE("several outputs of different shapes from one elementwise group") {
   Builder b(g);
   Value x = b.arg(0, ty(DType::f32, {8, 40}));
   Value v = b.arg(1, ty(DType::f32, {40}));
-  Value ev = b.unary(OpKind::exp, v);                       // [40], an output too
-  Value y = b.mul(x, ev);                                   // [8, 40]
-  Value t = b.permute(y, {1, 0});                           // [40, 8], an output
+  Value ev = b.unary(OpKind::exp, v);  // [40], an output too
+  Value y = b.mul(x, ev);              // [8, 40]
+  Value t = b.permute(y, {1, 0});      // [40, 8], an output
   g.outputs = {ev, b.add(y, b.scalar_like(y, 1.0)), b.unary(OpKind::neg, t)};
   CpuKernel k = check_whole_graph(g, GroupKind::Elementwise, 14);
   CHECK(k.buffers.size() == 5);
@@ -103,10 +112,10 @@ TEST_CASE("softmax, log-softmax and layer norm are one kernel each") {
         Value x = b.arg(0, ty(dt, s));
         Value m = b.op(OpKind::max, {x}, dims_attr({last}, false));
         Value xs = b.sub(x, b.reshape(m, [&] {
-                           Shape r = s;
-                           r.back() = 1;
-                           return r;
-                         }()));
+          Shape r = s;
+          r.back() = 1;
+          return r;
+        }()));
         Value lse = b.unary(OpKind::log, b.sum(b.unary(OpKind::exp, xs), {last}, true));
         g.outputs = {b.sub(xs, lse), m};
         check_whole_graph(g, GroupKind::Reduction, 22, {{-10, 10}});
@@ -134,7 +143,7 @@ TEST_CASE("reductions with producers, epilogues and non-trailing dims") {
   Value x = b.arg(0, ty(DType::f32, {6, 20, 9}));
   Value w = b.arg(1, ty(DType::f32, {20, 1}));
   Value p = b.mul(b.unary(OpKind::exp, b.mul(x, b.scalar_like(x, 0.1))), w);
-  Value s = b.sum(p, {1}, false);                       // [6, 9]
+  Value s = b.sum(p, {1}, false);  // [6, 9]
   Value mx = b.op(OpKind::max, {p}, dims_attr({1}, false));
   Value am = b.op(OpKind::argmax, {p}, Attrs{{AttrKey::dim, int64_t{1}}});
   g.outputs = {b.div(s, mx), am, p};
@@ -167,9 +176,10 @@ Graph random_graph(std::mt19937_64& rng, DType dt, bool with_reduction, Shape* s
   *shape = s;
   Graph g;
   Builder b(g);
-  std::vector<Value> pool = {b.arg(0, ty(dt, s)), b.arg(1, ty(dt, {s[1]})), b.arg(2, ty(dt, {s[0], 1}))};
-  const OpKind unary[] = {OpKind::exp, OpKind::tanh, OpKind::sigmoid, OpKind::neg, OpKind::abs,
-                          OpKind::relu, OpKind::sin, OpKind::gelu, OpKind::cos};
+  std::vector<Value> pool = {b.arg(0, ty(dt, s)), b.arg(1, ty(dt, {s[1]})),
+                             b.arg(2, ty(dt, {s[0], 1}))};
+  const OpKind unary[] = {OpKind::exp,  OpKind::tanh, OpKind::sigmoid, OpKind::neg, OpKind::abs,
+                          OpKind::relu, OpKind::sin,  OpKind::gelu,    OpKind::cos};
   const OpKind binary[] = {OpKind::add, OpKind::sub, OpKind::mul, OpKind::maximum, OpKind::minimum};
   const int n = 3 + pick(rng) % 10;
   for (int i = 0; i < n; ++i) {
@@ -177,14 +187,20 @@ Graph random_graph(std::mt19937_64& rng, DType dt, bool with_reduction, Shape* s
     Value v;
     switch (pick(rng) % 5) {
       case 0:
-      case 1: v = b.unary(unary[pick(rng) % 9], a); break;
+      case 1:
+        v = b.unary(unary[pick(rng) % 9], a);
+        break;
       case 2: {
         // Keep magnitudes tame: squash before exp-like growth.
-        v = b.unary(OpKind::tanh, b.binary(binary[pick(rng) % 5], a, pool[size_t(pick(rng)) % pool.size()]));
+        v = b.unary(OpKind::tanh,
+                    b.binary(binary[pick(rng) % 5], a, pool[size_t(pick(rng)) % pool.size()]));
         break;
       }
-      case 3: v = b.binary(binary[pick(rng) % 5], a, pool[size_t(pick(rng)) % pool.size()]); break;
-      default: v = b.where(b.binary(OpKind::gt, a, b.scalar_like(a, 0.0)), a, b.unary(OpKind::sigmoid, a));
+      case 3:
+        v = b.binary(binary[pick(rng) % 5], a, pool[size_t(pick(rng)) % pool.size()]);
+        break;
+      default:
+        v = b.where(b.binary(OpKind::gt, a, b.scalar_like(a, 0.0)), a, b.unary(OpKind::sigmoid, a));
     }
     pool.push_back(v);
   }
@@ -284,8 +300,9 @@ TEST_CASE("graphs grouped by plan_fusion compile group by group and match the in
     std::vector<void*> ptrs;
     for (size_t i = 0; i < k.buffers.size(); ++i) {
       const Value v = k.buffers[i];
-      const bool produced = std::find(grp.outputs.begin(), grp.outputs.end(), v) != grp.outputs.end() &&
-                            !(grp.kind == GroupKind::Matmul && i == 0);
+      const bool produced =
+          std::find(grp.outputs.begin(), grp.outputs.end(), v) != grp.outputs.end() &&
+          !(grp.kind == GroupKind::Matmul && i == 0);
       if (produced) vals[v.node] = make_buf(g.type(v));
       ptrs.push_back(vals[v.node].data());
     }

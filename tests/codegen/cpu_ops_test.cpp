@@ -15,14 +15,19 @@ Range unary_range(OpKind k) {
   switch (k) {
     case OpKind::log:
     case OpKind::sqrt:
-    case OpKind::rsqrt: return {0.05, 10};
-    case OpKind::exp: return {-20, 20};
+    case OpKind::rsqrt:
+      return {0.05, 10};
+    case OpKind::exp:
+      return {-20, 20};
     case OpKind::sin:
-    case OpKind::cos: return {-20, 20};
+    case OpKind::cos:
+      return {-20, 20};
     case OpKind::tanh:
     case OpKind::sigmoid:
-    case OpKind::gelu: return {-8, 8};
-    default: return {-3, 3};
+    case OpKind::gelu:
+      return {-8, 8};
+    default:
+      return {-3, 3};
   }
 }
 
@@ -45,10 +50,16 @@ Graph binary_graph(OpKind k, DType da, const Shape& sa, DType db, const Shape& s
 
 const std::vector<Shape> kUnaryShapes = {{}, {1}, {7}, {33}, {3, 17}, {64, 100}, {2, 3, 40}};
 
-const std::vector<std::pair<Shape, Shape>> kBinaryShapes = {
-    {{}, {}},           {{7}, {7}},         {{33}, {}},          {{3, 17}, {17}},
-    {{3, 17}, {3, 1}},  {{4, 1, 5}, {1, 6, 1}}, {{64, 100}, {64, 100}}, {{64, 100}, {100}},
-    {{1}, {5, 1, 40}},  {{2, 1, 24}, {2, 3, 1}}};
+const std::vector<std::pair<Shape, Shape>> kBinaryShapes = {{{}, {}},
+                                                            {{7}, {7}},
+                                                            {{33}, {}},
+                                                            {{3, 17}, {17}},
+                                                            {{3, 17}, {3, 1}},
+                                                            {{4, 1, 5}, {1, 6, 1}},
+                                                            {{64, 100}, {64, 100}},
+                                                            {{64, 100}, {100}},
+                                                            {{1}, {5, 1, 40}},
+                                                            {{2, 1, 24}, {2, 3, 1}}};
 
 bool float_only(OpKind k) {
   switch (k) {
@@ -60,8 +71,10 @@ bool float_only(OpKind k) {
     case OpKind::cos:
     case OpKind::tanh:
     case OpKind::sigmoid:
-    case OpKind::gelu: return true;
-    default: return false;
+    case OpKind::gelu:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -178,9 +191,10 @@ TEST_CASE("pow special cases: negative bases, integral exponents, zeros, infinit
 
 TEST_CASE("where with broadcasting and mixed value dtypes") {
   uint64_t seed = 500;
-  const std::vector<std::array<Shape, 3>> shapes = {
-      {Shape{5, 20}, Shape{5, 20}, Shape{5, 20}}, {Shape{20}, Shape{5, 20}, Shape{}},
-      {Shape{5, 1}, Shape{1, 20}, Shape{5, 20}}, {Shape{}, Shape{3}, Shape{3}}};
+  const std::vector<std::array<Shape, 3>> shapes = {{Shape{5, 20}, Shape{5, 20}, Shape{5, 20}},
+                                                    {Shape{20}, Shape{5, 20}, Shape{}},
+                                                    {Shape{5, 1}, Shape{1, 20}, Shape{5, 20}},
+                                                    {Shape{}, Shape{3}, Shape{3}}};
   for (const auto& s : shapes) {
     for (auto [da, db] : {std::pair{DType::f32, DType::f32}, std::pair{DType::f64, DType::i32},
                           std::pair{DType::i64, DType::i64}, std::pair{DType::b8, DType::b8}}) {
@@ -201,10 +215,10 @@ TEST_CASE("every reduction over several dims, keepdim, dtypes") {
     Shape shape;
     std::vector<int64_t> dims;
   };
-  const std::vector<Case> cases = {{{}, {}},         {{7}, {0}},          {{5, 7}, {1}},
-                                   {{5, 7}, {0}},    {{5, 7}, {0, 1}},    {{3, 4, 5}, {1}},
-                                   {{3, 4, 5}, {0, 2}}, {{3, 4, 5}, {2}}, {{64, 100}, {1}},
-                                   {{2, 1, 300}, {2}}, {{6, 9}, {}}};
+  const std::vector<Case> cases = {
+      {{}, {}},         {{7}, {0}},         {{5, 7}, {1}},       {{5, 7}, {0}},
+      {{5, 7}, {0, 1}}, {{3, 4, 5}, {1}},   {{3, 4, 5}, {0, 2}}, {{3, 4, 5}, {2}},
+      {{64, 100}, {1}}, {{2, 1, 300}, {2}}, {{6, 9}, {}}};
   for (OpKind k : {OpKind::sum, OpKind::max, OpKind::min, OpKind::argmax, OpKind::argmin}) {
     for (DType dt : {DType::f32, DType::f64, DType::i32, DType::i64, DType::b8}) {
       if (dt == DType::b8 && (k == OpKind::argmax || k == OpKind::argmin)) continue;
@@ -237,16 +251,17 @@ TEST_CASE("max, min and argmax propagate NaN like the reference") {
     Builder b(g);
     Value x = b.arg(0, ty(DType::f32, {4, 50}));
     const bool arg = k == OpKind::argmax || k == OpKind::argmin;
-    g.outputs = {b.op(k, {x},
-                      arg ? Attrs{{AttrKey::dim, int64_t{1}}} : Attrs{{AttrKey::dims, std::vector<int64_t>{1}}})};
+    g.outputs = {b.op(
+        k, {x},
+        arg ? Attrs{{AttrKey::dim, int64_t{1}}} : Attrs{{AttrKey::dims, std::vector<int64_t>{1}}})};
     Buf in = make_buf(ty(DType::f32, {4, 50}));
     std::mt19937_64 rng(9);
     fill_random(in, rng);
     float* p = static_cast<float*>(in.data());
-    p[17] = NAN;             // row 0: one NaN
-    p[50 + 3] = NAN;         // row 1: two NaNs
+    p[17] = NAN;      // row 0: one NaN
+    p[50 + 3] = NAN;  // row 1: two NaNs
     p[50 + 40] = NAN;
-    p[100 + 7] = INFINITY;   // row 2: infinities
+    p[100 + 7] = INFINITY;  // row 2: infinities
     p[100 + 9] = -INFINITY;
     std::vector<Buf> vals = reference_eval(g, {in});
     CAPTURE(std::string(op_name(k)));
@@ -270,23 +285,41 @@ TEST_CASE("movement ops as copy groups") {
       {OpKind::expand, {}, Attrs{{AttrKey::shape, std::vector<int64_t>{4, 4}}}},
       {OpKind::permute, {30, 40}, Attrs{{AttrKey::perm, std::vector<int64_t>{1, 0}}}},
       {OpKind::permute, {2, 3, 20}, Attrs{{AttrKey::perm, std::vector<int64_t>{2, 0, 1}}}},
-      {OpKind::slice, {10, 40},
-       Attrs{{AttrKey::dim, int64_t{1}}, {AttrKey::start, int64_t{3}}, {AttrKey::end, int64_t{37}},
+      {OpKind::slice,
+       {10, 40},
+       Attrs{{AttrKey::dim, int64_t{1}},
+             {AttrKey::start, int64_t{3}},
+             {AttrKey::end, int64_t{37}},
              {AttrKey::step, int64_t{2}}}},
-      {OpKind::slice, {10, 40},
-       Attrs{{AttrKey::dim, int64_t{0}}, {AttrKey::start, int64_t{1}}, {AttrKey::end, int64_t{9}},
+      {OpKind::slice,
+       {10, 40},
+       Attrs{{AttrKey::dim, int64_t{0}},
+             {AttrKey::start, int64_t{1}},
+             {AttrKey::end, int64_t{9}},
              {AttrKey::step, int64_t{3}}}},
-      {OpKind::slice, {10, 4},
-       Attrs{{AttrKey::dim, int64_t{0}}, {AttrKey::start, int64_t{5}}, {AttrKey::end, int64_t{5}},
+      {OpKind::slice,
+       {10, 4},
+       Attrs{{AttrKey::dim, int64_t{0}},
+             {AttrKey::start, int64_t{5}},
+             {AttrKey::end, int64_t{5}},
              {AttrKey::step, int64_t{1}}}},
-      {OpKind::pad, {6, 20},
-       Attrs{{AttrKey::dim, int64_t{1}}, {AttrKey::low, int64_t{3}}, {AttrKey::high, int64_t{5}},
+      {OpKind::pad,
+       {6, 20},
+       Attrs{{AttrKey::dim, int64_t{1}},
+             {AttrKey::low, int64_t{3}},
+             {AttrKey::high, int64_t{5}},
              {AttrKey::interior, int64_t{0}}}},
-      {OpKind::pad, {6, 20},
-       Attrs{{AttrKey::dim, int64_t{0}}, {AttrKey::low, int64_t{0}}, {AttrKey::high, int64_t{2}},
+      {OpKind::pad,
+       {6, 20},
+       Attrs{{AttrKey::dim, int64_t{0}},
+             {AttrKey::low, int64_t{0}},
+             {AttrKey::high, int64_t{2}},
              {AttrKey::interior, int64_t{2}}}},
-      {OpKind::pad, {7},
-       Attrs{{AttrKey::dim, int64_t{0}}, {AttrKey::low, int64_t{2}}, {AttrKey::high, int64_t{1}},
+      {OpKind::pad,
+       {7},
+       Attrs{{AttrKey::dim, int64_t{0}},
+             {AttrKey::low, int64_t{2}},
+             {AttrKey::high, int64_t{1}},
              {AttrKey::interior, int64_t{1}}}},
   };
   for (const Case& c : cases) {
@@ -309,11 +342,14 @@ TEST_CASE("creation ops inside a group: constant, literal, arange") {
   Value lit = b.op_typed(OpKind::literal, {},
                          Attrs{{AttrKey::data, std::vector<double>{1.5, -2, 0.25, 8, 1e-3, 3}}},
                          ty(DType::f32, {6}));
-  Value lit_i = b.op_typed(OpKind::literal, {}, Attrs{{AttrKey::data, std::vector<int64_t>{1, -2, 3, 4}}},
-                           ty(DType::i64, {4, 1}));
-  Value ar = b.op_typed(OpKind::arange, {}, Attrs{{AttrKey::start, 0.5}, {AttrKey::step, int64_t{2}}},
-                        ty(DType::f32, {6}));
-  Value ar_i = b.op_typed(OpKind::arange, {}, Attrs{{AttrKey::start, int64_t{-3}}, {AttrKey::step, int64_t{1}}},
+  Value lit_i =
+      b.op_typed(OpKind::literal, {}, Attrs{{AttrKey::data, std::vector<int64_t>{1, -2, 3, 4}}},
+                 ty(DType::i64, {4, 1}));
+  Value ar =
+      b.op_typed(OpKind::arange, {}, Attrs{{AttrKey::start, 0.5}, {AttrKey::step, int64_t{2}}},
+                 ty(DType::f32, {6}));
+  Value ar_i = b.op_typed(OpKind::arange, {},
+                          Attrs{{AttrKey::start, int64_t{-3}}, {AttrKey::step, int64_t{1}}},
                           ty(DType::i32, {4, 1}));
   Value y = b.add(b.mul(x, c), shaped);
   y = b.add(b.mul(y, lit), ar);

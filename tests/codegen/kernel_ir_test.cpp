@@ -2,6 +2,7 @@
 // the loop shapes lowering chooses (stated as kernel IR text).
 #include <doctest/doctest.h>
 
+#include "codegen/kernel_builder.h"
 #include "codegen/kernel_ir.h"
 #include "codegen/lower.h"
 #include "codegen_test_util.h"
@@ -141,7 +142,11 @@ TEST_CASE("the verifier rejects values used out of scope and type errors") {
   kir::Kernel k2;
   k2.name = "types";
   k2.buffers = {in};
-  k2.values.push_back(kir::ValueDef{kir::ScalarOp::index, DType::i64});
+  kir::ValueDef idx;
+  idx.op = kir::ScalarOp::index;
+  idx.type = DType::i64;
+  idx.ref = 0;
+  k2.values.push_back(idx);
   kir::ValueDef ld;
   ld.op = kir::ScalarOp::load;
   ld.type = DType::f64;  // buffer is f32
@@ -174,7 +179,8 @@ TEST_CASE("kernel info: name, sources, range, grain, bytes and flops") {
   b.loc = SourceLoc("/src/net.cpp", 4);
   Value s = b.sum(y, {1}, false);
   g.outputs = {s};
-  CpuKernel k = compile_cpu_kernel(g, make_group(g, GroupKind::Reduction, all_compute_nodes(g)), {});
+  CpuKernel k =
+      compile_cpu_kernel(g, make_group(g, GroupKind::Reduction, all_compute_nodes(g)), {});
   CHECK(k.info.name == "k1_reduction_exp_sum");
   CHECK(k.info.sources == std::vector<std::string>{"net.cpp:3", "net.cpp:4"});
   CHECK(k.info.range == 256);

@@ -183,3 +183,8 @@ TEST_CASE("dumps hold every stage and vectorized kernels") {
   CHECK(vector_ir);
   fs::remove_all(dir);
 }
+
+TEST_CASE("constant data written in a traced function compiles") {
+  auto f = jit([](Tensor x) { return x * tensor({1.f, 2.f, 3.f}) + arange(3).to(kFloat32); });
+  CHECK(f(ones({2, 3})).to_vector<float>() == std::vector<float>{1, 3, 5, 1, 3, 5});
+}

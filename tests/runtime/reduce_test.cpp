@@ -206,8 +206,8 @@ TEST_CASE("vectorised max/min paths: long rows and columns, every numeric dtype,
     CAPTURE(dtype_name(dt));
     std::vector<double> x(size_t(rows * cols));
     for (size_t i = 0; i < x.size(); ++i) x[i] = double(int64_t((i * 40503u) % 2001) - 1000);
-    x[size_t(2 * cols + 1001)] = 5000;   // max of row 2 sits in the tail
-    x[size_t(3 * cols + 17)] = -5000;    // min of row 3 sits in a vector
+    x[size_t(2 * cols + 1001)] = 5000;  // max of row 2 sits in the tail
+    x[size_t(3 * cols + 17)] = -5000;   // min of row 3 sits in a vector
     Arr a = arr(dt, {rows, cols}, x);
     std::vector<double> rmax(size_t(rows), -INFINITY), rmin(size_t(rows), INFINITY);
     std::vector<double> cmax(size_t(cols), -INFINITY);

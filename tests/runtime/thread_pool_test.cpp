@@ -1,7 +1,9 @@
 // parallel_for: coverage, grain, exceptions, nesting, concurrent callers.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
@@ -96,6 +98,15 @@ TEST_CASE("many short jobs in a row and from several threads") {
     });
   for (auto& t : callers) t.join();
   CHECK(shared.load() == 3 * 2000 * 1000);
+}
+
+TEST_CASE("workers that went to sleep wake for the next job") {
+  std::atomic<int64_t> total{0};
+  for (int rep = 0; rep < 30; ++rep) {
+    std::this_thread::sleep_for(std::chrono::microseconds(500));  // past the spin window
+    parallel_for(1 << 12, 1 << 8, [&](int64_t b, int64_t e) { total += e - b; });
+  }
+  CHECK(total.load() == 30 * (1 << 12));
 }
 
 TEST_CASE("set_num_threads changes the pool size") {

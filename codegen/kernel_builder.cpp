@@ -1,0 +1,533 @@
+// KernelBuilder: statements, hash-consing, index folds and dead-value removal.
+#include "codegen/kernel_builder.h"
+
+#include <cstring>
+
+#include "ir/error.h"
+
+namespace kiln::kir {
+
+namespace {
+
+std::string cse_key(const ValueDef& d) {
+  std::string key(sizeof(ValueDef), '\0');
+  // Field by field so padding never enters the key.
+  char* p = key.data();
+  auto put = [&](const auto& x) {
+    std::memcpy(p, &x, sizeof(x));
+    p += sizeof(x);
+  };
+  put(d.op);
+  put(d.type);
+  put(d.args);
+  put(d.fimm);
+  put(d.iimm);
+  put(d.ref);
+  key.resize(size_t(p - key.data()));
+  return key;
+}
+
+}  // namespace
+
+KernelBuilder::KernelBuilder(std::string name) {
+  k_.name = std::move(name);
+  blocks_.push_back(&k_.body);
+  scopes_.emplace_back();
+}
+
+namespace {
+
+// Marks values reachable from statements that have effects (stores, accumulator
+// updates, conditions), then drops the other lets and renumbers.
+void mark_used(const Kernel& k, const std::vector<Stmt>& body, std::vector<char>& used) {
+  std::vector<ValueId> work;
+  auto need = [&](ValueId v) {
+    if (v >= 0 && !used[v]) {
+      used[v] = 1;
+      work.push_back(v);
+    }
+  };
+  for (const Stmt& s : body) {
+    switch (s.kind) {
+      case StmtKind::store:
+        need(s.index);
+        need(s.value);
+        break;
+      case StmtKind::acc_update:
+        need(s.value);
+        need(s.index);
+        break;
+      case StmtKind::if_:
+        need(s.value);
+        break;
+      default:
+        break;
+    }
+    if (!s.body.empty()) mark_used(k, s.body, used);
+  }
+  while (!work.empty()) {
+    const ValueId v = work.back();
+    work.pop_back();
+    for (ValueId a : k.values[v].args) need(a);
+  }
+}
+
+void drop_unused(std::vector<Stmt>& body, const std::vector<char>& used,
+                 const std::vector<ValueId>& renum) {
+  std::vector<Stmt> kept;
+  for (Stmt& s : body) {
+    if (s.kind == StmtKind::let && !used[s.value]) continue;
+    auto re = [&](ValueId& v) {
+      if (v >= 0) v = renum[v];
+    };
+    re(s.value);
+    re(s.index);
+    drop_unused(s.body, used, renum);
+    kept.push_back(std::move(s));
+  }
+  body = std::move(kept);
+}
+
+}  // namespace
+
+Kernel KernelBuilder::take() {
+  KILN_CHECK(blocks_.size() == 1, "kernel builder: ", blocks_.size() - 1, " block(s) left open");
+  Kernel out = std::move(k_);
+  k_ = Kernel{};
+  upper_.clear();
+  blocks_ = {&k_.body};
+  scopes_.assign(1, Scope{});
+  // Used values are a fixpoint over operands, which are always defined earlier.
+  std::vector<char> used(out.values.size(), 0);
+  mark_used(out, out.body, used);
+  std::vector<ValueId> renum(out.values.size(), kNoValue);
+  std::vector<ValueDef> values;
+  for (size_t v = 0; v < out.values.size(); ++v) {
+    if (!used[v]) continue;
+    renum[v] = ValueId(values.size());
+    ValueDef d = out.values[v];
+    for (ValueId& a : d.args)
+      if (a >= 0) a = renum[a];
+    values.push_back(d);
+  }
+  out.values = std::move(values);
+  drop_unused(out.body, used, renum);
+  return out;
+}
+
+int32_t KernelBuilder::add_buffer(Buffer b) {
+  b.name = "buf" + std::to_string(k_.buffers.size());
+  k_.buffers.push_back(std::move(b));
+  return int32_t(k_.buffers.size() - 1);
+}
+
+int32_t KernelBuilder::add_table(Table t) {
+  k_.tables.push_back(std::move(t));
+  return int32_t(k_.tables.size() - 1);
+}
+
+int32_t KernelBuilder::add_accumulator(ReduceKind kind, DType type) {
+  k_.accs.push_back({kind, type});
+  return int32_t(k_.accs.size() - 1);
+}
+
+double KernelBuilder::const_value(ValueId v) const {
+  const ValueDef& d = def(v);
+  return is_floating(d.type) ? d.fimm : double(d.iimm);
+}
+
+ValueId KernelBuilder::add_value(const ValueDef& d) {
+  const std::string key = cse_key(d);
+  for (auto s = scopes_.rbegin(); s != scopes_.rend(); ++s) {
+    auto it = s->cse.find(key);
+    if (it != s->cse.end()) return it->second;
+  }
+  k_.values.push_back(d);
+  const ValueId id = ValueId(k_.values.size() - 1);
+  upper_.push_back(-1);
+  scopes_.back().cse.emplace(key, id);
+  Stmt s;
+  s.kind = StmtKind::let;
+  s.value = id;
+  push_stmt(std::move(s));
+  return id;
+}
+
+ValueId KernelBuilder::constant(DType t, double v) {
+  ValueDef d;
+  d.op = ScalarOp::const_;
+  d.type = t;
+  if (is_floating(t)) {
+    d.fimm = t == DType::f32 ? double(float(v)) : v;
+  } else if (t == DType::b8) {
+    d.iimm = v != 0;
+  } else if (t == DType::i32) {
+    d.iimm = int64_t(int32_t(v));
+  } else {
+    d.iimm = int64_t(v);
+  }
+  return add_value(d);
+}
+
+ValueId KernelBuilder::iconst(int64_t v, DType t) {
+  KILN_CHECK(!is_floating(t), "kernel builder: iconst of a floating type");
+  ValueDef d;
+  d.op = ScalarOp::const_;
+  d.type = t;
+  d.iimm = t == DType::b8 ? (v != 0) : t == DType::i32 ? int64_t(int32_t(v)) : v;
+  return add_value(d);
+}
+
+ValueId KernelBuilder::index(int32_t loop) {
+  ValueDef d;
+  d.op = ScalarOp::index;
+  d.type = DType::i64;
+  d.ref = loop;
+  return add_value(d);
+}
+
+ValueId KernelBuilder::load(int32_t buffer, ValueId idx) {
+  ValueDef d;
+  d.op = ScalarOp::load;
+  d.type = k_.buffers.at(buffer).dtype;
+  d.args[0] = idx;
+  d.ref = buffer;
+  return add_value(d);
+}
+
+ValueId KernelBuilder::load_table(int32_t table, ValueId idx) {
+  ValueDef d;
+  d.op = ScalarOp::table;
+  d.type = k_.tables.at(table).dtype;
+  d.args[0] = idx;
+  d.ref = table;
+  return add_value(d);
+}
+
+ValueId KernelBuilder::acc_value(int32_t acc) {
+  const Accumulator& a = k_.accs.at(acc);
+  ValueDef d;
+  d.op = ScalarOp::acc;
+  d.type = (a.kind == ReduceKind::argmax || a.kind == ReduceKind::argmin) ? DType::i64 : a.type;
+  d.ref = acc;
+  return add_value(d);
+}
+
+ValueId KernelBuilder::cast(ValueId x, DType to) {
+  if (type(x) == to) return x;
+  if (is_const(x)) {
+    const ValueDef& c = def(x);
+    if (to == DType::b8) return iconst(is_floating(c.type) ? c.fimm != 0 : c.iimm != 0, to);
+    if (is_floating(to)) return constant(to, const_value(x));
+    if (!is_floating(c.type)) return iconst(c.iimm, to);
+  }
+  ValueDef d;
+  d.op = ScalarOp::cast;
+  d.type = to;
+  d.args[0] = x;
+  return add_value(d);
+}
+
+ValueId KernelBuilder::unary(ScalarOp op, ValueId x) {
+  ValueDef d;
+  d.op = op;
+  d.type = type(x);
+  d.args[0] = x;
+  if (op == ScalarOp::not_ && is_const(x)) return iconst(def(x).iimm == 0, DType::b8);
+  return add_value(d);
+}
+
+ValueId KernelBuilder::fold_binary(ScalarOp op, ValueId a, ValueId b) {
+  const DType t = type(a);
+  const bool integer = t == DType::i64 || t == DType::i32;
+  if (integer && is_const(a) && is_const(b)) {
+    const int64_t x = def(a).iimm, y = def(b).iimm;
+    switch (op) {
+      case ScalarOp::add:
+        return iconst(int64_t(uint64_t(x) + uint64_t(y)), t);
+      case ScalarOp::sub:
+        return iconst(int64_t(uint64_t(x) - uint64_t(y)), t);
+      case ScalarOp::mul:
+        return iconst(int64_t(uint64_t(x) * uint64_t(y)), t);
+      case ScalarOp::idiv:
+        if (y > 0 && x >= 0) return iconst(x / y, t);
+        break;
+      case ScalarOp::imod:
+        if (y > 0 && x >= 0) return iconst(x % y, t);
+        break;
+      case ScalarOp::eq:
+        return iconst(x == y, DType::b8);
+      case ScalarOp::ne:
+        return iconst(x != y, DType::b8);
+      case ScalarOp::lt:
+        return iconst(x < y, DType::b8);
+      case ScalarOp::le:
+        return iconst(x <= y, DType::b8);
+      case ScalarOp::gt:
+        return iconst(x > y, DType::b8);
+      case ScalarOp::ge:
+        return iconst(x >= y, DType::b8);
+      default:
+        break;
+    }
+  }
+  auto is = [&](ValueId v, int64_t c) {
+    return is_const(v) && !is_floating(t) && def(v).iimm == c;
+  };
+  if (integer) {
+    switch (op) {
+      case ScalarOp::add:
+        if (is(a, 0)) return b;
+        if (is(b, 0)) return a;
+        break;
+      case ScalarOp::sub:
+        if (is(b, 0)) return a;
+        break;
+      case ScalarOp::mul:
+        if (is(a, 1)) return b;
+        if (is(b, 1)) return a;
+        if (is(a, 0) || is(b, 0)) return iconst(0, t);
+        break;
+      case ScalarOp::idiv:
+        if (is(b, 1)) return a;
+        break;
+      case ScalarOp::imod:
+        if (is(b, 1)) return iconst(0, t);
+        break;
+      default:
+        break;
+    }
+  }
+  if (t == DType::b8) {
+    if (op == ScalarOp::and_) {
+      if (is(a, 1)) return b;
+      if (is(b, 1)) return a;
+      if (is(a, 0) || is(b, 0)) return iconst(0, DType::b8);
+    }
+    if (op == ScalarOp::or_) {
+      if (is(a, 0)) return b;
+      if (is(b, 0)) return a;
+      if (is(a, 1) || is(b, 1)) return iconst(1, DType::b8);
+    }
+  }
+  // x * 1 is exact in IEEE arithmetic too.
+  if (is_floating(t) && op == ScalarOp::mul) {
+    if (is_const(b) && def(b).fimm == 1.0) return a;
+    if (is_const(a) && def(a).fimm == 1.0) return b;
+  }
+  return kNoValue;
+}
+
+ValueId KernelBuilder::fold_index(ScalarOp op, ValueId a, ValueId b) {
+  if (type(a) != DType::i64) return kNoValue;
+  const bool b_pos = is_const(b) && def(b).iimm > 0;
+  // x*c + y with 0 <= y < c: the pieces idiv/imod by c take apart.
+  auto split = [&](ValueId v, int64_t c, ValueId* x, ValueId* y) {
+    if (!is_op(v, ScalarOp::add)) return false;
+    for (int order = 0; order < 2; ++order) {
+      const ValueId m = def(v).args[order], r = def(v).args[1 - order];
+      if (!is_op(m, ScalarOp::mul)) continue;
+      for (int mo = 0; mo < 2; ++mo) {
+        const ValueId f = def(m).args[mo], k = def(m).args[1 - mo];
+        if (is_const(k) && def(k).iimm == c && upper_bound(r) >= 0 && upper_bound(r) <= c) {
+          *x = f;
+          *y = r;
+          return true;
+        }
+      }
+    }
+    return false;
+  };
+  switch (op) {
+    case ScalarOp::mul:
+      if (upper_bound(a) == 1 || upper_bound(b) == 1) return iconst(0);
+      break;
+    case ScalarOp::idiv:
+    case ScalarOp::imod: {
+      if (!b_pos) break;
+      const int64_t c = def(b).iimm;
+      const int64_t ua = upper_bound(a);
+      if (ua >= 0 && ua <= c) return op == ScalarOp::idiv ? iconst(0) : a;
+      ValueId x, y;
+      if (split(a, c, &x, &y)) return op == ScalarOp::idiv ? x : y;
+      break;
+    }
+    case ScalarOp::add: {
+      // A value whose only possible value is 0.
+      if (upper_bound(a) == 1) return b;
+      if (upper_bound(b) == 1) return a;
+      // (x / c) * c + x % c == x
+      for (int order = 0; order < 2; ++order) {
+        const ValueId m = order ? b : a, r = order ? a : b;
+        if (!is_op(m, ScalarOp::mul) || !is_op(r, ScalarOp::imod)) continue;
+        const ValueId x = def(r).args[0], c = def(r).args[1];
+        for (int mo = 0; mo < 2; ++mo) {
+          const ValueId q = def(m).args[mo], k = def(m).args[1 - mo];
+          auto same_const = [&](ValueId u, ValueId w) {
+            return u == w || (is_const(u) && is_const(w) && def(u).iimm == def(w).iimm);
+          };
+          if (same_const(k, c) && is_op(q, ScalarOp::idiv) && def(q).args[0] == x &&
+              same_const(def(q).args[1], c))
+            return x;
+        }
+      }
+      break;
+    }
+    default:
+      break;
+  }
+  return kNoValue;
+}
+
+void KernelBuilder::set_upper_bound(ValueId v, int64_t upper) {
+  upper_.at(size_t(v)) = upper;
+}
+
+int64_t KernelBuilder::upper_bound(ValueId v) const {
+  const ValueDef& d = def(v);
+  if (d.type != DType::i64) return -1;
+  if (upper_[size_t(v)] >= 0) return upper_[size_t(v)];
+  auto ub = [&](int i) { return upper_bound(d.args[i]); };
+  switch (d.op) {
+    case ScalarOp::const_:
+      return d.iimm >= 0 ? d.iimm + 1 : -1;
+    case ScalarOp::imod:
+      return is_const(d.args[1]) ? def(d.args[1]).iimm : -1;
+    case ScalarOp::idiv: {
+      const int64_t u = ub(0);
+      const int64_t c = is_const(d.args[1]) ? def(d.args[1]).iimm : 0;
+      return u >= 0 && c > 0 ? (u + c - 1) / c : -1;
+    }
+    case ScalarOp::add: {
+      const int64_t u0 = ub(0), u1 = ub(1);
+      return u0 >= 0 && u1 >= 0 ? u0 + u1 - 1 : -1;
+    }
+    case ScalarOp::mul: {
+      const int64_t u0 = ub(0), u1 = ub(1);
+      return u0 > 0 && u1 > 0 ? (u0 - 1) * (u1 - 1) + 1 : -1;
+    }
+    default:
+      return -1;
+  }
+}
+
+ValueId KernelBuilder::binary(ScalarOp op, ValueId a, ValueId b) {
+  KILN_CHECK(type(a) == type(b), "kernel builder: ", scalar_op_name(op), " of ",
+             dtype_name(type(a)), " and ", dtype_name(type(b)));
+  if (ValueId f = fold_binary(op, a, b); f != kNoValue) return f;
+  if (ValueId f = fold_index(op, a, b); f != kNoValue) return f;
+  // Commutative ops get a canonical operand order so CSE sees a+b == b+a.
+  switch (op) {
+    case ScalarOp::add:
+    case ScalarOp::mul:
+    case ScalarOp::eq:
+    case ScalarOp::ne:
+    case ScalarOp::and_:
+    case ScalarOp::or_:
+      if (a > b) std::swap(a, b);
+      break;
+    default:
+      break;
+  }
+  ValueDef d;
+  d.op = op;
+  d.type = is_comparison(op) ? DType::b8 : type(a);
+  d.args[0] = a;
+  d.args[1] = b;
+  return add_value(d);
+}
+
+ValueId KernelBuilder::select(ValueId c, ValueId a, ValueId b) {
+  KILN_CHECK(type(c) == DType::b8 && type(a) == type(b), "kernel builder: select types");
+  if (is_const(c)) return def(c).iimm ? a : b;
+  if (a == b) return a;
+  ValueDef d;
+  d.op = ScalarOp::select;
+  d.type = type(a);
+  d.args[0] = c;
+  d.args[1] = a;
+  d.args[2] = b;
+  return add_value(d);
+}
+
+void KernelBuilder::push_stmt(Stmt s) {
+  blocks_.back()->push_back(std::move(s));
+}
+
+void KernelBuilder::open_block(Stmt s) {
+  blocks_.back()->push_back(std::move(s));
+  blocks_.push_back(&blocks_.back()->back().body);
+  scopes_.emplace_back();
+}
+
+void KernelBuilder::close_block(StmtKind kind) {
+  KILN_CHECK(blocks_.size() > 1, "kernel builder: no open block to close");
+  blocks_.pop_back();
+  scopes_.pop_back();
+  KILN_CHECK(blocks_.back()->back().kind == kind, "kernel builder: mismatched block close");
+}
+
+void KernelBuilder::store(int32_t buffer, ValueId idx, ValueId value) {
+  Stmt s;
+  s.kind = StmtKind::store;
+  s.ref = buffer;
+  s.index = idx;
+  s.value = value;
+  push_stmt(std::move(s));
+}
+
+int32_t KernelBuilder::begin_loop(int64_t extent) {
+  const int32_t var = k_.num_loops++;
+  Stmt s;
+  s.kind = StmtKind::loop;
+  s.ref = var;
+  s.extent = extent;
+  open_block(std::move(s));
+  set_upper_bound(index(var), extent);
+  return var;
+}
+
+void KernelBuilder::end_loop() {
+  close_block(StmtKind::loop);
+}
+
+void KernelBuilder::begin_if(ValueId cond) {
+  Stmt s;
+  s.kind = StmtKind::if_;
+  s.value = cond;
+  open_block(std::move(s));
+}
+
+void KernelBuilder::end_if() {
+  close_block(StmtKind::if_);
+}
+
+void KernelBuilder::acc_init(int32_t acc) {
+  Stmt s;
+  s.kind = StmtKind::acc_init;
+  s.ref = acc;
+  push_stmt(std::move(s));
+}
+
+void KernelBuilder::acc_update(int32_t acc, ValueId value, ValueId position) {
+  Stmt s;
+  s.kind = StmtKind::acc_update;
+  s.ref = acc;
+  s.value = value;
+  s.index = position;
+  push_stmt(std::move(s));
+}
+
+ValueId KernelBuilder::memo_find(const std::string& key) const {
+  for (auto s = scopes_.rbegin(); s != scopes_.rend(); ++s) {
+    auto it = s->memo.find(key);
+    if (it != s->memo.end()) return it->second;
+  }
+  return kNoValue;
+}
+
+void KernelBuilder::memo_put(const std::string& key, ValueId v) {
+  scopes_.back().memo[key] = v;
+}
+
+}  // namespace kiln::kir

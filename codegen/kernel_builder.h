@@ -1,0 +1,90 @@
+// KernelBuilder: how lowering writes kernel IR. It appends statements to the
+// innermost open block, hash-conses values within the visible blocks, folds
+// integer index arithmetic (so coordinates that are linearised and split again
+// cancel out), and drops unused values when the kernel is taken.
+#pragma once
+
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "codegen/kernel_ir.h"
+
+namespace kiln::kir {
+
+/// Builds a kernel statement by statement. Values are hash-consed within the
+/// visible blocks (building the same expression twice gives the same value),
+/// and simple integer identities are folded (x*1, x+0, x/1, x%1, constants).
+class KernelBuilder {
+ public:
+  explicit KernelBuilder(std::string name);
+
+  Kernel& kernel() { return k_; }
+  /// The finished kernel: blocks must be closed. Values nothing uses are dropped
+  /// and the rest renumbered densely, in definition order.
+  Kernel take();
+
+  int32_t add_buffer(Buffer b);
+  int32_t add_table(Table t);
+  int32_t add_accumulator(ReduceKind kind, DType type);
+
+  DType type(ValueId v) const { return k_.values.at(v).type; }
+  const ValueDef& def(ValueId v) const { return k_.values.at(v); }
+  bool is_const(ValueId v) const { return def(v).op == ScalarOp::const_; }
+  /// The value of a constant as a double (integers converted).
+  double const_value(ValueId v) const;
+
+  // Values.
+  ValueId constant(DType t, double v);
+  ValueId iconst(int64_t v, DType t = DType::i64);
+  ValueId index(int32_t loop);
+  ValueId load(int32_t buffer, ValueId idx);
+  ValueId load_table(int32_t table, ValueId idx);
+  ValueId acc_value(int32_t acc);
+  ValueId cast(ValueId x, DType to);
+  ValueId unary(ScalarOp op, ValueId x);
+  ValueId binary(ScalarOp op, ValueId a, ValueId b);
+  ValueId select(ValueId c, ValueId a, ValueId b);
+
+  // Statements, appended to the innermost open block.
+  void store(int32_t buffer, ValueId idx, ValueId value);
+  /// Opens `for i in [0, extent)`; returns the loop variable.
+  int32_t begin_loop(int64_t extent);
+  void end_loop();
+  void begin_if(ValueId cond);
+  void end_if();
+  void acc_init(int32_t acc);
+  void acc_update(int32_t acc, ValueId value, ValueId position = kNoValue);
+
+  /// Per-block memo for callers (lowering caches "value of node at coordinates"):
+  /// entries made in a block are forgotten when it closes.
+  ValueId memo_find(const std::string& key) const;
+  void memo_put(const std::string& key, ValueId v);
+
+  /// Declares 0 <= v < upper for an i64 index value (loop variables get their
+  /// extent automatically). Bounds let idiv/imod of `x*c + y` with y < c fold, so
+  /// linearising and de-linearising coordinates cancel out.
+  void set_upper_bound(ValueId v, int64_t upper);
+  /// The exclusive upper bound of a non-negative index value, or -1 if unknown.
+  int64_t upper_bound(ValueId v) const;
+
+ private:
+  ValueId add_value(const ValueDef& d);
+  ValueId fold_binary(ScalarOp op, ValueId a, ValueId b);
+  ValueId fold_index(ScalarOp op, ValueId a, ValueId b);
+  bool is_op(ValueId v, ScalarOp op) const { return def(v).op == op; }
+  void push_stmt(Stmt s);
+  void open_block(Stmt s);
+  void close_block(StmtKind kind);
+
+  struct Scope {
+    std::unordered_map<std::string, ValueId> cse;
+    std::unordered_map<std::string, ValueId> memo;
+  };
+  Kernel k_;
+  std::vector<int64_t> upper_;              // per value: exclusive bound, -1 unknown
+  std::vector<std::vector<Stmt>*> blocks_;  // innermost last
+  std::vector<Scope> scopes_;               // parallel to blocks_
+};
+
+}  // namespace kiln::kir

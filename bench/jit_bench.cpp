@@ -15,7 +15,10 @@ using namespace kiln;
 
 namespace {
 
-Tensor chain(const Tensor& x) {
+// The 8-op chain: arithmetic only, so it is bound by memory bandwidth.
+Tensor chain(const Tensor& x) { return ((x * 1.5f + 2) - x * x).abs().clamp(0.5, 4) * 0.25f; }
+// An 8-op chain with three transcendentals: bound by arithmetic on this CPU.
+Tensor chain_transcendental(const Tensor& x) {
   return ((x * 1.5f + 2).tanh().exp() - x.sigmoid()).relu() / (x * x + 1);
 }
 Tensor layer_norm(const Tensor& x) {
@@ -64,6 +67,16 @@ void BM_Chain8(benchmark::State& state) {
 }
 BENCHMARK(BM_Chain8)
     ->ArgsProduct({{1 << 20, 1 << 24}, {kEager, kUnfused, kFused}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+void BM_Chain8Transcendental(benchmark::State& state) {
+  manual_seed(0);
+  Tensor x = randn({state.range(0)});
+  run_mode(state, chain_transcendental, x, 2.0 * 4 * static_cast<double>(x.numel()));
+}
+BENCHMARK(BM_Chain8Transcendental)
+    ->ArgsProduct({{1 << 24}, {kEager, kUnfused, kFused}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 

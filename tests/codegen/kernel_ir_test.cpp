@@ -78,14 +78,14 @@ TEST_CASE("softmax lowers to three inner loops with two accumulators") {
       "%5 = div %3, %4 : f32[8,32]\n"
       "return %5\n",
       GroupKind::Reduction);
-  CHECK(got.find("  acc0 = max f32\n  acc1 = sum f64\n") != std::string::npos);
+  CHECK(got.find("  acc0 = max f32\n  acc1 = sum f32\n") != std::string::npos);
   CHECK(got.find("parallel i0 in [0, 8):\n") != std::string::npos);
   CHECK(got.find("  for i1 in [0, 32):\n") != std::string::npos);
   CHECK(got.find("  for i2 in [0, 32):\n") != std::string::npos);
   CHECK(got.find("  for i3 in [0, 32):\n") != std::string::npos);
   CHECK(got.find("acc0 <- ") != std::string::npos);
   CHECK(got.find("acc1 <- ") != std::string::npos);
-  CHECK(got.find("= acc acc1 : f64") != std::string::npos);
+  CHECK(got.find("= acc acc1 : f32") != std::string::npos);
   MESSAGE(got);
 }
 

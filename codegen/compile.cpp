@@ -5,7 +5,10 @@
 #include <chrono>
 #include <unordered_map>
 
+#include "codegen/gpu_compile.h"
+#include "codegen/lower.h"
 #include "passes/pipeline.h"
+#include "runtime/cuda_driver.h"
 
 namespace kiln {
 namespace {
@@ -49,6 +52,10 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
   const Graph g = run_pipeline(input, popts, &r.passes);
   r.pipeline_ms = ms_since(t0);
   r.optimized = g;
+  // A graph on a CUDA device compiles its groups with the CUDA backend (gpu_compile.h).
+  const Device device = graph_device(g);
+  const int arch = device.is_cuda() ? gpu_arch(device) : 0;
+  r.target = device.is_cuda() ? device.str() + " " + cuda::device_info(device.index).str() : "";
 
   auto t1 = std::chrono::steady_clock::now();
   FusionOptions fopts;
@@ -99,6 +106,7 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
   r.memory = plan_memory(g, r.groups);
 
   auto plan = std::make_shared<Plan>();
+  plan->device = device;
   SlotTable slots{*plan, r.slot_values, {}};
   for (NodeId id : g.args()) {
     int64_t idx = g[id].attrs.i(AttrKey::index);
@@ -117,6 +125,48 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
     if (op_info(g[v.node].op).category == OpCategory::Input || output_pos.count(v)) continue;
     output_pos[v] = static_cast<int64_t>(i);
   }
+  // Parameter updates are written into the parameters' own buffers (no copy per
+  // call) when no later group reads the old value: directly when the producing
+  // kernel does not read the parameter, else stored in place over it, which
+  // lowering accepts only when each element is read where it is written.
+  std::vector<std::vector<std::pair<Value, Value>>> group_in_place(r.groups.size());
+  {
+    std::unordered_map<Value, int64_t, ValueHash> update_of;
+    for (const ParamUpdate& u : g.updates) update_of[u.value] = u.param;
+    std::unordered_map<int64_t, NodeId> param_node;
+    for (NodeId id : g.params()) param_node[g[id].attrs.i(AttrKey::index)] = id;
+    std::unordered_map<NodeId, size_t> last_reader;
+    for (size_t gi = 0; gi < r.groups.size(); ++gi)
+      for (Value v : r.groups[gi].inputs)
+        if (g[v.node].op == OpKind::param) last_reader[v.node] = gi;
+    for (size_t gi = 0; gi < r.groups.size(); ++gi) {
+      const FusionGroup& grp = r.groups[gi];
+      if (grp.kind != GroupKind::Elementwise && grp.kind != GroupKind::Matmul) continue;
+      std::vector<std::pair<Value, Value>> pairs, direct;
+      for (Value v : grp.outputs) {
+        auto u = update_of.find(v);
+        if (u == update_of.end() || output_pos.count(v)) continue;
+        Value p(param_node.at(u->second));
+        auto lr = last_reader.find(p.node);
+        if (lr != last_reader.end() && lr->second > gi) continue;  // the old value is read later
+        bool reads = std::find(grp.inputs.begin(), grp.inputs.end(), p) != grp.inputs.end();
+        (reads ? pairs : direct).push_back({v, p});
+      }
+      if (!pairs.empty()) {
+        try {
+          LowerOptions lo;
+          lo.in_place = pairs;
+          (void)lower_group(g, grp, lo);
+        } catch (const Error&) {
+          pairs.clear();  // read at other elements: keep the copy
+        }
+      }
+      for (auto& pv : direct) slots.of[pv.first] = slots.at(pv.second, g);
+      for (auto& pv : pairs) slots.of[pv.first] = slots.at(pv.second, g);
+      group_in_place[gi] = pairs;
+    }
+  }
+
   plan->temp_bytes = r.memory.buffer_bytes;
   for (size_t gi = 0; gi < r.groups.size(); ++gi) {
     const FusionGroup& grp = r.groups[gi];
@@ -137,7 +187,17 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
   r.kernels.clear();
   r.artifacts.clear();
   r.step_values.clear();
-  for (FusionGroup grp : r.groups) {
+  auto temp_slot = [&](Value v) {
+    if (slots.of.count(v)) return slots.of.at(v);
+    int64_t tid = static_cast<int64_t>(plan->temp_bytes.size());
+    plan->temp_bytes.push_back(g.type(v).numel() * static_cast<int64_t>(dtype_size(g.type(v).dtype)));
+    return slots.add(PlanSlot::Temp, tid, g.type(v), v);
+  };
+  GpuGroupContext gpu{g, opts, device, arch, [&](Value v) { return slots.at(v, g); }, temp_slot,
+                      folded_transpose};
+  for (size_t gi = 0; gi < r.groups.size(); ++gi) {
+    FusionGroup grp = r.groups[gi];
+    copts.in_place = group_in_place[gi];
     // Constant data (a literal, an arange) is written by an ordinary kernel.
     bool data_only = grp.kind == GroupKind::Opaque;
     for (NodeId id : grp.nodes) data_only = data_only && (g[id].op == OpKind::literal || g[id].op == OpKind::arange);
@@ -146,6 +206,10 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
       throw Error(std::string("cannot compile '") + op_name(g[grp.nodes.front()].op) +
                       "' in a traced function (run it eagerly, outside the trace)",
                   g[grp.nodes.front()].loc);
+    if (device.is_cuda()) {
+      add_gpu_group_steps(gpu, grp, *plan, r);
+      continue;
+    }
     CpuKernel k = compile_cpu_kernel(g, grp, copts);
     if (k.artifacts.from_disk_cache) r.kernels_from_disk++;
     if (grp.kind == GroupKind::Matmul) {

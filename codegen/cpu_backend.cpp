@@ -33,6 +33,7 @@ CpuKernel compile_cpu_kernel(const Graph& g, const FusionGroup& group,
   const auto t0 = std::chrono::steady_clock::now();
   LowerOptions lo;
   lo.epilogue_in_place = opts.epilogue_in_place;
+  lo.in_place = opts.in_place;
   kir::Kernel k = lower_group(g, group, lo);
 
   CpuKernel out;

@@ -35,6 +35,8 @@ struct KernelArtifacts {
   std::string llvm_ir;      // before optimisation
   std::string llvm_ir_opt;  // after O3
   std::string assembly;     // host assembly
+  std::string cuda_source;  // CUDA plans: the generated CUDA C
+  std::string ptx;          // CUDA plans: NVRTC's PTX for the device's architecture
   double compile_ms = 0;
   bool from_disk_cache = false;
 };
@@ -63,6 +65,10 @@ struct CpuCompileOptions {
   /// legal when the epilogue reads the result at the element it writes (lowering
   /// checks and throws otherwise). All other buffers must be distinct.
   bool epilogue_in_place = false;
+  /// (output, input) pairs: the output is stored in the input's buffer (the caller
+  /// passes that buffer for both). Only legal when the kernel reads the input at
+  /// the element it writes; lowering checks and throws otherwise.
+  std::vector<std::pair<Value, Value>> in_place;
 };
 
 /// Compiles one group of g. Throws kiln::Error naming the group's first source

@@ -623,7 +623,21 @@ class Lowering {
              ") cannot overwrite the matmul result (", dtype_name(mm.dtype), shape_str(mm.shape),
              ")");
       out0.alias = 0;
-      alias_out_ = bufs[0];
+      aliases_.push_back({bufs[0], 0, kNoValue});
+    }
+    for (const auto& [out_v, in_v] : opts_.in_place) {
+      if (grp_.kind != GroupKind::Elementwise && grp_.kind != GroupKind::Matmul)
+        fail("in-place outputs need an elementwise or matmul group");
+      auto o = std::find(outs.begin(), outs.end(), out_v);
+      auto in = in_buf_.find(in_v);
+      if (o == outs.end() || in == in_buf_.end())
+        fail("an in-place pair names a value that is not an output and an input of the group");
+      kir::Buffer& ob = kb_.kernel().buffers[bufs[size_t(o - outs.begin())]];
+      const kir::Buffer& ib = kb_.kernel().buffers[in->second];
+      if (ob.dtype != ib.dtype || ob.numel() != ib.numel())
+        fail("an in-place output differs from its input in dtype or size");
+      ob.alias = in->second;
+      aliases_.push_back({bufs[size_t(o - outs.begin())], in->second, kNoValue});
     }
 
     Coords base;
@@ -670,19 +684,19 @@ class Lowering {
       } else {
         kb_.store(bufs[k], idx, vals[k]);
       }
-      if (bufs[k] == alias_out_) alias_index_ = idx;
+      for (Alias& a : aliases_)
+        if (bufs[k] == a.out) a.index = idx;
     }
     if (mode_ == Mode::rows) kb_.end_loop();
   }
 
   // An output computed in place must read its input only at the element it writes.
   void check_alias(const kir::Kernel& k) {
-    if (alias_out_ < 0) return;
-    for (const kir::ValueDef& d : k.values)
-      if (d.op == ScalarOp::load && d.ref == 0 && d.args[0] != alias_index_)
-        fail(
-            "the epilogue reads the matmul result at other elements than it writes, so it "
-            "cannot run in place");
+    for (const Alias& a : aliases_)
+      for (const kir::ValueDef& d : k.values)
+        if (d.op == ScalarOp::load && d.ref == a.in && d.args[0] != a.index)
+          fail("the kernel reads buffer ", a.in,
+               " at other elements than it writes in place, so it cannot run in place");
   }
 
   const Graph& g_;
@@ -697,8 +711,12 @@ class Lowering {
   RowSpace rs_;
   ValueId row_ = kNoValue;  // the outer index of a reduction kernel
   std::vector<ValueId> row_dims_;
-  int32_t alias_out_ = -1;
-  ValueId alias_index_ = kNoValue;
+  struct Alias {
+    int32_t out;     // output buffer stored in place
+    int32_t in;      // the input buffer it is stored in
+    ValueId index;   // the index its store uses
+  };
+  std::vector<Alias> aliases_;
   int delinearized_ = 0;
 };
 

@@ -12,6 +12,9 @@
 // result is the kernel's first input buffer.
 #pragma once
 
+#include <utility>
+#include <vector>
+
 #include "codegen/cpu_backend.h"
 #include "codegen/kernel_ir.h"
 
@@ -21,6 +24,10 @@ struct LowerOptions {
   /// Matmul groups only: write the first epilogue output into the matmul's
   /// result buffer (see CpuCompileOptions::epilogue_in_place).
   bool epilogue_in_place = false;
+  /// Elementwise and matmul groups: (output, input) pairs whose output is stored
+  /// in the input's buffer. Lowering throws unless the kernel reads that input
+  /// only at the element it writes.
+  std::vector<std::pair<Value, Value>> in_place;
 };
 
 /// Lowers `group` of `g`. Buffers are the group's inputs that the kernel reads

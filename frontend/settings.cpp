@@ -5,8 +5,12 @@
 #include <string_view>
 
 #include "frontend/jit.h"
+#include "runtime/plan.h"
+
+#include <cstdio>
 
 namespace kiln {
+bool log_enabled_in(const std::string& log, const char* category);
 namespace {
 
 std::string env(const char* name) {
@@ -42,11 +46,20 @@ Settings& settings() {
     s.cache_dir = default_cache_dir();
     return s;
   }();
+  static const bool profiling = [] {
+    if (log_enabled_in(s.log, "profile")) {
+      set_plan_profiling(true);
+      std::atexit([] { std::fputs(plan_profile_report().c_str(), stderr); });
+    }
+    return true;
+  }();
+  (void)profiling;
   return s;
 }
 
-bool log_enabled(const char* category) {
-  const std::string& l = settings().log;
+bool log_enabled(const char* category) { return log_enabled_in(settings().log, category); }
+
+bool log_enabled_in(const std::string& l, const char* category) {
   if (l.empty()) return false;
   if (l == "all") return true;
   std::string_view rest = l;

@@ -3,7 +3,7 @@
 //   KILN_FUSION=0      one kernel per op (the unfused baseline)
 //   KILN_CHECK=1       on each new signature, also run eagerly and compare
 //   KILN_DUMP=dir      write dumps of every compiled function under dir
-//   KILN_LOG=a,b       log categories to stderr: recompiles, compile, all
+//   KILN_LOG=a,b       log categories to stderr: recompiles, compile, profile, all
 //   KILN_CACHE_DIR=d   on-disk kernel cache ("off" disables)
 #pragma once
 

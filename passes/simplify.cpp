@@ -27,6 +27,7 @@ struct Match {
   Builder& b;  // builds into the new graph; b.loc is the node's location
   const Node& node;
   std::vector<Value> operands;
+  const std::vector<uint32_t>& source_uses;  // use counts in the graph being rewritten
 
   const Graph& graph() const { return b.graph(); }
   const TensorType& type() const { return node.type(); }
@@ -41,6 +42,8 @@ struct Match {
   /// shape or dtype), else no value.
   Value if_same_type(Value v) const { return graph().type(v) == type() ? v : Value(); }
   Value zeros() { return b.constant(0.0, type().dtype, type().shape, type().device); }
+  /// True when the node's operand i has no other user (rewriting it does not duplicate work).
+  bool operand_used_once(size_t i) const { return source_uses[node.operands[i].node] == 1; }
 };
 
 // A rewrite returns the replacement value, or an invalid Value when it does not apply.
@@ -157,6 +160,22 @@ Value permute_permute(Match& m) {
   return m.b.permute(p.operands[0], std::move(composed));
 }
 
+// (a @ b)^T -> b^T @ a^T for a transpose of the last two dims: a gradient of a
+// weight used as w.t() becomes one matmul whose transposes BLAS reads directly,
+// instead of a matmul and then a strided copy.
+Value permute_matmul(Match& m) {
+  const Node& p = m.producer(0);
+  if (p.op != OpKind::matmul || !m.operand_used_once(0)) return {};
+  const std::vector<int64_t>& perm = m.node.attrs.ints(AttrKey::perm);
+  const int64_t r = static_cast<int64_t>(perm.size());
+  if (r < 2 || perm[r - 1] != r - 2 || perm[r - 2] != r - 1) return {};
+  for (int64_t d = 0; d + 2 < r; ++d)
+    if (perm[d] != d) return {};
+  Value bt = m.b.transpose_last(p.operands[1]);
+  Value at = m.b.transpose_last(p.operands[0]);
+  return m.b.matmul(bt, at);
+}
+
 // Moving a `constant` (one value everywhere) gives the same value in the new shape.
 Value move_constant(Match& m) {
   const Node& p = m.producer(0);
@@ -185,6 +204,7 @@ constexpr Pattern kPatterns[] = {
     {"permute_identity", OpKind::permute, permute_identity},
     {"permute_constant", OpKind::permute, move_constant},
     {"permute_permute", OpKind::permute, permute_permute},
+    {"permute_matmul", OpKind::permute, permute_matmul},
     {"slice_whole", OpKind::slice, slice_whole},
     {"slice_constant", OpKind::slice, move_constant},
     {"pad_nothing", OpKind::pad, pad_nothing},
@@ -195,11 +215,12 @@ int sweep(const Graph& g, Graph& out) {
   Builder b(out);
   ValueMap map(g);
   int rewrites = 0;
+  const std::vector<uint32_t> uses = g.use_counts();
   for (NodeId id = 0; id < g.size(); ++id) {
     const Node& n = g[id];
     Value replacement;
     if (n.results.size() == 1) {
-      Match m{b, n, {}};
+      Match m{b, n, {}, uses};
       for (Value v : n.operands) m.operands.push_back(map(v));
       b.loc = n.loc;
       for (const Pattern& p : kPatterns) {

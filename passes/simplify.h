@@ -5,7 +5,9 @@
 // permute(permute x) composed; pow(x, 2) -> x*x, pow(x, 1) -> x;
 // where(c, x, x) -> x; a reshape/expand/permute/slice of a `constant` -> a
 // constant; cast to the same dtype and identity reshapes, expands, permutes,
-// slices and pads -> the operand. Nodes a rewrite leaves unused stay for dce.
+// slices and pads -> the operand; (a @ b)^T -> b^T @ a^T when the product has
+// no other use (so the transposes fold into BLAS). Nodes a rewrite leaves
+// unused stay for dce.
 #pragma once
 
 #include "ir/graph.h"

@@ -106,9 +106,9 @@ void gemm(const Mat<T>& a, const Mat<T>& b, T* c, int64_t ldc) {
     };
     const double flops = 2.0 * double(n) * double(m) * double(k);
     if (kiln_splits_blas() && num_threads() > 1 && flops >= 4e6 && n >= 32) {
-      // Row blocks of at least 16 rows (a multiple of the kernels' tile height).
-      int64_t per = std::max<int64_t>(16, (n + num_threads() - 1) / num_threads());
-      per = (per + 15) / 16 * 16;
+      // One block of rows per thread (the pool makes n / grain chunks), a multiple
+      // of 16 rows (the kernels' tile height).
+      int64_t per = std::max<int64_t>(16, n / num_threads() / 16 * 16);
       parallel_for(n, per, rows);
     } else {
       rows(0, n);

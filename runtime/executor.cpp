@@ -1,14 +1,38 @@
 // The executor: runs a Plan's steps over slot buffers, splitting each kernel's
 // outer loop across the thread pool.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <sstream>
 
+#include "ir/error.h"
 #include "runtime/allocator.h"
 #include "runtime/blas.h"
+#include "runtime/cuda_executor.h"
 #include "runtime/plan.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln {
 namespace {
+
+std::atomic<bool> g_profiling{false};
+std::mutex g_profile_mu;
+struct StepTotals {
+  double ms = 0;
+  int64_t calls = 0;
+};
+std::map<std::string, StepTotals> g_profile;
+
+void record_step(const std::string& name, std::chrono::steady_clock::time_point t0) {
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  std::lock_guard<std::mutex> lock(g_profile_mu);
+  StepTotals& t = g_profile[name];
+  t.ms += ms;
+  t.calls++;
+}
 
 // A matmul operand: the dense value, or its transpose in the last two dims as a view.
 View operand_view(void* data, const TensorType& t, bool transposed) {
@@ -24,6 +48,10 @@ View operand_view(void* data, const TensorType& t, bool transposed) {
 
 void execute_plan(const Plan& plan, void* const* args, void* const* params, void* const* outputs,
                   KeptBuffers* keep) {
+  if (plan.device.is_cuda()) {
+    KILN_CHECK(!keep, "internal: keeping a CUDA plan's buffers for checking is not supported");
+    return execute_cuda_plan(plan, args, params, outputs);
+  }
   const size_t n = plan.slots.size();
   void* stack_ptrs[32];
   std::vector<void*> heap_ptrs;
@@ -62,7 +90,9 @@ void execute_plan(const Plan& plan, void* const* args, void* const* params, void
   }
 
   std::vector<void*> kargs;
+  const bool profiling = g_profiling.load(std::memory_order_relaxed);
   for (const PlanStep& step : plan.steps) {
+    auto t0 = profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     if (step.kind == PlanStep::Kernel) {
       void* local[16];
       void** bufs = local;
@@ -85,7 +115,9 @@ void execute_plan(const Plan& plan, void* const* args, void* const* params, void
                  operand_view(ptr[step.slots[1]], b.type, step.trans_b),
                  dense_view(ptr[step.slots[2]], o.type.dtype, o.type.shape));
     }
+    if (profiling) record_step(step.name, t0);
   }
+  auto t_copy = profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
 
   // Outputs not written in place (an argument or parameter returned as is, or
   // the same value returned twice) are copied.
@@ -99,6 +131,7 @@ void execute_plan(const Plan& plan, void* const* args, void* const* params, void
       std::memcpy(params[u.param], ptr[u.slot], static_cast<size_t>(plan.slots[u.slot].bytes()));
   }
 
+  if (profiling) record_step("(copies of outputs and parameter updates)", t_copy);
   if (keep) {
     keep->slot_data.assign(ptr, ptr + n);
     keep->temps.assign(temps, temps + nt);
@@ -107,6 +140,27 @@ void execute_plan(const Plan& plan, void* const* args, void* const* params, void
   }
   for (size_t t = 0; t < nt; ++t)
     cpu_free(temps[t], static_cast<size_t>(std::max<int64_t>(plan.temp_bytes[t], 1)));
+}
+
+void set_plan_profiling(bool on) { g_profiling = on; }
+bool plan_profiling() { return g_profiling; }
+void reset_plan_profile() {
+  std::lock_guard<std::mutex> lock(g_profile_mu);
+  g_profile.clear();
+}
+
+std::string plan_profile_report() {
+  std::lock_guard<std::mutex> lock(g_profile_mu);
+  std::vector<std::pair<std::string, StepTotals>> rows(g_profile.begin(), g_profile.end());
+  std::sort(rows.begin(), rows.end(), [](auto& a, auto& b) { return a.second.ms > b.second.ms; });
+  double total = 0;
+  for (auto& r : rows) total += r.second.ms;
+  std::ostringstream os;
+  os << "kiln profile: " << total << " ms in plan steps\n";
+  for (auto& [name, t] : rows)
+    os << "  " << t.ms << " ms  " << (total > 0 ? 100 * t.ms / total : 0) << "%  " << t.calls
+       << " calls  " << name << "\n";
+  return os.str();
 }
 
 void release_kept(KeptBuffers& keep) {

@@ -1,13 +1,16 @@
 // A compiled plan: what a traced graph became. Buffers are slots (arguments,
 // parameters, planned temporaries, outputs); steps are compiled kernels or
 // library calls over slots, in order. Built by codegen/compile.h, run by the
-// executor below.
+// executor below. A plan runs on one device: CPU plans hold CPU kernels and
+// OpenBLAS matmuls; CUDA plans hold GPU kernels (loaded CUfunctions, opaque
+// here) and cuBLAS matmuls, and run on the device's stream (cuda_executor.h).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "ir/device.h"
 #include "ir/op.h"
 
 namespace kiln {
@@ -23,19 +26,37 @@ struct PlanSlot {
   int64_t bytes() const { return type.numel() * static_cast<int64_t>(dtype_size(type.dtype)); }
 };
 
+/// How a GPU kernel is launched (mirrors codegen's CudaLaunch).
+struct GpuLaunch {
+  enum Kind : uint8_t {
+    GridStride,   // any grid; each thread strides over [begin, end)
+    BlockPerRow,  // one block per outer-loop iteration
+  };
+  Kind kind = GridStride;
+  int block = 256;       // threads per block
+  int shared_bytes = 0;  // dynamic shared memory per block
+};
+
 struct PlanStep {
-  enum Kind : uint8_t { Kernel, Matmul };
+  enum Kind : uint8_t { Kernel, Matmul, GpuKernel, GpuMatmul };
   Kind kind = Kernel;
   std::string name;
   CpuKernelFn fn = nullptr;      // Kernel
-  int64_t range = 1, grain = 1;  // Kernel: outer loop and chunk size
-  std::vector<int32_t> slots;    // Kernel: arguments in order; Matmul: a, b, out
-  /// Matmul: operand a (b) is read transposed in its last two dims (BLAS does it;
-  /// no copy): its slot holds the untransposed value.
+  int64_t range = 1, grain = 1;  // Kernel, GpuKernel: outer loop (and CPU chunk size)
+  /// Kernel, GpuKernel: arguments in order; Matmul, GpuMatmul: a, b, out
+  /// (GpuMatmul with a bias: a, b, out, bias).
+  std::vector<int32_t> slots;
+  /// Matmul, GpuMatmul: operand a (b) is read transposed in its last two dims
+  /// (BLAS does it; no copy): its slot holds the untransposed value.
   bool trans_a = false, trans_b = false;
+  void* gpu_fn = nullptr;  // GpuKernel: the loaded kernel (a CUfunction)
+  GpuLaunch launch;        // GpuKernel
+  /// GpuMatmul: cuBLASLt applies relu (after the bias, when slots has one) to the product.
+  bool relu = false;
 };
 
 struct Plan {
+  Device device;  // where every slot lives and every step runs
   std::vector<PlanSlot> slots;
   std::vector<PlanStep> steps;
   std::vector<int32_t> outputs;  // slot of each graph output
@@ -49,9 +70,11 @@ struct Plan {
 };
 
 /// Runs a plan. `args`/`params` point at dense buffers of the slots' types (by
-/// index); `outputs` at caller-allocated dense buffers for each graph output.
+/// index); `outputs` at caller-allocated dense buffers for each graph output,
+/// all on plan.device (a CUDA plan is queued on the device's stream and
+/// returns before it finishes; see cuda_executor.h).
 /// Parameter updates are written into `params` after every output is computed.
-/// With `keep` non-null, every slot's buffer pointer is recorded there and
+/// With `keep` non-null (CPU plans only), every slot's buffer pointer is recorded there and
 /// temporaries are not freed until the caller calls release_kept (for checking).
 struct KeptBuffers {
   std::vector<void*> slot_data;
@@ -61,5 +84,12 @@ struct KeptBuffers {
 void execute_plan(const Plan& plan, void* const* args, void* const* params, void* const* outputs,
                   KeptBuffers* keep = nullptr);
 void release_kept(KeptBuffers& keep);
+
+/// Per-step timing of every plan run while profiling is on (KILN_LOG=profile):
+/// total milliseconds and calls per step name, largest first.
+void set_plan_profiling(bool on);
+bool plan_profiling();
+std::string plan_profile_report();
+void reset_plan_profile();
 
 }  // namespace kiln

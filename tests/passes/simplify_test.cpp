@@ -309,3 +309,28 @@ TEST_CASE("simplify runs to a fixed point across patterns, keeping locations") {
   // A second run finds nothing more to do.
   CHECK(print_graph(simplify(out)) == print_graph(out));
 }
+
+TEST_CASE("simplify: (a @ b)^T -> b^T @ a^T, transposes composing away") {
+  CHECK(simplified("%0 = arg {index=0} : f32[4,3]\n"
+                   "%1 = arg {index=1} : f32[5,3]\n"
+                   "%2 = permute %1 {perm=[1,0]} : f32[3,5]\n"
+                   "%3 = matmul %0, %2 : f32[4,5]\n"
+                   "%4 = permute %3 {perm=[1,0]} : f32[5,4]\n"
+                   "return %4\n") ==
+        "%0 = arg {index=0} : f32[4,3]\n"
+        "%1 = arg {index=1} : f32[5,3]\n"
+        "%2 = permute %0 {perm=[1,0]} : f32[3,4]\n"
+        "%3 = matmul %1, %2 : f32[5,4]\n"
+        "return %3\n");
+  // Not when the product is used elsewhere (that would compute it twice).
+  CHECK(simplified("%0 = arg {index=0} : f32[4,3]\n"
+                   "%1 = arg {index=1} : f32[3,5]\n"
+                   "%2 = matmul %0, %1 : f32[4,5]\n"
+                   "%3 = permute %2 {perm=[1,0]} : f32[5,4]\n"
+                   "return %3, %2\n") ==
+        "%0 = arg {index=0} : f32[4,3]\n"
+        "%1 = arg {index=1} : f32[3,5]\n"
+        "%2 = matmul %0, %1 : f32[4,5]\n"
+        "%3 = permute %2 {perm=[1,0]} : f32[5,4]\n"
+        "return %3, %2\n");
+}

@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Runs the training-step workloads of bench/train_bench.cpp in PyTorch (eager
+and TorchScript) and prints Kiln/PyTorch ratios from one run of each.
+
+Usage: python3 bench/torch_compare.py [path/to/bench_train]
+Skipped with a message (exit 0) when torch is not installed.
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+
+
+def main():
+    try:
+        import torch
+    except ImportError:
+        print("torch_compare: skipped: PyTorch is not installed (pip install torch to compare)")
+        return 0
+    torch.manual_seed(0)
+    torch.set_num_threads(os.cpu_count() or 1)
+
+    def best_ms(fn, reps=30):
+        fn()
+        best = float("inf")
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            fn()
+            best = min(best, (time.perf_counter() - t0) * 1e3)
+        return best
+
+    # The course's two-layer net, raw tensors with a manual update.
+    x, y = torch.randn(64, 1000), torch.randn(64, 10)
+    w1 = torch.randn(1000, 100, requires_grad=True)
+    w2 = torch.randn(100, 10, requires_grad=True)
+
+    def two_layer():
+        loss = (x.mm(w1).clamp(min=0).mm(w2) - y).pow(2).sum()
+        loss.backward()
+        with torch.no_grad():
+            w1 -= 1e-6 * w1.grad
+            w2 -= 1e-6 * w2.grad
+            w1.grad.zero_()
+            w2.grad.zero_()
+
+    # The 784-1024-1024-10 MLP with Adam and cross-entropy.
+    model = torch.nn.Sequential(torch.nn.Linear(784, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024),
+                                torch.nn.ReLU(), torch.nn.Linear(1024, 10))
+    opt = torch.optim.Adam(model.parameters(), 1e-3)
+    xm, labels = torch.randn(256, 784), torch.randint(0, 10, (256,))
+
+    def mlp_step(m):
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(m(xm), labels)
+        loss.backward()
+        opt.step()
+
+    scripted = torch.jit.script(model)
+    torch_ms = {
+        "BM_TwoLayerStep": best_ms(two_layer, 200),
+        "BM_MlpAdamStep": best_ms(lambda: mlp_step(model)),
+        "BM_MlpAdamStep (TorchScript)": best_ms(lambda: mlp_step(scripted)),
+    }
+
+    bench = sys.argv[1] if len(sys.argv) > 1 else "build/bench/bench_train"
+    out = subprocess.run([bench, "--benchmark_format=json", "--benchmark_min_time=0.5"],
+                         check=True, capture_output=True, text=True).stdout
+    kiln_ms = {}
+    for b in json.loads(out)["benchmarks"]:
+        name, label = b["name"].split("/")[0], b.get("label", "")
+        unit = {"ns": 1e-6, "us": 1e-3, "ms": 1.0}[b["time_unit"]]
+        kiln_ms[(name, label)] = b["real_time"] * unit
+
+    print(f"{'workload':34} {'PyTorch ms':>11} {'Kiln eager':>11} {'Kiln traced':>12} {'traced/torch':>13}")
+    for name, t in torch_ms.items():
+        base = name.split(" ")[0]
+        e, tr = kiln_ms.get((base, "eager")), kiln_ms.get((base, "traced"))
+        ratio = f"{tr / t:.2f}" if tr else "-"
+        print(f"{name:34} {t:11.3f} {e or float('nan'):11.3f} {tr or float('nan'):12.3f} {ratio:>13}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -3,6 +3,7 @@
 // on reading data inside a trace, the eager switch, KILN_CHECK, dumps.
 #include "test_util.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <unistd.h>
@@ -187,4 +188,40 @@ TEST_CASE("dumps hold every stage and vectorized kernels") {
 TEST_CASE("constant data written in a traced function compiles") {
   auto f = jit([](Tensor x) { return x * tensor({1.f, 2.f, 3.f}) + arange(3).to(kFloat32); });
   CHECK(f(ones({2, 3})).to_vector<float>() == std::vector<float>{1, 3, 5, 1, 3, 5});
+}
+
+// Run as a child process by the next test (skipped in normal runs).
+TEST_CASE("disk cache child" * doctest::skip()) {
+  auto f = jit([](Tensor x) { return (x.exp() * 3 + 1).softmax(1).sum(0); }, "disk_cache_child");
+  f(ones({16, 33}));
+  std::printf("kernels=%lld from_disk=%lld\n", static_cast<long long>(f.stats().kernels),
+              static_cast<long long>(f.stats().kernels_from_disk));
+}
+
+TEST_CASE("a second process compiles nothing: kernels come from the disk cache") {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("kiln_cache_test_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  std::string cmd = "KILN_CACHE_DIR=" + dir.string() + " " + KILN_BINARY_DIR +
+                    "/tests/test_frontend --no-skip -tc='disk cache child' 2>&1";
+  auto run = [&] {
+    FILE* p = popen(cmd.c_str(), "r");
+    REQUIRE(p != nullptr);
+    char buf[4096];
+    std::string out;
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    CHECK(pclose(p) == 0);
+    long long kernels = -1, from_disk = -1;
+    auto at = out.find("kernels=");
+    REQUIRE_MESSAGE(at != std::string::npos, out);
+    std::sscanf(out.c_str() + at, "kernels=%lld from_disk=%lld", &kernels, &from_disk);
+    return std::make_pair(kernels, from_disk);
+  };
+  auto first = run();
+  auto second = run();
+  CHECK(first.first > 0);
+  CHECK(first.second == 0);
+  CHECK(second.second == second.first);
+  fs::remove_all(dir);
 }

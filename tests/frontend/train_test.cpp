@@ -227,3 +227,19 @@ TEST_CASE("an MLP (784-1024-1024-10, batch 256, cross-entropy, Adam) trains trac
   CHECK_MESSAGE(worst < 2e-3f, "largest relative difference between the loss curves: ", worst);
   CHECK(traced.back() < 0.1f * traced.front());
 }
+
+TEST_CASE("traced softmax cross-entropy gradients equal finite differences") {
+  manual_seed(9);
+  Tensor x = randn({6, 5}, kFloat64);
+  Tensor labels = tensor({0, 4, 2, 1, 3, 0});
+  Tensor w0 = randn({5, 4}, kFloat64);
+  Tensor w = w0.clone().requires_grad_();
+  auto step = jit([&](Tensor in) {
+    Tensor l = nn::functional::cross_entropy(in.matmul(w), labels);
+    l.backward();
+    return l;
+  });
+  step(x);
+  auto loss_at = [&](const Tensor& wv) { return nn::functional::cross_entropy(x.matmul(wv), labels); };
+  check_close(w.grad(), test::numeric_grad(loss_at, w0), 1e-6, 1e-8);
+}

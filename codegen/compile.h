@@ -34,11 +34,14 @@ struct CompileReport {
   std::vector<std::vector<Value>> step_values;
   std::vector<Value> slot_values;     // per plan slot
   double pipeline_ms = 0, codegen_ms = 0;
+  std::string target;                 // CUDA plans: the device ("cuda:0 NVIDIA H100 ..."); "" for the CPU
   int64_t kernels_from_disk = 0;
 };
 
-/// Compiles a graph for the CPU. Throws kiln::Error (with the user's source line)
-/// when a node cannot be compiled.
+/// Compiles a graph for the device its values live on: the CPU (LLVM kernels,
+/// OpenBLAS), or a CUDA device (NVRTC kernels for the device's architecture,
+/// cuBLAS; see gpu_compile.h). Throws kiln::Error (with the user's source line)
+/// when a node cannot be compiled, when the graph mixes devices, or when CUDA is unavailable.
 std::shared_ptr<Plan> compile_graph(const Graph& g, const CompileOptions& opts,
                                     CompileReport* report = nullptr);
 

@@ -16,33 +16,63 @@
 
 namespace kiln {
 
-/// How a generated kernel is launched.
+/// How a generated kernel is launched. The kernel's (begin, end) arguments select
+/// part of [0, range); a whole launch passes (0, range). Any grid is correct (the
+/// kernel strides over what the grid does not cover); blockDim.y/z must be 1.
 struct CudaLaunch {
   enum Kind : uint8_t {
     GridStride,   // elementwise: any grid, each thread strides over [0, range)
     BlockPerRow,  // reductions: one block per outer-loop iteration (row), `block` threads
   };
   Kind kind = GridStride;
-  int64_t range = 1;         // outer loop trip count
-  int block = 256;           // threads per block
-  int shared_bytes = 0;      // dynamic shared memory per block
+  /// Work items. GridStride: the kernel IR's outer trip count, or outer x inner when
+  /// the kernel was flattened (an elementwise kernel over rows, see `inner`).
+  /// BlockPerRow: rows (a grid of min(range, a few per SM) blocks is enough).
+  int64_t range = 1;
+  int64_t inner = 1;     // GridStride: work items per outer iteration (1 unless flattened)
+  int block = 256;       // threads per block; BlockPerRow needs a multiple of 32, at most 1024
+  int shared_bytes = 0;  // dynamic shared memory per block (the kernels use static shared memory)
 };
 
 /// A generated CUDA kernel. Its signature is
 ///   extern "C" __global__ void <name>(void* const* buffers, long long begin, long long end)
-/// over dense row-major device buffers listed in `buffers` (same convention as CpuKernel).
+/// over dense row-major device buffers listed in `buffers` (same convention as CpuKernel);
+/// the `buffers` argument is a device pointer to the device pointers, in that order.
+/// Inputs are read through the read-only data cache, so buffers must not overlap,
+/// except as CudaCodegenOptions::epilogue_in_place allows.
 struct CudaKernelSource {
   std::string name;
   std::string source;          // complete CUDA C translation unit
   std::vector<Value> buffers;  // for Matmul groups the matmul's result comes first
   CudaLaunch launch;
   KernelInfo info;
-  std::string kernel_ir;       // the kernel IR it was generated from, printed
-  bool needs_kernel = true;    // false for a lone matmul (cuBLAS does it)
+  std::string kernel_ir;     // the kernel IR it was generated from, printed
+  bool needs_kernel = true;  // false for a lone matmul (cuBLAS does it)
+};
+
+/// Choices the CUDA code generator makes; the defaults suit current GPUs.
+struct CudaCodegenOptions {
+  /// Reductions whose rows are at least this long run one block per row
+  /// (BlockPerRow); shorter rows run one thread per row (GridStride).
+  int64_t block_per_row_min_extent = 64;
+  /// Largest block for BlockPerRow kernels (a multiple of 32, at most 1024); rows
+  /// shorter than this get the smallest multiple of 32 that covers them.
+  int max_block = 256;
+  /// Threads per block of GridStride kernels.
+  int grid_stride_block = 256;
+  /// Matmul groups: the first epilogue output overwrites the matmul's result
+  /// (see CpuCompileOptions::epilogue_in_place).
+  bool epilogue_in_place = false;
 };
 
 /// Generates CUDA C for one group of g (Elementwise, Reduction, Matmul epilogue, Copy).
+/// Equal kernels (whatever graph they came from) give byte-identical sources with
+/// the same name (a hash of the source), so NVRTC's disk cache shares them, and
+/// sources may be concatenated into one translation unit. Throws kiln::Error
+/// naming the group's first source line if the group cannot be lowered.
 CudaKernelSource generate_cuda_kernel(const Graph& g, const FusionGroup& group);
+CudaKernelSource generate_cuda_kernel(const Graph& g, const FusionGroup& group,
+                                      const CudaCodegenOptions& opts);
 
 /// The result of compiling CUDA C with NVRTC for one architecture.
 struct CudaBinary {

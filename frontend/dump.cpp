@@ -73,7 +73,8 @@ std::string write_dump(const std::string& dir, const std::string& function, cons
   sum << "arguments:";
   for (const TensorType& t : arg_types) sum << " " << t.str();
   sum << "\npasses: " << r.pipeline_ms << " ms; codegen: " << r.codegen_ms << " ms; "
-      << r.kernels.size() << " steps; target " << cpu_target_description() << "\n";
+      << r.kernels.size() << " steps; target "
+      << (r.target.empty() ? cpu_target_description() : r.target) << "\n";
   sum << "memory: " << r.memory.planned_bytes() << " bytes planned for intermediates ("
       << r.memory.naive_bytes << " without reuse)\n\n";
   for (size_t k = 0; k < r.kernels.size(); ++k) {
@@ -92,6 +93,8 @@ std::string write_dump(const std::string& dir, const std::string& function, cons
     if (!a.llvm_ir.empty()) write_file_atomic((kd / (info.name + ".ll")).string(), a.llvm_ir);
     if (!a.llvm_ir_opt.empty()) write_file_atomic((kd / (info.name + ".opt.ll")).string(), a.llvm_ir_opt);
     if (!a.assembly.empty()) write_file_atomic((kd / (info.name + ".s")).string(), a.assembly);
+    if (!a.cuda_source.empty()) write_file_atomic((kd / (info.name + ".cu")).string(), a.cuda_source);
+    if (!a.ptx.empty()) write_file_atomic((kd / (info.name + ".ptx")).string(), a.ptx);
   }
   write_file_atomic((root / "summary.txt").string(), sum.str());
   return root.string();

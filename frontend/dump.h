@@ -3,6 +3,7 @@
 //     00_traced.kir, 01_<pass>.kir ...   the graph after each pass ("unchanged" if so)
 //     fusion.txt, memory.txt             fusion groups and the buffer plan
 //     kernels/<kernel>.kir .ll .opt.ll .s   kernel IR, LLVM IR before/after O3, assembly
+//     kernels/<kernel>.cu .ptx           CUDA plans: generated CUDA C, NVRTC's PTX
 //     summary.txt                        kernels in order: nodes, source lines, bytes, flops, time
 // Every file is written atomically (temporary file, then rename).
 #pragma once

@@ -10,6 +10,7 @@
 
 #include "codegen/compile.h"
 #include "frontend/autograd.h"
+#include "frontend/device_ops.h"
 #include "frontend/dump.h"
 #include "frontend/jit_entry.h"
 #include "frontend/serialize.h"
@@ -371,17 +372,12 @@ std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool
 
 namespace {
 
-// A dense CPU buffer holding t's elements (t itself when already dense).
-std::shared_ptr<TensorImpl> dense_input(const Tensor& t, const char* what, const std::string& fn,
-                                        SourceLoc where) {
+// A dense buffer on t's device holding t's elements (t itself when already dense).
+std::shared_ptr<TensorImpl> dense_input(const Tensor& t, SourceLoc where) {
   const TensorImpl& i = *t.impl();
-  if (!i.type.device.is_cpu())
-    throw Error("traced function '" + fn + "': " + what + " is on " + i.type.device.str() +
-                    " (this build compiles for the CPU only)",
-                where);
   if (is_contiguous(i.type.shape, i.strides)) return t.impl_ptr();
   auto d = make_dense(i.type);
-  copy_to(i.view(), d->view());
+  device_copy(i.view(), *d, where);
   return d;
 }
 
@@ -399,7 +395,7 @@ std::vector<Tensor> run_plan(const Plan& plan, const Graph& g, const std::vector
     argp = arg_heap.data();
   }
   for (size_t i = 0; i < args.size(); ++i) {
-    auto d = dense_input(args[i], "an argument", name, where);
+    auto d = dense_input(args[i], where);
     argp[i] = d->view().data;
     if (d != args[i].impl_ptr()) keep.push_back(std::move(d));
   }
@@ -422,7 +418,7 @@ std::vector<Tensor> run_plan(const Plan& plan, const Graph& g, const std::vector
                         "' updates a captured tensor that is not contiguous (expected a dense "
                         "tensor; call contiguous() on it before tracing)",
                     where);
-    auto d = dense_input(Tensor(params[i]), "a captured tensor", name, where);
+    auto d = dense_input(Tensor(params[i]), where);
     pp[i] = d->view().data;
     keep.push_back(std::move(d));
   }
@@ -474,8 +470,8 @@ std::vector<Tensor> TracedCore::run(Entry& e, const TraceArgs& args) {
     bargs.insert(bargs.end(), saved.begin(), saved.end());
     for (size_t i : seeded) {
       const TensorType& t = fwd_out_types[i];
-      bargs.push_back(i < grads.size() && grads[i].defined() ? grads[i]
-                                                             : zeros(t.shape, TensorOptions(t.dtype)));
+      bool given = i < grads.size() && grads[i].defined();
+      bargs.push_back(given ? grads[i] : zeros(t.shape, TensorOptions(t.dtype).device(t.device)));
     }
     return run_plan(*bwd, *bgraph, bargs, params, out_types, name, where);
   };
@@ -491,7 +487,8 @@ std::vector<Tensor> TracedCore::call(const TraceArgs& args) {
   }
   Entry& e = lookup(args);
   std::vector<Tensor> outs = run(e, args);
-  if (check_enabled() && !e.checked && !e.autograd_call) {
+  // KILN_CHECK compares on the host against the reference interpreter: CPU plans only.
+  if (check_enabled() && !e.checked && !e.autograd_call && e.plan->device.is_cpu()) {
     e.checked = true;
     check(e, args, outs);
   }

@@ -123,7 +123,7 @@ Tensor Tensor::clone(Loc l) const {
   if (need(*this).symbolic()) return *this;  // values in a graph are immutable
   // A dense copy that keeps autograd history (cast to the same type is a copy).
   auto out = make_dense(impl()->type);
-  copy_to(impl()->view(), out->view());
+  device_copy(impl()->view(), *out, loc);
   Tensor result(out);
   detail::record_op(OpKind::reshape, {{AttrKey::shape, sizes()}}, loc, {*this}, {result});
   return result;

@@ -24,12 +24,16 @@ namespace {
 constexpr size_t kAlign = 64;
 constexpr size_t kHugePage = size_t(2) << 20;
 
-size_t size_class(size_t bytes) {
+}  // namespace
+
+size_t alloc_size_class(size_t bytes) {
   if (bytes <= 1024) return bytes <= kAlign ? kAlign : (bytes + kAlign - 1) / kAlign * kAlign;
   size_t p = std::bit_floor(bytes - 1);  // bytes in (p, 2p]
   size_t step = p / 4;
   return (bytes + step - 1) / step * step;
 }
+
+namespace {
 
 size_t cache_limit_from_env() {
   const char* s = std::getenv("KILN_CPU_CACHE_MB");
@@ -70,7 +74,7 @@ void system_free(void* p, size_t size) {
 class CachingAllocator {
  public:
   void* alloc(size_t bytes) {
-    size_t size = size_class(bytes);
+    size_t size = alloc_size_class(bytes);
     {
       std::lock_guard<std::mutex> lock(mu_);
       stats_.allocations++;
@@ -101,7 +105,7 @@ class CachingAllocator {
 
   void free(void* p, size_t bytes) {
     if (!p) return;
-    size_t size = size_class(bytes);
+    size_t size = alloc_size_class(bytes);
     {
       std::lock_guard<std::mutex> lock(mu_);
       stats_.bytes_in_use -= size;

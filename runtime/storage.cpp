@@ -1,4 +1,4 @@
-// Storage: owned blocks from the caching CPU allocator, or wrapped foreign memory.
+// Storage: owned blocks from the caching CPU or CUDA allocator, or wrapped foreign memory.
 #include "runtime/storage.h"
 
 #include "ir/error.h"
@@ -7,10 +7,8 @@
 namespace kiln {
 
 std::shared_ptr<Storage> Storage::allocate(size_t bytes, Device device) {
-  KILN_CHECK(device.is_cpu(), "cannot allocate ", bytes, " bytes on ", device.str(),
-             ": CUDA storage is not available yet (this build runs on the CPU only)");
   std::shared_ptr<Storage> s(new Storage());
-  s->data_ = cpu_alloc(bytes);
+  s->data_ = device.is_cpu() ? cpu_alloc(bytes) : cuda_alloc(bytes, device.index);
   s->bytes_ = bytes;
   s->device_ = device;
   return s;
@@ -30,8 +28,10 @@ std::shared_ptr<Storage> Storage::wrap(void* data, size_t bytes, Device device,
 Storage::~Storage() {
   if (deleter_) {
     deleter_(data_);
-  } else {
+  } else if (device_.is_cpu()) {
     cpu_free(data_, bytes_);
+  } else {
+    cuda_free(data_, bytes_, device_.index);
   }
 }
 

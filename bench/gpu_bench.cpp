@@ -1,0 +1,383 @@
+// CPU against GPU. The course's matmul experiments (square N=2000; 10000x1024
+// times the transpose of 5000x1024) on OpenBLAS and on cuBLAS through Kiln,
+// with and without the host<->device transfers; a sweep of N for the size at
+// which the GPU starts to win, printed as a table and written as CSV; fused vs
+// unfused vs eager on the GPU for the JIT's workloads, read against the
+// device's own device-to-device copy bandwidth measured in the same run; and
+// Kiln's matmul against one cuBLAS call on raw device buffers.
+//
+// Without a GPU the CPU cases and the CPU column of the sweep still run; the
+// GPU cases are not registered and the sweep's GPU columns say "no device".
+//   bench_gpu [--sweep_max=4096] [--sweep_csv=gpu_breakeven.csv] [benchmark flags]
+#include <benchmark/benchmark.h>
+
+#include <kiln/kiln.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <iostream>
+#include <sstream>
+
+#include "frontend/dump.h"
+#include "runtime/allocator.h"
+#include "runtime/blas.h"
+#include "runtime/cublas.h"
+#include "runtime/cuda_driver.h"
+
+using namespace kiln;
+
+namespace {
+
+bool gpu() {
+  return cuda::available();
+}
+void sync() {
+  cuda::synchronize(0);
+}
+
+Tensor on(const Tensor& t, bool cuda_device) {
+  return cuda_device ? t.cuda() : t;
+}
+
+// ---- the course's matmuls ----
+
+enum Where { kCpu = 0, kGpu = 1, kGpuWithTransfers = 2 };
+const char* where_name(int w) {
+  return w == kCpu   ? "cpu (OpenBLAS via kiln)"
+         : w == kGpu ? "gpu (cuBLAS via kiln)"
+                     : "gpu + transfers";
+}
+
+// c = a @ b (or a @ b^T); a and b start on the host for kCpu and kGpuWithTransfers,
+// on the device for kGpu. With transfers, each iteration copies a and b in and c out.
+void matmul_case(benchmark::State& state, int64_t n, int64_t k, int64_t m, bool b_transposed) {
+  int w = static_cast<int>(state.range(0));
+  manual_seed(0);
+  Tensor a = randn({n, k}), b = b_transposed ? randn({m, k}) : randn({k, m});
+  if (w == kGpu) {
+    a = a.cuda();
+    b = b.cuda();
+  }
+  auto once = [&] {
+    Tensor x = w == kGpuWithTransfers ? a.cuda() : a;
+    Tensor y = w == kGpuWithTransfers ? b.cuda() : b;
+    Tensor c = x.matmul(b_transposed ? y.t() : y);
+    if (w == kGpuWithTransfers) c = c.cpu();
+    if (w == kGpu) sync();
+    return c;
+  };
+  once();  // compile and warm up outside the timed loop
+  for (auto _ : state) benchmark::DoNotOptimize(once().impl());
+  state.SetLabel(where_name(w));
+  state.counters["FLOP/s"] = benchmark::Counter(
+      2.0 * n * k * m * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+
+void BM_MatmulSquare2000(benchmark::State& state) {
+  matmul_case(state, 2000, 2000, 2000, false);
+}
+void BM_Matmul10000x1024_by_5000x1024T(benchmark::State& state) {
+  matmul_case(state, 10000, 1024, 5000, true);
+}
+
+// Kiln's eager matmul (op cache, plan, allocation) against one cuBLAS call on raw buffers.
+void BM_MatmulKilnVsCublas(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const bool direct = state.range(1) == 1;
+  manual_seed(0);
+  Tensor a = randn({n, n}).cuda(), b = randn({n, n}).cuda(), c = zeros({n, n}).cuda();
+  View va = dense_view(a.data_ptr<float>(), kFloat32, {n, n});
+  View vb = dense_view(b.data_ptr<float>(), kFloat32, {n, n});
+  View vc = dense_view(c.data_ptr<float>(), kFloat32, {n, n});
+  (void)a.matmul(b);
+  matmul_cuda(va, vb, vc, 0);
+  sync();
+  for (auto _ : state) {
+    if (direct) {
+      matmul_cuda(va, vb, vc, 0);
+    } else {
+      benchmark::DoNotOptimize(a.matmul(b).impl());
+    }
+    sync();
+  }
+  state.SetLabel(direct ? "cublas directly (runtime/cublas.h)" : "kiln eager matmul");
+  state.counters["FLOP/s"] = benchmark::Counter(
+      2.0 * n * n * n * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+
+// ---- the JIT's workloads on the GPU (as in bench/jit_bench.cpp) ----
+
+Tensor chain(const Tensor& x) {
+  return ((x * 1.5f + 2) - x * x).abs().clamp(0.5, 4) * 0.25f;
+}
+Tensor chain_transcendental(const Tensor& x) {
+  return ((x * 1.5f + 2).tanh().exp() - x.sigmoid()).relu() / (x * x + 1);
+}
+Tensor layer_norm(const Tensor& x) {
+  Tensor mu = x.mean(1, true);
+  Tensor d = x - mu;
+  return d / ((d * d).mean(1, true) + 1e-5).sqrt();
+}
+
+// Device-to-device copy bandwidth (bytes/s, read + write), best of several 256 MiB copies.
+double d2d_bytes_per_second() {
+  static double bw = [] {
+    const size_t bytes = size_t(256) << 20;
+    void* src = cuda_alloc(bytes, 0);
+    void* dst = cuda_alloc(bytes, 0);
+    cuda::memset_zero(src, bytes, 0);
+    double best = 0;
+    cuda::Event start(0), stop(0);
+    for (int i = 0; i < 10; ++i) {
+      start.record();
+      cuda::copy_device(dst, src, bytes, 0);
+      stop.record();
+      best = std::max(best, 2.0 * static_cast<double>(bytes) / (stop.ms_since(start) * 1e-3));
+    }
+    cuda_free(src, bytes, 0);
+    cuda_free(dst, bytes, 0);
+    return best;
+  }();
+  return bw;
+}
+
+enum Mode { kEager = 0, kUnfused = 1, kFused = 2 };
+const char* mode_name(int m) {
+  return m == kEager ? "eager" : m == kUnfused ? "unfused" : "fused";
+}
+
+void gpu_modes(benchmark::State& state, std::function<Tensor(Tensor)> body, const Tensor& x,
+               double bytes) {
+  int mode = static_cast<int>(state.range(0));
+  auto traced = jit(body, "gpu_bench");
+  traced.set_fusion(mode == kFused);
+  auto once = [&] { return mode == kEager ? body(x) : traced(x); };
+  once();
+  sync();
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(once().impl());
+    sync();
+  }
+  state.SetLabel(mode_name(mode));
+  if (bytes > 0) {
+    state.SetBytesProcessed(static_cast<int64_t>(bytes) * state.iterations());
+    state.counters["of_d2d"] =
+        benchmark::Counter(bytes * static_cast<double>(state.iterations()) / d2d_bytes_per_second(),
+                           benchmark::Counter::kIsRate);
+  }
+}
+
+void BM_GpuDeviceCopy(benchmark::State& state) {
+  const size_t bytes = size_t(256) << 20;
+  void* src = cuda_alloc(bytes, 0);
+  void* dst = cuda_alloc(bytes, 0);
+  for (auto _ : state) {
+    cuda::copy_device(dst, src, bytes, 0);
+    sync();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(2 * bytes) * state.iterations());
+  cuda_free(src, bytes, 0);
+  cuda_free(dst, bytes, 0);
+}
+
+Tensor gpu_randn(Shape s) {
+  manual_seed(0);
+  return randn(std::move(s)).cuda();
+}
+
+void BM_GpuChain8(benchmark::State& state) {
+  Tensor x = gpu_randn({1 << 24});
+  gpu_modes(state, chain, x, 2.0 * 4 * static_cast<double>(x.numel()));
+}
+void BM_GpuChain8Transcendental(benchmark::State& state) {
+  Tensor x = gpu_randn({1 << 24});
+  gpu_modes(state, chain_transcendental, x, 2.0 * 4 * static_cast<double>(x.numel()));
+}
+void BM_GpuSoftmaxRows(benchmark::State& state) {
+  Tensor x = gpu_randn({4096, 4096});
+  gpu_modes(
+      state, [](Tensor t) { return t.softmax(1); }, x, 2.0 * 4 * static_cast<double>(x.numel()));
+}
+void BM_GpuLayerNormRows(benchmark::State& state) {
+  Tensor x = gpu_randn({4096, 1024});
+  gpu_modes(state, layer_norm, x, 2.0 * 4 * static_cast<double>(x.numel()));
+}
+// MLP forward, batch 256, 784-1024-1024-10: bias + ReLU fuse into cuBLASLt calls when fused.
+void BM_GpuMlpForward(benchmark::State& state) {
+  NoGradGuard no_grad;
+  Tensor x = gpu_randn({256, 784});
+  Tensor w1 = gpu_randn({784, 1024}) * 0.03, b1 = gpu_randn({1024}) * 0.1;
+  Tensor w2 = gpu_randn({1024, 1024}) * 0.03, b2 = gpu_randn({1024}) * 0.1;
+  Tensor w3 = gpu_randn({1024, 10}) * 0.03, b3 = gpu_randn({10}) * 0.1;
+  gpu_modes(
+      state,
+      [=](Tensor t) { return ((t.matmul(w1) + b1).relu().matmul(w2) + b2).relu().matmul(w3) + b3; },
+      x, 0);
+  double flops = 2.0 * 256 * (784 * 1024 + 1024 * 1024 + 1024 * 10);
+  state.counters["FLOP/s"] = benchmark::Counter(flops * static_cast<double>(state.iterations()),
+                                                benchmark::Counter::kIsRate);
+}
+
+void register_gpu_benchmarks() {
+  auto ms = benchmark::kMillisecond;
+  benchmark::RegisterBenchmark("BM_MatmulSquare2000", BM_MatmulSquare2000)
+      ->Arg(kGpu)
+      ->Arg(kGpuWithTransfers)
+      ->UseRealTime()
+      ->Unit(ms);
+  benchmark::RegisterBenchmark("BM_Matmul10000x1024_by_5000x1024T",
+                               BM_Matmul10000x1024_by_5000x1024T)
+      ->Arg(kGpu)
+      ->Arg(kGpuWithTransfers)
+      ->UseRealTime()
+      ->Unit(ms);
+  benchmark::RegisterBenchmark("BM_MatmulKilnVsCublas", BM_MatmulKilnVsCublas)
+      ->ArgsProduct({{256, 2000}, {0, 1}})
+      ->UseRealTime()
+      ->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("BM_GpuDeviceCopy", BM_GpuDeviceCopy)->UseRealTime()->Unit(ms);
+  using Fn = void (*)(benchmark::State&);
+  const std::pair<const char*, Fn> workloads[] = {
+      {"BM_GpuChain8", BM_GpuChain8},
+      {"BM_GpuChain8Transcendental", BM_GpuChain8Transcendental},
+      {"BM_GpuSoftmaxRows", BM_GpuSoftmaxRows},
+      {"BM_GpuLayerNormRows", BM_GpuLayerNormRows},
+      {"BM_GpuMlpForward", BM_GpuMlpForward}};
+  for (auto [name, fn] : workloads)
+    benchmark::RegisterBenchmark(name, fn)
+        ->DenseRange(kEager, kFused)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
+}
+
+void register_cpu_benchmarks() {
+  auto ms = benchmark::kMillisecond;
+  benchmark::RegisterBenchmark("BM_MatmulSquare2000", BM_MatmulSquare2000)
+      ->Arg(kCpu)
+      ->UseRealTime()
+      ->Unit(ms);
+  benchmark::RegisterBenchmark("BM_Matmul10000x1024_by_5000x1024T",
+                               BM_Matmul10000x1024_by_5000x1024T)
+      ->Arg(kCpu)
+      ->UseRealTime()
+      ->Unit(ms);
+}
+
+// ---- the break-even sweep ----
+
+// Best wall time (ms) of f over a few runs (more for quick ones).
+double best_ms(const std::function<void()>& f) {
+  f();  // warm-up: compiles, allocates, first-touches
+  double best = 1e300, total = 0;
+  for (int r = 0; r < 20 && (r < 3 || total < 300); ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    f();
+    double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    best = std::min(best, ms);
+    total += ms;
+  }
+  return best;
+}
+
+std::string fmt(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.3f", v);
+  return buf;
+}
+
+void breakeven_sweep(int64_t max_n, const std::string& csv_path) {
+  const bool has_gpu = gpu() && cublas_available();
+  const std::string none = "no device";
+  std::ostringstream csv, table;
+  csv << "n,cpu_ms,gpu_ms,gpu_with_transfers_ms\n";
+  table << "\nmatmul break-even (N x N @ N x N, float32; best wall time in ms)\n"
+        << "     N     cpu (OpenBLAS)   gpu (cuBLAS)   gpu + transfers   faster\n";
+  int64_t breakeven = -1, breakeven_transfers = -1;
+  for (int64_t n = 64; n <= max_n; n *= 2) {
+    manual_seed(0);
+    Tensor a = randn({n, n}), b = randn({n, n});
+    double cpu_ms = best_ms([&] { benchmark::DoNotOptimize(a.matmul(b).impl()); });
+    std::string g = none, gt = none, faster = "cpu";
+    if (has_gpu) {
+      Tensor ga = a.cuda(), gb = b.cuda();
+      double gpu_ms = best_ms([&] {
+        benchmark::DoNotOptimize(ga.matmul(gb).impl());
+        sync();
+      });
+      double gpu_t_ms =
+          best_ms([&] { benchmark::DoNotOptimize(a.cuda().matmul(b.cuda()).cpu().impl()); });
+      g = fmt(gpu_ms);
+      gt = fmt(gpu_t_ms);
+      if (gpu_ms < cpu_ms && breakeven < 0) breakeven = n;
+      if (gpu_t_ms < cpu_ms && breakeven_transfers < 0) breakeven_transfers = n;
+      faster = gpu_t_ms < cpu_ms ? "gpu (even with transfers)"
+               : gpu_ms < cpu_ms ? "gpu (data on device)"
+                                 : "cpu";
+    } else {
+      faster = "-";
+    }
+    csv << n << "," << fmt(cpu_ms) << "," << g << "," << gt << "\n";
+    char line[160];
+    std::snprintf(line, sizeof(line), "%6lld   %14s   %12s   %15s   %s\n",
+                  static_cast<long long>(n), fmt(cpu_ms).c_str(), g.c_str(), gt.c_str(),
+                  faster.c_str());
+    table << line;
+  }
+  if (has_gpu) {
+    table << "GPU faster from N = "
+          << (breakeven > 0 ? std::to_string(breakeven) : "never (in range)")
+          << " with the data on the device; from N = "
+          << (breakeven_transfers > 0 ? std::to_string(breakeven_transfers) : "never (in range)")
+          << " counting the transfers.\n";
+  } else {
+    table << "GPU columns: no device (" << cuda::unavailable_reason() << ")\n";
+  }
+  std::cout << table.str();
+  write_file_atomic(csv_path, csv.str());
+  std::cout << "written: " << csv_path << "\n";
+}
+
+// Removes --name=value from argv and returns value (or `fallback`).
+std::string take_flag(int* argc, char** argv, const std::string& name,
+                      const std::string& fallback) {
+  std::string prefix = "--" + name + "=";
+  std::string value = fallback;
+  int out = 1;
+  for (int i = 1; i < *argc; ++i) {
+    if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0)
+      value = argv[i] + prefix.size();
+    else
+      argv[out++] = argv[i];
+  }
+  *argc = out;
+  return value;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int64_t sweep_max = std::stoll(take_flag(&argc, argv, "sweep_max", "4096"));
+  std::string sweep_csv = take_flag(&argc, argv, "sweep_csv", "gpu_breakeven.csv");
+  blas_init();
+  benchmark::AddCustomContext("openblas", blas_info());
+  if (gpu()) {
+    benchmark::AddCustomContext("cuda_device", cuda::device_info(0).str());
+    benchmark::AddCustomContext("cublas", cublas_info());
+    benchmark::AddCustomContext("d2d_GBps", std::to_string(d2d_bytes_per_second() / 1e9));
+  } else {
+    std::cout << "GPU benchmarks skipped: no CUDA device (" << cuda::unavailable_reason() << ")\n";
+    benchmark::AddCustomContext("cuda_device", "none");
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  register_cpu_benchmarks();
+  if (gpu()) register_gpu_benchmarks();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  if (sweep_max >= 64) breakeven_sweep(sweep_max, sweep_csv);
+  return 0;
+}

@@ -1,0 +1,42 @@
+// The CUDA half of the compile driver (compile.cpp): one fusion group -> plan
+// steps on a CUDA device. A group becomes a generated kernel (CUDA C, compiled
+// by NVRTC for the device's own architecture, loaded); a matmul group becomes a
+// cuBLAS step, with its epilogue fused into one cuBLASLt call where cuBLASLt
+// has it (bias, ReLU, bias then ReLU) or else followed by a generated kernel.
+#pragma once
+
+#include <functional>
+#include <unordered_map>
+
+#include "codegen/compile.h"
+
+namespace kiln {
+
+/// What compile_graph hands the CUDA backend for each group.
+struct GpuGroupContext {
+  const Graph& g;
+  const CompileOptions& opts;
+  Device device;
+  int arch = 0;  // sm_XY as XY
+  /// The slot of a value already given or computed (throws when there is none).
+  std::function<int32_t(Value)> slot_of;
+  /// A new temporary slot for v, or its existing slot (a matmul's raw product).
+  std::function<int32_t(Value)> temp_slot;
+  /// Transposes folded into matmul operands: the transposed value -> its source.
+  const std::unordered_map<Value, Value, ValueHash>& folded_transpose;
+};
+
+/// Appends the steps of one group to `plan`, and their records (kernel info,
+/// artifacts, values written) to `r`.
+void add_gpu_group_steps(const GpuGroupContext& ctx, const FusionGroup& grp, Plan& plan,
+                         CompileReport& r);
+
+/// The device a graph's values live on. Throws kiln::Error naming the first
+/// node on another device when a graph mixes devices.
+Device graph_device(const Graph& g);
+
+/// The architecture (e.g. 90 for sm_90) kernels for `device` are compiled for:
+/// the device's own compute capability. Throws when CUDA is unavailable.
+int gpu_arch(Device device);
+
+}  // namespace kiln

@@ -1,0 +1,320 @@
+// Eager ops on CUDA devices (see device_ops.h). An op becomes a small graph
+// (its operands as dense arguments, views as expand/permute nodes over them,
+// the op) compiled by the same driver as traced functions: one generated kernel
+// (or a cuBLAS call for matmul) for the device's own architecture, cached in
+// memory per graph text, so each op signature compiles once. Ops that draw
+// random numbers or hold literal data run on the host and are uploaded.
+// Strided copies (contiguous(), in-place writes into views) use one hand-written
+// kernel over up to 8 dims.
+#include <algorithm>
+#include <mutex>
+#include <numeric>
+#include <unordered_map>
+
+#include "codegen/compile.h"
+#include "codegen/cuda_backend.h"
+#include "codegen/gpu_compile.h"
+#include "frontend/device_ops.h"
+#include "frontend/jit.h"
+#include "frontend/tensor_impl.h"
+#include "ir/builder.h"
+#include "runtime/cuda_driver.h"
+#include "runtime/cuda_executor.h"
+#include "runtime/reference.h"
+
+namespace kiln {
+namespace {
+
+// ---- strided copies ----
+
+constexpr int kMaxCopyRank = 8;
+
+const char* kStridedCopySource = R"(
+struct KilnCopyArgs {
+  long long n;
+  int rank;
+  long long shape[8], src[8], dst[8];
+};
+template <class T>
+__device__ void kiln_copy(const T* __restrict__ s, T* __restrict__ d, const KilnCopyArgs& a) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < a.n;
+       i += gridDim.x * (long long)blockDim.x) {
+    long long rest = i, so = 0, dof = 0;
+    for (int k = a.rank - 1; k >= 0; --k) {
+      long long idx = rest % a.shape[k];
+      rest /= a.shape[k];
+      so += idx * a.src[k];
+      dof += idx * a.dst[k];
+    }
+    d[dof] = s[so];
+  }
+}
+extern "C" __global__ void kiln_strided_copy_1(const unsigned char* s, unsigned char* d, KilnCopyArgs a) { kiln_copy(s, d, a); }
+extern "C" __global__ void kiln_strided_copy_2(const unsigned short* s, unsigned short* d, KilnCopyArgs a) { kiln_copy(s, d, a); }
+extern "C" __global__ void kiln_strided_copy_4(const unsigned int* s, unsigned int* d, KilnCopyArgs a) { kiln_copy(s, d, a); }
+extern "C" __global__ void kiln_strided_copy_8(const unsigned long long* s, unsigned long long* d, KilnCopyArgs a) { kiln_copy(s, d, a); }
+)";
+
+struct CopyArgs {
+  long long n;
+  int rank;
+  long long shape[kMaxCopyRank], src[kMaxCopyRank], dst[kMaxCopyRank];
+};
+
+// Drops size-1 dims and merges dims that are adjacent in both layouts.
+int collapse(const Shape& shape, const Strides& src, const Strides& dst, CopyArgs* a) {
+  std::vector<int64_t> s, ss, ds;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    if (!s.empty() && ss.back() == src[d] * shape[d] && ds.back() == dst[d] * shape[d]) {
+      s.back() *= shape[d];
+      ss.back() = src[d];
+      ds.back() = dst[d];
+      continue;
+    }
+    s.push_back(shape[d]);
+    ss.push_back(src[d]);
+    ds.push_back(dst[d]);
+  }
+  if (s.size() > kMaxCopyRank) return -1;
+  for (size_t d = 0; d < s.size(); ++d) {
+    a->shape[d] = s[d];
+    a->src[d] = ss[d];
+    a->dst[d] = ds[d];
+  }
+  a->rank = static_cast<int>(s.size());
+  return a->rank;
+}
+
+void* copy_kernel(size_t elem_bytes, int device) {
+  static std::mutex mu;
+  static std::unordered_map<int, std::string> images;  // by architecture
+  int arch = gpu_arch(Device(kCUDA, device));
+  std::string image;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = images.find(arch);
+    if (it == images.end()) {
+      CudaBinary bin =
+          nvrtc_compile(kStridedCopySource, "kiln_strided_copy", arch, true, cache_dir());
+      it = images
+               .emplace(arch, bin.cubin.empty() ? bin.ptx
+                                                : std::string(bin.cubin.begin(), bin.cubin.end()))
+               .first;
+    }
+    image = it->second;
+  }
+  return cuda::load_function(image, "kiln_strided_copy_" + std::to_string(elem_bytes), device);
+}
+
+// dst[i] = src[i] for two strided views of one shape and dtype on `device`.
+void strided_copy(const View& src, const View& dst, int device) {
+  CopyArgs a{};
+  a.n = src.numel();
+  if (a.n == 0) return;
+  if (collapse(src.shape, src.strides, dst.strides, &a) < 0)
+    throw Error("a strided copy on CUDA of shape " + shape_str(src.shape) + " has more than " +
+                std::to_string(kMaxCopyRank) + " dims that cannot be merged (expected at most 8)");
+  size_t es = dtype_size(src.dtype);
+  if (a.rank <= 1 && (a.rank == 0 || (a.src[0] == 1 && a.dst[0] == 1)))
+    return cuda::copy_device(dst.data, src.data, static_cast<size_t>(a.n) * es, device);
+  void* fn = copy_kernel(es, device);
+  const void* s = src.data;
+  void* d = dst.data;
+  void* params[] = {&s, &d, &a};
+  int64_t blocks =
+      std::min<int64_t>((a.n + 255) / 256, int64_t(cuda::device_info(device).sm_count) * 32);
+  cuda::launch(fn, static_cast<unsigned>(std::max<int64_t>(blocks, 1)), 256, 0, params, device);
+}
+
+// A dense copy of t on its device (t itself when it is dense).
+std::shared_ptr<TensorImpl> dense_on_device(const Tensor& t) {
+  const TensorImpl& i = *t.impl();
+  if (is_contiguous(i.type.shape, i.strides)) return t.impl_ptr();
+  auto d = make_dense(i.type);
+  strided_copy(i.view(), d->view(), i.type.device.index);
+  return d;
+}
+
+// ---- eager ops as small graphs ----
+
+// How one operand enters the op's graph: a dense buffer, then optional permute and expand.
+struct Operand {
+  TensorType arg;
+  std::vector<int64_t> perm;  // non-empty: permute(arg, perm)
+  Shape expand;               // non-empty: expand to this shape
+  void* data = nullptr;
+  std::shared_ptr<TensorImpl> keep;  // a dense copy made for it
+};
+
+Operand plan_operand(const Tensor& t) {
+  const TensorImpl& i = *t.impl();
+  const Shape& shape = i.type.shape;
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  Operand o;
+  Shape compact = shape;
+  for (int64_t d = 0; d < rank; ++d)
+    if (shape[d] > 1 && i.strides[d] == 0) compact[d] = 1;
+  if (compact != shape) o.expand = shape;
+  o.arg = TensorType{i.type.dtype, compact, i.type.device};
+  o.data = i.view().data;
+  if (is_contiguous(compact, i.strides)) return o;
+  // A permutation of a dense layout: order dims by stride, outermost first.
+  std::vector<int64_t> order(static_cast<size_t>(rank));
+  std::iota(order.begin(), order.end(), 0);
+  auto key = [&](int64_t d) { return compact[d] == 1 ? INT64_MAX : i.strides[d]; };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return key(a) > key(b); });
+  Shape base(static_cast<size_t>(rank));
+  Strides base_strides(static_cast<size_t>(rank));
+  for (int64_t j = 0; j < rank; ++j) {
+    base[j] = compact[order[j]];
+    base_strides[j] = i.strides[order[j]];
+  }
+  if (is_contiguous(base, base_strides)) {
+    o.arg.shape = base;
+    o.perm.resize(static_cast<size_t>(rank));
+    for (int64_t j = 0; j < rank; ++j) o.perm[order[j]] = j;
+    return o;
+  }
+  // Anything else is gathered into a dense buffer first.
+  o.keep = make_dense(o.arg);
+  strided_copy(View{o.data, i.type.dtype, compact, i.strides}, o.keep->view(), i.type.device.index);
+  o.data = o.keep->view().data;
+  return o;
+}
+
+Graph build_graph(OpKind k, const Attrs& attrs, const std::vector<Operand>& ops,
+                  const TensorType& out) {
+  Graph g;
+  Builder b(g);
+  std::vector<Value> vals;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    Value v = b.arg(static_cast<int64_t>(i), ops[i].arg);
+    if (!ops[i].perm.empty()) v = b.permute(v, ops[i].perm);
+    if (!ops[i].expand.empty()) v = b.expand(v, ops[i].expand);
+    vals.push_back(v);
+  }
+  Value r = op_info(k).category == OpCategory::Creation ? b.op_typed(k, {}, attrs, out)
+                                                        : b.op(k, std::move(vals), attrs);
+  g.outputs.push_back(r);
+  return g;
+}
+
+struct PlanCache {
+  std::mutex mu;
+  std::unordered_map<std::string, std::shared_ptr<Plan>> plans;
+  EagerCudaStats stats;
+};
+
+PlanCache& plan_cache() {
+  static auto* c = new PlanCache();  // never destroyed: plans hold loaded kernels
+  return *c;
+}
+
+constexpr size_t kMaxCachedOps = 4096;
+
+std::shared_ptr<Plan> plan_for(const Graph& g) {
+  PlanCache& c = plan_cache();
+  std::string key = g.str();
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    auto it = c.plans.find(key);
+    if (it != c.plans.end()) {
+      c.stats.hits++;
+      return it->second;
+    }
+  }
+  CompileOptions opts;
+  opts.cache_dir = cache_dir();
+  std::shared_ptr<Plan> plan = compile_graph(g, opts);
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (c.plans.size() >= kMaxCachedOps) c.plans.clear();
+  c.stats.compiled++;
+  c.plans.emplace(std::move(key), plan);
+  return plan;
+}
+
+void check_device(const Device& d) {
+  if (!cuda::available()) throw Error(cuda::unavailable_reason());
+  if (d.index >= cuda::device_count())
+    throw Error(d.str() + " does not exist (" + std::to_string(cuda::device_count()) +
+                " CUDA devices found)");
+}
+
+// Host -> device copy of a dense CPU tensor.
+Tensor upload(const std::shared_ptr<TensorImpl>& host, Device to) {
+  auto out = make_dense(TensorType{host->type.dtype, host->type.shape, to});
+  size_t bytes = static_cast<size_t>(host->type.numel()) * dtype_size(host->type.dtype);
+  cuda::copy_to_device(out->view().data, host->view().data, bytes, to.index);
+  return Tensor(std::move(out));
+}
+
+}  // namespace
+
+Graph eager_op_graph(OpKind k, const Attrs& attrs, const std::vector<TensorType>& operands,
+                     const TensorType& out) {
+  std::vector<Operand> ops(operands.size());
+  for (size_t i = 0; i < operands.size(); ++i) ops[i].arg = operands[i];
+  return build_graph(k, attrs, ops, out);
+}
+
+EagerCudaStats eager_cuda_stats() {
+  PlanCache& c = plan_cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  return c.stats;
+}
+
+Tensor cuda_run(OpKind k, const Attrs& attrs, const std::vector<Tensor>& operands,
+                const TensorType& out) {
+  check_device(out.device);
+  if (k == OpKind::rand || k == OpKind::randn || k == OpKind::literal) {
+    // The same counter-based numbers (or data) as on the CPU, uploaded.
+    auto host = make_dense(TensorType{out.dtype, out.shape, Device(kCPU)});
+    reference_kernel(k, attrs, {}, host->view());
+    return upload(host, out.device);
+  }
+  auto result = make_dense(out);
+  if (out.numel() == 0) return Tensor(std::move(result));
+  std::vector<Operand> ops;
+  ops.reserve(operands.size());
+  for (const Tensor& t : operands) ops.push_back(plan_operand(t));
+  std::shared_ptr<Plan> plan = plan_for(build_graph(k, attrs, ops, out));
+  std::vector<void*> args;
+  for (const Operand& o : ops) args.push_back(o.data);
+  void* outp = result->view().data;
+  execute_plan(*plan, args.data(), nullptr, &outp);
+  return Tensor(std::move(result));
+}
+
+void cuda_copy(const View& src, TensorImpl& dst) {
+  check_device(dst.type.device);
+  KILN_CHECK(src.dtype == dst.type.dtype && src.shape == dst.type.shape,
+             "internal: a copy on CUDA needs one shape and dtype, got ", shape_str(src.shape), " ",
+             dtype_name(src.dtype), " -> ", shape_str(dst.type.shape), " ",
+             dtype_name(dst.type.dtype));
+  strided_copy(src, dst.view(), dst.type.device.index);
+}
+
+Tensor cuda_transfer(const Tensor& t, Device to) {
+  const TensorImpl& in = *t.impl();
+  const Device from = in.type.device;
+  if (from.is_cpu()) {
+    check_device(to);
+    std::shared_ptr<TensorImpl> host = t.impl_ptr();
+    if (!is_contiguous(in.type.shape, in.strides)) {
+      host = make_dense(in.type);
+      copy_to(in.view(), host->view());
+    }
+    return upload(host, to);
+  }
+  check_device(from);
+  auto dense = dense_on_device(t);
+  auto host = make_dense(TensorType{in.type.dtype, in.type.shape, Device(kCPU)});
+  size_t bytes = static_cast<size_t>(in.type.numel()) * dtype_size(in.type.dtype);
+  cuda::copy_to_host(host->view().data, dense->view().data, bytes, from.index);
+  if (to.is_cpu()) return Tensor(std::move(host));
+  return upload(host, to);  // between devices, through the host
+}
+
+}  // namespace kiln

@@ -1,0 +1,194 @@
+// The CUDA executor (see cuda_executor.h). A generated kernel takes its
+// buffers as a device-side array of pointers, so each plan run writes all its
+// kernels' arrays into one page-locked staging block, uploads it with one
+// asynchronous copy, and launches. A staging block is reused once an event
+// recorded after its last launch has passed, so the host never waits on the
+// device for it in steady state.
+#include "runtime/cuda_executor.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "ir/error.h"
+#include "runtime/allocator.h"
+#include "runtime/cublas.h"
+#include "runtime/cuda_driver.h"
+
+namespace kiln {
+namespace {
+
+// Pinned host memory and device memory of the same size, and a fence for its last use.
+struct Staging {
+  void* host = nullptr;
+  void* dev = nullptr;
+  size_t cap = 0;
+  std::unique_ptr<cuda::Event> fence;
+  bool busy = false;  // taken by a run that has not yet recorded its fence
+};
+
+struct StagingPool {
+  std::mutex mu;
+  std::vector<std::unique_ptr<Staging>> blocks;
+};
+
+constexpr int kMaxDevices = 64;
+constexpr size_t kMaxStaging = 256;  // past this many in flight, wait for the oldest
+
+StagingPool& pool(int device) {
+  static auto* pools = new StagingPool[kMaxDevices];  // never destroyed (see the allocators)
+  KILN_CHECK(device >= 0 && device < kMaxDevices, "cuda:", device, " is not a valid device index");
+  return pools[device];
+}
+
+Staging& acquire(size_t bytes, int device) {
+  StagingPool& p = pool(device);
+  std::lock_guard<std::mutex> lock(p.mu);
+  for (auto& s : p.blocks)
+    if (!s->busy && s->cap >= bytes && s->fence->done()) {
+      s->busy = true;
+      return *s;
+    }
+  if (p.blocks.size() >= kMaxStaging) {
+    // Many runs queued ahead of the device: wait for the oldest and reuse it.
+    Staging& s = *p.blocks.front();
+    std::rotate(p.blocks.begin(), p.blocks.begin() + 1, p.blocks.end());
+    if (!s.busy) {
+      s.fence->wait();
+      if (s.cap >= bytes) {
+        s.busy = true;
+        return s;
+      }
+    }
+  }
+  auto s = std::make_unique<Staging>();
+  s->cap = std::max<size_t>(alloc_size_class(bytes), 4096);
+  s->host = cuda::host_alloc_pinned(s->cap);
+  s->dev = cuda_alloc(s->cap, device);
+  s->fence = std::make_unique<cuda::Event>(device, /*timing=*/false);
+  s->busy = true;
+  p.blocks.push_back(std::move(s));
+  return *p.blocks.back();
+}
+
+void release(Staging& s, int device) {
+  StagingPool& p = pool(device);
+  s.fence->record();
+  std::lock_guard<std::mutex> lock(p.mu);
+  s.busy = false;
+}
+
+void launch_on(void* fn, const GpuLaunch& l, int64_t range, void* dev_buffers, int device) {
+  if (range <= 0) return;
+  const cuda::DeviceInfo& info = cuda::device_info(device);
+  const int64_t per_sm = l.kind == GpuLaunch::BlockPerRow ? 8 : 32;
+  int64_t blocks = l.kind == GpuLaunch::BlockPerRow ? range : (range + l.block - 1) / l.block;
+  blocks = std::clamp<int64_t>(blocks, 1, std::max<int64_t>(info.sm_count, 1) * per_sm);
+  long long begin = 0, end = range;
+  void* params[] = {&dev_buffers, &begin, &end};
+  cuda::launch(fn, static_cast<unsigned>(blocks), static_cast<unsigned>(l.block),
+               static_cast<unsigned>(l.shared_bytes), params, device);
+}
+
+// A matmul operand: the dense value, or its transpose in the last two dims as a view.
+View operand_view(void* data, const TensorType& t, bool transposed) {
+  View v = dense_view(data, t.dtype, t.shape);
+  if (transposed && v.rank() >= 2) {
+    std::swap(v.shape[v.rank() - 1], v.shape[v.rank() - 2]);
+    std::swap(v.strides[v.rank() - 1], v.strides[v.rank() - 2]);
+  }
+  return v;
+}
+
+}  // namespace
+
+void execute_cuda_plan(const Plan& plan, void* const* args, void* const* params,
+                       void* const* outputs) {
+  const int device = plan.device.index;
+  const size_t n = plan.slots.size();
+  std::vector<void*> ptr(n);
+  std::vector<void*> temps(plan.temp_bytes.size());
+  auto temp_size = [&](size_t t) {
+    return static_cast<size_t>(std::max<int64_t>(plan.temp_bytes[t], 1));
+  };
+  for (size_t t = 0; t < temps.size(); ++t) temps[t] = cuda_alloc(temp_size(t), device);
+  for (size_t s = 0; s < n; ++s) {
+    const PlanSlot& slot = plan.slots[s];
+    switch (slot.kind) {
+      case PlanSlot::Arg:
+        ptr[s] = args[slot.index];
+        break;
+      case PlanSlot::Param:
+        ptr[s] = params[slot.index];
+        break;
+      case PlanSlot::Temp:
+        ptr[s] = temps[static_cast<size_t>(slot.index)];
+        break;
+      case PlanSlot::Output:
+        ptr[s] = outputs[slot.index];
+        break;
+    }
+  }
+
+  // Every kernel's buffer list, in one upload.
+  size_t entries = 0;
+  for (const PlanStep& step : plan.steps)
+    if (step.kind == PlanStep::GpuKernel) entries += step.slots.size();
+  Staging* staging = nullptr;
+  if (entries) {
+    staging = &acquire(entries * sizeof(void*), device);
+    auto* table = static_cast<void**>(staging->host);
+    for (const PlanStep& step : plan.steps)
+      if (step.kind == PlanStep::GpuKernel)
+        for (int32_t s : step.slots) *table++ = ptr[static_cast<size_t>(s)];
+    cuda::copy_to_device(staging->dev, staging->host, entries * sizeof(void*), device);
+  }
+
+  size_t offset = 0;
+  for (const PlanStep& step : plan.steps) {
+    switch (step.kind) {
+      case PlanStep::GpuKernel:
+        launch_on(step.gpu_fn, step.launch, step.range, static_cast<void**>(staging->dev) + offset,
+                  device);
+        offset += step.slots.size();
+        break;
+      case PlanStep::GpuMatmul: {
+        const PlanSlot& a = plan.slots[static_cast<size_t>(step.slots[0])];
+        const PlanSlot& b = plan.slots[static_cast<size_t>(step.slots[1])];
+        const PlanSlot& o = plan.slots[static_cast<size_t>(step.slots[2])];
+        View va = operand_view(ptr[static_cast<size_t>(step.slots[0])], a.type, step.trans_a);
+        View vb = operand_view(ptr[static_cast<size_t>(step.slots[1])], b.type, step.trans_b);
+        View vo = dense_view(ptr[static_cast<size_t>(step.slots[2])], o.type.dtype, o.type.shape);
+        if (step.slots.size() > 3 || step.relu) {
+          GemmEpilogue e;
+          if (step.slots.size() > 3) e.bias = ptr[static_cast<size_t>(step.slots[3])];
+          e.relu = step.relu;
+          matmul_cuda_epilogue(va, vb, vo, e, device);
+        } else {
+          matmul_cuda(va, vb, vo, device);
+        }
+        break;
+      }
+      default:
+        throw Error("internal: a CUDA plan holds a CPU step ('" + step.name + "')");
+    }
+  }
+  if (staging) release(*staging, device);
+
+  // Outputs not written in place, then parameter updates (as execute_plan does).
+  for (size_t i = 0; i < plan.outputs.size(); ++i) {
+    const PlanSlot& slot = plan.slots[static_cast<size_t>(plan.outputs[i])];
+    bool in_place = slot.kind == PlanSlot::Output && slot.index == static_cast<int64_t>(i);
+    if (!in_place)
+      cuda::copy_device(outputs[i], ptr[static_cast<size_t>(plan.outputs[i])],
+                        static_cast<size_t>(slot.bytes()), device);
+  }
+  for (const Plan::Update& u : plan.updates)
+    cuda::copy_device(params[u.param], ptr[static_cast<size_t>(u.slot)],
+                      static_cast<size_t>(plan.slots[static_cast<size_t>(u.slot)].bytes()), device);
+  for (size_t t = 0; t < temps.size(); ++t) cuda_free(temps[t], temp_size(t), device);
+}
+
+}  // namespace kiln

@@ -1,0 +1,156 @@
+// The host side of the CUDA path against a fake driver (tests/gpu/fake): the
+// loader resolves it through cuGetProcAddress, tensors move to and from
+// "device" memory (host memory here), the caching allocator reuses blocks,
+// eager ops and traced functions compile with NVRTC for the fake sm_90,
+// load and launch. Kernels do not run, so only what the host does is checked.
+// On a machine with a real driver this test is skipped (the real tests run).
+#include <dlfcn.h>
+
+#include <filesystem>
+
+#include "codegen/cuda_backend.h"
+#include "frontend/device_ops.h"
+#include "gpu_test_util.h"
+#include "runtime/allocator.h"
+#include "runtime/storage.h"
+
+using namespace kiln;
+using namespace kiln::test;
+namespace fs = std::filesystem;
+
+#ifdef KILN_FAKE_CUDA_PATH
+
+namespace {
+
+struct FakeDriver {
+  FakeDriver() { cuda::reload_driver_for_testing(KILN_FAKE_CUDA_PATH); }
+  ~FakeDriver() {
+    cuda_empty_cache(0);  // the fake's blocks are host memory: never hand them to a real device
+    cuda::reload_driver_for_testing("");
+  }
+  void* symbol(const char* name) const {
+    void* h = ::dlopen(KILN_FAKE_CUDA_PATH, RTLD_NOW | RTLD_NOLOAD);
+    void* f = h ? ::dlsym(h, name) : nullptr;
+    if (h) ::dlclose(h);
+    return f;
+  }
+  int launches() const {
+    auto f = reinterpret_cast<int (*)()>(symbol("kiln_fake_launches"));
+    return f ? f() : -1;
+  }
+  struct Launch {
+    void* table[4];
+    long long begin, end;
+    int grid, block;
+  };
+  Launch last() const {
+    Launch l{};
+    reinterpret_cast<void (*)(void**, long long*, long long*)>(symbol("kiln_fake_last_kernel"))(
+        l.table, &l.begin, &l.end);
+    l.grid = reinterpret_cast<int (*)()>(symbol("kiln_fake_last_grid"))();
+    l.block = reinterpret_cast<int (*)()>(symbol("kiln_fake_last_block"))();
+    return l;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("with a fake driver, the host side of the CUDA path runs") {
+  if (cuda::available()) {
+    MESSAGE("skipped: a real driver is present (the GPU tests cover this)");
+    return;
+  }
+  if (nvrtc_version().empty()) {
+    MESSAGE("skipped: this build has no NVRTC");
+    return;
+  }
+  FakeDriver fake;
+  REQUIRE_MESSAGE(cuda::available(), cuda::unavailable_reason());
+  CHECK(cuda::device_count() == 1);
+  CHECK(cuda::device_info(0).name == "Kiln fake GPU");
+  CHECK(cuda::device_info(0).arch() == 90);
+  CHECK(cuda::device_info(0).str().find("sm_90, 4 SMs") != std::string::npos);
+  for (const auto& e : cuda::driver_entry_points()) CHECK_MESSAGE(e.resolved, e.name);
+  KILN_CHECK_ERROR(cuda::require("x", 1), "cuda:1 does not exist (1 CUDA device found)");
+
+  // Transfers: data goes to "device" memory and back, views included.
+  manual_seed(1);
+  Tensor x = randn({5, 7});
+  Tensor g = x.cuda();
+  CHECK(g.is_cuda());
+  CHECK(equal(g.cpu(), x));
+  CHECK(equal(x.t().cuda().cpu(), x.t().contiguous()));
+  CHECK(g[2][3].item<float>() == x[2][3].item<float>());
+  CHECK(g.to_vector<float>() == x.to_vector<float>());
+  CHECK(x.cuda().str().find("device='cuda:0'") != std::string::npos);
+  KILN_CHECK_ERROR(g + x, "expected all operands on one device");
+
+  // The caching allocator hands freed blocks out again.
+  AllocatorStats s0 = cuda_allocator_stats(0);
+  for (int i = 0; i < 10; ++i) (void)Storage::allocate(4000, Device(kCUDA));
+  AllocatorStats s1 = cuda_allocator_stats(0);
+  CHECK(s1.cache_hits >= s0.cache_hits + 9);
+  CHECK(s1.bytes_in_use == s0.bytes_in_use);
+
+  // Eager ops: one generated kernel each, compiled once per signature.
+  int n0 = fake.launches();
+  REQUIRE(n0 >= 0);
+  Tensor y = g.exp();
+  CHECK(y.is_cuda());
+  CHECK(y.sizes() == Shape{5, 7});
+  CHECK(fake.launches() == n0 + 1);
+  // The kernel's buffer table (uploaded to the device) holds the result and the operand.
+  FakeDriver::Launch l = fake.last();
+  CHECK(l.begin == 0);
+  CHECK(l.end == 35);
+  CHECK(l.block == 256);
+  CHECK(l.grid == 1);
+  std::vector<void*> table(l.table, l.table + 2);
+  CHECK(std::count(table.begin(), table.end(), static_cast<void*>(y.data_ptr<float>())) == 1);
+  CHECK(std::count(table.begin(), table.end(), static_cast<void*>(g.data_ptr<float>())) == 1);
+  EagerCudaStats e0 = eager_cuda_stats();
+  (void)g.exp();
+  CHECK(eager_cuda_stats().compiled == e0.compiled);
+  CHECK(eager_cuda_stats().hits == e0.hits + 1);
+  (void)(g.t() + 1);                 // a permuted operand: a permute node, still one kernel
+  CHECK(fake.launches() == n0 + 4);  // exp, the constant 1, the add
+  (void)g.t().contiguous();          // a strided copy: the hand-written kernel
+  CHECK(fake.launches() == n0 + 5);
+  (void)g.sum(1);
+  (void)g.softmax(1);
+  (void)zeros({3}, TensorOptions().device(kCUDA));
+
+  // A traced function compiles with the CUDA backend and launches its kernels.
+  auto f = jit([](Tensor a) { return (a.exp() * 2 + 1).sum(1); });
+  int n1 = fake.launches();
+  Tensor r = f(g);
+  CHECK(r.is_cuda());
+  CHECK(r.sizes() == Shape{5});
+  CHECK(fake.launches() > n1);
+  CHECK(f.stats().misses == 1);
+  (void)f(g);
+  CHECK(f.stats().hits == 1);
+
+  // Dumps hold the CUDA C and PTX of each kernel.
+  fs::path dir = fs::temp_directory_path() / ("kiln_fake_dump_" + std::to_string(::getpid()));
+  f.dump(dir.string(), g);
+  int cu = 0, ptx = 0;
+  std::string summary;
+  for (auto& e : fs::recursive_directory_iterator(dir)) {
+    cu += e.path().extension() == ".cu";
+    ptx += e.path().extension() == ".ptx";
+    if (e.path().filename() == "summary.txt") summary = e.path().string();
+  }
+  CHECK(cu >= 1);
+  CHECK(ptx == cu);
+  CHECK(!summary.empty());
+  fs::remove_all(dir);
+
+  // Timing events answer.
+  cuda::Event a(0), b(0);
+  a.record();
+  b.record();
+  CHECK(b.ms_since(a) == 1.0f);
+}
+
+#endif

@@ -1,0 +1,73 @@
+// Helpers shared by the GPU tests. Tests that launch kernels, call cuBLAS or
+// move data to a device begin with KILN_REQUIRE_GPU(): without a driver or a
+// device they report why and pass as skipped, so the binary exits 0 on a
+// machine with no GPU. Everything else here runs everywhere.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <functional>
+#include <string>
+
+#include <kiln/kiln.h>
+
+#include "runtime/cublas.h"
+#include "runtime/cuda_driver.h"
+
+namespace kiln::test {
+
+/// The message of the kiln::Error that f throws ("" if it throws none).
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+/// Checks that `expr` throws a kiln::Error whose message contains every piece.
+#define KILN_CHECK_ERROR(expr, ...)                                            \
+  do {                                                                         \
+    std::string _msg = ::kiln::test::error_of([&] { (void)(expr); });          \
+    CHECK_MESSAGE(!_msg.empty(), "expected a kiln::Error from " #expr);        \
+    for (const char* _piece : {__VA_ARGS__})                                   \
+      CHECK_MESSAGE(_msg.find(_piece) != std::string::npos, "message: ", _msg, \
+                    "\n  lacks: ", _piece);                                    \
+  } while (0)
+
+/// Ends the test case (as skipped) in a build without the CUDA toolkit (no driver table).
+#define KILN_REQUIRE_CUDA_BUILD()                                                               \
+  do {                                                                                          \
+    if (::kiln::cuda::driver_entry_points().empty()) {                                          \
+      MESSAGE("skipped: this build has no CUDA support (" << ::kiln::cuda::unavailable_reason() \
+                                                          << ")");                              \
+      return;                                                                                   \
+    }                                                                                           \
+  } while (0)
+
+/// Ends the test case (as skipped, with the reason) when there is no CUDA device.
+#define KILN_REQUIRE_GPU()                                                               \
+  do {                                                                                   \
+    if (!::kiln::cuda::available()) {                                                    \
+      MESSAGE("skipped: no CUDA device (" << ::kiln::cuda::unavailable_reason() << ")"); \
+      return;                                                                            \
+    }                                                                                    \
+  } while (0)
+
+/// Ends the test case (as skipped) when there is no device or cuBLAS cannot be loaded.
+#define KILN_REQUIRE_CUBLAS()                                                        \
+  do {                                                                               \
+    KILN_REQUIRE_GPU();                                                              \
+    if (!::kiln::cublas_available()) {                                               \
+      MESSAGE("skipped: no cuBLAS (" << ::kiln::cublas_unavailable_reason() << ")"); \
+      return;                                                                        \
+    }                                                                                \
+  } while (0)
+
+/// a (on any device) and b (on any device) agree elementwise, compared on the host.
+inline bool close(const Tensor& a, const Tensor& b, double rtol = 1e-4, double atol = 1e-5) {
+  return allclose(a.cpu(), b.cpu(), rtol, atol);
+}
+
+}  // namespace kiln::test

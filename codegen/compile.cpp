@@ -39,6 +39,31 @@ struct SlotTable {
   }
 };
 
+// True when a matmul group computes out = p - c * (a @ b) (or p + c * (a @ b)) for a
+// scalar constant c and nothing else: then BLAS computes it into p's buffer with
+// alpha = -c (or c) and beta = 1, and no epilogue kernel runs.
+bool accumulate_form(const Graph& g, const FusionGroup& grp, Value p, double* alpha) {
+  if (grp.outputs.size() != 1) return false;
+  const Value mv(grp.nodes.front());
+  const Node& out = g[grp.outputs[0].node];
+  const DType dt = out.type().dtype;
+  if ((dt != DType::f32 && dt != DType::f64) || g.type(mv) != out.type() || g.type(p) != out.type())
+    return false;
+  int computing = 0;
+  for (NodeId id : grp.nodes) computing += g[id].op != OpKind::constant;
+  if (computing != 3 || (out.op != OpKind::sub && out.op != OpKind::add)) return false;
+  if (!(out.operands[0] == p)) return false;
+  const Node& mul = g[out.operands[1].node];
+  if (mul.op != OpKind::mul || mul.type() != out.type()) return false;
+  int which = mul.operands[0] == mv ? 1 : mul.operands[1] == mv ? 0 : -1;
+  if (which < 0) return false;
+  const Node& c = g[mul.operands[which].node];
+  if (c.op != OpKind::constant) return false;
+  const double v = c.attrs.f(AttrKey::value);
+  *alpha = out.op == OpKind::sub ? -v : v;
+  return true;
+}
+
 }  // namespace
 
 std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& opts,
@@ -195,6 +220,12 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
   };
   GpuGroupContext gpu{g, opts, device, arch, [&](Value v) { return slots.at(v, g); }, temp_slot,
                       folded_transpose};
+  // A matmul operand: its slot, or its untransposed source's with the transpose flag set.
+  auto slot_of_operand = [&](Value v, bool* trans) {
+    auto f = folded_transpose.find(v);
+    *trans = f != folded_transpose.end();
+    return slots.at(*trans ? f->second : v, g);
+  };
   for (size_t gi = 0; gi < r.groups.size(); ++gi) {
     FusionGroup grp = r.groups[gi];
     copts.in_place = group_in_place[gi];
@@ -208,6 +239,38 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
                   g[grp.nodes.front()].loc);
     if (device.is_cuda()) {
       add_gpu_group_steps(gpu, grp, *plan, r);
+      continue;
+    }
+    double alpha = 0;
+    if (grp.kind == GroupKind::Matmul && group_in_place[gi].size() == 1 &&
+        accumulate_form(g, grp, group_in_place[gi][0].second, &alpha)) {
+      // P - c * (a @ b) stored over P: one BLAS call accumulating into P's buffer.
+      const Node& mm = g[grp.nodes.front()];
+      PlanStep step;
+      step.kind = PlanStep::Matmul;
+      step.name = "k" + std::to_string(grp.nodes.front()) + "_matmul_accumulate";
+      step.slots = {slot_of_operand(mm.operands[0], &step.trans_a),
+                    slot_of_operand(mm.operands[1], &step.trans_b), slots.at(grp.outputs[0], g)};
+      step.alpha = alpha;
+      step.beta = 1;
+      plan->steps.push_back(step);
+      KernelInfo info;
+      info.name = step.name;
+      info.kind = GroupKind::Matmul;
+      info.nodes = grp.nodes;
+      int64_t n = mm.type().shape.end()[-2], m = mm.type().shape.end()[-1];
+      info.flops = 2 * mm.type().numel() * g.type(mm.operands[0]).shape.back() + 2 * n * m;
+      auto bytes_of = [&](Value v) {
+        return g.type(v).numel() * static_cast<int64_t>(dtype_size(g.type(v).dtype));
+      };
+      info.bytes_read = bytes_of(mm.operands[0]) + bytes_of(mm.operands[1]) + bytes_of(grp.outputs[0]);
+      info.bytes_written = bytes_of(grp.outputs[0]);
+      for (NodeId id : grp.nodes)
+        if (g[id].loc.known() && std::find(info.sources.begin(), info.sources.end(), g[id].loc.str()) == info.sources.end())
+          info.sources.push_back(g[id].loc.str());
+      r.kernels.push_back(info);
+      r.artifacts.push_back({});
+      r.step_values.push_back(grp.outputs);
       continue;
     }
     CpuKernel k = compile_cpu_kernel(g, grp, copts);
@@ -224,13 +287,8 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
       PlanStep step;
       step.kind = PlanStep::Matmul;
       step.name = k.info.name + "_gemm";
-      auto operand = [&](Value v, bool* trans) {
-        auto f = folded_transpose.find(v);
-        *trans = f != folded_transpose.end();
-        return slots.at(*trans ? f->second : v, g);
-      };
-      int32_t sa = operand(mm.operands[0], &step.trans_a);
-      int32_t sb = operand(mm.operands[1], &step.trans_b);
+      int32_t sa = slot_of_operand(mm.operands[0], &step.trans_a);
+      int32_t sb = slot_of_operand(mm.operands[1], &step.trans_b);
       step.slots = {sa, sb, slots.at(mv, g)};
       plan->steps.push_back(step);
       // The group's totals cover the product and its epilogue: split them between

@@ -80,11 +80,12 @@ bool kiln_splits_blas() {
 
 // c (n x m, row stride ldc) = a (n x k) @ b (k x m).
 template <class T>
-void gemm(const Mat<T>& a, const Mat<T>& b, T* c, int64_t ldc) {
+void gemm(const Mat<T>& a, const Mat<T>& b, T* c, int64_t ldc, double alpha, double beta) {
   const int64_t n = a.rows, k = a.cols, m = b.cols;
   if (n == 0 || m == 0) return;
   if (k == 0) {
-    for (int64_t i = 0; i < n; ++i) std::fill(c + i * ldc, c + i * ldc + m, T(0));
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < m; ++j) c[i * ldc + j] = beta == 0 ? T(0) : T(beta * double(c[i * ldc + j]));
     return;
   }
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
@@ -97,11 +98,11 @@ void gemm(const Mat<T>& a, const Mat<T>& b, T* c, int64_t ldc) {
     auto rows = [&](int64_t i0, int64_t i1) {
       const T* a0 = A.data + (ta == CblasNoTrans ? i0 * lda : i0);
       if constexpr (std::is_same_v<T, float>) {
-        cblas_sgemm(CblasRowMajor, ta, tb, blasint(i1 - i0), blasint(m), blasint(k), 1.0f, a0,
-                    blasint(lda), B.data, blasint(ldb), 0.0f, c + i0 * ldc, blasint(ldc));
+        cblas_sgemm(CblasRowMajor, ta, tb, blasint(i1 - i0), blasint(m), blasint(k), float(alpha), a0,
+                    blasint(lda), B.data, blasint(ldb), float(beta), c + i0 * ldc, blasint(ldc));
       } else {
-        cblas_dgemm(CblasRowMajor, ta, tb, blasint(i1 - i0), blasint(m), blasint(k), 1.0, a0,
-                    blasint(lda), B.data, blasint(ldb), 0.0, c + i0 * ldc, blasint(ldc));
+        cblas_dgemm(CblasRowMajor, ta, tb, blasint(i1 - i0), blasint(m), blasint(k), alpha, a0,
+                    blasint(lda), B.data, blasint(ldb), beta, c + i0 * ldc, blasint(ldc));
       }
     };
     const double flops = 2.0 * double(n) * double(m) * double(k);
@@ -114,6 +115,7 @@ void gemm(const Mat<T>& a, const Mat<T>& b, T* c, int64_t ldc) {
       rows(0, n);
     }
   } else {
+    KILN_CHECK(alpha == 1 && beta == 0, "matmul: scaling and accumulating need a floating-point output");
     // Integers accumulate in int64 (wrapping back to T); bool is "any a && b".
     using Acc = std::conditional_t<std::is_same_v<T, bool>, int64_t, uint64_t>;
     parallel_for(n, std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(1, k * m)),
@@ -150,7 +152,7 @@ View as_matrix(const View& v, bool lhs) {
 }
 
 template <class T>
-void matmul_typed(const View& a, const View& b, const View& out) {
+void matmul_typed(const View& a, const View& b, const View& out, double alpha, double beta) {
   const int64_t ra = a.rank(), rb = b.rank();
   const int64_t n = a.shape[ra - 2], k = a.shape[ra - 1], m = b.shape[rb - 1];
   KILN_CHECK(b.shape[rb - 2] == k, "matmul: inner dims differ: ", shape_str(a.shape), " @ ",
@@ -184,7 +186,7 @@ void matmul_typed(const View& a, const View& b, const View& out) {
     int64_t esz = int64_t(sizeof(T));
     auto L = detail::make_loop<1>(rows_shape, {const_cast<T*>(A)}, {&rows_strides}, {esz});
     if (L.shape.size() == 1) {
-      gemm<T>({A, nbatch * n, k, L.strides[0][0] / esz, as1}, {B, k, m, bs0, bs1}, C, m);
+      gemm<T>({A, nbatch * n, k, L.strides[0][0] / esz, as1}, {B, k, m, bs0, bs1}, C, m, alpha, beta);
       return;
     }
   }
@@ -195,7 +197,7 @@ void matmul_typed(const View& a, const View& b, const View& out) {
       oa += idx[d] * sa[d];
       ob += idx[d] * sb[d];
     }
-    gemm<T>({A + oa, n, k, as0, as1}, {B + ob, k, m, bs0, bs1}, C + t * n * m, m);
+    gemm<T>({A + oa, n, k, as0, as1}, {B + ob, k, m, bs0, bs1}, C + t * n * m, m, alpha, beta);
     for (int64_t d = int64_t(batch.size()) - 1; d >= 0; --d) {
       if (++idx[d] < batch[d]) break;
       idx[d] = 0;
@@ -205,12 +207,12 @@ void matmul_typed(const View& a, const View& b, const View& out) {
 
 }  // namespace
 
-void matmul_cpu(const View& a, const View& b, const View& out) {
+void matmul_cpu(const View& a, const View& b, const View& out, double alpha, double beta) {
   KILN_CHECK(out.contiguous(), "matmul: the output buffer must be dense");
   std::vector<std::shared_ptr<Storage>> keep;
   View x = detail::as_dtype(as_matrix(a, true), out.dtype, keep);
   View y = detail::as_dtype(as_matrix(b, false), out.dtype, keep);
-  visit_dtype(out.dtype, [&](auto t) { matmul_typed<decltype(t)>(x, y, out); });
+  visit_dtype(out.dtype, [&](auto t) { matmul_typed<decltype(t)>(x, y, out, alpha, beta); });
 }
 
 std::string blas_info() {

@@ -113,7 +113,7 @@ void execute_plan(const Plan& plan, void* const* args, void* const* params, void
       const PlanSlot& o = plan.slots[step.slots[2]];
       matmul_cpu(operand_view(ptr[step.slots[0]], a.type, step.trans_a),
                  operand_view(ptr[step.slots[1]], b.type, step.trans_b),
-                 dense_view(ptr[step.slots[2]], o.type.dtype, o.type.shape));
+                 dense_view(ptr[step.slots[2]], o.type.dtype, o.type.shape), step.alpha, step.beta);
     }
     if (profiling) record_step(step.name, t0);
   }

@@ -49,6 +49,9 @@ struct PlanStep {
   /// Matmul, GpuMatmul: operand a (b) is read transposed in its last two dims
   /// (BLAS does it; no copy): its slot holds the untransposed value.
   bool trans_a = false, trans_b = false;
+  /// Matmul: out = alpha * (a @ b) + beta * out (beta 1: accumulate into out, e.g. an
+  /// SGD update w - lr * (x^T @ g) written straight into w).
+  double alpha = 1, beta = 0;
   void* gpu_fn = nullptr;  // GpuKernel: the loaded kernel (a CUfunction)
   GpuLaunch launch;        // GpuKernel
   /// GpuMatmul: cuBLASLt applies relu (after the bias, when slots has one) to the product.

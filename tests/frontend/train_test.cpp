@@ -3,6 +3,10 @@
 // eager code, second derivatives, custom functions inside traces.
 #include "test_util.h"
 
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
 using namespace kiln;
 using kiln::test::check_close;
 
@@ -242,4 +246,40 @@ TEST_CASE("traced softmax cross-entropy gradients equal finite differences") {
   step(x);
   auto loss_at = [&](const Tensor& wv) { return nn::functional::cross_entropy(x.matmul(wv), labels); };
   check_close(w.grad(), test::numeric_grad(loss_at, w0), 1e-6, 1e-8);
+}
+
+TEST_CASE("an SGD update of a matmul's weight is one BLAS call accumulating into the weight") {
+  manual_seed(11);
+  Tensor x = randn({16, 8}), y = randn({16, 4});
+  Tensor w_init = randn({8, 4});
+  auto run = [&](bool traced, std::string* summary) {
+    Tensor w = w_init.clone().requires_grad_();
+    auto step = [&](Tensor in, Tensor target) {
+      w.set_grad(Tensor());
+      Tensor loss = (in.matmul(w) - target).pow(2).sum();
+      loss.backward();
+      NoGradGuard no_grad;
+      w -= 0.01 * w.grad();
+      w.set_grad(Tensor());
+      return loss;
+    };
+    auto compiled = jit(step, "sgd_accumulate");
+    for (int t = 0; t < 5; ++t) traced ? compiled(x, y) : step(x, y);
+    if (summary) {
+      namespace fs = std::filesystem;
+      fs::path dir = fs::temp_directory_path() / ("kiln_acc_" + std::to_string(::getpid()));
+      compiled.dump(dir.string(), x, y);
+      for (auto& e : fs::recursive_directory_iterator(dir))
+        if (e.path().filename() == "summary.txt") {
+          std::ifstream f(e.path());
+          summary->assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+        }
+      fs::remove_all(dir);
+    }
+    return w.detach().clone();
+  };
+  std::string summary;
+  Tensor eager = run(false, nullptr), traced = run(true, &summary);
+  check_close(traced, eager, 1e-5, 1e-6);
+  CHECK(summary.find("matmul_accumulate") != std::string::npos);
 }

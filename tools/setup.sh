@@ -27,7 +27,7 @@ cmake --build "$build" -j"$(nproc)"
 
 case "$mode" in
   demo)
-    cd "$build" && ./examples/demo "$build/tangent_lines.svg" ;;
+    cd "$build" && ./examples/demo "$build/tangent_lines.svg" "$build/kiln_dump" ;;
   test)
     cd "$build" && ctest --output-on-failure --timeout 1200 ;;
   *)

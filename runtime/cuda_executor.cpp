@@ -92,16 +92,6 @@ void launch_on(void* fn, const GpuLaunch& l, int64_t range, void* dev_buffers, i
                static_cast<unsigned>(l.shared_bytes), params, device);
 }
 
-// A matmul operand: the dense value, or its transpose in the last two dims as a view.
-View operand_view(void* data, const TensorType& t, bool transposed) {
-  View v = dense_view(data, t.dtype, t.shape);
-  if (transposed && v.rank() >= 2) {
-    std::swap(v.shape[v.rank() - 1], v.shape[v.rank() - 2]);
-    std::swap(v.strides[v.rank() - 1], v.strides[v.rank() - 2]);
-  }
-  return v;
-}
-
 }  // namespace
 
 void execute_cuda_plan(const Plan& plan, void* const* args, void* const* params,
@@ -158,8 +148,8 @@ void execute_cuda_plan(const Plan& plan, void* const* args, void* const* params,
         const PlanSlot& a = plan.slots[static_cast<size_t>(step.slots[0])];
         const PlanSlot& b = plan.slots[static_cast<size_t>(step.slots[1])];
         const PlanSlot& o = plan.slots[static_cast<size_t>(step.slots[2])];
-        View va = operand_view(ptr[static_cast<size_t>(step.slots[0])], a.type, step.trans_a);
-        View vb = operand_view(ptr[static_cast<size_t>(step.slots[1])], b.type, step.trans_b);
+        View va = matmul_operand_view(ptr[static_cast<size_t>(step.slots[0])], a.type, step.trans_a);
+        View vb = matmul_operand_view(ptr[static_cast<size_t>(step.slots[1])], b.type, step.trans_b);
         View vo = dense_view(ptr[static_cast<size_t>(step.slots[2])], o.type.dtype, o.type.shape);
         if (step.slots.size() > 3 || step.relu) {
           GemmEpilogue e;

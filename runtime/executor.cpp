@@ -34,16 +34,6 @@ void record_step(const std::string& name, std::chrono::steady_clock::time_point 
   t.calls++;
 }
 
-// A matmul operand: the dense value, or its transpose in the last two dims as a view.
-View operand_view(void* data, const TensorType& t, bool transposed) {
-  View v = dense_view(data, t.dtype, t.shape);
-  if (transposed && v.rank() >= 2) {
-    std::swap(v.shape[v.rank() - 1], v.shape[v.rank() - 2]);
-    std::swap(v.strides[v.rank() - 1], v.strides[v.rank() - 2]);
-  }
-  return v;
-}
-
 }  // namespace
 
 void execute_plan(const Plan& plan, void* const* args, void* const* params, void* const* outputs,
@@ -111,8 +101,8 @@ void execute_plan(const Plan& plan, void* const* args, void* const* params, void
       const PlanSlot& a = plan.slots[step.slots[0]];
       const PlanSlot& b = plan.slots[step.slots[1]];
       const PlanSlot& o = plan.slots[step.slots[2]];
-      matmul_cpu(operand_view(ptr[step.slots[0]], a.type, step.trans_a),
-                 operand_view(ptr[step.slots[1]], b.type, step.trans_b),
+      matmul_cpu(matmul_operand_view(ptr[step.slots[0]], a.type, step.trans_a),
+                 matmul_operand_view(ptr[step.slots[1]], b.type, step.trans_b),
                  dense_view(ptr[step.slots[2]], o.type.dtype, o.type.shape), step.alpha, step.beta);
     }
     if (profiling) record_step(step.name, t0);
@@ -140,6 +130,15 @@ void execute_plan(const Plan& plan, void* const* args, void* const* params, void
   }
   for (size_t t = 0; t < nt; ++t)
     cpu_free(temps[t], static_cast<size_t>(std::max<int64_t>(plan.temp_bytes[t], 1)));
+}
+
+View matmul_operand_view(void* data, const TensorType& t, bool transposed) {
+  View v = dense_view(data, t.dtype, t.shape);
+  if (transposed && v.rank() >= 2) {
+    std::swap(v.shape[v.rank() - 1], v.shape[v.rank() - 2]);
+    std::swap(v.strides[v.rank() - 1], v.strides[v.rank() - 2]);
+  }
+  return v;
 }
 
 void set_plan_profiling(bool on) { g_profiling = on; }

@@ -12,6 +12,7 @@
 
 #include "ir/device.h"
 #include "ir/op.h"
+#include "runtime/storage.h"
 
 namespace kiln {
 
@@ -87,6 +88,10 @@ struct KeptBuffers {
 void execute_plan(const Plan& plan, void* const* args, void* const* params, void* const* outputs,
                   KeptBuffers* keep = nullptr);
 void release_kept(KeptBuffers& keep);
+
+/// A matmul step's operand over a dense buffer of type t: the value itself, or
+/// (transposed) a view of its transpose in the last two dims, which BLAS reads as is.
+View matmul_operand_view(void* data, const TensorType& t, bool transposed);
 
 /// Per-step timing of every plan run while profiling is on (KILN_LOG=profile):
 /// total milliseconds and calls per step name, largest first.

@@ -11,30 +11,11 @@
 
 #include <kiln/kiln.h>
 
+#include "frontend/test_util.h"
 #include "runtime/cublas.h"
 #include "runtime/cuda_driver.h"
 
 namespace kiln::test {
-
-/// The message of the kiln::Error that f throws ("" if it throws none).
-inline std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-/// Checks that `expr` throws a kiln::Error whose message contains every piece.
-#define KILN_CHECK_ERROR(expr, ...)                                            \
-  do {                                                                         \
-    std::string _msg = ::kiln::test::error_of([&] { (void)(expr); });          \
-    CHECK_MESSAGE(!_msg.empty(), "expected a kiln::Error from " #expr);        \
-    for (const char* _piece : {__VA_ARGS__})                                   \
-      CHECK_MESSAGE(_msg.find(_piece) != std::string::npos, "message: ", _msg, \
-                    "\n  lacks: ", _piece);                                    \
-  } while (0)
 
 /// Ends the test case (as skipped) in a build without the CUDA toolkit (no driver table).
 #define KILN_REQUIRE_CUDA_BUILD()                                                               \

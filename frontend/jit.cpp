@@ -130,13 +130,17 @@ TracedCore::Entry& TracedCore::lookup(const TraceArgs& args) {
                         e->grad_mode))
       continue;
     bool guards_hold = true;
-    for (const GradGuard& g : e->guards)
+    for (const GradGuard& g : e->guards) {
       if (g.tensor->grad.get() != g.expected_grad) {
         guards_hold = false;
         guard_reason = std::string("a captured tensor's .grad changed (") +
                        (g.expected_grad ? "defined" : "undefined") + " -> " +
                        (g.tensor->grad ? "defined" : "undefined") + ")";
+      } else if (g.expect_zero && !known_zero(*g.tensor->grad)) {
+        guards_hold = false;
+        guard_reason = "a captured tensor's .grad was written since the plan left it zero";
       }
+    }
     if (!guards_hold) continue;
     stats_.hits++;
     e->last_use = ++clock_;
@@ -172,6 +176,13 @@ TracedCore::Entry& TracedCore::lookup(const TraceArgs& args) {
 }
 
 namespace {
+
+// A value that is zero everywhere: a zero constant, possibly expanded or reshaped.
+bool is_zero_constant(const Graph& g, Value v) {
+  const Node* n = &g[v.node];
+  while (n->op == OpKind::expand || n->op == OpKind::reshape) n = &g[n->operands[0].node];
+  return n->op == OpKind::constant && n->attrs.f(AttrKey::value) == 0.0;
+}
 
 bool is_traced_custom(const Node& n) {
   return n.op == OpKind::custom && n.attrs.has(AttrKey::name) && n.attrs.str(AttrKey::name) == "traced";
@@ -314,17 +325,21 @@ std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool
     // Gradients of captured tensors are state: write them back after the call.
     for (auto& [key, slot] : st.grads) {
       if (key->symbolic() || !slot.owner) continue;
-      e->guards.push_back(GradGuard{slot.owner, slot.initial.get()});
+      e->guards.push_back(GradGuard{slot.owner, slot.initial.get(), slot.initial_zero});
       if (!slot.current.defined()) {
         if (slot.initial) e->grad_writebacks.push_back({slot.owner, GradWriteback::Clear, 0});
         continue;
       }
       Value fv = st.value_of(slot.current, where_);
+      const bool final_zero = is_zero_constant(st.graph, fv);
       if (slot.initial && slot.initial_value.valid() && fv == slot.initial_value) continue;
+      if (slot.initial && slot.initial_zero && final_zero) continue;  // zeros stay zeros: no write
       if (slot.initial) {
         st.value_of(Tensor(slot.initial), where_);
         st.graph.updates.push_back(ParamUpdate{st.param_index.at(slot.initial.get()), fv});
+        if (final_zero) e->zero_after.push_back(slot.initial);
       } else {
+        if (final_zero) e->zero_outputs.push_back(st.graph.outputs.size());
         e->grad_writebacks.push_back({slot.owner, GradWriteback::FromOutput, st.graph.outputs.size()});
         st.graph.outputs.push_back(fv);
         e->out_types.push_back(st.graph.type(fv));
@@ -447,6 +462,8 @@ std::vector<Tensor> TracedCore::run(Entry& e, const TraceArgs& args) {
   std::vector<Tensor> all = run_plan(*e.plan, e.traced, args.tensors, e.params, e.out_types, name_, where_);
   for (const GradWriteback& w : e.grad_writebacks)
     w.tensor->grad = w.kind == GradWriteback::Clear ? nullptr : all[w.output].impl_ptr();
+  for (auto& z : e.zero_after) mark_zero(*z);
+  for (size_t o : e.zero_outputs) mark_zero(*all[o].impl());
   std::vector<Tensor> outs(all.begin(), all.begin() + static_cast<long>(e.user_outputs));
   if (!e.autograd_call) return outs;
 

@@ -23,6 +23,7 @@ struct GradWriteback {
 struct GradGuard {
   std::shared_ptr<TensorImpl> tensor;
   const TensorImpl* expected_grad = nullptr;
+  bool expect_zero = false;  // the grad must still be the zeros a plan left
 };
 
 struct TracedCore::Entry {
@@ -42,6 +43,9 @@ struct TracedCore::Entry {
   uint64_t last_use = 0;
 
   std::vector<GradWriteback> grad_writebacks;
+  /// Gradients the plan leaves all zeros (marked after each run, see known_zero).
+  std::vector<std::shared_ptr<TensorImpl>> zero_after;
+  std::vector<size_t> zero_outputs;  // outputs (new .grad tensors) that are all zeros
   std::vector<GradGuard> guards;
 
   // Autograd call: `plan` is the forward (user outputs, then saved values);

@@ -20,6 +20,9 @@ struct TraceState;
 struct Buffer {
   std::shared_ptr<Storage> storage;
   uint64_t version = 0;
+  /// The version at which a compiled plan left the buffer all zeros (a gradient
+  /// cleared by zero_() inside a traced step); any later write bumps `version`.
+  uint64_t zero_version = UINT64_MAX;
 };
 
 struct TensorImpl {
@@ -47,6 +50,14 @@ struct TensorImpl {
                 type.shape, strides};
   }
 };
+
+/// True when t is a whole dense buffer that a compiled plan left all zeros and
+/// nothing has written since.
+inline bool known_zero(const TensorImpl& t) {
+  return t.buffer && t.buffer->zero_version == t.buffer->version && t.offset == 0 &&
+         is_contiguous(t.type.shape, t.strides);
+}
+inline void mark_zero(TensorImpl& t) { t.buffer->zero_version = t.buffer->version; }
 
 /// A new dense tensor of type t on its device, uninitialised.
 std::shared_ptr<TensorImpl> make_dense(const TensorType& t);

@@ -69,6 +69,18 @@ Tensor TraceState::grad_of(const Tensor& t, SourceLoc loc) {
   GradSlot slot;
   slot.owner = t.impl_ptr();
   slot.initial = key->grad;
+  if (known_zero(*key->grad)) {
+    // Zeros a compiled plan left (zero_() at the end of a traced step): a constant,
+    // under a guard that nothing has written the buffer since.
+    slot.initial_zero = true;
+    const TensorType& gt = key->grad->type;
+    SourceLoc saved = builder.loc;
+    builder.loc = loc;
+    slot.current = wrap(builder.constant(0.0, gt.dtype, gt.shape, gt.device));
+    builder.loc = saved;
+    grads[key] = slot;
+    return slot.current;
+  }
   Tensor g(key->grad);
   slot.initial_value = value_of(g, loc);
   slot.current = wrap(slot.initial_value);

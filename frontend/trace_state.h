@@ -24,6 +24,7 @@ struct GradSlot {
   std::shared_ptr<TensorImpl> owner;    // the tensor whose .grad this is
   std::shared_ptr<TensorImpl> initial;  // the concrete grad at trace time (null if none)
   Value initial_value;                  // its parameter value, when it was read
+  bool initial_zero = false;            // the initial grad is known to be zeros (read as a constant)
   Tensor current;                       // symbolic, or undefined
 };
 

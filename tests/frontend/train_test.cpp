@@ -283,3 +283,36 @@ TEST_CASE("an SGD update of a matmul's weight is one BLAS call accumulating into
   check_close(traced, eager, 1e-5, 1e-6);
   CHECK(summary.find("matmul_accumulate") != std::string::npos);
 }
+
+TEST_CASE("a gradient a plan left zero is a constant until something writes it") {
+  manual_seed(12);
+  Tensor x = randn({8, 5}), y = randn({8, 3});
+  Tensor w_init = randn({5, 3});
+  auto run = [&](bool traced, std::vector<std::string>* reasons) {
+    Tensor w = w_init.clone().requires_grad_();
+    auto step = [&](Tensor in, Tensor target) {
+      Tensor loss = (in.matmul(w) - target).pow(2).sum();
+      loss.backward();
+      NoGradGuard no_grad;
+      w -= 0.01 * w.grad();
+      w.grad().zero_();
+      return loss;
+    };
+    auto compiled = jit(step, "zero_grad_step");
+    for (int t = 0; t < 6; ++t) {
+      if (t == 4) {
+        NoGradGuard no_grad;
+        w.grad().add_(1.0);  // an eager write the next compiled call must see
+      }
+      traced ? compiled(x, y) : step(x, y);
+    }
+    if (reasons) *reasons = compiled.stats().miss_reasons;
+    return w.detach().clone();
+  };
+  std::vector<std::string> reasons;
+  Tensor eager = run(false, nullptr), traced = run(true, &reasons);
+  check_close(traced, eager, 1e-5, 1e-6);
+  bool saw = false;
+  for (auto& r : reasons) saw = saw || r.find("written since") != std::string::npos;
+  CHECK(saw);
+}

@@ -104,23 +104,7 @@ void execute_cuda_plan(const Plan& plan, void* const* args, void* const* params,
     return static_cast<size_t>(std::max<int64_t>(plan.temp_bytes[t], 1));
   };
   for (size_t t = 0; t < temps.size(); ++t) temps[t] = cuda_alloc(temp_size(t), device);
-  for (size_t s = 0; s < n; ++s) {
-    const PlanSlot& slot = plan.slots[s];
-    switch (slot.kind) {
-      case PlanSlot::Arg:
-        ptr[s] = args[slot.index];
-        break;
-      case PlanSlot::Param:
-        ptr[s] = params[slot.index];
-        break;
-      case PlanSlot::Temp:
-        ptr[s] = temps[static_cast<size_t>(slot.index)];
-        break;
-      case PlanSlot::Output:
-        ptr[s] = outputs[slot.index];
-        break;
-    }
-  }
+  resolve_slots(plan, args, params, outputs, temps.data(), ptr.data());
 
   // Every kernel's buffer list, in one upload.
   size_t entries = 0;
@@ -148,8 +132,10 @@ void execute_cuda_plan(const Plan& plan, void* const* args, void* const* params,
         const PlanSlot& a = plan.slots[static_cast<size_t>(step.slots[0])];
         const PlanSlot& b = plan.slots[static_cast<size_t>(step.slots[1])];
         const PlanSlot& o = plan.slots[static_cast<size_t>(step.slots[2])];
-        View va = matmul_operand_view(ptr[static_cast<size_t>(step.slots[0])], a.type, step.trans_a);
-        View vb = matmul_operand_view(ptr[static_cast<size_t>(step.slots[1])], b.type, step.trans_b);
+        View va =
+            matmul_operand_view(ptr[static_cast<size_t>(step.slots[0])], a.type, step.trans_a);
+        View vb =
+            matmul_operand_view(ptr[static_cast<size_t>(step.slots[1])], b.type, step.trans_b);
         View vo = dense_view(ptr[static_cast<size_t>(step.slots[2])], o.type.dtype, o.type.shape);
         if (step.slots.size() > 3 || step.relu) {
           GemmEpilogue e;

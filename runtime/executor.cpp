@@ -27,7 +27,8 @@ struct StepTotals {
 std::map<std::string, StepTotals> g_profile;
 
 void record_step(const std::string& name, std::chrono::steady_clock::time_point t0) {
-  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   std::lock_guard<std::mutex> lock(g_profile_mu);
   StepTotals& t = g_profile[name];
   t.ms += ms;
@@ -61,28 +62,13 @@ void execute_plan(const Plan& plan, void* const* args, void* const* params, void
   for (size_t t = 0; t < nt; ++t)
     temps[t] = cpu_alloc(static_cast<size_t>(std::max<int64_t>(plan.temp_bytes[t], 1)));
 
-  for (size_t s = 0; s < n; ++s) {
-    const PlanSlot& slot = plan.slots[s];
-    switch (slot.kind) {
-      case PlanSlot::Arg:
-        ptr[s] = args[slot.index];
-        break;
-      case PlanSlot::Param:
-        ptr[s] = params[slot.index];
-        break;
-      case PlanSlot::Temp:
-        ptr[s] = temps[slot.index];
-        break;
-      case PlanSlot::Output:
-        ptr[s] = outputs[slot.index];
-        break;
-    }
-  }
+  resolve_slots(plan, args, params, outputs, temps, ptr);
 
   std::vector<void*> kargs;
   const bool profiling = g_profiling.load(std::memory_order_relaxed);
   for (const PlanStep& step : plan.steps) {
-    auto t0 = profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+    auto t0 =
+        profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     if (step.kind == PlanStep::Kernel) {
       void* local[16];
       void** bufs = local;
@@ -107,7 +93,8 @@ void execute_plan(const Plan& plan, void* const* args, void* const* params, void
     }
     if (profiling) record_step(step.name, t0);
   }
-  auto t_copy = profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+  auto t_copy =
+      profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
 
   // Outputs not written in place (an argument or parameter returned as is, or
   // the same value returned twice) are copied.
@@ -132,6 +119,27 @@ void execute_plan(const Plan& plan, void* const* args, void* const* params, void
     cpu_free(temps[t], static_cast<size_t>(std::max<int64_t>(plan.temp_bytes[t], 1)));
 }
 
+void resolve_slots(const Plan& plan, void* const* args, void* const* params, void* const* outputs,
+                   void* const* temps, void** ptr) {
+  for (size_t s = 0; s < plan.slots.size(); ++s) {
+    const PlanSlot& slot = plan.slots[s];
+    switch (slot.kind) {
+      case PlanSlot::Arg:
+        ptr[s] = args[slot.index];
+        break;
+      case PlanSlot::Param:
+        ptr[s] = params[slot.index];
+        break;
+      case PlanSlot::Temp:
+        ptr[s] = temps[slot.index];
+        break;
+      case PlanSlot::Output:
+        ptr[s] = outputs[slot.index];
+        break;
+    }
+  }
+}
+
 View matmul_operand_view(void* data, const TensorType& t, bool transposed) {
   View v = dense_view(data, t.dtype, t.shape);
   if (transposed && v.rank() >= 2) {
@@ -141,8 +149,12 @@ View matmul_operand_view(void* data, const TensorType& t, bool transposed) {
   return v;
 }
 
-void set_plan_profiling(bool on) { g_profiling = on; }
-bool plan_profiling() { return g_profiling; }
+void set_plan_profiling(bool on) {
+  g_profiling = on;
+}
+bool plan_profiling() {
+  return g_profiling;
+}
 void reset_plan_profile() {
   std::lock_guard<std::mutex> lock(g_profile_mu);
   g_profile.clear();

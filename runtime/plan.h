@@ -89,6 +89,10 @@ void execute_plan(const Plan& plan, void* const* args, void* const* params, void
                   KeptBuffers* keep = nullptr);
 void release_kept(KeptBuffers& keep);
 
+/// Fills ptr[s] with the buffer of every slot of `plan` (both executors).
+void resolve_slots(const Plan& plan, void* const* args, void* const* params, void* const* outputs,
+                   void* const* temps, void** ptr);
+
 /// A matmul step's operand over a dense buffer of type t: the value itself, or
 /// (transposed) a view of its transpose in the last two dims, which BLAS reads as is.
 View matmul_operand_view(void* data, const TensorType& t, bool transposed);

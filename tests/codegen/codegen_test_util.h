@@ -229,4 +229,64 @@ inline CpuKernel check_whole_graph(const Graph& g, GroupKind kind, uint64_t seed
   return check_group(g, grp, vals, tol);
 }
 
+// ---- single-op test cases shared by the CPU and CUDA op tests ----
+
+/// Input range for a unary op (inside its domain, away from overflow).
+inline Range unary_range(OpKind k) {
+  switch (k) {
+    case OpKind::log:
+    case OpKind::sqrt:
+    case OpKind::rsqrt:
+      return {0.05, 10};
+    case OpKind::exp:
+      return {-20, 20};
+    case OpKind::sin:
+    case OpKind::cos:
+      return {-20, 20};
+    case OpKind::tanh:
+    case OpKind::sigmoid:
+    case OpKind::gelu:
+      return {-8, 8};
+    default:
+      return {-3, 3};
+  }
+}
+
+/// Ops whose inputs must be floating point in these tests.
+inline bool float_only(OpKind k) {
+  switch (k) {
+    case OpKind::exp:
+    case OpKind::log:
+    case OpKind::sqrt:
+    case OpKind::rsqrt:
+    case OpKind::sin:
+    case OpKind::cos:
+    case OpKind::tanh:
+    case OpKind::sigmoid:
+    case OpKind::gelu:
+      return true;
+    default:
+      return false;
+  }
+}
+
+/// A graph computing op k on one argument.
+inline Graph unary_graph(OpKind k, DType in, const Shape& s, Attrs attrs = {}) {
+  Graph g;
+  Builder b(g);
+  Value x = b.arg(0, ty(in, s));
+  g.outputs = {b.op(k, {x}, attrs)};
+  return g;
+}
+
+/// A graph computing op k on two arguments.
+inline Graph binary_graph(OpKind k, DType da, const Shape& sa, DType db, const Shape& sb) {
+  Graph g;
+  Builder b(g);
+  Value x = b.arg(0, ty(da, sa));
+  Value y = b.arg(1, ty(db, sb));
+  g.outputs = {b.op(k, {x, y})};
+  return g;
+}
+
 }  // namespace kiln::test

@@ -11,43 +11,6 @@ using namespace kiln::test;
 namespace {
 
 // Input ranges that keep each op in its domain (and away from overflow).
-Range unary_range(OpKind k) {
-  switch (k) {
-    case OpKind::log:
-    case OpKind::sqrt:
-    case OpKind::rsqrt:
-      return {0.05, 10};
-    case OpKind::exp:
-      return {-20, 20};
-    case OpKind::sin:
-    case OpKind::cos:
-      return {-20, 20};
-    case OpKind::tanh:
-    case OpKind::sigmoid:
-    case OpKind::gelu:
-      return {-8, 8};
-    default:
-      return {-3, 3};
-  }
-}
-
-Graph unary_graph(OpKind k, DType in, const Shape& s, Attrs attrs = {}) {
-  Graph g;
-  Builder b(g);
-  Value x = b.arg(0, ty(in, s));
-  g.outputs = {b.op(k, {x}, attrs)};
-  return g;
-}
-
-Graph binary_graph(OpKind k, DType da, const Shape& sa, DType db, const Shape& sb) {
-  Graph g;
-  Builder b(g);
-  Value x = b.arg(0, ty(da, sa));
-  Value y = b.arg(1, ty(db, sb));
-  g.outputs = {b.op(k, {x, y})};
-  return g;
-}
-
 const std::vector<Shape> kUnaryShapes = {{}, {1}, {7}, {33}, {3, 17}, {64, 100}, {2, 3, 40}};
 
 const std::vector<std::pair<Shape, Shape>> kBinaryShapes = {{{}, {}},
@@ -60,23 +23,6 @@ const std::vector<std::pair<Shape, Shape>> kBinaryShapes = {{{}, {}},
                                                             {{64, 100}, {100}},
                                                             {{1}, {5, 1, 40}},
                                                             {{2, 1, 24}, {2, 3, 1}}};
-
-bool float_only(OpKind k) {
-  switch (k) {
-    case OpKind::exp:
-    case OpKind::log:
-    case OpKind::sqrt:
-    case OpKind::rsqrt:
-    case OpKind::sin:
-    case OpKind::cos:
-    case OpKind::tanh:
-    case OpKind::sigmoid:
-    case OpKind::gelu:
-      return true;
-    default:
-      return false;
-  }
-}
 
 }  // namespace
 

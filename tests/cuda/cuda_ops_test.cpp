@@ -11,58 +11,6 @@ using namespace kiln::test;
 
 namespace {
 
-Range unary_range(OpKind k) {
-  switch (k) {
-    case OpKind::log:
-    case OpKind::sqrt:
-    case OpKind::rsqrt:
-      return {0.05, 10};
-    case OpKind::exp:
-    case OpKind::sin:
-    case OpKind::cos:
-      return {-20, 20};
-    case OpKind::tanh:
-    case OpKind::sigmoid:
-    case OpKind::gelu:
-      return {-8, 8};
-    default:
-      return {-3, 3};
-  }
-}
-
-bool float_only(OpKind k) {
-  switch (k) {
-    case OpKind::exp:
-    case OpKind::log:
-    case OpKind::sqrt:
-    case OpKind::rsqrt:
-    case OpKind::sin:
-    case OpKind::cos:
-    case OpKind::tanh:
-    case OpKind::sigmoid:
-    case OpKind::gelu:
-      return true;
-    default:
-      return false;
-  }
-}
-
-Graph unary_graph(OpKind k, DType in, const Shape& s, Attrs attrs = {}) {
-  Graph g;
-  Builder b(g);
-  g.outputs = {b.op(k, {b.arg(0, ty(in, s))}, attrs)};
-  return g;
-}
-
-Graph binary_graph(OpKind k, DType da, const Shape& sa, DType db, const Shape& sb) {
-  Graph g;
-  Builder b(g);
-  Value x = b.arg(0, ty(da, sa));
-  Value y = b.arg(1, ty(db, sb));
-  g.outputs = {b.op(k, {x, y})};
-  return g;
-}
-
 std::string label(OpKind k, DType a, const Shape& s) {
   return std::string(op_name(k)) + " " + dtype_name(a) + shape_str(s);
 }

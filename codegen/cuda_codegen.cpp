@@ -547,6 +547,9 @@ CudaKernelSource generate_cuda_kernel(const Graph& g, const FusionGroup& group,
       e.attach(first_loc(g, group));
       throw;
     }
+    // No element to write (an empty tensor): nothing to launch, and NVRTC
+    // would warn about index arithmetic by the zero extent.
+    if (out.launch.range == 0) out.needs_kernel = false;
   } else {
     out.needs_kernel = false;  // a lone matmul: cuBLAS does all of it
     out.name = info.name;

@@ -364,6 +364,8 @@ class Lowering {
         oc.linear = linear(c);
         return eval(src, oc);
       }
+      case OpKind::detach:
+        return eval(src, c);
       case OpKind::expand: {
         Coords oc = broadcast(c, in);
         return eval(src, oc);

@@ -64,10 +64,15 @@ Tensor trace_apply(TraceState& tr, OpKind k, const std::vector<Tensor>& operands
   SourceLoc saved = tr.builder.loc;
   tr.builder.loc = loc;
   Value v = tr.builder.op(k, std::move(vals), std::move(attrs));
+  const bool floating = is_floating(tr.graph.type(v).dtype);
+  const bool recorded = grad_mode_enabled() && op_info(k).differentiable && floating;
+  // Eager mode records no tape for an op under NoGradGuard: gradients must not
+  // flow through it here either, so its result is cut off as detach() would.
+  if (requires_grad && !recorded && floating) v = tr.builder.op(OpKind::detach, {v}, {});
   tr.builder.loc = saved;
-  requires_grad = requires_grad && grad_mode_enabled() && op_info(k).differentiable &&
-                  is_floating(tr.graph.type(v).dtype);
-  return tr.wrap(v, requires_grad);
+  Tensor result = tr.wrap(v, requires_grad && recorded);
+  result.impl()->trace_view = op_info(k).category == OpCategory::Movement && operands[0].impl()->symbolic();
+  return result;
 }
 
 }  // namespace
@@ -171,6 +176,14 @@ void assign(const Tensor& self, const Tensor& value_in, SourceLoc loc) {
           "a leaf tensor that requires grad was modified in place (expected the update inside "
           "NoGradGuard, as optimizers do, or an out-of-place op)",
           loc);
+    // Eager mode writes through a view into the tensor it shares a buffer with;
+    // a trace has no such aliasing yet, so refuse rather than diverge silently.
+    if (s.symbolic() && s.trace_view)
+      throw Error("in-place operation on a view (the result of a reshape, slice, select, narrow, "
+                  "permute, expand or detach) of a tensor computed inside a traced function: a "
+                  "trace does not model the write into the viewed tensor yet (expected an "
+                  "out-of-place op, e.g. torch-style where() or a rebuilt tensor)",
+                  loc);
     Value v = tr->value_of(value, loc);
     if (s.symbolic()) {
       s.value = v;

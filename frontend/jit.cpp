@@ -251,6 +251,23 @@ void split_forward_backward(const Graph& full, size_t forward_size, const std::v
   *n_saved = saved.size();
 }
 
+// An argument's gradient from backward() inside the trace: a plan output that
+// the call adds to (or, when the body assigned it, stores as) the argument's .grad.
+void collect_arg_grad(TraceState& st, const TensorImpl* key, const GradSlot& slot,
+                      std::vector<GradWriteback>& writebacks, std::vector<TensorType>& out_types) {
+  const int64_t arg = st.arg_position(key);
+  if (arg < 0) return;  // an intermediate's .grad lives and dies inside the trace
+  if (!slot.current.defined()) {
+    if (slot.assigned) writebacks.push_back({nullptr, GradWriteback::Clear, 0, arg});
+    return;
+  }
+  Value v = st.value_of(slot.current, SourceLoc());
+  const auto kind = slot.assigned ? GradWriteback::FromOutput : GradWriteback::AddOutput;
+  writebacks.push_back({nullptr, kind, st.graph.outputs.size(), arg});
+  st.graph.outputs.push_back(v);
+  out_types.push_back(st.graph.type(v));
+}
+
 }  // namespace
 
 std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool artifacts) {
@@ -301,16 +318,20 @@ std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool
         seeds.push_back(s.node);
         seeds_v.push_back(s);
       }
+      // Only tensors a gradient reaches, so the others' .grad stays untouched as in eager mode.
+      const std::vector<char> reach = st.gradient_reach(roots);
       for (int64_t i = 0; i < n_args; ++i)
-        if (st.args[i]->requires_grad) {
+        if (st.args[i]->requires_grad && reach[st.args[i]->value.node]) {
           e->wrt_args.push_back(i);
           wrt.push_back(st.args[i]->value);
         }
-      for (size_t p = 0; p < st.params.size(); ++p)
-        if (st.params[p]->requires_grad) {
-          e->wrt_params.push_back(static_cast<int64_t>(p));
-          wrt.push_back(st.value_of(Tensor(st.params[p]), where_));
-        }
+      for (size_t p = 0; p < st.params.size(); ++p) {
+        if (!st.params[p]->requires_grad) continue;
+        const Value v = st.value_of(Tensor(st.params[p]), where_);
+        if (!reach[v.node]) continue;
+        e->wrt_params.push_back(static_cast<int64_t>(p));
+        wrt.push_back(v);
+      }
       std::vector<Value> grads = build_gradients(st.builder, roots, seeds_v, wrt);
       for (auto& [p, v] : st.param_current) st.graph.updates.push_back(ParamUpdate{p, v});
       split_forward_backward(st.graph, forward_size, out_vals, seeds, grads, n_args,
@@ -324,7 +345,21 @@ std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool
     for (auto& [p, v] : st.param_current) st.graph.updates.push_back(ParamUpdate{p, v});
     // Gradients of captured tensors are state: write them back after the call.
     for (auto& [key, slot] : st.grads) {
-      if (key->symbolic() || !slot.owner) continue;
+      if (key->symbolic()) {
+        collect_arg_grad(st, key, slot, e->grad_writebacks, e->out_types);
+        continue;
+      }
+      if (!slot.owner) continue;
+      if (slot.owner->grad_fn && !slot.assigned) {
+        // A captured tensor computed by eager ops: as eager backward() would, the
+        // call sends its gradient on through the ops that made it.
+        if (!slot.current.defined()) continue;
+        e->grad_writebacks.push_back({slot.owner, GradWriteback::AddOutput, st.graph.outputs.size()});
+        Value fv = st.value_of(slot.current, where_);
+        st.graph.outputs.push_back(fv);
+        e->out_types.push_back(st.graph.type(fv));
+        continue;
+      }
       e->guards.push_back(GradGuard{slot.owner, slot.initial.get(), slot.initial_zero});
       if (!slot.current.defined()) {
         if (slot.initial) e->grad_writebacks.push_back({slot.owner, GradWriteback::Clear, 0});
@@ -353,6 +388,7 @@ std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool
                                       forward_graph.outputs.end()))
       e->out_types.push_back(forward_graph.type(v));
   }
+  e->arg_grads_read = st.arg_grads_read;
   e->has_updates = !forward_graph.updates.empty();
   e->params = st.params;
   e->traced = strip_traced_custom(forward_graph);
@@ -458,10 +494,45 @@ std::vector<Tensor> run_plan(const Plan& plan, const Graph& g, const std::vector
 
 }  // namespace
 
+namespace {
+
+// Writes a gradient back as eager backward() would have: into .grad of a leaf,
+// or on through the eager ops that computed the tensor.
+void add_grad(const Tensor& arg, const GradWriteback& w, const std::vector<Tensor>& outs) {
+  TensorImpl& t = *arg.impl();
+  if (w.kind == GradWriteback::Clear) {
+    t.grad = nullptr;
+    return;
+  }
+  const Tensor& g = outs[w.output];
+  if (w.kind == GradWriteback::FromOutput || (!t.grad_fn && !t.grad)) {
+    t.grad = g.impl_ptr();
+  } else if (!t.grad_fn) {
+    NoGradGuard no_grad;
+    Tensor(t.grad).add_(g);
+  } else {
+    arg.backward(g);  // computed by eager ops: the gradient flows on to their leaves
+  }
+}
+
+}  // namespace
+
 std::vector<Tensor> TracedCore::run(Entry& e, const TraceArgs& args) {
+  for (int64_t a : e.arg_grads_read)
+    if (args.tensors[static_cast<size_t>(a)].impl()->grad)
+      throw Error("traced function '" + name_ + "' reads .grad() of its argument " + std::to_string(a) +
+                      ", which already holds a gradient: inside the trace it would see only this call's "
+                      "gradient, not the sum eager mode gives (expected an argument without .grad(); "
+                      "clear it with set_grad(Tensor()) before the call, or capture the tensor instead)",
+                  where_);
   std::vector<Tensor> all = run_plan(*e.plan, e.traced, args.tensors, e.params, e.out_types, name_, where_);
-  for (const GradWriteback& w : e.grad_writebacks)
+  for (const GradWriteback& w : e.grad_writebacks) {
+    if (!w.tensor || w.kind == GradWriteback::AddOutput) {
+      add_grad(w.tensor ? Tensor(w.tensor) : args.tensors[static_cast<size_t>(w.arg)], w, all);
+      continue;
+    }
     w.tensor->grad = w.kind == GradWriteback::Clear ? nullptr : all[w.output].impl_ptr();
+  }
   for (auto& z : e.zero_after) mark_zero(*z);
   for (size_t o : e.zero_outputs) mark_zero(*all[o].impl());
   std::vector<Tensor> outs(all.begin(), all.begin() + static_cast<long>(e.user_outputs));

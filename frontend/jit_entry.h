@@ -11,11 +11,15 @@
 
 namespace kiln::detail {
 
-/// What happens to a captured tensor's .grad after a compiled call.
+/// What happens to a captured tensor's or an argument's .grad after a compiled call.
 struct GradWriteback {
-  std::shared_ptr<TensorImpl> tensor;
-  enum Kind : uint8_t { Clear, FromOutput } kind = Clear;
-  size_t output = 0;  // FromOutput: index into the plan's outputs
+  std::shared_ptr<TensorImpl> tensor;  // a captured tensor, or null for argument `arg`
+  /// Clear: no gradient; FromOutput: the plan's output is the new .grad;
+  /// AddOutput: the output is added as eager backward() would (into .grad of a
+  /// leaf, or on through the eager graph of an argument computed by ops).
+  enum Kind : uint8_t { Clear, FromOutput, AddOutput } kind = Clear;
+  size_t output = 0;  // FromOutput, AddOutput: index into the plan's outputs
+  int64_t arg = -1;   // the call's argument position when `tensor` is null
 };
 
 /// A condition the cached plan was compiled under: the tensor's .grad must be
@@ -47,6 +51,7 @@ struct TracedCore::Entry {
   std::vector<std::shared_ptr<TensorImpl>> zero_after;
   std::vector<size_t> zero_outputs;  // outputs (new .grad tensors) that are all zeros
   std::vector<GradGuard> guards;
+  std::vector<int64_t> arg_grads_read;  // arguments that must have no .grad at call time
 
   // Autograd call: `plan` is the forward (user outputs, then saved values);
   // `backward` maps (args, saved, output gradients) to gradients of `wrt`.

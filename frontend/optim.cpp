@@ -44,7 +44,7 @@ void SGD::step() {
 }
 
 Adam::Adam(std::vector<Tensor> params, AdamOptions o) : Optimizer(std::move(params)), options(o) {
-  step_ = zeros({});
+  step_ = zeros({}, kFloat64);
   for (const Tensor& p : params_) {
     m_.push_back(zeros_like(p));
     v_.push_back(zeros_like(p));
@@ -62,13 +62,15 @@ void Adam::step() {
   NoGradGuard no_grad;
   const double b1 = options.beta1_, b2 = options.beta2_;
   step_.add_(1);
-  // Bias corrections as tensor ops of the step count, so a traced step stays correct.
-  Tensor bc1 = 1 - full({}, b1).pow(step_);
-  Tensor bc2 = 1 - full({}, b2).pow(step_);
+  // Bias corrections as f64 tensor ops of the step count, so a traced step stays
+  // correct; each parameter uses them in its own dtype (PyTorch: Python floats).
+  Tensor bc1_f64 = 1 - full({}, b1, kFloat64).pow(step_);
+  Tensor bc2_f64 = 1 - full({}, b2, kFloat64).pow(step_);
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i];
     Tensor g = p.grad();
     if (!g.defined()) continue;
+    Tensor bc1 = bc1_f64.to(p.dtype()), bc2 = bc2_f64.to(p.dtype());
     if (options.weight_decay_ != 0) g = g + options.weight_decay_ * p;
     m_[i].mul_(b1).add_(g, 1 - b1);
     v_[i].mul_(b2).add_(g * g, 1 - b2);

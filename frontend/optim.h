@@ -69,7 +69,7 @@ class Adam : public Optimizer {
   AdamOptions options;
 
  private:
-  Tensor step_;  // f32 scalar: steps taken
+  Tensor step_;  // f64 scalar: steps taken (exact to 2^53)
   std::vector<Tensor> m_, v_;
 };
 

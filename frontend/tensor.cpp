@@ -164,7 +164,8 @@ void Tensor::set_grad(const Tensor& g) const {
 
 Tensor Tensor::detach() const {
   const TensorImpl& i = need(*this);
-  if (i.symbolic()) return *this;
+  // Inside a trace the cut is a node: gradients built while tracing stop there.
+  if (i.symbolic()) return detail::apply(OpKind::detach, {*this}, {}, SourceLoc());
   return Tensor(make_view(i, i.type.shape, i.strides, i.offset));
 }
 

@@ -142,6 +142,8 @@ class Tensor {
   Tensor relu(KILN_LOC) const;
   Tensor gelu(KILN_LOC) const;
   Tensor logical_not(KILN_LOC) const;
+  Tensor logical_and(const Tensor& other, KILN_LOC) const;
+  Tensor logical_or(const Tensor& other, KILN_LOC) const;
   Tensor pow(const Tensor& exponent, KILN_LOC) const;
   Tensor pow(Scalar exponent, KILN_LOC) const;
   Tensor maximum(const Tensor& other, KILN_LOC) const;
@@ -281,6 +283,8 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);
 Tensor matmul(const Tensor& a, const Tensor& b, KILN_LOC);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, KILN_LOC);
 Tensor maximum(const Tensor& a, const Tensor& b, KILN_LOC);
+Tensor logical_and(const Tensor& a, const Tensor& b, KILN_LOC);
+Tensor logical_or(const Tensor& a, const Tensor& b, KILN_LOC);
 Tensor minimum(const Tensor& a, const Tensor& b, KILN_LOC);
 Tensor exp(const Tensor& x, KILN_LOC);
 Tensor log(const Tensor& x, KILN_LOC);

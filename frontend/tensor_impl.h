@@ -41,6 +41,9 @@ struct TensorImpl {
   // Tracing: the graph value this tensor stands for, in `trace`.
   TraceState* trace = nullptr;
   Value value;
+  /// Made by a view op (reshape, slice, detach, ...) of another symbolic tensor:
+  /// eager mode would share its buffer, which a trace does not model yet.
+  bool trace_view = false;
 
   bool symbolic() const { return trace != nullptr; }
   /// The kernel's view of the data (eager only).

@@ -4,6 +4,7 @@
 // tracing and fusion see ordinary nodes.
 #include <numeric>
 
+#include "frontend/autograd.h"
 #include "frontend/dispatch.h"
 #include "frontend/tensor_impl.h"
 
@@ -252,6 +253,8 @@ Tensor Tensor::sigmoid(Loc l) const { return unary(OpKind::sigmoid, *this, l); }
 Tensor Tensor::relu(Loc l) const { return unary(OpKind::relu, *this, l); }
 Tensor Tensor::gelu(Loc l) const { return unary(OpKind::gelu, *this, l); }
 Tensor Tensor::logical_not(Loc l) const { return unary(OpKind::logical_not, *this, l); }
+Tensor Tensor::logical_and(const Tensor& o, Loc l) const { return binary(OpKind::logical_and, *this, o, l); }
+Tensor Tensor::logical_or(const Tensor& o, Loc l) const { return binary(OpKind::logical_or, *this, o, l); }
 Tensor Tensor::pow(const Tensor& e, Loc l) const { return binary(OpKind::pow, *this, e, l); }
 Tensor Tensor::pow(Scalar e, Loc l) const { return binary_scalar(OpKind::pow, *this, e, l); }
 Tensor Tensor::maximum(const Tensor& o, Loc l) const { return binary(OpKind::maximum, *this, o, l); }
@@ -308,11 +311,31 @@ Tensor Tensor::mean(int64_t d, bool keepdim, Loc l) const { return mean(std::vec
 
 Tensor Tensor::max(Loc l) const { return reduce(OpKind::max, *this, all_dims(dim()), false, l); }
 Tensor Tensor::min(Loc l) const { return reduce(OpKind::min, *this, all_dims(dim()), false, l); }
+namespace {
+
+// max(dim)/min(dim): the values and their indices. As in PyTorch, the values'
+// gradient goes to the returned index only (amax/amin split it among ties), so
+// when a gradient may flow the values are the elements at the indices.
+std::tuple<Tensor, Tensor> extremum_along(OpKind value_op, OpKind index_op, const Tensor& x, int64_t d,
+                                          bool keepdim, Loc l) {
+  Tensor index = arg_reduce(index_op, x, d, keepdim, l);
+  if (!(x.requires_grad() && grad_mode_enabled())) return {reduce(value_op, x, {d}, keepdim, l), index};
+  const int64_t dim = normalize_dim(d, x.dim());
+  Shape along(static_cast<size_t>(x.dim()), 1);
+  along[static_cast<size_t>(dim)] = x.size(dim);
+  Tensor position = arange(x.size(dim), TensorOptions(kInt64).device(x.device()), l).reshape(along, l);
+  Tensor chosen = position.eq(keepdim ? index : index.unsqueeze(dim, l), l);
+  Tensor zero = zeros({}, TensorOptions(x.dtype()).device(x.device()), l);
+  return {where(chosen, x, zero, l).sum(std::vector<int64_t>{dim}, keepdim, l), index};
+}
+
+}  // namespace
+
 std::tuple<Tensor, Tensor> Tensor::max(int64_t d, bool keepdim, Loc l) const {
-  return {reduce(OpKind::max, *this, {d}, keepdim, l), arg_reduce(OpKind::argmax, *this, d, keepdim, l)};
+  return extremum_along(OpKind::max, OpKind::argmax, *this, d, keepdim, l);
 }
 std::tuple<Tensor, Tensor> Tensor::min(int64_t d, bool keepdim, Loc l) const {
-  return {reduce(OpKind::min, *this, {d}, keepdim, l), arg_reduce(OpKind::argmin, *this, d, keepdim, l)};
+  return extremum_along(OpKind::min, OpKind::argmin, *this, d, keepdim, l);
 }
 Tensor Tensor::amax(std::vector<int64_t> dims, bool keepdim, Loc l) const {
   return reduce(OpKind::max, *this, std::move(dims), keepdim, l);
@@ -462,6 +485,8 @@ Tensor where(const Tensor& c, const Tensor& a, const Tensor& b, Loc l) {
 }
 Tensor maximum(const Tensor& a, const Tensor& b, Loc l) { return a.maximum(b, l); }
 Tensor minimum(const Tensor& a, const Tensor& b, Loc l) { return a.minimum(b, l); }
+Tensor logical_and(const Tensor& a, const Tensor& b, Loc l) { return a.logical_and(b, l); }
+Tensor logical_or(const Tensor& a, const Tensor& b, Loc l) { return a.logical_or(b, l); }
 Tensor exp(const Tensor& x, Loc l) { return x.exp(l); }
 Tensor log(const Tensor& x, Loc l) { return x.log(l); }
 Tensor tanh(const Tensor& x, Loc l) { return x.tanh(l); }

@@ -60,9 +60,22 @@ Tensor TraceState::add_arg(int64_t index, const TensorType& t, bool requires_gra
   return a;
 }
 
-Tensor TraceState::grad_of(const Tensor& t, SourceLoc loc) {
+int64_t TraceState::arg_position(const TensorImpl* t) const {
+  for (size_t i = 0; i < args.size(); ++i)
+    if (args[i].get() == t) return static_cast<int64_t>(i);
+  return -1;
+}
+
+Tensor TraceState::grad_of(const Tensor& t, SourceLoc loc, bool user_read) {
   const TensorImpl* key = t.impl();
   auto it = grads.find(key);
+  // An argument's gradient inside the trace starts from none; the call adds it
+  // to the argument's .grad afterwards. A read before the user assigned it
+  // would miss a gradient from before the call, so the call checks there is none.
+  const int64_t arg = user_read ? arg_position(key) : -1;
+  if (arg >= 0 && (it == grads.end() || !it->second.assigned) &&
+      std::find(arg_grads_read.begin(), arg_grads_read.end(), arg) == arg_grads_read.end())
+    arg_grads_read.push_back(arg);
   if (it != grads.end()) return it->second.current;
   if (key->symbolic() || !key->grad) return Tensor();
   // A gradient accumulated before the call: read it as a parameter.
@@ -88,7 +101,7 @@ Tensor TraceState::grad_of(const Tensor& t, SourceLoc loc) {
   return slot.current;
 }
 
-void TraceState::set_grad(const Tensor& t, const Tensor& g) {
+void TraceState::set_grad(const Tensor& t, const Tensor& g, bool assigned) {
   const TensorImpl* key = t.impl();
   auto it = grads.find(key);
   if (it == grads.end()) {
@@ -98,12 +111,16 @@ void TraceState::set_grad(const Tensor& t, const Tensor& g) {
     it = grads.emplace(key, slot).first;
   }
   it->second.current = g;
+  it->second.assigned = it->second.assigned || assigned;
 }
 
 namespace {
 
-// Nodes the roots depend on.
-std::vector<char> reaching(const Graph& g, const std::vector<Value>& roots) {
+// Nodes the roots depend on through ops a gradient flows through (those eager
+// mode records on its tape: differentiable, with floating-point results), so a
+// tensor reached only through comparisons, casts to integers or detach() gets
+// no gradient, as in eager mode.
+std::vector<char> reaching_nodes(const Graph& g, const std::vector<Value>& roots) {
   std::vector<char> mark(g.size(), 0);
   std::vector<NodeId> stack;
   for (Value v : roots)
@@ -111,13 +128,21 @@ std::vector<char> reaching(const Graph& g, const std::vector<Value>& roots) {
   while (!stack.empty()) {
     NodeId n = stack.back();
     stack.pop_back();
-    for (Value o : g[n].operands)
+    const Node& node = g[n];
+    const bool floating = std::any_of(node.results.begin(), node.results.end(),
+                                      [](const TensorType& t) { return is_floating(t.dtype); });
+    if (!op_info(node.op).differentiable || !floating) continue;
+    for (Value o : node.operands)
       if (!mark[o.node]) mark[o.node] = 1, stack.push_back(o.node);
   }
   return mark;
 }
 
 }  // namespace
+
+std::vector<char> TraceState::gradient_reach(const std::vector<Value>& roots) const {
+  return reaching_nodes(graph, roots);
+}
 
 std::vector<Tensor> TraceState::backward(const std::vector<Tensor>& roots,
                                          const std::vector<Tensor>& seeds,
@@ -127,7 +152,7 @@ std::vector<Tensor> TraceState::backward(const std::vector<Tensor>& roots,
   std::vector<Value> root_vals, seed_vals;
   for (const Tensor& r : roots) root_vals.push_back(value_of(r, loc));
   for (const Tensor& s : seeds) seed_vals.push_back(value_of(s, loc));
-  std::vector<char> reach = reaching(graph, root_vals);
+  std::vector<char> reach = gradient_reach(root_vals);
 
   // The tensors to differentiate with respect to, and their current values.
   std::vector<Tensor> targets = wrt;
@@ -162,14 +187,14 @@ std::vector<Tensor> TraceState::backward(const std::vector<Tensor>& roots,
     }
     Tensor g = wrap(grads_v[k++], create_graph);
     if (accumulate) {
-      Tensor cur = grad_of(t, loc);
+      Tensor cur = grad_of(t, loc, /*user_read=*/false);
       if (cur.defined()) {
         SourceLoc s2 = builder.loc;
         builder.loc = loc;
         g = wrap(builder.add(value_of(cur, loc), value_of(g, loc)), create_graph);
         builder.loc = s2;
       }
-      set_grad(t, g);
+      set_grad(t, g, /*assigned=*/false);
     }
     result.push_back(g);
   }

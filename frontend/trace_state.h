@@ -25,6 +25,7 @@ struct GradSlot {
   std::shared_ptr<TensorImpl> initial;  // the concrete grad at trace time (null if none)
   Value initial_value;                  // its parameter value, when it was read
   bool initial_zero = false;            // the initial grad is known to be zeros (read as a constant)
+  bool assigned = false;                // set by the user (set_grad), not only accumulated by backward()
   Tensor current;                       // symbolic, or undefined
 };
 
@@ -45,6 +46,9 @@ struct TraceState {
   std::vector<std::shared_ptr<autograd::CustomCall>> custom_calls;
   /// True once backward() or autograd::grad() ran inside the trace.
   bool did_backward = false;
+  /// Arguments whose .grad() the body read while it held only this call's
+  /// gradient (eager mode would also see a gradient from before the call).
+  std::vector<int64_t> arg_grads_read;
 
   /// The graph value for an operand: symbolic tensors of this trace as they
   /// are, concrete tensors as (new or existing) parameters.
@@ -54,10 +58,16 @@ struct TraceState {
   /// A symbolic argument (a leaf, requiring grad as the call's tensor did).
   Tensor add_arg(int64_t index, const TensorType& t, bool requires_grad);
 
-  /// x.grad() inside the trace.
-  Tensor grad_of(const Tensor& t, SourceLoc loc);
-  /// x.set_grad(g) inside the trace.
-  void set_grad(const Tensor& t, const Tensor& g);
+  /// x.grad() inside the trace (`user_read`: the body reads it, as opposed to
+  /// backward() accumulating into it).
+  Tensor grad_of(const Tensor& t, SourceLoc loc, bool user_read = true);
+  /// x.set_grad(g) inside the trace (`assigned`: by the user, not by backward()).
+  void set_grad(const Tensor& t, const Tensor& g, bool assigned = true);
+  /// Per node of the graph: whether a gradient of `roots` reaches it (through
+  /// differentiable ops with floating-point results, as eager mode's tape).
+  std::vector<char> gradient_reach(const std::vector<Value>& roots) const;
+  /// The position of a symbolic argument of this trace, or -1.
+  int64_t arg_position(const TensorImpl* t) const;
   /// Gradients of `roots` (seeded with `seeds`) with respect to `wrt` (empty:
   /// every leaf that requires grad and is reachable), as graph values.
   /// With accumulate, they are added into the leaves' grad slots.

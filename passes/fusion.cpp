@@ -284,6 +284,7 @@ class GroupChecker {
       case OpCategory::Movement:
         switch (c.op) {
           case OpKind::reshape:
+          case OpKind::detach:
             return at;
           case OpKind::expand:
             return broadcast_label(at, from, to);

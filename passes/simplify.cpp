@@ -176,6 +176,9 @@ Value permute_matmul(Match& m) {
   return m.b.matmul(bt, at);
 }
 
+// detach only stops gradients, and they were built while tracing: its value is x.
+Value detach_identity(Match& m) { return m.operands[0]; }
+
 // Moving a `constant` (one value everywhere) gives the same value in the new shape.
 Value move_constant(Match& m) {
   const Node& p = m.producer(0);
@@ -208,6 +211,7 @@ constexpr Pattern kPatterns[] = {
     {"slice_whole", OpKind::slice, slice_whole},
     {"slice_constant", OpKind::slice, move_constant},
     {"pad_nothing", OpKind::pad, pad_nothing},
+    {"detach_identity", OpKind::detach, detach_identity},
 };
 
 // One sweep over g into `out`; returns the number of rewrites applied.

@@ -79,6 +79,7 @@ inline Graph every_op_graph() {
                    {AttrKey::low, int64_t{1}},
                    {AttrKey::high, int64_t{2}},
                    {AttrKey::interior, int64_t{1}}});
+  (void)b.op(OpKind::detach, {t}, {});
   b.loc = SourceLoc("model.cpp", 30);
   Value mm = b.matmul(x, w);
   NodeId call = b.op_multi(OpKind::custom, {x, gpu}, Attrs{{AttrKey::fn, int64_t{3}}},

@@ -1,0 +1,361 @@
+// The case table of the conformance matrix: one or more cases per op of the
+// table (which ops a case covers is read off its traced graph), the composites
+// users write (mean, var/std, softmax, losses, layer-norm rows, attention), and
+// the inputs that break implementations: ties, exact zeros, size-1 broadcast
+// dims, empty tensors, non-contiguous views, detach, in-place ops on views and
+// no-grad blocks inside the function.
+#include <cmath>
+
+#include "conformance.h"
+
+namespace kiln::conformance {
+namespace {
+
+using V = const std::vector<Tensor>&;
+
+Input in(Shape s, double lo = -1, double hi = 1) {
+  return Input{std::move(s), lo, hi};
+}
+Input positive(Shape s) {
+  return in(std::move(s), 0.2, 3);
+}
+Input laid_out(Shape s, Layout l) {
+  Input i = in(std::move(s));
+  i.layout = l;
+  return i;
+}
+Input indices(Shape s, int64_t classes) {
+  Input i = in(std::move(s), 0, static_cast<double>(classes));
+  i.kind = Kind::Index;
+  return i;
+}
+Input given(Shape s, std::vector<double> values) {
+  Input i = in(std::move(s));
+  i.values = std::move(values);
+  return i;
+}
+
+Case unary(std::string name, std::function<Tensor(const Tensor&)> f, Input x = in({3, 4})) {
+  return Case{std::move(name), {std::move(x)}, [f](V v) { return f(v[0]); }};
+}
+
+Case binary(std::string name, std::function<Tensor(const Tensor&, const Tensor&)> f, Input a,
+            Input b) {
+  return Case{std::move(name), {std::move(a), std::move(b)}, [f](V v) { return f(v[0], v[1]); }};
+}
+
+Case no_fd(Case c) {
+  c.finite_differences = false;
+  return c;
+}
+
+struct Cube : autograd::Function<Cube> {
+  static Tensor forward(autograd::Context* ctx, Tensor x) {
+    ctx->save_for_backward({x});
+    return x * x * x;
+  }
+  static std::vector<Tensor> backward(autograd::Context* ctx, std::vector<Tensor> g) {
+    const Tensor& x = ctx->get_saved_variables()[0];
+    return {g[0] * 3 * x * x};
+  }
+};
+
+Tensor layer_norm_rows(const Tensor& x, const Tensor& w, const Tensor& b) {
+  Tensor mu = x.mean({-1}, true);
+  Tensor var = (x - mu).pow(2).mean({-1}, true);
+  return (x - mu) / (var + 1e-5).sqrt() * w + b;
+}
+
+std::vector<Case> unary_cases() {
+  return {
+      unary("neg", [](const Tensor& x) { return -x; }),
+      unary("abs", [](const Tensor& x) { return x.abs(); }),
+      unary("sign", [](const Tensor& x) { return x.sign() * x; }),
+      unary("exp", [](const Tensor& x) { return x.exp(); }),
+      unary(
+          "log", [](const Tensor& x) { return x.log(); }, positive({3, 4})),
+      unary(
+          "sqrt", [](const Tensor& x) { return x.sqrt(); }, positive({3, 4})),
+      unary(
+          "rsqrt", [](const Tensor& x) { return x.rsqrt(); }, positive({3, 4})),
+      unary(
+          "sin", [](const Tensor& x) { return x.sin(); }, in({3, 4}, -3, 3)),
+      unary(
+          "cos", [](const Tensor& x) { return x.cos(); }, in({3, 4}, -3, 3)),
+      unary(
+          "tanh", [](const Tensor& x) { return x.tanh(); }, in({3, 4}, -3, 3)),
+      unary(
+          "sigmoid", [](const Tensor& x) { return x.sigmoid(); }, in({3, 4}, -4, 4)),
+      unary("relu", [](const Tensor& x) { return x.relu(); }),
+      unary(
+          "gelu", [](const Tensor& x) { return x.gelu(); }, in({3, 4}, -3, 3)),
+      unary("logical_not", [](const Tensor& x) { return x.gt(0).logical_not().to(x.dtype()) * x; }),
+      unary("cast to int and back",
+            [](const Tensor& x) { return (x * 3).to(kInt64).to(x.dtype()) + x; }),
+      unary("cast through f64 and f32",
+            [](const Tensor& x) { return x.to(kFloat64).exp().to(x.dtype()); }),
+      unary(
+          "pow with a scalar exponent", [](const Tensor& x) { return x.pow(3) + x.pow(0.5); },
+          positive({3, 4})),
+      unary("clamp", [](const Tensor& x) { return x.clamp(-0.5, 0.5) * x; }),
+      unary(
+          "elementwise on an empty tensor", [](const Tensor& x) { return x.exp() * 2; },
+          in({0, 3})),
+      unary(
+          "transposed input", [](const Tensor& x) { return x.tanh() * x; },
+          laid_out({4, 3}, Layout::Transposed)),
+      unary(
+          "strided input", [](const Tensor& x) { return x.sigmoid() + x * x; },
+          laid_out({3, 4}, Layout::Strided)),
+  };
+}
+
+std::vector<Case> binary_cases() {
+  return {
+      binary(
+          "add with size-1 broadcast dims", [](auto& a, auto& b) { return a + b; }, in({3, 1}),
+          in({1, 4})),
+      binary(
+          "sub, rank broadcast", [](auto& a, auto& b) { return a - b; }, in({2, 3, 4}), in({4})),
+      binary(
+          "mul with a 0-d tensor", [](auto& a, auto& b) { return a * b; }, in({}), in({3, 2})),
+      binary(
+          "div", [](auto& a, auto& b) { return a / b; }, in({3, 4}), in({4}, 0.5, 2)),
+      binary(
+          "pow", [](auto& a, auto& b) { return a.pow(b); }, in({3, 4}, 0.5, 2),
+          in({3, 1}, -1.5, 1.5)),
+      binary(
+          "maximum", [](auto& a, auto& b) { return a.maximum(b); }, in({3, 4}), in({4})),
+      binary(
+          "minimum", [](auto& a, auto& b) { return minimum(a, b); }, in({3, 4}), in({3, 1})),
+      no_fd(binary(
+          "comparisons on a grid with ties",
+          [](auto& a, auto& b) {
+            const DType d = a.dtype();
+            return a.eq(b).to(d) + 2 * a.ne(b).to(d) + 3 * a.lt(b).to(d) + 4 * a.le(b).to(d) +
+                   5 * a.gt(b).to(d) + 6 * a.ge(b).to(d) + a * b;
+          },
+          given({2, 3}, {-1, 0, 1, 2, 0.5, 0}), given({3}, {-1, 1, 1}))),
+      binary(
+          "logical and, or",
+          [](auto& a, auto& b) {
+            return (logical_and(a.gt(0), b.gt(0)).to(a.dtype()) +
+                    logical_or(a.lt(0), b.lt(0)).to(a.dtype())) *
+                   a;
+          },
+          in({3, 4}), in({4})),
+      binary(
+          "where", [](auto& a, auto& b) { return where(a.gt(b), a * 2, b.exp()); }, in({3, 4}),
+          in({3, 1})),
+      binary(
+          "add on empty tensors", [](auto& a, auto& b) { return a + b; }, in({0, 3}), in({3})),
+      binary(
+          "expanded input", [](auto& a, auto& b) { return a * b; },
+          laid_out({3, 4}, Layout::Expanded), in({3, 4})),
+      binary(
+          "the same input twice", [](auto& a, auto&) { return a * a + a; }, in({3}), in({1})),
+  };
+}
+
+std::vector<Case> reduction_cases() {
+  return {
+      unary(
+          "sum of everything", [](const Tensor& x) { return x.sum(); }, in({2, 3, 4})),
+      unary(
+          "sum over dims, keepdim",
+          [](const Tensor& x) {
+            return x.sum({0, 2}, true) * x;
+          },
+          in({2, 3, 4})),
+      unary(
+          "sum over an empty dim", [](const Tensor& x) { return x.sum(0); }, in({0, 3})),
+      unary(
+          "mean", [](const Tensor& x) { return x.mean(1); }, in({3, 5})),
+      unary(
+          "max of everything", [](const Tensor& x) { return x.max(); }, in({3, 4})),
+      unary(
+          "max over a dim", [](const Tensor& x) { return std::get<0>(x.max(1)); }, in({3, 4})),
+      unary(
+          "min over a dim, keepdim", [](const Tensor& x) { return std::get<0>(x.min(0, true)); },
+          in({3, 4})),
+      unary(
+          "amax and amin",
+          [](const Tensor& x) {
+            return x.amax({1}) + x.amin({0, 1});
+          },
+          in({2, 3, 4})),
+      unary(
+          "argmax and argmin",
+          [](const Tensor& x) {
+            return x.argmax(1).to(x.dtype()) + x.argmin(1).to(x.dtype()) + x.sum(1);
+          },
+          in({3, 5})),
+      unary(
+          "var and std", [](const Tensor& x) { return x.var({1}) + x.std({0}, false).sum(); },
+          in({4, 5})),
+      unary(
+          "softmax", [](const Tensor& x) { return x.softmax(-1); }, in({3, 6}, -3, 3)),
+      unary(
+          "log_softmax over dim 0", [](const Tensor& x) { return x.log_softmax(0); },
+          in({4, 3}, -3, 3)),
+      binary(
+          "mse loss", [](auto& a, auto& b) { return nn::functional::mse_loss(a, b); }, in({4, 3}),
+          in({4, 3})),
+      binary(
+          "cross entropy", [](auto& a, auto& b) { return nn::functional::cross_entropy(a, b); },
+          in({4, 5}, -2, 2), indices({4}, 5)),
+      Case{"layer-norm rows",
+           {in({3, 8}), in({8}), in({8})},
+           [](V v) { return layer_norm_rows(v[0], v[1], v[2]); }},
+  };
+}
+
+std::vector<Case> movement_cases() {
+  return {
+      unary("reshape and view",
+            [](const Tensor& x) {
+              return x.reshape({4, 3}).exp().view({12}) * 2;
+            }),
+      unary(
+          "flatten, squeeze, unsqueeze",
+          [](const Tensor& x) { return x.unsqueeze(0).flatten(1).squeeze(0).unsqueeze(1).sin(); }),
+      unary(
+          "permute",
+          [](const Tensor& x) {
+            return x.permute({2, 0, 1}) * 3;
+          },
+          in({2, 3, 4})),
+      unary("transpose", [](const Tensor& x) { return x.t().exp(); }),
+      unary(
+          "expand",
+          [](const Tensor& x) {
+            return x.expand({2, 3, 4}) * x.sum();
+          },
+          in({3, 1})),
+      unary(
+          "slice with a step", [](const Tensor& x) { return x.slice(1, 1, 6, 2).tanh(); },
+          in({3, 7})),
+      unary(
+          "narrow and select",
+          [](const Tensor& x) { return x.narrow(0, 1, 2) * x.select(0, 3).unsqueeze(0); },
+          in({4, 3})),
+      unary("contiguous of a transpose", [](const Tensor& x) { return x.t().contiguous() * 2; }),
+  };
+}
+
+std::vector<Case> matmul_cases() {
+  return {
+      binary(
+          "matmul 2-D", [](auto& a, auto& b) { return a.matmul(b); }, in({3, 4}), in({4, 5})),
+      binary(
+          "matmul batched with broadcast", [](auto& a, auto& b) { return a.matmul(b); },
+          in({2, 3, 4}), in({4, 2})),
+      binary(
+          "matmul vector-matrix", [](auto& a, auto& b) { return a.matmul(b); }, in({4}),
+          in({4, 3})),
+      binary(
+          "matmul of transposed operands", [](auto& a, auto& b) { return a.t().mm(b); },
+          laid_out({4, 3}, Layout::Dense), laid_out({4, 2}, Layout::Transposed)),
+      binary(
+          "matmul with an empty dim", [](auto& a, auto& b) { return a.matmul(b); }, in({0, 3}),
+          in({3, 2})),
+      binary(
+          "linear layer with bias and relu",
+          [](auto& a, auto& b) { return (a.matmul(b) + 0.1).relu(); }, in({5, 4}), in({4, 3})),
+      Case{"attention softmax(q k^T) v",
+           {in({4, 3}), in({5, 3}), in({5, 2})},
+           [](V v) { return (v[0].matmul(v[1].t()) / std::sqrt(3.0)).softmax(-1).matmul(v[2]); }},
+  };
+}
+
+std::vector<Case> creation_and_autograd_cases() {
+  return {
+      unary("arange, full and a literal inside the function",
+            [](const Tensor& x) {
+              TensorOptions o(x.dtype());
+              Tensor lit = x.dtype() == kFloat64 ? tensor({1.0, -2.0, 0.5, 3.0}, o)
+                                                 : tensor({1.f, -2.f, 0.5f, 3.f}, o);
+              return x * arange(4, o) + lit + full({3, 4}, 0.25, o) * x;
+            }),
+      // detach() and no-grad blocks change the gradient on purpose: finite differences do not
+      // apply.
+      no_fd(unary("detach", [](const Tensor& x) { return x * x.detach(); })),
+      no_fd(unary("detach inside a longer chain",
+                  [](const Tensor& x) { return (x.exp().detach() * x).sin() + x.detach().sum(); })),
+      no_fd(unary("a no-grad block inside the function",
+                  [](const Tensor& x) {
+                    Tensor y;
+                    {
+                      NoGradGuard no_grad;
+                      y = x * 2 + 1;
+                    }
+                    return x * y;
+                  })),
+      // Eager autograd saves every op's operands and result, so in-place ops on
+      // tensors a gradient needs are refused; these run where no gradient flows.
+      // In-place ops where no gradient flows (eager autograd saves every op's
+      // operands and result, so it refuses in-place writes to tensors a gradient needs).
+      no_fd(unary("in-place ops on an intermediate",
+                  [](const Tensor& x) {
+                    Tensor y;
+                    {
+                      NoGradGuard no_grad;
+                      y = x * 2;
+                      y.add_(1).mul_(x).div_(2);
+                    }
+                    return y.exp() * x;
+                  })),
+      unary("a custom autograd function", [](const Tensor& x) { return Cube::apply(x) + x; }),
+  };
+}
+
+std::vector<Case> convention_cases() {
+  // Kinks and ties: finite differences do not apply; traced must still equal eager.
+  return {
+      no_fd(unary(
+          "abs, relu and sign at exact zeros",
+          [](const Tensor& x) { return x.abs() + x.relu() + x.sign() * x; },
+          given({5}, {0, -1, 0, 2, 0}))),
+      no_fd(binary(
+          "maximum and minimum with ties",
+          [](auto& a, auto& b) { return a.maximum(b) + 2 * minimum(a, b); },
+          given({4}, {1, 2, 3, 4}), given({4}, {1, 0, 3, 5}))),
+      no_fd(unary(
+          "amax with ties", [](const Tensor& x) { return x.amax({1}); },
+          given({2, 3}, {1, 3, 3, 2, 2, 2}))),
+      no_fd(unary(
+          "max over a dim with ties", [](const Tensor& x) { return std::get<0>(x.max(1)); },
+          given({2, 3}, {1, 3, 3, 2, 2, 2}))),
+      no_fd(unary(
+          "max of everything with ties", [](const Tensor& x) { return x.max(); },
+          given({2, 2}, {4, 1, 4, 0}))),
+  };
+}
+
+}  // namespace
+
+const std::vector<Case>& cases() {
+  static const std::vector<Case> all = [] {
+    std::vector<Case> v;
+    for (auto group : {unary_cases(), binary_cases(), reduction_cases(), movement_cases(),
+                       matmul_cases(), creation_and_autograd_cases(), convention_cases()})
+      v.insert(v.end(), group.begin(), group.end());
+    return v;
+  }();
+  return all;
+}
+
+const std::vector<std::pair<OpKind, std::string>>& uncovered_ops() {
+  static const std::vector<std::pair<OpKind, std::string>> ops = {
+      {OpKind::rand,
+       "random draws inside a trace are an error until counter-based randomness lands (issue 11)"},
+      {OpKind::randn,
+       "random draws inside a trace are an error until counter-based randomness lands (issue 11)"},
+      {OpKind::custom,
+       "a traced custom function is replaced by its forward and its user-written backward while "
+       "tracing; the case 'a custom autograd function' runs both"},
+  };
+  return ops;
+}
+
+}  // namespace kiln::conformance

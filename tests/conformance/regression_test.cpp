@@ -1,0 +1,144 @@
+// Regression tests for the silent traced-vs-eager differences the matrix was
+// built to catch, and the gradient conventions at ties and kinks (PyTorch's),
+// stated explicitly where finite differences cannot say what is right.
+#include "conformance.h"
+#include "frontend/test_util.h"
+
+using namespace kiln;
+
+namespace {
+
+Tensor leaf(std::vector<double> v, Shape s, DType dt = kFloat64) {
+  return from_vector(v, s, TensorOptions(dt)).requires_grad_();
+}
+
+std::vector<double> grad_of(const Tensor& t) {
+  return t.grad().to_vector<double>();
+}
+
+}  // namespace
+
+TEST_CASE("detach() inside a traced function stops the gradient of its compiled backward") {
+  auto g = jit([](Tensor x) { return x * x.detach(); });
+  Tensor a = leaf({1, -2, 3}, {3});
+  g(a).sum().backward();
+  CHECK(grad_of(a) == std::vector<double>{1, -2, 3});  // eager and PyTorch: a, not 2a
+}
+
+TEST_CASE("backward() inside a trace writes .grad of the function's own arguments, accumulating") {
+  auto f = jit([](Tensor x) {
+    Tensor y = (x * x).sum();
+    y.backward();
+    return y;
+  });
+  Tensor a = leaf({1, 2, 3}, {3});
+  f(a);
+  REQUIRE(a.grad().defined());
+  CHECK(grad_of(a) == std::vector<double>{2, 4, 6});
+  f(a);  // the cached plan again: gradients add up as in eager mode
+  CHECK(grad_of(a) == std::vector<double>{4, 8, 12});
+  CHECK(f.stats().hits >= 1);
+
+  // An argument computed by eager ops: the gradient flows on to its leaf.
+  Tensor b = leaf({1, 2}, {2});
+  f(b * 3);
+  CHECK(grad_of(b) == std::vector<double>{18, 36});
+
+  // Reading the argument's .grad() inside the trace, when it already has one, is refused.
+  auto reads = jit([](Tensor x) {
+    (x * x).sum().backward();
+    return x.grad() * 1.0;
+  });
+  Tensor c = leaf({1, 2}, {2});
+  CHECK(reads(c).to_vector<double>() == std::vector<double>{2, 4});
+  KILN_CHECK_ERROR(reads(c), "reads .grad() of its argument 0", "already holds a gradient");
+}
+
+TEST_CASE("Adam keeps its step count and bias corrections in f64") {
+  // Two f64 parameters, one traced step each way, against the closed form of Adam's first steps.
+  for (bool traced : {false, true}) {
+    Tensor w = leaf({0.5, -1.25}, {2});
+    optim::Adam opt({w}, optim::AdamOptions(0.1));
+    auto step = [&](Tensor x) {
+      opt.zero_grad();
+      Tensor loss = (w * x).sum();
+      loss.backward();
+      opt.step();
+      return loss;
+    };
+    auto traced_step = jit(step);
+    Tensor x = from_vector({3.0, -7.0}, {2}, TensorOptions(kFloat64));
+    for (int i = 0; i < 3; ++i) traced ? traced_step(x) : step(x);
+    // Constant gradient g: m_t/(1-b1^t) = g and v_t/(1-b2^t) = g^2, so each step moves
+    // lr*g/(|g|+eps).
+    const double eps = 1e-8;
+    const std::vector<double> got = w.to_vector<double>();
+    CHECK(got[0] == doctest::Approx(0.5 - 3 * 0.1 * 3 / (3 + eps)).epsilon(1e-14));
+    CHECK(got[1] == doctest::Approx(-1.25 + 3 * 0.1 * 7 / (7 + eps)).epsilon(1e-14));
+  }
+}
+
+TEST_CASE("gradient conventions at ties and kinks are PyTorch's, eager and traced") {
+  for (bool traced : {false, true}) {
+    CAPTURE(traced);
+    auto run = [&](std::function<Tensor(Tensor)> f, Tensor x) {
+      Tensor y = traced ? jit(f)(x) : f(x);
+      y.sum().backward();
+      return grad_of(x);
+    };
+    auto maxdim = [](Tensor x) { return std::get<0>(x.max(1)); };
+    // max(dim) gives the gradient to the index it returns (the first maximum).
+    CHECK(run(maxdim, leaf({1, 3, 3, 2, 2, 2}, {2, 3})) == std::vector<double>{0, 1, 0, 1, 0, 0});
+    // amax and max() split it evenly among ties.
+    CHECK(run([](Tensor x) { return x.amax({1}); }, leaf({1, 3, 3, 2, 2, 2}, {2, 3})) ==
+          std::vector<double>{0, 0.5, 0.5, 1.0 / 3, 1.0 / 3, 1.0 / 3});
+    CHECK(run([](Tensor x) { return x.max(); }, leaf({4, 1, 4, 0}, {4})) ==
+          std::vector<double>{0.5, 0, 0.5, 0});
+    // maximum splits 0.5/0.5 between tied operands.
+    Tensor y = from_vector({1.0, 0.0}, {2}, TensorOptions(kFloat64));
+    CHECK(run([&](Tensor x) { return x.maximum(y); }, leaf({1, 2}, {2})) ==
+          std::vector<double>{0.5, 1});
+    // abs, relu and sign have gradient 0 at 0.
+    CHECK(run([](Tensor x) { return x.abs() + x.relu() + x.sign(); }, leaf({0, -1, 2}, {3})) ==
+          std::vector<double>{0, -1, 2});
+  }
+}
+
+TEST_CASE("a tensor reached only through comparisons gets no gradient, traced as eager") {
+  for (bool inside : {false, true}) {
+    Tensor a = leaf({1, -1}, {2}), b = leaf({2, -3}, {2});
+    auto f = jit([&](Tensor x) {
+      Tensor l = (x * b.gt(0).to(kFloat64)).sum();
+      if (inside) l.backward();
+      return l;
+    });
+    Tensor l = f(a);
+    if (!inside) l.backward();
+    CHECK(a.grad().defined());
+    CHECK_FALSE(b.grad().defined());
+  }
+}
+
+TEST_CASE("a no-grad block inside a trace cuts the gradient as in eager mode") {
+  auto f = jit([](Tensor x) {
+    Tensor y;
+    {
+      NoGradGuard no_grad;
+      y = x * 2;
+    }
+    return x * y;
+  });
+  Tensor a = leaf({1, 3}, {2});
+  f(a).sum().backward();
+  CHECK(grad_of(a) == std::vector<double>{2, 6});  // d(x * c)/dx with c = 2x held constant
+}
+
+TEST_CASE("an in-place op on a view of a traced tensor is an error, not a silent difference") {
+  auto f = jit([](Tensor x) {
+    Tensor y = x * 2;
+    y.narrow(0, 0, 1).mul_(3);  // line of the error
+    return y;
+  });
+  Tensor a = from_vector({1.0, 2.0}, {2}, TensorOptions(kFloat64));
+  KILN_CHECK_ERROR(f(a), "in-place operation on a view", "regression_test.cpp");
+}

@@ -4,6 +4,7 @@
 //   kiln-fuzz --without detach,backward-inside   leave features out
 //   kiln-fuzz --mutate-ir 500 --seed 3           damaged IR text into parse_graph
 //   kiln-fuzz --mutate-saved 500 --seed 3        damaged saved graphs into kiln::load
+//   kiln-fuzz --replay FILE                      one IR text or saved graph, as mutation mode does
 // Prints one summary line; exits 1 when anything failed, 2 on a usage error.
 #include <CLI/CLI.hpp>
 
@@ -27,6 +28,7 @@ struct Options {
   int64_t max_shrunk = 3;  // failures shrunk and printed; later ones are only counted
   int64_t mutate_ir = 0, mutate_saved = 0;
   double time_limit_s = 20;
+  std::string replay;
 };
 
 uint64_t program_seed(uint64_t seed, int64_t i) {
@@ -84,7 +86,8 @@ int run_mutation(const Options& o, MutationTarget target, int64_t n) {
   m.seed = o.seed;
   m.time_limit_s = o.time_limit_s;
   m.verbose = o.verbose;
-  const MutationSummary s = run_mutations(m, std::cout);
+  const MutationSummary s =
+      o.replay.empty() ? run_mutations(m, std::cout) : replay_input(o.replay, m, std::cout);
   std::cout << "kiln-fuzz: " << s.inputs << " mutated "
             << (target == MutationTarget::ir_text ? "IR texts" : "saved graphs") << " from seed "
             << o.seed << ": " << s.rejected << " rejected with kiln::Error, " << s.accepted
@@ -115,6 +118,8 @@ int main(int argc, char** argv) {
   app.add_option("--max-shrunk", o.max_shrunk, "failures to shrink and print (default 3)");
   app.add_option("--mutate-ir", o.mutate_ir, "mutation mode: N damaged IR texts");
   app.add_option("--mutate-saved", o.mutate_saved, "mutation mode: N damaged saved graphs");
+  app.add_option("--replay", o.replay,
+                 "mutation mode: feed this one file (IR text or saved graph)");
   app.add_option("--time-limit", o.time_limit_s, "mutation mode: seconds per input");
   CLI11_PARSE(app, argc, argv);
   try {
@@ -122,7 +127,8 @@ int main(int argc, char** argv) {
     int rc = 0;
     if (o.mutate_ir > 0) rc |= run_mutation(o, MutationTarget::ir_text, o.mutate_ir);
     if (o.mutate_saved > 0) rc |= run_mutation(o, MutationTarget::saved_graph, o.mutate_saved);
-    if (o.mutate_ir == 0 && o.mutate_saved == 0) rc = run_programs(o);
+    if (!o.replay.empty()) rc = run_mutation(o, MutationTarget::ir_text, 1);
+    if (o.mutate_ir == 0 && o.mutate_saved == 0 && o.replay.empty()) rc = run_programs(o);
     if (o.verbose)
       std::cout << "kiln-fuzz: "
                 << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()

@@ -31,10 +31,13 @@ constexpr double kMaxRunNumel = 1 << 16;  // larger graphs are not run, only loa
 
 // What a fatal signal or the watchdog prints: set before each input.
 std::string g_report;
+const char* g_stage = "";
 
 void on_fatal_signal(int sig) {
-  const char head[] = "kiln-fuzz: FAILED: crashed (fatal signal) on this input:\n";
+  const char head[] = "kiln-fuzz: FAILED: crashed (fatal signal) in ";
   (void)!write(2, head, sizeof head - 1);
+  (void)!write(2, g_stage, std::strlen(g_stage));
+  (void)!write(2, " on this input:\n", 16);
   (void)!write(2, g_report.data(), g_report.size());
   (void)!write(2, "\n", 1);
   _exit(128 + sig);
@@ -73,7 +76,7 @@ class Watchdog {
         cv_.wait(lock);
       } else if (cv_.wait_until(lock, deadline_) == std::cv_status::timeout && armed_ &&
                  std::chrono::steady_clock::now() >= deadline_) {
-        std::cerr << "kiln-fuzz: FAILED: ran past the time limit of " << limit_
+        std::cerr << "kiln-fuzz: FAILED: " << g_stage << " ran past the time limit of " << limit_
                   << " s on this input:\n"
                   << g_report << std::endl;
         _exit(3);
@@ -188,6 +191,52 @@ void fix_up_saved(std::string& b) {
     b[b.size() - 8 + static_cast<size_t>(i)] = static_cast<char>(sum >> (8 * i));
 }
 
+// Rewrites a saved file's sections (mutating the graph text or a parameter's
+// bytes) and re-encodes it with consistent lengths, size and checksum, so that
+// the loader gets past the container and reads the damaged content.
+void mutate_sections(Rng& r, std::string& b, int64_t n) {
+  constexpr size_t kHeader = 11 + 4 + 8 + 4;
+  if (b.size() < kHeader + 8) return;
+  struct Section {
+    std::string tag, payload;
+  };
+  std::vector<Section> sections;
+  size_t at = kHeader;
+  const uint64_t count = io::load_le(b.data() + 23, 4);
+  for (uint64_t k = 0; k < count; ++k) {
+    if (at + 12 > b.size() - 8) return;
+    const uint64_t len = io::load_le(b.data() + at + 4, 8);
+    if (len > b.size() - 8 - at - 12) return;
+    sections.push_back({b.substr(at, 4), b.substr(at + 12, len)});
+    at += 12 + len;
+  }
+  if (sections.empty()) return;
+  for (int64_t k = 0; k < n; ++k) {
+    Section& s = sections[static_cast<size_t>(r.below(static_cast<int64_t>(sections.size())))];
+    if (s.tag == "PARM" && !s.payload.empty() && r.chance(0.5)) {
+      // A number in the parameter header: index, name length, dtype, rank, dims, data length.
+      const size_t pos = static_cast<size_t>(
+          r.below(std::min<int64_t>(static_cast<int64_t>(s.payload.size()), 64)));
+      s.payload[pos] = static_cast<char>(r.chance(0.5) ? 0xff : r.below(256));
+    } else {
+      mutate_once(r, s.payload);
+    }
+  }
+  io::ByteWriter w;
+  w.bytes(b.data(), 11);
+  w.u32(static_cast<uint32_t>(io::load_le(b.data() + 11, 4)));
+  w.u64(0);  // the size, set by fix_up_saved
+  w.u32(static_cast<uint32_t>(sections.size()));
+  for (const Section& s : sections) {
+    w.bytes(s.tag);
+    w.u64(s.payload.size());
+    w.bytes(s.payload);
+  }
+  w.u64(0);  // the checksum, likewise
+  b = w.str();
+  fix_up_saved(b);
+}
+
 // ---- the corpus ----
 
 std::vector<std::string> make_corpus(const MutationOptions& o) {
@@ -234,6 +283,61 @@ bool run_loaded(const LoadedFunction& f) {
   return true;
 }
 
+// Parses or loads one input, then runs it when small (throws what they throw).
+void feed(bool ir, const std::string& input, const std::string& path, MutationSummary& sum) {
+  g_stage = ir ? "parse_graph" : "load";
+  LoadedFunction f;
+  if (ir) {
+    Graph g = parse_graph(input, "<mutant>");
+    std::vector<Tensor> params;
+    const bool small = small_enough(g);
+    for (NodeId id : g.params()) {
+      const TensorType& t = g.node(id).type();
+      params.push_back(small ? zeros(t.shape, TensorOptions(t.dtype)) : Tensor());
+    }
+    ++sum.accepted;
+    if (!small) return;
+    f = LoadedFunction(SavedGraph{g, params, ""}, "<mutant>");
+  } else {
+    f = load(path);
+    ++sum.accepted;
+  }
+  g_stage = "running the graph";
+  sum.ran += run_loaded(f);
+}
+
+// Feeds one input under the watchdog; counts and reports the outcome.
+void check_input(bool ir, const std::string& input, const std::string& path, int64_t i,
+                 Watchdog& watchdog, MutationSummary& sum, bool verbose, std::ostream& out) {
+  if (ir) {
+    g_report = input;
+  } else {
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << input;
+    g_report = "(the file " + path + ")";
+  }
+  ++sum.inputs;
+  watchdog.arm();
+  try {
+    feed(ir, input, path, sum);
+  } catch (const Error& e) {
+    ++sum.rejected;
+    if (verbose) out << "input " << i << ": kiln::Error: " << e.what() << "\n";
+  } catch (const std::exception& e) {
+    ++sum.failed;
+    out << "kiln-fuzz: FAILED: input " << i << " raised an exception other than kiln::Error in "
+        << g_stage << ": " << e.what() << "\ninput:\n"
+        << g_report << "\n";
+    if (!ir)
+      std::filesystem::copy_file(path, path + ".failed-" + std::to_string(i),
+                                 std::filesystem::copy_options::overwrite_existing);
+  }
+  watchdog.disarm();
+}
+
+void install_signal_handlers() {
+  for (int sig : {SIGSEGV, SIGABRT, SIGFPE, SIGBUS, SIGILL}) std::signal(sig, on_fatal_signal);
+}
+
 }  // namespace
 
 MutationSummary run_mutations(const MutationOptions& o, std::ostream& out) {
@@ -242,53 +346,32 @@ MutationSummary run_mutations(const MutationOptions& o, std::ostream& out) {
   const std::vector<std::string> corpus = make_corpus(o);
   KILN_CHECK(!corpus.empty(), "kiln-fuzz: no corpus could be made from seed ", o.seed);
   const std::string path = o.work_dir + "/kiln-fuzz-input.kiln";
-  for (int sig : {SIGSEGV, SIGABRT, SIGFPE, SIGBUS, SIGILL}) std::signal(sig, on_fatal_signal);
+  install_signal_handlers();
   Watchdog watchdog(o.time_limit_s);
   Rng r(o.seed);
   for (int64_t i = 0; i < o.inputs; ++i) {
     std::string input = corpus[static_cast<size_t>(r.below(static_cast<int64_t>(corpus.size())))];
     const int64_t n = r.range(1, 3);
-    for (int64_t k = 0; k < n; ++k) mutate_once(r, input);
-    if (!ir && r.chance(0.7)) fix_up_saved(input);
-    if (ir) {
-      g_report = input;
+    if (ir || r.chance(0.4)) {
+      for (int64_t k = 0; k < n; ++k) mutate_once(r, input);
+      if (!ir && r.chance(0.7)) fix_up_saved(input);
     } else {
-      std::ofstream(path, std::ios::binary | std::ios::trunc) << input;
-      g_report = "(the file " + path + ")";
+      mutate_sections(r, input, n);
     }
-    ++sum.inputs;
-    watchdog.arm();
-    try {
-      if (ir) {
-        Graph g = parse_graph(input, "<mutant>");
-        std::vector<Tensor> params;
-        for (NodeId id : g.params()) {
-          const TensorType& t = g.node(id).type();
-          params.push_back(small_enough(g) ? zeros(t.shape, TensorOptions(t.dtype)) : Tensor());
-        }
-        ++sum.accepted;
-        if (small_enough(g))
-          sum.ran += run_loaded(LoadedFunction(SavedGraph{g, params, ""}, "<mutant>"));
-      } else {
-        LoadedFunction f = load(path);
-        ++sum.accepted;
-        sum.ran += run_loaded(f);
-      }
-    } catch (const Error& e) {
-      ++sum.rejected;
-      if (o.verbose) out << "input " << i << ": kiln::Error: " << e.what() << "\n";
-    } catch (const std::exception& e) {
-      ++sum.failed;
-      out << "kiln-fuzz: FAILED: input " << i
-          << " raised an exception other than kiln::Error: " << e.what() << "\ninput:\n"
-          << g_report << "\n";
-      if (!ir)
-        std::filesystem::copy_file(path, path + ".failed-" + std::to_string(i),
-                                   std::filesystem::copy_options::overwrite_existing);
-    }
-    watchdog.disarm();
+    check_input(ir, input, path, i, watchdog, sum, o.verbose, out);
   }
   if (!ir) std::filesystem::remove(path);
+  return sum;
+}
+
+MutationSummary replay_input(const std::string& file, const MutationOptions& o, std::ostream& out) {
+  MutationSummary sum;
+  const std::string input = io::read_file(file);
+  const bool ir = input.rfind("KILN-GRAPH", 0) != 0;
+  install_signal_handlers();
+  Watchdog watchdog(o.time_limit_s);
+  check_input(ir, input, o.work_dir + "/kiln-fuzz-input.kiln", 0, watchdog, sum, true, out);
+  if (!ir) std::filesystem::remove(o.work_dir + "/kiln-fuzz-input.kiln");
   return sum;
 }
 

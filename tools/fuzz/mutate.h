@@ -30,4 +30,8 @@ struct MutationSummary {
 /// Runs the mutation mode; failures are printed to `out` with their input.
 MutationSummary run_mutations(const MutationOptions& o, std::ostream& out);
 
+/// Feeds one file as the mutation mode would (a saved graph if it starts with
+/// the saved-graph magic, else IR text), to reproduce a reported failure.
+MutationSummary replay_input(const std::string& file, const MutationOptions& o, std::ostream& out);
+
 }  // namespace kiln::fuzz

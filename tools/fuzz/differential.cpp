@@ -84,20 +84,28 @@ bool all_zero(const Tensor& t) {
   return true;
 }
 
-// "" when close, else what differs.
-std::string difference(const Tensor& eager, const Tensor& traced, DType dtype,
-                       bool undefined_is_zero = false) {
+// How an eager and a traced tensor differ: `how` is a short category
+// ("defined in eager only", "shape", "dtype", "values"), empty when they agree.
+struct Difference {
+  std::string how, detail;
+};
+
+Difference difference(const Tensor& eager, const Tensor& traced, DType dtype,
+                      bool undefined_is_zero = false) {
   if (undefined_is_zero && eager.defined() != traced.defined() &&
       all_zero(eager.defined() ? eager : traced))
-    return "";
-  if (eager.defined() != traced.defined())
-    return std::string("eager's is ") + (eager.defined() ? "defined" : "undefined") +
-           ", traced's is " + (traced.defined() ? "defined" : "undefined");
-  if (!eager.defined()) return "";
+    return {};
+  if (eager.defined() != traced.defined()) {
+    const char* only = eager.defined() ? "eager" : "traced";
+    return {std::string("defined in ") + only + " only",
+            std::string("defined in ") + only + " only (undefined in the other run)"};
+  }
+  if (!eager.defined()) return {};
   if (eager.sizes() != traced.sizes())
-    return "shape " + shape_str(eager.sizes()) + " vs " + shape_str(traced.sizes());
+    return {"shape", "shape " + shape_str(eager.sizes()) + " vs " + shape_str(traced.sizes())};
   if (eager.dtype() != traced.dtype())
-    return std::string("dtype ") + dtype_name(eager.dtype()) + " vs " + dtype_name(traced.dtype());
+    return {"dtype", std::string("dtype ") + dtype_name(eager.dtype()) + " vs " +
+                         dtype_name(traced.dtype())};
   const auto x = eager.to_vector<double>(), y = traced.to_vector<double>();
   double scale = 1;
   for (double v : x)
@@ -112,18 +120,31 @@ std::string difference(const Tensor& eager, const Tensor& traced, DType dtype,
       os.precision(17);
       os << "element " << i << ": eager " << x[i] << ", traced " << y[i] << "\n  eager:  " << eager
          << "\n  traced: " << traced;
-      return os.str();
+      return {"values", os.str()};
     }
   }
-  return "";
+  return {};
+}
+
+// The first line of an error message with numbers and value names blanked, so
+// that shrinking keeps "the same error".
+std::string error_kind(const std::string& message) {
+  std::string out;
+  for (char c : message.substr(0, message.find('\n'))) {
+    const bool digit = c >= '0' && c <= '9';
+    if (!digit || out.empty() || out.back() != '#') out += digit ? '#' : c;
+  }
+  return out;
 }
 
 std::optional<Failure> compare(const Program& p, const RunResult& e, const RunResult& t,
                                const CheckOptions& o) {
   if (e.error || t.error) {
     if (e.error && t.error) return std::nullopt;
-    return Failure{"throw", e.error ? "eager threw, traced did not:\n  " + *e.error
-                                    : "traced threw, eager did not:\n  " + *t.error};
+    const std::string who = e.error ? "eager" : "traced";
+    const std::string& msg = e.error ? *e.error : *t.error;
+    return Failure{"only " + who + " threw: " + error_kind(msg),
+                   who + " threw, the other did not:\n  " + msg};
   }
   for (size_t k = 0; k < e.calls.size(); ++k) {
     const Snapshot &a = e.calls[k], &b = t.calls[k];
@@ -131,21 +152,24 @@ std::optional<Failure> compare(const Program& p, const RunResult& e, const RunRe
     for (size_t i = 0; i < a.outputs.size(); ++i) {
       const std::string what =
           i + 1 == a.outputs.size() ? "the loss" : "output " + std::to_string(i);
-      std::string d = difference(a.outputs[i], b.outputs[i], p.dtype);
-      if (!d.empty()) return Failure{"output", call + what + ": " + d};
+      Difference d = difference(a.outputs[i], b.outputs[i], p.dtype);
+      if (!d.how.empty()) return Failure{"output: " + d.how, call + what + ": " + d.detail};
       if (!o.requires_grad && a.output_requires_grad[i] != b.output_requires_grad[i])
-        return Failure{"requires_grad", call + what + ".requires_grad(): eager " +
-                                            (a.output_requires_grad[i] ? "true" : "false") +
-                                            ", traced " +
-                                            (b.output_requires_grad[i] ? "true" : "false")};
+        return Failure{std::string("output: requires_grad() true in ") +
+                           (a.output_requires_grad[i] ? "eager" : "traced") + " only",
+                       call + what + ".requires_grad(): eager " +
+                           (a.output_requires_grad[i] ? "true" : "false") + ", traced " +
+                           (b.output_requires_grad[i] ? "true" : "false")};
     }
     for (size_t i = 0; i < a.grads.size(); ++i) {
       const std::string what =
           (p.inputs[i].captured ? "captured input " : "argument input ") + std::to_string(i);
-      std::string d = difference(a.grads[i], b.grads[i], p.dtype, o.undefined_grad);
-      if (!d.empty()) return Failure{"grad", call + what + ".grad(): " + d};
+      Difference d = difference(a.grads[i], b.grads[i], p.dtype, o.undefined_grad);
+      if (!d.how.empty()) return Failure{"grad: " + d.how, call + what + ".grad(): " + d.detail};
       d = difference(a.values[i], b.values[i], p.dtype);
-      if (!d.empty()) return Failure{"value", call + what + " after the call: " + d};
+      if (!d.how.empty())
+        return Failure{"input after the call: " + d.how,
+                       call + what + " after the call: " + d.detail};
     }
   }
   return std::nullopt;

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <iostream>
+#include <map>
 
 #include "ir/error.h"
 #include "tools/fuzz/differential.h"
@@ -25,7 +26,7 @@ struct Options {
   int64_t program = -1;  // only this one
   std::string without, with, ignore, mode;
   bool verbose = false, no_shrink = false, print = false;
-  int64_t max_shrunk = 3;  // failures shrunk and printed; later ones are only counted
+  int64_t max_shrunk = 10;  // kinds of failure shrunk and printed (the first of each)
   int64_t mutate_ir = 0, mutate_saved = 0;
   double time_limit_s = 20;
   std::string replay;
@@ -41,6 +42,7 @@ int run_programs(const Options& o) {
       (kDefaultFeatures | parse_features(o.with)) & ~parse_features(o.without);
   const CheckOptions checks = parse_ignored(o.ignore);
   int64_t passed = 0, failed = 0, both_threw = 0;
+  std::map<std::string, int64_t> kinds;  // failures per kind
   const int64_t first = o.program >= 0 ? o.program : 0;
   const int64_t last = o.program >= 0 ? o.program + 1 : o.programs;
   for (int64_t i = first; i < last; ++i) {
@@ -62,9 +64,10 @@ int run_programs(const Options& o) {
       continue;
     }
     ++failed;
-    std::cout << "FAILED: program " << i << " (" << v.failure->kind << "): " << v.failure->detail
+    std::cout << "FAILED: program " << i << " [" << v.failure->kind << "]: " << v.failure->detail
               << "\n";
-    if (failed > o.max_shrunk) continue;
+    // The first failure of each kind is shrunk and printed; later ones are counted.
+    if (kinds[v.failure->kind]++ > 0 || static_cast<int64_t>(kinds.size()) > o.max_shrunk) continue;
     const Program small = o.no_shrink ? p : shrink(p, *v.failure, checks);
     const Verdict again = check_program(small, checks);
     std::cout << "reproducer (" << small.instrs.size() << " of " << p.instrs.size()
@@ -76,6 +79,7 @@ int run_programs(const Options& o) {
             << " passed, " << failed << " failed";
   if (both_threw) std::cout << " (" << both_threw << " raised kiln::Error both ways)";
   std::cout << std::endl;
+  for (const auto& [kind, n] : kinds) std::cout << "  " << n << " x [" << kind << "]\n";
   return failed ? 1 : 0;
 }
 
@@ -115,7 +119,8 @@ int main(int argc, char** argv) {
   app.add_flag("--verbose", o.verbose, "say more (mutation mode: every error message)");
   app.add_flag("--print", o.print, "print every program as C++ before running it");
   app.add_flag("--no-shrink", o.no_shrink, "print failing programs as generated");
-  app.add_option("--max-shrunk", o.max_shrunk, "failures to shrink and print (default 3)");
+  app.add_option("--max-shrunk", o.max_shrunk,
+                 "kinds of failure to shrink and print, the first program of each (default 10)");
   app.add_option("--mutate-ir", o.mutate_ir, "mutation mode: N damaged IR texts");
   app.add_option("--mutate-saved", o.mutate_saved, "mutation mode: N damaged saved graphs");
   app.add_option("--replay", o.replay,

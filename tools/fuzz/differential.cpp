@@ -186,9 +186,11 @@ CheckOptions parse_ignored(const std::string& list) {
       o.undefined_grad = true;
     } else if (word == "requires-grad") {
       o.requires_grad = true;
+    } else if (word == "sparse-indices") {
+      o.sparse_indices = true;
     } else {
       KILN_CHECK(word.empty(), "unknown check '", word,
-                 "' (expected undefined-grad or requires-grad)");
+                 "' (expected undefined-grad, requires-grad or sparse-indices)");
     }
   }
   return o;

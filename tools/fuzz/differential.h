@@ -27,6 +27,7 @@ struct Verdict {
 struct CheckOptions {
   bool undefined_grad = false;  // an undefined .grad() equals an all-zero one
   bool requires_grad = false;   // outputs' requires_grad() are not compared
+  bool sparse_indices = false;  // mutation mode: see MutationOptions::skip_sparse_indices
 };
 /// "undefined-grad,requires-grad" -> options; throws kiln::Error on an unknown name.
 CheckOptions parse_ignored(const std::string& list);

@@ -90,6 +90,7 @@ int run_mutation(const Options& o, MutationTarget target, int64_t n) {
   m.seed = o.seed;
   m.time_limit_s = o.time_limit_s;
   m.verbose = o.verbose;
+  m.skip_sparse_indices = parse_ignored(o.ignore).sparse_indices;
   const MutationSummary s =
       o.replay.empty() ? run_mutations(m, std::cout) : replay_input(o.replay, m, std::cout);
   std::cout << "kiln-fuzz: " << s.inputs << " mutated "
@@ -113,7 +114,8 @@ int main(int argc, char** argv) {
   app.add_option("--with", o.with, "features off by default to add: inplace-recorded");
   app.add_option("--ignore", o.ignore,
                  "differences to let pass: undefined-grad (undefined == all zeros), "
-                 "requires-grad (outputs' flags)");
+                 "requires-grad (outputs' flags), sparse-indices (mutation mode: do not run "
+                 "IR whose arg/param indices are not 0..n-1)");
   app.add_option("--mode", o.mode, "force one mode: outside, inside or nograd")
       ->check(CLI::IsMember({"outside", "inside", "nograd"}));
   app.add_flag("--verbose", o.verbose, "say more (mutation mode: every error message)");

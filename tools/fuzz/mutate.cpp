@@ -283,8 +283,16 @@ bool run_loaded(const LoadedFunction& f) {
   return true;
 }
 
+// True when the arg (or param) nodes' indices are exactly 0..n-1.
+bool dense_indices(const Graph& g, const std::vector<NodeId>& ids) {
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (g.node(ids[i]).attrs.i(AttrKey::index) != static_cast<int64_t>(i)) return false;
+  return true;
+}
+
 // Parses or loads one input, then runs it when small (throws what they throw).
-void feed(bool ir, const std::string& input, const std::string& path, MutationSummary& sum) {
+void feed(bool ir, const std::string& input, const std::string& path, bool skip_sparse,
+          MutationSummary& sum) {
   g_stage = ir ? "parse_graph" : "load";
   LoadedFunction f;
   if (ir) {
@@ -297,6 +305,7 @@ void feed(bool ir, const std::string& input, const std::string& path, MutationSu
     }
     ++sum.accepted;
     if (!small) return;
+    if (skip_sparse && !(dense_indices(g, g.args()) && dense_indices(g, g.params()))) return;
     f = LoadedFunction(SavedGraph{g, params, ""}, "<mutant>");
   } else {
     f = load(path);
@@ -308,7 +317,8 @@ void feed(bool ir, const std::string& input, const std::string& path, MutationSu
 
 // Feeds one input under the watchdog; counts and reports the outcome.
 void check_input(bool ir, const std::string& input, const std::string& path, int64_t i,
-                 Watchdog& watchdog, MutationSummary& sum, bool verbose, std::ostream& out) {
+                 Watchdog& watchdog, MutationSummary& sum, const MutationOptions& o,
+                 std::ostream& out) {
   if (ir) {
     g_report = input;
   } else {
@@ -318,10 +328,10 @@ void check_input(bool ir, const std::string& input, const std::string& path, int
   ++sum.inputs;
   watchdog.arm();
   try {
-    feed(ir, input, path, sum);
+    feed(ir, input, path, o.skip_sparse_indices, sum);
   } catch (const Error& e) {
     ++sum.rejected;
-    if (verbose) out << "input " << i << ": kiln::Error: " << e.what() << "\n";
+    if (o.verbose) out << "input " << i << ": kiln::Error: " << e.what() << "\n";
   } catch (const std::exception& e) {
     ++sum.failed;
     out << "kiln-fuzz: FAILED: input " << i << " raised an exception other than kiln::Error in "
@@ -358,7 +368,7 @@ MutationSummary run_mutations(const MutationOptions& o, std::ostream& out) {
     } else {
       mutate_sections(r, input, n);
     }
-    check_input(ir, input, path, i, watchdog, sum, o.verbose, out);
+    check_input(ir, input, path, i, watchdog, sum, o, out);
   }
   if (!ir) std::filesystem::remove(path);
   return sum;
@@ -370,7 +380,9 @@ MutationSummary replay_input(const std::string& file, const MutationOptions& o, 
   const bool ir = input.rfind("KILN-GRAPH", 0) != 0;
   install_signal_handlers();
   Watchdog watchdog(o.time_limit_s);
-  check_input(ir, input, o.work_dir + "/kiln-fuzz-input.kiln", 0, watchdog, sum, true, out);
+  MutationOptions verbose = o;
+  verbose.verbose = true;
+  check_input(ir, input, o.work_dir + "/kiln-fuzz-input.kiln", 0, watchdog, sum, verbose, out);
   if (!ir) std::filesystem::remove(o.work_dir + "/kiln-fuzz-input.kiln");
   return sum;
 }

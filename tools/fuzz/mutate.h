@@ -20,6 +20,9 @@ struct MutationOptions {
   uint64_t seed = 1;
   double time_limit_s = 20;  // per input; past it the process reports and exits
   bool verbose = false;
+  // Parsed IR whose arg or param indices are not 0..n-1 is not run (a known
+  // crash: parse_graph accepts such graphs and running them segfaults).
+  bool skip_sparse_indices = false;
   std::string work_dir = ".";  // where saved-graph inputs are written
 };
 

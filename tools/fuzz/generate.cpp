@@ -1,0 +1,596 @@
+// The program generator: random but valid programs. It tracks, per value, the
+// shape, a bound on |value| (so that exp, products and sums stay finite and
+// comparisons between eager and traced are meaningful) and which values share
+// storage (views, detach, in-place results), so that in-place updates are legal.
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <optional>
+
+#include "ir/error.h"
+#include "tools/fuzz/program.h"
+
+namespace kiln::fuzz {
+
+namespace {
+
+constexpr int64_t kMaxNumel = 256;
+constexpr double kMaxBound = 1e3;
+
+struct ValueInfo {
+  Shape shape;
+  bool is_bool = false;
+  bool marker = false;  // a nograd marker: not a value
+  double bound = 2;
+  int group = 0;         // values that may share storage
+  bool overlap = false;  // derived from expand: elements alias each other
+  bool requires_grad = false;
+};
+
+std::optional<Shape> matmul_shape(const Shape& a, const Shape& b) {
+  if (a.empty() || b.empty()) return std::nullopt;
+  Shape a2 = a.size() == 1 ? Shape{1, a[0]} : a, b2 = b.size() == 1 ? Shape{b[0], 1} : b;
+  if (a2.back() != b2[b2.size() - 2]) return std::nullopt;
+  Shape ba(a2.begin(), a2.end() - 2), bb(b2.begin(), b2.end() - 2);
+  Shape batch;
+  try {
+    batch = broadcast_shapes(ba, bb);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  if (a.size() > 1) batch.push_back(a2[a2.size() - 2]);
+  if (b.size() > 1) batch.push_back(b2.back());
+  return batch;
+}
+
+class Generator {
+ public:
+  Generator(uint64_t seed, uint32_t features) : r_(seed), f_(features) {}
+
+  Program run() {
+    p_.dtype = has(kFloat32) && r_.chance(0.25) ? DType::f32 : DType::f64;
+    std::vector<Mode> modes{Mode::no_grad};
+    if (has(kBackwardOutside)) modes.insert(modes.end(), 3, Mode::backward_outside);
+    if (has(kBackwardInside)) modes.insert(modes.end(), 3, Mode::backward_inside);
+    p_.mode = modes[static_cast<size_t>(r_.below(static_cast<int64_t>(modes.size())))];
+    make_inputs();
+    const int64_t n = r_.range(2, 12);
+    for (int64_t i = 0; i < n; ++i) step();
+    if (nograd_) marker(Op::nograd_end);
+    pick_outputs();
+    if (p_.mode == Mode::backward_inside && has(kOptimizer) && r_.chance(0.3)) {
+      bool any = std::any_of(p_.inputs.begin(), p_.inputs.end(),
+                             [](const Input& in) { return in.captured && in.requires_grad; });
+      if (any) p_.optimizer = r_.chance(0.5) ? Optimizer::sgd : Optimizer::adam;
+    }
+    return p_;
+  }
+
+ private:
+  bool has(Feature f) const { return (f_ & f) != 0; }
+
+  Shape random_shape() {
+    const int64_t rank = r_.range(1, 3);
+    Shape s;
+    for (int64_t i = 0; i < rank; ++i) s.push_back(r_.chance(0.25) ? 1 : r_.range(2, 5));
+    return s;
+  }
+
+  void make_inputs() {
+    // Shapes are suffixes of one base shape with some dims set to 1: they broadcast.
+    Shape base = random_shape();
+    const int64_t nargs = r_.range(0, 3);
+    const int64_t ncaps = has(kCaptured) ? r_.range(0, 2) : 0;
+    for (int64_t i = 0; i < std::max<int64_t>(nargs + ncaps, 1); ++i) {
+      Input in;
+      in.captured = i >= nargs && ncaps > 0;
+      in.requires_grad = r_.chance(in.captured ? 0.85 : 0.6);
+      const int64_t rank = r_.chance(0.1) ? 0 : r_.range(1, static_cast<int64_t>(base.size()));
+      in.shape.assign(base.end() - rank, base.end());
+      for (auto& d : in.shape)
+        if (r_.chance(0.2)) d = 1;
+      in.data_seed = r_.next();
+      p_.inputs.push_back(in);
+      ValueInfo v;
+      v.shape = in.shape;
+      v.group = next_group_++;
+      v.requires_grad = in.requires_grad;
+      if (in.requires_grad) rg_groups_.push_back(v.group);
+      vals_.push_back(v);
+    }
+  }
+
+  // A random value (recent ones more likely) that satisfies `ok`, or -1.
+  int pick(const std::function<bool(const ValueInfo&)>& ok) {
+    std::vector<int> c;
+    for (size_t i = 0; i < vals_.size(); ++i)
+      if (!vals_[i].marker && ok(vals_[i])) c.push_back(static_cast<int>(i));
+    if (c.empty()) return -1;
+    if (c.size() > 3 && r_.chance(0.5)) return c[c.size() - 1 - static_cast<size_t>(r_.below(3))];
+    return c[static_cast<size_t>(r_.below(static_cast<int64_t>(c.size())))];
+  }
+  int pick_float() {
+    return pick([](const ValueInfo& v) { return !v.is_bool; });
+  }
+  int pick_broadcastable(const Shape& s) {
+    return pick([&](const ValueInfo& v) {
+      if (v.is_bool) return false;
+      try {
+        return numel(broadcast_shapes(s, v.shape)) <= kMaxNumel;
+      } catch (const Error&) {
+        return false;
+      }
+    });
+  }
+
+  const ValueInfo& val(int i) const { return vals_[static_cast<size_t>(i)]; }
+  int64_t dim_of(int a) { return r_.below(static_cast<int64_t>(val(a).shape.size())); }
+  // A dim as written by the user: sometimes negative.
+  int64_t spelled(int64_t d, size_t rank) {
+    return r_.chance(0.3) ? d - static_cast<int64_t>(rank) : d;
+  }
+
+  bool recorded(int group) const {
+    return std::find(recorded_.begin(), recorded_.end(), group) != recorded_.end();
+  }
+
+  // Appends an instruction and its result. Tracks requires_grad and which
+  // storage the autograd tape saved: eager backward rejects in-place writes to it.
+  void push(Instr in, ValueInfo v) {
+    bool any_rg = false;
+    for (int o : in.operands) any_rg = any_rg || val(o).requires_grad;
+    const bool differentiable = in.op != Op::detach && !v.is_bool;
+    const bool rec = !nograd_ && any_rg && differentiable;
+    const bool self = in.op == Op::add_ || in.op == Op::sub_ || in.op == Op::mul_ ||
+                      in.op == Op::add_scalar_ || in.op == Op::mul_scalar_ || in.op == Op::relu_;
+    v.requires_grad = rec || (self && val(in.operands[0]).requires_grad);
+    if (rec) {
+      for (int o : in.operands) recorded_.push_back(val(o).group);
+      recorded_.push_back(v.group);
+    }
+    p_.instrs.push_back(std::move(in));
+    vals_.push_back(std::move(v));
+  }
+  void marker(Op op) {
+    ValueInfo v;
+    v.marker = true;
+    push(Instr{op, {}, {}, 0}, v);
+    nograd_ = op == Op::nograd_begin;
+  }
+  ValueInfo fresh(Shape s, double bound, bool is_bool = false) {
+    ValueInfo v;
+    v.shape = std::move(s);
+    v.bound = bound;
+    v.is_bool = is_bool;
+    v.group = next_group_++;
+    return v;
+  }
+  ValueInfo view_of(int a, Shape s) {
+    ValueInfo v = val(a);
+    v.shape = std::move(s);
+    return v;
+  }
+
+  void step() {
+    if (has(kNoGrad) && r_.chance(0.08)) marker(nograd_ ? Op::nograd_end : Op::nograd_begin);
+    for (int attempt = 0; attempt < 30; ++attempt) {
+      const int64_t kind = r_.below(100);
+      bool ok = kind < 30   ? unary()
+                : kind < 50 ? binary()
+                : kind < 58 ? (has(kCompare) && compare())
+                : kind < 70 ? (has(kReductions) && reduction())
+                : kind < 85 ? (has(kViews) && movement())
+                : kind < 90 ? (has(kMatmul) && matmul())
+                : kind < 94 ? (has(kDetach) && detach())
+                            : (has(kInPlace) && in_place());
+      if (ok) return;
+    }
+  }
+
+  bool unary() {
+    const int a = pick_float();
+    if (a < 0) return false;
+    static const Op ops[] = {Op::neg,        Op::abs,         Op::sign,       Op::exp,
+                             Op::log_safe,   Op::sqrt_safe,   Op::rsqrt_safe, Op::sin,
+                             Op::cos,        Op::tanh,        Op::sigmoid,    Op::relu,
+                             Op::gelu,       Op::clamp,       Op::pow_scalar, Op::add_scalar,
+                             Op::mul_scalar, Op::rsub_scalar, Op::div_scalar};
+    const Op op = ops[r_.below(std::size(ops))];
+    const double b = val(a).bound;
+    static const double numbers[] = {0.5, 1.5, -0.75, 2.0, -2.0, 0.25};
+    double x = numbers[r_.below(std::size(numbers))], nb = b;
+    switch (op) {
+      case Op::exp:
+        if (b > 4) return false;
+        nb = std::exp(b);
+        break;
+      case Op::log_safe:
+        nb = std::log(b + 1);
+        break;
+      case Op::sqrt_safe:
+        nb = std::sqrt(b + 0.1);
+        break;
+      case Op::rsqrt_safe:
+        nb = 1.5;
+        break;
+      case Op::sign:
+      case Op::sin:
+      case Op::cos:
+      case Op::tanh:
+      case Op::sigmoid:
+        nb = 1;
+        break;
+      case Op::gelu:
+        nb = b + 0.2;
+        break;
+      case Op::clamp:
+        x = std::abs(x);
+        nb = std::min(b, x);
+        break;
+      case Op::pow_scalar:
+        x = static_cast<double>(r_.range(2, 3));
+        nb = std::pow(b, x);
+        break;
+      case Op::add_scalar:
+      case Op::rsub_scalar:
+        nb = b + std::abs(x);
+        break;
+      case Op::mul_scalar:
+        nb = b * std::abs(x);
+        break;
+      case Op::div_scalar:
+        nb = b / std::abs(x);
+        break;
+      default:
+        break;
+    }
+    if (nb > kMaxBound) return false;
+    push(Instr{op, {a}, {}, x}, fresh(val(a).shape, nb));
+    return true;
+  }
+
+  bool binary() {
+    const int a = pick_float();
+    if (a < 0) return false;
+    const int b = pick_broadcastable(val(a).shape);
+    if (b < 0) return false;
+    static const Op ops[] = {Op::add,     Op::sub,     Op::mul,      Op::div_safe,
+                             Op::maximum, Op::minimum, Op::pow_safe, Op::add_alpha};
+    const Op op = ops[r_.below(std::size(ops))];
+    const double ba = val(a).bound, bb = val(b).bound;
+    double nb = ba + bb, x = r_.chance(0.5) ? 0.5 : -2.0;
+    if (op == Op::mul) nb = ba * bb;
+    if (op == Op::div_safe) nb = ba * 2;
+    if (op == Op::maximum || op == Op::minimum) nb = std::max(ba, bb);
+    if (op == Op::add_alpha) nb = ba + 2 * bb;
+    if (op == Op::pow_safe) {
+      if (bb > 2 || ba > 5) return false;
+      nb = std::max(std::pow(ba + 0.5, bb), std::pow(2.0, bb));
+    }
+    if (nb > kMaxBound) return false;
+    push(Instr{op, {a, b}, {}, x}, fresh(broadcast_shapes(val(a).shape, val(b).shape), nb));
+    return true;
+  }
+
+  bool compare() {
+    const int c = pick([](const ValueInfo& v) { return v.is_bool; });
+    if (c >= 0 && r_.chance(0.6)) {
+      if (r_.chance(0.2)) {
+        push(Instr{Op::logical_not, {c}, {}, 0}, fresh(val(c).shape, 1, true));
+        return true;
+      }
+      const int a = pick_broadcastable(val(c).shape);
+      if (a < 0) return false;
+      const Shape s = broadcast_shapes(val(c).shape, val(a).shape);
+      const int b = pick_broadcastable(s);
+      if (b < 0) return false;
+      push(Instr{Op::where, {c, a, b}, {}, 0},
+           fresh(broadcast_shapes(s, val(b).shape), std::max(val(a).bound, val(b).bound)));
+      return true;
+    }
+    const int a = pick_float();
+    if (a < 0) return false;
+    if (r_.chance(0.3)) {
+      push(Instr{Op::gt_scalar, {a}, {}, 0.25}, fresh(val(a).shape, 1, true));
+      return true;
+    }
+    const int b = pick_broadcastable(val(a).shape);
+    if (b < 0) return false;
+    static const Op ops[] = {Op::gt, Op::lt, Op::ge, Op::le};
+    push(Instr{ops[r_.below(4)], {a, b}, {}, 0},
+         fresh(broadcast_shapes(val(a).shape, val(b).shape), 1, true));
+    return true;
+  }
+
+  bool reduction() {
+    const int a = pick_float();
+    if (a < 0) return false;
+    const Shape& s = val(a).shape;
+    const size_t rank = s.size();
+    const double b = val(a).bound;
+    const bool keep = r_.chance(0.4);
+    const int64_t choice = r_.below(rank == 0 ? 3 : 10);
+    if (choice < 3) {
+      static const Op all[] = {Op::sum_all, Op::mean_all, Op::max_all};
+      const Op op = all[choice];
+      const double nb = op == Op::sum_all ? b * static_cast<double>(numel(s)) : b;
+      if (nb > kMaxBound) return false;
+      push(Instr{op, {a}, {}, 0}, fresh({}, nb));
+      return true;
+    }
+    // Some dims, in random order and spelling; the result drops (or keeps as 1) them.
+    std::vector<int64_t> dims;
+    std::vector<bool> reduced(rank, false);
+    for (size_t d = 0; d < rank; ++d)
+      if (r_.chance(0.5)) reduced[d] = true;
+    if (std::none_of(reduced.begin(), reduced.end(), [](bool x) { return x; }))
+      reduced[static_cast<size_t>(dim_of(a))] = true;
+    Shape out;
+    int64_t count = 1;
+    for (size_t d = 0; d < rank; ++d) {
+      if (reduced[d]) {
+        dims.push_back(spelled(static_cast<int64_t>(d), rank));
+        count *= s[d];
+        if (keep) out.push_back(1);
+      } else {
+        out.push_back(s[d]);
+      }
+    }
+    if (r_.chance(0.5)) std::reverse(dims.begin(), dims.end());
+    const int64_t d0 = dim_of(a);
+    Shape out1 = s;
+    if (keep)
+      out1[static_cast<size_t>(d0)] = 1;
+    else
+      out1.erase(out1.begin() + d0);
+    switch (choice) {
+      case 3:
+      case 4:
+        if (b * static_cast<double>(count) > kMaxBound) return false;
+        push(Instr{choice == 3 ? Op::sum_dims : Op::mean_dims, {a}, dims, keep ? 1.0 : 0.0},
+             fresh(out, choice == 3 ? b * static_cast<double>(count) : b));
+        return true;
+      case 5:
+        push(Instr{r_.chance(0.5) ? Op::amax : Op::amin, {a}, dims, keep ? 1.0 : 0.0},
+             fresh(out, b));
+        return true;
+      case 6: {
+        if (4 * b * b > kMaxBound) return false;
+        const bool unbiased = count > 1 && r_.chance(0.5);
+        push(Instr{Op::var_dims, {a}, dims, (keep ? 1.0 : 0.0) + (unbiased ? 2.0 : 0.0)},
+             fresh(out, 4 * b * b));
+        return true;
+      }
+      case 7:
+        push(Instr{r_.chance(0.5) ? Op::max_dim : Op::min_dim,
+                   {a},
+                   {spelled(d0, rank)},
+                   keep ? 1.0 : 0.0},
+             fresh(out1, b));
+        return true;
+      default: {
+        const bool log = choice == 9;
+        push(Instr{log ? Op::log_softmax : Op::softmax, {a}, {spelled(d0, rank)}, 0},
+             fresh(s, log ? 2 * b + 2 : 1));
+        return true;
+      }
+    }
+  }
+
+  Shape reshape_target(int64_t n) {
+    Shape out;
+    for (int64_t f = 2; f <= n; ++f)
+      while (n % f == 0) {
+        n /= f;
+        if (!out.empty() && r_.chance(0.5))
+          out.back() *= f;
+        else
+          out.push_back(f);
+      }
+    if (out.empty() || r_.chance(0.3)) out.insert(out.begin() + r_.below(out.size() + 1), 1);
+    return out;
+  }
+
+  bool movement() {
+    const int a = pick_float();
+    if (a < 0) return false;
+    const Shape& s = val(a).shape;
+    const size_t rank = s.size();
+    const int64_t choice = r_.below(11);
+    if (rank == 0 && choice != 0 && choice != 6 && choice != 8 && choice != 9) return false;
+    const int64_t d = rank ? dim_of(a) : 0;
+    const int64_t size = rank ? s[static_cast<size_t>(d)] : 1;
+    Shape out = s;
+    switch (choice) {
+      case 0: {
+        out = reshape_target(numel(s));
+        Shape spelled_shape = out;
+        if (r_.chance(0.3)) spelled_shape[static_cast<size_t>(r_.below(out.size()))] = -1;
+        push(Instr{Op::reshape, {a}, spelled_shape, 0}, view_of(a, out));
+        return true;
+      }
+      case 1: {
+        if (rank < 2) return false;
+        std::vector<int64_t> perm(rank);
+        for (size_t i = 0; i < rank; ++i) perm[i] = static_cast<int64_t>(i);
+        for (size_t i = rank - 1; i > 0; --i) std::swap(perm[i], perm[r_.below(i + 1)]);
+        for (size_t i = 0; i < rank; ++i) out[i] = s[static_cast<size_t>(perm[i])];
+        push(Instr{Op::permute, {a}, perm, 0}, view_of(a, out));
+        return true;
+      }
+      case 2: {
+        if (rank < 2) return false;
+        const int64_t e = dim_of(a);
+        std::swap(out[static_cast<size_t>(d)], out[static_cast<size_t>(e)]);
+        if (rank == 2 && r_.chance(0.5)) {
+          push(Instr{Op::t, {a}, {}, 0}, view_of(a, {s[1], s[0]}));
+          return true;
+        }
+        push(Instr{Op::transpose, {a}, {spelled(d, rank), spelled(e, rank)}, 0}, view_of(a, out));
+        return true;
+      }
+      case 3: {
+        const int64_t start = r_.below(size), step = r_.range(1, 3);
+        const int64_t end = r_.range(start + 1, size);
+        out[static_cast<size_t>(d)] = (end - start + step - 1) / step;
+        push(Instr{Op::slice, {a}, {spelled(d, rank), start, end, step}, 0}, view_of(a, out));
+        return true;
+      }
+      case 4: {
+        const int64_t start = r_.below(size), len = r_.range(1, size - start);
+        out[static_cast<size_t>(d)] = len;
+        push(Instr{Op::narrow, {a}, {spelled(d, rank), start, len}, 0}, view_of(a, out));
+        return true;
+      }
+      case 5: {
+        const int64_t idx = r_.below(size);
+        out.erase(out.begin() + d);
+        push(Instr{Op::select, {a}, {spelled(d, rank), r_.chance(0.2) ? idx - size : idx}, 0},
+             view_of(a, out));
+        return true;
+      }
+      case 6: {
+        Shape spelled_shape;
+        out.clear();
+        if (rank < 3 && r_.chance(0.4)) {
+          const int64_t lead = r_.range(2, 3);
+          out.push_back(lead);
+          spelled_shape.push_back(lead);
+        }
+        for (int64_t x : s) {
+          const int64_t y = x == 1 && r_.chance(0.7) ? r_.range(2, 4) : x;
+          out.push_back(y);
+          spelled_shape.push_back(y == x && r_.chance(0.3) ? -1 : y);
+        }
+        if (numel(out) > kMaxNumel) return false;
+        ValueInfo v = view_of(a, out);
+        v.overlap = numel(out) != numel(s);
+        push(Instr{Op::expand, {a}, spelled_shape, 0}, v);
+        return true;
+      }
+      case 7: {
+        out.clear();
+        if (r_.chance(0.5)) {
+          for (int64_t x : s)
+            if (x != 1) out.push_back(x);
+          push(Instr{Op::squeeze_all, {a}, {}, 0}, view_of(a, out));
+          return true;
+        }
+        if (size == 1) {
+          out = s;
+          out.erase(out.begin() + d);
+        } else {
+          out = s;  // squeezing a dim that is not 1 leaves the shape alone
+        }
+        push(Instr{Op::squeeze_dim, {a}, {spelled(d, rank)}, 0}, view_of(a, out));
+        return true;
+      }
+      case 8: {
+        const int64_t at = r_.range(0, static_cast<int64_t>(rank));
+        out.insert(out.begin() + at, 1);
+        push(Instr{Op::unsqueeze, {a}, {spelled(at, rank + 1)}, 0}, view_of(a, out));
+        return true;
+      }
+      case 9:
+        push(Instr{Op::flatten, {a}, {}, 0}, view_of(a, {numel(s)}));
+        return true;
+      default:
+        push(Instr{Op::clone, {a}, {}, 0}, fresh(s, val(a).bound));
+        return true;
+    }
+  }
+
+  bool matmul() {
+    const int a = pick([](const ValueInfo& v) { return !v.is_bool && !v.shape.empty(); });
+    if (a < 0) return false;
+    const Shape& s = val(a).shape;
+    const int b = pick([&](const ValueInfo& v) {
+      auto m = v.is_bool ? std::nullopt : matmul_shape(s, v.shape);
+      return m && numel(*m) <= kMaxNumel;
+    });
+    if (b >= 0 && r_.chance(0.7)) {
+      const double nb = val(a).bound * val(b).bound * static_cast<double>(s.back());
+      if (nb > kMaxBound) return false;
+      push(Instr{Op::matmul, {a, b}, {}, 0}, fresh(*matmul_shape(s, val(b).shape), nb));
+      return true;
+    }
+    const double nb = val(a).bound * val(a).bound * static_cast<double>(s.back());
+    if (nb > kMaxBound) return false;
+    Shape out(s.begin(), s.end() - 1);
+    if (s.size() > 1) out.push_back(s[s.size() - 2]);
+    push(Instr{Op::matmul_self, {a}, {static_cast<int64_t>(s.size())}, 0}, fresh(out, nb));
+    return true;
+  }
+
+  bool detach() {
+    const int a = pick_float();
+    if (a < 0) return false;
+    push(Instr{Op::detach, {a}, {}, 0}, view_of(a, val(a).shape));
+    return true;
+  }
+
+  bool in_place() {
+    // No in-place writes to a leaf that requires grad (or its views) with grad
+    // on, nor to tensors whose elements alias each other (expand), nor (unless
+    // asked for) to storage the tape saved for the backward.
+    const bool to_recorded = has(kInPlaceRecorded) && r_.chance(0.3);
+    const int t = pick([&](const ValueInfo& v) {
+      const bool rg_leaf =
+          std::find(rg_groups_.begin(), rg_groups_.end(), v.group) != rg_groups_.end();
+      return !v.is_bool && !v.overlap && (nograd_ || !rg_leaf) && recorded(v.group) == to_recorded;
+    });
+    if (t < 0) return false;
+    const Shape& s = val(t).shape;
+    const double bt = val(t).bound;
+    const int64_t choice = r_.below(6);
+    double nb = bt, x = 0;
+    Instr in{Op::relu_, {t}, {}, 0};
+    if (choice < 3) {
+      const int src = pick([&](const ValueInfo& v) {
+        return !v.is_bool && broadcastable(v.shape, s) && (choice != 2 || v.bound <= 2);
+      });
+      if (src < 0) return false;
+      in = Instr{choice == 0 ? Op::add_ : choice == 1 ? Op::sub_ : Op::mul_, {t, src}, {}, 0};
+      nb = choice == 2 ? bt * val(src).bound : bt + val(src).bound;
+    } else if (choice < 5) {
+      x = choice == 3 ? 0.5 : -1.5;
+      in = Instr{choice == 3 ? Op::add_scalar_ : Op::mul_scalar_, {t}, {}, x};
+      nb = choice == 3 ? bt + 0.5 : bt * 1.5;
+    }
+    if (nb > kMaxBound) return false;
+    // Every value that may share the storage can now hold the larger values.
+    for (auto& v : vals_)
+      if (v.group == val(t).group) v.bound = std::max(v.bound, nb);
+    push(in, view_of(t, s));
+    return true;
+  }
+
+  void pick_outputs() {
+    std::vector<int> floats;
+    for (size_t i = 0; i < vals_.size(); ++i)
+      if (!vals_[i].marker && !vals_[i].is_bool) floats.push_back(static_cast<int>(i));
+    p_.outputs.push_back(floats.back());
+    for (int k = 0; k < 2; ++k) {
+      const int o = floats[static_cast<size_t>(r_.below(static_cast<int64_t>(floats.size())))];
+      if (r_.chance(0.5) && std::find(p_.outputs.begin(), p_.outputs.end(), o) == p_.outputs.end())
+        p_.outputs.push_back(o);
+    }
+  }
+
+  Rng r_;
+  uint32_t f_;
+  Program p_;
+  std::vector<ValueInfo> vals_;
+  std::vector<int> rg_groups_;  // storage of inputs that require grad
+  std::vector<int> recorded_;   // storage saved by the tape
+  int next_group_ = 0;
+  bool nograd_ = false;
+};
+
+}  // namespace
+
+Program generate(uint64_t seed, uint32_t features) {
+  return Generator(seed, features).run();
+}
+
+}  // namespace kiln::fuzz

@@ -1,0 +1,359 @@
+// Each fuzzer op as a frontend call (apply) and as C++ text (cpp); see ops.def
+// for the meaning of an instruction's ints and number.
+#include "tools/fuzz/instr.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+namespace kiln::fuzz {
+
+namespace {
+
+const char* const kOpNames[] = {
+#define KILN_FUZZ_OP(name, arity) #name,
+#include "tools/fuzz/ops.def"
+#undef KILN_FUZZ_OP
+};
+const int kOpArity[] = {
+#define KILN_FUZZ_OP(name, arity) arity,
+#include "tools/fuzz/ops.def"
+#undef KILN_FUZZ_OP
+};
+
+std::string list(const std::vector<int64_t>& v, size_t from = 0) {
+  std::string s = "{";
+  for (size_t i = from; i < v.size(); ++i) s += (i > from ? ", " : "") + std::to_string(v[i]);
+  return s + "}";
+}
+
+std::string flag(bool b) {
+  return b ? "true" : "false";
+}
+
+}  // namespace
+
+const char* op_name(Op op) {
+  return kOpNames[static_cast<int>(op)];
+}
+int op_arity(Op op) {
+  return kOpArity[static_cast<int>(op)];
+}
+
+std::string number_literal(double x) {
+  char buf[40];
+  for (int prec = 1; prec <= 17; ++prec) {
+    std::snprintf(buf, sizeof buf, "%.*g", prec, x);
+    if (std::strtod(buf, nullptr) == x) break;
+  }
+  std::string s = buf;
+  if (s.find_first_of(".einn") == std::string::npos) s += ".0";
+  return s;
+}
+
+Tensor run_instr(const Instr& in, const std::vector<Tensor>& values) {
+  const Tensor& a = values.at(static_cast<size_t>(in.operands.at(0)));
+  auto operand = [&](size_t i) -> const Tensor& {
+    return values.at(static_cast<size_t>(in.operands.at(i)));
+  };
+  const auto& n = in.ints;
+  const double x = in.number;
+  const bool keep = x != 0;
+  switch (in.op) {
+    case Op::neg:
+      return a.neg();
+    case Op::abs:
+      return a.abs();
+    case Op::sign:
+      return a.sign();
+    case Op::exp:
+      return a.exp();
+    case Op::log_safe:
+      return (a.abs() + 1.0).log();
+    case Op::sqrt_safe:
+      return (a.abs() + 0.1).sqrt();
+    case Op::rsqrt_safe:
+      return (a.abs() + 0.5).rsqrt();
+    case Op::sin:
+      return a.sin();
+    case Op::cos:
+      return a.cos();
+    case Op::tanh:
+      return a.tanh();
+    case Op::sigmoid:
+      return a.sigmoid();
+    case Op::relu:
+      return a.relu();
+    case Op::gelu:
+      return a.gelu();
+    case Op::clamp:
+      return a.clamp(-x, x);
+    case Op::pow_scalar:
+      return a.pow(x);
+    case Op::add_scalar:
+      return a + x;
+    case Op::mul_scalar:
+      return a * x;
+    case Op::rsub_scalar:
+      return x - a;
+    case Op::div_scalar:
+      return a / x;
+    case Op::add:
+      return a + operand(1);
+    case Op::sub:
+      return a - operand(1);
+    case Op::mul:
+      return a * operand(1);
+    case Op::div_safe:
+      return a / (operand(1).abs() + 0.5);
+    case Op::maximum:
+      return a.maximum(operand(1));
+    case Op::minimum:
+      return a.minimum(operand(1));
+    case Op::pow_safe:
+      return (a.abs() + 0.5).pow(operand(1));
+    case Op::add_alpha:
+      return a.add(operand(1), x);
+    case Op::gt:
+      return a > operand(1);
+    case Op::lt:
+      return a < operand(1);
+    case Op::ge:
+      return a >= operand(1);
+    case Op::le:
+      return a <= operand(1);
+    case Op::gt_scalar:
+      return a > x;
+    case Op::logical_not:
+      return a.logical_not();
+    case Op::where:
+      return where(a, operand(1), operand(2));
+    case Op::sum_all:
+      return a.sum();
+    case Op::sum_dims:
+      return a.sum(n, keep);
+    case Op::mean_all:
+      return a.mean();
+    case Op::mean_dims:
+      return a.mean(n, keep);
+    case Op::max_all:
+      return a.max();
+    case Op::max_dim:
+      return std::get<0>(a.max(n.at(0), keep));
+    case Op::min_dim:
+      return std::get<0>(a.min(n.at(0), keep));
+    case Op::amax:
+      return a.amax(n, keep);
+    case Op::amin:
+      return a.amin(n, keep);
+    case Op::var_dims:
+      return a.var(n, /*unbiased=*/(static_cast<int>(x) & 2) != 0, (static_cast<int>(x) & 1) != 0);
+    case Op::softmax:
+      return a.softmax(n.at(0));
+    case Op::log_softmax:
+      return a.log_softmax(n.at(0));
+    case Op::reshape:
+      return a.reshape(n);
+    case Op::permute:
+      return a.permute(n);
+    case Op::transpose:
+      return a.transpose(n.at(0), n.at(1));
+    case Op::t:
+      return a.t();
+    case Op::slice:
+      return a.slice(n.at(0), n.at(1), n.at(2), n.at(3));
+    case Op::expand:
+      return a.expand(n);
+    case Op::squeeze_all:
+      return a.squeeze();
+    case Op::squeeze_dim:
+      return a.squeeze(n.at(0));
+    case Op::unsqueeze:
+      return a.unsqueeze(n.at(0));
+    case Op::narrow:
+      return a.narrow(n.at(0), n.at(1), n.at(2));
+    case Op::select:
+      return a.select(n.at(0), n.at(1));
+    case Op::flatten:
+      return a.flatten();
+    case Op::clone:
+      return a.clone();
+    case Op::matmul:
+      return a.matmul(operand(1));
+    case Op::matmul_self:
+      return a.matmul(n.at(0) == 1 ? a : a.transpose(-1, -2));
+    case Op::detach:
+      return a.detach();
+    // In place: the handle shares the operand's storage.
+    case Op::add_:
+      return Tensor(a).add_(operand(1));
+    case Op::sub_:
+      return Tensor(a).sub_(operand(1));
+    case Op::mul_:
+      return Tensor(a).mul_(operand(1));
+    case Op::add_scalar_:
+      return Tensor(a).add_(x);
+    case Op::mul_scalar_:
+      return Tensor(a).mul_(x);
+    case Op::relu_:
+      return Tensor(a).relu_();
+    case Op::nograd_begin:
+    case Op::nograd_end:
+      break;
+  }
+  return Tensor();
+}
+
+std::string cpp(const Instr& in, const std::vector<std::string>& names) {
+  auto v = [&](size_t i) { return names.at(static_cast<size_t>(in.operands.at(i))); };
+  const std::string a = in.operands.empty() ? "" : v(0);
+  const auto& n = in.ints;
+  const std::string x = number_literal(in.number);
+  const std::string keep = flag(in.number != 0);
+  auto i = [&](size_t k) { return std::to_string(n.at(k)); };
+  switch (in.op) {
+    case Op::neg:
+      return a + ".neg()";
+    case Op::abs:
+      return a + ".abs()";
+    case Op::sign:
+      return a + ".sign()";
+    case Op::exp:
+      return a + ".exp()";
+    case Op::log_safe:
+      return "(" + a + ".abs() + 1.0).log()";
+    case Op::sqrt_safe:
+      return "(" + a + ".abs() + 0.1).sqrt()";
+    case Op::rsqrt_safe:
+      return "(" + a + ".abs() + 0.5).rsqrt()";
+    case Op::sin:
+      return a + ".sin()";
+    case Op::cos:
+      return a + ".cos()";
+    case Op::tanh:
+      return a + ".tanh()";
+    case Op::sigmoid:
+      return a + ".sigmoid()";
+    case Op::relu:
+      return a + ".relu()";
+    case Op::gelu:
+      return a + ".gelu()";
+    case Op::clamp:
+      return a + ".clamp(-" + x + ", " + x + ")";
+    case Op::pow_scalar:
+      return a + ".pow(" + x + ")";
+    case Op::add_scalar:
+      return a + " + " + x;
+    case Op::mul_scalar:
+      return a + " * " + x;
+    case Op::rsub_scalar:
+      return x + " - " + a;
+    case Op::div_scalar:
+      return a + " / " + x;
+    case Op::add:
+      return a + " + " + v(1);
+    case Op::sub:
+      return a + " - " + v(1);
+    case Op::mul:
+      return a + " * " + v(1);
+    case Op::div_safe:
+      return a + " / (" + v(1) + ".abs() + 0.5)";
+    case Op::maximum:
+      return a + ".maximum(" + v(1) + ")";
+    case Op::minimum:
+      return a + ".minimum(" + v(1) + ")";
+    case Op::pow_safe:
+      return "(" + a + ".abs() + 0.5).pow(" + v(1) + ")";
+    case Op::add_alpha:
+      return a + ".add(" + v(1) + ", " + x + ")";
+    case Op::gt:
+      return a + " > " + v(1);
+    case Op::lt:
+      return a + " < " + v(1);
+    case Op::ge:
+      return a + " >= " + v(1);
+    case Op::le:
+      return a + " <= " + v(1);
+    case Op::gt_scalar:
+      return a + " > " + x;
+    case Op::logical_not:
+      return a + ".logical_not()";
+    case Op::where:
+      return "where(" + a + ", " + v(1) + ", " + v(2) + ")";
+    case Op::sum_all:
+      return a + ".sum()";
+    case Op::sum_dims:
+      return a + ".sum(" + list(n) + ", " + keep + ")";
+    case Op::mean_all:
+      return a + ".mean()";
+    case Op::mean_dims:
+      return a + ".mean(" + list(n) + ", " + keep + ")";
+    case Op::max_all:
+      return a + ".max()";
+    case Op::max_dim:
+      return "std::get<0>(" + a + ".max(" + i(0) + ", " + keep + "))";
+    case Op::min_dim:
+      return "std::get<0>(" + a + ".min(" + i(0) + ", " + keep + "))";
+    case Op::amax:
+      return a + ".amax(" + list(n) + ", " + keep + ")";
+    case Op::amin:
+      return a + ".amin(" + list(n) + ", " + keep + ")";
+    case Op::var_dims:
+      return a + ".var(" + list(n) + ", " + flag((static_cast<int>(in.number) & 2) != 0) + ", " +
+             flag((static_cast<int>(in.number) & 1) != 0) + ")";
+    case Op::softmax:
+      return a + ".softmax(" + i(0) + ")";
+    case Op::log_softmax:
+      return a + ".log_softmax(" + i(0) + ")";
+    case Op::reshape:
+      return a + ".reshape(" + list(n) + ")";
+    case Op::permute:
+      return a + ".permute(" + list(n) + ")";
+    case Op::transpose:
+      return a + ".transpose(" + i(0) + ", " + i(1) + ")";
+    case Op::t:
+      return a + ".t()";
+    case Op::slice:
+      return a + ".slice(" + i(0) + ", " + i(1) + ", " + i(2) + ", " + i(3) + ")";
+    case Op::expand:
+      return a + ".expand(" + list(n) + ")";
+    case Op::squeeze_all:
+      return a + ".squeeze()";
+    case Op::squeeze_dim:
+      return a + ".squeeze(" + i(0) + ")";
+    case Op::unsqueeze:
+      return a + ".unsqueeze(" + i(0) + ")";
+    case Op::narrow:
+      return a + ".narrow(" + i(0) + ", " + i(1) + ", " + i(2) + ")";
+    case Op::select:
+      return a + ".select(" + i(0) + ", " + i(1) + ")";
+    case Op::flatten:
+      return a + ".flatten()";
+    case Op::clone:
+      return a + ".clone()";
+    case Op::matmul:
+      return a + ".matmul(" + v(1) + ")";
+    case Op::matmul_self:
+      return a + ".matmul(" + a + (in.ints.at(0) == 1 ? "" : ".transpose(-1, -2)") + ")";
+    case Op::detach:
+      return a + ".detach()";
+    case Op::add_:
+      return a + ".add_(" + v(1) + ")";
+    case Op::sub_:
+      return a + ".sub_(" + v(1) + ")";
+    case Op::mul_:
+      return a + ".mul_(" + v(1) + ")";
+    case Op::add_scalar_:
+      return a + ".add_(" + x + ")";
+    case Op::mul_scalar_:
+      return a + ".mul_(" + x + ")";
+    case Op::relu_:
+      return a + ".relu_()";
+    case Op::nograd_begin:
+    case Op::nograd_end:
+      break;
+  }
+  return "";
+}
+
+}  // namespace kiln::fuzz

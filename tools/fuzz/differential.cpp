@@ -137,6 +137,9 @@ std::string error_kind(const std::string& message) {
   return out;
 }
 
+// Values first (outputs, gradients, inputs after the call, call by call), then
+// the outputs' requires_grad() flags, so that a flag difference does not hide
+// a wrong number.
 std::optional<Failure> compare(const Program& p, const RunResult& e, const RunResult& t,
                                const CheckOptions& o) {
   if (e.error || t.error) {
@@ -146,20 +149,17 @@ std::optional<Failure> compare(const Program& p, const RunResult& e, const RunRe
     return Failure{"only " + who + " threw: " + error_kind(msg),
                    who + " threw, the other did not:\n  " + msg};
   }
+  auto output_name = [](size_t i, size_t n) {
+    return i + 1 == n ? std::string("the loss") : "output " + std::to_string(i);
+  };
   for (size_t k = 0; k < e.calls.size(); ++k) {
     const Snapshot &a = e.calls[k], &b = t.calls[k];
     const std::string call = "call " + std::to_string(k + 1) + ": ";
     for (size_t i = 0; i < a.outputs.size(); ++i) {
-      const std::string what =
-          i + 1 == a.outputs.size() ? "the loss" : "output " + std::to_string(i);
       Difference d = difference(a.outputs[i], b.outputs[i], p.dtype);
-      if (!d.how.empty()) return Failure{"output: " + d.how, call + what + ": " + d.detail};
-      if (!o.requires_grad && a.output_requires_grad[i] != b.output_requires_grad[i])
-        return Failure{std::string("output: requires_grad() true in ") +
-                           (a.output_requires_grad[i] ? "eager" : "traced") + " only",
-                       call + what + ".requires_grad(): eager " +
-                           (a.output_requires_grad[i] ? "true" : "false") + ", traced " +
-                           (b.output_requires_grad[i] ? "true" : "false")};
+      if (!d.how.empty())
+        return Failure{"output: " + d.how,
+                       call + output_name(i, a.outputs.size()) + ": " + d.detail};
     }
     for (size_t i = 0; i < a.grads.size(); ++i) {
       const std::string what =
@@ -171,6 +171,17 @@ std::optional<Failure> compare(const Program& p, const RunResult& e, const RunRe
         return Failure{"input after the call: " + d.how,
                        call + what + " after the call: " + d.detail};
     }
+  }
+  for (size_t k = 0; k < e.calls.size() && !o.requires_grad; ++k) {
+    const Snapshot &a = e.calls[k], &b = t.calls[k];
+    for (size_t i = 0; i < a.outputs.size(); ++i)
+      if (a.output_requires_grad[i] != b.output_requires_grad[i])
+        return Failure{std::string("output: requires_grad() true in ") +
+                           (a.output_requires_grad[i] ? "eager" : "traced") + " only",
+                       "call " + std::to_string(k + 1) + ": " + output_name(i, a.outputs.size()) +
+                           ".requires_grad(): eager " +
+                           (a.output_requires_grad[i] ? "true" : "false") + ", traced " +
+                           (b.output_requires_grad[i] ? "true" : "false")};
   }
   return std::nullopt;
 }

@@ -11,6 +11,7 @@
 #include "frontend/jit.h"
 #include "frontend/optim.h"
 #include "tools/fuzz/body.h"
+#include "tools/fuzz/oracle.h"
 
 namespace kiln::fuzz {
 
@@ -32,6 +33,7 @@ Tensor copy_of(const Tensor& t) {
 struct RunResult {
   std::vector<Snapshot> calls;
   std::optional<std::string> error;  // the kiln::Error that stopped the run
+  std::string optimizer_mismatch;    // eager Adam against its formula (oracle.h)
 };
 
 RunResult run(const Program& p, bool traced) {
@@ -45,7 +47,16 @@ RunResult run(const Program& p, bool traced) {
     }
   std::unique_ptr<optim::Optimizer> opt;
   if (p.optimizer == Optimizer::sgd) opt = std::make_unique<optim::SGD>(params, 0.1);
-  if (p.optimizer == Optimizer::adam) opt = std::make_unique<optim::Adam>(params, 0.01);
+  CheckedAdam* checked = nullptr;
+  if (p.optimizer == Optimizer::adam) {
+    if (traced) {
+      opt = std::make_unique<optim::Adam>(params, 0.01);
+    } else {
+      auto a = std::make_unique<CheckedAdam>(params, 0.01);
+      checked = a.get();
+      opt = std::move(a);
+    }
+  }
   Body body = [&p, &caps, o = opt.get()](const std::vector<Tensor>& args) {
     return run_body(p, caps, args, o);
   };
@@ -75,6 +86,7 @@ RunResult run(const Program& p, bool traced) {
   } catch (const Error& e) {
     r.error = e.what();
   }
+  if (checked) r.optimizer_mismatch = checked->mismatch();
   return r;
 }
 
@@ -149,6 +161,8 @@ std::optional<Failure> compare(const Program& p, const RunResult& e, const RunRe
     return Failure{"only " + who + " threw: " + error_kind(msg),
                    who + " threw, the other did not:\n  " + msg};
   }
+  if (!e.optimizer_mismatch.empty())
+    return Failure{"the eager Adam step differs from Adam's formula", e.optimizer_mismatch};
   auto output_name = [](size_t i, size_t n) {
     return i + 1 == n ? std::string("the loss") : "output " + std::to_string(i);
   };

@@ -8,7 +8,6 @@
 #include <sstream>
 
 #include "frontend/autograd.h"
-#include "frontend/jit.h"
 #include "frontend/optim.h"
 #include "tools/fuzz/body.h"
 #include "tools/fuzz/oracle.h"

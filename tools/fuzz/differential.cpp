@@ -8,9 +8,9 @@
 #include <sstream>
 
 #include "frontend/autograd.h"
-#include "frontend/jit.h"
 #include "frontend/optim.h"
 #include "tools/fuzz/body.h"
+#include "tools/fuzz/oracle.h"
 
 namespace kiln::fuzz {
 
@@ -32,6 +32,7 @@ Tensor copy_of(const Tensor& t) {
 struct RunResult {
   std::vector<Snapshot> calls;
   std::optional<std::string> error;  // the kiln::Error that stopped the run
+  std::string optimizer_mismatch;    // eager Adam against its formula (oracle.h)
 };
 
 RunResult run(const Program& p, bool traced) {
@@ -45,7 +46,16 @@ RunResult run(const Program& p, bool traced) {
     }
   std::unique_ptr<optim::Optimizer> opt;
   if (p.optimizer == Optimizer::sgd) opt = std::make_unique<optim::SGD>(params, 0.1);
-  if (p.optimizer == Optimizer::adam) opt = std::make_unique<optim::Adam>(params, 0.01);
+  CheckedAdam* checked = nullptr;
+  if (p.optimizer == Optimizer::adam) {
+    if (traced) {
+      opt = std::make_unique<optim::Adam>(params, 0.01);
+    } else {
+      auto a = std::make_unique<CheckedAdam>(params, 0.01);
+      checked = a.get();
+      opt = std::move(a);
+    }
+  }
   Body body = [&p, &caps, o = opt.get()](const std::vector<Tensor>& args) {
     return run_body(p, caps, args, o);
   };
@@ -75,6 +85,7 @@ RunResult run(const Program& p, bool traced) {
   } catch (const Error& e) {
     r.error = e.what();
   }
+  if (checked) r.optimizer_mismatch = checked->mismatch();
   return r;
 }
 
@@ -137,6 +148,9 @@ std::string error_kind(const std::string& message) {
   return out;
 }
 
+// Values first (outputs, gradients, inputs after the call, call by call), then
+// the outputs' requires_grad() flags, so that a flag difference does not hide
+// a wrong number.
 std::optional<Failure> compare(const Program& p, const RunResult& e, const RunResult& t,
                                const CheckOptions& o) {
   if (e.error || t.error) {
@@ -146,20 +160,19 @@ std::optional<Failure> compare(const Program& p, const RunResult& e, const RunRe
     return Failure{"only " + who + " threw: " + error_kind(msg),
                    who + " threw, the other did not:\n  " + msg};
   }
+  if (!e.optimizer_mismatch.empty())
+    return Failure{"the eager Adam step differs from Adam's formula", e.optimizer_mismatch};
+  auto output_name = [](size_t i, size_t n) {
+    return i + 1 == n ? std::string("the loss") : "output " + std::to_string(i);
+  };
   for (size_t k = 0; k < e.calls.size(); ++k) {
     const Snapshot &a = e.calls[k], &b = t.calls[k];
     const std::string call = "call " + std::to_string(k + 1) + ": ";
     for (size_t i = 0; i < a.outputs.size(); ++i) {
-      const std::string what =
-          i + 1 == a.outputs.size() ? "the loss" : "output " + std::to_string(i);
       Difference d = difference(a.outputs[i], b.outputs[i], p.dtype);
-      if (!d.how.empty()) return Failure{"output: " + d.how, call + what + ": " + d.detail};
-      if (!o.requires_grad && a.output_requires_grad[i] != b.output_requires_grad[i])
-        return Failure{std::string("output: requires_grad() true in ") +
-                           (a.output_requires_grad[i] ? "eager" : "traced") + " only",
-                       call + what + ".requires_grad(): eager " +
-                           (a.output_requires_grad[i] ? "true" : "false") + ", traced " +
-                           (b.output_requires_grad[i] ? "true" : "false")};
+      if (!d.how.empty())
+        return Failure{"output: " + d.how,
+                       call + output_name(i, a.outputs.size()) + ": " + d.detail};
     }
     for (size_t i = 0; i < a.grads.size(); ++i) {
       const std::string what =
@@ -171,6 +184,17 @@ std::optional<Failure> compare(const Program& p, const RunResult& e, const RunRe
         return Failure{"input after the call: " + d.how,
                        call + what + " after the call: " + d.detail};
     }
+  }
+  for (size_t k = 0; k < e.calls.size() && !o.requires_grad; ++k) {
+    const Snapshot &a = e.calls[k], &b = t.calls[k];
+    for (size_t i = 0; i < a.outputs.size(); ++i)
+      if (a.output_requires_grad[i] != b.output_requires_grad[i])
+        return Failure{std::string("output: requires_grad() true in ") +
+                           (a.output_requires_grad[i] ? "eager" : "traced") + " only",
+                       "call " + std::to_string(k + 1) + ": " + output_name(i, a.outputs.size()) +
+                           ".requires_grad(): eager " +
+                           (a.output_requires_grad[i] ? "true" : "false") + ", traced " +
+                           (b.output_requires_grad[i] ? "true" : "false")};
   }
   return std::nullopt;
 }

@@ -58,6 +58,12 @@ int run_programs(const Options& o) {
                               (o.ignore.empty() ? "" : " --ignore " + o.ignore);
     if (o.print) std::cout << reproducer(p, title) << "\n";
     const Verdict v = check_program(p, checks);
+    if (o.verbose)
+      std::cout << "program " << i << ": " << p.instrs.size() << " instructions, "
+                << (v.failure      ? "FAILED"
+                    : v.both_threw ? "kiln::Error both ways"
+                                   : "passed")
+                << std::endl;
     if (!v.failure) {
       ++passed;
       both_threw += v.both_threw;
@@ -118,7 +124,8 @@ int main(int argc, char** argv) {
                  "IR whose arg/param indices are not 0..n-1)");
   app.add_option("--mode", o.mode, "force one mode: outside, inside or nograd")
       ->check(CLI::IsMember({"outside", "inside", "nograd"}));
-  app.add_flag("--verbose", o.verbose, "say more (mutation mode: every error message)");
+  app.add_flag("--verbose", o.verbose,
+               "a line per program (mutation mode: per input) and the time taken");
   app.add_flag("--print", o.print, "print every program as C++ before running it");
   app.add_flag("--no-shrink", o.no_shrink, "print failing programs as generated");
   app.add_option("--max-shrunk", o.max_shrunk,

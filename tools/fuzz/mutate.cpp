@@ -4,7 +4,6 @@
 // the input that caused them before the process exits.
 #include "tools/fuzz/mutate.h"
 
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <csignal>

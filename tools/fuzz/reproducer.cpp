@@ -113,6 +113,18 @@ std::string reproducer(const Program& p, const std::string& title) {
     os << "    CHECK(same(" << n << "_e.grad(), " << n << "_t.grad()));\n";
     os << "    CHECK(same(" << n << "_e, " << n << "_t));\n";
   }
+  if (p.optimizer == Optimizer::adam && p.dtype == DType::f64) {
+    // What CheckedAdam (oracle.h) checks, for the first step.
+    os << "    if (call == 0) {  // Adam's first step: p - lr * g / (|g| + eps), in double\n";
+    for (size_t i = 0; i < p.inputs.size(); ++i) {
+      if (!p.inputs[i].captured || !p.inputs[i].requires_grad) continue;
+      const std::string& n = names[i];
+      os << "      if (" << n << "_e.grad().defined()) {\n        Tensor g = " << n
+         << "_e.grad();\n        CHECK(allclose(" << n << "_e, make_" << n
+         << "().detach() - 0.01 * g / (g.abs() + 1e-8), 1e-12, 1e-12));\n      }\n";
+    }
+    os << "    }\n";
+  }
   os << "  }\n}\n";
   return os.str();
 }

@@ -39,12 +39,18 @@ std::vector<Program> candidates(const Program& p) {
   std::vector<Program> out;
   const int nin = static_cast<int>(p.inputs.size());
   for (int i = static_cast<int>(p.instrs.size()) - 1; i >= 0; --i) {
-    Program q = p;
-    const Instr in = q.instrs[static_cast<size_t>(i)];
-    q.instrs.erase(q.instrs.begin() + i);
-    // Uses of the deleted value read its first operand instead.
-    const int repl = in.operands.empty() ? -1 : in.operands[0];
-    if (remove_value(q, nin + i, repl)) out.push_back(q);
+    // Uses of the deleted value read one of its operands instead.
+    const Instr& in = p.instrs[static_cast<size_t>(i)];
+    std::vector<int> repls = in.operands;
+    if (repls.empty()) repls.push_back(-1);
+    for (size_t k = 0; k < repls.size(); ++k) {
+      if (std::find(repls.begin(), repls.begin() + static_cast<long>(k), repls[k]) !=
+          repls.begin() + static_cast<long>(k))
+        continue;
+      Program q = p;
+      q.instrs.erase(q.instrs.begin() + i);
+      if (remove_value(q, nin + i, repls[k])) out.push_back(q);
+    }
   }
   for (size_t o = 0; p.outputs.size() > 1 && o < p.outputs.size(); ++o) {
     Program q = p;

@@ -215,7 +215,7 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
   auto temp_slot = [&](Value v) {
     if (slots.of.count(v)) return slots.of.at(v);
     int64_t tid = static_cast<int64_t>(plan->temp_bytes.size());
-    plan->temp_bytes.push_back(g.type(v).numel() * static_cast<int64_t>(dtype_size(g.type(v).dtype)));
+    plan->temp_bytes.push_back(g.type(v).bytes());
     return slots.add(PlanSlot::Temp, tid, g.type(v), v);
   };
   GpuGroupContext gpu{g, opts, device, arch, [&](Value v) { return slots.at(v, g); }, temp_slot,
@@ -281,7 +281,7 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
       if (!slots.of.count(mv)) {
         // The raw product lives in a buffer of its own until the epilogue consumes it.
         int64_t tid = static_cast<int64_t>(plan->temp_bytes.size());
-        plan->temp_bytes.push_back(mm.type().numel() * static_cast<int64_t>(dtype_size(mm.type().dtype)));
+        plan->temp_bytes.push_back(mm.type().bytes());
         slots.add(PlanSlot::Temp, tid, mm.type(), mv);
       }
       PlanStep step;

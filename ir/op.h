@@ -35,6 +35,8 @@ struct TensorType {
 
   int64_t rank() const { return static_cast<int64_t>(shape.size()); }
   int64_t numel() const { return kiln::numel(shape); }
+  /// Bytes of a dense buffer of this type; throws kiln::Error when that overflows.
+  int64_t bytes() const { return byte_size(shape, dtype_size(dtype)); }
   /// "f32[64,100]", prefixed "cuda:" on a GPU.
   std::string str() const;
   friend bool operator==(const TensorType&, const TensorType&) = default;

@@ -24,7 +24,7 @@ struct PlanSlot {
   Kind kind = Temp;
   int64_t index = 0;  // arg/param index, temp buffer id, or output position
   TensorType type;
-  int64_t bytes() const { return type.numel() * static_cast<int64_t>(dtype_size(type.dtype)); }
+  int64_t bytes() const { return type.bytes(); }
 };
 
 /// How a GPU kernel is launched (mirrors codegen's CudaLaunch).

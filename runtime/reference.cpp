@@ -28,7 +28,7 @@ Strides broadcast_strides(const View& v, const Shape& shape) {
 }
 
 View scratch(const Shape& shape, DType dt, std::vector<std::shared_ptr<Storage>>& keep) {
-  auto s = Storage::allocate(size_t(kiln::numel(shape)) * dtype_size(dt));
+  auto s = Storage::allocate(size_t(byte_size(shape, dtype_size(dt))));
   keep.push_back(s);
   return dense_view(s->data(), dt, shape);
 }

@@ -6,8 +6,8 @@
 #include <optional>
 
 #include "frontend/autograd.h"
-#include "frontend/binary_io.h"
 #include "frontend/tensor_impl.h"
+#include "runtime/binary_io.h"
 
 namespace kiln {
 namespace {

@@ -9,12 +9,12 @@
 
 #include "codegen/compile.h"
 #include "frontend/autograd.h"
-#include "frontend/binary_io.h"
 #include "frontend/jit.h"
 #include "frontend/tensor_impl.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "runtime/binary_io.h"
 
 namespace kiln {
 namespace {

@@ -132,6 +132,17 @@ TEST_CASE("cli: runtime errors exit 1 with a message on stderr") {
   CHECK(r.code == 1);
   CHECK(contains(r.out, "y.npy (--input 0) is f32[4,6], the graph's argument 0 is f32[4,8]"));
 
+  // Device files are refused, not read forever.
+  r = kiln_cli("run /dev/zero -i x.npy", fx.dir);
+  CHECK(r.code == 1);
+  CHECK(contains(r.out, "/dev/zero: is a character device (expected a regular file)"));
+  r = kiln_cli("run model.kiln -i /dev/zero -i x.npy", fx.dir);
+  CHECK(r.code == 1);
+  CHECK(contains(r.out, "/dev/zero: is a character device"));
+  r = kiln_cli("explain /dev/zero", fx.dir);
+  CHECK(r.code == 1);
+  CHECK(contains(r.out, "/dev/zero: is a character device"));
+
   std::string bytes;
   {
     std::ifstream in(fx.dir + "/model.kiln", std::ios::binary);

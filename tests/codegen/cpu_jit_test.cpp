@@ -390,6 +390,23 @@ TEST_CASE("disk cache: a second compile loads the object; damage is detected and
     CHECK(std::count(err.begin(), err.end(), '\n') == 1);  // once
     MESSAGE(err);
   }
+
+  // A directory where the entry should be is a damaged entry: recompiled, never an abort.
+  TempDir d3;
+  CpuCompileOptions o3;
+  o3.cache_dir = d3.path;
+  (void)compile_cpu_kernel(g, grp, o3);
+  std::filesystem::path entry;
+  for (const auto& e : std::filesystem::directory_iterator(d3.path)) entry = e.path();
+  std::filesystem::remove(entry);
+  std::filesystem::create_directory(entry);
+  StderrCapture cap;
+  CpuKernel again = check_group(g, grp, vals, {}, o3);
+  const std::string err = cap.finish();
+  CAPTURE(err);
+  CHECK_FALSE(again.artifacts.from_disk_cache);
+  CHECK(err.find("kiln: damaged cache entry " + entry.string() + ": ") == 0);
+  CHECK(err.find("is a directory (expected a regular file); recompiling") != std::string::npos);
 }
 
 TEST_CASE("object cache entries: keys, atomic files and checks") {

@@ -6,12 +6,12 @@
 #include <limits>
 #include <random>
 
-#include "frontend/binary_io.h"
 #include "frontend/serialize.h"
 #include "frontend/tensor_impl.h"
 #include "ir/builder.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "runtime/binary_io.h"
 #include "test_util.h"
 
 namespace kiln {

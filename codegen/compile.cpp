@@ -315,6 +315,7 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
       step.kind = PlanStep::Kernel;
       step.name = k.info.name;
       step.fn = k.fn;
+      plan->code.push_back(std::move(k.code));
       step.range = k.info.range;
       step.grain = std::max<int64_t>(k.info.grain, 1);
       for (Value v : k.buffers) step.slots.push_back(slots.at(v, g));

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,9 @@ struct Plan {
   std::vector<Update> updates;      // written into params after the outputs
   std::vector<int64_t> temp_bytes;  // size of each planned temporary buffer
   int64_t num_args = 0, num_params = 0;
+  /// The loaded code of the steps' kernels: freed with the plan (opaque handles
+  /// from the backend that loaded them).
+  std::vector<std::shared_ptr<const void>> code;
 };
 
 /// Runs a plan. `args`/`params` point at dense buffers of the slots' types (by

@@ -126,7 +126,7 @@ Tensor create(OpKind k, Attrs attrs, const TensorType& type, SourceLoc loc) {
   try {
     return device_run(k, attrs, {}, type);
   } catch (Error& e) {
-    e.attach(loc, op_name(k));
+    e.attach(loc);  // no op name: the user called zeros/full/arange, never `constant`
     throw;
   }
 }

@@ -363,7 +363,7 @@ SavedGraph load_graph(const std::string& path) {
   SavedGraph out;
   out.name = raw.name;
   try {
-    out.graph = parse_graph(raw.graph_text, "graph");
+    out.graph = parse_graph(raw.graph_text, "graph", true);
     verify(out.graph);
   } catch (const Error& e) {
     throw Error(path + ": the graph section (byte " + std::to_string(raw.graph_offset) +

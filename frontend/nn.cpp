@@ -6,6 +6,10 @@
 #include <sstream>
 
 #include "frontend/autograd.h"
+#include "frontend/dispatch.h"
+#include "frontend/tensor_impl.h"
+#include "frontend/trace_state.h"
+#include "runtime/reference.h"
 
 namespace kiln::nn {
 
@@ -121,6 +125,30 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes, Loc loc) {
   return indices.unsqueeze(-1, loc).eq(classes, loc);
 }
 
+namespace {
+
+// An index outside [0, classes) would give an all-zero one-hot row and a finite,
+// wrong loss; PyTorch raises, and so does Kiln. Eagerly the indices are checked
+// on the host before anything is computed; in a trace a check_index node does it
+// when the compiled plan runs.
+Tensor checked_class_indices(const Tensor& target, int64_t classes, Loc loc) {
+  SourceLoc where = SourceLoc::from(loc);
+  if (current_trace())  // a captured target is a parameter: checked at every call too
+    return detail::apply(OpKind::check_index, {target},
+                         {{AttrKey::high, classes}, {AttrKey::name, std::string("cross_entropy")}},
+                         where);
+  Tensor host = target.cpu(loc).contiguous(loc);
+  try {
+    check_indices(host.impl()->view(), classes, "cross_entropy");
+  } catch (Error& e) {
+    e.attach(where);
+    throw;
+  }
+  return target;
+}
+
+}  // namespace
+
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction r, Loc loc) {
   SourceLoc where = SourceLoc::from(loc);
   if (logits.dim() != 2)
@@ -133,7 +161,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction r, Lo
       throw Error("cross_entropy: expected class indices of shape [" +
                       std::to_string(logits.size(0)) + "], got " + shape_str(target.sizes()),
                   where);
-    weights = one_hot(target, logits.size(1), loc).to(logits.dtype(), loc);
+    Tensor classes = checked_class_indices(target, logits.size(1), loc);
+    weights = one_hot(classes, logits.size(1), loc).to(logits.dtype(), loc);
   } else {
     if (target.sizes() != logits.sizes())
       throw Error("cross_entropy: probabilities of shape " + shape_str(target.sizes()) +

@@ -25,7 +25,18 @@ inline constexpr int kNumOps = 0
 #undef KILN_OP
     ;
 
-enum class OpCategory : uint8_t { Input, Creation, Unary, Binary, Ternary, Reduce, Movement, Matmul, Custom };
+enum class OpCategory : uint8_t {
+  Input,
+  Creation,
+  Unary,
+  Binary,
+  Ternary,
+  Reduce,
+  Movement,
+  Matmul,
+  Check,
+  Custom
+};
 
 /// The static type of a value: element type, shape, device.
 struct TensorType {

@@ -77,6 +77,16 @@ DType dtype_index(OpKind, Types, const Attrs&) {
   return DType::i64;
 }
 
+// check_index: integer indices (bool is not an index) and a bound >= 0.
+DType dtype_integer(OpKind, Types in, const Attrs& a) {
+  KILN_CHECK(!is_floating(in[0].dtype) && in[0].dtype != DType::b8,
+             "expected integer indices, got ", dtype_name(in[0].dtype));
+  const int64_t high = a.i(AttrKey::high);
+  KILN_CHECK(high >= 0, "expected a bound (high) >= 0, got ", high);
+  (void)a.str(AttrKey::name);
+  return in[0].dtype;
+}
+
 // ---- Shape rules ----
 
 Shape shape_same(OpKind, Types in, const Attrs&) {

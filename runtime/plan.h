@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ir/device.h"
+#include "ir/error.h"
 #include "ir/op.h"
 #include "runtime/storage.h"
 
@@ -40,7 +41,10 @@ struct GpuLaunch {
 };
 
 struct PlanStep {
-  enum Kind : uint8_t { Kernel, Matmul, GpuKernel, GpuMatmul };
+  /// IndexCheck: slots {in, out}; checks that every element of `in` is in [0, high)
+  /// (throwing kiln::Error naming check_op and `loc`), then copies it to `out`.
+  /// Runs on the host for both devices (a CUDA plan waits for its stream there).
+  enum Kind : uint8_t { Kernel, Matmul, GpuKernel, GpuMatmul, IndexCheck };
   Kind kind = Kernel;
   std::string name;
   CpuKernelFn fn = nullptr;      // Kernel
@@ -58,6 +62,9 @@ struct PlanStep {
   GpuLaunch launch;        // GpuKernel
   /// GpuMatmul: cuBLASLt applies relu (after the bias, when slots has one) to the product.
   bool relu = false;
+  int64_t high = 0;      // IndexCheck: the exclusive bound
+  std::string check_op;  // IndexCheck: the op the user called ("cross_entropy")
+  SourceLoc loc;         // IndexCheck: the user's line that recorded the check
 };
 
 struct Plan {
@@ -92,6 +99,10 @@ struct KeptBuffers {
 void execute_plan(const Plan& plan, void* const* args, void* const* params, void* const* outputs,
                   KeptBuffers* keep = nullptr);
 void release_kept(KeptBuffers& keep);
+
+/// Runs an IndexCheck step on host memory: checks `in` (a dense buffer of
+/// `type`), attaching the step's location to the error (both executors).
+void check_index_step(const PlanStep& step, const void* in, const TensorType& type);
 
 /// Fills ptr[s] with the buffer of every slot of `plan` (both executors).
 void resolve_slots(const Plan& plan, void* const* args, void* const* params, void* const* outputs,

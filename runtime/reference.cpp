@@ -79,6 +79,10 @@ void reference_kernel(OpKind k, const Attrs& attrs, std::span<const View> inputs
     case OpCategory::Matmul:
       expect(2);
       return matmul_cpu(inputs[0], inputs[1], out);
+    case OpCategory::Check:
+      expect(1);
+      check_indices(inputs[0], attrs.i(AttrKey::high), attrs.str(AttrKey::name));
+      return copy_to(inputs[0], out);
   }
 }
 

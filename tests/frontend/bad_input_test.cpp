@@ -38,6 +38,7 @@ TEST_CASE("bad input: each error says what was expected and names the user's lin
     {"empty() of 2^80 elements", [] { (void)empty({int64_t(1) << 40, int64_t(1) << 40}); }, "is too large", __LINE__},
     {"more memory than any machine has", [] { (void)zeros({int64_t(1) << 50}); }, "out of CPU memory", __LINE__},
     {"class index >= C", [&] { (void)F::cross_entropy(logits, labels); }, "cross_entropy: index 5 is out of range for size 5 (expected 0 <= index < 5)", __LINE__},
+    {"one_hot index >= num_classes", [] { (void)F::one_hot(tensor({0, 3}), 3); }, "one_hot: index 3 is out of range for size 3", __LINE__},
     {"negative class index", [&] { (void)F::cross_entropy(logits, tensor({-1, 0})); }, "cross_entropy: index -1 is out of range", __LINE__},
     {"max of an empty tensor", [] { (void)zeros({0}).max(); }, "max: expected reduction dim 0 to have a non-zero size, got input shape [0]", __LINE__},
     {"amax over an empty dim", [] { (void)zeros({2, 0}).amax({1}); }, "non-zero size", __LINE__},

@@ -64,6 +64,30 @@ bool accumulate_form(const Graph& g, const FusionGroup& grp, Value p, double* al
   return true;
 }
 
+// A check node (check_index) becomes a host step of its own: check, then copy.
+void add_check_step(const Graph& g, const FusionGroup& grp, SlotTable& slots, Plan& plan,
+                    CompileReport& r) {
+  const NodeId id = grp.nodes.front();
+  const Node& n = g[id];
+  PlanStep step;
+  step.kind = PlanStep::IndexCheck;
+  step.name = "k" + std::to_string(id) + "_" + op_name(n.op);
+  step.slots = {slots.at(n.operands[0], g), slots.at(Value(id), g)};
+  step.high = n.attrs.i(AttrKey::high);
+  step.check_op = n.attrs.str(AttrKey::name);
+  step.loc = n.loc;
+  plan.steps.push_back(step);
+  KernelInfo info;
+  info.name = step.name;
+  info.kind = grp.kind;
+  info.nodes = grp.nodes;
+  if (n.loc.known()) info.sources.push_back(n.loc.str());
+  info.bytes_read = info.bytes_written = n.type().bytes();
+  r.kernels.push_back(info);
+  r.artifacts.push_back({});
+  r.step_values.push_back(grp.outputs);
+}
+
 }  // namespace
 
 std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& opts,
@@ -215,7 +239,7 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
   auto temp_slot = [&](Value v) {
     if (slots.of.count(v)) return slots.of.at(v);
     int64_t tid = static_cast<int64_t>(plan->temp_bytes.size());
-    plan->temp_bytes.push_back(g.type(v).numel() * static_cast<int64_t>(dtype_size(g.type(v).dtype)));
+    plan->temp_bytes.push_back(g.type(v).bytes());
     return slots.add(PlanSlot::Temp, tid, g.type(v), v);
   };
   GpuGroupContext gpu{g, opts, device, arch, [&](Value v) { return slots.at(v, g); }, temp_slot,
@@ -233,6 +257,11 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
     bool data_only = grp.kind == GroupKind::Opaque;
     for (NodeId id : grp.nodes) data_only = data_only && (g[id].op == OpKind::literal || g[id].op == OpKind::arange);
     if (data_only) grp.kind = GroupKind::Elementwise;
+    if (grp.kind == GroupKind::Opaque &&
+        op_info(g[grp.nodes.front()].op).category == OpCategory::Check) {
+      add_check_step(g, grp, slots, *plan, r);
+      continue;
+    }
     if (grp.kind == GroupKind::Opaque)
       throw Error(std::string("cannot compile '") + op_name(g[grp.nodes.front()].op) +
                       "' in a traced function (run it eagerly, outside the trace)",
@@ -281,7 +310,7 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
       if (!slots.of.count(mv)) {
         // The raw product lives in a buffer of its own until the epilogue consumes it.
         int64_t tid = static_cast<int64_t>(plan->temp_bytes.size());
-        plan->temp_bytes.push_back(mm.type().numel() * static_cast<int64_t>(dtype_size(mm.type().dtype)));
+        plan->temp_bytes.push_back(mm.type().bytes());
         slots.add(PlanSlot::Temp, tid, mm.type(), mv);
       }
       PlanStep step;
@@ -315,6 +344,7 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
       step.kind = PlanStep::Kernel;
       step.name = k.info.name;
       step.fn = k.fn;
+      plan->code.push_back(std::move(k.code));
       step.range = k.info.range;
       step.grain = std::max<int64_t>(k.info.grain, 1);
       for (Value v : k.buffers) step.slots.push_back(slots.at(v, g));

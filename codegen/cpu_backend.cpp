@@ -83,7 +83,7 @@ CpuKernel compile_cpu_kernel(const Graph& g, const FusionGroup& group,
       out.artifacts.assembly = std::move(bin.assembly);
       if (!opts.cache_dir.empty()) ObjectCache(opts.cache_dir).store(key, *object);
     }
-    out.fn = reinterpret_cast<CpuKernelFn>(jit.load_object(*object, symbol));
+    out.fn = reinterpret_cast<CpuKernelFn>(jit.load_object(*object, symbol, &out.code));
   } catch (Error& e) {
     e.attach(first_loc(g, group));
     throw;

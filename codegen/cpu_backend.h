@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,8 @@ struct KernelArtifacts {
 
 struct CpuKernel {
   CpuKernelFn fn = nullptr;  // null when the group needs no kernel (a lone matmul)
+  /// Owns fn's code: the JIT frees it when the last copy goes (kept by the plan).
+  std::shared_ptr<const void> code;
   /// The values whose buffers the kernel reads and writes, in argument order. For
   /// Matmul groups the matmul's own result is the first entry (the caller computes
   /// it with BLAS before calling the epilogue kernel).

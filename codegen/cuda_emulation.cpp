@@ -23,6 +23,7 @@
 #include <sstream>
 
 #include "ir/error.h"
+#include "runtime/binary_io.h"
 
 extern char** environ;
 
@@ -346,11 +347,6 @@ std::string host_compiler() {
 #endif
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
 // Runs argv with stdout and stderr into log_path; returns the exit status (-1: no start).
 int run_program(const std::vector<std::string>& args, const std::string& log_path) {
   posix_spawn_file_actions_t fa;
@@ -394,7 +390,7 @@ CudaHostModule::CudaHostModule(const std::vector<std::string>& sources) {
       run_program({cxx, "-std=c++17", "-O1", "-fPIC", "-shared", "-w", "-o", so, cpp}, log);
   compile_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (rc != 0) {
-    std::string msg = read_file(log);
+    std::string msg = io::read_file(log);
     if (msg.size() > 6000) msg = msg.substr(0, 6000) + "\n...";
     throw Error("CUDA emulation: the host compiler (" + cxx + ") " +
                 (rc < 0 ? "could not run" : "rejected the generated CUDA C") + "; source kept in " +

@@ -11,7 +11,7 @@ namespace kiln {
 namespace {
 
 int64_t bytes_of(const TensorType& t) {
-  return t.numel() * static_cast<int64_t>(dtype_size(t.dtype));
+  return t.bytes();
 }
 
 // A float32 matmul group whose epilogue cuBLASLt computes itself: + bias (a

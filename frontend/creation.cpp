@@ -22,6 +22,16 @@ uint64_t next_seed() {
   return g_rng();
 }
 
+// numel(shape), with the error (an overflowing shape) at the user's line.
+int64_t numel_or_throw(const Shape& shape, SourceLoc loc) {
+  try {
+    return numel(shape);
+  } catch (Error& e) {
+    e.attach(loc);
+    throw;
+  }
+}
+
 Tensor finish(Tensor t, const TensorOptions& o, SourceLoc loc) {
   if (o.device_.type != t.device().type) t = t.to(o.device_, std::source_location::current());
   if (o.requires_grad_) t.requires_grad_(true);
@@ -95,7 +105,7 @@ Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<
 Tensor scalar_tensor(Scalar value, TensorOptions o, Loc l) { return full({}, value, o, l); }
 
 Tensor from_vector(const std::vector<double>& values, Shape shape, TensorOptions o, Loc l) {
-  if (numel(shape) != static_cast<int64_t>(values.size()))
+  if (numel_or_throw(shape, here(l)) != static_cast<int64_t>(values.size()))
     throw Error("from_vector(): " + std::to_string(values.size()) + " values for shape " +
                     shape_str(shape) + " (expected " + std::to_string(numel(shape)) + ")",
                 here(l));
@@ -114,7 +124,16 @@ Tensor from_blob(void* data, Shape shape, Strides strides, TensorOptions o, Loc 
                     shape_str(shape),
                 here(l));
   int64_t extent = 1;
-  for (size_t i = 0; i < shape.size(); ++i) extent += (shape[i] - 1) * std::abs(strides[i]);
+  try {
+    for (size_t i = 0; i < shape.size(); ++i)
+      extent = checked_add(extent,
+                           checked_mul(shape[i] - 1, std::abs(strides[i]), "from_blob(): extent"),
+                           "from_blob(): extent");
+    (void)byte_size({extent}, dtype_size(o.dtype_));
+  } catch (Error& e) {
+    e.attach(here(l));
+    throw;
+  }
   auto impl = std::make_shared<TensorImpl>();
   impl->buffer = std::make_shared<Buffer>();
   impl->buffer->storage =
@@ -150,7 +169,8 @@ Tensor full_like(const Tensor& t, Scalar v, Loc l) {
 }
 
 Tensor eye(int64_t n, TensorOptions o, Loc l) {
-  std::vector<double> data(static_cast<size_t>(n * n), 0.0);
+  if (n < 0) throw Error("eye(): expected n >= 0, got " + std::to_string(n), here(l));
+  std::vector<double> data(static_cast<size_t>(numel_or_throw({n, n}, here(l))), 0.0);
   for (int64_t i = 0; i < n; ++i) data[static_cast<size_t>(i * n + i)] = 1.0;
   return literal(std::move(data), {n, n}, o, here(l));
 }
@@ -161,6 +181,10 @@ Tensor arange(Scalar start, Scalar end, Scalar step, TensorOptions o, Loc l) {
   if (step.value == 0) throw Error("arange(): step must be nonzero", here(l));
   double n = std::ceil((end.value - start.value) / step.value);
   if (n < 0) n = 0;
+  if (!(n < 0x1p62))
+    throw Error(
+        "arange(): " + std::to_string(n) + " elements is too many (expected fewer than 2^62)",
+        here(l));
   bool ints = start.kind != ScalarKind::floating && end.kind != ScalarKind::floating &&
               step.kind != ScalarKind::floating;
   if (ints && !o.has_dtype_) o.dtype_ = DType::i64;

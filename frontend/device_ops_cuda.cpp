@@ -245,7 +245,7 @@ void check_device(const Device& d) {
 // Host -> device copy of a dense CPU tensor.
 Tensor upload(const std::shared_ptr<TensorImpl>& host, Device to) {
   auto out = make_dense(TensorType{host->type.dtype, host->type.shape, to});
-  size_t bytes = static_cast<size_t>(host->type.numel()) * dtype_size(host->type.dtype);
+  size_t bytes = static_cast<size_t>(host->type.bytes());
   cuda::copy_to_device(out->view().data, host->view().data, bytes, to.index);
   return Tensor(std::move(out));
 }
@@ -311,7 +311,7 @@ Tensor cuda_transfer(const Tensor& t, Device to) {
   check_device(from);
   auto dense = dense_on_device(t);
   auto host = make_dense(TensorType{in.type.dtype, in.type.shape, Device(kCPU)});
-  size_t bytes = static_cast<size_t>(in.type.numel()) * dtype_size(in.type.dtype);
+  size_t bytes = static_cast<size_t>(in.type.bytes());
   cuda::copy_to_host(host->view().data, dense->view().data, bytes, from.index);
   if (to.is_cpu()) return Tensor(std::move(host));
   return upload(host, to);  // between devices, through the host

@@ -18,7 +18,7 @@ std::shared_ptr<TensorImpl> make_dense(const TensorType& t) {
   impl->type = t;
   impl->strides = contiguous_strides(t.shape);
   impl->buffer = std::make_shared<Buffer>();
-  size_t bytes = static_cast<size_t>(t.numel()) * dtype_size(t.dtype);
+  size_t bytes = static_cast<size_t>(t.bytes());
   impl->buffer->storage = Storage::allocate(bytes == 0 ? 1 : bytes, t.device);
   return impl;
 }
@@ -131,7 +131,7 @@ Tensor create(OpKind k, Attrs attrs, const TensorType& type, SourceLoc loc) {
   try {
     return device_run(k, attrs, {}, type);
   } catch (Error& e) {
-    e.attach(loc, op_name(k));
+    e.attach(loc);  // no op name: the user called zeros/full/arange, never `constant`
     throw;
   }
 }

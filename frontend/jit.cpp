@@ -2,11 +2,13 @@
 // into a graph, compiling to a plan, running it, KILN_CHECK comparison.
 #include "frontend/jit.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
+#include <utility>
 
 #include "codegen/compile.h"
 #include "frontend/autograd.h"
@@ -59,6 +61,7 @@ TracedCore::~TracedCore() = default;
 
 void TracedCore::set_cache_size(size_t n) {
   if (n == 0) throw Error("set_cache_size: the cache needs room for at least one signature");
+  std::lock_guard<std::mutex> lock(mu_);
   cache_size_ = n;
   while (entries_.size() > cache_size_) {
     auto it = std::min_element(entries_.begin(), entries_.end(),
@@ -111,7 +114,15 @@ std::string miss_reason(const TraceArgs& a, const std::vector<TensorType>& types
 
 }  // namespace
 
-TracedCore::Entry& TracedCore::lookup(const TraceArgs& args) {
+/// A signature some thread is building now (lookup's "compile in flight").
+struct TracedCore::InFlight {
+  std::vector<TensorType> types;
+  std::vector<bool> requires_grad;
+  std::vector<double> numbers;
+  bool grad_mode = false;
+};
+
+std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
   std::vector<TensorType> types;
   std::vector<bool> rg;
   for (size_t i = 0; i < args.tensors.size(); ++i) {
@@ -124,6 +135,13 @@ TracedCore::Entry& TracedCore::lookup(const TraceArgs& args) {
     rg.push_back(t.impl()->requires_grad);
   }
   bool gm = grad_mode_enabled();
+  std::unique_lock<std::mutex> lock(mu_);
+  // The same signature compiling on another thread: wait for it, then look it up.
+  auto same = [&](const InFlight* f) {
+    return same_signature(*this, types, rg, args.numbers, gm, f->types, f->requires_grad,
+                          f->numbers, f->grad_mode);
+  };
+  compiled_.wait(lock, [&] { return std::none_of(in_flight_.begin(), in_flight_.end(), same); });
   std::string guard_reason;
   for (auto& e : entries_) {
     if (!same_signature(*this, types, rg, args.numbers, gm, e->types, e->requires_grad, e->numbers,
@@ -144,7 +162,7 @@ TracedCore::Entry& TracedCore::lookup(const TraceArgs& args) {
     if (!guards_hold) continue;
     stats_.hits++;
     e->last_use = ++clock_;
-    return *e;
+    return e;
   }
 
   std::string reason = "first call";
@@ -161,9 +179,23 @@ TracedCore::Entry& TracedCore::lookup(const TraceArgs& args) {
   if (log_enabled("recompiles"))
     std::cerr << "kiln: compiling '" << name_ << "' (" << reason << ")\n";
 
-  bool dumping = !settings().dump_dir.empty();
-  std::unique_ptr<Entry> e = build(args, dumping);
-  if (dumping) write_dump(settings().dump_dir, name_, e->traced, *e->report, e->types);
+  const InFlight mine{types, rg, args.numbers, gm};
+  in_flight_.push_back(&mine);
+  lock.unlock();
+  std::shared_ptr<Entry> e;
+  try {
+    bool dumping = !settings().dump_dir.empty();
+    e = build(args, dumping);
+    if (dumping) write_dump(settings().dump_dir, name_, e->traced, *e->report, e->types);
+  } catch (...) {
+    lock.lock();
+    std::erase(in_flight_, &mine);
+    compiled_.notify_all();
+    throw;
+  }
+  lock.lock();
+  std::erase(in_flight_, &mine);
+  compiled_.notify_all();
   if (entries_.size() >= cache_size_) {
     auto it = std::min_element(entries_.begin(), entries_.end(),
                                [](auto& a, auto& b) { return a->last_use < b->last_use; });
@@ -171,8 +203,8 @@ TracedCore::Entry& TracedCore::lookup(const TraceArgs& args) {
     stats_.evictions++;
   }
   e->last_use = ++clock_;
-  entries_.push_back(std::move(e));
-  return *entries_.back();
+  entries_.push_back(e);
+  return e;
 }
 
 namespace {
@@ -567,19 +599,23 @@ std::vector<Tensor> TracedCore::run(Entry& e, const TraceArgs& args) {
 }
 
 std::vector<Tensor> TracedCore::call(const TraceArgs& args) {
-  stats_.calls++;
-  if (!jit_enabled() || current_trace() != nullptr) {
-    // Eager mode, or a traced function called inside another trace (it inlines).
-    stats_.eager_calls++;
-    return body_(args);
+  const bool eager = !jit_enabled() || current_trace() != nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.calls++;
+    if (eager) stats_.eager_calls++;
   }
-  Entry& e = lookup(args);
-  std::vector<Tensor> outs = run(e, args);
+  // Eager mode, or a traced function called inside another trace (it inlines).
+  if (eager) return body_(args);
+  std::shared_ptr<Entry> e = lookup(args);
+  std::vector<Tensor> outs = run(*e, args);
   // KILN_CHECK compares on the host against the reference interpreter: CPU plans only.
-  if (check_enabled() && !e.checked && !e.autograd_call && e.plan->device.is_cpu()) {
-    e.checked = true;
-    check(e, args, outs);
+  bool first_check = false;
+  if (check_enabled() && !e->autograd_call && e->plan->device.is_cpu()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    first_check = !std::exchange(e->checked, true);
   }
+  if (first_check) check(*e, args, outs);
   return outs;
 }
 

@@ -6,8 +6,10 @@
 // plan; later calls with that signature run the cached plan.
 #pragma once
 
+#include <condition_variable>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -70,7 +72,10 @@ class TracedCore {
 
  private:
   struct Entry;
-  Entry& lookup(const TraceArgs& args);
+  struct InFlight;
+  /// The entry for these arguments: a cached one, or one built now. When another
+  /// thread is building the same signature, waits for it instead of building twice.
+  std::shared_ptr<Entry> lookup(const TraceArgs& args);
   std::unique_ptr<Entry> build(const TraceArgs& args, bool artifacts);
   std::vector<Tensor> run(Entry& e, const TraceArgs& args);
   void check(Entry& e, const TraceArgs& args, const std::vector<Tensor>& outs);
@@ -81,8 +86,11 @@ class TracedCore {
   size_t cache_size_ = 8;
   int fusion_override_ = -1;
   uint64_t clock_ = 0;
-  std::vector<std::unique_ptr<Entry>> entries_;
+  std::vector<std::shared_ptr<Entry>> entries_;  // shared: a call in progress keeps its entry
   TraceStats stats_;
+  std::mutex mu_;                     // entries_, in_flight_, clock_ and the call counters
+  std::condition_variable compiled_;  // an in-flight build finished
+  std::vector<const InFlight*> in_flight_;
 };
 
 template <class T>

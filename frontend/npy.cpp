@@ -6,8 +6,8 @@
 #include <optional>
 
 #include "frontend/autograd.h"
-#include "frontend/binary_io.h"
 #include "frontend/tensor_impl.h"
+#include "runtime/binary_io.h"
 
 namespace kiln {
 namespace {
@@ -210,13 +210,12 @@ Tensor parse_npy(std::string_view bytes, const std::string& name) {
         name +
         ": fortran_order=True (column-major) arrays are not supported (expected C order; save "
         "np.ascontiguousarray(a) instead)");
-  uint64_t numel = 1;
-  for (int64_t d : shape) {
-    if (d != 0 && numel > (uint64_t(1) << 60) / static_cast<uint64_t>(d))
-      throw Error(name + ": shape " + shape_str(shape) + " is too large");
-    numel *= static_cast<uint64_t>(d);
+  uint64_t want = 0;
+  try {
+    want = static_cast<uint64_t>(byte_size(shape, dtype_size(dt)));
+  } catch (const Error& e) {
+    throw Error(name + ": " + e.message());
   }
-  uint64_t want = numel * dtype_size(dt);
   uint64_t have = bytes.size() - data_at;
   if (have != want)
     throw Error(name + ": " +

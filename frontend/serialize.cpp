@@ -9,12 +9,12 @@
 
 #include "codegen/compile.h"
 #include "frontend/autograd.h"
-#include "frontend/binary_io.h"
 #include "frontend/jit.h"
 #include "frontend/tensor_impl.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "runtime/binary_io.h"
 
 namespace kiln {
 namespace {
@@ -162,19 +162,25 @@ RawParam read_param(Reader& r, size_t number) {
   at = r.pos();
   uint64_t rank = r.u(4, "rank");
   if (rank > kMaxRank) r.malformed("rank " + std::to_string(rank) + " (expected at most 64)", at);
-  uint64_t numel = 1;
+  const size_t shape_at = r.pos();
   for (uint64_t d = 0; d < rank; ++d) {
     at = r.pos();
     auto dim = static_cast<int64_t>(r.u(8, "shape"));
-    if (dim < 0 || (dim > 0 && numel > (uint64_t(1) << 62) / static_cast<uint64_t>(dim)))
-      r.malformed("dimension " + std::to_string(dim) + " is out of range", at);
-    numel *= static_cast<uint64_t>(dim);
+    if (dim < 0)
+      r.malformed("size " + std::to_string(dim) + " of dim " + std::to_string(d) +
+                      " is negative (expected a size >= 0)",
+                  at);
     p.shape.push_back(dim);
+  }
+  uint64_t want = 0;
+  try {
+    want = static_cast<uint64_t>(byte_size(p.shape, dtype_size(p.dtype)));
+  } catch (const Error& e) {
+    r.malformed(e.message(), shape_at);
   }
   at = r.pos();
   uint64_t data_len = r.u(8, "data length");
   p.data = r.bytes(data_len, "data");
-  uint64_t want = numel * dtype_size(p.dtype);
   if (data_len != want)
     r.malformed("data length " + std::to_string(data_len) + " (expected " + std::to_string(want) +
                     " for " + TensorType{p.dtype, p.shape, {}}.str() + ")",
@@ -357,7 +363,7 @@ SavedGraph load_graph(const std::string& path) {
   SavedGraph out;
   out.name = raw.name;
   try {
-    out.graph = parse_graph(raw.graph_text, "graph");
+    out.graph = parse_graph(raw.graph_text, "graph", true);
     verify(out.graph);
   } catch (const Error& e) {
     throw Error(path + ": the graph section (byte " + std::to_string(raw.graph_offset) +

@@ -12,6 +12,7 @@
 #include <source_location>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "ir/device.h"
@@ -61,6 +62,24 @@ struct TensorAt {
   const Tensor& t;
   Loc loc;
   TensorAt(const Tensor& t, Loc loc = Loc::current()) : t(t), loc(loc) {}
+};
+
+/// A number operand with the caller's source line, for operators that cannot
+/// take a defaulted location (x *= 2).
+struct ScalarAt {
+  Scalar s;
+  Loc loc;
+  template <class T,
+            std::enable_if_t<std::is_arithmetic_v<T> || std::is_same_v<T, Scalar>, int> = 0>
+  ScalarAt(T v, Loc loc = Loc::current()) : s(v), loc(loc) {}
+};
+
+/// An index with the caller's source line, for x[i].
+struct IndexAt {
+  int64_t index;
+  Loc loc;
+  template <class T, std::enable_if_t<std::is_integral_v<T>, int> = 0>
+  IndexAt(T i, Loc loc = Loc::current()) : index(static_cast<int64_t>(i)), loc(loc) {}
 };
 
 class Tensor {
@@ -125,7 +144,7 @@ class Tensor {
                int64_t step = 1, KILN_LOC) const;
   Tensor narrow(int64_t dim, int64_t start, int64_t length, KILN_LOC) const;
   Tensor select(int64_t dim, int64_t index, KILN_LOC) const;
-  Tensor operator[](int64_t index) const { return select(0, index); }
+  Tensor operator[](IndexAt i) const { return select(0, i.index, i.loc); }
 
   // ---- elementwise ----
   Tensor neg(KILN_LOC) const;
@@ -219,10 +238,10 @@ class Tensor {
   Tensor& operator-=(TensorAt other);
   Tensor& operator*=(TensorAt other);
   Tensor& operator/=(TensorAt other);
-  Tensor& operator+=(Scalar other);
-  Tensor& operator-=(Scalar other);
-  Tensor& operator*=(Scalar other);
-  Tensor& operator/=(Scalar other);
+  Tensor& operator+=(ScalarAt other);
+  Tensor& operator-=(ScalarAt other);
+  Tensor& operator*=(ScalarAt other);
+  Tensor& operator/=(ScalarAt other);
 
   // ---- autograd ----
   bool requires_grad() const;

@@ -362,17 +362,32 @@ Tensor Tensor::std(std::vector<int64_t> dims, bool unbiased, bool keepdim, Loc l
   return var(std::move(dims), unbiased, keepdim, l).sqrt(l);
 }
 
+namespace {
+
+// The floating input of softmax/log_softmax `op` minus its max along dim d (so exp
+// cannot overflow). A dim of size 0 has no max and needs no shift: the result is
+// empty, as in PyTorch. Dim errors name `op`.
+Tensor shifted_by_max(const Tensor& self, int64_t& d, const char* op, Loc l) {
+  try {
+    d = normalize_dim(d, self.dim());
+  } catch (Error& e) {
+    e.attach(here(l), op);
+    throw;
+  }
+  Tensor x = is_floating(self.dtype()) ? self : self.to(kFloat32, l);
+  if (x.size(d) == 0) return x;
+  return binary(OpKind::sub, x, reduce(OpKind::max, x, {d}, true, l), l);
+}
+
+}  // namespace
+
 Tensor Tensor::softmax(int64_t d, Loc l) const {
-  Tensor x = is_floating(dtype()) ? *this : to(kFloat32, l);
-  Tensor m = reduce(OpKind::max, x, {d}, true, l);
-  Tensor e = unary(OpKind::exp, binary(OpKind::sub, x, m, l), l);
+  Tensor e = unary(OpKind::exp, shifted_by_max(*this, d, "softmax", l), l);
   return binary(OpKind::div, e, reduce(OpKind::sum, e, {d}, true, l), l);
 }
 
 Tensor Tensor::log_softmax(int64_t d, Loc l) const {
-  Tensor x = is_floating(dtype()) ? *this : to(kFloat32, l);
-  Tensor m = reduce(OpKind::max, x, {d}, true, l);
-  Tensor shifted = binary(OpKind::sub, x, m, l);
+  Tensor shifted = shifted_by_max(*this, d, "log_softmax", l);
   Tensor lse = unary(OpKind::log, reduce(OpKind::sum, unary(OpKind::exp, shifted, l), {d}, true, l), l);
   return binary(OpKind::sub, shifted, lse, l);
 }
@@ -446,10 +461,18 @@ Tensor& Tensor::operator+=(TensorAt o) { return add_(o.t, 1, o.loc); }
 Tensor& Tensor::operator-=(TensorAt o) { return sub_(o.t, 1, o.loc); }
 Tensor& Tensor::operator*=(TensorAt o) { return mul_(o.t, o.loc); }
 Tensor& Tensor::operator/=(TensorAt o) { return div_(o.t, o.loc); }
-Tensor& Tensor::operator+=(Scalar o) { return add_(o); }
-Tensor& Tensor::operator-=(Scalar o) { return sub_(o); }
-Tensor& Tensor::operator*=(Scalar o) { return mul_(o); }
-Tensor& Tensor::operator/=(Scalar o) { return div_(o); }
+Tensor& Tensor::operator+=(ScalarAt o) {
+  return add_(o.s, o.loc);
+}
+Tensor& Tensor::operator-=(ScalarAt o) {
+  return sub_(o.s, o.loc);
+}
+Tensor& Tensor::operator*=(ScalarAt o) {
+  return mul_(o.s, o.loc);
+}
+Tensor& Tensor::operator/=(ScalarAt o) {
+  return div_(o.s, o.loc);
+}
 
 // ---- operators and free functions ----
 

@@ -68,6 +68,7 @@ Value Builder::op(OpKind k, std::vector<Value> operands, Attrs attrs) {
       types.push_back(g_.type(v));
     }
     TensorType t = infer_type(k, types, attrs);
+    (void)t.bytes();  // a result too large to exist is an error here, at the user's line
     return Value(add_node(k, std::move(operands), std::move(attrs), {std::move(t)}));
   } catch (Error& e) {
     e.attach(loc, op_name(k));
@@ -97,6 +98,14 @@ NodeId Builder::op_multi(OpKind k, std::vector<Value> operands, Attrs attrs,
             std::to_string(operands.size()));
     e.attach(loc, op_name(k));
     throw e;
+  }
+  for (const TensorType& r : results) {
+    try {
+      (void)r.bytes();  // creation ops are named by what the user called: no op prefix
+    } catch (Error& e) {
+      e.attach(loc);
+      throw;
+    }
   }
   return add_node(k, std::move(operands), std::move(attrs), std::move(results));
 }

@@ -49,6 +49,8 @@ const char* category_name(OpCategory c) {
       return "Movement";
     case OpCategory::Matmul:
       return "Matmul";
+    case OpCategory::Check:
+      return "Check";
     case OpCategory::Custom:
       return "Custom";
   }

@@ -25,7 +25,18 @@ inline constexpr int kNumOps = 0
 #undef KILN_OP
     ;
 
-enum class OpCategory : uint8_t { Input, Creation, Unary, Binary, Ternary, Reduce, Movement, Matmul, Custom };
+enum class OpCategory : uint8_t {
+  Input,
+  Creation,
+  Unary,
+  Binary,
+  Ternary,
+  Reduce,
+  Movement,
+  Matmul,
+  Check,
+  Custom
+};
 
 /// The static type of a value: element type, shape, device.
 struct TensorType {
@@ -35,6 +46,8 @@ struct TensorType {
 
   int64_t rank() const { return static_cast<int64_t>(shape.size()); }
   int64_t numel() const { return kiln::numel(shape); }
+  /// Bytes of a dense buffer of this type; throws kiln::Error when that overflows.
+  int64_t bytes() const { return byte_size(shape, dtype_size(dtype)); }
   /// "f32[64,100]", prefixed "cuda:" on a GPU.
   std::string str() const;
   friend bool operator==(const TensorType&, const TensorType&) = default;

@@ -77,6 +77,16 @@ DType dtype_index(OpKind, Types, const Attrs&) {
   return DType::i64;
 }
 
+// check_index: integer indices (bool is not an index) and a bound >= 0.
+DType dtype_integer(OpKind, Types in, const Attrs& a) {
+  KILN_CHECK(!is_floating(in[0].dtype) && in[0].dtype != DType::b8,
+             "expected integer indices, got ", dtype_name(in[0].dtype));
+  const int64_t high = a.i(AttrKey::high);
+  KILN_CHECK(high >= 0, "expected a bound (high) >= 0, got ", high);
+  (void)a.str(AttrKey::name);
+  return in[0].dtype;
+}
+
 // ---- Shape rules ----
 
 Shape shape_same(OpKind, Types in, const Attrs&) {
@@ -98,13 +108,22 @@ Shape shape_broadcast3(OpKind, Types in, const Attrs&) {
 }
 
 // Reduces the listed dims (an empty list reduces nothing).
-Shape shape_reduce(OpKind, Types in, const Attrs& a) {
+// max, min, argmax and argmin have no identity: a reduced dim of size 0 is an
+// error (as in PyTorch), eager and traced alike; sum of nothing is 0.
+void check_nonempty_reduction(OpKind k, const Shape& s, int64_t dim) {
+  KILN_CHECK(k == OpKind::sum || s[dim] != 0, "expected reduction dim ", dim,
+             " to have a non-zero size, got input shape ", shape_str(s), " (the ", op_name(k),
+             " of no elements is undefined)");
+}
+
+Shape shape_reduce(OpKind k, Types in, const Attrs& a) {
   const Shape& s = in[0].shape;
   std::vector<int64_t> dims = normalize_dims(a.ints(AttrKey::dims), in[0].rank());
   bool keepdim = a.i(AttrKey::keepdim, 0) != 0;
   Shape out;
   for (int64_t i = 0; i < in[0].rank(); ++i) {
     bool reduced = std::binary_search(dims.begin(), dims.end(), i);
+    if (reduced) check_nonempty_reduction(k, s, i);
     if (!reduced)
       out.push_back(s[i]);
     else if (keepdim)
@@ -113,8 +132,9 @@ Shape shape_reduce(OpKind, Types in, const Attrs& a) {
   return out;
 }
 
-Shape shape_reduce_dim(OpKind, Types in, const Attrs& a) {
+Shape shape_reduce_dim(OpKind k, Types in, const Attrs& a) {
   int64_t dim = normalize_dim(a.i(AttrKey::dim), in[0].rank());
+  check_nonempty_reduction(k, in[0].shape, dim);
   Shape out = in[0].shape;
   if (a.i(AttrKey::keepdim, 0) != 0)
     out[dim] = 1;

@@ -35,7 +35,8 @@ bool is_digit(char c) {
 
 class Parser {
  public:
-  Parser(std::string_view text, std::string_view source) : src_(text), source_(source) {}
+  Parser(std::string_view text, std::string_view source, bool require_return)
+      : src_(text), source_(source), require_return_(require_return) {}
 
   Graph parse() {
     for (next(); tok_.kind != Tok::End;) {
@@ -51,6 +52,8 @@ class Parser {
         parse_node();
       end_of_line();
     }
+    if (require_return_ && !seen_return_)
+      fail_at(tok_, "expected a 'return' line naming the graph's outputs, got none");
     try {
       verify(g_);
     } catch (const Error& e) {
@@ -482,12 +485,13 @@ class Parser {
   Graph g_;
   std::unordered_map<std::string, Value> values_;
   bool seen_return_ = false;
+  bool require_return_ = false;
 };
 
 }  // namespace
 
-Graph parse_graph(std::string_view text, std::string_view source_name) {
-  return Parser(text, source_name).parse();
+Graph parse_graph(std::string_view text, std::string_view source_name, bool require_return) {
+  return Parser(text, source_name, require_return).parse();
 }
 
 }  // namespace kiln

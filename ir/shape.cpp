@@ -7,9 +7,42 @@
 
 namespace kiln {
 
+namespace {
+
+[[noreturn]] void too_large(const Shape& s, const char* what) {
+  detail::fail("shape ", shape_str(s), " is too large: its ", what,
+               " does not fit in 64 bits (expected at most 2^63-1)");
+}
+
+}  // namespace
+
+int64_t checked_mul(int64_t a, int64_t b, const char* what) {
+  int64_t r;
+  KILN_CHECK(!__builtin_mul_overflow(a, b, &r), what, " overflows: ", a, " * ", b,
+             " does not fit in 64 bits");
+  return r;
+}
+
+int64_t checked_add(int64_t a, int64_t b, const char* what) {
+  int64_t r;
+  KILN_CHECK(!__builtin_add_overflow(a, b, &r), what, " overflows: ", a, " + ", b,
+             " does not fit in 64 bits");
+  return r;
+}
+
 int64_t numel(const Shape& s) {
   int64_t n = 1;
-  for (int64_t d : s) n *= d;
+  for (int64_t d : s)
+    if (__builtin_mul_overflow(n, d, &n)) too_large(s, "element count");
+  return n;
+}
+
+int64_t byte_size(const Shape& s, size_t elem_size) {
+  for (int64_t d : s)
+    KILN_CHECK(d >= 0, "shape ", shape_str(s), " has a negative dimension (expected sizes >= 0)");
+  int64_t n;
+  if (__builtin_mul_overflow(numel(s), static_cast<int64_t>(elem_size), &n))
+    too_large(s, "byte size");
   return n;
 }
 
@@ -18,7 +51,8 @@ Strides contiguous_strides(const Shape& s) {
   int64_t acc = 1;
   for (size_t i = s.size(); i-- > 0;) {
     st[i] = acc;
-    acc *= std::max<int64_t>(s[i], 1);
+    if (__builtin_mul_overflow(acc, std::max<int64_t>(s[i], 1), &acc))
+      too_large(s, "element count");
   }
   return st;
 }
@@ -91,7 +125,7 @@ Shape infer_reshape(const Shape& requested, int64_t n) {
       infer_at = static_cast<int>(i);
     } else {
       KILN_CHECK(out[i] >= 0, "shape ", shape_str(requested), " has a negative size");
-      known *= out[i];
+      if (__builtin_mul_overflow(known, out[i], &known)) too_large(requested, "element count");
     }
   }
   if (infer_at >= 0) {

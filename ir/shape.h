@@ -12,8 +12,16 @@ using Shape = std::vector<int64_t>;
 /// Element strides, one per dimension.
 using Strides = std::vector<int64_t>;
 
-/// Product of the dimensions (1 for a scalar).
+/// Product of the dimensions (1 for a scalar). Throws kiln::Error when the
+/// product does not fit in int64 ("shape [...] has more than 2^63-1 elements").
 int64_t numel(const Shape& s);
+/// a * b for sizes, strides and byte counts; throws kiln::Error naming `what`
+/// ("byte size of shape [2^40,2^40]") when the product overflows int64.
+int64_t checked_mul(int64_t a, int64_t b, const char* what);
+/// a + b, checked the same way.
+int64_t checked_add(int64_t a, int64_t b, const char* what);
+/// Bytes of a dense tensor of this shape with `elem_size`-byte elements, checked.
+int64_t byte_size(const Shape& s, size_t elem_size);
 /// Row-major strides of a dense tensor of this shape.
 Strides contiguous_strides(const Shape& s);
 bool is_contiguous(const Shape& s, const Strides& strides);

@@ -38,7 +38,7 @@ enum class Role : uint8_t {
   Fusible,   // elementwise, movement, arange
   Reduce,
   Matmul,
-  Opaque,  // custom, rand, randn, literal: always alone
+  Opaque,  // custom, checks, rand, randn, literal: always alone
 };
 
 Role role_of(OpKind k) {
@@ -46,6 +46,7 @@ Role role_of(OpKind k) {
     case OpCategory::Input:
       return Role::None;
     case OpCategory::Custom:
+    case OpCategory::Check:
       return Role::Opaque;
     case OpCategory::Creation:
       if (k == OpKind::constant) return Role::Constant;

@@ -21,8 +21,9 @@
 // - Matmul: nodes[0] is the only matmul; its operands are inputs (dense
 //   buffers) and its result is read only inside the group, at the same index;
 //   the rest is an epilogue over the matmul's result shape, which every output has.
-// - Opaque: one custom, rand, randn or literal node. A literal is materialised
-//   once by its own group and read by others as an input.
+// - Opaque: one custom, check, rand, randn or literal node. A literal is
+//   materialised once by its own group and read by others as an input; a check
+//   becomes a plan step of its own.
 // - `constant` nodes (one value, any shape) are members of every group that
 //   computes with them; one read as a buffer (by a matmul or custom call) or
 //   returned also has an Elementwise group of its own that writes it.

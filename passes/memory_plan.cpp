@@ -15,7 +15,7 @@ namespace {
 
 int64_t value_bytes(const Graph& g, Value v) {
   const TensorType& t = g.type(v);
-  return t.numel() * static_cast<int64_t>(dtype_size(t.dtype));
+  return t.bytes();
 }
 
 class Planner {

@@ -171,8 +171,10 @@ Value permute_matmul(Match& m) {
   if (r < 2 || perm[r - 1] != r - 2 || perm[r - 2] != r - 1) return {};
   for (int64_t d = 0; d + 2 < r; ++d)
     if (perm[d] != d) return {};
-  Value bt = m.b.transpose_last(p.operands[1]);
-  Value at = m.b.transpose_last(p.operands[0]);
+  // Copied first: building the transposes may grow the graph and move `p`.
+  const Value a = p.operands[0], b = p.operands[1];
+  Value bt = m.b.transpose_last(b);
+  Value at = m.b.transpose_last(a);
   return m.b.matmul(bt, at);
 }
 

@@ -23,6 +23,7 @@ namespace {
 
 constexpr size_t kAlign = 64;
 constexpr size_t kHugePage = size_t(2) << 20;
+constexpr size_t kMaxBytes = size_t(1) << 56;
 
 }  // namespace
 
@@ -74,6 +75,9 @@ void system_free(void* p, size_t size) {
 class CachingAllocator {
  public:
   void* alloc(size_t bytes) {
+    // Far beyond any machine's memory; keeps the size-class and mmap arithmetic exact.
+    KILN_CHECK(bytes <= kMaxBytes, "out of CPU memory: cannot allocate ", bytes,
+               " bytes (more than any machine has)");
     size_t size = alloc_size_class(bytes);
     {
       std::lock_guard<std::mutex> lock(mu_);

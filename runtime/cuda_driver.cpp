@@ -462,9 +462,12 @@ std::string driver_library() {
 void reload_driver_for_testing(const std::string& library) {
   std::lock_guard<std::mutex> lock(g_load_mu);
   g_library_override = library;
-  // The old state is kept (leaked) so pointers into it stay valid; a library that
-  // gave no usable driver is closed, so its soname does not shadow the next load.
+  // The old state is kept so pointers into it stay valid (and reachable from here,
+  // so leak checkers see it is kept on purpose); a library that gave no usable
+  // driver is closed, so its soname does not shadow the next load.
+  static auto* retired = new std::vector<Driver*>();
   Driver* old = g_driver.exchange(nullptr, std::memory_order_acq_rel);
+  if (old) retired->push_back(old);
   if (old && !old->error.empty() && old->handle) {
     ::dlclose(old->handle);
     old->handle = nullptr;

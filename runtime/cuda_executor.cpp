@@ -121,35 +121,52 @@ void execute_cuda_plan(const Plan& plan, void* const* args, void* const* params,
   }
 
   size_t offset = 0;
-  for (const PlanStep& step : plan.steps) {
-    switch (step.kind) {
-      case PlanStep::GpuKernel:
-        launch_on(step.gpu_fn, step.launch, step.range, static_cast<void**>(staging->dev) + offset,
-                  device);
-        offset += step.slots.size();
-        break;
-      case PlanStep::GpuMatmul: {
-        const PlanSlot& a = plan.slots[static_cast<size_t>(step.slots[0])];
-        const PlanSlot& b = plan.slots[static_cast<size_t>(step.slots[1])];
-        const PlanSlot& o = plan.slots[static_cast<size_t>(step.slots[2])];
-        View va =
-            matmul_operand_view(ptr[static_cast<size_t>(step.slots[0])], a.type, step.trans_a);
-        View vb =
-            matmul_operand_view(ptr[static_cast<size_t>(step.slots[1])], b.type, step.trans_b);
-        View vo = dense_view(ptr[static_cast<size_t>(step.slots[2])], o.type.dtype, o.type.shape);
-        if (step.slots.size() > 3 || step.relu) {
-          GemmEpilogue e;
-          if (step.slots.size() > 3) e.bias = ptr[static_cast<size_t>(step.slots[3])];
-          e.relu = step.relu;
-          matmul_cuda_epilogue(va, vb, vo, e, device);
-        } else {
-          matmul_cuda(va, vb, vo, device);
+  try {
+    for (const PlanStep& step : plan.steps) {
+      switch (step.kind) {
+        case PlanStep::IndexCheck: {
+          // A host check: wait for the stream, look at the indices, then copy them on.
+          const PlanSlot& in = plan.slots[static_cast<size_t>(step.slots[0])];
+          const void* src = ptr[static_cast<size_t>(step.slots[0])];
+          std::vector<char> host(static_cast<size_t>(in.bytes()));
+          cuda::copy_to_host(host.data(), src, host.size(), device);
+          check_index_step(step, host.data(), in.type);
+          cuda::copy_device(ptr[static_cast<size_t>(step.slots[1])], src, host.size(), device);
+          break;
         }
-        break;
+        case PlanStep::GpuKernel:
+          launch_on(step.gpu_fn, step.launch, step.range,
+                    static_cast<void**>(staging->dev) + offset, device);
+          offset += step.slots.size();
+          break;
+        case PlanStep::GpuMatmul: {
+          const PlanSlot& a = plan.slots[static_cast<size_t>(step.slots[0])];
+          const PlanSlot& b = plan.slots[static_cast<size_t>(step.slots[1])];
+          const PlanSlot& o = plan.slots[static_cast<size_t>(step.slots[2])];
+          View va =
+              matmul_operand_view(ptr[static_cast<size_t>(step.slots[0])], a.type, step.trans_a);
+          View vb =
+              matmul_operand_view(ptr[static_cast<size_t>(step.slots[1])], b.type, step.trans_b);
+          View vo = dense_view(ptr[static_cast<size_t>(step.slots[2])], o.type.dtype, o.type.shape);
+          if (step.slots.size() > 3 || step.relu) {
+            GemmEpilogue e;
+            if (step.slots.size() > 3) e.bias = ptr[static_cast<size_t>(step.slots[3])];
+            e.relu = step.relu;
+            matmul_cuda_epilogue(va, vb, vo, e, device);
+          } else {
+            matmul_cuda(va, vb, vo, device);
+          }
+          break;
+        }
+        default:
+          throw Error("internal: a CUDA plan holds a CPU step ('" + step.name + "')");
       }
-      default:
-        throw Error("internal: a CUDA plan holds a CPU step ('" + step.name + "')");
     }
+  } catch (...) {
+    // A failed check: give back what this call took, then report it.
+    if (staging) release(*staging, device);
+    for (size_t t = 0; t < temps.size(); ++t) cuda_free(temps[t], temp_size(t), device);
+    throw;
   }
   if (staging) release(*staging, device);
 

@@ -13,6 +13,7 @@
 #include "runtime/blas.h"
 #include "runtime/cuda_executor.h"
 #include "runtime/plan.h"
+#include "runtime/reference.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln {
@@ -64,34 +65,49 @@ void execute_plan(const Plan& plan, void* const* args, void* const* params, void
 
   resolve_slots(plan, args, params, outputs, temps, ptr);
 
+  auto free_temps = [&] {
+    for (size_t t = 0; t < nt; ++t)
+      cpu_free(temps[t], static_cast<size_t>(std::max<int64_t>(plan.temp_bytes[t], 1)));
+  };
   std::vector<void*> kargs;
   const bool profiling = g_profiling.load(std::memory_order_relaxed);
-  for (const PlanStep& step : plan.steps) {
-    auto t0 =
-        profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
-    if (step.kind == PlanStep::Kernel) {
-      void* local[16];
-      void** bufs = local;
-      if (step.slots.size() > 16) {
-        kargs.resize(step.slots.size());
-        bufs = kargs.data();
-      }
-      for (size_t i = 0; i < step.slots.size(); ++i) bufs[i] = ptr[step.slots[i]];
-      CpuKernelFn fn = step.fn;
-      if (step.range <= step.grain) {
-        fn(bufs, 0, step.range);
+  try {
+    for (const PlanStep& step : plan.steps) {
+      auto t0 =
+          profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+      if (step.kind == PlanStep::IndexCheck) {
+        const PlanSlot& in = plan.slots[step.slots[0]];
+        check_index_step(step, ptr[step.slots[0]], in.type);
+        if (ptr[step.slots[1]] != ptr[step.slots[0]])
+          std::memcpy(ptr[step.slots[1]], ptr[step.slots[0]], static_cast<size_t>(in.bytes()));
+      } else if (step.kind == PlanStep::Kernel) {
+        void* local[16];
+        void** bufs = local;
+        if (step.slots.size() > 16) {
+          kargs.resize(step.slots.size());
+          bufs = kargs.data();
+        }
+        for (size_t i = 0; i < step.slots.size(); ++i) bufs[i] = ptr[step.slots[i]];
+        CpuKernelFn fn = step.fn;
+        if (step.range <= step.grain) {
+          fn(bufs, 0, step.range);
+        } else {
+          parallel_for(step.range, step.grain, [&](int64_t b, int64_t e) { fn(bufs, b, e); });
+        }
       } else {
-        parallel_for(step.range, step.grain, [&](int64_t b, int64_t e) { fn(bufs, b, e); });
+        const PlanSlot& a = plan.slots[step.slots[0]];
+        const PlanSlot& b = plan.slots[step.slots[1]];
+        const PlanSlot& o = plan.slots[step.slots[2]];
+        matmul_cpu(matmul_operand_view(ptr[step.slots[0]], a.type, step.trans_a),
+                   matmul_operand_view(ptr[step.slots[1]], b.type, step.trans_b),
+                   dense_view(ptr[step.slots[2]], o.type.dtype, o.type.shape), step.alpha,
+                   step.beta);
       }
-    } else {
-      const PlanSlot& a = plan.slots[step.slots[0]];
-      const PlanSlot& b = plan.slots[step.slots[1]];
-      const PlanSlot& o = plan.slots[step.slots[2]];
-      matmul_cpu(matmul_operand_view(ptr[step.slots[0]], a.type, step.trans_a),
-                 matmul_operand_view(ptr[step.slots[1]], b.type, step.trans_b),
-                 dense_view(ptr[step.slots[2]], o.type.dtype, o.type.shape), step.alpha, step.beta);
+      if (profiling) record_step(step.name, t0);
     }
-    if (profiling) record_step(step.name, t0);
+  } catch (...) {
+    free_temps();  // a failed check, or an allocation inside BLAS
+    throw;
   }
   auto t_copy =
       profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
@@ -115,8 +131,17 @@ void execute_plan(const Plan& plan, void* const* args, void* const* params, void
     keep->temp_bytes = plan.temp_bytes;
     return;
   }
-  for (size_t t = 0; t < nt; ++t)
-    cpu_free(temps[t], static_cast<size_t>(std::max<int64_t>(plan.temp_bytes[t], 1)));
+  free_temps();
+}
+
+void check_index_step(const PlanStep& step, const void* in, const TensorType& type) {
+  try {
+    check_indices(dense_view(const_cast<void*>(in), type.dtype, type.shape), step.high,
+                  step.check_op);
+  } catch (Error& e) {
+    e.attach(step.loc);
+    throw;
+  }
 }
 
 void resolve_slots(const Plan& plan, void* const* args, void* const* params, void* const* outputs,

@@ -27,7 +27,7 @@ HostArray input_array(const Node& n, NodeId id, std::span<const HostArray> given
 HostArray HostArray::make(const TensorType& t) {
   HostArray a;
   a.type = t;
-  a.storage = Storage::allocate(size_t(t.numel()) * dtype_size(t.dtype), Device{});
+  a.storage = Storage::allocate(size_t(t.bytes()), Device{});
   return a;
 }
 

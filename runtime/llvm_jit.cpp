@@ -20,7 +20,7 @@
 #include <llvm/Transforms/Utils/Cloning.h>
 
 #include <algorithm>
-#include <atomic>
+#include <cstdio>
 #include <mutex>
 #include <vector>
 
@@ -49,8 +49,18 @@ struct LlvmJit::Impl {
   llvm::orc::JITTargetMachineBuilder jtmb{llvm::Triple()};
   std::string cpu, features, enabled;
   std::unique_ptr<llvm::orc::LLJIT> jit;
-  std::mutex mu;  // createJITDylib + addObjectFile + lookup, as one step
-  std::atomic<uint64_t> dylibs{0};
+  std::mutex mu;        // createJITDylib + addObjectFile + lookup (or removeJITDylib), as one step
+  uint64_t dylibs = 0;  // names made so far
+  size_t live = 0;      // dylibs not yet removed
+
+  // Removes a JITDylib (and frees its code) under the lock.
+  void remove(llvm::orc::JITDylib& jd) {
+    std::lock_guard<std::mutex> lock(mu);
+    --live;
+    if (llvm::Error e = jit->getExecutionSession().removeJITDylib(jd))
+      std::fprintf(stderr, "kiln: LLVM JIT: cannot free a kernel's code: %s\n",
+                   error_text(std::move(e)).c_str());
+  }
 
   std::unique_ptr<llvm::TargetMachine> target_machine() const {
     llvm::orc::JITTargetMachineBuilder b = jtmb;
@@ -154,21 +164,41 @@ std::string LlvmJit::emit_assembly(const llvm::Module& m) const {
   return emit(*tm, *clone, llvm::CodeGenFileType::AssemblyFile);
 }
 
-void* LlvmJit::load_object(std::string_view object, const std::string& symbol) {
+void* LlvmJit::load_object(std::string_view object, const std::string& symbol,
+                           std::shared_ptr<const void>* code) {
   Impl& I = *impl_;
   std::unique_ptr<llvm::MemoryBuffer> buf =
       llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(object.data(), object.size()), symbol);
-  std::lock_guard<std::mutex> lock(I.mu);
+  std::unique_lock<std::mutex> lock(I.mu);
   // A dylib per object: the same kernel may be loaded again (a cache entry
-  // recompiled, or a second plan) without clashing symbol definitions. Each one
-  // links against the process (memset/memcpy the optimiser may introduce).
+  // recompiled, or a second plan) without clashing symbol definitions, and is
+  // freed on its own. Each one links against the process (memset/memcpy the
+  // optimiser may introduce).
   auto jd_or = I.jit->createJITDylib("kiln_dylib_" + std::to_string(I.dylibs++));
   if (!jd_or) throw Error("LLVM JIT: cannot create a JITDylib: " + error_text(jd_or.takeError()));
-  llvm::orc::JITDylib& jd = *jd_or;
-  if (llvm::Error e = I.jit->addObjectFile(jd, std::move(buf)))
-    throw Error("LLVM JIT: cannot load the object for " + symbol + ": " + error_text(std::move(e)));
-  llvm::orc::ExecutorAddr addr = unwrap(I.jit->lookup(jd, symbol), "kernel symbol not found");
-  return addr.toPtr<void*>();
+  llvm::orc::JITDylib* jd = &*jd_or;
+  ++I.live;
+  // From here on the dylib is freed on every path out, error or not.
+  std::shared_ptr<const void> owner(jd, [&I](const void* p) {
+    I.remove(*static_cast<llvm::orc::JITDylib*>(const_cast<void*>(p)));
+  });
+  auto fail = [&](std::string msg) {
+    lock.unlock();
+    owner.reset();
+    throw Error(std::move(msg));
+  };
+  if (llvm::Error e = I.jit->addObjectFile(*jd, std::move(buf)))
+    fail("LLVM JIT: cannot load the object for " + symbol + ": " + error_text(std::move(e)));
+  auto addr = I.jit->lookup(*jd, symbol);
+  if (!addr) fail("LLVM JIT: kernel symbol not found: " + error_text(addr.takeError()));
+  lock.unlock();
+  *code = std::move(owner);
+  return addr->toPtr<void*>();
+}
+
+size_t LlvmJit::loaded_objects() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->live;
 }
 
 }  // namespace kiln

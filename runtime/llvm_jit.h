@@ -43,9 +43,15 @@ class LlvmJit {
   std::string emit_assembly(const llvm::Module& m) const;
 
   /// Loads an object file into a JITDylib of its own and returns the address of
-  /// `symbol` in it. The same object may be loaded more than once. Thread-safe.
+  /// `symbol` in it, with the handle that owns the code: when the last copy of
+  /// `code` goes, the JITDylib and its memory are freed (a plan holds the handles
+  /// of its kernels, so evicted plans free their code). The same object may be
+  /// loaded more than once. Thread-safe.
   /// Throws kiln::Error if the object cannot be linked or lacks the symbol.
-  void* load_object(std::string_view object, const std::string& symbol);
+  void* load_object(std::string_view object, const std::string& symbol,
+                    std::shared_ptr<const void>* code);
+  /// Kernels loaded and not yet freed (for tests of the JIT's memory).
+  size_t loaded_objects() const;
 
   LlvmJit(const LlvmJit&) = delete;
   LlvmJit& operator=(const LlvmJit&) = delete;

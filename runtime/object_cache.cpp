@@ -1,18 +1,14 @@
 // ObjectCache: stable hashes and atomic, checked cache files (see object_cache.h).
 #include "runtime/object_cache.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <atomic>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <mutex>
 #include <set>
+
+#include "ir/error.h"
+#include "runtime/binary_io.h"
 
 namespace kiln {
 
@@ -39,20 +35,6 @@ void report_once(const std::string& what, const std::string& line) {
   std::lock_guard<std::mutex> lock(mu);
   if (!seen.insert(what).second) return;
   std::fprintf(stderr, "%s\n", line.c_str());
-}
-
-bool write_all(int fd, const void* data, size_t n) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    p += w;
-    n -= size_t(w);
-  }
-  return true;
 }
 
 }  // namespace
@@ -90,13 +72,18 @@ std::string ObjectCache::path(const std::string& key) const {
 
 std::optional<std::string> ObjectCache::load(const std::string& key) const {
   const std::string p = path(key);
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   auto damaged = [&](const std::string& reason) -> std::optional<std::string> {
     report_once(p, "kiln: damaged cache entry " + p + ": " + reason + "; recompiling");
     return std::nullopt;
   };
+  std::error_code ec;
+  if (!std::filesystem::exists(std::filesystem::symlink_status(p, ec))) return std::nullopt;
+  std::string data;
+  try {
+    data = io::read_file(p);
+  } catch (const Error& e) {
+    return damaged(e.message());  // a directory, a device, an unreadable file
+  }
   Header h;
   if (data.size() < sizeof h)
     return damaged("truncated header (" + std::to_string(data.size()) + " bytes)");
@@ -116,16 +103,6 @@ std::optional<std::string> ObjectCache::load(const std::string& key) const {
 }
 
 void ObjectCache::store(const std::string& key, std::string_view payload) const {
-  std::error_code ec;
-  std::filesystem::create_directories(dir_, ec);
-  const std::string p = path(key);
-  static std::atomic<uint64_t> counter{0};
-  const std::string tmp =
-      p + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
-  auto fail = [&](const char* what) {
-    report_once(dir_, std::string("kiln: cannot write kernel cache entry ") + p + ": " + what +
-                          " (" + std::strerror(errno) + "); continuing without it");
-  };
   Header h;
   std::memcpy(h.magic, kMagic, sizeof kMagic);
   h.version = kFormatVersion;
@@ -133,21 +110,14 @@ void ObjectCache::store(const std::string& key, std::string_view payload) const 
   h.key_hash = fnv1a64(key);
   h.payload_size = payload.size();
   h.checksum = fnv1a64(payload);
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return fail("open");
-  const bool ok = write_all(fd, &h, sizeof h) && write_all(fd, payload.data(), payload.size()) &&
-                  ::fsync(fd) == 0;
-  ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), p.c_str()) != 0) {
-    fail(ok ? "rename" : "write");
-    ::unlink(tmp.c_str());
-    return;
-  }
-  // Make the rename itself durable.
-  const int dfd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
+  std::string entry(reinterpret_cast<const char*>(&h), sizeof h);
+  entry.append(payload);
+  const std::string p = path(key);
+  try {
+    io::write_file_durable(p, entry);
+  } catch (const Error& e) {
+    report_once(dir_, "kiln: cannot write kernel cache entry " + std::string(e.message()) +
+                          "; continuing without it");
   }
 }
 

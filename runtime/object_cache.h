@@ -2,8 +2,9 @@
 // or cubins). An entry is one file `<dir>/<key>.kobj`: a header (magic,
 // format version, key hash, payload size, payload checksum) and the payload.
 // Writes are atomic (temp file, fsync, rename), so readers never see half an
-// entry; a damaged or truncated entry is reported once on stderr, treated as
-// a miss and overwritten by the recompiled one.
+// entry; a damaged or truncated entry (or one that cannot be read at all, such
+// as a directory in its place) is reported once on stderr, treated as a miss
+// and overwritten by the recompiled one when that is possible.
 #pragma once
 
 #include <cstdint>

@@ -7,10 +7,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "ir/device.h"
+#include "ir/error.h"
 #include "ir/op.h"
 #include "runtime/storage.h"
 
@@ -24,7 +26,7 @@ struct PlanSlot {
   Kind kind = Temp;
   int64_t index = 0;  // arg/param index, temp buffer id, or output position
   TensorType type;
-  int64_t bytes() const { return type.numel() * static_cast<int64_t>(dtype_size(type.dtype)); }
+  int64_t bytes() const { return type.bytes(); }
 };
 
 /// How a GPU kernel is launched (mirrors codegen's CudaLaunch).
@@ -39,7 +41,10 @@ struct GpuLaunch {
 };
 
 struct PlanStep {
-  enum Kind : uint8_t { Kernel, Matmul, GpuKernel, GpuMatmul };
+  /// IndexCheck: slots {in, out}; checks that every element of `in` is in [0, high)
+  /// (throwing kiln::Error naming check_op and `loc`), then copies it to `out`.
+  /// Runs on the host for both devices (a CUDA plan waits for its stream there).
+  enum Kind : uint8_t { Kernel, Matmul, GpuKernel, GpuMatmul, IndexCheck };
   Kind kind = Kernel;
   std::string name;
   CpuKernelFn fn = nullptr;      // Kernel
@@ -57,6 +62,9 @@ struct PlanStep {
   GpuLaunch launch;        // GpuKernel
   /// GpuMatmul: cuBLASLt applies relu (after the bias, when slots has one) to the product.
   bool relu = false;
+  int64_t high = 0;      // IndexCheck: the exclusive bound
+  std::string check_op;  // IndexCheck: the op the user called ("cross_entropy")
+  SourceLoc loc;         // IndexCheck: the user's line that recorded the check
 };
 
 struct Plan {
@@ -71,6 +79,9 @@ struct Plan {
   std::vector<Update> updates;      // written into params after the outputs
   std::vector<int64_t> temp_bytes;  // size of each planned temporary buffer
   int64_t num_args = 0, num_params = 0;
+  /// The loaded code of the steps' kernels: freed with the plan (opaque handles
+  /// from the backend that loaded them).
+  std::vector<std::shared_ptr<const void>> code;
 };
 
 /// Runs a plan. `args`/`params` point at dense buffers of the slots' types (by
@@ -88,6 +99,10 @@ struct KeptBuffers {
 void execute_plan(const Plan& plan, void* const* args, void* const* params, void* const* outputs,
                   KeptBuffers* keep = nullptr);
 void release_kept(KeptBuffers& keep);
+
+/// Runs an IndexCheck step on host memory: checks `in` (a dense buffer of
+/// `type`), attaching the step's location to the error (both executors).
+void check_index_step(const PlanStep& step, const void* in, const TensorType& type);
 
 /// Fills ptr[s] with the buffer of every slot of `plan` (both executors).
 void resolve_slots(const Plan& plan, void* const* args, void* const* params, void* const* outputs,

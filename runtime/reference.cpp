@@ -28,7 +28,7 @@ Strides broadcast_strides(const View& v, const Shape& shape) {
 }
 
 View scratch(const Shape& shape, DType dt, std::vector<std::shared_ptr<Storage>>& keep) {
-  auto s = Storage::allocate(size_t(kiln::numel(shape)) * dtype_size(dt));
+  auto s = Storage::allocate(size_t(byte_size(shape, dtype_size(dt))));
   keep.push_back(s);
   return dense_view(s->data(), dt, shape);
 }
@@ -79,6 +79,10 @@ void reference_kernel(OpKind k, const Attrs& attrs, std::span<const View> inputs
     case OpCategory::Matmul:
       expect(2);
       return matmul_cpu(inputs[0], inputs[1], out);
+    case OpCategory::Check:
+      expect(1);
+      check_indices(inputs[0], attrs.i(AttrKey::high), attrs.str(AttrKey::name));
+      return copy_to(inputs[0], out);
   }
 }
 

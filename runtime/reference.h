@@ -6,6 +6,7 @@
 #pragma once
 
 #include <span>
+#include <string_view>
 
 #include "ir/attrs.h"
 #include "ir/op.h"
@@ -16,12 +17,19 @@ namespace kiln {
 /// Computes op `k` into `out`, a dense buffer of the op's result type (see
 /// infer_type). `inputs` are the operands' views; their shapes are the
 /// operands' shapes (broadcasting happens inside). For Creation ops, `inputs`
-/// is empty and `out` gives the result shape. Not for Input or Custom ops.
+/// is empty and `out` gives the result shape. Check ops throw kiln::Error on a
+/// bad value, else copy their operand. Not for Input or Custom ops.
 void reference_kernel(OpKind k, const Attrs& attrs, std::span<const View> inputs, const View& out);
 
 /// Copies any strided view into a dense buffer of the same shape and dtype, or
 /// casts while copying when dtypes differ.
 void copy_to(const View& src, const View& dst);
+
+/// check_index's test, shared by the reference kernel, both executors and eager
+/// checks: throws kiln::Error "<op>: index 7 is out of range for size 5 (expected
+/// 0 <= index < 5)" for the first element of `indices` (integer, any strides,
+/// host memory) outside [0, high).
+void check_indices(const View& indices, int64_t high, std::string_view op);
 
 /// The strided geometry of a movement op's result when it can be expressed as
 /// a view of its input without copying (reshape of a compatible layout,

@@ -3,6 +3,7 @@
 // second-to-last dim) is copied in cache-sized tiles; anything else goes
 // through the strided loop.
 #include <cstring>
+#include <vector>
 
 #include "ir/error.h"
 #include "runtime/reference.h"
@@ -127,6 +128,14 @@ void copy_to(const View& src, const View& dst) {
   visit_dtype(dst.dtype, [&](auto d) {
     visit_dtype(src.dtype, [&](auto s) { copy_typed<decltype(d), decltype(s)>(L); });
   });
+}
+
+void check_indices(const View& indices, int64_t high, std::string_view op) {
+  std::vector<int64_t> values(static_cast<size_t>(indices.numel()));
+  copy_to(indices, dense_view(values.data(), DType::i64, indices.shape));
+  for (int64_t v : values)
+    KILN_CHECK(v >= 0 && v < high, op, ": index ", v, " is out of range for size ", high,
+               " (expected 0 <= index < ", high, ")");
 }
 
 }  // namespace kiln

@@ -132,6 +132,15 @@ TEST_CASE("cli: runtime errors exit 1 with a message on stderr") {
   CHECK(r.code == 1);
   CHECK(contains(r.out, "y.npy (--input 0) is f32[4,6], the graph's argument 0 is f32[4,8]"));
 
+  // Device files, as the graph or as an input, are refused, not read forever.
+  for (const char* args :
+       {"run /dev/zero -i x.npy", "run model.kiln -i /dev/zero -i x.npy", "explain /dev/zero"}) {
+    CAPTURE(args);
+    r = kiln_cli(args, fx.dir);
+    CHECK(r.code == 1);
+    CHECK(contains(r.out, "/dev/zero: is a character device (expected a regular file)"));
+  }
+
   std::string bytes;
   {
     std::ifstream in(fx.dir + "/model.kiln", std::ios::binary);

@@ -355,8 +355,10 @@ TEST_CASE("disk cache: a second compile loads the object; damage is detected and
   CHECK(has_vectors(third.artifacts.llvm_ir_opt, "float"));
   CHECK(!third.artifacts.assembly.empty());
 
-  // Damage, each kind in a fresh cache: a truncated payload, a flipped byte, junk.
-  for (int kind = 0; kind < 3; ++kind) {
+  // Damage, each kind in a fresh cache: a truncated payload, a flipped byte, junk, and
+  // a directory where the entry should be (recompiled, never an abort; it cannot be
+  // replaced, so that is reported too).
+  for (int kind = 0; kind < 4; ++kind) {
     TempDir d2;
     CpuCompileOptions o2;
     o2.cache_dir = d2.path;
@@ -374,8 +376,11 @@ TEST_CASE("disk cache: a second compile loads the object; damage is detected and
       c = char(c ^ 0x55);
       f.seekp(std::streamoff(size / 2));
       f.write(&c, 1);
-    } else {
+    } else if (kind == 2) {
       std::ofstream(entry, std::ios::binary | std::ios::trunc) << "junk";
+    } else {
+      std::filesystem::remove(entry);
+      std::filesystem::create_directory(entry);
     }
     StderrCapture cap;
     CpuKernel again = check_group(g, grp, vals, {}, o2);
@@ -384,10 +389,11 @@ TEST_CASE("disk cache: a second compile loads the object; damage is detected and
     CAPTURE(kind);
     CAPTURE(err);
     CHECK_FALSE(again.artifacts.from_disk_cache);
-    CHECK(fixed.artifacts.from_disk_cache);
+    CHECK(fixed.artifacts.from_disk_cache == (kind != 3));
     CHECK(err.find("kiln: damaged cache entry " + entry.string() + ": ") == 0);
     CHECK(err.find("; recompiling\n") != std::string::npos);
-    CHECK(std::count(err.begin(), err.end(), '\n') == 1);  // once
+    if (kind == 3) CHECK(err.find("is a directory (expected a regular file)") != std::string::npos);
+    CHECK(std::count(err.begin(), err.end(), '\n') == (kind == 3 ? 2 : 1));  // once each
     MESSAGE(err);
   }
 }

@@ -122,6 +122,9 @@ TEST_CASE("npy: unsupported and malformed files are clear errors") {
   has(test::error_of([&] { parse_npy(cut.substr(0, 40), "y.npy"); }),
       "truncated: the header says it is 118 bytes long");
   has(test::error_of([&] { read_npy(npy_dir() + "/missing.npy"); }), "missing.npy: cannot open");
+  has(err("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296, 2), }", f32),
+      "x.npy: shape [4294967296,4294967296,2] is too large");
+  has(test::error_of([] { read_npy("/dev/zero"); }), "/dev/zero: is a character device");
   // Any truncation of a valid file is an error, never a crash.
   for (size_t n = 0; n < cut.size(); ++n)
     CHECK_THROWS_AS(parse_npy(cut.substr(0, n), "cut.npy"), Error);

@@ -6,12 +6,12 @@
 #include <limits>
 #include <random>
 
-#include "frontend/binary_io.h"
 #include "frontend/serialize.h"
 #include "frontend/tensor_impl.h"
 #include "ir/builder.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "runtime/binary_io.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -197,6 +197,40 @@ std::string reseal(std::string bytes) {
   for (int i = 0; i < 8; ++i)
     bytes[bytes.size() - 8 + i] = static_cast<char>((sum >> (8 * i)) & 0xff);
   return bytes;
+}
+
+TEST_CASE("serialize: no return line, an oversized shape or a device file are errors") {
+  Tensor w = ones({5, 6, 7});
+  auto f = jit([&](Tensor x) { return (x + w).sum(); }, "sealed");
+  std::string dir = temp_dir("sealed");
+  std::string path = dir + "/model.kiln";
+  save_graph(path, f.graph(ones({5, 6, 7}), false), {w});
+  const std::string good = slurp(path);
+  std::string bad = dir + "/bad.kiln";
+
+  // The return line commented out (same length, so every offset still holds).
+  std::string no_return = good;
+  size_t at = no_return.find("\nreturn ");
+  REQUIRE(at != std::string::npos);
+  no_return.replace(at + 1, 2, "//");
+  spit(bad, reseal(no_return));
+  KILN_CHECK_ERROR(load_graph(bad), "bad.kiln", "expected a 'return' line");
+
+  // Parameter 0's shape [5,6,7] becomes [2^31,2^31,7]: 2^62 * 7 elements overflow.
+  auto u64 = [](uint64_t v) {
+    std::string b(8, '\0');
+    for (int i = 0; i < 8; ++i) b[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+    return b;
+  };
+  std::string huge = good;
+  at = huge.find(u64(5) + u64(6) + u64(7));
+  REQUIRE(at != std::string::npos);
+  huge.replace(at, 16, u64(uint64_t(1) << 31) + u64(uint64_t(1) << 31));
+  spit(bad, reseal(huge));
+  KILN_CHECK_ERROR(load_graph(bad), "parameter 0", "shape [2147483648,2147483648,7] is too large");
+
+  KILN_CHECK_ERROR(load_graph("/dev/zero"), "/dev/zero: is a character device",
+                   "expected a regular file");
 }
 
 TEST_CASE("serialize: a few hundred seeded mutations load cleanly or throw kiln::Error") {

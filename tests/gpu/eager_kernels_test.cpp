@@ -131,10 +131,11 @@ TEST_CASE("every eager op's CUDA kernel generates and compiles with NVRTC") {
     covered.insert(oc.op);
   }
   // Every op an eager GPU call can reach is covered: the rest run on the host
-  // (random draws, literal data) or never run eagerly (inputs, custom calls, and
-  // detach, which eager mode makes a view and traces remove after autodiff).
+  // (random draws, literal data, checks) or never run eagerly (inputs, custom calls,
+  // and detach, which eager mode makes a view and traces remove after autodiff).
   for (OpKind k : all_ops()) {
-    bool host = k == OpKind::rand || k == OpKind::randn || k == OpKind::literal;
+    bool host = k == OpKind::rand || k == OpKind::randn || k == OpKind::literal ||
+                op_info(k).category == OpCategory::Check;
     bool never = op_info(k).category == OpCategory::Input ||
                  op_info(k).category == OpCategory::Custom || k == OpKind::detach;
     CHECK_MESSAGE((covered.count(k) || host || never), "no eager CUDA case for ", op_name(k));

@@ -83,6 +83,25 @@ TEST_CASE("numel, strides and contiguity") {
   CHECK(shape_str({}) == "[]");
 }
 
+TEST_CASE("sizes, strides and byte counts that overflow int64 are errors, not wrapped numbers") {
+  const int64_t big = (int64_t(1) << 62) + 1;
+  CHECK_THROWS_WITH_AS(numel({big, 4}),
+                       doctest::Contains("shape [4611686018427387905,4] is too large"), Error);
+  CHECK_THROWS_AS(numel({int64_t(1) << 40, int64_t(1) << 40}), Error);
+  CHECK(numel({int64_t(1) << 40, 0, int64_t(1) << 40}) == 0);
+  CHECK(numel({int64_t(1) << 31, int64_t(1) << 31}) == int64_t(1) << 62);
+  CHECK_THROWS_WITH_AS(byte_size({int64_t(1) << 62}, 4), doctest::Contains("byte size"), Error);
+  CHECK(byte_size({3, 5}, 8) == 120);
+  CHECK_THROWS_WITH_AS(byte_size({2, -1}, 4), doctest::Contains("negative dimension"), Error);
+  CHECK_THROWS_AS(contiguous_strides({int64_t(1) << 40, int64_t(1) << 40, 2}), Error);
+  CHECK_THROWS_WITH_AS(checked_mul(int64_t(1) << 62, 4, "offset"),
+                       doctest::Contains("offset overflows"), Error);
+  CHECK(checked_mul(-3, 5, "x") == -15);
+  CHECK_THROWS_AS(checked_add(INT64_MAX, 1, "extent"), Error);
+  CHECK_THROWS_AS(infer_reshape({int64_t(1) << 40, int64_t(1) << 40, -1}, 0), Error);
+  CHECK_THROWS_AS((TensorType{DType::f64, {int64_t(1) << 61}, {}}.bytes()), Error);
+}
+
 TEST_CASE("broadcasting") {
   CHECK(broadcast_shapes({3, 1}, {4}) == Shape{3, 4});
   CHECK(broadcast_shapes({}, {2, 3}) == Shape{2, 3});

@@ -58,6 +58,8 @@ inline Graph every_op_graph() {
   Value sel = b.where(cond, x, two);
   Value s = b.sum(sel, {1}, true);
   (void)b.sum(ints, {0, 1}, false);
+  (void)b.op(OpKind::check_index, {ints},
+             Attrs{{AttrKey::high, int64_t{8}}, {AttrKey::name, std::string("gather")}});
   (void)b.op(OpKind::max, {x},
              Attrs{{AttrKey::dims, std::vector<int64_t>{0}}, {AttrKey::keepdim, int64_t{0}}});
   (void)b.op(OpKind::min, {xd},

@@ -122,6 +122,26 @@ std::vector<Case> cases() {
                Attrs{{AttrKey::dim, int64_t{-2}}, {AttrKey::keepdim, int64_t{1}}},
                ty(DType::i64, {1, 3})});
   c.push_back({OpKind::argmax, {f23}, Attrs{{AttrKey::dim, int64_t{5}}}, {}, "out of range"});
+  // Checks: integer indices and a bound; the type is the operand's.
+  const Attrs bound{{AttrKey::high, int64_t{3}}, {AttrKey::name, std::string("cross_entropy")}};
+  c.push_back({OpKind::check_index, {i23}, bound, i23});
+  c.push_back({OpKind::check_index, {f23}, bound, {}, "expected integer indices, got f32"});
+  c.push_back({OpKind::check_index,
+               {i23},
+               Attrs{{AttrKey::high, int64_t{-1}}, {AttrKey::name, std::string("x")}},
+               {},
+               "expected a bound (high) >= 0, got -1"});
+  // Empty reductions: sum of nothing is 0; max, min, argmax and argmin of nothing are errors.
+  const TensorType f03 = ty(DType::f32, {0, 3});
+  c.push_back({OpKind::sum, {f03}, reduce_attrs({0}, 0), ty(DType::f32, {3})});
+  c.push_back({OpKind::max,
+               {f03},
+               reduce_attrs({0}, 0),
+               {},
+               "max: expected reduction dim 0 to have a non-zero size, got input shape [0,3]"});
+  c.push_back({OpKind::min, {f03}, reduce_attrs({1}, 0), ty(DType::f32, {0})});
+  c.push_back({OpKind::min, {f03}, reduce_attrs({0, 1}, 0), {}, "non-zero size"});
+  c.push_back({OpKind::argmin, {f03}, Attrs{{AttrKey::dim, int64_t{0}}}, {}, "non-zero size"});
   // Movement.
   c.push_back({OpKind::reshape, {f23}, Attrs{{AttrKey::shape, I{3, 2}}}, ty(DType::f32, {3, 2})});
   c.push_back({OpKind::reshape, {f23}, Attrs{{AttrKey::shape, I{-1}}}, ty(DType::f32, {6})});

@@ -160,6 +160,14 @@ TEST_CASE("multi-result nodes name consecutive values") {
   CHECK(print_graph(parse_graph(text)) == text);
 }
 
+TEST_CASE("a graph without a return line is an error only where one is required") {
+  const char* text = "%0 = arg {index=0} : f32[3]\n%1 = exp %0\n";
+  CHECK(parse_graph(text, "t.ir").outputs.empty());
+  CHECK_THROWS_WITH_AS(parse_graph(text, "t.ir", true),
+                       doctest::Contains("t.ir:3:1: expected a 'return' line"), Error);
+  CHECK(parse_graph(std::string(text) + "return %1\n", "t.ir", true).outputs.size() == 1);
+}
+
 TEST_CASE("parse errors say where, what was expected and what came") {
   struct Row {
     const char* text;

@@ -70,8 +70,8 @@ void check_plan(const Graph& g, const std::vector<FusionGroup>& groups) {
         ++matmuls;
       else if (c == OpCategory::Reduce)
         ++reductions;
-      else if (c == OpCategory::Custom || g[m].op == OpKind::rand || g[m].op == OpKind::randn ||
-               g[m].op == OpKind::literal)
+      else if (c == OpCategory::Custom || c == OpCategory::Check || g[m].op == OpKind::rand ||
+               g[m].op == OpKind::randn || g[m].op == OpKind::literal)
         ++opaque;
       else if (c == OpCategory::Movement)
         ++movement;

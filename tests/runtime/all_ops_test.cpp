@@ -64,6 +64,9 @@ Case tiny_case(OpKind k) {
       }
     case OpCategory::Matmul:
       return {{x, f32({3, 2}, {1, 2, 3, 4, 5, 6})}, {}};
+    case OpCategory::Check:
+      return {{iota(DType::i64, {2, 3})},
+              Attrs{{AttrKey::high, int64_t{6}}, {AttrKey::name, std::string("gather")}}};
     default:
       return {};
   }
@@ -99,4 +102,23 @@ TEST_CASE("operand count mismatches are errors") {
   Arr out = empty(DType::f32, {2});
   CHECK_THROWS_AS(reference_kernel(OpKind::add, {}, std::vector<View>{x.v}, out.v), Error);
   CHECK_THROWS_AS(reference_kernel(OpKind::neg, {}, std::vector<View>{x.v, x.v}, out.v), Error);
+}
+
+TEST_CASE("check_index copies indices in range and names the op for one out of range") {
+  const Attrs attrs{{AttrKey::high, int64_t{4}}, {AttrKey::name, std::string("embedding")}};
+  Arr in = arr(DType::i32, {2, 2}, {0, 3, 1, 2});
+  Arr out = run(OpKind::check_index, {in}, attrs);
+  CHECK(out.v.dtype == DType::i32);
+  for (int i = 0; i < 4; ++i) CHECK(out.v.ptr<int32_t>()[i] == in.v.ptr<int32_t>()[i]);
+  for (double bad : {4.0, -1.0}) {
+    CAPTURE(bad);
+    Arr b = arr(DType::i64, {3}, {0, bad, 1});
+    const std::string want = "embedding: index " + std::to_string(int64_t(bad)) +
+                             " is out of range for size 4 (expected 0 <= index < 4)";
+    CHECK_THROWS_WITH_AS(run(OpKind::check_index, {b}, attrs), doctest::Contains(want.c_str()),
+                         Error);
+  }
+  // Strided indices: the transposed view is checked element by element.
+  Arr t = transposed(arr(DType::i64, {2, 2}, {0, 1, 2, 9}));
+  CHECK_THROWS_WITH_AS(run(OpKind::check_index, {t}, attrs), doctest::Contains("index 9"), Error);
 }

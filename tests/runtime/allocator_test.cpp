@@ -84,3 +84,11 @@ TEST_CASE("Storage allocates on the CPU, refuses CUDA without a driver, wraps fo
   { auto w = Storage::wrap(buf, sizeof(buf), Device{}); }  // not ours: nothing freed
   CHECK(buf[3] == 4);
 }
+
+TEST_CASE("impossible sizes are an out-of-memory error, never a wrapped small block") {
+  for (size_t bytes : {SIZE_MAX, SIZE_MAX - 100, size_t(1) << 60, size_t(1) << 50}) {
+    CAPTURE(bytes);
+    CHECK_THROWS_WITH_AS(cpu_alloc(bytes), doctest::Contains("out of CPU memory"), Error);
+  }
+  CHECK(cpu_allocator_stats().bytes_in_use < (size_t(1) << 40));
+}

@@ -1,5 +1,5 @@
 // Whole-file reads, durable atomic writes and the checksum (see binary_io.h).
-#include "frontend/binary_io.h"
+#include "runtime/binary_io.h"
 
 #include <atomic>
 #include <bit>
@@ -33,6 +33,15 @@ struct Fd {
   }
 };
 
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
 uint64_t fmix64(uint64_t k) {
   k ^= k >> 33;
   k *= 0xff51afd7ed558ccdULL;
@@ -46,13 +55,15 @@ uint64_t fmix64(uint64_t k) {
 
 std::string read_file(const std::string& path) {
   Fd f;
-  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO with no writer must not wait (it is refused below).
+  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (f.fd < 0) throw Error(path + ": cannot open (" + errno_str(errno) + ")");
   struct stat st {};
   if (::fstat(f.fd, &st) != 0) throw Error(path + ": cannot stat (" + errno_str(errno) + ")");
-  if (S_ISDIR(st.st_mode)) throw Error(path + ": is a directory (expected a file)");
+  if (!S_ISREG(st.st_mode))
+    throw Error(path + ": is " + file_kind(st.st_mode) + " (expected a regular file)");
   std::string out;
-  if (S_ISREG(st.st_mode)) out.reserve(static_cast<size_t>(st.st_size));
+  out.reserve(static_cast<size_t>(st.st_size));
   char buf[1 << 16];
   for (;;) {
     ssize_t n = ::read(f.fd, buf, sizeof buf);

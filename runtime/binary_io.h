@@ -1,5 +1,6 @@
 // Byte-level helpers shared by Kiln's file formats (frontend/serialize.h,
-// frontend/npy.h): whole-file reads with readable errors, durable atomic writes
+// frontend/npy.h, the kernel cache in runtime/object_cache.h): the one checked
+// whole-file reader every file read in Kiln goes through, durable atomic writes
 // (temporary file, fsync, rename), little-endian encoding and a 64-bit checksum.
 // Internal: not part of <kiln/kiln.h>.
 #pragma once
@@ -10,7 +11,9 @@
 
 namespace kiln::io {
 
-/// The whole file as bytes; kiln::Error "<path>: cannot open (<reason>)" when it cannot be read.
+/// The whole file as bytes. Only regular files are read: a directory, a device
+/// (/dev/zero), a FIFO or a socket is a kiln::Error ("<path>: is a character device
+/// (expected a regular file)"), as is a file that cannot be opened or read.
 std::string read_file(const std::string& path);
 
 /// Writes `bytes` to `path` so that a reader sees either the old file or the

@@ -16,7 +16,7 @@
 
 #include <unistd.h>
 
-#include "frontend/binary_io.h"
+#include "runtime/binary_io.h"
 #include "frontend/serialize.h"
 #include "ir/parser.h"
 #include "ir/printer.h"

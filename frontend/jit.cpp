@@ -248,13 +248,21 @@ void split_forward_backward(const Graph& full, size_t forward_size, const std::v
                             const std::vector<NodeId>& seeds, const std::vector<Value>& grads,
                             int64_t n_args, Graph* fwd, Graph* bwd, size_t* n_saved) {
   auto is_seed = [&](NodeId id) { return std::find(seeds.begin(), seeds.end(), id) != seeds.end(); };
+  // A parameter the forward updates in place no longer holds, when the backward
+  // runs, the value the forward read: the backward gets that value saved.
+  auto updated = [&](const Node& n) {
+    if (n.op != OpKind::param) return false;
+    for (const ParamUpdate& u : full.updates)
+      if (u.param == n.attrs.i(AttrKey::index)) return true;
+    return false;
+  };
   std::vector<Value> saved;
   for (NodeId id = static_cast<NodeId>(forward_size); id < full.size(); ++id) {
     if (is_seed(id)) continue;
     for (Value o : full[id].operands) {
       if (o.node >= forward_size) continue;
       OpCategory c = op_info(full[o.node].op).category;
-      if (c == OpCategory::Input || c == OpCategory::Creation) continue;
+      if ((c == OpCategory::Input && !updated(full[o.node])) || c == OpCategory::Creation) continue;
       if (std::find(saved.begin(), saved.end(), o) == saved.end()) saved.push_back(o);
     }
   }
@@ -268,6 +276,7 @@ void split_forward_backward(const Graph& full, size_t forward_size, const std::v
   Builder bb(*bwd);
   for (NodeId id = 0; id < forward_size; ++id) {
     const Node& n = full[id];
+    // Every parameter keeps its slot; uses of an updated one read the saved value.
     if (n.op == OpKind::arg || n.op == OpKind::param || op_info(n.op).category == OpCategory::Creation)
       copy_node(full, id, *bwd, bm);
   }
@@ -298,6 +307,52 @@ void collect_arg_grad(TraceState& st, const TensorImpl* key, const GradSlot& slo
   writebacks.push_back({nullptr, kind, st.graph.outputs.size(), arg});
   st.graph.outputs.push_back(v);
   out_types.push_back(st.graph.type(v));
+}
+
+// What the call writes besides its outputs: parameter updates, and the .grad of
+// captured tensors and arguments that backward() inside the trace produced
+// (extra plan outputs, or parameter updates for grads that exist already).
+void collect_grad_writebacks(TraceState& st, TracedCore::Entry& e, SourceLoc where) {
+  for (auto& [p, v] : st.param_current) st.graph.updates.push_back(ParamUpdate{p, v});
+  // Gradients of captured tensors are state: write them back after the call.
+  for (auto& [key, slot] : st.grads) {
+    if (key->symbolic()) {
+      collect_arg_grad(st, key, slot, e.grad_writebacks, e.out_types);
+      continue;
+    }
+    if (!slot.owner) continue;
+    if (slot.owner->grad_fn && !slot.assigned) {
+      // A captured tensor computed by eager ops: as eager backward() would, the
+      // call sends its gradient on through the ops that made it.
+      if (!slot.current.defined()) continue;
+      e.grad_writebacks.push_back({slot.owner, GradWriteback::AddOutput, st.graph.outputs.size()});
+      Value fv = st.value_of(slot.current, where);
+      st.graph.outputs.push_back(fv);
+      e.out_types.push_back(st.graph.type(fv));
+      continue;
+    }
+    e.guards.push_back(GradGuard{slot.owner, slot.initial.get(), slot.initial_zero});
+    if (!slot.current.defined()) {
+      if (slot.initial) e.grad_writebacks.push_back({slot.owner, GradWriteback::Clear, 0});
+      continue;
+    }
+    Value fv = st.value_of(slot.current, where);
+    const bool final_zero = is_zero_constant(st.graph, fv);
+    if (slot.initial && slot.initial_value.valid() && fv == slot.initial_value) continue;
+    if (slot.initial && slot.initial_zero && final_zero) continue;  // zeros stay zeros: no write
+    if (slot.initial) {
+      st.value_of(Tensor(slot.initial), where);
+      st.graph.updates.push_back(ParamUpdate{st.param_index.at(slot.initial.get()), fv});
+      if (final_zero) e.zero_after.push_back(slot.initial);
+    } else {
+      if (final_zero) e.zero_outputs.push_back(st.graph.outputs.size());
+      e.grad_writebacks.push_back({slot.owner, GradWriteback::FromOutput, st.graph.outputs.size()});
+      st.graph.outputs.push_back(fv);
+      e.out_types.push_back(st.graph.type(fv));
+    }
+  }
+  std::sort(st.graph.updates.begin(), st.graph.updates.end(),
+            [](auto& a, auto& b) { return a.param < b.param; });
 }
 
 }  // namespace
@@ -335,7 +390,11 @@ std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool
       outs_need_grad = outs_need_grad || o.requires_grad();
     }
     e->user_outputs = outs.size();
-    e->autograd_call = e->grad_mode && outs_need_grad && !st.did_backward;
+    for (Value v : out_vals) st.graph.outputs.push_back(v);
+    collect_grad_writebacks(st, *e, where_);
+    // Outputs that require grad get a tape node, as eager ops would give them,
+    // also when the body ran backward() itself.
+    e->autograd_call = e->grad_mode && outs_need_grad;
     if (e->autograd_call) {
       // Called from eager code that will differentiate the result: compile the
       // forward (keeping what the backward reads) and the backward as two plans.
@@ -359,67 +418,24 @@ std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool
         }
       for (size_t p = 0; p < st.params.size(); ++p) {
         if (!st.params[p]->requires_grad) continue;
-        const Value v = st.value_of(Tensor(st.params[p]), where_);
-        if (!reach[v.node]) continue;
+        // The parameter as the body first read it (before any update in the trace).
+        Value v;
+        for (NodeId id : st.graph.params())
+          if (st.graph[id].attrs.i(AttrKey::index) == static_cast<int64_t>(p)) v = Value(id);
+        if (!v.valid() || !reach[v.node]) continue;
         e->wrt_params.push_back(static_cast<int64_t>(p));
         wrt.push_back(v);
       }
       std::vector<Value> grads = build_gradients(st.builder, roots, seeds_v, wrt);
-      for (auto& [p, v] : st.param_current) st.graph.updates.push_back(ParamUpdate{p, v});
-      split_forward_backward(st.graph, forward_size, out_vals, seeds, grads, n_args,
+      e->saved_begin = st.graph.outputs.size();
+      split_forward_backward(st.graph, forward_size, st.graph.outputs, seeds, grads, n_args,
                              &forward_graph, &backward_graph, &e->saved);
       for (Value g : backward_graph.outputs) e->backward_out_types.push_back(backward_graph.type(g));
+      for (size_t k = e->saved_begin; k < forward_graph.outputs.size(); ++k)
+        e->out_types.push_back(forward_graph.type(forward_graph.outputs[k]));
     }
   }
-
-  if (!e->autograd_call) {
-    for (Value v : out_vals) st.graph.outputs.push_back(v);
-    for (auto& [p, v] : st.param_current) st.graph.updates.push_back(ParamUpdate{p, v});
-    // Gradients of captured tensors are state: write them back after the call.
-    for (auto& [key, slot] : st.grads) {
-      if (key->symbolic()) {
-        collect_arg_grad(st, key, slot, e->grad_writebacks, e->out_types);
-        continue;
-      }
-      if (!slot.owner) continue;
-      if (slot.owner->grad_fn && !slot.assigned) {
-        // A captured tensor computed by eager ops: as eager backward() would, the
-        // call sends its gradient on through the ops that made it.
-        if (!slot.current.defined()) continue;
-        e->grad_writebacks.push_back({slot.owner, GradWriteback::AddOutput, st.graph.outputs.size()});
-        Value fv = st.value_of(slot.current, where_);
-        st.graph.outputs.push_back(fv);
-        e->out_types.push_back(st.graph.type(fv));
-        continue;
-      }
-      e->guards.push_back(GradGuard{slot.owner, slot.initial.get(), slot.initial_zero});
-      if (!slot.current.defined()) {
-        if (slot.initial) e->grad_writebacks.push_back({slot.owner, GradWriteback::Clear, 0});
-        continue;
-      }
-      Value fv = st.value_of(slot.current, where_);
-      const bool final_zero = is_zero_constant(st.graph, fv);
-      if (slot.initial && slot.initial_value.valid() && fv == slot.initial_value) continue;
-      if (slot.initial && slot.initial_zero && final_zero) continue;  // zeros stay zeros: no write
-      if (slot.initial) {
-        st.value_of(Tensor(slot.initial), where_);
-        st.graph.updates.push_back(ParamUpdate{st.param_index.at(slot.initial.get()), fv});
-        if (final_zero) e->zero_after.push_back(slot.initial);
-      } else {
-        if (final_zero) e->zero_outputs.push_back(st.graph.outputs.size());
-        e->grad_writebacks.push_back({slot.owner, GradWriteback::FromOutput, st.graph.outputs.size()});
-        st.graph.outputs.push_back(fv);
-        e->out_types.push_back(st.graph.type(fv));
-      }
-    }
-    std::sort(st.graph.updates.begin(), st.graph.updates.end(),
-              [](auto& a, auto& b) { return a.param < b.param; });
-    forward_graph = st.graph;
-  } else {
-    for (Value v : std::vector<Value>(forward_graph.outputs.begin() + static_cast<long>(outs.size()),
-                                      forward_graph.outputs.end()))
-      e->out_types.push_back(forward_graph.type(v));
-  }
+  if (!e->autograd_call) forward_graph = st.graph;
   e->arg_grads_read = st.arg_grads_read;
   e->has_updates = !forward_graph.updates.empty();
   e->params = st.params;
@@ -571,7 +587,7 @@ std::vector<Tensor> TracedCore::run(Entry& e, const TraceArgs& args) {
   if (!e.autograd_call) return outs;
 
   // One tape node for the whole call; its backward runs the compiled backward plan.
-  std::vector<Tensor> saved(all.begin() + static_cast<long>(e.user_outputs), all.end());
+  std::vector<Tensor> saved(all.begin() + static_cast<long>(e.saved_begin), all.end());
   auto call = autograd::detail::new_custom_call(name_);
   std::vector<Tensor> inputs;
   for (int64_t a : e.wrt_args) inputs.push_back(args.tensors[static_cast<size_t>(a)]);
@@ -595,7 +611,11 @@ std::vector<Tensor> TracedCore::run(Entry& e, const TraceArgs& args) {
     }
     return run_plan(*bwd, *bgraph, bargs, params, out_types, name, where);
   };
-  return autograd::detail::finish_custom(call, inputs, outs, where_);
+  std::vector<Tensor> result = autograd::detail::finish_custom(call, inputs, outs, where_);
+  // Outputs no gradient flows to stay plain tensors, as eager ops leave them.
+  for (size_t i = 0; i < outs.size(); ++i)
+    if (std::find(seeded.begin(), seeded.end(), i) == seeded.end()) result[i] = outs[i];
+  return result;
 }
 
 std::vector<Tensor> TracedCore::call(const TraceArgs& args) {

@@ -69,9 +69,9 @@ class TracedCore {
   void set_cache_size(size_t n);
   void set_fusion(int on) { fusion_override_ = on; }  // -1 follows the global switch
   const std::string& name() const { return name_; }
+  struct Entry;  // one cached signature (frontend/jit_entry.h)
 
  private:
-  struct Entry;
   struct InFlight;
   /// The entry for these arguments: a cached one, or one built now. When another
   /// thread is building the same signature, waits for it instead of building twice.

@@ -53,9 +53,11 @@ struct TracedCore::Entry {
   std::vector<GradGuard> guards;
   std::vector<int64_t> arg_grads_read;  // arguments that must have no .grad at call time
 
-  // Autograd call: `plan` is the forward (user outputs, then saved values);
+  // Autograd call: `plan` is the forward (user outputs, written-back grads,
+  // then saved values);
   // `backward` maps (args, saved, output gradients) to gradients of `wrt`.
   bool autograd_call = false;
+  size_t saved_begin = 0;  // outputs from here on are the values the backward reads
   size_t saved = 0;
   Graph backward_graph;
   std::shared_ptr<Plan> backward;

@@ -365,6 +365,7 @@ class Lowering {
         return eval(src, oc);
       }
       case OpKind::detach:
+      case OpKind::rebind:  // the value of operand 0
         return eval(src, c);
       case OpKind::expand: {
         Coords oc = broadcast(c, in);

@@ -25,7 +25,9 @@ std::shared_ptr<TensorImpl> alias_of(const TensorImpl& t) {
   return make_view(t, t.type.shape, t.strides, t.offset);
 }
 
-SavedTensor save(const Tensor& t) { return SavedTensor{alias_of(*t.impl()), t.impl()->buffer->version}; }
+SavedTensor save(const Tensor& t) {
+  return SavedTensor{alias_of(*t.impl()), t.impl()->buffer->version, t.impl()->type};
+}
 
 // ---- custom function registry ----
 std::mutex g_custom_mu;
@@ -101,23 +103,57 @@ std::vector<TapeNode*> topo_order(const std::vector<TapeNode*>& roots) {
   return order;
 }
 
-void check_usable(const TapeNode& n) {
-  if (n.released)
+// A value of the forward that a gradient reads: what `n` saved of it must be
+// there (not freed by an earlier backward) and unchanged since.
+struct SavedUse {
+  const TapeNode* node;
+  const SavedTensor* saved;
+  int64_t which;  // operand index, or -1 - result index
+};
+
+// Whether n's VJP reads its operand `which` (or, when negative, its result),
+// found by building the rule once in a scratch graph from the saved types.
+bool vjp_reads(const TapeNode& n, int64_t which) {
+  if (n.op == OpKind::custom) return true;  // user code: assume it does
+  const VjpRule rule = vjp_rule(n.op);
+  if (!rule) return false;
+  Graph g;
+  Builder b(g);
+  std::vector<Value> operands;
+  std::vector<bool> needs;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    operands.push_back(b.arg(static_cast<int64_t>(i), n.inputs[i].type));
+    needs.push_back(n.next[i].fn || n.next[i].leaf);
+  }
+  const Value out = b.op(n.op, operands, n.attrs);
+  const Value seed = b.arg(static_cast<int64_t>(operands.size()), g.type(out));
+  const NodeId first = static_cast<NodeId>(g.size());
+  const Node copy = g[out.node];
+  const std::vector<Value> grads = rule(b, copy, out, seed, needs);
+  const Value target = which >= 0 ? operands[static_cast<size_t>(which)] : out;
+  for (NodeId id = first; id < g.size(); ++id)
+    for (Value v : g[id].operands)
+      if (v == target) return true;
+  return std::find(grads.begin(), grads.end(), target) != grads.end();
+}
+
+void check_saved(const SavedUse& u) {
+  const TapeNode& n = *u.node;
+  const SavedTensor& s = *u.saved;
+  const bool intact = s.data && s.data->buffer->version == s.version;
+  if (intact || !vjp_reads(n, u.which)) return;
+  if (!s.data)
     throw Error(std::string("backward through the graph a second time: the tensors saved by '") +
                     op_name(n.op) +
                     "' were freed by the first backward (expected backward(..., "
                     "retain_graph=true) the first time)",
                 n.loc);
-  auto check = [&](const SavedTensor& s) {
-    if (s.data && s.data->buffer->version != s.version)
-      throw Error(std::string("a tensor needed for the gradient of '") + op_name(n.op) +
-                      "' was modified by an in-place operation after it was used (expected "
-                      "version " + std::to_string(s.version) + ", found version " +
-                      std::to_string(s.data->buffer->version) + ")",
-                  n.loc);
-  };
-  for (auto& s : n.inputs) check(s);
-  for (auto& s : n.outputs) check(s);
+  if (s.data->buffer->version != s.version)
+    throw Error(std::string("a tensor needed for the gradient of '") + op_name(n.op) +
+                    "' was modified by an in-place operation after it was used (expected "
+                    "version " + std::to_string(s.version) + ", found version " +
+                    std::to_string(s.data->buffer->version) + ")",
+                n.loc);
 }
 
 struct BackwardGraph {
@@ -169,13 +205,13 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
   std::vector<TapeNode*> root_fns;
   for (const Tensor& r : roots) root_fns.push_back(r.impl()->grad_fn.get());
   std::vector<TapeNode*> order = topo_order(root_fns);
-  for (TapeNode* n : order) check_usable(*n);
 
   Graph g;
   Builder b(g);
   std::vector<std::vector<Tensor>> values;
   std::unordered_map<const TensorImpl*, Value> leaf_values;
   std::unordered_map<TapeNode*, NodeId> node_ids;
+  std::unordered_map<Value, std::vector<SavedUse>, ValueHash> saved_at;  // forward value -> what holds it
   std::vector<std::shared_ptr<TensorImpl>> leaves;  // in discovery order
   int64_t next_arg = 0;
 
@@ -198,13 +234,16 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
     std::vector<Value> operands;
     for (size_t i = 0; i < n->next.size(); ++i) {
       const TapeEdge& e = n->next[i];
+      const SavedTensor& in = n->inputs[i];
       if (e.fn) {
         operands.push_back(Value(node_ids.at(e.fn.get()), e.output_nr));
       } else if (e.leaf) {
         operands.push_back(leaf_value(e.leaf));
+        saved_at[operands.back()].push_back({n, &in, static_cast<int64_t>(i)});
       } else {
-        Value v = b.arg(next_arg++, n->inputs[i].data->type);
-        bind(v, Tensor(n->inputs[i].data));
+        Value v = b.arg(next_arg++, in.type);
+        bind(v, in.data ? Tensor(in.data) : Tensor());
+        saved_at[v].push_back({n, &in, static_cast<int64_t>(i)});
         operands.push_back(v);
       }
     }
@@ -212,7 +251,7 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
     NodeId id;
     if (n->op == OpKind::custom) {
       std::vector<TensorType> types;
-      for (auto& s : n->outputs) types.push_back(s.data->type);
+      for (auto& s : n->outputs) types.push_back(s.type);
       id = b.op_multi(OpKind::custom, operands, n->attrs, types);
     } else {
       id = b.op(n->op, operands, n->attrs).node;
@@ -222,12 +261,18 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
     // gradient computation is itself recorded.
     std::shared_ptr<TapeNode> self_ptr;
     for (size_t i = 0; i < n->outputs.size(); ++i) {
+      const Value out(id, static_cast<uint32_t>(i));
+      saved_at[out].push_back({n, &n->outputs[i], -1 - static_cast<int64_t>(i)});
+      if (!n->outputs[i].data) {
+        bind(out, Tensor());  // freed: an error if a gradient reads it (check_saved)
+        continue;
+      }
       auto alias = alias_of(*n->outputs[i].data);
       if (create_graph) {
         alias->requires_grad = true;
         alias->output_nr = static_cast<uint32_t>(i);
       }
-      bind(Value(id, static_cast<uint32_t>(i)), Tensor(alias));
+      bind(out, Tensor(alias));
     }
   }
   // With create_graph, forward values must carry their grad_fn; patch them now
@@ -237,11 +282,13 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
       for (const TapeEdge& e : n->next)
         if (e.fn) {
           Tensor& t = values[node_ids.at(e.fn.get())][e.output_nr];
-          t.impl()->grad_fn = e.fn;
+          if (t.defined()) t.impl()->grad_fn = e.fn;
         }
     for (size_t r = 0; r < roots.size(); ++r)
-      if (auto& fn = roots[r].impl()->grad_fn)
-        values[node_ids.at(fn.get())][roots[r].impl()->output_nr].impl()->grad_fn = fn;
+      if (auto& fn = roots[r].impl()->grad_fn) {
+        Tensor& t = values[node_ids.at(fn.get())][roots[r].impl()->output_nr];
+        if (t.defined()) t.impl()->grad_fn = fn;
+      }
   }
 
   std::vector<Value> outs, seed_vals;
@@ -278,6 +325,18 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
   size_t forward_size = g.size();
   std::vector<Value> grads = build_gradients(b, outs, seed_vals, present);
   values.resize(g.size());
+  // Only the forward values the gradient reads must be intact (as in PyTorch:
+  // an op that saved nothing it needs can be differentiated again, or after
+  // an in-place write to its operands).
+  auto need = [&](Value v) {
+    if (v.node >= forward_size) return;
+    auto it = saved_at.find(v);
+    if (it != saved_at.end())
+      for (const SavedUse& u : it->second) check_saved(u);
+  };
+  for (NodeId id = static_cast<NodeId>(forward_size); id < g.size(); ++id)
+    for (Value v : g[id].operands) need(v);
+  for (Value v : grads) need(v);
 
   std::vector<Tensor> results;
   {
@@ -292,9 +351,8 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
 
   if (!retain_graph) {
     for (TapeNode* n : order) {
-      n->released = true;
-      n->inputs.clear();
-      n->outputs.clear();
+      for (SavedTensor& s : n->inputs) s.data = nullptr;
+      for (SavedTensor& s : n->outputs) s.data = nullptr;
     }
   }
 

@@ -27,10 +27,13 @@ struct TapeEdge {
   std::shared_ptr<TensorImpl> leaf;  // a leaf that requires grad
 };
 
-/// Data an op saved for its backward, with the version it had then.
+/// Data an op saved for its backward, with the version it had then. As in
+/// PyTorch, only what a gradient actually reads must still be intact: backward
+/// checks the version (and that a first backward did not free it) on use.
 struct SavedTensor {
-  std::shared_ptr<TensorImpl> data;  // detached alias of the tensor (no grad_fn)
+  std::shared_ptr<TensorImpl> data;  // detached alias of the tensor (no grad_fn); null once freed
   uint64_t version = 0;
+  TensorType type;                   // kept when the data is freed
 };
 
 /// One recorded op.
@@ -42,7 +45,6 @@ struct TapeNode {
   std::vector<SavedTensor> inputs;        // operand values
   std::vector<SavedTensor> outputs;       // result values
   std::shared_ptr<autograd::CustomCall> custom;  // for `custom` nodes
-  bool released = false;                  // saved data freed by a backward
 };
 
 /// Whether ops record the tape (thread-local; on by default).

@@ -185,9 +185,17 @@ void assign(const Tensor& self, const Tensor& value_in, SourceLoc loc) {
                   "out-of-place op, e.g. torch-style where() or a rebuilt tensor)",
                   loc);
     Value v = tr->value_of(value, loc);
+    if (!taping && s.requires_grad) {
+      // Written under NoGradGuard: as in eager mode the tensor keeps its place
+      // in the graph, so gradients of later uses still reach it.
+      SourceLoc saved = tr->builder.loc;
+      tr->builder.loc = loc;
+      v = tr->builder.op(OpKind::rebind, {v, tr->value_of(self, loc)}, {});
+      tr->builder.loc = saved;
+    }
     if (s.symbolic()) {
       s.value = v;
-      s.requires_grad = taping && value.requires_grad();
+      if (taping) s.requires_grad = value.requires_grad();
     } else {
       tr->value_of(self, loc);  // registers the parameter
       int64_t p = tr->param_index.at(&s);

@@ -93,6 +93,12 @@ Shape shape_same(OpKind, Types in, const Attrs&) {
   return in[0].shape;
 }
 
+// rebind(new, old): the same type on both sides (the value replaces the tensor's).
+Shape shape_rebind(OpKind, Types in, const Attrs&) {
+  KILN_CHECK(in[0] == in[1], "expected the new value's type ", in[1].str(), ", got ", in[0].str());
+  return in[0].shape;
+}
+
 Shape shape_broadcast(OpKind, Types in, const Attrs&) {
   return broadcast_shapes(in[0].shape, in[1].shape);
 }

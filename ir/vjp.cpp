@@ -212,6 +212,12 @@ Grads vjp_minimum(Builder& b, const Node& n, Value out, Value g, const Needs& ne
 
 // ---- where(cond, x, y) ----
 
+// rebind(new, old): the gradient goes to the tensor that was written, none to the
+// values written into it (they were computed under NoGradGuard).
+Grads vjp_rebind(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  return {Value{}, grad_for(b, n, needs, 1, [&](Value) { return g; })};
+}
+
 Grads vjp_where(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
   const Value c = n.operands[0];
   const Value zero = scalar(b, g, 0.0);

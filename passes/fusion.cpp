@@ -286,6 +286,7 @@ class GroupChecker {
         switch (c.op) {
           case OpKind::reshape:
           case OpKind::detach:
+          case OpKind::rebind:
             return at;
           case OpKind::expand:
             return broadcast_label(at, from, to);

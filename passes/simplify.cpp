@@ -180,6 +180,8 @@ Value permute_matmul(Match& m) {
 
 // detach only stops gradients, and they were built while tracing: its value is x.
 Value detach_identity(Match& m) { return m.operands[0]; }
+// rebind(new, old) routes gradients only: its value is new.
+Value rebind_identity(Match& m) { return m.operands[0]; }
 
 // Moving a `constant` (one value everywhere) gives the same value in the new shape.
 Value move_constant(Match& m) {
@@ -214,6 +216,7 @@ constexpr Pattern kPatterns[] = {
     {"slice_constant", OpKind::slice, move_constant},
     {"pad_nothing", OpKind::pad, pad_nothing},
     {"detach_identity", OpKind::detach, detach_identity},
+    {"rebind_identity", OpKind::rebind, rebind_identity},
 };
 
 // One sweep over g into `out`; returns the number of rewrites applied.

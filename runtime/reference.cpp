@@ -74,7 +74,7 @@ void reference_kernel(OpKind k, const Attrs& attrs, std::span<const View> inputs
       expect(1);
       return detail::ref_reduce(k, attrs, inputs[0], out);
     case OpCategory::Movement:
-      expect(1);
+      expect(static_cast<size_t>(info.arity));  // rebind's second operand only routes gradients
       return detail::ref_movement(k, attrs, inputs[0], out);
     case OpCategory::Matmul:
       expect(2);

@@ -202,6 +202,7 @@ void ref_movement(OpKind k, const Attrs& attrs, const View& in, const View& out)
     case OpKind::pad:
       return pad_kernel(attrs, in, out);
     case OpKind::detach:
+    case OpKind::rebind:  // the value of operand 0
       return copy_to(in, out);
     default:
       break;

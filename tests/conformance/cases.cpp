@@ -291,8 +291,6 @@ std::vector<Case> creation_and_autograd_cases() {
                     }
                     return x * y;
                   })),
-      // Eager autograd saves every op's operands and result, so in-place ops on
-      // tensors a gradient needs are refused; these run where no gradient flows.
       // In-place ops where no gradient flows (eager autograd saves every op's
       // operands and result, so it refuses in-place writes to tensors a gradient needs).
       no_fd(unary("in-place ops on an intermediate",
@@ -304,6 +302,18 @@ std::vector<Case> creation_and_autograd_cases() {
                       y.add_(1).mul_(x).div_(2);
                     }
                     return y.exp() * x;
+                  })),
+      // A tensor that requires grad, written under NoGradGuard (as an optimizer
+      // step writes parameters): later uses read the new values, and their
+      // gradients still flow through the ops that made it.
+      no_fd(unary("a no-grad write into a tensor that requires grad",
+                  [](const Tensor& x) {
+                    Tensor y = x * 2;
+                    {
+                      NoGradGuard no_grad;
+                      y.add_(x.exp());
+                    }
+                    return y * x;
                   })),
       unary("a custom autograd function", [](const Tensor& x) { return Cube::apply(x) + x; }),
   };

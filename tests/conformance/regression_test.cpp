@@ -142,3 +142,85 @@ TEST_CASE("an in-place op on a view of a traced tensor is an error, not a silent
   Tensor a = from_vector({1.0, 2.0}, {2}, TensorOptions(kFloat64));
   KILN_CHECK_ERROR(f(a), "in-place operation on a view", "regression_test.cpp");
 }
+
+TEST_CASE("two optimizer steps inside one trace: the second backward reaches the updated parameters") {
+  // The step writes w under NoGradGuard; the second loss must still differentiate
+  // with respect to w (eager: w stays a leaf), not stop at the update.
+  auto run = [](bool traced) {
+    Tensor w = leaf({0.5, -1.5, 2.0}, {3});
+    optim::SGD opt({w}, 0.1);
+    auto two_steps = [&](Tensor x) {
+      Tensor first;
+      for (int k = 0; k < 2; ++k) {
+        opt.zero_grad();
+        Tensor loss = ((w * x - 1.0) * (w * x - 1.0)).sum();
+        loss.backward();
+        opt.step();
+        if (k == 0) first = loss;
+      }
+      return first;
+    };
+    Tensor x = from_vector({1.0, 2.0, -1.0}, {3}, TensorOptions(kFloat64));
+    Tensor l = traced ? jit(two_steps)(x) : two_steps(x);
+    return std::make_pair(w.to_vector<double>(), l.item<double>());
+  };
+  auto [w_eager, l_eager] = run(false);
+  auto [w_traced, l_traced] = run(true);
+  CHECK(l_traced == doctest::Approx(l_eager));
+  REQUIRE(w_traced.size() == w_eager.size());
+  for (size_t i = 0; i < w_eager.size(); ++i) CHECK(w_traced[i] == doctest::Approx(w_eager[i]).epsilon(1e-12));
+}
+
+TEST_CASE("a tensor written in place under NoGradGuard inside a trace keeps requires_grad and its gradient") {
+  auto body = [](Tensor c, Tensor a) {
+    {
+      NoGradGuard ng;
+      c.sub_(a);
+    }
+    Tensor loss = (c * c).sum();
+    loss.backward();
+    return std::vector<Tensor>{c, loss};
+  };
+  Tensor a = from_vector({1.0, 2.0}, {2}, TensorOptions(kFloat64));
+  Tensor ce = leaf({3.0, 5.0}, {2}), ct = leaf({3.0, 5.0}, {2});
+  auto oe = body(ce, a);
+  auto ot = jit(body)(ct, a);
+  CHECK(ot[0].requires_grad() == oe[0].requires_grad());
+  CHECK(ot[0].to_vector<double>() == oe[0].to_vector<double>());
+  REQUIRE(ct.grad().defined());
+  CHECK(grad_of(ct) == grad_of(ce));  // 2 (c - a) = {4, 6}
+  CHECK(grad_of(ct) == std::vector<double>{4, 6});
+}
+
+TEST_CASE("eager backward checks only the saved tensors a gradient reads, as PyTorch") {
+  // add and sum save nothing their gradient reads: a second backward works.
+  Tensor a = leaf({1, 2}, {2});
+  Tensor s = (a + 1.0).sum();
+  s.backward();
+  s.backward();
+  CHECK(grad_of(a) == std::vector<double>{2, 2});
+  // mul reads its operands: the second backward is refused.
+  Tensor b = leaf({1, 2}, {2});
+  Tensor m = (b * b).sum();
+  m.backward();
+  KILN_CHECK_ERROR(m.backward(), "backward through the graph a second time", "retain_graph");
+
+  // y = x * 2 reads nothing of y, so writing y in place before y * x is fine;
+  // exp's gradient reads its result, so writing that in place is refused.
+  Tensor x = leaf({0.5, 1.5}, {2});
+  Tensor y = x * 2.0;
+  {
+    NoGradGuard no_grad;
+    y.add_(1.0);
+  }
+  (y * x).sum().backward();
+  // d/dx sum(y x) = y + 2x with y's new values 2x + 1 and its history x * 2: 4x + 1.
+  CHECK(grad_of(x) == std::vector<double>{3, 7});
+  Tensor z = leaf({0.5}, {1});
+  Tensor e = z.exp();
+  {
+    NoGradGuard no_grad;
+    e.mul_(2.0);
+  }
+  KILN_CHECK_ERROR(e.sum().backward(), "needed for the gradient of 'exp'", "modified by an in-place");
+}

@@ -132,12 +132,13 @@ TEST_CASE("every eager op's CUDA kernel generates and compiles with NVRTC") {
   }
   // Every op an eager GPU call can reach is covered: the rest run on the host
   // (random draws, literal data, checks) or never run eagerly (inputs, custom calls,
-  // and detach, which eager mode makes a view and traces remove after autodiff).
+  // and detach and rebind, which only traces record and remove after autodiff).
   for (OpKind k : all_ops()) {
     bool host = k == OpKind::rand || k == OpKind::randn || k == OpKind::literal ||
                 op_info(k).category == OpCategory::Check;
     bool never = op_info(k).category == OpCategory::Input ||
-                 op_info(k).category == OpCategory::Custom || k == OpKind::detach;
+                 op_info(k).category == OpCategory::Custom || k == OpKind::detach ||
+                 k == OpKind::rebind;
     CHECK_MESSAGE((covered.count(k) || host || never), "no eager CUDA case for ", op_name(k));
   }
   MESSAGE(kernels << " eager kernels compiled for sm_80 and sm_90 with NVRTC " << nvrtc_version());

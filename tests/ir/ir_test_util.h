@@ -82,6 +82,7 @@ inline Graph every_op_graph() {
                    {AttrKey::high, int64_t{2}},
                    {AttrKey::interior, int64_t{1}}});
   (void)b.op(OpKind::detach, {t}, {});
+  (void)b.op(OpKind::rebind, {t, b.neg(t)}, {});
   b.loc = SourceLoc("model.cpp", 30);
   Value mm = b.matmul(x, w);
   NodeId call = b.op_multi(OpKind::custom, {x, gpu}, Attrs{{AttrKey::fn, int64_t{3}}},

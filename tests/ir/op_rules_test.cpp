@@ -187,6 +187,8 @@ std::vector<Case> cases() {
   c.push_back(
       {OpKind::pad, {f23}, pad_attrs(0, -1, 0, 0), {}, "expected low, high and interior >= 0"});
   c.push_back({OpKind::detach, {f23}, {}, ty(DType::f32, {2, 3})});
+  c.push_back({OpKind::rebind, {f23, f23}, {}, ty(DType::f32, {2, 3})});
+  c.push_back({OpKind::rebind, {f23, ty(DType::f64, {2, 3})}, {}, {}, "expected the new value's type f64[2,3]"});
   // Matmul.
   c.push_back({OpKind::matmul,
                {ty(DType::f32, {64, 100}), ty(DType::f32, {100, 10})},

@@ -187,7 +187,9 @@ TEST_CASE("every differentiable op has a gradient case") {
   for (OpKind k : all_ops()) {
     INFO("op: ", op_name(k));
     CHECK(op_info(k).differentiable == (vjp_rule(k) != nullptr));
-    if (vjp_rule(k) && k != OpKind::custom) CHECK(covered.count(k) == 1);
+    // rebind routes the gradient of one operand's values to the other operand, on
+    // purpose unlike its derivative: the conformance matrix checks it against eager.
+    if (vjp_rule(k) && k != OpKind::custom && k != OpKind::rebind) CHECK(covered.count(k) == 1);
   }
 }
 

@@ -49,6 +49,8 @@ Case tiny_case(OpKind k) {
           return {{x}, Attrs{{AttrKey::shape, std::vector<int64_t>{4, 2, 3}}}};
         case OpKind::permute:
           return {{x}, Attrs{{AttrKey::perm, std::vector<int64_t>{1, 0}}}};
+        case OpKind::rebind:
+          return {{x, x}, {}};
         case OpKind::slice:
           return {{x},
                   Attrs{{AttrKey::dim, int64_t{1}},

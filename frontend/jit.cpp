@@ -355,6 +355,20 @@ void collect_grad_writebacks(TraceState& st, TracedCore::Entry& e, SourceLoc whe
             [](auto& a, auto& b) { return a.param < b.param; });
 }
 
+// Arguments the body wrote in place: their final values become plan outputs
+// that the call copies into the caller's tensors.
+void collect_arg_writes(TraceState& st, TracedCore::Entry& e) {
+  for (NodeId id : st.graph.args()) {
+    const int64_t a = st.graph[id].attrs.i(AttrKey::index);
+    if (a < 0 || a >= static_cast<int64_t>(st.args.size())) continue;  // a seed of the backward
+    const Value now = st.args[static_cast<size_t>(a)]->value;
+    if (now == Value(id)) continue;
+    e.arg_writes.push_back({a, st.graph.outputs.size()});
+    st.graph.outputs.push_back(now);
+    e.out_types.push_back(st.graph.type(now));
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool artifacts) {
@@ -392,6 +406,7 @@ std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool
     e->user_outputs = outs.size();
     for (Value v : out_vals) st.graph.outputs.push_back(v);
     collect_grad_writebacks(st, *e, where_);
+    collect_arg_writes(st, *e);
     // Outputs that require grad get a tape node, as eager ops would give them,
     // also when the body ran backward() itself.
     e->autograd_call = e->grad_mode && outs_need_grad;
@@ -574,6 +589,11 @@ std::vector<Tensor> TracedCore::run(Entry& e, const TraceArgs& args) {
                       "clear it with set_grad(Tensor()) before the call, or capture the tensor instead)",
                   where_);
   std::vector<Tensor> all = run_plan(*e.plan, e.traced, args.tensors, e.params, e.out_types, name_, where_);
+  for (const auto& [a, o] : e.arg_writes) {
+    TensorImpl& t = *args.tensors[static_cast<size_t>(a)].impl();
+    device_copy(all[o].impl()->view(), t, where_);
+    t.buffer->version++;
+  }
   for (const GradWriteback& w : e.grad_writebacks) {
     if (!w.tensor || w.kind == GradWriteback::AddOutput) {
       add_grad(w.tensor ? Tensor(w.tensor) : args.tensors[static_cast<size_t>(w.arg)], w, all);

@@ -52,6 +52,9 @@ struct TracedCore::Entry {
   std::vector<size_t> zero_outputs;  // outputs (new .grad tensors) that are all zeros
   std::vector<GradGuard> guards;
   std::vector<int64_t> arg_grads_read;  // arguments that must have no .grad at call time
+  /// In-place writes to arguments: (argument position, plan output) copied into
+  /// the caller's tensor after the call, as the eager ops would have written it.
+  std::vector<std::pair<int64_t, size_t>> arg_writes;
 
   // Autograd call: `plan` is the forward (user outputs, written-back grads,
   // then saved values);

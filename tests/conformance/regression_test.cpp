@@ -224,3 +224,22 @@ TEST_CASE("eager backward checks only the saved tensors a gradient reads, as PyT
   }
   KILN_CHECK_ERROR(e.sum().backward(), "needed for the gradient of 'exp'", "modified by an in-place");
 }
+
+TEST_CASE("in-place writes to a traced function's arguments reach the caller's tensors") {
+  auto body = [](Tensor x, Tensor y) {
+    x.add_(1.0);
+    y.mul_(x);
+    return x * 2.0;
+  };
+  auto f = jit(body);
+  for (int call = 0; call < 2; ++call) {  // the cached plan writes them too
+    Tensor xe = from_vector({1.0, 2.0}, {2}, TensorOptions(kFloat64));
+    auto strided = [] { return from_vector({3.0, 9.0, -1.0, 9.0}, {4}, TensorOptions(kFloat64)).slice(0, 0, 4, 2); };
+    Tensor ye = strided(), yt = strided();
+    Tensor xt = xe.clone();
+    Tensor oe = body(xe, ye), ot = f(xt, yt);
+    CHECK(ot.to_vector<double>() == oe.to_vector<double>());
+    CHECK(xt.to_vector<double>() == xe.to_vector<double>());
+    CHECK(yt.to_vector<double>() == ye.to_vector<double>());
+  }
+}

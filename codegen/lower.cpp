@@ -477,6 +477,13 @@ class Lowering {
         ScalarOp::add, kb_.binary(ScalarOp::mul, outer, kb_.iconst(rs_.inner * rs_.extent)), rest);
   }
 
+  // The reduced position in `loop`: the constant 0 when the reduced dims hold one
+  // element, so that index arithmetic folds and reads of the reduction's result
+  // at the current row are recognised as such (softmax over a size-1 dim).
+  ValueId reduced_index(int32_t loop) {
+    return rs_.extent == 1 ? kb_.iconst(0) : kb_.index(loop);
+  }
+
   // Coordinates of the reduction input for the current row and reduced position j.
   Coords row_coords(ValueId j) {
     Coords c;
@@ -581,7 +588,7 @@ class Lowering {
       const int32_t acc = kb_.add_accumulator(kind, acc_t);
       kb_.acc_init(acc);
       const int32_t loop = kb_.begin_loop(rs_.extent);
-      const ValueId j = kb_.index(loop);
+      const ValueId j = reduced_index(loop);
       Coords c = row_coords(j);
       const ValueId x = kb_.cast(eval(n.operands[0], c), acc_t);
       kb_.acc_update(acc, x, is_arg_reduce(n.op) ? j : kNoValue);
@@ -591,7 +598,7 @@ class Lowering {
     }
     if (!full_later.empty()) {
       const int32_t loop = kb_.begin_loop(rs_.extent);
-      Coords c = row_coords(kb_.index(loop));
+      Coords c = row_coords(reduced_index(loop));
       store_full(full_later, c);
       kb_.end_loop();
     }

@@ -243,3 +243,18 @@ TEST_CASE("in-place writes to a traced function's arguments reach the caller's t
     CHECK(yt.to_vector<double>() == ye.to_vector<double>());
   }
 }
+
+TEST_CASE("reductions over size-1 dims compile: softmax, var and min over one element") {
+  auto body = [](Tensor x) {
+    return std::vector<Tensor>{x.softmax(2), x.log_softmax(0), x.var({2}, /*unbiased=*/false), std::get<0>(x.min(2)),
+                               x.sum({0, 2}) + x.amax({0})};
+  };
+  Tensor x = from_vector({0.5, -1.0, 2.0, 0.25}, {1, 4, 1}, TensorOptions(kFloat64));
+  auto oe = body(x);
+  auto ot = jit(body)(x);
+  REQUIRE(ot.size() == oe.size());
+  for (size_t i = 0; i < oe.size(); ++i) {
+    CAPTURE(i);
+    CHECK(allclose(ot[i], oe[i], 1e-12, 1e-12));
+  }
+}

@@ -433,10 +433,8 @@ std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool
         }
       for (size_t p = 0; p < st.params.size(); ++p) {
         if (!st.params[p]->requires_grad) continue;
-        // The parameter as the body first read it (before any update in the trace).
-        Value v;
-        for (NodeId id : st.graph.params())
-          if (st.graph[id].attrs.i(AttrKey::index) == static_cast<int64_t>(p)) v = Value(id);
+        // Gradients are taken at the value the body first read, not an updated one.
+        const Value v = st.param_node(static_cast<int64_t>(p));
         if (!v.valid() || !reach[v.node]) continue;
         e->wrt_params.push_back(static_cast<int64_t>(p));
         wrt.push_back(v);

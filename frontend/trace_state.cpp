@@ -30,8 +30,7 @@ Value TraceState::value_of(const Tensor& t, SourceLoc loc) {
   if (it != param_index.end()) {
     auto cur = param_current.find(it->second);
     if (cur != param_current.end()) return cur->second;
-    for (NodeId id : graph.params())
-      if (graph[id].attrs.i(AttrKey::index) == it->second) return Value(id);
+    if (Value v = param_node(it->second)) return v;
   }
   // A tensor captured from outside: a parameter, read by reference at every call.
   int64_t index = static_cast<int64_t>(params.size());
@@ -42,6 +41,12 @@ Value TraceState::value_of(const Tensor& t, SourceLoc loc) {
   Value v = builder.param(index, impl.type);
   builder.loc = saved;
   return v;
+}
+
+Value TraceState::param_node(int64_t index) const {
+  for (NodeId id : graph.params())
+    if (graph[id].attrs.i(AttrKey::index) == index) return Value(id);
+  return Value();
 }
 
 Tensor TraceState::wrap(Value v, bool requires_grad) {

@@ -53,6 +53,9 @@ struct TraceState {
   /// The graph value for an operand: symbolic tensors of this trace as they
   /// are, concrete tensors as (new or existing) parameters.
   Value value_of(const Tensor& t, SourceLoc loc);
+  /// Parameter `index` as the body first read it (before any in-place update), or
+  /// an invalid Value when the trace has no node for it.
+  Value param_node(int64_t index) const;
   /// A symbolic tensor for a value of this trace.
   Tensor wrap(Value v, bool requires_grad = false);
   /// A symbolic argument (a leaf, requiring grad as the call's tensor did).

@@ -188,6 +188,9 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
     for (size_t gi = 0; gi < r.groups.size(); ++gi)
       for (Value v : r.groups[gi].inputs)
         if (g[v.node].op == OpKind::param) last_reader[v.node] = gi;
+    // A parameter returned as is is read by the copy of the outputs, after every group.
+    for (Value v : g.outputs)
+      if (g[v.node].op == OpKind::param) last_reader[v.node] = r.groups.size();
     for (size_t gi = 0; gi < r.groups.size(); ++gi) {
       const FusionGroup& grp = r.groups[gi];
       if (grp.kind != GroupKind::Elementwise && grp.kind != GroupKind::Matmul) continue;

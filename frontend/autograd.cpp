@@ -8,6 +8,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "frontend/alias.h"
+#include "frontend/device_ops.h"
 #include "frontend/dispatch.h"
 #include "frontend/function.h"
 #include "frontend/tensor_impl.h"
@@ -203,7 +205,11 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
                                  const std::vector<Tensor>& wrt, bool retain_graph,
                                  bool create_graph, SourceLoc loc) {
   std::vector<TapeNode*> root_fns;
-  for (const Tensor& r : roots) root_fns.push_back(r.impl()->grad_fn.get());
+  for (const Tensor& r : roots) {
+    detail::sync_view(*r.impl());
+    root_fns.push_back(r.impl()->grad_fn.get());
+  }
+  for (const Tensor& w : wrt) detail::sync_view(*w.impl());
   std::vector<TapeNode*> order = topo_order(root_fns);
 
   Graph g;
@@ -237,6 +243,7 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
       const SavedTensor& in = n->inputs[i];
       if (e.fn) {
         operands.push_back(Value(node_ids.at(e.fn.get()), e.output_nr));
+        saved_at[operands.back()].push_back({n, &in, static_cast<int64_t>(i)});
       } else if (e.leaf) {
         operands.push_back(leaf_value(e.leaf));
         saved_at[operands.back()].push_back({n, &in, static_cast<int64_t>(i)});
@@ -331,8 +338,34 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
   auto need = [&](Value v) {
     if (v.node >= forward_size) return;
     auto it = saved_at.find(v);
-    if (it != saved_at.end())
-      for (const SavedUse& u : it->second) check_saved(u);
+    if (it == saved_at.end()) return;
+    // A copy kept before an in-place write (keep_overwritten) stands for the
+    // uses saved at the version it was taken from; other stale uses are errors
+    // if their gradient reads them.
+    const SavedTensor* kept = nullptr;
+    for (const SavedUse& u : it->second) {
+      const SavedTensor& s = *u.saved;
+      if (s.kept_from != UINT64_MAX && s.data && s.data->buffer->version == s.version) kept = &s;
+    }
+    bool use_kept = false;
+    for (const SavedUse& u : it->second) {
+      const SavedTensor& s = *u.saved;
+      if (s.data && s.data->buffer->version == s.version) continue;
+      if (kept && s.data && s.version == kept->kept_from) {
+        use_kept = true;
+        continue;
+      }
+      check_saved(u);
+    }
+    if (!use_kept) return;
+    Tensor& cur = values[v.node][v.index];
+    auto copy = alias_of(*kept->data);
+    if (cur.defined()) {  // keeps the history create_graph gave it
+      copy->requires_grad = cur.impl()->requires_grad;
+      copy->grad_fn = cur.impl()->grad_fn;
+      copy->output_nr = cur.impl()->output_nr;
+    }
+    cur = Tensor(copy);
   };
   for (NodeId id = static_cast<NodeId>(forward_size); id < g.size(); ++id)
     for (Value v : g[id].operands) need(v);
@@ -391,7 +424,7 @@ void record_op(OpKind op, const Attrs& attrs, SourceLoc loc, const std::vector<T
                const std::vector<Tensor>& outputs, std::shared_ptr<autograd::CustomCall> custom) {
   if (!t_grad_mode) return;
   bool any = false;
-  for (const Tensor& t : inputs) any = any || t.impl()->requires_grad;
+  for (const Tensor& t : inputs) any = any || t.requires_grad();  // brings views up to date
   if (!any) return;
   if (op != OpKind::custom && !op_info(op).differentiable) return;
   auto node = std::make_shared<TapeNode>();
@@ -418,6 +451,24 @@ void record_op(OpKind op, const Attrs& attrs, SourceLoc loc, const std::vector<T
     o.requires_grad = true;
     o.grad_fn = node;
     o.output_nr = static_cast<uint32_t>(i);
+  }
+}
+
+void keep_overwritten(const TensorImpl& value, const TensorImpl& target) {
+  TapeNode* n = value.grad_fn.get();
+  if (!n || !target.buffer) return;
+  for (size_t i = 0; i < n->inputs.size(); ++i) {
+    SavedTensor& s = n->inputs[i];
+    if (!s.data || s.data->buffer != target.buffer || s.data->buffer->version != s.version ||
+        !vjp_reads(*n, static_cast<int64_t>(i)))
+      continue;
+    // The op's gradient reads the operand the write replaces (x.mul_(y) reads
+    // x for y's gradient): keep its old value, as PyTorch keeps original self.
+    auto copy = make_dense(s.data->type);
+    device_copy(s.data->view(), *copy, n->loc);
+    s.data = copy;
+    s.kept_from = s.version;
+    s.version = copy->buffer->version;
   }
 }
 
@@ -475,7 +526,7 @@ std::vector<Tensor> finish_custom(const std::shared_ptr<CustomCall>& call,
 void Tensor::backward(const Tensor& gradient, bool retain_graph, bool create_graph, Loc l) const {
   SourceLoc loc = SourceLoc::from(l);
   if (!defined()) throw Error("backward() on an undefined tensor", loc);
-  if (!impl()->requires_grad)
+  if (!requires_grad())
     throw Error("backward() on a tensor that does not require grad and has no grad_fn "
                 "(expected a result of ops on tensors created with requires_grad(true))",
                 loc);

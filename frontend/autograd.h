@@ -34,6 +34,9 @@ struct SavedTensor {
   std::shared_ptr<TensorImpl> data;  // detached alias of the tensor (no grad_fn); null once freed
   uint64_t version = 0;
   TensorType type;                   // kept when the data is freed
+  /// For a copy kept before an in-place write (keep_overwritten): the version
+  /// the overwritten tensor had, i.e. which saved uses this copy stands for.
+  uint64_t kept_from = UINT64_MAX;
 };
 
 /// One recorded op.
@@ -87,6 +90,9 @@ namespace detail {
 void record_op(OpKind op, const Attrs& attrs, SourceLoc loc, const std::vector<Tensor>& inputs,
                const std::vector<Tensor>& outputs,
                std::shared_ptr<autograd::CustomCall> custom = nullptr);
+/// Before an in-place write into `target` of `value`: if the op that computed
+/// `value` saved `target`'s old contents for its gradient, it keeps a copy.
+void keep_overwritten(const TensorImpl& value, const TensorImpl& target);
 }  // namespace detail
 
 }  // namespace kiln

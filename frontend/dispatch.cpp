@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "frontend/alias.h"
 #include "frontend/autograd.h"
 #include "frontend/device_ops.h"
 #include "frontend/tensor_impl.h"
@@ -59,10 +60,12 @@ Tensor trace_apply(TraceState& tr, OpKind k, const std::vector<Tensor>& operands
   for (size_t i = 0; i < operands.size(); ++i) {
     check_operand(k, operands[i], i, loc);
     vals.push_back(tr.value_of(operands[i], loc));
-    requires_grad = requires_grad || operands[i].impl()->requires_grad;
+    requires_grad = requires_grad || tr.requires_grad(*operands[i].impl());
   }
   SourceLoc saved = tr.builder.loc;
   tr.builder.loc = loc;
+  const bool movement = op_info(k).category == OpCategory::Movement;
+  Attrs view_attrs = movement ? attrs : Attrs();
   Value v = tr.builder.op(k, std::move(vals), std::move(attrs));
   const bool floating = is_floating(tr.graph.type(v).dtype);
   const bool recorded = grad_mode_enabled() && op_info(k).differentiable && floating;
@@ -71,7 +74,20 @@ Tensor trace_apply(TraceState& tr, OpKind k, const std::vector<Tensor>& operands
   if (requires_grad && !recorded && floating) v = tr.builder.op(OpKind::detach, {v}, {});
   tr.builder.loc = saved;
   Tensor result = tr.wrap(v, requires_grad && recorded);
-  result.impl()->trace_view = op_info(k).category == OpCategory::Movement && operands[0].impl()->symbolic();
+  if (movement) {
+    // Where eager mode would make a view, the result aliases its operand: it
+    // gets the strides eager mode would give it, and a write into either
+    // reaches the other (alias.h).
+    const TensorImpl& in = *operands[0].impl();
+    ViewGeometry g;
+    if (k == OpKind::detach) {
+      result.impl()->strides = in.strides;
+      link_view(operands[0], k, view_attrs, result);
+    } else if (view_geometry(k, view_attrs, in.type.shape, in.strides, &g)) {
+      result.impl()->strides = std::move(g.strides);
+      link_view(operands[0], k, view_attrs, result);
+    }
+  }
   return result;
 }
 
@@ -102,8 +118,10 @@ Tensor apply(OpKind k, const std::vector<Tensor>& operands, Attrs attrs, SourceL
     if (op_info(k).category == OpCategory::Movement) {
       const TensorImpl& in = *operands[0].impl();
       ViewGeometry g;
-      if (view_geometry(k, attrs, in.type.shape, in.strides, &g))
+      if (view_geometry(k, attrs, in.type.shape, in.strides, &g)) {
         result = Tensor(make_view(in, std::move(g.shape), std::move(g.strides), in.offset + g.offset));
+        link_view(operands[0], k, attrs, result);
+      }
     }
     if (!result.defined()) result = device_run(k, attrs, operands, out);
   } catch (Error& e) {
@@ -166,26 +184,20 @@ void assign(const Tensor& self, const Tensor& value_in, SourceLoc loc) {
   Tensor value = value_in;
   if (vt.shape != st.shape) value = apply(OpKind::expand, {value}, {{AttrKey::shape, st.shape}}, loc);
   if (vt.dtype != st.dtype) value = apply(OpKind::cast, {value}, {{AttrKey::dtype, st.dtype}}, loc);
+  sync_view(*self.impl());
+  check_writable(*self.impl(), loc);
 
   if (TraceState* tr = current_trace()) {
     TensorImpl& s = *self.impl();
-    bool taping = grad_mode_enabled() && (value.requires_grad() || s.requires_grad);
-    bool leaf = !s.symbolic() || std::find(tr->args.begin(), tr->args.end(), self.impl_ptr()) != tr->args.end();
-    if (taping && s.requires_grad && leaf)
+    bool taping = grad_mode_enabled() && (value.requires_grad() || tr->requires_grad(s));
+    if (taping && tr->is_grad_leaf(s))
       throw Error(
           "a leaf tensor that requires grad was modified in place (expected the update inside "
           "NoGradGuard, as optimizers do, or an out-of-place op)",
           loc);
-    // Eager mode writes through a view into the tensor it shares a buffer with;
-    // a trace has no such aliasing yet, so refuse rather than diverge silently.
-    if (s.symbolic() && s.trace_view)
-      throw Error("in-place operation on a view (the result of a reshape, slice, select, narrow, "
-                  "permute, expand or detach) of a tensor computed inside a traced function: a "
-                  "trace does not model the write into the viewed tensor yet (expected an "
-                  "out-of-place op, e.g. torch-style where() or a rebuilt tensor)",
-                  loc);
+    if (s.symbolic() && s.alias) return write_view(self, value, taping, loc);
     Value v = tr->value_of(value, loc);
-    if (!taping && s.requires_grad) {
+    if (!taping && tr->requires_grad(s)) {
       // Written under NoGradGuard: as in eager mode the tensor keeps its place
       // in the graph, so gradients of later uses still reach it.
       SourceLoc saved = tr->builder.loc;
@@ -200,7 +212,9 @@ void assign(const Tensor& self, const Tensor& value_in, SourceLoc loc) {
       tr->value_of(self, loc);  // registers the parameter
       int64_t p = tr->param_index.at(&s);
       tr->param_current[p] = v;
+      if (taping) tr->captured_requires_grad[&s] = value.requires_grad();
     }
+    tr->writes[&s]++;  // its views are derived again
     return;
   }
 
@@ -212,6 +226,10 @@ void assign(const Tensor& self, const Tensor& value_in, SourceLoc loc) {
         "a leaf tensor that requires grad was modified in place (expected the update inside "
         "NoGradGuard, as optimizers do, or an out-of-place op)",
         loc);
+  // A value that shares the storage is read whole before the write, as a trace would.
+  if (value.impl()->buffer == s.buffer) value = value.clone();
+  if (taping) keep_overwritten(*value.impl(), s);
+  if (s.alias) return write_view(self, value, taping, loc);
   device_copy(value.impl()->view(), s, loc);
   s.buffer->version++;
   if (taping) {

@@ -246,11 +246,15 @@ Graph strip_traced_custom(const Graph& g) {
 // and a backward graph taking (args, saved values, seeds) to the gradients.
 void split_forward_backward(const Graph& full, size_t forward_size, const std::vector<Value>& outs,
                             const std::vector<NodeId>& seeds, const std::vector<Value>& grads,
-                            int64_t n_args, Graph* fwd, Graph* bwd, size_t* n_saved) {
+                            int64_t n_args, const std::vector<std::pair<int64_t, size_t>>& arg_writes,
+                            Graph* fwd, Graph* bwd, size_t* n_saved) {
   auto is_seed = [&](NodeId id) { return std::find(seeds.begin(), seeds.end(), id) != seeds.end(); };
-  // A parameter the forward updates in place no longer holds, when the backward
-  // runs, the value the forward read: the backward gets that value saved.
+  // A parameter or argument the forward updates in place no longer holds, when
+  // the backward runs, the value the forward read: the backward gets that value saved.
   auto updated = [&](const Node& n) {
+    if (n.op == OpKind::arg)
+      return std::any_of(arg_writes.begin(), arg_writes.end(),
+                         [&](const auto& w) { return w.first == n.attrs.i(AttrKey::index); });
     if (n.op != OpKind::param) return false;
     for (const ParamUpdate& u : full.updates)
       if (u.param == n.attrs.i(AttrKey::index)) return true;
@@ -426,11 +430,14 @@ std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool
       }
       // Only tensors a gradient reaches, so the others' .grad stays untouched as in eager mode.
       const std::vector<char> reach = st.gradient_reach(roots);
-      for (int64_t i = 0; i < n_args; ++i)
-        if (st.args[i]->requires_grad && reach[st.args[i]->value.node]) {
-          e->wrt_args.push_back(i);
-          wrt.push_back(st.args[i]->value);
-        }
+      // Arguments that are leaves requiring grad, at the value the body first
+      // read (a write under NoGradGuard rebinds later uses to it).
+      for (NodeId id : st.graph.args()) {
+        const int64_t i = st.graph[id].attrs.i(AttrKey::index);
+        if (i < 0 || i >= n_args || !st.arg_leaf[static_cast<size_t>(i)] || !reach[id]) continue;
+        e->wrt_args.push_back(i);
+        wrt.push_back(Value(id));
+      }
       for (size_t p = 0; p < st.params.size(); ++p) {
         if (!st.params[p]->requires_grad) continue;
         // Gradients are taken at the value the body first read, not an updated one.
@@ -442,7 +449,7 @@ std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool
       std::vector<Value> grads = build_gradients(st.builder, roots, seeds_v, wrt);
       e->saved_begin = st.graph.outputs.size();
       split_forward_backward(st.graph, forward_size, st.graph.outputs, seeds, grads, n_args,
-                             &forward_graph, &backward_graph, &e->saved);
+                             e->arg_writes, &forward_graph, &backward_graph, &e->saved);
       for (Value g : backward_graph.outputs) e->backward_out_types.push_back(backward_graph.type(g));
       for (size_t k = e->saved_begin; k < forward_graph.outputs.size(); ++k)
         e->out_types.push_back(forward_graph.type(forward_graph.outputs[k]));

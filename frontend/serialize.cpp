@@ -418,7 +418,29 @@ LoadedFunction::LoadedFunction(SavedGraph saved, std::string origin)
   s.params = std::move(saved.params);
   s.origin = std::move(origin);
   s.name = saved.name.empty() ? std::filesystem::path(s.origin).stem().string() : saved.name;
-  for (NodeId id : s.graph.args()) s.arg_types.push_back(s.graph[id].type());
+  // The caller passes arguments by position and parameters by index: each
+  // index must name exactly one slot (a parsed or damaged graph may not).
+  const std::vector<NodeId> args = s.graph.args();
+  s.arg_types.resize(args.size());
+  std::vector<char> seen(args.size(), 0);
+  for (NodeId id : args) {
+    const int64_t i = s.graph[id].attrs.i(AttrKey::index);
+    if (i < 0 || i >= static_cast<int64_t>(args.size()) || seen[static_cast<size_t>(i)])
+      throw Error(s.origin + ": arg index " + std::to_string(i) + " of %" + std::to_string(id) +
+                  " (expected the " + std::to_string(args.size()) +
+                  " args to have the indices 0.." + std::to_string(args.size() - 1) + ", once each)");
+    seen[static_cast<size_t>(i)] = 1;
+    s.arg_types[static_cast<size_t>(i)] = s.graph[id].type();
+  }
+  std::vector<char> param_seen(s.params.size(), 0);
+  for (NodeId id : s.graph.params()) {
+    const int64_t i = s.graph[id].attrs.i(AttrKey::index);
+    if (i < 0 || i >= static_cast<int64_t>(s.params.size()) || param_seen[static_cast<size_t>(i)])
+      throw Error(s.origin + ": param index " + std::to_string(i) + " of %" + std::to_string(id) +
+                  " (expected an index below the " + std::to_string(s.params.size()) +
+                  " parameters given, once each)");
+    param_seen[static_cast<size_t>(i)] = 1;
+  }
   for (Value v : s.graph.outputs) s.out_types.push_back(s.graph.type(v));
 }
 

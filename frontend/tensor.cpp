@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "frontend/alias.h"
 #include "frontend/autograd.h"
 #include "frontend/device_ops.h"
 #include "frontend/dispatch.h"
@@ -50,7 +51,7 @@ DType Tensor::dtype() const { return need(*this).type.dtype; }
 Device Tensor::device() const { return need(*this).type.device; }
 bool Tensor::is_contiguous() const {
   const TensorImpl& i = need(*this);
-  return i.symbolic() || kiln::is_contiguous(i.type.shape, i.strides);
+  return kiln::is_contiguous(i.type.shape, i.strides);  // symbolic: the layout eager would have
 }
 bool Tensor::is_symbolic() const { return need(*this).symbolic(); }
 
@@ -120,7 +121,13 @@ Tensor Tensor::to(Device d, Loc l) const {
 
 Tensor Tensor::clone(Loc l) const {
   SourceLoc loc = detail::here(l);
-  if (need(*this).symbolic()) return *this;  // values in a graph are immutable
+  if (TraceState* tr = current_trace()) {
+    // Graph values are immutable: a new tensor for the same value, not a view.
+    Value v = tr->value_of(*this, loc);
+    const bool grad = requires_grad() && is_floating(dtype());
+    if (grad && !grad_mode_enabled()) v = tr->builder.op(OpKind::detach, {v}, {});
+    return tr->wrap(v, grad && grad_mode_enabled());
+  }
   // A dense copy that keeps autograd history (cast to the same type is a copy).
   auto out = make_dense(impl()->type);
   device_copy(impl()->view(), *out, loc);
@@ -134,7 +141,12 @@ Tensor Tensor::contiguous(Loc l) const {
   return clone(l);
 }
 
-bool Tensor::requires_grad() const { return need(*this).requires_grad; }
+bool Tensor::requires_grad() const {
+  need(*this);
+  detail::sync_view(*impl());
+  if (TraceState* tr = current_trace()) return tr->requires_grad(*impl());
+  return impl()->requires_grad;
+}
 
 Tensor& Tensor::requires_grad_(bool on, Loc l) {
   TensorImpl& i = *impl();
@@ -165,16 +177,15 @@ void Tensor::set_grad(const Tensor& g) const {
 Tensor Tensor::detach() const {
   const TensorImpl& i = need(*this);
   // Inside a trace the cut is a node: gradients built while tracing stop there.
-  if (i.symbolic()) return detail::apply(OpKind::detach, {*this}, {}, SourceLoc());
-  return Tensor(make_view(i, i.type.shape, i.strides, i.offset));
+  if (i.symbolic() || current_trace()) return detail::apply(OpKind::detach, {*this}, {}, SourceLoc());
+  Tensor view(make_view(i, i.type.shape, i.strides, i.offset));
+  detail::link_view(*this, OpKind::detach, {}, view);
+  return view;
 }
 
 bool Tensor::is_leaf() const {
   const TensorImpl& i = need(*this);
-  if (i.symbolic()) {
-    const auto& a = i.trace->args;
-    return std::find(a.begin(), a.end(), impl_ptr()) != a.end() || !i.requires_grad;
-  }
+  if (i.symbolic()) return i.trace->is_grad_leaf(i) || !i.requires_grad;
   return i.grad_fn == nullptr;
 }
 

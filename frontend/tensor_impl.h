@@ -14,6 +14,7 @@ namespace kiln {
 
 struct TapeNode;
 struct TraceState;
+struct ViewLink;
 
 /// Storage plus a version counter shared by all views of it; in-place writes
 /// bump the version so autograd can detect a saved tensor that was overwritten.
@@ -30,7 +31,7 @@ struct TensorImpl {
   std::shared_ptr<Buffer> buffer;
   int64_t offset = 0;  // elements
   TensorType type;     // dtype, shape, device
-  Strides strides;
+  Strides strides;     // symbolic tensors too: the layout eager mode would give them
 
   // Autograd.
   bool requires_grad = false;
@@ -41,9 +42,10 @@ struct TensorImpl {
   // Tracing: the graph value this tensor stands for, in `trace`.
   TraceState* trace = nullptr;
   Value value;
-  /// Made by a view op (reshape, slice, detach, ...) of another symbolic tensor:
-  /// eager mode would share its buffer, which a trace does not model yet.
-  bool trace_view = false;
+
+  /// Set for a view (reshape, slice, permute, expand, detach, ...): the tensor
+  /// whose storage it shares, eagerly and traced (frontend/alias.h).
+  std::shared_ptr<ViewLink> alias;
 
   bool symbolic() const { return trace != nullptr; }
   /// The kernel's view of the data (eager only).

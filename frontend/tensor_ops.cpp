@@ -79,7 +79,9 @@ Tensor Tensor::reshape(Shape shape, Loc l) const {
 
 Tensor Tensor::view(Shape shape, Loc l) const {
   Tensor r = reshape(std::move(shape), l);
-  if (!r.is_symbolic() && r.impl()->buffer != impl()->buffer)
+  const bool shared = r.is_symbolic() ? r.impl() == impl() || r.impl()->alias != nullptr
+                                      : r.impl()->buffer == impl()->buffer;
+  if (!shared)
     throw Error("view(): the tensor's layout " + shape_str(sizes()) +
                     " cannot be viewed with this shape without a copy (expected a contiguous "
                     "tensor; use reshape() or contiguous())",

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "frontend/alias.h"
 #include "frontend/autograd.h"
 #include "frontend/tensor_impl.h"
 #include "passes/autodiff.h"
@@ -24,6 +25,7 @@ Value TraceState::value_of(const Tensor& t, SourceLoc loc) {
       throw Error("a symbolic tensor from another trace was used here (expected a tensor of this "
                   "trace or a tensor with data)",
                   loc);
+    detail::sync_view(*t.impl());
     return impl.value;
   }
   auto it = param_index.find(&impl);
@@ -49,6 +51,12 @@ Value TraceState::param_node(int64_t index) const {
   return Value();
 }
 
+bool TraceState::requires_grad(const TensorImpl& t) const {
+  if (t.symbolic()) return t.requires_grad;
+  auto it = captured_requires_grad.find(&t);
+  return it == captured_requires_grad.end() ? t.requires_grad : it->second;
+}
+
 Tensor TraceState::wrap(Value v, bool requires_grad) {
   auto impl = std::make_shared<TensorImpl>();
   impl->type = graph.type(v);
@@ -62,7 +70,14 @@ Tensor TraceState::wrap(Value v, bool requires_grad) {
 Tensor TraceState::add_arg(int64_t index, const TensorType& t, bool requires_grad) {
   Tensor a = wrap(builder.arg(index, t), requires_grad);
   args.push_back(a.impl_ptr());
+  arg_leaf.push_back(requires_grad);
   return a;
+}
+
+bool TraceState::is_grad_leaf(const TensorImpl& t) const {
+  if (!t.symbolic()) return t.requires_grad && !t.grad_fn;
+  const int64_t a = arg_position(&t);
+  return a >= 0 && arg_leaf[static_cast<size_t>(a)];
 }
 
 int64_t TraceState::arg_position(const TensorImpl* t) const {
@@ -163,7 +178,7 @@ std::vector<Tensor> TraceState::backward(const std::vector<Tensor>& roots,
   std::vector<Tensor> targets = wrt;
   if (targets.empty()) {
     for (auto& a : args)
-      if (a->requires_grad) targets.emplace_back(a);
+      if (is_grad_leaf(*a)) targets.emplace_back(a);
     for (auto& p : params)
       if (p->requires_grad) targets.emplace_back(p);
   }

@@ -38,8 +38,19 @@ struct TraceState {
   /// Parameter index -> the symbolic value it currently holds (after in-place updates).
   std::unordered_map<int64_t, Value> param_current;
 
+  /// Writes so far into each tensor that has views (a symbolic tensor or a
+  /// captured one): a view derived at an older count is derived again.
+  std::unordered_map<const TensorImpl*, uint64_t> writes;
+
+  /// Captured tensors that were given a value requiring grad (or not) by an
+  /// in-place write with grad on: the flag eager mode would now show.
+  std::unordered_map<const TensorImpl*, bool> captured_requires_grad;
+
   /// Symbolic argument tensors, in order.
   std::vector<std::shared_ptr<TensorImpl>> args;
+  /// Per argument: a leaf that requires grad, as called (an argument given a
+  /// value with history by an in-place write is no longer a leaf, as eagerly).
+  std::vector<char> arg_leaf;
   /// Gradient state per tensor (keyed by the eager tensor, or the symbolic argument).
   std::unordered_map<const TensorImpl*, GradSlot> grads;
   /// Keeps traced custom functions alive while their backward may be traced.
@@ -56,6 +67,9 @@ struct TraceState {
   /// Parameter `index` as the body first read it (before any in-place update), or
   /// an invalid Value when the trace has no node for it.
   Value param_node(int64_t index) const;
+  /// Whether `t` requires grad at this point of the trace (a captured tensor's
+  /// flag can change by an in-place write, as eager mode's would).
+  bool requires_grad(const TensorImpl& t) const;
   /// A symbolic tensor for a value of this trace.
   Tensor wrap(Value v, bool requires_grad = false);
   /// A symbolic argument (a leaf, requiring grad as the call's tensor did).
@@ -71,6 +85,9 @@ struct TraceState {
   std::vector<char> gradient_reach(const std::vector<Value>& roots) const;
   /// The position of a symbolic argument of this trace, or -1.
   int64_t arg_position(const TensorImpl* t) const;
+  /// Whether `t` is a leaf that requires grad: an argument called with
+  /// requires_grad, or a captured tensor that requires grad.
+  bool is_grad_leaf(const TensorImpl& t) const;
   /// Gradients of `roots` (seeded with `seeds`) with respect to `wrt` (empty:
   /// every leaf that requires grad and is reachable), as graph values.
   /// With accumulate, they are added into the leaves' grad slots.

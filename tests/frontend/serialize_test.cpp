@@ -9,6 +9,7 @@
 #include "frontend/serialize.h"
 #include "frontend/tensor_impl.h"
 #include "ir/builder.h"
+#include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "runtime/binary_io.h"
@@ -297,6 +298,26 @@ TEST_CASE("serialize: a few hundred seeded mutations load cleanly or throw kiln:
   }
   MESSAGE("mutations: " << loaded << " loaded (resealed, harmless), " << rejected << " rejected");
   CHECK(rejected > 400);
+}
+
+TEST_CASE("serialize: a graph whose arg or param indices are not 0..n-1 is an error, not a crash") {
+  auto loaded = [](const std::string& text, size_t n_params) {
+    Graph g = parse_graph(text, "<test>");
+    std::vector<Tensor> params(n_params, zeros({2}, TensorOptions(kFloat64)));
+    return LoadedFunction(SavedGraph{g, params, ""}, "<test>");
+  };
+  KILN_CHECK_ERROR(loaded("%0 = arg {index=1} : f64[2]\nreturn %0\n", 0), "arg index 1",
+                   "indices 0..0");
+  KILN_CHECK_ERROR(loaded("%0 = arg {index=0} : f64[2]\n%1 = arg {index=0} : f64[2]\n"
+                          "%2 = add %0, %1 : f64[2]\nreturn %2\n",
+                          0),
+                   "a second arg with index 0");  // the verifier's
+  KILN_CHECK_ERROR(loaded("%0 = param {index=3} : f64[2]\nreturn %0\n", 1), "param index 3");
+  // Args listed out of index order take their types by index.
+  LoadedFunction f = loaded("%0 = arg {index=1} : f64[3]\n%1 = arg {index=0} : f64[2]\nreturn %1\n", 0);
+  REQUIRE(f.arg_types().size() == 2);
+  CHECK(f.arg_types()[0].shape == Shape{2});
+  CHECK(f.arg_types()[1].shape == Shape{3});
 }
 
 }  // namespace kiln

@@ -4,7 +4,6 @@
 #include <optional>
 
 #include "frontend/autograd.h"
-#include "frontend/device_ops.h"
 #include "frontend/dispatch.h"
 #include "frontend/tensor_impl.h"
 #include "frontend/trace_state.h"
@@ -156,16 +155,6 @@ void write_view(const Tensor& t, const Tensor& value, bool taping, SourceLoc loc
     // The base's new history: the written value scattered into it. The view
     // itself is derived from the base again when next used.
     assign(base, scatter_into(base, link.chain, value, loc), loc);
-    return;
-  }
-  if (!s.symbolic()) {
-    device_copy(value.impl()->view(), s, loc);
-    s.buffer->version++;
-    if (taping) {  // a non-differentiable view: the written value's history is its own
-      s.requires_grad = value.impl()->requires_grad;
-      s.grad_fn = value.impl()->grad_fn;
-      s.output_nr = value.impl()->output_nr;
-    }
     return;
   }
   // Traced, and the base's history does not change: its data does.

@@ -59,8 +59,10 @@ uint64_t base_writes(const TensorImpl& base);
 /// Refuses a write into a tensor whose elements share memory (an expand()).
 void check_writable(const TensorImpl& t, SourceLoc loc);
 /// Writes `value` (already t's shape and dtype) into the view `t`, and so into
-/// its base. `taping`: the write is recorded for autograd (grad mode on and a
-/// tensor involved requires grad).
+/// its base, where a plain write into t would not do: traced, and eagerly when
+/// the base's history changes (`taping` and a differentiable view). `taping`:
+/// the write is recorded for autograd (grad mode on and a tensor involved
+/// requires grad).
 void write_view(const Tensor& t, const Tensor& value, bool taping, SourceLoc loc);
 
 }  // namespace detail

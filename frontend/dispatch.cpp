@@ -229,7 +229,9 @@ void assign(const Tensor& self, const Tensor& value_in, SourceLoc loc) {
   // A value that shares the storage is read whole before the write, as a trace would.
   if (value.impl()->buffer == s.buffer) value = value.clone();
   if (taping) keep_overwritten(*value.impl(), s);
-  if (s.alias) return write_view(self, value, taping, loc);
+  // A write into a view changes its base's history: the base takes it. Otherwise
+  // the buffer's new data is all (and a detach()ed view's history is its own).
+  if (s.alias && taping && s.alias->differentiable) return write_view(self, value, taping, loc);
   device_copy(value.impl()->view(), s, loc);
   s.buffer->version++;
   if (taping) {

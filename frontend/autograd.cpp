@@ -22,6 +22,7 @@ namespace kiln {
 namespace {
 
 thread_local bool t_grad_mode = true;
+thread_local bool t_retain_graphs = false;  // RetainGraphsGuard
 
 std::shared_ptr<TensorImpl> alias_of(const TensorImpl& t) {
   return make_view(t, t.type.shape, t.strides, t.offset);
@@ -113,37 +114,22 @@ struct SavedUse {
   int64_t which;  // operand index, or -1 - result index
 };
 
-// Whether n's VJP reads its operand `which` (or, when negative, its result),
-// found by building the rule once in a scratch graph from the saved types.
-bool vjp_reads(const TapeNode& n, int64_t which) {
-  if (n.op == OpKind::custom) return true;  // user code: assume it does
-  const VjpRule rule = vjp_rule(n.op);
-  if (!rule) return false;
-  Graph g;
-  Builder b(g);
-  std::vector<Value> operands;
+// Whether n's VJP reads its operand `which` (or, when negative, its result).
+bool tape_vjp_reads(const TapeNode& n, int64_t which) {
+  std::vector<TensorType> types;
   std::vector<bool> needs;
   for (size_t i = 0; i < n.inputs.size(); ++i) {
-    operands.push_back(b.arg(static_cast<int64_t>(i), n.inputs[i].type));
+    types.push_back(n.inputs[i].type);
     needs.push_back(n.next[i].fn || n.next[i].leaf);
   }
-  const Value out = b.op(n.op, operands, n.attrs);
-  const Value seed = b.arg(static_cast<int64_t>(operands.size()), g.type(out));
-  const NodeId first = static_cast<NodeId>(g.size());
-  const Node copy = g[out.node];
-  const std::vector<Value> grads = rule(b, copy, out, seed, needs);
-  const Value target = which >= 0 ? operands[static_cast<size_t>(which)] : out;
-  for (NodeId id = first; id < g.size(); ++id)
-    for (Value v : g[id].operands)
-      if (v == target) return true;
-  return std::find(grads.begin(), grads.end(), target) != grads.end();
+  return detail::vjp_reads(n.op, n.attrs, types, needs, which);
 }
 
 void check_saved(const SavedUse& u) {
   const TapeNode& n = *u.node;
   const SavedTensor& s = *u.saved;
   const bool intact = s.data && s.data->buffer->version == s.version;
-  if (intact || !vjp_reads(n, u.which)) return;
+  if (intact || !tape_vjp_reads(n, u.which)) return;
   if (!s.data)
     throw Error(std::string("backward through the graph a second time: the tensors saved by '") +
                     op_name(n.op) +
@@ -165,8 +151,18 @@ struct BackwardGraph {
 };
 
 // Evaluates the gradient nodes (after the forward part) with the eager ops.
+// A gradient a traced call leaves undefined (no output it reads was reached)
+// stays undefined through sums, and is zeros where another op reads it; a leaf
+// whose gradient ends undefined is not written, as in PyTorch.
 std::vector<Tensor> evaluate(const Graph& g, std::vector<std::vector<Tensor>>& values,
                              size_t first, const std::vector<Value>& wanted) {
+  auto materialize = [&](std::vector<Tensor>& ops, const Node& n) {
+    for (size_t i = 0; i < ops.size(); ++i)
+      if (!ops[i].defined() && n.operands[i].node >= first) {
+        const TensorType& t = g.type(n.operands[i]);
+        ops[i] = zeros(t.shape, TensorOptions(t.dtype).device(t.device));
+      }
+  };
   for (NodeId id = static_cast<NodeId>(first); id < g.size(); ++id) {
     const Node& n = g[id];
     if (!values[id].empty()) continue;
@@ -176,6 +172,14 @@ std::vector<Tensor> evaluate(const Graph& g, std::vector<std::vector<Tensor>>& v
     const OpCategory cat = op_info(n.op).category;
     if (n.op == OpKind::custom) {
       auto call = find_custom(n.attrs.i(AttrKey::fn));
+      if (call->undefined_if_unreached) {
+        for (size_t i = 0; i < ops.size(); ++i) {
+          const Node& o = g[n.operands[i].node];
+          if (o.op == OpKind::constant && o.attrs.f(AttrKey::value) == 0.0) ops[i] = Tensor();
+        }
+      } else {
+        materialize(ops, n);
+      }
       std::vector<Tensor> grads = call->backward(&call->ctx, ops);
       if (grads.size() != n.results.size())
         throw Error("custom function backward returned " + std::to_string(grads.size()) +
@@ -183,13 +187,20 @@ std::vector<Tensor> evaluate(const Graph& g, std::vector<std::vector<Tensor>>& v
                         std::to_string(n.results.size()) + ")",
                     n.loc);
       for (size_t i = 0; i < grads.size(); ++i)
-        if (!grads[i].defined()) grads[i] = zeros(n.results[i].shape, TensorOptions(n.results[i].dtype));
+        if (!grads[i].defined() && !call->undefined_if_unreached)
+          grads[i] = zeros(n.results[i].shape, TensorOptions(n.results[i].dtype));
       values[id] = std::move(grads);
     } else if (cat == OpCategory::Creation) {
       values[id] = {detail::create(n.op, n.attrs, n.type(), n.loc)};
     } else if (cat == OpCategory::Input) {
       throw Error("internal: unbound input in a gradient graph", n.loc);
+    } else if (n.op == OpKind::add && !ops[0].defined() && !ops[1].defined()) {
+      values[id] = {Tensor()};  // a sum of no terms
+    } else if (n.op == OpKind::add && (!ops[0].defined() || !ops[1].defined()) &&
+               (ops[0].defined() ? ops[0] : ops[1]).impl()->type == n.type()) {
+      values[id] = {ops[0].defined() ? ops[0] : ops[1]};  // a sum of one term
     } else {
+      materialize(ops, n);
       values[id] = {detail::apply(n.op, ops, n.attrs, n.loc)};
     }
   }
@@ -382,8 +393,9 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
     results = evaluate(g, values, forward_size, grads);
   }
 
-  if (!retain_graph) {
+  if (!retain_graph && !t_retain_graphs) {
     for (TapeNode* n : order) {
+      if (n->custom) n->custom->released = true;
       for (SavedTensor& s : n->inputs) s.data = nullptr;
       for (SavedTensor& s : n->outputs) s.data = nullptr;
     }
@@ -399,6 +411,7 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
   for (size_t i = 0; i < leaves.size(); ++i) {
     TensorImpl& leaf = *leaves[i];
     Tensor g_new = per_wrt[i];
+    if (!g_new.defined()) continue;  // reached only through outputs no gradient came to
     if (!create_graph) g_new = g_new.detach();
     if (!leaf.grad) {
       // A fresh buffer: the gradient may alias a seed or a forward value.
@@ -416,6 +429,11 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
 }  // namespace
 
 bool grad_mode_enabled() { return t_grad_mode; }
+
+namespace detail {
+RetainGraphsGuard::RetainGraphsGuard() : prev_(t_retain_graphs) { t_retain_graphs = true; }
+RetainGraphsGuard::~RetainGraphsGuard() { t_retain_graphs = prev_; }
+}  // namespace detail
 void set_grad_mode(bool enabled) { t_grad_mode = enabled; }
 
 namespace detail {
@@ -454,13 +472,43 @@ void record_op(OpKind op, const Attrs& attrs, SourceLoc loc, const std::vector<T
   }
 }
 
+bool vjp_reads(OpKind op, const Attrs& attrs, const std::vector<TensorType>& operand_types,
+               const std::vector<bool>& needs, int64_t which) {
+  if (op == OpKind::custom) return true;  // user code: assume it does
+  const VjpRule rule = vjp_rule(op);
+  if (!rule) return false;
+  Graph g;
+  Builder b(g);
+  std::vector<Value> operands;
+  for (size_t i = 0; i < operand_types.size(); ++i)
+    operands.push_back(b.arg(static_cast<int64_t>(i), operand_types[i]));
+  const Value out = b.op(op, operands, attrs);
+  const Value seed = b.arg(static_cast<int64_t>(operands.size()), g.type(out));
+  const NodeId first = static_cast<NodeId>(g.size());
+  const Node copy = g[out.node];
+  const std::vector<Value> grads = rule(b, copy, out, seed, needs);
+  const Value target = which >= 0 ? operands[static_cast<size_t>(which)] : out;
+  for (NodeId id = first; id < g.size(); ++id)
+    for (Value v : g[id].operands)
+      if (v == target) return true;
+  return std::find(grads.begin(), grads.end(), target) != grads.end();
+}
+
+Error freed_graph_error(OpKind op, SourceLoc loc) {
+  return Error(std::string("backward through the graph a second time: the tensors saved by '") +
+                   op_name(op) +
+                   "' were freed by the first backward (expected backward(..., "
+                   "retain_graph=true) the first time)",
+               loc);
+}
+
 void keep_overwritten(const TensorImpl& value, const TensorImpl& target) {
   TapeNode* n = value.grad_fn.get();
   if (!n || !target.buffer) return;
   for (size_t i = 0; i < n->inputs.size(); ++i) {
     SavedTensor& s = n->inputs[i];
     if (!s.data || s.data->buffer != target.buffer || s.data->buffer->version != s.version ||
-        !vjp_reads(*n, static_cast<int64_t>(i)))
+        !tape_vjp_reads(*n, static_cast<int64_t>(i)))
       continue;
     // The op's gradient reads the operand the write replaces (x.mul_(y) reads
     // x for y's gradient): keep its old value, as PyTorch keeps original self.
@@ -543,7 +591,7 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph, bool create_gra
                 loc);
   }
   if (TraceState* tr = current_trace()) {
-    tr->backward({*this}, {seed}, {}, /*accumulate=*/true, create_graph, loc);
+    tr->backward({*this}, {seed}, {}, /*accumulate=*/true, retain_graph || create_graph, create_graph, loc);
     return;
   }
   // As in PyTorch, create_graph implies retain_graph.
@@ -570,7 +618,8 @@ std::vector<Tensor> autograd::grad(const std::vector<Tensor>& outputs,
   }
   std::vector<Tensor> result;
   if (TraceState* tr = current_trace())
-    result = tr->backward(outputs, seeds, inputs, /*accumulate=*/false, create_graph, loc);
+    result = tr->backward(outputs, seeds, inputs, /*accumulate=*/false, retain_graph || create_graph,
+                          create_graph, loc);
   else
     result = run_backward(outputs, seeds, inputs, retain_graph || create_graph, create_graph, loc);
   for (size_t i = 0; i < result.size(); ++i)

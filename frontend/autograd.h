@@ -93,6 +93,24 @@ void record_op(OpKind op, const Attrs& attrs, SourceLoc loc, const std::vector<T
 /// Before an in-place write into `target` of `value`: if the op that computed
 /// `value` saved `target`'s old contents for its gradient, it keeps a copy.
 void keep_overwritten(const TensorImpl& value, const TensorImpl& target);
+/// Whether the VJP of `op` reads its operand `which` (or, when negative, its
+/// result), given which operands need a gradient.
+bool vjp_reads(OpKind op, const Attrs& attrs, const std::vector<TensorType>& operand_types,
+               const std::vector<bool>& needs, int64_t which);
+/// Every backward in its scope keeps the graph (as with retain_graph), on this
+/// thread: KILN_CHECK's eager run must not free what the compiled run then needs.
+class RetainGraphsGuard {
+ public:
+  RetainGraphsGuard();
+  ~RetainGraphsGuard();
+  RetainGraphsGuard(const RetainGraphsGuard&) = delete;
+  RetainGraphsGuard& operator=(const RetainGraphsGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+/// The error of a backward that reaches values an earlier backward freed.
+Error freed_graph_error(OpKind op, SourceLoc loc);
 }  // namespace detail
 
 }  // namespace kiln

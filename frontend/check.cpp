@@ -1,7 +1,11 @@
-// KILN_CHECK: on a new signature, compare the compiled plan kernel by kernel
-// with the reference interpreter, and its outputs with eager execution; the
-// error names the first kernel whose output differs and its source lines.
+// KILN_CHECK: on a new signature, run the body eagerly, put every tensor it
+// touched back as it was, run the compiled plan, and compare what both left:
+// outputs, gradients, every .grad written, every argument and captured tensor
+// (parameters, optimizer state) updated. The plan is also compared kernel by
+// kernel with the reference interpreter. Errors name the first difference, the
+// node and kernel that computed it, and the user's source line.
 #include <cmath>
+#include <unordered_set>
 #include <sstream>
 
 #include "codegen/compile.h"
@@ -9,6 +13,7 @@
 #include "frontend/jit.h"
 #include "frontend/jit_entry.h"
 #include "frontend/tensor_impl.h"
+#include "frontend/function.h"
 #include "runtime/interpreter.h"
 #include "runtime/reference.h"
 
@@ -42,7 +47,7 @@ int64_t first_difference(const View& a, const View& b, double* got, double* want
 
 }  // namespace
 
-void TracedCore::check(Entry& e, const TraceArgs& args, const std::vector<Tensor>& outs) {
+void TracedCore::check_kernels(Entry& e, const TraceArgs& args) {
   const CompileReport& r = *e.report;
   const Graph& g = r.optimized;
 
@@ -105,24 +110,281 @@ void TracedCore::check(Entry& e, const TraceArgs& args, const std::vector<Tensor
   }
   release_kept(kept);
   if (!failure.empty()) throw Error(failure, g[r.step_values.front().front().node].loc);
+}
 
-  if (e.has_updates) return;
-  std::vector<Tensor> eager;
+namespace {
+
+// A tensor's whole state (data, .grad, history), to be put back after the eager run.
+struct KeptTensor {
+  std::shared_ptr<TensorImpl> t;
+  TensorImpl meta;
+  HostArray data;
+  uint64_t version = 0, zero_version = 0;
+};
+
+KeptTensor keep(const std::shared_ptr<TensorImpl>& t) {
+  KeptTensor k{t, *t, host_copy(*t), t->buffer->version, t->buffer->zero_version};
+  return k;
+}
+
+void put_back(const KeptTensor& k) {
+  copy_to(k.data.view(), k.t->view());
+  *k.t = k.meta;
+  k.t->buffer->version = k.version;
+  k.t->buffer->zero_version = k.zero_version;
+}
+
+// Everything a call can change: the arguments and captured tensors, their
+// .grad, and the leaves their eager histories reach (a backward inside the body
+// accumulates into those).
+class KeptState {
+ public:
+  KeptState(const std::vector<Tensor>& args, const std::vector<std::shared_ptr<TensorImpl>>& params) {
+    std::vector<const TapeNode*> stack;
+    for (const Tensor& a : args) add(a.impl_ptr(), stack);
+    for (const auto& p : params) add(p, stack);
+    std::unordered_set<const TapeNode*> seen;
+    while (!stack.empty()) {
+      const TapeNode* n = stack.back();
+      stack.pop_back();
+      if (!n || !seen.insert(n).second) continue;
+      for (const TapeEdge& e : n->next) {
+        if (e.leaf) add(e.leaf, stack);
+        stack.push_back(e.fn.get());
+      }
+    }
+  }
+  void put_back_all() const {
+    for (const KeptTensor& k : kept_) put_back(k);
+  }
+
+ private:
+  void add(const std::shared_ptr<TensorImpl>& t, std::vector<const TapeNode*>& stack) {
+    if (!t || !t->buffer || !seen_.insert(t.get()).second) return;
+    kept_.push_back(keep(t));
+    if (t->grad) add(t->grad, stack);
+    stack.push_back(t->grad_fn.get());
+  }
+  std::unordered_set<const TensorImpl*> seen_;
+  std::vector<KeptTensor> kept_;
+};
+
+// What a run left, in a fixed order: outputs, then per argument and captured
+// tensor its value and .grad, then gradients w.r.t. the call's inputs.
+// Where the plan computes an observed tensor: its output `index`, or the update
+// of parameter `index`.
+struct PlanSource {
+  enum Kind : uint8_t { None, Output, Update } kind = None;
+  int64_t index = 0;
+};
+
+struct Observed {
+  std::vector<std::string> what;
+  std::vector<HostArray> values;  // empty storage: undefined
+  std::vector<int> flags;         // requires_grad of outputs; 0/1/2 autograd state of others
+  std::vector<PlanSource> sources;
+  bool gradients_failed = false;
+  size_t state_size = 0;  // entries before the gradients
+  void add(std::string w, const Tensor& t, int flag = -1, PlanSource src = {}) {
+    what.push_back(std::move(w));
+    values.push_back(t.defined() ? host_copy(*t.impl()) : HostArray{});
+    flags.push_back(flag);
+    sources.push_back(src);
+  }
+};
+
+// A graph's value for a plan source (invalid when there is none).
+Value value_for(const Graph& g, PlanSource s) {
+  if (s.kind == PlanSource::Output && s.index < static_cast<int64_t>(g.outputs.size()))
+    return g.outputs[static_cast<size_t>(s.index)];
+  if (s.kind == PlanSource::Update)
+    for (const ParamUpdate& u : g.updates)
+      if (u.param == s.index) return u.value;
+  return Value();
+}
+
+// "; the traced value is %12 (mul) from f.cpp:10, computed by kernel k3 (from ...)"
+std::string blame(const TracedCore::Entry& e, PlanSource s) {
+  const Value tv = value_for(e.traced, s);
+  if (!tv.valid()) return "";
+  std::ostringstream os;
+  const Node& n = e.traced[tv.node];
+  os << "; the traced value is %" << tv.node << " (" << op_name(n.op) << ")";
+  if (n.loc.known()) os << " from " << n.loc.str();
+  const CompileReport& r = *e.report;
+  const Value ov = value_for(r.optimized, s);
+  for (size_t k = 0; ov.valid() && k < r.step_values.size() && k < r.kernels.size(); ++k)
+    if (std::find(r.step_values[k].begin(), r.step_values[k].end(), ov) != r.step_values[k].end()) {
+      os << ", computed by kernel " << r.kernels[k].name << " (from";
+      for (const auto& src : r.kernels[k].sources) os << " " << src;
+      os << ")";
+      break;
+    }
+  os << " (every kernel matched the reference kernels, so the traced graph itself differs from "
+        "the eager code: is a value read on the host, or a branch taken on data?)";
+  return os.str();
+}
+
+// Where the plan computes each argument's and captured tensor's new value and .grad.
+struct Sources {
+  std::vector<PlanSource> arg, arg_grad, param, param_grad;
+};
+
+Sources plan_sources(const TracedCore::Entry& e, size_t n_args) {
+  Sources s;
+  s.arg.resize(n_args);
+  s.arg_grad.resize(n_args);
+  s.param.resize(e.params.size());
+  s.param_grad.resize(e.params.size());
+  for (const auto& [a, o] : e.arg_writes)
+    s.arg[static_cast<size_t>(a)] = {PlanSource::Output, static_cast<int64_t>(o)};
+  for (const ParamUpdate& u : e.traced.updates)
+    s.param[static_cast<size_t>(u.param)] = {PlanSource::Update, u.param};
+  for (const GradWriteback& w : e.grad_writebacks) {
+    if (w.kind == GradWriteback::Clear) continue;
+    const PlanSource src{PlanSource::Output, static_cast<int64_t>(w.output)};
+    if (!w.tensor) {
+      s.arg_grad[static_cast<size_t>(w.arg)] = src;
+      continue;
+    }
+    for (size_t p = 0; p < e.params.size(); ++p)
+      if (e.params[p] == w.tensor) s.param_grad[p] = src;
+  }
+  // A .grad that existed already is a parameter the plan updates in place.
+  for (size_t p = 0; p < e.params.size(); ++p)
+    for (size_t q = 0; q < e.params.size(); ++q)
+      if (e.params[p]->grad == e.params[q]) s.param_grad[p] = s.param[q];
+  return s;
+}
+
+int grad_state_of(const TensorImpl& t) { return t.grad_fn ? 2 : t.requires_grad ? 1 : 0; }
+
+// Deterministic cotangents for the outputs' gradients.
+Tensor cotangent(const Tensor& like, size_t salt) {
+  std::vector<double> v(static_cast<size_t>(like.numel()));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = 0.5 + 0.25 * std::sin(1.7 * double(i) + double(salt));
+  return from_vector(v, like.sizes(), TensorOptions(like.dtype()));
+}
+
+}  // namespace
+
+std::vector<Tensor> TracedCore::checked_run(Entry& e, const TraceArgs& args) {
+  // Gradients compared for autograd calls: of the outputs that require grad,
+  // with respect to the call's inputs that the body did not overwrite.
+  std::vector<Tensor> wrt;
+  std::vector<std::string> wrt_names;
+  auto written = [&](const TensorImpl* t) {
+    for (const HistoryWrite& h : e.histories)
+      if ((h.tensor ? h.tensor.get() : args.tensors[static_cast<size_t>(h.arg)].impl()) == t) return true;
+    return false;
+  };
+  for (int64_t a : e.wrt_args)
+    if (!written(args.tensors[static_cast<size_t>(a)].impl())) {
+      wrt.push_back(args.tensors[static_cast<size_t>(a)]);
+      wrt_names.push_back("the gradient w.r.t. argument " + std::to_string(a));
+    }
+  for (int64_t p : e.wrt_params)
+    if (!written(e.params[static_cast<size_t>(p)].get())) {
+      wrt.emplace_back(e.params[static_cast<size_t>(p)]);
+      wrt_names.push_back("the gradient w.r.t. captured tensor " + std::to_string(p));
+    }
+  const Sources src = plan_sources(e, args.tensors.size());
+  // A captured .grad is compared as the .grad of its owner: a plan may write a
+  // new gradient into the old gradient's buffer where eager mode makes a new
+  // tensor (zero_grad() setting it to none, then backward()).
+  std::unordered_set<const TensorImpl*> grad_objects;
+  for (const Tensor& a : args.tensors) grad_objects.insert(a.impl()->grad.get());
+  for (const auto& p : e.params) grad_objects.insert(p->grad.get());
+  auto observe = [&](const std::vector<Tensor>& outs) {
+    Observed o;
+    for (size_t i = 0; i < outs.size(); ++i)
+      o.add("output " + std::to_string(i), outs[i], outs[i].impl()->requires_grad,
+            {PlanSource::Output, static_cast<int64_t>(i)});
+    for (size_t i = 0; i < args.tensors.size(); ++i) {
+      const TensorImpl& t = *args.tensors[i].impl();
+      o.add("argument " + std::to_string(i), args.tensors[i], grad_state_of(t), src.arg[i]);
+      o.add(".grad of argument " + std::to_string(i), t.grad ? Tensor(t.grad) : Tensor(), -1,
+            src.arg_grad[i]);
+    }
+    for (size_t p = 0; p < e.params.size(); ++p) {
+      const TensorImpl& t = *e.params[p];
+      const std::string name = "captured tensor " + std::to_string(p) + " (" + t.type.str() + ")";
+      if (!grad_objects.count(&t)) o.add(name, Tensor(e.params[p]), grad_state_of(t), src.param[p]);
+      o.add(".grad of " + name, t.grad ? Tensor(t.grad) : Tensor(), -1, src.param_grad[p]);
+    }
+    o.state_size = o.what.size();
+    if (!e.autograd_call || wrt.empty()) return o;
+    std::vector<Tensor> roots, cots;
+    for (size_t i = 0; i < outs.size(); ++i)
+      if (outs[i].impl()->requires_grad) {
+        roots.push_back(outs[i]);
+        cots.push_back(cotangent(outs[i], i));
+      }
+    if (roots.empty()) return o;
+    // A backward inside the body may have freed what these gradients need (the
+    // eager run keeps it, so only the plan's backward can fail): then there is
+    // nothing to compare, as there would be nothing to differentiate eagerly.
+    try {
+      std::vector<Tensor> g =
+          autograd::grad(roots, wrt, cots, /*retain_graph=*/true, false, /*allow_unused=*/true);
+      for (size_t j = 0; j < g.size(); ++j) o.add(wrt_names[j], g[j]);
+    } catch (const Error&) {
+      o.gradients_failed = true;
+    }
+    return o;
+  };
+
+  KeptState before(args.tensors, e.params);
+  Observed eager;
   {
-    NoGradGuard no_grad;
-    eager = body_(args);
+    detail::RetainGraphsGuard keep_graphs;  // the compiled run may need what eager backward would free
+    try {
+      std::vector<Tensor> outs = body_(args);
+      eager = observe(outs);
+    } catch (...) {
+      before.put_back_all();
+      throw;
+    }
   }
-  for (size_t i = 0; i < outs.size(); ++i) {
-    double gv = 0, wv = 0;
-    int64_t at = first_difference(outs[i].impl()->view(), eager[i].impl()->view(), &gv, &wv);
-    if (at >= 0)
-      throw Error("KILN_CHECK: output " + std::to_string(i) + " of '" + name_ +
-                      "' differs from eager execution at element " + std::to_string(at) + ": " +
-                      std::to_string(gv) + " vs " + std::to_string(wv) +
-                      " (every kernel matched the reference, so the traced graph itself differs "
-                      "from the eager code: is a value read or a branch taken on data?)",
-                  where_);
+  before.put_back_all();
+  std::vector<Tensor> outs = run(e, args);
+  Observed traced = observe(outs);
+  check_kernels(e, args);
+
+  // The state (same entries both ways), then the gradients if both runs have them.
+  size_t n = traced.state_size;
+  if (!traced.gradients_failed && !eager.gradients_failed)
+    n = std::min(traced.what.size(), eager.what.size());
+  for (size_t k = 0; k < n; ++k) {
+    const HostArray& t = traced.values[k];
+    const HostArray& w = eager.values[k];
+    std::string diff;
+    if (bool(t.storage) != bool(w.storage)) {
+      diff = std::string("is ") + (t.storage ? "defined" : "undefined") + " traced but " +
+             (w.storage ? "defined" : "undefined") + " eagerly";
+    } else if (traced.flags[k] != eager.flags[k]) {
+      diff = "has autograd state " + std::to_string(traced.flags[k]) + " traced but " +
+             std::to_string(eager.flags[k]) + " eagerly (0: no grad, 1: a leaf that requires grad, 2: "
+             "computed by ops)";
+    } else if (t.storage && t.type != w.type) {
+      diff = "is " + t.type.str() + " traced but " + w.type.str() + " eagerly";
+    } else if (t.storage) {
+      double gv = 0, wv = 0;
+      const int64_t at = first_difference(t.view(), w.view(), &gv, &wv);
+      if (at >= 0) {
+        std::ostringstream os;
+        os.precision(9);
+        os << "differs at element " << at << ": traced " << gv << ", eager " << wv;
+        diff = os.str();
+      }
+    }
+    if (diff.empty()) continue;
+    const Value v = value_for(e.traced, traced.sources[k]);
+    throw Error("KILN_CHECK: after a call of '" + name_ + "', " + traced.what[k] + " " + diff +
+                    blame(e, traced.sources[k]),
+                v.valid() ? e.traced[v.node].loc : where_);
   }
+  return outs;
 }
 
 }  // namespace kiln::detail

@@ -36,6 +36,12 @@ struct CustomCall {
   Context ctx;
   std::function<std::vector<Tensor>(Context*, std::vector<Tensor>)> backward;
   std::vector<TensorType> input_types;  // of the tensor operands
+  /// A backward() without retain_graph went through the call: what it saved
+  /// counts as freed.
+  bool released = false;
+  /// Results no gradient reaches get an undefined tensor in `backward` instead
+  /// of zeros (a traced call, which needs to know which results were reached).
+  bool undefined_if_unreached = false;
 };
 
 namespace detail {

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
+#include <unordered_set>
 #include <utility>
 
 #include "codegen/compile.h"
@@ -45,6 +46,9 @@ namespace {
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
+
+// A tensor's autograd state: 0 no grad, 1 a leaf that requires grad, 2 computed by ops.
+uint8_t grad_state(const TensorImpl& t) { return t.grad_fn ? 2 : t.requires_grad ? 1 : 0; }
 
 std::string number_str(double v) {
   std::ostringstream os;
@@ -159,6 +163,11 @@ std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
         guard_reason = "a captured tensor's .grad was written since the plan left it zero";
       }
     }
+    for (size_t p = 0; guards_hold && p < e->params.size(); ++p)
+      if (grad_state(*e->params[p]) != e->param_grad_state[p]) {
+        guards_hold = false;
+        guard_reason = "a captured tensor's requires_grad or history changed since it was traced";
+      }
     if (!guards_hold) continue;
     stats_.hits++;
     e->last_use = ++clock_;
@@ -313,6 +322,29 @@ void collect_arg_grad(TraceState& st, const TensorImpl* key, const GradSlot& slo
   out_types.push_back(st.graph.type(v));
 }
 
+// A captured tensor's gradient goes on through its eager history only after
+// the call: the body must not read .grad() of a leaf that history reaches (an
+// optimizer step would miss that part of the gradient, silently).
+void check_history_grads_unread(const TraceState& st, const TensorImpl& t, SourceLoc where) {
+  std::vector<const TapeNode*> stack{t.grad_fn.get()};
+  std::unordered_set<const TapeNode*> seen;
+  while (!stack.empty()) {
+    const TapeNode* n = stack.back();
+    stack.pop_back();
+    if (!n || !seen.insert(n).second) continue;
+    for (const TapeEdge& e : n->next) {
+      if (e.leaf && st.captured_grads_read.count(e.leaf.get()))
+        throw Error("traced function: backward() inside it reaches a captured tensor computed by eager "
+                    "ops before the call, whose history leads to a tensor whose .grad() the function "
+                    "reads (an optimizer step reads it): the compiled call sends that gradient through "
+                    "the eager history only after it returns, so the read would miss it (expected the "
+                    "captured tensor detach()ed, or computed inside the traced function)",
+                    where);
+      stack.push_back(e.fn.get());
+    }
+  }
+}
+
 // What the call writes besides its outputs: parameter updates, and the .grad of
 // captured tensors and arguments that backward() inside the trace produced
 // (extra plan outputs, or parameter updates for grads that exist already).
@@ -329,6 +361,7 @@ void collect_grad_writebacks(TraceState& st, TracedCore::Entry& e, SourceLoc whe
       // A captured tensor computed by eager ops: as eager backward() would, the
       // call sends its gradient on through the ops that made it.
       if (!slot.current.defined()) continue;
+      check_history_grads_unread(st, *slot.owner, where);
       e.grad_writebacks.push_back({slot.owner, GradWriteback::AddOutput, st.graph.outputs.size()});
       Value fv = st.value_of(slot.current, where);
       st.graph.outputs.push_back(fv);
@@ -373,6 +406,27 @@ void collect_arg_writes(TraceState& st, TracedCore::Entry& e) {
   }
 }
 
+// Arguments and captured tensors written in place with grad on: their new
+// history (or its loss), and the values that become the tape node's extra outputs.
+std::vector<Value> collect_histories(TraceState& st, TracedCore::Entry& e) {
+  std::vector<Value> roots;
+  auto add = [&](const TensorImpl* key, std::shared_ptr<TensorImpl> tensor, int64_t arg, Value now) {
+    auto it = st.taped_writes.find(key);
+    if (it == st.taped_writes.end()) return;
+    e.histories.push_back({std::move(tensor), arg, it->second});
+    if (it->second) roots.push_back(now);
+  };
+  for (const auto& [a, o] : e.arg_writes) {
+    const auto& sym = st.args[static_cast<size_t>(a)];
+    add(sym.get(), nullptr, a, sym->value);
+  }
+  for (size_t p = 0; p < st.params.size(); ++p) {
+    auto it = st.param_current.find(static_cast<int64_t>(p));
+    if (it != st.param_current.end()) add(st.params[p].get(), st.params[p], -1, it->second);
+  }
+  return roots;
+}
+
 }  // namespace
 
 std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool artifacts) {
@@ -411,9 +465,11 @@ std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool
     for (Value v : out_vals) st.graph.outputs.push_back(v);
     collect_grad_writebacks(st, *e, where_);
     collect_arg_writes(st, *e);
+    const std::vector<Value> history_roots = collect_histories(st, *e);
     // Outputs that require grad get a tape node, as eager ops would give them,
-    // also when the body ran backward() itself.
-    e->autograd_call = e->grad_mode && outs_need_grad;
+    // also when the body ran backward() itself; so do tensors written in place
+    // with values that require grad.
+    e->autograd_call = (e->grad_mode && outs_need_grad) || !history_roots.empty();
     if (e->autograd_call) {
       // Called from eager code that will differentiate the result: compile the
       // forward (keeping what the backward reads) and the backward as two plans.
@@ -427,6 +483,22 @@ std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool
         Value s = st.builder.arg(n_args + 1000000 + static_cast<int64_t>(i), e->out_types[i]);
         seeds.push_back(s.node);
         seeds_v.push_back(s);
+      }
+      e->call_out_types.assign(e->out_types.begin(), e->out_types.begin() + static_cast<long>(outs.size()));
+      for (Value v : history_roots) {
+        const size_t i = e->call_out_types.size();
+        e->call_out_types.push_back(st.graph.type(v));
+        e->seeded.push_back(i);
+        roots.push_back(v);
+        Value s = st.builder.arg(n_args + 1000000 + static_cast<int64_t>(i), st.graph.type(v));
+        seeds.push_back(s.node);
+        seeds_v.push_back(s);
+      }
+      for (size_t k = 0; k < roots.size(); ++k) {
+        if (const Node* n = st.freed_read({roots[k]}, true))
+          e->freed_outputs.push_back({e->seeded[k], n->op, n->loc});
+        if (const Node* n = st.freed_read({roots[k]}, false))
+          e->reading_outputs.push_back({e->seeded[k], n->op, n->loc});
       }
       // Only tensors a gradient reaches, so the others' .grad stays untouched as in eager mode.
       const std::vector<char> reach = st.gradient_reach(roots);
@@ -446,6 +518,12 @@ std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool
         e->wrt_params.push_back(static_cast<int64_t>(p));
         wrt.push_back(v);
       }
+      e->wrt_reached_by.resize(wrt.size());
+      for (size_t k = 0; k < roots.size(); ++k) {
+        const std::vector<char> from_k = st.gradient_reach({roots[k]});
+        for (size_t j = 0; j < wrt.size(); ++j)
+          if (from_k[wrt[j].node]) e->wrt_reached_by[j].push_back(e->seeded[k]);
+      }
       std::vector<Value> grads = build_gradients(st.builder, roots, seeds_v, wrt);
       e->saved_begin = st.graph.outputs.size();
       split_forward_backward(st.graph, forward_size, st.graph.outputs, seeds, grads, n_args,
@@ -459,6 +537,7 @@ std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool
   e->arg_grads_read = st.arg_grads_read;
   e->has_updates = !forward_graph.updates.empty();
   e->params = st.params;
+  for (const auto& p : e->params) e->param_grad_state.push_back(grad_state(*p));
   e->traced = strip_traced_custom(forward_graph);
   double trace_ms = ms_since(t0);
   stats_.trace_ms += trace_ms;
@@ -609,11 +688,21 @@ std::vector<Tensor> TracedCore::run(Entry& e, const TraceArgs& args) {
   for (auto& z : e.zero_after) mark_zero(*z);
   for (size_t o : e.zero_outputs) mark_zero(*all[o].impl());
   std::vector<Tensor> outs(all.begin(), all.begin() + static_cast<long>(e.user_outputs));
+  auto written = [&](const HistoryWrite& h) {
+    return h.tensor ? Tensor(h.tensor) : args.tensors[static_cast<size_t>(h.arg)];
+  };
+  for (const HistoryWrite& h : e.histories)
+    if (!h.takes) {
+      TensorImpl& t = *written(h).impl();
+      t.grad_fn = nullptr;
+      t.requires_grad = false;
+    }
   if (!e.autograd_call) return outs;
 
   // One tape node for the whole call; its backward runs the compiled backward plan.
   std::vector<Tensor> saved(all.begin() + static_cast<long>(e.saved_begin), all.end());
   auto call = autograd::detail::new_custom_call(name_);
+  call->undefined_if_unreached = true;
   std::vector<Tensor> inputs;
   for (int64_t a : e.wrt_args) inputs.push_back(args.tensors[static_cast<size_t>(a)]);
   for (int64_t p : e.wrt_params) inputs.emplace_back(e.params[static_cast<size_t>(p)]);
@@ -621,22 +710,49 @@ std::vector<Tensor> TracedCore::run(Entry& e, const TraceArgs& args) {
   auto bgraph = std::make_shared<Graph>(e.backward_graph);
   auto params = e.params;
   auto out_types = e.backward_out_types;
-  auto fwd_out_types = std::vector<TensorType>(e.out_types.begin(), e.out_types.begin() + static_cast<long>(e.user_outputs));
+  auto fwd_out_types = e.call_out_types;
   std::vector<Tensor> arg_tensors = args.tensors;
   std::vector<size_t> seeded = e.seeded;
+  auto freed = e.freed_outputs, reading = e.reading_outputs;
+  auto reached_by = e.wrt_reached_by;
+  std::weak_ptr<autograd::CustomCall> weak_call = call;
   std::string name = name_;
   SourceLoc where = where_;
   call->backward = [=](autograd::Context*, std::vector<Tensor> grads) {
     std::vector<Tensor> bargs = arg_tensors;
     bargs.insert(bargs.end(), saved.begin(), saved.end());
+    auto self = weak_call.lock();
+    for (const auto& f : self && self->released ? reading : freed)
+      if (f.output < grads.size() && grads[f.output].defined()) throw freed_graph_error(f.op, f.loc);
     for (size_t i : seeded) {
       const TensorType& t = fwd_out_types[i];
       bool given = i < grads.size() && grads[i].defined();
       bargs.push_back(given ? grads[i] : zeros(t.shape, TensorOptions(t.dtype).device(t.device)));
     }
-    return run_plan(*bwd, *bgraph, bargs, params, out_types, name, where);
+    std::vector<Tensor> result = run_plan(*bwd, *bgraph, bargs, params, out_types, name, where);
+    for (size_t j = 0; j < result.size() && j < reached_by.size(); ++j)
+      if (std::none_of(reached_by[j].begin(), reached_by[j].end(),
+                       [&](size_t o) { return o < grads.size() && grads[o].defined(); }))
+        result[j] = Tensor();
+    return result;
   };
-  std::vector<Tensor> result = autograd::detail::finish_custom(call, inputs, outs, where_);
+  std::vector<Tensor> call_outs = outs;
+  for (const HistoryWrite& h : e.histories)
+    if (h.takes) call_outs.push_back(written(h));
+  std::vector<Tensor> result;
+  {
+    EnableGradGuard grad_on;  // the body wrote with grad on, whatever the caller's mode
+    result = autograd::detail::finish_custom(call, inputs, call_outs, where_);
+  }
+  // Tensors written with values that require grad hold the call's history now.
+  for (size_t k = outs.size(); k < result.size(); ++k) {
+    TensorImpl& t = *call_outs[k].impl();
+    const TensorImpl& r = *result[k].impl();
+    t.requires_grad = r.requires_grad;
+    t.grad_fn = r.grad_fn;
+    t.output_nr = r.output_nr;
+  }
+  result.resize(outs.size());
   // Outputs no gradient flows to stay plain tensors, as eager ops leave them.
   for (size_t i = 0; i < outs.size(); ++i)
     if (std::find(seeded.begin(), seeded.end(), i) == seeded.end()) result[i] = outs[i];
@@ -653,15 +769,15 @@ std::vector<Tensor> TracedCore::call(const TraceArgs& args) {
   // Eager mode, or a traced function called inside another trace (it inlines).
   if (eager) return body_(args);
   std::shared_ptr<Entry> e = lookup(args);
-  std::vector<Tensor> outs = run(*e, args);
-  // KILN_CHECK compares on the host against the reference interpreter: CPU plans only.
+  // KILN_CHECK compares on the host against eager mode and the reference
+  // interpreter: CPU plans only.
   bool first_check = false;
-  if (check_enabled() && !e->autograd_call && e->plan->device.is_cpu()) {
+  if (check_enabled() && e->plan->device.is_cpu()) {
     std::lock_guard<std::mutex> lock(mu_);
     first_check = !std::exchange(e->checked, true);
   }
-  if (first_check) check(*e, args, outs);
-  return outs;
+  if (first_check) return checked_run(*e, args);
+  return run(*e, args);
 }
 
 Graph TracedCore::graph(const TraceArgs& args, bool optimized) {

@@ -78,7 +78,10 @@ class TracedCore {
   std::shared_ptr<Entry> lookup(const TraceArgs& args);
   std::unique_ptr<Entry> build(const TraceArgs& args, bool artifacts);
   std::vector<Tensor> run(Entry& e, const TraceArgs& args);
-  void check(Entry& e, const TraceArgs& args, const std::vector<Tensor>& outs);
+  /// KILN_CHECK's run of a new signature (frontend/check.cpp): the body eagerly,
+  /// then the same state restored and the plan run, and everything compared.
+  std::vector<Tensor> checked_run(Entry& e, const TraceArgs& args);
+  void check_kernels(Entry& e, const TraceArgs& args);
 
   std::string name_;
   SourceLoc where_;

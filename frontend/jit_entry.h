@@ -30,6 +30,17 @@ struct GradGuard {
   bool expect_zero = false;  // the grad must still be the zeros a plan left
 };
 
+/// An argument or captured tensor the body wrote in place with grad on: after
+/// the call it holds the history eager mode would give it.
+struct HistoryWrite {
+  std::shared_ptr<TensorImpl> tensor;  // a captured tensor, or null for argument `arg`
+  int64_t arg = -1;
+  /// Takes: its new value requires grad, and it becomes an output of the call's
+  /// tape node (output `user_outputs + k`, k counting those that take); else it
+  /// loses its history (the value written required no grad).
+  bool takes = false;
+};
+
 struct TracedCore::Entry {
   std::vector<TensorType> types;
   std::vector<bool> requires_grad;
@@ -55,6 +66,10 @@ struct TracedCore::Entry {
   /// In-place writes to arguments: (argument position, plan output) copied into
   /// the caller's tensor after the call, as the eager ops would have written it.
   std::vector<std::pair<int64_t, size_t>> arg_writes;
+  std::vector<HistoryWrite> histories;
+  /// Per captured tensor, its autograd state when traced (0: no grad, 1: a leaf
+  /// that requires grad, 2: computed by ops): a change retraces.
+  std::vector<uint8_t> param_grad_state;
 
   // Autograd call: `plan` is the forward (user outputs, written-back grads,
   // then saved values);
@@ -68,6 +83,20 @@ struct TracedCore::Entry {
   std::vector<int64_t> wrt_args;       // argument positions that require grad
   std::vector<int64_t> wrt_params;     // parameter indices that require grad
   std::vector<size_t> seeded;          // outputs whose gradient the backward takes
+  std::vector<TensorType> call_out_types;  // the tape node's outputs: user outputs, then histories
+  /// Tape node outputs whose gradient reads values the forward saved (`op`
+  /// saved them). As in eager mode, a backward through them fails when those
+  /// are freed: by a backward() inside the body (freed_outputs), or by an
+  /// earlier backward through the call without retain_graph (reading_outputs).
+  struct SavedRead {
+    size_t output;
+    OpKind op;
+    SourceLoc loc;
+  };
+  std::vector<SavedRead> freed_outputs, reading_outputs;
+  /// Per wrt tensor (args, then params): the tape node outputs whose gradient
+  /// reaches it. Given none of those, its gradient is undefined, as eagerly.
+  std::vector<std::vector<size_t>> wrt_reached_by;
 };
 
 }  // namespace kiln::detail

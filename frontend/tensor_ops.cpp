@@ -64,6 +64,15 @@ int64_t count_of(const Tensor& x, const std::vector<int64_t>& dims) {
 
 // ---- views ----
 
+namespace {
+// A view op that changes nothing still makes a new tensor, as in PyTorch: an
+// alias of the storage with its own autograd state (under NoGradGuard it does
+// not require grad).
+Tensor identity_view(const Tensor& t, SourceLoc loc) {
+  return apply(OpKind::reshape, {t}, {{AttrKey::shape, t.sizes()}}, loc);
+}
+}  // namespace
+
 Tensor Tensor::reshape(Shape shape, Loc l) const {
   SourceLoc loc = here(l);
   Shape resolved;
@@ -73,7 +82,6 @@ Tensor Tensor::reshape(Shape shape, Loc l) const {
     e.attach(loc, "reshape");
     throw;
   }
-  if (resolved == sizes()) return *this;
   return apply(OpKind::reshape, {*this}, {{AttrKey::shape, resolved}}, loc);
 }
 
@@ -117,7 +125,7 @@ Tensor Tensor::squeeze(int64_t d, Loc l) const {
     e.attach(loc, "squeeze");
     throw;
   }
-  if (sizes()[nd] != 1) return *this;
+  if (sizes()[nd] != 1) return identity_view(*this, loc);
   Shape out = sizes();
   out.erase(out.begin() + nd);
   return reshape(out, l);
@@ -154,7 +162,7 @@ Tensor Tensor::t(Loc l) const {
     throw Error("t() expects a tensor of at most 2 dims, got " + shape_str(sizes()) +
                     " (use transpose(dim0, dim1))",
                 here(l));
-  if (dim() < 2) return *this;
+  if (dim() < 2) return identity_view(*this, here(l));
   return transpose(0, 1, l);
 }
 
@@ -168,7 +176,7 @@ Tensor Tensor::permute(std::vector<int64_t> dims, Loc l) const {
       throw;
     }
   }
-  if (dims == all_dims(dim())) return *this;
+  if (dims == all_dims(dim())) return identity_view(*this, loc);
   return apply(OpKind::permute, {*this}, {{AttrKey::perm, dims}}, loc);
 }
 
@@ -177,7 +185,7 @@ Tensor Tensor::expand(Shape shape, Loc l) const {
   int64_t lead = static_cast<int64_t>(shape.size()) - dim();
   for (size_t i = 0; i < shape.size(); ++i)
     if (shape[i] == -1 && static_cast<int64_t>(i) >= lead) shape[i] = sizes()[i - lead];
-  if (shape == sizes()) return *this;
+  if (shape == sizes()) return identity_view(*this, here(l));
   return apply(OpKind::expand, {*this}, {{AttrKey::shape, shape}}, here(l));
 }
 
@@ -201,7 +209,7 @@ Tensor Tensor::slice(int64_t d, std::optional<int64_t> start, std::optional<int6
   };
   int64_t s = clampi(start.value_or(0)), e = clampi(end.value_or(size));
   if (e < s) e = s;
-  if (s == 0 && e == size && step == 1) return *this;
+  if (s == 0 && e == size && step == 1) return identity_view(*this, loc);
   return apply(OpKind::slice, {*this},
                {{AttrKey::dim, nd}, {AttrKey::start, s}, {AttrKey::end, e}, {AttrKey::step, step}},
                loc);

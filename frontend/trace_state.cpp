@@ -53,8 +53,8 @@ Value TraceState::param_node(int64_t index) const {
 
 bool TraceState::requires_grad(const TensorImpl& t) const {
   if (t.symbolic()) return t.requires_grad;
-  auto it = captured_requires_grad.find(&t);
-  return it == captured_requires_grad.end() ? t.requires_grad : it->second;
+  auto it = taped_writes.find(&t);
+  return it == taped_writes.end() ? t.requires_grad : it->second;
 }
 
 Tensor TraceState::wrap(Value v, bool requires_grad) {
@@ -92,6 +92,7 @@ Tensor TraceState::grad_of(const Tensor& t, SourceLoc loc, bool user_read) {
   // An argument's gradient inside the trace starts from none; the call adds it
   // to the argument's .grad afterwards. A read before the user assigned it
   // would miss a gradient from before the call, so the call checks there is none.
+  if (user_read && !key->symbolic()) captured_grads_read.insert(key);
   const int64_t arg = user_read ? arg_position(key) : -1;
   if (arg >= 0 && (it == grads.end() || !it->second.assigned) &&
       std::find(arg_grads_read.begin(), arg_grads_read.end(), arg) == arg_grads_read.end())
@@ -164,15 +165,58 @@ std::vector<char> TraceState::gradient_reach(const std::vector<Value>& roots) co
   return reaching_nodes(graph, roots);
 }
 
+std::vector<char> TraceState::requiring_grad() const {
+  std::vector<char> rg(graph.size(), 0);
+  for (NodeId id = 0; id < graph.size(); ++id) {
+    const Node& n = graph[id];
+    if (n.op == OpKind::arg) {
+      const int64_t a = n.attrs.i(AttrKey::index);
+      rg[id] = a >= 0 && a < static_cast<int64_t>(arg_leaf.size()) && arg_leaf[static_cast<size_t>(a)];
+    } else if (n.op == OpKind::param) {
+      rg[id] = params[static_cast<size_t>(n.attrs.i(AttrKey::index))]->requires_grad;
+    } else if (op_info(n.op).differentiable &&
+               std::any_of(n.results.begin(), n.results.end(),
+                           [](const TensorType& t) { return is_floating(t.dtype); })) {
+      for (Value o : n.operands) rg[id] = rg[id] || rg[o.node];
+    }
+  }
+  return rg;
+}
+
+const Node* TraceState::freed_read(const std::vector<Value>& roots, bool only_freed) const {
+  if (only_freed && freed.empty()) return nullptr;
+  const std::vector<char> reach = gradient_reach(roots), rg = requiring_grad();
+  for (NodeId id = 0; id < graph.size(); ++id) {
+    const Node& n = graph[id];
+    const bool was_freed = id < freed.size() && freed[id];
+    if ((only_freed && !was_freed) || !reach[id] || !rg[id]) continue;
+    std::vector<TensorType> types;
+    std::vector<bool> needs;
+    for (Value o : n.operands) {
+      types.push_back(graph.type(o));
+      needs.push_back(rg[o.node]);
+    }
+    for (int64_t w = -1; w < static_cast<int64_t>(n.operands.size()); ++w)
+      if (detail::vjp_reads(n.op, n.attrs, types, needs, w)) return &n;
+  }
+  return nullptr;
+}
+
 std::vector<Tensor> TraceState::backward(const std::vector<Tensor>& roots,
                                          const std::vector<Tensor>& seeds,
                                          const std::vector<Tensor>& wrt, bool accumulate,
-                                         bool create_graph, SourceLoc loc) {
+                                         bool retain_graph, bool create_graph, SourceLoc loc) {
   did_backward = true;
   std::vector<Value> root_vals, seed_vals;
   for (const Tensor& r : roots) root_vals.push_back(value_of(r, loc));
   for (const Tensor& s : seeds) seed_vals.push_back(value_of(s, loc));
+  if (const Node* n = freed_read(root_vals)) throw detail::freed_graph_error(n->op, n->loc);
   std::vector<char> reach = gradient_reach(root_vals);
+  if (!retain_graph) {
+    const std::vector<char> rg = requiring_grad();
+    freed.resize(graph.size(), 0);
+    for (NodeId id = 0; id < reach.size(); ++id) freed[id] = freed[id] || (reach[id] && rg[id]);
+  }
 
   // The tensors to differentiate with respect to, and their current values.
   std::vector<Tensor> targets = wrt;

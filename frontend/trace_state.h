@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "frontend/tensor.h"
@@ -42,9 +43,10 @@ struct TraceState {
   /// captured one): a view derived at an older count is derived again.
   std::unordered_map<const TensorImpl*, uint64_t> writes;
 
-  /// Captured tensors that were given a value requiring grad (or not) by an
-  /// in-place write with grad on: the flag eager mode would now show.
-  std::unordered_map<const TensorImpl*, bool> captured_requires_grad;
+  /// Arguments and captured tensors given a new history by an in-place write
+  /// with grad on, with the requires_grad flag eager mode would now show. After
+  /// the call they take the call's history (or lose theirs), as eagerly.
+  std::unordered_map<const TensorImpl*, bool> taped_writes;
 
   /// Symbolic argument tensors, in order.
   std::vector<std::shared_ptr<TensorImpl>> args;
@@ -57,9 +59,14 @@ struct TraceState {
   std::vector<std::shared_ptr<autograd::CustomCall>> custom_calls;
   /// True once backward() or autograd::grad() ran inside the trace.
   bool did_backward = false;
+  /// Per node: a backward() without retain_graph went through it, which in
+  /// eager mode frees what its op saved.
+  std::vector<char> freed;
   /// Arguments whose .grad() the body read while it held only this call's
   /// gradient (eager mode would also see a gradient from before the call).
   std::vector<int64_t> arg_grads_read;
+  /// Captured tensors whose .grad() the body read.
+  std::unordered_set<const TensorImpl*> captured_grads_read;
 
   /// The graph value for an operand: symbolic tensors of this trace as they
   /// are, concrete tensors as (new or existing) parameters.
@@ -91,9 +98,16 @@ struct TraceState {
   /// Gradients of `roots` (seeded with `seeds`) with respect to `wrt` (empty:
   /// every leaf that requires grad and is reachable), as graph values.
   /// With accumulate, they are added into the leaves' grad slots.
+  /// Without retain_graph, the nodes it goes through count as freed.
   std::vector<Tensor> backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds,
-                               const std::vector<Tensor>& wrt, bool accumulate, bool create_graph,
-                               SourceLoc loc);
+                               const std::vector<Tensor>& wrt, bool accumulate, bool retain_graph,
+                               bool create_graph, SourceLoc loc);
+  /// Per node: whether its value requires grad (eager mode would give it a grad_fn).
+  std::vector<char> requiring_grad() const;
+  /// The first node a backward from `roots` would go through whose gradient
+  /// reads values its op saved, and (`only_freed`) an earlier backward freed
+  /// them (eager mode's "backward through the graph a second time"), or nullptr.
+  const Node* freed_read(const std::vector<Value>& roots, bool only_freed = true) const;
 };
 
 /// The trace recording on this thread, or nullptr.

@@ -449,3 +449,112 @@ TEST_CASE("a captured parameter returned as is shows its value before the step i
   CHECK(run(false) == std::vector<double>{1, 2});
   CHECK(run(true) == run(false));
 }
+
+// Each runs the same body eagerly and traced on fresh copies and compares them.
+namespace {
+template <class MakeState, class Body, class Compare>
+void eager_and_traced(MakeState make, Body body, Compare compare, int calls = 2) {
+  auto se = make(), st = make();
+  auto traced = jit([&]() { return body(st); });
+  for (int c = 0; c < calls; ++c) {
+    std::vector<Tensor> oe = body(se), ot = traced();
+    compare(se, st, oe, ot);
+  }
+}
+void same(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.defined() == b.defined());
+  if (a.defined()) kiln::test::check_close(a, b, 1e-12);
+}
+}  // namespace
+
+TEST_CASE("a captured tensor written with a value that requires grad takes that history after the call") {
+  // kiln-fuzz --seed 2 --program 295: c0 -= c1[4] makes c0 a non-leaf, eagerly and traced.
+  struct S { Tensor c0 = from_vector({-1.5, 0.75}, {1, 2}, kFloat64); Tensor c1 = leaf({1, 2, 3, 4, 5, 6}, {3, 2}); };
+  eager_and_traced([] { return S{}; },
+                   [](S& s) -> std::vector<Tensor> {
+                     s.c0.sub_(s.c1.narrow(0, 2, 1));
+                     return {s.c0.sum()};
+                   },
+                   [](S& e, S& t, auto& oe, auto& ot) {
+                     CHECK(t.c0.requires_grad());
+                     oe[0].backward();
+                     ot[0].backward();
+                     same(e.c1.grad(), t.c1.grad());  // the second call's gradient goes through the first's
+                     same(e.c0, t.c0);
+                   });
+}
+
+TEST_CASE("backward through a captured tensor's history freed by a backward inside the trace fails as eagerly") {
+  // kiln-fuzz --seed 2 --program 688.
+  auto make = [] { return std::pair{from_vector({1.5, -0.5}, {2}, kFloat64), leaf({2, 3}, {2})}; };
+  auto body = [](std::pair<Tensor, Tensor>& s) {
+    Tensor v = s.first.mul_(s.second);
+    Tensor loss = v.sum();
+    loss.backward();
+    return std::vector<Tensor>{loss};
+  };
+  auto se = make(), st = make();
+  auto traced = jit([&]() { return body(st); });
+  body(se);
+  traced();
+  KILN_CHECK_ERROR(body(se), "second time");
+  KILN_CHECK_ERROR(traced(), "second time");
+}
+
+TEST_CASE("an argument no output gradient reaches keeps .grad undefined after a backward through the call") {
+  // kiln-fuzz --seed 1 --program 246: a2 reaches only a0, whose history the loss does not use.
+  auto f = jit([](Tensor a0, Tensor a1, Tensor a2) {
+    a0.sub_(a2);
+    return std::vector<Tensor>{a1, a1.sum()};
+  });
+  Tensor a0 = from_vector({1, 2}, {2}, kFloat64), a1 = leaf({3}, {1}), a2 = leaf({4, 5}, {2});
+  f(a0, a1, a2)[1].backward();
+  CHECK(a1.grad().defined());
+  CHECK_FALSE(a2.grad().defined());
+}
+
+TEST_CASE("a view op that changes nothing under NoGradGuard gives a tensor that does not require grad") {
+  // kiln-fuzz --seed 7 --program 1965: squeeze of a dim that is not 1 returned the tensor itself.
+  Tensor a = leaf({1, 2}, {2});
+  Tensor p = a.pow(2.0);
+  NoGradGuard no_grad;
+  CHECK_FALSE(p.squeeze(0).requires_grad());
+  CHECK_FALSE(p.reshape({2}).requires_grad());
+  CHECK_FALSE(p.permute({0}).requires_grad());
+  CHECK_FALSE(p.slice(0, 0, 2).requires_grad());
+  Tensor v = p.reshape({2});
+  v.add_(1);  // still a view: the write reaches p
+  CHECK(p.to_vector<double>() == std::vector<double>{2, 5});
+}
+
+TEST_CASE("a write into a detached view gives its base the data, not a gradient path") {
+  // kiln-fuzz --seed 7 --program 689: a0.detach().sub_(a1); v @ a0 gave a1 twice its gradient.
+  auto body = [](Tensor a0, Tensor a1) {
+    Tensor v = a0.detach();
+    v.sub_(a1);
+    return v.matmul(a0).sum();
+  };
+  auto traced = jit(body);
+  Tensor e0 = from_vector({0.5, 1, -0.25}, {3}, kFloat64), t0 = e0.clone();
+  Tensor e1 = leaf({2}, {1}), t1 = leaf({2}, {1});
+  body(e0, e1).backward();
+  traced(t0, t1).backward();
+  same(e1.grad(), t1.grad());
+  same(e0, t0);
+}
+
+TEST_CASE("a traced step refuses to read a .grad that a captured tensor's eager history would still change") {
+  // kiln-fuzz --seed 7 --program 7271: the history's gradient arrives after the optimizer step.
+  Tensor w = leaf({0.5}, {1});
+  Tensor c = from_vector({-2}, {1}, kFloat64);
+  optim::SGD opt({w}, 0.1);
+  auto step = jit([&]() {
+    c.sub_(w);
+    Tensor loss = c.sum();
+    loss.backward();
+    opt.step();
+    return loss;
+  });
+  step();  // c has no history before the first call
+  KILN_CHECK_ERROR(step(), "captured tensor computed by eager ops", ".grad()", "optimizer");
+}

@@ -156,6 +156,85 @@ TEST_CASE("KILN_CHECK compares with the reference on new signatures") {
   set_check_enabled(false);
 }
 
+// A traced training step under KILN_CHECK leaves exactly what an unchecked one
+// leaves: the eager comparison run puts every tensor back as it was.
+TEST_CASE("KILN_CHECK compares a whole training step and changes nothing") {
+  auto make = [] {
+    manual_seed(11);
+    return nn::Sequential(nn::Linear(6, 5), nn::Tanh(), nn::Linear(5, 3));
+  };
+  nn::Sequential checked = make(), plain = make();
+  optim::Adam opt_c(checked->parameters(), 0.05), opt_p(plain->parameters(), 0.05);
+  manual_seed(12);
+  Tensor x = randn({4, 6}), y = randn({4, 3});
+  auto step_c = jit([&](Tensor in, Tensor target) {
+    opt_c.zero_grad();
+    Tensor loss = nn::functional::mse_loss(checked(in), target);
+    loss.backward();
+    opt_c.step();
+    return loss;
+  });
+  auto step_p = jit([&](Tensor in, Tensor target) {
+    opt_p.zero_grad();
+    Tensor loss = nn::functional::mse_loss(plain(in), target);
+    loss.backward();
+    opt_p.step();
+    return loss;
+  });
+  set_check_enabled(true);
+  for (int i = 0; i < 3; ++i) check_close(step_c(x, y), step_p(x, y), 0, 0);
+  set_check_enabled(false);
+  auto pc = checked->parameters(), pp = plain->parameters();
+  for (size_t i = 0; i < pc.size(); ++i) {
+    check_close(pc[i], pp[i], 0, 0);
+    check_close(pc[i].grad(), pp[i].grad(), 0, 0);
+  }
+}
+
+// A host value the trace baked in: eager mode and the plan update the weight
+// differently, and KILN_CHECK names the update and the line that recorded it.
+TEST_CASE("KILN_CHECK catches a parameter update that differs from eager mode") {
+  Tensor w = ones({3}, kFloat64).requires_grad_(true);
+  int calls = 0;
+  auto step = jit([&](Tensor x) {
+    Tensor loss = (w * x).sum();
+    loss.backward();
+    ++calls;
+    NoGradGuard no_grad;
+    w.sub_(w.grad() * (0.1 * calls));  // a host value: the trace keeps its first one
+    return loss;
+  });
+  set_check_enabled(true);
+  KILN_CHECK_ERROR(step(ones({3}, kFloat64)), "KILN_CHECK: after a call of", "captured tensor 0",
+                   "traced 0.9, eager 0.8", "computed by kernel", "jit_test.cpp");
+  set_check_enabled(false);
+}
+
+struct HostScaledGrad : autograd::Function<HostScaledGrad> {
+  static inline int backward_calls = 0;
+  static Tensor forward(autograd::Context*, Tensor x) { return x * 1.0; }
+  static std::vector<Tensor> backward(autograd::Context*, std::vector<Tensor> g) {
+    ++backward_calls;  // a host value: the traced backward keeps its first one
+    return {g[0] * static_cast<double>(backward_calls)};
+  }
+};
+
+// Traced forward, eager backward: KILN_CHECK compares the gradients the plan's
+// backward gives with eager mode's, for the same output gradients.
+TEST_CASE("KILN_CHECK compares the gradients of a traced forward") {
+  auto f = jit([](Tensor x) { return HostScaledGrad::apply(x).exp(); });
+  Tensor x = ones({4}, kFloat64).requires_grad_(true);
+  set_check_enabled(true);
+  KILN_CHECK_ERROR(f(x), "KILN_CHECK", "the gradient w.r.t. argument 0", "differs");
+  set_check_enabled(false);
+  auto g = jit([](Tensor x) { return (x.exp() * x).sum(); });
+  set_check_enabled(true);
+  Tensor y = g(x);  // the same gradients both ways: no error, and backward still works after
+  set_check_enabled(false);
+  y.backward();
+  check_close(x.grad(), (x.exp() * x + x.exp()).detach(), 1e-12);
+}
+
 TEST_CASE("dumps hold every stage and vectorized kernels") {
   namespace fs = std::filesystem;
   fs::path dir = fs::temp_directory_path() / ("kiln_dump_test_" + std::to_string(::getpid()));

@@ -49,9 +49,9 @@ RunResult run(const Program& p, bool traced) {
   CheckedAdam* checked = nullptr;
   if (p.optimizer == Optimizer::adam) {
     if (traced) {
-      opt = std::make_unique<optim::Adam>(params, 0.01);
+      opt = std::make_unique<optim::Adam>(params, adam_options());
     } else {
-      auto a = std::make_unique<CheckedAdam>(params, 0.01);
+      auto a = std::make_unique<CheckedAdam>(params, adam_options());
       checked = a.get();
       opt = std::move(a);
     }

@@ -6,8 +6,8 @@
 
 namespace kiln::fuzz {
 
-CheckedAdam::CheckedAdam(std::vector<Tensor> params, double lr)
-    : optim::Adam(std::move(params), lr) {
+CheckedAdam::CheckedAdam(std::vector<Tensor> params, optim::AdamOptions options)
+    : optim::Adam(std::move(params), options) {
   for (const Tensor& p : parameters()) {
     m_ref_.emplace_back(static_cast<size_t>(p.numel()), 0.0);
     v_ref_.emplace_back(static_cast<size_t>(p.numel()), 0.0);

@@ -11,9 +11,15 @@
 
 namespace kiln::fuzz {
 
+/// The fuzzer's Adam: eps 1e-3, so a gradient that is zero up to rounding (the
+/// sum of a softmax) moves the parameters by rounding-sized steps, not by lr
+/// times its sign, which would turn ulps into differences the comparison sees.
+inline optim::AdamOptions adam_options() { return optim::AdamOptions(0.01).eps(1e-3); }
+inline constexpr const char* kAdamSpelling = "optim::AdamOptions(0.01).eps(1e-3)";
+
 class CheckedAdam : public optim::Adam {
  public:
-  CheckedAdam(std::vector<Tensor> params, double lr);
+  CheckedAdam(std::vector<Tensor> params, optim::AdamOptions options);
   void step() override;
   /// The first step that differed from the formula ("" if none).
   const std::string& mismatch() const { return mismatch_; }

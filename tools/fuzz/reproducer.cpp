@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "tools/fuzz/instr.h"
+#include "tools/fuzz/oracle.h"
 
 namespace kiln::fuzz {
 
@@ -87,7 +88,7 @@ std::string reproducer(const Program& p, const std::string& title) {
   std::string opt_args;
   if (opt) {
     const char* type = p.optimizer == Optimizer::sgd ? "optim::SGD" : "optim::Adam";
-    const char* lr = p.optimizer == Optimizer::sgd ? "0.1" : "0.01";
+    const char* lr = p.optimizer == Optimizer::sgd ? "0.1" : kAdamSpelling;
     std::vector<std::string> params;
     for (size_t i = 0; i < p.inputs.size(); ++i)
       if (p.inputs[i].captured && p.inputs[i].requires_grad) params.push_back(names[i]);

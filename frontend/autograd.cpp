@@ -494,6 +494,22 @@ bool vjp_reads(OpKind op, const Attrs& attrs, const std::vector<TensorType>& ope
   return std::find(grads.begin(), grads.end(), target) != grads.end();
 }
 
+std::vector<std::shared_ptr<TensorImpl>> history_leaves(std::vector<const TapeNode*> roots) {
+  std::vector<std::shared_ptr<TensorImpl>> leaves;
+  std::unordered_set<const TapeNode*> seen;
+  std::unordered_set<const TensorImpl*> seen_leaves;
+  while (!roots.empty()) {
+    const TapeNode* n = roots.back();
+    roots.pop_back();
+    if (!n || !seen.insert(n).second) continue;
+    for (const TapeEdge& e : n->next) {
+      if (e.leaf && seen_leaves.insert(e.leaf.get()).second) leaves.push_back(e.leaf);
+      roots.push_back(e.fn.get());
+    }
+  }
+  return leaves;
+}
+
 Error freed_graph_error(OpKind op, SourceLoc loc) {
   return Error(std::string("backward through the graph a second time: the tensors saved by '") +
                    op_name(op) +

@@ -109,6 +109,8 @@ class RetainGraphsGuard {
  private:
   bool prev_;
 };
+/// The leaves that require grad which the tape reaches from `roots` (each once).
+std::vector<std::shared_ptr<TensorImpl>> history_leaves(std::vector<const TapeNode*> roots);
 /// The error of a backward that reaches values an earlier backward freed.
 Error freed_graph_error(OpKind op, SourceLoc loc);
 }  // namespace detail

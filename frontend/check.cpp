@@ -140,30 +140,21 @@ void put_back(const KeptTensor& k) {
 class KeptState {
  public:
   KeptState(const std::vector<Tensor>& args, const std::vector<std::shared_ptr<TensorImpl>>& params) {
-    std::vector<const TapeNode*> stack;
-    for (const Tensor& a : args) add(a.impl_ptr(), stack);
-    for (const auto& p : params) add(p, stack);
-    std::unordered_set<const TapeNode*> seen;
-    while (!stack.empty()) {
-      const TapeNode* n = stack.back();
-      stack.pop_back();
-      if (!n || !seen.insert(n).second) continue;
-      for (const TapeEdge& e : n->next) {
-        if (e.leaf) add(e.leaf, stack);
-        stack.push_back(e.fn.get());
-      }
-    }
+    std::vector<const TapeNode*> roots;
+    for (const Tensor& a : args) add(a.impl_ptr(), roots);
+    for (const auto& p : params) add(p, roots);
+    for (const auto& leaf : history_leaves(roots)) add(leaf, roots);
   }
   void put_back_all() const {
     for (const KeptTensor& k : kept_) put_back(k);
   }
 
  private:
-  void add(const std::shared_ptr<TensorImpl>& t, std::vector<const TapeNode*>& stack) {
+  void add(const std::shared_ptr<TensorImpl>& t, std::vector<const TapeNode*>& roots) {
     if (!t || !t->buffer || !seen_.insert(t.get()).second) return;
     kept_.push_back(keep(t));
-    if (t->grad) add(t->grad, stack);
-    stack.push_back(t->grad_fn.get());
+    if (t->grad) add(t->grad, roots);
+    roots.push_back(t->grad_fn.get());
   }
   std::unordered_set<const TensorImpl*> seen_;
   std::vector<KeptTensor> kept_;

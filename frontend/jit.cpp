@@ -326,23 +326,14 @@ void collect_arg_grad(TraceState& st, const TensorImpl* key, const GradSlot& slo
 // the call: the body must not read .grad() of a leaf that history reaches (an
 // optimizer step would miss that part of the gradient, silently).
 void check_history_grads_unread(const TraceState& st, const TensorImpl& t, SourceLoc where) {
-  std::vector<const TapeNode*> stack{t.grad_fn.get()};
-  std::unordered_set<const TapeNode*> seen;
-  while (!stack.empty()) {
-    const TapeNode* n = stack.back();
-    stack.pop_back();
-    if (!n || !seen.insert(n).second) continue;
-    for (const TapeEdge& e : n->next) {
-      if (e.leaf && st.captured_grads_read.count(e.leaf.get()))
-        throw Error("traced function: backward() inside it reaches a captured tensor computed by eager "
-                    "ops before the call, whose history leads to a tensor whose .grad() the function "
-                    "reads (an optimizer step reads it): the compiled call sends that gradient through "
-                    "the eager history only after it returns, so the read would miss it (expected the "
-                    "captured tensor detach()ed, or computed inside the traced function)",
-                    where);
-      stack.push_back(e.fn.get());
-    }
-  }
+  for (const auto& leaf : history_leaves({t.grad_fn.get()}))
+    if (st.captured_grads_read.count(leaf.get()))
+      throw Error("traced function: backward() inside it reaches a captured tensor computed by eager "
+                  "ops before the call, whose history leads to a tensor whose .grad() the function "
+                  "reads (an optimizer step reads it): the compiled call sends that gradient through "
+                  "the eager history only after it returns, so the read would miss it (expected the "
+                  "captured tensor detach()ed, or computed inside the traced function)",
+                  where);
 }
 
 // What the call writes besides its outputs: parameter updates, and the .grad of

@@ -249,7 +249,16 @@ std::vector<Tensor> TraceState::backward(const std::vector<Tensor>& roots,
       result.push_back(Tensor());
       continue;
     }
-    Tensor g = wrap(grads_v[k++], create_graph);
+    // Without create_graph a gradient is data, as eagerly: x.grad() read in the
+    // body, or a result of autograd::grad, passes no gradient on itself.
+    Value gv = grads_v[k++];
+    if (!create_graph) {
+      SourceLoc s0 = builder.loc;
+      builder.loc = loc;
+      gv = builder.op(OpKind::detach, {gv}, {});
+      builder.loc = s0;
+    }
+    Tensor g = wrap(gv, create_graph);
     if (accumulate) {
       Tensor cur = grad_of(t, loc, /*user_read=*/false);
       if (cur.defined()) {

@@ -558,3 +558,21 @@ TEST_CASE("a traced step refuses to read a .grad that a captured tensor's eager 
   step();  // c has no history before the first call
   KILN_CHECK_ERROR(step(), "captured tensor computed by eager ops", ".grad()", "optimizer");
 }
+
+TEST_CASE("x.grad() read inside a trace passes no gradient on, as eagerly") {
+  auto body = [](Tensor& w) {
+    Tensor l = (w * w).sum();
+    l.backward();
+    return (w.grad() * w).sum();  // d/dw = grad (2w), not 4w through the gradient's own graph
+  };
+  Tensor we = leaf({1.5, -2}, {2}), wt = leaf({1.5, -2}, {2});
+  Tensor oe = body(we);
+  auto f = jit([&]() { return body(wt); });
+  Tensor ot = f();
+  we.set_grad(Tensor());
+  wt.set_grad(Tensor());
+  oe.backward();
+  ot.backward();
+  CHECK(grad_of(we) == std::vector<double>{3, -4});
+  CHECK(grad_of(wt) == std::vector<double>{3, -4});
+}

@@ -429,14 +429,12 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
 }  // namespace
 
 bool grad_mode_enabled() { return t_grad_mode; }
-
-namespace detail {
-RetainGraphsGuard::RetainGraphsGuard() : prev_(t_retain_graphs) { t_retain_graphs = true; }
-RetainGraphsGuard::~RetainGraphsGuard() { t_retain_graphs = prev_; }
-}  // namespace detail
 void set_grad_mode(bool enabled) { t_grad_mode = enabled; }
 
 namespace detail {
+
+RetainGraphsGuard::RetainGraphsGuard() : prev_(t_retain_graphs) { t_retain_graphs = true; }
+RetainGraphsGuard::~RetainGraphsGuard() { t_retain_graphs = prev_; }
 
 void record_op(OpKind op, const Attrs& attrs, SourceLoc loc, const std::vector<Tensor>& inputs,
                const std::vector<Tensor>& outputs, std::shared_ptr<autograd::CustomCall> custom) {

@@ -160,8 +160,6 @@ class KeptState {
   std::vector<KeptTensor> kept_;
 };
 
-// What a run left, in a fixed order: outputs, then per argument and captured
-// tensor its value and .grad, then gradients w.r.t. the call's inputs.
 // Where the plan computes an observed tensor: its output `index`, or the update
 // of parameter `index`.
 struct PlanSource {
@@ -169,6 +167,8 @@ struct PlanSource {
   int64_t index = 0;
 };
 
+// What a run left, in a fixed order: outputs, then per argument and captured
+// tensor its value and .grad, then gradients w.r.t. the call's inputs.
 struct Observed {
   std::vector<std::string> what;
   std::vector<HostArray> values;  // empty storage: undefined
@@ -248,8 +248,6 @@ Sources plan_sources(const TracedCore::Entry& e, size_t n_args) {
   return s;
 }
 
-int grad_state_of(const TensorImpl& t) { return t.grad_fn ? 2 : t.requires_grad ? 1 : 0; }
-
 // Deterministic cotangents for the outputs' gradients.
 Tensor cotangent(const Tensor& like, size_t salt) {
   std::vector<double> v(static_cast<size_t>(like.numel()));
@@ -293,14 +291,14 @@ std::vector<Tensor> TracedCore::checked_run(Entry& e, const TraceArgs& args) {
             {PlanSource::Output, static_cast<int64_t>(i)});
     for (size_t i = 0; i < args.tensors.size(); ++i) {
       const TensorImpl& t = *args.tensors[i].impl();
-      o.add("argument " + std::to_string(i), args.tensors[i], grad_state_of(t), src.arg[i]);
+      o.add("argument " + std::to_string(i), args.tensors[i], autograd_state(t), src.arg[i]);
       o.add(".grad of argument " + std::to_string(i), t.grad ? Tensor(t.grad) : Tensor(), -1,
             src.arg_grad[i]);
     }
     for (size_t p = 0; p < e.params.size(); ++p) {
       const TensorImpl& t = *e.params[p];
       const std::string name = "captured tensor " + std::to_string(p) + " (" + t.type.str() + ")";
-      if (!grad_objects.count(&t)) o.add(name, Tensor(e.params[p]), grad_state_of(t), src.param[p]);
+      if (!grad_objects.count(&t)) o.add(name, Tensor(e.params[p]), autograd_state(t), src.param[p]);
       o.add(".grad of " + name, t.grad ? Tensor(t.grad) : Tensor(), -1, src.param_grad[p]);
     }
     o.state_size = o.what.size();

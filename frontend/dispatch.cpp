@@ -197,20 +197,14 @@ void assign(const Tensor& self, const Tensor& value_in, SourceLoc loc) {
           loc);
     if (s.symbolic() && s.alias) return write_view(self, value, taping, loc);
     Value v = tr->value_of(value, loc);
-    if (!taping && !tr->requires_grad(s) && value.requires_grad()) {
-      // Written under NoGradGuard into a tensor without history: it takes the
-      // data only, as eagerly.
-      SourceLoc saved = tr->builder.loc;
-      tr->builder.loc = loc;
-      v = tr->builder.op(OpKind::detach, {v}, {});
-      tr->builder.loc = saved;
-    } else if (!taping && tr->requires_grad(s)) {
+    if (!taping && tr->requires_grad(s)) {
       // Written under NoGradGuard: as in eager mode the tensor keeps its place
       // in the graph, so gradients of later uses still reach it.
-      SourceLoc saved = tr->builder.loc;
-      tr->builder.loc = loc;
-      v = tr->builder.op(OpKind::rebind, {v, tr->value_of(self, loc)}, {});
-      tr->builder.loc = saved;
+      v = tr->op_at(loc, OpKind::rebind, {v, tr->value_of(self, loc)});
+    } else if (!taping && value.requires_grad()) {
+      // Written under NoGradGuard into a tensor without history: it takes the
+      // data only, as eagerly.
+      v = tr->op_at(loc, OpKind::detach, {v});
     }
     if (taping) tr->taped_writes[&s] = value.requires_grad();
     if (s.symbolic()) {

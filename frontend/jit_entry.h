@@ -9,6 +9,10 @@
 #include "frontend/jit.h"
 #include "frontend/tensor_impl.h"
 
+namespace kiln {
+struct TraceState;
+}  // namespace kiln
+
 namespace kiln::detail {
 
 /// What happens to a captured tensor's or an argument's .grad after a compiled call.
@@ -53,7 +57,6 @@ struct TracedCore::Entry {
   std::vector<std::shared_ptr<TensorImpl>> params;
   std::vector<TensorType> out_types;   // every output of `plan`
   size_t user_outputs = 0;             // the first outputs go back to the caller
-  bool has_updates = false;
   bool checked = false;
   uint64_t last_use = 0;
 
@@ -98,5 +101,14 @@ struct TracedCore::Entry {
   /// reaches it. Given none of those, its gradient is undefined, as eagerly.
   std::vector<std::vector<size_t>> wrt_reached_by;
 };
+
+/// Parameter updates, and the .grad of captured tensors and arguments that a
+/// backward() inside the trace produced, as plan outputs or updates.
+void collect_grad_writebacks(TraceState& st, TracedCore::Entry& e, SourceLoc where);
+/// Arguments the body wrote in place: their final values become plan outputs.
+void collect_arg_writes(TraceState& st, TracedCore::Entry& e);
+/// Arguments and captured tensors written in place with grad on (Entry::histories);
+/// returns the values of those that take the call's history.
+std::vector<Value> collect_histories(TraceState& st, TracedCore::Entry& e);
 
 }  // namespace kiln::detail

@@ -57,6 +57,14 @@ bool TraceState::requires_grad(const TensorImpl& t) const {
   return it == taped_writes.end() ? t.requires_grad : it->second;
 }
 
+Value TraceState::op_at(SourceLoc loc, OpKind k, std::vector<Value> operands) {
+  const SourceLoc saved = builder.loc;
+  builder.loc = loc;
+  const Value v = builder.op(k, std::move(operands), {});
+  builder.loc = saved;
+  return v;
+}
+
 Tensor TraceState::wrap(Value v, bool requires_grad) {
   auto impl = std::make_shared<TensorImpl>();
   impl->type = graph.type(v);
@@ -252,21 +260,11 @@ std::vector<Tensor> TraceState::backward(const std::vector<Tensor>& roots,
     // Without create_graph a gradient is data, as eagerly: x.grad() read in the
     // body, or a result of autograd::grad, passes no gradient on itself.
     Value gv = grads_v[k++];
-    if (!create_graph) {
-      SourceLoc s0 = builder.loc;
-      builder.loc = loc;
-      gv = builder.op(OpKind::detach, {gv}, {});
-      builder.loc = s0;
-    }
+    if (!create_graph) gv = op_at(loc, OpKind::detach, {gv});
     Tensor g = wrap(gv, create_graph);
     if (accumulate) {
       Tensor cur = grad_of(t, loc, /*user_read=*/false);
-      if (cur.defined()) {
-        SourceLoc s2 = builder.loc;
-        builder.loc = loc;
-        g = wrap(builder.add(value_of(cur, loc), value_of(g, loc)), create_graph);
-        builder.loc = s2;
-      }
+      if (cur.defined()) g = wrap(op_at(loc, OpKind::add, {value_of(cur, loc), value_of(g, loc)}), create_graph);
       set_grad(t, g, /*assigned=*/false);
     }
     result.push_back(g);

@@ -79,6 +79,8 @@ struct TraceState {
   bool requires_grad(const TensorImpl& t) const;
   /// A symbolic tensor for a value of this trace.
   Tensor wrap(Value v, bool requires_grad = false);
+  /// builder.op(k, operands) recorded at the user's line `loc`.
+  Value op_at(SourceLoc loc, OpKind k, std::vector<Value> operands);
   /// A symbolic argument (a leaf, requiring grad as the call's tensor did).
   Tensor add_arg(int64_t index, const TensorType& t, bool requires_grad);
 

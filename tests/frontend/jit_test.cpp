@@ -167,20 +167,16 @@ TEST_CASE("KILN_CHECK compares a whole training step and changes nothing") {
   optim::Adam opt_c(checked->parameters(), 0.05), opt_p(plain->parameters(), 0.05);
   manual_seed(12);
   Tensor x = randn({4, 6}), y = randn({4, 3});
-  auto step_c = jit([&](Tensor in, Tensor target) {
-    opt_c.zero_grad();
-    Tensor loss = nn::functional::mse_loss(checked(in), target);
-    loss.backward();
-    opt_c.step();
-    return loss;
-  });
-  auto step_p = jit([&](Tensor in, Tensor target) {
-    opt_p.zero_grad();
-    Tensor loss = nn::functional::mse_loss(plain(in), target);
-    loss.backward();
-    opt_p.step();
-    return loss;
-  });
+  auto make_step = [](nn::Sequential& model, optim::Adam& opt) {
+    return jit([&model, &opt](Tensor in, Tensor target) {
+      opt.zero_grad();
+      Tensor loss = nn::functional::mse_loss(model(in), target);
+      loss.backward();
+      opt.step();
+      return loss;
+    });
+  };
+  auto step_c = make_step(checked, opt_c), step_p = make_step(plain, opt_p);
   set_check_enabled(true);
   for (int i = 0; i < 3; ++i) check_close(step_c(x, y), step_p(x, y), 0, 0);
   set_check_enabled(false);

@@ -1,0 +1,135 @@
+// What a traced call writes besides its outputs, collected when it is built:
+// parameter updates, .grad write-backs, in-place writes to arguments, and the
+// history that written tensors take (declared in jit_entry.h).
+#include <algorithm>
+
+#include "frontend/autograd.h"
+#include "frontend/jit_entry.h"
+#include "frontend/trace_state.h"
+
+namespace kiln::detail {
+namespace {
+
+// A value that is zero everywhere: a zero constant, possibly expanded or reshaped.
+bool is_zero_constant(const Graph& g, Value v) {
+  const Node* n = &g[v.node];
+  while (n->op == OpKind::expand || n->op == OpKind::reshape) n = &g[n->operands[0].node];
+  return n->op == OpKind::constant && n->attrs.f(AttrKey::value) == 0.0;
+}
+
+// An argument's gradient from backward() inside the trace: a plan output that
+// the call adds to (or, when the body assigned it, stores as) the argument's .grad.
+void collect_arg_grad(TraceState& st, const TensorImpl* key, const GradSlot& slot,
+                      std::vector<GradWriteback>& writebacks, std::vector<TensorType>& out_types) {
+  const int64_t arg = st.arg_position(key);
+  if (arg < 0) return;  // an intermediate's .grad lives and dies inside the trace
+  if (!slot.current.defined()) {
+    if (slot.assigned) writebacks.push_back({nullptr, GradWriteback::Clear, 0, arg});
+    return;
+  }
+  Value v = st.value_of(slot.current, SourceLoc());
+  const auto kind = slot.assigned ? GradWriteback::FromOutput : GradWriteback::AddOutput;
+  writebacks.push_back({nullptr, kind, st.graph.outputs.size(), arg});
+  st.graph.outputs.push_back(v);
+  out_types.push_back(st.graph.type(v));
+}
+
+// A captured tensor's gradient goes on through its eager history only after
+// the call: the body must not read .grad() of a leaf that history reaches (an
+// optimizer step would miss that part of the gradient, silently).
+void check_history_grads_unread(const TraceState& st, const TensorImpl& t, SourceLoc where) {
+  for (const auto& leaf : history_leaves({t.grad_fn.get()}))
+    if (st.captured_grads_read.count(leaf.get()))
+      throw Error("traced function: backward() inside it reaches a captured tensor computed by eager "
+                  "ops before the call, whose history leads to a tensor whose .grad() the function "
+                  "reads (an optimizer step reads it): the compiled call sends that gradient through "
+                  "the eager history only after it returns, so the read would miss it (expected the "
+                  "captured tensor detach()ed, or computed inside the traced function)",
+                  where);
+}
+
+}  // namespace
+
+// What the call writes besides its outputs: parameter updates, and the .grad of
+// captured tensors and arguments that backward() inside the trace produced
+// (extra plan outputs, or parameter updates for grads that exist already).
+void collect_grad_writebacks(TraceState& st, TracedCore::Entry& e, SourceLoc where) {
+  for (auto& [p, v] : st.param_current) st.graph.updates.push_back(ParamUpdate{p, v});
+  // Gradients of captured tensors are state: write them back after the call.
+  for (auto& [key, slot] : st.grads) {
+    if (key->symbolic()) {
+      collect_arg_grad(st, key, slot, e.grad_writebacks, e.out_types);
+      continue;
+    }
+    if (!slot.owner) continue;
+    if (slot.owner->grad_fn && !slot.assigned) {
+      // A captured tensor computed by eager ops: as eager backward() would, the
+      // call sends its gradient on through the ops that made it.
+      if (!slot.current.defined()) continue;
+      check_history_grads_unread(st, *slot.owner, where);
+      e.grad_writebacks.push_back({slot.owner, GradWriteback::AddOutput, st.graph.outputs.size()});
+      Value fv = st.value_of(slot.current, where);
+      st.graph.outputs.push_back(fv);
+      e.out_types.push_back(st.graph.type(fv));
+      continue;
+    }
+    e.guards.push_back(GradGuard{slot.owner, slot.initial.get(), slot.initial_zero});
+    if (!slot.current.defined()) {
+      if (slot.initial) e.grad_writebacks.push_back({slot.owner, GradWriteback::Clear, 0});
+      continue;
+    }
+    Value fv = st.value_of(slot.current, where);
+    const bool final_zero = is_zero_constant(st.graph, fv);
+    if (slot.initial && slot.initial_value.valid() && fv == slot.initial_value) continue;
+    if (slot.initial && slot.initial_zero && final_zero) continue;  // zeros stay zeros: no write
+    if (slot.initial) {
+      st.value_of(Tensor(slot.initial), where);
+      st.graph.updates.push_back(ParamUpdate{st.param_index.at(slot.initial.get()), fv});
+      if (final_zero) e.zero_after.push_back(slot.initial);
+    } else {
+      if (final_zero) e.zero_outputs.push_back(st.graph.outputs.size());
+      e.grad_writebacks.push_back({slot.owner, GradWriteback::FromOutput, st.graph.outputs.size()});
+      st.graph.outputs.push_back(fv);
+      e.out_types.push_back(st.graph.type(fv));
+    }
+  }
+  std::sort(st.graph.updates.begin(), st.graph.updates.end(),
+            [](auto& a, auto& b) { return a.param < b.param; });
+}
+
+// Arguments the body wrote in place: their final values become plan outputs
+// that the call copies into the caller's tensors.
+void collect_arg_writes(TraceState& st, TracedCore::Entry& e) {
+  for (NodeId id : st.graph.args()) {
+    const int64_t a = st.graph[id].attrs.i(AttrKey::index);
+    if (a < 0 || a >= static_cast<int64_t>(st.args.size())) continue;  // a seed of the backward
+    const Value now = st.args[static_cast<size_t>(a)]->value;
+    if (now == Value(id)) continue;
+    e.arg_writes.push_back({a, st.graph.outputs.size()});
+    st.graph.outputs.push_back(now);
+    e.out_types.push_back(st.graph.type(now));
+  }
+}
+
+// Arguments and captured tensors written in place with grad on: their new
+// history (or its loss), and the values that become the tape node's extra outputs.
+std::vector<Value> collect_histories(TraceState& st, TracedCore::Entry& e) {
+  std::vector<Value> roots;
+  auto add = [&](const TensorImpl* key, std::shared_ptr<TensorImpl> tensor, int64_t arg, Value now) {
+    auto it = st.taped_writes.find(key);
+    if (it == st.taped_writes.end()) return;
+    e.histories.push_back({std::move(tensor), arg, it->second});
+    if (it->second) roots.push_back(now);
+  };
+  for (const auto& [a, o] : e.arg_writes) {
+    const auto& sym = st.args[static_cast<size_t>(a)];
+    add(sym.get(), nullptr, a, sym->value);
+  }
+  for (size_t p = 0; p < st.params.size(); ++p) {
+    auto it = st.param_current.find(static_cast<int64_t>(p));
+    if (it != st.param_current.end()) add(st.params[p].get(), st.params[p], -1, it->second);
+  }
+  return roots;
+}
+
+}  // namespace kiln::detail

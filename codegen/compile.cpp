@@ -7,7 +7,9 @@
 
 #include "codegen/gpu_compile.h"
 #include "codegen/lower.h"
+#include "passes/collectives.h"
 #include "passes/pipeline.h"
+#include "runtime/reference.h"
 #include "runtime/cuda_driver.h"
 
 namespace kiln {
@@ -88,6 +90,60 @@ void add_check_step(const Graph& g, const FusionGroup& grp, SlotTable& slots, Pl
   r.step_values.push_back(grp.outputs);
 }
 
+// A bucket of collectives: its start or its wait step. The start adds the
+// bucket to plan.collectives; the wait refers to it.
+void add_collective_step(const Graph& g, const std::vector<FusionGroup>& groups,
+                         const CollectiveSchedule::Bucket& b, PlanStep::Kind kind,
+                         SlotTable& slots, Plan& plan, CompileReport& r) {
+  const Node& first = g[groups[b.groups.front()].nodes[0]];
+  PlanStep step;
+  step.kind = kind;
+  KernelInfo info;
+  info.kind = GroupKind::Opaque;
+  if (kind == PlanStep::CollectiveStart) {
+    PlanCollective c;
+    c.call = collective_call(first.op, first.attrs, g.type(first.operands[0]));
+    c.call.count = 0;
+    c.bucket = b.id;
+    c.loc = first.loc;
+    for (size_t gi : b.groups) {
+      const NodeId id = groups[gi].nodes[0];
+      c.inputs.push_back(slots.at(g[id].operands[0], g));
+      c.outputs.push_back(slots.at(Value(id), g));
+      c.call.count += g.type(g[id].operands[0]).numel();
+    }
+    const int64_t bytes = c.call.count * static_cast<int64_t>(dtype_size(c.call.dtype));
+    c.call.what = std::string(op_name(first.op)) + " of bucket " + std::to_string(b.id) + " (" +
+                  std::to_string(b.groups.size()) + (b.groups.size() == 1 ? " tensor, " : " tensors, ") +
+                  std::to_string(bytes) + " bytes)";
+    step.collective = static_cast<int32_t>(plan.collectives.size());
+    plan.collectives.push_back(std::move(c));
+    info.bytes_read = bytes;
+  } else {
+    for (size_t k = 0; k < plan.collectives.size(); ++k)
+      if (plan.collectives[k].bucket == b.id) step.collective = static_cast<int32_t>(k);
+    KILN_CHECK(step.collective >= 0, "internal: bucket ", b.id, " is waited for before it starts");
+    info.bytes_written = plan.collectives[static_cast<size_t>(step.collective)].call.count *
+                         static_cast<int64_t>(dtype_size(first.type().dtype));
+  }
+  step.name = "c" + std::to_string(b.id) + "_" + op_name(first.op) +
+              (kind == PlanStep::CollectiveStart ? "_start" : "_wait");
+  plan.steps.push_back(step);
+  info.name = step.name;
+  std::vector<Value> written;
+  for (size_t gi : b.groups) {
+    const NodeId id = groups[gi].nodes[0];
+    info.nodes.push_back(id);
+    if (g[id].loc.known() &&
+        std::find(info.sources.begin(), info.sources.end(), g[id].loc.str()) == info.sources.end())
+      info.sources.push_back(g[id].loc.str());
+    if (kind == PlanStep::CollectiveWait) written.push_back(Value(id));
+  }
+  r.kernels.push_back(info);
+  r.artifacts.push_back({});
+  r.step_values.push_back(written);
+}
+
 }  // namespace
 
 std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& opts,
@@ -151,7 +207,13 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
     r.groups = std::move(kept);
   }
 
-  if (opts.want_artifacts) r.fusion_text = fusion_plan_str(g, r.groups);
+  // Collectives wait just before their first reader and start as soon as their
+  // operands are ready (passes/collectives.h).
+  const CollectiveSchedule comm = schedule_collectives(g, r.groups, opts.overlap_collectives);
+  if (opts.want_artifacts) {
+    r.fusion_text = fusion_plan_str(g, r.groups);
+    r.schedule_text = collective_schedule_str(g, r.groups, comm);
+  }
   r.memory = plan_memory(g, r.groups);
 
   auto plan = std::make_shared<Plan>();
@@ -253,7 +315,26 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
     *trans = f != folded_transpose.end();
     return slots.at(*trans ? f->second : v, g);
   };
+  std::vector<int64_t> bucket_at(r.groups.size(), -1);  // a bucket's first group -> bucket
+  std::vector<char> later_member(r.groups.size(), 0);
+  for (size_t b = 0; b < comm.buckets.size(); ++b) {
+    bucket_at[comm.buckets[b].groups.front()] = static_cast<int64_t>(b);
+    for (size_t k = 1; k < comm.buckets[b].groups.size(); ++k) later_member[comm.buckets[b].groups[k]] = 1;
+  }
+  auto start_buckets_after = [&](size_t after) {
+    for (size_t b = 0; b < comm.buckets.size(); ++b)
+      if (comm.buckets[b].start_after == after)
+        add_collective_step(g, r.groups, comm.buckets[b], PlanStep::CollectiveStart, slots, *plan, r);
+  };
+  start_buckets_after(CollectiveSchedule::kBeforeAll);
   for (size_t gi = 0; gi < r.groups.size(); ++gi) {
+    if (gi > 0) start_buckets_after(gi - 1);
+    if (later_member[gi]) continue;
+    if (bucket_at[gi] >= 0) {
+      add_collective_step(g, r.groups, comm.buckets[static_cast<size_t>(bucket_at[gi])],
+                          PlanStep::CollectiveWait, slots, *plan, r);
+      continue;
+    }
     FusionGroup grp = r.groups[gi];
     copts.in_place = group_in_place[gi];
     // Constant data (a literal, an arange) is written by an ordinary kernel.

@@ -17,6 +17,7 @@ namespace kiln {
 
 struct CompileOptions {
   bool fusion = true;           // false: one kernel per op (the unfused baseline)
+  bool overlap_collectives = true;  // false: each collective starts where it is waited for
   bool want_artifacts = false;  // keep pass texts, kernel IR, LLVM IR and assembly
   std::string cache_dir;        // on-disk kernel cache; empty disables it
 };
@@ -27,6 +28,7 @@ struct CompileReport {
   Graph optimized;                    // the graph after the pass pipeline
   std::vector<FusionGroup> groups;
   std::string fusion_text;
+  std::string schedule_text;          // where each bucket of collectives starts and waits
   MemoryPlan memory;
   std::vector<KernelInfo> kernels;    // per plan step, in order
   std::vector<KernelArtifacts> artifacts;

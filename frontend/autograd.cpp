@@ -585,6 +585,32 @@ std::vector<Tensor> finish_custom(const std::shared_ptr<CustomCall>& call,
 
 }  // namespace autograd::detail
 
+namespace {
+std::mutex g_hooks_mu;
+std::vector<std::pair<int, std::function<void(SourceLoc)>>> g_post_backward_hooks;
+int g_next_hook = 1;
+
+void run_post_backward_hooks(SourceLoc loc) {
+  std::vector<std::function<void(SourceLoc)>> hooks;
+  {
+    std::lock_guard<std::mutex> lock(g_hooks_mu);
+    for (auto& h : g_post_backward_hooks) hooks.push_back(h.second);
+  }
+  for (auto& h : hooks) h(loc);
+}
+}  // namespace
+
+int autograd::add_post_backward_hook(std::function<void(SourceLoc)> fn) {
+  std::lock_guard<std::mutex> lock(g_hooks_mu);
+  g_post_backward_hooks.emplace_back(g_next_hook, std::move(fn));
+  return g_next_hook++;
+}
+
+void autograd::remove_post_backward_hook(int id) {
+  std::lock_guard<std::mutex> lock(g_hooks_mu);
+  std::erase_if(g_post_backward_hooks, [&](const auto& h) { return h.first == id; });
+}
+
 void Tensor::backward(const Tensor& gradient, bool retain_graph, bool create_graph, Loc l) const {
   SourceLoc loc = SourceLoc::from(l);
   if (!defined()) throw Error("backward() on an undefined tensor", loc);
@@ -606,10 +632,11 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph, bool create_gra
   }
   if (TraceState* tr = current_trace()) {
     tr->backward({*this}, {seed}, {}, /*accumulate=*/true, retain_graph || create_graph, create_graph, loc);
-    return;
+  } else {
+    // As in PyTorch, create_graph implies retain_graph.
+    run_backward({*this}, {seed}, {}, retain_graph || create_graph, create_graph, loc);
   }
-  // As in PyTorch, create_graph implies retain_graph.
-  run_backward({*this}, {seed}, {}, retain_graph || create_graph, create_graph, loc);
+  run_post_backward_hooks(loc);
 }
 
 std::vector<Tensor> autograd::grad(const std::vector<Tensor>& outputs,

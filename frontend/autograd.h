@@ -83,6 +83,11 @@ namespace autograd {
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
                          bool create_graph = false, bool allow_unused = false, KILN_LOC);
+/// Calls `fn` after every backward() that accumulates into .grad (eagerly, or
+/// recorded inside a trace), on the thread that ran it; returns an id for
+/// remove_post_backward_hook. DistributedDataParallel averages gradients here.
+int add_post_backward_hook(std::function<void(SourceLoc)> fn);
+void remove_post_backward_hook(int id);
 }  // namespace autograd
 
 namespace detail {

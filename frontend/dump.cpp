@@ -66,6 +66,8 @@ std::string write_dump(const std::string& dir, const std::string& function, cons
                       p.changed ? head.str() + p.graph_text : head.str() + "unchanged\n");
   }
   write_file_atomic((root / "fusion.txt").string(), r.fusion_text);
+  if (!r.schedule_text.empty())
+    write_file_atomic((root / "collectives.txt").string(), r.schedule_text);
   write_file_atomic((root / "memory.txt").string(), memory_plan_str(r.memory));
 
   std::ostringstream sum;

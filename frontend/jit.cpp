@@ -412,6 +412,7 @@ std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool
   auto t1 = std::chrono::steady_clock::now();
   CompileOptions opts;
   opts.fusion = fusion_override_ >= 0 ? fusion_override_ == 1 : fusion_enabled();
+  opts.overlap_collectives = settings().overlap;
   opts.want_artifacts = artifacts;
   opts.cache_dir = cache_dir();
   e->report = std::make_unique<CompileReport>();

@@ -40,6 +40,7 @@ Settings& settings() {
     Settings s;
     s.jit = env_flag("KILN_JIT", true);
     s.fusion = env_flag("KILN_FUSION", true);
+    s.overlap = env_flag("KILN_OVERLAP", true);
     s.check = env_flag("KILN_CHECK", false);
     s.dump_dir = env("KILN_DUMP");
     s.log = env("KILN_LOG");

@@ -1,6 +1,7 @@
 // Kiln's switches, read once from the environment; the API setters override.
 //   KILN_JIT=0         run traced functions eagerly (debugging)
 //   KILN_FUSION=0      one kernel per op (the unfused baseline)
+//   KILN_OVERLAP=0     collectives do not overlap computation (the baseline of the overlap)
 //   KILN_CHECK=1       on each new signature, also run eagerly and compare
 //   KILN_DUMP=dir      write dumps of every compiled function under dir
 //   KILN_LOG=a,b       log categories to stderr: recompiles, compile, profile, all
@@ -14,6 +15,7 @@ namespace kiln {
 struct Settings {
   bool jit = true;
   bool fusion = true;
+  bool overlap = true;  // KILN_OVERLAP=0: collectives start only where they are waited for
   bool check = false;
   std::string dump_dir;
   std::string log;

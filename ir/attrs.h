@@ -33,7 +33,12 @@ namespace kiln {
   X(interior)             \
   X(seed)                 \
   X(fn)                   \
-  X(name)
+  X(name)                 \
+  X(reduce)               \
+  X(root)                 \
+  X(world)                \
+  X(bucket)               \
+  X(bucket_bytes)
 
 enum class AttrKey : uint8_t {
 #define KILN_X(n) n,

@@ -51,6 +51,8 @@ const char* category_name(OpCategory c) {
       return "Matmul";
     case OpCategory::Check:
       return "Check";
+    case OpCategory::Collective:
+      return "Collective";
     case OpCategory::Custom:
       return "Custom";
   }
@@ -89,6 +91,29 @@ std::string TensorType::str() const {
   if (device.is_cuda())
     prefix = device.index == 0 ? "cuda:" : "cuda:" + std::to_string(device.index) + ":";
   return prefix + dtype_name(dtype) + shape_str(shape);
+}
+
+const char* reduce_op_name(ReduceOp r) {
+  switch (r) {
+    case ReduceOp::sum:
+      return "sum";
+    case ReduceOp::avg:
+      return "avg";
+    case ReduceOp::max:
+      return "max";
+    case ReduceOp::min:
+      return "min";
+  }
+  return "?";
+}
+
+bool parse_reduce_op(std::string_view s, ReduceOp* out) {
+  for (ReduceOp r : {ReduceOp::sum, ReduceOp::avg, ReduceOp::max, ReduceOp::min})
+    if (s == reduce_op_name(r)) {
+      *out = r;
+      return true;
+    }
+  return false;
 }
 
 }  // namespace kiln

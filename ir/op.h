@@ -35,6 +35,7 @@ enum class OpCategory : uint8_t {
   Movement,
   Matmul,
   Check,
+  Collective,
   Custom
 };
 
@@ -75,6 +76,12 @@ bool has_identity(OpKind k);
 /// shape and dtype rules. Throws kiln::Error (expected vs got, no location:
 /// callers attach it). Not for Input/Creation/Custom ops, whose type is given.
 TensorType infer_type(OpKind k, std::span<const TensorType> operands, const Attrs& attrs);
+
+/// The reduction of a collective (all_reduce, reduce_scatter): attribute `reduce`.
+enum class ReduceOp : uint8_t { sum, avg, max, min };
+const char* reduce_op_name(ReduceOp r);
+/// Parses "sum", "avg", "max", "min"; false for anything else.
+bool parse_reduce_op(std::string_view s, ReduceOp* out);
 
 /// All op kinds, in table order (for table-driven tests and benchmarks).
 const std::vector<OpKind>& all_ops();

@@ -87,6 +87,26 @@ DType dtype_integer(OpKind, Types in, const Attrs& a) {
   return in[0].dtype;
 }
 
+// Collectives: a numeric operand; `world` >= 1; a known reduction where one is
+// taken (avg only of floating-point values); a root among the ranks.
+DType dtype_collective(OpKind k, Types in, const Attrs& a) {
+  KILN_CHECK(in[0].dtype != DType::b8, "expected a numeric tensor, got bool");
+  const int64_t world = a.i(AttrKey::world);
+  KILN_CHECK(world >= 1, "expected a world size >= 1, got ", world);
+  if (k == OpKind::all_reduce || k == OpKind::reduce_scatter) {
+    ReduceOp r;
+    const std::string& name = a.str(AttrKey::reduce);
+    KILN_CHECK(parse_reduce_op(name, &r), "expected reduce sum, avg, max or min, got '", name, "'");
+    KILN_CHECK(r != ReduceOp::avg || is_floating(in[0].dtype),
+               "expected a floating-point tensor for reduce avg, got ", dtype_name(in[0].dtype));
+  }
+  if (k == OpKind::broadcast) {
+    const int64_t root = a.i(AttrKey::root);
+    KILN_CHECK(root >= 0 && root < world, "expected a root rank in [0, ", world, "), got ", root);
+  }
+  return in[0].dtype;
+}
+
 // ---- Shape rules ----
 
 Shape shape_same(OpKind, Types in, const Attrs&) {
@@ -220,6 +240,25 @@ Shape shape_pad(OpKind, Types in, const Attrs& a) {
   int64_t size = out[dim];
   out[dim] = low + high + size + std::max<int64_t>(size - 1, 0) * interior;
   return out;
+}
+
+// all_gather: every rank's operand, concatenated along dim 0.
+Shape shape_all_gather(OpKind, Types in, const Attrs& a) {
+  KILN_CHECK(in[0].rank() >= 1, "expected a tensor of rank >= 1 (gathered along dim 0), got a scalar");
+  Shape s = in[0].shape;
+  s[0] *= a.i(AttrKey::world);
+  return s;
+}
+
+// reduce_scatter: this rank's 1/world of dim 0.
+Shape shape_reduce_scatter(OpKind, Types in, const Attrs& a) {
+  KILN_CHECK(in[0].rank() >= 1, "expected a tensor of rank >= 1 (scattered along dim 0), got a scalar");
+  const int64_t world = a.i(AttrKey::world);
+  Shape s = in[0].shape;
+  KILN_CHECK(world >= 1 && s[0] % world == 0, "expected dim 0 (", s[0],
+             ") divisible by the world size ", world);
+  s[0] /= world;
+  return s;
 }
 
 Shape shape_matmul(OpKind, Types in, const Attrs&) {

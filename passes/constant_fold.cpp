@@ -28,9 +28,9 @@ bool is_constant_data(const Node& n) {
 bool foldable(const Node& n) {
   OpCategory c = op_info(n.op).category;
   // Checks are not folded: a bad constant index is reported when the plan runs,
-  // with the user's line, like any other.
+  // with the user's line, like any other. Collectives communicate at run time.
   return c != OpCategory::Input && c != OpCategory::Creation && c != OpCategory::Custom &&
-         c != OpCategory::Check && !n.operands.empty();
+         c != OpCategory::Check && c != OpCategory::Collective && !n.operands.empty();
 }
 
 // Ops that map uniform operands to a uniform result, so they can be evaluated on

@@ -38,7 +38,7 @@ enum class Role : uint8_t {
   Fusible,   // elementwise, movement, arange
   Reduce,
   Matmul,
-  Opaque,  // custom, checks, rand, randn, literal: always alone
+  Opaque,  // custom, checks, collectives, rand, randn, literal: always alone
 };
 
 Role role_of(OpKind k) {
@@ -47,6 +47,7 @@ Role role_of(OpKind k) {
       return Role::None;
     case OpCategory::Custom:
     case OpCategory::Check:
+    case OpCategory::Collective:
       return Role::Opaque;
     case OpCategory::Creation:
       if (k == OpKind::constant) return Role::Constant;

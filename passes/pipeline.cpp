@@ -6,6 +6,7 @@
 
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "passes/collectives.h"
 #include "passes/constant_fold.h"
 #include "passes/cse.h"
 #include "passes/dce.h"
@@ -25,6 +26,7 @@ constexpr NamedPass kPasses[] = {
     {"fold_constants", fold_constants},
     {"cse", cse},
     {"dce", dce},
+    {"bucket_collectives", bucket_collectives},
 };
 
 void verify_after(const Graph& g, const char* when) {

@@ -1,5 +1,5 @@
 // The pass pipeline: one straight, named list (DESIGN.md, "Passes").
-//   verify -> simplify -> fold_constants -> cse -> dce -> (fusion planning)
+//   verify -> simplify -> fold_constants -> cse -> dce -> bucket_collectives -> (fusion planning)
 // With dumping on, the graph after each pass is kept (or marked unchanged),
 // with the time each pass took.
 #pragma once

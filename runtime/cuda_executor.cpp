@@ -120,6 +120,12 @@ void execute_cuda_plan(const Plan& plan, void* const* args, void* const* params,
     cuda::copy_to_device(staging->dev, staging->host, entries * sizeof(void*), device);
   }
 
+  // Collectives stage through host memory: the copy to the host waits for the
+  // kernels that produced the inputs; the results go back on the stream.
+  CollectiveRuns comms(
+      plan, ptr.data(),
+      [](void* host, const void* slot, size_t bytes, int dev) { cuda::copy_to_host(host, slot, bytes, dev); },
+      [](void* slot, const void* host, size_t bytes, int dev) { cuda::copy_to_device(slot, host, bytes, dev); });
   size_t offset = 0;
   try {
     for (const PlanStep& step : plan.steps) {
@@ -134,6 +140,12 @@ void execute_cuda_plan(const Plan& plan, void* const* args, void* const* params,
           cuda::copy_device(ptr[static_cast<size_t>(step.slots[1])], src, host.size(), device);
           break;
         }
+        case PlanStep::CollectiveStart:
+          comms.start(step);
+          break;
+        case PlanStep::CollectiveWait:
+          comms.wait(step);
+          break;
         case PlanStep::GpuKernel:
           launch_on(step.gpu_fn, step.launch, step.range,
                     static_cast<void**>(staging->dev) + offset, device);
@@ -164,6 +176,7 @@ void execute_cuda_plan(const Plan& plan, void* const* args, void* const* params,
     }
   } catch (...) {
     // A failed check: give back what this call took, then report it.
+    comms.finish();
     if (staging) release(*staging, device);
     for (size_t t = 0; t < temps.size(); ++t) cuda_free(temps[t], temp_size(t), device);
     throw;

@@ -70,6 +70,9 @@ void execute_plan(const Plan& plan, void* const* args, void* const* params, void
       cpu_free(temps[t], static_cast<size_t>(std::max<int64_t>(plan.temp_bytes[t], 1)));
   };
   std::vector<void*> kargs;
+  CollectiveRuns comms(
+      plan, ptr, [](void* host, const void* slot, size_t bytes, int) { std::memcpy(host, slot, bytes); },
+      [](void* slot, const void* host, size_t bytes, int) { std::memcpy(slot, host, bytes); });
   const bool profiling = g_profiling.load(std::memory_order_relaxed);
   try {
     for (const PlanStep& step : plan.steps) {
@@ -80,6 +83,10 @@ void execute_plan(const Plan& plan, void* const* args, void* const* params, void
         check_index_step(step, ptr[step.slots[0]], in.type);
         if (ptr[step.slots[1]] != ptr[step.slots[0]])
           std::memcpy(ptr[step.slots[1]], ptr[step.slots[0]], static_cast<size_t>(in.bytes()));
+      } else if (step.kind == PlanStep::CollectiveStart) {
+        comms.start(step);
+      } else if (step.kind == PlanStep::CollectiveWait) {
+        comms.wait(step);
       } else if (step.kind == PlanStep::Kernel) {
         void* local[16];
         void** bufs = local;
@@ -106,6 +113,7 @@ void execute_plan(const Plan& plan, void* const* args, void* const* params, void
       if (profiling) record_step(step.name, t0);
     }
   } catch (...) {
+    comms.finish();  // no collective still reads or writes this run's buffers
     free_temps();  // a failed check, or an allocation inside BLAS
     throw;
   }
@@ -132,6 +140,55 @@ void execute_plan(const Plan& plan, void* const* args, void* const* params, void
     return;
   }
   free_temps();
+}
+
+void CollectiveRuns::start(const PlanStep& step) {
+  const PlanCollective& c = plan_.collectives[static_cast<size_t>(step.collective)];
+  const size_t esize = dtype_size(c.call.dtype);
+  std::vector<char> packed(static_cast<size_t>(c.call.count) * esize);
+  size_t at = 0;
+  for (int32_t s : c.inputs) {
+    const size_t bytes = static_cast<size_t>(plan_.slots[static_cast<size_t>(s)].bytes());
+    if (bytes) read_(packed.data() + at, ptr_[s], bytes, plan_.device.index);
+    at += bytes;
+  }
+  try {
+    tickets_[static_cast<size_t>(step.collective)] = collectives::start_call(c.call, std::move(packed));
+  } catch (Error& e) {
+    e.attach(c.loc);
+    throw;
+  }
+}
+
+void CollectiveRuns::wait(const PlanStep& step) {
+  const PlanCollective& c = plan_.collectives[static_cast<size_t>(step.collective)];
+  collectives::Ticket t = std::move(tickets_[static_cast<size_t>(step.collective)]);
+  KILN_CHECK(t, "internal: ", step.name, " waits for a collective that was not started");
+  const std::vector<char>* got = nullptr;
+  try {
+    got = &collectives::wait(t);
+  } catch (Error& e) {
+    e.attach(c.loc);
+    throw;
+  }
+  size_t at = 0;
+  for (int32_t s : c.outputs) {
+    const size_t bytes = static_cast<size_t>(plan_.slots[static_cast<size_t>(s)].bytes());
+    if (bytes) write_(ptr_[s], got->data() + at, bytes, plan_.device.index);
+    at += bytes;
+  }
+}
+
+void CollectiveRuns::finish() noexcept {
+  for (collectives::Ticket& t : tickets_) {
+    if (!t) continue;
+    try {
+      (void)collectives::wait(t);
+    } catch (...) {
+      // The step that failed first is the error this run reports.
+    }
+    t.reset();
+  }
 }
 
 void check_index_step(const PlanStep& step, const void* in, const TensorType& type) {

@@ -14,6 +14,7 @@
 #include "ir/device.h"
 #include "ir/error.h"
 #include "ir/op.h"
+#include "runtime/collective.h"
 #include "runtime/storage.h"
 
 namespace kiln {
@@ -44,7 +45,10 @@ struct PlanStep {
   /// IndexCheck: slots {in, out}; checks that every element of `in` is in [0, high)
   /// (throwing kiln::Error naming check_op and `loc`), then copies it to `out`.
   /// Runs on the host for both devices (a CUDA plan waits for its stream there).
-  enum Kind : uint8_t { Kernel, Matmul, GpuKernel, GpuMatmul, IndexCheck };
+  /// CollectiveStart: packs the inputs of plan.collectives[collective] and hands
+  /// them to the communication thread (runtime/collective.h); the plan goes on.
+  /// CollectiveWait: waits for it and writes the results into their slots.
+  enum Kind : uint8_t { Kernel, Matmul, GpuKernel, GpuMatmul, IndexCheck, CollectiveStart, CollectiveWait };
   Kind kind = Kernel;
   std::string name;
   CpuKernelFn fn = nullptr;      // Kernel
@@ -65,12 +69,24 @@ struct PlanStep {
   int64_t high = 0;      // IndexCheck: the exclusive bound
   std::string check_op;  // IndexCheck: the op the user called ("cross_entropy")
   SourceLoc loc;         // IndexCheck: the user's line that recorded the check
+  int32_t collective = -1;  // CollectiveStart, CollectiveWait: index into plan.collectives
+};
+
+/// One bucket of collectives: the same call over its members' elements, packed
+/// in order (a bucket of gradient all_reduces is one MPI call).
+struct PlanCollective {
+  CollectiveCall call;             // count: every member's elements
+  std::vector<int32_t> inputs;     // slots, one per member
+  std::vector<int32_t> outputs;    // slots, one per member
+  int64_t bucket = 0;
+  SourceLoc loc;                   // the first member's line, for errors
 };
 
 struct Plan {
   Device device;  // where every slot lives and every step runs
   std::vector<PlanSlot> slots;
   std::vector<PlanStep> steps;
+  std::vector<PlanCollective> collectives;
   std::vector<int32_t> outputs;  // slot of each graph output
   struct Update {
     int64_t param;
@@ -103,6 +119,29 @@ void release_kept(KeptBuffers& keep);
 /// Runs an IndexCheck step on host memory: checks `in` (a dense buffer of
 /// `type`), attaching the step's location to the error (both executors).
 void check_index_step(const PlanStep& step, const void* in, const TensorType& type);
+
+/// The collectives a plan run has started and not yet waited for (both
+/// executors). `start` packs the inputs through `read` (host memory, or a copy
+/// from the device), `wait` unpacks through `write`. finish() waits for any still
+/// in flight (after a failed step), so no call outlives its run.
+class CollectiveRuns {
+ public:
+  using Read = void (*)(void* host, const void* slot, size_t bytes, int device);
+  using Write = void (*)(void* slot, const void* host, size_t bytes, int device);
+  CollectiveRuns(const Plan& plan, void* const* ptr, Read read, Write write)
+      : plan_(plan), ptr_(ptr), read_(read), write_(write), tickets_(plan.collectives.size()) {}
+  ~CollectiveRuns() { finish(); }
+  void start(const PlanStep& step);
+  void wait(const PlanStep& step);
+  void finish() noexcept;
+
+ private:
+  const Plan& plan_;
+  void* const* ptr_;
+  Read read_;
+  Write write_;
+  std::vector<collectives::Ticket> tickets_;
+};
 
 /// Fills ptr[s] with the buffer of every slot of `plan` (both executors).
 void resolve_slots(const Plan& plan, void* const* args, void* const* params, void* const* outputs,

@@ -4,6 +4,7 @@
 
 #include "ir/error.h"
 #include "runtime/blas.h"
+#include "runtime/collective.h"
 #include "runtime/reference_impl.h"
 #include "runtime/strided_loop.h"
 
@@ -41,6 +42,41 @@ View as_dtype(const View& v, DType dt, std::vector<std::shared_ptr<Storage>>& ke
 }
 
 }  // namespace detail
+
+CollectiveCall collective_call(OpKind k, const Attrs& attrs, const TensorType& in) {
+  CollectiveCall c;
+  c.op = k;
+  c.dtype = in.dtype;
+  c.count = in.numel();
+  if (attrs.has(AttrKey::reduce)) {
+    KILN_CHECK(parse_reduce_op(attrs.str(AttrKey::reduce), &c.reduce), "unknown reduce '",
+               attrs.str(AttrKey::reduce), "'");
+  }
+  c.root = static_cast<int>(attrs.i(AttrKey::root, 0));
+  c.what = std::string(op_name(k)) + " of " + in.str();
+  if (c.op == OpKind::all_reduce || c.op == OpKind::reduce_scatter)
+    c.what += " (" + std::string(reduce_op_name(c.reduce)) + ")";
+  const int64_t traced = attrs.i(AttrKey::world);
+  const int world = collectives::world_size();
+  KILN_CHECK(traced == world, op_name(k), " was recorded for a world of ", traced,
+             " ranks but runs in a world of ", world,
+             " (trace again after distributed::init())");
+  return c;
+}
+
+void reference_collective(OpKind k, const Attrs& attrs, const View& in, const View& out) {
+  std::vector<std::shared_ptr<Storage>> keep;
+  View send = in;
+  if (!in.contiguous()) {
+    send = detail::scratch(in.shape, in.dtype, keep);
+    copy_to(in, send);
+  }
+  const CollectiveCall c = collective_call(k, attrs, TensorType{in.dtype, in.shape, {}});
+  if (out.contiguous()) return collectives::run(c, send.data, out.data);
+  View recv = detail::scratch(out.shape, out.dtype, keep);
+  collectives::run(c, send.data, recv.data);
+  copy_to(recv, out);
+}
 
 void reference_kernel(OpKind k, const Attrs& attrs, std::span<const View> inputs, const View& out) {
   const OpInfo& info = op_info(k);
@@ -83,6 +119,9 @@ void reference_kernel(OpKind k, const Attrs& attrs, std::span<const View> inputs
       expect(1);
       check_indices(inputs[0], attrs.i(AttrKey::high), attrs.str(AttrKey::name));
       return copy_to(inputs[0], out);
+    case OpCategory::Collective:
+      expect(1);
+      return reference_collective(k, attrs, inputs[0], out);
   }
 }
 

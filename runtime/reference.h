@@ -10,6 +10,7 @@
 
 #include "ir/attrs.h"
 #include "ir/op.h"
+#include "runtime/collective.h"
 #include "runtime/storage.h"
 
 namespace kiln {
@@ -20,6 +21,12 @@ namespace kiln {
 /// is empty and `out` gives the result shape. Check ops throw kiln::Error on a
 /// bad value, else copy their operand. Not for Input or Custom ops.
 void reference_kernel(OpKind k, const Attrs& attrs, std::span<const View> inputs, const View& out);
+
+/// A collective node's call (runtime/collective.h) for an operand of type `in`;
+/// throws kiln::Error when the node was recorded for another world size.
+CollectiveCall collective_call(OpKind k, const Attrs& attrs, const TensorType& in);
+/// Runs a collective node over host views (eager CPU ops, the interpreter).
+void reference_collective(OpKind k, const Attrs& attrs, const View& in, const View& out);
 
 /// Copies any strided view into a dense buffer of the same shape and dtype, or
 /// casts while copying when dtypes differ.

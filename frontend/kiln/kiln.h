@@ -8,5 +8,6 @@
 #include "frontend/optim.h"
 #include "frontend/tensor.h"
 #include "frontend/jit.h"
+#include "frontend/distributed.h"
 #include "frontend/npy.h"
 #include "frontend/serialize.h"

@@ -207,6 +207,20 @@ std::vector<Case> reduction_cases() {
       Case{"layer-norm rows",
            {in({3, 8}), in({8}), in({8})},
            [](V v) { return layer_norm_rows(v[0], v[1], v[2]); }},
+      // A world of one process (no launcher): the collectives give the operand
+      // back, and carry no gradient (tests/distributed runs them on two ranks).
+      // Finite differences would see through them, so the matrix compares modes only.
+      Case{"collectives (a world of one)",
+           {in({4, 3})},
+           [](V v) {
+             if (!distributed::is_initialized()) distributed::init();
+             Tensor r = distributed::reduce_scatter(distributed::all_gather(v[0] * 2), ReduceOp::avg);
+             Tensor c = v[0].detach().clone();
+             distributed::all_reduce(c, ReduceOp::max);
+             distributed::broadcast(c, 0);
+             return v[0] * (r + c);
+           },
+           /*finite_differences=*/false},
   };
 }
 

@@ -60,6 +60,10 @@ inline Graph every_op_graph() {
   (void)b.sum(ints, {0, 1}, false);
   (void)b.op(OpKind::check_index, {ints},
              Attrs{{AttrKey::high, int64_t{8}}, {AttrKey::name, std::string("gather")}});
+  for (OpKind k : {OpKind::all_reduce, OpKind::all_gather, OpKind::reduce_scatter, OpKind::broadcast})
+    (void)b.op(k, {x},
+               Attrs{{AttrKey::reduce, std::string("avg")}, {AttrKey::root, int64_t{0}},
+                     {AttrKey::world, int64_t{1}}, {AttrKey::bucket, int64_t{0}}});
   (void)b.op(OpKind::max, {x},
              Attrs{{AttrKey::dims, std::vector<int64_t>{0}}, {AttrKey::keepdim, int64_t{0}}});
   (void)b.op(OpKind::min, {xd},

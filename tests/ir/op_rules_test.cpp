@@ -131,6 +131,16 @@ std::vector<Case> cases() {
                Attrs{{AttrKey::high, int64_t{-1}}, {AttrKey::name, std::string("x")}},
                {},
                "expected a bound (high) >= 0, got -1"});
+  // Collectives: the operand's type, all_gather and reduce_scatter along dim 0.
+  const Attrs two{{AttrKey::reduce, std::string("sum")}, {AttrKey::world, int64_t{2}}};
+  c.push_back({OpKind::all_reduce, {f23}, two, f23});
+  c.push_back({OpKind::all_gather, {f23}, Attrs{{AttrKey::world, int64_t{2}}}, ty(DType::f32, {4, 3})});
+  c.push_back({OpKind::reduce_scatter, {f23}, two, ty(DType::f32, {1, 3})});
+  c.push_back({OpKind::broadcast, {i23}, Attrs{{AttrKey::root, int64_t{1}}, {AttrKey::world, int64_t{2}}}, i23});
+  c.push_back({OpKind::all_reduce, {i23}, Attrs{{AttrKey::reduce, std::string("avg")}, {AttrKey::world, int64_t{2}}},
+               {}, "floating-point tensor for reduce avg"});
+  c.push_back({OpKind::reduce_scatter, {f23}, Attrs{{AttrKey::reduce, std::string("sum")}, {AttrKey::world, int64_t{4}}},
+               {}, "divisible by the world size 4"});
   // Empty reductions: sum of nothing is 0; max, min, argmax and argmin of nothing are errors.
   const TensorType f03 = ty(DType::f32, {0, 3});
   c.push_back({OpKind::sum, {f03}, reduce_attrs({0}, 0), ty(DType::f32, {3})});

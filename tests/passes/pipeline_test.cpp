@@ -9,7 +9,7 @@ using passtest::ir;
 
 TEST_CASE("the pipeline is one named list") {
   CHECK(pipeline_pass_names() ==
-        std::vector<std::string>{"simplify", "fold_constants", "cse", "dce"});
+        std::vector<std::string>{"simplify", "fold_constants", "cse", "dce", "bucket_collectives"});
 }
 
 TEST_CASE("the pipeline simplifies, folds, merges and cleans up, logging each pass") {
@@ -38,11 +38,11 @@ TEST_CASE("the pipeline simplifies, folds, merges and cleans up, logging each pa
       "return %3\n";
   CHECK(print_graph(out) == want);
   passtest::check_same_results(g, out);
-  REQUIRE(log.size() == 4);
+  REQUIRE(log.size() == 5);
   for (size_t i = 0; i < log.size(); ++i) {
     CHECK(log[i].name == pipeline_pass_names()[i]);
     CHECK(log[i].ms >= 0);
-    CHECK(log[i].changed);
+    CHECK(log[i].changed == (i < 4));  // no collectives to bucket
     verify(ir(log[i].graph_text));
   }
   CHECK(log[3].graph_text == want);
@@ -50,7 +50,7 @@ TEST_CASE("the pipeline simplifies, folds, merges and cleans up, logging each pa
   // Running it again changes nothing; without `record` no text is kept.
   std::vector<PassRecord> again;
   CHECK(print_graph(run_pipeline(out, PipelineOptions{false, true}, &again)) == want);
-  REQUIRE(again.size() == 4);
+  REQUIRE(again.size() == 5);
   for (const PassRecord& r : again) {
     CHECK_FALSE(r.changed);
     CHECK(r.graph_text.empty());

@@ -37,6 +37,9 @@ Case tiny_case(OpKind k) {
       return {{x, f32({3}, {1, 2, 3})}, {}};
     case OpCategory::Ternary:
       return {{arr(DType::b8, {2, 1}, {1, 0}), x, f32({}, {0})}, {}};
+    case OpCategory::Collective:  // a world of one process: the operand itself
+      return {{x}, Attrs{{AttrKey::reduce, std::string("sum")}, {AttrKey::root, int64_t{0}},
+                         {AttrKey::world, int64_t{1}}}};
     case OpCategory::Reduce:
       if (k == OpKind::argmax || k == OpKind::argmin)
         return {{x}, Attrs{{AttrKey::dim, int64_t{1}}, {AttrKey::keepdim, int64_t{0}}}};
@@ -86,6 +89,8 @@ TEST_CASE("every op in the table has a reference kernel") {
       CHECK_THROWS_AS(reference_kernel(k, {}, {}, out.v), Error);
       continue;
     }
+    if (c == OpCategory::Collective && !collectives::started())
+      collectives::start(make_self_communicator, 10);
     Case tc = tiny_case(k);
     Arr out;
     if (c == OpCategory::Creation) {

@@ -1,0 +1,191 @@
+// kiln::distributed (see distributed.h): init and the collectives as ops, the
+// data-parallel wrapper and the sampler.
+#include "frontend/distributed.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <numeric>
+#include <random>
+
+#include "frontend/autograd.h"
+#include "frontend/dispatch.h"
+#include "frontend/settings.h"
+#include "runtime/collective.h"
+
+namespace kiln::distributed {
+
+namespace {
+
+double default_timeout(double given) {
+  if (const char* env = std::getenv("KILN_DIST_TIMEOUT")) {
+    char* end = nullptr;
+    double s = std::strtod(env, &end);
+    if (end == env || *end || !(s > 0))
+      throw Error(std::string("KILN_DIST_TIMEOUT: expected a number of seconds > 0, got '") + env +
+                  "'");
+    return s;
+  }
+  return given;
+}
+
+Attrs collective_attrs(std::initializer_list<std::pair<AttrKey, AttrValue>> extra) {
+  Attrs a(extra);
+  a.set(AttrKey::world, static_cast<int64_t>(collectives::world_size()));
+  return a;
+}
+
+// A collective op on t's value (no gradient: collectives move data).
+Tensor collective(OpKind k, const Tensor& t, Attrs attrs, SourceLoc loc) {
+  if (!t.defined()) throw Error(std::string(op_name(k)) + ": expected a defined tensor", loc);
+  if (!collectives::started())
+    throw Error(std::string(op_name(k)) +
+                    ": distributed is not initialised (call kiln::distributed::init() first)",
+                loc);
+  NoGradGuard no_grad;
+  return detail::apply(k, {t.detach()}, std::move(attrs), loc);
+}
+
+}  // namespace
+
+void init(const InitOptions& opts) {
+  const double timeout = default_timeout(opts.timeout_s);
+  std::string b = opts.backend;
+  if (b == "auto") b = launched_by_mpi() ? "mpi" : "self";
+  if (b == "mpi") {
+    if (!have_mpi())
+      throw Error(
+          "distributed::init: backend mpi, but this Kiln was built without MPI (install "
+          "libopenmpi-dev and openmpi-bin, then configure and build again)");
+    collectives::start(make_mpi_communicator, timeout);
+  } else if (b == "self") {
+    collectives::start(make_self_communicator, timeout);
+  } else {
+    throw Error("distributed::init: expected backend auto, mpi or self, got '" + opts.backend + "'");
+  }
+  if (log_enabled("distributed"))
+    fprintf(stderr, "kiln distributed: rank %d of %d (%s), timeout %g s\n", collectives::rank(),
+            collectives::world_size(), collectives::backend().c_str(), timeout);
+}
+
+bool is_initialized() {
+  return collectives::started();
+}
+void finalize() {
+  collectives::stop();
+}
+int rank() {
+  return collectives::rank();
+}
+int world_size() {
+  return collectives::world_size();
+}
+std::string backend() {
+  return collectives::backend();
+}
+void barrier() {
+  collectives::barrier();
+}
+void set_timeout(double seconds) {
+  collectives::set_timeout_s(seconds);
+}
+
+void all_reduce(Tensor& t, ReduceOp op, Loc l) {
+  SourceLoc loc = SourceLoc::from(l);
+  Tensor r = collective(OpKind::all_reduce, t,
+                        collective_attrs({{AttrKey::reduce, std::string(reduce_op_name(op))}}), loc);
+  NoGradGuard no_grad;
+  t.copy_(r, l);
+}
+
+void broadcast(Tensor& t, int root, Loc l) {
+  SourceLoc loc = SourceLoc::from(l);
+  Tensor r = collective(OpKind::broadcast, t, collective_attrs({{AttrKey::root, int64_t{root}}}), loc);
+  NoGradGuard no_grad;
+  t.copy_(r, l);
+}
+
+Tensor all_gather(const Tensor& t, Loc l) {
+  return collective(OpKind::all_gather, t, collective_attrs({}), SourceLoc::from(l));
+}
+
+Tensor reduce_scatter(const Tensor& t, ReduceOp op, Loc l) {
+  return collective(OpKind::reduce_scatter, t,
+                    collective_attrs({{AttrKey::reduce, std::string(reduce_op_name(op))}}),
+                    SourceLoc::from(l));
+}
+
+DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> module,
+                                                 DDPOptions opts, Loc l)
+    : module_(std::move(module)), opts_(opts) {
+  SourceLoc loc = SourceLoc::from(l);
+  if (!module_) throw Error("DistributedDataParallel: expected a module, got none", loc);
+  if (!(opts_.bucket_cap_mb > 0))
+    throw Error("DistributedDataParallel: expected bucket_cap_mb > 0, got " +
+                    std::to_string(opts_.bucket_cap_mb),
+                loc);
+  if (!collectives::started())
+    throw Error(
+        "DistributedDataParallel: distributed is not initialised (call "
+        "kiln::distributed::init() first)",
+        loc);
+  if (opts_.broadcast_parameters)
+    for (Tensor& p : module_->parameters()) broadcast(p, 0, l);
+  hook_ = autograd::add_post_backward_hook([this](SourceLoc at) {
+    sync_gradients(Loc::current());
+    (void)at;
+  });
+}
+
+DistributedDataParallel::~DistributedDataParallel() {
+  autograd::remove_post_backward_hook(hook_);
+}
+
+void DistributedDataParallel::sync_gradients(Loc l) {
+  SourceLoc loc = SourceLoc::from(l);
+  const auto bucket_bytes = static_cast<int64_t>(opts_.bucket_cap_mb * 1024 * 1024);
+  std::vector<Tensor> params = module_->parameters();
+  // The last layer's gradients are ready first: that order, as PyTorch's DDP.
+  for (auto it = params.rbegin(); it != params.rend(); ++it) {
+    Tensor g = it->grad();
+    if (!g.defined()) continue;
+    Tensor avg = collective(OpKind::all_reduce, g,
+                            collective_attrs({{AttrKey::reduce, std::string("avg")},
+                                              {AttrKey::bucket_bytes, bucket_bytes}}),
+                            loc);
+    NoGradGuard no_grad;
+    g.copy_(avg, l);
+  }
+}
+
+DistributedSampler::DistributedSampler(int64_t size, bool shuffle, uint64_t seed, bool drop_last,
+                                       int num_replicas, int rank)
+    : dataset_size_(size), shuffle_(shuffle), drop_last_(drop_last), seed_(seed) {
+  replicas_ = num_replicas >= 0 ? num_replicas : world_size();
+  rank_ = rank >= 0 ? rank : distributed::rank();
+  KILN_CHECK(size >= 0, "DistributedSampler: expected a data set size >= 0, got ", size);
+  KILN_CHECK(replicas_ >= 1, "DistributedSampler: expected num_replicas >= 1, got ", replicas_);
+  KILN_CHECK(rank_ >= 0 && rank_ < replicas_, "DistributedSampler: expected a rank in [0, ",
+             replicas_, "), got ", rank_);
+  per_rank_ = drop_last_ ? size / replicas_ : (size + replicas_ - 1) / replicas_;
+}
+
+std::vector<int64_t> DistributedSampler::indices() const {
+  std::vector<int64_t> all(static_cast<size_t>(dataset_size_));
+  std::iota(all.begin(), all.end(), int64_t{0});
+  if (shuffle_) {
+    std::mt19937_64 gen(seed_ + static_cast<uint64_t>(epoch_));
+    for (size_t i = all.size(); i > 1; --i) {  // Fisher-Yates, the same on every rank
+      std::uniform_int_distribution<size_t> pick(0, i - 1);
+      std::swap(all[i - 1], all[pick(gen)]);
+    }
+  }
+  const size_t total = static_cast<size_t>(per_rank_ * replicas_);
+  if (all.size() > total) all.resize(total);
+  for (size_t i = 0; all.size() < total && !all.empty(); ++i) all.push_back(all[i]);
+  std::vector<int64_t> mine;
+  for (size_t i = static_cast<size_t>(rank_); i < all.size(); i += static_cast<size_t>(replicas_))
+    mine.push_back(all[i]);
+  return mine;
+}
+
+}  // namespace kiln::distributed

@@ -1,0 +1,119 @@
+// kiln::distributed: data parallelism across processes (torch.distributed /
+// c10d names). Ranks are processes started by mpirun (MPI, on CPUs); without
+// a launcher init() gives a world of one process. Every collective is an op
+// (IR ops all_reduce, all_gather, reduce_scatter, broadcast): eagerly it runs
+// at once on the communication thread; inside a trace it is a node, and the
+// compiled plan starts it as soon as its operands are ready and waits for it
+// just before its first reader. DistributedDataParallel averages gradients
+// after every backward(), so a traced training step with it is one plan whose
+// gradient all-reduces overlap the rest of the backward pass.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "frontend/nn.h"
+#include "frontend/tensor.h"
+#include "ir/op.h"
+
+namespace kiln::distributed {
+
+using kiln::ReduceOp;
+
+struct InitOptions {
+  /// "auto": MPI when started by an MPI launcher (mpirun), else one process;
+  /// "mpi": MPI always (a lone process is a world of one); "self": one process.
+  std::string backend = "auto";
+  /// A collective that does not complete in this time fails on every rank that
+  /// waits for it, naming it and the ranks that never arrived (KILN_DIST_TIMEOUT
+  /// overrides the default).
+  double timeout_s = 300;
+};
+
+/// Starts the communication thread (and MPI). Throws kiln::Error when already
+/// initialised, or when MPI is asked for in a build without it.
+void init(const InitOptions& opts = {});
+bool is_initialized();
+/// Stops the communication thread and finalises MPI (also done at exit).
+void finalize();
+int rank();
+int world_size();
+/// "mpi" or "self".
+std::string backend();
+void barrier();
+void set_timeout(double seconds);
+
+/// Reduces `t` over the ranks, in place (every rank gets the result), as
+/// torch.distributed.all_reduce. No gradient flows through it.
+void all_reduce(Tensor& t, ReduceOp op = ReduceOp::sum, KILN_LOC);
+/// Every rank's `t` becomes rank `root`'s, in place.
+void broadcast(Tensor& t, int root = 0, KILN_LOC);
+/// Every rank's `t`, concatenated along dim 0 in rank order (all_gather_into_tensor).
+Tensor all_gather(const Tensor& t, KILN_LOC);
+/// Reduces over the ranks, then returns this rank's 1/world_size of dim 0
+/// (reduce_scatter_tensor); dim 0 must divide by the world size.
+Tensor reduce_scatter(const Tensor& t, ReduceOp op = ReduceOp::sum, KILN_LOC);
+
+struct DDPOptions {
+  /// Gradients are all-reduced in buckets of about this size (PyTorch's bucket_cap_mb).
+  double bucket_cap_mb = 25;
+  /// Copy rank 0's parameters to every rank when the wrapper is made.
+  bool broadcast_parameters = true;
+};
+
+/// Data parallelism around a module (torch.nn.parallel.DistributedDataParallel):
+/// on construction every rank gets rank 0's parameters; after every backward()
+/// each parameter's gradient is averaged over the ranks, so each rank's
+/// optimizer takes the same step. Eagerly one all_reduce per parameter; in a
+/// trace the plan groups them into buckets that start while the rest of the
+/// backward still runs. Every rank must run the same steps (as in PyTorch); a
+/// parameter with no gradient on a step is skipped, on every rank alike.
+class DistributedDataParallel {
+ public:
+  explicit DistributedDataParallel(std::shared_ptr<nn::Module> module, DDPOptions opts = {},
+                                   KILN_LOC);
+  template <class Holder>
+    requires requires(const Holder& h) { h.ptr(); }
+  explicit DistributedDataParallel(const Holder& module, DDPOptions opts = {}, KILN_LOC)
+      : DistributedDataParallel(std::static_pointer_cast<nn::Module>(module.ptr()), opts, loc) {}
+  ~DistributedDataParallel();
+  DistributedDataParallel(const DistributedDataParallel&) = delete;
+  DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
+
+  nn::Module& module() const { return *module_; }
+  std::vector<Tensor> parameters() const { return module_->parameters(); }
+  /// Averages every parameter's gradient now (backward() does it by itself).
+  void sync_gradients(KILN_LOC);
+
+ private:
+  std::shared_ptr<nn::Module> module_;
+  DDPOptions opts_;
+  int hook_ = 0;
+};
+
+/// Splits the indices of a data set of `size` items among the ranks
+/// (torch.utils.data.DistributedSampler): shuffled per epoch with `seed` (the
+/// same permutation on every rank), padded by repeating indices so every rank
+/// gets the same count (or trimmed, with drop_last), then rank r takes every
+/// world_size-th index from r.
+class DistributedSampler {
+ public:
+  explicit DistributedSampler(int64_t size, bool shuffle = true, uint64_t seed = 0,
+                              bool drop_last = false, int num_replicas = -1, int rank = -1);
+  void set_epoch(int64_t epoch) { epoch_ = epoch; }
+  /// This rank's indices for the current epoch.
+  std::vector<int64_t> indices() const;
+  /// How many indices each rank gets.
+  int64_t size() const { return per_rank_; }
+
+ private:
+  int64_t dataset_size_, per_rank_;
+  bool shuffle_, drop_last_;
+  uint64_t seed_;
+  int replicas_, rank_;
+  int64_t epoch_ = 0;
+};
+
+}  // namespace kiln::distributed

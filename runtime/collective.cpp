@@ -1,0 +1,334 @@
+// The communication thread and the world-of-one communicator (collective.h).
+#include "runtime/collective.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "ir/error.h"
+
+namespace kiln {
+
+int64_t collective_recv_count(const CollectiveCall& c, int world) {
+  switch (c.op) {
+    case OpKind::all_gather:
+      return c.count * world;
+    case OpKind::reduce_scatter:
+      return c.count / world;
+    default:
+      return c.count;
+  }
+}
+
+namespace {
+
+class SelfCommunicator final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string backend() const override { return "self"; }
+  void run(const CollectiveCall& c, const void* send, void* recv, double) override {
+    std::memcpy(recv, send, static_cast<size_t>(c.count) * dtype_size(c.dtype));
+  }
+  void barrier(double) override {}
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_self_communicator() {
+  return std::make_unique<SelfCommunicator>();
+}
+
+bool launched_by_mpi() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"})
+    if (std::getenv(v)) return true;
+  return false;
+}
+
+struct collectives::Pending {
+  CollectiveCall call;
+  std::vector<char> send, recv;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::exception_ptr error;
+};
+
+namespace {
+
+double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// The communication thread: runs queued tasks in order, each with the communicator.
+class Engine {
+ public:
+  void start(std::function<std::unique_ptr<Communicator>()> make, double timeout_s) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (running_)
+      throw Error("distributed: already initialised (" + backend_ + ", rank " +
+                  std::to_string(rank_) + " of " + std::to_string(size_) + ")");
+    timeout_s_ = timeout_s;
+    broken_.clear();
+    stopping_ = false;
+    ready_ = false;
+    init_error_ = nullptr;
+    thread_ = std::thread([this, make = std::move(make)] { loop(make); });
+    cv_.wait(lock, [&] { return ready_; });
+    if (init_error_) {
+      lock.unlock();
+      thread_.join();
+      std::rethrow_exception(init_error_);
+    }
+    running_ = true;
+  }
+
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!running_) return;
+      stopping_ = true;
+      running_ = false;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  bool running() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return running_;
+  }
+
+  // Queues `task` (run on the thread with the communicator).
+  void post(std::function<void(Communicator&)> task) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!running_)
+        throw Error(
+            "distributed: not initialised (call kiln::distributed::init() before any "
+            "collective or DistributedDataParallel)");
+      queue_.push_back(std::move(task));
+    }
+    cv_.notify_all();
+  }
+
+  int rank() { return checked().rank_; }
+  int size() { return checked().size_; }
+  std::string backend() { return checked().backend_; }
+  double timeout_s() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return timeout_s_;
+  }
+  void set_timeout_s(double s) {
+    KILN_CHECK(s > 0, "distributed: expected a timeout > 0 seconds, got ", s);
+    std::lock_guard<std::mutex> lock(mu_);
+    timeout_s_ = s;
+  }
+  collectives::Stats stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_;
+  }
+
+  // Runs one call on the thread (called there): checks for an earlier failure first.
+  void execute(Communicator& comm, collectives::Pending& p) {
+    std::string broken;
+    double timeout;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      broken = broken_;
+      timeout = timeout_s_;
+    }
+    if (!broken.empty())
+      throw Error("distributed: " + p.call.what + " not run: the communicator failed earlier: " +
+                  broken);
+    auto t0 = std::chrono::steady_clock::now();
+    try {
+      comm.run(p.call, p.send.data(), p.recv.data(), timeout);
+    } catch (const Error& e) {
+      std::lock_guard<std::mutex> lock(mu_);
+      broken_ = e.what();
+      throw;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.calls++;
+    stats_.bytes += static_cast<int64_t>(p.send.size());
+    stats_.busy_ms += ms_between(t0, std::chrono::steady_clock::now());
+  }
+
+  void mark_broken(const std::string& why) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (broken_.empty()) broken_ = why;
+  }
+
+ private:
+  Engine& checked() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!running_)
+      throw Error("distributed: not initialised (call kiln::distributed::init() first)");
+    return *this;
+  }
+
+  void loop(const std::function<std::unique_ptr<Communicator>()>& make) {
+    std::unique_ptr<Communicator> comm;
+    try {
+      comm = make();
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu_);
+      init_error_ = std::current_exception();
+      ready_ = true;
+      cv_.notify_all();
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      rank_ = comm->rank();
+      size_ = comm->size();
+      backend_ = comm->backend();
+      ready_ = true;
+    }
+    cv_.notify_all();
+    for (;;) {
+      std::function<void(Communicator&)> task;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) break;  // stopping, and every queued call ran
+        task = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      task(*comm);
+    }
+    comm.reset();  // MPI_Finalize, on the thread that initialised it
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::thread thread_;
+  std::deque<std::function<void(Communicator&)>> queue_;
+  bool running_ = false, stopping_ = false, ready_ = false;
+  std::exception_ptr init_error_;
+  int rank_ = 0, size_ = 1;
+  std::string backend_;
+  double timeout_s_ = 300;
+  std::string broken_;
+  collectives::Stats stats_;
+};
+
+Engine& engine() {
+  static Engine* e = new Engine();  // lives until exit; stop() runs from atexit
+  return *e;
+}
+
+void stop_at_exit() {
+  engine().stop();
+}
+
+}  // namespace
+
+namespace collectives {
+
+void start(std::function<std::unique_ptr<Communicator>()> make, double timeout_s) {
+  KILN_CHECK(timeout_s > 0, "distributed: expected a timeout > 0 seconds, got ", timeout_s);
+  static std::once_flag registered;
+  std::call_once(registered, [] { std::atexit(stop_at_exit); });
+  engine().start(std::move(make), timeout_s);
+}
+
+bool started() {
+  return engine().running();
+}
+void stop() {
+  engine().stop();
+}
+int rank() {
+  return engine().rank();
+}
+int world_size() {
+  return engine().size();
+}
+std::string backend() {
+  return engine().backend();
+}
+double timeout_s() {
+  return engine().timeout_s();
+}
+void set_timeout_s(double s) {
+  engine().set_timeout_s(s);
+}
+Stats stats() {
+  return engine().stats();
+}
+
+Ticket start_call(CollectiveCall c, std::vector<char> send) {
+  const size_t esize = dtype_size(c.dtype);
+  KILN_CHECK(send.size() == static_cast<size_t>(c.count) * esize,
+             "internal: ", c.what, ": send buffer of ", send.size(), " bytes for ", c.count,
+             " elements");
+  auto p = std::make_shared<Pending>();
+  const int world = world_size();
+  if (c.op == OpKind::reduce_scatter)
+    KILN_CHECK(c.count % world == 0, "distributed: ", c.what, ": expected a number of elements ",
+               "divisible by the world size ", world, ", got ", c.count);
+  p->recv.resize(static_cast<size_t>(collective_recv_count(c, world)) * esize);
+  p->call = std::move(c);
+  p->send = std::move(send);
+  engine().post([p](Communicator& comm) {
+    std::exception_ptr err;
+    try {
+      engine().execute(comm, *p);
+    } catch (...) {
+      err = std::current_exception();
+    }
+    {
+      std::lock_guard<std::mutex> lock(p->mu);
+      p->error = err;
+      p->done = true;
+    }
+    p->cv.notify_all();
+  });
+  return p;
+}
+
+const std::vector<char>& wait(const Ticket& t) {
+  std::unique_lock<std::mutex> lock(t->mu);
+  t->cv.wait(lock, [&] { return t->done; });
+  if (t->error) std::rethrow_exception(t->error);
+  return t->recv;
+}
+
+void run(const CollectiveCall& c, const void* send, void* recv) {
+  const size_t bytes = static_cast<size_t>(c.count) * dtype_size(c.dtype);
+  std::vector<char> packed(bytes);
+  if (bytes) std::memcpy(packed.data(), send, bytes);
+  Ticket t = start_call(c, std::move(packed));
+  const std::vector<char>& got = wait(t);
+  if (!got.empty()) std::memcpy(recv, got.data(), got.size());
+}
+
+void barrier() {
+  auto done = std::make_shared<Pending>();
+  done->call.what = "barrier";
+  engine().post([done](Communicator& comm) {
+    std::exception_ptr err;
+    try {
+      comm.barrier(engine().timeout_s());
+    } catch (const Error& e) {
+      engine().mark_broken(e.what());
+      err = std::current_exception();
+    }
+    {
+      std::lock_guard<std::mutex> lock(done->mu);
+      done->error = err;
+      done->done = true;
+    }
+    done->cv.notify_all();
+  });
+  (void)wait(done);
+}
+
+}  // namespace collectives
+}  // namespace kiln

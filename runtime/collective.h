@@ -1,0 +1,102 @@
+// Collectives: the communication of data-parallel training (DESIGN.md,
+// "Collectives are plan steps"). A Communicator moves dense buffers between the
+// ranks of one job: MPI on CPUs (mpi_comm.cpp, when Kiln was built with MPI),
+// or a world of one process ("self"). Every call goes through one
+// communication thread, which owns the communicator (MPI is initialised on it),
+// so a compiled plan can start a collective and go on computing while it runs
+// (start/wait), and eager calls simply start and wait.
+//
+// Failure: a collective that does not complete within the timeout raises a
+// kiln::Error on every rank that waits for it, naming the collective and the
+// ranks that never arrived; the communicator is then broken and every later
+// call fails at once with that first error.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/dtype.h"
+#include "ir/op.h"
+
+namespace kiln {
+
+/// One collective over dense buffers of `dtype`.
+struct CollectiveCall {
+  OpKind op = OpKind::all_reduce;  // all_reduce, broadcast, all_gather, reduce_scatter
+  ReduceOp reduce = ReduceOp::sum;  // all_reduce, reduce_scatter
+  int root = 0;                     // broadcast
+  DType dtype = DType::f32;
+  int64_t count = 0;  // elements this rank sends
+  std::string what;   // for errors and logs: "all_reduce of bucket 1 (3 tensors, 1.5 MB)"
+};
+
+/// Elements a rank receives for a call in a world of `world` ranks.
+int64_t collective_recv_count(const CollectiveCall& c, int world);
+
+/// A transport between the ranks of one job. Called only on the communication thread.
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string backend() const = 0;  // "mpi", "self"
+  /// Runs `c` over host buffers (recv holds collective_recv_count elements),
+  /// returning when it completed; throws kiln::Error naming `c.what` and the
+  /// ranks that did not arrive when it takes longer than `timeout_s`.
+  virtual void run(const CollectiveCall& c, const void* send, void* recv, double timeout_s) = 0;
+  virtual void barrier(double timeout_s) = 0;
+};
+
+/// A world of one process: every collective copies its input.
+std::unique_ptr<Communicator> make_self_communicator();
+/// MPI's world communicator, initialised by this call (MPI_Init_thread); throws
+/// kiln::Error when Kiln was built without MPI.
+std::unique_ptr<Communicator> make_mpi_communicator();
+/// True when this process was started by an MPI launcher (mpirun sets its
+/// environment), so init() should use MPI.
+bool launched_by_mpi();
+/// True when Kiln was built with MPI.
+bool have_mpi();
+
+namespace collectives {
+
+/// Starts the communication thread with the communicator `make` returns (made on
+/// that thread). Throws kiln::Error if already started.
+void start(std::function<std::unique_ptr<Communicator>()> make, double timeout_s);
+bool started();
+/// Stops the thread (and finalises MPI); start() may be called again afterwards
+/// only with a "self" communicator (MPI cannot be initialised twice).
+void stop();
+int rank();
+int world_size();
+std::string backend();
+double timeout_s();
+void set_timeout_s(double s);
+void barrier();
+
+/// An in-flight collective: the packed send buffer, then the received data.
+struct Pending;
+using Ticket = std::shared_ptr<Pending>;
+
+/// Queues `c` on the communication thread with `send` (moved in; its size is
+/// c.count elements) and returns at once.
+Ticket start_call(CollectiveCall c, std::vector<char> send);
+/// Waits for a started call and returns the received data (collective_recv_count
+/// elements), or rethrows its error.
+const std::vector<char>& wait(const Ticket& t);
+/// start_call + wait over caller buffers.
+void run(const CollectiveCall& c, const void* send, void* recv);
+
+/// Counters for benchmarks and tests.
+struct Stats {
+  int64_t calls = 0, bytes = 0;
+  double busy_ms = 0;  // time the communication thread spent inside collectives
+};
+Stats stats();
+
+}  // namespace collectives
+}  // namespace kiln

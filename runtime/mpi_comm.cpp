@@ -1,0 +1,272 @@
+// The MPI communicator (collective.h): the one file that includes mpi.h,
+// compiled with KILN_HAVE_MPI when CMake found MPI; without it,
+// make_mpi_communicator says how to get it.
+//
+// Every call first exchanges a tiny arrival message with every other rank
+// (its sequence number), then runs the nonblocking MPI collective; both are
+// polled against one deadline, so a rank that never arrives, or dies during
+// the call, makes the others fail with the collective's name and the missing
+// ranks instead of hanging. The arrival message also catches ranks that run
+// different programs (their sequence numbers disagree).
+#include "runtime/collective.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "ir/error.h"
+
+#ifdef KILN_HAVE_MPI
+// The C API only: no MPI C++ bindings (removed from the standard) to link.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+#endif
+
+namespace kiln {
+
+#ifndef KILN_HAVE_MPI
+
+bool have_mpi() {
+  return false;
+}
+
+std::unique_ptr<Communicator> make_mpi_communicator() {
+  throw Error(
+      "distributed: this Kiln was built without MPI (install libopenmpi-dev and openmpi-bin, "
+      "then configure and build again); only a world of one process is available");
+}
+
+#else
+
+bool have_mpi() {
+  return true;
+}
+
+namespace {
+
+constexpr int kArrivalTag = 7001;
+
+std::string mpi_error_string(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(code, text, &len);
+  return std::string(text, static_cast<size_t>(len));
+}
+
+MPI_Datatype mpi_type(DType t, const std::string& what) {
+  switch (t) {
+    case DType::f32:
+      return MPI_FLOAT;
+    case DType::f64:
+      return MPI_DOUBLE;
+    case DType::i32:
+      return MPI_INT32_T;
+    case DType::i64:
+      return MPI_INT64_T;
+    case DType::b8:
+      break;
+  }
+  throw Error("distributed: " + what + ": expected a numeric tensor, got bool");
+}
+
+MPI_Op mpi_op(ReduceOp r) {
+  switch (r) {
+    case ReduceOp::max:
+      return MPI_MAX;
+    case ReduceOp::min:
+      return MPI_MIN;
+    default:
+      return MPI_SUM;  // avg: the sum, then divided by the world size
+  }
+}
+
+template <typename T>
+void divide(void* data, int64_t n, int world) {
+  T* p = static_cast<T*>(data);
+  for (int64_t i = 0; i < n; ++i) p[i] /= static_cast<T>(world);
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string s;
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s;
+}
+
+class MpiCommunicator final : public Communicator {
+ public:
+  MpiCommunicator() {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      int provided = 0;
+      MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+      owns_init_ = true;
+    } else {
+      // The application initialised MPI: Kiln's calls come from its own thread.
+      int level = 0;
+      MPI_Query_thread(&level);
+      KILN_CHECK(level == MPI_THREAD_MULTIPLE,
+                 "distributed: MPI was initialised by the application without "
+                 "MPI_THREAD_MULTIPLE; Kiln calls MPI from its communication thread (initialise "
+                 "with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...) or let Kiln do it)");
+    }
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+  }
+  ~MpiCommunicator() override {
+    // After a failure a peer may be gone, and finalising would wait for it.
+    if (broken_) return;
+    MPI_Comm_free(&comm_);
+    if (owns_init_) MPI_Finalize();
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend() const override { return "mpi"; }
+
+  void run(const CollectiveCall& c, const void* send, void* recv, double timeout_s) override {
+    const auto deadline = deadline_after(timeout_s);
+    arrive(c.what, deadline, timeout_s);
+    const MPI_Datatype type = mpi_type(c.dtype, c.what);
+    const int count = checked_count(c.count, c.what);
+    MPI_Request req = MPI_REQUEST_NULL;
+    int rc = MPI_SUCCESS;
+    switch (c.op) {
+      case OpKind::all_reduce:
+        rc = MPI_Iallreduce(send, recv, count, type, mpi_op(c.reduce), comm_, &req);
+        break;
+      case OpKind::reduce_scatter:
+        rc = MPI_Ireduce_scatter_block(send, recv, count / size_, type, mpi_op(c.reduce), comm_,
+                                       &req);
+        break;
+      case OpKind::all_gather:
+        rc = MPI_Iallgather(send, count, type, recv, count, type, comm_, &req);
+        break;
+      case OpKind::broadcast:
+        if (rank_ == c.root && count) std::memcpy(recv, send, static_cast<size_t>(c.count) * dtype_size(c.dtype));
+        rc = MPI_Ibcast(recv, count, type, c.root, comm_, &req);
+        break;
+      default:
+        throw Error(std::string("internal: ") + op_name(c.op) + " is not a collective");
+    }
+    if (rc != MPI_SUCCESS) fail(c.what + ": MPI failed to start it: " + mpi_error_string(rc));
+    poll(&req, deadline, [&] {
+      return c.what + " did not complete within " + seconds(timeout_s) +
+             " on rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
+             ": every rank arrived, so a rank stopped or died during it";
+    });
+    if (c.reduce == ReduceOp::avg &&
+        (c.op == OpKind::all_reduce || c.op == OpKind::reduce_scatter)) {
+      const int64_t n = collective_recv_count(c, size_);
+      if (c.dtype == DType::f32) divide<float>(recv, n, size_);
+      else if (c.dtype == DType::f64) divide<double>(recv, n, size_);
+      else throw Error("distributed: " + c.what + ": avg needs a floating-point tensor");
+    }
+  }
+
+  void barrier(double timeout_s) override { arrive("barrier", deadline_after(timeout_s), timeout_s); }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  static Clock::time_point deadline_after(double s) {
+    return Clock::now() + std::chrono::microseconds(static_cast<int64_t>(s * 1e6));
+  }
+  static std::string seconds(double s) {
+    std::string t = std::to_string(s);
+    t.erase(t.find_last_not_of('0') + 1);
+    if (!t.empty() && t.back() == '.') t.pop_back();
+    return t + " s";
+  }
+  int checked_count(int64_t n, const std::string& what) const {
+    KILN_CHECK(n <= INT32_MAX, "distributed: ", what, ": ", n,
+               " elements exceed MPI's count limit (2^31 - 1); split the tensor");
+    return static_cast<int>(n);
+  }
+
+  [[noreturn]] void fail(const std::string& why) {
+    broken_ = true;
+    throw Error("distributed: " + why);
+  }
+
+  // Polls `req` until it completes or the deadline passes (then fail(message())).
+  template <typename Message>
+  void poll(MPI_Request* req, Clock::time_point deadline, Message message) {
+    for (int spins = 0;; ++spins) {
+      int done = 0;
+      MPI_Status status;
+      int rc = MPI_Test(req, &done, &status);
+      if (rc != MPI_SUCCESS) fail(message() + " (" + mpi_error_string(rc) + ")");
+      if (done) return;
+      if (Clock::now() > deadline) fail(message());
+      if (spins > 2000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+  // Every rank tells every other its sequence number and waits for theirs.
+  void arrive(const std::string& what, Clock::time_point deadline, double timeout_s) {
+    ++seq_;
+    if (size_ == 1) return;
+    std::vector<int64_t> theirs(static_cast<size_t>(size_), -1);
+    std::vector<MPI_Request> reqs;
+    std::vector<int> peers;
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      MPI_Request s, q;
+      MPI_Isend(&seq_, 1, MPI_INT64_T, r, kArrivalTag, comm_, &s);
+      MPI_Irecv(&theirs[static_cast<size_t>(r)], 1, MPI_INT64_T, r, kArrivalTag, comm_, &q);
+      reqs.push_back(q);
+      peers.push_back(r);
+      sends_.push_back(s);
+    }
+    for (int spins = 0;; ++spins) {
+      std::vector<int> missing;
+      for (size_t i = 0; i < reqs.size(); ++i) {
+        if (reqs[i] == MPI_REQUEST_NULL) continue;
+        int done = 0;
+        int rc = MPI_Test(&reqs[i], &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS)
+          fail(what + " on rank " + std::to_string(rank_) + ": rank " + std::to_string(peers[i]) +
+               " failed (" + mpi_error_string(rc) + ")");
+        if (!done) missing.push_back(peers[i]);
+      }
+      if (missing.empty()) break;
+      if (Clock::now() > deadline)
+        fail(what + " timed out after " + seconds(timeout_s) + " on rank " +
+             std::to_string(rank_) + " of " + std::to_string(size_) + ": rank" +
+             (missing.size() > 1 ? "s " : " ") + rank_list(missing) +
+             " never arrived (collective #" + std::to_string(seq_) + ")");
+      if (spins > 2000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    for (int r : peers)
+      if (theirs[static_cast<size_t>(r)] != seq_)
+        fail(what + " on rank " + std::to_string(rank_) + " (its collective #" +
+             std::to_string(seq_) + ") met rank " + std::to_string(r) + " at its collective #" +
+             std::to_string(theirs[static_cast<size_t>(r)]) +
+             ": the ranks are running different programs");
+    // The sends completed when the receivers matched them; reap them.
+    MPI_Waitall(static_cast<int>(sends_.size()), sends_.data(), MPI_STATUSES_IGNORE);
+    sends_.clear();
+  }
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+  int64_t seq_ = 0;
+  std::vector<MPI_Request> sends_;
+  bool owns_init_ = false, broken_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_mpi_communicator() {
+  return std::make_unique<MpiCommunicator>();
+}
+
+#endif
+
+}  // namespace kiln

@@ -63,9 +63,12 @@ Graph bucket_collectives(const Graph& input) {
     }
     if (!current.empty()) buckets.push_back(std::move(current));
   }
-  auto ready = [&](const std::vector<NodeId>& b) { return g[b.front()].operands[0].node; };
-  std::stable_sort(buckets.begin(), buckets.end(),
-                   [&](const auto& a, const auto& b) { return ready(a) < ready(b); });
+  // Numbered by readiness, then by position.
+  auto ready = [&](const std::vector<NodeId>& b) {
+    return std::pair(g[b.front()].operands[0].node, b.front());
+  };
+  std::sort(buckets.begin(), buckets.end(),
+            [&](const auto& a, const auto& b) { return ready(a) < ready(b); });
   for (size_t i = 0; i < buckets.size(); ++i)
     for (NodeId id : buckets[i]) g.node(id).attrs.set(AttrKey::bucket, static_cast<int64_t>(i));
   return g;

@@ -58,7 +58,10 @@ TEST_CASE("bucket_collectives keeps other collectives and other reductions in bu
   )");
   for (const char* want : {"bucket=0", "bucket=1", "bucket=2", "bucket=3", "bucket=4"})
     CHECK(out.find(want) != std::string::npos);
-  CHECK(out.find("all_gather %0 {world=2, bucket=4} : f32[8]") != std::string::npos);
+  // Numbered by readiness (the operand's position), then by position.
+  CHECK(out.find("all_reduce %0 {reduce=\"sum\", world=2, bucket=0, bucket_bytes=1000}") != std::string::npos);
+  CHECK(out.find("all_gather %0 {world=2, bucket=3} : f32[8]") != std::string::npos);
+  CHECK(out.find("all_reduce %1 {reduce=\"avg\", world=2, bucket=4, bucket_bytes=1000} : f64[4]") != std::string::npos);
 }
 
 TEST_CASE("schedule_collectives starts a bucket after its last producer and waits before its first reader") {

@@ -123,8 +123,9 @@ void add_collective_step(const Graph& g, const std::vector<FusionGroup>& groups,
     for (size_t k = 0; k < plan.collectives.size(); ++k)
       if (plan.collectives[k].bucket == b.id) step.collective = static_cast<int32_t>(k);
     KILN_CHECK(step.collective >= 0, "internal: bucket ", b.id, " is waited for before it starts");
-    info.bytes_written = plan.collectives[static_cast<size_t>(step.collective)].call.count *
-                         static_cast<int64_t>(dtype_size(first.type().dtype));
+    const CollectiveCall& call = plan.collectives[static_cast<size_t>(step.collective)].call;
+    info.bytes_written = collective_recv_count(call, static_cast<int>(first.attrs.i(AttrKey::world))) *
+                         static_cast<int64_t>(dtype_size(call.dtype));
   }
   step.name = "c" + std::to_string(b.id) + "_" + op_name(first.op) +
               (kind == PlanStep::CollectiveStart ? "_start" : "_wait");

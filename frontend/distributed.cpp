@@ -130,10 +130,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
         loc);
   if (opts_.broadcast_parameters)
     for (Tensor& p : module_->parameters()) broadcast(p, 0, l);
-  hook_ = autograd::add_post_backward_hook([this](SourceLoc at) {
-    sync_gradients(Loc::current());
-    (void)at;
-  });
+  // Errors name the user's backward() line.
+  hook_ = autograd::add_post_backward_hook([this](SourceLoc at) { sync(at); });
 }
 
 DistributedDataParallel::~DistributedDataParallel() {
@@ -141,7 +139,10 @@ DistributedDataParallel::~DistributedDataParallel() {
 }
 
 void DistributedDataParallel::sync_gradients(Loc l) {
-  SourceLoc loc = SourceLoc::from(l);
+  sync(SourceLoc::from(l));
+}
+
+void DistributedDataParallel::sync(SourceLoc loc) {
   const auto bucket_bytes = static_cast<int64_t>(opts_.bucket_cap_mb * 1024 * 1024);
   std::vector<Tensor> params = module_->parameters();
   // The last layer's gradients are ready first: that order, as PyTorch's DDP.
@@ -153,7 +154,7 @@ void DistributedDataParallel::sync_gradients(Loc l) {
                                               {AttrKey::bucket_bytes, bucket_bytes}}),
                             loc);
     NoGradGuard no_grad;
-    g.copy_(avg, l);
+    detail::assign(g, avg, loc);
   }
 }
 

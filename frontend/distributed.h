@@ -88,6 +88,8 @@ class DistributedDataParallel {
   void sync_gradients(KILN_LOC);
 
  private:
+  void sync(SourceLoc loc);
+
   std::shared_ptr<nn::Module> module_;
   DDPOptions opts_;
   int hook_ = 0;

@@ -32,7 +32,7 @@ class SelfCommunicator final : public Communicator {
   int size() const override { return 1; }
   std::string backend() const override { return "self"; }
   void run(const CollectiveCall& c, const void* send, void* recv, double) override {
-    std::memcpy(recv, send, static_cast<size_t>(c.count) * dtype_size(c.dtype));
+    if (send != recv) std::memcpy(recv, send, static_cast<size_t>(c.count) * dtype_size(c.dtype));
   }
   void barrier(double) override {}
 };
@@ -51,7 +51,9 @@ bool launched_by_mpi() {
 
 struct collectives::Pending {
   CollectiveCall call;
-  std::vector<char> send, recv;
+  std::vector<char> send, recv;  // owned buffers (start_call); recv is unused in place
+  const void* in = nullptr;      // what the communicator reads and writes: the owned
+  void* out = nullptr;           // buffers, or the caller's (run)
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
@@ -147,7 +149,7 @@ class Engine {
                   broken);
     auto t0 = std::chrono::steady_clock::now();
     try {
-      comm.run(p.call, p.send.data(), p.recv.data(), timeout);
+      comm.run(p.call, p.in, p.out, timeout);
     } catch (const Error& e) {
       std::lock_guard<std::mutex> lock(mu_);
       broken_ = e.what();
@@ -155,7 +157,7 @@ class Engine {
     }
     std::lock_guard<std::mutex> lock(mu_);
     stats_.calls++;
-    stats_.bytes += static_cast<int64_t>(p.send.size());
+    stats_.bytes += p.call.count * static_cast<int64_t>(dtype_size(p.call.dtype));
     stats_.busy_ms += ms_between(t0, std::chrono::steady_clock::now());
   }
 
@@ -263,23 +265,14 @@ Stats stats() {
   return engine().stats();
 }
 
-Ticket start_call(CollectiveCall c, std::vector<char> send) {
-  const size_t esize = dtype_size(c.dtype);
-  KILN_CHECK(send.size() == static_cast<size_t>(c.count) * esize,
-             "internal: ", c.what, ": send buffer of ", send.size(), " bytes for ", c.count,
-             " elements");
-  auto p = std::make_shared<Pending>();
-  const int world = world_size();
-  if (c.op == OpKind::reduce_scatter)
-    KILN_CHECK(c.count % world == 0, "distributed: ", c.what, ": expected a number of elements ",
-               "divisible by the world size ", world, ", got ", c.count);
-  p->recv.resize(static_cast<size_t>(collective_recv_count(c, world)) * esize);
-  p->call = std::move(c);
-  p->send = std::move(send);
-  engine().post([p](Communicator& comm) {
+namespace {
+
+// Queues `work` on the communication thread; `p` is done when it returns or throws.
+void post(const Ticket& p, std::function<void(Communicator&)> work) {
+  engine().post([p, work = std::move(work)](Communicator& comm) {
     std::exception_ptr err;
     try {
-      engine().execute(comm, *p);
+      work(comm);
     } catch (...) {
       err = std::current_exception();
     }
@@ -290,44 +283,73 @@ Ticket start_call(CollectiveCall c, std::vector<char> send) {
     }
     p->cv.notify_all();
   });
-  return p;
 }
 
-const std::vector<char>& wait(const Ticket& t) {
+void wait_done(const Ticket& t) {
   std::unique_lock<std::mutex> lock(t->mu);
   t->cv.wait(lock, [&] { return t->done; });
   if (t->error) std::rethrow_exception(t->error);
-  return t->recv;
+}
+
+bool in_place(OpKind k) {
+  return k == OpKind::all_reduce || k == OpKind::broadcast;
+}
+
+Ticket submit(std::shared_ptr<Pending> p) {
+  const int world = world_size();
+  if (p->call.op == OpKind::reduce_scatter)
+    KILN_CHECK(p->call.count % world == 0, "distributed: ", p->call.what,
+               ": expected a number of elements divisible by the world size ", world, ", got ",
+               p->call.count);
+  post(p, [p](Communicator& comm) { engine().execute(comm, *p); });
+  return p;
+}
+
+}  // namespace
+
+Ticket start_call(CollectiveCall c, std::vector<char> send) {
+  const size_t esize = dtype_size(c.dtype);
+  KILN_CHECK(send.size() == static_cast<size_t>(c.count) * esize,
+             "internal: ", c.what, ": send buffer of ", send.size(), " bytes for ", c.count,
+             " elements");
+  auto p = std::make_shared<Pending>();
+  p->send = std::move(send);
+  p->in = p->send.data();
+  if (in_place(c.op)) {
+    p->out = p->send.data();
+  } else {
+    p->recv.resize(static_cast<size_t>(collective_recv_count(c, world_size())) * esize);
+    p->out = p->recv.data();
+  }
+  p->call = std::move(c);
+  return submit(std::move(p));
+}
+
+const std::vector<char>& wait(const Ticket& t) {
+  wait_done(t);
+  return in_place(t->call.op) ? t->send : t->recv;
 }
 
 void run(const CollectiveCall& c, const void* send, void* recv) {
-  const size_t bytes = static_cast<size_t>(c.count) * dtype_size(c.dtype);
-  std::vector<char> packed(bytes);
-  if (bytes) std::memcpy(packed.data(), send, bytes);
-  Ticket t = start_call(c, std::move(packed));
-  const std::vector<char>& got = wait(t);
-  if (!got.empty()) std::memcpy(recv, got.data(), got.size());
+  auto p = std::make_shared<Pending>();
+  p->call = c;
+  p->in = send;
+  p->out = recv;
+  wait_done(submit(std::move(p)));
 }
 
 void barrier() {
-  auto done = std::make_shared<Pending>();
-  done->call.what = "barrier";
-  engine().post([done](Communicator& comm) {
-    std::exception_ptr err;
+  auto p = std::make_shared<Pending>();
+  p->call.what = "barrier";
+  post(p, [](Communicator& comm) {
     try {
       comm.barrier(engine().timeout_s());
     } catch (const Error& e) {
       engine().mark_broken(e.what());
-      err = std::current_exception();
+      throw;
     }
-    {
-      std::lock_guard<std::mutex> lock(done->mu);
-      done->error = err;
-      done->done = true;
-    }
-    done->cv.notify_all();
   });
-  (void)wait(done);
+  wait_done(p);
 }
 
 }  // namespace collectives

@@ -44,7 +44,8 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual std::string backend() const = 0;  // "mpi", "self"
-  /// Runs `c` over host buffers (recv holds collective_recv_count elements),
+  /// Runs `c` over host buffers (recv holds collective_recv_count elements;
+  /// all_reduce and broadcast may be given recv == send, in place),
   /// returning when it completed; throws kiln::Error naming `c.what` and the
   /// ranks that did not arrive when it takes longer than `timeout_s`.
   virtual void run(const CollectiveCall& c, const void* send, void* recv, double timeout_s) = 0;
@@ -83,12 +84,14 @@ struct Pending;
 using Ticket = std::shared_ptr<Pending>;
 
 /// Queues `c` on the communication thread with `send` (moved in; its size is
-/// c.count elements) and returns at once.
+/// c.count elements) and returns at once. all_reduce and broadcast run in place
+/// on it.
 Ticket start_call(CollectiveCall c, std::vector<char> send);
 /// Waits for a started call and returns the received data (collective_recv_count
 /// elements), or rethrows its error.
 const std::vector<char>& wait(const Ticket& t);
-/// start_call + wait over caller buffers.
+/// Runs `c` over the caller's buffers (no copies; recv may equal send for
+/// all_reduce and broadcast) and returns when it completed.
 void run(const CollectiveCall& c, const void* send, void* recv);
 
 /// Counters for benchmarks and tests.

@@ -138,7 +138,8 @@ class MpiCommunicator final : public Communicator {
     int rc = MPI_SUCCESS;
     switch (c.op) {
       case OpKind::all_reduce:
-        rc = MPI_Iallreduce(send, recv, count, type, mpi_op(c.reduce), comm_, &req);
+        rc = MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, count, type,
+                            mpi_op(c.reduce), comm_, &req);
         break;
       case OpKind::reduce_scatter:
         rc = MPI_Ireduce_scatter_block(send, recv, count / size_, type, mpi_op(c.reduce), comm_,
@@ -148,7 +149,7 @@ class MpiCommunicator final : public Communicator {
         rc = MPI_Iallgather(send, count, type, recv, count, type, comm_, &req);
         break;
       case OpKind::broadcast:
-        if (rank_ == c.root && count) std::memcpy(recv, send, static_cast<size_t>(c.count) * dtype_size(c.dtype));
+        if (rank_ == c.root && count && send != recv) std::memcpy(recv, send, static_cast<size_t>(c.count) * dtype_size(c.dtype));
         rc = MPI_Ibcast(recv, count, type, c.root, comm_, &req);
         break;
       default:

@@ -2,7 +2,9 @@
 #include "codegen/compile.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <exception>
 #include <unordered_map>
 
 #include "codegen/gpu_compile.h"
@@ -11,6 +13,7 @@
 #include "passes/pipeline.h"
 #include "runtime/reference.h"
 #include "runtime/cuda_driver.h"
+#include "runtime/thread_pool.h"
 
 namespace kiln {
 namespace {
@@ -143,6 +146,45 @@ void add_collective_step(const Graph& g, const std::vector<FusionGroup>& groups,
   r.kernels.push_back(info);
   r.artifacts.push_back({});
   r.step_values.push_back(written);
+}
+
+// One group's CPU kernel, compiled ahead of the step loop.
+struct KernelJob {
+  bool wanted = false;
+  const FusionGroup* group = nullptr;
+  CpuCompileOptions opts;
+  CpuKernel kernel;
+  std::exception_ptr failed;  // rethrown when the step loop reaches the group
+};
+
+// Compiles the wanted jobs on the thread pool, each thread taking the next job
+// left (kernels differ a lot in cost, so equal shares would leave threads idle).
+// LLVM compiles modules of separate contexts concurrently; loading into the JIT
+// is serialised inside LlvmJit.
+void compile_kernels(const Graph& g, std::vector<KernelJob>& jobs) {
+  std::vector<KernelJob*> wanted;
+  for (KernelJob& j : jobs)
+    if (j.wanted) wanted.push_back(&j);
+  // Biggest groups first, so the slowest kernel does not start last.
+  std::stable_sort(wanted.begin(), wanted.end(), [](const KernelJob* a, const KernelJob* b) {
+    return a->group->nodes.size() > b->group->nodes.size();
+  });
+  std::atomic<size_t> next{0};
+  auto worker = [&](int64_t, int64_t) {
+    for (size_t i = next++; i < wanted.size(); i = next++) {
+      try {
+        wanted[i]->kernel = compile_cpu_kernel(g, *wanted[i]->group, wanted[i]->opts);
+      } catch (...) {
+        wanted[i]->failed = std::current_exception();
+      }
+    }
+  };
+  const int64_t threads = std::min<int64_t>(num_threads(), static_cast<int64_t>(wanted.size()));
+  if (threads <= 1) {
+    worker(0, 1);
+    return;
+  }
+  parallel_for(threads, 1, worker);
 }
 
 }  // namespace
@@ -299,6 +341,8 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
   CpuCompileOptions copts;
   copts.want_artifacts = opts.want_artifacts;
   copts.cache_dir = opts.cache_dir;
+  copts.opt = opts.llvm_opt;
+  copts.reuse_loaded = opts.reuse_kernels;
   r.kernels.clear();
   r.artifacts.clear();
   r.step_values.clear();
@@ -327,6 +371,30 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
       if (comm.buckets[b].start_after == after)
         add_collective_step(g, r.groups, comm.buckets[b], PlanStep::CollectiveStart, slots, *plan, r);
   };
+  // The groups as the steps compile them: constant data (a literal, an arange) is
+  // written by an ordinary kernel.
+  std::vector<FusionGroup> step_groups = r.groups;
+  for (FusionGroup& grp : step_groups) {
+    bool data_only = grp.kind == GroupKind::Opaque;
+    for (NodeId id : grp.nodes) data_only = data_only && (g[id].op == OpKind::literal || g[id].op == OpKind::arange);
+    if (data_only) grp.kind = GroupKind::Elementwise;
+  }
+  // Every CPU kernel is compiled first, in parallel; the steps below take them in order.
+  std::vector<KernelJob> jobs(step_groups.size());
+  for (size_t gi = 0; gi < step_groups.size(); ++gi) {
+    const FusionGroup& grp = step_groups[gi];
+    double alpha = 0;
+    jobs[gi].wanted = !device.is_cuda() && !later_member[gi] && bucket_at[gi] < 0 &&
+                      (grp.kind == GroupKind::Elementwise || grp.kind == GroupKind::Reduction ||
+                       grp.kind == GroupKind::Copy || grp.kind == GroupKind::Matmul) &&
+                      !(grp.kind == GroupKind::Matmul && group_in_place[gi].size() == 1 &&
+                        accumulate_form(g, grp, group_in_place[gi][0].second, &alpha));
+    jobs[gi].group = &grp;
+    jobs[gi].opts = copts;
+    jobs[gi].opts.in_place = group_in_place[gi];
+  }
+  compile_kernels(g, jobs);
+
   start_buckets_after(CollectiveSchedule::kBeforeAll);
   for (size_t gi = 0; gi < r.groups.size(); ++gi) {
     if (gi > 0) start_buckets_after(gi - 1);
@@ -336,12 +404,7 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
                           PlanStep::CollectiveWait, slots, *plan, r);
       continue;
     }
-    FusionGroup grp = r.groups[gi];
-    copts.in_place = group_in_place[gi];
-    // Constant data (a literal, an arange) is written by an ordinary kernel.
-    bool data_only = grp.kind == GroupKind::Opaque;
-    for (NodeId id : grp.nodes) data_only = data_only && (g[id].op == OpKind::literal || g[id].op == OpKind::arange);
-    if (data_only) grp.kind = GroupKind::Elementwise;
+    const FusionGroup& grp = step_groups[gi];
     if (grp.kind == GroupKind::Opaque &&
         op_info(g[grp.nodes.front()].op).category == OpCategory::Check) {
       add_check_step(g, grp, slots, *plan, r);
@@ -387,8 +450,11 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
       r.step_values.push_back(grp.outputs);
       continue;
     }
-    CpuKernel k = compile_cpu_kernel(g, grp, copts);
+    if (jobs[gi].failed) std::rethrow_exception(jobs[gi].failed);
+    CpuKernel k = std::move(jobs[gi].kernel);
     if (k.artifacts.from_disk_cache) r.kernels_from_disk++;
+    if (k.artifacts.reused) r.kernels_reused++;
+    r.kernel_times += k.artifacts.times;
     if (grp.kind == GroupKind::Matmul) {
       const Node& mm = g[grp.nodes.front()];
       Value mv(grp.nodes.front());

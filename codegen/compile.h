@@ -20,6 +20,8 @@ struct CompileOptions {
   bool overlap_collectives = true;  // false: each collective starts where it is waited for
   bool want_artifacts = false;  // keep pass texts, kernel IR, LLVM IR and assembly
   std::string cache_dir;        // on-disk kernel cache; empty disables it
+  LlvmOpt llvm_opt = LlvmOpt::Fast;  // CPU kernels' optimisation pipeline (KILN_OPT)
+  bool reuse_kernels = true;    // share identical CPU kernels already loaded (KILN_REUSE=0: never)
 };
 
 /// What compilation did, step by step.
@@ -38,6 +40,8 @@ struct CompileReport {
   double pipeline_ms = 0, codegen_ms = 0;
   std::string target;                 // CUDA plans: the device ("cuda:0 NVIDIA H100 ..."); "" for the CPU
   int64_t kernels_from_disk = 0;
+  int64_t kernels_reused = 0;         // CPU kernels already loaded for another group or plan
+  CompileTimes kernel_times;          // summed over the CPU kernels compiled
 };
 
 /// Compiles a graph for the device its values live on: the CPU (LLVM kernels,

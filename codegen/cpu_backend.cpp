@@ -6,6 +6,9 @@
 #include "codegen/cpu_backend.h"
 
 #include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <unordered_map>
 
 #include "codegen/llvm_codegen.h"
 #include "codegen/lower.h"
@@ -19,6 +22,61 @@ namespace {
 
 // Bump when the generated code changes meaning or shape, to retire old cache entries.
 constexpr const char* kCodegenVersion = "kiln-cpu-codegen 1";
+
+double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+void take_binary(LlvmKernelBinary bin, KernelArtifacts& a) {
+  a.llvm_ir = std::move(bin.llvm_ir);
+  a.llvm_ir_opt = std::move(bin.llvm_ir_opt);
+  a.assembly = std::move(bin.assembly);
+  a.times.irgen_ms = bin.irgen_ms;
+  a.times.optimize_ms = bin.optimize_ms;
+  a.times.machine_code_ms = bin.machine_code_ms;
+}
+
+// Kernels loaded in this process, by cache key: a group whose kernel is
+// identical to one already loaded (another group of the plan, or another plan: a
+// new batch size leaves the parameter updates unchanged) shares its code instead
+// of compiling and loading it again. Entries hold the code weakly, so a kernel is
+// still freed when the last plan using it goes.
+class LoadedKernels {
+ public:
+  static LoadedKernels& get() {
+    static LoadedKernels* k = new LoadedKernels();  // never destroyed, like the JIT
+    return *k;
+  }
+
+  bool find(const std::string& key, CpuKernelFn* fn, std::shared_ptr<const void>* code) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(key);
+    if (it == map_.end()) return false;
+    *code = it->second.code.lock();
+    if (!*code) {
+      map_.erase(it);
+      return false;
+    }
+    *fn = it->second.fn;
+    return true;
+  }
+
+  void add(const std::string& key, CpuKernelFn fn, const std::shared_ptr<const void>& code) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (++adds_ % 256 == 0)  // forget freed kernels now and then
+      std::erase_if(map_, [](const auto& e) { return e.second.code.expired(); });
+    map_[key] = Entry{fn, code};
+  }
+
+ private:
+  struct Entry {
+    CpuKernelFn fn;
+    std::weak_ptr<const void> code;
+  };
+  std::mutex mu_;
+  std::unordered_map<std::string, Entry> map_;
+  uint64_t adds_ = 0;
+};
 
 SourceLoc first_loc(const Graph& g, const FusionGroup& group) {
   for (NodeId id : group.nodes)
@@ -37,6 +95,7 @@ CpuKernel compile_cpu_kernel(const Graph& g, const FusionGroup& group,
   kir::Kernel k = lower_group(g, group, lo);
 
   CpuKernel out;
+  out.artifacts.times.lower_ms = ms_between(t0, std::chrono::steady_clock::now());
   out.info = describe_kernel(g, group, k);
   k.name = out.info.name;
   for (const kir::Buffer& b : k.buffers) out.buffers.push_back(b.value);
@@ -44,8 +103,7 @@ CpuKernel compile_cpu_kernel(const Graph& g, const FusionGroup& group,
   bool has_output = false;
   for (const kir::Buffer& b : k.buffers) has_output = has_output || b.output;
   auto finish = [&] {
-    out.artifacts.compile_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    out.artifacts.compile_ms = ms_between(t0, std::chrono::steady_clock::now());
     return out;
   };
   if (!has_output) return finish();  // a lone matmul: BLAS does all of it
@@ -56,39 +114,64 @@ CpuKernel compile_cpu_kernel(const Graph& g, const FusionGroup& group,
     const std::string key_text =
         std::string(kCodegenVersion) + "\nllvm " + LlvmJit::llvm_version() + "\ncpu " +
         jit.cpu_name() + "\nfeatures " + jit.cpu_features() + "\naligned " +
-        (opts.assume_aligned ? "1" : "0") + "\n" + kir::print_kernel(k, {.names = false});
+        (opts.assume_aligned ? "1" : "0") + "\nopt " + llvm_opt_name(opts.opt) + "\n" +
+        kir::print_kernel(k, {.names = false});
     const std::string key = stable_hash_hex(key_text);
     const std::string symbol = "kiln_kernel_" + key;
     LlvmEmitOptions eo;
     eo.want_texts = opts.want_artifacts;
     eo.assume_aligned = opts.assume_aligned;
+    eo.opt = opts.opt;
 
+    // Dumps want the texts of a kernel that is not compiled now: regenerate them
+    // (the code already loaded, or the object from disk, is what runs).
+    auto regenerate_texts = [&] {
+      if (!opts.want_artifacts) return;
+      eo.want_object = false;
+      take_binary(compile_kernel_llvm(k, symbol, eo), out.artifacts);
+    };
+    if (opts.reuse_loaded && LoadedKernels::get().find(key, &out.fn, &out.code)) {
+      out.artifacts.reused = true;
+      regenerate_texts();
+      return finish();
+    }
     std::optional<std::string> object;
     if (!opts.cache_dir.empty()) object = ObjectCache(opts.cache_dir).load(key);
     if (object) {
       out.artifacts.from_disk_cache = true;
-      if (opts.want_artifacts) {
-        // Dumps want the texts: regenerate them (the object from disk is what runs).
-        eo.want_object = false;
-        LlvmKernelBinary texts = compile_kernel_llvm(k, symbol, eo);
-        out.artifacts.llvm_ir = std::move(texts.llvm_ir);
-        out.artifacts.llvm_ir_opt = std::move(texts.llvm_ir_opt);
-        out.artifacts.assembly = std::move(texts.assembly);
-      }
+      regenerate_texts();
     } else {
       LlvmKernelBinary bin = compile_kernel_llvm(k, symbol, eo);
       object = std::move(bin.object);
-      out.artifacts.llvm_ir = std::move(bin.llvm_ir);
-      out.artifacts.llvm_ir_opt = std::move(bin.llvm_ir_opt);
-      out.artifacts.assembly = std::move(bin.assembly);
+      take_binary(std::move(bin), out.artifacts);
       if (!opts.cache_dir.empty()) ObjectCache(opts.cache_dir).store(key, *object);
     }
+    const auto t_load = std::chrono::steady_clock::now();
     out.fn = reinterpret_cast<CpuKernelFn>(jit.load_object(*object, symbol, &out.code));
+    out.artifacts.times.load_ms = ms_between(t_load, std::chrono::steady_clock::now());
+    if (opts.reuse_loaded) LoadedKernels::get().add(key, out.fn, out.code);
   } catch (Error& e) {
     e.attach(first_loc(g, group));
     throw;
   }
   return finish();
+}
+
+CompileTimes& CompileTimes::operator+=(const CompileTimes& o) {
+  lower_ms += o.lower_ms;
+  irgen_ms += o.irgen_ms;
+  optimize_ms += o.optimize_ms;
+  machine_code_ms += o.machine_code_ms;
+  load_ms += o.load_ms;
+  return *this;
+}
+
+std::string CompileTimes::str() const {
+  char buf[160];
+  std::snprintf(buf, sizeof buf,
+                "lower %.1f ms, LLVM IR %.1f ms, optimise %.1f ms, machine code %.1f ms, load %.1f ms",
+                lower_ms, irgen_ms, optimize_ms, machine_code_ms, load_ms);
+  return buf;
 }
 
 std::string cpu_target_description() {

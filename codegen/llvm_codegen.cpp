@@ -20,6 +20,7 @@
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include <chrono>
 #include <cmath>
 #include <limits>
 
@@ -515,6 +516,14 @@ std::string module_text(const llvm::Module& m) {
 LlvmKernelBinary compile_kernel_llvm(const kir::Kernel& k, const std::string& symbol,
                                      const LlvmEmitOptions& opts) {
   LlvmJit& jit = LlvmJit::get();
+  LlvmKernelBinary out;
+  auto t = std::chrono::steady_clock::now();
+  auto lap = [&t] {
+    auto now = std::chrono::steady_clock::now();
+    double ms = std::chrono::duration<double, std::milli>(now - t).count();
+    t = now;
+    return ms;
+  };
   llvm::LLVMContext ctx;
   auto m = std::make_unique<llvm::Module>(symbol, ctx);
   jit.configure(*m);
@@ -523,14 +532,16 @@ LlvmKernelBinary compile_kernel_llvm(const kir::Kernel& k, const std::string& sy
   llvm::raw_string_ostream err(problems);
   if (llvm::verifyModule(*m, &err))
     throw Error("CPU backend produced invalid LLVM IR for " + k.name + ": " + err.str());
-  LlvmKernelBinary out;
   if (opts.want_texts) out.llvm_ir = module_text(*m);
-  jit.optimize(*m);
+  out.irgen_ms = lap();
+  jit.optimize(*m, opts.opt);
+  out.optimize_ms = lap();
   if (opts.want_texts) {
     out.llvm_ir_opt = module_text(*m);
     out.assembly = jit.emit_assembly(*m);
   }
   if (opts.want_object) out.object = jit.emit_object(*m);
+  out.machine_code_ms = lap();
   return out;
 }
 

@@ -17,23 +17,28 @@
 #include <string>
 
 #include "codegen/kernel_ir.h"
+#include "runtime/llvm_jit.h"
 
 namespace kiln {
 
 struct LlvmKernelBinary {
   std::string object;       // ELF object file defining the kernel symbol
   std::string llvm_ir;      // before optimisation (when texts were asked for)
-  std::string llvm_ir_opt;  // after O3
+  std::string llvm_ir_opt;  // after the optimisation pipeline
   std::string assembly;     // host assembly
+  // Where the time went (milliseconds): building the LLVM IR (with verification),
+  // the optimisation pipeline, and machine code emission.
+  double irgen_ms = 0, optimize_ms = 0, machine_code_ms = 0;
 };
 
 struct LlvmEmitOptions {
   bool want_texts = false;      // fill the IR and assembly texts
   bool assume_aligned = false;  // buffers are 64-byte aligned
   bool want_object = true;      // false: texts only (a disk-cache hit that wants dumps)
+  LlvmOpt opt = LlvmOpt::Fast;  // the optimisation pipeline
 };
 
-/// Compiles `k` for the host CPU at O3. Throws kiln::Error if LLVM rejects the module.
+/// Compiles `k` for the host CPU (see LlvmOpt). Throws kiln::Error if LLVM rejects the module.
 LlvmKernelBinary compile_kernel_llvm(const kir::Kernel& k, const std::string& symbol,
                                      const LlvmEmitOptions& opts);
 

@@ -16,6 +16,7 @@
 #include "codegen/gpu_compile.h"
 #include "frontend/device_ops.h"
 #include "frontend/jit.h"
+#include "frontend/settings.h"
 #include "frontend/tensor_impl.h"
 #include "ir/builder.h"
 #include "runtime/cuda_driver.h"
@@ -225,8 +226,8 @@ std::shared_ptr<Plan> plan_for(const Graph& g) {
       return it->second;
     }
   }
-  CompileOptions opts;
-  opts.cache_dir = cache_dir();
+  CompileOptions opts = compile_options();
+  opts.fusion = true;
   std::shared_ptr<Plan> plan = compile_graph(g, opts);
   std::lock_guard<std::mutex> lock(c.mu);
   if (c.plans.size() >= kMaxCachedOps) c.plans.clear();

@@ -34,7 +34,17 @@ std::string TraceStats::str() const {
   if (evictions) os << ", evictions " << evictions;
   if (eager_calls) os << ", eager calls " << eager_calls;
   os << ", trace " << trace_ms << " ms, compile " << compile_ms << " ms, kernels " << kernels;
-  if (kernels_from_disk) os << " (" << kernels_from_disk << " from the disk cache)";
+  if (kernels_from_disk || kernels_reused)
+    os << " (" << kernels_reused << " reused, " << kernels_from_disk << " from the disk cache)";
+  if (!kernel_compile_ms.empty()) {
+    std::vector<double> ms;
+    for (const auto& k : kernel_compile_ms) ms.push_back(k.second);
+    std::sort(ms.begin(), ms.end());
+    auto slowest = std::max_element(kernel_compile_ms.begin(), kernel_compile_ms.end(),
+                                    [](const auto& a, const auto& b) { return a.second < b.second; });
+    os << "\n  CPU kernels: median " << ms[ms.size() / 2] << " ms, slowest " << slowest->first << " "
+       << slowest->second << " ms; " << kernel_phases;
+  }
   for (const auto& r : miss_reasons) os << "\n  miss: " << r;
   return os.str();
 }
@@ -57,8 +67,34 @@ std::string number_str(double v) {
 
 
 TracedCore::TracedCore(std::string name, SourceLoc where, Body body)
-    : name_(std::move(name)), where_(where), body_(std::move(body)) {}
+    : name_(std::move(name)), where_(where), body_(std::move(body)),
+      stats_(std::make_shared<StatsCell>()) {}
 TracedCore::~TracedCore() = default;
+
+const TraceStats& TracedCore::stats() const { return stats_->stats; }
+
+void TracedCore::StatsCell::add_compile(const CompileReport& r, size_t steps, double ms) {
+  std::lock_guard<std::mutex> lock(mu);
+  stats.compile_ms += ms;
+  stats.kernels += static_cast<int64_t>(steps);
+  stats.kernels_from_disk += r.kernels_from_disk;
+  stats.kernels_reused += r.kernels_reused;
+  for (size_t i = 0; i < r.kernels.size() && i < r.artifacts.size(); ++i)
+    if (r.artifacts[i].compile_ms > 0)
+      stats.kernel_compile_ms.push_back({r.kernels[i].name, r.artifacts[i].compile_ms});
+  phases += r.kernel_times;
+  stats.kernel_phases = phases.str();
+}
+
+std::shared_ptr<Plan> LazyPlan::get() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (plan_) return plan_;
+  const auto t0 = std::chrono::steady_clock::now();
+  CompileReport report;
+  plan_ = compile_graph(graph_, opts_, &report);
+  stats_->add_compile(report, plan_->steps.size(), ms_since(t0));
+  return plan_;
+}
 
 void TracedCore::set_cache_size(size_t n) {
   if (n == 0) throw Error("set_cache_size: the cache needs room for at least one signature");
@@ -68,7 +104,7 @@ void TracedCore::set_cache_size(size_t n) {
     auto it = std::min_element(entries_.begin(), entries_.end(),
                                [](auto& a, auto& b) { return a->last_use < b->last_use; });
     entries_.erase(it);
-    stats_.evictions++;
+    stats_->stats.evictions++;
   }
 }
 
@@ -166,7 +202,7 @@ std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
         guard_reason = "a captured tensor's requires_grad or history changed since it was traced";
       }
     if (!guards_hold) continue;
-    stats_.hits++;
+    stats_->stats.hits++;
     e->last_use = ++clock_;
     return e;
   }
@@ -180,8 +216,8 @@ std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
     reason = miss_reason(args, types, rg, gm, last->types, last->requires_grad, last->numbers,
                          last->grad_mode);
   }
-  stats_.misses++;
-  stats_.miss_reasons.push_back(reason);
+  stats_->stats.misses++;
+  stats_->stats.miss_reasons.push_back(reason);
   if (log_enabled("recompiles"))
     std::cerr << "kiln: compiling '" << name_ << "' (" << reason << ")\n";
 
@@ -206,7 +242,7 @@ std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
     auto it = std::min_element(entries_.begin(), entries_.end(),
                                [](auto& a, auto& b) { return a->last_use < b->last_use; });
     entries_.erase(it);
-    stats_.evictions++;
+    stats_->stats.evictions++;
   }
   e->last_use = ++clock_;
   entries_.push_back(e);
@@ -407,32 +443,29 @@ std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool
   for (const auto& p : e->params) e->param_grad_state.push_back(autograd_state(*p));
   e->traced = strip_traced_custom(forward_graph);
   double trace_ms = ms_since(t0);
-  stats_.trace_ms += trace_ms;
+  {
+    std::lock_guard<std::mutex> lock(stats_->mu);
+    stats_->stats.trace_ms += trace_ms;
+  }
 
   auto t1 = std::chrono::steady_clock::now();
-  CompileOptions opts;
+  CompileOptions opts = compile_options();
   opts.fusion = fusion_override_ >= 0 ? fusion_override_ == 1 : fusion_enabled();
-  opts.overlap_collectives = settings().overlap;
   opts.want_artifacts = artifacts;
-  opts.cache_dir = cache_dir();
   e->report = std::make_unique<CompileReport>();
   e->plan = compile_graph(e->traced, opts, e->report.get());
-  size_t steps = e->plan->steps.size();
-  if (e->autograd_call) {
-    e->backward_graph = strip_traced_custom(backward_graph);
-    CompileReport bwd_report;
-    e->backward = compile_graph(e->backward_graph, opts, &bwd_report);
-    steps += e->backward->steps.size();
-    stats_.kernels_from_disk += bwd_report.kernels_from_disk;
-  }
-  double compile_ms = ms_since(t1);
-  stats_.compile_ms += compile_ms;
-  stats_.kernels += static_cast<int64_t>(steps);
-  stats_.kernels_from_disk += e->report->kernels_from_disk;
+  const double compile_ms = ms_since(t1);
+  stats_->add_compile(*e->report, e->plan->steps.size(), compile_ms);
+  // The backward compiles when a backward() first reaches the call: a training
+  // step that runs backward() itself and returns its loss never needs it.
+  if (e->autograd_call)
+    e->backward = std::make_shared<LazyPlan>(strip_traced_custom(backward_graph), opts, stats_);
   if (log_enabled("compile"))
     std::cerr << "kiln: '" << name_ << "': traced " << e->traced.size() << " nodes in " << trace_ms
-              << " ms, compiled " << steps << " steps in " << compile_ms << " ms ("
-              << stats_.kernels_from_disk << " kernels from the disk cache so far)\n";
+              << " ms, compiled " << e->plan->steps.size() << " steps in " << compile_ms << " ms ("
+              << e->report->kernels_reused << " kernels reused, " << e->report->kernels_from_disk
+              << " from the disk cache; kernels: " << e->report->kernel_times.str() << ")"
+              << (e->autograd_call ? "; the backward compiles on first use" : "") << "\n";
   return e;
 }
 
@@ -574,8 +607,7 @@ std::vector<Tensor> TracedCore::run(Entry& e, const TraceArgs& args) {
   std::vector<Tensor> inputs;
   for (int64_t a : e.wrt_args) inputs.push_back(args.tensors[static_cast<size_t>(a)]);
   for (int64_t p : e.wrt_params) inputs.emplace_back(e.params[static_cast<size_t>(p)]);
-  std::shared_ptr<Plan> bwd = e.backward;
-  auto bgraph = std::make_shared<Graph>(e.backward_graph);
+  std::shared_ptr<LazyPlan> bwd = e.backward;
   auto params = e.params;
   auto out_types = e.backward_out_types;
   auto fwd_out_types = e.call_out_types;
@@ -597,7 +629,7 @@ std::vector<Tensor> TracedCore::run(Entry& e, const TraceArgs& args) {
       bool given = i < grads.size() && grads[i].defined();
       bargs.push_back(given ? grads[i] : zeros(t.shape, TensorOptions(t.dtype).device(t.device)));
     }
-    std::vector<Tensor> result = run_plan(*bwd, *bgraph, bargs, params, out_types, name, where);
+    std::vector<Tensor> result = run_plan(*bwd->get(), bwd->graph(), bargs, params, out_types, name, where);
     for (size_t j = 0; j < result.size() && j < reached_by.size(); ++j)
       if (std::none_of(reached_by[j].begin(), reached_by[j].end(),
                        [&](size_t o) { return o < grads.size() && grads[o].defined(); }))
@@ -631,8 +663,8 @@ std::vector<Tensor> TracedCore::call(const TraceArgs& args) {
   const bool eager = !jit_enabled() || current_trace() != nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stats_.calls++;
-    if (eager) stats_.eager_calls++;
+    stats_->stats.calls++;
+    if (eager) stats_->stats.eager_calls++;
   }
   // Eager mode, or a traced function called inside another trace (it inlines).
   if (eager) return body_(args);

@@ -29,7 +29,15 @@ struct TraceStats {
   int64_t calls = 0, hits = 0, misses = 0, evictions = 0, eager_calls = 0;
   std::vector<std::string> miss_reasons;  // "first call", "arg 0: shape [64,1000] -> [32,1000]"
   double trace_ms = 0, compile_ms = 0;
-  int64_t kernels = 0, kernels_from_disk = 0;
+  /// Plan steps compiled (kernels, BLAS calls, collectives); of the CPU kernels,
+  /// how many came from the disk cache and how many shared the code of an
+  /// identical kernel already loaded (another group, another batch size).
+  int64_t kernels = 0, kernels_from_disk = 0, kernels_reused = 0;
+  /// Per CPU kernel compiled or reused: its name and milliseconds, in compile order.
+  std::vector<std::pair<std::string, double>> kernel_compile_ms;
+  /// "lower 1.0 ms, LLVM IR 3.4 ms, optimise 67.4 ms, machine code 107.2 ms, load 2.4 ms":
+  /// the CPU kernels' compile time by phase, summed (threads compile in parallel).
+  std::string kernel_phases;
   std::string str() const;
 };
 
@@ -65,11 +73,12 @@ class TracedCore {
   Graph graph(const TraceArgs& args, bool optimized);
   void dump(const std::string& dir, const TraceArgs& args);
   void save(const std::string& path, const TraceArgs& args);
-  const TraceStats& stats() const { return stats_; }
+  const TraceStats& stats() const;
   void set_cache_size(size_t n);
   void set_fusion(int on) { fusion_override_ = on; }  // -1 follows the global switch
   const std::string& name() const { return name_; }
-  struct Entry;  // one cached signature (frontend/jit_entry.h)
+  struct Entry;      // one cached signature (frontend/jit_entry.h)
+  struct StatsCell;  // the stats and what adds to them (frontend/jit_entry.h)
 
  private:
   struct InFlight;
@@ -90,7 +99,8 @@ class TracedCore {
   int fusion_override_ = -1;
   uint64_t clock_ = 0;
   std::vector<std::shared_ptr<Entry>> entries_;  // shared: a call in progress keeps its entry
-  TraceStats stats_;
+  /// Shared with the tape nodes of autograd calls, whose backward plan compiles on first use.
+  std::shared_ptr<StatsCell> stats_;
   std::mutex mu_;                     // entries_, in_flight_, clock_ and the call counters
   std::condition_variable compiled_;  // an in-flight build finished
   std::vector<const InFlight*> in_flight_;

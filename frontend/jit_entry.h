@@ -15,6 +15,32 @@ struct TraceState;
 
 namespace kiln::detail {
 
+struct TracedCore::StatsCell {
+  std::mutex mu;  // the compile figures (the call counters are under TracedCore::mu_)
+  TraceStats stats;
+  CompileTimes phases;
+  /// Adds one compiled plan's figures.
+  void add_compile(const CompileReport& r, size_t steps, double ms);
+};
+
+/// A plan compiled on its first run: the backward of an autograd call, which a
+/// training step that runs backward() itself and returns its loss never runs.
+/// Thread-safe; a compile that fails is tried again on the next run.
+class LazyPlan {
+ public:
+  LazyPlan(Graph graph, CompileOptions opts, std::shared_ptr<TracedCore::StatsCell> stats)
+      : graph_(std::move(graph)), opts_(std::move(opts)), stats_(std::move(stats)) {}
+  const Graph& graph() const { return graph_; }
+  std::shared_ptr<Plan> get();
+
+ private:
+  Graph graph_;
+  CompileOptions opts_;
+  std::shared_ptr<TracedCore::StatsCell> stats_;
+  std::mutex mu_;
+  std::shared_ptr<Plan> plan_;
+};
+
 /// What happens to a captured tensor's or an argument's .grad after a compiled call.
 struct GradWriteback {
   std::shared_ptr<TensorImpl> tensor;  // a captured tensor, or null for argument `arg`
@@ -80,8 +106,7 @@ struct TracedCore::Entry {
   bool autograd_call = false;
   size_t saved_begin = 0;  // outputs from here on are the values the backward reads
   size_t saved = 0;
-  Graph backward_graph;
-  std::shared_ptr<Plan> backward;
+  std::shared_ptr<LazyPlan> backward;
   std::vector<TensorType> backward_out_types;
   std::vector<int64_t> wrt_args;       // argument positions that require grad
   std::vector<int64_t> wrt_params;     // parameter indices that require grad

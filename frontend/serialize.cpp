@@ -9,6 +9,7 @@
 
 #include "codegen/compile.h"
 #include "frontend/autograd.h"
+#include "frontend/settings.h"
 #include "frontend/jit.h"
 #include "frontend/tensor_impl.h"
 #include "ir/parser.h"
@@ -497,9 +498,8 @@ std::vector<Tensor> LoadedFunction::operator()(const std::vector<Tensor>& args) 
     std::lock_guard<std::mutex> lock(s.mu);
     bool fusion = s.fusion >= 0 ? s.fusion == 1 : fusion_enabled();
     if (!s.plan || s.plan_fusion != fusion) {
-      CompileOptions opts;
+      CompileOptions opts = compile_options();
       opts.fusion = fusion;
-      opts.cache_dir = cache_dir();
       s.plan = compile_graph(s.graph, opts);
       s.plan_fusion = fusion;
     }

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "codegen/compile.h"
 #include "frontend/jit.h"
 #include "runtime/plan.h"
 
@@ -33,6 +34,14 @@ std::string default_cache_dir() {
   return home.empty() ? "" : home + "/.cache/kiln";
 }
 
+LlvmOpt llvm_opt_from_env() {
+  std::string v = env("KILN_OPT");
+  if (v == "full") return LlvmOpt::Full;
+  if (!v.empty() && v != "fast")
+    std::fprintf(stderr, "kiln: KILN_OPT=%s: expected 'fast' or 'full'; using 'fast'\n", v.c_str());
+  return LlvmOpt::Fast;
+}
+
 }  // namespace
 
 Settings& settings() {
@@ -45,6 +54,8 @@ Settings& settings() {
     s.dump_dir = env("KILN_DUMP");
     s.log = env("KILN_LOG");
     s.cache_dir = default_cache_dir();
+    s.llvm_opt = llvm_opt_from_env();
+    s.reuse_kernels = env_flag("KILN_REUSE", true);
     return s;
   }();
   static const bool profiling = [] {
@@ -59,6 +70,17 @@ Settings& settings() {
 }
 
 bool log_enabled(const char* category) { return log_enabled_in(settings().log, category); }
+
+CompileOptions compile_options() {
+  const Settings& s = settings();
+  CompileOptions o;
+  o.fusion = s.fusion;
+  o.overlap_collectives = s.overlap;
+  o.cache_dir = s.cache_dir;
+  o.llvm_opt = s.llvm_opt;
+  o.reuse_kernels = s.reuse_kernels;
+  return o;
+}
 
 bool log_enabled_in(const std::string& l, const char* category) {
   if (l.empty()) return false;

@@ -6,9 +6,13 @@
 //   KILN_DUMP=dir      write dumps of every compiled function under dir
 //   KILN_LOG=a,b       log categories to stderr: recompiles, compile, profile, all
 //   KILN_CACHE_DIR=d   on-disk kernel cache ("off" disables)
+//   KILN_OPT=full      CPU kernels get LLVM's whole O3 (default "fast": no unrolling or SLP)
+//   KILN_REUSE=0       never share an identical kernel already loaded (the cold-compile baseline)
 #pragma once
 
 #include <string>
+
+#include "runtime/llvm_jit.h"
 
 namespace kiln {
 
@@ -20,11 +24,18 @@ struct Settings {
   std::string dump_dir;
   std::string log;
   std::string cache_dir;
+  LlvmOpt llvm_opt = LlvmOpt::Fast;
+  bool reuse_kernels = true;
 };
+
+struct CompileOptions;
 
 /// The process-wide settings (initialised from the environment on first use).
 Settings& settings();
 /// True when KILN_LOG names the category (or "all").
 bool log_enabled(const char* category);
+/// Compile options as the switches set them (fusion, overlap, disk cache, LLVM
+/// pipeline); every caller of compile_graph starts from these.
+CompileOptions compile_options();
 
 }  // namespace kiln

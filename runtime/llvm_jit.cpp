@@ -118,7 +118,11 @@ void LlvmJit::configure(llvm::Module& m) const {
   m.setDataLayout(impl_->target_machine()->createDataLayout());
 }
 
-void LlvmJit::optimize(llvm::Module& m) const {
+const char* llvm_opt_name(LlvmOpt o) {
+  return o == LlvmOpt::Full ? "full" : "fast";
+}
+
+void LlvmJit::optimize(llvm::Module& m, LlvmOpt opt) const {
   std::unique_ptr<llvm::TargetMachine> tm = impl_->target_machine();
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;
@@ -126,9 +130,9 @@ void LlvmJit::optimize(llvm::Module& m) const {
   llvm::ModuleAnalysisManager mam;
   llvm::PipelineTuningOptions pto;
   pto.LoopVectorization = true;
-  pto.SLPVectorization = true;
-  pto.LoopUnrolling = true;
   pto.LoopInterleaving = true;
+  pto.SLPVectorization = opt == LlvmOpt::Full;
+  pto.LoopUnrolling = opt == LlvmOpt::Full;
   llvm::PassBuilder pb(tm.get(), pto);
   pb.registerModuleAnalyses(mam);
   pb.registerCGSCCAnalyses(cgam);

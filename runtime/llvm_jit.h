@@ -19,6 +19,15 @@ class Module;
 
 namespace kiln {
 
+/// Which optimisation pipeline kernels get.
+///   Fast: LLVM's O3 with the loop vectoriser and its interleaving, without loop
+///         unrolling and SLP vectorisation. Kiln's kernels are loops the loop
+///         vectoriser handles whole; unrolling and SLP roughly doubled compile
+///         time for no measured speed (bench_compile's BM_KernelSpeed).
+///   Full: LLVM's O3 as clang runs it (KILN_OPT=full).
+enum class LlvmOpt { Fast, Full };
+const char* llvm_opt_name(LlvmOpt o);  // "fast", "full"
+
 class LlvmJit {
  public:
   /// The JIT, created (and LLVM's native target initialised) on first use. Thread-safe.
@@ -35,8 +44,10 @@ class LlvmJit {
 
   /// Sets the module's target triple and data layout to the host's.
   void configure(llvm::Module& m) const;
-  /// Runs the O3 pipeline (PassBuilder::buildPerModuleDefaultPipeline) for the host CPU.
-  void optimize(llvm::Module& m) const;
+  /// Runs the O3 pipeline (PassBuilder::buildPerModuleDefaultPipeline) for the host
+  /// CPU, tuned as `opt` says. Thread-safe: modules in different contexts may be
+  /// optimised and emitted concurrently.
+  void optimize(llvm::Module& m, LlvmOpt opt) const;
   /// Host machine code for the module as an ELF object file. Consumes nothing.
   std::string emit_object(llvm::Module& m) const;
   /// Host assembly text for a clone of the module.

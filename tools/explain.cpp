@@ -10,6 +10,7 @@
 #include "codegen/compile.h"
 #include "frontend/jit.h"
 #include "frontend/serialize.h"
+#include "frontend/settings.h"
 #include "ir/parser.h"
 #include "passes/pipeline.h"
 #include "tools/commands.h"
@@ -112,9 +113,8 @@ struct Compiled {
 
 Compiled compile(const Graph& g, bool fusion) {
   Compiled c;
-  CompileOptions opts;
+  CompileOptions opts = compile_options();
   opts.fusion = fusion;
-  opts.cache_dir = cache_dir();
   compile_graph(g, opts, &c.report);
   for (const KernelInfo& k : c.report.kernels) {
     c.bytes += k.bytes_read + k.bytes_written;

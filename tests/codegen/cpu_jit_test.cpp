@@ -331,6 +331,7 @@ TEST_CASE("disk cache: a second compile loads the object; damage is detected and
   FusionGroup grp = make_group(g, GroupKind::Elementwise, all_compute_nodes(g));
   CpuCompileOptions o;
   o.cache_dir = dir.path;
+  o.reuse_loaded = false;  // the disk cache alone
   std::mt19937_64 rng(3);
   std::vector<Buf> args = {make_buf(ty(DType::f32, {16, 50})), make_buf(ty(DType::f32, {16, 50}))};
   for (Buf& a : args) fill_random(a, rng);
@@ -362,6 +363,7 @@ TEST_CASE("disk cache: a second compile loads the object; damage is detected and
     TempDir d2;
     CpuCompileOptions o2;
     o2.cache_dir = d2.path;
+    o2.reuse_loaded = false;
     (void)compile_cpu_kernel(g, grp, o2);
     std::filesystem::path entry;
     for (const auto& e : std::filesystem::directory_iterator(d2.path)) entry = e.path();
@@ -481,4 +483,40 @@ TEST_CASE("buffers need no alignment by default; assume_aligned is an opt-in") {
   CpuCompileOptions aligned;
   aligned.assume_aligned = true;
   check_group(g, grp, vals, {}, aligned);
+}
+
+TEST_CASE("an identical kernel already loaded is shared, and freed with its last user") {
+  Graph g = exp_chain(DType::f32, {16, 50});
+  FusionGroup grp = make_group(g, GroupKind::Elementwise, all_compute_nodes(g));
+  std::mt19937_64 rng(4);
+  std::vector<Buf> args = {make_buf(ty(DType::f32, {16, 50})), make_buf(ty(DType::f32, {16, 50}))};
+  for (Buf& a : args) fill_random(a, rng);
+  std::vector<Buf> vals = reference_eval(g, args);
+  CpuCompileOptions o;  // no disk cache: a kernel not reused is compiled
+  const size_t before = LlvmJit::get().loaded_objects();
+  {
+    CpuKernel first = check_group(g, grp, vals, {}, o);
+    CHECK_FALSE(first.artifacts.reused);
+    CHECK(first.artifacts.times.optimize_ms > 0);
+    CpuKernel second = check_group(g, grp, vals, {}, o);
+    CHECK(second.artifacts.reused);
+    CHECK(reinterpret_cast<void*>(second.fn) == reinterpret_cast<void*>(first.fn));
+    CHECK(second.artifacts.times.optimize_ms == 0);
+    CHECK(LlvmJit::get().loaded_objects() == before + 1);
+    // Dumps of a reused kernel still get its texts.
+    CpuCompileOptions ot = o;
+    ot.want_artifacts = true;
+    CpuKernel third = compile_cpu_kernel(g, grp, ot);
+    CHECK(third.artifacts.reused);
+    CHECK(has_vectors(third.artifacts.llvm_ir_opt, "float"));
+    // Another pipeline is another kernel.
+    CpuCompileOptions full = o;
+    full.opt = LlvmOpt::Full;
+    CpuKernel other = check_group(g, grp, vals, {}, full);
+    CHECK_FALSE(other.artifacts.reused);
+    CHECK(LlvmJit::get().loaded_objects() == before + 2);
+  }
+  CHECK(LlvmJit::get().loaded_objects() == before);  // held weakly: freed with its users
+  CpuKernel again = check_group(g, grp, vals, {}, o);
+  CHECK_FALSE(again.artifacts.reused);
 }

@@ -300,3 +300,52 @@ TEST_CASE("a second process compiles nothing: kernels come from the disk cache")
   CHECK(second.second == second.first);
   fs::remove_all(dir);
 }
+
+TEST_CASE("the backward of a traced call compiles on first use, with eager's gradients") {
+  manual_seed(1);
+  Tensor w = randn({4, 3}).requires_grad_();
+  Tensor x = randn({5, 4});
+  auto f = jit([&](Tensor in) { return (in.mm(w).tanh() * 2).sum(); }, "lazy_backward");
+  Tensor loss = f(x);
+  const int64_t forward_kernels = f.stats().kernels;
+  CHECK(forward_kernels > 0);
+  CHECK(w.grad().defined() == false);
+  loss.backward();  // compiles the backward plan now
+  CHECK(f.stats().kernels > forward_kernels);
+  Tensor traced_grad = w.grad().clone();
+  w.grad().zero_();
+  (x.mm(w).tanh() * 2).sum().backward();
+  check_close(traced_grad, w.grad(), 1e-5);
+  // The next call of the same signature reuses both plans.
+  w.grad().zero_();
+  const int64_t both = f.stats().kernels;
+  f(x).backward();
+  CHECK(f.stats().kernels == both);
+  check_close(traced_grad, w.grad(), 1e-5);
+}
+
+TEST_CASE("a new batch size shares the kernels that do not depend on it; stats show compile times") {
+  manual_seed(2);
+  nn::Sequential model(nn::Linear(8, 6), nn::ReLU(), nn::Linear(6, 3));
+  optim::Adam opt(model->parameters(), 1e-2);
+  auto step = jit(
+      [&](Tensor in, Tensor target) {
+        opt.zero_grad();
+        Tensor loss = nn::functional::cross_entropy(model(in), target);
+        loss.backward();
+        opt.step();
+        return loss;
+      },
+      "reuse_step");
+  step(randn({7, 8}), (rand({7}) * 3).to(kInt64));
+  const int64_t reused_first = step.stats().kernels_reused;
+  REQUIRE_FALSE(step.stats().kernel_compile_ms.empty());
+  for (const auto& k : step.stats().kernel_compile_ms) CHECK(k.second > 0);
+  step(randn({5, 8}), (rand({5}) * 3).to(kInt64));
+  CHECK(step.stats().misses == 2);
+  CHECK(step.stats().kernels_reused > reused_first);  // Adam's updates of each parameter
+  const std::string s = step.stats().str();
+  CHECK(s.find("reused") != std::string::npos);
+  CHECK(s.find("CPU kernels: median ") != std::string::npos);
+  CHECK(s.find("machine code") != std::string::npos);
+}

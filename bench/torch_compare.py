@@ -38,9 +38,9 @@ def main():
     def two_layer():
         loss = (x.mm(w1).clamp(min=0).mm(w2) - y).pow(2).sum()
         loss.backward()
-        with torch.no_grad():
-            w1 -= 1e-6 * w1.grad
-            w2 -= 1e-6 * w2.grad
+        with torch.no_grad():  # in place: `w1 -= ...` here would make w1 a local name
+            w1.sub_(1e-6 * w1.grad)
+            w2.sub_(1e-6 * w2.grad)
             w1.grad.zero_()
             w2.grad.zero_()
 

@@ -78,6 +78,17 @@ class LoadedKernels {
   uint64_t adds_ = 0;
 };
 
+// The loop vectoriser cannot vectorise a load indexed by a remainder or quotient
+// of the loop variable (a small broadcast dimension: a [4] bias over [N,4] is
+// read at i % 4), so such loops stay scalar, and unrolling is what makes a scalar
+// loop fast. The fast pipeline gives those kernels LLVM's whole O3
+// (bench_compile's BM_KernelSpeed, "[4] bias over [1M,4]").
+LlvmOpt pipeline_for(const kir::Kernel& k, LlvmOpt asked) {
+  for (const kir::ValueDef& v : k.values)
+    if (v.op == kir::ScalarOp::imod || v.op == kir::ScalarOp::idiv) return LlvmOpt::Full;
+  return asked;
+}
+
 SourceLoc first_loc(const Graph& g, const FusionGroup& group) {
   for (NodeId id : group.nodes)
     if (g.node(id).loc.known()) return g.node(id).loc;
@@ -110,18 +121,19 @@ CpuKernel compile_cpu_kernel(const Graph& g, const FusionGroup& group,
 
   try {
     LlvmJit& jit = LlvmJit::get();
+    const LlvmOpt opt = pipeline_for(k, opts.opt);
     // The key: what the code means (kernel text without names) and what it was built for.
     const std::string key_text =
         std::string(kCodegenVersion) + "\nllvm " + LlvmJit::llvm_version() + "\ncpu " +
         jit.cpu_name() + "\nfeatures " + jit.cpu_features() + "\naligned " +
-        (opts.assume_aligned ? "1" : "0") + "\nopt " + llvm_opt_name(opts.opt) + "\n" +
+        (opts.assume_aligned ? "1" : "0") + "\nopt " + llvm_opt_name(opt) + "\n" +
         kir::print_kernel(k, {.names = false});
     const std::string key = stable_hash_hex(key_text);
     const std::string symbol = "kiln_kernel_" + key;
     LlvmEmitOptions eo;
     eo.want_texts = opts.want_artifacts;
     eo.assume_aligned = opts.assume_aligned;
-    eo.opt = opts.opt;
+    eo.opt = opt;
 
     // Dumps want the texts of a kernel that is not compiled now: regenerate them
     // (the code already loaded, or the object from disk, is what runs).

@@ -1,0 +1,198 @@
+// Compile cost, and what the compile-time choices cost at run time.
+//   BM_FirstCall      the first call of a traced MLP training step (784-256-128-10,
+//                     ReLU/Tanh, cross-entropy, Adam): cold (no disk cache, no kernel
+//                     already loaded), warm disk cache, and per LLVM pipeline.
+//   BM_NewBatchSizes  after a first call at batch 64, the calls at 50, 37 and 128
+//                     together (label "of_first": their cost / the first call's).
+//   BM_OneKernel      a one-kernel function compiled cold, per pipeline.
+//   BM_KernelSpeed    the compiled kernels' run time per pipeline, for the JIT's
+//                     workloads (fast must be no slower than full).
+// Every figure that matters is a ratio of two cases of the same run.
+#include <benchmark/benchmark.h>
+
+#include <kiln/kiln.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+
+#include "codegen/cpu_backend.h"
+#include "frontend/settings.h"
+#include "runtime/blas.h"
+#include "runtime/thread_pool.h"
+
+using namespace kiln;
+
+namespace {
+
+// What a case compiles with: the LLVM pipeline, the disk cache and kernel sharing.
+struct CompileSetup {
+  explicit CompileSetup(LlvmOpt opt, std::string cache = "", bool reuse = false)
+      : saved_(settings()) {
+    settings().llvm_opt = opt;
+    settings().reuse_kernels = reuse;
+    set_cache_dir(std::move(cache));
+  }
+  ~CompileSetup() { settings() = saved_; }
+
+ private:
+  Settings saved_;
+};
+
+LlvmOpt opt_arg(const benchmark::State& state, int i) {
+  return state.range(i) == 0 ? LlvmOpt::Fast : LlvmOpt::Full;
+}
+
+// The MLP training step of issue #14, traced afresh (nothing compiled yet).
+struct MlpStep {
+  nn::Sequential model{nn::Linear(784, 256), nn::ReLU(), nn::Linear(256, 128), nn::Tanh(),
+                       nn::Linear(128, 10)};
+  optim::Adam opt{model->parameters(), 1e-3};
+  Traced<Tensor(Tensor, Tensor)> step = jit(
+      [this](Tensor in, Tensor target) {
+        opt.zero_grad();
+        Tensor loss = nn::functional::cross_entropy(model(in), target);
+        loss.backward();
+        opt.step();
+        return loss;
+      },
+      "mlp_step");
+};
+
+std::pair<Tensor, Tensor> batch(int64_t n) {
+  return {randn({n, 784}), (rand({n}) * 10).to(kInt64)};
+}
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string temp_cache() {
+  return (std::filesystem::temp_directory_path() / "kiln_bench_compile_cache").string();
+}
+
+enum Cache { kCold = 0, kWarmDisk = 1 };
+
+// Arg 0: cold or warm disk cache; arg 1: pipeline (0 fast, 1 full).
+void BM_FirstCall(benchmark::State& state) {
+  const bool warm = state.range(0) == kWarmDisk;
+  const std::string dir = temp_cache();
+  std::filesystem::remove_all(dir);
+  CompileSetup setup(opt_arg(state, 1), warm ? dir : "");
+  manual_seed(0);
+  auto [x, y] = batch(64);
+  if (warm) MlpStep().step(x, y);  // fills the disk cache
+  int64_t kernels = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    MlpStep m;
+    state.ResumeTiming();
+    m.step(x, y);
+    kernels = m.step.stats().kernels;
+  }
+  std::filesystem::remove_all(dir);
+  state.counters["plan_steps"] = static_cast<double>(kernels);
+  state.SetLabel(std::string(warm ? "warm disk cache" : "cold") + ", " + llvm_opt_name(opt_arg(state, 1)));
+}
+BENCHMARK(BM_FirstCall)
+    ->Args({kCold, 0})
+    ->Args({kCold, 1})
+    ->Args({kWarmDisk, 0})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+void BM_NewBatchSizes(benchmark::State& state) {
+  CompileSetup setup(LlvmOpt::Fast, "", /*reuse=*/true);
+  manual_seed(0);
+  auto first = batch(64);
+  std::vector<std::pair<Tensor, Tensor>> later = {batch(50), batch(37), batch(128)};
+  double first_ms = 0, later_ms = 0;
+  int64_t reused = 0, kernels = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    MlpStep m;
+    auto t0 = std::chrono::steady_clock::now();
+    m.step(first.first, first.second);
+    first_ms += ms_since(t0);
+    const int64_t before = m.step.stats().kernels;
+    state.ResumeTiming();
+    auto t1 = std::chrono::steady_clock::now();
+    for (auto& b : later) m.step(b.first, b.second);
+    later_ms += ms_since(t1);
+    reused = m.step.stats().kernels_reused;
+    kernels = m.step.stats().kernels - before;
+  }
+  state.counters["of_first"] = later_ms / first_ms;
+  state.counters["new_steps"] = static_cast<double>(kernels);
+  state.counters["reused"] = static_cast<double>(reused);
+}
+BENCHMARK(BM_NewBatchSizes)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Arg 0: pipeline.
+void BM_OneKernel(benchmark::State& state) {
+  CompileSetup setup(opt_arg(state, 0));
+  Tensor x = randn({1024, 256});
+  double per_kernel = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    auto f = jit([](Tensor v) { return ((v * 1.5f + 2).tanh().exp() - v.sigmoid()).relu(); }, "one_kernel");
+    state.ResumeTiming();
+    f(x);
+    per_kernel += f.stats().kernel_compile_ms.at(0).second;
+  }
+  state.counters["kernel_ms"] = per_kernel / static_cast<double>(state.iterations());
+  state.SetLabel(llvm_opt_name(opt_arg(state, 0)));
+}
+BENCHMARK(BM_OneKernel)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+Tensor chain(const Tensor& x) { return ((x * 1.5f + 2) - x * x).abs().clamp(0.5, 4) * 0.25f; }
+Tensor chain_transcendental(const Tensor& x) {
+  return ((x * 1.5f + 2).tanh().exp() - x.sigmoid()).relu() / (x * x + 1);
+}
+Tensor softmax_rows(const Tensor& x) { return x.softmax(1); }
+Tensor bias_relu(const Tensor& x) { return (x + tensor({0.5f, -1.f, 2.f, 0.f})).relu(); }
+
+enum Workload { kChain, kTranscendental, kSoftmax, kBias, kMlpStep };
+const char* workload_name(int64_t w) {
+  return w == kChain ? "chain8" : w == kTranscendental ? "transcendental chain" : w == kSoftmax ? "softmax rows"
+       : w == kBias ? "[4] bias over [1M,4]" : "MLP step (batch 64)";
+}
+
+// Arg 0: workload; arg 1: pipeline. Times the compiled code only.
+void BM_KernelSpeed(benchmark::State& state) {
+  const int64_t w = state.range(0);
+  CompileSetup setup(opt_arg(state, 1));
+  manual_seed(0);
+  state.SetLabel(std::string(workload_name(w)) + ", " + llvm_opt_name(opt_arg(state, 1)));
+  if (w == kMlpStep) {
+    MlpStep m;
+    auto [x, y] = batch(64);
+    m.step(x, y);
+    for (auto _ : state) benchmark::DoNotOptimize(m.step(x, y).impl());
+    return;
+  }
+  Tensor (*body)(const Tensor&) = w == kChain ? chain : w == kTranscendental ? chain_transcendental
+                                 : w == kSoftmax ? softmax_rows : bias_relu;
+  Tensor x = w == kSoftmax ? randn({4096, 4096}) : w == kBias ? randn({1 << 20, 4}) : randn({1 << 24});
+  auto f = jit([body](Tensor v) { return body(v); }, "kernel_speed");
+  f(x);
+  for (auto _ : state) benchmark::DoNotOptimize(f(x).impl());
+}
+BENCHMARK(BM_KernelSpeed)
+    ->ArgsProduct({{kChain, kTranscendental, kSoftmax, kBias, kMlpStep}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  blas_init();
+  benchmark::AddCustomContext("openblas", blas_info());
+  benchmark::AddCustomContext("jit_target", cpu_target_description());
+  benchmark::AddCustomContext("threads", std::to_string(num_threads()));
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

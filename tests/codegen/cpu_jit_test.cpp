@@ -325,17 +325,29 @@ TEST_CASE("special values of exp, log, tanh, sigmoid, sin, cos, gelu match the r
   }
 }
 
+// The exp chain as one elementwise group, with random inputs and the reference's values.
+struct ExpChainCase {
+  Graph g;
+  FusionGroup grp;
+  std::vector<Buf> args, vals;
+  ExpChainCase(std::vector<int64_t> shape, uint64_t seed)
+      : g(exp_chain(DType::f32, shape)), grp(make_group(g, GroupKind::Elementwise, all_compute_nodes(g))) {
+    std::mt19937_64 rng(seed);
+    args = {make_buf(ty(DType::f32, shape)), make_buf(ty(DType::f32, shape))};
+    for (Buf& a : args) fill_random(a, rng);
+    vals = reference_eval(g, args);
+  }
+};
+
 TEST_CASE("disk cache: a second compile loads the object; damage is detected and repaired") {
   TempDir dir;
-  Graph g = exp_chain(DType::f32, {16, 50});
-  FusionGroup grp = make_group(g, GroupKind::Elementwise, all_compute_nodes(g));
+  ExpChainCase c({16, 50}, 3);
+  const Graph& g = c.g;
+  const FusionGroup& grp = c.grp;
+  const std::vector<Buf>& vals = c.vals;
   CpuCompileOptions o;
   o.cache_dir = dir.path;
   o.reuse_loaded = false;  // the disk cache alone
-  std::mt19937_64 rng(3);
-  std::vector<Buf> args = {make_buf(ty(DType::f32, {16, 50})), make_buf(ty(DType::f32, {16, 50}))};
-  for (Buf& a : args) fill_random(a, rng);
-  std::vector<Buf> vals = reference_eval(g, args);
 
   CpuKernel first = check_group(g, grp, vals, {}, o);
   CHECK_FALSE(first.artifacts.from_disk_cache);
@@ -461,12 +473,11 @@ TEST_CASE("kernels compile concurrently from several threads") {
 }
 
 TEST_CASE("buffers need no alignment by default; assume_aligned is an opt-in") {
-  Graph g = exp_chain(DType::f32, {4, 64});
-  FusionGroup grp = make_group(g, GroupKind::Elementwise, all_compute_nodes(g));
-  std::mt19937_64 rng(8);
-  std::vector<Buf> args = {make_buf(ty(DType::f32, {4, 64})), make_buf(ty(DType::f32, {4, 64}))};
-  for (Buf& a : args) fill_random(a, rng);
-  std::vector<Buf> vals = reference_eval(g, args);
+  ExpChainCase c({4, 64}, 8);
+  const Graph& g = c.g;
+  const FusionGroup& grp = c.grp;
+  const std::vector<Buf>& args = c.args;
+  const std::vector<Buf>& vals = c.vals;
   // Every buffer 4 bytes past a 64-byte boundary.
   const size_t bytes = 4 * 64 * sizeof(float);
   std::vector<std::shared_ptr<Storage>> blocks;
@@ -486,12 +497,10 @@ TEST_CASE("buffers need no alignment by default; assume_aligned is an opt-in") {
 }
 
 TEST_CASE("an identical kernel already loaded is shared, and freed with its last user") {
-  Graph g = exp_chain(DType::f32, {16, 50});
-  FusionGroup grp = make_group(g, GroupKind::Elementwise, all_compute_nodes(g));
-  std::mt19937_64 rng(4);
-  std::vector<Buf> args = {make_buf(ty(DType::f32, {16, 50})), make_buf(ty(DType::f32, {16, 50}))};
-  for (Buf& a : args) fill_random(a, rng);
-  std::vector<Buf> vals = reference_eval(g, args);
+  ExpChainCase c({16, 50}, 4);
+  const Graph& g = c.g;
+  const FusionGroup& grp = c.grp;
+  const std::vector<Buf>& vals = c.vals;
   CpuCompileOptions o;  // no disk cache: a kernel not reused is compiled
   const size_t before = LlvmJit::get().loaded_objects();
   {

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <exception>
+#include <optional>
 #include <unordered_map>
 
 #include "codegen/gpu_compile.h"
@@ -379,16 +380,20 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
     for (NodeId id : grp.nodes) data_only = data_only && (g[id].op == OpKind::literal || g[id].op == OpKind::arange);
     if (data_only) grp.kind = GroupKind::Elementwise;
   }
+  // Matmul groups that are one accumulating BLAS call (alpha per group; no kernel).
+  std::vector<std::optional<double>> accumulate(step_groups.size());
+  for (size_t gi = 0; gi < step_groups.size(); ++gi) {
+    double alpha = 0;
+    if (step_groups[gi].kind == GroupKind::Matmul && group_in_place[gi].size() == 1 &&
+        accumulate_form(g, step_groups[gi], group_in_place[gi][0].second, &alpha))
+      accumulate[gi] = alpha;
+  }
   // Every CPU kernel is compiled first, in parallel; the steps below take them in order.
   std::vector<KernelJob> jobs(step_groups.size());
   for (size_t gi = 0; gi < step_groups.size(); ++gi) {
     const FusionGroup& grp = step_groups[gi];
-    double alpha = 0;
     jobs[gi].wanted = !device.is_cuda() && !later_member[gi] && bucket_at[gi] < 0 &&
-                      (grp.kind == GroupKind::Elementwise || grp.kind == GroupKind::Reduction ||
-                       grp.kind == GroupKind::Copy || grp.kind == GroupKind::Matmul) &&
-                      !(grp.kind == GroupKind::Matmul && group_in_place[gi].size() == 1 &&
-                        accumulate_form(g, grp, group_in_place[gi][0].second, &alpha));
+                      grp.kind != GroupKind::Opaque && !accumulate[gi];
     jobs[gi].group = &grp;
     jobs[gi].opts = copts;
     jobs[gi].opts.in_place = group_in_place[gi];
@@ -418,9 +423,7 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
       add_gpu_group_steps(gpu, grp, *plan, r);
       continue;
     }
-    double alpha = 0;
-    if (grp.kind == GroupKind::Matmul && group_in_place[gi].size() == 1 &&
-        accumulate_form(g, grp, group_in_place[gi][0].second, &alpha)) {
+    if (accumulate[gi]) {
       // P - c * (a @ b) stored over P: one BLAS call accumulating into P's buffer.
       const Node& mm = g[grp.nodes.front()];
       PlanStep step;
@@ -428,7 +431,7 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
       step.name = "k" + std::to_string(grp.nodes.front()) + "_matmul_accumulate";
       step.slots = {slot_of_operand(mm.operands[0], &step.trans_a),
                     slot_of_operand(mm.operands[1], &step.trans_b), slots.at(grp.outputs[0], g)};
-      step.alpha = alpha;
+      step.alpha = *accumulate[gi];
       step.beta = 1;
       plan->steps.push_back(step);
       KernelInfo info;

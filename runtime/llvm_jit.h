@@ -22,8 +22,9 @@ namespace kiln {
 /// Which optimisation pipeline kernels get.
 ///   Fast: LLVM's O3 with the loop vectoriser and its interleaving, without loop
 ///         unrolling and SLP vectorisation. Kiln's kernels are loops the loop
-///         vectoriser handles whole; unrolling and SLP roughly doubled compile
-///         time for no measured speed (bench_compile's BM_KernelSpeed).
+///         vectoriser handles whole; unrolling and SLP took about half the
+///         compile time of the MLP step's kernels for no measured speed
+///         (bench_compile: BM_FirstCall, BM_KernelSpeed).
 ///   Full: LLVM's O3 as clang runs it (KILN_OPT=full).
 enum class LlvmOpt { Fast, Full };
 const char* llvm_opt_name(LlvmOpt o);  // "fast", "full"

@@ -344,6 +344,8 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
   copts.cache_dir = opts.cache_dir;
   copts.opt = opts.llvm_opt;
   copts.reuse_loaded = opts.reuse_kernels;
+  copts.dynamic_sizes = opts.dynamic_sizes;
+  copts.record_only = opts.record_kernels_only;
   r.kernels.clear();
   r.artifacts.clear();
   r.step_values.clear();
@@ -399,6 +401,7 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
     jobs[gi].opts.in_place = group_in_place[gi];
   }
   compile_kernels(g, jobs);
+  if (opts.record_kernels_only) return nullptr;
 
   start_buckets_after(CollectiveSchedule::kBeforeAll);
   for (size_t gi = 0; gi < r.groups.size(); ++gi) {
@@ -457,6 +460,7 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
     CpuKernel k = std::move(jobs[gi].kernel);
     if (k.artifacts.from_disk_cache) r.kernels_from_disk++;
     if (k.artifacts.reused) r.kernels_reused++;
+    if (k.artifacts.templated) r.kernels_templated++;
     r.kernel_times += k.artifacts.times;
     if (grp.kind == GroupKind::Matmul) {
       const Node& mm = g[grp.nodes.front()];
@@ -498,6 +502,7 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
       step.kind = PlanStep::Kernel;
       step.name = k.info.name;
       step.fn = k.fn;
+      step.params = std::move(k.params);
       plan->code.push_back(std::move(k.code));
       step.range = k.info.range;
       step.grain = std::max<int64_t>(k.info.grain, 1);

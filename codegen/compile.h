@@ -22,6 +22,13 @@ struct CompileOptions {
   std::string cache_dir;        // on-disk kernel cache; empty disables it
   LlvmOpt llvm_opt = LlvmOpt::Fast;  // CPU kernels' optimisation pipeline (KILN_OPT)
   bool reuse_kernels = true;    // share identical CPU kernels already loaded (KILN_REUSE=0: never)
+  /// CPU kernels take the sizes that changed since a group was last lowered as
+  /// run-time parameters (kernel templates, codegen/kernel_template.h): a traced
+  /// function with a dynamic dimension. CUDA plans compile every size.
+  bool dynamic_sizes = false;
+  /// Lower every CPU kernel and remember it for later templates, compile nothing,
+  /// return no plan: a dynamic dimension's probe at a second size.
+  bool record_kernels_only = false;
 };
 
 /// What compilation did, step by step.
@@ -41,12 +48,13 @@ struct CompileReport {
   std::string target;                 // CUDA plans: the device ("cuda:0 NVIDIA H100 ..."); "" for the CPU
   int64_t kernels_from_disk = 0;
   int64_t kernels_reused = 0;         // CPU kernels already loaded for another group or plan
+  int64_t kernels_templated = 0;      // CPU kernels run as templates, sizes as parameters
   CompileTimes kernel_times;          // summed over the CPU kernels compiled
 };
 
 /// Compiles a graph for the device its values live on: the CPU (LLVM kernels,
 /// OpenBLAS), or a CUDA device (NVRTC kernels for the device's architecture,
-/// cuBLAS; see gpu_compile.h). Throws kiln::Error (with the user's source line)
+/// cuBLAS; see gpu_compile.h). Returns null with record_kernels_only. Throws kiln::Error (with the user's source line)
 /// when a node cannot be compiled, when the graph mixes devices, or when CUDA is unavailable.
 std::shared_ptr<Plan> compile_graph(const Graph& g, const CompileOptions& opts,
                                     CompileReport* report = nullptr);

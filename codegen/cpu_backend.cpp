@@ -5,13 +5,17 @@
 //     miss: compile_kernel_llvm -> ObjectCache::store -> LlvmJit::load_object
 #include "codegen/cpu_backend.h"
 
+#include <bit>
 #include <chrono>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
+#include "codegen/kernel_template.h"
 #include "codegen/llvm_codegen.h"
 #include "codegen/lower.h"
+#include "ir/attrs.h"
 #include "ir/error.h"
 #include "runtime/llvm_jit.h"
 #include "runtime/object_cache.h"
@@ -89,10 +93,163 @@ LlvmOpt pipeline_for(const kir::Kernel& k, LlvmOpt asked) {
   return asked;
 }
 
+// Kernels lowered in this process, by skeleton (kernel_template.h): the last few
+// seen, to generalise a new size's kernel against, and the templates made so far.
+// Only kernel IR is kept here; the templates' code is shared through
+// LoadedKernels like any other kernel's.
+class KernelTemplates {
+ public:
+  static KernelTemplates& get() {
+    static KernelTemplates* t = new KernelTemplates();  // never destroyed, like the JIT
+    return *t;
+  }
+
+  void remember(const std::string& skeleton, const kir::Kernel& k) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Family& f = family(skeleton);
+    for (const kir::Kernel& s : f.seen)
+      if (same_sizes(s, k)) return;
+    if (f.seen.size() == kSeen) f.seen.erase(f.seen.begin());
+    f.seen.push_back(k);
+  }
+
+  /// A template that computes k with *params: one made before, or one made now
+  /// from the kernel seen before that differs from k the least. nullopt when k is
+  /// the first of its skeleton (or equal to every kernel seen).
+  std::optional<kir::Kernel> find_or_make(const std::string& skeleton, const kir::Kernel& k,
+                                          std::vector<int64_t>* params) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Family& f = family(skeleton);
+    for (auto t = f.templates.rbegin(); t != f.templates.rend(); ++t)
+      if (auto p = kir::bind(*t, k)) {
+        *params = std::move(*p);
+        return *t;
+      }
+    const kir::Kernel* closest = nullptr;
+    int64_t fewest = 0;
+    for (const kir::Kernel& s : f.seen) {
+      if (same_sizes(s, k)) continue;
+      int64_t d = kir::count_differences(s, k);
+      for (size_t i = 0; i < s.buffers.size(); ++i) d += s.buffers[i].shape != k.buffers[i].shape;
+      if (!closest || d <= fewest) {
+        closest = &s;
+        fewest = d;
+      }
+    }
+    if (!closest) return std::nullopt;
+    kir::Kernel t = kir::generalize(k, *closest);
+    auto p = kir::bind(t, k);
+    KILN_CHECK(p.has_value(), "internal: a kernel is not an instance of the template made from it");
+    *params = std::move(*p);
+    if (f.templates.size() == kTemplates) f.templates.erase(f.templates.begin());
+    f.templates.push_back(t);
+    if (f.seen.size() == kSeen) f.seen.erase(f.seen.begin());
+    f.seen.push_back(k);
+    return t;
+  }
+
+ private:
+  static constexpr size_t kSeen = 4, kTemplates = 8, kFamilies = 4096;
+  struct Family {
+    std::vector<kir::Kernel> seen;
+    std::vector<kir::Kernel> templates;
+  };
+  static bool same_sizes(const kir::Kernel& a, const kir::Kernel& b) {
+    if (kir::count_differences(a, b) != 0) return false;
+    for (size_t i = 0; i < a.buffers.size(); ++i)
+      if (a.buffers[i].shape != b.buffers[i].shape) return false;
+    return true;
+  }
+  Family& family(const std::string& skeleton) {
+    if (map_.size() >= kFamilies && !map_.count(skeleton)) map_.clear();  // a cache: start over
+    return map_[skeleton];
+  }
+  std::mutex mu_;
+  std::unordered_map<std::string, Family> map_;
+};
+
+// "; run with p0 = 64, p1 = 0.015625" under a template's kernel IR in the dumps.
+std::string params_str(const kir::Kernel& t, const std::vector<int64_t>& p) {
+  std::string s = "; run with";
+  for (size_t i = 0; i < p.size(); ++i) {
+    s += (i ? ", p" : " p") + std::to_string(i) + " = ";
+    s += t.params[i] == DType::f64 ? float_str(std::bit_cast<double>(p[i])) : std::to_string(p[i]);
+  }
+  return p.empty() ? "; no parameters: the code is the same at every size\n" : s + "\n";
+}
+
 SourceLoc first_loc(const Graph& g, const FusionGroup& group) {
   for (NodeId id : group.nodes)
     if (g.node(id).loc.known()) return g.node(id).loc;
   return {};
+}
+
+}  // namespace
+
+namespace {
+
+// The code of kernel k in out.fn and out.code: an identical kernel's already
+// loaded, or the object from the disk cache, or (with `compile`) compiled now.
+// False when it is none of these and `compile` is off.
+bool load_code(const kir::Kernel& k, const CpuCompileOptions& opts, bool compile, CpuKernel& out) {
+  LlvmJit& jit = LlvmJit::get();
+  const LlvmOpt opt = pipeline_for(k, opts.opt);
+  // The key: what the code means (kernel text without names) and what it was built for.
+  const std::string key_text =
+      std::string(kCodegenVersion) + "\nllvm " + LlvmJit::llvm_version() + "\ncpu " +
+      jit.cpu_name() + "\nfeatures " + jit.cpu_features() + "\naligned " +
+      (opts.assume_aligned ? "1" : "0") + "\nopt " + llvm_opt_name(opt) + "\n" +
+      kir::print_kernel(k, {.names = false});
+  const std::string key = stable_hash_hex(key_text);
+  const std::string symbol = "kiln_kernel_" + key;
+  LlvmEmitOptions eo;
+  eo.want_texts = opts.want_artifacts;
+  eo.assume_aligned = opts.assume_aligned;
+  eo.opt = opt;
+
+  // Dumps want the texts of a kernel that is not compiled now: regenerate them
+  // (the code already loaded, or the object from disk, is what runs).
+  auto regenerate_texts = [&] {
+    if (!opts.want_artifacts) return;
+    eo.want_object = false;
+    take_binary(compile_kernel_llvm(k, symbol, eo), out.artifacts);
+  };
+  if (opts.reuse_loaded && LoadedKernels::get().find(key, &out.fn, &out.code)) {
+    out.artifacts.reused = true;
+    regenerate_texts();
+    return true;
+  }
+  std::optional<std::string> object;
+  if (!opts.cache_dir.empty()) object = ObjectCache(opts.cache_dir).load(key);
+  if (object) {
+    out.artifacts.from_disk_cache = true;
+    regenerate_texts();
+  } else {
+    if (!compile) return false;
+    LlvmKernelBinary bin = compile_kernel_llvm(k, symbol, eo);
+    object = std::move(bin.object);
+    take_binary(std::move(bin), out.artifacts);
+    if (!opts.cache_dir.empty()) ObjectCache(opts.cache_dir).store(key, *object);
+  }
+  const auto t_load = std::chrono::steady_clock::now();
+  out.fn = reinterpret_cast<CpuKernelFn>(jit.load_object(*object, symbol, &out.code));
+  out.artifacts.times.load_ms = ms_between(t_load, std::chrono::steady_clock::now());
+  if (opts.reuse_loaded) LoadedKernels::get().add(key, out.fn, out.code);
+  return true;
+}
+
+// With dynamic sizes: the kernel compiled for these sizes when it is at hand
+// already, else a template's code run with this kernel's constants.
+bool load_template_code(const kir::Kernel& k, const std::string& skeleton,
+                        const CpuCompileOptions& opts, CpuKernel& out) {
+  if (load_code(k, opts, false, out)) return true;
+  std::optional<kir::Kernel> t = KernelTemplates::get().find_or_make(skeleton, k, &out.params);
+  if (!t) return false;
+  t->name = k.name;
+  load_code(*t, opts, true, out);
+  out.artifacts.templated = true;
+  if (opts.want_artifacts) out.artifacts.kernel_ir = kir::print_kernel(*t) + params_str(*t, out.params);
+  return true;
 }
 
 }  // namespace
@@ -120,48 +277,11 @@ CpuKernel compile_cpu_kernel(const Graph& g, const FusionGroup& group,
   if (!has_output) return finish();  // a lone matmul: BLAS does all of it
 
   try {
-    LlvmJit& jit = LlvmJit::get();
-    const LlvmOpt opt = pipeline_for(k, opts.opt);
-    // The key: what the code means (kernel text without names) and what it was built for.
-    const std::string key_text =
-        std::string(kCodegenVersion) + "\nllvm " + LlvmJit::llvm_version() + "\ncpu " +
-        jit.cpu_name() + "\nfeatures " + jit.cpu_features() + "\naligned " +
-        (opts.assume_aligned ? "1" : "0") + "\nopt " + llvm_opt_name(opt) + "\n" +
-        kir::print_kernel(k, {.names = false});
-    const std::string key = stable_hash_hex(key_text);
-    const std::string symbol = "kiln_kernel_" + key;
-    LlvmEmitOptions eo;
-    eo.want_texts = opts.want_artifacts;
-    eo.assume_aligned = opts.assume_aligned;
-    eo.opt = opt;
-
-    // Dumps want the texts of a kernel that is not compiled now: regenerate them
-    // (the code already loaded, or the object from disk, is what runs).
-    auto regenerate_texts = [&] {
-      if (!opts.want_artifacts) return;
-      eo.want_object = false;
-      take_binary(compile_kernel_llvm(k, symbol, eo), out.artifacts);
-    };
-    if (opts.reuse_loaded && LoadedKernels::get().find(key, &out.fn, &out.code)) {
-      out.artifacts.reused = true;
-      regenerate_texts();
-      return finish();
+    const std::string skeleton = kir::skeleton(k);
+    if (opts.record_only || !opts.dynamic_sizes || !load_template_code(k, skeleton, opts, out)) {
+      KernelTemplates::get().remember(skeleton, k);
+      if (!opts.record_only) load_code(k, opts, true, out);
     }
-    std::optional<std::string> object;
-    if (!opts.cache_dir.empty()) object = ObjectCache(opts.cache_dir).load(key);
-    if (object) {
-      out.artifacts.from_disk_cache = true;
-      regenerate_texts();
-    } else {
-      LlvmKernelBinary bin = compile_kernel_llvm(k, symbol, eo);
-      object = std::move(bin.object);
-      take_binary(std::move(bin), out.artifacts);
-      if (!opts.cache_dir.empty()) ObjectCache(opts.cache_dir).store(key, *object);
-    }
-    const auto t_load = std::chrono::steady_clock::now();
-    out.fn = reinterpret_cast<CpuKernelFn>(jit.load_object(*object, symbol, &out.code));
-    out.artifacts.times.load_ms = ms_between(t_load, std::chrono::steady_clock::now());
-    if (opts.reuse_loaded) LoadedKernels::get().add(key, out.fn, out.code);
   } catch (Error& e) {
     e.attach(first_loc(g, group));
     throw;

@@ -15,7 +15,8 @@
 namespace kiln {
 
 /// A compiled CPU kernel: computes elements [begin, end) of its outer loop.
-/// `buffers` points at the dense row-major buffers of CpuKernel::buffers, in order;
+/// `buffers` points at the dense row-major buffers of CpuKernel::buffers, in order,
+/// followed, for a kernel with run-time parameters, by CpuKernel::params.data();
 /// they must not overlap (the kernel is compiled with noalias), except as
 /// CpuCompileOptions::epilogue_in_place allows.
 /// Disjoint ranges may run concurrently on different threads.
@@ -54,6 +55,9 @@ struct KernelArtifacts {
   CompileTimes times;  // where compile_ms went (CPU kernels)
   bool from_disk_cache = false;
   bool reused = false;  // CPU kernels: the code of an identical kernel already loaded
+  /// CPU kernels compiled with dynamic sizes: the code is a template's (kernel_template.h),
+  /// compiled now (`reused` false) or already loaded for another size.
+  bool templated = false;
 };
 
 struct CpuKernel {
@@ -64,6 +68,9 @@ struct CpuKernel {
   /// Matmul groups the matmul's own result is the first entry (the caller computes
   /// it with BLAS before calling the epilogue kernel).
   std::vector<Value> buffers;
+  /// A kernel template's run-time parameters for this group (kernel_ir.h): passed
+  /// after the buffer pointers. Empty for a kernel compiled for its sizes.
+  std::vector<int64_t> params;
   KernelInfo info;
   KernelArtifacts artifacts;
 };
@@ -90,6 +97,15 @@ struct CpuCompileOptions {
   /// passes that buffer for both). Only legal when the kernel reads the input at
   /// the element it writes; lowering checks and throws otherwise.
   std::vector<std::pair<Value, Value>> in_place;
+  /// Dynamic sizes (a traced function whose batch size changes): when the kernel
+  /// is an instance of a template already compiled, or differs only in constants
+  /// from a kernel lowered before (at another size), compile and run the template
+  /// (kernel_template.h) with this group's constants as parameters. Off: every
+  /// kernel is compiled for its own sizes, which is what static shapes do best.
+  bool dynamic_sizes = false;
+  /// Only lower the group and remember its kernel for later templates (a probe of a
+  /// dynamic dimension at another size); no code, CpuKernel::fn stays null.
+  bool record_only = false;
 };
 
 /// Compiles one group of g. Throws kiln::Error naming the group's first source

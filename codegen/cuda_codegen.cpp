@@ -76,6 +76,8 @@ enum class Form { grid_stride, flattened, block_per_row };
 class Emitter {
  public:
   Emitter(const kir::Kernel& k, Form form) : k_(k), form_(form) {
+    KILN_CHECK(k.params.empty(), "internal: CUDA kernels take no run-time parameters (", k.name,
+               " is a CPU kernel template)");
     index_.assign(k.values.size(), 0);
     for (size_t i = 0; i < k.values.size(); ++i) {
       const kir::ValueDef& d = k.values[i];
@@ -242,6 +244,8 @@ class Emitter {
       case ScalarOp::const_:
       case ScalarOp::index:
         return ref(id);
+      case ScalarOp::param:  // refused in the constructor
+        break;
       case ScalarOp::load: {
         // Read-only buffers go through the read-only data cache (ld.global.nc).
         const std::string b = cat("b", std::to_string(d.ref));

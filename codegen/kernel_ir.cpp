@@ -23,6 +23,7 @@ int arity(ScalarOp op) {
     case ScalarOp::const_:
     case ScalarOp::index:
     case ScalarOp::acc:
+    case ScalarOp::param:
       return 0;
     case ScalarOp::load:
     case ScalarOp::table:
@@ -82,8 +83,11 @@ class Printer {
     if (o_.names) os_ << "kernel " << k_.name << "\n";
     for (size_t i = 0; i < k_.buffers.size(); ++i) {
       const Buffer& b = k_.buffers[i];
-      os_ << "  buf" << i << " = " << (b.output ? "out " : "in ") << dtype_name(b.dtype)
-          << shape_str(b.shape);
+      os_ << "  buf" << i << " = " << (b.output ? "out " : "in ") << dtype_name(b.dtype);
+      if (o_.skeleton || b.sized_at_run_time)
+        os_ << "[rank " << b.shape.size() << (b.sized_at_run_time ? ", sized at run time]" : "]");
+      else
+        os_ << shape_str(b.shape);
       if (b.alias >= 0) os_ << " aliases buf" << b.alias;
       if (o_.names && b.value.valid()) os_ << "  ; %" << b.value.node;
       if (o_.names && b.value.valid() && b.value.index) os_ << "#" << b.value.index;
@@ -104,12 +108,24 @@ class Printer {
     for (size_t i = 0; i < k_.accs.size(); ++i)
       os_ << "  acc" << i << " = " << reduce_kind_name(k_.accs[i].kind) << " "
           << dtype_name(k_.accs[i].type) << "\n";
-    os_ << "parallel i0 in [0, " << k_.range << "):\n";
+    for (size_t i = 0; i < k_.params.size(); ++i)
+      os_ << "  p" << i << " = param " << dtype_name(k_.params[i]) << "\n";
+    os_ << "parallel i0 in [0, ";
+    if (o_.skeleton || !k_.params.empty() || any_sized_at_run_time())
+      os_ << "range";  // the caller's, not part of the code
+    else
+      os_ << k_.range;
+    os_ << "):\n";
     block(k_.body, 1);
     return os_.str();
   }
 
  private:
+  bool any_sized_at_run_time() const {
+    for (const Buffer& b : k_.buffers)
+      if (b.sized_at_run_time) return true;
+    return false;
+  }
   void indent(int d) {
     for (int i = 0; i < d; ++i) os_ << "  ";
   }
@@ -124,7 +140,10 @@ class Printer {
         os_ << "%" << s.value << " = " << scalar_op_name(v.op);
         switch (v.op) {
           case ScalarOp::const_:
-            os_ << " " << const_str(v);
+            os_ << " " << (o_.skeleton ? "?" : const_str(v));
+            break;
+          case ScalarOp::param:
+            os_ << " p" << v.ref;
             break;
           case ScalarOp::index:
             os_ << " i" << v.ref;
@@ -148,7 +167,14 @@ class Printer {
         os_ << "store buf" << s.ref << "[%" << s.index << "] = %" << s.value << "\n";
         break;
       case StmtKind::loop:
-        os_ << "for i" << s.ref << " in [0, " << s.extent << "):\n";
+        os_ << "for i" << s.ref << " in [0, ";
+        if (s.extent_param >= 0)
+          os_ << "p" << s.extent_param;
+        else if (o_.skeleton)
+          os_ << "?";
+        else
+          os_ << s.extent;
+        os_ << "):\n";
         block(s.body, d + 1);
         break;
       case StmtKind::if_:
@@ -179,11 +205,14 @@ class Verifier {
 
   void run() {
     check(k_.range >= 0, "negative range ", k_.range);
+    for (DType t : k_.params)
+      check(t == DType::i64 || t == DType::f64, "parameters are i64 or f64, not ", dtype_name(t));
     for (const Buffer& b : k_.buffers) {
       if (b.alias >= 0) {
         check(b.output && b.alias < int32_t(k_.buffers.size()) && !k_.buffers[b.alias].output,
               b.name, ": alias must name an input buffer");
-        check(k_.buffers[b.alias].dtype == b.dtype && k_.buffers[b.alias].numel() == b.numel(),
+        check(k_.buffers[b.alias].dtype == b.dtype &&
+                  (k_.buffers[b.alias].numel() == b.numel() || b.sized_at_run_time),
               b.name, ": aliased buffers differ in dtype or size");
       }
     }
@@ -215,6 +244,11 @@ class Verifier {
     const std::string what = w.str();
     switch (d.op) {
       case ScalarOp::const_:
+        break;
+      case ScalarOp::param:
+        check(d.ref >= 0 && d.ref < int32_t(k_.params.size()), what, ": no parameter ", d.ref);
+        check(k_.params[d.ref] == (is_floating(d.type) ? DType::f64 : DType::i64), what,
+              ": a floating value reads an f64 parameter, any other an i64 one");
         break;
       case ScalarOp::index:
         check(d.type == DType::i64 && d.ref >= 0 && d.ref < k_.num_loops && (*open_)[d.ref], what,
@@ -289,6 +323,9 @@ class Verifier {
           check(s.ref > 0 && s.ref < k_.num_loops && !(*open_)[s.ref], "bad loop variable i",
                 s.ref);
           check(s.extent >= 0, "negative loop extent");
+          check(s.extent_param < int32_t(k_.params.size()) &&
+                    (s.extent_param < 0 || k_.params[s.extent_param] == DType::i64),
+                "loop i", s.ref, ": its trip count must be an i64 parameter");
           (*open_)[s.ref] = 1;
           block(s.body);
           (*open_)[s.ref] = 0;

@@ -11,6 +11,8 @@
 //
 //   %3 = load buf0[%2] : f32          values are SSA, defined by `let` statements
 //   for i1 in [0, 100): ...           inner loops with static trip counts
+//   for i1 in [0, p0): ...            ... or a trip count passed at run time
+//   %4 = param p1 : f32               a run-time parameter (see below)
 //   if %7: ...                        guarded statements
 //   store buf2[%2] = %5
 //   acc0 = init                       accumulators: sum/max/min/argmax/argmin
@@ -25,6 +27,13 @@
 // composite ones (tanh, sigmoid, gelu, ...) are kept whole and each backend
 // expands them (the CPU backend into vectorisable polynomials, CUDA into its
 // math library).
+//
+// Sizes are static, except in a kernel template (codegen/kernel_template.h):
+// there, constants and loop trip counts that depend on a dynamic size (a batch
+// dimension) are run-time parameters p0, p1, ... (i64 slots, or f64 for floating
+// constants), and the buffers marked "sized at run time" have the shapes of one
+// instance only. The caller passes the parameter values in a table after the
+// buffer pointers.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +55,7 @@ namespace kiln::kir {
   X(load, "load")    /* buffer `ref` at element args[0] (i64) */                                   \
   X(table, "table")  /* constant table `ref` at element args[0] (i64) */                           \
   X(acc, "acc")      /* the result of accumulator `ref` (argmax/argmin: the i64 position) */       \
+  X(param, "param")  /* run-time parameter `ref`, converted to the value's type like a const */   \
   /* conversions and choice */                                                                     \
   X(cast, "cast")     /* args[0] converted to the value's type, as static_cast (x != 0 to bool) */ \
   X(select, "select") /* args[0] (bool) ? args[1] : args[2] */                                     \
@@ -105,7 +115,8 @@ struct ValueDef {
   ValueId args[3] = {kNoValue, kNoValue, kNoValue};
   double fimm = 0;   // const_ of a floating type
   int64_t iimm = 0;  // const_ of an integer or bool type
-  int32_t ref = -1;  // index: loop variable; load: buffer; table: table; acc: accumulator
+  int32_t ref = -1;  // index: loop variable; load: buffer; table: table; acc: accumulator;
+                     // param: parameter
 };
 
 enum class ReduceKind : uint8_t { sum, max, min, argmax, argmin };
@@ -132,6 +143,9 @@ struct Buffer {
   int32_t alias = -1;
   /// The graph value this buffer holds (for callers; not part of the kernel's meaning).
   Value value;
+  /// Kernel templates: `shape` is one instance's; others differ (the code assumes nothing
+  /// about the buffer's extent).
+  bool sized_at_run_time = false;
 
   int64_t numel() const { return kiln::numel(shape); }
 };
@@ -152,6 +166,7 @@ struct Stmt {
   ValueId index = kNoValue;  // store: element index; acc_update of argmax/argmin: the position
   int32_t ref = -1;          // store: buffer; loop: loop variable; acc_init/acc_update: accumulator
   int64_t extent = 0;        // loop: trip count (the variable runs over [0, extent))
+  int32_t extent_param = -1; // loop: >= 0 when the trip count is that run-time parameter
   std::vector<Stmt> body;    // loop, if_
 };
 
@@ -163,6 +178,9 @@ struct Kernel {
   std::vector<ValueDef> values;
   int32_t num_loops = 1;   // loop variables i0 (the outer, parallel one) .. i{n-1}
   int64_t range = 0;       // trip count of the outer loop
+  /// Run-time parameters (kernel templates only): i64 (sizes, integer constants) or
+  /// f64 (floating constants, converted to the value's type as a constant would be).
+  std::vector<DType> params;
   std::vector<Stmt> body;  // one outer iteration; i0 is its index
 };
 
@@ -170,6 +188,9 @@ struct PrintKernelOptions {
   /// Include the kernel's name and the graph values of its buffers. Off for the
   /// text that keys caches, so equal kernels from different graphs share entries.
   bool names = true;
+  /// Leave out every size-like quantity (constants, loop trip counts, the range,
+  /// buffer shapes): the text that a kernel shares with itself at other sizes.
+  bool skeleton = false;
 };
 
 /// The kernel as text (the dumps' "kernel IR" section; see the file comment).

@@ -46,7 +46,10 @@ class Emitter {
     llvm::Type* ptr = b_.getPtrTy();
     llvm::Type* i64 = b_.getInt64Ty();
 
+    // A kernel template's parameter table follows the buffers (kernel_ir.h).
+    const bool has_params = !k_.params.empty();
     std::vector<llvm::Type*> params(nbuf, ptr);
+    if (has_params) params.push_back(ptr);
     params.push_back(i64);
     params.push_back(i64);
     llvm::Function* body =
@@ -68,15 +71,18 @@ class Emitter {
       if (opts_.assume_aligned)
         a->addAttr(llvm::Attribute::getWithAlignment(ctx_, llvm::Align(64)));
       const uint64_t bytes = uint64_t(buf.numel()) * dtype_size(buf.dtype);
-      if (bytes > 0) a->addAttr(llvm::Attribute::getWithDereferenceableBytes(ctx_, bytes));
+      if (bytes > 0 && !buf.sized_at_run_time)
+        a->addAttr(llvm::Attribute::getWithDereferenceableBytes(ctx_, bytes));
     }
     for (size_t i = 0; i < nbuf; ++i) bufptr_.push_back(body->getArg(unsigned(i)));
-    llvm::Value* begin = body->getArg(unsigned(nbuf));
-    llvm::Value* end = body->getArg(unsigned(nbuf + 1));
+    const unsigned first_scalar = unsigned(nbuf) + (has_params ? 1 : 0);
+    llvm::Value* begin = body->getArg(first_scalar);
+    llvm::Value* end = body->getArg(first_scalar + 1);
     begin->setName("begin");
     end->setName("end");
 
     b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", body));
+    if (has_params) load_params(body->getArg(unsigned(nbuf)));
     for (size_t i = 0; i < k_.tables.size(); ++i) tables_.push_back(make_table(k_.tables[i], i));
     for (const kir::Accumulator& a : k_.accs) {
       acc_val_.push_back(b_.CreateAlloca(reg_type(a.type), nullptr, "acc"));
@@ -98,9 +104,10 @@ class Emitter {
     entry->getArg(0)->addAttr(llvm::Attribute::ReadOnly);
     b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", entry));
     std::vector<llvm::Value*> args;
-    for (size_t i = 0; i < nbuf; ++i) {
+    for (size_t i = 0; i < nbuf + (has_params ? 1 : 0); ++i) {
       llvm::Value* slot = b_.CreateConstInBoundsGEP1_64(ptr, entry->getArg(0), i);
-      args.push_back(b_.CreateAlignedLoad(ptr, slot, llvm::Align(8), k_.buffers[i].name));
+      args.push_back(b_.CreateAlignedLoad(ptr, slot, llvm::Align(8),
+                                          i < nbuf ? k_.buffers[i].name : std::string("params")));
     }
     args.push_back(entry->getArg(1));
     args.push_back(entry->getArg(2));
@@ -117,6 +124,28 @@ class Emitter {
     f->addFnAttr(llvm::Attribute::NoFree);
     f->addFnAttr(llvm::Attribute::NoSync);
     f->addFnAttr(llvm::Attribute::WillReturn);
+  }
+
+  // Reads every run-time parameter once, at entry (they are loop-invariant).
+  void load_params(llvm::Argument* table) {
+    table->setName("params");
+    table->addAttr(llvm::Attribute::NoAlias);
+    table->addAttr(llvm::Attribute::NoCapture);
+    table->addAttr(llvm::Attribute::ReadOnly);
+    table->addAttr(llvm::Attribute::getWithDereferenceableBytes(ctx_, 8 * k_.params.size()));
+    for (size_t i = 0; i < k_.params.size(); ++i) {
+      llvm::Type* t = k_.params[i] == DType::f64 ? b_.getDoubleTy() : b_.getInt64Ty();
+      llvm::Value* slot = b_.CreateConstInBoundsGEP1_64(t, table, i);
+      params_.push_back(b_.CreateAlignedLoad(t, slot, llvm::Align(8), "p" + std::to_string(i)));
+    }
+  }
+
+  // A parameter as the constant it stands for: f64 rounded to the value's type
+  // (as ConstantFP::get rounds a const), i64 truncated (as ConstantInt::get does).
+  llvm::Value* param(DType t, int32_t ref) {
+    llvm::Value* p = params_[size_t(ref)];
+    if (is_floating(t)) return t == DType::f64 ? p : b_.CreateFPTrunc(p, reg_type(t));
+    return t == DType::i64 ? p : b_.CreateTrunc(p, reg_type(t));
   }
 
   llvm::Type* reg_type(DType t) {
@@ -207,7 +236,8 @@ class Emitter {
         break;
       }
       case StmtKind::loop:
-        loop(s.ref, b_.getInt64(0), b_.getInt64(s.extent), s.body);
+        loop(s.ref, b_.getInt64(0),
+             s.extent_param >= 0 ? params_[size_t(s.extent_param)] : b_.getInt64(s.extent), s.body);
         break;
       case StmtKind::if_: {
         llvm::Function* f = b_.GetInsertBlock()->getParent();
@@ -337,6 +367,8 @@ class Emitter {
     switch (d.op) {
       case ScalarOp::const_:
         return constant(t, d.fimm, d.iimm);
+      case ScalarOp::param:
+        return param(t, d.ref);
       case ScalarOp::index:
         return loopvar_[size_t(d.ref)];
       case ScalarOp::load: {
@@ -500,6 +532,7 @@ class Emitter {
   std::vector<llvm::Value*> bufptr_;
   std::vector<llvm::Value*> vals_;
   std::vector<llvm::Value*> loopvar_;
+  std::vector<llvm::Value*> params_;  // the run-time parameters, loaded at entry
   std::vector<llvm::AllocaInst*> acc_val_, acc_pos_;
   std::vector<llvm::GlobalVariable*> tables_;
 };

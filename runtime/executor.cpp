@@ -90,11 +90,13 @@ void execute_plan(const Plan& plan, void* const* args, void* const* params, void
       } else if (step.kind == PlanStep::Kernel) {
         void* local[16];
         void** bufs = local;
-        if (step.slots.size() > 16) {
-          kargs.resize(step.slots.size());
+        const size_t n = step.slots.size();
+        if (n + 1 > 16) {
+          kargs.resize(n + 1);
           bufs = kargs.data();
         }
-        for (size_t i = 0; i < step.slots.size(); ++i) bufs[i] = ptr[step.slots[i]];
+        for (size_t i = 0; i < n; ++i) bufs[i] = ptr[step.slots[i]];
+        bufs[n] = const_cast<int64_t*>(step.params.data());  // read only by kernel templates
         CpuKernelFn fn = step.fn;
         if (step.range <= step.grain) {
           fn(bufs, 0, step.range);

@@ -19,7 +19,8 @@
 
 namespace kiln {
 
-/// A compiled CPU kernel over dense buffers: computes outer-loop iterations [begin, end).
+/// A compiled CPU kernel over dense buffers (then, for a kernel template, a pointer
+/// to its parameters): computes outer-loop iterations [begin, end).
 using CpuKernelFn = void (*)(void* const* buffers, int64_t begin, int64_t end);
 
 struct PlanSlot {
@@ -52,6 +53,9 @@ struct PlanStep {
   Kind kind = Kernel;
   std::string name;
   CpuKernelFn fn = nullptr;      // Kernel
+  /// Kernel: a kernel template's run-time parameters (sizes, constants), passed
+  /// after the buffer pointers; empty for a kernel compiled for its sizes.
+  std::vector<int64_t> params;
   int64_t range = 1, grain = 1;  // Kernel, GpuKernel: outer loop (and CPU chunk size)
   /// Kernel, GpuKernel: arguments in order; Matmul, GpuMatmul: a, b, out
   /// (GpuMatmul with a bias: a, b, out, bias).

@@ -145,6 +145,7 @@ inline std::map<std::pair<NodeId, uint32_t>, Buf> run_kernel(const Graph& g, con
       ptrs.push_back(vals.at(v.node).data());
     }
   }
+  ptrs.push_back(const_cast<int64_t*>(k.params.data()));  // a kernel template's parameters
   REQUIRE(static_cast<bool>(k.fn));
   const int64_t range = k.info.range;
   if (split >= 0) {

@@ -1,0 +1,123 @@
+// Kernel templates (see kernel_template.h). A kernel's *sites* are its
+// constants (in value order) and its loop trip counts (in statement order); two
+// kernels of one skeleton have the same sites, and a template is a kernel in
+// which some sites are parameters.
+#include "codegen/kernel_template.h"
+
+#include <bit>
+
+#include "ir/error.h"
+
+namespace kiln::kir {
+
+namespace {
+
+bool is_site(const ValueDef& d) {
+  return d.op == ScalarOp::const_ || d.op == ScalarOp::param;
+}
+
+// A constant's bits: equal bits are the same constant (NaN included, -0 apart from 0).
+int64_t const_bits(const ValueDef& d) {
+  return is_floating(d.type) ? std::bit_cast<int64_t>(d.fimm) : d.iimm;
+}
+
+// The loop statements of a body, in statement order.
+void collect_loops(const std::vector<Stmt>& body, std::vector<const Stmt*>& out) {
+  for (const Stmt& s : body) {
+    if (s.kind == StmtKind::loop) out.push_back(&s);
+    if (s.kind == StmtKind::loop || s.kind == StmtKind::if_) collect_loops(s.body, out);
+  }
+}
+void collect_loops(std::vector<Stmt>& body, std::vector<Stmt*>& out) {
+  for (Stmt& s : body) {
+    if (s.kind == StmtKind::loop) out.push_back(&s);
+    if (s.kind == StmtKind::loop || s.kind == StmtKind::if_) collect_loops(s.body, out);
+  }
+}
+std::vector<const Stmt*> loops_of(const Kernel& k) {
+  std::vector<const Stmt*> out;
+  collect_loops(k.body, out);
+  return out;
+}
+
+void check_same_skeleton(const Kernel& a, const Kernel& b, size_t loops_a, size_t loops_b) {
+  KILN_CHECK(a.values.size() == b.values.size() && a.buffers.size() == b.buffers.size() &&
+                 loops_a == loops_b,
+             "internal: kernel templates of kernels with different skeletons (", a.name, ", ",
+             b.name, ")");
+}
+
+}  // namespace
+
+std::string skeleton(const Kernel& k) {
+  return print_kernel(k, {.names = false, .skeleton = true});
+}
+
+int64_t count_differences(const Kernel& a, const Kernel& b) {
+  const std::vector<const Stmt*> la = loops_of(a), lb = loops_of(b);
+  check_same_skeleton(a, b, la.size(), lb.size());
+  int64_t n = 0;
+  for (size_t i = 0; i < a.values.size(); ++i)
+    n += is_site(a.values[i]) && (a.values[i].op != b.values[i].op ||
+                                   const_bits(a.values[i]) != const_bits(b.values[i]));
+  for (size_t i = 0; i < la.size(); ++i) n += la[i]->extent != lb[i]->extent;
+  return n;
+}
+
+Kernel generalize(const Kernel& a, const Kernel& b) {
+  Kernel t = a;
+  std::vector<Stmt*> lt;
+  collect_loops(t.body, lt);
+  const std::vector<const Stmt*> lb = loops_of(b);
+  check_same_skeleton(a, b, lt.size(), lb.size());
+  t.params.clear();
+  for (size_t i = 0; i < t.values.size(); ++i) {
+    ValueDef& d = t.values[i];
+    if (d.op != ScalarOp::const_) continue;
+    if (b.values[i].op == ScalarOp::const_ && const_bits(d) == const_bits(b.values[i])) continue;
+    d.op = ScalarOp::param;
+    d.ref = static_cast<int32_t>(t.params.size());
+    d.fimm = 0;
+    d.iimm = 0;
+    t.params.push_back(is_floating(d.type) ? DType::f64 : DType::i64);
+  }
+  for (size_t i = 0; i < lt.size(); ++i) {
+    if (lt[i]->extent == lb[i]->extent) continue;
+    lt[i]->extent_param = static_cast<int32_t>(t.params.size());
+    t.params.push_back(DType::i64);
+  }
+  for (size_t i = 0; i < t.buffers.size(); ++i)
+    t.buffers[i].sized_at_run_time = t.buffers[i].shape != b.buffers[i].shape;
+  verify_kernel(t);
+  return t;
+}
+
+std::optional<std::vector<int64_t>> bind(const Kernel& t, const Kernel& k) {
+  const std::vector<const Stmt*> lt = loops_of(t), lk = loops_of(k);
+  if (t.values.size() != k.values.size() || t.buffers.size() != k.buffers.size() ||
+      lt.size() != lk.size())
+    return std::nullopt;
+  std::vector<int64_t> p(t.params.size(), 0);
+  for (size_t i = 0; i < t.values.size(); ++i) {
+    const ValueDef& d = t.values[i];
+    const ValueDef& c = k.values[i];
+    if (!is_site(d)) continue;
+    if (c.op != ScalarOp::const_ || c.type != d.type) return std::nullopt;
+    if (d.op == ScalarOp::param)
+      p[size_t(d.ref)] = const_bits(c);
+    else if (const_bits(d) != const_bits(c))
+      return std::nullopt;
+  }
+  for (size_t i = 0; i < lt.size(); ++i) {
+    if (lt[i]->extent_param >= 0)
+      p[size_t(lt[i]->extent_param)] = lk[i]->extent;
+    else if (lt[i]->extent != lk[i]->extent)
+      return std::nullopt;
+  }
+  for (size_t i = 0; i < t.buffers.size(); ++i)
+    if (!t.buffers[i].sized_at_run_time && t.buffers[i].shape != k.buffers[i].shape)
+      return std::nullopt;
+  return p;
+}
+
+}  // namespace kiln::kir

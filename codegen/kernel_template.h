@@ -1,0 +1,39 @@
+// Kernel templates: one compiled kernel for a group at every size of a dynamic
+// dimension.
+//
+// A traced function whose batch size changes lowers each group again at the new
+// size (lowering is cheap), and most kernels come out identical but for a few
+// constants: the outer range, a loop trip count over the batch, a 1/B of a mean,
+// a stride. Kernels that print the same with those left out share a *skeleton*.
+// generalize() turns the constants in which two kernels of one skeleton differ
+// into run-time parameters (kernel_ir.h); bind() checks that another kernel is an
+// instance of a template, equal at every other constant, and returns the
+// parameter values that make the template compute it. The template's code, run
+// with those values, is the instance's code: nothing about the sizes is guessed.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "codegen/kernel_ir.h"
+
+namespace kiln::kir {
+
+/// The kernel's text with its constants, trip counts, range and buffer shapes left out.
+std::string skeleton(const Kernel& k);
+
+/// How many constants and trip counts of two kernels of one skeleton differ.
+int64_t count_differences(const Kernel& a, const Kernel& b);
+
+/// A template of `a` whose constants and trip counts are parameters wherever `a`
+/// and `b` (a kernel of the same skeleton) differ. Buffers whose shapes differ
+/// are sized at run time.
+Kernel generalize(const Kernel& a, const Kernel& b);
+
+/// The parameter values (i64, or the bits of an f64) with which template `t`
+/// computes `k`, or nullopt when k differs from t anywhere but t's parameters.
+std::optional<std::vector<int64_t>> bind(const Kernel& t, const Kernel& k);
+
+}  // namespace kiln::kir

@@ -1,0 +1,143 @@
+// Kernel templates: kernels of one group lowered at several batch sizes share a
+// skeleton; the template made from two of them has the differing constants as
+// parameters, binds any other size, and its code computes every size as the
+// reference kernels do.
+#include <doctest/doctest.h>
+
+#include <bit>
+
+#include "codegen/kernel_template.h"
+#include "codegen/lower.h"
+#include "codegen_test_util.h"
+
+using namespace kiln;
+using namespace kiln::test;
+
+namespace {
+
+// Row softmax of x [batch, width] and the mean of x over the batch (a sum over
+// the batch dimension times 1/batch): the batch size appears as the outer range,
+// an inner trip count and a floating constant.
+struct BatchCase {
+  Graph g;
+  FusionGroup softmax, mean;
+  std::vector<Buf> vals;
+  BatchCase(int64_t batch, int64_t width, uint64_t seed) {
+    Builder b(g);
+    Value x = b.arg(0, ty(DType::f32, {batch, width}));
+    Value m = b.op(OpKind::max, {x}, Attrs{{AttrKey::dims, std::vector<int64_t>{1}}, {AttrKey::keepdim, int64_t(1)}});
+    Value e = b.unary(OpKind::exp, b.sub(x, m));
+    Value y = b.div(e, b.sum(e, {1}, true));
+    const size_t softmax_end = g.size();
+    Value avg = b.mul(b.sum(x, {0}, false), b.constant(1.0 / double(batch), DType::f32));
+    g.outputs = {y, avg};
+    std::vector<NodeId> first, second;
+    for (NodeId id : all_compute_nodes(g)) (id < softmax_end ? first : second).push_back(id);
+    softmax = make_group(g, GroupKind::Reduction, first);
+    mean = make_group(g, GroupKind::Reduction, second);
+    std::mt19937_64 rng(seed);
+    Buf a = make_buf(ty(DType::f32, {batch, width}));
+    fill_random(a, rng, {-5, 5});
+    vals = reference_eval(g, {a});
+  }
+};
+
+kir::Kernel lowered(const BatchCase& c, const FusionGroup& grp) {
+  return lower_group(c.g, grp, {});
+}
+
+}  // namespace
+
+TEST_CASE("kernels of one group at three batch sizes: one skeleton, one template binding all") {
+  BatchCase b64(64, 10, 1), b50(50, 10, 2), b37(37, 10, 3);
+  const kir::Kernel k64 = lowered(b64, b64.mean), k50 = lowered(b50, b50.mean), k37 = lowered(b37, b37.mean);
+  CHECK(kir::skeleton(k64) == kir::skeleton(k50));
+  CHECK(kir::skeleton(k64) == kir::skeleton(k37));
+  CHECK(kir::print_kernel(k64) != kir::print_kernel(k50));
+  CHECK(kir::count_differences(k64, k50) >= 2);  // the batch trip count and 1/batch
+
+  const kir::Kernel t = kir::generalize(k64, k50);
+  kir::verify_kernel(t);
+  const std::string text = kir::print_kernel(t);
+  CAPTURE(text);
+  CHECK(text.find("= param f64") != std::string::npos);  // 1/batch
+  CHECK(text.find("in [0, p") != std::string::npos);     // the batch loop
+  CHECK(text.find("sized at run time") != std::string::npos);
+  CHECK(text.find("parallel i0 in [0, range)") != std::string::npos);
+
+  auto p = kir::bind(t, k37);
+  REQUIRE(p.has_value());
+  bool extent = false, scale = false;
+  for (size_t i = 0; i < p->size(); ++i) {
+    extent = extent || (t.params[i] == DType::i64 && (*p)[i] == 37);
+    scale = scale || (t.params[i] == DType::f64 &&
+                      float(std::bit_cast<double>((*p)[i])) == float(1.0 / 37));
+  }
+  CHECK(extent);
+  CHECK(scale);
+  // Its own instances bind too, with their own values.
+  CHECK(kir::bind(t, k64).has_value());
+  CHECK(kir::bind(t, k50).has_value());
+
+  // A kernel of the same skeleton that differs where the template has no
+  // parameter (the row width) is not an instance.
+  BatchCase wide(37, 12, 4);
+  const kir::Kernel kw = lowered(wide, wide.mean);
+  REQUIRE(kir::skeleton(kw) == kir::skeleton(k64));
+  CHECK_FALSE(kir::bind(t, kw).has_value());
+}
+
+TEST_CASE("with dynamic sizes a new batch size runs the template: compiled once, then shared") {
+  CpuCompileOptions fixed;  // no disk cache
+  CpuCompileOptions dynamic = fixed;
+  dynamic.dynamic_sizes = true;
+  dynamic.want_artifacts = true;
+  // Widths of their own, so no other test's kernels are in the way.
+  BatchCase b64(64, 23, 5), b50(50, 23, 6), b37(37, 23, 7), b128(128, 23, 8), b1(1, 23, 9);
+  for (const FusionGroup BatchCase::*grp : {&BatchCase::softmax, &BatchCase::mean}) {
+    const CpuKernel first = check_group(b64.g, b64.*grp, b64.vals, {}, fixed);
+    CHECK_FALSE(first.artifacts.templated);
+    CHECK(first.params.empty());
+
+    const CpuKernel second = check_group(b50.g, b50.*grp, b50.vals, {}, dynamic);
+    CHECK(second.artifacts.templated);
+    CHECK_FALSE(second.artifacts.reused);
+    CHECK(second.artifacts.kernel_ir.find("sized at run time") != std::string::npos);
+    // The softmax rows are the outer range, which the caller passes: its template
+    // has no parameters. The mean has the batch as a trip count and in 1/batch.
+    const bool rows = grp == &BatchCase::softmax;
+    CHECK(second.params.empty() == rows);
+    CHECK(second.artifacts.kernel_ir.find(rows ? "; no parameters" : "; run with") != std::string::npos);
+    CHECK(second.info.range == (rows ? 50 : 23));
+
+    for (BatchCase* c : {&b37, &b128}) {
+      const CpuKernel k = check_group(c->g, c->*grp, c->vals, {}, dynamic);
+      CHECK(k.artifacts.templated);
+      CHECK(k.artifacts.reused);
+      CHECK(reinterpret_cast<void*>(k.fn) == reinterpret_cast<void*>(second.fn));
+      if (!rows) CHECK(k.params != second.params);
+    }
+    // Whatever batch 1 lowers to, it computes the reference's values.
+    check_group(b1.g, b1.*grp, b1.vals, {}, dynamic);
+    // Without dynamic sizes every size keeps a kernel of its own.
+    const CpuKernel own = check_group(b37.g, b37.*grp, b37.vals, {}, fixed);
+    CHECK_FALSE(own.artifacts.templated);
+    CHECK(reinterpret_cast<void*>(own.fn) != reinterpret_cast<void*>(second.fn));
+  }
+}
+
+TEST_CASE("a probe recorded at a second size makes the first compile a template") {
+  CpuCompileOptions probe;
+  probe.record_only = true;
+  CpuCompileOptions dynamic;
+  dynamic.dynamic_sizes = true;
+  BatchCase at65(65, 31, 10), at64(64, 31, 11), at50(50, 31, 12);
+  const CpuKernel recorded = compile_cpu_kernel(at65.g, at65.softmax, probe);
+  CHECK_FALSE(static_cast<bool>(recorded.fn));
+  const CpuKernel first = check_group(at64.g, at64.softmax, at64.vals, {}, dynamic);
+  CHECK(first.artifacts.templated);
+  CHECK_FALSE(first.artifacts.reused);
+  const CpuKernel next = check_group(at50.g, at50.softmax, at50.vals, {}, dynamic);
+  CHECK(next.artifacts.reused);
+  CHECK(reinterpret_cast<void*>(next.fn) == reinterpret_cast<void*>(first.fn));
+}

@@ -114,7 +114,8 @@ class KernelTemplates {
   }
 
   /// A template that computes k with *params: one made before, or one made now
-  /// from the kernel seen before that differs from k the least. nullopt when k is
+  /// from the kernel seen before that differs from k the least (and varying where
+  /// the newest template of the skeleton varies). nullopt when k is
   /// the first of its skeleton (or equal to every kernel seen).
   std::optional<kir::Kernel> find_or_make(const std::string& skeleton, const kir::Kernel& k,
                                           std::vector<int64_t>* params) {
@@ -137,7 +138,10 @@ class KernelTemplates {
       }
     }
     if (!closest) return std::nullopt;
-    kir::Kernel t = kir::generalize(k, *closest);
+    // Where the newest template varies, this one does too: two groups of one
+    // skeleton (transposes of two widths) changing with the same batch size each
+    // need the batch size as a parameter, whichever pair of kernels was closest.
+    kir::Kernel t = kir::generalize(k, *closest, f.templates.empty() ? nullptr : &f.templates.back());
     auto p = kir::bind(t, k);
     KILN_CHECK(p.has_value(), "internal: a kernel is not an instance of the template made from it");
     *params = std::move(*p);
@@ -188,10 +192,13 @@ SourceLoc first_loc(const Graph& g, const FusionGroup& group) {
 
 namespace {
 
+// Where load_code may look for a kernel's code.
+enum class Source { Loaded, Anywhere };
+
 // The code of kernel k in out.fn and out.code: an identical kernel's already
-// loaded, or the object from the disk cache, or (with `compile`) compiled now.
-// False when it is none of these and `compile` is off.
-bool load_code(const kir::Kernel& k, const CpuCompileOptions& opts, bool compile, CpuKernel& out) {
+// loaded, or (from Anywhere) the object from the disk cache, or compiled now.
+// False when no identical kernel is loaded and only those were asked for.
+bool load_code(const kir::Kernel& k, const CpuCompileOptions& opts, Source from, CpuKernel& out) {
   LlvmJit& jit = LlvmJit::get();
   const LlvmOpt opt = pipeline_for(k, opts.opt);
   // The key: what the code means (kernel text without names) and what it was built for.
@@ -219,13 +226,13 @@ bool load_code(const kir::Kernel& k, const CpuCompileOptions& opts, bool compile
     regenerate_texts();
     return true;
   }
+  if (from == Source::Loaded) return false;
   std::optional<std::string> object;
   if (!opts.cache_dir.empty()) object = ObjectCache(opts.cache_dir).load(key);
   if (object) {
     out.artifacts.from_disk_cache = true;
     regenerate_texts();
   } else {
-    if (!compile) return false;
     LlvmKernelBinary bin = compile_kernel_llvm(k, symbol, eo);
     object = std::move(bin.object);
     take_binary(std::move(bin), out.artifacts);
@@ -238,15 +245,17 @@ bool load_code(const kir::Kernel& k, const CpuCompileOptions& opts, bool compile
   return true;
 }
 
-// With dynamic sizes: the kernel compiled for these sizes when it is at hand
-// already, else a template's code run with this kernel's constants.
+// With dynamic sizes: the kernel compiled for these sizes when it is loaded
+// already (a parameter update, the same at every batch size), else a template's
+// code run with this kernel's constants. The disk cache is not asked first: a
+// kernel found there for one size would leave the next size without a template.
 bool load_template_code(const kir::Kernel& k, const std::string& skeleton,
                         const CpuCompileOptions& opts, CpuKernel& out) {
-  if (load_code(k, opts, false, out)) return true;
+  if (load_code(k, opts, Source::Loaded, out)) return true;
   std::optional<kir::Kernel> t = KernelTemplates::get().find_or_make(skeleton, k, &out.params);
   if (!t) return false;
   t->name = k.name;
-  load_code(*t, opts, true, out);
+  load_code(*t, opts, Source::Anywhere, out);
   out.artifacts.templated = true;
   if (opts.want_artifacts) out.artifacts.kernel_ir = kir::print_kernel(*t) + params_str(*t, out.params);
   return true;
@@ -280,7 +289,7 @@ CpuKernel compile_cpu_kernel(const Graph& g, const FusionGroup& group,
     const std::string skeleton = kir::skeleton(k);
     if (opts.record_only || !opts.dynamic_sizes || !load_template_code(k, skeleton, opts, out)) {
       KernelTemplates::get().remember(skeleton, k);
-      if (!opts.record_only) load_code(k, opts, true, out);
+      if (!opts.record_only) load_code(k, opts, Source::Anywhere, out);
     }
   } catch (Error& e) {
     e.attach(first_loc(g, group));

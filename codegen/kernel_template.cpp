@@ -64,17 +64,20 @@ int64_t count_differences(const Kernel& a, const Kernel& b) {
   return n;
 }
 
-Kernel generalize(const Kernel& a, const Kernel& b) {
+Kernel generalize(const Kernel& a, const Kernel& b, const Kernel* also) {
   Kernel t = a;
   std::vector<Stmt*> lt;
   collect_loops(t.body, lt);
   const std::vector<const Stmt*> lb = loops_of(b);
+  const std::vector<const Stmt*> la = also ? loops_of(*also) : std::vector<const Stmt*>{};
   check_same_skeleton(a, b, lt.size(), lb.size());
+  if (also) check_same_skeleton(a, *also, lt.size(), la.size());
   t.params.clear();
   for (size_t i = 0; i < t.values.size(); ++i) {
     ValueDef& d = t.values[i];
     if (d.op != ScalarOp::const_) continue;
-    if (b.values[i].op == ScalarOp::const_ && const_bits(d) == const_bits(b.values[i])) continue;
+    const bool same = b.values[i].op == ScalarOp::const_ && const_bits(d) == const_bits(b.values[i]);
+    if (same && !(also && also->values[i].op == ScalarOp::param)) continue;
     d.op = ScalarOp::param;
     d.ref = static_cast<int32_t>(t.params.size());
     d.fimm = 0;
@@ -82,12 +85,13 @@ Kernel generalize(const Kernel& a, const Kernel& b) {
     t.params.push_back(is_floating(d.type) ? DType::f64 : DType::i64);
   }
   for (size_t i = 0; i < lt.size(); ++i) {
-    if (lt[i]->extent == lb[i]->extent) continue;
+    if (lt[i]->extent == lb[i]->extent && !(also && la[i]->extent_param >= 0)) continue;
     lt[i]->extent_param = static_cast<int32_t>(t.params.size());
     t.params.push_back(DType::i64);
   }
   for (size_t i = 0; i < t.buffers.size(); ++i)
-    t.buffers[i].sized_at_run_time = t.buffers[i].shape != b.buffers[i].shape;
+    t.buffers[i].sized_at_run_time = t.buffers[i].shape != b.buffers[i].shape ||
+                                     (also && also->buffers[i].sized_at_run_time);
   verify_kernel(t);
   return t;
 }

@@ -28,9 +28,10 @@ std::string skeleton(const Kernel& k);
 int64_t count_differences(const Kernel& a, const Kernel& b);
 
 /// A template of `a` whose constants and trip counts are parameters wherever `a`
-/// and `b` (a kernel of the same skeleton) differ. Buffers whose shapes differ
-/// are sized at run time.
-Kernel generalize(const Kernel& a, const Kernel& b);
+/// and `b` (a kernel of the same skeleton) differ, and wherever `also` (a template
+/// of the same skeleton, or null) has them. Buffers whose shapes differ are sized
+/// at run time.
+Kernel generalize(const Kernel& a, const Kernel& b, const Kernel* also = nullptr);
 
 /// The parameter values (i64, or the bits of an f64) with which template `t`
 /// computes `k`, or nullopt when k differs from t anywhere but t's parameters.

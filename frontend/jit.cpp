@@ -36,6 +36,11 @@ std::string TraceStats::str() const {
   os << ", trace " << trace_ms << " ms, compile " << compile_ms << " ms, kernels " << kernels;
   if (kernels_from_disk || kernels_reused)
     os << " (" << kernels_reused << " reused, " << kernels_from_disk << " from the disk cache)";
+  if (!dynamic_dims.empty()) {
+    os << "\n  dynamic:";
+    for (const std::string& d : dynamic_dims) os << " " << d;
+    os << " (" << kernels_templated << " kernels take their sizes at run time)";
+  }
   if (!kernel_compile_ms.empty()) {
     std::vector<double> ms;
     for (const auto& k : kernel_compile_ms) ms.push_back(k.second);
@@ -79,6 +84,7 @@ void TracedCore::StatsCell::add_compile(const CompileReport& r, size_t steps, do
   stats.kernels += static_cast<int64_t>(steps);
   stats.kernels_from_disk += r.kernels_from_disk;
   stats.kernels_reused += r.kernels_reused;
+  stats.kernels_templated += r.kernels_templated;
   for (size_t i = 0; i < r.kernels.size() && i < r.artifacts.size(); ++i)
     if (r.artifacts[i].compile_ms > 0)
       stats.kernel_compile_ms.push_back({r.kernels[i].name, r.artifacts[i].compile_ms});
@@ -94,6 +100,18 @@ std::shared_ptr<Plan> LazyPlan::get() {
   plan_ = compile_graph(graph_, opts_, &report);
   stats_->add_compile(report, plan_->steps.size(), ms_since(t0));
   return plan_;
+}
+
+void TracedCore::mark_dynamic(size_t arg, int64_t dim) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (DynamicDim& d : dynamic_)
+    if (d.arg == arg && d.dim == dim) {
+      d.marked = true;
+      return;
+    }
+  dynamic_.push_back({arg, 0, dim, true});  // `tensor` is set at the next call
+  std::lock_guard<std::mutex> stats_lock(stats_->mu);
+  stats_->stats.dynamic_dims.push_back("arg " + std::to_string(arg) + " dim " + std::to_string(dim));
 }
 
 void TracedCore::set_cache_size(size_t n) {
@@ -151,6 +169,61 @@ std::string miss_reason(const TraceArgs& a, const std::vector<TensorType>& types
 
 }  // namespace
 
+std::string TracedCore::note_dynamic(const TraceArgs& args, const std::vector<TensorType>& types,
+                                     const Entry& last) {
+  if (types.size() != last.types.size() || args.numbers.size() != last.numbers.size()) return "";
+  for (size_t i = 0; i < args.numbers.size(); ++i)
+    if (args.numbers[i] != last.numbers[i]) return "";
+  std::vector<DynamicDim> found;
+  for (size_t t = 0, p = 0; t < types.size(); ++t, ++p) {
+    while (!args.is_tensor[p]) ++p;
+    const TensorType& now = types[t];
+    const TensorType& was = last.types[t];
+    if (now.dtype != was.dtype || now.device != was.device || now.shape.size() != was.shape.size())
+      return "";
+    for (size_t d = 0; d < now.shape.size(); ++d)
+      if (now.shape[d] != was.shape[d]) found.push_back({p, t, int64_t(d), false});
+  }
+  std::string log;
+  for (const DynamicDim& f : found) {
+    const bool known = std::any_of(dynamic_.begin(), dynamic_.end(), [&](const DynamicDim& d) {
+      return d.arg == f.arg && (d.dim == f.dim || d.dim + int64_t(types[f.tensor].shape.size()) == f.dim);
+    });
+    if (known) continue;
+    dynamic_.push_back(f);
+    const std::string what = "arg " + std::to_string(f.arg) + " dim " + std::to_string(f.dim);
+    {
+      std::lock_guard<std::mutex> stats_lock(stats_->mu);
+      stats_->stats.dynamic_dims.push_back(what);
+    }
+    log += "kiln: '" + name_ + "': " + what + " is now dynamic (" +
+           std::to_string(last.types[f.tensor].shape[size_t(f.dim)]) + " -> " +
+           std::to_string(types[f.tensor].shape[size_t(f.dim)]) +
+           "): CPU kernels take it at run time; a new size retraces and shares them\n";
+  }
+  return log;
+}
+
+void TracedCore::probe(const TraceArgs& args, const std::vector<DynamicDim>& dims) {
+  TraceArgs other = args;
+  for (const DynamicDim& d : dims) {
+    const Tensor& t = args.tensors[d.tensor];
+    if (!t.device().is_cpu()) return;  // CUDA plans compile every size
+    Shape shape = t.shape();
+    int64_t& size = shape[size_t(normalize_dim(d.dim, int64_t(shape.size())))];
+    size = size + 1;
+    other.tensors[d.tensor] =
+        empty(shape, TensorOptions().dtype(t.dtype()).device(t.device()).requires_grad(t.requires_grad()));
+  }
+  try {
+    (void)build(other, false, true, true);
+  } catch (const Error& e) {
+    if (log_enabled("recompiles"))
+      std::cerr << "kiln: '" << name_ << "': no head start for its dynamic dimensions (tracing at "
+                << "another size failed: " << e.message() << ")\n";
+  }
+}
+
 /// A signature some thread is building now (lookup's "compile in flight").
 struct TracedCore::InFlight {
   std::vector<TensorType> types;
@@ -173,6 +246,18 @@ std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
   }
   bool gm = grad_mode_enabled();
   std::unique_lock<std::mutex> lock(mu_);
+  for (DynamicDim& d : dynamic_) {
+    if (!d.marked) continue;
+    size_t t = 0;
+    for (size_t p = 0; p < d.arg && p < args.is_tensor.size(); ++p) t += args.is_tensor[p];
+    d.tensor = t;
+    const int64_t rank = t < types.size() ? int64_t(types[t].shape.size()) : 0;
+    if (t >= types.size() || d.dim < -rank || d.dim >= rank)
+      throw Error("traced function '" + name_ + "': mark_dynamic(arg " + std::to_string(d.arg) +
+                      ", dim " + std::to_string(d.dim) + ") does not fit this call (arg " +
+                      std::to_string(d.arg) + " is " + (t < types.size() ? types[t].str() : "missing") + ")",
+                  where_);
+  }
   // The same signature compiling on another thread: wait for it, then look it up.
   auto same = [&](const InFlight* f) {
     return same_signature(*this, types, rg, args.numbers, gm, f->types, f->requires_grad,
@@ -207,7 +292,7 @@ std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
     return e;
   }
 
-  std::string reason = "first call";
+  std::string reason = "first call", newly_dynamic;
   if (!guard_reason.empty()) {
     reason = guard_reason;
   } else if (!entries_.empty()) {
@@ -215,11 +300,18 @@ std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
                                    [](auto& a, auto& b) { return a->last_use < b->last_use; });
     reason = miss_reason(args, types, rg, gm, last->types, last->requires_grad, last->numbers,
                          last->grad_mode);
+    newly_dynamic = note_dynamic(args, types, *last);
   }
+  const bool dynamic = !dynamic_.empty();
+  std::vector<DynamicDim> to_probe;
+  if (!probed_)
+    for (const DynamicDim& d : dynamic_)
+      if (d.marked) to_probe.push_back(d);
+  probed_ = probed_ || !to_probe.empty();
   stats_->stats.misses++;
   stats_->stats.miss_reasons.push_back(reason);
   if (log_enabled("recompiles"))
-    std::cerr << "kiln: compiling '" << name_ << "' (" << reason << ")\n";
+    std::cerr << newly_dynamic << "kiln: compiling '" << name_ << "' (" << reason << ")\n";
 
   const InFlight mine{types, rg, args.numbers, gm};
   in_flight_.push_back(&mine);
@@ -227,7 +319,8 @@ std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
   std::shared_ptr<Entry> e;
   try {
     bool dumping = !settings().dump_dir.empty();
-    e = build(args, dumping);
+    if (!to_probe.empty()) probe(args, to_probe);
+    e = build(args, dumping, dynamic);
     if (dumping) write_dump(settings().dump_dir, name_, e->traced, *e->report, e->types);
   } catch (...) {
     lock.lock();
@@ -333,7 +426,8 @@ void split_forward_backward(const Graph& full, size_t forward_size, const std::v
 
 }  // namespace
 
-std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool artifacts) {
+std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool artifacts,
+                                                     bool dynamic, bool record_only) {
   auto e = std::make_unique<Entry>();
   for (const Tensor& t : args.tensors) {
     e->types.push_back(t.impl()->type);
@@ -452,7 +546,14 @@ std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool
   CompileOptions opts = compile_options();
   opts.fusion = fusion_override_ >= 0 ? fusion_override_ == 1 : fusion_enabled();
   opts.want_artifacts = artifacts;
+  opts.dynamic_sizes = dynamic;
   e->report = std::make_unique<CompileReport>();
+  if (record_only) {
+    opts.record_kernels_only = true;
+    (void)compile_graph(e->traced, opts, e->report.get());
+    if (e->autograd_call) (void)compile_graph(strip_traced_custom(backward_graph), opts);
+    return e;
+  }
   e->plan = compile_graph(e->traced, opts, e->report.get());
   const double compile_ms = ms_since(t1);
   stats_->add_compile(*e->report, e->plan->steps.size(), compile_ms);

@@ -6,6 +6,7 @@
 // plan; later calls with that signature run the cached plan.
 #pragma once
 
+#include <array>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -33,6 +34,11 @@ struct TraceStats {
   /// how many came from the disk cache and how many shared the code of an
   /// identical kernel already loaded (another group, another batch size).
   int64_t kernels = 0, kernels_from_disk = 0, kernels_reused = 0;
+  /// CPU kernels run as templates: their dynamic sizes are run-time parameters, and
+  /// the code is shared by every size (kernels_reused counts those already loaded).
+  int64_t kernels_templated = 0;
+  /// The dynamic dimensions, marked or seen changing ("arg 0 dim 0").
+  std::vector<std::string> dynamic_dims;
   /// Per CPU kernel compiled or reused: its name and milliseconds, in compile order.
   std::vector<std::pair<std::string, double>> kernel_compile_ms;
   /// "lower 1.0 ms, LLVM IR 3.4 ms, optimise 67.4 ms, machine code 107.2 ms, load 2.4 ms":
@@ -75,6 +81,8 @@ class TracedCore {
   void save(const std::string& path, const TraceArgs& args);
   const TraceStats& stats() const;
   void set_cache_size(size_t n);
+  /// Dimension `dim` of argument `arg` (the parameter's position) takes any size.
+  void mark_dynamic(size_t arg, int64_t dim);
   void set_fusion(int on) { fusion_override_ = on; }  // -1 follows the global switch
   const std::string& name() const { return name_; }
   struct Entry;      // one cached signature (frontend/jit_entry.h)
@@ -85,7 +93,27 @@ class TracedCore {
   /// The entry for these arguments: a cached one, or one built now. When another
   /// thread is building the same signature, waits for it instead of building twice.
   std::shared_ptr<Entry> lookup(const TraceArgs& args);
-  std::unique_ptr<Entry> build(const TraceArgs& args, bool artifacts);
+  /// Traces and compiles. `dynamic`: CPU kernels become templates where sizes changed
+  /// (CompileOptions::dynamic_sizes). `record_only`: a probe, whose kernels are only
+  /// lowered and remembered; the entry has no plan.
+  std::unique_ptr<Entry> build(const TraceArgs& args, bool artifacts, bool dynamic = false,
+                               bool record_only = false);
+  /// A dynamic dimension: marked by the user, or found when a call changed its size.
+  struct DynamicDim {
+    size_t arg = 0;      // the parameter's position
+    size_t tensor = 0;   // its index among the tensor arguments
+    int64_t dim = 0;     // as marked (may be negative) or found
+    bool marked = false;
+  };
+  /// Before the first compile of a function with marked dimensions: traces it with
+  /// each marked dimension one larger and remembers its kernels, so that the first
+  /// compile already makes templates. A body that cannot trace at that size only
+  /// loses the head start.
+  void probe(const TraceArgs& args, const std::vector<DynamicDim>& dims);
+  /// The dimensions whose size changed between a cached signature and this call,
+  /// when nothing else did; added to dynamic_ (under mu_). Returns what to log.
+  std::string note_dynamic(const TraceArgs& args, const std::vector<TensorType>& types,
+                           const Entry& last);
   std::vector<Tensor> run(Entry& e, const TraceArgs& args);
   /// KILN_CHECK's run of a new signature (frontend/check.cpp): the body eagerly,
   /// then the same state restored and the plan run, and everything compared.
@@ -104,6 +132,8 @@ class TracedCore {
   std::mutex mu_;                     // entries_, in_flight_, clock_ and the call counters
   std::condition_variable compiled_;  // an in-flight build finished
   std::vector<const InFlight*> in_flight_;
+  std::vector<DynamicDim> dynamic_;  // under mu_
+  bool probed_ = false;              // under mu_
 };
 
 template <class T>
@@ -185,6 +215,19 @@ class Traced<R(A...)> {
   void save(const std::string& path, A... args) const { core_->save(path, pack(args...)); }
   const TraceStats& stats() const { return core_->stats(); }
   void set_cache_size(size_t n) const { core_->set_cache_size(n); }
+  /// Dimension `dim` of tensor argument `arg` (its position among the parameters)
+  /// changes between calls, as a batch dimension does: CPU kernels take it at run
+  /// time, so a new size retraces but compiles no kernel (README: dynamic sizes).
+  /// A dimension whose size changes between two calls becomes dynamic by itself.
+  void mark_dynamic(size_t arg, int64_t dim) const {
+    static constexpr std::array<bool, sizeof...(A)> is_tensor{
+        std::is_same_v<std::decay_t<A>, Tensor>...};
+    if (arg >= sizeof...(A) || !is_tensor[arg])
+      throw Error("mark_dynamic(arg " + std::to_string(arg) + ", dim " + std::to_string(dim) +
+                  ") on '" + name() + "': expected the position of a tensor argument (the function takes " +
+                  std::to_string(sizeof...(A)) + " arguments)");
+    core_->mark_dynamic(arg, dim);
+  }
   void set_fusion(bool on) const { core_->set_fusion(on ? 1 : 0); }
   const std::string& name() const { return core_->name(); }
 

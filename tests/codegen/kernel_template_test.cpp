@@ -85,6 +85,12 @@ TEST_CASE("kernels of one group at three batch sizes: one skeleton, one template
   const kir::Kernel kw = lowered(wide, wide.mean);
   REQUIRE(kir::skeleton(kw) == kir::skeleton(k64));
   CHECK_FALSE(kir::bind(t, kw).has_value());
+  // Generalised with t as well, the template varies in both: any batch, any width.
+  const kir::Kernel both = kir::generalize(kw, k37, &t);
+  CHECK(both.params.size() > t.params.size());
+  BatchCase other(20, 7, 5);
+  for (const kir::Kernel* k : {&k64, &k50, &k37, &kw}) CHECK(kir::bind(both, *k).has_value());
+  CHECK(kir::bind(both, lowered(other, other.mean)).has_value());
 }
 
 TEST_CASE("with dynamic sizes a new batch size runs the template: compiled once, then shared") {

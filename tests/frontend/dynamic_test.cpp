@@ -1,0 +1,116 @@
+// Dynamic sizes: a traced function whose batch size changes (or is marked
+// dynamic) retraces at a new size but compiles no kernel: its CPU kernels are
+// templates taking the sizes at run time. Traced still equals eager at every size.
+#include "test_util.h"
+
+#include <iostream>
+#include <sstream>
+
+#include "frontend/settings.h"
+#include "runtime/llvm_jit.h"
+
+using namespace kiln;
+using kiln::test::check_close;
+
+namespace {
+
+// Captures std::cerr (where KILN_LOG writes) while alive.
+struct CerrCapture {
+  std::ostringstream text;
+  std::streambuf* saved = std::cerr.rdbuf(text.rdbuf());
+  ~CerrCapture() { std::cerr.rdbuf(saved); }
+};
+
+// Turns on a KILN_LOG category for the scope.
+struct LogScope {
+  std::string saved = settings().log;
+  explicit LogScope(const char* category) { settings().log = category; }
+  ~LogScope() { settings().log = saved; }
+};
+
+bool has(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+}  // namespace
+
+TEST_CASE("a batch size that changes becomes dynamic: later sizes compile no kernel, traced equals eager") {
+  namespace F = nn::functional;
+  auto make = [] {
+    manual_seed(3);
+    return nn::Sequential(nn::Linear(12, 16), nn::Tanh(), nn::Linear(16, 5));
+  };
+  nn::Sequential traced_model = make(), eager_model = make();
+  optim::Adam traced_opt(traced_model->parameters(), 1e-2), eager_opt(eager_model->parameters(), 1e-2);
+  auto train = [](nn::Sequential& m, optim::Adam& opt, const Tensor& in, const Tensor& target) {
+    opt.zero_grad();
+    Tensor loss = F::cross_entropy(m(in), target);
+    loss.backward();
+    opt.step();
+    return loss;
+  };
+  auto step = jit([&](Tensor in, Tensor target) { return train(traced_model, traced_opt, in, target); },
+                  "dynamic_step");
+  CerrCapture cerr;
+  LogScope log("recompiles");
+  size_t objects_before = 0;
+  int call = 0;
+  for (int64_t n : {64, 50, 37, 128, 50}) {
+    CAPTURE(n);
+    Tensor in = randn({n, 12}), target = (rand({n}) * 5).to(kInt64);
+    if (call == 2) objects_before = LlvmJit::get().loaded_objects();
+    Tensor traced_loss = step(in, target);
+    Tensor eager_loss = train(eager_model, eager_opt, in, target);
+    check_close(traced_loss, eager_loss, 1e-5);
+    auto tp = traced_model->parameters(), ep = eager_model->parameters();
+    for (size_t i = 0; i < tp.size(); ++i) check_close(tp[i], ep[i], 1e-5);
+    ++call;
+  }
+  // Sizes 37 and 128 lowered their kernels and ran the templates made at 50.
+  CHECK(LlvmJit::get().loaded_objects() == objects_before);
+  const TraceStats& s = step.stats();
+  CHECK(s.misses == 4);  // the last call's size 50 was cached
+  CHECK(has(s.dynamic_dims, "arg 0 dim 0"));
+  CHECK(has(s.dynamic_dims, "arg 1 dim 0"));
+  CHECK(s.kernels_templated > 0);
+  CHECK(s.str().find("dynamic: arg 0 dim 0") != std::string::npos);
+  const std::string logged = cerr.text.str();
+  CAPTURE(logged);
+  CHECK(logged.find("'dynamic_step': arg 0 dim 0 is now dynamic (64 -> 50)") != std::string::npos);
+  CHECK(logged.find("arg 1 dim 0 is now dynamic") != std::string::npos);
+}
+
+TEST_CASE("mark_dynamic: the first compile already makes templates; new sizes compile nothing") {
+  Tensor w = randn({24, 10}), b = randn({10});
+  auto eager = [&](const Tensor& x) { return ((x.matmul(w) + b).softmax(1) * x.sum(1, true)).mean(0); };
+  auto f = jit([&](Tensor x) { return eager(x); }, "marked");
+  f.mark_dynamic(0, 0);
+  Tensor x0 = randn({64, 24});
+  check_close(f(x0), eager(x0), 1e-5);
+  CHECK(f.stats().kernels_templated > 0);
+  CHECK(has(f.stats().dynamic_dims, "arg 0 dim 0"));
+  const size_t objects = LlvmJit::get().loaded_objects();
+  for (int64_t n : {50, 37, 1}) {
+    CAPTURE(n);
+    Tensor x = randn({n, 24});
+    check_close(f(x), eager(x), 1e-5);
+    if (n != 1) CHECK(LlvmJit::get().loaded_objects() == objects);  // size 1 may lower differently
+  }
+  CHECK(f.stats().misses == 4);
+}
+
+TEST_CASE("mark_dynamic names a tensor argument and one of its dims") {
+  auto f = jit([](Tensor x, double s) { return x * s; }, "marked_badly");
+  KILN_CHECK_ERROR(f.mark_dynamic(1, 0), "mark_dynamic(arg 1, dim 0)", "expected the position of a tensor argument");
+  KILN_CHECK_ERROR(f.mark_dynamic(2, 0), "mark_dynamic(arg 2, dim 0)", "takes 2 arguments");
+  f.mark_dynamic(0, 2);
+  KILN_CHECK_ERROR(f(randn({3, 4}), 2.0), "mark_dynamic(arg 0, dim 2) does not fit this call",
+                   "f32[3,4]");
+  auto g = jit([](Tensor x) { return x * 2; }, "marked_negative");
+  g.mark_dynamic(0, -1);
+  Tensor x = randn({3, 4});
+  check_close(g(x), x * 2);
+  Tensor y = randn({3, 6});
+  check_close(g(y), y * 2);
+  CHECK(has(g.stats().dynamic_dims, "arg 0 dim -1"));
+}

@@ -3,7 +3,10 @@
 //                     ReLU/Tanh, cross-entropy, Adam): cold (no disk cache, no kernel
 //                     already loaded), warm disk cache, and per LLVM pipeline.
 //   BM_NewBatchSizes  after a first call at batch 64, the calls at 50, 37 and 128
-//                     together (label "of_first": their cost / the first call's).
+//                     together (counter "of_first": their cost / the first call's),
+//                     with the batch dimension static (KILN_DYNAMIC=0), becoming
+//                     dynamic at the second size, or marked with mark_dynamic
+//                     (counter "first_ms": the first call, probe included).
 //   BM_OneKernel      a one-kernel function compiled cold, per pipeline.
 //   BM_KernelSpeed    the compiled kernels' run time per pipeline, for the JIT's
 //                     workloads (fast must be no slower than full).
@@ -101,8 +104,14 @@ BENCHMARK(BM_FirstCall)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
+enum BatchDim { kStatic, kAutomatic, kMarked };
+
+// Arg 0: how the batch dimension is treated.
 void BM_NewBatchSizes(benchmark::State& state) {
   CompileSetup setup(LlvmOpt::Fast, "", /*reuse=*/true);
+  const int64_t how = state.range(0);
+  settings().auto_dynamic = how != kStatic;
+  state.SetLabel(how == kStatic ? "static" : how == kAutomatic ? "automatic dynamic" : "mark_dynamic");
   manual_seed(0);
   auto first = batch(64);
   std::vector<std::pair<Tensor, Tensor>> later = {batch(50), batch(37), batch(128)};
@@ -111,6 +120,10 @@ void BM_NewBatchSizes(benchmark::State& state) {
   for (auto _ : state) {
     state.PauseTiming();
     MlpStep m;
+    if (how == kMarked) {
+      m.step.mark_dynamic(0, 0);
+      m.step.mark_dynamic(1, 0);
+    }
     auto t0 = std::chrono::steady_clock::now();
     m.step(first.first, first.second);
     first_ms += ms_since(t0);
@@ -123,10 +136,11 @@ void BM_NewBatchSizes(benchmark::State& state) {
     kernels = m.step.stats().kernels - before;
   }
   state.counters["of_first"] = later_ms / first_ms;
+  state.counters["first_ms"] = first_ms / static_cast<double>(state.iterations());
   state.counters["new_steps"] = static_cast<double>(kernels);
   state.counters["reused"] = static_cast<double>(reused);
 }
-BENCHMARK(BM_NewBatchSizes)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_NewBatchSizes)->Arg(kStatic)->Arg(kAutomatic)->Arg(kMarked)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // Arg 0: pipeline.
 void BM_OneKernel(benchmark::State& state) {
@@ -152,10 +166,11 @@ Tensor chain_transcendental(const Tensor& x) {
 Tensor softmax_rows(const Tensor& x) { return x.softmax(1); }
 Tensor bias_relu(const Tensor& x) { return (x + tensor({0.5f, -1.f, 2.f, 0.f})).relu(); }
 
-enum Workload { kChain, kTranscendental, kSoftmax, kBias, kMlpStep };
+enum Workload { kChain, kTranscendental, kSoftmax, kBias, kMlpStep, kMlpStepDynamic };
 const char* workload_name(int64_t w) {
   return w == kChain ? "chain8" : w == kTranscendental ? "transcendental chain" : w == kSoftmax ? "softmax rows"
-       : w == kBias ? "[4] bias over [1M,4]" : "MLP step (batch 64)";
+       : w == kBias ? "[4] bias over [1M,4]" : w == kMlpStep ? "MLP step (batch 64)"
+       : "MLP step (batch 64, dynamic: templates)";
 }
 
 // Arg 0: workload; arg 1: pipeline. Times the compiled code only.
@@ -164,9 +179,13 @@ void BM_KernelSpeed(benchmark::State& state) {
   CompileSetup setup(opt_arg(state, 1));
   manual_seed(0);
   state.SetLabel(std::string(workload_name(w)) + ", " + llvm_opt_name(opt_arg(state, 1)));
-  if (w == kMlpStep) {
+  if (w == kMlpStep || w == kMlpStepDynamic) {
     MlpStep m;
     auto [x, y] = batch(64);
+    if (w == kMlpStepDynamic) {
+      m.step.mark_dynamic(0, 0);
+      m.step.mark_dynamic(1, 0);
+    }
     m.step(x, y);
     for (auto _ : state) benchmark::DoNotOptimize(m.step(x, y).impl());
     return;
@@ -179,7 +198,7 @@ void BM_KernelSpeed(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(f(x).impl());
 }
 BENCHMARK(BM_KernelSpeed)
-    ->ArgsProduct({{kChain, kTranscendental, kSoftmax, kBias, kMlpStep}, {0, 1}})
+    ->ArgsProduct({{kChain, kTranscendental, kSoftmax, kBias, kMlpStep, kMlpStepDynamic}, {0, 1}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

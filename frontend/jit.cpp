@@ -171,7 +171,9 @@ std::string miss_reason(const TraceArgs& a, const std::vector<TensorType>& types
 
 std::string TracedCore::note_dynamic(const TraceArgs& args, const std::vector<TensorType>& types,
                                      const Entry& last) {
-  if (types.size() != last.types.size() || args.numbers.size() != last.numbers.size()) return "";
+  if (!settings().auto_dynamic || types.size() != last.types.size() ||
+      args.numbers.size() != last.numbers.size())
+    return "";
   for (size_t i = 0; i < args.numbers.size(); ++i)
     if (args.numbers[i] != last.numbers[i]) return "";
   std::vector<DynamicDim> found;

@@ -56,6 +56,7 @@ Settings& settings() {
     s.cache_dir = default_cache_dir();
     s.llvm_opt = llvm_opt_from_env();
     s.reuse_kernels = env_flag("KILN_REUSE", true);
+    s.auto_dynamic = env_flag("KILN_DYNAMIC", true);
     return s;
   }();
   static const bool profiling = [] {

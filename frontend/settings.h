@@ -8,6 +8,8 @@
 //   KILN_CACHE_DIR=d   on-disk kernel cache ("off" disables)
 //   KILN_OPT=full      CPU kernels get LLVM's whole O3 (default "fast": no unrolling or SLP)
 //   KILN_REUSE=0       never share an identical kernel already loaded (the cold-compile baseline)
+//   KILN_DYNAMIC=0     a size that changes stays static: every size compiles its kernels
+//                      (dimensions marked with mark_dynamic stay dynamic)
 #pragma once
 
 #include <string>
@@ -26,6 +28,7 @@ struct Settings {
   std::string cache_dir;
   LlvmOpt llvm_opt = LlvmOpt::Fast;
   bool reuse_kernels = true;
+  bool auto_dynamic = true;  // KILN_DYNAMIC=0: a changing size does not become dynamic
 };
 
 struct CompileOptions;

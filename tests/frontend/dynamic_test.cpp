@@ -114,3 +114,17 @@ TEST_CASE("mark_dynamic names a tensor argument and one of its dims") {
   check_close(g(y), y * 2);
   CHECK(has(g.stats().dynamic_dims, "arg 0 dim -1"));
 }
+
+TEST_CASE("KILN_DYNAMIC=0: a changing size stays static, every size compiles its own kernels") {
+  Settings saved = settings();
+  settings().auto_dynamic = false;
+  auto f = jit([](Tensor x) { return (x * 3 - 1).exp().sum(0); }, "stays_static");
+  for (int64_t n : {9, 7, 5}) {
+    Tensor x = randn({n, 3});
+    check_close(f(x), (x * 3 - 1).exp().sum(0), 1e-5);
+  }
+  settings() = saved;
+  CHECK(f.stats().dynamic_dims.empty());
+  CHECK(f.stats().kernels_templated == 0);
+  CHECK(f.stats().misses == 3);
+}

@@ -346,6 +346,7 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
   copts.reuse_loaded = opts.reuse_kernels;
   copts.dynamic_sizes = opts.dynamic_sizes;
   copts.record_only = opts.record_kernels_only;
+  copts.template_scope = opts.template_scope;
   r.kernels.clear();
   r.artifacts.clear();
   r.step_values.clear();

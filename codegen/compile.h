@@ -29,6 +29,9 @@ struct CompileOptions {
   /// Lower every CPU kernel and remember it for later templates, compile nothing,
   /// return no plan: a dynamic dimension's probe at a second size.
   bool record_kernels_only = false;
+  /// Whose kernels templates are made from (a traced function's id; 0: none are
+  /// remembered). Kernels of other functions never widen a function's templates.
+  uint64_t template_scope = 0;
 };
 
 /// What compilation did, step by step.

@@ -165,7 +165,7 @@ class KernelTemplates {
     return true;
   }
   Family& family(const std::string& skeleton) {
-    if (map_.size() >= kFamilies && !map_.count(skeleton)) map_.clear();  // a cache: start over
+    if (map_.size() >= kFamilies && !map_.count(skeleton)) map_.erase(map_.begin());  // a cache
     return map_[skeleton];
   }
   std::mutex mu_;
@@ -286,7 +286,14 @@ CpuKernel compile_cpu_kernel(const Graph& g, const FusionGroup& group,
   if (!has_output) return finish();  // a lone matmul: BLAS does all of it
 
   try {
-    const std::string skeleton = kir::skeleton(k);
+    if (opts.template_scope == 0) {
+      KILN_CHECK(!opts.dynamic_sizes && !opts.record_only,
+                 "internal: dynamic sizes need a template scope");
+      load_code(k, opts, Source::Anywhere, out);
+      return finish();
+    }
+    // Families of kernels are per scope: "<scope>\n<skeleton>".
+    const std::string skeleton = std::to_string(opts.template_scope) + "\n" + kir::skeleton(k);
     if (opts.record_only || !opts.dynamic_sizes || !load_template_code(k, skeleton, opts, out)) {
       KernelTemplates::get().remember(skeleton, k);
       if (!opts.record_only) load_code(k, opts, Source::Anywhere, out);

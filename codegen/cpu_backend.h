@@ -106,6 +106,9 @@ struct CpuCompileOptions {
   /// Only lower the group and remember its kernel for later templates (a probe of a
   /// dynamic dimension at another size); no code, CpuKernel::fn stays null.
   bool record_only = false;
+  /// Templates are made only from kernels of the same scope (a traced function):
+  /// dynamic_sizes and record_only need one; 0 remembers nothing.
+  uint64_t template_scope = 0;
 };
 
 /// Compiles one group of g. Throws kiln::Error naming the group's first source

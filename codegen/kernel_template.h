@@ -8,8 +8,11 @@
 // generalize() turns the constants in which two kernels of one skeleton differ
 // into run-time parameters (kernel_ir.h); bind() checks that another kernel is an
 // instance of a template, equal at every other constant, and returns the
-// parameter values that make the template compute it. The template's code, run
-// with those values, is the instance's code: nothing about the sizes is guessed.
+// parameter values that make the template compute it. The template, run with
+// those values, computes the instance's kernel IR: nothing about the sizes is
+// guessed. (As for any kernel, the backend may reassociate sums, and a run-time
+// trip count may split a sum differently than a static one: the last bits of a
+// reduction can differ from the kernel compiled for the sizes.)
 #pragma once
 
 #include <cstdint>

@@ -3,6 +3,7 @@
 #include "frontend/jit.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -73,7 +74,10 @@ std::string number_str(double v) {
 
 TracedCore::TracedCore(std::string name, SourceLoc where, Body body)
     : name_(std::move(name)), where_(where), body_(std::move(body)),
-      stats_(std::make_shared<StatsCell>()) {}
+      stats_(std::make_shared<StatsCell>()), template_scope_([] {
+        static std::atomic<uint64_t> next{1};
+        return next++;
+      }()) {}
 TracedCore::~TracedCore() = default;
 
 const TraceStats& TracedCore::stats() const { return stats_->stats; }
@@ -209,7 +213,7 @@ std::string TracedCore::note_dynamic(const TraceArgs& args, const std::vector<Te
 void TracedCore::probe(const TraceArgs& args, const std::vector<DynamicDim>& dims) {
   TraceArgs other = args;
   for (const DynamicDim& d : dims) {
-    const Tensor& t = args.tensors[d.tensor];
+    const Tensor& t = other.tensors[d.tensor];  // with the dims probed so far
     if (!t.device().is_cpu()) return;  // CUDA plans compile every size
     Shape shape = t.shape();
     int64_t& size = shape[size_t(normalize_dim(d.dim, int64_t(shape.size())))];
@@ -217,12 +221,14 @@ void TracedCore::probe(const TraceArgs& args, const std::vector<DynamicDim>& dim
     other.tensors[d.tensor] =
         empty(shape, TensorOptions().dtype(t.dtype()).device(t.device()).requires_grad(t.requires_grad()));
   }
+  // Whatever the body throws at the other size (a shape check of the user's, an
+  // allocation) costs only the head start: the call itself goes on.
   try {
     (void)build(other, false, true, true);
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {
     if (log_enabled("recompiles"))
       std::cerr << "kiln: '" << name_ << "': no head start for its dynamic dimensions (tracing at "
-                << "another size failed: " << e.message() << ")\n";
+                << "another size failed: " << e.what() << ")\n";
   }
 }
 
@@ -549,6 +555,7 @@ std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool
   opts.fusion = fusion_override_ >= 0 ? fusion_override_ == 1 : fusion_enabled();
   opts.want_artifacts = artifacts;
   opts.dynamic_sizes = dynamic;
+  opts.template_scope = template_scope_;
   e->report = std::make_unique<CompileReport>();
   if (record_only) {
     opts.record_kernels_only = true;

@@ -134,6 +134,7 @@ class TracedCore {
   std::vector<const InFlight*> in_flight_;
   std::vector<DynamicDim> dynamic_;  // under mu_
   bool probed_ = false;              // under mu_
+  const uint64_t template_scope_;    // this function's kernel templates (CompileOptions)
 };
 
 template <class T>

@@ -95,6 +95,7 @@ TEST_CASE("kernels of one group at three batch sizes: one skeleton, one template
 
 TEST_CASE("with dynamic sizes a new batch size runs the template: compiled once, then shared") {
   CpuCompileOptions fixed;  // no disk cache
+  fixed.template_scope = 1;  // as one traced function's compiles
   CpuCompileOptions dynamic = fixed;
   dynamic.dynamic_sizes = true;
   dynamic.want_artifacts = true;
@@ -135,7 +136,9 @@ TEST_CASE("with dynamic sizes a new batch size runs the template: compiled once,
 TEST_CASE("a probe recorded at a second size makes the first compile a template") {
   CpuCompileOptions probe;
   probe.record_only = true;
-  CpuCompileOptions dynamic;
+  probe.template_scope = 2;
+  CpuCompileOptions dynamic = probe;
+  dynamic.record_only = false;
   dynamic.dynamic_sizes = true;
   BatchCase at65(65, 31, 10), at64(64, 31, 11), at50(50, 31, 12);
   const CpuKernel recorded = compile_cpu_kernel(at65.g, at65.softmax, probe);
@@ -146,4 +149,10 @@ TEST_CASE("a probe recorded at a second size makes the first compile a template"
   const CpuKernel next = check_group(at50.g, at50.softmax, at50.vals, {}, dynamic);
   CHECK(next.artifacts.reused);
   CHECK(reinterpret_cast<void*>(next.fn) == reinterpret_cast<void*>(first.fn));
+  // Another function (scope) has seen none of these kernels: its first compile is
+  // for its own sizes.
+  CpuCompileOptions elsewhere = dynamic;
+  elsewhere.template_scope = 3;
+  BatchCase at40(40, 31, 13);
+  CHECK_FALSE(check_group(at40.g, at40.softmax, at40.vals, {}, elsewhere).artifacts.templated);
 }

@@ -128,3 +128,18 @@ TEST_CASE("KILN_DYNAMIC=0: a changing size stays static, every size compiles its
   CHECK(f.stats().kernels_templated == 0);
   CHECK(f.stats().misses == 3);
 }
+
+TEST_CASE("mark_dynamic on two dims of one tensor: both take any size") {
+  auto f = jit([](Tensor x) { return (x.tanh() * 2).sum(1); }, "two_dims");
+  f.mark_dynamic(0, 0);
+  f.mark_dynamic(0, 1);
+  Tensor x0 = randn({8, 6});
+  check_close(f(x0), (x0.tanh() * 2).sum(1), 1e-5);
+  CHECK(f.stats().kernels_templated > 0);
+  const size_t objects = LlvmJit::get().loaded_objects();
+  for (Shape s : {Shape{5, 9}, Shape{11, 3}}) {
+    Tensor x = randn(s);
+    check_close(f(x), (x.tanh() * 2).sum(1), 1e-5);
+  }
+  CHECK(LlvmJit::get().loaded_objects() == objects);
+}

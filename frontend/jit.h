@@ -110,6 +110,8 @@ class TracedCore {
   /// compile already makes templates. A body that cannot trace at that size only
   /// loses the head start.
   void probe(const TraceArgs& args, const std::vector<DynamicDim>& dims);
+  /// Throws when a marked dimension does not fit this call (a new signature; mu_ held).
+  void check_marked(const TraceArgs& args, const std::vector<TensorType>& types);
   /// The dimensions whose size changed between a cached signature and this call,
   /// when nothing else did; added to dynamic_ (under mu_). Returns what to log.
   std::string note_dynamic(const TraceArgs& args, const std::vector<TensorType>& types,

@@ -106,11 +106,7 @@ class KernelTemplates {
 
   void remember(const std::string& skeleton, const kir::Kernel& k) {
     std::lock_guard<std::mutex> lock(mu_);
-    Family& f = family(skeleton);
-    for (const kir::Kernel& s : f.seen)
-      if (same_sizes(s, k)) return;
-    if (f.seen.size() == kSeen) f.seen.erase(f.seen.begin());
-    f.seen.push_back(k);
+    add_seen(family(skeleton), k);
   }
 
   /// A template that computes k with *params: one made before, or one made now
@@ -129,9 +125,8 @@ class KernelTemplates {
     const kir::Kernel* closest = nullptr;
     int64_t fewest = 0;
     for (const kir::Kernel& s : f.seen) {
-      if (same_sizes(s, k)) continue;
-      int64_t d = kir::count_differences(s, k);
-      for (size_t i = 0; i < s.buffers.size(); ++i) d += s.buffers[i].shape != k.buffers[i].shape;
+      const int64_t d = distance(s, k);
+      if (d == 0) continue;  // the same sizes
       if (!closest || d <= fewest) {
         closest = &s;
         fewest = d;
@@ -147,8 +142,7 @@ class KernelTemplates {
     *params = std::move(*p);
     if (f.templates.size() == kTemplates) f.templates.erase(f.templates.begin());
     f.templates.push_back(t);
-    if (f.seen.size() == kSeen) f.seen.erase(f.seen.begin());
-    f.seen.push_back(k);
+    add_seen(f, k);
     return t;
   }
 
@@ -158,11 +152,17 @@ class KernelTemplates {
     std::vector<kir::Kernel> seen;
     std::vector<kir::Kernel> templates;
   };
-  static bool same_sizes(const kir::Kernel& a, const kir::Kernel& b) {
-    if (kir::count_differences(a, b) != 0) return false;
-    for (size_t i = 0; i < a.buffers.size(); ++i)
-      if (a.buffers[i].shape != b.buffers[i].shape) return false;
-    return true;
+  // How many sites and buffer shapes of two kernels of one skeleton differ (0: the same sizes).
+  static int64_t distance(const kir::Kernel& a, const kir::Kernel& b) {
+    int64_t d = kir::count_differences(a, b);
+    for (size_t i = 0; i < a.buffers.size(); ++i) d += a.buffers[i].shape != b.buffers[i].shape;
+    return d;
+  }
+  static void add_seen(Family& f, const kir::Kernel& k) {
+    for (const kir::Kernel& s : f.seen)
+      if (distance(s, k) == 0) return;
+    if (f.seen.size() == kSeen) f.seen.erase(f.seen.begin());
+    f.seen.push_back(k);
   }
   Family& family(const std::string& skeleton) {
     if (map_.size() >= kFamilies && !map_.count(skeleton)) map_.erase(map_.begin());  // a cache

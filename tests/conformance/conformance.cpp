@@ -160,6 +160,8 @@ const char* mode_name(Mode m) {
       return "cached plan, third call";
     case Mode::Unfused:
       return "backward inside, fusion off";
+    case Mode::DynamicMarked:
+      return "backward inside, dim 0 marked dynamic";
   }
   return "?";
 }
@@ -228,6 +230,11 @@ Result run_case(const Case& c, Mode m, DType dt, Device device, uint64_t seed, M
     return {o, l};
   });
   if (m == Mode::Unfused) f.set_fusion(false);
+  if (m == Mode::DynamicMarked) {
+    const Call first = make_call(c, dt, device, seed);
+    if (first.a0.dim() > 0) f.mark_dynamic(0, 0);
+    if (first.a1.dim() > 0) f.mark_dynamic(1, 0);
+  }
   const std::vector<uint64_t> seeds = call_seeds(m, seed);
   for (uint64_t s : seeds) {
     last = make_call(c, dt, device, s);
@@ -237,7 +244,9 @@ Result run_case(const Case& c, Mode m, DType dt, Device device, uint64_t seed, M
   }
   if (m == Mode::CachedSecondCall)
     CHECK_MESSAGE(f.stats().hits >= 1, "the third call ran no cached plan: ", f.stats().str());
-  return collect(out, loss, reported_leaves(c, last, captured), scale);
+  Result r = collect(out, loss, reported_leaves(c, last, captured), scale);
+  r.kernels_templated = f.stats().kernels_templated;
+  return r;
 }
 
 Graph traced_graph(const Case& c, DType dt, bool optimized, uint64_t seed) {

@@ -72,6 +72,7 @@ struct Result {
   std::vector<bool> grad_defined;
   std::vector<double> c_grad;  // the captured scalar's gradient
   bool c_grad_defined = false;
+  int64_t kernels_templated = 0;  // traced modes: kernels run as templates (DynamicMarked)
 };
 
 /// The execution modes of the matrix.
@@ -81,6 +82,8 @@ enum class Mode {
   BackwardInside,       // backward() inside the trace: grads of arguments and captured tensors
   CachedSecondCall,     // the plan of BackwardInside, called again with new values
   Unfused,              // BackwardInside with fusion off (one kernel per op)
+  DynamicMarked,        // BackwardInside with dim 0 of each argument marked dynamic:
+                        // CPU kernels run as templates where the body traces at another size
 };
 const char* mode_name(Mode m);
 

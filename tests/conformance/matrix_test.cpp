@@ -13,7 +13,7 @@ using namespace kiln::conformance;
 namespace {
 
 constexpr Mode kTracedModes[] = {Mode::TracedEagerBackward, Mode::BackwardInside,
-                                 Mode::CachedSecondCall, Mode::Unfused};
+                                 Mode::CachedSecondCall, Mode::Unfused, Mode::DynamicMarked};
 
 double rtol_for(const Case& c, DType dt) {
   return dt == kFloat64 ? 1e-9 : c.f32_tol;
@@ -23,6 +23,7 @@ double atol_for(const Case& c, DType dt) {
 }
 
 void run_matrix(Device device) {
+  int64_t templated = 0, dynamic_runs = 0;
   for (const Case& c : cases()) {
     for (DType dt : {kFloat32, kFloat64}) {
       for (Mode m : kTracedModes) {
@@ -32,9 +33,18 @@ void run_matrix(Device device) {
         const Result want = run_case(c, Mode::Eager, dt, Device(), 7, m);
         const Result got = run_case(c, m, dt, device, 7);
         check_same(got, want, rtol_for(c, dt), atol_for(c, dt), what);
+        if (m == Mode::DynamicMarked) {
+          templated += got.kernels_templated > 0;
+          ++dynamic_runs;
+        }
       }
     }
   }
+  // Kernel templates are CPU-only; on the CPU most cases trace at a second batch size.
+  MESSAGE("dynamic runs that used kernel templates: ", templated, " of ", dynamic_runs);
+  if (device.is_cpu())
+    CHECK_MESSAGE(templated * 2 > dynamic_runs, "only ", templated, " of ", dynamic_runs,
+                  " dynamic runs used kernel templates");
 }
 
 }  // namespace

@@ -80,6 +80,29 @@ BENCHMARK(BM_Chain8Transcendental)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
+// One unary op over 16M floats: eager (the op's own kernel) against the same op traced.
+void BM_Unary(benchmark::State& state, Tensor (*op)(const Tensor&)) {
+  manual_seed(0);
+  Tensor x = randn({state.range(0)});
+  run_mode(state, op, x, 2.0 * 4 * static_cast<double>(x.numel()));
+}
+BENCHMARK_CAPTURE(BM_Unary, exp, [](const Tensor& t) { return t.exp(); })
+    ->ArgsProduct({{1 << 24}, {kEager, kFused}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Unary, tanh, [](const Tensor& t) { return t.tanh(); })
+    ->ArgsProduct({{1 << 24}, {kEager, kFused}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Unary, sigmoid, [](const Tensor& t) { return t.sigmoid(); })
+    ->ArgsProduct({{1 << 24}, {kEager, kFused}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Unary, gelu, [](const Tensor& t) { return t.gelu(); })
+    ->ArgsProduct({{1 << 24}, {kEager, kFused}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
 void BM_SoftmaxRows(benchmark::State& state) {
   manual_seed(0);
   Tensor x = randn({state.range(0), state.range(0)});

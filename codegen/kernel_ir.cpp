@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <set>
 #include <sstream>
 
 #include "ir/attrs.h"
@@ -256,7 +257,8 @@ class Verifier {
         break;
       case ScalarOp::load:
         check(d.ref >= 0 && d.ref < int32_t(k_.buffers.size()), what, ": no buffer ", d.ref);
-        check(!k_.buffers[d.ref].output, what, ": load from an output buffer");
+        check(!k_.buffers[d.ref].output || stored_.count(d.ref), what,
+              ": load from an output buffer before any store to it");
         check(d.type == k_.buffers[d.ref].dtype && ty(d.args[0]) == DType::i64, what,
               ": type mismatch");
         break;
@@ -317,6 +319,7 @@ class Verifier {
           use(s.value);
           check(ty(s.index) == DType::i64 && ty(s.value) == k_.buffers[s.ref].dtype, "store to buf",
                 s.ref, ": type mismatch");
+          stored_.insert(s.ref);
           break;
         }
         case StmtKind::loop:
@@ -356,6 +359,7 @@ class Verifier {
   const Kernel& k_;
   std::vector<char> defined_;  // 0 not yet, 1 visible, 2 out of scope
   std::vector<char>* open_ = nullptr;
+  std::set<int32_t> stored_;  // output buffers stored to so far, in program order
 };
 
 }  // namespace

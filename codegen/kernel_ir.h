@@ -20,6 +20,9 @@
 //   %9 = acc acc0 : f64               ... and read after it
 //
 // A value is visible in the block that defines it and in blocks nested inside.
+// An output buffer may be loaded back after the kernel stored to it (softmax
+// keeps exp(x - max) in its output between two loops over a row): a load reads
+// the element this outer iteration stored last at that index.
 // Indices are i64 element offsets into the dense buffers; bool elements are one
 // byte holding 0 or 1. Lowering has already made every dtype conversion explicit
 // (`cast`), so each scalar op sees operands of the types listed below.

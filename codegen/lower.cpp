@@ -544,6 +544,7 @@ class Lowering {
              shape_str(rs_.in_shape), " nor one element per row (", rs_.rows, ")");
     }
 
+    const std::vector<int32_t> keep = kept_operands(reds, full_later);
     kb_.kernel().range = rs_.rows;
     const ValueId r = kb_.index(0);
     kb_.set_upper_bound(r, rs_.rows);
@@ -590,15 +591,19 @@ class Lowering {
       const int32_t loop = kb_.begin_loop(rs_.extent);
       const ValueId j = reduced_index(loop);
       Coords c = row_coords(j);
-      const ValueId x = kb_.cast(eval(n.operands[0], c), acc_t);
-      kb_.acc_update(acc, x, is_arg_reduce(n.op) ? j : kNoValue);
+      const ValueId operand = eval(n.operands[0], c);
+      kb_.acc_update(acc, kb_.cast(operand, acc_t), is_arg_reduce(n.op) ? j : kNoValue);
       if (i == 0) store_full(full_now, c);
+      if (keep[i] >= 0) kb_.store(keep[i], linear(c), operand);
       kb_.end_loop();
       red_acc_[reds[i]] = acc;
     }
     if (!full_later.empty()) {
       const int32_t loop = kb_.begin_loop(rs_.extent);
       Coords c = row_coords(reduced_index(loop));
+      for (size_t i = 0; i < reds.size(); ++i)
+        if (keep[i] >= 0)
+          kb_.memo_put(memo_key(g_.node(reds[i]).operands[0], c), kb_.load(keep[i], linear(c)));
       store_full(full_later, c);
       kb_.end_loop();
     }
@@ -610,6 +615,53 @@ class Lowering {
       vals.push_back(eval(v, c));
     }
     for (size_t i = 0; i < row_outs.size(); ++i) kb_.store(row_outs[i].second, r, vals[i]);
+  }
+
+  // Softmax's exp: a reduction's operand that is expensive to compute and that a
+  // full-size output computed after the reductions uses again. The reduction loop
+  // stores it into that output's buffer (same shape and dtype), and the last loop
+  // loads it back instead of computing it twice; the row is still in cache. Each
+  // element is loaded before the last loop overwrites it, and rows are disjoint.
+  // Returns, per reduction, the output buffer that keeps its operand, or -1.
+  std::vector<int32_t> kept_operands(const std::vector<NodeId>& reds,
+                                     const std::vector<std::pair<Value, int32_t>>& full_later) {
+    std::vector<int32_t> keep(reds.size(), -1);
+    std::unordered_set<int32_t> used;
+    std::unordered_set<Value, ValueHash> kept;
+    for (size_t i = 0; i < reds.size(); ++i) {
+      const Value v = g_.node(reds[i]).operands[0];
+      if (!members_.count(v.node) || g_.type(v).shape != rs_.in_shape || kept.count(v) ||
+          !reaches(v.node, [&](const Node& n) { return is_expensive(n.op); }))
+        continue;
+      for (const auto& [out, buf] : full_later) {
+        if (used.count(buf) || g_.type(out).dtype != g_.type(v).dtype ||
+            !reaches(out.node, [&](const Node&) { return false; }, v.node))
+          continue;
+        keep[i] = buf;
+        used.insert(buf);
+        kept.insert(v);
+        break;
+      }
+    }
+    return keep;
+  }
+
+  // Whether `from` or a member it depends on without passing a reduction is
+  // `target` or satisfies `pred`.
+  template <class Pred>
+  bool reaches(NodeId from, Pred pred, NodeId target = kNoNode) const {
+    std::vector<NodeId> todo{from};
+    std::unordered_set<NodeId> seen;
+    while (!todo.empty()) {
+      const NodeId id = todo.back();
+      todo.pop_back();
+      if (!members_.count(id) || !seen.insert(id).second) continue;
+      const Node& n = g_.node(id);
+      if (id == target || pred(n)) return true;
+      if (is_reduce(n.op) && id != from) continue;
+      for (Value o : n.operands) todo.push_back(o.node);
+    }
+    return false;
   }
 
   // ---- Elementwise, copy and matmul epilogue ----

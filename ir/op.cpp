@@ -64,6 +64,25 @@ bool is_elementwise(OpKind k) {
   return c == OpCategory::Unary || c == OpCategory::Binary || c == OpCategory::Ternary;
 }
 
+bool is_expensive(OpKind k) {
+  switch (k) {
+    case OpKind::exp:
+    case OpKind::log:
+    case OpKind::sqrt:
+    case OpKind::rsqrt:
+    case OpKind::sin:
+    case OpKind::cos:
+    case OpKind::tanh:
+    case OpKind::sigmoid:
+    case OpKind::gelu:
+    case OpKind::pow:
+    case OpKind::div:
+      return true;
+    default:
+      return false;
+  }
+}
+
 bool has_identity(OpKind k) {
   switch (k) {
     case OpKind::arg:

@@ -69,6 +69,10 @@ const char* category_name(OpCategory c);
 
 /// True for unary, binary and ternary ops: one output element from the operands' elements at the same index.
 bool is_elementwise(OpKind k);
+/// Elementwise ops that cost much more than a load or an add (transcendentals,
+/// division, pow): fusion does not recompute them per broadcast point, and
+/// lowering keeps their results rather than computing them twice.
+bool is_expensive(OpKind k);
 /// Ops the builder must not merge (graph inputs, random draws, custom calls).
 bool has_identity(OpKind k);
 

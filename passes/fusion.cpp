@@ -68,11 +68,7 @@ bool is_movement(OpKind k) {
 
 // Ops cheap enough to recompute for every point a broadcast maps onto them.
 bool is_cheap(OpKind k) {
-  constexpr OpKind kExpensive[] = {OpKind::exp,  OpKind::log, OpKind::sqrt, OpKind::rsqrt,
-                                   OpKind::sin,  OpKind::cos, OpKind::tanh, OpKind::sigmoid,
-                                   OpKind::gelu, OpKind::pow, OpKind::div};
-  if (std::find(std::begin(kExpensive), std::end(kExpensive), k) != std::end(kExpensive))
-    return false;
+  if (is_expensive(k)) return false;
   return role_of(k) == Role::Fusible || role_of(k) == Role::Constant;
 }
 

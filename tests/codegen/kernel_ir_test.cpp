@@ -68,7 +68,8 @@ TEST_CASE("a broadcast bias splits rows so the inner loop stays contiguous") {
         "    store buf2[%4] = %8\n");
 }
 
-TEST_CASE("softmax lowers to three inner loops with two accumulators") {
+TEST_CASE("softmax lowers to three inner loops and computes exp once per element") {
+  // The sum's loop keeps exp(x - max) in the output buffer; the last loop reads it back.
   const std::string got = lowered(
       "%0 = arg {index=0} : f32[8,32]\n"
       "%1 = max %0 {dims=[1], keepdim=1} : f32[8,1]\n"
@@ -78,15 +79,72 @@ TEST_CASE("softmax lowers to three inner loops with two accumulators") {
       "%5 = div %3, %4 : f32[8,32]\n"
       "return %5\n",
       GroupKind::Reduction);
-  CHECK(got.find("  acc0 = max f32\n  acc1 = sum f32\n") != std::string::npos);
-  CHECK(got.find("parallel i0 in [0, 8):\n") != std::string::npos);
-  CHECK(got.find("  for i1 in [0, 32):\n") != std::string::npos);
-  CHECK(got.find("  for i2 in [0, 32):\n") != std::string::npos);
-  CHECK(got.find("  for i3 in [0, 32):\n") != std::string::npos);
-  CHECK(got.find("acc0 <- ") != std::string::npos);
-  CHECK(got.find("acc1 <- ") != std::string::npos);
-  CHECK(got.find("= acc acc1 : f32") != std::string::npos);
-  MESSAGE(got);
+  const std::string body = got.substr(got.find("  acc0 = max f32"));
+  CHECK(body ==
+        "  acc0 = max f32\n"
+        "  acc1 = sum f32\n"
+        "parallel i0 in [0, 8):\n"
+        "  %0 = index i0 : i64\n"
+        "  %1 = const 32 : i64\n"
+        "  %2 = mul %0, %1 : i64\n"
+        "  acc0 = init\n"
+        "  for i1 in [0, 32):\n"
+        "    %3 = index i1 : i64\n"
+        "    %4 = add %2, %3 : i64\n"
+        "    %5 = load buf0[%4] : f32\n"
+        "    acc0 <- %5\n"
+        "  acc1 = init\n"
+        "  for i2 in [0, 32):\n"
+        "    %6 = index i2 : i64\n"
+        "    %7 = add %2, %6 : i64\n"
+        "    %8 = load buf0[%7] : f32\n"
+        "    %9 = acc acc0 : f32\n"
+        "    %10 = sub %8, %9 : f32\n"
+        "    %11 = exp %10 : f32\n"
+        "    acc1 <- %11\n"
+        "    store buf1[%7] = %11\n"
+        "  for i3 in [0, 32):\n"
+        "    %12 = index i3 : i64\n"
+        "    %13 = add %2, %12 : i64\n"
+        "    %14 = load buf1[%13] : f32\n"
+        "    %15 = acc acc1 : f32\n"
+        "    %16 = div %14, %15 : f32\n"
+        "    store buf1[%13] = %16\n");
+}
+
+TEST_CASE("a reduction keeps its operand only when a later output reuses an expensive one") {
+  // log-softmax's last loop does not use the exp; layer norm's d*d is cheap.
+  const std::string log_softmax = lowered(
+      "%0 = arg {index=0} : f32[8,32]\n"
+      "%1 = max %0 {dims=[1], keepdim=1} : f32[8,1]\n"
+      "%2 = sub %0, %1 : f32[8,32]\n"
+      "%3 = exp %2 : f32[8,32]\n"
+      "%4 = sum %3 {dims=[1], keepdim=1} : f32[8,1]\n"
+      "%5 = log %4 : f32[8,1]\n"
+      "%6 = sub %2, %5 : f32[8,32]\n"
+      "return %6\n",
+      GroupKind::Reduction);
+  CHECK(log_softmax.find("load buf1") == std::string::npos);
+  const std::string centred = lowered(
+      "%0 = arg {index=0} : f32[8,32]\n"
+      "%1 = max %0 {dims=[1], keepdim=1} : f32[8,1]\n"
+      "%2 = sub %0, %1 : f32[8,32]\n"
+      "%3 = sum %2 {dims=[1], keepdim=1} : f32[8,1]\n"
+      "%4 = mul %2, %3 : f32[8,32]\n"
+      "return %4\n",
+      GroupKind::Reduction);
+  CHECK(centred.find("load buf1") == std::string::npos);
+  // An exp of another dtype than the output cannot be kept in it.
+  const std::string cast = lowered(
+      "%0 = arg {index=0} : f32[8,32]\n"
+      "%1 = exp %0 : f32[8,32]\n"
+      "%2 = sum %1 {dims=[1], keepdim=1} : f32[8,1]\n"
+      "%3 = div %1, %2 : f32[8,32]\n"
+      "%4 = cast %3 {dtype=f64} : f64[8,32]\n"
+      "return %4\n",
+      GroupKind::Reduction);
+  CHECK(cast.find("load buf1") == std::string::npos);
+  CHECK(cast.find("exp") != cast.rfind("exp"));
 }
 
 TEST_CASE("pad lowers to a clamped read and a select") {

@@ -14,6 +14,10 @@
 
 namespace kiln {
 
+namespace kir {
+struct Kernel;
+}
+
 /// A compiled CPU kernel: computes elements [begin, end) of its outer loop.
 /// `buffers` points at the dense row-major buffers of CpuKernel::buffers, in order,
 /// followed, for a kernel with run-time parameters, by CpuKernel::params.data();
@@ -115,6 +119,11 @@ struct CpuCompileOptions {
 /// line if the group cannot be lowered.
 CpuKernel compile_cpu_kernel(const Graph& g, const FusionGroup& group,
                              const CpuCompileOptions& opts);
+
+/// Compiles a kernel already lowered (eager_kernel.h builds its own): the code
+/// of an identical kernel already loaded, the disk cache's object, or LLVM's.
+/// Fills fn, code and artifacts; buffers, params and info are the caller's.
+CpuKernel compile_lowered_kernel(const kir::Kernel& k, const CpuCompileOptions& opts);
 
 /// Host CPU name and features the JIT targets ("znver5 +avx512f ...").
 std::string cpu_target_description();

@@ -1,15 +1,60 @@
 // The device seam (see device_ops.h): CPU ops run the reference kernels over
-// strided views; ops on CUDA tensors go to device_ops_cuda.cpp.
+// strided views, or for expensive elementwise ops on large dense operands a
+// compiled kernel (codegen/eager_kernel.h); ops on CUDA tensors go to
+// device_ops_cuda.cpp.
 #include "frontend/device_ops.h"
 
+#include "codegen/compile.h"
+#include "codegen/eager_kernel.h"
+#include "frontend/settings.h"
 #include "frontend/tensor_impl.h"
 #include "runtime/reference.h"
+#include "runtime/thread_pool.h"
 
 namespace kiln {
+namespace {
+
+// Whether eager op k on these operands runs a compiled kernel: an expensive
+// elementwise op (libm one element at a time is what it would replace) on dense
+// operands of the result's shape, large enough that a compile once per process
+// (or a disk-cache load) is paid back.
+bool wants_compiled(OpKind k, const std::vector<Tensor>& operands, const TensorType& out) {
+  const Settings& s = settings();
+  if (!s.eager_kernels || !is_elementwise(k) || !is_expensive(k) || !is_floating(out.dtype) ||
+      out.numel() < s.eager_kernel_min_elements)
+    return false;
+  for (const Tensor& t : operands) {
+    const TensorImpl& i = *t.impl();
+    if (i.type.shape != out.shape || !i.view().contiguous()) return false;
+  }
+  return true;
+}
+
+Tensor run_compiled(OpKind k, const Attrs& attrs, const std::vector<Tensor>& operands,
+                    const TensorType& out) {
+  std::vector<DType> in;
+  for (const Tensor& t : operands) in.push_back(t.impl()->type.dtype);
+  const CompileOptions c = compile_options();
+  CpuCompileOptions opts;
+  opts.cache_dir = c.cache_dir;
+  opts.opt = c.llvm_opt;
+  opts.reuse_loaded = c.reuse_kernels;
+  std::shared_ptr<const EagerKernel> kernel = eager_cpu_kernel(k, attrs, in, out.dtype, opts);
+  auto impl = make_dense(out);
+  std::vector<void*> bufs;
+  for (const Tensor& t : operands) bufs.push_back(t.impl()->view().data);
+  bufs.push_back(impl->view().data);
+  parallel_for(out.numel(), kernel->grain,
+               [&](int64_t lo, int64_t hi) { kernel->fn(bufs.data(), lo, hi); });
+  return Tensor(std::move(impl));
+}
+
+}  // namespace
 
 Tensor device_run(OpKind k, const Attrs& attrs, const std::vector<Tensor>& operands,
                   const TensorType& out) {
   if (out.device.is_cuda()) return cuda_run(k, attrs, operands, out);
+  if (wants_compiled(k, operands, out)) return run_compiled(k, attrs, operands, out);
   std::vector<View> views;
   views.reserve(operands.size());
   for (const Tensor& t : operands) views.push_back(t.impl()->view());

@@ -57,6 +57,7 @@ Settings& settings() {
     s.llvm_opt = llvm_opt_from_env();
     s.reuse_kernels = env_flag("KILN_REUSE", true);
     s.auto_dynamic = env_flag("KILN_DYNAMIC", true);
+    s.eager_kernels = env_flag("KILN_EAGER_KERNELS", true);
     return s;
   }();
   static const bool profiling = [] {

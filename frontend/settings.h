@@ -10,6 +10,8 @@
 //   KILN_REUSE=0       never share an identical kernel already loaded (the cold-compile baseline)
 //   KILN_DYNAMIC=0     a size that changes stays static: every size compiles its kernels
 //                      (dimensions marked with mark_dynamic stay dynamic)
+//   KILN_EAGER_KERNELS=0  eager CPU ops all run the reference kernels (by default an
+//                      expensive elementwise op on large dense operands runs a compiled kernel)
 #pragma once
 
 #include <string>
@@ -29,6 +31,12 @@ struct Settings {
   LlvmOpt llvm_opt = LlvmOpt::Fast;
   bool reuse_kernels = true;
   bool auto_dynamic = true;  // KILN_DYNAMIC=0: a changing size does not become dynamic
+  /// Eager CPU ops that are expensive and elementwise (exp, tanh, div, ...) on dense
+  /// operands of one shape with at least `eager_kernel_min_elements` elements run a
+  /// compiled, vectorised kernel (codegen/eager_kernel.h) instead of the reference
+  /// kernel. KILN_EAGER_KERNELS=0 turns this off.
+  bool eager_kernels = true;
+  int64_t eager_kernel_min_elements = int64_t{1} << 15;
 };
 
 struct CompileOptions;

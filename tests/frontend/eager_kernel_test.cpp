@@ -1,0 +1,129 @@
+// Eager CPU ops that run compiled kernels (codegen/eager_kernel.h) against the
+// reference kernels, which stay the oracle: every expensive elementwise op, both
+// floating dtypes, lengths around the vector widths, a dense slice that starts
+// off alignment, special values, and the fallbacks (strided or broadcast
+// operands, small tensors, the switch off).
+#include <doctest/doctest.h>
+
+#include <limits>
+
+#include "codegen/eager_kernel.h"
+#include "frontend/settings.h"
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+// Runs f with compiled eager kernels for every size (or with none), restoring the settings.
+Tensor with_kernels(bool on, const std::function<Tensor()>& f) {
+  Settings& s = settings();
+  const Settings saved = s;
+  s.eager_kernels = on;
+  s.eager_kernel_min_elements = 1;
+  Tensor r;
+  try {
+    r = f();
+  } catch (...) {
+    s = saved;
+    throw;
+  }
+  s = saved;
+  return r;
+}
+
+// |got - want| <= atol + rtol |want|, NaN where the reference has NaN, equal infinities.
+void check_same(const Tensor& got, const Tensor& want, double rtol, double atol) {
+  REQUIRE(got.sizes() == want.sizes());
+  const std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
+  for (size_t i = 0; i < g.size(); ++i) {
+    const bool ok = std::isnan(w[i])   ? std::isnan(g[i])
+                    : std::isinf(w[i]) ? g[i] == w[i]
+                                       : std::abs(g[i] - w[i]) <= atol + rtol * std::abs(w[i]);
+    CHECK_MESSAGE(ok, "element ", i, ": ", g[i], " vs ", w[i]);
+  }
+}
+
+using Unary = Tensor (*)(const Tensor&);
+const std::pair<const char*, Unary> kUnary[] = {
+    {"exp", [](const Tensor& x) { return x.exp(); }},
+    {"log", [](const Tensor& x) { return x.abs().log(); }},
+    {"sqrt", [](const Tensor& x) { return x.abs().sqrt(); }},
+    {"rsqrt", [](const Tensor& x) { return x.abs().rsqrt(); }},
+    {"sin", [](const Tensor& x) { return x.sin(); }},
+    {"cos", [](const Tensor& x) { return x.cos(); }},
+    {"tanh", [](const Tensor& x) { return x.tanh(); }},
+    {"sigmoid", [](const Tensor& x) { return x.sigmoid(); }},
+    {"gelu", [](const Tensor& x) { return x.gelu(); }},
+};
+
+TEST_CASE("eager expensive ops on compiled kernels match the reference kernels") {
+  for (DType dt : {kFloat32, kFloat64}) {
+    const double rtol = dt == kFloat32 ? 2e-6 : 1e-13, atol = dt == kFloat32 ? 1e-6 : 1e-14;
+    for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{33}, int64_t{4099}}) {
+      manual_seed(uint64_t(n));
+      const Tensor x = (randn({n}) * 4).to(dt), y = (randn({n}) * 2).to(dt);
+      for (const auto& [name, op] : kUnary) {
+        CAPTURE(name);
+        CAPTURE(n);
+        CAPTURE(dtype_name(dt));
+        const Tensor got = with_kernels(true, [&, op = op] { return op(x); });
+        const Tensor want = with_kernels(false, [&, op = op] { return op(x); });
+        check_same(got, want, rtol, atol);
+      }
+      CAPTURE(n);
+      check_same(with_kernels(true, [&] { return x / y; }),
+                        with_kernels(false, [&] { return x / y; }), rtol, atol);
+      check_same(with_kernels(true, [&] { return x.abs().pow(y); }),
+                        with_kernels(false, [&] { return x.abs().pow(y); }), rtol * 10, atol);
+    }
+  }
+}
+
+TEST_CASE("an eager kernel reads a dense slice that starts off alignment, and special values") {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> v = {0.5, -0.0, 0.0, inf, -inf, nan, 88.0, -103.0, 1e-30, -20.0, 9.0};
+  for (int i = 0; i < 40; ++i) v.push_back(i * 0.37 - 7.0);
+  const Tensor base = from_vector(v, {int64_t(v.size())}, kFloat32);
+  const Tensor x = base.slice(0, 3, std::nullopt);  // 12 bytes past the block start
+  for (const auto& [name, op] : kUnary) {
+    CAPTURE(name);
+    const Tensor got = with_kernels(true, [&, op = op] { return op(x); });
+    const Tensor want = with_kernels(false, [&, op = op] { return op(x); });
+    check_same(got, want, 2e-6, 1e-6);
+  }
+}
+
+TEST_CASE("eager kernels are compiled once per op and dtypes, whatever the size") {
+  const Tensor a = randn({1000}), b = randn({77, 3});
+  with_kernels(true, [&] { return a.tanh(); });
+  const int64_t after_first = eager_cpu_kernels_compiled();
+  with_kernels(true, [&] { return b.tanh(); });
+  with_kernels(true, [&] { return randn({5}).tanh(); });
+  CHECK(eager_cpu_kernels_compiled() == after_first);
+  // An integer operand is converted in the kernel, as exp() of an integer tensor is a float.
+  const Tensor i = arange(0, 20).to(kInt32);
+  check_same(with_kernels(true, [&] { return i.exp(); }),
+                    with_kernels(false, [&] { return i.exp(); }), 2e-6, 1e-6);
+  CHECK(eager_cpu_kernels_compiled() == after_first + 1);
+}
+
+TEST_CASE("strided and broadcast operands, small tensors and the switch keep the reference kernels") {
+  const Tensor m = randn({64, 33});
+  const int64_t before = eager_cpu_kernels_compiled();
+  const Tensor t = m.transpose(0, 1);
+  check_same(with_kernels(true, [&] { return t.sigmoid(); }),
+                    with_kernels(false, [&] { return t.sigmoid(); }), 0, 0);
+  const Tensor row = randn({33});
+  check_same(with_kernels(true, [&] { return m / row; }),
+                    with_kernels(false, [&] { return m / row; }), 0, 0);
+  CHECK(eager_cpu_kernels_compiled() == before);
+  // Below the size threshold (the default) the reference kernel runs.
+  CHECK(settings().eager_kernel_min_elements > 64 * 33);
+  const Tensor small = m.cos();
+  CHECK(eager_cpu_kernels_compiled() == before);
+  (void)small;
+}
+
+}  // namespace
+}  // namespace kiln

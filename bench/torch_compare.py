@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Runs the training-step workloads of bench/train_bench.cpp in PyTorch (eager
-and TorchScript) and prints Kiln/PyTorch ratios from one run of each.
+and TorchScript), and the eager unary ops of bench_jit's BM_Unary (exp, tanh,
+sigmoid, gelu over 16M floats), and prints Kiln/PyTorch ratios from one run
+of each.
 
-Usage: python3 bench/torch_compare.py [path/to/bench_train]
+Usage: python3 bench/torch_compare.py [path/to/bench_train [path/to/bench_jit]]
+(bench_jit defaults to the one next to bench_train).
 Skipped with a message (exit 0) when torch is not installed.
 """
 import json
@@ -63,20 +66,35 @@ def main():
         "BM_MlpAdamStep (TorchScript)": best_ms(lambda: mlp_step(scripted)),
     }
 
+    # One unary op over 16M floats, eager, into a new tensor (as Kiln's BM_Unary).
+    xu = torch.randn(1 << 24)
+    unary = {"exp": torch.exp, "tanh": torch.tanh, "sigmoid": torch.sigmoid,
+             "gelu": torch.nn.functional.gelu}
+    torch_unary_ms = {name: best_ms(lambda f=f: f(xu), 10) for name, f in unary.items()}
+
     bench = sys.argv[1] if len(sys.argv) > 1 else "build/bench/bench_train"
-    out = subprocess.run([bench, "--benchmark_format=json", "--benchmark_min_time=0.5"],
-                         check=True, capture_output=True, text=True).stdout
+    bench_jit = sys.argv[2] if len(sys.argv) > 2 else os.path.join(os.path.dirname(bench), "bench_jit")
     kiln_ms = {}
-    for b in json.loads(out)["benchmarks"]:
-        name, label = b["name"].split("/")[0], b.get("label", "")
-        unit = {"ns": 1e-6, "us": 1e-3, "ms": 1.0}[b["time_unit"]]
-        kiln_ms[(name, label)] = b["real_time"] * unit
+    for path, extra in ((bench, []), (bench_jit, ["--benchmark_filter=BM_Unary"])):
+        out = subprocess.run([path, "--benchmark_format=json", "--benchmark_min_time=0.5"] + extra,
+                             check=True, capture_output=True, text=True).stdout
+        for b in json.loads(out)["benchmarks"]:
+            parts, label = b["name"].split("/"), b.get("label", "")
+            name = "/".join(parts[:2]) if parts[0] == "BM_Unary" else parts[0]
+            unit = {"ns": 1e-6, "us": 1e-3, "ms": 1.0}[b["time_unit"]]
+            kiln_ms[(name, label)] = b["real_time"] * unit
 
     print(f"{'workload':34} {'PyTorch ms':>11} {'Kiln eager':>11} {'Kiln traced':>12} {'traced/torch':>13}")
     for name, t in torch_ms.items():
         base = name.split(" ")[0]
         e, tr = kiln_ms.get((base, "eager")), kiln_ms.get((base, "traced"))
         ratio = f"{tr / t:.2f}" if tr else "-"
+        print(f"{name:34} {t:11.3f} {e or float('nan'):11.3f} {tr or float('nan'):12.3f} {ratio:>13}")
+    print()
+    print(f"{'eager op, 16M floats':34} {'PyTorch ms':>11} {'Kiln eager':>11} {'Kiln traced':>12} {'eager/torch':>13}")
+    for name, t in torch_unary_ms.items():
+        e, tr = kiln_ms.get((f"BM_Unary/{name}", "eager")), kiln_ms.get((f"BM_Unary/{name}", "fused"))
+        ratio = f"{e / t:.2f}" if e else "-"
         print(f"{name:34} {t:11.3f} {e or float('nan'):11.3f} {tr or float('nan'):12.3f} {ratio:>13}")
     return 0
 

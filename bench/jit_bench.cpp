@@ -103,6 +103,18 @@ BENCHMARK_CAPTURE(BM_Unary, gelu, [](const Tensor& t) { return t.gelu(); })
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
+// A small broadcast inner dimension: a [4] bias over [4M, 4], then relu.
+void BM_SmallBroadcast(benchmark::State& state) {
+  manual_seed(0);
+  Tensor x = randn({state.range(0) / 4, 4});
+  run_mode(state, [](Tensor t) { return (t + tensor({0.5f, -1.f, 2.f, 0.f})).relu(); }, x,
+           2.0 * 4 * static_cast<double>(x.numel()));
+}
+BENCHMARK(BM_SmallBroadcast)
+    ->ArgsProduct({{1 << 24}, {kEager, kFused}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
 void BM_SoftmaxRows(benchmark::State& state) {
   manual_seed(0);
   Tensor x = randn({state.range(0), state.range(0)});

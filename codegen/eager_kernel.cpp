@@ -38,6 +38,7 @@ kir::Kernel lower_at(OpKind k, const Attrs& attrs, const std::vector<DType>& in,
 struct Cache {
   std::mutex mu;
   std::map<std::string, std::shared_ptr<const EagerKernel>> kernels;
+  std::map<std::string, std::string> failed;  // key -> the error's message
 };
 
 Cache& cache() {
@@ -45,18 +46,8 @@ Cache& cache() {
   return *c;
 }
 
-}  // namespace
-
-std::shared_ptr<const EagerKernel> eager_cpu_kernel(OpKind k, const Attrs& attrs,
-                                                    const std::vector<DType>& in, DType out,
-                                                    const CpuCompileOptions& opts) {
-  if (!is_elementwise(k) || int(in.size()) != op_info(k).arity)
-    throw Error(std::string("eager kernels are for elementwise ops; ") + op_name(k) + " is not one");
-  std::string key = std::string(op_name(k)) + " " + attrs_str(attrs) + " ->" + dtype_name(out);
-  for (DType t : in) key += std::string(" ") + dtype_name(t);
-  Cache& c = cache();
-  std::lock_guard<std::mutex> lock(c.mu);  // compiles are rare: one per op and dtypes
-  if (auto it = c.kernels.find(key); it != c.kernels.end()) return it->second;
+std::shared_ptr<const EagerKernel> compile(OpKind k, const Attrs& attrs, const std::vector<DType>& in,
+                                           DType out, const CpuCompileOptions& opts) {
   // Two lengths that share no factor: whatever depends on the length becomes a parameter.
   KernelInfo info;
   const kir::Kernel a = lower_at(k, attrs, in, out, 4096, &info);
@@ -70,8 +61,37 @@ std::shared_ptr<const EagerKernel> eager_cpu_kernel(OpKind k, const Attrs& attrs
   e->fn = compiled.fn;
   e->code = std::move(compiled.code);
   e->grain = info.grain;
-  c.kernels.emplace(key, e);
   return e;
+}
+
+}  // namespace
+
+std::shared_ptr<const EagerKernel> eager_cpu_kernel(OpKind k, const Attrs& attrs,
+                                                    const std::vector<DType>& in, DType out,
+                                                    const CpuCompileOptions& opts) {
+  if (!is_elementwise(k) || int(in.size()) != op_info(k).arity)
+    throw Error(std::string("eager kernels are for elementwise ops; ") + op_name(k) + " is not one");
+  std::string key = std::string(op_name(k)) + " " + attrs_str(attrs) + " ->" + dtype_name(out);
+  for (DType t : in) key += std::string(" ") + dtype_name(t);
+  key += std::string(" opt ") + llvm_opt_name(opts.opt);
+  Cache& c = cache();
+  // One lock for lookups and compiles: compiles are rare (one per op, dtypes and
+  // pipeline), and a second thread wanting the same kernel must wait for it anyway.
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (auto it = c.failed.find(key); it != c.failed.end()) throw Error(it->second);
+  if (auto it = c.kernels.find(key); it != c.kernels.end()) return it->second;
+  try {
+    return c.kernels.emplace(key, compile(k, attrs, in, out, opts)).first->second;
+  } catch (const Error& e) {
+    c.failed.emplace(key, e.what());
+    throw;
+  }
+}
+
+int64_t eager_cpu_kernel_failures() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  return int64_t(c.failed.size());
 }
 
 int64_t eager_cpu_kernels_compiled() {

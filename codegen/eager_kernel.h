@@ -22,7 +22,8 @@
 namespace kiln {
 
 /// out[i] = op(in0[i], in1[i], ...) for i in [begin, end): `fn` takes the operand
-/// buffers then the output buffer (dense, non-overlapping, any alignment).
+/// buffers then the output buffer (dense, any alignment; the output overlaps no
+/// operand, operands may be the same buffer).
 struct EagerKernel {
   CpuKernelFn fn = nullptr;
   std::shared_ptr<const void> code;  // keeps fn's code loaded
@@ -31,13 +32,16 @@ struct EagerKernel {
 
 /// The kernel of elementwise op `k` (unary, binary or ternary) with operands of
 /// dtypes `in` and a result of dtype `out`, compiled on first use and cached for
-/// the process. Throws kiln::Error if the op is not elementwise or the types do
-/// not fit it.
+/// the process (per LLVM pipeline). Throws kiln::Error if the op is not
+/// elementwise, the types do not fit it, or it cannot be compiled; the failure
+/// is remembered, and later calls for the same key throw it again at once.
 std::shared_ptr<const EagerKernel> eager_cpu_kernel(OpKind k, const Attrs& attrs,
                                                     const std::vector<DType>& in, DType out,
                                                     const CpuCompileOptions& opts);
 
-/// How many distinct eager kernels this process compiled (or loaded from the disk cache).
+/// How many distinct eager kernels this process compiled (or loaded from the disk
+/// cache), and for how many keys compiling failed.
 int64_t eager_cpu_kernels_compiled();
+int64_t eager_cpu_kernel_failures();
 
 }  // namespace kiln

@@ -257,8 +257,8 @@ class Verifier {
         break;
       case ScalarOp::load:
         check(d.ref >= 0 && d.ref < int32_t(k_.buffers.size()), what, ": no buffer ", d.ref);
-        check(!k_.buffers[d.ref].output || stored_.count(d.ref), what,
-              ": load from an output buffer before any store to it");
+        check(!k_.buffers[d.ref].output || (stored_.count(d.ref) && k_.buffers[d.ref].alias < 0),
+              what, ": load from an output buffer before any store to it, or stored in place");
         check(d.type == k_.buffers[d.ref].dtype && ty(d.args[0]) == DType::i64, what,
               ": type mismatch");
         break;

@@ -597,9 +597,10 @@ class Lowering {
     if (!full_later.empty()) {
       const int32_t loop = kb_.begin_loop(rs_.extent);
       Coords c = row_coords(reduced_index(loop));
+      const ValueId at = linear(c);  // before memo_key, which keys by the linear index once set
       for (size_t i = 0; i < reds.size(); ++i)
         if (keep[i] >= 0)
-          kb_.memo_put(memo_key(g_.node(reds[i]).operands[0], c), kb_.load(keep[i], linear(c)));
+          kb_.memo_put(memo_key(g_.node(reds[i]).operands[0], c), kb_.load(keep[i], at));
       store_full(full_later, c);
       kb_.end_loop();
     }
@@ -627,7 +628,9 @@ class Lowering {
     for (size_t i = 0; i < reds.size(); ++i) {
       const Value v = g_.node(reds[i]).operands[0];
       if (!members_.count(v.node) || g_.type(v).shape != rs_.in_shape || kept.count(v) ||
-          !reaches(v.node, [&](const Node& n) { return is_expensive(n.op); }))
+          !reaches(v.node, [&](const Node& n) {
+            return is_expensive(n.op) && n.type().shape == rs_.in_shape;  // per element, not per row
+          }))
         continue;
       for (const auto& [out, buf] : full_later) {
         if (used.count(buf) || g_.type(out).dtype != g_.type(v).dtype ||

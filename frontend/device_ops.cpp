@@ -4,6 +4,9 @@
 // device_ops_cuda.cpp.
 #include "frontend/device_ops.h"
 
+#include <cstdio>
+#include <optional>
+
 #include "codegen/compile.h"
 #include "codegen/eager_kernel.h"
 #include "frontend/settings.h"
@@ -30,8 +33,11 @@ bool wants_compiled(OpKind k, const std::vector<Tensor>& operands, const TensorT
   return true;
 }
 
-Tensor run_compiled(OpKind k, const Attrs& attrs, const std::vector<Tensor>& operands,
-                    const TensorType& out) {
+// The op on its compiled kernel, or nullopt when it has none: a kernel that
+// cannot be compiled (reported once per op and dtypes) leaves the op on its
+// reference kernel, which is correct, only slower.
+std::optional<Tensor> run_compiled(OpKind k, const Attrs& attrs,
+                                   const std::vector<Tensor>& operands, const TensorType& out) {
   std::vector<DType> in;
   for (const Tensor& t : operands) in.push_back(t.impl()->type.dtype);
   const CompileOptions c = compile_options();
@@ -39,7 +45,16 @@ Tensor run_compiled(OpKind k, const Attrs& attrs, const std::vector<Tensor>& ope
   opts.cache_dir = c.cache_dir;
   opts.opt = c.llvm_opt;
   opts.reuse_loaded = c.reuse_kernels;
-  std::shared_ptr<const EagerKernel> kernel = eager_cpu_kernel(k, attrs, in, out.dtype, opts);
+  const int64_t failures_before = eager_cpu_kernel_failures();
+  std::shared_ptr<const EagerKernel> kernel;
+  try {
+    kernel = eager_cpu_kernel(k, attrs, in, out.dtype, opts);
+  } catch (const Error& e) {
+    if (eager_cpu_kernel_failures() > failures_before)  // the first failure for this key
+      std::fprintf(stderr, "kiln: eager %s (%s): no compiled kernel, the reference kernel runs: %s\n",
+                   op_name(k), dtype_name(out.dtype), e.what());
+    return std::nullopt;
+  }
   auto impl = make_dense(out);
   std::vector<void*> bufs;
   for (const Tensor& t : operands) bufs.push_back(t.impl()->view().data);
@@ -54,7 +69,8 @@ Tensor run_compiled(OpKind k, const Attrs& attrs, const std::vector<Tensor>& ope
 Tensor device_run(OpKind k, const Attrs& attrs, const std::vector<Tensor>& operands,
                   const TensorType& out) {
   if (out.device.is_cuda()) return cuda_run(k, attrs, operands, out);
-  if (wants_compiled(k, operands, out)) return run_compiled(k, attrs, operands, out);
+  if (wants_compiled(k, operands, out))
+    if (std::optional<Tensor> t = run_compiled(k, attrs, operands, out)) return std::move(*t);
   std::vector<View> views;
   views.reserve(operands.size());
   for (const Tensor& t : operands) views.push_back(t.impl()->view());

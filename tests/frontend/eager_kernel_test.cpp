@@ -94,6 +94,25 @@ TEST_CASE("an eager kernel reads a dense slice that starts off alignment, and sp
   }
 }
 
+TEST_CASE("eager div and pow on compiled kernels keep the special cases") {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  // Pairs (x, y): x/0, 0/0, -0 and infinities, a negative base with a fractional
+  // exponent, pow(1, nan), pow(nan, 0), pow(-0, -1), pow(-inf, 3), pow(0, 0).
+  const std::vector<double> xs = {1, 0, -0.0, inf, -2, 1, nan, -0.0, -inf, 0, -8, 2.5, 1e-3};
+  const std::vector<double> ys = {0, 0, -1, inf, 0.5, nan, 0, -1, 3, 0, 3, -2.5, 40};
+  for (DType dt : {kFloat32, kFloat64}) {
+    CAPTURE(dtype_name(dt));
+    const Tensor x = from_vector(xs, {int64_t(xs.size())}, dt);
+    const Tensor y = from_vector(ys, {int64_t(ys.size())}, dt);
+    const double rtol = dt == kFloat32 ? 2e-6 : 1e-13;
+    check_same(with_kernels(true, [&] { return x / y; }), with_kernels(false, [&] { return x / y; }),
+               rtol, 0);
+    check_same(with_kernels(true, [&] { return x.pow(y); }),
+               with_kernels(false, [&] { return x.pow(y); }), rtol * 10, 0);
+  }
+}
+
 TEST_CASE("eager kernels are compiled once per op and dtypes, whatever the size") {
   const Tensor a = randn({1000}), b = randn({77, 3});
   with_kernels(true, [&] { return a.tanh(); });

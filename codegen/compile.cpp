@@ -190,6 +190,18 @@ void compile_kernels(const Graph& g, std::vector<KernelJob>& jobs) {
 
 }  // namespace
 
+CpuCompileOptions cpu_compile_options(const CompileOptions& opts) {
+  CpuCompileOptions c;
+  c.want_artifacts = opts.want_artifacts;
+  c.cache_dir = opts.cache_dir;
+  c.opt = opts.llvm_opt;
+  c.reuse_loaded = opts.reuse_kernels;
+  c.dynamic_sizes = opts.dynamic_sizes;
+  c.record_only = opts.record_kernels_only;
+  c.template_scope = opts.template_scope;
+  return c;
+}
+
 std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& opts,
                                     CompileReport* report) {
   CompileReport local;
@@ -339,14 +351,7 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
     }
   }
 
-  CpuCompileOptions copts;
-  copts.want_artifacts = opts.want_artifacts;
-  copts.cache_dir = opts.cache_dir;
-  copts.opt = opts.llvm_opt;
-  copts.reuse_loaded = opts.reuse_kernels;
-  copts.dynamic_sizes = opts.dynamic_sizes;
-  copts.record_only = opts.record_kernels_only;
-  copts.template_scope = opts.template_scope;
+  const CpuCompileOptions copts = cpu_compile_options(opts);
   r.kernels.clear();
   r.artifacts.clear();
   r.step_values.clear();

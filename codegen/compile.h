@@ -55,6 +55,10 @@ struct CompileReport {
   CompileTimes kernel_times;          // summed over the CPU kernels compiled
 };
 
+/// The CPU backend's options for one kernel, as `opts` asks for (compile_graph's,
+/// and eager kernels' with compile_options()).
+CpuCompileOptions cpu_compile_options(const CompileOptions& opts);
+
 /// Compiles a graph for the device its values live on: the CPU (LLVM kernels,
 /// OpenBLAS), or a CUDA device (NVRTC kernels for the device's architecture,
 /// cuBLAS; see gpu_compile.h). Returns null with record_kernels_only. Throws kiln::Error (with the user's source line)

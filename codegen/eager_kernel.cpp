@@ -37,8 +37,8 @@ kir::Kernel lower_at(OpKind k, const Attrs& attrs, const std::vector<DType>& in,
 
 struct Cache {
   std::mutex mu;
-  std::map<std::string, std::shared_ptr<const EagerKernel>> kernels;
-  std::map<std::string, std::string> failed;  // key -> the error's message
+  std::map<std::string, std::shared_ptr<const EagerKernel>> kernels;  // null: compiling failed
+  int64_t failed = 0;
 };
 
 Cache& cache() {
@@ -78,26 +78,20 @@ std::shared_ptr<const EagerKernel> eager_cpu_kernel(OpKind k, const Attrs& attrs
   // One lock for lookups and compiles: compiles are rare (one per op, dtypes and
   // pipeline), and a second thread wanting the same kernel must wait for it anyway.
   std::lock_guard<std::mutex> lock(c.mu);
-  if (auto it = c.failed.find(key); it != c.failed.end()) throw Error(it->second);
-  if (auto it = c.kernels.find(key); it != c.kernels.end()) return it->second;
+  if (auto it = c.kernels.find(key); it != c.kernels.end()) return it->second;  // null: failed
   try {
     return c.kernels.emplace(key, compile(k, attrs, in, out, opts)).first->second;
-  } catch (const Error& e) {
-    c.failed.emplace(key, e.what());
+  } catch (const Error&) {
+    c.kernels.emplace(key, nullptr);
+    c.failed++;
     throw;
   }
-}
-
-int64_t eager_cpu_kernel_failures() {
-  Cache& c = cache();
-  std::lock_guard<std::mutex> lock(c.mu);
-  return int64_t(c.failed.size());
 }
 
 int64_t eager_cpu_kernels_compiled() {
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
-  return int64_t(c.kernels.size());
+  return int64_t(c.kernels.size()) - c.failed;
 }
 
 }  // namespace kiln

@@ -33,15 +33,13 @@ struct EagerKernel {
 /// The kernel of elementwise op `k` (unary, binary or ternary) with operands of
 /// dtypes `in` and a result of dtype `out`, compiled on first use and cached for
 /// the process (per LLVM pipeline). Throws kiln::Error if the op is not
-/// elementwise, the types do not fit it, or it cannot be compiled; the failure
-/// is remembered, and later calls for the same key throw it again at once.
+/// elementwise, the types do not fit it, or it cannot be compiled; a failed
+/// compile is remembered, and later calls for the same key return null at once.
 std::shared_ptr<const EagerKernel> eager_cpu_kernel(OpKind k, const Attrs& attrs,
                                                     const std::vector<DType>& in, DType out,
                                                     const CpuCompileOptions& opts);
 
-/// How many distinct eager kernels this process compiled (or loaded from the disk
-/// cache), and for how many keys compiling failed.
+/// How many distinct eager kernels this process compiled (or loaded from the disk cache).
 int64_t eager_cpu_kernels_compiled();
-int64_t eager_cpu_kernel_failures();
 
 }  // namespace kiln

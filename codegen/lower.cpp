@@ -614,12 +614,10 @@ class Lowering {
     for (size_t i = 0; i < row_outs.size(); ++i) kb_.store(row_outs[i].second, r, vals[i]);
   }
 
-  // Softmax's exp: a reduction's operand that is expensive to compute and that a
-  // full-size output computed after the reductions uses again. The reduction loop
-  // stores it into that output's buffer (same shape and dtype), and the last loop
-  // loads it back instead of computing it twice; the row is still in cache. Each
-  // element is loaded before the last loop overwrites it, and rows are disjoint.
-  // Returns, per reduction, the output buffer that keeps its operand, or -1.
+  // Softmax's exp: a reduction's expensive operand that a later full-size output
+  // uses again is stored by the reduction loop into that output's buffer (same
+  // shape and dtype) and loaded back by the last loop, from cache, before it
+  // overwrites the element. Per reduction: the output buffer keeping it, or -1.
   std::vector<int32_t> kept_operands(const std::vector<NodeId>& reds,
                                      const std::vector<std::pair<Value, int32_t>>& full_later) {
     std::vector<int32_t> keep(reds.size(), -1);
@@ -627,14 +625,15 @@ class Lowering {
     std::unordered_set<Value, ValueHash> kept;
     for (size_t i = 0; i < reds.size(); ++i) {
       const Value v = g_.node(reds[i]).operands[0];
+      auto per_element_expensive = [&](NodeId id) {  // a row-level op (a mean's div) is cheap
+        return is_expensive(g_.node(id).op) && g_.node(id).type().shape == rs_.in_shape;
+      };
       if (!members_.count(v.node) || g_.type(v).shape != rs_.in_shape || kept.count(v) ||
-          !reaches(v.node, [&](const Node& n) {
-            return is_expensive(n.op) && n.type().shape == rs_.in_shape;  // per element, not per row
-          }))
+          !reaches(v.node, per_element_expensive))
         continue;
       for (const auto& [out, buf] : full_later) {
         if (used.count(buf) || g_.type(out).dtype != g_.type(v).dtype ||
-            !reaches(out.node, [&](const Node&) { return false; }, v.node))
+            !reaches(out.node, [&](NodeId id) { return id == v.node; }))
           continue;
         keep[i] = buf;
         used.insert(buf);
@@ -645,20 +644,18 @@ class Lowering {
     return keep;
   }
 
-  // Whether `from` or a member it depends on without passing a reduction is
-  // `target` or satisfies `pred`.
+  // Whether `from` or a member it depends on without passing a reduction satisfies `pred`.
   template <class Pred>
-  bool reaches(NodeId from, Pred pred, NodeId target = kNoNode) const {
+  bool reaches(NodeId from, Pred pred) const {
     std::vector<NodeId> todo{from};
     std::unordered_set<NodeId> seen;
     while (!todo.empty()) {
       const NodeId id = todo.back();
       todo.pop_back();
       if (!members_.count(id) || !seen.insert(id).second) continue;
-      const Node& n = g_.node(id);
-      if (id == target || pred(n)) return true;
-      if (is_reduce(n.op) && id != from) continue;
-      for (Value o : n.operands) todo.push_back(o.node);
+      if (pred(id)) return true;
+      if (is_reduce(g_.node(id).op) && id != from) continue;
+      for (Value o : g_.node(id).operands) todo.push_back(o.node);
     }
     return false;
   }

@@ -40,21 +40,14 @@ std::optional<Tensor> run_compiled(OpKind k, const Attrs& attrs,
                                    const std::vector<Tensor>& operands, const TensorType& out) {
   std::vector<DType> in;
   for (const Tensor& t : operands) in.push_back(t.impl()->type.dtype);
-  const CompileOptions c = compile_options();
-  CpuCompileOptions opts;
-  opts.cache_dir = c.cache_dir;
-  opts.opt = c.llvm_opt;
-  opts.reuse_loaded = c.reuse_kernels;
-  const int64_t failures_before = eager_cpu_kernel_failures();
   std::shared_ptr<const EagerKernel> kernel;
   try {
-    kernel = eager_cpu_kernel(k, attrs, in, out.dtype, opts);
-  } catch (const Error& e) {
-    if (eager_cpu_kernel_failures() > failures_before)  // the first failure for this key
-      std::fprintf(stderr, "kiln: eager %s (%s): no compiled kernel, the reference kernel runs: %s\n",
-                   op_name(k), dtype_name(out.dtype), e.what());
-    return std::nullopt;
+    kernel = eager_cpu_kernel(k, attrs, in, out.dtype, cpu_compile_options(compile_options()));
+  } catch (const Error& e) {  // the first failure for these dtypes; later calls get null
+    std::fprintf(stderr, "kiln: eager %s (%s): no compiled kernel, the reference kernel runs: %s\n",
+                 op_name(k), dtype_name(out.dtype), e.what());
   }
+  if (!kernel) return std::nullopt;
   auto impl = make_dense(out);
   std::vector<void*> bufs;
   for (const Tensor& t : operands) bufs.push_back(t.impl()->view().data);

@@ -5,6 +5,8 @@
 
 #include <cmath>
 
+#include "frontend/settings.h"
+
 namespace kiln::conformance {
 namespace {
 
@@ -162,6 +164,8 @@ const char* mode_name(Mode m) {
       return "backward inside, fusion off";
     case Mode::DynamicMarked:
       return "backward inside, dim 0 marked dynamic";
+    case Mode::EagerKernels:
+      return "eager, compiled kernels at every size";
   }
   return "?";
 }
@@ -203,6 +207,21 @@ Result run_case(const Case& c, Mode m, DType dt, Device device, uint64_t seed, M
   const Tensor scale = captured_scalar(dt, device);
   Tensor out, loss;
   Call last;
+
+  if (m == Mode::EagerKernels) {
+    Settings& s = settings();
+    const Settings saved = s;
+    s.eager_kernels = true;
+    s.eager_kernel_min_elements = 1;
+    try {
+      Result r = run_case(c, Mode::Eager, dt, device, seed, calls_like);
+      s = saved;
+      return r;
+    } catch (...) {
+      s = saved;
+      throw;
+    }
+  }
 
   if (m == Mode::Eager) {
     for (uint64_t s : call_seeds(calls_like, seed)) {

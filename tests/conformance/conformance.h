@@ -84,6 +84,8 @@ enum class Mode {
   Unfused,              // BackwardInside with fusion off (one kernel per op)
   DynamicMarked,        // BackwardInside with dim 0 of each argument marked dynamic:
                         // CPU kernels run as templates where the body traces at another size
+  EagerKernels,         // Eager with compiled kernels for expensive elementwise ops at every
+                        // size (codegen/eager_kernel.h; by default only for large tensors)
 };
 const char* mode_name(Mode m);
 

@@ -1,9 +1,11 @@
 // The conformance matrix on the CPU backends: every case x every mode x f32/f64,
-// traced (LLVM kernels, OpenBLAS) against eager (the reference kernels), and
+// traced (LLVM kernels, OpenBLAS), and eager on compiled kernels, against eager
+// (the reference kernels), and
 // eager gradients against central finite differences in f64. The same matrix
 // runs on a real GPU when one is present.
 #include <set>
 
+#include "codegen/eager_kernel.h"
 #include "conformance.h"
 #include "runtime/cuda_driver.h"
 
@@ -12,8 +14,10 @@ using namespace kiln::conformance;
 
 namespace {
 
+// Every mode but Eager, the reference (EagerKernels is eager too, on compiled kernels).
 constexpr Mode kTracedModes[] = {Mode::TracedEagerBackward, Mode::BackwardInside,
-                                 Mode::CachedSecondCall, Mode::Unfused, Mode::DynamicMarked};
+                                 Mode::CachedSecondCall,    Mode::Unfused,
+                                 Mode::DynamicMarked,       Mode::EagerKernels};
 
 double rtol_for(const Case& c, DType dt) {
   return dt == kFloat64 ? 1e-9 : c.f32_tol;
@@ -42,6 +46,9 @@ void run_matrix(Device device) {
   }
   // Kernel templates are CPU-only; on the CPU most cases trace at a second batch size.
   MESSAGE("dynamic runs that used kernel templates: ", templated, " of ", dynamic_runs);
+  // EagerKernels ran the cases' expensive elementwise ops on compiled kernels.
+  MESSAGE("eager kernels compiled: ", eager_cpu_kernels_compiled());
+  if (device.is_cpu()) CHECK(eager_cpu_kernels_compiled() >= 10);
   if (device.is_cpu())
     CHECK_MESSAGE(templated * 2 > dynamic_runs, "only ", templated, " of ", dynamic_runs,
                   " dynamic runs used kernel templates");

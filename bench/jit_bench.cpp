@@ -7,6 +7,7 @@
 #include <kiln/kiln.h>
 
 #include "bench/bandwidth.h"
+#include "frontend/dispatch.h"
 #include "codegen/cpu_backend.h"
 #include "runtime/blas.h"
 #include "runtime/storage.h"
@@ -80,28 +81,24 @@ BENCHMARK(BM_Chain8Transcendental)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
-// One unary op over 16M floats: eager (the op's own kernel) against the same op traced.
-void BM_Unary(benchmark::State& state, Tensor (*op)(const Tensor&)) {
+// One unary op over 16M floats: eager (the op's own kernel) against the same op
+// traced. Registered in main() for every math op of the op table (ir/ops.def).
+void BM_Unary(benchmark::State& state, OpKind k) {
   manual_seed(0);
   Tensor x = randn({state.range(0)});
-  run_mode(state, op, x, 2.0 * 4 * static_cast<double>(x.numel()));
+  run_mode(
+      state, [k](const Tensor& t) { return detail::apply(k, {t}, {}, SourceLoc{}); }, x,
+      2.0 * 4 * static_cast<double>(x.numel()));
 }
-BENCHMARK_CAPTURE(BM_Unary, exp, [](const Tensor& t) { return t.exp(); })
-    ->ArgsProduct({{1 << 24}, {kEager, kFused}})
-    ->UseRealTime()
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_Unary, tanh, [](const Tensor& t) { return t.tanh(); })
-    ->ArgsProduct({{1 << 24}, {kEager, kFused}})
-    ->UseRealTime()
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_Unary, sigmoid, [](const Tensor& t) { return t.sigmoid(); })
-    ->ArgsProduct({{1 << 24}, {kEager, kFused}})
-    ->UseRealTime()
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_Unary, gelu, [](const Tensor& t) { return t.gelu(); })
-    ->ArgsProduct({{1 << 24}, {kEager, kFused}})
-    ->UseRealTime()
-    ->Unit(benchmark::kMillisecond);
+
+void register_unary_benchmarks() {
+  for (OpKind k : all_ops())
+    if (is_math(k))
+      benchmark::RegisterBenchmark((std::string("BM_Unary/") + op_name(k)).c_str(), BM_Unary, k)
+          ->ArgsProduct({{1 << 24}, {kEager, kFused}})
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+}
 
 // A small broadcast inner dimension: a [4] bias over [4M, 4], then relu.
 void BM_SmallBroadcast(benchmark::State& state) {
@@ -209,6 +206,7 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("openblas", blas_info());
   benchmark::AddCustomContext("jit_target", cpu_target_description());
   benchmark::AddCustomContext("triad_GBps", std::to_string(bench::triad_bytes_per_second() / 1e9));
+  register_unary_benchmarks();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs the training-step workloads of bench/train_bench.cpp in PyTorch (eager
-and TorchScript), and the eager unary ops of bench_jit's BM_Unary (exp, tanh,
-sigmoid, gelu over 16M floats), and prints Kiln/PyTorch ratios from one run
+and TorchScript), and the eager unary ops of bench_jit's BM_Unary (the op
+table's math ops over 16M floats), and prints Kiln/PyTorch ratios from one run
 of each.
 
 Usage: python3 bench/torch_compare.py [path/to/bench_train [path/to/bench_jit]]
@@ -68,7 +68,8 @@ def main():
 
     # One unary op over 16M floats, eager, into a new tensor (as Kiln's BM_Unary).
     xu = torch.randn(1 << 24)
-    unary = {"exp": torch.exp, "tanh": torch.tanh, "sigmoid": torch.sigmoid,
+    unary = {"exp": torch.exp, "log": torch.log, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt,
+             "sin": torch.sin, "cos": torch.cos, "tanh": torch.tanh, "sigmoid": torch.sigmoid,
              "gelu": torch.nn.functional.gelu}
     torch_unary_ms = {name: best_ms(lambda f=f: f(xu), 10) for name, f in unary.items()}
 

@@ -277,24 +277,6 @@ class Emitter {
         return boolean ? a(0)
                        : cat("(", a(0), " < ", literal(t, 0, 0), " ? ", literal(t, 0, 0), " : ",
                              a(0), ")");
-      case ScalarOp::exp:
-        return call("expf", "exp", d);
-      case ScalarOp::log:
-        return call("logf", "log", d);
-      case ScalarOp::sqrt:
-        return call("sqrtf", "sqrt", d);
-      case ScalarOp::rsqrt:
-        return call("rsqrtf", "rsqrt", d);
-      case ScalarOp::sin:
-        return call("sinf", "sin", d);
-      case ScalarOp::cos:
-        return call("cosf", "cos", d);
-      case ScalarOp::tanh:
-        return call("tanhf", "tanh", d);
-      case ScalarOp::sigmoid:
-        return fn1("kiln_sigmoid");
-      case ScalarOp::gelu:
-        return fn1("kiln_gelu");
       case ScalarOp::not_:
         return cat("(!", a(0), ")");
       case ScalarOp::add:
@@ -332,6 +314,10 @@ class Emitter {
         return bin("/");
       case ScalarOp::imod:
         return bin("%");
+      default:
+        // The table's math ops: kiln_<op> in cuda_math.cpp.
+        if (kir::is_float_only(d.op)) return cat("kiln_", kir::scalar_op_name(d.op), "(", a(0), ")");
+        break;
     }
     throw Error(cat("CUDA backend: no C for kernel IR op ", kir::scalar_op_name(d.op)));
   }

@@ -128,6 +128,21 @@ template <class T> __device__ __forceinline__ T kiln_sign(T x) {
 template <class T> __device__ __forceinline__ T kiln_max(T a, T b) { return (a > b || a != a) ? a : b; }
 template <class T> __device__ __forceinline__ T kiln_min(T a, T b) { return (a < b || a != a) ? a : b; }
 
+// The scalar math of the op table's math ops (ops.def: math(k) is kiln_k here).
+__device__ __forceinline__ float kiln_exp(float x) { return expf(x); }
+__device__ __forceinline__ double kiln_exp(double x) { return exp(x); }
+__device__ __forceinline__ float kiln_log(float x) { return logf(x); }
+__device__ __forceinline__ double kiln_log(double x) { return log(x); }
+__device__ __forceinline__ float kiln_sqrt(float x) { return sqrtf(x); }
+__device__ __forceinline__ double kiln_sqrt(double x) { return sqrt(x); }
+__device__ __forceinline__ float kiln_rsqrt(float x) { return rsqrtf(x); }
+__device__ __forceinline__ double kiln_rsqrt(double x) { return rsqrt(x); }
+__device__ __forceinline__ float kiln_sin(float x) { return sinf(x); }
+__device__ __forceinline__ double kiln_sin(double x) { return sin(x); }
+__device__ __forceinline__ float kiln_cos(float x) { return cosf(x); }
+__device__ __forceinline__ double kiln_cos(double x) { return cos(x); }
+__device__ __forceinline__ float kiln_tanh(float x) { return tanhf(x); }
+__device__ __forceinline__ double kiln_tanh(double x) { return tanh(x); }
 __device__ __forceinline__ float kiln_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 __device__ __forceinline__ double kiln_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 __device__ __forceinline__ float kiln_gelu(float x) {
@@ -136,6 +151,8 @@ __device__ __forceinline__ float kiln_gelu(float x) {
 __device__ __forceinline__ double kiln_gelu(double x) {
   return 0.5 * x * (1.0 + erf(x * 0.70710678118654752440));
 }
+__device__ __forceinline__ float kiln_erf(float x) { return erff(x); }
+__device__ __forceinline__ double kiln_erf(double x) { return erf(x); }
 
 // Accumulator updates and the combining operators of block reductions.
 struct kiln_op_sum {

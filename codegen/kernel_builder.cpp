@@ -411,9 +411,32 @@ int64_t KernelBuilder::upper_bound(ValueId v) const {
   }
 }
 
+// pow with a constant exponent that multiplication computes exactly enough (and on
+// bool, a || !b).
+ValueId KernelBuilder::fold_pow(ValueId a, ValueId b) {
+  const DType t = type(a);
+  if (t == DType::b8) {
+    if (is_const(b)) return const_value(b) != 0 ? a : iconst(1, DType::b8);
+    return binary(ScalarOp::or_, a, unary(ScalarOp::not_, b));
+  }
+  if (!is_const(b)) return kNoValue;
+  const double e = const_value(b);
+  auto mul = [&](ValueId x, ValueId y) { return binary(ScalarOp::mul, x, y); };
+  if (e == 0) return constant(t, 1);
+  if (e == 1) return a;
+  if (e == 2) return mul(a, a);
+  if (e == 3) return mul(mul(a, a), a);
+  if (e == 4) return mul(mul(a, a), mul(a, a));
+  if (is_floating(t) && e == -1) return binary(ScalarOp::div, constant(t, 1), a);
+  if (is_floating(t) && e == -2) return binary(ScalarOp::div, constant(t, 1), mul(a, a));
+  return kNoValue;
+}
+
 ValueId KernelBuilder::binary(ScalarOp op, ValueId a, ValueId b) {
   KILN_CHECK(type(a) == type(b), "kernel builder: ", scalar_op_name(op), " of ",
              dtype_name(type(a)), " and ", dtype_name(type(b)));
+  if (op == ScalarOp::pow)
+    if (ValueId f = fold_pow(a, b); f != kNoValue) return f;
   if (ValueId f = fold_binary(op, a, b); f != kNoValue) return f;
   if (ValueId f = fold_index(op, a, b); f != kNoValue) return f;
   // Commutative ops get a canonical operand order so CSE sees a+b == b+a.

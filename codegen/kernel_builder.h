@@ -72,6 +72,7 @@ class KernelBuilder {
   ValueId add_value(const ValueDef& d);
   ValueId fold_binary(ScalarOp op, ValueId a, ValueId b);
   ValueId fold_index(ScalarOp op, ValueId a, ValueId b);
+  ValueId fold_pow(ValueId a, ValueId b);
   bool is_op(ValueId v, ScalarOp op) const { return def(v).op == op; }
   void push_stmt(Stmt s);
   void open_block(Stmt s);

@@ -13,59 +13,44 @@ namespace kiln::kir {
 
 namespace {
 
-constexpr const char* kOpNames[] = {
-#define KILN_X(e, s) s,
-    KILN_KIR_OPS(KILN_X)
-#undef KILN_X
+struct ScalarOpInfo {
+  std::string_view name;
+  int arity;
+  ScalarRule kind;
+  OpKind table_op;  // the op table's row, for table ops
 };
 
-int arity(ScalarOp op) {
-  switch (op) {
-    case ScalarOp::const_:
-    case ScalarOp::index:
-    case ScalarOp::acc:
-    case ScalarOp::param:
-      return 0;
-    case ScalarOp::load:
-    case ScalarOp::table:
-    case ScalarOp::cast:
-    case ScalarOp::neg:
-    case ScalarOp::abs:
-    case ScalarOp::sign:
-    case ScalarOp::relu:
-    case ScalarOp::exp:
-    case ScalarOp::log:
-    case ScalarOp::sqrt:
-    case ScalarOp::rsqrt:
-    case ScalarOp::sin:
-    case ScalarOp::cos:
-    case ScalarOp::tanh:
-    case ScalarOp::sigmoid:
-    case ScalarOp::gelu:
-    case ScalarOp::not_:
-      return 1;
-    case ScalarOp::select:
-      return 3;
-    default:
-      return 2;
-  }
+// "not_" is spelled "not".
+constexpr std::string_view spelling(std::string_view enumerator) {
+  return enumerator.ends_with('_') ? enumerator.substr(0, enumerator.size() - 1) : enumerator;
 }
 
-bool is_float_only(ScalarOp op) {
-  switch (op) {
-    case ScalarOp::exp:
-    case ScalarOp::log:
-    case ScalarOp::sqrt:
-    case ScalarOp::rsqrt:
-    case ScalarOp::sin:
-    case ScalarOp::cos:
-    case ScalarOp::tanh:
-    case ScalarOp::sigmoid:
-    case ScalarOp::gelu:
-      return true;
-    default:
-      return false;
-  }
+constexpr ScalarOpInfo kScalarOps[] = {
+    {"const", 0, ScalarRule::none, OpKind::arg},
+    {"index", 0, ScalarRule::none, OpKind::arg},
+    {"load", 1, ScalarRule::none, OpKind::arg},
+    {"table", 1, ScalarRule::none, OpKind::arg},
+    {"acc", 0, ScalarRule::none, OpKind::arg},
+    {"param", 0, ScalarRule::none, OpKind::arg},
+    {"cast", 1, ScalarRule::none, OpKind::arg},
+    {"select", 3, ScalarRule::none, OpKind::arg},
+#define KILN_KIR_INFO(kind, k, name, arity) {spelling(#k), arity, ScalarRule::kind, OpKind::name},
+#define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp, cost, scalar) \
+  KILN_SCALAR_KIR(KILN_KIR_INFO, name, arity, scalar)
+#include "ir/ops.def"
+#undef KILN_OP
+#undef KILN_KIR_INFO
+    {"idiv", 2, ScalarRule::none, OpKind::arg},
+    {"imod", 2, ScalarRule::none, OpKind::arg},
+};
+static_assert(std::size(kScalarOps) == size_t(ScalarOp::imod) + 1);
+
+const ScalarOpInfo& info(ScalarOp op) {
+  return kScalarOps[static_cast<size_t>(op)];
+}
+
+int arity(ScalarOp op) {
+  return info(op).arity;
 }
 
 std::string const_str(const ValueDef& d) {
@@ -364,22 +349,28 @@ class Verifier {
 
 }  // namespace
 
-const char* scalar_op_name(ScalarOp op) {
-  return kOpNames[static_cast<int>(op)];
+std::string_view scalar_op_name(ScalarOp op) {
+  return info(op).name;
 }
 
-bool is_comparison(ScalarOp op) {
-  switch (op) {
-    case ScalarOp::eq:
-    case ScalarOp::ne:
-    case ScalarOp::lt:
-    case ScalarOp::le:
-    case ScalarOp::gt:
-    case ScalarOp::ge:
-      return true;
-    default:
-      return false;
-  }
+int scalar_op_arity(ScalarOp op) {
+  return info(op).arity;
+}
+
+ScalarRule scalar_op_rule(ScalarOp op) {
+  return info(op).kind;
+}
+
+ScalarOp scalar_op_of(OpKind k) {
+  static const std::vector<int> of = [] {
+    std::vector<int> v(size_t(kNumOps), -1);
+    for (size_t i = 0; i < std::size(kScalarOps); ++i)
+      if (kScalarOps[i].kind != ScalarRule::none) v[size_t(kScalarOps[i].table_op)] = int(i);
+    return v;
+  }();
+  const int i = of[static_cast<size_t>(k)];
+  KILN_CHECK(i >= 0, "kernel IR: ", op_name(k), " has no scalar op (ops.def's scalar column)");
+  return static_cast<ScalarOp>(i);
 }
 
 const char* reduce_kind_name(ReduceKind k) {

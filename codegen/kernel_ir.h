@@ -46,66 +46,63 @@
 
 #include "ir/dtype.h"
 #include "ir/graph.h"
+#include "ir/op.h"
 #include "ir/shape.h"
 
 namespace kiln::kir {
 
-// X-macro of scalar ops: X(enumerator, spelling).
-#define KILN_KIR_OPS(X)                                                                            \
-  /* leaves */                                                                                     \
-  X(const_, "const") /* immediate: fimm (floats) or iimm (integers, bool) */                       \
-  X(index, "index")  /* the value of loop variable `ref` (i64) */                                  \
-  X(load, "load")    /* buffer `ref` at element args[0] (i64) */                                   \
-  X(table, "table")  /* constant table `ref` at element args[0] (i64) */                           \
-  X(acc, "acc")      /* the result of accumulator `ref` (argmax/argmin: the i64 position) */       \
-  X(param, "param")  /* run-time parameter `ref`, converted to the value's type like a const */   \
-  /* conversions and choice */                                                                     \
-  X(cast, "cast")     /* args[0] converted to the value's type, as static_cast (x != 0 to bool) */ \
-  X(select, "select") /* args[0] (bool) ? args[1] : args[2] */                                     \
-  /* unary, in the operand's type */                                                               \
-  X(neg, "neg")                                                                                    \
-  X(abs, "abs")                                                                                    \
-  X(sign, "sign") /* -1, 0 or 1; 0 for NaN */                                                      \
-  X(relu, "relu") /* x < 0 ? 0 : x (NaN stays NaN) */                                              \
-  X(exp, "exp")                                                                                    \
-  X(log, "log")                                                                                    \
-  X(sqrt, "sqrt")                                                                                  \
-  X(rsqrt, "rsqrt")                                                                                \
-  X(sin, "sin")                                                                                    \
-  X(cos, "cos")                                                                                    \
-  X(tanh, "tanh")                                                                                  \
-  X(sigmoid, "sigmoid") /* 1 / (1 + exp(-x)) */                                                    \
-  X(gelu, "gelu")       /* 0.5 x (1 + erf(x / sqrt 2)) */                                          \
-  X(not_, "not")        /* bool -> bool */                                                         \
-  /* binary, both operands of the value's type (comparisons: any type, result bool) */             \
-  X(add, "add")                                                                                    \
-  X(sub, "sub")                                                                                    \
-  X(mul, "mul")                                                                                    \
-  X(div, "div") /* integers: 0 for x/0, wrapping -x for x/-1, else truncating */                   \
-  X(pow, "pow") /* integers: exact with wrap-around; negative exponents give 0 unless |x| = 1 */   \
-  X(max, "max") /* NaN-propagating; which zero is returned for +-0 is unspecified */               \
-  X(min, "min")                                                                                    \
-  X(eq, "eq")                                                                                      \
-  X(ne, "ne")                                                                                      \
-  X(lt, "lt")                                                                                      \
-  X(le, "le")                                                                                      \
-  X(gt, "gt")                                                                                      \
-  X(ge, "ge")                                                                                      \
-  X(and_, "and") /* bool */                                                                        \
-  X(or_, "or")   /* bool */                                                                        \
-  /* index arithmetic on non-negative i64 with a positive divisor */                               \
-  X(idiv, "idiv")                                                                                  \
-  X(imod, "imod")
-
+// Scalar ops: the kernel's own (leaves, conversion, choice, index arithmetic)
+// around the elementwise ops of the op table, which ir/ops.def's `scalar`
+// column names (math, arith, compare and logical rows). A trailing underscore
+// in an enumerator is not part of its spelling.
+//   const      immediate: fimm (floats) or iimm (integers, bool)
+//   index      the value of loop variable `ref` (i64)
+//   load       buffer `ref` at element args[0] (i64)
+//   table      constant table `ref` at element args[0] (i64)
+//   acc        the result of accumulator `ref` (argmax/argmin: the i64 position)
+//   param      run-time parameter `ref`, converted to the value's type like a const
+//   cast       args[0] converted to the value's type, as static_cast (x != 0 to bool)
+//   select     args[0] (bool) ? args[1] : args[2]
+//   table ops  math and arith: operands of the value's type; compare: operands of
+//              any one type, result bool; logical: bool. Semantics as the reference
+//              kernels: sign gives 0 for NaN; relu keeps NaN; integer div gives 0
+//              for x/0, wrapping -x for x/-1, else truncates; integer pow is exact
+//              with wrap-around (negative exponents give 0 unless |x| = 1); max/min
+//              propagate NaN (which zero of +-0 is unspecified).
+//   idiv imod  index arithmetic on non-negative i64 with a positive divisor
 enum class ScalarOp : uint8_t {
-#define KILN_X(e, s) e,
-  KILN_KIR_OPS(KILN_X)
-#undef KILN_X
+  const_,
+  index,
+  load,
+  table,
+  acc,
+  param,
+  cast,
+  select,
+#define KILN_KIR_ENUM(kind, k, name, arity) k,
+#define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp, cost, scalar) \
+  KILN_SCALAR_KIR(KILN_KIR_ENUM, name, arity, scalar)
+#include "ir/ops.def"
+#undef KILN_OP
+#undef KILN_KIR_ENUM
+  idiv,
+  imod,
 };
 
-const char* scalar_op_name(ScalarOp op);
-/// True for eq/ne/lt/le/gt/ge (result bool, operands of any one type).
-bool is_comparison(ScalarOp op);
+/// The op's spelling in kernel IR text ("exp", "and", "load").
+std::string_view scalar_op_name(ScalarOp op);
+/// Operand count: 0 for leaves (load and table take their index as args[0]).
+int scalar_op_arity(ScalarOp op);
+/// The op table's scalar kind of an elementwise op (ScalarRule::none for the
+/// kernel's own ops).
+ScalarRule scalar_op_rule(ScalarOp op);
+/// True for the compare ops (result bool, operands of any one type).
+inline bool is_comparison(ScalarOp op) { return scalar_op_rule(op) == ScalarRule::compare; }
+/// Float-only ops: the table's math ops.
+inline bool is_float_only(ScalarOp op) { return scalar_op_rule(op) == ScalarRule::math; }
+/// The scalar op that computes one element of elementwise op `k` (ops.def's
+/// `scalar` column); throws kiln::Error for an op without one (custom, none).
+ScalarOp scalar_op_of(OpKind k);
 
 using ValueId = int32_t;
 inline constexpr ValueId kNoValue = -1;

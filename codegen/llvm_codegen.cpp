@@ -416,25 +416,6 @@ class Emitter {
         if (fp) return b_.CreateSelect(b_.CreateFCmpOLT(x, zero), zero, x);
         return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, x, zero);
       }
-      case ScalarOp::exp:
-        return llvm_math::exp(b_, arg(0));
-      case ScalarOp::log:
-        return llvm_math::log(b_, arg(0));
-      case ScalarOp::sqrt:
-        return b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, arg(0));
-      case ScalarOp::rsqrt:
-        return b_.CreateFDiv(llvm::ConstantFP::get(ty, 1.0),
-                             b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, arg(0)));
-      case ScalarOp::sin:
-        return llvm_math::sin(b_, arg(0));
-      case ScalarOp::cos:
-        return llvm_math::cos(b_, arg(0));
-      case ScalarOp::tanh:
-        return llvm_math::tanh(b_, arg(0));
-      case ScalarOp::sigmoid:
-        return llvm_math::sigmoid(b_, arg(0));
-      case ScalarOp::gelu:
-        return llvm_math::gelu(b_, arg(0));
       case ScalarOp::not_:
         return b_.CreateNot(arg(0));
       case ScalarOp::add:
@@ -482,9 +463,12 @@ class Emitter {
         return b_.CreateUDiv(arg(0), arg(1));
       case ScalarOp::imod:
         return b_.CreateURem(arg(0), arg(1));
+      default:
+        if (kir::is_float_only(d.op)) return llvm_math::math(b_, d.op, arg(0));
+        break;
     }
     throw Error(std::string("CPU backend: no lowering for kernel IR op ") +
-                kir::scalar_op_name(d.op));
+                std::string(kir::scalar_op_name(d.op)));
   }
 
   llvm::Value* div(llvm::Value* a, llvm::Value* c, DType t) {

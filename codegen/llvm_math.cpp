@@ -25,7 +25,10 @@
 #include <llvm/IR/Intrinsics.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
+
+#include "ir/error.h"
 
 namespace kiln::llvm_math {
 namespace {
@@ -300,6 +303,13 @@ struct M {
     return mul(mul(c(0.5), x), one_plus);
   }
 
+  llvm::Value* sqrt(llvm::Value* x) { return call(llvm::Intrinsic::sqrt, x); }
+  llvm::Value* rsqrt(llvm::Value* x) { return div(c(1.0), sqrt(x)); }
+  llvm::Value* sin(llvm::Value* x) { return sincos(x, false); }
+  llvm::Value* cos(llvm::Value* x) { return sincos(x, true); }
+  // 1 / (1 + exp(-x)), as the reference kernel computes it.
+  llvm::Value* sigmoid(llvm::Value* x) { return div(c(1.0), add(c(1.0), exp(b.CreateFNeg(x)))); }
+
   llvm::Value* pow(llvm::Value* x, llvm::Value* y) {
     llvm::Value* ax = fabs(x);
     llvm::Value* r = exp(mul(y, log(ax)));
@@ -320,31 +330,24 @@ struct M {
 
 }  // namespace
 
-llvm::Value* exp(llvm::IRBuilderBase& b, llvm::Value* x) {
-  return M(b, x).exp(x);
-}
-llvm::Value* log(llvm::IRBuilderBase& b, llvm::Value* x) {
-  return M(b, x).log(x);
-}
-llvm::Value* sin(llvm::IRBuilderBase& b, llvm::Value* x) {
-  return M(b, x).sincos(x, false);
-}
-llvm::Value* cos(llvm::IRBuilderBase& b, llvm::Value* x) {
-  return M(b, x).sincos(x, true);
-}
-llvm::Value* tanh(llvm::IRBuilderBase& b, llvm::Value* x) {
-  return M(b, x).tanh(x);
-}
-llvm::Value* sigmoid(llvm::IRBuilderBase& b, llvm::Value* x) {
+llvm::Value* math(llvm::IRBuilderBase& b, kir::ScalarOp op, llvm::Value* x) {
   M m(b, x);
-  return m.div(m.c(1.0), m.add(m.c(1.0), m.exp(b.CreateFNeg(x))));
+  switch (op) {
+#define KILN_LLVM_MATH(k, name) \
+  case kir::ScalarOp::k:        \
+    return m.k(x);
+#define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp, cost, scalar) \
+  KILN_SCALAR_MATH(KILN_LLVM_MATH, name, scalar)
+#include "ir/ops.def"
+#undef KILN_OP
+#undef KILN_LLVM_MATH
+    default:
+      break;
+  }
+  throw Error(std::string("CPU backend: ") + std::string(kir::scalar_op_name(op)) +
+              " is not a math op");
 }
-llvm::Value* erf(llvm::IRBuilderBase& b, llvm::Value* x) {
-  return M(b, x).erf(x);
-}
-llvm::Value* gelu(llvm::IRBuilderBase& b, llvm::Value* x) {
-  return M(b, x).gelu(x);
-}
+
 llvm::Value* pow(llvm::IRBuilderBase& b, llvm::Value* x, llvm::Value* y) {
   if (x->getType()->isFloatTy()) {
     llvm::Type* d = b.getDoubleTy();

@@ -1,5 +1,5 @@
-// The scalar expression of each elementwise op, written into kernel IR. Adding
-// an elementwise op to the table means one case here (DESIGN.md, "One op table").
+// The scalar expression of each elementwise op, written into kernel IR: by the
+// op table's `scalar` column (ir/ops.def), and by hand for its `custom` rows.
 #pragma once
 
 #include <span>
@@ -11,8 +11,7 @@ namespace kiln {
 
 /// The value of elementwise node `n` (unary, binary or where) given its operands'
 /// values at one element, which may be of any dtype: they are converted as the
-/// reference kernels convert them. Constant exponents of pow up to 4 (and -1, -2
-/// for floats) become multiplications.
+/// reference kernels convert them.
 kir::ValueId lower_elementwise(kir::KernelBuilder& kb, const Node& n,
                                std::span<const kir::ValueId> operands);
 

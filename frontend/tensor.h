@@ -160,6 +160,7 @@ class Tensor {
   Tensor sigmoid(KILN_LOC) const;
   Tensor relu(KILN_LOC) const;
   Tensor gelu(KILN_LOC) const;
+  Tensor erf(KILN_LOC) const;
   Tensor logical_not(KILN_LOC) const;
   Tensor logical_and(const Tensor& other, KILN_LOC) const;
   Tensor logical_or(const Tensor& other, KILN_LOC) const;
@@ -308,6 +309,7 @@ Tensor minimum(const Tensor& a, const Tensor& b, KILN_LOC);
 Tensor exp(const Tensor& x, KILN_LOC);
 Tensor log(const Tensor& x, KILN_LOC);
 Tensor tanh(const Tensor& x, KILN_LOC);
+Tensor erf(const Tensor& x, KILN_LOC);
 Tensor sigmoid(const Tensor& x, KILN_LOC);
 Tensor relu(const Tensor& x, KILN_LOC);
 Tensor softmax(const Tensor& x, int64_t dim, KILN_LOC);

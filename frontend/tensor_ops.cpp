@@ -262,6 +262,7 @@ Tensor Tensor::tanh(Loc l) const { return unary(OpKind::tanh, *this, l); }
 Tensor Tensor::sigmoid(Loc l) const { return unary(OpKind::sigmoid, *this, l); }
 Tensor Tensor::relu(Loc l) const { return unary(OpKind::relu, *this, l); }
 Tensor Tensor::gelu(Loc l) const { return unary(OpKind::gelu, *this, l); }
+Tensor Tensor::erf(Loc l) const { return unary(OpKind::erf, *this, l); }
 Tensor Tensor::logical_not(Loc l) const { return unary(OpKind::logical_not, *this, l); }
 Tensor Tensor::logical_and(const Tensor& o, Loc l) const { return binary(OpKind::logical_and, *this, o, l); }
 Tensor Tensor::logical_or(const Tensor& o, Loc l) const { return binary(OpKind::logical_or, *this, o, l); }
@@ -523,6 +524,7 @@ Tensor logical_or(const Tensor& a, const Tensor& b, Loc l) { return a.logical_or
 Tensor exp(const Tensor& x, Loc l) { return x.exp(l); }
 Tensor log(const Tensor& x, Loc l) { return x.log(l); }
 Tensor tanh(const Tensor& x, Loc l) { return x.tanh(l); }
+Tensor erf(const Tensor& x, Loc l) { return x.erf(l); }
 Tensor sigmoid(const Tensor& x, Loc l) { return x.sigmoid(l); }
 Tensor relu(const Tensor& x, Loc l) { return x.relu(l); }
 Tensor softmax(const Tensor& x, int64_t d, Loc l) { return x.softmax(d, l); }

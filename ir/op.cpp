@@ -7,12 +7,17 @@ namespace kiln {
 
 namespace {
 
+#define KILN_COST_cheap false
+#define KILN_COST_costly true
 constexpr OpInfo kOps[] = {
-#define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp) \
-  {#name, arity, OpCategory::category, std::string_view(#vjp) != "none"},
+#define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp, cost, scalar)     \
+  {#name, arity, OpCategory::category, std::string_view(#vjp) != "none", \
+   KILN_COST_##cost, KILN_SCALAR_RULE(scalar)},
 #include "ir/ops.def"
 #undef KILN_OP
 };
+#undef KILN_COST_cheap
+#undef KILN_COST_costly
 static_assert(std::size(kOps) == kNumOps);
 
 }  // namespace
@@ -62,25 +67,6 @@ const char* category_name(OpCategory c) {
 bool is_elementwise(OpKind k) {
   OpCategory c = op_info(k).category;
   return c == OpCategory::Unary || c == OpCategory::Binary || c == OpCategory::Ternary;
-}
-
-bool is_expensive(OpKind k) {
-  switch (k) {
-    case OpKind::exp:
-    case OpKind::log:
-    case OpKind::sqrt:
-    case OpKind::rsqrt:
-    case OpKind::sin:
-    case OpKind::cos:
-    case OpKind::tanh:
-    case OpKind::sigmoid:
-    case OpKind::gelu:
-    case OpKind::pow:
-    case OpKind::div:
-      return true;
-    default:
-      return false;
-  }
 }
 
 bool has_identity(OpKind k) {

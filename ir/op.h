@@ -14,13 +14,13 @@
 namespace kiln {
 
 enum class OpKind : uint8_t {
-#define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp) name,
+#define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp, ...) name,
 #include "ir/ops.def"
 #undef KILN_OP
 };
 
 inline constexpr int kNumOps = 0
-#define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp) +1
+#define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp, ...) +1
 #include "ir/ops.def"
 #undef KILN_OP
     ;
@@ -54,12 +54,17 @@ struct TensorType {
   friend bool operator==(const TensorType&, const TensorType&) = default;
 };
 
+/// How kernels compute one element of an op: ops.def's `scalar` column.
+enum class ScalarRule : uint8_t { none, custom, math, arith, compare, logical };
+
 /// One row of the op table.
 struct OpInfo {
   const char* name;
   int arity;  // -1: variadic
   OpCategory category;
   bool differentiable;  // has a VJP rule
+  bool costly;          // ops.def's `cost` column
+  ScalarRule scalar;
 };
 
 const OpInfo& op_info(OpKind k);
@@ -70,9 +75,10 @@ const char* category_name(OpCategory c);
 /// True for unary, binary and ternary ops: one output element from the operands' elements at the same index.
 bool is_elementwise(OpKind k);
 /// Elementwise ops that cost much more than a load or an add (transcendentals,
-/// division, pow): fusion does not recompute them per broadcast point, and
-/// lowering keeps their results rather than computing them twice.
-bool is_expensive(OpKind k);
+/// division, pow): ops.def's `cost` column.
+inline bool is_expensive(OpKind k) { return op_info(k).costly; }
+/// Float-only elementwise ops (ops.def's `math` scalar kind): exp, tanh, gelu, ...
+inline bool is_math(OpKind k) { return op_info(k).scalar == ScalarRule::math; }
 /// Ops the builder must not merge (graph inputs, random draws, custom calls).
 bool has_identity(OpKind k);
 
@@ -89,5 +95,42 @@ bool parse_reduce_op(std::string_view s, ReduceOp* out);
 
 /// All op kinds, in table order (for table-driven tests and benchmarks).
 const std::vector<OpKind>& all_ops();
+
+// ---- Generating code from ops.def's `scalar` column ----
+// Inside a KILN_OP definition over the table:
+//   KILN_SCALAR_RULE(scalar)                the row's ScalarRule
+//   KILN_SCALAR_KIR(F, name, arity, scalar) F(kind, k, name, arity) for a row with a kernel-IR
+//                                           op k (math, arith, compare, logical); else nothing
+//   KILN_SCALAR_MATH(F, name, scalar)       F(k, name) for a math row; else nothing
+#define KILN_SCALAR_SPLIT_none none, _
+#define KILN_SCALAR_SPLIT_custom custom, _
+#define KILN_SCALAR_SPLIT_math(k) math, k
+#define KILN_SCALAR_SPLIT_arith(k) arith, k
+#define KILN_SCALAR_SPLIT_compare(k) compare, k
+#define KILN_SCALAR_SPLIT_logical(k) logical, k
+#define KILN_SCALAR_EXPAND(M, ...) M(__VA_ARGS__)
+
+#define KILN_SCALAR_RULE(scalar) KILN_SCALAR_EXPAND(KILN_SCALAR_RULE_I, KILN_SCALAR_SPLIT_##scalar)
+#define KILN_SCALAR_RULE_I(kind, k) ::kiln::ScalarRule::kind
+
+#define KILN_SCALAR_KIR(F, name, arity, scalar) \
+  KILN_SCALAR_EXPAND(KILN_SCALAR_KIR_I, F, name, arity, KILN_SCALAR_SPLIT_##scalar)
+#define KILN_SCALAR_KIR_I(F, name, arity, kind, k) KILN_SCALAR_KIR_##kind(F, name, arity, k)
+#define KILN_SCALAR_KIR_none(F, name, arity, k)
+#define KILN_SCALAR_KIR_custom(F, name, arity, k)
+#define KILN_SCALAR_KIR_math(F, name, arity, k) F(math, k, name, arity)
+#define KILN_SCALAR_KIR_arith(F, name, arity, k) F(arith, k, name, arity)
+#define KILN_SCALAR_KIR_compare(F, name, arity, k) F(compare, k, name, arity)
+#define KILN_SCALAR_KIR_logical(F, name, arity, k) F(logical, k, name, arity)
+
+#define KILN_SCALAR_MATH(F, name, scalar) \
+  KILN_SCALAR_EXPAND(KILN_SCALAR_MATH_I, F, name, KILN_SCALAR_SPLIT_##scalar)
+#define KILN_SCALAR_MATH_I(F, name, kind, k) KILN_SCALAR_MATH_##kind(F, name, k)
+#define KILN_SCALAR_MATH_none(F, name, k)
+#define KILN_SCALAR_MATH_custom(F, name, k)
+#define KILN_SCALAR_MATH_math(F, name, k) F(k, name)
+#define KILN_SCALAR_MATH_arith(F, name, k)
+#define KILN_SCALAR_MATH_compare(F, name, k)
+#define KILN_SCALAR_MATH_logical(F, name, k)
 
 }  // namespace kiln

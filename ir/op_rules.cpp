@@ -292,7 +292,7 @@ TensorType infer_type(OpKind k, std::span<const TensorType> operands, const Attr
                  " (operand 0) and ", operands[i].device.str(), " (operand ", i, ")");
     TensorType t;
     switch (k) {
-#define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp) \
+#define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp, ...) \
   case OpKind::name:                                                \
     t.dtype = dtype_##dtype_rule(k, operands, attrs);               \
     t.shape = shape_##shape_rule(k, operands, attrs);               \

@@ -113,27 +113,25 @@ Grads vjp_relu(Builder& b, const Node& n, Value out, Value g, const Needs& needs
   });
 }
 
-// Exact gelu(x) = x * Phi(x), so gelu'(x) = Phi(x) + x * phi(x) with phi the
-// standard normal density. The op table has no erf, so Phi comes from the
-// forward result: Phi(x) = gelu(x) / x. Near 0, where that divides by ~0, Phi
-// is its Taylor series 0.5 + phi(0) * (x - x^3/6 + x^5/40), exact to double
-// precision for |x| < 0.01 and smooth, so second derivatives are right at 0
-// too. The division's denominator is masked to 1 inside that range so the
-// branch where() discards stays finite (its gradient is multiplied by 0).
+// gelu(x) = x Phi(x), so gelu'(x) = Phi(x) + x phi(x), with Phi(x) =
+// (1 + erf(x / sqrt 2)) / 2 and phi the standard normal density.
 Grads vjp_gelu(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
   return unary(b, n, needs, [&](Value x) {
     constexpr double kInvSqrt2Pi = std::numbers::inv_sqrtpi / std::numbers::sqrt2;
-    const Value x2 = b.mul(x, x);
-    const Value near0 = compare(b, OpKind::lt, b.unary(OpKind::abs, x), scalar(b, x, 0.01));
-    const Value poly = b.add(scalar(b, x, kInvSqrt2Pi),
-                             b.mul(x2, b.add(scalar(b, x, -kInvSqrt2Pi / 6),
-                                             b.mul(x2, scalar(b, x, kInvSqrt2Pi / 40)))));
-    const Value series = b.add(scalar(b, x, 0.5), b.mul(x, poly));
-    const Value safe_x = b.where(near0, scalar(b, x, 1.0), x);
-    const Value cdf = b.where(near0, series, b.div(out, safe_x));
+    const Value erf = b.unary(OpKind::erf, b.mul(x, scalar(b, x, 1 / std::numbers::sqrt2)));
+    const Value cdf = b.mul(b.add(erf, scalar(b, x, 1.0)), scalar(b, x, 0.5));
     const Value pdf =
-        b.mul(b.unary(OpKind::exp, b.mul(x2, scalar(b, x, -0.5))), scalar(b, x, kInvSqrt2Pi));
+        b.mul(b.unary(OpKind::exp, b.mul(b.mul(x, x), scalar(b, x, -0.5))), scalar(b, x, kInvSqrt2Pi));
     return b.mul(g, b.add(cdf, b.mul(x, pdf)));
+  });
+}
+
+// d erf(x) = 2/sqrt(pi) exp(-x^2).
+Grads vjp_erf(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  return unary(b, n, needs, [&](Value x) {
+    constexpr double k2OverSqrtPi = 2 * std::numbers::inv_sqrtpi;
+    const Value e = b.unary(OpKind::exp, b.neg(b.mul(x, x)));
+    return b.mul(g, b.mul(e, scalar(b, x, k2OverSqrtPi)));
   });
 }
 
@@ -354,7 +352,7 @@ CustomVjp& custom_hook() {
 
 VjpRule vjp_rule(OpKind k) {
   static constexpr VjpRule kRules[] = {
-#define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp) vjp_##vjp,
+#define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp, ...) vjp_##vjp,
 #include "ir/ops.def"
 #undef KILN_OP
   };

@@ -12,6 +12,7 @@
 #include "ir/error.h"
 #include "runtime/reference.h"
 #include "runtime/reference_impl.h"
+#include "runtime/reference_math.h"
 #include "runtime/strided_loop.h"
 #include "runtime/thread_pool.h"
 
@@ -74,25 +75,12 @@ struct Relu {
   }
 };
 
-#define KILN_MATH_FUNCTOR(Name, expr)          \
-  struct Name {                                \
-    template <class T>                         \
-    T operator()(T in) const {                 \
-      using M = MathT<T>;                      \
-      M x = static_cast<M>(in);                \
-      return convert<T>(static_cast<M>(expr)); \
-    }                                          \
-  };
-KILN_MATH_FUNCTOR(Exp, std::exp(x))
-KILN_MATH_FUNCTOR(Log, std::log(x))
-KILN_MATH_FUNCTOR(Sqrt, std::sqrt(x))
-KILN_MATH_FUNCTOR(Rsqrt, M(1) / std::sqrt(x))
-KILN_MATH_FUNCTOR(Sin, std::sin(x))
-KILN_MATH_FUNCTOR(Cos, std::cos(x))
-KILN_MATH_FUNCTOR(Tanh, std::tanh(x))
-KILN_MATH_FUNCTOR(Sigmoid, M(1) / (M(1) + std::exp(-x)))
-KILN_MATH_FUNCTOR(Gelu, M(0.5) * x * (M(1) + std::erf(x * M(0.70710678118654752440))))
-#undef KILN_MATH_FUNCTOR
+// The op table's math ops on any dtype: ref_math::k computed in MathT<T>.
+template <class T, class F>
+T math_in(T x, F f) {
+  using M = MathT<T>;
+  return convert<T>(static_cast<M>(f(static_cast<M>(x))));
+}
 
 // ---- Binary functors: (T, T) -> T ----
 
@@ -341,24 +329,16 @@ void ref_unary(OpKind k, const View& in, const View& out) {
       return unary_same(in, out, Sign{}, kElementwiseGrain);
     case OpKind::relu:
       return unary_same(in, out, Relu{}, kElementwiseGrain);
-    case OpKind::exp:
-      return unary_same(in, out, Exp{}, kMathGrain);
-    case OpKind::log:
-      return unary_same(in, out, Log{}, kMathGrain);
-    case OpKind::sqrt:
-      return unary_same(in, out, Sqrt{}, kMathGrain);
-    case OpKind::rsqrt:
-      return unary_same(in, out, Rsqrt{}, kMathGrain);
-    case OpKind::sin:
-      return unary_same(in, out, Sin{}, kMathGrain);
-    case OpKind::cos:
-      return unary_same(in, out, Cos{}, kMathGrain);
-    case OpKind::tanh:
-      return unary_same(in, out, Tanh{}, kMathGrain);
-    case OpKind::sigmoid:
-      return unary_same(in, out, Sigmoid{}, kMathGrain);
-    case OpKind::gelu:
-      return unary_same(in, out, Gelu{}, kMathGrain);
+#define KILN_REF_MATH(k, name)                                                                \
+  case OpKind::name:                                                                          \
+    return unary_same(                                                                        \
+        in, out, [](auto x) { return math_in(x, [](auto m) { return ref_math::k(m); }); }, \
+        kMathGrain);
+#define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp, cost, scalar) \
+  KILN_SCALAR_MATH(KILN_REF_MATH, name, scalar)
+#include "ir/ops.def"
+#undef KILN_OP
+#undef KILN_REF_MATH
     case OpKind::logical_not: {
       std::vector<std::shared_ptr<Storage>> keep;
       View dst = out.dtype == DType::b8 ? out : scratch(out.shape, DType::b8, keep);

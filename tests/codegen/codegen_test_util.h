@@ -253,24 +253,6 @@ inline Range unary_range(OpKind k) {
   }
 }
 
-/// Ops whose inputs must be floating point in these tests.
-inline bool float_only(OpKind k) {
-  switch (k) {
-    case OpKind::exp:
-    case OpKind::log:
-    case OpKind::sqrt:
-    case OpKind::rsqrt:
-    case OpKind::sin:
-    case OpKind::cos:
-    case OpKind::tanh:
-    case OpKind::sigmoid:
-    case OpKind::gelu:
-      return true;
-    default:
-      return false;
-  }
-}
-
 /// A graph computing op k on one argument.
 inline Graph unary_graph(OpKind k, DType in, const Shape& s, Attrs attrs = {}) {
   Graph g;

@@ -135,8 +135,8 @@ TEST_CASE("an exp chain vectorises: vector IR, ymm/zmm registers, no libm calls"
 }
 
 TEST_CASE("every transcendental op vectorises") {
-  for (OpKind op : {OpKind::exp, OpKind::log, OpKind::sin, OpKind::cos, OpKind::tanh,
-                    OpKind::sigmoid, OpKind::gelu, OpKind::sqrt, OpKind::rsqrt, OpKind::pow}) {
+  for (OpKind op : all_ops()) {
+    if (!is_math(op) && op != OpKind::pow) continue;
     for (DType dt : {DType::f32, DType::f64}) {
       Graph g;
       Builder b(g);
@@ -241,6 +241,9 @@ TEST_CASE("math accuracy over wide sweeps (max ulp error vs long double)") {
   auto lcos = [](long double x) { return std::cos(x); };
   auto ltanh = [](long double x) { return std::tanh(x); };
   auto lsig = [](long double x) { return 1 / (1 + std::exp(-x)); };
+  auto lerf = [](long double x) { return std::erf(x); };
+  auto lsqrt = [](long double x) { return std::sqrt(x); };
+  auto lrsqrt = [](long double x) { return 1 / std::sqrt(x); };
   // erfc keeps the negative side free of cancellation in the reference too.
   auto lgelu = [](long double x) { return 0.5L * x * std::erfc(-x / std::sqrt(2.0L)); };
   const std::vector<Fn> fns = {
@@ -256,7 +259,16 @@ TEST_CASE("math accuracy over wide sweeps (max ulp error vs long double)") {
       {OpKind::sigmoid, -30, 30, false, +lsig, 3, 4},
       {OpKind::gelu, -5.5, 6, false, +lgelu, 5, 8},
       {OpKind::gelu, -8.3, -5.7, false, +lgelu, 1e30, 8},
+      {OpKind::erf, -6, 6, false, +lerf, 3, 6},
+      {OpKind::erf, -1e-3, 1e-3, false, +lerf, 3, 6},
+      {OpKind::sqrt, 1e-30, 1e30, true, +lsqrt, 0.5, 0.5},
+      {OpKind::rsqrt, 1e-30, 1e30, true, +lrsqrt, 1.5, 1.5},  // 1 / sqrt: two roundings
   };
+  // Every math op of the op table has a sweep here.
+  for (OpKind k : all_ops())
+    if (is_math(k))
+      CHECK_MESSAGE(std::any_of(fns.begin(), fns.end(), [&](const Fn& f) { return f.op == k; }),
+                    "no accuracy sweep for ", std::string(op_name(k)));
   for (const Fn& f : fns) {
     auto x32 = sweep<float>(f.lo, f.hi, 20000, f.log_scale);
     auto x64 = sweep<double>(f.lo, f.hi, 20000, f.log_scale);
@@ -272,12 +284,12 @@ TEST_CASE("math accuracy over wide sweeps (max ulp error vs long double)") {
   }
 }
 
-TEST_CASE("special values of exp, log, tanh, sigmoid, sin, cos, gelu match the reference") {
+TEST_CASE("special values of every math op match the reference") {
   const std::vector<double> specials = {0.0,    -0.0,   1.0,   -1.0,   1e-30,    -1e-30,    1e-45,
                                         88.7,   89.0,   -87.0, -103.0, -104.5,   709.7,     710.0,
                                         -745.0, -746.0, 1e30,  -1e30,  INFINITY, -INFINITY, NAN};
-  for (OpKind op : {OpKind::exp, OpKind::log, OpKind::tanh, OpKind::sigmoid, OpKind::sin,
-                    OpKind::cos, OpKind::gelu, OpKind::sqrt, OpKind::rsqrt}) {
+  for (OpKind op : all_ops()) {
+    if (!is_math(op)) continue;
     for (DType dt : {DType::f32, DType::f64}) {
       const int64_t n = int64_t(specials.size());
       Graph g;

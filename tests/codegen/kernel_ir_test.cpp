@@ -2,6 +2,8 @@
 // the loop shapes lowering chooses (stated as kernel IR text).
 #include <doctest/doctest.h>
 
+#include <set>
+
 #include "codegen/kernel_builder.h"
 #include "codegen/kernel_ir.h"
 #include "codegen/lower.h"
@@ -20,6 +22,29 @@ std::string lowered(std::string_view ir, GroupKind kind) {
 }
 
 }  // namespace
+
+TEST_CASE("the kernel IR's elementwise scalar ops come from the op table's scalar column") {
+  std::set<std::string> spellings;
+  for (int i = 0; i <= int(kir::ScalarOp::imod); ++i)
+    CHECK(spellings.insert(std::string(kir::scalar_op_name(kir::ScalarOp(i)))).second);
+  for (OpKind k : all_ops()) {
+    CAPTURE(op_name(k));
+    const ScalarRule rule = op_info(k).scalar;
+    if (rule == ScalarRule::none || rule == ScalarRule::custom) {
+      CHECK_THROWS_AS(kir::scalar_op_of(k), Error);
+      continue;
+    }
+    const kir::ScalarOp s = kir::scalar_op_of(k);
+    CHECK(kir::scalar_op_rule(s) == rule);
+    CHECK(kir::scalar_op_arity(s) == op_info(k).arity);
+    CHECK(kir::is_float_only(s) == is_math(k));
+  }
+  CHECK(kir::scalar_op_name(kir::scalar_op_of(OpKind::maximum)) == "max");
+  CHECK(kir::scalar_op_name(kir::scalar_op_of(OpKind::logical_not)) == "not");
+  CHECK(kir::scalar_op_name(kir::ScalarOp::load) == "load");
+  CHECK(kir::scalar_op_rule(kir::ScalarOp::select) == ScalarRule::none);
+  CHECK(kir::is_comparison(kir::scalar_op_of(OpKind::le)));
+}
 
 TEST_CASE("a same-shape elementwise chain is one flat loop on the linear index") {
   const std::string got = lowered(

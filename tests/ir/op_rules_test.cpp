@@ -58,8 +58,8 @@ std::vector<Case> cases() {
   }
   c.push_back({OpKind::sign, {b23}, {}, b23});
   c.push_back({OpKind::sign, {i23}, {}, i23});
-  for (OpKind k : {OpKind::exp, OpKind::log, OpKind::sqrt, OpKind::rsqrt, OpKind::sin, OpKind::cos,
-                   OpKind::tanh, OpKind::sigmoid, OpKind::gelu}) {
+  for (OpKind k : all_ops()) {
+    if (!is_math(k)) continue;
     c.push_back({k, {i23}, {}, f23});
     c.push_back({k, {ty(DType::f64, {4})}, {}, ty(DType::f64, {4})});
     c.push_back({k, {b23}, {}, f23});
@@ -255,6 +255,28 @@ TEST_CASE("the op table is generated from ops.def") {
     CHECK(has_identity(id));
   CHECK_FALSE(has_identity(OpKind::constant));
   CHECK_FALSE(has_identity(OpKind::add));
+}
+
+TEST_CASE("the op table's cost and scalar columns agree with its categories and dtype rules") {
+  for (OpKind k : all_ops()) {
+    CAPTURE(op_name(k));
+    const OpInfo& info = op_info(k);
+    // Exactly the elementwise ops say how kernels compute an element.
+    CHECK(is_elementwise(k) == (info.scalar != ScalarRule::none));
+    if (is_expensive(k)) CHECK(is_elementwise(k));
+    if (!is_math(k)) continue;
+    // Math ops are float-only: integer and bool operands give a floating result.
+    CHECK(info.arity == 1);
+    CHECK(is_expensive(k));
+    for (DType in : {DType::i32, DType::i64, DType::b8, DType::f64})
+      CHECK(is_floating(infer_type(k, std::vector<TensorType>{ty(in, {3})}, {}).dtype));
+  }
+  CHECK(is_math(OpKind::gelu));
+  CHECK_FALSE(is_math(OpKind::relu));
+  CHECK(is_expensive(OpKind::div));
+  CHECK_FALSE(is_expensive(OpKind::add));
+  CHECK(op_info(OpKind::where).scalar == ScalarRule::custom);
+  CHECK(op_info(OpKind::eq).scalar == ScalarRule::compare);
 }
 
 TEST_CASE("infer_type for every op") {

@@ -72,7 +72,8 @@ std::vector<GradCase> gradient_cases() {
       unary_case(K::sigmoid, in_range(s, -3, 3)),
       unary_case(K::relu, away_from_zero(s)),
       unary_case(K::gelu, in_range(s, -3, 3)),
-      // Around 0, where the rule switches from gelu(x)/x to a series.
+      unary_case(K::erf, in_range(s, -2, 2)),
+      // Around 0.
       GradCase{"gelu near 0",
                K::gelu,
                {InputSpec{{10},
@@ -170,6 +171,14 @@ std::vector<GradCase> gradient_cases() {
       binary_case(K::matmul, "[3,4] @ [2,4,5]", in_range({3, 4}, -1, 1),
                   in_range({2, 4, 5}, -1, 1)),
   };
+  // Every math op of the op table on inputs in every math op's domain, so a new row
+  // is checked before it has a case with its own range above.
+  for (OpKind k : all_ops())
+    if (is_math(k)) {
+      GradCase c = unary_case(k, in_range(s, 0.5, 2));
+      c.name += " (a math op of the table)";
+      cases.push_back(std::move(c));
+    }
   return cases;
 }
 

@@ -200,7 +200,7 @@ class Generator {
                              Op::log_safe,   Op::sqrt_safe,   Op::rsqrt_safe, Op::sin,
                              Op::cos,        Op::tanh,        Op::sigmoid,    Op::relu,
                              Op::gelu,       Op::clamp,       Op::pow_scalar, Op::add_scalar,
-                             Op::mul_scalar, Op::rsub_scalar, Op::div_scalar};
+                             Op::mul_scalar, Op::rsub_scalar, Op::div_scalar, Op::erf};
     const Op op = ops[r_.below(std::size(ops))];
     const double b = val(a).bound;
     static const double numbers[] = {0.5, 1.5, -0.75, 2.0, -2.0, 0.25};
@@ -224,6 +224,7 @@ class Generator {
       case Op::cos:
       case Op::tanh:
       case Op::sigmoid:
+      case Op::erf:
         nb = 1;
         break;
       case Op::gelu:

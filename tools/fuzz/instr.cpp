@@ -86,6 +86,8 @@ Tensor run_instr(const Instr& in, const std::vector<Tensor>& values) {
       return a.relu();
     case Op::gelu:
       return a.gelu();
+    case Op::erf:
+      return a.erf();
     case Op::clamp:
       return a.clamp(-x, x);
     case Op::pow_scalar:
@@ -238,6 +240,8 @@ std::string cpp(const Instr& in, const std::vector<std::string>& names) {
       return a + ".relu()";
     case Op::gelu:
       return a + ".gelu()";
+    case Op::erf:
+      return a + ".erf()";
     case Op::clamp:
       return a + ".clamp(-" + x + ", " + x + ")";
     case Op::pow_scalar:

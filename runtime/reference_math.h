@@ -1,0 +1,53 @@
+// The reference kernels' scalar math: the definition of each math op of the op
+// table (ir/ops.def: math(k) is ref_math::k here), for M = float or double.
+// Compiled kernels are tested against these (codegen/llvm_math.cpp,
+// codegen/cuda_math.cpp have their own forms of the same functions).
+#pragma once
+
+#include <cmath>
+
+namespace kiln::ref_math {
+
+template <class M>
+M exp(M x) {
+  return std::exp(x);
+}
+template <class M>
+M log(M x) {
+  return std::log(x);
+}
+template <class M>
+M sqrt(M x) {
+  return std::sqrt(x);
+}
+template <class M>
+M rsqrt(M x) {
+  return M(1) / std::sqrt(x);
+}
+template <class M>
+M sin(M x) {
+  return std::sin(x);
+}
+template <class M>
+M cos(M x) {
+  return std::cos(x);
+}
+template <class M>
+M tanh(M x) {
+  return std::tanh(x);
+}
+template <class M>
+M sigmoid(M x) {
+  return M(1) / (M(1) + std::exp(-x));
+}
+template <class M>
+M gelu(M x) {
+  return M(0.5) * x * (M(1) + std::erf(x * M(0.70710678118654752440)));
+}
+
+template <class M>
+M erf(M x) {
+  return std::erf(x);
+}
+
+}  // namespace kiln::ref_math

@@ -21,7 +21,7 @@
 #include <iostream>
 #include <sstream>
 
-#include "frontend/dump.h"
+#include "runtime/binary_io.h"
 #include "runtime/allocator.h"
 #include "runtime/blas.h"
 #include "runtime/cublas.h"
@@ -337,7 +337,7 @@ void breakeven_sweep(int64_t max_n, const std::string& csv_path) {
     table << "GPU columns: no device (" << cuda::unavailable_reason() << ")\n";
   }
   std::cout << table.str();
-  write_file_atomic(csv_path, csv.str());
+  io::write_file_durable(csv_path, csv.str());
   std::cout << "written: " << csv_path << "\n";
 }
 

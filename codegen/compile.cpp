@@ -1,4 +1,5 @@
-// The compile driver (see compile.h): passes, fusion, memory plan, kernels, slots.
+// The compile driver (see compile.h): the pass pipeline, the schedule
+// (codegen/schedule.h), then slots, kernels and plan steps.
 #include "codegen/compile.h"
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 
 #include "codegen/gpu_compile.h"
 #include "codegen/lower.h"
+#include "codegen/schedule.h"
 #include "passes/collectives.h"
 #include "passes/pipeline.h"
 #include "runtime/reference.h"
@@ -44,31 +46,6 @@ struct SlotTable {
     return it->second;
   }
 };
-
-// True when a matmul group computes out = p - c * (a @ b) (or p + c * (a @ b)) for a
-// scalar constant c and nothing else: then BLAS computes it into p's buffer with
-// alpha = -c (or c) and beta = 1, and no epilogue kernel runs.
-bool accumulate_form(const Graph& g, const FusionGroup& grp, Value p, double* alpha) {
-  if (grp.outputs.size() != 1) return false;
-  const Value mv(grp.nodes.front());
-  const Node& out = g[grp.outputs[0].node];
-  const DType dt = out.type().dtype;
-  if ((dt != DType::f32 && dt != DType::f64) || g.type(mv) != out.type() || g.type(p) != out.type())
-    return false;
-  int computing = 0;
-  for (NodeId id : grp.nodes) computing += g[id].op != OpKind::constant;
-  if (computing != 3 || (out.op != OpKind::sub && out.op != OpKind::add)) return false;
-  if (!(out.operands[0] == p)) return false;
-  const Node& mul = g[out.operands[1].node];
-  if (mul.op != OpKind::mul || mul.type() != out.type()) return false;
-  int which = mul.operands[0] == mv ? 1 : mul.operands[1] == mv ? 0 : -1;
-  if (which < 0) return false;
-  const Node& c = g[mul.operands[which].node];
-  if (c.op != OpKind::constant) return false;
-  const double v = c.attrs.f(AttrKey::value);
-  *alpha = out.op == OpKind::sub ? -v : v;
-  return true;
-}
 
 // A check node (check_index) becomes a host step of its own: check, then copy.
 void add_check_step(const Graph& g, const FusionGroup& grp, SlotTable& slots, Plan& plan,
@@ -219,58 +196,14 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
   r.target = device.is_cuda() ? device.str() + " " + cuda::device_info(device.index).str() : "";
 
   auto t1 = std::chrono::steady_clock::now();
-  FusionOptions fopts;
-  fopts.enabled = opts.fusion;
-  r.groups = plan_fusion(g, fopts);
-  // Transposes of the last two dims that only feed matmuls are not copied: BLAS
-  // reads the operand transposed.
-  std::unordered_map<Value, Value, ValueHash> folded_transpose;
-  {
-    std::vector<std::vector<NodeId>> users(g.size());
-    for (NodeId id = 0; id < g.size(); ++id)
-      for (Value o : g[id].operands) users[o.node].push_back(id);
-    std::vector<char> escapes(g.size(), 0);
-    for (Value v : g.outputs) escapes[v.node] = 1;
-    for (const ParamUpdate& u : g.updates) escapes[u.value.node] = 1;
-    for (const FusionGroup& grp : r.groups) {
-      if (grp.kind != GroupKind::Copy || grp.nodes.size() != 1) continue;
-      const Node& n = g[grp.nodes[0]];
-      if (n.op != OpKind::permute || escapes[grp.nodes[0]]) continue;
-      const auto& perm = n.attrs.ints(AttrKey::perm);
-      int64_t rank = static_cast<int64_t>(perm.size());
-      bool last_two = rank >= 2 && perm[rank - 1] == rank - 2 && perm[rank - 2] == rank - 1;
-      for (int64_t d = 0; d + 2 < rank; ++d) last_two = last_two && perm[d] == d;
-      bool only_matmuls = !users[grp.nodes[0]].empty();
-      for (NodeId u : users[grp.nodes[0]]) only_matmuls = only_matmuls && g[u].op == OpKind::matmul;
-      if (last_two && only_matmuls) folded_transpose[Value(grp.nodes[0])] = n.operands[0];
-    }
-    // The copy groups go; their readers read the untransposed value instead, so
-    // the memory plan sees its true last use.
-    std::vector<FusionGroup> kept;
-    for (FusionGroup& grp : r.groups) {
-      if (grp.kind == GroupKind::Copy && grp.nodes.size() == 1 &&
-          folded_transpose.count(Value(grp.nodes[0])))
-        continue;
-      std::vector<Value> inputs;
-      for (Value v : grp.inputs) {
-        auto f = folded_transpose.find(v);
-        Value src = f == folded_transpose.end() ? v : f->second;
-        if (std::find(inputs.begin(), inputs.end(), src) == inputs.end()) inputs.push_back(src);
-      }
-      grp.inputs = std::move(inputs);
-      kept.push_back(std::move(grp));
-    }
-    r.groups = std::move(kept);
-  }
-
-  // Collectives wait just before their first reader and start as soon as their
-  // operands are ready (passes/collectives.h).
-  const CollectiveSchedule comm = schedule_collectives(g, r.groups, opts.overlap_collectives);
-  if (opts.want_artifacts) {
-    r.fusion_text = fusion_plan_str(g, r.groups);
-    r.schedule_text = collective_schedule_str(g, r.groups, comm);
-  }
-  r.memory = plan_memory(g, r.groups);
+  ScheduleOptions sopts;
+  sopts.fusion = opts.fusion;
+  sopts.overlap_collectives = opts.overlap_collectives;
+  const Schedule sched = schedule_graph(g, sopts, &r.passes, opts.want_artifacts);
+  r.groups = sched.groups;
+  r.memory = sched.memory;
+  const CollectiveSchedule& comm = sched.comm;
+  const auto& folded_transpose = sched.folded_transpose;
 
   auto plan = std::make_shared<Plan>();
   plan->device = device;
@@ -292,49 +225,10 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
     if (op_info(g[v.node].op).category == OpCategory::Input || output_pos.count(v)) continue;
     output_pos[v] = static_cast<int64_t>(i);
   }
-  // Parameter updates are written into the parameters' own buffers (no copy per
-  // call) when no later group reads the old value: directly when the producing
-  // kernel does not read the parameter, else stored in place over it, which
-  // lowering accepts only when each element is read where it is written.
-  std::vector<std::vector<std::pair<Value, Value>>> group_in_place(r.groups.size());
-  {
-    std::unordered_map<Value, int64_t, ValueHash> update_of;
-    for (const ParamUpdate& u : g.updates) update_of[u.value] = u.param;
-    std::unordered_map<int64_t, NodeId> param_node;
-    for (NodeId id : g.params()) param_node[g[id].attrs.i(AttrKey::index)] = id;
-    std::unordered_map<NodeId, size_t> last_reader;
-    for (size_t gi = 0; gi < r.groups.size(); ++gi)
-      for (Value v : r.groups[gi].inputs)
-        if (g[v.node].op == OpKind::param) last_reader[v.node] = gi;
-    // A parameter returned as is is read by the copy of the outputs, after every group.
-    for (Value v : g.outputs)
-      if (g[v.node].op == OpKind::param) last_reader[v.node] = r.groups.size();
-    for (size_t gi = 0; gi < r.groups.size(); ++gi) {
-      const FusionGroup& grp = r.groups[gi];
-      if (grp.kind != GroupKind::Elementwise && grp.kind != GroupKind::Matmul) continue;
-      std::vector<std::pair<Value, Value>> pairs, direct;
-      for (Value v : grp.outputs) {
-        auto u = update_of.find(v);
-        if (u == update_of.end() || output_pos.count(v)) continue;
-        Value p(param_node.at(u->second));
-        auto lr = last_reader.find(p.node);
-        if (lr != last_reader.end() && lr->second > gi) continue;  // the old value is read later
-        bool reads = std::find(grp.inputs.begin(), grp.inputs.end(), p) != grp.inputs.end();
-        (reads ? pairs : direct).push_back({v, p});
-      }
-      if (!pairs.empty()) {
-        try {
-          LowerOptions lo;
-          lo.in_place = pairs;
-          (void)lower_group(g, grp, lo);
-        } catch (const Error&) {
-          pairs.clear();  // read at other elements: keep the copy
-        }
-      }
-      for (auto& pv : direct) slots.of[pv.first] = slots.at(pv.second, g);
-      for (auto& pv : pairs) slots.of[pv.first] = slots.at(pv.second, g);
-      group_in_place[gi] = pairs;
-    }
+  // Parameter updates written into the parameters' own buffers (the schedule's in_place step).
+  for (size_t gi = 0; gi < r.groups.size(); ++gi) {
+    for (const auto& [v, p] : sched.direct[gi]) slots.of[v] = slots.at(p, g);
+    for (const auto& [v, p] : sched.in_place[gi]) slots.of[v] = slots.at(p, g);
   }
 
   plan->temp_bytes = r.memory.buffer_bytes;
@@ -388,14 +282,7 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
     for (NodeId id : grp.nodes) data_only = data_only && (g[id].op == OpKind::literal || g[id].op == OpKind::arange);
     if (data_only) grp.kind = GroupKind::Elementwise;
   }
-  // Matmul groups that are one accumulating BLAS call (alpha per group; no kernel).
-  std::vector<std::optional<double>> accumulate(step_groups.size());
-  for (size_t gi = 0; gi < step_groups.size(); ++gi) {
-    double alpha = 0;
-    if (step_groups[gi].kind == GroupKind::Matmul && group_in_place[gi].size() == 1 &&
-        accumulate_form(g, step_groups[gi], group_in_place[gi][0].second, &alpha))
-      accumulate[gi] = alpha;
-  }
+  const std::vector<std::optional<double>>& accumulate = sched.accumulate;
   // Every CPU kernel is compiled first, in parallel; the steps below take them in order.
   std::vector<KernelJob> jobs(step_groups.size());
   for (size_t gi = 0; gi < step_groups.size(); ++gi) {
@@ -404,7 +291,7 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
                       grp.kind != GroupKind::Opaque && !accumulate[gi];
     jobs[gi].group = &grp;
     jobs[gi].opts = copts;
-    jobs[gi].opts.in_place = group_in_place[gi];
+    jobs[gi].opts.in_place = sched.in_place[gi];
   }
   compile_kernels(g, jobs);
   if (opts.record_kernels_only) return nullptr;
@@ -429,7 +316,7 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
                       "' in a traced function (run it eagerly, outside the trace)",
                   g[grp.nodes.front()].loc);
     if (device.is_cuda()) {
-      add_gpu_group_steps(gpu, grp, *plan, r);
+      add_gpu_group_steps(gpu, grp, sched.in_place[gi], *plan, r);
       continue;
     }
     if (accumulate[gi]) {

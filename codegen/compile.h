@@ -36,11 +36,10 @@ struct CompileOptions {
 
 /// What compilation did, step by step.
 struct CompileReport {
+  /// The pass pipeline's passes, then the schedule's steps (codegen/schedule.h).
   std::vector<PassRecord> passes;
   Graph optimized;                    // the graph after the pass pipeline
-  std::vector<FusionGroup> groups;
-  std::string fusion_text;
-  std::string schedule_text;          // where each bucket of collectives starts and waits
+  std::vector<FusionGroup> groups;    // the schedule's
   MemoryPlan memory;
   std::vector<KernelInfo> kernels;    // per plan step, in order
   std::vector<KernelArtifacts> artifacts;

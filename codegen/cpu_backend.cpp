@@ -314,23 +314,6 @@ CpuKernel compile_lowered_kernel(const kir::Kernel& k, const CpuCompileOptions& 
   return out;
 }
 
-CompileTimes& CompileTimes::operator+=(const CompileTimes& o) {
-  lower_ms += o.lower_ms;
-  irgen_ms += o.irgen_ms;
-  optimize_ms += o.optimize_ms;
-  machine_code_ms += o.machine_code_ms;
-  load_ms += o.load_ms;
-  return *this;
-}
-
-std::string CompileTimes::str() const {
-  char buf[160];
-  std::snprintf(buf, sizeof buf,
-                "lower %.1f ms, LLVM IR %.1f ms, optimise %.1f ms, machine code %.1f ms, load %.1f ms",
-                lower_ms, irgen_ms, optimize_ms, machine_code_ms, load_ms);
-  return buf;
-}
-
 std::string cpu_target_description() {
   return LlvmJit::get().target_description();
 }

@@ -39,7 +39,7 @@ struct CudaLaunch {
 /// over dense row-major device buffers listed in `buffers` (same convention as CpuKernel);
 /// the `buffers` argument is a device pointer to the device pointers, in that order.
 /// Inputs are read through the read-only data cache, so buffers must not overlap,
-/// except as CudaCodegenOptions::epilogue_in_place allows.
+/// except as CudaCodegenOptions::epilogue_in_place and in_place allow.
 struct CudaKernelSource {
   std::string name;
   std::string source;          // complete CUDA C translation unit
@@ -63,6 +63,10 @@ struct CudaCodegenOptions {
   /// Matmul groups: the first epilogue output overwrites the matmul's result
   /// (see CpuCompileOptions::epilogue_in_place).
   bool epilogue_in_place = false;
+  /// (output, input) pairs stored in place (LowerOptions::in_place): the store goes
+  /// through the input's pointer, which is then neither const nor read through
+  /// the read-only cache.
+  std::vector<std::pair<Value, Value>> in_place;
 };
 
 /// Generates CUDA C for one group of g (Elementwise, Reduction, Matmul epilogue, Copy).

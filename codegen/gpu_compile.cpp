@@ -100,11 +100,14 @@ int gpu_arch(Device device) {
   return cuda::device_info(device.index).arch();
 }
 
-void add_gpu_group_steps(const GpuGroupContext& ctx, const FusionGroup& grp, Plan& plan,
+void add_gpu_group_steps(const GpuGroupContext& ctx, const FusionGroup& grp,
+                         const std::vector<std::pair<Value, Value>>& in_place, Plan& plan,
                          CompileReport& r) {
   const Graph& g = ctx.g;
   auto t0 = std::chrono::steady_clock::now();
-  CudaKernelSource src = generate_cuda_kernel(g, grp);
+  CudaCodegenOptions copts;
+  copts.in_place = in_place;
+  CudaKernelSource src = generate_cuda_kernel(g, grp, copts);
   KernelInfo info = src.info;
 
   if (grp.kind == GroupKind::Matmul) {

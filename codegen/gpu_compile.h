@@ -28,7 +28,9 @@ struct GpuGroupContext {
 
 /// Appends the steps of one group to `plan`, and their records (kernel info,
 /// artifacts, values written) to `r`.
-void add_gpu_group_steps(const GpuGroupContext& ctx, const FusionGroup& grp, Plan& plan,
+/// `in_place`: the group's outputs stored over its inputs (in_place_allowed).
+void add_gpu_group_steps(const GpuGroupContext& ctx, const FusionGroup& grp,
+                         const std::vector<std::pair<Value, Value>>& in_place, Plan& plan,
                          CompileReport& r);
 
 /// The device a graph's values live on. Throws kiln::Error naming the first

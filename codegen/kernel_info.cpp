@@ -1,9 +1,11 @@
 // describe_kernel (lower.h): what dumps, `kiln explain` and the executor's
-// thread split read about a lowered kernel.
+// thread split read about a lowered kernel; and CompileTimes (kernel_info.h).
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <set>
 
+#include "codegen/kernel_info.h"
 #include "codegen/lower.h"
 
 namespace kiln {
@@ -66,6 +68,23 @@ KernelInfo describe_kernel(const Graph& g, const FusionGroup& group, const kir::
     info.bytes_written += mm.type().numel() * int64_t(dtype_size(mm.type().dtype));
   }
   return info;
+}
+
+CompileTimes& CompileTimes::operator+=(const CompileTimes& o) {
+  lower_ms += o.lower_ms;
+  irgen_ms += o.irgen_ms;
+  optimize_ms += o.optimize_ms;
+  machine_code_ms += o.machine_code_ms;
+  load_ms += o.load_ms;
+  return *this;
+}
+
+std::string CompileTimes::str() const {
+  char buf[160];
+  std::snprintf(buf, sizeof buf,
+                "lower %.1f ms, LLVM IR %.1f ms, optimise %.1f ms, machine code %.1f ms, load %.1f ms",
+                lower_ms, irgen_ms, optimize_ms, machine_code_ms, load_ms);
+  return buf;
 }
 
 }  // namespace kiln

@@ -25,8 +25,8 @@ struct LowerOptions {
   /// result buffer (see CpuCompileOptions::epilogue_in_place).
   bool epilogue_in_place = false;
   /// Elementwise and matmul groups: (output, input) pairs whose output is stored
-  /// in the input's buffer. Lowering throws unless the kernel reads that input
-  /// only at the element it writes.
+  /// in the input's buffer (Buffer::alias). Lowering throws unless the kernel reads
+  /// that input only at the element it writes: ask in_place_allowed first.
   std::vector<std::pair<Value, Value>> in_place;
 };
 
@@ -37,6 +37,14 @@ struct LowerOptions {
 /// kiln::Error naming the group's first source line when the group cannot be
 /// lowered (opaque groups, random ops, reductions used at another row).
 kir::Kernel lower_group(const Graph& g, const FusionGroup& group, const LowerOptions& opts = {});
+
+/// Whether every (output, input) pair of `pairs` can be lowered in place
+/// (LowerOptions::in_place): the group is elementwise or a matmul epilogue, the
+/// output has its input's dtype and size, and the kernel reads the input only at
+/// the element it stores the output to. Decided from the kernel's index values
+/// (codegen/lower_in_place.cpp); throws only where lowering the group throws.
+bool in_place_allowed(const Graph& g, const FusionGroup& group,
+                      const std::vector<std::pair<Value, Value>>& pairs);
 
 /// What dumps report about the kernel lowered from `group`: name, nodes, user
 /// source lines, range, grain, bytes moved and flops.

@@ -78,9 +78,6 @@ std::vector<Value> custom_backward_vjp(Builder& b, const Node& n, const std::vec
   return result;
 }
 
-struct InstallCustomVjp {
-  InstallCustomVjp() { set_custom_vjp(custom_backward_vjp); }
-} g_install_custom_vjp;
 
 // ---- backward ----
 
@@ -341,7 +338,7 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
     if (v.valid()) present.push_back(v);
 
   size_t forward_size = g.size();
-  std::vector<Value> grads = build_gradients(b, outs, seed_vals, present);
+  std::vector<Value> grads = build_gradients(b, outs, seed_vals, present, detail::custom_function_vjp());
   values.resize(g.size());
   // Only the forward values the gradient reads must be intact (as in PyTorch:
   // an op that saved nothing it needs can be differentiated again, or after
@@ -468,6 +465,11 @@ void record_op(OpKind op, const Attrs& attrs, SourceLoc loc, const std::vector<T
     o.grad_fn = node;
     o.output_nr = static_cast<uint32_t>(i);
   }
+}
+
+const CustomVjp& custom_function_vjp() {
+  static const CustomVjp vjp = custom_backward_vjp;
+  return vjp;
 }
 
 bool vjp_reads(OpKind op, const Attrs& attrs, const std::vector<TensorType>& operand_types,

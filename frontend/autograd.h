@@ -11,6 +11,7 @@
 #include "frontend/tensor.h"
 #include "ir/attrs.h"
 #include "ir/op.h"
+#include "passes/autodiff.h"
 
 namespace kiln {
 
@@ -98,6 +99,9 @@ void record_op(OpKind op, const Attrs& attrs, SourceLoc loc, const std::vector<T
 /// Before an in-place write into `target` of `value`: if the op that computed
 /// `value` saved `target`'s old contents for its gradient, it keeps a copy.
 void keep_overwritten(const TensorImpl& value, const TensorImpl& target);
+/// The gradients of custom nodes (autograd::Function calls) for build_gradients:
+/// the user's backward, run eagerly or, inside a trace, on symbolic gradients.
+const CustomVjp& custom_function_vjp();
 /// Whether the VJP of `op` reads its operand `which` (or, when negative, its
 /// result), given which operands need a gradient.
 bool vjp_reads(OpKind op, const Attrs& attrs, const std::vector<TensorType>& operand_types,

@@ -9,24 +9,10 @@
 
 #include "codegen/compile.h"
 #include "ir/printer.h"
+#include "runtime/binary_io.h"
 
 namespace kiln {
 namespace fs = std::filesystem;
-
-void write_file_atomic(const std::string& path, const std::string& text) {
-  fs::path p(path);
-  std::error_code ec;
-  if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) throw Error("cannot write " + tmp + " (expected a writable directory)");
-  }
-  fs::rename(tmp, p, ec);
-  if (ec) throw Error("cannot rename " + tmp + " to " + path + ": " + ec.message());
-}
 
 namespace {
 
@@ -55,20 +41,19 @@ std::string write_dump(const std::string& dir, const std::string& function, cons
   PrintOptions po;
   po.locations = true;
   std::string previous = print_graph(traced, po);
-  write_file_atomic((root / "00_traced.kir").string(), previous);
+  io::write_file_durable((root / "00_traced.kir").string(), previous);
   for (size_t i = 0; i < r.passes.size(); ++i) {
     const PassRecord& p = r.passes[i];
-    std::string name = two_digits(i + 1) + "_" + p.name + ".kir";
+    const std::string name = two_digits(i + 1) + "_" + p.name + (p.graph ? ".kir" : ".txt");
     std::ostringstream head;
-    head << "// pass " << p.name << ": " << (p.changed ? "changed" : "unchanged") << ", " << p.ms
-         << " ms\n";
-    write_file_atomic((root / name).string(),
-                      p.changed ? head.str() + p.graph_text : head.str() + "unchanged\n");
+    if (p.graph)
+      head << "// pass " << p.name << ": " << (p.changed ? "changed" : "unchanged") << ", " << p.ms
+           << " ms\n";
+    else
+      head << "// schedule step " << p.name << ", " << p.ms << " ms\n";
+    io::write_file_durable((root / name).string(),
+                           p.changed ? head.str() + p.graph_text : head.str() + "unchanged\n");
   }
-  write_file_atomic((root / "fusion.txt").string(), r.fusion_text);
-  if (!r.schedule_text.empty())
-    write_file_atomic((root / "collectives.txt").string(), r.schedule_text);
-  write_file_atomic((root / "memory.txt").string(), memory_plan_str(r.memory));
 
   std::ostringstream sum;
   sum << "function " << function << "\n";
@@ -91,14 +76,14 @@ std::string write_dump(const std::string& dir, const std::string& function, cons
         << " B, writes " << info.bytes_written << " B, " << info.flops << " flops; compile "
         << a.compile_ms << " ms" << (a.from_disk_cache ? " (disk cache)" : "") << "\n";
     fs::path kd = root / "kernels";
-    if (!a.kernel_ir.empty()) write_file_atomic((kd / (info.name + ".kir")).string(), a.kernel_ir);
-    if (!a.llvm_ir.empty()) write_file_atomic((kd / (info.name + ".ll")).string(), a.llvm_ir);
-    if (!a.llvm_ir_opt.empty()) write_file_atomic((kd / (info.name + ".opt.ll")).string(), a.llvm_ir_opt);
-    if (!a.assembly.empty()) write_file_atomic((kd / (info.name + ".s")).string(), a.assembly);
-    if (!a.cuda_source.empty()) write_file_atomic((kd / (info.name + ".cu")).string(), a.cuda_source);
-    if (!a.ptx.empty()) write_file_atomic((kd / (info.name + ".ptx")).string(), a.ptx);
+    if (!a.kernel_ir.empty()) io::write_file_durable((kd / (info.name + ".kir")).string(), a.kernel_ir);
+    if (!a.llvm_ir.empty()) io::write_file_durable((kd / (info.name + ".ll")).string(), a.llvm_ir);
+    if (!a.llvm_ir_opt.empty()) io::write_file_durable((kd / (info.name + ".opt.ll")).string(), a.llvm_ir_opt);
+    if (!a.assembly.empty()) io::write_file_durable((kd / (info.name + ".s")).string(), a.assembly);
+    if (!a.cuda_source.empty()) io::write_file_durable((kd / (info.name + ".cu")).string(), a.cuda_source);
+    if (!a.ptx.empty()) io::write_file_durable((kd / (info.name + ".ptx")).string(), a.ptx);
   }
-  write_file_atomic((root / "summary.txt").string(), sum.str());
+  io::write_file_durable((root / "summary.txt").string(), sum.str());
   return root.string();
 }
 

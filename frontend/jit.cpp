@@ -448,7 +448,8 @@ std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool
         for (size_t j = 0; j < wrt.size(); ++j)
           if (from_k[wrt[j].node]) e->wrt_reached_by[j].push_back(e->seeded[k]);
       }
-      std::vector<Value> grads = build_gradients(st.builder, roots, seeds_v, wrt);
+      std::vector<Value> grads =
+          build_gradients(st.builder, roots, seeds_v, wrt, detail::custom_function_vjp());
       e->saved_begin = st.graph.outputs.size();
       split_forward_backward(st.graph, forward_size, st.graph.outputs, seeds, grads, n_args,
                              e->arg_writes, &forward_graph, &backward_graph, &e->saved);

@@ -247,7 +247,8 @@ std::vector<Tensor> TraceState::backward(const std::vector<Tensor>& roots,
   }
   SourceLoc saved = builder.loc;
   builder.loc = loc;
-  std::vector<Value> grads_v = build_gradients(builder, root_vals, seed_vals, wrt_vals);
+  std::vector<Value> grads_v =
+      build_gradients(builder, root_vals, seed_vals, wrt_vals, detail::custom_function_vjp());
   builder.loc = saved;
 
   std::vector<Tensor> result;

@@ -62,7 +62,7 @@ struct OpInfo {
   const char* name;
   int arity;  // -1: variadic
   OpCategory category;
-  bool differentiable;  // has a VJP rule
+  bool differentiable;  // has a gradient: a VJP rule (ir/vjp.h), or for custom, user code
   bool costly;          // ops.def's `cost` column
   ScalarRule scalar;
 };

@@ -322,31 +322,12 @@ Grads vjp_matmul(Builder& b, const Node& n, Value out, Value g, const Needs& nee
           grad_for(b, n, needs, 1, [&](Value) { return b.matmul(b.transpose_last(x), g); })};
 }
 
-// ---- Custom ----
-
-// Single-result form of the custom hook, for callers of vjp_rule(custom):
-// the other results' gradients are zeros. The hook builds every operand's
-// gradient (it has no `needs`). The autodiff pass calls custom_vjp() itself,
-// with every result's gradient.
-Grads vjp_custom(Builder& b, const Node& n, Value out, Value g, const Needs&) {
-  const CustomVjp& hook = custom_vjp();
-  if (!hook) throw Error("custom function has no backward: no custom VJP hook is installed", n.loc);
-  std::vector<Value> outs, grads;
-  for (uint32_t i = 0; i < n.results.size(); ++i) {
-    const Value r(out.node, i);
-    outs.push_back(r);
-    grads.push_back(i == out.index ? g : b.zeros_like(r));
-  }
-  return hook(b, n, outs, grads);
-}
+// Custom nodes have a gradient, but not a rule here: build_gradients differentiates
+// them with its caller's CustomVjp (passes/autodiff.h), which runs user code.
+constexpr VjpRule vjp_custom = nullptr;
 
 // The table's `none` column entry.
 constexpr VjpRule vjp_none = nullptr;
-
-CustomVjp& custom_hook() {
-  static CustomVjp hook;
-  return hook;
-}
 
 }  // namespace
 
@@ -357,14 +338,6 @@ VjpRule vjp_rule(OpKind k) {
 #undef KILN_OP
   };
   return kRules[static_cast<size_t>(k)];
-}
-
-void set_custom_vjp(CustomVjp hook) {
-  custom_hook() = std::move(hook);
-}
-
-const CustomVjp& custom_vjp() {
-  return custom_hook();
 }
 
 }  // namespace kiln

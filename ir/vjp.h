@@ -23,12 +23,5 @@ using VjpRule = std::vector<Value> (*)(Builder& b, const Node& n, Value out, Val
 /// The rule for an op, or nullptr when it has none.
 VjpRule vjp_rule(OpKind k);
 
-/// Custom autograd functions register a hook that emits their backward; the
-/// frontend installs it (the IR knows only the function's id).
-using CustomVjp = std::function<std::vector<Value>(Builder& b, const Node& n,
-                                                   const std::vector<Value>& outs,
-                                                   const std::vector<Value>& grads)>;
-void set_custom_vjp(CustomVjp hook);
-const CustomVjp& custom_vjp();
 
 }  // namespace kiln

@@ -83,9 +83,10 @@ bool any_floating(const Node& n) {
 
 /// Operand gradients of a custom node: its hook gets every result with its
 /// gradient (zeros for results no output depends on).
-std::vector<Value> custom_grads(Builder& b, NodeId id, const Node& n, const GradMap& grads) {
-  const CustomVjp& hook = custom_vjp();
-  if (!hook) throw Error("custom function has no backward: no custom VJP hook is installed", n.loc);
+std::vector<Value> custom_grads(Builder& b, NodeId id, const Node& n, const GradMap& grads,
+                                const CustomVjp& hook) {
+  if (!hook)
+    throw Error("custom function has no backward: differentiated without a CustomVjp", n.loc);
   std::vector<Value> outs, result_grads;
   for (uint32_t i = 0; i < n.results.size(); ++i) {
     const Value r(id, i);
@@ -104,9 +105,9 @@ std::vector<Value> custom_grads(Builder& b, NodeId id, const Node& n, const Grad
 
 /// The gradients of node `id`'s operands (n is its copy), or an empty list when it has none.
 std::vector<Value> node_grads(Builder& b, NodeId id, const Node& n, const Paths& paths,
-                              const GradMap& grads) {
+                              const GradMap& grads, const CustomVjp& custom) {
   if (!any_floating(n)) return {};
-  if (n.op == OpKind::custom) return custom_grads(b, id, n, grads);
+  if (n.op == OpKind::custom) return custom_grads(b, id, n, grads, custom);
   const VjpRule rule = vjp_rule(n.op);
   const Value g = grads.get(Value(id, 0));
   if (!rule || !g) return {};
@@ -133,7 +134,8 @@ void check_value(const Graph& g, Value v, const char* what) {
 }  // namespace
 
 std::vector<Value> build_gradients(Builder& b, std::span<const Value> outputs,
-                                   std::span<const Value> seeds, std::span<const Value> wrt) {
+                                   std::span<const Value> seeds, std::span<const Value> wrt,
+                                   const CustomVjp& custom) {
   KILN_CHECK(outputs.size() == seeds.size(), "build_gradients: expected one seed per output (",
              outputs.size(), "), got ", seeds.size());
   for (Value v : outputs) check_value(b.graph(), v, "an output");
@@ -154,7 +156,7 @@ std::vector<Value> build_gradients(Builder& b, std::span<const Value> outputs,
     if (!paths.active(id)) continue;
     const Node n = b.graph().node(id);  // a copy: rules append to the graph
     LocScope at(b, n.loc);
-    const std::vector<Value> og = node_grads(b, id, n, paths, grads);
+    const std::vector<Value> og = node_grads(b, id, n, paths, grads, custom);
     if (og.empty()) continue;
     if (og.size() != n.operands.size()) {
       throw Error(std::string("VJP of ") + op_name(n.op) + ": expected " +
@@ -178,7 +180,7 @@ std::vector<Value> build_gradients(Builder& b, std::span<const Value> outputs,
   return result;
 }
 
-Graph autodiff(const Graph& g, std::span<const Value> wrt) {
+Graph autodiff(const Graph& g, std::span<const Value> wrt, const CustomVjp& custom) {
   Graph result = g;
   Builder b(result);
   int64_t next_index = 0;
@@ -189,7 +191,7 @@ Graph autodiff(const Graph& g, std::span<const Value> wrt) {
   for (size_t i = 0; i < g.outputs.size(); ++i) {
     seeds.push_back(b.arg(next_index + static_cast<int64_t>(i), g.type(g.outputs[i])));
   }
-  const std::vector<Value> grads = build_gradients(b, g.outputs, seeds, wrt);
+  const std::vector<Value> grads = build_gradients(b, g.outputs, seeds, wrt, custom);
   result.outputs.insert(result.outputs.end(), grads.begin(), grads.end());
   return result;
 }

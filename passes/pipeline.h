@@ -1,5 +1,6 @@
 // The pass pipeline: one straight, named list (DESIGN.md, "Passes").
-//   verify -> simplify -> fold_constants -> cse -> dce -> bucket_collectives -> (fusion planning)
+//   verify -> simplify -> fold_constants -> cse -> dce -> bucket_collectives, then the
+// schedule's steps (codegen/schedule.h: fusion ... accumulate).
 // With dumping on, the graph after each pass is kept (or marked unchanged),
 // with the time each pass took.
 #pragma once
@@ -16,6 +17,8 @@ struct PassRecord {
   bool changed = false;
   double ms = 0;
   std::string graph_text;  // the graph after the pass (only when recording)
+  /// False for the schedule's steps (codegen/schedule.h), whose text is not a graph.
+  bool graph = true;
 };
 
 struct PipelineOptions {

@@ -274,3 +274,31 @@ TEST_CASE("kernel info: name, sources, range, grain, bytes and flops") {
   CHECK(k.info.kind == GroupKind::Reduction);
   CHECK(k.info.nodes == std::vector<NodeId>{1, 2});
 }
+
+TEST_CASE("in_place_allowed: an output may overwrite an input read only where it is written") {
+  auto allowed = [](std::string_view ir) {
+    Graph g = parse_graph(ir);
+    FusionGroup grp = make_group(g, GroupKind::Elementwise, all_compute_nodes(g));
+    return in_place_allowed(g, grp, {{g.outputs[0], Value(1)}});
+  };
+  // An SGD step: p - 0.1 * grad reads p at the element it writes.
+  CHECK(allowed("%0 = arg {index=0} : f32[4,8]\n"
+                "%1 = param {index=0} : f32[4,8]\n"
+                "%2 = constant {value=0.1} : f32[4,8]\n"
+                "%3 = mul %0, %2 : f32[4,8]\n"
+                "%4 = sub %1, %3 : f32[4,8]\n"
+                "return %4\n"));
+  // p + p^T reads p at other elements too.
+  CHECK_FALSE(allowed("%0 = arg {index=0} : f32[4,4]\n"
+                      "%1 = param {index=0} : f32[4,4]\n"
+                      "%2 = permute %1 {perm=[1, 0]} : f32[4,4]\n"
+                      "%3 = add %1, %2 : f32[4,4]\n"
+                      "%4 = add %3, %0 : f32[4,4]\n"
+                      "return %4\n"));
+  // A different dtype cannot share the buffer.
+  CHECK_FALSE(allowed("%0 = arg {index=0} : f64[8]\n"
+                      "%1 = param {index=0} : f32[8]\n"
+                      "%2 = cast %1 {dtype=f64} : f64[8]\n"
+                      "%3 = add %2, %0 : f64[8]\n"
+                      "return %3\n"));
+}

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "codegen/cuda_codegen.h"
+#include "codegen/lower.h"
 #include "cuda_test_util.h"
 
 using namespace kiln;
@@ -136,6 +137,40 @@ TEST_CASE("matmul groups: the epilogue only, in place, and a lone matmul needs n
   CHECK(lone.source.empty());
   REQUIRE(lone.buffers.size() == 1);
   CHECK(lone.buffers[0] == mm2);
+}
+
+TEST_CASE("an output stored in place over an input goes through one pointer, not the read-only cache") {
+  // A parameter update p - 0.5 * grad stored over p, as the schedule plans it (p is an
+  // argument here, for the reference evaluation).
+  auto g = std::make_shared<Graph>();
+  Builder b(*g);
+  Value grad = b.arg(0, ty(DType::f32, {16, 33}));
+  Value p = b.arg(1, ty(DType::f32, {16, 33}));
+  Value y = b.sub(p, b.mul(grad, b.scalar_like(grad, 0.5)));
+  g->outputs = {y};
+  std::vector<Buf> vals = random_reference(*g, 9);
+  FusionGroup grp = make_group(*g, GroupKind::Elementwise, all_compute_nodes(*g));
+  REQUIRE(in_place_allowed(*g, grp, {{y, p}}));
+  CudaCodegenOptions opts;
+  opts.in_place = {{y, p}};
+  const CudaKernelSource k = generate_cuda_kernel(*g, grp, opts);
+  int32_t pi = -1;
+  for (size_t i = 0; i < k.buffers.size(); ++i)
+    if (k.buffers[i] == p) pi = int32_t(i);
+  REQUIRE(pi >= 0);
+  const std::string bp = "b" + std::to_string(pi);
+  CHECK(k.source.find("float* __restrict__ " + bp + " = (float*)") != std::string::npos);
+  CHECK(k.source.find("const float* __restrict__ " + bp) == std::string::npos);
+  CHECK(k.source.find("__ldg(" + bp) == std::string::npos);
+  // Emulated with p's buffer as both the input and the output.
+  Buf pbuf = make_buf(g->type(p));
+  std::memcpy(pbuf.data(), vals[p.node].data(), pbuf.storage->bytes());
+  std::vector<void*> ptrs;
+  for (Value v : k.buffers) ptrs.push_back(v == p || v == y ? pbuf.data() : vals[v.node].data());
+  CudaHostModule m({k.source});
+  m.launch(k, ptrs.data(), 0, k.launch.range);
+  CHECK(all_close(pbuf.view(), vals[y.node].view()));
+  if (!nvrtc_version().empty()) CHECK_NOTHROW(nvrtc_compile(k.source, k.name, 80, false));
 }
 
 TEST_CASE("groups made by plan_fusion: an MLP step with softmax and a loss") {

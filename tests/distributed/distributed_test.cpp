@@ -187,9 +187,9 @@ TEST_CASE("a traced data-parallel step is one plan whose buckets start before th
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / ("kiln_ddp_dump_" + std::to_string(::getpid()));
   step.dump(dir.string(), d.x, d.y);
-  fs::path found;  // <dir>/ddp_step/<signature>/collectives.txt
+  fs::path found;  // <dir>/ddp_step/<signature>/NN_collectives.txt
   for (const auto& e : fs::recursive_directory_iterator(dir))
-    if (e.path().filename() == "collectives.txt") found = e.path();
+    if (e.path().filename().string().ends_with("_collectives.txt")) found = e.path();
   std::ifstream in(found);
   REQUIRE(in.good());
   std::stringstream text;

@@ -303,7 +303,7 @@ TEST_CASE("build_gradients works on a graph being built") {
   CHECK(gx[1] == doctest::Approx(std::cos(-1.0) * -1.0 + std::sin(-1.0)));
 }
 
-TEST_CASE("custom nodes call the hook with every result and its gradient") {
+TEST_CASE("custom nodes call the caller's CustomVjp with every result and its gradient") {
   Graph g;
   Builder b(g);
   const Value x = b.arg(0, f64({3}));
@@ -312,19 +312,17 @@ TEST_CASE("custom nodes call the hook with every result and its gradient") {
       b.op_multi(OpKind::custom, {x}, Attrs{{AttrKey::fn, int64_t{7}}}, {f64({3}), f64({3})});
   g.outputs = {sum_all(b, b.mul(Value(call, 0), Value(call, 0)))};
 
-  const CustomVjp saved = custom_vjp();
   std::vector<Value> seen_outs, seen_grads;
-  set_custom_vjp([&](Builder& cb, const Node& n, const std::vector<Value>& outs,
-                     const std::vector<Value>& grads) {
+  const CustomVjp custom = [&](Builder& cb, const Node& n, const std::vector<Value>& outs,
+                               const std::vector<Value>& grads) {
     seen_outs = outs;
     seen_grads = grads;
     const Value x0 = n.operands[0];
     const Value d0 = cb.mul(grads[0], cb.scalar_like(grads[0], 2.0));
     const Value d1 = cb.mul(grads[1], cb.mul(x0, cb.scalar_like(x0, 2.0)));
     return std::vector<Value>{cb.add(d0, d1)};
-  });
-  Graph ad = autodiff(g, std::vector<Value>{x});
-  set_custom_vjp(saved);
+  };
+  Graph ad = autodiff(g, std::vector<Value>{x}, custom);
   verify(ad);
 
   REQUIRE(seen_outs.size() == 2);
@@ -350,18 +348,15 @@ TEST_CASE("custom nodes call the hook with every result and its gradient") {
   CHECK(values_of(out[1]) == std::vector<double>{8.0, -16.0, 4.0});
 }
 
-TEST_CASE("a custom node with no hook installed is an error naming its line") {
+TEST_CASE("a custom node differentiated without a CustomVjp is an error naming its line") {
   Graph g;
   Builder b(g);
   const Value x = b.arg(0, f64({3}));
   b.loc = SourceLoc("custom.cpp", 11);
   const NodeId call = b.op_multi(OpKind::custom, {x}, Attrs{{AttrKey::fn, int64_t{1}}}, {f64({3})});
   g.outputs = {sum_all(b, Value(call, 0))};
-  const CustomVjp saved = custom_vjp();
-  set_custom_vjp(nullptr);
   CHECK_THROWS_WITH_AS(autodiff(g, std::vector<Value>{x}), doctest::Contains("custom.cpp:11"),
                        Error);
-  set_custom_vjp(saved);
 }
 
 // ---- Second derivatives: autodiff applied to its own output ----

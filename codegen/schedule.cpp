@@ -1,0 +1,235 @@
+// The schedule's steps (see schedule.h), in order, each a function of the graph
+// and the schedule so far, with its text for dumps.
+#include "codegen/schedule.h"
+
+#include <algorithm>
+#include <chrono>
+#include <sstream>
+#include <unordered_set>
+
+#include "codegen/lower.h"
+
+namespace kiln {
+
+namespace {
+
+void fuse(const Graph& g, const ScheduleOptions& o, Schedule& s) {
+  FusionOptions f;
+  f.enabled = o.fusion;
+  s.groups = plan_fusion(g, f);
+}
+
+std::string fuse_str(const Graph& g, const Schedule& s) {
+  return fusion_plan_str(g, s.groups);
+}
+
+// A copy group of one permute that swaps the last two dims, read only by matmuls
+// and not an output: its readers read the untransposed value instead (so the
+// memory plan sees that value's true last use) and the copy goes.
+void fold_transposes(const Graph& g, const ScheduleOptions&, Schedule& s) {
+  std::vector<std::vector<NodeId>> users(g.size());
+  for (NodeId id = 0; id < g.size(); ++id)
+    for (Value o : g[id].operands) users[o.node].push_back(id);
+  std::vector<char> escapes(g.size(), 0);
+  for (Value v : g.outputs) escapes[v.node] = 1;
+  for (const ParamUpdate& u : g.updates) escapes[u.value.node] = 1;
+  for (const FusionGroup& grp : s.groups) {
+    if (grp.kind != GroupKind::Copy || grp.nodes.size() != 1) continue;
+    const Node& n = g[grp.nodes[0]];
+    if (n.op != OpKind::permute || escapes[grp.nodes[0]]) continue;
+    const auto& perm = n.attrs.ints(AttrKey::perm);
+    const int64_t rank = static_cast<int64_t>(perm.size());
+    bool last_two = rank >= 2 && perm[rank - 1] == rank - 2 && perm[rank - 2] == rank - 1;
+    for (int64_t d = 0; d + 2 < rank; ++d) last_two = last_two && perm[d] == d;
+    bool only_matmuls = !users[grp.nodes[0]].empty();
+    for (NodeId u : users[grp.nodes[0]]) only_matmuls = only_matmuls && g[u].op == OpKind::matmul;
+    if (last_two && only_matmuls) s.folded_transpose[Value(grp.nodes[0])] = n.operands[0];
+  }
+  std::vector<FusionGroup> kept;
+  for (FusionGroup& grp : s.groups) {
+    if (grp.kind == GroupKind::Copy && grp.nodes.size() == 1 &&
+        s.folded_transpose.count(Value(grp.nodes[0])))
+      continue;
+    std::vector<Value> inputs;
+    for (Value v : grp.inputs) {
+      auto f = s.folded_transpose.find(v);
+      const Value src = f == s.folded_transpose.end() ? v : f->second;
+      if (std::find(inputs.begin(), inputs.end(), src) == inputs.end()) inputs.push_back(src);
+    }
+    grp.inputs = std::move(inputs);
+    kept.push_back(std::move(grp));
+  }
+  s.groups = std::move(kept);
+}
+
+std::string fold_transposes_str(const Graph&, const Schedule& s) {
+  std::vector<std::pair<NodeId, NodeId>> folds;
+  for (const auto& [t, src] : s.folded_transpose) folds.push_back({t.node, src.node});
+  std::sort(folds.begin(), folds.end());
+  std::ostringstream os;
+  for (const auto& [t, src] : folds)
+    os << "%" << t << " = transpose of %" << src << ": matmuls read %" << src << " transposed\n";
+  if (folds.empty()) os << "no transposes folded\n";
+  return os.str();
+}
+
+void collectives(const Graph& g, const ScheduleOptions& o, Schedule& s) {
+  s.comm = schedule_collectives(g, s.groups, o.overlap_collectives);
+}
+
+std::string collectives_str(const Graph& g, const Schedule& s) {
+  const std::string t = collective_schedule_str(g, s.groups, s.comm);
+  return t.empty() ? "no collectives\n" : t;
+}
+
+void memory(const Graph& g, const ScheduleOptions&, Schedule& s) {
+  s.memory = plan_memory(g, s.groups);
+}
+
+std::string memory_str(const Graph&, const Schedule& s) {
+  return memory_plan_str(s.memory);
+}
+
+// A parameter update is written into the parameter's buffer (no copy per call)
+// when no later group reads the old value and the update is not also returned:
+// directly when its group does not read the parameter, else stored over it when
+// the group reads it only where it writes.
+void in_place(const Graph& g, const ScheduleOptions&, Schedule& s) {
+  const size_t n = s.groups.size();
+  s.direct.assign(n, {});
+  s.in_place.assign(n, {});
+  std::unordered_set<Value, ValueHash> returned;
+  for (Value v : g.outputs)
+    if (op_info(g[v.node].op).category != OpCategory::Input) returned.insert(v);
+  std::unordered_map<Value, int64_t, ValueHash> update_of;
+  for (const ParamUpdate& u : g.updates) update_of[u.value] = u.param;
+  std::unordered_map<int64_t, NodeId> param_node;
+  for (NodeId id : g.params()) param_node[g[id].attrs.i(AttrKey::index)] = id;
+  std::unordered_map<NodeId, size_t> last_reader;
+  for (size_t gi = 0; gi < n; ++gi)
+    for (Value v : s.groups[gi].inputs)
+      if (g[v.node].op == OpKind::param) last_reader[v.node] = gi;
+  // A parameter returned as is is read by the copy of the outputs, after every group.
+  for (Value v : g.outputs)
+    if (g[v.node].op == OpKind::param) last_reader[v.node] = n;
+  for (size_t gi = 0; gi < n; ++gi) {
+    const FusionGroup& grp = s.groups[gi];
+    if (grp.kind != GroupKind::Elementwise && grp.kind != GroupKind::Matmul) continue;
+    std::vector<std::pair<Value, Value>> pairs;
+    for (Value v : grp.outputs) {
+      auto u = update_of.find(v);
+      if (u == update_of.end() || returned.count(v)) continue;
+      const Value p(param_node.at(u->second));
+      auto lr = last_reader.find(p.node);
+      if (lr != last_reader.end() && lr->second > gi) continue;  // the old value is read later
+      const bool reads = std::find(grp.inputs.begin(), grp.inputs.end(), p) != grp.inputs.end();
+      (reads ? pairs : s.direct[gi]).push_back({v, p});
+    }
+    if (!pairs.empty() && in_place_allowed(g, grp, pairs)) s.in_place[gi] = std::move(pairs);
+  }
+}
+
+std::string in_place_str(const Graph&, const Schedule& s) {
+  std::ostringstream os;
+  for (size_t gi = 0; gi < s.groups.size(); ++gi) {
+    for (const auto& [v, p] : s.direct[gi])
+      os << "group " << gi << ": %" << v.node << " written into param %" << p.node << "\n";
+    for (const auto& [v, p] : s.in_place[gi])
+      os << "group " << gi << ": %" << v.node << " stored over param %" << p.node
+         << " (read only where written)\n";
+  }
+  const std::string t = os.str();
+  return t.empty() ? "no parameter updates in place\n" : t;
+}
+
+// True when a matmul group computes out = p - c * (a @ b) (or p + c * (a @ b)) for a
+// scalar constant c and nothing else: then BLAS computes it into p's buffer with
+// alpha = -c (or c) and beta = 1, and no epilogue kernel runs.
+bool accumulate_form(const Graph& g, const FusionGroup& grp, Value p, double* alpha) {
+  if (grp.outputs.size() != 1) return false;
+  const Value mv(grp.nodes.front());
+  const Node& out = g[grp.outputs[0].node];
+  const DType dt = out.type().dtype;
+  if ((dt != DType::f32 && dt != DType::f64) || g.type(mv) != out.type() || g.type(p) != out.type())
+    return false;
+  int computing = 0;
+  for (NodeId id : grp.nodes) computing += g[id].op != OpKind::constant;
+  if (computing != 3 || (out.op != OpKind::sub && out.op != OpKind::add)) return false;
+  if (!(out.operands[0] == p)) return false;
+  const Node& mul = g[out.operands[1].node];
+  if (mul.op != OpKind::mul || mul.type() != out.type()) return false;
+  const int which = mul.operands[0] == mv ? 1 : mul.operands[1] == mv ? 0 : -1;
+  if (which < 0) return false;
+  const Node& c = g[mul.operands[which].node];
+  if (c.op != OpKind::constant) return false;
+  const double v = c.attrs.f(AttrKey::value);
+  *alpha = out.op == OpKind::sub ? -v : v;
+  return true;
+}
+
+void accumulate(const Graph& g, const ScheduleOptions&, Schedule& s) {
+  s.accumulate.assign(s.groups.size(), std::nullopt);
+  for (size_t gi = 0; gi < s.groups.size(); ++gi) {
+    double alpha = 0;
+    if (s.groups[gi].kind == GroupKind::Matmul && s.in_place[gi].size() == 1 &&
+        accumulate_form(g, s.groups[gi], s.in_place[gi][0].second, &alpha))
+      s.accumulate[gi] = alpha;
+  }
+}
+
+std::string accumulate_str(const Graph&, const Schedule& s) {
+  std::ostringstream os;
+  for (size_t gi = 0; gi < s.groups.size(); ++gi)
+    if (s.accumulate[gi])
+      os << "group " << gi << ": %" << s.in_place[gi][0].second.node << " += " << *s.accumulate[gi]
+         << " * matmul %" << s.groups[gi].nodes.front() << " (one BLAS call, beta = 1)\n";
+  const std::string t = os.str();
+  return t.empty() ? "no accumulating matmuls\n" : t;
+}
+
+struct Step {
+  const char* name;
+  void (*run)(const Graph&, const ScheduleOptions&, Schedule&);
+  std::string (*str)(const Graph&, const Schedule&);
+};
+
+constexpr Step kSteps[] = {
+    {"fusion", fuse, fuse_str},
+    {"fold_transposes", fold_transposes, fold_transposes_str},
+    {"collectives", collectives, collectives_str},
+    {"memory", memory, memory_str},
+    {"in_place", in_place, in_place_str},
+    {"accumulate", accumulate, accumulate_str},
+};
+
+}  // namespace
+
+Schedule schedule_graph(const Graph& g, const ScheduleOptions& opts, std::vector<PassRecord>* log,
+                        bool record) {
+  Schedule s;
+  for (const Step& step : kSteps) {
+    const auto start = std::chrono::steady_clock::now();
+    step.run(g, opts, s);
+    const auto stop = std::chrono::steady_clock::now();
+    if (!log) continue;
+    PassRecord r;
+    r.name = step.name;
+    r.graph = false;
+    r.changed = true;
+    r.ms = std::chrono::duration<double, std::milli>(stop - start).count();
+    if (record) r.graph_text = step.str(g, s);
+    log->push_back(std::move(r));
+  }
+  return s;
+}
+
+const std::vector<std::string>& schedule_step_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const Step& s : kSteps) v.push_back(s.name);
+    return v;
+  }();
+  return names;
+}
+
+}  // namespace kiln

@@ -1,0 +1,88 @@
+// The schedule (codegen/schedule.h): its steps in order, stated on IR text.
+#include <doctest/doctest.h>
+
+#include "codegen/schedule.h"
+#include "ir/parser.h"
+
+using namespace kiln;
+
+namespace {
+
+Schedule scheduled(std::string_view ir, std::vector<PassRecord>* log = nullptr) {
+  return schedule_graph(parse_graph(ir), {}, log, /*record=*/true);
+}
+
+}  // namespace
+
+TEST_CASE("the schedule's steps run in order and print for dumps") {
+  std::vector<PassRecord> log;
+  scheduled(
+      "%0 = arg {index=0} : f32[8]\n"
+      "%1 = exp %0 : f32[8]\n"
+      "return %1\n",
+      &log);
+  REQUIRE(log.size() == schedule_step_names().size());
+  CHECK(schedule_step_names() == std::vector<std::string>{"fusion", "fold_transposes",
+                                                          "collectives", "memory", "in_place",
+                                                          "accumulate"});
+  for (size_t i = 0; i < log.size(); ++i) {
+    CHECK(log[i].name == schedule_step_names()[i]);
+    CHECK_FALSE(log[i].graph);
+    CHECK_FALSE(log[i].graph_text.empty());
+  }
+  CHECK(log[1].graph_text == "no transposes folded\n");
+  CHECK(log[4].graph_text == "no parameter updates in place\n");
+}
+
+TEST_CASE("an SGD update is stored over its parameter, which the kernel reads where it writes") {
+  std::vector<PassRecord> log;
+  const Schedule s = scheduled(
+      "%0 = arg {index=0} : f32[4,8]\n"
+      "%1 = param {index=0} : f32[4,8]\n"
+      "%2 = constant {value=0.5} : f32[4,8]\n"
+      "%3 = mul %0, %2 : f32[4,8]\n"
+      "%4 = sub %1, %3 : f32[4,8]\n"
+      "update 0 = %4\n",
+      &log);
+  REQUIRE(s.groups.size() == 1);
+  REQUIRE(s.in_place[0].size() == 1);
+  CHECK(s.in_place[0][0] == std::pair<Value, Value>{Value(4), Value(1)});
+  CHECK(s.direct[0].empty());
+  CHECK_FALSE(s.accumulate[0]);
+  CHECK(log[4].graph_text == "group 0: %4 stored over param %1 (read only where written)\n");
+}
+
+TEST_CASE("an update that reads its parameter transposed keeps a copy") {
+  const Schedule s = scheduled(
+      "%0 = param {index=0} : f32[4,4]\n"
+      "%1 = permute %0 {perm=[1, 0]} : f32[4,4]\n"
+      "%2 = add %0, %1 : f32[4,4]\n"
+      "update 0 = %2\n");
+  for (const auto& pairs : s.in_place) CHECK(pairs.empty());
+}
+
+TEST_CASE("P - c * (a @ b) stored over P is one accumulating matmul; a transpose feeding it folds") {
+  std::vector<PassRecord> log;
+  const Schedule s = scheduled(
+      "%0 = arg {index=0} : f32[4,3]\n"
+      "%1 = arg {index=1} : f32[5,3]\n"
+      "%2 = param {index=0} : f32[4,5]\n"
+      "%3 = permute %1 {perm=[1, 0]} : f32[3,5]\n"
+      "%4 = matmul %0, %3 : f32[4,5]\n"
+      "%5 = constant {value=0.25} : f32[4,5]\n"
+      "%6 = mul %4, %5 : f32[4,5]\n"
+      "%7 = sub %2, %6 : f32[4,5]\n"
+      "update 0 = %7\n",
+      &log);
+  CHECK(s.folded_transpose.at(Value(3)) == Value(1));
+  for (const FusionGroup& g : s.groups) CHECK(g.kind != GroupKind::Copy);
+  size_t mm = s.groups.size();
+  for (size_t i = 0; i < s.groups.size(); ++i)
+    if (s.groups[i].kind == GroupKind::Matmul) mm = i;
+  REQUIRE(mm < s.groups.size());
+  REQUIRE(s.accumulate[mm]);
+  CHECK(*s.accumulate[mm] == -0.25);
+  CHECK(log[1].graph_text == "%3 = transpose of %1: matmuls read %1 transposed\n");
+  CHECK(log[5].graph_text == "group " + std::to_string(mm) +
+                                 ": %2 += -0.25 * matmul %4 (one BLAS call, beta = 1)\n");
+}

@@ -70,7 +70,7 @@ def main():
     xu = torch.randn(1 << 24)
     unary = {"exp": torch.exp, "log": torch.log, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt,
              "sin": torch.sin, "cos": torch.cos, "tanh": torch.tanh, "sigmoid": torch.sigmoid,
-             "gelu": torch.nn.functional.gelu}
+             "gelu": torch.nn.functional.gelu, "erf": torch.erf}
     torch_unary_ms = {name: best_ms(lambda f=f: f(xu), 10) for name, f in unary.items()}
 
     bench = sys.argv[1] if len(sys.argv) > 1 else "build/bench/bench_train"

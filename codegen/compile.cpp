@@ -10,7 +10,6 @@
 #include <unordered_map>
 
 #include "codegen/gpu_compile.h"
-#include "codegen/lower.h"
 #include "codegen/schedule.h"
 #include "passes/collectives.h"
 #include "passes/pipeline.h"

@@ -7,7 +7,6 @@
 
 #include <bit>
 #include <chrono>
-#include <cstdio>
 #include <mutex>
 #include <optional>
 #include <unordered_map>

@@ -314,10 +314,14 @@ class Emitter {
         return bin("/");
       case ScalarOp::imod:
         return bin("%");
-      default:
+#define KILN_CUDA_MATH_CASE(k, name) case ScalarOp::k:
+#define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp, cost, scalar) \
+  KILN_SCALAR_MATH(KILN_CUDA_MATH_CASE, name, scalar)
+#include "ir/ops.def"
+#undef KILN_OP
+#undef KILN_CUDA_MATH_CASE
         // The table's math ops: kiln_<op> in cuda_math.cpp.
-        if (kir::is_float_only(d.op)) return cat("kiln_", kir::scalar_op_name(d.op), "(", a(0), ")");
-        break;
+        return cat("kiln_", kir::scalar_op_name(d.op), "(", a(0), ")");
     }
     throw Error(cat("CUDA backend: no C for kernel IR op ", kir::scalar_op_name(d.op)));
   }

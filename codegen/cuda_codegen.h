@@ -37,7 +37,7 @@ std::string literal(DType t, double f, int64_t i);
 
 /// CUDA C text of the device helpers every generated kernel uses: wrap-around
 /// integer arithmetic, safe integer division and powers, NaN-propagating max/min,
-/// sigmoid and gelu, accumulator updates and block-wide reductions built on warp
+/// the op table's math ops (kiln_exp, ..., kiln_gelu), accumulator updates and block-wide reductions built on warp
 /// shuffles. Guarded by KILN_CUDA_HELPERS so several kernels can share one
 /// translation unit.
 const char* cuda_device_helpers();

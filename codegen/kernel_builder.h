@@ -43,6 +43,8 @@ class KernelBuilder {
   ValueId acc_value(int32_t acc);
   ValueId cast(ValueId x, DType to);
   ValueId unary(ScalarOp op, ValueId x);
+  /// pow with a constant exponent of 0..4 (and -1, -2 for floats) becomes
+  /// multiplications (and a division); pow on bool becomes a || !b.
   ValueId binary(ScalarOp op, ValueId a, ValueId b);
   ValueId select(ValueId c, ValueId a, ValueId b);
 

@@ -49,10 +49,6 @@ const ScalarOpInfo& info(ScalarOp op) {
   return kScalarOps[static_cast<size_t>(op)];
 }
 
-int arity(ScalarOp op) {
-  return info(op).arity;
-}
-
 std::string const_str(const ValueDef& d) {
   if (is_floating(d.type)) return float_str(d.fimm);
   if (d.type == DType::b8) return d.iimm ? "true" : "false";
@@ -144,7 +140,7 @@ class Printer {
             os_ << " acc" << v.ref;
             break;
           default:
-            for (int i = 0; i < arity(v.op); ++i) os_ << (i ? ", %" : " %") << v.args[i];
+            for (int i = 0; i < scalar_op_arity(v.op); ++i) os_ << (i ? ", %" : " %") << v.args[i];
         }
         os_ << " : " << dtype_name(v.type) << "\n";
         break;
@@ -223,7 +219,7 @@ class Verifier {
     check(id >= 0 && id < ValueId(k_.values.size()), "let of unknown value %", id);
     check(defined_[id] == 0, "value %", id, " defined twice");
     const ValueDef& d = k_.values[id];
-    const int n = arity(d.op);
+    const int n = scalar_op_arity(d.op);
     for (int i = 0; i < n; ++i) use(d.args[i]);
     std::ostringstream w;
     w << "%" << id << " (" << scalar_op_name(d.op) << ")";

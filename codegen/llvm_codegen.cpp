@@ -463,9 +463,14 @@ class Emitter {
         return b_.CreateUDiv(arg(0), arg(1));
       case ScalarOp::imod:
         return b_.CreateURem(arg(0), arg(1));
-      default:
-        if (kir::is_float_only(d.op)) return llvm_math::math(b_, d.op, arg(0));
-        break;
+#define KILN_LLVM_MATH_CASE(k, name) case ScalarOp::k:
+#define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp, cost, scalar) \
+  KILN_SCALAR_MATH(KILN_LLVM_MATH_CASE, name, scalar)
+#include "ir/ops.def"
+#undef KILN_OP
+#undef KILN_LLVM_MATH_CASE
+        // The table's math ops: llvm_math.cpp's scalar math.
+        return llvm_math::math(b_, d.op, arg(0));
     }
     throw Error(std::string("CPU backend: no lowering for kernel IR op ") +
                 std::string(kir::scalar_op_name(d.op)));

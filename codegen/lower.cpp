@@ -88,7 +88,6 @@ class Lowering {
              ") has no compiled kernel; the runtime runs it");
     }
     kir::Kernel k = kb_.take();
-    check_alias(k);
     kir::verify_kernel(k);
     return k;
   }
@@ -681,7 +680,6 @@ class Lowering {
              ") cannot overwrite the matmul result (", dtype_name(mm.dtype), shape_str(mm.shape),
              ")");
       out0.alias = 0;
-      aliases_.push_back({bufs[0], 0, kNoValue});
     }
     for (const auto& [out_v, in_v] : opts_.in_place) {
       if (grp_.kind != GroupKind::Elementwise && grp_.kind != GroupKind::Matmul)
@@ -695,7 +693,6 @@ class Lowering {
       if (ob.dtype != ib.dtype || ob.numel() != ib.numel())
         fail("an in-place output differs from its input in dtype or size");
       ob.alias = in->second;
-      aliases_.push_back({bufs[size_t(o - outs.begin())], in->second, kNoValue});
     }
 
     Coords base;
@@ -742,19 +739,8 @@ class Lowering {
       } else {
         kb_.store(bufs[k], idx, vals[k]);
       }
-      for (Alias& a : aliases_)
-        if (bufs[k] == a.out) a.index = idx;
     }
     if (mode_ == Mode::rows) kb_.end_loop();
-  }
-
-  // An output computed in place must read its input only at the element it writes.
-  void check_alias(const kir::Kernel& k) {
-    for (const Alias& a : aliases_)
-      for (const kir::ValueDef& d : k.values)
-        if (d.op == ScalarOp::load && d.ref == a.in && d.args[0] != a.index)
-          fail("the kernel reads buffer ", a.in,
-               " at other elements than it writes in place, so it cannot run in place");
   }
 
   const Graph& g_;
@@ -769,19 +755,14 @@ class Lowering {
   RowSpace rs_;
   ValueId row_ = kNoValue;  // the outer index of a reduction kernel
   std::vector<ValueId> row_dims_;
-  struct Alias {
-    int32_t out;     // output buffer stored in place
-    int32_t in;      // the input buffer it is stored in
-    ValueId index;   // the index its store uses
-  };
-  std::vector<Alias> aliases_;
   int delinearized_ = 0;
 };
 
 }  // namespace
 
-kir::Kernel lower_group(const Graph& g, const FusionGroup& group, const LowerOptions& opts) {
-  if (group.nodes.empty()) throw Error("cannot lower an empty fusion group");
+namespace {
+
+kir::Kernel lower_in_mode(const Graph& g, const FusionGroup& group, const LowerOptions& opts) {
   if (group.kind == GroupKind::Reduction) return Lowering(g, group, opts, Mode::flat).run();
   Lowering flat(g, group, opts, Mode::flat);
   kir::Kernel k = flat.run();
@@ -793,6 +774,19 @@ kir::Kernel lower_group(const Graph& g, const FusionGroup& group, const LowerOpt
     if (widest && widest->shape.size() >= 2 && widest->shape.back() >= kMinInnerExtent)
       return Lowering(g, group, opts, Mode::rows).run();
   }
+  return k;
+}
+
+}  // namespace
+
+kir::Kernel lower_group(const Graph& g, const FusionGroup& group, const LowerOptions& opts) {
+  if (group.nodes.empty()) throw Error("cannot lower an empty fusion group");
+  kir::Kernel k = lower_in_mode(g, group, opts);
+  for (size_t i = 0; i < k.buffers.size(); ++i)
+    if (k.buffers[i].alias >= 0 && !reads_only_where_written(k, int32_t(i), k.buffers[i].alias))
+      throw Error("the kernel reads buffer " + std::to_string(k.buffers[i].alias) +
+                      " at other elements than it writes in place, so it cannot run in place",
+                  g[group.nodes.front()].loc);
   return k;
 }
 

@@ -38,11 +38,17 @@ struct LowerOptions {
 /// lowered (opaque groups, random ops, reductions used at another row).
 kir::Kernel lower_group(const Graph& g, const FusionGroup& group, const LowerOptions& opts = {});
 
+/// Whether kernel k reads buffer `in` only at the element it stores output buffer
+/// `out` to (one store, every load of `in` at that index). lower_group requires it
+/// of every output it stores in place (Buffer::alias).
+bool reads_only_where_written(const kir::Kernel& k, int32_t out, int32_t in);
+
 /// Whether every (output, input) pair of `pairs` can be lowered in place
 /// (LowerOptions::in_place): the group is elementwise or a matmul epilogue, the
 /// output has its input's dtype and size, and the kernel reads the input only at
 /// the element it stores the output to. Decided from the kernel's index values
-/// (codegen/lower_in_place.cpp); throws only where lowering the group throws.
+/// (reads_only_where_written on the kernel lower_group returns, so the two agree);
+/// throws only where lowering the group throws.
 bool in_place_allowed(const Graph& g, const FusionGroup& group,
                       const std::vector<std::pair<Value, Value>>& pairs);
 

@@ -1,5 +1,6 @@
 // Whether a group's outputs can be stored over its inputs (lower.h,
-// in_place_allowed): read off the kernel that lowering writes.
+// in_place_allowed, reads_only_where_written): read off the kernel that
+// lowering writes.
 #include <algorithm>
 
 #include "codegen/lower.h"
@@ -24,6 +25,17 @@ void store_indices(const std::vector<kir::Stmt>& body, int32_t b, std::vector<ki
 
 }  // namespace
 
+bool reads_only_where_written(const kir::Kernel& k, int32_t out, int32_t in) {
+  // Index values are hash-consed: one store index, and every load of the input
+  // at exactly that value, means each element is read where it is written.
+  std::vector<kir::ValueId> stores;
+  store_indices(k.body, out, &stores);
+  if (stores.size() != 1) return false;
+  for (const kir::ValueDef& d : k.values)
+    if (d.op == kir::ScalarOp::load && d.ref == in && d.args[0] != stores[0]) return false;
+  return true;
+}
+
 bool in_place_allowed(const Graph& g, const FusionGroup& group,
                       const std::vector<std::pair<Value, Value>>& pairs) {
   if (group.kind != GroupKind::Elementwise && group.kind != GroupKind::Matmul) return false;
@@ -33,13 +45,7 @@ bool in_place_allowed(const Graph& g, const FusionGroup& group,
     if (ob < 0 || ib < 0) return false;
     if (k.buffers[ob].dtype != k.buffers[ib].dtype || k.buffers[ob].numel() != k.buffers[ib].numel())
       return false;
-    // Index values are hash-consed: one store index, and every load of the input
-    // at exactly that value, means each element is read where it is written.
-    std::vector<kir::ValueId> stores;
-    store_indices(k.body, ob, &stores);
-    if (stores.size() != 1) return false;
-    for (const kir::ValueDef& d : k.values)
-      if (d.op == kir::ScalarOp::load && d.ref == ib && d.args[0] != stores[0]) return false;
+    if (!reads_only_where_written(k, ob, ib)) return false;
   }
   return true;
 }

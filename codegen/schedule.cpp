@@ -167,13 +167,21 @@ bool accumulate_form(const Graph& g, const FusionGroup& grp, Value p, double* al
   return true;
 }
 
+// P + alpha (a @ b) into P's buffer, unless a or b is P itself (or its folded
+// transpose): BLAS must not read an operand it writes.
 void accumulate(const Graph& g, const ScheduleOptions&, Schedule& s) {
   s.accumulate.assign(s.groups.size(), std::nullopt);
+  auto source = [&](Value v) {
+    auto f = s.folded_transpose.find(v);
+    return f == s.folded_transpose.end() ? v : f->second;
+  };
   for (size_t gi = 0; gi < s.groups.size(); ++gi) {
+    if (s.groups[gi].kind != GroupKind::Matmul || s.in_place[gi].size() != 1) continue;
+    const Value p = s.in_place[gi][0].second;
+    const Node& mm = g[s.groups[gi].nodes.front()];
+    if (source(mm.operands[0]) == p || source(mm.operands[1]) == p) continue;
     double alpha = 0;
-    if (s.groups[gi].kind == GroupKind::Matmul && s.in_place[gi].size() == 1 &&
-        accumulate_form(g, s.groups[gi], s.in_place[gi][0].second, &alpha))
-      s.accumulate[gi] = alpha;
+    if (accumulate_form(g, s.groups[gi], p, &alpha)) s.accumulate[gi] = alpha;
   }
 }
 

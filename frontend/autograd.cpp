@@ -78,7 +78,6 @@ std::vector<Value> custom_backward_vjp(Builder& b, const Node& n, const std::vec
   return result;
 }
 
-
 // ---- backward ----
 
 // Tape nodes reachable from the roots, in topological order (producers first).

@@ -1,11 +1,8 @@
 // Dump writer (see dump.h).
 #include "frontend/dump.h"
 
-#include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
-#include <unistd.h>
 
 #include "codegen/compile.h"
 #include "ir/printer.h"

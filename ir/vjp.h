@@ -3,7 +3,6 @@
 // gradient graph is optimised, fused and differentiated again like any other.
 #pragma once
 
-#include <functional>
 #include <vector>
 
 #include "ir/builder.h"
@@ -22,6 +21,5 @@ using VjpRule = std::vector<Value> (*)(Builder& b, const Node& n, Value out, Val
 
 /// The rule for an op, or nullptr when it has none.
 VjpRule vjp_rule(OpKind k);
-
 
 }  // namespace kiln

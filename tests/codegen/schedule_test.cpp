@@ -58,7 +58,30 @@ TEST_CASE("an update that reads its parameter transposed keeps a copy") {
       "%1 = permute %0 {perm=[1, 0]} : f32[4,4]\n"
       "%2 = add %0, %1 : f32[4,4]\n"
       "update 0 = %2\n");
+  REQUIRE_FALSE(s.groups.empty());
   for (const auto& pairs : s.in_place) CHECK(pairs.empty());
+  for (const auto& pairs : s.direct) CHECK(pairs.empty());
+}
+
+TEST_CASE("P - c * (P @ X) is not accumulated into P, nor is a lone matmul of P stored over P") {
+  // BLAS must not read an operand it writes: the epilogue alone may run in place.
+  const Schedule s = scheduled(
+      "%0 = arg {index=0} : f32[4,4]\n"
+      "%1 = param {index=0} : f32[4,4]\n"
+      "%2 = matmul %1, %0 : f32[4,4]\n"
+      "%3 = constant {value=0.5} : f32[4,4]\n"
+      "%4 = mul %2, %3 : f32[4,4]\n"
+      "%5 = sub %1, %4 : f32[4,4]\n"
+      "update 0 = %5\n");
+  REQUIRE_FALSE(s.groups.empty());
+  for (const auto& a : s.accumulate) CHECK_FALSE(a);
+  const Schedule lone = scheduled(
+      "%0 = arg {index=0} : f32[4,4]\n"
+      "%1 = param {index=0} : f32[4,4]\n"
+      "%2 = matmul %1, %0 : f32[4,4]\n"
+      "update 0 = %2\n");
+  REQUIRE_FALSE(lone.groups.empty());
+  for (const auto& pairs : lone.in_place) CHECK(pairs.empty());
 }
 
 TEST_CASE("P - c * (a @ b) stored over P is one accumulating matmul; a transpose feeding it folds") {

@@ -357,3 +357,26 @@ TEST_CASE("a new batch size shares the kernels that do not depend on it; stats s
   CHECK(s.find("CPU kernels: median ") != std::string::npos);
   CHECK(s.find("machine code") != std::string::npos);
 }
+
+// BLAS must not accumulate into a matrix it reads: w -= 0.5 * (w @ x) keeps the
+// epilogue's copy (or in-place epilogue), never one accumulating call into w.
+TEST_CASE("an update that reads its parameter through a matmul matches eager") {
+  manual_seed(3);
+  // Large enough that BLAS works in blocks (an aliased call goes wrong there).
+  Tensor x = randn({384, 384}, TensorOptions().dtype(kFloat64)) * 0.05;
+  Tensor w_eager = randn({384, 384}, TensorOptions().dtype(kFloat64));
+  Tensor w_traced = w_eager.clone();
+  auto step = [](Tensor& w, const Tensor& x) {
+    NoGradGuard no_grad;
+    w.sub_(w.matmul(x) * 0.5);
+  };
+  auto f = jit([&](Tensor x) {
+    step(w_traced, x);
+    return w_traced.sum();
+  });
+  for (int i = 0; i < 3; ++i) {
+    step(w_eager, x);
+    f(x);
+  }
+  CHECK(allclose(w_traced, w_eager, 1e-10, 1e-10));
+}

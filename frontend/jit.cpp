@@ -268,90 +268,6 @@ std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
   return e;
 }
 
-namespace {
-
-bool is_traced_custom(const Node& n) {
-  return n.op == OpKind::custom && n.attrs.has(AttrKey::name) && n.attrs.str(AttrKey::name) == "traced";
-}
-
-// A traced custom function's node stands for its forward's results once
-// autodiff has used its backward: replace it by them.
-Graph strip_traced_custom(const Graph& g) {
-  bool any = false;
-  for (const Node& n : g.nodes()) any = any || is_traced_custom(n);
-  if (!any) return g;
-  Graph out;
-  ValueMap m(g);
-  for (NodeId id = 0; id < g.size(); ++id) {
-    const Node& n = g[id];
-    if (is_traced_custom(n)) {
-      size_t n_in = n.operands.size() - n.results.size();
-      for (uint32_t i = 0; i < n.results.size(); ++i) m.set(Value(id, i), m(n.operands[n_in + i]));
-    } else {
-      copy_node(g, id, out, m);
-    }
-  }
-  copy_outputs(g, out, m);
-  return out;
-}
-
-// Splits a graph holding a forward (nodes [0, forward_size)) and its gradient
-// nodes into a forward graph that also returns what the gradient nodes read,
-// and a backward graph taking (args, saved values, seeds) to the gradients.
-void split_forward_backward(const Graph& full, size_t forward_size, const std::vector<Value>& outs,
-                            const std::vector<NodeId>& seeds, const std::vector<Value>& grads,
-                            int64_t n_args, const std::vector<std::pair<int64_t, size_t>>& arg_writes,
-                            Graph* fwd, Graph* bwd, size_t* n_saved) {
-  auto is_seed = [&](NodeId id) { return std::find(seeds.begin(), seeds.end(), id) != seeds.end(); };
-  // A parameter or argument the forward updates in place no longer holds, when
-  // the backward runs, the value the forward read: the backward gets that value saved.
-  auto updated = [&](const Node& n) {
-    if (n.op == OpKind::arg)
-      return std::any_of(arg_writes.begin(), arg_writes.end(),
-                         [&](const auto& w) { return w.first == n.attrs.i(AttrKey::index); });
-    if (n.op != OpKind::param) return false;
-    for (const ParamUpdate& u : full.updates)
-      if (u.param == n.attrs.i(AttrKey::index)) return true;
-    return false;
-  };
-  std::vector<Value> saved;
-  for (NodeId id = static_cast<NodeId>(forward_size); id < full.size(); ++id) {
-    if (is_seed(id)) continue;
-    for (Value o : full[id].operands) {
-      if (o.node >= forward_size) continue;
-      OpCategory c = op_info(full[o.node].op).category;
-      if ((c == OpCategory::Input && !updated(full[o.node])) || c == OpCategory::Creation) continue;
-      if (std::find(saved.begin(), saved.end(), o) == saved.end()) saved.push_back(o);
-    }
-  }
-  ValueMap fm(full);
-  for (NodeId id = 0; id < forward_size; ++id) copy_node(full, id, *fwd, fm);
-  for (Value v : outs) fwd->outputs.push_back(fm(v));
-  for (Value v : saved) fwd->outputs.push_back(fm(v));
-  for (const ParamUpdate& u : full.updates) fwd->updates.push_back({u.param, fm(u.value)});
-
-  ValueMap bm(full);
-  Builder bb(*bwd);
-  for (NodeId id = 0; id < forward_size; ++id) {
-    const Node& n = full[id];
-    // Every parameter keeps its slot; uses of an updated one read the saved value.
-    if (n.op == OpKind::arg || n.op == OpKind::param || op_info(n.op).category == OpCategory::Creation)
-      copy_node(full, id, *bwd, bm);
-  }
-  for (size_t k = 0; k < saved.size(); ++k) {
-    bb.loc = full[saved[k].node].loc;
-    bm.set(saved[k], bb.arg(n_args + static_cast<int64_t>(k), full.type(saved[k])));
-  }
-  for (size_t i = 0; i < seeds.size(); ++i)
-    bm.set(Value(seeds[i]), bb.arg(n_args + static_cast<int64_t>(saved.size() + i), full[seeds[i]].type()));
-  for (NodeId id = static_cast<NodeId>(forward_size); id < full.size(); ++id)
-    if (!is_seed(id)) copy_node(full, id, *bwd, bm);
-  for (Value g : grads) bwd->outputs.push_back(bm(g));
-  *n_saved = saved.size();
-}
-
-}  // namespace
-
 std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool artifacts,
                                                      bool dynamic, bool record_only) {
   auto e = std::make_unique<Entry>();
@@ -451,8 +367,13 @@ std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool
       std::vector<Value> grads =
           build_gradients(st.builder, roots, seeds_v, wrt, detail::custom_function_vjp());
       e->saved_begin = st.graph.outputs.size();
-      split_forward_backward(st.graph, forward_size, st.graph.outputs, seeds, grads, n_args,
-                             e->arg_writes, &forward_graph, &backward_graph, &e->saved);
+      std::vector<int64_t> written_args;
+      for (const auto& w : e->arg_writes) written_args.push_back(w.first);
+      ForwardBackward split = split_forward_backward(st.graph, forward_size, st.graph.outputs,
+                                                     seeds, grads, n_args, written_args);
+      forward_graph = std::move(split.forward);
+      backward_graph = std::move(split.backward);
+      e->saved = split.saved;
       for (Value g : backward_graph.outputs) e->backward_out_types.push_back(backward_graph.type(g));
       for (size_t k = e->saved_begin; k < forward_graph.outputs.size(); ++k)
         e->out_types.push_back(forward_graph.type(forward_graph.outputs[k]));

@@ -39,4 +39,28 @@ std::vector<Value> build_gradients(Builder& b, std::span<const Value> outputs,
 /// outputs followed by one gradient per `wrt` value.
 Graph autodiff(const Graph& g, std::span<const Value> wrt, const CustomVjp& custom = {});
 
+/// A traced training function split in two, as JAX splits a VJP: the forward runs
+/// now, the backward when backward() is called.
+struct ForwardBackward {
+  Graph forward;     // returns `outs`, then the `saved` values; applies full's updates
+  Graph backward;    // args: the forward's args, then the saved values, then the seeds
+  size_t saved = 0;  // how many values the forward saves for the backward
+};
+
+/// Splits `full`, a forward (nodes [0, forward_size)) followed by its gradient
+/// nodes (build_gradients with `seeds`, giving `grads`), in two. The forward saves
+/// every forward value a gradient node reads, except graph inputs and creation
+/// ops, which the backward has itself; a parameter the forward updates, or an
+/// argument it writes (`written_args`), is saved too, as the backward must see
+/// the value the forward read. The backward's args are numbered from `n_args`.
+ForwardBackward split_forward_backward(const Graph& full, size_t forward_size,
+                                       std::span<const Value> outs, std::span<const NodeId> seeds,
+                                       std::span<const Value> grads, int64_t n_args,
+                                       std::span<const int64_t> written_args);
+
+/// Replaces each traced custom-function node (attribute name "traced"; its operands
+/// are its inputs, then its forward's results) by its forward's results, once
+/// autodiff has run the function's own backward.
+Graph strip_traced_custom(const Graph& g);
+
 }  // namespace kiln

@@ -9,6 +9,7 @@
 
 #include "grad_check.h"
 #include "ir/parser.h"
+#include "ir/printer.h"
 #include "ir/vjp.h"
 
 namespace kiln::test {
@@ -427,6 +428,37 @@ TEST_CASE("Hessian-vector product of a small MLP loss matches finite differences
         return b.div(sum_all(b, b.mul(e, e)), b.scalar_like(e, 10.0));
       }};
   check_gradients(c, /*seed=*/3);
+}
+
+TEST_CASE("split_forward_backward saves what the gradient reads, and an updated parameter's old value") {
+  // loss = sum(exp(x * w)); then w is updated in place to w - 1. The gradient
+  // reads exp's result and, through d(x*w)/dx = w, the parameter's old value.
+  Graph g;
+  Builder b(g);
+  const Value x = b.arg(0, f64({3}));
+  const Value w = b.param(0, f64({3}), "w");
+  const Value e = b.unary(OpKind::exp, b.mul(x, w));
+  const Value loss = sum_all(b, e);
+  g.updates.push_back({0, b.sub(w, b.scalar_like(w, 1.0))});
+  g.outputs = {loss};
+  const size_t forward_size = g.size();
+  const Value seed = b.arg(1, g.type(loss));
+  const std::vector<Value> grads = build_gradients(b, std::vector<Value>{loss},
+                                                   std::vector<Value>{seed}, std::vector<Value>{x});
+  const ForwardBackward fb = split_forward_backward(g, forward_size, g.outputs,
+                                                    std::vector<NodeId>{seed.node}, grads,
+                                                    /*n_args=*/1, std::vector<int64_t>{});
+  verify(fb.forward);
+  verify(fb.backward);
+  CHECK(fb.saved == 2);  // exp's result and w's old value
+  REQUIRE(fb.forward.outputs.size() == 1 + fb.saved);
+  CHECK(fb.forward.updates.size() == 1);
+  CHECK(fb.backward.outputs.size() == 1);
+  // The backward's args: x, the saved values, then the seed.
+  CHECK(fb.backward.args().size() == 1 + fb.saved + 1);
+  CHECK(fb.backward.updates.empty());
+  // Nothing to strip: no traced custom function.
+  CHECK(print_graph(strip_traced_custom(fb.forward)) == print_graph(fb.forward));
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "frontend/device_ops.h"
 #include "frontend/dump.h"
 #include "frontend/jit_entry.h"
+#include "frontend/run_plan.h"
 #include "frontend/serialize.h"
 #include "frontend/settings.h"
 #include "frontend/function.h"
@@ -421,79 +422,6 @@ std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool
 
 namespace {
 
-// A dense buffer on t's device holding t's elements (t itself when already dense).
-std::shared_ptr<TensorImpl> dense_input(const Tensor& t, SourceLoc where) {
-  const TensorImpl& i = *t.impl();
-  if (is_contiguous(i.type.shape, i.strides)) return t.impl_ptr();
-  auto d = make_dense(i.type);
-  device_copy(i.view(), *d, where);
-  return d;
-}
-
-// Runs a plan on tensors: dense inputs, parameters by reference, fresh outputs.
-std::vector<Tensor> run_plan(const Plan& plan, const Graph& g, const std::vector<Tensor>& args,
-                             const std::vector<std::shared_ptr<TensorImpl>>& params,
-                             const std::vector<TensorType>& out_types, const std::string& name,
-                             SourceLoc where) {
-  std::vector<std::shared_ptr<TensorImpl>> keep;
-  void* arg_stack[16];
-  std::vector<void*> arg_heap;
-  void** argp = arg_stack;
-  if (args.size() > 16) {
-    arg_heap.resize(args.size());
-    argp = arg_heap.data();
-  }
-  for (size_t i = 0; i < args.size(); ++i) {
-    auto d = dense_input(args[i], where);
-    argp[i] = d->view().data;
-    if (d != args[i].impl_ptr()) keep.push_back(std::move(d));
-  }
-  std::vector<void*> pp(params.size());
-  std::vector<NodeId> pnodes = g.params();
-  for (size_t i = 0; i < params.size(); ++i) {
-    TensorImpl& p = *params[i];
-    const TensorType& want = g.type(Value(pnodes.at(i)));
-    if (p.type != want)
-      throw Error("traced function '" + name + "': a captured tensor changed type from " + want.str() +
-                      " to " + p.type.str() + " since it was traced",
-                  where);
-    if (is_contiguous(p.type.shape, p.strides)) {
-      pp[i] = p.view().data;
-      continue;
-    }
-    for (auto& u : g.updates)
-      if (u.param == static_cast<int64_t>(i))
-        throw Error("traced function '" + name +
-                        "' updates a captured tensor that is not contiguous (expected a dense "
-                        "tensor; call contiguous() on it before tracing)",
-                    where);
-    auto d = dense_input(Tensor(params[i]), where);
-    pp[i] = d->view().data;
-    keep.push_back(std::move(d));
-  }
-  std::vector<Tensor> outs;
-  void* out_stack[16];
-  std::vector<void*> out_heap;
-  void** outp = out_stack;
-  if (out_types.size() > 16) {
-    out_heap.resize(out_types.size());
-    outp = out_heap.data();
-  }
-  outs.reserve(out_types.size());
-  for (size_t i = 0; i < out_types.size(); ++i) {
-    auto impl = make_dense(out_types[i]);
-    outp[i] = impl->view().data;
-    outs.emplace_back(std::move(impl));
-  }
-  execute_plan(plan, argp, pp.data(), outp);
-  for (auto& u : g.updates) params[static_cast<size_t>(u.param)]->buffer->version++;
-  return outs;
-}
-
-}  // namespace
-
-namespace {
-
 // Writes a gradient back as eager backward() would have: into .grad of a leaf,
 // or on through the eager ops that computed the tensor.
 void add_grad(const Tensor& arg, const GradWriteback& w, const std::vector<Tensor>& outs) {
@@ -523,7 +451,8 @@ std::vector<Tensor> TracedCore::run(Entry& e, const TraceArgs& args) {
                       "gradient, not the sum eager mode gives (expected an argument without .grad(); "
                       "clear it with set_grad(Tensor()) before the call, or capture the tensor instead)",
                   where_);
-  std::vector<Tensor> all = run_plan(*e.plan, e.traced, args.tensors, e.params, e.out_types, name_, where_);
+  std::vector<Tensor> all = detail::run_plan(*e.plan, e.traced, args.tensors, e.params, e.out_types, "traced function",
+                       name_, where_);
   for (const auto& [a, o] : e.arg_writes) {
     TensorImpl& t = *args.tensors[static_cast<size_t>(a)].impl();
     device_copy(all[o].impl()->view(), t, where_);
@@ -579,7 +508,8 @@ std::vector<Tensor> TracedCore::run(Entry& e, const TraceArgs& args) {
       bool given = i < grads.size() && grads[i].defined();
       bargs.push_back(given ? grads[i] : zeros(t.shape, TensorOptions(t.dtype).device(t.device)));
     }
-    std::vector<Tensor> result = run_plan(*bwd->get(), bwd->graph(), bargs, params, out_types, name, where);
+    std::vector<Tensor> result = detail::run_plan(*bwd->get(), bwd->graph(), bargs, params, out_types,
+                                                "traced function", name, where);
     for (size_t j = 0; j < result.size() && j < reached_by.size(); ++j)
       if (std::none_of(reached_by[j].begin(), reached_by[j].end(),
                        [&](size_t o) { return o < grads.size() && grads[o].defined(); }))

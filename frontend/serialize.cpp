@@ -11,6 +11,7 @@
 #include "frontend/autograd.h"
 #include "frontend/settings.h"
 #include "frontend/jit.h"
+#include "frontend/run_plan.h"
 #include "frontend/tensor_impl.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
@@ -479,8 +480,6 @@ std::vector<Tensor> LoadedFunction::operator()(const std::vector<Tensor>& args) 
   KILN_CHECK(args.size() == s.arg_types.size(), s.origin, ": expected ", s.arg_types.size(),
              " arguments (", types_str(), "), got ", args.size());
   NoGradGuard no_grad;
-  std::vector<Tensor> dense(args.size());
-  std::vector<void*> argp(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
     const Tensor& t = args[i];
     KILN_CHECK(t.defined(), s.origin, ": argument ", i, " is an undefined tensor");
@@ -490,8 +489,6 @@ std::vector<Tensor> LoadedFunction::operator()(const std::vector<Tensor>& args) 
     KILN_CHECK(have == s.arg_types[i], s.origin, ": argument ", i, " is ", have.str(),
                ", expected ", s.arg_types[i].str(),
                " (a saved graph runs only on the argument types it was traced with)");
-    dense[i] = t.is_contiguous() ? t : t.detach().contiguous();
-    argp[i] = dense[i].impl()->view().data;
   }
   std::shared_ptr<Plan> plan;
   {
@@ -505,19 +502,10 @@ std::vector<Tensor> LoadedFunction::operator()(const std::vector<Tensor>& args) 
     }
     plan = s.plan;
   }
-  std::vector<void*> paramp(s.params.size());
-  for (size_t i = 0; i < s.params.size(); ++i) paramp[i] = s.params[i].impl()->view().data;
-  std::vector<Tensor> outs;
-  std::vector<void*> outp;
-  for (const TensorType& t : s.out_types) {
-    auto impl = make_dense(t);
-    outp.push_back(impl->view().data);
-    outs.emplace_back(std::move(impl));
-  }
-  execute_plan(*plan, argp.data(), paramp.data(), outp.data());
-  for (const ParamUpdate& u : s.graph.updates)
-    s.params[static_cast<size_t>(u.param)].impl()->buffer->version++;
-  return outs;
+  std::vector<std::shared_ptr<TensorImpl>> params;
+  for (const Tensor& p : s.params) params.push_back(p.impl_ptr());
+  return detail::run_plan(*plan, s.graph, args, params, s.out_types, "loaded graph", s.origin,
+                          SourceLoc{});
 }
 
 LoadedFunction load(const std::string& path) {

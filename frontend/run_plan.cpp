@@ -1,0 +1,86 @@
+// run_plan (see run_plan.h): tensors in, the plan run, tensors out.
+#include "frontend/run_plan.h"
+
+#include "frontend/device_ops.h"
+#include "frontend/tensor_impl.h"
+#include "runtime/plan.h"
+
+namespace kiln::detail {
+
+namespace {
+
+// A dense buffer on t's device holding t's elements (t itself when already dense).
+std::shared_ptr<TensorImpl> dense_input(const Tensor& t, SourceLoc where) {
+  const TensorImpl& i = *t.impl();
+  if (is_contiguous(i.type.shape, i.strides)) return t.impl_ptr();
+  auto d = make_dense(i.type);
+  device_copy(i.view(), *d, where);
+  return d;
+}
+
+}  // namespace
+
+std::vector<Tensor> run_plan(const Plan& plan, const Graph& g, const std::vector<Tensor>& args,
+                             const std::vector<std::shared_ptr<TensorImpl>>& params,
+                             const std::vector<TensorType>& out_types, const char* kind,
+                             const std::string& name, SourceLoc where) {
+  std::vector<std::shared_ptr<TensorImpl>> keep;
+  void* arg_stack[16];
+  std::vector<void*> arg_heap;
+  void** argp = arg_stack;
+  if (args.size() > 16) {
+    arg_heap.resize(args.size());
+    argp = arg_heap.data();
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    auto d = dense_input(args[i], where);
+    argp[i] = d->view().data;
+    if (d != args[i].impl_ptr()) keep.push_back(std::move(d));
+  }
+  std::vector<void*> pp(params.size());
+  // Each parameter's type in g, by its index.
+  std::vector<const TensorType*> traced_type(params.size(), nullptr);
+  for (NodeId id : g.params()) {
+    const int64_t index = g[id].attrs.i(AttrKey::index);
+    if (index >= 0 && size_t(index) < params.size()) traced_type[size_t(index)] = &g[id].type();
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    TensorImpl& p = *params[i];
+    if (traced_type[i] && p.type != *traced_type[i])
+      throw Error(std::string(kind) + " '" + name + "': a captured tensor changed type from " +
+                      traced_type[i]->str() + " to " + p.type.str() + " since it was traced",
+                  where);
+    if (is_contiguous(p.type.shape, p.strides)) {
+      pp[i] = p.view().data;
+      continue;
+    }
+    for (auto& u : g.updates)
+      if (u.param == static_cast<int64_t>(i))
+        throw Error(std::string(kind) + " '" + name +
+                        "' updates a captured tensor that is not contiguous (expected a dense "
+                        "tensor; call contiguous() on it before tracing)",
+                    where);
+    auto d = dense_input(Tensor(params[i]), where);
+    pp[i] = d->view().data;
+    keep.push_back(std::move(d));
+  }
+  std::vector<Tensor> outs;
+  void* out_stack[16];
+  std::vector<void*> out_heap;
+  void** outp = out_stack;
+  if (out_types.size() > 16) {
+    out_heap.resize(out_types.size());
+    outp = out_heap.data();
+  }
+  outs.reserve(out_types.size());
+  for (size_t i = 0; i < out_types.size(); ++i) {
+    auto impl = make_dense(out_types[i]);
+    outp[i] = impl->view().data;
+    outs.emplace_back(std::move(impl));
+  }
+  execute_plan(plan, argp, pp.data(), outp);
+  for (auto& u : g.updates) params[static_cast<size_t>(u.param)]->buffer->version++;
+  return outs;
+}
+
+}  // namespace kiln::detail

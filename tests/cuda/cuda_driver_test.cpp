@@ -9,7 +9,7 @@
 #include <set>
 #include <sstream>
 
-#include "gpu_test_util.h"
+#include "cuda_device_util.h"
 #include "runtime/allocator.h"
 #include "runtime/storage.h"
 

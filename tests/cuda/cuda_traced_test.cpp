@@ -8,7 +8,7 @@
 
 #include <unistd.h>
 
-#include "gpu_test_util.h"
+#include "cuda_device_util.h"
 
 using namespace kiln;
 using namespace kiln::test;

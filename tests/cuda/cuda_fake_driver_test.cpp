@@ -1,4 +1,4 @@
-// The host side of the CUDA path against a fake driver (tests/gpu/fake): the
+// The host side of the CUDA path against a fake driver (tests/cuda/fake): the
 // loader resolves it through cuGetProcAddress, tensors move to and from
 // "device" memory (host memory here), the caching allocator reuses blocks,
 // eager ops and traced functions compile with NVRTC for the fake sm_90,
@@ -10,7 +10,7 @@
 
 #include "codegen/cuda_backend.h"
 #include "frontend/device_ops.h"
-#include "gpu_test_util.h"
+#include "cuda_device_util.h"
 #include "runtime/allocator.h"
 #include "runtime/storage.h"
 

@@ -2,7 +2,7 @@
 // elementwise ops with broadcasting and views, reductions, matmul through
 // cuBLAS, in-place updates, autograd. Each test skips without a GPU.
 #include "frontend/device_ops.h"
-#include "gpu_test_util.h"
+#include "cuda_device_util.h"
 #include "runtime/allocator.h"
 
 using namespace kiln;

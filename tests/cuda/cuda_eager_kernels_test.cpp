@@ -5,7 +5,7 @@
 
 #include "codegen/cuda_backend.h"
 #include "frontend/device_ops.h"
-#include "gpu_test_util.h"
+#include "cuda_device_util.h"
 #include "passes/pipeline.h"
 
 using namespace kiln;

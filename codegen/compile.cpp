@@ -9,7 +9,7 @@
 #include <optional>
 #include <unordered_map>
 
-#include "codegen/gpu_compile.h"
+#include "codegen/cuda_compile.h"
 #include "codegen/schedule.h"
 #include "passes/collectives.h"
 #include "passes/pipeline.h"
@@ -189,9 +189,9 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
   const Graph g = run_pipeline(input, popts, &r.passes);
   r.pipeline_ms = ms_since(t0);
   r.optimized = g;
-  // A graph on a CUDA device compiles its groups with the CUDA backend (gpu_compile.h).
+  // A graph on a CUDA device compiles its groups with the CUDA backend (cuda_compile.h).
   const Device device = graph_device(g);
-  const int arch = device.is_cuda() ? gpu_arch(device) : 0;
+  const int arch = device.is_cuda() ? cuda_arch(device) : 0;
   r.target = device.is_cuda() ? device.str() + " " + cuda::device_info(device.index).str() : "";
 
   auto t1 = std::chrono::steady_clock::now();
@@ -254,7 +254,7 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
     plan->temp_bytes.push_back(g.type(v).bytes());
     return slots.add(PlanSlot::Temp, tid, g.type(v), v);
   };
-  GpuGroupContext gpu{g, opts, device, arch, [&](Value v) { return slots.at(v, g); }, temp_slot,
+  CudaGroupContext gpu{g, opts, device, arch, [&](Value v) { return slots.at(v, g); }, temp_slot,
                       folded_transpose};
   // A matmul operand: its slot, or its untransposed source's with the transpose flag set.
   auto slot_of_operand = [&](Value v, bool* trans) {
@@ -315,7 +315,7 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
                       "' in a traced function (run it eagerly, outside the trace)",
                   g[grp.nodes.front()].loc);
     if (device.is_cuda()) {
-      add_gpu_group_steps(gpu, grp, sched.in_place[gi], *plan, r);
+      add_cuda_group_steps(gpu, grp, sched.in_place[gi], *plan, r);
       continue;
     }
     if (accumulate[gi]) {

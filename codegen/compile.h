@@ -60,7 +60,7 @@ CpuCompileOptions cpu_compile_options(const CompileOptions& opts);
 
 /// Compiles a graph for the device its values live on: the CPU (LLVM kernels,
 /// OpenBLAS), or a CUDA device (NVRTC kernels for the device's architecture,
-/// cuBLAS; see gpu_compile.h). Returns null with record_kernels_only. Throws kiln::Error (with the user's source line)
+/// cuBLAS; see cuda_compile.h). Returns null with record_kernels_only. Throws kiln::Error (with the user's source line)
 /// when a node cannot be compiled, when the graph mixes devices, or when CUDA is unavailable.
 std::shared_ptr<Plan> compile_graph(const Graph& g, const CompileOptions& opts,
                                     CompileReport* report = nullptr);

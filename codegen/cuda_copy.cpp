@@ -7,7 +7,7 @@
 #include <unordered_map>
 
 #include "codegen/cuda_backend.h"
-#include "codegen/gpu_compile.h"
+#include "codegen/cuda_compile.h"
 #include "ir/error.h"
 #include "runtime/cuda_driver.h"
 
@@ -77,7 +77,7 @@ int collapse(const Shape& shape, const Strides& src, const Strides& dst, CopyArg
 void* copy_kernel(size_t elem_bytes, int device, const std::string& cache_dir) {
   static std::mutex mu;
   static std::unordered_map<int, std::string> images;  // by architecture
-  int arch = gpu_arch(Device(kCUDA, device));
+  int arch = cuda_arch(Device(kCUDA, device));
   std::string image;
   {
     std::lock_guard<std::mutex> lock(mu);

@@ -14,7 +14,7 @@
 #include "codegen/compile.h"
 #include "codegen/cuda_backend.h"
 #include "codegen/cuda_copy.h"
-#include "codegen/gpu_compile.h"
+#include "codegen/cuda_compile.h"
 #include "frontend/device_ops.h"
 #include "frontend/jit.h"
 #include "frontend/settings.h"

@@ -80,11 +80,11 @@ void release(Staging& s, int device) {
   s.busy = false;
 }
 
-void launch_on(void* fn, const GpuLaunch& l, int64_t range, void* dev_buffers, int device) {
+void launch_on(void* fn, const CudaLaunchSpec& l, int64_t range, void* dev_buffers, int device) {
   if (range <= 0) return;
   const cuda::DeviceInfo& info = cuda::device_info(device);
-  const int64_t per_sm = l.kind == GpuLaunch::BlockPerRow ? 8 : 32;
-  int64_t blocks = l.kind == GpuLaunch::BlockPerRow ? range : (range + l.block - 1) / l.block;
+  const int64_t per_sm = l.kind == CudaLaunchSpec::BlockPerRow ? 8 : 32;
+  int64_t blocks = l.kind == CudaLaunchSpec::BlockPerRow ? range : (range + l.block - 1) / l.block;
   blocks = std::clamp<int64_t>(blocks, 1, std::max<int64_t>(info.sm_count, 1) * per_sm);
   long long begin = 0, end = range;
   void* params[] = {&dev_buffers, &begin, &end};
@@ -109,13 +109,13 @@ void execute_cuda_plan(const Plan& plan, void* const* args, void* const* params,
   // Every kernel's buffer list, in one upload.
   size_t entries = 0;
   for (const PlanStep& step : plan.steps)
-    if (step.kind == PlanStep::GpuKernel) entries += step.slots.size();
+    if (step.kind == PlanStep::CudaKernel) entries += step.slots.size();
   Staging* staging = nullptr;
   if (entries) {
     staging = &acquire(entries * sizeof(void*), device);
     auto* table = static_cast<void**>(staging->host);
     for (const PlanStep& step : plan.steps)
-      if (step.kind == PlanStep::GpuKernel)
+      if (step.kind == PlanStep::CudaKernel)
         for (int32_t s : step.slots) *table++ = ptr[static_cast<size_t>(s)];
     cuda::copy_to_device(staging->dev, staging->host, entries * sizeof(void*), device);
   }
@@ -146,12 +146,12 @@ void execute_cuda_plan(const Plan& plan, void* const* args, void* const* params,
         case PlanStep::CollectiveWait:
           comms.wait(step);
           break;
-        case PlanStep::GpuKernel:
-          launch_on(step.gpu_fn, step.launch, step.range,
+        case PlanStep::CudaKernel:
+          launch_on(step.cuda_fn, step.launch, step.range,
                     static_cast<void**>(staging->dev) + offset, device);
           offset += step.slots.size();
           break;
-        case PlanStep::GpuMatmul: {
+        case PlanStep::CudaMatmul: {
           const PlanSlot& a = plan.slots[static_cast<size_t>(step.slots[0])];
           const PlanSlot& b = plan.slots[static_cast<size_t>(step.slots[1])];
           const PlanSlot& o = plan.slots[static_cast<size_t>(step.slots[2])];

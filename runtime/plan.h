@@ -32,7 +32,7 @@ struct PlanSlot {
 };
 
 /// How a GPU kernel is launched (mirrors codegen's CudaLaunch).
-struct GpuLaunch {
+struct CudaLaunchSpec {
   enum Kind : uint8_t {
     GridStride,   // any grid; each thread strides over [begin, end)
     BlockPerRow,  // one block per outer-loop iteration
@@ -49,26 +49,26 @@ struct PlanStep {
   /// CollectiveStart: packs the inputs of plan.collectives[collective] and hands
   /// them to the communication thread (runtime/collective.h); the plan goes on.
   /// CollectiveWait: waits for it and writes the results into their slots.
-  enum Kind : uint8_t { Kernel, Matmul, GpuKernel, GpuMatmul, IndexCheck, CollectiveStart, CollectiveWait };
+  enum Kind : uint8_t { Kernel, Matmul, CudaKernel, CudaMatmul, IndexCheck, CollectiveStart, CollectiveWait };
   Kind kind = Kernel;
   std::string name;
   CpuKernelFn fn = nullptr;      // Kernel
   /// Kernel: a kernel template's run-time parameters (sizes, constants), passed
   /// after the buffer pointers; empty for a kernel compiled for its sizes.
   std::vector<int64_t> params;
-  int64_t range = 1, grain = 1;  // Kernel, GpuKernel: outer loop (and CPU chunk size)
-  /// Kernel, GpuKernel: arguments in order; Matmul, GpuMatmul: a, b, out
-  /// (GpuMatmul with a bias: a, b, out, bias).
+  int64_t range = 1, grain = 1;  // Kernel, CudaKernel: outer loop (and CPU chunk size)
+  /// Kernel, CudaKernel: arguments in order; Matmul, CudaMatmul: a, b, out
+  /// (CudaMatmul with a bias: a, b, out, bias).
   std::vector<int32_t> slots;
-  /// Matmul, GpuMatmul: operand a (b) is read transposed in its last two dims
+  /// Matmul, CudaMatmul: operand a (b) is read transposed in its last two dims
   /// (BLAS does it; no copy): its slot holds the untransposed value.
   bool trans_a = false, trans_b = false;
   /// Matmul: out = alpha * (a @ b) + beta * out (beta 1: accumulate into out, e.g. an
   /// SGD update w - lr * (x^T @ g) written straight into w).
   double alpha = 1, beta = 0;
-  void* gpu_fn = nullptr;  // GpuKernel: the loaded kernel (a CUfunction)
-  GpuLaunch launch;        // GpuKernel
-  /// GpuMatmul: cuBLASLt applies relu (after the bias, when slots has one) to the product.
+  void* cuda_fn = nullptr;  // CudaKernel: the loaded kernel (a CUfunction)
+  CudaLaunchSpec launch;    // CudaKernel
+  /// CudaMatmul: cuBLASLt applies relu (after the bias, when slots has one) to the product.
   bool relu = false;
   int64_t high = 0;      // IndexCheck: the exclusive bound
   std::string check_op;  // IndexCheck: the op the user called ("cross_entropy")

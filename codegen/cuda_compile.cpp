@@ -1,5 +1,5 @@
-// The CUDA half of the compile driver (see gpu_compile.h).
-#include "codegen/gpu_compile.h"
+// The CUDA half of the compile driver (see cuda_compile.h).
+#include "codegen/cuda_compile.h"
 
 #include <chrono>
 
@@ -95,12 +95,12 @@ Device graph_device(const Graph& g) {
   return dev;
 }
 
-int gpu_arch(Device device) {
+int cuda_arch(Device device) {
   cuda::require("compiling for CUDA", device.index);
   return cuda::device_info(device.index).arch();
 }
 
-void add_gpu_group_steps(const GpuGroupContext& ctx, const FusionGroup& grp,
+void add_cuda_group_steps(const CudaGroupContext& ctx, const FusionGroup& grp,
                          const std::vector<std::pair<Value, Value>>& in_place, Plan& plan,
                          CompileReport& r) {
   const Graph& g = ctx.g;
@@ -114,7 +114,7 @@ void add_gpu_group_steps(const GpuGroupContext& ctx, const FusionGroup& grp,
     const NodeId mm_id = grp.nodes.front();
     const Node& mm = g[mm_id];
     PlanStep step;
-    step.kind = PlanStep::GpuMatmul;
+    step.kind = PlanStep::CudaMatmul;
     auto operand = [&](Value v, bool* trans) {
       auto f = ctx.folded_transpose.find(v);
       *trans = f != ctx.folded_transpose.end();
@@ -152,12 +152,12 @@ void add_gpu_group_steps(const GpuGroupContext& ctx, const FusionGroup& grp,
       nvrtc_compile(src.source, src.name, ctx.arch, /*want_cubin=*/true, ctx.opts.cache_dir);
   std::string image = bin.cubin.empty() ? bin.ptx : std::string(bin.cubin.begin(), bin.cubin.end());
   PlanStep step;
-  step.kind = PlanStep::GpuKernel;
+  step.kind = PlanStep::CudaKernel;
   step.name = info.name;
-  step.gpu_fn = cuda::load_function(image, src.name, ctx.device.index);
+  step.cuda_fn = cuda::load_function(image, src.name, ctx.device.index);
   step.range = src.launch.range;
   step.launch.kind =
-      src.launch.kind == CudaLaunch::BlockPerRow ? GpuLaunch::BlockPerRow : GpuLaunch::GridStride;
+      src.launch.kind == CudaLaunch::BlockPerRow ? CudaLaunchSpec::BlockPerRow : CudaLaunchSpec::GridStride;
   step.launch.block = src.launch.block;
   step.launch.shared_bytes = src.launch.shared_bytes;
   for (Value v : src.buffers) step.slots.push_back(ctx.slot_of(v));

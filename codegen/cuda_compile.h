@@ -13,7 +13,7 @@
 namespace kiln {
 
 /// What compile_graph hands the CUDA backend for each group.
-struct GpuGroupContext {
+struct CudaGroupContext {
   const Graph& g;
   const CompileOptions& opts;
   Device device;
@@ -29,7 +29,7 @@ struct GpuGroupContext {
 /// Appends the steps of one group to `plan`, and their records (kernel info,
 /// artifacts, values written) to `r`.
 /// `in_place`: the group's outputs stored over its inputs (in_place_allowed).
-void add_gpu_group_steps(const GpuGroupContext& ctx, const FusionGroup& grp,
+void add_cuda_group_steps(const CudaGroupContext& ctx, const FusionGroup& grp,
                          const std::vector<std::pair<Value, Value>>& in_place, Plan& plan,
                          CompileReport& r);
 
@@ -39,6 +39,6 @@ Device graph_device(const Graph& g);
 
 /// The architecture (e.g. 90 for sm_90) kernels for `device` are compiled for:
 /// the device's own compute capability. Throws when CUDA is unavailable.
-int gpu_arch(Device device);
+int cuda_arch(Device device);
 
 }  // namespace kiln

@@ -46,6 +46,148 @@ struct SlotTable {
   }
 };
 
+// A matmul operand's slot, or its untransposed source's with the transpose flag set.
+int32_t operand_slot(const Graph& g, const Schedule& sched, const SlotTable& slots, Value v,
+                     bool* trans) {
+  auto f = sched.folded_transpose.find(v);
+  *trans = f != sched.folded_transpose.end();
+  return slots.at(*trans ? f->second : v, g);
+}
+
+// The plan's slots: arguments and parameters by index, graph outputs computed by
+// a group in the caller's buffers, parameter updates in the parameters' own
+// buffers (the schedule's in_place step), every other group output in its
+// memory-plan buffer.
+void assign_slots(const Graph& g, const Schedule& sched, SlotTable& slots, Plan& plan) {
+  for (NodeId id : g.args()) {
+    int64_t idx = g[id].attrs.i(AttrKey::index);
+    slots.add(PlanSlot::Arg, idx, g[id].type(), Value(id));
+    plan.num_args = std::max(plan.num_args, idx + 1);
+  }
+  for (NodeId id : g.params()) {
+    int64_t idx = g[id].attrs.i(AttrKey::index);
+    slots.add(PlanSlot::Param, idx, g[id].type(), Value(id));
+    plan.num_params = std::max(plan.num_params, idx + 1);
+  }
+  // Graph outputs computed by a group are written straight into the caller's buffers.
+  std::unordered_map<Value, int64_t, ValueHash> output_pos;
+  for (size_t i = 0; i < g.outputs.size(); ++i) {
+    Value v = g.outputs[i];
+    if (op_info(g[v.node].op).category == OpCategory::Input || output_pos.count(v)) continue;
+    output_pos[v] = static_cast<int64_t>(i);
+  }
+  // Parameter updates written into the parameters' own buffers (the schedule's in_place step).
+  for (size_t gi = 0; gi < sched.groups.size(); ++gi) {
+    for (const auto& [v, p] : sched.direct[gi]) slots.of[v] = slots.at(p, g);
+    for (const auto& [v, p] : sched.in_place[gi]) slots.of[v] = slots.at(p, g);
+  }
+
+  plan.temp_bytes = sched.memory.buffer_bytes;
+  for (size_t gi = 0; gi < sched.groups.size(); ++gi) {
+    const FusionGroup& grp = sched.groups[gi];
+    for (size_t oi = 0; oi < grp.outputs.size(); ++oi) {
+      Value v = grp.outputs[oi];
+      if (slots.of.count(v)) continue;
+      auto pos = output_pos.find(v);
+      if (pos != output_pos.end())
+        slots.add(PlanSlot::Output, pos->second, g.type(v), v);
+      else
+        slots.add(PlanSlot::Temp, sched.memory.group_output_buffer[gi][oi], g.type(v), v);
+    }
+  }
+}
+
+// P - c * (a @ b) stored over P: one BLAS call accumulating into P's buffer.
+void add_accumulate_step(const Graph& g, const Schedule& sched, const FusionGroup& grp, double alpha,
+                         const SlotTable& slots, Plan& plan, CompileReport& r) {
+  const Node& mm = g[grp.nodes.front()];
+  PlanStep step;
+  step.kind = PlanStep::Matmul;
+  step.name = "k" + std::to_string(grp.nodes.front()) + "_matmul_accumulate";
+  step.slots = {operand_slot(g, sched, slots, mm.operands[0], &step.trans_a),
+                operand_slot(g, sched, slots, mm.operands[1], &step.trans_b), slots.at(grp.outputs[0], g)};
+  step.alpha = alpha;
+  step.beta = 1;
+  plan.steps.push_back(step);
+  KernelInfo info;
+  info.name = step.name;
+  info.kind = GroupKind::Matmul;
+  info.nodes = grp.nodes;
+  int64_t n = mm.type().shape.end()[-2], m = mm.type().shape.end()[-1];
+  info.flops = 2 * mm.type().numel() * g.type(mm.operands[0]).shape.back() + 2 * n * m;
+  auto bytes_of = [&](Value v) {
+    return g.type(v).numel() * static_cast<int64_t>(dtype_size(g.type(v).dtype));
+  };
+  info.bytes_read = bytes_of(mm.operands[0]) + bytes_of(mm.operands[1]) + bytes_of(grp.outputs[0]);
+  info.bytes_written = bytes_of(grp.outputs[0]);
+  for (NodeId id : grp.nodes)
+    if (g[id].loc.known() && std::find(info.sources.begin(), info.sources.end(), g[id].loc.str()) == info.sources.end())
+      info.sources.push_back(g[id].loc.str());
+  r.kernels.push_back(info);
+  r.artifacts.push_back({});
+  r.step_values.push_back(grp.outputs);
+}
+
+// A CPU group's steps: for a matmul group the BLAS call into the raw product's
+// buffer, then the compiled kernel (the epilogue, or the whole group).
+void add_cpu_group_steps(const Graph& g, const Schedule& sched, const FusionGroup& grp,
+                         CpuKernel k, SlotTable& slots, Plan& plan, CompileReport& r) {
+  if (k.artifacts.from_disk_cache) r.kernels_from_disk++;
+  if (k.artifacts.reused) r.kernels_reused++;
+  if (k.artifacts.templated) r.kernels_templated++;
+  r.kernel_times += k.artifacts.times;
+  if (grp.kind == GroupKind::Matmul) {
+    const Node& mm = g[grp.nodes.front()];
+    Value mv(grp.nodes.front());
+    if (!slots.of.count(mv)) {
+      // The raw product lives in a buffer of its own until the epilogue consumes it.
+      int64_t tid = static_cast<int64_t>(plan.temp_bytes.size());
+      plan.temp_bytes.push_back(mm.type().bytes());
+      slots.add(PlanSlot::Temp, tid, mm.type(), mv);
+    }
+    PlanStep step;
+    step.kind = PlanStep::Matmul;
+    step.name = k.info.name + "_gemm";
+    int32_t sa = operand_slot(g, sched, slots, mm.operands[0], &step.trans_a);
+    int32_t sb = operand_slot(g, sched, slots, mm.operands[1], &step.trans_b);
+    step.slots = {sa, sb, slots.at(mv, g)};
+    plan.steps.push_back(step);
+    // The group's totals cover the product and its epilogue: split them between
+    // the gemm step and the epilogue kernel so nothing is counted twice.
+    auto bytes_of = [&](Value v) { return g.type(v).numel() * static_cast<int64_t>(dtype_size(g.type(v).dtype)); };
+    int64_t n = mm.type().shape.end()[-2], m = mm.type().shape.end()[-1];
+    int64_t kdim = g.type(mm.operands[0]).shape.back();
+    int64_t operand_bytes = bytes_of(mm.operands[0]) + bytes_of(mm.operands[1]);
+    int64_t product_bytes = bytes_of(mv);
+    KernelInfo info = k.info;
+    info.name = step.name;
+    info.nodes = {grp.nodes.front()};
+    info.flops = 2 * (mm.type().numel() / std::max<int64_t>(n * m, 1)) * n * m * kdim;
+    info.bytes_read = operand_bytes;
+    info.bytes_written = product_bytes;
+    k.info.flops = std::max<int64_t>(0, k.info.flops - info.flops);
+    k.info.bytes_read = std::max<int64_t>(0, k.info.bytes_read - operand_bytes) + product_bytes;
+    r.kernels.push_back(info);
+    r.artifacts.push_back({});
+    r.step_values.push_back({mv});
+  }
+  if (k.fn) {
+    PlanStep step;
+    step.kind = PlanStep::Kernel;
+    step.name = k.info.name;
+    step.fn = k.fn;
+    step.params = std::move(k.params);
+    plan.code.push_back(std::move(k.code));
+    step.range = k.info.range;
+    step.grain = std::max<int64_t>(k.info.grain, 1);
+    for (Value v : k.buffers) step.slots.push_back(slots.at(v, g));
+    plan.steps.push_back(step);
+    r.kernels.push_back(k.info);
+    r.artifacts.push_back(std::move(k.artifacts));
+    r.step_values.push_back(grp.outputs);
+  }
+}
+
 // A check node (check_index) becomes a host step of its own: check, then copy.
 void add_check_step(const Graph& g, const FusionGroup& grp, SlotTable& slots, Plan& plan,
                     CompileReport& r) {
@@ -207,42 +349,7 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
   auto plan = std::make_shared<Plan>();
   plan->device = device;
   SlotTable slots{*plan, r.slot_values, {}};
-  for (NodeId id : g.args()) {
-    int64_t idx = g[id].attrs.i(AttrKey::index);
-    slots.add(PlanSlot::Arg, idx, g[id].type(), Value(id));
-    plan->num_args = std::max(plan->num_args, idx + 1);
-  }
-  for (NodeId id : g.params()) {
-    int64_t idx = g[id].attrs.i(AttrKey::index);
-    slots.add(PlanSlot::Param, idx, g[id].type(), Value(id));
-    plan->num_params = std::max(plan->num_params, idx + 1);
-  }
-  // Graph outputs computed by a group are written straight into the caller's buffers.
-  std::unordered_map<Value, int64_t, ValueHash> output_pos;
-  for (size_t i = 0; i < g.outputs.size(); ++i) {
-    Value v = g.outputs[i];
-    if (op_info(g[v.node].op).category == OpCategory::Input || output_pos.count(v)) continue;
-    output_pos[v] = static_cast<int64_t>(i);
-  }
-  // Parameter updates written into the parameters' own buffers (the schedule's in_place step).
-  for (size_t gi = 0; gi < r.groups.size(); ++gi) {
-    for (const auto& [v, p] : sched.direct[gi]) slots.of[v] = slots.at(p, g);
-    for (const auto& [v, p] : sched.in_place[gi]) slots.of[v] = slots.at(p, g);
-  }
-
-  plan->temp_bytes = r.memory.buffer_bytes;
-  for (size_t gi = 0; gi < r.groups.size(); ++gi) {
-    const FusionGroup& grp = r.groups[gi];
-    for (size_t oi = 0; oi < grp.outputs.size(); ++oi) {
-      Value v = grp.outputs[oi];
-      if (slots.of.count(v)) continue;
-      auto pos = output_pos.find(v);
-      if (pos != output_pos.end())
-        slots.add(PlanSlot::Output, pos->second, g.type(v), v);
-      else
-        slots.add(PlanSlot::Temp, r.memory.group_output_buffer[gi][oi], g.type(v), v);
-    }
-  }
+  assign_slots(g, sched, slots, *plan);
 
   const CpuCompileOptions copts = cpu_compile_options(opts);
   r.kernels.clear();
@@ -256,12 +363,6 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
   };
   CudaGroupContext gpu{g, opts, device, arch, [&](Value v) { return slots.at(v, g); }, temp_slot,
                       folded_transpose};
-  // A matmul operand: its slot, or its untransposed source's with the transpose flag set.
-  auto slot_of_operand = [&](Value v, bool* trans) {
-    auto f = folded_transpose.find(v);
-    *trans = f != folded_transpose.end();
-    return slots.at(*trans ? f->second : v, g);
-  };
   std::vector<int64_t> bucket_at(r.groups.size(), -1);  // a bucket's first group -> bucket
   std::vector<char> later_member(r.groups.size(), 0);
   for (size_t b = 0; b < comm.buckets.size(); ++b) {
@@ -319,91 +420,11 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
       continue;
     }
     if (accumulate[gi]) {
-      // P - c * (a @ b) stored over P: one BLAS call accumulating into P's buffer.
-      const Node& mm = g[grp.nodes.front()];
-      PlanStep step;
-      step.kind = PlanStep::Matmul;
-      step.name = "k" + std::to_string(grp.nodes.front()) + "_matmul_accumulate";
-      step.slots = {slot_of_operand(mm.operands[0], &step.trans_a),
-                    slot_of_operand(mm.operands[1], &step.trans_b), slots.at(grp.outputs[0], g)};
-      step.alpha = *accumulate[gi];
-      step.beta = 1;
-      plan->steps.push_back(step);
-      KernelInfo info;
-      info.name = step.name;
-      info.kind = GroupKind::Matmul;
-      info.nodes = grp.nodes;
-      int64_t n = mm.type().shape.end()[-2], m = mm.type().shape.end()[-1];
-      info.flops = 2 * mm.type().numel() * g.type(mm.operands[0]).shape.back() + 2 * n * m;
-      auto bytes_of = [&](Value v) {
-        return g.type(v).numel() * static_cast<int64_t>(dtype_size(g.type(v).dtype));
-      };
-      info.bytes_read = bytes_of(mm.operands[0]) + bytes_of(mm.operands[1]) + bytes_of(grp.outputs[0]);
-      info.bytes_written = bytes_of(grp.outputs[0]);
-      for (NodeId id : grp.nodes)
-        if (g[id].loc.known() && std::find(info.sources.begin(), info.sources.end(), g[id].loc.str()) == info.sources.end())
-          info.sources.push_back(g[id].loc.str());
-      r.kernels.push_back(info);
-      r.artifacts.push_back({});
-      r.step_values.push_back(grp.outputs);
+      add_accumulate_step(g, sched, grp, *accumulate[gi], slots, *plan, r);
       continue;
     }
     if (jobs[gi].failed) std::rethrow_exception(jobs[gi].failed);
-    CpuKernel k = std::move(jobs[gi].kernel);
-    if (k.artifacts.from_disk_cache) r.kernels_from_disk++;
-    if (k.artifacts.reused) r.kernels_reused++;
-    if (k.artifacts.templated) r.kernels_templated++;
-    r.kernel_times += k.artifacts.times;
-    if (grp.kind == GroupKind::Matmul) {
-      const Node& mm = g[grp.nodes.front()];
-      Value mv(grp.nodes.front());
-      if (!slots.of.count(mv)) {
-        // The raw product lives in a buffer of its own until the epilogue consumes it.
-        int64_t tid = static_cast<int64_t>(plan->temp_bytes.size());
-        plan->temp_bytes.push_back(mm.type().bytes());
-        slots.add(PlanSlot::Temp, tid, mm.type(), mv);
-      }
-      PlanStep step;
-      step.kind = PlanStep::Matmul;
-      step.name = k.info.name + "_gemm";
-      int32_t sa = slot_of_operand(mm.operands[0], &step.trans_a);
-      int32_t sb = slot_of_operand(mm.operands[1], &step.trans_b);
-      step.slots = {sa, sb, slots.at(mv, g)};
-      plan->steps.push_back(step);
-      // The group's totals cover the product and its epilogue: split them between
-      // the gemm step and the epilogue kernel so nothing is counted twice.
-      auto bytes_of = [&](Value v) { return g.type(v).numel() * static_cast<int64_t>(dtype_size(g.type(v).dtype)); };
-      int64_t n = mm.type().shape.end()[-2], m = mm.type().shape.end()[-1];
-      int64_t kdim = g.type(mm.operands[0]).shape.back();
-      int64_t operand_bytes = bytes_of(mm.operands[0]) + bytes_of(mm.operands[1]);
-      int64_t product_bytes = bytes_of(mv);
-      KernelInfo info = k.info;
-      info.name = step.name;
-      info.nodes = {grp.nodes.front()};
-      info.flops = 2 * (mm.type().numel() / std::max<int64_t>(n * m, 1)) * n * m * kdim;
-      info.bytes_read = operand_bytes;
-      info.bytes_written = product_bytes;
-      k.info.flops = std::max<int64_t>(0, k.info.flops - info.flops);
-      k.info.bytes_read = std::max<int64_t>(0, k.info.bytes_read - operand_bytes) + product_bytes;
-      r.kernels.push_back(info);
-      r.artifacts.push_back({});
-      r.step_values.push_back({mv});
-    }
-    if (k.fn) {
-      PlanStep step;
-      step.kind = PlanStep::Kernel;
-      step.name = k.info.name;
-      step.fn = k.fn;
-      step.params = std::move(k.params);
-      plan->code.push_back(std::move(k.code));
-      step.range = k.info.range;
-      step.grain = std::max<int64_t>(k.info.grain, 1);
-      for (Value v : k.buffers) step.slots.push_back(slots.at(v, g));
-      plan->steps.push_back(step);
-      r.kernels.push_back(k.info);
-      r.artifacts.push_back(std::move(k.artifacts));
-      r.step_values.push_back(grp.outputs);
-    }
+    add_cpu_group_steps(g, sched, grp, std::move(jobs[gi].kernel), slots, *plan, r);
   }
   for (Value v : g.outputs) plan->outputs.push_back(slots.at(v, g));
   for (const ParamUpdate& u : g.updates) plan->updates.push_back({u.param, slots.at(u.value, g)});

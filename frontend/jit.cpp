@@ -269,6 +269,83 @@ std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
   return e;
 }
 
+namespace {
+
+// A call from eager code that will differentiate the result: the gradients of
+// the outputs that require grad (and of the histories the body wrote into), with
+// respect to the arguments and captured tensors they reach, split into a forward
+// (keeping what the backward reads) and a backward, compiled as two plans.
+void split_for_backward(TraceState& st, TracedCore::Entry& e, const std::vector<Tensor>& outs,
+                        const std::vector<Value>& out_vals, const std::vector<Value>& history_roots,
+                        int64_t n_args, Graph* forward_graph, Graph* backward_graph) {
+  size_t forward_size = st.graph.size();
+  std::vector<Value> roots, seeds_v, wrt;
+  std::vector<NodeId> seeds;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (!outs[i].requires_grad()) continue;
+    e.seeded.push_back(i);
+    roots.push_back(out_vals[i]);
+    Value s = st.builder.arg(n_args + 1000000 + static_cast<int64_t>(i), e.out_types[i]);
+    seeds.push_back(s.node);
+    seeds_v.push_back(s);
+  }
+  e.call_out_types.assign(e.out_types.begin(), e.out_types.begin() + static_cast<long>(outs.size()));
+  for (Value v : history_roots) {
+    const size_t i = e.call_out_types.size();
+    e.call_out_types.push_back(st.graph.type(v));
+    e.seeded.push_back(i);
+    roots.push_back(v);
+    Value s = st.builder.arg(n_args + 1000000 + static_cast<int64_t>(i), st.graph.type(v));
+    seeds.push_back(s.node);
+    seeds_v.push_back(s);
+  }
+  for (size_t k = 0; k < roots.size(); ++k) {
+    if (const Node* n = st.freed_read({roots[k]}, true))
+      e.freed_outputs.push_back({e.seeded[k], n->op, n->loc});
+    if (const Node* n = st.freed_read({roots[k]}, false))
+      e.reading_outputs.push_back({e.seeded[k], n->op, n->loc});
+  }
+  // Only tensors a gradient reaches, so the others' .grad stays untouched as in eager mode.
+  const std::vector<char> reach = st.gradient_reach(roots);
+  // Arguments that are leaves requiring grad, at the value the body first
+  // read (a write under NoGradGuard rebinds later uses to it).
+  for (NodeId id : st.graph.args()) {
+    const int64_t i = st.graph[id].attrs.i(AttrKey::index);
+    if (i < 0 || i >= n_args || !st.arg_leaf[static_cast<size_t>(i)] || !reach[id]) continue;
+    e.wrt_args.push_back(i);
+    wrt.push_back(Value(id));
+  }
+  for (size_t p = 0; p < st.params.size(); ++p) {
+    if (!st.params[p]->requires_grad) continue;
+    // Gradients are taken at the value the body first read, not an updated one.
+    const Value v = st.param_node(static_cast<int64_t>(p));
+    if (!v.valid() || !reach[v.node]) continue;
+    e.wrt_params.push_back(static_cast<int64_t>(p));
+    wrt.push_back(v);
+  }
+  e.wrt_reached_by.resize(wrt.size());
+  for (size_t k = 0; k < roots.size(); ++k) {
+    const std::vector<char> from_k = st.gradient_reach({roots[k]});
+    for (size_t j = 0; j < wrt.size(); ++j)
+      if (from_k[wrt[j].node]) e.wrt_reached_by[j].push_back(e.seeded[k]);
+  }
+  std::vector<Value> grads =
+      build_gradients(st.builder, roots, seeds_v, wrt, detail::custom_function_vjp());
+  e.saved_begin = st.graph.outputs.size();
+  std::vector<int64_t> written_args;
+  for (const auto& w : e.arg_writes) written_args.push_back(w.first);
+  ForwardBackward split = split_forward_backward(st.graph, forward_size, st.graph.outputs,
+                                                 seeds, grads, n_args, written_args);
+  *forward_graph = std::move(split.forward);
+  *backward_graph = std::move(split.backward);
+  e.saved = split.saved;
+  for (Value g : backward_graph->outputs) e.backward_out_types.push_back(backward_graph->type(g));
+  for (size_t k = e.saved_begin; k < forward_graph->outputs.size(); ++k)
+    e.out_types.push_back(forward_graph->type(forward_graph->outputs[k]));
+}
+
+}  // namespace
+
 std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool artifacts,
                                                      bool dynamic, bool record_only) {
   auto e = std::make_unique<Entry>();
@@ -311,74 +388,9 @@ std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool
     // also when the body ran backward() itself; so do tensors written in place
     // with values that require grad.
     e->autograd_call = (e->grad_mode && outs_need_grad) || !history_roots.empty();
-    if (e->autograd_call) {
-      // Called from eager code that will differentiate the result: compile the
-      // forward (keeping what the backward reads) and the backward as two plans.
-      size_t forward_size = st.graph.size();
-      std::vector<Value> roots, seeds_v, wrt;
-      std::vector<NodeId> seeds;
-      for (size_t i = 0; i < outs.size(); ++i) {
-        if (!outs[i].requires_grad()) continue;
-        e->seeded.push_back(i);
-        roots.push_back(out_vals[i]);
-        Value s = st.builder.arg(n_args + 1000000 + static_cast<int64_t>(i), e->out_types[i]);
-        seeds.push_back(s.node);
-        seeds_v.push_back(s);
-      }
-      e->call_out_types.assign(e->out_types.begin(), e->out_types.begin() + static_cast<long>(outs.size()));
-      for (Value v : history_roots) {
-        const size_t i = e->call_out_types.size();
-        e->call_out_types.push_back(st.graph.type(v));
-        e->seeded.push_back(i);
-        roots.push_back(v);
-        Value s = st.builder.arg(n_args + 1000000 + static_cast<int64_t>(i), st.graph.type(v));
-        seeds.push_back(s.node);
-        seeds_v.push_back(s);
-      }
-      for (size_t k = 0; k < roots.size(); ++k) {
-        if (const Node* n = st.freed_read({roots[k]}, true))
-          e->freed_outputs.push_back({e->seeded[k], n->op, n->loc});
-        if (const Node* n = st.freed_read({roots[k]}, false))
-          e->reading_outputs.push_back({e->seeded[k], n->op, n->loc});
-      }
-      // Only tensors a gradient reaches, so the others' .grad stays untouched as in eager mode.
-      const std::vector<char> reach = st.gradient_reach(roots);
-      // Arguments that are leaves requiring grad, at the value the body first
-      // read (a write under NoGradGuard rebinds later uses to it).
-      for (NodeId id : st.graph.args()) {
-        const int64_t i = st.graph[id].attrs.i(AttrKey::index);
-        if (i < 0 || i >= n_args || !st.arg_leaf[static_cast<size_t>(i)] || !reach[id]) continue;
-        e->wrt_args.push_back(i);
-        wrt.push_back(Value(id));
-      }
-      for (size_t p = 0; p < st.params.size(); ++p) {
-        if (!st.params[p]->requires_grad) continue;
-        // Gradients are taken at the value the body first read, not an updated one.
-        const Value v = st.param_node(static_cast<int64_t>(p));
-        if (!v.valid() || !reach[v.node]) continue;
-        e->wrt_params.push_back(static_cast<int64_t>(p));
-        wrt.push_back(v);
-      }
-      e->wrt_reached_by.resize(wrt.size());
-      for (size_t k = 0; k < roots.size(); ++k) {
-        const std::vector<char> from_k = st.gradient_reach({roots[k]});
-        for (size_t j = 0; j < wrt.size(); ++j)
-          if (from_k[wrt[j].node]) e->wrt_reached_by[j].push_back(e->seeded[k]);
-      }
-      std::vector<Value> grads =
-          build_gradients(st.builder, roots, seeds_v, wrt, detail::custom_function_vjp());
-      e->saved_begin = st.graph.outputs.size();
-      std::vector<int64_t> written_args;
-      for (const auto& w : e->arg_writes) written_args.push_back(w.first);
-      ForwardBackward split = split_forward_backward(st.graph, forward_size, st.graph.outputs,
-                                                     seeds, grads, n_args, written_args);
-      forward_graph = std::move(split.forward);
-      backward_graph = std::move(split.backward);
-      e->saved = split.saved;
-      for (Value g : backward_graph.outputs) e->backward_out_types.push_back(backward_graph.type(g));
-      for (size_t k = e->saved_begin; k < forward_graph.outputs.size(); ++k)
-        e->out_types.push_back(forward_graph.type(forward_graph.outputs[k]));
-    }
+    if (e->autograd_call)
+      split_for_backward(st, *e, outs, out_vals, history_roots, n_args, &forward_graph,
+                         &backward_graph);
   }
   if (!e->autograd_call) forward_graph = st.graph;
   e->arg_grads_read = st.arg_grads_read;

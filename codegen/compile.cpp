@@ -46,12 +46,10 @@ struct SlotTable {
   }
 };
 
-// A matmul operand's slot, or its untransposed source's with the transpose flag set.
+// A matmul operand's slot (matmul_operand: a folded transpose's source, flagged).
 int32_t operand_slot(const Graph& g, const Schedule& sched, const SlotTable& slots, Value v,
                      bool* trans) {
-  auto f = sched.folded_transpose.find(v);
-  *trans = f != sched.folded_transpose.end();
-  return slots.at(*trans ? f->second : v, g);
+  return slots.at(matmul_operand(sched, v, trans), g);
 }
 
 // The plan's slots: arguments and parameters by index, graph outputs computed by
@@ -344,7 +342,6 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
   r.groups = sched.groups;
   r.memory = sched.memory;
   const CollectiveSchedule& comm = sched.comm;
-  const auto& folded_transpose = sched.folded_transpose;
 
   auto plan = std::make_shared<Plan>();
   plan->device = device;
@@ -362,7 +359,7 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
     return slots.add(PlanSlot::Temp, tid, g.type(v), v);
   };
   CudaGroupContext gpu{g, opts, device, arch, [&](Value v) { return slots.at(v, g); }, temp_slot,
-                      folded_transpose};
+                       sched};
   std::vector<int64_t> bucket_at(r.groups.size(), -1);  // a bucket's first group -> bucket
   std::vector<char> later_member(r.groups.size(), 0);
   for (size_t b = 0; b < comm.buckets.size(); ++b) {

@@ -115,13 +115,8 @@ void add_cuda_group_steps(const CudaGroupContext& ctx, const FusionGroup& grp,
     const Node& mm = g[mm_id];
     PlanStep step;
     step.kind = PlanStep::CudaMatmul;
-    auto operand = [&](Value v, bool* trans) {
-      auto f = ctx.folded_transpose.find(v);
-      *trans = f != ctx.folded_transpose.end();
-      return ctx.slot_of(*trans ? f->second : v);
-    };
-    int32_t sa = operand(mm.operands[0], &step.trans_a);
-    int32_t sb = operand(mm.operands[1], &step.trans_b);
+    int32_t sa = ctx.slot_of(matmul_operand(ctx.sched, mm.operands[0], &step.trans_a));
+    int32_t sb = ctx.slot_of(matmul_operand(ctx.sched, mm.operands[1], &step.trans_b));
     LtEpilogue lt;
     int32_t so = match_lt_epilogue(g, grp, &lt) ? ctx.slot_of(grp.outputs.front()) : -1;
     // (Not when the result is stored over an operand, as a parameter update may be.)

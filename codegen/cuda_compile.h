@@ -6,9 +6,9 @@
 #pragma once
 
 #include <functional>
-#include <unordered_map>
 
 #include "codegen/compile.h"
+#include "codegen/schedule.h"
 
 namespace kiln {
 
@@ -22,8 +22,8 @@ struct CudaGroupContext {
   std::function<int32_t(Value)> slot_of;
   /// A new temporary slot for v, or its existing slot (a matmul's raw product).
   std::function<int32_t(Value)> temp_slot;
-  /// Transposes folded into matmul operands: the transposed value -> its source.
-  const std::unordered_map<Value, Value, ValueHash>& folded_transpose;
+  /// The schedule (matmul_operand: transposes folded into matmul operands).
+  const Schedule& sched;
 };
 
 /// Appends the steps of one group to `plan`, and their records (kernel info,

@@ -171,15 +171,11 @@ bool accumulate_form(const Graph& g, const FusionGroup& grp, Value p, double* al
 // transpose): BLAS must not read an operand it writes.
 void accumulate(const Graph& g, const ScheduleOptions&, Schedule& s) {
   s.accumulate.assign(s.groups.size(), std::nullopt);
-  auto source = [&](Value v) {
-    auto f = s.folded_transpose.find(v);
-    return f == s.folded_transpose.end() ? v : f->second;
-  };
   for (size_t gi = 0; gi < s.groups.size(); ++gi) {
     if (s.groups[gi].kind != GroupKind::Matmul || s.in_place[gi].size() != 1) continue;
     const Value p = s.in_place[gi][0].second;
     const Node& mm = g[s.groups[gi].nodes.front()];
-    if (source(mm.operands[0]) == p || source(mm.operands[1]) == p) continue;
+    if (matmul_operand(s, mm.operands[0]) == p || matmul_operand(s, mm.operands[1]) == p) continue;
     double alpha = 0;
     if (accumulate_form(g, s.groups[gi], p, &alpha)) s.accumulate[gi] = alpha;
   }
@@ -229,6 +225,13 @@ Schedule schedule_graph(const Graph& g, const ScheduleOptions& opts, std::vector
     log->push_back(std::move(r));
   }
   return s;
+}
+
+Value matmul_operand(const Schedule& s, Value v, bool* transposed) {
+  auto f = s.folded_transpose.find(v);
+  const bool folded = f != s.folded_transpose.end();
+  if (transposed) *transposed = folded;
+  return folded ? f->second : v;
 }
 
 const std::vector<std::string>& schedule_step_names() {

@@ -40,6 +40,10 @@ struct Schedule {
   std::vector<std::optional<double>> accumulate;
 };
 
+/// What a matmul reads for its operand v: the source of a folded transpose (with
+/// *transposed set, so BLAS reads it transposed), else v itself.
+Value matmul_operand(const Schedule& s, Value v, bool* transposed = nullptr);
+
 struct ScheduleOptions {
   bool fusion = true;               // false: one group per op (FusionOptions::enabled)
   bool overlap_collectives = true;  // schedule_collectives' `overlap`

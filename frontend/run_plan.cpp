@@ -38,18 +38,19 @@ std::vector<Tensor> run_plan(const Plan& plan, const Graph& g, const std::vector
     if (d != args[i].impl_ptr()) keep.push_back(std::move(d));
   }
   std::vector<void*> pp(params.size());
-  // Each parameter's type in g, by its index.
-  std::vector<const TensorType*> traced_type(params.size(), nullptr);
+  // Each parameter (by its index) still has the type g was traced with.
   for (NodeId id : g.params()) {
     const int64_t index = g[id].attrs.i(AttrKey::index);
-    if (index >= 0 && size_t(index) < params.size()) traced_type[size_t(index)] = &g[id].type();
+    if (index < 0 || size_t(index) >= params.size()) continue;
+    const TensorType& traced = g[id].type();
+    const TensorType& now = params[size_t(index)]->type;
+    if (now != traced)
+      throw Error(std::string(kind) + " '" + name + "': a captured tensor changed type from " +
+                      traced.str() + " to " + now.str() + " since it was traced",
+                  where);
   }
   for (size_t i = 0; i < params.size(); ++i) {
     TensorImpl& p = *params[i];
-    if (traced_type[i] && p.type != *traced_type[i])
-      throw Error(std::string(kind) + " '" + name + "': a captured tensor changed type from " +
-                      traced_type[i]->str() + " to " + p.type.str() + " since it was traced",
-                  where);
     if (is_contiguous(p.type.shape, p.strides)) {
       pp[i] = p.view().data;
       continue;

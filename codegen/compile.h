@@ -36,7 +36,7 @@ struct CompileOptions {
 
 /// What compilation did, step by step.
 struct CompileReport {
-  /// The pass pipeline's passes, then the schedule's steps (codegen/schedule.h).
+  /// The pass pipeline's passes, then the schedule's steps (passes/schedule.h).
   std::vector<PassRecord> passes;
   Graph optimized;                    // the graph after the pass pipeline
   std::vector<FusionGroup> groups;    // the schedule's

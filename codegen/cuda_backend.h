@@ -13,26 +13,9 @@
 #include "codegen/cpu_backend.h"
 #include "ir/graph.h"
 #include "passes/fusion.h"
+#include "runtime/plan.h"  // CudaLaunch
 
 namespace kiln {
-
-/// How a generated kernel is launched. The kernel's (begin, end) arguments select
-/// part of [0, range); a whole launch passes (0, range). Any grid is correct (the
-/// kernel strides over what the grid does not cover); blockDim.y/z must be 1.
-struct CudaLaunch {
-  enum Kind : uint8_t {
-    GridStride,   // elementwise: any grid, each thread strides over [0, range)
-    BlockPerRow,  // reductions: one block per outer-loop iteration (row), `block` threads
-  };
-  Kind kind = GridStride;
-  /// Work items. GridStride: the kernel IR's outer trip count, or outer x inner when
-  /// the kernel was flattened (an elementwise kernel over rows, see `inner`).
-  /// BlockPerRow: rows (a grid of min(range, a few per SM) blocks is enough).
-  int64_t range = 1;
-  int64_t inner = 1;     // GridStride: work items per outer iteration (1 unless flattened)
-  int block = 256;       // threads per block; BlockPerRow needs a multiple of 32, at most 1024
-  int shared_bytes = 0;  // dynamic shared memory per block (the kernels use static shared memory)
-};
 
 /// A generated CUDA kernel. Its signature is
 ///   extern "C" __global__ void <name>(void* const* buffers, long long begin, long long end)
@@ -44,7 +27,7 @@ struct CudaKernelSource {
   std::string name;
   std::string source;          // complete CUDA C translation unit
   std::vector<Value> buffers;  // for Matmul groups the matmul's result comes first
-  CudaLaunch launch;
+  CudaLaunch launch;  // runtime/plan.h: the launch record the plan step keeps
   KernelInfo info;
   std::string kernel_ir;     // the kernel IR it was generated from, printed
   bool needs_kernel = true;  // false for a lone matmul (cuBLAS does it)

@@ -1,18 +1,20 @@
-// The CUDA half of the compile driver (see cuda_compile.h).
+// The CUDA backend (backend.h, cuda_compile.h): a group becomes CUDA C
+// (cuda_backend.h), compiled by NVRTC for the device's own architecture and
+// loaded; a matmul group becomes a cuBLAS step, with its epilogue fused into
+// one cuBLASLt call where cuBLASLt has it (bias, ReLU, bias then ReLU) or else
+// followed by a generated kernel.
 #include "codegen/cuda_compile.h"
 
 #include <chrono>
 
+#include "codegen/backend.h"
 #include "codegen/cuda_backend.h"
 #include "runtime/cublas.h"
 #include "runtime/cuda_driver.h"
+#include "runtime/cuda_executor.h"
 
 namespace kiln {
 namespace {
-
-int64_t bytes_of(const TensorType& t) {
-  return t.bytes();
-}
 
 // A float32 matmul group whose epilogue cuBLASLt computes itself: + bias (a
 // vector over the product's columns), then ReLU, each optional.
@@ -54,123 +56,108 @@ bool match_lt_epilogue(const Graph& g, const FusionGroup& grp, LtEpilogue* e) {
   return i == grp.nodes.size() && grp.outputs.front() == cur;
 }
 
-// The gemm's own record: its flops and operand bytes, taken out of the group's totals.
-KernelInfo split_gemm_info(const Graph& g, NodeId mm_id, KernelInfo* group) {
-  const Node& mm = g[mm_id];
-  const Shape& s = mm.type().shape;
-  int64_t n = s.end()[-2], m = s.end()[-1], k = g.type(mm.operands[0]).shape.back();
-  int64_t operand_bytes = bytes_of(g.type(mm.operands[0])) + bytes_of(g.type(mm.operands[1]));
-  KernelInfo info = *group;
-  info.name = group->name + "_gemm";
-  info.kind = GroupKind::Matmul;
-  info.nodes = {mm_id};
-  info.flops = 2 * (mm.type().numel() / std::max<int64_t>(n * m, 1)) * n * m * k;
-  info.bytes_read = operand_bytes;
-  info.bytes_written = bytes_of(mm.type());
-  group->flops = std::max<int64_t>(0, group->flops - info.flops);
-  group->bytes_read = std::max<int64_t>(0, group->bytes_read - operand_bytes) + info.bytes_written;
-  return info;
-}
+struct CudaCompiled : CompiledGroup {
+  CudaKernelSource src;
+  CudaBinary bin;  // empty when the group needs no kernel (a lone matmul)
+  double compile_ms = 0;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  std::string target(Device device) const override {
+    cuda::require("compiling for CUDA", device.index);
+    return device.str() + " " + cuda::device_info(device.index).str();
+  }
+
+  bool supports(const Graph& g, const FusionGroup& grp, std::string* why) const override {
+    return cpu_backend().supports(g, grp, why);  // the same groups: every kind but opaque
+  }
+
+  // CUDA C and NVRTC (thread-safe: groups compile in parallel); loading waits for add_steps.
+  std::unique_ptr<CompiledGroup> compile_group(const CompileContext& ctx, size_t gi) const override {
+    auto t0 = std::chrono::steady_clock::now();
+    auto c = std::make_unique<CudaCompiled>();
+    CudaCodegenOptions copts;
+    copts.in_place = ctx.sched.in_place[gi];
+    c->src = generate_cuda_kernel(ctx.g, ctx.groups[gi], copts);
+    if (c->src.needs_kernel)
+      c->bin = nvrtc_compile(c->src.source, c->src.name, cuda_arch(ctx.device),
+                             /*want_cubin=*/true, ctx.opts.cache_dir);
+    c->compile_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    return c;
+  }
+
+  void add_steps(const CompileContext& ctx, size_t gi, std::unique_ptr<CompiledGroup> code,
+                 PlanBuilder& pb) const override {
+    const Graph& g = ctx.g;
+    const FusionGroup& grp = ctx.groups[gi];
+    CudaCompiled& c = static_cast<CudaCompiled&>(*code);
+    KernelInfo info = c.src.info;
+    if (grp.kind == GroupKind::Matmul) {
+      const NodeId mm = grp.nodes.front();
+      LtEpilogue lt;
+      if (match_lt_epilogue(g, grp, &lt) && cublas_available()) {
+        // One cuBLASLt call computes the product and its whole epilogue (not when
+        // the result is stored over an operand, as a parameter update may be).
+        step::Matmul m;
+        m.relu = lt.relu;
+        PlanStep step = pb.matmul_step(mm, pb.slot(grp.outputs.front()), info.name + "_gemm_lt", m);
+        const int32_t so = step.slots[2];
+        if (so != step.slots[0] && so != step.slots[1] &&
+            (!lt.bias.valid() || so != pb.slot(lt.bias))) {
+          if (lt.bias.valid()) step.slots.push_back(pb.slot(lt.bias));
+          info.name = step.name;
+          pb.add(std::move(step), std::move(info), {}, grp.outputs);
+          return;
+        }
+      }
+      PlanStep step = pb.matmul_step(mm, pb.temp_slot(Value(mm)), info.name + "_gemm");
+      pb.add(std::move(step), split_gemm_info(g, mm, &info), {}, {Value(mm)});
+    }
+    if (!c.src.needs_kernel) return;
+
+    auto t0 = std::chrono::steady_clock::now();
+    const CudaBinary& bin = c.bin;
+    std::string image =
+        bin.cubin.empty() ? bin.ptx : std::string(bin.cubin.begin(), bin.cubin.end());
+    PlanStep step;
+    step.name = info.name;
+    step.what = step::CudaKernel{cuda::load_function(image, c.src.name, ctx.device.index),
+                                 c.src.launch};
+    for (Value v : c.src.buffers) step.slots.push_back(pb.slot(v));
+
+    KernelArtifacts a;
+    a.compile_ms = c.compile_ms + std::chrono::duration<double, std::milli>(
+                                      std::chrono::steady_clock::now() - t0)
+                                      .count();
+    a.from_disk_cache = bin.from_disk_cache;
+    if (bin.from_disk_cache) pb.report().kernels_from_disk++;
+    if (ctx.opts.want_artifacts) {
+      a.kernel_ir = c.src.kernel_ir;
+      a.cuda_source = c.src.source;
+      a.ptx = bin.ptx;
+    }
+    pb.add(std::move(step), std::move(info), std::move(a), grp.outputs);
+  }
+
+  void execute(const Plan& plan, void* const* args, void* const* params, void* const* outputs,
+               KeptBuffers* keep) const override {
+    KILN_CHECK(!keep, "internal: keeping a CUDA plan's buffers for checking is not supported");
+    execute_cuda_plan(plan, args, params, outputs);
+  }
+};
 
 }  // namespace
-
-Device graph_device(const Graph& g) {
-  Device dev;
-  NodeId first = kNoNode;
-  for (NodeId id = 0; id < g.size(); ++id) {
-    for (const TensorType& t : g[id].results) {
-      if (first == kNoNode) {
-        dev = t.device;
-        first = id;
-      } else if (t.device != dev) {
-        throw Error("a compiled graph runs on one device, but %" + std::to_string(first) + " (" +
-                        op_name(g[first].op) + ") is on " + dev.str() + " and %" +
-                        std::to_string(id) + " (" + op_name(g[id].op) + ") on " + t.device.str() +
-                        " (expected every argument and captured tensor on one device; move them "
-                        "with .to())",
-                    g[id].loc);
-      }
-    }
-  }
-  return dev;
-}
 
 int cuda_arch(Device device) {
   cuda::require("compiling for CUDA", device.index);
   return cuda::device_info(device.index).arch();
 }
 
-void add_cuda_group_steps(const CudaGroupContext& ctx, const FusionGroup& grp,
-                         const std::vector<std::pair<Value, Value>>& in_place, Plan& plan,
-                         CompileReport& r) {
-  const Graph& g = ctx.g;
-  auto t0 = std::chrono::steady_clock::now();
-  CudaCodegenOptions copts;
-  copts.in_place = in_place;
-  CudaKernelSource src = generate_cuda_kernel(g, grp, copts);
-  KernelInfo info = src.info;
-
-  if (grp.kind == GroupKind::Matmul) {
-    const NodeId mm_id = grp.nodes.front();
-    const Node& mm = g[mm_id];
-    PlanStep step;
-    step.kind = PlanStep::CudaMatmul;
-    int32_t sa = ctx.slot_of(matmul_operand(ctx.sched, mm.operands[0], &step.trans_a));
-    int32_t sb = ctx.slot_of(matmul_operand(ctx.sched, mm.operands[1], &step.trans_b));
-    LtEpilogue lt;
-    int32_t so = match_lt_epilogue(g, grp, &lt) ? ctx.slot_of(grp.outputs.front()) : -1;
-    // (Not when the result is stored over an operand, as a parameter update may be.)
-    if (so >= 0 && so != sa && so != sb && (!lt.bias.valid() || so != ctx.slot_of(lt.bias)) &&
-        cublas_available()) {
-      // One cuBLASLt call computes the product and its whole epilogue.
-      step.name = info.name + "_gemm_lt";
-      step.slots = {sa, sb, so};
-      if (lt.bias.valid()) step.slots.push_back(ctx.slot_of(lt.bias));
-      step.relu = lt.relu;
-      plan.steps.push_back(step);
-      info.name = step.name;
-      r.kernels.push_back(info);
-      r.artifacts.push_back({});
-      r.step_values.push_back(grp.outputs);
-      return;
-    }
-    step.name = info.name + "_gemm";
-    step.slots = {sa, sb, ctx.temp_slot(Value(mm_id))};
-    plan.steps.push_back(step);
-    r.kernels.push_back(split_gemm_info(g, mm_id, &info));
-    r.artifacts.push_back({});
-    r.step_values.push_back({Value(mm_id)});
-  }
-  if (!src.needs_kernel) return;
-
-  CudaBinary bin =
-      nvrtc_compile(src.source, src.name, ctx.arch, /*want_cubin=*/true, ctx.opts.cache_dir);
-  std::string image = bin.cubin.empty() ? bin.ptx : std::string(bin.cubin.begin(), bin.cubin.end());
-  PlanStep step;
-  step.kind = PlanStep::CudaKernel;
-  step.name = info.name;
-  step.cuda_fn = cuda::load_function(image, src.name, ctx.device.index);
-  step.range = src.launch.range;
-  step.launch.kind =
-      src.launch.kind == CudaLaunch::BlockPerRow ? CudaLaunchSpec::BlockPerRow : CudaLaunchSpec::GridStride;
-  step.launch.block = src.launch.block;
-  step.launch.shared_bytes = src.launch.shared_bytes;
-  for (Value v : src.buffers) step.slots.push_back(ctx.slot_of(v));
-  plan.steps.push_back(step);
-
-  KernelArtifacts a;
-  a.compile_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  a.from_disk_cache = bin.from_disk_cache;
-  if (bin.from_disk_cache) r.kernels_from_disk++;
-  if (ctx.opts.want_artifacts) {
-    a.kernel_ir = src.kernel_ir;
-    a.cuda_source = src.source;
-    a.ptx = bin.ptx;
-  }
-  r.kernels.push_back(info);
-  r.artifacts.push_back(std::move(a));
-  r.step_values.push_back(grp.outputs);
+const Backend& cuda_backend() {
+  static const CudaBackend b;
+  return b;
 }
 
 }  // namespace kiln

@@ -12,6 +12,7 @@
 #include "frontend/autograd.h"
 #include "frontend/jit.h"
 #include "frontend/jit_entry.h"
+#include "frontend/run_plan.h"
 #include "frontend/tensor_impl.h"
 #include "frontend/function.h"
 #include "runtime/interpreter.h"
@@ -53,11 +54,13 @@ void TracedCore::check_kernels(Entry& e, const TraceArgs& args) {
 
   std::vector<HostArray> hargs;
   for (const Tensor& t : args.tensors) hargs.push_back(host_copy(*t.impl()));
-  // The eager call below would apply parameter updates; both runs here use copies.
-  std::vector<HostArray> ref_params, plan_params;
+  // Both runs here would apply parameter updates: they run on copies.
+  std::vector<HostArray> ref_params;
+  std::vector<std::shared_ptr<TensorImpl>> plan_params;
   for (auto& p : e.params) {
     ref_params.push_back(host_copy(*p));
-    plan_params.push_back(host_copy(*p));
+    plan_params.push_back(make_dense(p->type));
+    copy_to(p->view(), plan_params.back()->view());
   }
 
   Graph probe = g;
@@ -67,12 +70,8 @@ void TracedCore::check_kernels(Entry& e, const TraceArgs& args) {
     for (Value v : vals) probe.outputs.push_back(v);
   std::vector<HostArray> ref = interpret(probe, hargs, ref_params);
 
-  std::vector<void*> argp, paramp, outp;
-  for (auto& h : hargs) argp.push_back(h.storage->data());
-  for (auto& h : plan_params) paramp.push_back(h.storage->data());
-  std::vector<HostArray> plan_outs;
-  for (Value v : g.outputs) plan_outs.push_back(HostArray::make(g.type(v)));
-  for (auto& h : plan_outs) outp.push_back(h.storage->data());
+  std::vector<TensorType> out_types;
+  for (Value v : g.outputs) out_types.push_back(g.type(v));
   // Every intermediate gets a buffer of its own, so none is overwritten by the
   // memory plan's reuse before it is compared.
   Plan unshared = *e.plan;
@@ -83,7 +82,7 @@ void TracedCore::check_kernels(Entry& e, const TraceArgs& args) {
       unshared.temp_bytes.push_back(slot.bytes());
     }
   KeptBuffers kept;
-  execute_plan(unshared, argp.data(), paramp.data(), outp.data(), &kept);
+  run_plan(unshared, g, args.tensors, plan_params, out_types, "traced function", name_, {}, &kept);
 
   size_t k = 0;
   std::string failure;

@@ -17,6 +17,7 @@
 #include "codegen/cuda_compile.h"
 #include "frontend/device_ops.h"
 #include "frontend/jit.h"
+#include "frontend/run_plan.h"
 #include "frontend/settings.h"
 #include "frontend/tensor_impl.h"
 #include "ir/builder.h"
@@ -43,9 +44,13 @@ struct Operand {
   TensorType arg;
   std::vector<int64_t> perm;  // non-empty: permute(arg, perm)
   Shape expand;               // non-empty: expand to this shape
-  void* data = nullptr;
-  std::shared_ptr<TensorImpl> keep;  // a dense copy made for it
+  Tensor dense;               // the argument: the operand's data as a dense tensor of `arg`
 };
+
+// The operand's own elements seen as a dense tensor of o.arg (no copy).
+Tensor dense_alias(const TensorImpl& i, const TensorType& arg) {
+  return Tensor(make_view(i, arg.shape, contiguous_strides(arg.shape), i.offset));
+}
 
 Operand plan_operand(const Tensor& t) {
   const TensorImpl& i = *t.impl();
@@ -57,8 +62,10 @@ Operand plan_operand(const Tensor& t) {
     if (shape[d] > 1 && i.strides[d] == 0) compact[d] = 1;
   if (compact != shape) o.expand = shape;
   o.arg = TensorType{i.type.dtype, compact, i.type.device};
-  o.data = i.view().data;
-  if (is_contiguous(compact, i.strides)) return o;
+  if (is_contiguous(compact, i.strides)) {
+    o.dense = compact == shape ? t : dense_alias(i, o.arg);
+    return o;
+  }
   // A permutation of a dense layout: order dims by stride, outermost first.
   std::vector<int64_t> order(static_cast<size_t>(rank));
   std::iota(order.begin(), order.end(), 0);
@@ -75,13 +82,14 @@ Operand plan_operand(const Tensor& t) {
     o.arg.shape = base;
     o.perm.resize(static_cast<size_t>(rank));
     for (int64_t j = 0; j < rank; ++j) o.perm[order[j]] = j;
+    o.dense = dense_alias(i, o.arg);
     return o;
   }
   // Anything else is gathered into a dense buffer first.
-  o.keep = make_dense(o.arg);
-  cuda_strided_copy(View{o.data, i.type.dtype, compact, i.strides}, o.keep->view(),
+  auto gathered = make_dense(o.arg);
+  cuda_strided_copy(View{i.view().data, i.type.dtype, compact, i.strides}, gathered->view(),
                     i.type.device.index, cache_dir());
-  o.data = o.keep->view().data;
+  o.dense = Tensor(std::move(gathered));
   return o;
 }
 
@@ -175,17 +183,15 @@ Tensor cuda_run(OpKind k, const Attrs& attrs, const std::vector<Tensor>& operand
     reference_kernel(k, attrs, {}, host->view());
     return upload(host, out.device);
   }
-  auto result = make_dense(out);
-  if (out.numel() == 0) return Tensor(std::move(result));
+  if (out.numel() == 0) return Tensor(make_dense(out));
   std::vector<Operand> ops;
   ops.reserve(operands.size());
   for (const Tensor& t : operands) ops.push_back(plan_operand(t));
-  std::shared_ptr<Plan> plan = plan_for(build_graph(k, attrs, ops, out));
-  std::vector<void*> args;
-  for (const Operand& o : ops) args.push_back(o.data);
-  void* outp = result->view().data;
-  execute_plan(*plan, args.data(), nullptr, &outp);
-  return Tensor(std::move(result));
+  const Graph g = build_graph(k, attrs, ops, out);
+  std::shared_ptr<Plan> plan = plan_for(g);
+  std::vector<Tensor> args;
+  for (const Operand& o : ops) args.push_back(o.dense);
+  return detail::run_plan(*plan, g, args, {}, {out}, "eager op", op_name(k), {}).front();
 }
 
 void cuda_copy(const View& src, TensorImpl& dst) {

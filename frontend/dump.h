@@ -1,7 +1,7 @@
 // Kernel dumps: everything a compiled function became, as files.
 //   <dir>/<function>/<signature>/
 //     00_traced.kir, 01_<pass>.kir ...   the graph after each pass ("unchanged" if so)
-//     06_fusion.txt ... 11_accumulate.txt  the schedule's steps (codegen/schedule.h):
+//     06_fusion.txt ... 11_accumulate.txt  the schedule's steps (passes/schedule.h):
 //                                        groups, folded transposes, collectives, buffers,
 //                                        in-place updates, accumulating matmuls
 //     kernels/<kernel>.kir .ll .opt.ll .s   kernel IR, LLVM IR before/after O3, assembly

@@ -1,6 +1,7 @@
 // run_plan (see run_plan.h): tensors in, the plan run, tensors out.
 #include "frontend/run_plan.h"
 
+#include "codegen/backend.h"
 #include "frontend/device_ops.h"
 #include "frontend/tensor_impl.h"
 #include "runtime/plan.h"
@@ -23,8 +24,8 @@ std::shared_ptr<TensorImpl> dense_input(const Tensor& t, SourceLoc where) {
 std::vector<Tensor> run_plan(const Plan& plan, const Graph& g, const std::vector<Tensor>& args,
                              const std::vector<std::shared_ptr<TensorImpl>>& params,
                              const std::vector<TensorType>& out_types, const char* kind,
-                             const std::string& name, SourceLoc where) {
-  std::vector<std::shared_ptr<TensorImpl>> keep;
+                             const std::string& name, SourceLoc where, KeptBuffers* keep) {
+  std::vector<std::shared_ptr<TensorImpl>> copies;  // dense copies of strided inputs
   void* arg_stack[16];
   std::vector<void*> arg_heap;
   void** argp = arg_stack;
@@ -35,7 +36,7 @@ std::vector<Tensor> run_plan(const Plan& plan, const Graph& g, const std::vector
   for (size_t i = 0; i < args.size(); ++i) {
     auto d = dense_input(args[i], where);
     argp[i] = d->view().data;
-    if (d != args[i].impl_ptr()) keep.push_back(std::move(d));
+    if (d != args[i].impl_ptr()) copies.push_back(std::move(d));
   }
   std::vector<void*> pp(params.size());
   // Each parameter (by its index) still has the type g was traced with.
@@ -63,7 +64,7 @@ std::vector<Tensor> run_plan(const Plan& plan, const Graph& g, const std::vector
                     where);
     auto d = dense_input(Tensor(params[i]), where);
     pp[i] = d->view().data;
-    keep.push_back(std::move(d));
+    copies.push_back(std::move(d));
   }
   std::vector<Tensor> outs;
   void* out_stack[16];
@@ -79,7 +80,7 @@ std::vector<Tensor> run_plan(const Plan& plan, const Graph& g, const std::vector
     outp[i] = impl->view().data;
     outs.emplace_back(std::move(impl));
   }
-  execute_plan(plan, argp, pp.data(), outp);
+  backend_for(plan.device).execute(plan, argp, pp.data(), outp, keep);
   for (auto& u : g.updates) params[static_cast<size_t>(u.param)]->buffer->version++;
   return outs;
 }

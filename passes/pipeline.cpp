@@ -1,5 +1,6 @@
-// The pass pipeline, as one straight list. Each pass is timed, compared with
-// its input (by printed text) and, when asked, verified and recorded.
+// The pipeline, as one straight list. A graph pass is timed, compared with its
+// input (by printed text) and, when asked, verified and recorded; a schedule
+// step is timed and, when asked, its decisions are printed.
 #include "passes/pipeline.h"
 
 #include <chrono>
@@ -16,17 +17,28 @@ namespace kiln {
 
 namespace {
 
-struct NamedPass {
+// A stage is a graph pass (`pass`) or a schedule step (`step`, with `str`).
+struct Stage {
   const char* name;
-  Graph (*run)(const Graph&);
+  Graph (*pass)(const Graph&) = nullptr;
+  void (*step)(const Graph&, const ScheduleOptions&, Schedule&) = nullptr;
+  std::string (*str)(const Graph&, const Schedule&) = nullptr;
 };
 
-constexpr NamedPass kPasses[] = {
+namespace ss = schedule_steps;
+
+constexpr Stage kStages[] = {
     {"simplify", simplify},
     {"fold_constants", fold_constants},
     {"cse", cse},
     {"dce", dce},
     {"bucket_collectives", bucket_collectives},
+    {"fusion", nullptr, ss::fuse, ss::fuse_str},
+    {"fold_transposes", nullptr, ss::fold_transposes, ss::fold_transposes_str},
+    {"collectives", nullptr, ss::collectives, ss::collectives_str},
+    {"memory", nullptr, ss::memory, ss::memory_str},
+    {"in_place", nullptr, ss::in_place, ss::in_place_str},
+    {"accumulate", nullptr, ss::accumulate, ss::accumulate_str},
 };
 
 void verify_after(const Graph& g, const char* when) {
@@ -37,23 +49,26 @@ void verify_after(const Graph& g, const char* when) {
   }
 }
 
-}  // namespace
+double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
 
-Graph run_pipeline(const Graph& g, const PipelineOptions& opts, std::vector<PassRecord>* log) {
+Graph run_graph_passes(const Graph& g, const PipelineOptions& opts, std::vector<PassRecord>* log) {
   if (opts.verify) verify_after(g, "given to the pipeline");
   Graph current = g;
   std::string text = log ? print_graph(current) : std::string();
-  for (const NamedPass& pass : kPasses) {
+  for (const Stage& stage : kStages) {
+    if (!stage.pass) continue;
     auto start = std::chrono::steady_clock::now();
-    Graph next = pass.run(current);
+    Graph next = stage.pass(current);
     auto stop = std::chrono::steady_clock::now();
-    if (opts.verify) verify_after(next, (std::string("after pass ") + pass.name).c_str());
+    if (opts.verify) verify_after(next, (std::string("after pass ") + stage.name).c_str());
     if (log) {
       std::string next_text = print_graph(next);
       PassRecord r;
-      r.name = pass.name;
+      r.name = stage.name;
       r.changed = next_text != text;
-      r.ms = std::chrono::duration<double, std::milli>(stop - start).count();
+      r.ms = ms_between(start, stop);
       if (opts.record) r.graph_text = next_text;
       log->push_back(std::move(r));
       text = std::move(next_text);
@@ -63,10 +78,43 @@ Graph run_pipeline(const Graph& g, const PipelineOptions& opts, std::vector<Pass
   return current;
 }
 
+}  // namespace
+
+Schedule schedule_graph(const Graph& g, const ScheduleOptions& opts, std::vector<PassRecord>* log,
+                        bool record) {
+  Schedule s;
+  for (const Stage& stage : kStages) {
+    if (!stage.step) continue;
+    const auto start = std::chrono::steady_clock::now();
+    stage.step(g, opts, s);
+    const auto stop = std::chrono::steady_clock::now();
+    if (!log) continue;
+    PassRecord r;
+    r.name = stage.name;
+    r.graph = false;
+    r.changed = true;
+    r.ms = ms_between(start, stop);
+    if (record) r.graph_text = stage.str(g, s);
+    log->push_back(std::move(r));
+  }
+  return s;
+}
+
+Graph optimize_graph(const Graph& g, const PipelineOptions& opts, std::vector<PassRecord>* log) {
+  return run_graph_passes(g, opts, log);
+}
+
+Pipelined run_pipeline(const Graph& g, const PipelineOptions& opts, std::vector<PassRecord>* log) {
+  Pipelined out;
+  out.graph = run_graph_passes(g, opts, log);
+  out.schedule = schedule_graph(out.graph, opts.schedule, log, opts.record);
+  return out;
+}
+
 const std::vector<std::string>& pipeline_pass_names() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> v;
-    for (const NamedPass& p : kPasses) v.push_back(p.name);
+    for (const Stage& s : kStages) v.push_back(s.name);
     return v;
   }();
   return names;

@@ -1,14 +1,18 @@
-// The pass pipeline: one straight, named list (DESIGN.md, "Passes").
-//   verify -> simplify -> fold_constants -> cse -> dce -> bucket_collectives, then the
-// schedule's steps (codegen/schedule.h: fusion ... accumulate).
-// With dumping on, the graph after each pass is kept (or marked unchanged),
-// with the time each pass took.
+// The pipeline: one straight, named list (DESIGN.md, "Passes") from the traced
+// graph to its schedule:
+//   verify -> simplify -> fold_constants -> cse -> dce -> bucket_collectives
+//     (graph passes: a graph in, a graph out)
+//   -> fusion -> fold_transposes -> collectives -> memory -> in_place -> accumulate
+//     (the schedule's steps, passes/schedule.h: the same for every backend)
+// With a log, every stage is timed and compared with its input; with `record`
+// its output text is kept (the graph after a pass, a step's decisions).
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "ir/graph.h"
+#include "passes/schedule.h"
 
 namespace kiln {
 
@@ -16,21 +20,32 @@ struct PassRecord {
   std::string name;
   bool changed = false;
   double ms = 0;
-  std::string graph_text;  // the graph after the pass (only when recording)
-  /// False for the schedule's steps (codegen/schedule.h), whose text is not a graph.
+  std::string graph_text;  // the stage's output text (only when recording)
+  /// False for the schedule's steps, whose text is not a graph.
   bool graph = true;
 };
 
 struct PipelineOptions {
-  bool record = false;  // keep each pass's output text in the log
-  bool verify = true;   // run the verifier after every pass
+  bool record = false;  // keep each stage's output text in the log
+  bool verify = true;   // run the verifier after every graph pass
+  ScheduleOptions schedule;
 };
 
-/// Runs the graph-to-graph passes in order; appends one record per pass to `log` if given.
-Graph run_pipeline(const Graph& g, const PipelineOptions& opts = {},
-                   std::vector<PassRecord>* log = nullptr);
+/// What the pipeline makes of a graph: the optimised graph and its schedule.
+struct Pipelined {
+  Graph graph;
+  Schedule schedule;
+};
 
-/// The pass names, in order.
+/// Runs every stage in order; appends one record per stage to `log` if given.
+Pipelined run_pipeline(const Graph& g, const PipelineOptions& opts = {},
+                       std::vector<PassRecord>* log = nullptr);
+
+/// The graph passes alone (the first half of the list): the optimised graph.
+Graph optimize_graph(const Graph& g, const PipelineOptions& opts = {},
+                     std::vector<PassRecord>* log = nullptr);
+
+/// Every stage's name, in order: the graph passes, then the schedule's steps.
 const std::vector<std::string>& pipeline_pass_names();
 
 }  // namespace kiln

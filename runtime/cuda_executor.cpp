@@ -80,11 +80,12 @@ void release(Staging& s, int device) {
   s.busy = false;
 }
 
-void launch_on(void* fn, const CudaLaunchSpec& l, int64_t range, void* dev_buffers, int device) {
+void launch_on(void* fn, const CudaLaunch& l, void* dev_buffers, int device) {
+  const int64_t range = l.range;
   if (range <= 0) return;
   const cuda::DeviceInfo& info = cuda::device_info(device);
-  const int64_t per_sm = l.kind == CudaLaunchSpec::BlockPerRow ? 8 : 32;
-  int64_t blocks = l.kind == CudaLaunchSpec::BlockPerRow ? range : (range + l.block - 1) / l.block;
+  const int64_t per_sm = l.kind == CudaLaunch::BlockPerRow ? 8 : 32;
+  int64_t blocks = l.kind == CudaLaunch::BlockPerRow ? range : (range + l.block - 1) / l.block;
   blocks = std::clamp<int64_t>(blocks, 1, std::max<int64_t>(info.sm_count, 1) * per_sm);
   long long begin = 0, end = range;
   void* params[] = {&dev_buffers, &begin, &end};
@@ -109,13 +110,13 @@ void execute_cuda_plan(const Plan& plan, void* const* args, void* const* params,
   // Every kernel's buffer list, in one upload.
   size_t entries = 0;
   for (const PlanStep& step : plan.steps)
-    if (step.kind == PlanStep::CudaKernel) entries += step.slots.size();
+    if (std::holds_alternative<step::CudaKernel>(step.what)) entries += step.slots.size();
   Staging* staging = nullptr;
   if (entries) {
     staging = &acquire(entries * sizeof(void*), device);
     auto* table = static_cast<void**>(staging->host);
     for (const PlanStep& step : plan.steps)
-      if (step.kind == PlanStep::CudaKernel)
+      if (std::holds_alternative<step::CudaKernel>(step.what))
         for (int32_t s : step.slots) *table++ = ptr[static_cast<size_t>(s)];
     cuda::copy_to_device(staging->dev, staging->host, entries * sizeof(void*), device);
   }
@@ -129,49 +130,42 @@ void execute_cuda_plan(const Plan& plan, void* const* args, void* const* params,
   size_t offset = 0;
   try {
     for (const PlanStep& step : plan.steps) {
-      switch (step.kind) {
-        case PlanStep::IndexCheck: {
-          // A host check: wait for the stream, look at the indices, then copy them on.
-          const PlanSlot& in = plan.slots[static_cast<size_t>(step.slots[0])];
-          const void* src = ptr[static_cast<size_t>(step.slots[0])];
-          std::vector<char> host(static_cast<size_t>(in.bytes()));
-          cuda::copy_to_host(host.data(), src, host.size(), device);
-          check_index_step(step, host.data(), in.type);
-          cuda::copy_device(ptr[static_cast<size_t>(step.slots[1])], src, host.size(), device);
-          break;
+      if (const auto* k = std::get_if<step::CudaKernel>(&step.what)) {
+        launch_on(k->fn, k->launch, static_cast<void**>(staging->dev) + offset, device);
+        offset += step.slots.size();
+      } else if (const auto* m = std::get_if<step::Matmul>(&step.what)) {
+        auto view = [&](size_t i) {
+          const int32_t s = step.slots[i];
+          const TensorType& t = plan.slots[static_cast<size_t>(s)].type;
+          void* data = ptr[static_cast<size_t>(s)];
+          return i == 2 ? dense_view(data, t.dtype, t.shape)
+                        : matmul_operand_view(data, t, i == 0 ? m->trans_a : m->trans_b);
+        };
+        // (The CUDA backend asks for no accumulating products: cuBLAS gets alpha 1, beta 0.)
+        KILN_CHECK(m->alpha == 1 && m->beta == 0, "internal: ", step.name,
+                   " asks cuBLAS to scale or accumulate");
+        if (step.slots.size() > 3 || m->relu) {
+          GemmEpilogue e;
+          if (step.slots.size() > 3) e.bias = ptr[static_cast<size_t>(step.slots[3])];
+          e.relu = m->relu;
+          matmul_cuda_epilogue(view(0), view(1), view(2), e, device);
+        } else {
+          matmul_cuda(view(0), view(1), view(2), device);
         }
-        case PlanStep::CollectiveStart:
-          comms.start(step);
-          break;
-        case PlanStep::CollectiveWait:
-          comms.wait(step);
-          break;
-        case PlanStep::CudaKernel:
-          launch_on(step.cuda_fn, step.launch, step.range,
-                    static_cast<void**>(staging->dev) + offset, device);
-          offset += step.slots.size();
-          break;
-        case PlanStep::CudaMatmul: {
-          const PlanSlot& a = plan.slots[static_cast<size_t>(step.slots[0])];
-          const PlanSlot& b = plan.slots[static_cast<size_t>(step.slots[1])];
-          const PlanSlot& o = plan.slots[static_cast<size_t>(step.slots[2])];
-          View va =
-              matmul_operand_view(ptr[static_cast<size_t>(step.slots[0])], a.type, step.trans_a);
-          View vb =
-              matmul_operand_view(ptr[static_cast<size_t>(step.slots[1])], b.type, step.trans_b);
-          View vo = dense_view(ptr[static_cast<size_t>(step.slots[2])], o.type.dtype, o.type.shape);
-          if (step.slots.size() > 3 || step.relu) {
-            GemmEpilogue e;
-            if (step.slots.size() > 3) e.bias = ptr[static_cast<size_t>(step.slots[3])];
-            e.relu = step.relu;
-            matmul_cuda_epilogue(va, vb, vo, e, device);
-          } else {
-            matmul_cuda(va, vb, vo, device);
-          }
-          break;
-        }
-        default:
-          throw Error("internal: a CUDA plan holds a CPU step ('" + step.name + "')");
+      } else if (const auto* c = std::get_if<step::IndexCheck>(&step.what)) {
+        // A host check: wait for the stream, look at the indices, then copy them on.
+        const PlanSlot& in = plan.slots[static_cast<size_t>(step.slots[0])];
+        const void* src = ptr[static_cast<size_t>(step.slots[0])];
+        std::vector<char> host(static_cast<size_t>(in.bytes()));
+        cuda::copy_to_host(host.data(), src, host.size(), device);
+        check_index_step(*c, host.data(), in.type);
+        cuda::copy_device(ptr[static_cast<size_t>(step.slots[1])], src, host.size(), device);
+      } else if (const auto* s = std::get_if<step::CollectiveStart>(&step.what)) {
+        comms.start(*s);
+      } else if (const auto* w = std::get_if<step::CollectiveWait>(&step.what)) {
+        comms.wait(*w, step.name);
+      } else {
+        throw Error("internal: a CUDA plan holds a CPU step ('" + step.name + "')");
       }
     }
   } catch (...) {
@@ -183,7 +177,7 @@ void execute_cuda_plan(const Plan& plan, void* const* args, void* const* params,
   }
   if (staging) release(*staging, device);
 
-  // Outputs not written in place, then parameter updates (as execute_plan does).
+  // Outputs not written in place, then parameter updates (as execute_cpu_plan does).
   for (size_t i = 0; i < plan.outputs.size(); ++i) {
     const PlanSlot& slot = plan.slots[static_cast<size_t>(plan.outputs[i])];
     bool in_place = slot.kind == PlanSlot::Output && slot.index == static_cast<int64_t>(i);

@@ -8,7 +8,7 @@
 
 namespace kiln {
 
-/// Runs a CUDA plan over device buffers (see execute_plan). Temporaries come
+/// Runs a CUDA plan over device buffers (see execute_cpu_plan). Temporaries come
 /// from the caching CUDA allocator and go back to it when the steps are
 /// queued (reuse is ordered on the stream). Returns before the device finishes.
 void execute_cuda_plan(const Plan& plan, void* const* args, void* const* params,

@@ -11,7 +11,6 @@
 #include "ir/error.h"
 #include "runtime/allocator.h"
 #include "runtime/blas.h"
-#include "runtime/cuda_executor.h"
 #include "runtime/plan.h"
 #include "runtime/reference.h"
 #include "runtime/thread_pool.h"
@@ -38,12 +37,10 @@ void record_step(const std::string& name, std::chrono::steady_clock::time_point 
 
 }  // namespace
 
-void execute_plan(const Plan& plan, void* const* args, void* const* params, void* const* outputs,
-                  KeptBuffers* keep) {
-  if (plan.device.is_cuda()) {
-    KILN_CHECK(!keep, "internal: keeping a CUDA plan's buffers for checking is not supported");
-    return execute_cuda_plan(plan, args, params, outputs);
-  }
+void execute_cpu_plan(const Plan& plan, void* const* args, void* const* params,
+                      void* const* outputs, KeptBuffers* keep) {
+  KILN_CHECK(plan.device.is_cpu(), "internal: the CPU executor was given a plan for ",
+             plan.device.str());
   const size_t n = plan.slots.size();
   void* stack_ptrs[32];
   std::vector<void*> heap_ptrs;
@@ -78,16 +75,7 @@ void execute_plan(const Plan& plan, void* const* args, void* const* params, void
     for (const PlanStep& step : plan.steps) {
       auto t0 =
           profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
-      if (step.kind == PlanStep::IndexCheck) {
-        const PlanSlot& in = plan.slots[step.slots[0]];
-        check_index_step(step, ptr[step.slots[0]], in.type);
-        if (ptr[step.slots[1]] != ptr[step.slots[0]])
-          std::memcpy(ptr[step.slots[1]], ptr[step.slots[0]], static_cast<size_t>(in.bytes()));
-      } else if (step.kind == PlanStep::CollectiveStart) {
-        comms.start(step);
-      } else if (step.kind == PlanStep::CollectiveWait) {
-        comms.wait(step);
-      } else if (step.kind == PlanStep::Kernel) {
+      if (const auto* k = std::get_if<step::CpuKernel>(&step.what)) {
         void* local[16];
         void** bufs = local;
         const size_t n = step.slots.size();
@@ -96,21 +84,33 @@ void execute_plan(const Plan& plan, void* const* args, void* const* params, void
           bufs = kargs.data();
         }
         for (size_t i = 0; i < n; ++i) bufs[i] = ptr[step.slots[i]];
-        bufs[n] = const_cast<int64_t*>(step.params.data());  // read only by kernel templates
-        CpuKernelFn fn = step.fn;
-        if (step.range <= step.grain) {
-          fn(bufs, 0, step.range);
+        bufs[n] = const_cast<int64_t*>(k->params.data());  // read only by kernel templates
+        CpuKernelFn fn = k->fn;
+        if (k->range <= k->grain) {
+          fn(bufs, 0, k->range);
         } else {
-          parallel_for(step.range, step.grain, [&](int64_t b, int64_t e) { fn(bufs, b, e); });
+          parallel_for(k->range, k->grain, [&](int64_t b, int64_t e) { fn(bufs, b, e); });
         }
-      } else {
+      } else if (const auto* m = std::get_if<step::Matmul>(&step.what)) {
+        KILN_CHECK(step.slots.size() == 3 && !m->relu, "internal: ", step.name,
+                   " asks the CPU for a cuBLASLt epilogue");
         const PlanSlot& a = plan.slots[step.slots[0]];
         const PlanSlot& b = plan.slots[step.slots[1]];
         const PlanSlot& o = plan.slots[step.slots[2]];
-        matmul_cpu(matmul_operand_view(ptr[step.slots[0]], a.type, step.trans_a),
-                   matmul_operand_view(ptr[step.slots[1]], b.type, step.trans_b),
-                   dense_view(ptr[step.slots[2]], o.type.dtype, o.type.shape), step.alpha,
-                   step.beta);
+        matmul_cpu(matmul_operand_view(ptr[step.slots[0]], a.type, m->trans_a),
+                   matmul_operand_view(ptr[step.slots[1]], b.type, m->trans_b),
+                   dense_view(ptr[step.slots[2]], o.type.dtype, o.type.shape), m->alpha, m->beta);
+      } else if (const auto* c = std::get_if<step::IndexCheck>(&step.what)) {
+        const PlanSlot& in = plan.slots[step.slots[0]];
+        check_index_step(*c, ptr[step.slots[0]], in.type);
+        if (ptr[step.slots[1]] != ptr[step.slots[0]])
+          std::memcpy(ptr[step.slots[1]], ptr[step.slots[0]], static_cast<size_t>(in.bytes()));
+      } else if (const auto* s = std::get_if<step::CollectiveStart>(&step.what)) {
+        comms.start(*s);
+      } else if (const auto* w = std::get_if<step::CollectiveWait>(&step.what)) {
+        comms.wait(*w, step.name);
+      } else {
+        throw Error("internal: a CPU plan holds a CUDA step ('" + step.name + "')");
       }
       if (profiling) record_step(step.name, t0);
     }
@@ -144,8 +144,8 @@ void execute_plan(const Plan& plan, void* const* args, void* const* params, void
   free_temps();
 }
 
-void CollectiveRuns::start(const PlanStep& step) {
-  const PlanCollective& c = plan_.collectives[static_cast<size_t>(step.collective)];
+void CollectiveRuns::start(const step::CollectiveStart& s) {
+  const PlanCollective& c = plan_.collectives[static_cast<size_t>(s.collective)];
   const size_t esize = dtype_size(c.call.dtype);
   std::vector<char> packed(static_cast<size_t>(c.call.count) * esize);
   size_t at = 0;
@@ -155,17 +155,17 @@ void CollectiveRuns::start(const PlanStep& step) {
     at += bytes;
   }
   try {
-    tickets_[static_cast<size_t>(step.collective)] = collectives::start_call(c.call, std::move(packed));
+    tickets_[static_cast<size_t>(s.collective)] = collectives::start_call(c.call, std::move(packed));
   } catch (Error& e) {
     e.attach(c.loc);
     throw;
   }
 }
 
-void CollectiveRuns::wait(const PlanStep& step) {
-  const PlanCollective& c = plan_.collectives[static_cast<size_t>(step.collective)];
-  collectives::Ticket t = std::move(tickets_[static_cast<size_t>(step.collective)]);
-  KILN_CHECK(t, "internal: ", step.name, " waits for a collective that was not started");
+void CollectiveRuns::wait(const step::CollectiveWait& w, const std::string& name) {
+  const PlanCollective& c = plan_.collectives[static_cast<size_t>(w.collective)];
+  collectives::Ticket t = std::move(tickets_[static_cast<size_t>(w.collective)]);
+  KILN_CHECK(t, "internal: ", name, " waits for a collective that was not started");
   const std::vector<char>* got = nullptr;
   try {
     got = &collectives::wait(t);
@@ -193,12 +193,12 @@ void CollectiveRuns::finish() noexcept {
   }
 }
 
-void check_index_step(const PlanStep& step, const void* in, const TensorType& type) {
+void check_index_step(const step::IndexCheck& check, const void* in, const TensorType& type) {
   try {
-    check_indices(dense_view(const_cast<void*>(in), type.dtype, type.shape), step.high,
-                  step.check_op);
+    check_indices(dense_view(const_cast<void*>(in), type.dtype, type.shape), check.high,
+                  check.check_op);
   } catch (Error& e) {
-    e.attach(step.loc);
+    e.attach(check.loc);
     throw;
   }
 }

@@ -1,14 +1,16 @@
 // A compiled plan: what a traced graph became. Buffers are slots (arguments,
 // parameters, planned temporaries, outputs); steps are compiled kernels or
 // library calls over slots, in order. Built by codegen/compile.h, run by the
-// executor below. A plan runs on one device: CPU plans hold CPU kernels and
-// OpenBLAS matmuls; CUDA plans hold GPU kernels (loaded CUfunctions, opaque
-// here) and cuBLAS matmuls, and run on the device's stream (cuda_executor.h).
+// executor of its device (its backend's execute, codegen/backend.h): CPU plans
+// hold CPU kernels and run matmuls with OpenBLAS (execute_cpu_plan below); CUDA
+// plans hold GPU kernels (loaded CUfunctions, opaque here) and run matmuls with
+// cuBLAS, on the device's stream (cuda_executor.h).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "ir/device.h"
@@ -31,49 +33,85 @@ struct PlanSlot {
   int64_t bytes() const { return type.bytes(); }
 };
 
-/// How a GPU kernel is launched (mirrors codegen's CudaLaunch).
-struct CudaLaunchSpec {
+/// How a generated CUDA kernel is launched: the one launch record, filled by the
+/// CUDA code generator (codegen/cuda_backend.h) and read by the CUDA executor.
+/// The kernel's (begin, end) arguments select part of [0, range); a whole launch
+/// passes (0, range). Any grid is correct (the kernel strides over what the grid
+/// does not cover); blockDim.y/z must be 1.
+struct CudaLaunch {
   enum Kind : uint8_t {
-    GridStride,   // any grid; each thread strides over [begin, end)
-    BlockPerRow,  // one block per outer-loop iteration
+    GridStride,   // elementwise: any grid, each thread strides over [0, range)
+    BlockPerRow,  // reductions: one block per outer-loop iteration (row), `block` threads
   };
   Kind kind = GridStride;
-  int block = 256;       // threads per block
-  int shared_bytes = 0;  // dynamic shared memory per block
+  /// Work items. GridStride: the kernel IR's outer trip count, or outer x inner when
+  /// the kernel was flattened (an elementwise kernel over rows, see `inner`).
+  /// BlockPerRow: rows (a grid of min(range, a few per SM) blocks is enough).
+  int64_t range = 1;
+  int64_t inner = 1;     // GridStride: work items per outer iteration (1 unless flattened)
+  int block = 256;       // threads per block; BlockPerRow needs a multiple of 32, at most 1024
+  int shared_bytes = 0;  // dynamic shared memory per block (the kernels use static shared memory)
 };
 
-struct PlanStep {
-  /// IndexCheck: slots {in, out}; checks that every element of `in` is in [0, high)
-  /// (throwing kiln::Error naming check_op and `loc`), then copies it to `out`.
-  /// Runs on the host for both devices (a CUDA plan waits for its stream there).
-  /// CollectiveStart: packs the inputs of plan.collectives[collective] and hands
-  /// them to the communication thread (runtime/collective.h); the plan goes on.
-  /// CollectiveWait: waits for it and writes the results into their slots.
-  enum Kind : uint8_t { Kernel, Matmul, CudaKernel, CudaMatmul, IndexCheck, CollectiveStart, CollectiveWait };
-  Kind kind = Kernel;
-  std::string name;
-  CpuKernelFn fn = nullptr;      // Kernel
-  /// Kernel: a kernel template's run-time parameters (sizes, constants), passed
-  /// after the buffer pointers; empty for a kernel compiled for its sizes.
+/// What a plan step does; PlanStep::slots are its buffers.
+namespace step {
+
+/// A compiled CPU kernel: slots are its arguments in order; the outer loop
+/// [0, range) is split across threads in chunks of at least `grain`.
+struct CpuKernel {
+  CpuKernelFn fn = nullptr;
+  /// A kernel template's run-time parameters (sizes, constants), passed after the
+  /// buffer pointers; empty for a kernel compiled for its sizes.
   std::vector<int64_t> params;
-  int64_t range = 1, grain = 1;  // Kernel, CudaKernel: outer loop (and CPU chunk size)
-  /// Kernel, CudaKernel: arguments in order; Matmul, CudaMatmul: a, b, out
-  /// (CudaMatmul with a bias: a, b, out, bias).
-  std::vector<int32_t> slots;
-  /// Matmul, CudaMatmul: operand a (b) is read transposed in its last two dims
-  /// (BLAS does it; no copy): its slot holds the untransposed value.
+  int64_t range = 1, grain = 1;
+};
+
+/// A loaded CUDA kernel (a CUfunction): slots are its arguments in order.
+struct CudaKernel {
+  void* fn = nullptr;
+  CudaLaunch launch;
+};
+
+/// out = alpha * (a @ b) + beta * out on the plan's device (OpenBLAS or cuBLAS):
+/// slots a, b, out, and on CUDA an optional bias (a vector over the product's
+/// columns, added by cuBLASLt before `relu`).
+struct Matmul {
+  /// Operand a (b) is read transposed in its last two dims (BLAS does it; no
+  /// copy): its slot holds the untransposed value.
   bool trans_a = false, trans_b = false;
-  /// Matmul: out = alpha * (a @ b) + beta * out (beta 1: accumulate into out, e.g. an
-  /// SGD update w - lr * (x^T @ g) written straight into w).
+  /// beta 1: accumulate into out (an SGD update w - lr * (x^T @ g) written straight into w).
   double alpha = 1, beta = 0;
-  void* cuda_fn = nullptr;  // CudaKernel: the loaded kernel (a CUfunction)
-  CudaLaunchSpec launch;    // CudaKernel
-  /// CudaMatmul: cuBLASLt applies relu (after the bias, when slots has one) to the product.
-  bool relu = false;
-  int64_t high = 0;      // IndexCheck: the exclusive bound
-  std::string check_op;  // IndexCheck: the op the user called ("cross_entropy")
-  SourceLoc loc;         // IndexCheck: the user's line that recorded the check
-  int32_t collective = -1;  // CollectiveStart, CollectiveWait: index into plan.collectives
+  bool relu = false;  // CUDA only: cuBLASLt applies relu to the product
+};
+
+/// Slots {in, out}: checks that every element of `in` is in [0, high) (throwing
+/// kiln::Error naming check_op and `loc`), then copies it to `out`. Runs on the
+/// host for both devices (a CUDA plan waits for its stream there).
+struct IndexCheck {
+  int64_t high = 0;      // the exclusive bound
+  std::string check_op;  // the op the user called ("cross_entropy")
+  SourceLoc loc;         // the user's line that recorded the check
+};
+
+/// Packs the inputs of plan.collectives[collective] and hands them to the
+/// communication thread (runtime/collective.h); the plan goes on.
+struct CollectiveStart {
+  int32_t collective = -1;
+};
+
+/// Waits for plan.collectives[collective] and writes the results into their slots.
+struct CollectiveWait {
+  int32_t collective = -1;
+};
+
+}  // namespace step
+
+struct PlanStep {
+  std::string name;
+  std::vector<int32_t> slots;
+  std::variant<step::CpuKernel, step::CudaKernel, step::Matmul, step::IndexCheck,
+               step::CollectiveStart, step::CollectiveWait>
+      what;
 };
 
 /// One bucket of collectives: the same call over its members' elements, packed
@@ -104,25 +142,23 @@ struct Plan {
   std::vector<std::shared_ptr<const void>> code;
 };
 
-/// Runs a plan. `args`/`params` point at dense buffers of the slots' types (by
-/// index); `outputs` at caller-allocated dense buffers for each graph output,
-/// all on plan.device (a CUDA plan is queued on the device's stream and
-/// returns before it finishes; see cuda_executor.h).
+/// Runs a CPU plan. `args`/`params` point at dense buffers of the slots' types (by
+/// index); `outputs` at caller-allocated dense buffers for each graph output.
 /// Parameter updates are written into `params` after every output is computed.
-/// With `keep` non-null (CPU plans only), every slot's buffer pointer is recorded there and
+/// With `keep` non-null, every slot's buffer pointer is recorded there and
 /// temporaries are not freed until the caller calls release_kept (for checking).
 struct KeptBuffers {
   std::vector<void*> slot_data;
   std::vector<void*> temps;
   std::vector<int64_t> temp_bytes;
 };
-void execute_plan(const Plan& plan, void* const* args, void* const* params, void* const* outputs,
-                  KeptBuffers* keep = nullptr);
+void execute_cpu_plan(const Plan& plan, void* const* args, void* const* params,
+                      void* const* outputs, KeptBuffers* keep = nullptr);
 void release_kept(KeptBuffers& keep);
 
 /// Runs an IndexCheck step on host memory: checks `in` (a dense buffer of
 /// `type`), attaching the step's location to the error (both executors).
-void check_index_step(const PlanStep& step, const void* in, const TensorType& type);
+void check_index_step(const step::IndexCheck& check, const void* in, const TensorType& type);
 
 /// The collectives a plan run has started and not yet waited for (both
 /// executors). `start` packs the inputs through `read` (host memory, or a copy
@@ -135,8 +171,8 @@ class CollectiveRuns {
   CollectiveRuns(const Plan& plan, void* const* ptr, Read read, Write write)
       : plan_(plan), ptr_(ptr), read_(read), write_(write), tickets_(plan.collectives.size()) {}
   ~CollectiveRuns() { finish(); }
-  void start(const PlanStep& step);
-  void wait(const PlanStep& step);
+  void start(const step::CollectiveStart& s);
+  void wait(const step::CollectiveWait& w, const std::string& name);
   void finish() noexcept;
 
  private:

@@ -153,7 +153,7 @@ int explain(const ExplainOptions& o) {
   PipelineOptions popts;
   popts.record = true;
   std::vector<PassRecord> log;
-  run_pipeline(g, popts, &log);
+  optimize_graph(g, popts, &log);
   os << "\n" << st.bold("passes") << " (nodes before -> after)\n";
   Table pt({"pass", "", "before", "after", "time"});
   size_t before = g.size();

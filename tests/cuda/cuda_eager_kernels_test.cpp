@@ -112,7 +112,7 @@ TEST_CASE("every eager op's CUDA kernel generates and compiles with NVRTC") {
     CAPTURE(g.str());
     CHECK(g.outputs.size() == 1);
     CHECK(g.type(g.outputs[0]) == out);
-    Graph opt = run_pipeline(g);
+    Graph opt = optimize_graph(g);
     for (const FusionGroup& grp : plan_fusion(opt)) {
       REQUIRE(grp.kind != GroupKind::Opaque);
       CudaKernelSource src = generate_cuda_kernel(opt, grp);

@@ -1,4 +1,4 @@
-// run_pipeline: the named pass list, its log, and verification after each pass.
+// run_pipeline and optimize_graph: the named list, its log, and verification after each pass.
 #include <doctest/doctest.h>
 
 #include "pass_test_util.h"
@@ -7,9 +7,29 @@
 using namespace kiln;
 using passtest::ir;
 
-TEST_CASE("the pipeline is one named list") {
+TEST_CASE("the pipeline is one named list: the graph passes, then the schedule's steps") {
   CHECK(pipeline_pass_names() ==
-        std::vector<std::string>{"simplify", "fold_constants", "cse", "dce", "bucket_collectives"});
+        std::vector<std::string>{"simplify", "fold_constants", "cse", "dce", "bucket_collectives",
+                                 "fusion", "fold_transposes", "collectives", "memory", "in_place",
+                                 "accumulate"});
+  Graph g = ir(R"(
+    %x = arg {index=0} : f32[4]
+    %y = exp %x
+    return %y
+  )");
+  std::vector<PassRecord> log;
+  Pipelined p = run_pipeline(g, PipelineOptions{true, true, {}}, &log);
+  REQUIRE(log.size() == pipeline_pass_names().size());
+  for (size_t i = 0; i < log.size(); ++i) {
+    CAPTURE(i);
+    CHECK(log[i].name == pipeline_pass_names()[i]);
+    CHECK(log[i].graph == (i < 5));
+    CHECK_FALSE(log[i].graph_text.empty());
+  }
+  CHECK(print_graph(p.graph) == print_graph(g));
+  REQUIRE(p.schedule.groups.size() == 1);
+  CHECK(p.schedule.groups[0].kind == GroupKind::Elementwise);
+  CHECK(log.back().graph_text == "no accumulating matmuls\n");
 }
 
 TEST_CASE("the pipeline simplifies, folds, merges and cleans up, logging each pass") {
@@ -29,7 +49,7 @@ TEST_CASE("the pipeline simplifies, folds, merges and cleans up, logging each pa
   )";
   Graph g = ir(text);
   std::vector<PassRecord> log;
-  Graph out = run_pipeline(g, PipelineOptions{true, true}, &log);
+  Graph out = optimize_graph(g, PipelineOptions{true, true, {}}, &log);
   std::string want =
       "%0 = arg {index=0} : f32[4]\n"
       "%1 = constant {value=3.0} : f32[]\n"
@@ -49,7 +69,7 @@ TEST_CASE("the pipeline simplifies, folds, merges and cleans up, logging each pa
 
   // Running it again changes nothing; without `record` no text is kept.
   std::vector<PassRecord> again;
-  CHECK(print_graph(run_pipeline(out, PipelineOptions{false, true}, &again)) == want);
+  CHECK(print_graph(optimize_graph(out, PipelineOptions{false, true, {}}, &again)) == want);
   REQUIRE(again.size() == 5);
   for (const PassRecord& r : again) {
     CHECK_FALSE(r.changed);
@@ -66,14 +86,14 @@ TEST_CASE("the pipeline verifies its input and names the failing step") {
   g.node(1).results[0].shape = {5};
   std::string msg;
   try {
-    run_pipeline(g);
+    optimize_graph(g);
   } catch (const Error& e) {
     msg = e.what();
   }
   CHECK(msg.find("invalid graph given to the pipeline") != std::string::npos);
   CHECK(msg.find("expected result type f32[4]") != std::string::npos);
   // With verification off the broken graph goes through unchecked.
-  CHECK_NOTHROW(run_pipeline(g, PipelineOptions{false, false}));
+  CHECK_NOTHROW(optimize_graph(g, PipelineOptions{false, false, {}}));
 }
 
 TEST_CASE("the pipeline keeps what seeded random graphs compute") {
@@ -81,7 +101,7 @@ TEST_CASE("the pipeline keeps what seeded random graphs compute") {
     CAPTURE(seed);
     Graph g = passtest::random_graph(seed, 20 + seed % 21, /*custom=*/false);
     CAPTURE(print_graph(g));
-    Graph out = run_pipeline(g);
+    Graph out = optimize_graph(g);
     passtest::check_same_results(g, out, seed);
     CHECK(out.size() <= g.size());
   }

@@ -1,17 +1,12 @@
 // The schedule's steps (see schedule.h), in order, each a function of the graph
 // and the schedule so far, with its text for dumps.
-#include "codegen/schedule.h"
+#include "passes/schedule.h"
 
 #include <algorithm>
-#include <chrono>
 #include <sstream>
 #include <unordered_set>
 
-#include "codegen/lower.h"
-
-namespace kiln {
-
-namespace {
+namespace kiln::schedule_steps {
 
 void fuse(const Graph& g, const ScheduleOptions& o, Schedule& s) {
   FusionOptions f;
@@ -94,7 +89,7 @@ std::string memory_str(const Graph&, const Schedule& s) {
 // when no later group reads the old value and the update is not also returned:
 // directly when its group does not read the parameter, else stored over it when
 // the group reads it only where it writes.
-void in_place(const Graph& g, const ScheduleOptions&, Schedule& s) {
+void in_place(const Graph& g, const ScheduleOptions& o, Schedule& s) {
   const size_t n = s.groups.size();
   s.direct.assign(n, {});
   s.in_place.assign(n, {});
@@ -125,7 +120,8 @@ void in_place(const Graph& g, const ScheduleOptions&, Schedule& s) {
       const bool reads = std::find(grp.inputs.begin(), grp.inputs.end(), p) != grp.inputs.end();
       (reads ? pairs : s.direct[gi]).push_back({v, p});
     }
-    if (!pairs.empty() && in_place_allowed(g, grp, pairs)) s.in_place[gi] = std::move(pairs);
+    if (!pairs.empty() && o.in_place_allowed && o.in_place_allowed(g, grp, pairs))
+      s.in_place[gi] = std::move(pairs);
   }
 }
 
@@ -141,6 +137,8 @@ std::string in_place_str(const Graph&, const Schedule& s) {
   const std::string t = os.str();
   return t.empty() ? "no parameter updates in place\n" : t;
 }
+
+namespace {
 
 // True when a matmul group computes out = p - c * (a @ b) (or p + c * (a @ b)) for a
 // scalar constant c and nothing else: then BLAS computes it into p's buffer with
@@ -167,6 +165,8 @@ bool accumulate_form(const Graph& g, const FusionGroup& grp, Value p, double* al
   return true;
 }
 
+}  // namespace
+
 // P + alpha (a @ b) into P's buffer, unless a or b is P itself (or its folded
 // transpose): BLAS must not read an operand it writes.
 void accumulate(const Graph& g, const ScheduleOptions&, Schedule& s) {
@@ -191,56 +191,15 @@ std::string accumulate_str(const Graph&, const Schedule& s) {
   return t.empty() ? "no accumulating matmuls\n" : t;
 }
 
-struct Step {
-  const char* name;
-  void (*run)(const Graph&, const ScheduleOptions&, Schedule&);
-  std::string (*str)(const Graph&, const Schedule&);
-};
+}  // namespace kiln::schedule_steps
 
-constexpr Step kSteps[] = {
-    {"fusion", fuse, fuse_str},
-    {"fold_transposes", fold_transposes, fold_transposes_str},
-    {"collectives", collectives, collectives_str},
-    {"memory", memory, memory_str},
-    {"in_place", in_place, in_place_str},
-    {"accumulate", accumulate, accumulate_str},
-};
-
-}  // namespace
-
-Schedule schedule_graph(const Graph& g, const ScheduleOptions& opts, std::vector<PassRecord>* log,
-                        bool record) {
-  Schedule s;
-  for (const Step& step : kSteps) {
-    const auto start = std::chrono::steady_clock::now();
-    step.run(g, opts, s);
-    const auto stop = std::chrono::steady_clock::now();
-    if (!log) continue;
-    PassRecord r;
-    r.name = step.name;
-    r.graph = false;
-    r.changed = true;
-    r.ms = std::chrono::duration<double, std::milli>(stop - start).count();
-    if (record) r.graph_text = step.str(g, s);
-    log->push_back(std::move(r));
-  }
-  return s;
-}
+namespace kiln {
 
 Value matmul_operand(const Schedule& s, Value v, bool* transposed) {
   auto f = s.folded_transpose.find(v);
   const bool folded = f != s.folded_transpose.end();
   if (transposed) *transposed = folded;
   return folded ? f->second : v;
-}
-
-const std::vector<std::string>& schedule_step_names() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> v;
-    for (const Step& s : kSteps) v.push_back(s.name);
-    return v;
-  }();
-  return names;
 }
 
 }  // namespace kiln

@@ -1,0 +1,72 @@
+// The backend interface: what compile_graph (compile.h) asks of the code
+// generator for a device, and what runs the plan it built. Both backends take
+// the same schedule (passes/schedule.h) and build the same kind of plan
+// (runtime/plan.h); the driver decides the order of steps, the slots, and the
+// host steps (index checks, collectives), and hands every other group to the
+// backend of the graph's device:
+//   CPU   cpu_compile.cpp   LLVM kernels (cpu_backend.h), OpenBLAS matmuls
+//   CUDA  cuda_compile.cpp  NVRTC kernels (cuda_backend.h), cuBLAS/cuBLASLt matmuls
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "codegen/compile.h"
+#include "codegen/plan_builder.h"
+
+namespace kiln {
+
+/// What a backend is given for every group of one compile.
+struct CompileContext {
+  const Graph& g;  // the optimised graph
+  const Schedule& sched;
+  /// The schedule's groups as the steps compile them (constant data, a literal or
+  /// an arange, is an elementwise group: an ordinary kernel writes it).
+  const std::vector<FusionGroup>& groups;
+  const CompileOptions& opts;
+  Device device;
+};
+
+/// A group's code, compiled ahead of the step loop (perhaps on another thread),
+/// waiting for its steps to be added in plan order. Each backend has its own.
+struct CompiledGroup {
+  virtual ~CompiledGroup() = default;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  /// What compile reports name as the target ("" for the host CPU; for CUDA the
+  /// device and its name). Throws kiln::Error when the device is unavailable.
+  virtual std::string target(Device device) const = 0;
+
+  /// Whether this backend compiles group `grp` of g; if not, *why says what it
+  /// lacks (for the user's error).
+  virtual bool supports(const Graph& g, const FusionGroup& grp, std::string* why) const = 0;
+
+  /// Compiles group `gi`'s code; null when the group needs none (its steps are
+  /// library calls). Called for every group the plan computes, in any order and
+  /// from several threads at once.
+  virtual std::unique_ptr<CompiledGroup> compile_group(const CompileContext& ctx,
+                                                       size_t gi) const = 0;
+
+  /// Appends group `gi`'s steps to the plan, with what compile_group made of it.
+  virtual void add_steps(const CompileContext& ctx, size_t gi, std::unique_ptr<CompiledGroup> code,
+                         PlanBuilder& pb) const = 0;
+
+  /// Runs a plan this backend built (see execute_cpu_plan for the buffers). With
+  /// `keep`, the slots' buffers are kept for checking (the CPU backend only).
+  virtual void execute(const Plan& plan, void* const* args, void* const* params,
+                       void* const* outputs, KeptBuffers* keep = nullptr) const = 0;
+};
+
+/// The backend of a device's kind.
+const Backend& backend_for(Device device);
+
+/// The two backends (cpu_compile.cpp, cuda_compile.cpp).
+const Backend& cpu_backend();
+const Backend& cuda_backend();
+
+}  // namespace kiln

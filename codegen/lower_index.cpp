@@ -1,0 +1,275 @@
+// Coordinates and values (see lowering.h): the linear index and per-dim
+// coordinates of an element, and eval(value, coords) over a group's nodes:
+// inputs as loads, elementwise ops, creation ops and movement ops as index maps.
+#include "codegen/lowering.h"
+
+#include <algorithm>
+
+#include "codegen/lower_ops.h"
+
+namespace kiln::lowering {
+
+std::vector<ValueId> Lowering::delinearize(ValueId lin, const Shape& s) {
+  const int64_t n = int64_t(s.size());
+  std::vector<ValueId> d(n);
+  // The outermost dim larger than 1 takes what is left, undivided.
+  int64_t outer = 0;
+  while (outer < n && s[outer] == 1) ++outer;
+  ValueId rest = lin;
+  for (int64_t i = n - 1; i >= 0; --i) {
+    if (s[i] == 1) {
+      d[i] = kb_.iconst(0);
+    } else if (i == outer) {
+      d[i] = rest;
+    } else {
+      d[i] = kb_.binary(ScalarOp::imod, rest, kb_.iconst(s[i]));
+      rest = kb_.binary(ScalarOp::idiv, rest, kb_.iconst(s[i]));
+      ++delinearized_;
+    }
+  }
+  return d;
+}
+
+ValueId Lowering::linearize(const std::vector<ValueId>& d, const Shape& s) {
+  if (s.empty()) return kb_.iconst(0);
+  ValueId acc = d[0];
+  for (size_t i = 1; i < s.size(); ++i)
+    acc = kb_.binary(ScalarOp::add, kb_.binary(ScalarOp::mul, acc, kb_.iconst(s[i])), d[i]);
+  return acc;
+}
+
+const std::vector<ValueId>& Lowering::dims(Coords& c) {
+  if (!c.has_dims()) c.dims = delinearize(c.linear, c.shape);
+  return c.dims;
+}
+
+ValueId Lowering::linear(Coords& c) {
+  if (c.linear == kNoValue) c.linear = linearize(c.dims, c.shape);
+  return c.linear;
+}
+
+Coords Lowering::broadcast(Coords& c, const Shape& to) {
+  if (to == c.shape) return c;
+  Coords o;
+  o.shape = to;
+  const int64_t lead = int64_t(c.shape.size()) - int64_t(to.size());
+  if (lead < 0) fail("cannot broadcast ", shape_str(to), " to ", shape_str(c.shape));
+  if (kiln::numel(to) == 1) {
+    o.linear = kb_.iconst(0);
+    o.dims.assign(to.size(), kb_.iconst(0));
+    return o;
+  }
+  const std::vector<ValueId>& cd = dims(c);
+  for (size_t i = 0; i < to.size(); ++i) {
+    const int64_t from = c.shape[lead + i];
+    if (to[i] == from) {
+      o.dims.push_back(cd[lead + i]);
+    } else if (to[i] == 1) {
+      o.dims.push_back(kb_.iconst(0));
+    } else {
+      fail("cannot broadcast ", shape_str(to), " to ", shape_str(c.shape));
+    }
+  }
+  return o;
+}
+
+std::string Lowering::memo_key(Value v, Coords& c) {
+  std::string key = std::to_string(v.node);
+  key += '.';
+  key += std::to_string(v.index);
+  if (c.linear != kNoValue) {
+    key += 'L';
+    key += std::to_string(c.linear);
+    return key;
+  }
+  for (ValueId d : c.dims) {
+    key += ',';
+    key += std::to_string(d);
+  }
+  return key;
+}
+
+ValueId Lowering::eval(Value v, Coords& c) {
+  const std::string key = memo_key(v, c);
+  if (ValueId m = kb_.memo_find(key); m != kNoValue) return m;
+  const ValueId r = eval_uncached(v, c);
+  kb_.memo_put(key, r);
+  return r;
+}
+
+ValueId Lowering::eval_uncached(Value v, Coords& c) {
+  if (auto it = in_buf_.find(v); it != in_buf_.end()) return kb_.load(it->second, linear(c));
+  if (!members_.count(v.node))
+    fail("%", v.node, " is neither a member nor an input of the group");
+  const Node& n = g_.node(v.node);
+  switch (op_info(n.op).category) {
+    case OpCategory::Creation:
+      return creation(v.node, n, c);
+    case OpCategory::Unary: {
+      Coords oc = broadcast(c, g_.type(n.operands[0]).shape);
+      const ValueId x = eval(n.operands[0], oc);
+      return lower_elementwise(kb_, n, {&x, 1});
+    }
+    case OpCategory::Binary: {
+      Coords ac = broadcast(c, g_.type(n.operands[0]).shape);
+      Coords bc = broadcast(c, g_.type(n.operands[1]).shape);
+      const ValueId ab[] = {eval(n.operands[0], ac), eval(n.operands[1], bc)};
+      return lower_elementwise(kb_, n, ab);
+    }
+    case OpCategory::Ternary: {
+      Coords cc = broadcast(c, g_.type(n.operands[0]).shape);
+      Coords ac = broadcast(c, g_.type(n.operands[1]).shape);
+      Coords bc = broadcast(c, g_.type(n.operands[2]).shape);
+      const ValueId cab[] = {eval(n.operands[0], cc), eval(n.operands[1], ac),
+                             eval(n.operands[2], bc)};
+      return lower_elementwise(kb_, n, cab);
+    }
+    case OpCategory::Movement:
+      return movement(n, c);
+    case OpCategory::Reduce:
+      return reduction_result(v.node, n, c);
+    default:
+      fail(op_name(n.op), " (%", v.node, ") cannot be part of a compiled kernel");
+  }
+}
+
+ValueId Lowering::creation(NodeId id, const Node& n, Coords& c) {
+  const DType t = n.type().dtype;
+  auto int_attr = [&](AttrKey k) {
+    const AttrValue* a = n.attrs.find(k);
+    return a && std::holds_alternative<int64_t>(*a);
+  };
+  switch (n.op) {
+    case OpKind::constant:
+      if (int_attr(AttrKey::value) && !is_floating(t))
+        return kb_.iconst(n.attrs.i(AttrKey::value), t);
+      return kb_.constant(t, n.attrs.f(AttrKey::value));
+    case OpKind::literal: {
+      const AttrValue* a = n.attrs.find(AttrKey::data);
+      if (!a) fail("literal %", id, " has no data");
+      kir::Table tab;
+      tab.dtype = t;
+      auto add = [&](double f, int64_t i, bool is_int) {
+        if (is_floating(t)) {
+          const double v = is_int ? double(i) : f;
+          tab.fdata.push_back(t == DType::f32 ? double(float(v)) : v);
+        } else if (t == DType::b8) {
+          tab.idata.push_back(is_int ? i != 0 : f != 0);
+        } else {
+          int64_t v = is_int ? i : int64_t(f);
+          tab.idata.push_back(t == DType::i32 ? int64_t(int32_t(v)) : v);
+        }
+      };
+      if (const auto* ints = std::get_if<std::vector<int64_t>>(a)) {
+        for (int64_t i : *ints) add(0, i, true);
+      } else if (const auto* fl = std::get_if<std::vector<double>>(a)) {
+        for (double f : *fl) add(f, 0, false);
+      } else if (const auto* i = std::get_if<int64_t>(a)) {
+        add(0, *i, true);
+      } else if (const auto* f = std::get_if<double>(a)) {
+        add(*f, 0, false);
+      } else {
+        fail("literal %", id, ": data must be numbers");
+      }
+      if (tab.size() == 1)
+        return is_floating(t) ? kb_.constant(t, tab.fdata[0]) : kb_.iconst(tab.idata[0], t);
+      if (tab.size() != n.type().numel())
+        fail("literal %", id, " has ", tab.size(), " values for ", n.type().str());
+      auto it = tables_.find(id);
+      const int32_t ti = it != tables_.end() ? it->second : (tables_[id] = kb_.add_table(tab));
+      return kb_.load_table(ti, linear(c));
+    }
+    case OpKind::arange: {
+      const ValueId i = linear(c);
+      if (!is_floating(t) && int_attr(AttrKey::start) &&
+          (!n.attrs.has(AttrKey::step) || int_attr(AttrKey::step))) {
+        ValueId v = kb_.binary(ScalarOp::mul, i, kb_.iconst(n.attrs.i(AttrKey::step, 1)));
+        v = kb_.binary(ScalarOp::add, v, kb_.iconst(n.attrs.i(AttrKey::start)));
+        return kb_.cast(v, t);
+      }
+      ValueId v = kb_.binary(ScalarOp::mul, kb_.cast(i, DType::f64),
+                             kb_.constant(DType::f64, n.attrs.f(AttrKey::step, 1.0)));
+      v = kb_.binary(ScalarOp::add, kb_.constant(DType::f64, n.attrs.f(AttrKey::start, 0.0)), v);
+      return kb_.cast(v, t);
+    }
+    default:
+      fail(op_name(n.op), " (%", id,
+           ") cannot be part of a compiled kernel (random draws are opaque groups)");
+  }
+}
+
+ValueId Lowering::movement(const Node& n, Coords& c) {
+  const Value src = n.operands.at(0);
+  const Shape& in = g_.type(src).shape;
+  const int64_t rank = int64_t(in.size());
+  switch (n.op) {
+    case OpKind::reshape: {
+      Coords oc;
+      oc.shape = in;
+      oc.linear = linear(c);
+      return eval(src, oc);
+    }
+    case OpKind::detach:
+    case OpKind::rebind:  // the value of operand 0
+      return eval(src, c);
+    case OpKind::expand: {
+      Coords oc = broadcast(c, in);
+      return eval(src, oc);
+    }
+    case OpKind::permute: {
+      const std::vector<int64_t>& perm = n.attrs.ints(AttrKey::perm);
+      const std::vector<ValueId>& cd = dims(c);
+      Coords oc;
+      oc.shape = in;
+      oc.dims.assign(rank, kNoValue);
+      for (int64_t i = 0; i < rank; ++i) oc.dims[normalize_dim(perm[i], rank)] = cd[i];
+      return eval(src, oc);
+    }
+    case OpKind::slice: {
+      const int64_t d = normalize_dim(n.attrs.i(AttrKey::dim), rank);
+      const int64_t size = in[d], step = n.attrs.i(AttrKey::step, 1);
+      int64_t start = n.attrs.i(AttrKey::start, 0);
+      if (start < 0) start += size;
+      start = std::min(std::max<int64_t>(start, 0), size);
+      Coords oc;
+      oc.shape = in;
+      oc.dims = dims(c);
+      oc.dims[d] =
+          kb_.binary(ScalarOp::add, kb_.binary(ScalarOp::mul, oc.dims[d], kb_.iconst(step)),
+                     kb_.iconst(start));
+      return eval(src, oc);
+    }
+    case OpKind::pad: {
+      const int64_t d = normalize_dim(n.attrs.i(AttrKey::dim), rank);
+      const int64_t low = n.attrs.i(AttrKey::low, 0);
+      const int64_t gap = n.attrs.i(AttrKey::interior, 0) + 1;
+      const int64_t len = in[d];
+      const DType t = n.type().dtype;
+      if (len == 0) return kb_.constant(t, 0);
+      // Input element i sits at low + i * gap; the span covers [low, low + (len-1)*gap].
+      const ValueId x = dims(c)[d];
+      const ValueId lo = kb_.iconst(low), hi = kb_.iconst(low + (len - 1) * gap);
+      ValueId valid = kb_.binary(ScalarOp::and_, kb_.binary(ScalarOp::ge, x, lo),
+                                 kb_.binary(ScalarOp::le, x, hi));
+      // Clamp so the operand is always read in bounds; the select hides the value.
+      const ValueId off = kb_.select(valid, kb_.binary(ScalarOp::sub, x, lo), kb_.iconst(0));
+      ValueId pos = off;
+      if (gap > 1) {
+        pos = kb_.binary(ScalarOp::idiv, off, kb_.iconst(gap));
+        const ValueId on_grid = kb_.binary(
+            ScalarOp::eq, kb_.binary(ScalarOp::imod, off, kb_.iconst(gap)), kb_.iconst(0));
+        valid = kb_.binary(ScalarOp::and_, valid, on_grid);
+      }
+      Coords oc;
+      oc.shape = in;
+      oc.dims = dims(c);
+      oc.dims[d] = pos;
+      const ValueId v = eval(src, oc);
+      return kb_.select(valid, v, kb_.constant(t, 0));
+    }
+    default:
+      fail("unknown movement op ", op_name(n.op));
+  }
+}
+
+}  // namespace kiln::lowering

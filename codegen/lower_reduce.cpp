@@ -1,0 +1,208 @@
+// Reduction kernels (see lower.h): a loop over rows, an inner loop and an
+// accumulator per reduction, one more inner loop for elementwise epilogues and
+// full-size outputs (softmax's last map).
+#include "codegen/lowering.h"
+
+#include <algorithm>
+
+namespace kiln::lowering {
+
+ValueId Lowering::reduction_result(NodeId id, const Node& n, Coords& c) {
+  auto it = red_acc_.find(id);
+  if (it == red_acc_.end())
+    fail(op_name(n.op), " %", id, " is used before its reduction loop has finished");
+  // The coordinates must be the current row's: only then is the accumulator the value.
+  // Every reduction result has one element per row, in row order, so it is
+  // the current row's exactly when its linear index is the outer index.
+  const ValueId lin = linear(c);
+  const bool zero_row =
+      kb_.upper_bound(row_) == 1 && kb_.is_const(lin) && kb_.const_value(lin) == 0;
+  if (lin != row_ && !zero_row)
+    fail("the result of ", op_name(n.op), " %", id,
+         " is read at another row than the one it was reduced for");
+  const ValueId acc = kb_.acc_value(it->second);
+  return kb_.cast(acc, n.type().dtype);
+}
+
+void Lowering::row_prefix() {
+  int64_t first = -1, last = -1;
+  for (size_t d = 0; d < rs_.reduced.size(); ++d) {
+    if (!rs_.reduced[d]) continue;
+    if (first < 0) first = int64_t(d);
+    last = int64_t(d);
+  }
+  bool block = first >= 0;
+  for (int64_t d = first; block && d <= last; ++d) block = rs_.reduced[d];
+  if (!block) return;
+  rs_.inner = 1;
+  for (size_t d = size_t(last) + 1; d < rs_.in_shape.size(); ++d) rs_.inner *= rs_.in_shape[d];
+  const ValueId in = kb_.iconst(rs_.inner);
+  const ValueId outer = kb_.binary(ScalarOp::idiv, row_, in);
+  const ValueId rest = kb_.binary(ScalarOp::imod, row_, in);
+  rs_.row_base = kb_.binary(
+      ScalarOp::add, kb_.binary(ScalarOp::mul, outer, kb_.iconst(rs_.inner * rs_.extent)), rest);
+}
+
+ValueId Lowering::reduced_index(int32_t loop) {
+  return rs_.extent == 1 ? kb_.iconst(0) : kb_.index(loop);
+}
+
+Coords Lowering::row_coords(ValueId j) {
+  Coords c;
+  c.shape = rs_.in_shape;
+  const std::vector<ValueId> rd = delinearize(j, rs_.red);
+  size_t ki = 0, ri = 0;
+  for (size_t d = 0; d < rs_.in_shape.size(); ++d)
+    c.dims.push_back(rs_.reduced[d] ? rd[ri++] : row_dims_[ki++]);
+  if (rs_.row_base != kNoValue) {
+    c.linear = kb_.binary(ScalarOp::add, rs_.row_base,
+                          kb_.binary(ScalarOp::mul, j, kb_.iconst(rs_.inner)));
+  } else if (rs_.extent == 1 && rs_.red.empty()) {
+    c.linear = row_;
+  }
+  return c;
+}
+
+void Lowering::lower_reduction() {
+  const std::vector<Value> outs = setup_buffers();
+  std::vector<NodeId> reds;
+  for (NodeId id : grp_.nodes)
+    if (is_reduce(g_.node(id).op)) reds.push_back(id);
+  if (reds.empty()) fail("a reduction group without a reduction");
+  const Node& first = g_.node(reds[0]);
+  rs_.in_shape = g_.type(first.operands.at(0)).shape;
+  const int64_t rank = int64_t(rs_.in_shape.size());
+  const std::vector<int64_t> rdims = reduced_dims(first, rank);
+  for (NodeId id : reds) {
+    const Node& n = g_.node(id);
+    if (g_.type(n.operands.at(0)).shape != rs_.in_shape || reduced_dims(n, rank) != rdims)
+      fail("reductions %", reds[0], " and %", id, " do not share their input shape and dims");
+  }
+  rs_.reduced.assign(rank, 0);
+  for (int64_t d : rdims) rs_.reduced[d] = 1;
+  for (int64_t d = 0; d < rank; ++d)
+    (rs_.reduced[d] ? rs_.red : rs_.kept).push_back(rs_.in_shape[d]);
+  rs_.rows = kiln::numel(rs_.kept);
+  rs_.extent = kiln::numel(rs_.red);
+
+  // Which members depend on a reduction (their full-size values need a later loop).
+  std::unordered_set<NodeId> after;
+  for (NodeId id : grp_.nodes) {
+    const Node& n = g_.node(id);
+    bool dep = is_reduce(n.op);
+    for (Value o : n.operands) dep = dep || after.count(o.node);
+    if (dep) after.insert(id);
+  }
+  std::vector<std::pair<Value, int32_t>> full_now, full_later, row_outs;
+  for (Value v : outs) {
+    const Shape& s = g_.type(v).shape;
+    const int32_t b = add_output(v);
+    if (s == rs_.in_shape)
+      (after.count(v.node) ? full_later : full_now).push_back({v, b});
+    else if (kiln::numel(s) == rs_.rows)
+      row_outs.push_back({v, b});
+    else
+      fail("output %", v.node, " of shape ", shape_str(s), " is neither the reduction input's ",
+           shape_str(rs_.in_shape), " nor one element per row (", rs_.rows, ")");
+  }
+
+  const std::vector<int32_t> keep = kept_operands(reds, full_later);
+  kb_.kernel().range = rs_.rows;
+  const ValueId r = kb_.index(0);
+  kb_.set_upper_bound(r, rs_.rows);
+  row_ = r;
+  row_dims_ = delinearize(r, rs_.kept);
+  row_prefix();
+  auto store_full = [&](const std::vector<std::pair<Value, int32_t>>& list, Coords& c) {
+    std::vector<ValueId> vals;
+    for (const auto& [v, b] : list) vals.push_back(eval(v, c));
+    for (size_t i = 0; i < list.size(); ++i) kb_.store(list[i].second, linear(c), vals[i]);
+  };
+  for (size_t i = 0; i < reds.size(); ++i) {
+    const Node& n = g_.node(reds[i]);
+    const DType in_t = g_.type(n.operands[0]).dtype, out_t = n.type().dtype;
+    ReduceKind kind = ReduceKind::sum;
+    DType acc_t = out_t;
+    switch (n.op) {
+      case OpKind::sum:
+        kind = ReduceKind::sum;
+        // Rows of up to 64K elements sum in their own type (the vectorized loop keeps
+        // many partial sums, so the error stays ~1e-6 relative); longer extents sum
+        // in f64 as the reference kernels do.
+        acc_t = !is_floating(out_t) ? DType::i64 : rs_.extent <= 65536 ? out_t : DType::f64;
+        break;
+      case OpKind::max:
+        kind = ReduceKind::max;
+        break;
+      case OpKind::min:
+        kind = ReduceKind::min;
+        break;
+      case OpKind::argmax:
+        kind = ReduceKind::argmax;
+        acc_t = in_t;
+        break;
+      case OpKind::argmin:
+        kind = ReduceKind::argmin;
+        acc_t = in_t;
+        break;
+      default:
+        fail("unknown reduction ", op_name(n.op));
+    }
+    const int32_t acc = kb_.add_accumulator(kind, acc_t);
+    kb_.acc_init(acc);
+    const int32_t loop = kb_.begin_loop(rs_.extent);
+    const ValueId j = reduced_index(loop);
+    Coords c = row_coords(j);
+    const ValueId operand = eval(n.operands[0], c);
+    kb_.acc_update(acc, kb_.cast(operand, acc_t), is_arg_reduce(n.op) ? j : kNoValue);
+    if (i == 0) store_full(full_now, c);
+    if (keep[i] >= 0) kb_.store(keep[i], linear(c), operand);
+    kb_.end_loop();
+    red_acc_[reds[i]] = acc;
+  }
+  if (!full_later.empty()) {
+    const int32_t loop = kb_.begin_loop(rs_.extent);
+    Coords c = row_coords(reduced_index(loop));
+    const ValueId at = linear(c);  // before memo_key, which keys by the linear index once set
+    for (size_t i = 0; i < reds.size(); ++i)
+      if (keep[i] >= 0)
+        kb_.memo_put(memo_key(g_.node(reds[i]).operands[0], c), kb_.load(keep[i], at));
+    store_full(full_later, c);
+    kb_.end_loop();
+  }
+  std::vector<ValueId> vals;
+  for (const auto& [v, b] : row_outs) {
+    Coords c;
+    c.shape = g_.type(v).shape;
+    c.linear = r;
+    vals.push_back(eval(v, c));
+  }
+  for (size_t i = 0; i < row_outs.size(); ++i) kb_.store(row_outs[i].second, r, vals[i]);
+}
+
+std::vector<int32_t> Lowering::kept_operands(const std::vector<NodeId>& reds, const std::vector<std::pair<Value, int32_t>>& full_later) {
+  std::vector<int32_t> keep(reds.size(), -1);
+  std::unordered_set<int32_t> used;
+  std::unordered_set<Value, ValueHash> kept;
+  for (size_t i = 0; i < reds.size(); ++i) {
+    const Value v = g_.node(reds[i]).operands[0];
+    auto per_element_expensive = [&](NodeId id) {  // a row-level op (a mean's div) is cheap
+      return is_expensive(g_.node(id).op) && g_.node(id).type().shape == rs_.in_shape;
+    };
+    if (!members_.count(v.node) || g_.type(v).shape != rs_.in_shape || kept.count(v) ||
+        !reaches(v.node, per_element_expensive))
+      continue;
+    for (const auto& [out, buf] : full_later) {
+      if (used.count(buf) || g_.type(out).dtype != g_.type(v).dtype ||
+          !reaches(out.node, [&](NodeId id) { return id == v.node; }))
+        continue;
+      keep[i] = buf;
+      used.insert(buf);
+      kept.insert(v);
+      break;
+    }
+  }
+  return keep;
+}
+
+}  // namespace kiln::lowering

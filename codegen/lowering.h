@@ -1,0 +1,201 @@
+// The lowering's machinery (see lower.h), shared by its files; private to codegen:
+//   lower.cpp         the driver: buffers, the mode (flat or rows), lower_group
+//   lower_index.cpp   coordinates and values: eval(value, coords), creation and movement ops
+//   lower_reduce.cpp  reduction kernels: one loop per row, an accumulator per reduction
+//   lower_map.cpp     elementwise, copy and matmul-epilogue kernels: one loop over the output
+//   lower_ops.cpp     one elementwise op's scalar code, by its op-table rule
+//
+// The core is `eval(value, coords)`: the kernel IR value of a graph value at
+// given coordinates of its own shape. Elementwise nodes evaluate their operands
+// at the broadcast coordinates and apply one scalar op; movement nodes map the
+// coordinates (reshape keeps the linear index, permute/expand/slice map dims,
+// pad guards with a select); group inputs are loads; finished reductions are
+// accumulator reads. Coordinates carry a linear index, per-dim values, or both,
+// and convert lazily, so chains of same-shape elementwise ops never divide.
+#pragma once
+
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "codegen/kernel_builder.h"
+#include "codegen/lower.h"
+#include "ir/error.h"
+
+namespace kiln::lowering {
+
+using kir::kNoValue;
+using kir::ReduceKind;
+using kir::ScalarOp;
+using kir::ValueId;
+
+// Inner loops shorter than this are not worth splitting rows for.
+constexpr int64_t kMinInnerExtent = 16;
+
+struct Coords {
+  Shape shape;
+  std::vector<ValueId> dims;  // per-dim coordinates; empty until materialised
+  ValueId linear = kNoValue;  // row-major linear index; kNoValue until materialised
+  bool has_dims() const { return shape.empty() || !dims.empty(); }
+};
+
+// flat: one loop on the linear index; rows: rows x an inner loop over the last dim.
+enum class Mode { flat, rows };
+
+inline bool is_reduce(OpKind k) {
+  return op_info(k).category == OpCategory::Reduce;
+}
+
+inline bool is_arg_reduce(OpKind k) {
+  return k == OpKind::argmax || k == OpKind::argmin;
+}
+
+// The reduced dims of a reduction node, normalised and sorted.
+std::vector<int64_t> reduced_dims(const Node& n, int64_t rank);
+
+// The first user source line among the group's nodes.
+SourceLoc group_loc(const Graph& g, const FusionGroup& grp);
+
+// Lowers one group in one mode (lower_group picks the mode).
+class Lowering {
+ public:
+  Lowering(const Graph& g, const FusionGroup& grp, const LowerOptions& opts, Mode mode)
+      : g_(g), grp_(grp), opts_(opts), mode_(mode), kb_("kernel") {
+    for (NodeId id : grp.nodes) members_.insert(id);
+  }
+
+  kir::Kernel run() {
+    switch (grp_.kind) {
+      case GroupKind::Elementwise:
+      case GroupKind::Copy:
+      case GroupKind::Matmul:
+        lower_map();
+        break;
+      case GroupKind::Reduction:
+        lower_reduction();
+        break;
+      case GroupKind::Opaque:
+        fail("an opaque group (", op_name(g_.node(grp_.nodes.at(0)).op),
+             ") has no compiled kernel; the runtime runs it");
+    }
+    kir::Kernel k = kb_.take();
+    kir::verify_kernel(k);
+    return k;
+  }
+
+  int delinearized() const { return delinearized_; }
+
+ private:
+  template <class... A>
+  [[noreturn]] void fail(const A&... a) {
+    std::ostringstream os;
+    os << "cannot lower ";
+    os << group_kind_name(grp_.kind) << " group starting at %"
+       << (grp_.nodes.empty() ? 0 : grp_.nodes[0]) << ": ";
+    (os << ... << a);
+    throw Error(os.str(), group_loc(g_, grp_));
+  }
+
+  // ---- Buffers ----
+
+  void add_input(Value v);
+  int32_t add_output(Value v);
+
+  // Inputs, then outputs. Matmul groups read the matmul's result instead of its
+  // operands, and only the inputs the epilogue uses.
+  std::vector<Value> setup_buffers();
+
+  // ---- Coordinates ----
+
+  std::vector<ValueId> delinearize(ValueId lin, const Shape& s);
+
+  // Horner form ((d0 * s1 + d1) * s2 + d2) ..., which the builder's folds invert
+  // against delinearize exactly.
+  ValueId linearize(const std::vector<ValueId>& d, const Shape& s);
+  const std::vector<ValueId>& dims(Coords& c);
+  ValueId linear(Coords& c);
+
+  // Coordinates of an operand of shape `to` broadcast to c's shape.
+  Coords broadcast(Coords& c, const Shape& to);
+
+  // ---- Values ----
+
+  std::string memo_key(Value v, Coords& c);
+  ValueId eval(Value v, Coords& c);
+  ValueId eval_uncached(Value v, Coords& c);
+  ValueId creation(NodeId id, const Node& n, Coords& c);
+  ValueId movement(const Node& n, Coords& c);
+
+  // ---- Reductions ----
+
+  struct RowSpace {
+    Shape in_shape;
+    std::vector<char> reduced;  // per dim of in_shape
+    Shape kept, red;            // shapes of the kept and reduced dims
+    int64_t rows = 1, extent = 1;
+    int64_t inner = 1;            // elements after the reduced block
+    ValueId row_base = kNoValue;  // see row_prefix
+  };
+
+  ValueId reduction_result(NodeId id, const Node& n, Coords& c);
+
+  // The part of the reduction input's linear index that depends on the row only,
+  // when the reduced dims form one contiguous block (then the index is affine in
+  // the reduced position j: row_base + j * inner). Built before the loops.
+  void row_prefix();
+
+  // The reduced position in `loop`: the constant 0 when the reduced dims hold one
+  // element, so that index arithmetic folds and reads of the reduction's result
+  // at the current row are recognised as such (softmax over a size-1 dim).
+  ValueId reduced_index(int32_t loop);
+
+  // Coordinates of the reduction input for the current row and reduced position j.
+  Coords row_coords(ValueId j);
+  void lower_reduction();
+
+  // Softmax's exp: a reduction's expensive operand that a later full-size output
+  // uses again is stored by the reduction loop into that output's buffer (same
+  // shape and dtype) and loaded back by the last loop, from cache, before it
+  // overwrites the element. Per reduction: the output buffer keeping it, or -1.
+  std::vector<int32_t> kept_operands(const std::vector<NodeId>& reds,
+                                     const std::vector<std::pair<Value, int32_t>>& full_later);
+
+  // Whether `from` or a member it depends on without passing a reduction satisfies `pred`.
+  template <class Pred>
+  bool reaches(NodeId from, Pred pred) const {
+    std::vector<NodeId> todo{from};
+    std::unordered_set<NodeId> seen;
+    while (!todo.empty()) {
+      const NodeId id = todo.back();
+      todo.pop_back();
+      if (!members_.count(id) || !seen.insert(id).second) continue;
+      if (pred(id)) return true;
+      if (is_reduce(g_.node(id).op) && id != from) continue;
+      for (Value o : g_.node(id).operands) todo.push_back(o.node);
+    }
+    return false;
+  }
+
+  // ---- Elementwise, copy and matmul epilogue ----
+
+  void lower_map();
+
+  const Graph& g_;
+  const FusionGroup& grp_;
+  LowerOptions opts_;
+  Mode mode_;
+  kir::KernelBuilder kb_;
+  std::unordered_set<NodeId> members_;
+  std::unordered_map<Value, int32_t, ValueHash> in_buf_;
+  std::unordered_map<NodeId, int32_t> tables_;
+  std::unordered_map<NodeId, int32_t> red_acc_;
+  RowSpace rs_;
+  ValueId row_ = kNoValue;  // the outer index of a reduction kernel
+  std::vector<ValueId> row_dims_;
+  int delinearized_ = 0;
+};
+
+}  // namespace kiln::lowering

@@ -26,6 +26,13 @@ struct CompileContext {
   const std::vector<FusionGroup>& groups;
   const CompileOptions& opts;
   Device device;
+  int arch = 0;  // Backend::target's architecture number
+};
+
+/// What a backend compiles for on a device.
+struct Target {
+  std::string name;  // what compile reports say: "" for the host CPU; for CUDA the device and its name
+  int arch = 0;      // CUDA: the compute capability kernels are built for (sm_90: 90); 0 for the CPU
 };
 
 /// A group's code, compiled ahead of the step loop (perhaps on another thread),
@@ -38,17 +45,19 @@ class Backend {
  public:
   virtual ~Backend() = default;
 
-  /// What compile reports name as the target ("" for the host CPU; for CUDA the
-  /// device and its name). Throws kiln::Error when the device is unavailable.
-  virtual std::string target(Device device) const = 0;
+  /// What kernels for `device` are compiled for. Throws kiln::Error when the
+  /// device is unavailable.
+  virtual Target target(Device device) const = 0;
 
   /// Whether this backend compiles group `grp` of g; if not, *why says what it
   /// lacks (for the user's error).
   virtual bool supports(const Graph& g, const FusionGroup& grp, std::string* why) const = 0;
 
-  /// Compiles group `gi`'s code; null when the group needs none (its steps are
-  /// library calls). Called for every group the plan computes, in any order and
-  /// from several threads at once.
+  /// Compiles group `gi`'s code (null, or code with nothing to run, when its
+  /// steps are library calls alone). Called for every group this backend
+  /// supports (not the driver's host steps: index checks, collectives), in any
+  /// order and from several threads at once. With opts.record_kernels_only,
+  /// only what the probe records (CPU kernels) is done.
   virtual std::unique_ptr<CompiledGroup> compile_group(const CompileContext& ctx,
                                                        size_t gi) const = 0;
 

@@ -243,7 +243,8 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
   auto t1 = std::chrono::steady_clock::now();
   const Device device = graph_device(g);
   const Backend& backend = backend_for(device);
-  r.target = backend.target(device);
+  const Target target = backend.target(device);
+  r.target = target.name;
   auto plan = std::make_shared<Plan>();
   plan->device = device;
   r.kernels.clear();
@@ -261,7 +262,7 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
     for (size_t k = 1; k < comm.buckets[b].groups.size(); ++k) later_member[comm.buckets[b].groups[k]] = 1;
   }
   const std::vector<FusionGroup> groups = step_groups(g, sched.groups);
-  const CompileContext ctx{g, sched, groups, opts, device};
+  const CompileContext ctx{g, sched, groups, opts, device, target.arch};
 
   // Every group the backend compiles is compiled first, in parallel; the steps
   // below take them in order.

@@ -1,6 +1,7 @@
-// The compile driver: a traced graph -> pass pipeline -> fusion groups ->
-// memory plan -> one kernel per group (matmuls through BLAS) -> a Plan the
-// executor runs. Also gathers everything the dumps and `kiln explain` show.
+// The compile driver: a traced graph -> the pipeline (graph passes, then the
+// schedule: fusion groups, memory plan, ...) -> the device's backend: one kernel
+// per group (matmuls through BLAS) -> a Plan its executor runs. Also gathers
+// everything the dumps and `kiln explain` show.
 #pragma once
 
 #include <memory>
@@ -58,10 +59,12 @@ struct CompileReport {
 /// and eager kernels' with compile_options()).
 CpuCompileOptions cpu_compile_options(const CompileOptions& opts);
 
-/// Compiles a graph for the device its values live on: the CPU (LLVM kernels,
-/// OpenBLAS), or a CUDA device (NVRTC kernels for the device's architecture,
-/// cuBLAS; see cuda_compile.h). Returns null with record_kernels_only. Throws kiln::Error (with the user's source line)
-/// when a node cannot be compiled, when the graph mixes devices, or when CUDA is unavailable.
+/// Compiles a graph for the device its values live on, with that device's
+/// backend (backend.h): the CPU (LLVM kernels, OpenBLAS), or a CUDA device
+/// (NVRTC kernels for the device's architecture, cuBLAS). Returns null with
+/// record_kernels_only. Throws kiln::Error (with the user's source line) when a
+/// node cannot be compiled, when the graph mixes devices, or when CUDA is
+/// unavailable.
 std::shared_ptr<Plan> compile_graph(const Graph& g, const CompileOptions& opts,
                                     CompileReport* report = nullptr);
 

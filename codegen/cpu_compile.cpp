@@ -37,7 +37,7 @@ void add_accumulate_step(const CompileContext& ctx, const FusionGroup& grp, doub
 
 class CpuBackend final : public Backend {
  public:
-  std::string target(Device) const override { return ""; }
+  Target target(Device) const override { return {}; }
 
   bool supports(const Graph& g, const FusionGroup& grp, std::string* why) const override {
     if (grp.kind != GroupKind::Opaque) return true;

@@ -64,25 +64,26 @@ struct CudaCompiled : CompiledGroup {
 
 class CudaBackend final : public Backend {
  public:
-  std::string target(Device device) const override {
-    cuda::require("compiling for CUDA", device.index);
-    return device.str() + " " + cuda::device_info(device.index).str();
+  Target target(Device device) const override {
+    return {device.str() + " " + cuda::device_info(device.index).str(), cuda_arch(device)};
   }
 
   bool supports(const Graph& g, const FusionGroup& grp, std::string* why) const override {
     return cpu_backend().supports(g, grp, why);  // the same groups: every kind but opaque
   }
 
-  // CUDA C and NVRTC (thread-safe: groups compile in parallel); loading waits for add_steps.
+  // CUDA C and NVRTC (thread-safe: groups compile in parallel); loading waits for
+  // add_steps. No driver call here: the workers bind no CUDA context.
   std::unique_ptr<CompiledGroup> compile_group(const CompileContext& ctx, size_t gi) const override {
+    if (ctx.opts.record_kernels_only) return nullptr;  // a dynamic-size probe records CPU kernels only
     auto t0 = std::chrono::steady_clock::now();
     auto c = std::make_unique<CudaCompiled>();
     CudaCodegenOptions copts;
     copts.in_place = ctx.sched.in_place[gi];
     c->src = generate_cuda_kernel(ctx.g, ctx.groups[gi], copts);
     if (c->src.needs_kernel)
-      c->bin = nvrtc_compile(c->src.source, c->src.name, cuda_arch(ctx.device),
-                             /*want_cubin=*/true, ctx.opts.cache_dir);
+      c->bin = nvrtc_compile(c->src.source, c->src.name, ctx.arch, /*want_cubin=*/true,
+                             ctx.opts.cache_dir);
     c->compile_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     return c;
@@ -151,7 +152,7 @@ class CudaBackend final : public Backend {
 }  // namespace
 
 int cuda_arch(Device device) {
-  cuda::require("compiling for CUDA", device.index);
+  cuda::require("compiling for CUDA", device.index);  // before any other driver call
   return cuda::device_info(device.index).arch();
 }
 

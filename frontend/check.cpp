@@ -82,7 +82,9 @@ void TracedCore::check_kernels(Entry& e, const TraceArgs& args) {
       unshared.temp_bytes.push_back(slot.bytes());
     }
   KeptBuffers kept;
-  run_plan(unshared, g, args.tensors, plan_params, out_types, "traced function", name_, {}, &kept);
+  // The outputs' buffers are compared below: keep them until then.
+  const std::vector<Tensor> plan_outs =
+      run_plan(unshared, g, args.tensors, plan_params, out_types, "traced function", name_, {}, &kept);
 
   size_t k = 0;
   std::string failure;

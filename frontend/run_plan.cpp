@@ -81,6 +81,8 @@ std::vector<Tensor> run_plan(const Plan& plan, const Graph& g, const std::vector
     outs.emplace_back(std::move(impl));
   }
   backend_for(plan.device).execute(plan, argp, pp.data(), outp, keep);
+  if (keep)
+    for (auto& c : copies) keep->owned.push_back(std::move(c));
   for (auto& u : g.updates) params[static_cast<size_t>(u.param)]->buffer->version++;
   return outs;
 }

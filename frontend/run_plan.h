@@ -24,7 +24,8 @@ namespace kiln::detail {
 /// parameter g updates. A parameter whose type changed since g was traced, or an
 /// updated parameter that is not dense, is a kiln::Error naming "<kind> '<name>'"
 /// and `where`. With `keep` (KILN_CHECK, CPU plans), every slot's buffer is kept
-/// there for comparison until release_kept.
+/// there for comparison until release_kept: temporaries and the dense copies of
+/// strided inputs are owned by `keep`; the outputs by the tensors returned.
 std::vector<Tensor> run_plan(const Plan& plan, const Graph& g, const std::vector<Tensor>& args,
                              const std::vector<std::shared_ptr<TensorImpl>>& params,
                              const std::vector<TensorType>& out_types, const char* kind,

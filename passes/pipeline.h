@@ -4,8 +4,9 @@
 //     (graph passes: a graph in, a graph out)
 //   -> fusion -> fold_transposes -> collectives -> memory -> in_place -> accumulate
 //     (the schedule's steps, passes/schedule.h: the same for every backend)
-// With a log, every stage is timed and compared with its input; with `record`
-// its output text is kept (the graph after a pass, a step's decisions).
+// With a log, every stage is timed (a graph pass is also compared with its
+// input); with `record` its output text is kept (the graph after a pass, a
+// step's decisions).
 #pragma once
 
 #include <string>

@@ -151,6 +151,9 @@ struct KeptBuffers {
   std::vector<void*> slot_data;
   std::vector<void*> temps;
   std::vector<int64_t> temp_bytes;
+  /// Other buffers the caller made for the run (dense copies of strided inputs),
+  /// freed by release_kept with the temporaries.
+  std::vector<std::shared_ptr<const void>> owned;
 };
 void execute_cpu_plan(const Plan& plan, void* const* args, void* const* params,
                       void* const* outputs, KeptBuffers* keep = nullptr);

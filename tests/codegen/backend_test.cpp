@@ -28,7 +28,8 @@ std::vector<const Step*> steps_of(const Plan& p) {
 TEST_CASE("backend_for picks the backend of the device's kind") {
   CHECK(&backend_for(Device(kCPU)) == &cpu_backend());
   CHECK(&backend_for(Device(kCUDA, 0)) == &cuda_backend());
-  CHECK(cpu_backend().target(Device(kCPU)).empty());
+  CHECK(cpu_backend().target(Device(kCPU)).name.empty());
+  CHECK(cpu_backend().target(Device(kCPU)).arch == 0);
 }
 
 TEST_CASE("a CPU plan: an OpenBLAS step into the raw product, then the epilogue kernel") {

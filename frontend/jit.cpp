@@ -160,6 +160,27 @@ std::string miss_reason(const TraceArgs& a, const std::vector<TensorType>& types
   return "signature evicted from the cache";
 }
 
+// Whether a constant guard still holds; if not, why (the numbers that changed).
+bool constants_hold(const ConstantGuard& g, std::string* reason) {
+  if (g.alive.expired()) {
+    *reason = g.what + ": their owner was destroyed since the trace";
+    return false;
+  }
+  const std::vector<double> now = g.read();
+  if (now.size() == g.expected.size() &&
+      std::equal(now.begin(), now.end(), g.expected.begin(),
+                 [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }))
+    return true;
+  std::string changed;
+  for (size_t i = 0; i < std::min(now.size(), g.expected.size()); ++i)
+    if (!(now[i] == g.expected[i]))
+      changed += (changed.empty() ? "" : ", ") +
+                 (i < g.names.size() ? g.names[i] : "#" + std::to_string(i)) + " " +
+                 number_str(g.expected[i]) + " -> " + number_str(now[i]);
+  *reason = g.what + " changed: " + changed + " (numbers a traced function reads as constants)";
+  return false;
+}
+
 }  // namespace
 
 /// A signature some thread is building now (lookup's "compile in flight").
@@ -207,6 +228,8 @@ std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
         guard_reason = "a captured tensor's .grad was written since the plan left it zero";
       }
     }
+    for (size_t c = 0; guards_hold && c < e->constant_guards.size(); ++c)
+      guards_hold = constants_hold(e->constant_guards[c], &guard_reason);
     for (size_t p = 0; guards_hold && p < e->params.size(); ++p)
       if (autograd_state(*e->params[p]) != e->param_grad_state[p]) {
         guards_hold = false;
@@ -394,6 +417,7 @@ std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool
   }
   if (!e->autograd_call) forward_graph = st.graph;
   e->arg_grads_read = st.arg_grads_read;
+  e->constant_guards = std::move(st.constant_guards);
   e->params = st.params;
   for (const auto& p : e->params) e->param_grad_state.push_back(autograd_state(*p));
   e->traced = strip_traced_custom(forward_graph);

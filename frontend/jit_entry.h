@@ -8,6 +8,7 @@
 #include "codegen/compile.h"
 #include "frontend/jit.h"
 #include "frontend/tensor_impl.h"
+#include "frontend/trace_state.h"
 
 namespace kiln {
 struct TraceState;
@@ -91,6 +92,7 @@ struct TracedCore::Entry {
   std::vector<std::shared_ptr<TensorImpl>> zero_after;
   std::vector<size_t> zero_outputs;  // outputs (new .grad tensors) that are all zeros
   std::vector<GradGuard> guards;
+  std::vector<ConstantGuard> constant_guards;  // numbers the body read as constants
   std::vector<int64_t> arg_grads_read;  // arguments that must have no .grad at call time
   /// In-place writes to arguments: (argument position, plan output) copied into
   /// the caller's tensor after the call, as the eager ops would have written it.

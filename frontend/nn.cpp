@@ -189,6 +189,40 @@ Tensor CrossEntropyLossImpl::forward(const Tensor& logits, const Tensor& target,
   return functional::cross_entropy(logits, target, reduction, loc);
 }
 
+namespace utils {
+
+Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type,
+                       Loc loc) {
+  const SourceLoc where = detail::here(loc);
+  if (!(max_norm >= 0) || std::isnan(norm_type) || norm_type <= 0)
+    throw Error("clip_grad_norm_: expected max_norm >= 0 and norm_type > 0, got max_norm " +
+                    std::to_string(max_norm) + ", norm_type " + std::to_string(norm_type),
+                where);
+  NoGradGuard no_grad;
+  std::vector<Tensor> grads;
+  for (const Tensor& p : params)
+    if (p.grad().defined()) grads.push_back(p.grad());
+  if (grads.empty()) return zeros({}, kFloat32);
+  const bool inf = std::isinf(norm_type);
+  Tensor total;  // inf: the largest magnitude; else the sum of |g|^p, rooted below
+  for (const Tensor& g : grads) {
+    if (g.device() != grads[0].device() || g.dtype() != grads[0].dtype())
+      throw Error("clip_grad_norm_: gradients on " + grads[0].device().str() + " " +
+                      dtype_name(grads[0].dtype()) + " and " + g.device().str() + " " +
+                      dtype_name(g.dtype()) + " (expected one device and dtype)",
+                  where);
+    Tensor part = inf ? g.abs(loc).max(loc)
+                      : norm_type == 2 ? g.mul(g, loc).sum(loc) : g.abs(loc).pow(norm_type, loc).sum(loc);
+    total = !total.defined() ? part : inf ? total.maximum(part, loc) : total.add(part, 1, loc);
+  }
+  if (!inf) total = norm_type == 2 ? total.sqrt(loc) : total.pow(1.0 / norm_type, loc);
+  Tensor coef = (max_norm / (total + 1e-6)).clamp_max(1.0, loc);
+  for (Tensor& g : grads) g.mul_(coef, loc);
+  return total;
+}
+
+}  // namespace utils
+
 std::ostream& operator<<(std::ostream& os, const Module& m) { return os << m.repr(); }
 
 }  // namespace kiln::nn

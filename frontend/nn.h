@@ -171,6 +171,17 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction r = R
 Tensor one_hot(const Tensor& indices, int64_t num_classes, KILN_LOC);
 }  // namespace functional
 
+namespace utils {
+/// Scales the gradients of `params` in place so that their joint norm (the
+/// norm_type-norm of all elements; INFINITY for the largest magnitude) is at
+/// most max_norm, as torch.nn.utils.clip_grad_norm_: each gradient is multiplied
+/// by min(1, max_norm / (total + 1e-6)). Returns the total norm before
+/// clipping, a 0-dim tensor; nothing is read back to the host, so a traced step
+/// clips inside its plan. Parameters without a gradient are skipped.
+Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0,
+                       KILN_LOC);
+}  // namespace utils
+
 std::ostream& operator<<(std::ostream& os, const Module& m);
 
 }  // namespace kiln::nn

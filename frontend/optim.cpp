@@ -1,15 +1,28 @@
-// SGD and Adam.
+// SGD, Adam, AdamW, RMSprop and the learning-rate schedulers.
 #include "frontend/optim.h"
 
+#include <cmath>
+
 #include "frontend/autograd.h"
+#include "frontend/trace_state.h"
 
 namespace kiln::optim {
 
-Optimizer::Optimizer(std::vector<Tensor> params) : params_(std::move(params)) {
+Optimizer::Optimizer(std::vector<Tensor> params)
+    : params_(std::move(params)), alive_(std::make_shared<const int>(0)) {
   for (size_t i = 0; i < params_.size(); ++i)
     if (!params_[i].defined() || !params_[i].requires_grad())
       throw Error("optimizer parameter " + std::to_string(i) +
                   " does not require grad (expected tensors with requires_grad(true))");
+}
+
+// A copy is another optimizer: guards on the original do not follow it.
+Optimizer::Optimizer(const Optimizer& o) : params_(o.params_), alive_(std::make_shared<const int>(0)) {}
+
+Optimizer& Optimizer::operator=(const Optimizer& o) {
+  params_ = o.params_;
+  alive_ = std::make_shared<const int>(0);
+  return *this;
 }
 
 void Optimizer::zero_grad(bool set_to_none) {
@@ -22,12 +35,42 @@ void Optimizer::zero_grad(bool set_to_none) {
   }
 }
 
+double Optimizer::lr() const {
+  return const_cast<Optimizer*>(this)->lr_field();
+}
+
+void Optimizer::set_lr(double lr) {
+  if (!(lr >= 0) || !std::isfinite(lr))
+    throw Error(std::string(name()) + ": learning rate must be a finite number >= 0, got " +
+                std::to_string(lr));
+  lr_field() = lr;
+}
+
+void Optimizer::guard_hyperparameters() const {
+  guard_constants(alive_, [this] { return hyperparameters(); },
+                  std::string(name()) + "'s hyperparameters", hyperparameter_names());
+}
+
+// ---- SGD ----
+
 SGD::SGD(std::vector<Tensor> params, SGDOptions o) : Optimizer(std::move(params)), options(o) {
   if (o.momentum_ != 0)
     for (const Tensor& p : params_) momentum_.push_back(zeros_like(p));
 }
 
+std::vector<double> SGD::hyperparameters() const {
+  return {options.lr_, options.momentum_, options.dampening_, options.weight_decay_,
+          options.nesterov_ ? 1.0 : 0.0};
+}
+
+std::vector<std::string> SGD::hyperparameter_names() const {
+  return {"lr", "momentum", "dampening", "weight_decay", "nesterov"};
+}
+
 void SGD::step() {
+  guard_hyperparameters();
+  if (options.momentum_ != 0 && momentum_.size() != params_.size())
+    throw Error("SGD: momentum was set after construction (expected it in SGDOptions)");
   NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i];
@@ -42,6 +85,8 @@ void SGD::step() {
     p.sub_(g, options.lr_);
   }
 }
+
+// ---- Adam, AdamW ----
 
 Adam::Adam(std::vector<Tensor> params, AdamOptions o) : Optimizer(std::move(params)), options(o) {
   step_ = zeros({}, kFloat64);
@@ -58,7 +103,24 @@ std::vector<Tensor> Adam::state() const {
   return s;
 }
 
+std::vector<double> Adam::hyperparameters() const {
+  return {options.lr_, options.beta1_, options.beta2_, options.eps_, options.weight_decay_};
+}
+
+std::vector<std::string> Adam::hyperparameter_names() const {
+  return {"lr", "beta1", "beta2", "eps", "weight_decay"};
+}
+
 void Adam::step() {
+  adam_step(/*decoupled_weight_decay=*/false);
+}
+
+void AdamW::step() {
+  adam_step(/*decoupled_weight_decay=*/true);
+}
+
+void Adam::adam_step(bool decoupled_weight_decay) {
+  guard_hyperparameters();
   NoGradGuard no_grad;
   const double b1 = options.beta1_, b2 = options.beta2_;
   step_.add_(1);
@@ -71,12 +133,104 @@ void Adam::step() {
     Tensor g = p.grad();
     if (!g.defined()) continue;
     Tensor bc1 = bc1_f64.to(p.dtype()), bc2 = bc2_f64.to(p.dtype());
-    if (options.weight_decay_ != 0) g = g + options.weight_decay_ * p;
+    if (options.weight_decay_ != 0) {
+      if (decoupled_weight_decay)
+        p.mul_(1 - options.lr_ * options.weight_decay_);
+      else
+        g = g + options.weight_decay_ * p;
+    }
     m_[i].mul_(b1).add_(g, 1 - b1);
     v_[i].mul_(b2).add_(g * g, 1 - b2);
     Tensor denom = (v_[i] / bc2).sqrt() + options.eps_;
     p.sub_(m_[i] / bc1 / denom * options.lr_);
   }
+}
+
+// ---- RMSprop ----
+
+RMSprop::RMSprop(std::vector<Tensor> params, RMSpropOptions o)
+    : Optimizer(std::move(params)), options(o) {
+  for (const Tensor& p : params_) {
+    square_avg_.push_back(zeros_like(p));
+    if (o.centered_) grad_avg_.push_back(zeros_like(p));
+    if (o.momentum_ != 0) momentum_.push_back(zeros_like(p));
+  }
+}
+
+std::vector<Tensor> RMSprop::state() const {
+  std::vector<Tensor> s = square_avg_;
+  s.insert(s.end(), grad_avg_.begin(), grad_avg_.end());
+  s.insert(s.end(), momentum_.begin(), momentum_.end());
+  return s;
+}
+
+std::vector<double> RMSprop::hyperparameters() const {
+  return {options.lr_, options.alpha_, options.eps_, options.weight_decay_, options.momentum_,
+          options.centered_ ? 1.0 : 0.0};
+}
+
+std::vector<std::string> RMSprop::hyperparameter_names() const {
+  return {"lr", "alpha", "eps", "weight_decay", "momentum", "centered"};
+}
+
+void RMSprop::step() {
+  guard_hyperparameters();
+  if ((options.centered_ && grad_avg_.size() != params_.size()) ||
+      (options.momentum_ != 0 && momentum_.size() != params_.size()))
+    throw Error("RMSprop: centered or momentum was set after construction (expected them in "
+                "RMSpropOptions)");
+  NoGradGuard no_grad;
+  const double a = options.alpha_;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor& p = params_[i];
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    if (options.weight_decay_ != 0) g = g + options.weight_decay_ * p;
+    square_avg_[i].mul_(a).add_(g * g, 1 - a);
+    Tensor avg;
+    if (options.centered_) {
+      grad_avg_[i].mul_(a).add_(g, 1 - a);
+      avg = (square_avg_[i] - grad_avg_[i] * grad_avg_[i]).sqrt() + options.eps_;
+    } else {
+      avg = square_avg_[i].sqrt() + options.eps_;
+    }
+    if (options.momentum_ != 0) {
+      momentum_[i].mul_(options.momentum_).add_(g / avg);
+      p.sub_(momentum_[i], options.lr_);
+    } else {
+      p.sub_(g / avg, options.lr_);
+    }
+  }
+}
+
+// ---- Learning-rate schedulers ----
+
+LRScheduler::LRScheduler(Optimizer& optimizer) : opt_(optimizer), base_lr_(optimizer.lr()) {}
+
+void LRScheduler::step() {
+  ++epoch_;
+  opt_.set_lr(lr_at(epoch_));
+}
+
+StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma)
+    : LRScheduler(optimizer), step_size_(step_size), gamma_(gamma) {
+  if (step_size <= 0)
+    throw Error("StepLR: step_size must be positive, got " + std::to_string(step_size));
+}
+
+double StepLR::lr_at(int64_t epoch) const {
+  return base_lr() * std::pow(gamma_, static_cast<double>(epoch / step_size_));
+}
+
+CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min)
+    : LRScheduler(optimizer), t_max_(T_max), eta_min_(eta_min) {
+  if (T_max <= 0) throw Error("CosineAnnealingLR: T_max must be positive, got " + std::to_string(T_max));
+}
+
+double CosineAnnealingLR::lr_at(int64_t epoch) const {
+  const double pi = std::acos(-1.0);
+  return eta_min_ + (base_lr() - eta_min_) *
+                        (1 + std::cos(pi * static_cast<double>(epoch) / static_cast<double>(t_max_))) / 2;
 }
 
 }  // namespace kiln::optim

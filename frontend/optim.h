@@ -1,8 +1,14 @@
-// Optimizers. State (momentum, Adam moments, the step count) is kept in
-// tensors and updated with in-place ops under NoGradGuard, so an optimizer
-// step inside a trace becomes parameter updates of the compiled plan.
+// Optimizers and learning-rate schedulers. State (momentum, moments, the step
+// count) is kept in tensors and updated with in-place ops under NoGradGuard, so
+// an optimizer step inside a trace becomes parameter updates of the compiled
+// plan. Hyperparameters are plain numbers, which a traced step reads as
+// constants: when one changes (a scheduler's set_lr, or options.lr_ written
+// directly), the next call retraces, as torch.compile does for Python floats,
+// and KILN_LOG=recompiles names the number.
 #pragma once
 
+#include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -13,6 +19,8 @@ namespace kiln::optim {
 class Optimizer {
  public:
   explicit Optimizer(std::vector<Tensor> params);
+  Optimizer(const Optimizer& o);
+  Optimizer& operator=(const Optimizer& o);
   virtual ~Optimizer() = default;
   virtual void step() = 0;
   /// Drops (set_to_none, the default, as in PyTorch 2) or zeroes every gradient.
@@ -20,9 +28,25 @@ class Optimizer {
   const std::vector<Tensor>& parameters() const { return params_; }
   /// Every state tensor (for tracing and saving).
   virtual std::vector<Tensor> state() const = 0;
+  /// The learning rate (options().lr_); schedulers set it.
+  double lr() const;
+  void set_lr(double lr);
 
  protected:
+  /// The learning-rate field of the options.
+  virtual double& lr_field() = 0;
+  /// The numbers step() reads, with their names: a traced step is guarded on them.
+  virtual std::vector<double> hyperparameters() const = 0;
+  virtual std::vector<std::string> hyperparameter_names() const = 0;
+  virtual const char* name() const = 0;
+  /// Called first by step(): under a trace, the plan holds only while the
+  /// hyperparameters keep the values it read.
+  void guard_hyperparameters() const;
+
   std::vector<Tensor> params_;
+
+ private:
+  std::shared_ptr<const int> alive_;  // expires with this optimizer (the guards' weak_ptr)
 };
 
 struct SGDOptions {
@@ -46,6 +70,12 @@ class SGD : public Optimizer {
   std::vector<Tensor> state() const override { return momentum_; }
   SGDOptions options;
 
+ protected:
+  double& lr_field() override { return options.lr_; }
+  std::vector<double> hyperparameters() const override;
+  std::vector<std::string> hyperparameter_names() const override;
+  const char* name() const override { return "SGD"; }
+
  private:
   std::vector<Tensor> momentum_;
 };
@@ -59,7 +89,8 @@ struct AdamOptions {
   double lr_, beta1_ = 0.9, beta2_ = 0.999, eps_ = 1e-8, weight_decay_ = 0;
 };
 
-/// Adam (Kingma & Ba), bias-corrected, as torch.optim.Adam.
+/// Adam (Kingma & Ba), bias-corrected, as torch.optim.Adam (weight decay is L2:
+/// added to the gradient). AdamW is the same with decoupled weight decay.
 class Adam : public Optimizer {
  public:
   Adam(std::vector<Tensor> params, double lr) : Adam(std::move(params), AdamOptions(lr)) {}
@@ -68,9 +99,124 @@ class Adam : public Optimizer {
   std::vector<Tensor> state() const override;
   AdamOptions options;
 
+ protected:
+  /// Adam's step with the weight decay added to the gradient (L2) or, decoupled,
+  /// applied to the parameter before the update (AdamW).
+  void adam_step(bool decoupled_weight_decay);
+  double& lr_field() override { return options.lr_; }
+  std::vector<double> hyperparameters() const override;
+  std::vector<std::string> hyperparameter_names() const override;
+  const char* name() const override { return "Adam"; }
+
  private:
   Tensor step_;  // f64 scalar: steps taken (exact to 2^53)
   std::vector<Tensor> m_, v_;
+};
+
+/// AdamW's options: Adam's, with a default weight decay of 0.01.
+struct AdamWOptions {
+  explicit AdamWOptions(double lr = 1e-3) : lr_(lr) {}
+  AdamWOptions& lr(double v) { lr_ = v; return *this; }
+  AdamWOptions& betas(std::pair<double, double> b) { beta1_ = b.first; beta2_ = b.second; return *this; }
+  AdamWOptions& eps(double v) { eps_ = v; return *this; }
+  AdamWOptions& weight_decay(double v) { weight_decay_ = v; return *this; }
+  double lr_, beta1_ = 0.9, beta2_ = 0.999, eps_ = 1e-8, weight_decay_ = 1e-2;
+  AdamOptions adam() const {
+    return AdamOptions(lr_).betas({beta1_, beta2_}).eps(eps_).weight_decay(weight_decay_);
+  }
+};
+
+/// AdamW (Loshchilov & Hutter), as torch.optim.AdamW: p -= lr * weight_decay * p,
+/// then Adam's update. The default weight decay is 0.01.
+class AdamW : public Adam {
+ public:
+  AdamW(std::vector<Tensor> params, double lr) : AdamW(std::move(params), AdamWOptions(lr)) {}
+  AdamW(std::vector<Tensor> params, AdamWOptions options)
+      : Adam(std::move(params), options.adam()) {}
+  void step() override;
+
+ protected:
+  const char* name() const override { return "AdamW"; }
+};
+
+struct RMSpropOptions {
+  explicit RMSpropOptions(double lr = 1e-2) : lr_(lr) {}
+  RMSpropOptions& lr(double v) { lr_ = v; return *this; }
+  RMSpropOptions& alpha(double v) { alpha_ = v; return *this; }
+  RMSpropOptions& eps(double v) { eps_ = v; return *this; }
+  RMSpropOptions& weight_decay(double v) { weight_decay_ = v; return *this; }
+  RMSpropOptions& momentum(double v) { momentum_ = v; return *this; }
+  RMSpropOptions& centered(bool v) { centered_ = v; return *this; }
+  double lr_, alpha_ = 0.99, eps_ = 1e-8, weight_decay_ = 0, momentum_ = 0;
+  bool centered_ = false;
+};
+
+/// RMSprop as torch.optim.RMSprop: a running mean of squared gradients (and, when
+/// centered, of gradients), optional momentum and weight decay.
+class RMSprop : public Optimizer {
+ public:
+  RMSprop(std::vector<Tensor> params, double lr) : RMSprop(std::move(params), RMSpropOptions(lr)) {}
+  RMSprop(std::vector<Tensor> params, RMSpropOptions options);
+  void step() override;
+  std::vector<Tensor> state() const override;
+  RMSpropOptions options;
+
+ protected:
+  double& lr_field() override { return options.lr_; }
+  std::vector<double> hyperparameters() const override;
+  std::vector<std::string> hyperparameter_names() const override;
+  const char* name() const override { return "RMSprop"; }
+
+ private:
+  std::vector<Tensor> square_avg_, grad_avg_, momentum_;
+};
+
+/// A learning-rate schedule: step() once per epoch (after the optimizer's
+/// steps) sets the optimizer's learning rate for the next epoch.
+class LRScheduler {
+ public:
+  explicit LRScheduler(Optimizer& optimizer);
+  virtual ~LRScheduler() = default;
+  void step();
+  /// Epochs stepped so far.
+  int64_t last_epoch() const { return epoch_; }
+  double base_lr() const { return base_lr_; }
+
+ protected:
+  /// The learning rate for epoch `epoch` (closed form, as PyTorch's _get_closed_form_lr).
+  virtual double lr_at(int64_t epoch) const = 0;
+
+ private:
+  Optimizer& opt_;
+  double base_lr_;
+  int64_t epoch_ = 0;
+};
+
+/// lr = base_lr * gamma^(epoch / step_size), as torch.optim.lr_scheduler.StepLR.
+class StepLR : public LRScheduler {
+ public:
+  StepLR(Optimizer& optimizer, int64_t step_size, double gamma = 0.1);
+
+ protected:
+  double lr_at(int64_t epoch) const override;
+
+ private:
+  int64_t step_size_;
+  double gamma_;
+};
+
+/// lr = eta_min + (base_lr - eta_min) * (1 + cos(pi * epoch / T_max)) / 2, as
+/// torch.optim.lr_scheduler.CosineAnnealingLR's closed form.
+class CosineAnnealingLR : public LRScheduler {
+ public:
+  CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min = 0);
+
+ protected:
+  double lr_at(int64_t epoch) const override;
+
+ private:
+  int64_t t_max_;
+  double eta_min_;
 };
 
 }  // namespace kiln::optim

@@ -273,4 +273,13 @@ std::vector<Tensor> TraceState::backward(const std::vector<Tensor>& roots,
   return result;
 }
 
+void guard_constants(std::weak_ptr<const void> alive, std::function<std::vector<double>()> read,
+                     std::string what, std::vector<std::string> names) {
+  TraceState* st = current_trace();
+  if (!st) return;
+  std::vector<double> now = read();
+  st->constant_guards.push_back(
+      ConstantGuard{std::move(alive), std::move(read), std::move(now), std::move(what), std::move(names)});
+}
+
 }  // namespace kiln

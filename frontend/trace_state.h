@@ -3,7 +3,9 @@
 // reference at every call). One trace is active per thread at a time.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -28,6 +30,17 @@ struct GradSlot {
   bool initial_zero = false;            // the initial grad is known to be zeros (read as a constant)
   bool assigned = false;                // set by the user (set_grad), not only accumulated by backward()
   Tensor current;                       // symbolic, or undefined
+};
+
+/// Plain numbers the body read as constants (an optimizer's learning rate): the
+/// cached plan holds while `read()` still gives `expected`, else the call
+/// retraces, as torch.compile's guards on Python numbers do.
+struct ConstantGuard {
+  std::weak_ptr<const void> alive;  // expires with the object whose numbers these are
+  std::function<std::vector<double>()> read;
+  std::vector<double> expected;
+  std::string what;                // "SGD's hyperparameters"
+  std::vector<std::string> names;  // one per number ("lr", "momentum", ...)
 };
 
 struct TraceState {
@@ -67,6 +80,8 @@ struct TraceState {
   std::vector<int64_t> arg_grads_read;
   /// Captured tensors whose .grad() the body read.
   std::unordered_set<const TensorImpl*> captured_grads_read;
+  /// Numbers read as constants that a later call must still find (guard_constants).
+  std::vector<ConstantGuard> constant_guards;
 
   /// The graph value for an operand: symbolic tensors of this trace as they
   /// are, concrete tensors as (new or existing) parameters.
@@ -114,6 +129,13 @@ struct TraceState {
 
 /// The trace recording on this thread, or nullptr.
 TraceState* current_trace();
+
+/// Under a trace: the traced plan holds only while `read()` gives what it gives
+/// now (the numbers belong to an object kept alive by `alive`); a later call
+/// that finds other numbers retraces, with `what` in the reason
+/// (KILN_LOG=recompiles). Outside a trace: nothing.
+void guard_constants(std::weak_ptr<const void> alive, std::function<std::vector<double>()> read,
+                     std::string what, std::vector<std::string> names);
 
 /// Makes `t` the current trace for its scope (nesting restores the previous).
 class TraceScope {

@@ -47,8 +47,15 @@ void Optimizer::set_lr(double lr) {
 }
 
 void Optimizer::guard_hyperparameters() const {
-  guard_constants(alive_, [this] { return hyperparameters(); },
-                  std::string(name()) + "'s hyperparameters", hyperparameter_names());
+  if (!current_trace()) return;
+  std::vector<std::string> names;
+  for (const Hyperparameter& h : hyperparameters()) names.push_back(h.name);
+  auto values = [this] {
+    std::vector<double> v;
+    for (const Hyperparameter& h : hyperparameters()) v.push_back(h.value);
+    return v;
+  };
+  guard_constants(alive_, values, std::string(name()) + "'s hyperparameters", std::move(names));
 }
 
 // ---- SGD ----
@@ -58,13 +65,12 @@ SGD::SGD(std::vector<Tensor> params, SGDOptions o) : Optimizer(std::move(params)
     for (const Tensor& p : params_) momentum_.push_back(zeros_like(p));
 }
 
-std::vector<double> SGD::hyperparameters() const {
-  return {options.lr_, options.momentum_, options.dampening_, options.weight_decay_,
-          options.nesterov_ ? 1.0 : 0.0};
-}
-
-std::vector<std::string> SGD::hyperparameter_names() const {
-  return {"lr", "momentum", "dampening", "weight_decay", "nesterov"};
+std::vector<Optimizer::Hyperparameter> SGD::hyperparameters() const {
+  return {{"lr", options.lr_},
+          {"momentum", options.momentum_},
+          {"dampening", options.dampening_},
+          {"weight_decay", options.weight_decay_},
+          {"nesterov", options.nesterov_ ? 1.0 : 0.0}};
 }
 
 void SGD::step() {
@@ -103,12 +109,12 @@ std::vector<Tensor> Adam::state() const {
   return s;
 }
 
-std::vector<double> Adam::hyperparameters() const {
-  return {options.lr_, options.beta1_, options.beta2_, options.eps_, options.weight_decay_};
-}
-
-std::vector<std::string> Adam::hyperparameter_names() const {
-  return {"lr", "beta1", "beta2", "eps", "weight_decay"};
+std::vector<Optimizer::Hyperparameter> Adam::hyperparameters() const {
+  return {{"lr", options.lr_},
+          {"beta1", options.beta1_},
+          {"beta2", options.beta2_},
+          {"eps", options.eps_},
+          {"weight_decay", options.weight_decay_}};
 }
 
 void Adam::step() {
@@ -164,13 +170,10 @@ std::vector<Tensor> RMSprop::state() const {
   return s;
 }
 
-std::vector<double> RMSprop::hyperparameters() const {
-  return {options.lr_, options.alpha_, options.eps_, options.weight_decay_, options.momentum_,
-          options.centered_ ? 1.0 : 0.0};
-}
-
-std::vector<std::string> RMSprop::hyperparameter_names() const {
-  return {"lr", "alpha", "eps", "weight_decay", "momentum", "centered"};
+std::vector<Optimizer::Hyperparameter> RMSprop::hyperparameters() const {
+  return {{"lr", options.lr_},         {"alpha", options.alpha_},
+          {"eps", options.eps_},       {"weight_decay", options.weight_decay_},
+          {"momentum", options.momentum_}, {"centered", options.centered_ ? 1.0 : 0.0}};
 }
 
 void RMSprop::step() {

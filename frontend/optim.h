@@ -35,9 +35,12 @@ class Optimizer {
  protected:
   /// The learning-rate field of the options.
   virtual double& lr_field() = 0;
-  /// The numbers step() reads, with their names: a traced step is guarded on them.
-  virtual std::vector<double> hyperparameters() const = 0;
-  virtual std::vector<std::string> hyperparameter_names() const = 0;
+  /// The numbers step() reads, by name: a traced step is guarded on them.
+  struct Hyperparameter {
+    const char* name;
+    double value;
+  };
+  virtual std::vector<Hyperparameter> hyperparameters() const = 0;
   virtual const char* name() const = 0;
   /// Called first by step(): under a trace, the plan holds only while the
   /// hyperparameters keep the values it read.
@@ -72,8 +75,7 @@ class SGD : public Optimizer {
 
  protected:
   double& lr_field() override { return options.lr_; }
-  std::vector<double> hyperparameters() const override;
-  std::vector<std::string> hyperparameter_names() const override;
+  std::vector<Hyperparameter> hyperparameters() const override;
   const char* name() const override { return "SGD"; }
 
  private:
@@ -104,8 +106,7 @@ class Adam : public Optimizer {
   /// applied to the parameter before the update (AdamW).
   void adam_step(bool decoupled_weight_decay);
   double& lr_field() override { return options.lr_; }
-  std::vector<double> hyperparameters() const override;
-  std::vector<std::string> hyperparameter_names() const override;
+  std::vector<Hyperparameter> hyperparameters() const override;
   const char* name() const override { return "Adam"; }
 
  private:
@@ -163,8 +164,7 @@ class RMSprop : public Optimizer {
 
  protected:
   double& lr_field() override { return options.lr_; }
-  std::vector<double> hyperparameters() const override;
-  std::vector<std::string> hyperparameter_names() const override;
+  std::vector<Hyperparameter> hyperparameters() const override;
   const char* name() const override { return "RMSprop"; }
 
  private:

@@ -26,13 +26,7 @@ std::vector<Tensor> run_plan(const Plan& plan, const Graph& g, const std::vector
                              const std::vector<TensorType>& out_types, const char* kind,
                              const std::string& name, SourceLoc where, KeptBuffers* keep) {
   std::vector<std::shared_ptr<TensorImpl>> copies;  // dense copies of strided inputs
-  void* arg_stack[16];
-  std::vector<void*> arg_heap;
-  void** argp = arg_stack;
-  if (args.size() > 16) {
-    arg_heap.resize(args.size());
-    argp = arg_heap.data();
-  }
+  PointerScratch<16> argp(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
     auto d = dense_input(args[i], where);
     argp[i] = d->view().data;
@@ -67,20 +61,14 @@ std::vector<Tensor> run_plan(const Plan& plan, const Graph& g, const std::vector
     copies.push_back(std::move(d));
   }
   std::vector<Tensor> outs;
-  void* out_stack[16];
-  std::vector<void*> out_heap;
-  void** outp = out_stack;
-  if (out_types.size() > 16) {
-    out_heap.resize(out_types.size());
-    outp = out_heap.data();
-  }
+  PointerScratch<16> outp(out_types.size());
   outs.reserve(out_types.size());
   for (size_t i = 0; i < out_types.size(); ++i) {
     auto impl = make_dense(out_types[i]);
     outp[i] = impl->view().data;
     outs.emplace_back(std::move(impl));
   }
-  backend_for(plan.device).execute(plan, argp, pp.data(), outp, keep);
+  backend_for(plan.device).execute(plan, argp.data(), pp.data(), outp.data(), keep);
   if (keep)
     for (auto& c : copies) keep->owned.push_back(std::move(c));
   for (auto& u : g.updates) params[static_cast<size_t>(u.param)]->buffer->version++;

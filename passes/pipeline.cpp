@@ -53,7 +53,9 @@ double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_c
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-Graph run_graph_passes(const Graph& g, const PipelineOptions& opts, std::vector<PassRecord>* log) {
+}  // namespace
+
+Graph optimize_graph(const Graph& g, const PipelineOptions& opts, std::vector<PassRecord>* log) {
   if (opts.verify) verify_after(g, "given to the pipeline");
   Graph current = g;
   std::string text = log ? print_graph(current) : std::string();
@@ -78,8 +80,6 @@ Graph run_graph_passes(const Graph& g, const PipelineOptions& opts, std::vector<
   return current;
 }
 
-}  // namespace
-
 Schedule schedule_graph(const Graph& g, const ScheduleOptions& opts, std::vector<PassRecord>* log,
                         bool record) {
   Schedule s;
@@ -100,13 +100,9 @@ Schedule schedule_graph(const Graph& g, const ScheduleOptions& opts, std::vector
   return s;
 }
 
-Graph optimize_graph(const Graph& g, const PipelineOptions& opts, std::vector<PassRecord>* log) {
-  return run_graph_passes(g, opts, log);
-}
-
 Pipelined run_pipeline(const Graph& g, const PipelineOptions& opts, std::vector<PassRecord>* log) {
   Pipelined out;
-  out.graph = run_graph_passes(g, opts, log);
+  out.graph = optimize_graph(g, opts, log);
   out.schedule = schedule_graph(out.graph, opts.schedule, log, opts.record);
   return out;
 }

@@ -42,21 +42,11 @@ void execute_cpu_plan(const Plan& plan, void* const* args, void* const* params,
   KILN_CHECK(plan.device.is_cpu(), "internal: the CPU executor was given a plan for ",
              plan.device.str());
   const size_t n = plan.slots.size();
-  void* stack_ptrs[32];
-  std::vector<void*> heap_ptrs;
-  void** ptr = stack_ptrs;
-  if (n > 32) {
-    heap_ptrs.resize(n);
-    ptr = heap_ptrs.data();
-  }
-  void* temp_stack[16];
-  std::vector<void*> temp_heap;
-  void** temps = temp_stack;
+  PointerScratch<32> ptr_scratch(n);
+  void** ptr = ptr_scratch.data();
   const size_t nt = plan.temp_bytes.size();
-  if (nt > 16) {
-    temp_heap.resize(nt);
-    temps = temp_heap.data();
-  }
+  PointerScratch<16> temp_scratch(nt);
+  void** temps = temp_scratch.data();
   for (size_t t = 0; t < nt; ++t)
     temps[t] = cpu_alloc(static_cast<size_t>(std::max<int64_t>(plan.temp_bytes[t], 1)));
 

@@ -142,6 +142,28 @@ struct Plan {
   std::vector<std::shared_ptr<const void>> code;
 };
 
+/// `n` buffer pointers for one plan run: on the stack up to N, else on the heap
+/// (the executors and run_plan pack their pointer arrays here).
+template <size_t N>
+class PointerScratch {
+ public:
+  explicit PointerScratch(size_t n) : data_(stack_) {
+    if (n > N) {
+      heap_.resize(n);
+      data_ = heap_.data();
+    }
+  }
+  PointerScratch(const PointerScratch&) = delete;
+  PointerScratch& operator=(const PointerScratch&) = delete;
+  void** data() { return data_; }
+  void*& operator[](size_t i) { return data_[i]; }
+
+ private:
+  void* stack_[N];
+  std::vector<void*> heap_;
+  void** data_;
+};
+
 /// Runs a CPU plan. `args`/`params` point at dense buffers of the slots' types (by
 /// index); `outputs` at caller-allocated dense buffers for each graph output.
 /// Parameter updates are written into `params` after every output is computed.

@@ -314,6 +314,8 @@ class Emitter {
         return bin("/");
       case ScalarOp::imod:
         return bin("%");
+      case ScalarOp::philox:
+        return fn("kiln_philox");
 #define KILN_CUDA_MATH_CASE(k, name) case ScalarOp::k:
 #define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp, cost, scalar) \
   KILN_SCALAR_MATH(KILN_CUDA_MATH_CASE, name, scalar)

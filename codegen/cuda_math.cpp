@@ -153,6 +153,39 @@ __device__ __forceinline__ double kiln_gelu(double x) {
 }
 __device__ __forceinline__ float kiln_erf(float x) { return erff(x); }
 __device__ __forceinline__ double kiln_erf(double x) { return erf(x); }
+__device__ __forceinline__ float kiln_log1p(float x) { return log1pf(x); }
+__device__ __forceinline__ double kiln_log1p(double x) { return log1p(x); }
+__device__ __forceinline__ float kiln_expm1(float x) { return expm1f(x); }
+__device__ __forceinline__ double kiln_expm1(double x) { return expm1(x); }
+__device__ __forceinline__ float kiln_floor(float x) { return floorf(x); }
+__device__ __forceinline__ double kiln_floor(double x) { return floor(x); }
+__device__ __forceinline__ float kiln_ceil(float x) { return ceilf(x); }
+__device__ __forceinline__ double kiln_ceil(double x) { return ceil(x); }
+__device__ __forceinline__ float kiln_round(float x) { return rintf(x); }
+__device__ __forceinline__ double kiln_round(double x) { return rint(x); }
+__device__ __forceinline__ float kiln_trunc(float x) { return truncf(x); }
+__device__ __forceinline__ double kiln_trunc(double x) { return trunc(x); }
+
+// Philox-4x32-10 (ops.def, philox): word 0 of the block at counter (lo, hi, 0, 0)
+// and key (lo, hi), its top 24 bits as a float in [0, 1). The products are
+// written as 64-bit multiplies so the same text runs in host emulation.
+__device__ __forceinline__ float kiln_philox(long long key, long long counter) {
+  unsigned c0 = (unsigned)counter, c1 = (unsigned)((unsigned long long)counter >> 32), c2 = 0u,
+           c3 = 0u;
+  unsigned k0 = (unsigned)key, k1 = (unsigned)((unsigned long long)key >> 32);
+  for (int r = 0; r < 10; ++r) {
+    const unsigned long long p0 = 0xD2511F53ull * c0, p1 = 0xCD9E8D57ull * c2;
+    const unsigned h0 = (unsigned)(p0 >> 32), l0 = (unsigned)p0;
+    const unsigned h1 = (unsigned)(p1 >> 32), l1 = (unsigned)p1;
+    c0 = h1 ^ c1 ^ k0;
+    c1 = l1;
+    c2 = h0 ^ c3 ^ k1;
+    c3 = l0;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  return (float)(c0 >> 8) * 5.9604644775390625e-8f;
+}
 
 // Accumulator updates and the combining operators of block reductions.
 struct kiln_op_sum {

@@ -454,7 +454,7 @@ ValueId KernelBuilder::binary(ScalarOp op, ValueId a, ValueId b) {
   }
   ValueDef d;
   d.op = op;
-  d.type = is_comparison(op) ? DType::b8 : type(a);
+  d.type = is_comparison(op) ? DType::b8 : op == ScalarOp::philox ? DType::f32 : type(a);
   d.args[0] = a;
   d.args[1] = b;
   return add_value(d);

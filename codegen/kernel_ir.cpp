@@ -42,8 +42,9 @@ constexpr ScalarOpInfo kScalarOps[] = {
 #undef KILN_KIR_INFO
     {"idiv", 2, ScalarRule::none, OpKind::arg},
     {"imod", 2, ScalarRule::none, OpKind::arg},
+    {"philox", 2, ScalarRule::none, OpKind::arg},
 };
-static_assert(std::size(kScalarOps) == size_t(ScalarOp::imod) + 1);
+static_assert(std::size(kScalarOps) == size_t(ScalarOp::philox) + 1);
 
 const ScalarOpInfo& info(ScalarOp op) {
   return kScalarOps[static_cast<size_t>(op)];
@@ -273,6 +274,10 @@ class Verifier {
       case ScalarOp::imod:
         check(d.type == DType::i64 && ty(d.args[0]) == DType::i64 && ty(d.args[1]) == DType::i64,
               what, ": expects i64");
+        break;
+      case ScalarOp::philox:
+        check(d.type == DType::f32 && ty(d.args[0]) == DType::i64 && ty(d.args[1]) == DType::i64,
+              what, ": expects i64 key and counter, f32 result");
         break;
       default:
         if (is_comparison(d.op)) {

@@ -70,6 +70,7 @@ namespace kiln::kir {
 //              with wrap-around (negative exponents give 0 unless |x| = 1); max/min
 //              propagate NaN (which zero of +-0 is unspecified).
 //   idiv imod  index arithmetic on non-negative i64 with a positive divisor
+//   philox     f32 in [0, 1) from an i64 key and an i64 counter (ops.def, philox)
 enum class ScalarOp : uint8_t {
   const_,
   index,
@@ -87,6 +88,7 @@ enum class ScalarOp : uint8_t {
 #undef KILN_KIR_ENUM
   idiv,
   imod,
+  philox,
 };
 
 /// The op's spelling in kernel IR text ("exp", "and", "load").

@@ -463,6 +463,8 @@ class Emitter {
         return b_.CreateUDiv(arg(0), arg(1));
       case ScalarOp::imod:
         return b_.CreateURem(arg(0), arg(1));
+      case ScalarOp::philox:
+        return llvm_math::philox(b_, arg(0), arg(1));
 #define KILN_LLVM_MATH_CASE(k, name) case ScalarOp::k:
 #define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp, cost, scalar) \
   KILN_SCALAR_MATH(KILN_LLVM_MATH_CASE, name, scalar)

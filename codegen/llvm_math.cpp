@@ -308,6 +308,30 @@ struct M {
   llvm::Value* sin(llvm::Value* x) { return sincos(x, false); }
   llvm::Value* cos(llvm::Value* x) { return sincos(x, true); }
   // 1 / (1 + exp(-x)), as the reference kernel computes it.
+  // log(1 + x) with the rounding of 1 + x undone (Goldberg): u = 1 + x is exact
+  // up to one rounding, and log(u) * x / (u - 1) corrects for it.
+  llvm::Value* log1p(llvm::Value* x) {
+    llvm::Value* u = add(c(1.0), x);
+    llvm::Value* d = sub(u, c(1.0));
+    llvm::Value* r = mul(log(u), div(x, d));
+    r = sel(b.CreateFCmpOEQ(d, c(0.0)), x, r);
+    return sel(b.CreateFCmpOEQ(x, c(INFINITY)), x, r);
+  }
+
+  // e^x - 1 by Kahan's correction of the rounding in u = e^x: (u - 1) * (x / log(u)).
+  llvm::Value* expm1(llvm::Value* x) {
+    llvm::Value* u = exp(x);
+    llvm::Value* d = sub(u, c(1.0));
+    llvm::Value* r = mul(d, div(x, log(u)));
+    r = sel(b.CreateFCmpOEQ(d, c(-1.0)), d, r);
+    r = sel(b.CreateFCmpOEQ(u, c(INFINITY)), u, r);
+    return sel(b.CreateFCmpOEQ(u, c(1.0)), x, r);
+  }
+
+  llvm::Value* ceil(llvm::Value* x) { return call(llvm::Intrinsic::ceil, x); }
+  llvm::Value* round(llvm::Value* x) { return rint(x); }  // half to even
+  llvm::Value* trunc(llvm::Value* x) { return call(llvm::Intrinsic::trunc, x); }
+
   llvm::Value* sigmoid(llvm::Value* x) { return div(c(1.0), add(c(1.0), exp(b.CreateFNeg(x)))); }
 
   llvm::Value* pow(llvm::Value* x, llvm::Value* y) {
@@ -356,6 +380,32 @@ llvm::Value* pow(llvm::IRBuilderBase& b, llvm::Value* x, llvm::Value* y) {
     return b.CreateFPTrunc(r, x->getType());
   }
   return M(b, x).pow(x, y);
+}
+
+llvm::Value* philox(llvm::IRBuilderBase& b, llvm::Value* key, llvm::Value* counter) {
+  llvm::Type* i32 = b.getInt32Ty();
+  llvm::Type* i64 = b.getInt64Ty();
+  auto lo = [&](llvm::Value* v) { return b.CreateTrunc(v, i32); };
+  auto hi = [&](llvm::Value* v) { return b.CreateTrunc(b.CreateLShr(v, 32), i32); };
+  auto k32 = [&](uint32_t v) { return llvm::ConstantInt::get(i32, v); };
+  llvm::Value *c0 = lo(counter), *c1 = hi(counter), *c2 = k32(0), *c3 = k32(0);
+  llvm::Value *k0 = lo(key), *k1 = hi(key);
+  for (int r = 0; r < 10; ++r) {
+    // 32 x 32 -> 64-bit products: the high word and the low word of each.
+    llvm::Value* p0 = b.CreateMul(llvm::ConstantInt::get(i64, 0xD2511F53u), b.CreateZExt(c0, i64));
+    llvm::Value* p1 = b.CreateMul(llvm::ConstantInt::get(i64, 0xCD9E8D57u), b.CreateZExt(c2, i64));
+    llvm::Value* n0 = b.CreateXor(b.CreateXor(hi(p1), c1), k0);
+    llvm::Value* n2 = b.CreateXor(b.CreateXor(hi(p0), c3), k1);
+    c0 = n0;
+    c1 = lo(p1);
+    c2 = n2;
+    c3 = lo(p0);
+    k0 = b.CreateAdd(k0, k32(0x9E3779B9u));
+    k1 = b.CreateAdd(k1, k32(0xBB67AE85u));
+  }
+  llvm::Value* bits = b.CreateLShr(c0, 8);
+  return b.CreateFMul(b.CreateUIToFP(bits, b.getFloatTy()),
+                      llvm::ConstantFP::get(b.getFloatTy(), 0x1p-24));
 }
 
 llvm::Value* ipow(llvm::IRBuilderBase& b, llvm::Value* x, llvm::Value* y) {

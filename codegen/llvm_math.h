@@ -1,5 +1,5 @@
 // Vectorisable math for the CPU backend: the op table's math ops (exp, log,
-// sin, cos, tanh, sigmoid, gelu, erf, sqrt, rsqrt) and pow emitted as straight-line LLVM IR (range reduction by bit
+// sin, cos, tanh, sigmoid, gelu, erf, log1p, expm1, rounding, sqrt, rsqrt) and pow emitted as straight-line LLVM IR (range reduction by bit
 // manipulation, polynomials, selects; no branches, no libm calls), so the
 // loop vectoriser widens them like any other arithmetic. Each takes and
 // returns a scalar `float` or `double` value; the type picks the polynomial
@@ -34,5 +34,8 @@ llvm::Value* pow(llvm::IRBuilderBase& b, llvm::Value* x, llvm::Value* y);
 /// Integer power with wrap-around (exact modulo 2^bits); negative exponents give
 /// 0 unless |x| = 1, as the reference kernel. x and y are iN of one width.
 llvm::Value* ipow(llvm::IRBuilderBase& b, llvm::Value* x, llvm::Value* y);
+/// Philox-4x32-10's word 0 at (i64 key, i64 counter) as a float in [0, 1): the
+/// op table's philox, bit for bit as the reference kernel.
+llvm::Value* philox(llvm::IRBuilderBase& b, llvm::Value* key, llvm::Value* counter);
 
 }  // namespace kiln::llvm_math

@@ -24,6 +24,8 @@ ValueId custom(KernelBuilder& kb, const Node& n, std::span<const ValueId> x) {
       return kb.cast(x[0], out);
     case OpKind::where:
       return kb.select(kb.cast(x[0], DType::b8), kb.cast(x[1], out), kb.cast(x[2], out));
+    case OpKind::philox:
+      return kb.binary(ScalarOp::philox, kb.cast(x[0], DType::i64), kb.cast(x[1], DType::i64));
     default:
       throw Error(std::string("no scalar expression for ") + op_name(n.op));
   }

@@ -1,7 +1,6 @@
-// Tensor creation: from values, filled, ranges, random, wrapped memory.
+// Tensor creation: from values, filled, ranges, wrapped memory (random draws:
+// random.cpp).
 #include <cmath>
-#include <mutex>
-#include <random>
 
 #include "frontend/autograd.h"
 #include "frontend/dispatch.h"
@@ -13,14 +12,6 @@ namespace kiln {
 using detail::here;
 
 namespace {
-
-std::mutex g_rng_mu;
-std::mt19937_64 g_rng(67280421310721ull);  // PyTorch's default seed
-
-uint64_t next_seed() {
-  std::lock_guard<std::mutex> lock(g_rng_mu);
-  return g_rng();
-}
 
 // numel(shape), with the error (an overflowing shape) at the user's line.
 int64_t numel_or_throw(const Shape& shape, SourceLoc loc) {
@@ -200,32 +191,6 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions o, Loc l)
   TensorType t{o.dtype_, {steps}, Device()};
   Tensor r = detail::create(OpKind::arange, {{AttrKey::start, start}, {AttrKey::step, step}}, t, here(l));
   return finish(r, o, here(l));
-}
-
-Tensor rand(Shape shape, TensorOptions o, Loc l) {
-  TensorType t{o.dtype_, std::move(shape), Device()};
-  Tensor r = detail::create(OpKind::rand, {{AttrKey::seed, static_cast<int64_t>(next_seed() >> 1)}},
-                            t, here(l));
-  return finish(r, o, here(l));
-}
-
-Tensor randn(Shape shape, TensorOptions o, Loc l) {
-  TensorType t{o.dtype_, std::move(shape), Device()};
-  Tensor r = detail::create(OpKind::randn, {{AttrKey::seed, static_cast<int64_t>(next_seed() >> 1)}},
-                            t, here(l));
-  return finish(r, o, here(l));
-}
-
-Tensor rand_like(const Tensor& t, Loc l) {
-  return rand(t.sizes(), TensorOptions(t.dtype()).device(t.device()), l);
-}
-Tensor randn_like(const Tensor& t, Loc l) {
-  return randn(t.sizes(), TensorOptions(t.dtype()).device(t.device()), l);
-}
-
-void manual_seed(uint64_t seed) {
-  std::lock_guard<std::mutex> lock(g_rng_mu);
-  g_rng.seed(seed);
 }
 
 }  // namespace kiln

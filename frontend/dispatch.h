@@ -22,6 +22,9 @@ Tensor scalar_operand(const Tensor& like, Scalar s, SourceLoc loc);
 /// cast to its dtype). Eagerly copies into self's storage; in a trace rebinds
 /// self to the new value (a parameter update for captured tensors).
 void assign(const Tensor& self, const Tensor& value, SourceLoc loc);
+/// Integer indices checked to lie in [0, n): eagerly at once, in a trace by a
+/// check_index node the compiled plan runs at every call. Errors name `op`.
+Tensor checked_indices(const Tensor& indices, int64_t n, const char* op, Loc loc);
 /// Type of a tensor (eager or symbolic).
 const TensorType& type_of(const Tensor& t);
 

@@ -118,30 +118,6 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction r, Loc loc)
 
 namespace {
 
-// An index outside [0, n) would give an all-zero one-hot row (and from it a finite,
-// wrong loss); PyTorch raises, and so does Kiln, naming `op`. Eagerly the indices
-// are checked on the host before anything is computed; in a trace a check_index
-// node does it when the compiled plan runs.
-Tensor checked_indices(const Tensor& indices, int64_t n, const char* op, Loc loc) {
-  SourceLoc where = SourceLoc::from(loc);
-  if (is_floating(indices.dtype()) || indices.dtype() == DType::b8)
-    throw Error(
-        std::string(op) + ": expected integer class indices, got " + dtype_name(indices.dtype()),
-        where);
-  if (current_trace())  // a captured tensor is a parameter: checked at every call too
-    return detail::apply(OpKind::check_index, {indices},
-                         {{AttrKey::high, n}, {AttrKey::name, std::string(op)}}, where);
-  Tensor host = indices.cpu(loc).contiguous(loc);
-  try {
-    check_indices(host.impl()->view(), n, op);
-  } catch (Error& e) {
-    e.attach(where);
-    throw;
-  }
-  return indices;
-}
-
-// One-hot rows of indices already checked to lie in [0, n).
 Tensor one_hot_of_checked(const Tensor& indices, int64_t n, Loc loc) {
   Tensor classes = arange(n, TensorOptions(indices.dtype()), loc);
   return indices.unsqueeze(-1, loc).eq(classes, loc);
@@ -150,7 +126,7 @@ Tensor one_hot_of_checked(const Tensor& indices, int64_t n, Loc loc) {
 }  // namespace
 
 Tensor one_hot(const Tensor& indices, int64_t num_classes, Loc loc) {
-  return one_hot_of_checked(checked_indices(indices, num_classes, "one_hot", loc), num_classes,
+  return one_hot_of_checked(detail::checked_indices(indices, num_classes, "one_hot", loc), num_classes,
                             loc);
 }
 
@@ -166,7 +142,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction r, Lo
       throw Error("cross_entropy: expected class indices of shape [" +
                       std::to_string(logits.size(0)) + "], got " + shape_str(target.sizes()),
                   where);
-    Tensor classes = checked_indices(target, logits.size(1), "cross_entropy", loc);
+    Tensor classes = detail::checked_indices(target, logits.size(1), "cross_entropy", loc);
     weights = one_hot_of_checked(classes, logits.size(1), loc).to(logits.dtype(), loc);
   } else {
     if (target.sizes() != logits.sizes())

@@ -22,12 +22,20 @@ class Module : public std::enable_shared_from_this<Module> {
   std::vector<Tensor> parameters(bool recurse = true) const;
   /// Parameters with dotted names ("0.weight", "fc1.bias").
   std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
+  /// Buffers (running statistics and other state that is not a parameter), like
+  /// named_parameters.
+  std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
+  std::vector<Tensor> buffers(bool recurse = true) const;
   std::vector<std::shared_ptr<Module>> children() const;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
   /// Training mode (the default) or evaluation mode, recursively.
   virtual void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }
+  /// is_training() for a forward whose ops depend on the mode (dropout, batch
+  /// norm): inside a trace, the compiled function is guarded on it, so a call
+  /// after train()/eval() changed it retraces.
+  bool training_for_forward() const;
   /// Drops (set_to_none, the default) or zeroes every parameter's gradient.
   void zero_grad(bool set_to_none = true);
   const std::string& name() const { return name_; }
@@ -35,6 +43,7 @@ class Module : public std::enable_shared_from_this<Module> {
   virtual std::string repr() const { return name_ + "()"; }
 
   Tensor& register_parameter(std::string name, Tensor t, bool requires_grad = true);
+  Tensor& register_buffer(std::string name, Tensor t);
   template <class Holder>
   Holder register_module(std::string name, Holder h) {
     children_.emplace_back(std::move(name), h.ptr());
@@ -48,6 +57,7 @@ class Module : public std::enable_shared_from_this<Module> {
   std::string name_;
   bool training_ = true;
   std::vector<std::pair<std::string, Tensor>> params_;
+  std::vector<std::pair<std::string, Tensor>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
 };
 
@@ -156,7 +166,81 @@ class CrossEntropyLossImpl : public Module {
   Reduction reduction;
 };
 
+class DropoutImpl : public Module {
+ public:
+  explicit DropoutImpl(double p = 0.5);
+  Tensor forward(const Tensor& x, KILN_LOC);
+  std::string repr() const override;
+  double p;
+};
+class LayerNormImpl : public Module {
+ public:
+  explicit LayerNormImpl(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true);
+  Tensor forward(const Tensor& x, KILN_LOC);
+  std::string repr() const override;
+  Tensor weight, bias;
+  Shape normalized_shape;
+  double eps;
+};
+/// BatchNorm1d ([N, C] or [N, C, L]) and BatchNorm2d ([N, C, H, W]): one
+/// implementation, the input rank checked per kind.
+class BatchNormImpl : public Module {
+ public:
+  BatchNormImpl(int64_t num_features, int spatial_dims, double eps = 1e-5, double momentum = 0.1);
+  Tensor forward(const Tensor& x, KILN_LOC);
+  std::string repr() const override;
+  Tensor weight, bias, running_mean, running_var;
+  int64_t num_features;
+  int spatial_dims;
+  double eps, momentum;
+};
+class BatchNorm1dImpl : public BatchNormImpl {
+ public:
+  explicit BatchNorm1dImpl(int64_t num_features, double eps = 1e-5, double momentum = 0.1)
+      : BatchNormImpl(num_features, 1, eps, momentum) {}
+};
+class BatchNorm2dImpl : public BatchNormImpl {
+ public:
+  explicit BatchNorm2dImpl(int64_t num_features, double eps = 1e-5, double momentum = 0.1)
+      : BatchNormImpl(num_features, 2, eps, momentum) {}
+};
+/// A table of num_embeddings vectors of size embedding_dim, initialised N(0, 1).
+class EmbeddingImpl : public Module {
+ public:
+  EmbeddingImpl(int64_t num_embeddings, int64_t embedding_dim);
+  Tensor forward(const Tensor& indices, KILN_LOC);
+  std::string repr() const override;
+  Tensor weight;
+  int64_t num_embeddings, embedding_dim;
+};
+class FlattenImpl : public Module {
+ public:
+  explicit FlattenImpl(int64_t start_dim = 1, int64_t end_dim = -1)
+      : Module("Flatten"), start_dim(start_dim), end_dim(end_dim) {}
+  Tensor forward(const Tensor& x, KILN_LOC) { return x.flatten(start_dim, end_dim, loc); }
+  int64_t start_dim, end_dim;
+};
+class GELUImpl : public Module {
+ public:
+  explicit GELUImpl(std::string approximate = "none") : Module("GELU"), approximate(std::move(approximate)) {}
+  Tensor forward(const Tensor& x, KILN_LOC);
+  std::string approximate;
+};
+class SiLUImpl : public Module {
+ public:
+  SiLUImpl() : Module("SiLU") {}
+  Tensor forward(const Tensor& x, KILN_LOC);
+};
+
 using Linear = ModuleHolder<LinearImpl>;
+using Dropout = ModuleHolder<DropoutImpl>;
+using LayerNorm = ModuleHolder<LayerNormImpl>;
+using BatchNorm1d = ModuleHolder<BatchNorm1dImpl>;
+using BatchNorm2d = ModuleHolder<BatchNorm2dImpl>;
+using Embedding = ModuleHolder<EmbeddingImpl>;
+using Flatten = ModuleHolder<FlattenImpl>;
+using GELU = ModuleHolder<GELUImpl>;
+using SiLU = ModuleHolder<SiLUImpl>;
 using ReLU = ModuleHolder<ReLUImpl>;
 using Sigmoid = ModuleHolder<SigmoidImpl>;
 using Tanh = ModuleHolder<TanhImpl>;
@@ -165,10 +249,53 @@ using Sequential = ModuleHolder<SequentialImpl>;
 using MSELoss = ModuleHolder<MSELossImpl>;
 using CrossEntropyLoss = ModuleHolder<CrossEntropyLossImpl>;
 
+/// Options of cross_entropy: class indices equal to ignore_index count for
+/// nothing (not in the mean either); label_smoothing mixes the one-hot target
+/// with the uniform distribution (PyTorch's definition).
+struct CrossEntropyOptions {
+  Reduction reduction = Reduction::Mean;
+  int64_t ignore_index = -100;
+  double label_smoothing = 0.0;
+};
+
 namespace functional {
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction r = Reduction::Mean, KILN_LOC);
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction r = Reduction::Mean, KILN_LOC);
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options,
+                     KILN_LOC);
 Tensor one_hot(const Tensor& indices, int64_t num_classes, KILN_LOC);
+/// Negative log likelihood of log-probabilities [N, C] at class indices [N].
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction r = Reduction::Mean,
+                int64_t ignore_index = -100, KILN_LOC);
+/// -(y log p + (1 - y) log(1 - p)), each log clamped at -100 as in PyTorch.
+Tensor binary_cross_entropy(const Tensor& probs, const Tensor& target, Reduction r = Reduction::Mean,
+                            KILN_LOC);
+/// binary_cross_entropy(sigmoid(x), y) computed stably from the logits;
+/// pos_weight (optional, broadcast over the last dim) weighs the positive term.
+Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target,
+                                        Reduction r = Reduction::Mean,
+                                        const Tensor& pos_weight = Tensor(), KILN_LOC);
+Tensor silu(const Tensor& x, KILN_LOC);
+/// approximate: "none" (the erf form) or "tanh".
+Tensor gelu(const Tensor& x, const std::string& approximate = "none", KILN_LOC);
+Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01, KILN_LOC);
+/// log(1 + exp(beta x)) / beta, and x itself where beta x > threshold.
+Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0, KILN_LOC);
+/// Zeroes each element with probability p and scales the rest by 1 / (1 - p)
+/// when training; the identity otherwise. Draws from the generator (manual_seed).
+Tensor dropout(const Tensor& x, double p = 0.5, bool training = true, KILN_LOC);
+/// Normalises over the trailing dims `normalized_shape` (biased variance),
+/// then scales and shifts by weight and bias when given.
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5, KILN_LOC);
+/// Normalises x [N, C, ...] per channel: with the batch's statistics when
+/// training (and then updates running_mean/running_var in place, the variance
+/// unbiased, by `momentum`), else with the running ones.
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
+                  bool training = false, double momentum = 0.1, double eps = 1e-5, KILN_LOC);
+/// Rows of `weight` [V, D] at integer indices of any shape: [..., D].
+Tensor embedding(const Tensor& indices, const Tensor& weight, KILN_LOC);
 }  // namespace functional
 
 namespace utils {

@@ -12,6 +12,7 @@
 #include <source_location>
 #include <string>
 #include <tuple>
+#include <variant>
 #include <type_traits>
 #include <vector>
 
@@ -24,6 +25,9 @@ namespace kiln {
 
 struct TensorImpl;
 class Tensor;
+namespace indexing {
+struct TensorIndex;
+}
 
 using Loc = std::source_location;
 #define KILN_LOC ::kiln::Loc loc = ::kiln::Loc::current()
@@ -145,6 +149,30 @@ class Tensor {
   Tensor narrow(int64_t dim, int64_t start, int64_t length, KILN_LOC) const;
   Tensor select(int64_t dim, int64_t index, KILN_LOC) const;
   Tensor operator[](IndexAt i) const { return select(0, i.index, i.loc); }
+  /// Basic indexing, x.index({Slice(1, None), 0, None, Ellipsis}) (libtorch's
+  /// spelling; see kiln::indexing): integers select, slices keep the dim, None
+  /// inserts a dim, Ellipsis stands for the dims not named, a 1-D integer
+  /// tensor picks along its dim (index_select).
+  Tensor index(const std::vector<indexing::TensorIndex>& indices, KILN_LOC) const;
+  /// Pieces along `dim`: chunks of ceil(n / chunks); pieces of split_size (the
+  /// last may be smaller); or pieces of the given sizes. Views.
+  std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0, KILN_LOC) const;
+  std::vector<Tensor> split(int64_t split_size, int64_t dim = 0, KILN_LOC) const;
+  std::vector<Tensor> split(std::vector<int64_t> sizes, int64_t dim = 0, KILN_LOC) const;
+  /// The lower (upper) triangle of the last two dims: elements with
+  /// column - row <= diagonal (>= diagonal) kept, the rest zero.
+  Tensor tril(int64_t diagonal = 0, KILN_LOC) const;
+  Tensor triu(int64_t diagonal = 0, KILN_LOC) const;
+  /// `value` where the (broadcast) bool mask is true, else this tensor's element.
+  Tensor masked_fill(const Tensor& mask, Scalar value, KILN_LOC) const;
+  Tensor masked_fill(const Tensor& mask, const Tensor& value, KILN_LOC) const;
+  /// Rows `index` (1-D integers, range-checked) along `dim`.
+  Tensor index_select(int64_t dim, const Tensor& index, KILN_LOC) const;
+  /// out[i][j] = x[i][index[i][j]] for dim 1 (torch.gather); index has this rank.
+  Tensor gather(int64_t dim, const Tensor& index, KILN_LOC) const;
+  /// A copy with src[i][j] added at [i][index[i][j]] for dim 1 (torch.scatter_add);
+  /// index and src have this tensor's shape except in `dim`.
+  Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src, KILN_LOC) const;
 
   // ---- elementwise ----
   Tensor neg(KILN_LOC) const;
@@ -161,6 +189,23 @@ class Tensor {
   Tensor relu(KILN_LOC) const;
   Tensor gelu(KILN_LOC) const;
   Tensor erf(KILN_LOC) const;
+  Tensor log1p(KILN_LOC) const;
+  Tensor expm1(KILN_LOC) const;
+  /// Rounding (round: half to even); integer tensors come back unchanged.
+  Tensor floor(KILN_LOC) const;
+  Tensor ceil(KILN_LOC) const;
+  Tensor round(KILN_LOC) const;
+  Tensor trunc(KILN_LOC) const;
+  Tensor reciprocal(KILN_LOC) const;
+  Tensor square(KILN_LOC) const;
+  /// a - trunc(a / b) * b (sign of a), and a - floor(a / b) * b (sign of b).
+  Tensor fmod(const Tensor& other, KILN_LOC) const;
+  Tensor fmod(Scalar other, KILN_LOC) const;
+  Tensor remainder(const Tensor& other, KILN_LOC) const;
+  Tensor remainder(Scalar other, KILN_LOC) const;
+  Tensor isnan(KILN_LOC) const;
+  Tensor isinf(KILN_LOC) const;
+  Tensor isfinite(KILN_LOC) const;
   Tensor logical_not(KILN_LOC) const;
   Tensor logical_and(const Tensor& other, KILN_LOC) const;
   Tensor logical_or(const Tensor& other, KILN_LOC) const;
@@ -175,6 +220,10 @@ class Tensor {
   Tensor sub(const Tensor& other, Scalar alpha = 1, KILN_LOC) const;
   Tensor mul(const Tensor& other, KILN_LOC) const;
   Tensor div(const Tensor& other, KILN_LOC) const;
+  Tensor add(Scalar other, KILN_LOC) const;
+  Tensor sub(Scalar other, KILN_LOC) const;
+  Tensor mul(Scalar other, KILN_LOC) const;
+  Tensor div(Scalar other, KILN_LOC) const;
   Tensor eq(const Tensor& other, KILN_LOC) const;
   Tensor ne(const Tensor& other, KILN_LOC) const;
   Tensor lt(const Tensor& other, KILN_LOC) const;
@@ -210,8 +259,23 @@ class Tensor {
   /// Variance with Bessel's correction by default (unbiased, like torch.var).
   Tensor var(KILN_LOC) const;
   Tensor var(std::vector<int64_t> dims, bool unbiased = true, bool keepdim = false, KILN_LOC) const;
+  Tensor var(int64_t dim, bool unbiased = true, bool keepdim = false, KILN_LOC) const;
   Tensor std(KILN_LOC) const;
   Tensor std(std::vector<int64_t> dims, bool unbiased = true, bool keepdim = false, KILN_LOC) const;
+  Tensor std(int64_t dim, bool unbiased = true, bool keepdim = false, KILN_LOC) const;
+  /// Whether every (some) element is non-zero, as a bool tensor; all of an empty tensor is true.
+  Tensor all(KILN_LOC) const;
+  Tensor all(int64_t dim, bool keepdim = false, KILN_LOC) const;
+  Tensor any(KILN_LOC) const;
+  Tensor any(int64_t dim, bool keepdim = false, KILN_LOC) const;
+  /// log(sum(exp(x))) over dims, computed stably (shifted by the maximum).
+  Tensor logsumexp(std::vector<int64_t> dims, bool keepdim = false, KILN_LOC) const;
+  Tensor logsumexp(int64_t dim, bool keepdim = false, KILN_LOC) const;
+  /// The p-norm over dims (all dims when empty); p may be 0, 1, 2, +-inf or any other number.
+  Tensor norm(double p = 2, KILN_LOC) const;
+  Tensor norm(double p, std::vector<int64_t> dims, bool keepdim = false, KILN_LOC) const;
+  /// Inclusive prefix sums along dim (integers: int64).
+  Tensor cumsum(int64_t dim, KILN_LOC) const;
   Tensor softmax(int64_t dim, KILN_LOC) const;
   Tensor log_softmax(int64_t dim, KILN_LOC) const;
 
@@ -314,6 +378,23 @@ Tensor sigmoid(const Tensor& x, KILN_LOC);
 Tensor relu(const Tensor& x, KILN_LOC);
 Tensor softmax(const Tensor& x, int64_t dim, KILN_LOC);
 Tensor log_softmax(const Tensor& x, int64_t dim, KILN_LOC);
+Tensor log1p(const Tensor& x, KILN_LOC);
+Tensor expm1(const Tensor& x, KILN_LOC);
+Tensor floor(const Tensor& x, KILN_LOC);
+Tensor ceil(const Tensor& x, KILN_LOC);
+Tensor round(const Tensor& x, KILN_LOC);
+Tensor trunc(const Tensor& x, KILN_LOC);
+Tensor isnan(const Tensor& x, KILN_LOC);
+Tensor isinf(const Tensor& x, KILN_LOC);
+Tensor logsumexp(const Tensor& x, std::vector<int64_t> dims, bool keepdim = false, KILN_LOC);
+Tensor cumsum(const Tensor& x, int64_t dim, KILN_LOC);
+/// Joins tensors along an existing dim (cat) or a new one (stack); dtypes promote.
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0, KILN_LOC);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0, KILN_LOC);
+Tensor tril(const Tensor& x, int64_t diagonal = 0, KILN_LOC);
+Tensor triu(const Tensor& x, int64_t diagonal = 0, KILN_LOC);
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index, KILN_LOC);
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index, KILN_LOC);
 /// True when both have the same shape and all elements are within atol + rtol * |b|.
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
 bool equal(const Tensor& a, const Tensor& b);
@@ -354,7 +435,40 @@ Tensor rand(Shape shape, TensorOptions opts = {}, KILN_LOC);
 Tensor randn(Shape shape, TensorOptions opts = {}, KILN_LOC);
 Tensor rand_like(const Tensor& t, KILN_LOC);
 Tensor randn_like(const Tensor& t, KILN_LOC);
-/// Seeds the global generator: the same seed gives the same rand/randn draws.
+/// Integers uniform in [low, high) (int64 unless a dtype is given); the range
+/// is at most 2^24 wide.
+Tensor randint(int64_t low, int64_t high, Shape shape, TensorOptions opts = {}, KILN_LOC);
+Tensor randint(int64_t high, Shape shape, TensorOptions opts = {}, KILN_LOC);
+/// Seeds the generator of every device (key = seed, offset 0): the same seed
+/// gives the same draws, eagerly and in compiled functions alike.
 void manual_seed(uint64_t seed);
+
+namespace indexing {
+/// An unset slice bound (Python's None in x[1:]) and a new dim (x[None]).
+struct NoneIndex {};
+inline constexpr NoneIndex None{};
+struct EllipsisIndex {};
+inline constexpr EllipsisIndex Ellipsis{};
+/// start:stop:step, bounds optional (negative ones count from the end).
+struct Slice {
+  std::optional<int64_t> start, stop;
+  int64_t step = 1;
+  Slice(std::optional<int64_t> start = std::nullopt, std::optional<int64_t> stop = std::nullopt,
+        int64_t step = 1)
+      : start(start), stop(stop), step(step) {}
+  Slice(NoneIndex, std::optional<int64_t> stop = std::nullopt, int64_t step = 1)
+      : stop(stop), step(step) {}
+  Slice(int64_t start, NoneIndex, int64_t step = 1) : start(start), step(step) {}
+};
+struct TensorIndex {
+  std::variant<int64_t, Slice, NoneIndex, EllipsisIndex, Tensor> what;
+  TensorIndex(int i) : what(int64_t(i)) {}
+  TensorIndex(int64_t i) : what(i) {}
+  TensorIndex(Slice s) : what(s) {}
+  TensorIndex(NoneIndex n) : what(n) {}
+  TensorIndex(EllipsisIndex e) : what(e) {}
+  TensorIndex(Tensor t) : what(std::move(t)) {}
+};
+}  // namespace indexing
 
 }  // namespace kiln

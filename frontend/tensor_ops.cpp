@@ -288,6 +288,10 @@ Tensor Tensor::sub(const Tensor& o, Scalar alpha, Loc l) const {
 }
 Tensor Tensor::mul(const Tensor& o, Loc l) const { return binary(OpKind::mul, *this, o, l); }
 Tensor Tensor::div(const Tensor& o, Loc l) const { return binary(OpKind::div, *this, o, l); }
+Tensor Tensor::add(Scalar o, Loc l) const { return binary_scalar(OpKind::add, *this, o, l); }
+Tensor Tensor::sub(Scalar o, Loc l) const { return binary_scalar(OpKind::sub, *this, o, l); }
+Tensor Tensor::mul(Scalar o, Loc l) const { return binary_scalar(OpKind::mul, *this, o, l); }
+Tensor Tensor::div(Scalar o, Loc l) const { return binary_scalar(OpKind::div, *this, o, l); }
 
 #define KILN_COMPARE(name)                                                                        \
   Tensor Tensor::name(const Tensor& o, Loc l) const { return binary(OpKind::name, *this, o, l); } \

@@ -59,6 +59,11 @@ DType dtype_promote_float(OpKind, Types in, const Attrs&) {
   return is_floating(t) ? t : DType::f32;
 }
 
+// philox: a float32 draw from a key and a counter of any dtype (converted to int64).
+DType dtype_uniform(OpKind, Types, const Attrs&) {
+  return DType::f32;
+}
+
 DType dtype_compare(OpKind, Types, const Attrs&) {
   return DType::b8;
 }

@@ -135,6 +135,22 @@ Grads vjp_erf(Builder& b, const Node& n, Value out, Value g, const Needs& needs)
   });
 }
 
+// d log1p(x) = 1 / (1 + x).
+Grads vjp_log1p(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  return unary(b, n, needs, [&](Value x) { return b.div(g, b.add(x, scalar(b, x, 1.0))); });
+}
+
+// d expm1(x) = exp(x) = expm1(x) + 1.
+Grads vjp_expm1(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  return unary(b, n, needs, [&](Value) { return b.mul(g, b.add(out, scalar(b, out, 1.0))); });
+}
+
+// floor, ceil, round, trunc: piecewise constant, so the gradient is zero (PyTorch's
+// convention, also at the jumps).
+Grads vjp_zero_grad(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  return unary(b, n, needs, [&](Value) { return b.zeros_like(g); });
+}
+
 // Casting back: the gradient of a float value cast from another float dtype
 // is the incoming gradient in the input's dtype. Casts to or from integers
 // carry no gradient.

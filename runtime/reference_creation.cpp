@@ -93,6 +93,23 @@ float uniform_at(uint64_t seed, uint64_t i) {
   return static_cast<float>(h >> 40) * 0x1p-24f;
 }
 
+float philox_uniform(int64_t key, int64_t counter) {
+  const auto ctr = static_cast<uint64_t>(counter), k = static_cast<uint64_t>(key);
+  uint32_t c0 = uint32_t(ctr), c1 = uint32_t(ctr >> 32), c2 = 0, c3 = 0;
+  uint32_t k0 = uint32_t(k), k1 = uint32_t(k >> 32);
+  for (int r = 0; r < 10; ++r) {
+    const uint64_t p0 = 0xD2511F53ull * c0, p1 = 0xCD9E8D57ull * c2;
+    const uint32_t n0 = uint32_t(p1 >> 32) ^ c1 ^ k0, n2 = uint32_t(p0 >> 32) ^ c3 ^ k1;
+    c1 = uint32_t(p1);
+    c3 = uint32_t(p0);
+    c0 = n0;
+    c2 = n2;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  return static_cast<float>(c0 >> 8) * 0x1p-24f;
+}
+
 float normal_at(uint64_t seed, uint64_t i) {
   // Box-Muller on the uniform pair (2i, 2i+1); 1 - u1 is in (0, 1], so the log is finite.
   float u1 = uniform_at(seed, 2 * i), u2 = uniform_at(seed, 2 * i + 1);

@@ -394,6 +394,14 @@ void ref_binary(OpKind k, const View& a, const View& b, const View& out) {
       return binary_predicate(a, b, out, LogicalAnd{});
     case OpKind::logical_or:
       return binary_predicate(a, b, out, LogicalOr{});
+    case OpKind::philox: {
+      std::vector<std::shared_ptr<Storage>> keep;
+      View key = as_dtype(a, DType::i64, keep), counter = as_dtype(b, DType::i64, keep);
+      View dst = out.dtype == DType::f32 ? out : scratch(out.shape, DType::f32, keep);
+      map_binary<float, int64_t>(key, counter, dst, philox_uniform, kMathGrain);
+      if (dst.data != out.data) copy_to(dst, out);
+      return;
+    }
     default:
       break;
   }

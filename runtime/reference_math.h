@@ -49,5 +49,30 @@ template <class M>
 M erf(M x) {
   return std::erf(x);
 }
+template <class M>
+M log1p(M x) {
+  return std::log1p(x);
+}
+template <class M>
+M expm1(M x) {
+  return std::expm1(x);
+}
+template <class M>
+M floor(M x) {
+  return std::floor(x);
+}
+template <class M>
+M ceil(M x) {
+  return std::ceil(x);
+}
+/// Half to even (the default rounding mode), as torch.round.
+template <class M>
+M round(M x) {
+  return std::nearbyint(x);
+}
+template <class M>
+M trunc(M x) {
+  return std::trunc(x);
+}
 
 }  // namespace kiln::ref_math

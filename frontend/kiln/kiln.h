@@ -1,8 +1,9 @@
-// Kiln's public header: tensors, autograd, nn, optim (and, as they land, the
+// Kiln's public header: tensors, autograd, nn, optim, data (and, as they land, the
 // tracing JIT). See README.md for the API and DESIGN.md for the architecture.
 #pragma once
 
 #include "frontend/autograd.h"
+#include "frontend/data.h"
 #include "frontend/function.h"
 #include "frontend/nn.h"
 #include "frontend/optim.h"

@@ -105,12 +105,13 @@ inline void fill_random(Buf& b, std::mt19937_64& rng, Range r = {}) {
 }
 
 /// Every node's value by the reference kernels (inputs from `args`, by arg index).
-inline std::vector<Buf> reference_eval(const Graph& g, const std::vector<Buf>& args) {
+inline std::vector<Buf> reference_eval(const Graph& g, const std::vector<Buf>& args,
+                                       const std::vector<Buf>& params = {}) {
   std::vector<Buf> vals(g.size());
   for (NodeId id = 0; id < g.size(); ++id) {
     const Node& n = g.node(id);
-    if (n.op == OpKind::arg) {
-      vals[id] = args.at(size_t(n.attrs.i(AttrKey::index)));
+    if (n.op == OpKind::arg || n.op == OpKind::param) {
+      vals[id] = (n.op == OpKind::arg ? args : params).at(size_t(n.attrs.i(AttrKey::index)));
       continue;
     }
     REQUIRE(op_info(n.op).category != OpCategory::Input);

@@ -244,6 +244,12 @@ TEST_CASE("math accuracy over wide sweeps (max ulp error vs long double)") {
   auto lerf = [](long double x) { return std::erf(x); };
   auto lsqrt = [](long double x) { return std::sqrt(x); };
   auto lrsqrt = [](long double x) { return 1 / std::sqrt(x); };
+  auto llog1p = [](long double x) { return std::log1p(x); };
+  auto lexpm1 = [](long double x) { return std::expm1(x); };
+  auto lfloor = [](long double x) { return std::floor(x); };
+  auto lceil = [](long double x) { return std::ceil(x); };
+  auto lround = [](long double x) { return std::nearbyint(x); };
+  auto ltrunc = [](long double x) { return std::trunc(x); };
   // erfc keeps the negative side free of cancellation in the reference too.
   auto lgelu = [](long double x) { return 0.5L * x * std::erfc(-x / std::sqrt(2.0L)); };
   const std::vector<Fn> fns = {
@@ -263,6 +269,14 @@ TEST_CASE("math accuracy over wide sweeps (max ulp error vs long double)") {
       {OpKind::erf, -1e-3, 1e-3, false, +lerf, 3, 6},
       {OpKind::sqrt, 1e-30, 1e30, true, +lsqrt, 0.5, 0.5},
       {OpKind::rsqrt, 1e-30, 1e30, true, +lrsqrt, 1.5, 1.5},  // 1 / sqrt: two roundings
+      {OpKind::log1p, -0.999, 1e6, false, +llog1p, 4, 5},
+      {OpKind::log1p, -1e-4, 1e-4, false, +llog1p, 4, 5},
+      {OpKind::expm1, -30, 80, false, +lexpm1, 4, 5},
+      {OpKind::expm1, -1e-4, 1e-4, false, +lexpm1, 4, 5},
+      {OpKind::floor, -1e6, 1e6, false, +lfloor, 0, 0},
+      {OpKind::ceil, -1e6, 1e6, false, +lceil, 0, 0},
+      {OpKind::round, -1e6, 1e6, false, +lround, 0, 0},
+      {OpKind::trunc, -1e6, 1e6, false, +ltrunc, 0, 0},
   };
   // Every math op of the op table has a sweep here.
   for (OpKind k : all_ops())

@@ -370,6 +370,155 @@ std::vector<Case> convention_cases() {
       no_fd(unary(
           "max of everything with ties", [](const Tensor& x) { return x.max(); },
           given({2, 2}, {4, 1, 4, 0}))),
+      no_fd(unary(
+          "round half to even, floor and ceil at integers",
+          [](const Tensor& x) { return x.round() * x + x.floor() + x.ceil() * 2; },
+          given({6}, {0.5, 1.5, 2.5, -0.5, -1.5, 2.0}))),
+  };
+}
+
+// The ops real models need: rounding and scans, joining and indexing,
+// activations, normalisation, classifier losses, dropout (its draws are the same
+// stream in every mode: run_case seeds the generator before every call).
+std::vector<Case> model_cases() {
+  using namespace nn::functional;
+  return {
+      unary(
+          "log1p and expm1", [](const Tensor& x) { return x.log1p() + log1p(x * 0.5) * x.expm1(); },
+          in({3, 4}, -0.5, 1)),
+      unary(
+          "floor, ceil, round, trunc",
+          [](const Tensor& x) {
+            Tensor y = x * 3;
+            return y.floor() + 2 * y.ceil() + 3 * y.round() + 4 * y.trunc() + x;
+          },
+          given({6}, {-1.25, -0.55, 0.4, 0.6, 0.84, 1.3})),
+      unary(
+          "reciprocal and square", [](const Tensor& x) { return x.reciprocal() + x.square(); },
+          positive({3, 4})),
+      binary(
+          "fmod and remainder",
+          [](auto& a, auto& b) { return a.fmod(b) + 2 * a.remainder(b) + a.fmod(0.3); },
+          given({4}, {-1.7, -0.4, 0.45, 1.65}), given({4}, {0.5, -0.7, 0.6, -0.45})),
+      no_fd(unary(
+          "isnan, isinf, isfinite, all, any",
+          [](const Tensor& x) {
+            Tensor y = x.log();  // NaN below 0, -inf at 0
+            const DType d = x.dtype();
+            return y.isnan().to(d) + 2 * y.isinf().to(d) + 3 * y.isfinite().to(d) +
+                   x.gt(0).all(1, true).to(d) + 4 * x.gt(0).any().to(d) + x;
+          },
+          given({2, 3}, {-1, 0, 1, 2, 3, 4}))),
+      unary(
+          "logsumexp", [](const Tensor& x) { return x.logsumexp(1) + logsumexp(x, {0, 1}, true); },
+          in({3, 5}, -3, 3)),
+      unary(
+          "norm: p = 2, 1, 3 over dims", [](const Tensor& x) {
+            return x.norm() + x.norm(1, {1}) + x.norm(3, {0}, true).sum();
+          },
+          in({3, 4})),
+      unary(
+          "cumsum", [](const Tensor& x) { return x.cumsum(1) + cumsum(x, 0) * 2; }, in({3, 5})),
+      unary(
+          "var and std over one int dim", [](const Tensor& x) { return x.var(1) + x.std(0, false).sum(); },
+          in({4, 5})),
+      binary(
+          "cat and stack",
+          [](auto& a, auto& b) {
+            return cat({a, b.exp(), a * 2}, 1).sum(0) + stack({a.sum(1), b.sum(1)}, 1).sum();
+          },
+          in({3, 2}), in({3, 4})),
+      unary(
+          "chunk and split",
+          [](const Tensor& x) {
+            auto c = x.chunk(3, 1);
+            auto s = x.split(std::vector<int64_t>{1, 3}, 0);
+            return (c[0] * c[2] + c[1].exp()).sum(1) + s[1].sum(1).sum() + s[0].sum();
+          },
+          in({4, 6})),
+      unary(
+          "tril and triu", [](const Tensor& x) { return x.tril() * 2 + x.triu(1).exp() + tril(x, -1); },
+          in({2, 4, 4})),
+      binary(
+          "masked_fill with a causal mask",
+          [](auto& a, auto&) {
+            Tensor causal = ones({4, 4}, kBool).triu(1);
+            return a.masked_fill(causal, -1e9).softmax(-1);
+          },
+          in({2, 4, 4}), in({1})),
+      Case{"index_select and embedding",
+           {in({5, 3}), indices({4}, 5)},
+           [](V v) {
+             return v[0].index_select(0, v[1]) * 2 +
+                    embedding(v[1].reshape({2, 2}), v[0]).reshape({4, 3}) + v[0].index_select(1, v[1].remainder(3)).sum(0, true).t();
+           }},
+      Case{"gather and scatter_add",
+           {in({3, 5}), indices({3, 4}, 5)},
+           [](V v) {
+             Tensor g = v[0].gather(1, v[1]);
+             return g.exp() + v[0].scatter_add(1, v[1], g * g).sum(1, true);
+           }},
+      unary(
+          "basic indexing: slices, integers, None, Ellipsis",
+          [](const Tensor& x) {
+            using namespace indexing;
+            return x.index({Slice(1, None), 0}).sum(0) * 2 + x.index({Ellipsis, Slice(None, 3), 1}).sum() +
+                   x.index({None, 2, Slice(), 3}).sum();
+          },
+          in({3, 4, 5})),
+      unary(
+          "silu, gelu (tanh), leaky_relu, softplus",
+          [](const Tensor& x) {
+            return silu(x) + gelu(x, "tanh") * 2 + leaky_relu(x, 0.2) + softplus(x * 5, 2.0, 4.0);
+          },
+          given({6}, {-2.5, -1.1, -0.3, 0.2, 0.9, 2.7})),
+      Case{"layer_norm",
+           {in({3, 2, 8}), in({2, 8}), in({2, 8})},
+           [](V v) { return layer_norm(v[0], {2, 8}, v[1], v[2]); }},
+      Case{"batch_norm, training, with running statistics",
+           {in({4, 3, 2, 2}), in({3}), in({3})},
+           [](V v) {
+             const TensorOptions o = TensorOptions(v[0].dtype()).device(v[0].device());
+             Tensor mean = zeros({3}, o), var = ones({3}, o);
+             Tensor y = batch_norm(v[0], mean, var, v[1], v[2], true, 0.1);
+             // Evaluation mode with other statistics: the updated running ones
+             // are detached, so finite differences would see through them.
+             Tensor m2 = full({3}, 0.1, o), v2 = full({3}, 2.0, o);
+             return y + batch_norm(v[0], m2, v2, Tensor(), Tensor(), false).sum();
+           }},
+      Case{"nll_loss with ignore_index",
+           {in({4, 5}, -2, 2), indices({4}, 5)},
+           [](V v) {
+             Tensor t = where(v[1].eq(1), full({}, -100, kInt64), v[1]);  // class 1 is ignored
+             return nll_loss(v[0].log_softmax(1), t, nn::Reduction::Mean);
+           }},
+      Case{"cross entropy with label smoothing",
+           {in({4, 5}, -2, 2), indices({4}, 5)},
+           [](V v) {
+             nn::CrossEntropyOptions o;
+             o.label_smoothing = 0.1;
+             return cross_entropy(v[0], v[1], o);
+           }},
+      binary(
+          "binary cross entropy, with logits",
+          [](auto& a, auto& b) {
+            Tensor y = b.gt(0).to(a.dtype());
+            return binary_cross_entropy(a.sigmoid(), y) +
+                   binary_cross_entropy_with_logits(a * 3, y, nn::Reduction::Sum) +
+                   binary_cross_entropy_with_logits(a, y, nn::Reduction::Mean, b.abs() + 0.5);
+          },
+          in({3, 4}), in({3, 4})),
+      unary(
+          "dropout (the same draws in every mode)",
+          [](const Tensor& x) { return dropout(x.exp(), 0.3, true) + dropout(x, 0.5, false); },
+          in({6, 5})),
+      unary(
+          "rand, randn and randint inside the function",
+          [](const Tensor& x) {
+            const TensorOptions o = TensorOptions(x.dtype()).device(x.device());
+            return x * rand({3, 4}, o) + randn({4}, o) +
+                   randint(0, 5, {3, 1}, TensorOptions(kInt64).device(x.device())).to(x.dtype());
+          }),
   };
 }
 
@@ -379,7 +528,8 @@ const std::vector<Case>& cases() {
   static const std::vector<Case> all = [] {
     std::vector<Case> v;
     for (auto group : {table_math_cases(), unary_cases(), binary_cases(), reduction_cases(), movement_cases(),
-                       matmul_cases(), creation_and_autograd_cases(), convention_cases()})
+                       matmul_cases(), creation_and_autograd_cases(), convention_cases(),
+                       model_cases()})
       v.insert(v.end(), group.begin(), group.end());
     return v;
   }();

@@ -202,6 +202,11 @@ Tensor loss_weight(const Shape& shape, DType dt, Device device) {
   return from_vector(w, shape, TensorOptions(dt)).to(device);
 }
 
+// Every call of a case (each mode, each finite difference) starts the random
+// generator here, so random draws inside a case (dropout) are the same stream
+// in every mode: what the contract promises after manual_seed.
+constexpr uint64_t kDrawSeed = 2024;
+
 Result run_case(const Case& c, Mode m, DType dt, Device device, uint64_t seed, Mode calls_like) {
   const Inputs captured = make_inputs(c, dt, device, seed);
   const Tensor scale = captured_scalar(dt, device);
@@ -226,6 +231,7 @@ Result run_case(const Case& c, Mode m, DType dt, Device device, uint64_t seed, M
   if (m == Mode::Eager) {
     for (uint64_t s : call_seeds(calls_like, seed)) {
       last = make_call(c, dt, device, s);
+      manual_seed(kDrawSeed);
       out = c.fn(assemble(c, last.a0, last.a1, captured, calls_like == Mode::CachedSecondCall));
       loss = loss_of(out, scale);
       loss.backward();
@@ -236,6 +242,7 @@ Result run_case(const Case& c, Mode m, DType dt, Device device, uint64_t seed, M
   if (m == Mode::TracedEagerBackward) {
     auto f = jit([&](Tensor a0, Tensor a1) { return c.fn(assemble(c, a0, a1, captured)); });
     last = make_call(c, dt, device, seed);
+    manual_seed(kDrawSeed);
     out = f(last.a0, last.a1);
     loss = loss_of(out, scale);
     loss.backward();
@@ -257,6 +264,7 @@ Result run_case(const Case& c, Mode m, DType dt, Device device, uint64_t seed, M
   const std::vector<uint64_t> seeds = call_seeds(m, seed);
   for (uint64_t s : seeds) {
     last = make_call(c, dt, device, s);
+    manual_seed(kDrawSeed);
     std::vector<Tensor> r = f(last.a0, last.a1);
     out = r[0];
     loss = r[1];
@@ -290,6 +298,7 @@ std::vector<std::vector<double>> finite_difference_grads(const Case& c, uint64_t
     Tensor leaf = from_vector(values, base.leaves[i].sizes(), TensorOptions(kFloat64));
     views[i] = view_of(c.inputs[i], leaf);
     Tensor scale = full({}, kCapturedScale, TensorOptions(kFloat64));
+    manual_seed(kDrawSeed);
     return loss_of(c.fn(views), scale).item<double>();
   };
   std::vector<std::vector<double>> grads;

@@ -14,8 +14,10 @@ using kiln::test::Buf;
 namespace {
 
 // The case traced with every input (and the loss scale) as an argument, so the
-// graph has no parameters and its arguments are the dense inputs.
+// graph's arguments are the dense inputs. Its only parameters are the random
+// generator's key and offset (cases that draw), both 0 after manual_seed(0).
 Graph all_argument_graph(const Case& c, DType dt, std::vector<Buf>* args) {
+  manual_seed(0);
   Inputs in = make_inputs(c, dt, Device(), 7);
   Tensor scale = full({}, 1.5, TensorOptions(dt)).requires_grad_();
   std::vector<Tensor> call = in.views;
@@ -45,8 +47,13 @@ void check_cases_on_cuda(DType dt) {
   for (const Case& c : cases()) {
     std::vector<Buf> args;
     auto g = std::make_shared<const Graph>(all_argument_graph(c, dt, &args));
-    REQUIRE(g->params().empty());
-    const std::vector<Buf> vals = kiln::test::reference_eval(*g, args);
+    std::vector<Buf> generator;  // key and offset: int64 zeros
+    for (NodeId p : g->params()) {
+      REQUIRE(g->node(p).type() == TensorType{DType::i64, {}, Device()});
+      generator.push_back(kiln::test::make_buf(g->node(p).type()));
+      std::memset(generator.back().data(), 0, sizeof(int64_t));
+    }
+    const std::vector<Buf> vals = kiln::test::reference_eval(*g, args, generator);
     const double tol = dt == kFloat64 ? 1e-9 : 2e-4;
     for (bool fused : {true, false}) {
       FusionOptions fo;

@@ -114,11 +114,11 @@ TEST_CASE("eager div and pow on compiled kernels keep the special cases") {
 }
 
 TEST_CASE("eager kernels are compiled once per op and dtypes, whatever the size") {
-  const Tensor a = randn({1000}), b = randn({77, 3});
+  const Tensor a = randn({1000}), b = randn({77, 3}), c = randn({5});
   with_kernels(true, [&] { return a.tanh(); });
   const int64_t after_first = eager_cpu_kernels_compiled();
   with_kernels(true, [&] { return b.tanh(); });
-  with_kernels(true, [&] { return randn({5}).tanh(); });
+  with_kernels(true, [&] { return c.tanh(); });
   CHECK(eager_cpu_kernels_compiled() == after_first);
   // An integer operand is converted in the kernel, as exp() of an integer tensor is a float.
   const Tensor i = arange(0, 20).to(kInt32);

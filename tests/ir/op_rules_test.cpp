@@ -65,6 +65,9 @@ std::vector<Case> cases() {
     c.push_back({k, {b23}, {}, f23});
   }
   c.push_back({OpKind::logical_not, {f23}, {}, b23});
+  // philox: float32 draws from any key and counter, broadcast.
+  c.push_back({OpKind::philox, {ty(DType::i64, {}), ty(DType::i64, {2, 3})}, {}, f23});
+  c.push_back({OpKind::philox, {ty(DType::i32, {3}), ty(DType::f64, {2, 1})}, {}, ty(DType::f32, {2, 3})});
   c.push_back({OpKind::cast, {f23}, Attrs{{AttrKey::dtype, DType::i64}}, ty(DType::i64, {2, 3})});
   c.push_back({OpKind::cast, {f23}, {}, {}, "attribute 'dtype' is missing"});
   c.push_back({OpKind::neg, {f23, f23}, {}, {}, "neg: expected 1 operand, got 2"});
@@ -267,7 +270,10 @@ TEST_CASE("the op table's cost and scalar columns agree with its categories and 
     if (!is_math(k)) continue;
     // Math ops are float-only: integer and bool operands give a floating result.
     CHECK(info.arity == 1);
-    CHECK(is_expensive(k));
+    // Transcendentals are costly; rounding is one instruction.
+    const bool rounding = k == OpKind::floor || k == OpKind::ceil || k == OpKind::round ||
+                          k == OpKind::trunc;
+    CHECK(is_expensive(k) != rounding);
     for (DType in : {DType::i32, DType::i64, DType::b8, DType::f64})
       CHECK(is_floating(infer_type(k, std::vector<TensorType>{ty(in, {3})}, {}).dtype));
   }

@@ -73,6 +73,13 @@ std::vector<GradCase> gradient_cases() {
       unary_case(K::relu, away_from_zero(s)),
       unary_case(K::gelu, in_range(s, -3, 3)),
       unary_case(K::erf, in_range(s, -2, 2)),
+      unary_case(K::log1p, in_range(s, -0.5, 1)),
+      unary_case(K::expm1, in_range(s, -1, 1)),
+      // Rounding: constant between the integers the inputs stay away from.
+      unary_case(K::floor, in_range(s, 0.1, 0.9)),
+      unary_case(K::ceil, in_range(s, 0.1, 0.9)),
+      unary_case(K::round, in_range(s, 0.1, 0.4)),
+      unary_case(K::trunc, in_range(s, 0.1, 0.9)),
       // Around 0.
       GradCase{"gelu near 0",
                K::gelu,

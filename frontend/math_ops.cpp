@@ -1,0 +1,176 @@
+// More elementwise math and reductions: log1p, expm1 and rounding (table ops),
+// and the composites built from table ops, so autodiff, tracing and fusion see
+// ordinary nodes: reciprocal, square, fmod/remainder, isnan/isinf, all/any,
+// logsumexp, norm, cumsum, and var/std over one dim.
+#include <algorithm>
+#include <cmath>
+
+#include "frontend/autograd.h"
+#include "frontend/dispatch.h"
+#include "frontend/tensor_impl.h"
+
+namespace kiln {
+
+using detail::apply;
+using detail::here;
+
+namespace {
+
+Tensor table_unary(OpKind k, const Tensor& x, Loc l) { return apply(k, {x}, {}, here(l)); }
+
+// floor, ceil, round, trunc: integers and bools are integral already (a copy,
+// as in PyTorch); floats go through the table op.
+Tensor rounding(OpKind k, const Tensor& x, Loc l) {
+  if (!is_floating(x.dtype())) return x.clone(l);
+  return table_unary(k, x, l);
+}
+
+// a - q(a / b) * b, with q trunc (fmod) or floor (remainder). Integer operands
+// are divided in f64 and the result cast back, so it stays exact below 2^53.
+Tensor modulo(OpKind q, const Tensor& a, const Tensor& b, Loc l) {
+  const DType out = promote_types(a.dtype(), b.dtype());
+  if (out == DType::b8)
+    throw Error(std::string(q == OpKind::trunc ? "fmod" : "remainder") +
+                    ": expected numeric tensors, got bool",
+                here(l));
+  if (!is_floating(out)) {
+    Tensor x = a.to(kFloat64, l), y = b.to(kFloat64, l);
+    return x.sub(table_unary(q, x.div(y, l), l).mul(y, l), 1, l).to(out, l);
+  }
+  return a.sub(table_unary(q, a.div(b, l), l).mul(b, l), 1, l);
+}
+
+Tensor scalar_like(const Tensor& like, Scalar s, Loc l) {
+  return detail::scalar_operand(like, s, here(l));
+}
+
+int64_t checked_dim(int64_t dim, int64_t rank, const char* op, Loc l) {
+  try {
+    return normalize_dim(dim, rank);
+  } catch (Error& e) {
+    e.attach(here(l), op);
+    throw;
+  }
+}
+
+}  // namespace
+
+Tensor Tensor::log1p(Loc l) const { return table_unary(OpKind::log1p, *this, l); }
+Tensor Tensor::expm1(Loc l) const { return table_unary(OpKind::expm1, *this, l); }
+Tensor Tensor::floor(Loc l) const { return rounding(OpKind::floor, *this, l); }
+Tensor Tensor::ceil(Loc l) const { return rounding(OpKind::ceil, *this, l); }
+Tensor Tensor::round(Loc l) const { return rounding(OpKind::round, *this, l); }
+Tensor Tensor::trunc(Loc l) const { return rounding(OpKind::trunc, *this, l); }
+
+Tensor Tensor::reciprocal(Loc l) const { return scalar_like(*this, 1.0, l).div(*this, l); }
+Tensor Tensor::square(Loc l) const { return mul(*this, l); }
+
+Tensor Tensor::fmod(const Tensor& other, Loc l) const { return modulo(OpKind::trunc, *this, other, l); }
+Tensor Tensor::fmod(Scalar other, Loc l) const {
+  return modulo(OpKind::trunc, *this, scalar_like(*this, other, l), l);
+}
+Tensor Tensor::remainder(const Tensor& other, Loc l) const {
+  return modulo(OpKind::floor, *this, other, l);
+}
+Tensor Tensor::remainder(Scalar other, Loc l) const {
+  return modulo(OpKind::floor, *this, scalar_like(*this, other, l), l);
+}
+
+Tensor Tensor::isnan(Loc l) const {
+  if (!is_floating(dtype())) return zeros(sizes(), TensorOptions(kBool).device(device()), l);
+  return ne(*this, l);
+}
+Tensor Tensor::isinf(Loc l) const {
+  if (!is_floating(dtype())) return zeros(sizes(), TensorOptions(kBool).device(device()), l);
+  return abs(l).eq(Scalar(INFINITY), l);
+}
+Tensor Tensor::isfinite(Loc l) const {
+  if (!is_floating(dtype())) return ones(sizes(), TensorOptions(kBool).device(device()), l);
+  return sub(*this, 1, l).eq(Scalar(0.0), l);  // NaN and +-inf give NaN here
+}
+
+// all: no element is zero (true for an empty tensor); any: some element is not.
+// Counted in int64 so that empty reductions are defined.
+Tensor Tensor::all(Loc l) const { return eq(Scalar(0), l).sum(l).eq(Scalar(0), l); }
+Tensor Tensor::any(Loc l) const { return ne(Scalar(0), l).sum(l).gt(Scalar(0), l); }
+Tensor Tensor::all(int64_t dim, bool keepdim, Loc l) const {
+  return eq(Scalar(0), l).sum(dim, keepdim, l).eq(Scalar(0), l);
+}
+Tensor Tensor::any(int64_t dim, bool keepdim, Loc l) const {
+  return ne(Scalar(0), l).sum(dim, keepdim, l).gt(Scalar(0), l);
+}
+
+// log(sum(exp(x))) shifted by the (detached) maximum, so large values do not
+// overflow; a slice that is all -inf gives -inf, as in PyTorch.
+Tensor Tensor::logsumexp(std::vector<int64_t> dims, bool keepdim, Loc l) const {
+  Tensor x = is_floating(dtype()) ? *this : to(kFloat32, l);
+  Tensor m = x.amax(dims, true, l).detach();
+  m = where(m.isinf(l), zeros_like(m, l), m, l);
+  Tensor r = x.sub(m, 1, l).exp(l).sum(dims, true, l).log(l).add(m, 1, l);
+  if (keepdim) return r;
+  Shape out;
+  std::vector<int64_t> nd = normalize_dims(dims, dim());
+  for (int64_t d = 0; d < dim(); ++d)
+    if (std::find(nd.begin(), nd.end(), d) == nd.end()) out.push_back(sizes()[d]);
+  return r.reshape(out, l);
+}
+Tensor Tensor::logsumexp(int64_t d, bool keepdim, Loc l) const {
+  return logsumexp(std::vector<int64_t>{d}, keepdim, l);
+}
+
+// The p-norm over `dims`: p = 2 (sqrt of the sum of squares), 1, inf (largest
+// magnitude), -inf (smallest), 0 (count of non-zeros) or any other p.
+Tensor Tensor::norm(double p, std::vector<int64_t> dims, bool keepdim, Loc l) const {
+  if (!is_floating(dtype()))
+    throw Error("norm: expected a floating tensor, got " + std::string(dtype_name(dtype())),
+                here(l));
+  if (std::isnan(p)) throw Error("norm: expected a number for p, got NaN", here(l));
+  if (dims.empty()) {
+    dims.resize(size_t(dim()));
+    for (int64_t d = 0; d < dim(); ++d) dims[size_t(d)] = d;
+  }
+  Tensor a = abs(l);
+  if (std::isinf(p)) return p > 0 ? a.amax(dims, keepdim, l) : a.amin(dims, keepdim, l);
+  if (p == 0) return ne(Scalar(0), l).to(dtype(), l).sum(dims, keepdim, l);
+  if (p == 1) return a.sum(dims, keepdim, l);
+  if (p == 2) return mul(*this, l).sum(dims, keepdim, l).sqrt(l);
+  return a.pow(p, l).sum(dims, keepdim, l).pow(1.0 / p, l);
+}
+Tensor Tensor::norm(double p, Loc l) const { return norm(p, std::vector<int64_t>{}, false, l); }
+
+// Inclusive prefix sums along `dim`: the slice times an upper-triangular matrix
+// of ones (out[j] = sum of in[i] for i <= j), one matmul (BLAS on the CPU), so
+// its gradient is the reversed scan for free. O(n^2) in the scanned length.
+Tensor Tensor::cumsum(int64_t d, Loc l) const {
+  const int64_t nd = checked_dim(d, std::max<int64_t>(dim(), 1), "cumsum", l);
+  if (dim() == 0) return clone(l);
+  Tensor x = is_floating(dtype()) ? *this : to(kInt64, l).to(kFloat64, l);
+  const int64_t n = size(nd);
+  Tensor idx = arange(n, TensorOptions(kInt64).device(device()), l);
+  Tensor tri = idx.unsqueeze(1, l).le(idx, l).to(x.dtype(), l);  // [i, j] = i <= j
+  Tensor moved = x.transpose(nd, -1, l);
+  Tensor r = moved.matmul(tri, l).transpose(nd, -1, l);
+  return is_floating(dtype()) ? r : r.round(l).to(kInt64, l);
+}
+
+Tensor Tensor::var(int64_t d, bool unbiased, bool keepdim, Loc l) const {
+  return var(std::vector<int64_t>{d}, unbiased, keepdim, l);
+}
+Tensor Tensor::std(int64_t d, bool unbiased, bool keepdim, Loc l) const {
+  return std(std::vector<int64_t>{d}, unbiased, keepdim, l);
+}
+
+Tensor log1p(const Tensor& x, Loc l) { return x.log1p(l); }
+Tensor expm1(const Tensor& x, Loc l) { return x.expm1(l); }
+Tensor floor(const Tensor& x, Loc l) { return x.floor(l); }
+Tensor ceil(const Tensor& x, Loc l) { return x.ceil(l); }
+Tensor round(const Tensor& x, Loc l) { return x.round(l); }
+Tensor trunc(const Tensor& x, Loc l) { return x.trunc(l); }
+Tensor isnan(const Tensor& x, Loc l) { return x.isnan(l); }
+Tensor isinf(const Tensor& x, Loc l) { return x.isinf(l); }
+Tensor logsumexp(const Tensor& x, std::vector<int64_t> dims, bool keepdim, Loc l) {
+  return x.logsumexp(std::move(dims), keepdim, l);
+}
+Tensor cumsum(const Tensor& x, int64_t dim, Loc l) { return x.cumsum(dim, l); }
+
+}  // namespace kiln

@@ -1,0 +1,352 @@
+// nn layers beyond Linear: dropout, layer and batch normalisation, embedding,
+// activations, and the losses of classifiers (nll, binary cross entropy, label
+// smoothing). All are composites of tensor ops, so each runs eagerly, traces,
+// differentiates and fuses like hand-written tensor code.
+#include <cmath>
+#include <numbers>
+#include <sstream>
+
+#include "frontend/autograd.h"
+#include "frontend/dispatch.h"
+#include "frontend/nn.h"
+#include "frontend/trace_state.h"
+
+namespace kiln::nn {
+
+using detail::here;
+
+namespace {
+
+Tensor reduce(const Tensor& per_element, Reduction r, Loc l) {
+  switch (r) {
+    case Reduction::Mean:
+      return per_element.mean(l);
+    case Reduction::Sum:
+      return per_element.sum(l);
+    case Reduction::None:
+      return per_element;
+  }
+  return per_element;
+}
+
+Tensor zero_of(const Tensor& like, Loc l) {
+  return zeros({}, TensorOptions(like.dtype()).device(like.device()), l);
+}
+
+void check_float(const Tensor& x, const char* op, Loc l) {
+  if (!is_floating(x.dtype()))
+    throw Error(std::string(op) + ": expected a floating tensor, got " + dtype_name(x.dtype()),
+                here(l));
+}
+
+}  // namespace
+
+// ---- Module state ----
+
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool recurse) const {
+  std::vector<std::pair<std::string, Tensor>> out(buffers_.begin(), buffers_.end());
+  if (recurse)
+    for (const auto& [cname, child] : children_)
+      for (auto& [bname, b] : child->named_buffers(true)) out.emplace_back(cname + "." + bname, b);
+  return out;
+}
+
+std::vector<Tensor> Module::buffers(bool recurse) const {
+  std::vector<Tensor> out;
+  for (auto& [n, b] : named_buffers(recurse)) out.push_back(b);
+  return out;
+}
+
+Tensor& Module::register_buffer(std::string name, Tensor t) {
+  buffers_.emplace_back(std::move(name), std::move(t));
+  return buffers_.back().second;
+}
+
+bool Module::training_for_forward() const {
+  std::weak_ptr<const void> alive = weak_from_this();
+  if (!alive.expired())
+    guard_constants(
+        alive, [this] { return std::vector<double>{training_ ? 1.0 : 0.0}; }, name_ + "'s mode",
+        {"training"});
+  return training_;
+}
+
+// ---- functional ----
+
+namespace functional {
+
+Tensor silu(const Tensor& x, Loc l) { return x.mul(x.sigmoid(l), l); }
+
+Tensor gelu(const Tensor& x, const std::string& approximate, Loc l) {
+  if (approximate == "none") return x.gelu(l);
+  if (approximate != "tanh")
+    throw Error("gelu: expected approximate \"none\" or \"tanh\", got \"" + approximate + "\"",
+                here(l));
+  const double k = std::sqrt(2.0 / std::numbers::pi);
+  Tensor inner = x.add(x.mul(x, l).mul(x, l).mul(Scalar(0.044715), l), 1, l).mul(Scalar(k), l);
+  return x.mul(Scalar(0.5), l).mul(inner.tanh(l).add(Scalar(1.0), l), l);
+}
+
+Tensor leaky_relu(const Tensor& x, double negative_slope, Loc l) {
+  return where(x.gt(Scalar(0), l), x, x.mul(Scalar(negative_slope), l), l);
+}
+
+Tensor softplus(const Tensor& x, double beta, double threshold, Loc l) {
+  if (!(beta != 0)) throw Error("softplus: expected beta != 0, got " + std::to_string(beta), here(l));
+  Tensor bx = x.mul(Scalar(beta), l);
+  // The exp is taken of min(bx, threshold) so the unused branch never overflows.
+  Tensor soft = bx.clamp_max(Scalar(threshold), l).exp(l).log1p(l).div(full({}, Scalar(beta),
+                                                                            TensorOptions(x.dtype()).device(x.device()), l), l);
+  return where(bx.gt(Scalar(threshold), l), x, soft, l);
+}
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                  const Tensor& bias, double eps, Loc l) {
+  check_float(x, "layer_norm", l);
+  const int64_t k = int64_t(normalized_shape.size());
+  bool fits = k >= 1 && k <= x.dim();
+  for (int64_t i = 0; fits && i < k; ++i)
+    fits = x.size(x.dim() - k + i) == normalized_shape[size_t(i)];
+  if (!fits)
+    throw Error("layer_norm: normalized_shape " + shape_str(normalized_shape) +
+                    " is not the trailing shape of the input " + shape_str(x.sizes()),
+                here(l));
+  for (const Tensor* p : {&weight, &bias})
+    if (p->defined() && p->sizes() != normalized_shape)
+      throw Error("layer_norm: expected weight and bias of shape " + shape_str(normalized_shape) +
+                      ", got " + shape_str(p->sizes()),
+                  here(l));
+  std::vector<int64_t> dims;
+  for (int64_t i = x.dim() - k; i < x.dim(); ++i) dims.push_back(i);
+  Tensor mu = x.mean(dims, true, l);
+  Tensor centered = x.sub(mu, 1, l);
+  Tensor var = centered.mul(centered, l).mean(dims, true, l);
+  Tensor y = centered.mul(var.add(Scalar(eps), l).rsqrt(l), l);
+  if (weight.defined()) y = y.mul(weight, l);
+  if (bias.defined()) y = y.add(bias, 1, l);
+  return y;
+}
+
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                  double eps, Loc l) {
+  check_float(x, "batch_norm", l);
+  if (x.dim() < 2)
+    throw Error("batch_norm: expected an input [N, C, ...], got " + shape_str(x.sizes()), here(l));
+  const int64_t c = x.size(1);
+  for (const Tensor* p : {&running_mean, &running_var, &weight, &bias})
+    if (p->defined() && p->sizes() != Shape{c})
+      throw Error("batch_norm: expected per-channel tensors of shape [" + std::to_string(c) +
+                      "], got " + shape_str(p->sizes()),
+                  here(l));
+  Shape per_channel(size_t(x.dim()), 1);
+  per_channel[1] = c;
+  std::vector<int64_t> dims = {0};
+  int64_t count = x.size(0);
+  for (int64_t i = 2; i < x.dim(); ++i) {
+    dims.push_back(i);
+    count *= x.size(i);
+  }
+  Tensor mean, var;
+  if (training) {
+    if (count <= 1)
+      throw Error("batch_norm: expected more than 1 value per channel when training, got input " +
+                      shape_str(x.sizes()),
+                  here(l));
+    mean = x.mean(dims, true, l);
+    Tensor centered = x.sub(mean, 1, l);
+    var = centered.mul(centered, l).mean(dims, true, l);
+    if (running_mean.defined() && running_var.defined()) {
+      NoGradGuard no_grad;
+      const double unbias = double(count) / double(count - 1);
+      Tensor m = mean.detach().reshape({c}, l), v = var.detach().reshape({c}, l);
+      Tensor rm = running_mean, rv = running_var;  // handles sharing the buffers
+      rm.mul_(Scalar(1 - momentum), l).add_(m.mul(Scalar(momentum), l), 1, l);
+      rv.mul_(Scalar(1 - momentum), l).add_(v.mul(Scalar(momentum * unbias), l), 1, l);
+    }
+  } else {
+    if (!running_mean.defined() || !running_var.defined())
+      throw Error("batch_norm: evaluation mode needs running_mean and running_var", here(l));
+    mean = running_mean.reshape(per_channel, l);
+    var = running_var.reshape(per_channel, l);
+  }
+  Tensor y = x.sub(mean, 1, l).mul(var.add(Scalar(eps), l).rsqrt(l), l);
+  if (weight.defined()) y = y.mul(weight.reshape(per_channel, l), l);
+  if (bias.defined()) y = y.add(bias.reshape(per_channel, l), 1, l);
+  return y;
+}
+
+Tensor embedding(const Tensor& indices, const Tensor& weight, Loc l) {
+  if (weight.dim() != 2)
+    throw Error("embedding: expected a weight [num_embeddings, dim], got " +
+                    shape_str(weight.sizes()),
+                here(l));
+  Shape out = indices.sizes();
+  out.push_back(weight.size(1));
+  return weight.index_select(0, indices.reshape({indices.numel()}, l), l).reshape(out, l);
+}
+
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction r, int64_t ignore_index,
+                Loc l) {
+  if (log_probs.dim() != 2)
+    throw Error("nll_loss: expected log-probabilities [N, C], got " + shape_str(log_probs.sizes()),
+                here(l));
+  if (target.dim() != 1 || target.size(0) != log_probs.size(0))
+    throw Error("nll_loss: expected class indices of shape [" + std::to_string(log_probs.size(0)) +
+                    "], got " + shape_str(target.sizes()),
+                here(l));
+  const int64_t classes = log_probs.size(1);
+  Tensor valid = target.ne(Scalar(static_cast<long long>(ignore_index)), l);
+  Tensor safe = where(valid, target, zeros({}, TensorOptions(target.dtype()).device(target.device()), l), l);
+  Tensor idx = detail::checked_indices(safe, classes, "nll_loss", l);
+  Tensor picked = log_probs.gather(1, idx.unsqueeze(1, l), l).squeeze(1, l);
+  Tensor per_row = where(valid, picked.neg(l), zero_of(log_probs, l), l);
+  if (r == Reduction::Mean) return per_row.sum(l).div(valid.sum(l).to(log_probs.dtype(), l), l);
+  return reduce(per_row, r, l);
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& o,
+                     Loc l) {
+  if (!(o.label_smoothing >= 0 && o.label_smoothing <= 1))
+    throw Error("cross_entropy: expected label_smoothing in [0, 1], got " +
+                    std::to_string(o.label_smoothing),
+                here(l));
+  if (is_floating(target.dtype())) {
+    Tensor t = target;
+    if (o.label_smoothing > 0)
+      t = t.mul(Scalar(1 - o.label_smoothing), l)
+              .add(Scalar(o.label_smoothing / double(logits.size(-1))), l);
+    return cross_entropy(logits, t, o.reduction, l);
+  }
+  if (logits.dim() != 2)
+    throw Error("cross_entropy: expected logits of shape [N, C], got " + shape_str(logits.sizes()),
+                here(l));
+  Tensor logp = logits.log_softmax(1, l);
+  Tensor nll = nll_loss(logp, target, Reduction::None, o.ignore_index, l);
+  if (o.label_smoothing > 0) {
+    Tensor valid = target.ne(Scalar(static_cast<long long>(o.ignore_index)), l);
+    Tensor uniform = where(valid, logp.mean(1, false, l).neg(l), zero_of(logp, l), l);
+    nll = nll.mul(Scalar(1 - o.label_smoothing), l).add(uniform.mul(Scalar(o.label_smoothing), l), 1, l);
+  }
+  if (o.reduction == Reduction::Mean) {
+    Tensor valid = target.ne(Scalar(static_cast<long long>(o.ignore_index)), l);
+    return nll.sum(l).div(valid.sum(l).to(logits.dtype(), l), l);
+  }
+  return reduce(nll, o.reduction, l);
+}
+
+Tensor binary_cross_entropy(const Tensor& probs, const Tensor& target, Reduction r, Loc l) {
+  check_float(probs, "binary_cross_entropy", l);
+  if (probs.sizes() != target.sizes())
+    throw Error("binary_cross_entropy: target of shape " + shape_str(target.sizes()) +
+                    " for input of shape " + shape_str(probs.sizes()),
+                here(l));
+  Tensor lp = probs.log(l).clamp_min(Scalar(-100.0), l);
+  Tensor lq = probs.neg(l).log1p(l).clamp_min(Scalar(-100.0), l);
+  Tensor y = target.to(probs.dtype(), l);
+  Tensor per = y.mul(lp, l).add(y.neg(l).add(Scalar(1.0), l).mul(lq, l), 1, l).neg(l);
+  return reduce(per, r, l);
+}
+
+Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target, Reduction r,
+                                        const Tensor& pos_weight, Loc l) {
+  check_float(logits, "binary_cross_entropy_with_logits", l);
+  if (logits.sizes() != target.sizes())
+    throw Error("binary_cross_entropy_with_logits: target of shape " + shape_str(target.sizes()) +
+                    " for input of shape " + shape_str(logits.sizes()),
+                here(l));
+  Tensor y = target.to(logits.dtype(), l);
+  // log(1 + exp(-x)) = log1p(exp(-|x|)) + max(-x, 0), without overflow.
+  Tensor log_sig_neg = logits.abs(l).neg(l).exp(l).log1p(l).add(logits.neg(l).relu(l), 1, l);
+  Tensor per;
+  if (pos_weight.defined()) {
+    Tensor w = pos_weight.sub(Scalar(1.0), l).mul(y, l).add(Scalar(1.0), l);
+    per = y.neg(l).add(Scalar(1.0), l).mul(logits, l).add(w.mul(log_sig_neg, l), 1, l);
+  } else {
+    per = y.neg(l).add(Scalar(1.0), l).mul(logits, l).add(log_sig_neg, 1, l);
+  }
+  return reduce(per, r, l);
+}
+
+}  // namespace functional
+
+// ---- modules ----
+
+DropoutImpl::DropoutImpl(double p) : Module("Dropout"), p(p) {
+  if (!(p >= 0 && p <= 1))
+    throw Error("Dropout: expected a probability in [0, 1], got " + std::to_string(p));
+}
+Tensor DropoutImpl::forward(const Tensor& x, Loc l) {
+  return functional::dropout(x, p, training_for_forward(), l);
+}
+std::string DropoutImpl::repr() const {
+  std::ostringstream s;
+  s << "Dropout(p=" << p << ")";
+  return s.str();
+}
+
+LayerNormImpl::LayerNormImpl(Shape shape, double eps, bool affine)
+    : Module("LayerNorm"), normalized_shape(std::move(shape)), eps(eps) {
+  if (affine) {
+    weight = register_parameter("weight", ones(normalized_shape));
+    bias = register_parameter("bias", zeros(normalized_shape));
+  }
+}
+Tensor LayerNormImpl::forward(const Tensor& x, Loc l) {
+  return functional::layer_norm(x, normalized_shape, weight, bias, eps, l);
+}
+std::string LayerNormImpl::repr() const {
+  std::ostringstream s;
+  s << "LayerNorm(" << shape_str(normalized_shape) << ", eps=" << eps
+    << ", elementwise_affine=" << (weight.defined() ? "true" : "false") << ")";
+  return s.str();
+}
+
+BatchNormImpl::BatchNormImpl(int64_t n, int spatial, double eps, double momentum)
+    : Module(spatial == 2 ? "BatchNorm2d" : "BatchNorm1d"),
+      num_features(n),
+      spatial_dims(spatial),
+      eps(eps),
+      momentum(momentum) {
+  if (n <= 0) throw Error(name_ + ": expected num_features > 0, got " + std::to_string(n));
+  weight = register_parameter("weight", ones({n}));
+  bias = register_parameter("bias", zeros({n}));
+  running_mean = register_buffer("running_mean", zeros({n}));
+  running_var = register_buffer("running_var", ones({n}));
+}
+Tensor BatchNormImpl::forward(const Tensor& x, Loc l) {
+  const bool ok = spatial_dims == 2 ? x.dim() == 4 : (x.dim() == 2 || x.dim() == 3);
+  if (!ok || x.size(1) != num_features)
+    throw Error(name_ + ": expected an input " +
+                    (spatial_dims == 2 ? "[N, " + std::to_string(num_features) + ", H, W]"
+                                       : "[N, " + std::to_string(num_features) + "] or [N, " +
+                                             std::to_string(num_features) + ", L]") +
+                    ", got " + shape_str(x.sizes()),
+                here(l));
+  return functional::batch_norm(x, running_mean, running_var, weight, bias, training_for_forward(),
+                                momentum, eps, l);
+}
+std::string BatchNormImpl::repr() const {
+  std::ostringstream s;
+  s << name_ << "(" << num_features << ", eps=" << eps << ", momentum=" << momentum << ")";
+  return s.str();
+}
+
+EmbeddingImpl::EmbeddingImpl(int64_t n, int64_t dim)
+    : Module("Embedding"), num_embeddings(n), embedding_dim(dim) {
+  if (n <= 0 || dim <= 0)
+    throw Error("Embedding(" + std::to_string(n) + ", " + std::to_string(dim) +
+                "): expected sizes > 0");
+  weight = register_parameter("weight", randn({n, dim}));
+}
+Tensor EmbeddingImpl::forward(const Tensor& indices, Loc l) {
+  return functional::embedding(indices, weight, l);
+}
+std::string EmbeddingImpl::repr() const {
+  return "Embedding(" + std::to_string(num_embeddings) + ", " + std::to_string(embedding_dim) + ")";
+}
+
+Tensor GELUImpl::forward(const Tensor& x, Loc l) { return functional::gelu(x, approximate, l); }
+Tensor SiLUImpl::forward(const Tensor& x, Loc l) { return functional::silu(x, l); }
+
+}  // namespace kiln::nn

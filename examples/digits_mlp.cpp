@@ -30,7 +30,7 @@ struct Data {
   Tensor x_train, y_train, x_test, y_test;
 };
 
-Data load(const std::string& path) {
+Data load_digits(const std::string& path) {
   Tensor all = data::read_csv(path);  // [1797, 65]: 64 pixels (0..16), the digit
   data::Split split = data::train_test_split(all.size(0), 0.2, /*seed=*/0);
   auto rows = [&](const std::vector<int64_t>& r) {
@@ -118,7 +118,7 @@ void write_svg(const std::string& path, const Curves& eager, const Curves& trace
   s += polyline(eager.accuracy, 0.8, 1, 420, 40, 320, 220, "#1f77b4", "none");
   s += polyline(traced.accuracy, 0.8, 1, 420, 40, 320, 220, "#d62728", "6,4");
   s += "</svg>\n";
-  write_file_durable(path, s);
+  io::write_file_durable(path, s);
 }
 
 }  // namespace
@@ -126,7 +126,7 @@ void write_svg(const std::string& path, const Curves& eager, const Curves& trace
 int main(int argc, char** argv) {
   const int epochs = argc > 1 ? std::max(1, std::atoi(argv[1])) : 30;
   const std::string svg = argc > 2 ? argv[2] : "digits_mlp.svg";
-  const Data d = load(std::string(KILN_DATA_DIR) + "/digits.csv.gz");
+  const Data d = load_digits(std::string(KILN_DATA_DIR) + "/digits.csv.gz");
   std::printf("digits_mlp: %lld training and %lld test images, %d epochs, batch 64, %s\n",
               static_cast<long long>(d.x_train.size(0)), static_cast<long long>(d.x_test.size(0)),
               epochs, blas_info().c_str());
@@ -141,7 +141,8 @@ int main(int argc, char** argv) {
   std::printf("traced: test accuracy %.1f%%, final loss %.4f, %.2f ms per epoch (%.2fx eager)\n",
               100 * traced.accuracy.back(), traced.loss.back(), traced.ms_per_epoch,
               eager.ms_per_epoch / traced.ms_per_epoch);
-  std::printf("largest weight difference, traced vs eager: %.3g (same seed, same dropout draws)\n",
+  std::printf("largest weight difference, traced vs eager: %.3g (the same dropout draws; f32 "
+              "sums in another order, grown over the steps by Adam)\n",
               diff);
   write_svg(svg, eager, traced);
   std::printf("curves: %s\n", svg.c_str());

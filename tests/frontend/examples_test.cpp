@@ -62,3 +62,23 @@ TEST_CASE("exercise 3: the two-layer net's loss falls in all three versions") {
     CHECK_MESSAGE(last < 0.01 * first, "version ", v, ": ", first, " -> ", last);
   }
 }
+
+TEST_CASE("digits_mlp: eager and traced both learn the digits, with the same dropout draws") {
+  const std::string svg = std::string(KILN_BINARY_DIR) + "/tests/digits_test.svg";
+  const std::string out = run(example("digits_mlp") + " 12 " + svg);
+  CAPTURE(out);
+  double acc_e = 0, acc_t = 0, diff = 1;
+  const size_t e = out.find("eager : test accuracy "), t = out.find("traced: test accuracy ");
+  const size_t d = out.find("traced vs eager: ");
+  REQUIRE(e != std::string::npos);
+  REQUIRE(t != std::string::npos);
+  REQUIRE(d != std::string::npos);
+  acc_e = std::stod(out.substr(e + 22));
+  acc_t = std::stod(out.substr(t + 22));
+  diff = std::stod(out.substr(d + 17));
+  CHECK(acc_e > 94);
+  CHECK(acc_t > 94);
+  // The runs differ only by the order of f32 sums (the draws are the same stream).
+  CHECK(diff < 0.05);
+  CHECK(std::ifstream(svg).good());
+}

@@ -25,6 +25,8 @@ void assign(const Tensor& self, const Tensor& value, SourceLoc loc);
 /// Integer indices checked to lie in [0, n): eagerly at once, in a trace by a
 /// check_index node the compiled plan runs at every call. Errors name `op`.
 Tensor checked_indices(const Tensor& indices, int64_t n, const char* op, Loc loc);
+/// normalize_dim(dim, rank), its error attached to the user's line and `op`.
+int64_t checked_dim(int64_t dim, int64_t rank, const char* op, Loc loc);
 /// Type of a tensor (eager or symbolic).
 const TensorType& type_of(const Tensor& t);
 

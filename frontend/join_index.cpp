@@ -22,16 +22,9 @@ namespace kiln {
 using detail::apply;
 using detail::here;
 
-namespace {
+using detail::checked_dim;
 
-int64_t checked_dim(int64_t dim, int64_t rank, const char* op, Loc l) {
-  try {
-    return normalize_dim(dim, rank);
-  } catch (Error& e) {
-    e.attach(here(l), op);
-    throw;
-  }
-}
+namespace {
 
 // Moves dim d to the end (and back): permutations for gather and scatter_add.
 std::vector<int64_t> to_last(int64_t d, int64_t rank) {
@@ -56,6 +49,15 @@ Tensor one_hot_bool(const Tensor& idx, int64_t n, Loc l) {
 }  // namespace
 
 namespace detail {
+
+int64_t checked_dim(int64_t dim, int64_t rank, const char* op, Loc l) {
+  try {
+    return normalize_dim(dim, rank);
+  } catch (Error& e) {
+    e.attach(here(l), op);
+    throw;
+  }
+}
 
 // An index outside [0, n) would give an all-zero one-hot row (and from it a finite,
 // wrong loss); PyTorch raises, and so does Kiln, naming `op`. Eagerly the indices

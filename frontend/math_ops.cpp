@@ -44,15 +44,6 @@ Tensor scalar_like(const Tensor& like, Scalar s, Loc l) {
   return detail::scalar_operand(like, s, here(l));
 }
 
-int64_t checked_dim(int64_t dim, int64_t rank, const char* op, Loc l) {
-  try {
-    return normalize_dim(dim, rank);
-  } catch (Error& e) {
-    e.attach(here(l), op);
-    throw;
-  }
-}
-
 }  // namespace
 
 Tensor Tensor::log1p(Loc l) const { return table_unary(OpKind::log1p, *this, l); }
@@ -142,7 +133,7 @@ Tensor Tensor::norm(double p, Loc l) const { return norm(p, std::vector<int64_t>
 // of ones (out[j] = sum of in[i] for i <= j), one matmul (BLAS on the CPU), so
 // its gradient is the reversed scan for free. O(n^2) in the scanned length.
 Tensor Tensor::cumsum(int64_t d, Loc l) const {
-  const int64_t nd = checked_dim(d, std::max<int64_t>(dim(), 1), "cumsum", l);
+  const int64_t nd = detail::checked_dim(d, std::max<int64_t>(dim(), 1), "cumsum", l);
   if (dim() == 0) return clone(l);
   Tensor x = is_floating(dtype()) ? *this : to(kInt64, l).to(kFloat64, l);
   const int64_t n = size(nd);

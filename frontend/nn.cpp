@@ -96,24 +96,13 @@ std::string SequentialImpl::repr() const {
 
 namespace functional {
 
-namespace {
-Tensor reduce(const Tensor& per_elem, Reduction r, Loc loc) {
-  switch (r) {
-    case Reduction::Mean: return per_elem.mean(loc);
-    case Reduction::Sum: return per_elem.sum(loc);
-    case Reduction::None: return per_elem;
-  }
-  return per_elem;
-}
-}  // namespace
-
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction r, Loc loc) {
   if (input.sizes() != target.sizes())
     throw Error("mse_loss: input shape " + shape_str(input.sizes()) + " and target shape " +
                     shape_str(target.sizes()) + " differ (expected the same shape)",
                 SourceLoc::from(loc));
   Tensor d = input.sub(target, 1, loc);
-  return reduce(d.mul(d, loc), r, loc);
+  return apply_reduction(d.mul(d, loc), r, loc);
 }
 
 namespace {
@@ -152,7 +141,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction r, Lo
     weights = target;
   }
   Tensor per_row = logp.mul(weights, loc).sum(1, false, loc).neg(loc);
-  return reduce(per_row, r, loc);
+  return apply_reduction(per_row, r, loc);
 }
 
 }  // namespace functional

@@ -249,6 +249,9 @@ using Sequential = ModuleHolder<SequentialImpl>;
 using MSELoss = ModuleHolder<MSELossImpl>;
 using CrossEntropyLoss = ModuleHolder<CrossEntropyLossImpl>;
 
+/// A per-element loss reduced as `r` says (the losses' last step).
+Tensor apply_reduction(const Tensor& per_element, Reduction r, KILN_LOC);
+
 /// Options of cross_entropy: class indices equal to ignore_index count for
 /// nothing (not in the mean either); label_smoothing mixes the one-hot target
 /// with the uniform distribution (PyTorch's definition).

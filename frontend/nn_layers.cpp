@@ -17,18 +17,6 @@ using detail::here;
 
 namespace {
 
-Tensor reduce(const Tensor& per_element, Reduction r, Loc l) {
-  switch (r) {
-    case Reduction::Mean:
-      return per_element.mean(l);
-    case Reduction::Sum:
-      return per_element.sum(l);
-    case Reduction::None:
-      return per_element;
-  }
-  return per_element;
-}
-
 Tensor zero_of(const Tensor& like, Loc l) {
   return zeros({}, TensorOptions(like.dtype()).device(like.device()), l);
 }
@@ -40,6 +28,18 @@ void check_float(const Tensor& x, const char* op, Loc l) {
 }
 
 }  // namespace
+
+Tensor apply_reduction(const Tensor& per_element, Reduction r, Loc l) {
+  switch (r) {
+    case Reduction::Mean:
+      return per_element.mean(l);
+    case Reduction::Sum:
+      return per_element.sum(l);
+    case Reduction::None:
+      return per_element;
+  }
+  return per_element;
+}
 
 // ---- Module state ----
 
@@ -202,7 +202,7 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction r, int6
   Tensor picked = log_probs.gather(1, idx.unsqueeze(1, l), l).squeeze(1, l);
   Tensor per_row = where(valid, picked.neg(l), zero_of(log_probs, l), l);
   if (r == Reduction::Mean) return per_row.sum(l).div(valid.sum(l).to(log_probs.dtype(), l), l);
-  return reduce(per_row, r, l);
+  return apply_reduction(per_row, r, l);
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& o,
@@ -232,7 +232,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
     Tensor valid = target.ne(Scalar(static_cast<long long>(o.ignore_index)), l);
     return nll.sum(l).div(valid.sum(l).to(logits.dtype(), l), l);
   }
-  return reduce(nll, o.reduction, l);
+  return apply_reduction(nll, o.reduction, l);
 }
 
 Tensor binary_cross_entropy(const Tensor& probs, const Tensor& target, Reduction r, Loc l) {
@@ -245,7 +245,7 @@ Tensor binary_cross_entropy(const Tensor& probs, const Tensor& target, Reduction
   Tensor lq = probs.neg(l).log1p(l).clamp_min(Scalar(-100.0), l);
   Tensor y = target.to(probs.dtype(), l);
   Tensor per = y.mul(lp, l).add(y.neg(l).add(Scalar(1.0), l).mul(lq, l), 1, l).neg(l);
-  return reduce(per, r, l);
+  return apply_reduction(per, r, l);
 }
 
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target, Reduction r,
@@ -265,7 +265,7 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targ
   } else {
     per = y.neg(l).add(Scalar(1.0), l).mul(logits, l).add(log_sig_neg, 1, l);
   }
-  return reduce(per, r, l);
+  return apply_reduction(per, r, l);
 }
 
 }  // namespace functional

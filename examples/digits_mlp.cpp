@@ -33,11 +33,8 @@ struct Data {
 Data load_digits(const std::string& path) {
   Tensor all = data::read_csv(path);  // [1797, 65]: 64 pixels (0..16), the digit
   data::Split split = data::train_test_split(all.size(0), 0.2, /*seed=*/0);
-  auto rows = [&](const std::vector<int64_t>& r) {
-    return all.index_select(0, from_vector(std::vector<double>(r.begin(), r.end()),
-                                           {int64_t(r.size())}, TensorOptions(kInt64)));
-  };
-  Tensor train = rows(split.train), test = rows(split.test);
+  const data::TensorDataset rows({all});
+  Tensor train = rows.subset(split.train).tensors()[0], test = rows.subset(split.test).tensors()[0];
   auto pixels = [](const Tensor& t) { return t.narrow(1, 0, 64).div(Scalar(16.0)).contiguous(); };
   auto labels = [](const Tensor& t) { return t.select(1, 64).to(kInt64).contiguous(); };
   return {pixels(train), labels(train), pixels(test), labels(test)};

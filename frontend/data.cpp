@@ -60,8 +60,8 @@ std::vector<int64_t> permutation(int64_t n, uint64_t seed, int64_t epoch) {
 }
 
 // Rows per rank in a pass: DistributedSampler's num_samples.
-int64_t rows_per_rank(int64_t n, const DataLoaderOptions& o) {
-  return n / o.world_size + (!o.drop_last && n % o.world_size != 0);
+int64_t rows_per_rank(int64_t n, bool drop_last, int64_t world_size) {
+  return n / world_size + (!drop_last && n % world_size != 0);
 }
 
 // ---- gathering rows ----
@@ -168,26 +168,34 @@ DataLoader::DataLoader(TensorDataset dataset, DataLoaderOptions options, Loc loc
 }
 
 int64_t DataLoader::size() const {
-  int64_t rows = rows_per_rank(dataset_.size(), options_), b = options_.batch_size;
+  int64_t rows = rows_per_rank(dataset_.size(), options_.drop_last, options_.world_size);
+  int64_t b = options_.batch_size;
   return rows / b + (!options_.drop_last && rows % b != 0);
 }
 
-std::vector<int64_t> DataLoader::indices() const {
-  int64_t n = dataset_.size();
+std::vector<int64_t> shard_indices(int64_t n, bool shuffle, uint64_t seed, int64_t epoch,
+                                   bool drop_last, int64_t rank, int64_t world_size) {
+  KILN_CHECK(n >= 0 && world_size >= 1 && rank >= 0 && rank < world_size,
+             "shard_indices: expected n >= 0 and 0 <= rank < world_size, got n ", n, ", rank ",
+             rank, ", world_size ", world_size);
   std::vector<int64_t> order;
-  if (options_.shuffle) {
-    order = permutation(n, options_.seed, epoch_);
+  if (shuffle) {
+    order = permutation(n, seed, epoch);
   } else {
     order.resize(static_cast<size_t>(n));
     std::iota(order.begin(), order.end(), int64_t{0});
   }
-  // Position r + k * world_size of the order, padded (unless drop_last) by
-  // repeating it from the start, as DistributedSampler does.
-  std::vector<int64_t> mine(static_cast<size_t>(rows_per_rank(n, options_)));
+  // Position rank + k * world_size of the order; past its end (padding) it
+  // starts again from the beginning.
+  std::vector<int64_t> mine(static_cast<size_t>(rows_per_rank(n, drop_last, world_size)));
   for (size_t k = 0; k < mine.size(); ++k)
-    mine[k] = order[static_cast<size_t>(
-        (options_.rank + static_cast<int64_t>(k) * options_.world_size) % n)];
+    mine[k] = order[static_cast<size_t>((rank + static_cast<int64_t>(k) * world_size) % n)];
   return mine;
+}
+
+std::vector<int64_t> DataLoader::indices() const {
+  return shard_indices(dataset_.size(), options_.shuffle, options_.seed, epoch_, options_.drop_last,
+                       options_.rank, options_.world_size);
 }
 
 std::vector<Tensor> DataLoader::batch(std::span<const int64_t> rows) const {

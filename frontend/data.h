@@ -119,6 +119,15 @@ class DataLoader {
   int64_t epoch_ = 0;
 };
 
+/// The rows of 0..n-1 that rank `rank` of `world_size` reads in `epoch`, by
+/// DistributedSampler's rules: one order for every rank (a permutation that
+/// depends only on seed and epoch when shuffling), padded by repeating it from
+/// its start so each rank gets ceil(n / world_size) rows (with drop_last,
+/// trimmed to floor), then every world_size-th position from `rank`.
+/// DataLoader and distributed::DistributedSampler both deal rows with it.
+std::vector<int64_t> shard_indices(int64_t n, bool shuffle, uint64_t seed, int64_t epoch,
+                                   bool drop_last, int64_t rank, int64_t world_size);
+
 /// Rows 0..n-1 dealt at random into a train and a test part, each in increasing order.
 struct Split {
   std::vector<int64_t> train;

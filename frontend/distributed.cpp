@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <numeric>
-#include <random>
 
 #include "frontend/autograd.h"
+#include "frontend/data.h"
 #include "frontend/dispatch.h"
 #include "frontend/settings.h"
 #include "runtime/collective.h"
@@ -171,22 +171,7 @@ DistributedSampler::DistributedSampler(int64_t size, bool shuffle, uint64_t seed
 }
 
 std::vector<int64_t> DistributedSampler::indices() const {
-  std::vector<int64_t> all(static_cast<size_t>(dataset_size_));
-  std::iota(all.begin(), all.end(), int64_t{0});
-  if (shuffle_) {
-    std::mt19937_64 gen(seed_ + static_cast<uint64_t>(epoch_));
-    for (size_t i = all.size(); i > 1; --i) {  // Fisher-Yates, the same on every rank
-      std::uniform_int_distribution<size_t> pick(0, i - 1);
-      std::swap(all[i - 1], all[pick(gen)]);
-    }
-  }
-  const size_t total = static_cast<size_t>(per_rank_ * replicas_);
-  if (all.size() > total) all.resize(total);
-  for (size_t i = 0; all.size() < total && !all.empty(); ++i) all.push_back(all[i]);
-  std::vector<int64_t> mine;
-  for (size_t i = static_cast<size_t>(rank_); i < all.size(); i += static_cast<size_t>(replicas_))
-    mine.push_back(all[i]);
-  return mine;
+  return data::shard_indices(dataset_size_, shuffle_, seed_, epoch_, drop_last_, rank_, replicas_);
 }
 
 }  // namespace kiln::distributed

@@ -97,13 +97,8 @@ Tensor Tensor::logsumexp(std::vector<int64_t> dims, bool keepdim, Loc l) const {
   Tensor x = is_floating(dtype()) ? *this : to(kFloat32, l);
   Tensor m = x.amax(dims, true, l).detach();
   m = where(m.isinf(l), zeros_like(m, l), m, l);
-  Tensor r = x.sub(m, 1, l).exp(l).sum(dims, true, l).log(l).add(m, 1, l);
-  if (keepdim) return r;
-  Shape out;
-  std::vector<int64_t> nd = normalize_dims(dims, dim());
-  for (int64_t d = 0; d < dim(); ++d)
-    if (std::find(nd.begin(), nd.end(), d) == nd.end()) out.push_back(sizes()[d]);
-  return r.reshape(out, l);
+  Tensor s = x.sub(m, 1, l).exp(l).sum(dims, keepdim, l).log(l);
+  return s.add(keepdim ? m : m.reshape(s.sizes(), l), 1, l);
 }
 Tensor Tensor::logsumexp(int64_t d, bool keepdim, Loc l) const {
   return logsumexp(std::vector<int64_t>{d}, keepdim, l);

@@ -120,28 +120,9 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes, Loc loc) {
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction r, Loc loc) {
-  SourceLoc where = SourceLoc::from(loc);
-  if (logits.dim() != 2)
-    throw Error("cross_entropy: expected logits of shape [N, C], got " + shape_str(logits.sizes()),
-                where);
-  Tensor logp = logits.log_softmax(1, loc);
-  Tensor weights;
-  if (!is_floating(target.dtype())) {
-    if (target.dim() != 1 || target.size(0) != logits.size(0))
-      throw Error("cross_entropy: expected class indices of shape [" +
-                      std::to_string(logits.size(0)) + "], got " + shape_str(target.sizes()),
-                  where);
-    Tensor classes = detail::checked_indices(target, logits.size(1), "cross_entropy", loc);
-    weights = one_hot_of_checked(classes, logits.size(1), loc).to(logits.dtype(), loc);
-  } else {
-    if (target.sizes() != logits.sizes())
-      throw Error("cross_entropy: probabilities of shape " + shape_str(target.sizes()) +
-                      " for logits of shape " + shape_str(logits.sizes()),
-                  where);
-    weights = target;
-  }
-  Tensor per_row = logp.mul(weights, loc).sum(1, false, loc).neg(loc);
-  return apply_reduction(per_row, r, loc);
+  CrossEntropyOptions o;
+  o.reduction = r;
+  return cross_entropy(logits, target, o, loc);
 }
 
 }  // namespace functional

@@ -95,8 +95,7 @@ Tensor softplus(const Tensor& x, double beta, double threshold, Loc l) {
   if (!(beta != 0)) throw Error("softplus: expected beta != 0, got " + std::to_string(beta), here(l));
   Tensor bx = x.mul(Scalar(beta), l);
   // The exp is taken of min(bx, threshold) so the unused branch never overflows.
-  Tensor soft = bx.clamp_max(Scalar(threshold), l).exp(l).log1p(l).div(full({}, Scalar(beta),
-                                                                            TensorOptions(x.dtype()).device(x.device()), l), l);
+  Tensor soft = bx.clamp_max(Scalar(threshold), l).exp(l).log1p(l).div(Scalar(beta), l);
   return where(bx.gt(Scalar(threshold), l), x, soft, l);
 }
 
@@ -186,23 +185,41 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, Loc l) {
   return weight.index_select(0, indices.reshape({indices.numel()}, l), l).reshape(out, l);
 }
 
+namespace {
+
+// Per row of log-probabilities [N, C]: minus the entry at the row's class index,
+// zero where the index is ignore_index; `valid` marks the rows that count. Other
+// indices outside [0, C) are errors under `op`'s name.
+struct Rows {
+  Tensor nll, valid;
+};
+Rows nll_rows(const Tensor& logp, const Tensor& target, int64_t ignore_index, const char* op,
+              Loc l) {
+  if (target.dim() != 1 || target.size(0) != logp.size(0))
+    throw Error(std::string(op) + ": expected class indices of shape [" +
+                    std::to_string(logp.size(0)) + "], got " + shape_str(target.sizes()),
+                here(l));
+  Tensor valid = target.ne(Scalar(static_cast<long long>(ignore_index)), l);
+  Tensor safe = where(valid, target, zeros({}, TensorOptions(target.dtype()).device(target.device()), l), l);
+  Tensor idx = detail::checked_indices(safe, logp.size(1), op, l);
+  Tensor picked = logp.gather(1, idx.unsqueeze(1, l), l).squeeze(1, l);
+  return {where(valid, picked.neg(l), zero_of(logp, l), l), valid};
+}
+
+// The mean over the rows that count (PyTorch's ignore_index convention).
+Tensor reduce_rows(const Rows& r, Reduction how, Loc l) {
+  if (how == Reduction::Mean) return r.nll.sum(l).div(r.valid.sum(l).to(r.nll.dtype(), l), l);
+  return apply_reduction(r.nll, how, l);
+}
+
+}  // namespace
+
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction r, int64_t ignore_index,
                 Loc l) {
   if (log_probs.dim() != 2)
     throw Error("nll_loss: expected log-probabilities [N, C], got " + shape_str(log_probs.sizes()),
                 here(l));
-  if (target.dim() != 1 || target.size(0) != log_probs.size(0))
-    throw Error("nll_loss: expected class indices of shape [" + std::to_string(log_probs.size(0)) +
-                    "], got " + shape_str(target.sizes()),
-                here(l));
-  const int64_t classes = log_probs.size(1);
-  Tensor valid = target.ne(Scalar(static_cast<long long>(ignore_index)), l);
-  Tensor safe = where(valid, target, zeros({}, TensorOptions(target.dtype()).device(target.device()), l), l);
-  Tensor idx = detail::checked_indices(safe, classes, "nll_loss", l);
-  Tensor picked = log_probs.gather(1, idx.unsqueeze(1, l), l).squeeze(1, l);
-  Tensor per_row = where(valid, picked.neg(l), zero_of(log_probs, l), l);
-  if (r == Reduction::Mean) return per_row.sum(l).div(valid.sum(l).to(log_probs.dtype(), l), l);
-  return apply_reduction(per_row, r, l);
+  return reduce_rows(nll_rows(log_probs, target, ignore_index, "nll_loss", l), r, l);
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& o,
@@ -211,28 +228,26 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
     throw Error("cross_entropy: expected label_smoothing in [0, 1], got " +
                     std::to_string(o.label_smoothing),
                 here(l));
-  if (is_floating(target.dtype())) {
-    Tensor t = target;
-    if (o.label_smoothing > 0)
-      t = t.mul(Scalar(1 - o.label_smoothing), l)
-              .add(Scalar(o.label_smoothing / double(logits.size(-1))), l);
-    return cross_entropy(logits, t, o.reduction, l);
-  }
   if (logits.dim() != 2)
     throw Error("cross_entropy: expected logits of shape [N, C], got " + shape_str(logits.sizes()),
                 here(l));
   Tensor logp = logits.log_softmax(1, l);
-  Tensor nll = nll_loss(logp, target, Reduction::None, o.ignore_index, l);
-  if (o.label_smoothing > 0) {
-    Tensor valid = target.ne(Scalar(static_cast<long long>(o.ignore_index)), l);
-    Tensor uniform = where(valid, logp.mean(1, false, l).neg(l), zero_of(logp, l), l);
-    nll = nll.mul(Scalar(1 - o.label_smoothing), l).add(uniform.mul(Scalar(o.label_smoothing), l), 1, l);
+  const double eps = o.label_smoothing;
+  if (is_floating(target.dtype())) {  // class probabilities
+    if (target.sizes() != logits.sizes())
+      throw Error("cross_entropy: probabilities of shape " + shape_str(target.sizes()) +
+                      " for logits of shape " + shape_str(logits.sizes()),
+                  here(l));
+    Tensor t = eps > 0 ? target.mul(Scalar(1 - eps), l).add(Scalar(eps / double(logits.size(1))), l)
+                       : target;
+    return apply_reduction(logp.mul(t, l).sum(1, false, l).neg(l), o.reduction, l);
   }
-  if (o.reduction == Reduction::Mean) {
-    Tensor valid = target.ne(Scalar(static_cast<long long>(o.ignore_index)), l);
-    return nll.sum(l).div(valid.sum(l).to(logits.dtype(), l), l);
+  Rows rows = nll_rows(logp, target, o.ignore_index, "cross_entropy", l);
+  if (eps > 0) {
+    Tensor uniform = where(rows.valid, logp.mean(1, false, l).neg(l), zero_of(logp, l), l);
+    rows.nll = rows.nll.mul(Scalar(1 - eps), l).add(uniform.mul(Scalar(eps), l), 1, l);
   }
-  return apply_reduction(nll, o.reduction, l);
+  return reduce_rows(rows, o.reduction, l);
 }
 
 Tensor binary_cross_entropy(const Tensor& probs, const Tensor& target, Reduction r, Loc l) {

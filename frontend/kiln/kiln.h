@@ -6,6 +6,7 @@
 #include "frontend/data.h"
 #include "frontend/function.h"
 #include "frontend/nn.h"
+#include "frontend/nn_conv.h"
 #include "frontend/optim.h"
 #include "frontend/tensor.h"
 #include "frontend/jit.h"

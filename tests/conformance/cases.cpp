@@ -522,6 +522,30 @@ std::vector<Case> model_cases() {
   };
 }
 
+// Convolution and pooling (frontend/nn_conv.cpp): im2col windows from movement
+// ops, a GEMM, window reductions.
+std::vector<Case> conv_cases() {
+  return {
+      Case{"conv2d: padding 1, bias",
+           {in({2, 1, 5, 5}), in({3, 1, 3, 3}), in({3})},
+           [](V v) { return conv2d(v[0], v[1], v[2], 1, 1).tanh(); }},
+      Case{"conv2d: stride, dilation, groups",
+           {in({1, 4, 7, 6}), in({4, 2, 2, 3})},
+           [](V v) { return conv2d(v[0], v[1], Tensor(), {2, 1}, {1, 0}, {2, 1}, 2); }},
+      unary(
+          "max_pool2d: kernel 3, stride 2, padding 1, ceil_mode",
+          [](const Tensor& x) { return max_pool2d(x, 3, ExpandingArray2(2), 1, 1, true) * 2; },
+          in({1, 2, 6, 5})),
+      unary(
+          "avg_pool2d (ceil_mode, padding not counted) and adaptive_avg_pool2d",
+          [](const Tensor& x) {
+            return avg_pool2d(x, 3, ExpandingArray2(2), 1, true, false).sum(1) +
+                   adaptive_avg_pool2d(x, {3, 2}).sum();
+          },
+          in({1, 2, 5, 6})),
+  };
+}
+
 }  // namespace
 
 const std::vector<Case>& cases() {
@@ -529,7 +553,7 @@ const std::vector<Case>& cases() {
     std::vector<Case> v;
     for (auto group : {table_math_cases(), unary_cases(), binary_cases(), reduction_cases(), movement_cases(),
                        matmul_cases(), creation_and_autograd_cases(), convention_cases(),
-                       model_cases()})
+                       model_cases(), conv_cases()})
       v.insert(v.end(), group.begin(), group.end());
     return v;
   }();

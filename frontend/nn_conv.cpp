@@ -1,0 +1,341 @@
+// Convolution and pooling as composites of table ops.
+//
+// The windows of a dim come from movement ops alone (tinygrad's pooling trick):
+// a dim of size i is repeated e times, flattened, cut to k (i + d) elements and
+// viewed as [k, i + d]; element [a, j * s] of that view is x[a d + j s]
+// (the flat position a (i + d) + j s taken mod i), so a strided slice gives
+// the [k, out] windows of kernel k, stride s, dilation d. Eagerly that is a copy
+// of about k times the input; traced it is index arithmetic inside the kernel
+// that reads it. Its gradient (expand's sum, pad for slice) is col2im.
+//
+//   conv2d               im2col: the [N, C, kH, H', kW, W'] windows as a
+//                        [N, groups, C/groups kH kW, H' W'] matrix, times the
+//                        weight [groups, O/groups, C/groups kH kW] (one GEMM per
+//                        image and group: OpenBLAS or cuBLAS); the bias is the
+//                        GEMM's epilogue, which fuses when traced.
+//   max_pool2d           the window's first maximum (argmax, then a one-hot sum,
+//                        so the gradient goes to that element only)
+//   avg_pool2d           the window's sum over a divisor (a number, or a plane
+//                        of counts when padding or ceil_mode leave some out)
+//   adaptive_avg_pool2d  A_h x A_w^T with bin-averaging matrices (a global mean
+//                        for a 1x1 output)
+#include "frontend/nn_conv.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "frontend/autograd.h"
+#include "frontend/dispatch.h"
+
+namespace kiln {
+
+using detail::here;
+
+ExpandingArray2::ExpandingArray2(std::initializer_list<int64_t> v) : v_{0, 0} {
+  if (v.size() != 2)
+    throw Error("expected one size or two (height, width), got " + std::to_string(v.size()));
+  v_ = {*v.begin(), *(v.begin() + 1)};
+}
+
+std::string ExpandingArray2::str() const {
+  return "(" + std::to_string(v_[0]) + ", " + std::to_string(v_[1]) + ")";
+}
+
+namespace {
+
+// A dim's output size, and the padding after it (padding plus what ceil_mode's
+// last window reaches past the padded input).
+struct Extent {
+  int64_t out, high;
+};
+
+Extent extent(const std::string& op, const char* what, int64_t size, int64_t k, int64_t s, int64_t p,
+              int64_t d, bool ceil_mode, Loc l) {
+  const int64_t span = d * (k - 1) + 1, padded = size + 2 * p;
+  if (padded < span)
+    throw Error(op + ": the padded input's " + what + " is " + std::to_string(padded) +
+                    ", smaller than the kernel's (dilated) " + what + " " + std::to_string(span),
+                here(l));
+  int64_t out = (padded - span) / s + 1;
+  if (ceil_mode) {
+    out = (padded - span + s - 1) / s + 1;
+    // The last window must start inside the input or its left padding.
+    if ((out - 1) * s >= size + p) --out;
+  }
+  return {out, p + std::max<int64_t>(0, (out - 1) * s + span - padded)};
+}
+
+void check_sizes(const std::string& op, const char* name, ExpandingArray2 v, int64_t min, Loc l) {
+  if (v[0] < min || v[1] < min)
+    throw Error(op + ": expected " + name + " >= " + std::to_string(min) + ", got " + v.str(),
+                here(l));
+}
+
+// Images [N, C, H, W] or one image [C, H, W] (run as a batch of one).
+template <class F>
+Tensor on_images(const std::string& op, const Tensor& x, Loc l, F f) {
+  if (x.dim() == 3) return f(x.unsqueeze(0, l)).squeeze(0, l);
+  if (x.dim() != 4)
+    throw Error(op + ": expected an input [N, C, H, W] or [C, H, W], got " + shape_str(x.sizes()),
+                here(l));
+  if (!is_floating(x.dtype()))
+    throw Error(op + ": expected a floating input, got " + dtype_name(x.dtype()), here(l));
+  return f(x);
+}
+
+Tensor pad_dim(const Tensor& x, int64_t dim, int64_t low, int64_t high, Loc l) {
+  if (low == 0 && high == 0) return x;
+  return detail::apply(OpKind::pad, {x},
+                       Attrs{{AttrKey::dim, dim},
+                             {AttrKey::low, low},
+                             {AttrKey::high, high},
+                             {AttrKey::interior, int64_t(0)}},
+                       here(l));
+}
+
+// x [..., i, ...] at dim -> [..., k, out, ...], element [a, j] = x[a d + j s].
+Tensor windows(const Tensor& x, int64_t dim, int64_t k, int64_t s, int64_t d, int64_t out, Loc l) {
+  const int64_t i = x.size(dim);
+  Shape split = x.sizes();
+  if (s >= (k - 1) * d + 1 && out * s <= i) {
+    // Each window inside its own stride: a reshape to [out, s], a strided
+    // slice of the taps and a transpose to put them first.
+    split[dim] = out;
+    split.insert(split.begin() + dim + 1, s);
+    return x.slice(dim, 0, out * s, 1, l)
+        .reshape(split, l)
+        .slice(dim + 1, 0, (k - 1) * d + 1, d, l)
+        .transpose(dim, dim + 1, l);
+  }
+  const int64_t span = k * (i + d), copies = (span + i - 1) / i;
+  Shape repeated = x.sizes(), flat = x.sizes();
+  repeated.insert(repeated.begin() + dim, copies);
+  flat[dim] = copies * i;
+  split[dim] = i + d;
+  split.insert(split.begin() + dim, k);
+  return x.unsqueeze(dim, l)
+      .expand(repeated, l)
+      .reshape(flat, l)
+      .slice(dim, 0, span, 1, l)
+      .reshape(split, l)
+      .slice(dim + 1, 0, (out - 1) * s + 1, s, l);
+}
+
+// The [N, C, kH, H', kW, W'] windows of x, padded by (top/left, bottom/right).
+Tensor windows2d(const Tensor& x, ExpandingArray2 k, ExpandingArray2 s, ExpandingArray2 d,
+                 const Extent (&e)[2], ExpandingArray2 p, Loc l) {
+  Tensor xp = pad_dim(pad_dim(x, 2, p[0], e[0].high, l), 3, p[1], e[1].high, l);
+  return windows(windows(xp, 2, k[0], s[0], d[0], e[0].out, l), 4, k[1], s[1], d[1], e[1].out, l);
+}
+
+struct PoolGeometry {
+  ExpandingArray2 stride;
+  Extent e[2];
+};
+
+PoolGeometry pool_geometry(const std::string& op, const Tensor& x, ExpandingArray2 k,
+                           std::optional<ExpandingArray2> stride, ExpandingArray2 p,
+                           ExpandingArray2 d, bool ceil_mode, Loc l) {
+  const ExpandingArray2 s = stride.value_or(k);
+  check_sizes(op, "kernel_size", k, 1, l);
+  check_sizes(op, "stride", s, 1, l);
+  check_sizes(op, "dilation", d, 1, l);
+  check_sizes(op, "padding", p, 0, l);
+  if (2 * p[0] > k[0] || 2 * p[1] > k[1])
+    throw Error(op + ": expected padding at most half the kernel size " + k.str() + ", got " +
+                    p.str(),
+                here(l));
+  return {s,
+          {extent(op, "height", x.size(2), k[0], s[0], p[0], d[0], ceil_mode, l),
+           extent(op, "width", x.size(3), k[1], s[1], p[1], d[1], ceil_mode, l)}};
+}
+
+TensorOptions like(const Tensor& x) { return TensorOptions(x.dtype()).device(x.device()); }
+
+// Row i of the [n, size] matrix averaging bin i of n over a dim of `size`.
+Tensor bin_means(int64_t n, int64_t size, const Tensor& x, Loc l) {
+  std::vector<double> m(static_cast<size_t>(n * size), 0.0);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t lo = i * size / n, hi = ((i + 1) * size + n - 1) / n;
+    for (int64_t j = lo; j < hi; ++j) m[static_cast<size_t>(i * size + j)] = 1.0 / double(hi - lo);
+  }
+  return from_vector(m, {n, size}, like(x), l);
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, ExpandingArray2 stride,
+              ExpandingArray2 padding, ExpandingArray2 dilation, int64_t groups, Loc l) {
+  const std::string op = "conv2d";
+  return on_images(op, input, l, [&](const Tensor& x) {
+    if (weight.dim() != 4)
+      throw Error(op + ": expected a weight [out, in / groups, kH, kW], got " +
+                      shape_str(weight.sizes()),
+                  here(l));
+    if (weight.dtype() != x.dtype() || (bias.defined() && bias.dtype() != x.dtype()))
+      throw Error(op + ": expected weight and bias of the input's dtype " +
+                      dtype_name(x.dtype()) + ", got " + dtype_name(weight.dtype()) +
+                      (bias.defined() ? std::string(" and ") + dtype_name(bias.dtype()) : ""),
+                  here(l));
+    const int64_t n = x.size(0), c = x.size(1), o = weight.size(0);
+    if (groups < 1 || c % groups != 0 || o % groups != 0 || weight.size(1) * groups != c)
+      throw Error(op + ": expected " + std::to_string(c) +
+                      " input channels = weight.size(1) * groups, and out channels divisible "
+                      "by groups; got weight " +
+                      shape_str(weight.sizes()) + ", groups " + std::to_string(groups),
+                  here(l));
+    if (bias.defined() && bias.sizes() != Shape{o})
+      throw Error(op + ": expected a bias [" + std::to_string(o) + "], got " +
+                      shape_str(bias.sizes()),
+                  here(l));
+    const ExpandingArray2 k{weight.size(2), weight.size(3)};
+    check_sizes(op, "stride", stride, 1, l);
+    check_sizes(op, "dilation", dilation, 1, l);
+    check_sizes(op, "padding", padding, 0, l);
+    const Extent e[2] = {
+        extent(op, "height", x.size(2), k[0], stride[0], padding[0], dilation[0], false, l),
+        extent(op, "width", x.size(3), k[1], stride[1], padding[1], dilation[1], false, l)};
+    const int64_t rows = c / groups * k[0] * k[1], cols = e[0].out * e[1].out;
+    Tensor patches = windows2d(x, k, stride, dilation, e, padding, l)
+                         .permute({0, 1, 2, 4, 3, 5}, l)
+                         .reshape({n, groups, rows, cols}, l);
+    Tensor y = weight.reshape({groups, o / groups, rows}, l).matmul(patches, l);
+    if (bias.defined()) y = y.add(bias.reshape({groups, o / groups, 1}, l), 1, l);
+    return y.reshape({n, o, e[0].out, e[1].out}, l);
+  });
+}
+
+Tensor max_pool2d(const Tensor& input, ExpandingArray2 kernel_size,
+                  std::optional<ExpandingArray2> stride, ExpandingArray2 padding,
+                  ExpandingArray2 dilation, bool ceil_mode, Loc l) {
+  const std::string op = "max_pool2d";
+  return on_images(op, input, l, [&](const Tensor& x) {
+    const PoolGeometry g =
+        pool_geometry(op, x, kernel_size, stride, padding, dilation, ceil_mode, l);
+    Tensor src = x;
+    if (padding[0] > 0 || padding[1] > 0 || g.e[0].high > 0 || g.e[1].high > 0) {
+      // Pad with -inf: mark the input's plane, pad it like x, fill outside it.
+      Tensor plane = ones({x.size(2), x.size(3)}, like(x), l);
+      plane = pad_dim(pad_dim(plane, 0, padding[0], g.e[0].high, l), 1, padding[1], g.e[1].high, l);
+      src = pad_dim(pad_dim(x, 2, padding[0], g.e[0].high, l), 3, padding[1], g.e[1].high, l)
+                .masked_fill(plane.eq(Scalar(0), l), Scalar(-INFINITY), l);
+    }
+    const Extent unpadded[2] = {{g.e[0].out, 0}, {g.e[1].out, 0}};
+    const int64_t taps = kernel_size[0] * kernel_size[1];
+    Tensor w = windows2d(src, kernel_size, g.stride, dilation, unpadded, 0, l)
+                   .permute({0, 1, 3, 5, 2, 4}, l)
+                   .reshape({x.size(0), x.size(1), g.e[0].out, g.e[1].out, taps}, l);
+    Tensor first = w.argmax(-1, true, l).eq(arange(taps, TensorOptions(DType::i64).device(x.device()), l), l);
+    return where(first, w, zeros({}, like(x), l), l).sum(-1, false, l);
+  });
+}
+
+Tensor avg_pool2d(const Tensor& input, ExpandingArray2 kernel_size,
+                  std::optional<ExpandingArray2> stride, ExpandingArray2 padding, bool ceil_mode,
+                  bool count_include_pad, Loc l) {
+  const std::string op = "avg_pool2d";
+  return on_images(op, input, l, [&](const Tensor& x) {
+    const PoolGeometry g = pool_geometry(op, x, kernel_size, stride, padding, 1, ceil_mode, l);
+    Tensor sums = windows2d(x, kernel_size, g.stride, 1, g.e, padding, l).sum({2, 4}, false, l);
+    const bool partial = g.e[0].high > padding[0] || g.e[1].high > padding[1];
+    if (!partial && (count_include_pad || (padding[0] == 0 && padding[1] == 0)))
+      return sums.div(Scalar(double(kernel_size[0] * kernel_size[1])), l);
+    // Counts per window of the positions that count: inside the padded input
+    // (count_include_pad) or inside the input itself.
+    std::vector<double> counts;
+    auto count = [&](int dim, int64_t j) {
+      const int64_t lo = j * g.stride[dim] - padding[dim], size = x.size(2 + dim);
+      const int64_t min = count_include_pad ? -padding[dim] : 0;
+      const int64_t max = count_include_pad ? size + padding[dim] : size;
+      return std::max<int64_t>(0, std::min(lo + kernel_size[dim], max) - std::max(lo, min));
+    };
+    for (int64_t i = 0; i < g.e[0].out; ++i)
+      for (int64_t j = 0; j < g.e[1].out; ++j) counts.push_back(double(count(0, i) * count(1, j)));
+    return sums.div(from_vector(counts, {g.e[0].out, g.e[1].out}, like(x), l), l);
+  });
+}
+
+Tensor adaptive_avg_pool2d(const Tensor& input, ExpandingArray2 output_size, Loc l) {
+  const std::string op = "adaptive_avg_pool2d";
+  return on_images(op, input, l, [&](const Tensor& x) {
+    check_sizes(op, "output_size", output_size, 1, l);
+    if (output_size[0] == 1 && output_size[1] == 1) return x.mean({2, 3}, true, l);
+    return bin_means(output_size[0], x.size(2), x, l)
+        .matmul(x, l)
+        .matmul(bin_means(output_size[1], x.size(3), x, l).t(l), l);
+  });
+}
+
+namespace nn {
+
+namespace functional {
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Conv2dFuncOptions& o, Loc l) {
+  return kiln::conv2d(input, weight, o.bias_, o.stride_, o.padding_, o.dilation_, o.groups_, l);
+}
+Tensor max_pool2d(const Tensor& input, const MaxPool2dFuncOptions& o, Loc l) {
+  return kiln::max_pool2d(input, o.kernel_size_, o.stride_, o.padding_, o.dilation_, o.ceil_mode_,
+                          l);
+}
+Tensor avg_pool2d(const Tensor& input, const AvgPool2dFuncOptions& o, Loc l) {
+  return kiln::avg_pool2d(input, o.kernel_size_, o.stride_, o.padding_, o.ceil_mode_,
+                          o.count_include_pad_, l);
+}
+Tensor adaptive_avg_pool2d(const Tensor& input, ExpandingArray2 output_size, Loc l) {
+  return kiln::adaptive_avg_pool2d(input, output_size, l);
+}
+}  // namespace functional
+
+Conv2dImpl::Conv2dImpl(const Conv2dOptions& o) : Module("Conv2d"), options(o) {
+  const int64_t in = o.in_channels_, out = o.out_channels_, g = o.groups_;
+  if (in <= 0 || out <= 0 || g <= 0 || in % g != 0 || out % g != 0)
+    throw Error("Conv2d(" + std::to_string(in) + ", " + std::to_string(out) + ", groups=" +
+                std::to_string(g) + "): channel counts must be positive and divisible by groups");
+  const ExpandingArray2 k = o.kernel_size_;
+  if (k[0] <= 0 || k[1] <= 0) throw Error("Conv2d: kernel_size must be positive, got " + k.str());
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in / g * k[0] * k[1]));
+  NoGradGuard no_grad;
+  weight = register_parameter("weight", rand({out, in / g, k[0], k[1]}) * (2 * bound) - bound);
+  if (o.bias_) bias = register_parameter("bias", rand({out}) * (2 * bound) - bound);
+}
+
+Tensor Conv2dImpl::forward(const Tensor& x, Loc l) {
+  return kiln::conv2d(x, weight, bias, options.stride_, options.padding_, options.dilation_,
+                      options.groups_, l);
+}
+
+std::string Conv2dImpl::repr() const {
+  std::ostringstream s;
+  s << "Conv2d(" << options.in_channels_ << ", " << options.out_channels_
+    << ", kernel_size=" << options.kernel_size_.str() << ", stride=" << options.stride_.str();
+  if (options.padding_[0] || options.padding_[1]) s << ", padding=" << options.padding_.str();
+  if (options.dilation_[0] != 1 || options.dilation_[1] != 1)
+    s << ", dilation=" << options.dilation_.str();
+  if (options.groups_ != 1) s << ", groups=" << options.groups_;
+  if (!options.bias_) s << ", bias=false";
+  s << ")";
+  return s.str();
+}
+
+Tensor MaxPool2dImpl::forward(const Tensor& x, Loc l) { return functional::max_pool2d(x, options, l); }
+std::string MaxPool2dImpl::repr() const {
+  return "MaxPool2d(kernel_size=" + options.kernel_size_.str() +
+         ", stride=" + options.stride_.value_or(options.kernel_size_).str() +
+         ", padding=" + options.padding_.str() + ")";
+}
+
+Tensor AvgPool2dImpl::forward(const Tensor& x, Loc l) { return functional::avg_pool2d(x, options, l); }
+std::string AvgPool2dImpl::repr() const {
+  return "AvgPool2d(kernel_size=" + options.kernel_size_.str() +
+         ", stride=" + options.stride_.value_or(options.kernel_size_).str() +
+         ", padding=" + options.padding_.str() + ")";
+}
+
+Tensor AdaptiveAvgPool2dImpl::forward(const Tensor& x, Loc l) {
+  return kiln::adaptive_avg_pool2d(x, output_size, l);
+}
+std::string AdaptiveAvgPool2dImpl::repr() const {
+  return "AdaptiveAvgPool2d(output_size=" + output_size.str() + ")";
+}
+
+}  // namespace nn
+}  // namespace kiln

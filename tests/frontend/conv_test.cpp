@@ -1,0 +1,214 @@
+// conv2d and pooling against direct loops in double precision (the definition,
+// PyTorch's conventions), eagerly and compiled; the modules; bad arguments.
+// Gradients against finite differences are in the conformance matrix.
+#include <doctest/doctest.h>
+
+#include <kiln/kiln.h>
+
+#include <cmath>
+#include <limits>
+
+using namespace kiln;
+
+namespace {
+
+double max_diff(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.sizes() == b.sizes());
+  return (a.to(kFloat64) - b.to(kFloat64)).abs().max().item<double>();
+}
+
+struct Geo {
+  int64_t k, s, p, d;
+};
+
+// Output size as PyTorch defines it.
+int64_t out_size(int64_t n, Geo g, bool ceil_mode) {
+  const int64_t num = n + 2 * g.p - g.d * (g.k - 1) - 1;
+  int64_t o = (ceil_mode ? (num + g.s - 1) / g.s : num / g.s) + 1;
+  if (ceil_mode && (o - 1) * g.s >= n + g.p) --o;
+  return o;
+}
+
+std::vector<double> host(const Tensor& t) {
+  Tensor c = t.to(kFloat64).contiguous();
+  const double* p = c.data_ptr<double>();
+  return std::vector<double>(p, p + c.numel());
+}
+
+Tensor reference_conv(const Tensor& x, const Tensor& w, const Tensor& b, Geo gh, Geo gw,
+                      int64_t groups) {
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), O = w.size(0);
+  const int64_t Cg = C / groups, Og = O / groups;
+  const int64_t Ho = out_size(H, gh, false), Wo = out_size(W, gw, false);
+  const std::vector<double> X = host(x), K = host(w);
+  const std::vector<double> B = b.defined() ? host(b) : std::vector<double>(size_t(O), 0.0);
+  std::vector<double> y;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < O; ++o)
+      for (int64_t i = 0; i < Ho; ++i)
+        for (int64_t j = 0; j < Wo; ++j) {
+          double acc = B[size_t(o)];
+          for (int64_t c = 0; c < Cg; ++c)
+            for (int64_t a = 0; a < gh.k; ++a)
+              for (int64_t e = 0; e < gw.k; ++e) {
+                const int64_t r = i * gh.s - gh.p + a * gh.d, q = j * gw.s - gw.p + e * gw.d;
+                if (r < 0 || r >= H || q < 0 || q >= W) continue;
+                const int64_t ci = o / Og * Cg + c;
+                acc += X[size_t(((n * C + ci) * H + r) * W + q)] *
+                       K[size_t(((o * Cg + c) * gh.k + a) * gw.k + e)];
+              }
+          y.push_back(acc);
+        }
+  return from_vector(y, {N, O, Ho, Wo}, kFloat64);
+}
+
+// max (avg = false) or average pooling by loops.
+Tensor reference_pool(const Tensor& x, Geo g, bool avg, bool ceil_mode, bool count_include_pad) {
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
+  const int64_t Ho = out_size(H, g, ceil_mode), Wo = out_size(W, g, ceil_mode);
+  const std::vector<double> X = host(x);
+  std::vector<double> y;
+  for (int64_t nc = 0; nc < N * C; ++nc)
+    for (int64_t i = 0; i < Ho; ++i)
+      for (int64_t j = 0; j < Wo; ++j) {
+        double best = -std::numeric_limits<double>::infinity(), sum = 0;
+        int64_t count = 0;
+        for (int64_t a = 0; a < g.k; ++a)
+          for (int64_t e = 0; e < g.k; ++e) {
+            const int64_t r = i * g.s - g.p + a * g.d, q = j * g.s - g.p + e * g.d;
+            const bool inside = r >= 0 && r < H && q >= 0 && q < W;
+            const bool padded = r < H + g.p && q < W + g.p;  // not ceil_mode's overhang
+            if (inside) {
+              best = std::max(best, X[size_t((nc * H + r) * W + q)]);
+              sum += X[size_t((nc * H + r) * W + q)];
+            }
+            count += count_include_pad ? padded : inside;
+          }
+        y.push_back(avg ? sum / double(count) : best);
+      }
+  return from_vector(y, {N, C, Ho, Wo}, kFloat64);
+}
+
+}  // namespace
+
+TEST_CASE("conv2d equals direct loops: padding, stride, dilation, groups, bias; eager and traced") {
+  struct Config {
+    int64_t c, o, h, w, kh, kw;
+    Geo gh, gw;
+    int64_t groups;
+    bool bias;
+  };
+  const Config configs[] = {
+      {1, 4, 8, 8, 3, 3, {3, 1, 1, 1}, {3, 1, 1, 1}, 1, true},    // digits' first layer
+      {3, 6, 9, 7, 3, 2, {3, 2, 1, 1}, {2, 2, 0, 1}, 1, false},   // stride 2, odd sizes
+      {4, 6, 10, 10, 3, 3, {3, 1, 2, 2}, {3, 3, 1, 2}, 2, true},  // dilation, groups
+      {2, 2, 5, 5, 1, 1, {1, 1, 0, 1}, {1, 1, 0, 1}, 2, true},    // 1x1, depthwise
+      {2, 3, 6, 6, 6, 6, {6, 1, 0, 1}, {6, 1, 0, 1}, 1, true},    // kernel = image
+  };
+  for (const Config& cf : configs) {
+    CAPTURE(cf.c);
+    CAPTURE(cf.kh);
+    CAPTURE(cf.groups);
+    manual_seed(7);
+    Tensor x = randn({2, cf.c, cf.h, cf.w});
+    Tensor w = randn({cf.o, cf.c / cf.groups, cf.kh, cf.kw});
+    Tensor b = cf.bias ? randn({cf.o}) : Tensor();
+    const ExpandingArray2 s{cf.gh.s, cf.gw.s}, p{cf.gh.p, cf.gw.p}, d{cf.gh.d, cf.gw.d};
+    Tensor want = reference_conv(x, w, b, cf.gh, cf.gw, cf.groups);
+    CHECK(max_diff(conv2d(x, w, b, s, p, d, cf.groups), want) < 1e-4);
+    auto f = jit([&](Tensor in) { return conv2d(in, w, b, s, p, d, cf.groups).relu(); });
+    CHECK(max_diff(f(x), want.relu()) < 1e-4);
+    // One image [C, H, W] is a batch of one.
+    CHECK(max_diff(conv2d(x[0], w, b, s, p, d, cf.groups), want[0]) < 1e-4);
+  }
+}
+
+TEST_CASE("max_pool2d and avg_pool2d equal direct loops, ceil_mode and padding included") {
+  struct Config {
+    Geo g;
+    bool ceil_mode, count_include_pad;
+  };
+  const Config configs[] = {
+      {{2, 2, 0, 1}, false, true}, {{3, 2, 1, 1}, false, true}, {{3, 2, 1, 1}, true, false},
+      {{3, 3, 0, 1}, true, true},  {{2, 1, 0, 2}, false, true}, {{3, 2, 1, 1}, true, true},
+  };
+  manual_seed(5);
+  Tensor x = randn({2, 3, 7, 7});
+  for (const Config& c : configs) {
+    CAPTURE(c.g.k);
+    CAPTURE(c.g.s);
+    CAPTURE(c.ceil_mode);
+    auto mp = [&](const Tensor& in) {
+      return max_pool2d(in, c.g.k, ExpandingArray2(c.g.s), c.g.p, c.g.d, c.ceil_mode);
+    };
+    Tensor want = reference_pool(x, c.g, false, c.ceil_mode, true);
+    CHECK(max_diff(mp(x), want) < 1e-6);
+    CHECK(max_diff(jit(mp)(x), want) < 1e-6);
+    if (c.g.d != 1) continue;
+    auto ap = [&](const Tensor& in) {
+      return avg_pool2d(in, c.g.k, ExpandingArray2(c.g.s), c.g.p, c.ceil_mode, c.count_include_pad);
+    };
+    want = reference_pool(x, c.g, true, c.ceil_mode, c.count_include_pad);
+    CHECK(max_diff(ap(x), want) < 1e-5);
+    CHECK(max_diff(jit(ap)(x), want) < 1e-5);
+  }
+}
+
+TEST_CASE("max_pool2d sends the gradient to the window's first maximum, as PyTorch") {
+  Tensor x = zeros({1, 1, 2, 4}, TensorOptions().requires_grad());
+  max_pool2d(x, 2).sum().backward();
+  // Each 2x2 window is all ties: the first element (row-major) takes it all.
+  CHECK(max_diff(x.grad().flatten(), tensor({1.f, 0.f, 1.f, 0.f, 0.f, 0.f, 0.f, 0.f})) == 0);
+}
+
+TEST_CASE("adaptive_avg_pool2d averages PyTorch's bins") {
+  Tensor x = arange(0, 35, 1, kFloat64).reshape({1, 1, 5, 7});
+  Tensor y = adaptive_avg_pool2d(x, {2, 3});
+  // Rows [0, 3) and [2, 5); columns [0, 3), [2, 5), [4, 7).
+  auto bin = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    return x.slice(2, r0, r1).slice(3, c0, c1).mean().item<double>();
+  };
+  const double want[2][3] = {{bin(0, 3, 0, 3), bin(0, 3, 2, 5), bin(0, 3, 4, 7)},
+                             {bin(2, 5, 0, 3), bin(2, 5, 2, 5), bin(2, 5, 4, 7)}};
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j) CHECK(y[0][0][i][j].item<double>() == doctest::Approx(want[i][j]));
+  CHECK(max_diff(adaptive_avg_pool2d(x, 1), x.mean({2, 3}, true)) < 1e-12);
+}
+
+TEST_CASE("Conv2d, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d modules") {
+  nn::Conv2d conv(nn::Conv2dOptions(3, 8, 3).padding(1).stride(2));
+  CHECK(conv->weight.sizes() == Shape{8, 3, 3, 3});
+  CHECK(conv->bias.sizes() == Shape{8});
+  const double bound = 1 / std::sqrt(27.0);
+  CHECK(conv->weight.abs().max().item<double>() <= bound);
+  CHECK(conv->repr() == "Conv2d(3, 8, kernel_size=(3, 3), stride=(2, 2), padding=(1, 1))");
+  nn::Sequential net(conv, nn::ReLU(), nn::MaxPool2d(nn::MaxPool2dOptions(2)),
+                     nn::AdaptiveAvgPool2d(ExpandingArray2(1)), nn::Flatten());
+  Tensor y = net(randn({4, 3, 16, 16}));
+  CHECK(y.sizes() == Shape{4, 8});
+  CHECK(net->parameters().size() == 2);
+  nn::AvgPool2d avg(nn::AvgPool2dOptions({2, 3}).stride(1));
+  CHECK(avg(randn({1, 2, 5, 5})).sizes() == Shape{1, 2, 4, 3});
+  CHECK(nn::Conv2d(nn::Conv2dOptions(4, 4, 1).groups(4).bias(false))->weight.sizes() ==
+        Shape{4, 1, 1, 1});
+}
+
+TEST_CASE("conv2d and pooling reject bad arguments clearly") {
+  Tensor x = randn({1, 3, 5, 5});
+  CHECK_THROWS_WITH_AS(conv2d(x, randn({4, 2, 3, 3})), doctest::Contains("input channels"), Error);
+  CHECK_THROWS_WITH_AS(conv2d(x, randn({4, 3, 7, 3})),
+                       doctest::Contains("smaller than the kernel's (dilated) height 7"), Error);
+  CHECK_THROWS_WITH_AS(conv2d(x, randn({4, 3, 3, 3}), randn({3})),
+                       doctest::Contains("expected a bias [4]"), Error);
+  CHECK_THROWS_WITH_AS(conv2d(x, randn({4, 3, 3, 3}), Tensor(), 0),
+                       doctest::Contains("expected stride >= 1"), Error);
+  CHECK_THROWS_WITH_AS(conv2d(randn({3, 5}), randn({4, 3, 3, 3})),
+                       doctest::Contains("expected an input [N, C, H, W]"), Error);
+  CHECK_THROWS_WITH_AS(conv2d(x, randn({4, 3, 3, 3}, kFloat64)),
+                       doctest::Contains("dtype"), Error);
+  CHECK_THROWS_WITH_AS(max_pool2d(x, 2, std::nullopt, 2),
+                       doctest::Contains("at most half the kernel size"), Error);
+  CHECK_THROWS_WITH_AS(ExpandingArray2({1, 2, 3}), doctest::Contains("two"), Error);
+  CHECK_THROWS_WITH_AS(nn::Conv2d(nn::Conv2dOptions(3, 4, 3).groups(2)),
+                       doctest::Contains("divisible by groups"), Error);
+}

@@ -240,6 +240,9 @@ class GroupChecker {
   int base_label(const Shape& s) const {
     if (s == full_) return kFull;
     if (reduction_ && (s == kept_ || s == squeezed_)) return row_;
+    // A value of S's size written at each point of S, in linear order: a
+    // reshape of S (conv2d's [N, O, H'W'] GEMM result seen as [N, O, H', W']).
+    if (!reduction_ && numel(s) == numel(full_)) return kFull;
     return -1;
   }
 

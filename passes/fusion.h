@@ -6,8 +6,8 @@
 // matmul. With fusion off every op is its own group (the unfused baseline).
 //
 // What a group guarantees to the code generator:
-// - Elementwise / Copy: every output has the same shape S (the iteration
-//   space). Members are elementwise ops, movement ops, `arange` and constants.
+// - Elementwise / Copy: every output has the shape S (the iteration space) or
+//   S's size (a reshape of it, written at S's linear index). Members are elementwise ops, movement ops, `arange` and constants.
 //   Each member is evaluated at one index map from S (never at two different
 //   ones); a member smaller than S that a broadcast recomputes is a cheap op
 //   (no exp/log/sqrt/rsqrt/sin/cos/tanh/sigmoid/gelu/pow/div) with a single
@@ -20,7 +20,8 @@
 //   then sum of exp(x - max)). Outputs have shape S or a row shape.
 // - Matmul: nodes[0] is the only matmul; its operands are inputs (dense
 //   buffers) and its result is read only inside the group, at the same index;
-//   the rest is an epilogue over the matmul's result shape, which every output has.
+//   the rest is an epilogue over the matmul's result shape, which every output
+//   has (or its size, as above).
 // - Opaque: one custom, check, rand, randn or literal node. A literal is
 //   materialised once by its own group and read by others as an input; a check
 //   becomes a plan step of its own.

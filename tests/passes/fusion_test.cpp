@@ -393,15 +393,36 @@ TEST_CASE("fusion: a value read at two different indices is not duplicated") {
   )") == "group 0 (elementwise): %1 %2 %3 <- %0 -> %3\n");
 }
 
-TEST_CASE("fusion: outputs of an elementwise group share one shape") {
+TEST_CASE("fusion: outputs of an elementwise group share one size, reshapes written in place") {
   CHECK(plan_text(R"(
     %in = arg {index=0} : f32[8,8]
     %x = exp %in
     %r = reshape %x {shape=[64]}
     %y = neg %x
     return %r, %y
+  )") == "group 0 (elementwise): %1 %2 %3 <- %0 -> %2 %3\n");
+  // A smaller output is not a reshape of the space: a group of its own.
+  CHECK(plan_text(R"(
+    %in = arg {index=0} : f32[8,8]
+    %x = exp %in
+    %r = slice %x {dim=0, start=0, end=4, step=1}
+    %y = neg %x
+    return %r, %y
   )") == "group 0 (elementwise): %1 %3 <- %0 -> %1 %3\n"
          "group 1 (copy): %2 <- %1 -> %2\n");
+}
+
+TEST_CASE("fusion: conv2d's bias and relu after the GEMM's reshape are its epilogue") {
+  CHECK(plan_text(R"(
+    %w = param {index=0} : f32[1,8,36]
+    %cols = arg {index=0} : f32[2,1,36,64]
+    %b = param {index=1} : f32[1,8,1]
+    %h = matmul %w, %cols
+    %hb = add %h, %b
+    %y = reshape %hb {shape=[2,8,8,8]}
+    %r = relu %y
+    return %r
+  )") == "group 0 (matmul): %3 %4 %5 %6 <- %0 %1 %2 -> %6\n");
 }
 
 TEST_CASE("fusion: a permute feeding a matmul is a copy group; constants it reads are buffers") {

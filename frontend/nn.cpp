@@ -48,6 +48,48 @@ void Module::zero_grad(bool set_to_none) {
   }
 }
 
+void Module::to(Device device, Loc loc) {
+  const SourceLoc where = detail::here(loc);
+  if (current_trace())
+    throw Error("Module::to(" + device.str() +
+                    ") inside a traced function (expected it before tracing: a compiled "
+                    "function reads its parameters where they are)",
+                where);
+  // Every distinct tensor to move: parameters with their gradients, then buffers
+  // (a tensor registered twice, as tied weights are, moves once).
+  std::vector<Tensor> todo;
+  auto add = [&](const Tensor& t) {
+    if (!t.defined()) return;
+    for (const Tensor& u : todo)
+      if (u.impl() == t.impl()) return;
+    todo.push_back(t);
+  };
+  for (const Tensor& p : parameters()) {
+    add(p);
+    if (p.defined()) add(p.grad());
+  }
+  for (const Tensor& b : buffers()) add(b);
+  // Copy everything first, so that an error leaves every tensor where it was.
+  NoGradGuard no_grad;
+  std::vector<Tensor> moved;
+  for (const Tensor& t : todo) moved.push_back(t.device() == device ? Tensor() : t.to(device, loc));
+  for (size_t i = 0; i < todo.size(); ++i) {
+    if (!moved[i].defined()) continue;
+    TensorImpl& t = *todo[i].impl();
+    const TensorImpl& m = *moved[i].impl();
+    const uint64_t version = t.buffer->version;
+    // The handle keeps its identity and autograd state; only the data moves. The
+    // new buffer's version is past the old one's, so a backward that would read
+    // the old data (saved by a forward before the move) is an error, not a mix.
+    t.buffer = m.buffer;
+    t.buffer->version = version + 1;
+    t.offset = m.offset;
+    t.strides = m.strides;
+    t.type.device = m.type.device;
+    t.alias.reset();  // a moved view owns its data now
+  }
+}
+
 Tensor& Module::register_parameter(std::string name, Tensor t, bool requires_grad) {
   if (requires_grad && !t.requires_grad()) t.requires_grad_(true);
   params_.emplace_back(std::move(name), std::move(t));

@@ -38,6 +38,15 @@ class Module : public std::enable_shared_from_this<Module> {
   bool training_for_forward() const;
   /// Drops (set_to_none, the default) or zeroes every parameter's gradient.
   void zero_grad(bool set_to_none = true);
+  /// Moves every parameter and buffer of this module and its children to
+  /// `device` in place, as libtorch's module->to(device): each tensor keeps its
+  /// handle, so parameters(), members such as lin->weight and an optimizer built
+  /// on them all see the moved data. requires_grad stays, and gradients move
+  /// with their parameters (as in PyTorch). Optimizer state (momentum, Adam's
+  /// moments) does not move: build the optimizer after to(). On an error (no
+  /// CUDA device, out of memory) nothing has moved. Not inside a trace.
+  void to(Device device, KILN_LOC);
+  void to(DeviceType device, KILN_LOC) { to(Device(device), loc); }
   const std::string& name() const { return name_; }
   /// "Linear(in_features=1000, out_features=100, bias=true)"-style description.
   virtual std::string repr() const { return name_ + "()"; }

@@ -21,59 +21,8 @@
 namespace kiln {
 namespace {
 
-constexpr std::string_view kMagic = "KILN-GRAPH\n";
-constexpr size_t kHeaderBytes = 11 + 4 + 8 + 4;
-constexpr size_t kChecksumBytes = 8;
-constexpr uint32_t kMaxRank = 64;
-
-uint8_t dtype_code(DType t) {
-  switch (t) {
-    case DType::f32:
-      return 1;
-    case DType::f64:
-      return 2;
-    case DType::i32:
-      return 3;
-    case DType::i64:
-      return 4;
-    case DType::b8:
-      return 5;
-  }
-  return 0;
-}
-
-std::optional<DType> dtype_from_code(uint64_t c) {
-  switch (c) {
-    case 1:
-      return DType::f32;
-    case 2:
-      return DType::f64;
-    case 3:
-      return DType::i32;
-    case 4:
-      return DType::i64;
-    case 5:
-      return DType::b8;
-    default:
-      return std::nullopt;
-  }
-}
-
-std::string quote_name(std::string_view s) {
-  std::string out = "'";
-  for (char c : s) {
-    auto u = static_cast<unsigned char>(c);
-    if (u >= 0x20 && u < 0x7f) {
-      out += c;
-    } else {
-      const char* hex = "0123456789abcdef";
-      out += "\\x";
-      out += hex[u >> 4];
-      out += hex[u & 15];
-    }
-  }
-  return out + "'";
-}
+constexpr io::FrameFormat kFormat{"KILN-GRAPH\n", kGraphFormatVersion, "Kiln graph file",
+                                  "section count"};
 
 // ---------------------------------------------------------------- writing
 
@@ -101,44 +50,8 @@ std::vector<NodeId> dense_inputs(const Graph& g, bool params, const char* who) {
 
 // ---------------------------------------------------------------- reading
 
-/// Bounds-checked little-endian reads from one file's bytes, naming the part
-/// being read in every error.
-class Reader {
- public:
-  Reader(const std::string& path, std::string_view data, size_t end)
-      : path_(path), data_(data), end_(end) {}
-  size_t pos() const { return pos_; }
-  size_t remaining() const { return end_ - pos_; }
-  std::string where = "the header";
-
-  std::string_view bytes(uint64_t n, const char* what) {
-    if (n > remaining())
-      throw Error(path_ + ": truncated at byte " + std::to_string(end_) + " in " + where +
-                  " (expected " + std::to_string(n) + " bytes of " + what + " at byte " +
-                  std::to_string(pos_) + ", " + std::to_string(remaining()) + " remain)");
-    std::string_view v = data_.substr(pos_, static_cast<size_t>(n));
-    pos_ += static_cast<size_t>(n);
-    return v;
-  }
-  uint64_t u(int n, const char* what) { return io::load_le(bytes(n, what).data(), n); }
-  [[noreturn]] void malformed(const std::string& what, size_t at) const {
-    throw Error(path_ + ": malformed " + where + " at byte " + std::to_string(at) + ": " + what);
-  }
-  [[noreturn]] void fail(const std::string& what) const { throw Error(path_ + ": " + what); }
-
- private:
-  const std::string& path_;
-  std::string_view data_;
-  size_t end_;
-  size_t pos_ = 0;
-};
-
-struct RawParam {
+struct RawParam : io::TensorRecord {
   uint64_t index = 0;
-  std::string name;
-  DType dtype{};
-  Shape shape;
-  std::string_view data;
   size_t offset = 0;  // of the section
 };
 
@@ -149,49 +62,16 @@ struct RawFile {
   std::vector<RawParam> params;
 };
 
-RawParam read_param(Reader& r, size_t number) {
-  RawParam p;
+RawParam read_param(io::ByteReader& r, size_t number) {
   r.where = "parameter " + std::to_string(number);
-  p.index = r.u(8, "index");
-  uint64_t name_len = r.u(4, "name length");
-  p.name = std::string(r.bytes(name_len, "name"));
-  if (!p.name.empty()) r.where += " (" + quote_name(p.name) + ")";
-  size_t at = r.pos();
-  uint64_t code = r.u(1, "dtype");
-  auto dt = dtype_from_code(code);
-  if (!dt) r.malformed("unknown dtype code " + std::to_string(code) + " (expected 1..5)", at);
-  p.dtype = *dt;
-  at = r.pos();
-  uint64_t rank = r.u(4, "rank");
-  if (rank > kMaxRank) r.malformed("rank " + std::to_string(rank) + " (expected at most 64)", at);
-  const size_t shape_at = r.pos();
-  for (uint64_t d = 0; d < rank; ++d) {
-    at = r.pos();
-    auto dim = static_cast<int64_t>(r.u(8, "shape"));
-    if (dim < 0)
-      r.malformed("size " + std::to_string(dim) + " of dim " + std::to_string(d) +
-                      " is negative (expected a size >= 0)",
-                  at);
-    p.shape.push_back(dim);
-  }
-  uint64_t want = 0;
-  try {
-    want = static_cast<uint64_t>(byte_size(p.shape, dtype_size(p.dtype)));
-  } catch (const Error& e) {
-    r.malformed(e.message(), shape_at);
-  }
-  at = r.pos();
-  uint64_t data_len = r.u(8, "data length");
-  p.data = r.bytes(data_len, "data");
-  if (data_len != want)
-    r.malformed("data length " + std::to_string(data_len) + " (expected " + std::to_string(want) +
-                    " for " + TensorType{p.dtype, p.shape, {}}.str() + ")",
-                at);
+  uint64_t index = r.u(8, "index");
+  RawParam p{io::read_tensor_record(r)};
+  p.index = index;
   return p;
 }
 
 // Walks the sections from the end of the header; with `exact`, they must end at `r`'s end.
-RawFile read_sections(Reader& r, uint32_t count, bool exact) {
+RawFile read_sections(io::ByteReader& r, uint32_t count, bool exact) {
   RawFile f;
   bool have_graph = false;
   for (uint32_t s = 0; s < count; ++s) {
@@ -225,7 +105,7 @@ RawFile read_sections(Reader& r, uint32_t count, bool exact) {
                         std::to_string(r.pos() - start),
                     at);
     } else {
-      r.malformed("unknown section tag " + quote_name(tag), at);
+      r.malformed("unknown section tag " + io::quote_name(tag), at);
     }
   }
   if (exact && r.remaining() != 0)
@@ -234,16 +114,9 @@ RawFile read_sections(Reader& r, uint32_t count, bool exact) {
   return f;
 }
 
-Tensor make_param(const std::string& path, const RawParam& p, size_t i) {
+Tensor make_param(const RawParam& p) {
   NoGradGuard no_grad;
   Tensor t = empty(p.shape, TensorOptions(p.dtype));
-  if (p.dtype == DType::b8) {
-    for (size_t k = 0; k < p.data.size(); ++k)
-      if (static_cast<unsigned char>(p.data[k]) > 1)
-        throw Error(path + ": parameter " + std::to_string(i) + ": bool element " +
-                    std::to_string(k) + " holds byte " +
-                    std::to_string(static_cast<unsigned char>(p.data[k])) + " (expected 0 or 1)");
-  }
   if (!p.data.empty()) std::memcpy(t.impl()->view().data, p.data.data(), p.data.size());
   return t;
 }
@@ -270,11 +143,7 @@ void save_graph(const std::string& path, const Graph& g, const std::vector<Tenso
              " parameters, got ", params.size(), " tensors");
 
   io::ByteWriter w;
-  w.bytes(kMagic);
-  w.u32(kGraphFormatVersion);
-  size_t size_at = w.size();
-  w.u64(0);
-  w.u32(static_cast<uint32_t>(2 + params.size()));
+  io::begin_frame(w, kFormat, static_cast<uint32_t>(2 + params.size()));
 
   size_t s = begin_section(w, "META");
   std::string name = opts.name;
@@ -303,64 +172,19 @@ void save_graph(const std::string& path, const Graph& g, const std::vector<Tenso
     s = begin_section(w, "PARM");
     w.u64(i);
     std::string pname = n.attrs.has(AttrKey::name) ? n.attrs.str(AttrKey::name) : "";
-    w.u32(static_cast<uint32_t>(pname.size()));
-    w.bytes(pname);
-    w.u8(dtype_code(n.type().dtype));
-    w.u32(static_cast<uint32_t>(n.type().shape.size()));
-    for (int64_t d : n.type().shape) w.i64(d);
-    size_t bytes = static_cast<size_t>(dense.numel()) * dtype_size(dense.dtype());
-    w.u64(bytes);
-    if (bytes) w.bytes(dense.impl()->view().data, bytes);
+    io::write_tensor_record(w, pname, n.type().dtype, n.type().shape, dense.impl()->view().data);
     end_section(w, s);
   }
-  w.patch_u64(size_at, w.size() + kChecksumBytes);
-  w.u64(io::checksum64(w.str().data(), w.size()));
+  io::end_frame(w, kFormat);
   io::write_file_durable(path, w.str());
 }
 
 SavedGraph load_graph(const std::string& path) {
   const std::string data = io::read_file(path);
-  const size_t size = data.size();
-  std::string_view head(data.data(), std::min(size, kMagic.size()));
-  if (head != kMagic.substr(0, head.size()) || size == 0) {
-    std::string hint =
-        std::string_view(data).starts_with("\x93NUMPY") ? " (it is a NumPy .npy file)" : "";
-    throw Error(path + ": not a Kiln graph file (expected it to start with \"KILN-GRAPH\")" + hint);
-  }
-  Reader hr(path, data, size);
-  hr.bytes(kMagic.size(), "magic");
-  auto version = static_cast<uint32_t>(hr.u(4, "format version"));
-  if (version != kGraphFormatVersion)
-    throw Error(path + ": format version " + std::to_string(version) +
-                " is not supported (this build reads version " +
-                std::to_string(kGraphFormatVersion) + ")");
-  uint64_t declared = hr.u(8, "file size");
-  auto count = static_cast<uint32_t>(hr.u(4, "section count"));
-
-  if (size < declared) {
-    // Find where the data ends, by walking the sections as far as they go.
-    Reader r(path, data, size);
-    r.bytes(kHeaderBytes, "header");
+  io::Frame frame = io::open_frame(path, data, kFormat, [](io::ByteReader& r, uint32_t count) {
     read_sections(r, count, false);
-    r.where = "the checksum";
-    r.bytes(kChecksumBytes, "checksum");
-    throw Error(path + ": damaged: the header says the file has " + std::to_string(declared) +
-                " bytes, it has " + std::to_string(size));
-  }
-  if (size > declared)
-    throw Error(path + ": damaged: " + std::to_string(size - declared) +
-                " unexpected bytes after the end of the file (byte " + std::to_string(declared) +
-                ")");
-  if (size < kHeaderBytes + kChecksumBytes)
-    throw Error(path + ": damaged: the header says the file has " + std::to_string(declared) +
-                " bytes, too few for a header and a checksum");
-  uint64_t stored = io::load_le(data.data() + size - kChecksumBytes, 8);
-  uint64_t actual = io::checksum64(data.data(), size - kChecksumBytes);
-  if (stored != actual) throw Error(path + ": checksum mismatch (file damaged)");
-
-  Reader r(path, data, size - kChecksumBytes);
-  r.bytes(kHeaderBytes, "header");
-  RawFile raw = read_sections(r, count, true);
+  });
+  RawFile raw = read_sections(frame.body, frame.count, true);
 
   SavedGraph out;
   out.name = raw.name;
@@ -390,12 +214,12 @@ SavedGraph load_graph(const std::string& path) {
     if (p.index != i)
       throw Error(at + " has index " + std::to_string(p.index) + ", expected " + std::to_string(i));
     if (p.name != want_name)
-      throw Error(at + " is named " + quote_name(p.name) + ", the graph's param " +
-                  std::to_string(i) + " is named " + quote_name(want_name));
+      throw Error(at + " is named " + io::quote_name(p.name) + ", the graph's param " +
+                  std::to_string(i) + " is named " + io::quote_name(want_name));
     if (p.dtype != n.type().dtype || p.shape != n.type().shape)
       throw Error(at + " is " + TensorType{p.dtype, p.shape, {}}.str() + ", the graph expects " +
                   n.type().str());
-    out.params.push_back(make_param(path, p, i));
+    out.params.push_back(make_param(p));
   }
   return out;
 }

@@ -1,17 +1,22 @@
-// Whole-file reads, durable atomic writes and the checksum (see binary_io.h).
+// Whole-file reads, durable atomic writes, the checksum, and the frame and
+// tensor records of the graph and weights formats (see binary_io.h).
 #include "runtime/binary_io.h"
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
+#include <utility>
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "ir/error.h"
+#include "ir/op.h"
 
 namespace kiln::io {
 namespace fs = std::filesystem;
@@ -133,6 +138,217 @@ uint64_t checksum64(const void* data, size_t n) {
 
 void ByteWriter::patch_u64(size_t pos, uint64_t v) {
   for (int i = 0; i < 8; ++i) out_[pos + i] = static_cast<char>((v >> (8 * i)) & 0xff);
+}
+
+// ---------------------------------------------------------------- reading
+
+std::string_view ByteReader::bytes(uint64_t n, const char* what) {
+  if (n > remaining())
+    throw Error(path_ + ": truncated at byte " + std::to_string(end_) + " in " + where +
+                " (expected " + std::to_string(n) + " bytes of " + what + " at byte " +
+                std::to_string(pos_) + ", " + std::to_string(remaining()) + " remain)");
+  std::string_view v = data_.substr(pos_, static_cast<size_t>(n));
+  pos_ += static_cast<size_t>(n);
+  return v;
+}
+
+void ByteReader::malformed(const std::string& what, size_t at) const {
+  throw Error(path_ + ": malformed " + where + " at byte " + std::to_string(at) + ": " + what);
+}
+
+void ByteReader::fail(const std::string& what) const {
+  throw Error(path_ + ": " + what);
+}
+
+std::string quote_name(std::string_view s) {
+  std::string out = "'";
+  for (char c : s) {
+    auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7f) {
+      out += c;
+    } else {
+      const char* hex = "0123456789abcdef";
+      out += "\\x";
+      out += hex[u >> 4];
+      out += hex[u & 15];
+    }
+  }
+  return out + "'";
+}
+
+// ---------------------------------------------------------------- frames
+
+namespace {
+
+constexpr size_t kChecksumBytes = 8;
+constexpr uint32_t kMaxRank = 64;
+
+// The dtype codes of the tensor records.
+uint8_t dtype_code(DType t) {
+  switch (t) {
+    case DType::f32:
+      return 1;
+    case DType::f64:
+      return 2;
+    case DType::i32:
+      return 3;
+    case DType::i64:
+      return 4;
+    case DType::b8:
+      return 5;
+  }
+  return 0;
+}
+
+std::optional<DType> dtype_from_code(uint64_t c) {
+  switch (c) {
+    case 1:
+      return DType::f32;
+    case 2:
+      return DType::f64;
+    case 3:
+      return DType::i32;
+    case 4:
+      return DType::i64;
+    case 5:
+      return DType::b8;
+    default:
+      return std::nullopt;
+  }
+}
+
+size_t header_bytes(const FrameFormat& f) {
+  return f.magic.size() + 4 + 8 + 4;
+}
+
+// What a file that is not of the expected format is, when Kiln knows.
+std::string foreign_hint(std::string_view data) {
+  static constexpr std::pair<std::string_view, const char*> kKnown[] = {
+      {"\x93NUMPY", "a NumPy .npy file"},
+      {"KILN-GRAPH\n", "a Kiln graph file, for kiln::load(path)"},
+      {"KILN-WEIGHTS\n", "a Kiln weights file, for kiln::load(module, path)"},
+  };
+  for (const auto& [magic, what] : kKnown)
+    if (data.starts_with(magic)) return std::string(" (it is ") + what + ")";
+  return "";
+}
+
+}  // namespace
+
+void begin_frame(ByteWriter& w, const FrameFormat& f, uint32_t count) {
+  w.bytes(f.magic);
+  w.u32(f.version);
+  w.u64(0);  // the file size, filled in by end_frame
+  w.u32(count);
+}
+
+void end_frame(ByteWriter& w, const FrameFormat& f) {
+  w.patch_u64(f.magic.size() + 4, w.size() + kChecksumBytes);
+  w.u64(checksum64(w.str().data(), w.size()));
+}
+
+Frame open_frame(const std::string& path, std::string_view data, const FrameFormat& f,
+                 const std::function<void(ByteReader&, uint32_t)>& locate_truncation) {
+  const size_t size = data.size();
+  std::string_view head = data.substr(0, std::min(size, f.magic.size()));
+  if (head != f.magic.substr(0, head.size()) || size == 0) {
+    std::string_view name = f.magic.substr(0, f.magic.find('\n'));
+    throw Error(path + ": not a " + f.kind + " (expected it to start with \"" + std::string(name) +
+                "\")" + foreign_hint(data));
+  }
+  ByteReader hr(path, data, size);
+  hr.bytes(f.magic.size(), "magic");
+  auto version = static_cast<uint32_t>(hr.u(4, "format version"));
+  if (version != f.version)
+    throw Error(path + ": format version " + std::to_string(version) +
+                " is not supported (this build reads version " + std::to_string(f.version) + ")");
+  uint64_t declared = hr.u(8, "file size");
+  auto count = static_cast<uint32_t>(hr.u(4, f.count_name));
+
+  if (size < declared) {
+    // Find where the data ends, by walking the body as far as it goes.
+    ByteReader r(path, data, size);
+    r.bytes(header_bytes(f), "header");
+    if (locate_truncation) locate_truncation(r, count);
+    r.where = "the checksum";
+    r.bytes(kChecksumBytes, "checksum");
+    throw Error(path + ": damaged: the header says the file has " + std::to_string(declared) +
+                " bytes, it has " + std::to_string(size));
+  }
+  if (size > declared)
+    throw Error(path + ": damaged: " + std::to_string(size - declared) +
+                " unexpected bytes after the end of the file (byte " + std::to_string(declared) +
+                ")");
+  if (size < header_bytes(f) + kChecksumBytes)
+    throw Error(path + ": damaged: the header says the file has " + std::to_string(declared) +
+                " bytes, too few for a header and a checksum");
+  uint64_t stored = load_le(data.data() + size - kChecksumBytes, 8);
+  uint64_t actual = checksum64(data.data(), size - kChecksumBytes);
+  if (stored != actual) throw Error(path + ": checksum mismatch (file damaged)");
+
+  Frame out{count, ByteReader(path, data, size - kChecksumBytes)};
+  out.body.bytes(header_bytes(f), "header");
+  return out;
+}
+
+// ---------------------------------------------------------------- tensor records
+
+void write_tensor_record(ByteWriter& w, std::string_view name, DType dtype, const Shape& shape,
+                         const void* data) {
+  w.u32(static_cast<uint32_t>(name.size()));
+  w.bytes(name);
+  w.u8(dtype_code(dtype));
+  w.u32(static_cast<uint32_t>(shape.size()));
+  for (int64_t d : shape) w.i64(d);
+  auto bytes = static_cast<size_t>(byte_size(shape, dtype_size(dtype)));
+  w.u64(bytes);
+  if (bytes) w.bytes(data, bytes);
+}
+
+TensorRecord read_tensor_record(ByteReader& r) {
+  TensorRecord p;
+  uint64_t name_len = r.u(4, "name length");
+  p.name = std::string(r.bytes(name_len, "name"));
+  if (!p.name.empty()) r.where += " (" + quote_name(p.name) + ")";
+  size_t at = r.pos();
+  uint64_t code = r.u(1, "dtype");
+  auto dt = dtype_from_code(code);
+  if (!dt) r.malformed("unknown dtype code " + std::to_string(code) + " (expected 1..5)", at);
+  p.dtype = *dt;
+  at = r.pos();
+  uint64_t rank = r.u(4, "rank");
+  if (rank > kMaxRank) r.malformed("rank " + std::to_string(rank) + " (expected at most 64)", at);
+  const size_t shape_at = r.pos();
+  for (uint64_t d = 0; d < rank; ++d) {
+    at = r.pos();
+    auto dim = static_cast<int64_t>(r.u(8, "shape"));
+    if (dim < 0)
+      r.malformed("size " + std::to_string(dim) + " of dim " + std::to_string(d) +
+                      " is negative (expected a size >= 0)",
+                  at);
+    p.shape.push_back(dim);
+  }
+  uint64_t want = 0;
+  try {
+    want = static_cast<uint64_t>(byte_size(p.shape, dtype_size(p.dtype)));
+  } catch (const Error& e) {
+    r.malformed(e.message(), shape_at);
+  }
+  at = r.pos();
+  uint64_t data_len = r.u(8, "data length");
+  p.data = r.bytes(data_len, "data");
+  if (data_len != want)
+    r.malformed("data length " + std::to_string(data_len) + " (expected " + std::to_string(want) +
+                    " for " + TensorType{p.dtype, p.shape, {}}.str() + ")",
+                at);
+  if (p.dtype == DType::b8)
+    for (size_t k = 0; k < p.data.size(); ++k)
+      if (static_cast<unsigned char>(p.data[k]) > 1)
+        r.malformed("bool element " + std::to_string(k) + " holds byte " +
+                        std::to_string(static_cast<unsigned char>(p.data[k])) +
+                        " (expected 0 or 1)",
+                    at + 8 + k);
+  return p;
 }
 
 }  // namespace kiln::io

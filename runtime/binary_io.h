@@ -1,13 +1,19 @@
 // Byte-level helpers shared by Kiln's file formats (frontend/serialize.h,
-// frontend/npy.h, the kernel cache in runtime/object_cache.h): the one checked
-// whole-file reader every file read in Kiln goes through, durable atomic writes
-// (temporary file, fsync, rename), little-endian encoding and a 64-bit checksum.
+// frontend/checkpoint.h, frontend/npy.h, the kernel cache in
+// runtime/object_cache.h): the one checked whole-file reader every file read in
+// Kiln goes through, durable atomic writes (temporary file, fsync, rename),
+// little-endian encoding, a 64-bit checksum, and the checksummed frame and
+// tensor records that the graph and weights formats share.
 // Internal: not part of <kiln/kiln.h>.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
+
+#include "ir/dtype.h"
+#include "ir/shape.h"
 
 namespace kiln::io {
 
@@ -54,5 +60,87 @@ inline uint64_t load_le(const char* p, int n) {
   for (int i = 0; i < n; ++i) v |= uint64_t(static_cast<unsigned char>(p[i])) << (8 * i);
   return v;
 }
+
+/// Bounds-checked little-endian reads of the bytes [0, end) of one file; every
+/// error names the file and `where` (the part being read) and is a kiln::Error.
+class ByteReader {
+ public:
+  ByteReader(const std::string& path, std::string_view data, size_t end)
+      : path_(path), data_(data), end_(end) {}
+  size_t pos() const { return pos_; }
+  size_t remaining() const { return end_ - pos_; }
+  /// The part being read, for errors ("the header", "parameter 3 ('w')").
+  std::string where = "the header";
+
+  /// The next n bytes; "<path>: truncated at byte <end> in <where> (...)" when
+  /// fewer remain.
+  std::string_view bytes(uint64_t n, const char* what);
+  /// The next n-byte little-endian unsigned integer.
+  uint64_t u(int n, const char* what) { return load_le(bytes(n, what).data(), n); }
+  /// Throws "<path>: malformed <where> at byte <at>: <what>".
+  [[noreturn]] void malformed(const std::string& what, size_t at) const;
+  /// Throws "<path>: <what>".
+  [[noreturn]] void fail(const std::string& what) const;
+
+ private:
+  const std::string& path_;
+  std::string_view data_;
+  size_t end_;
+  size_t pos_ = 0;
+};
+
+/// `s` in single quotes, bytes outside printable ASCII as \xNN (names read from
+/// files, in errors).
+std::string quote_name(std::string_view s);
+
+/// Kiln's checksummed file frame (frontend/serialize.h, frontend/checkpoint.h),
+/// all integers little-endian:
+///   magic, u32 version, u64 file size (every byte, checksum included), u32 count,
+///   the body, u64 checksum64 of every byte before it.
+struct FrameFormat {
+  std::string_view magic;  // "KILN-GRAPH\n"
+  uint32_t version;        // the one version this build writes and reads
+  const char* kind;        // "Kiln graph file", in errors
+  const char* count_name;  // "section count", in errors
+};
+
+/// Writes the frame's header; the file size is filled in by end_frame.
+void begin_frame(ByteWriter& w, const FrameFormat& f, uint32_t count);
+/// Fills in the file size and appends the checksum; `w` then holds the whole file.
+void end_frame(ByteWriter& w, const FrameFormat& f);
+
+/// The header of a checked frame, and a reader over its body (positioned after
+/// the header, ending before the checksum).
+struct Frame {
+  uint32_t count;
+  ByteReader body;
+};
+
+/// Checks the frame of `data`, the bytes of the file `path`: the magic (a
+/// foreign file is "not a <kind>", naming what it is when Kiln knows), the
+/// version, the size and the checksum. When the file is shorter than its header
+/// says, `locate_truncation` (if given) is called with a reader over all the
+/// bytes after the header and the count, to throw a more precise "truncated at
+/// byte N in ..." error by walking the body as far as it goes.
+Frame open_frame(const std::string& path, std::string_view data, const FrameFormat& f,
+                 const std::function<void(ByteReader&, uint32_t count)>& locate_truncation = {});
+
+/// One named tensor as the graph and weights formats store it: u32 name length,
+/// name, u8 dtype (1 f32, 2 f64, 3 i32, 4 i64, 5 bool), u32 rank, i64 dims[rank], u64 data length, the elements'
+/// raw little-endian bytes, row-major.
+struct TensorRecord {
+  std::string name;
+  DType dtype{};
+  Shape shape;
+  std::string_view data;  // into the file's bytes
+};
+
+/// Appends a record; `data` holds the dense elements of dtype and shape.
+void write_tensor_record(ByteWriter& w, std::string_view name, DType dtype, const Shape& shape,
+                         const void* data);
+/// Reads a record, checking the dtype code, the rank (at most 64), every size
+/// (>= 0), the data length against dtype and shape, and that bool elements are
+/// 0 or 1; appends the quoted name (when not empty) to r.where.
+TensorRecord read_tensor_record(ByteReader& r);
 
 }  // namespace kiln::io

@@ -13,3 +13,4 @@
 #include "frontend/distributed.h"
 #include "frontend/npy.h"
 #include "frontend/serialize.h"
+#include "frontend/checkpoint.h"

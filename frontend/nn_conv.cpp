@@ -26,6 +26,7 @@
 
 #include "frontend/autograd.h"
 #include "frontend/dispatch.h"
+#include "frontend/trace_state.h"
 
 namespace kiln {
 
@@ -106,6 +107,16 @@ Tensor windows(const Tensor& x, int64_t dim, int64_t k, int64_t s, int64_t d, in
         .reshape(split, l)
         .slice(dim + 1, 0, (k - 1) * d + 1, d, l)
         .transpose(dim, dim + 1, l);
+  }
+  if (current_trace()) {
+    // Traced: the k strided slices stacked. Each window element is one bounds
+    // test and load in the fused kernel (the repeat below needs a division per
+    // reshape), and the gradient is a fused sum of k pads rather than a
+    // reduction over the copies (measured: bench/conv_bench.cpp).
+    std::vector<Tensor> taps;
+    for (int64_t a = 0; a < k; ++a)
+      taps.push_back(x.slice(dim, a * d, a * d + (out - 1) * s + 1, s, l));
+    return stack(taps, dim, l);
   }
   const int64_t span = k * (i + d), copies = (span + i - 1) / i;
   Shape repeated = x.sizes(), flat = x.sizes();

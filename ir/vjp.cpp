@@ -330,12 +330,78 @@ Grads vjp_pad(Builder& b, const Node& n, Value out, Value g, const Needs& needs)
 
 // ---- Matmul ----
 
-// dx = g @ y^T, dy = x^T @ g, each summed over the batch dims its operand was
-// broadcast along (grad_for's sum_to).
+// v permuted by `perm` (when that moves anything) and reshaped to `shape`.
+Value permute_reshape(Builder& b, Value v, const std::vector<int64_t>& perm, Shape shape) {
+  bool identity = true;
+  for (size_t i = 0; i < perm.size(); ++i) identity = identity && perm[i] == int64_t(i);
+  return b.reshape(identity ? v : b.permute(v, perm), std::move(shape));
+}
+
+// The gradient of matmul operand `which` (0: x [.., n, k], 1: y [.., k, m]) from
+// g [B.., n, m]: dx = g @ y^T, dy = x^T @ g, summed over the batch dims the
+// operand was broadcast along. Those dims join the contraction, so the sum is
+// inside one matmul per kept batch (a Linear on [B, T, D] inputs, conv2d's
+// weight) rather than a matmul per batch element and a reduction after it.
+Value matmul_grad(Builder& b, Value x, Value y, Value g, int which) {
+  const Value self = which == 0 ? x : y, other = which == 0 ? y : x;
+  const Shape gs = b.type(g).shape, ss = b.type(self).shape;
+  const int64_t nb = int64_t(gs.size()) - 2, lead = nb - (int64_t(ss.size()) - 2);
+  std::vector<int64_t> kept, folded;
+  Shape kept_shape;
+  int64_t fold = 1;
+  for (int64_t i = 0; i < nb; ++i) {
+    const int64_t own = i >= lead ? ss[size_t(i - lead)] : 1;
+    if (own == 1 && gs[size_t(i)] != 1) {
+      folded.push_back(i);
+      fold *= gs[size_t(i)];
+    } else {
+      kept.push_back(i);
+      kept_shape.push_back(gs[size_t(i)]);
+    }
+  }
+  if (folded.empty())
+    return which == 0 ? b.matmul(g, b.transpose_last(y)) : b.matmul(b.transpose_last(x), g);
+  // The other operand over the full batch B.
+  Shape os = b.type(other).shape, full(gs.begin(), gs.end() - 2);
+  full.insert(full.end(), os.end() - 2, os.end());
+  Value o = other;
+  if (os != full) {
+    Shape padded(full.size() - os.size(), 1);
+    padded.insert(padded.end(), os.begin(), os.end());
+    o = b.expand(b.reshape(other, padded), full);
+  }
+  const int64_t rows = gs[size_t(nb)], cols = gs[size_t(nb) + 1];
+  const int64_t inner = which == 0 ? full[size_t(nb)] : full[size_t(nb) + 1];  // k
+  // Permutations: kept batch dims, then `before`, the folded dims, `after`.
+  auto order = [&](std::vector<int64_t> before, std::vector<int64_t> after) {
+    std::vector<int64_t> p = kept;
+    p.insert(p.end(), before.begin(), before.end());
+    p.insert(p.end(), folded.begin(), folded.end());
+    p.insert(p.end(), after.begin(), after.end());
+    return p;
+  };
+  auto dims = [&](int64_t a, int64_t c) {
+    Shape s = kept_shape;
+    s.push_back(a);
+    s.push_back(c);
+    return s;
+  };
+  Value result;
+  if (which == 0)  // dx [.., n, k]: the sum over (B_fold, m) of g[.., n, m] y[.., k, m]
+    result = b.matmul(permute_reshape(b, g, order({nb}, {nb + 1}), dims(rows, fold * cols)),
+                      b.transpose_last(permute_reshape(b, o, order({nb}, {nb + 1}),
+                                                       dims(inner, fold * cols))));
+  else  // dy [.., k, m]: the sum over (B_fold, n) of x[.., n, k] g[.., n, m]
+    result = b.matmul(b.transpose_last(permute_reshape(b, o, order({}, {nb, nb + 1}),
+                                                       dims(fold * rows, inner))),
+                      permute_reshape(b, g, order({}, {nb, nb + 1}), dims(fold * rows, cols)));
+  return b.reshape(result, ss);
+}
+
 Grads vjp_matmul(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
   const Value x = n.operands[0], y = n.operands[1];
-  return {grad_for(b, n, needs, 0, [&](Value) { return b.matmul(g, b.transpose_last(y)); }),
-          grad_for(b, n, needs, 1, [&](Value) { return b.matmul(b.transpose_last(x), g); })};
+  return {grad_for(b, n, needs, 0, [&](Value) { return matmul_grad(b, x, y, g, 0); }),
+          grad_for(b, n, needs, 1, [&](Value) { return matmul_grad(b, x, y, g, 1); })};
 }
 
 // Custom nodes have a gradient, but not a rule here: build_gradients differentiates

@@ -177,6 +177,12 @@ std::vector<GradCase> gradient_cases() {
                   in_range({3, 4, 5}, -1, 1)),
       binary_case(K::matmul, "[3,4] @ [2,4,5]", in_range({3, 4}, -1, 1),
                   in_range({2, 4, 5}, -1, 1)),
+      // Broadcast batch dims folded into the gradient's contraction: kept and
+      // folded dims interleaved, both operands broadcast, n == k.
+      binary_case(K::matmul, "[2,1,3,3] @ [1,4,3,2]", in_range({2, 1, 3, 3}, -1, 1),
+                  in_range({1, 4, 3, 2}, -1, 1)),
+      binary_case(K::matmul, "[3,1,2,4] @ [3,2,4,3]", in_range({3, 1, 2, 4}, -1, 1),
+                  in_range({3, 2, 4, 3}, -1, 1)),
   };
   // Every math op of the op table on inputs in every math op's domain, so a new row
   // is checked before it has a case with its own range above.

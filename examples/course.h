@@ -8,4 +8,5 @@ int tangent_lines(const char* svg_path);
 int two_layer_net();
 int eager_vs_traced(const char* dump_dir);
 int compiled_training(const char* dump_dir);
+int digits_cnn(int epochs, const char* svg_path);
 }  // namespace kiln::examples

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
     const char* dump = argc > 2 ? argv[2] : "kiln_dump";
     kiln::examples::eager_vs_traced(dump);
     kiln::examples::compiled_training(dump);
+    kiln::examples::digits_cnn(3, argc > 3 ? argv[3] : "digits_cnn.svg");
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 1;

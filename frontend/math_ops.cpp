@@ -1,7 +1,7 @@
 // More elementwise math and reductions: log1p, expm1 and rounding (table ops),
 // and the composites built from table ops, so autodiff, tracing and fusion see
 // ordinary nodes: reciprocal, square, fmod/remainder, isnan/isinf, all/any,
-// logsumexp, norm, cumsum, and var/std over one dim.
+// logsumexp, norm, cumsum, prod, and var/std over one dim.
 #include <algorithm>
 #include <cmath>
 
@@ -139,6 +139,39 @@ Tensor Tensor::cumsum(int64_t d, Loc l) const {
   return is_floating(dtype()) ? r : r.round(l).to(kInt64, l);
 }
 
+// The product along `dim` as a pairwise tree of multiplications: the dim moved
+// last and padded with ones to a power of two m, then log2(m) levels of
+// even-position elements times odd-position ones (slices with step 2). No
+// log/exp, so it is exact where the products are; eager and traced multiply in
+// the same order; the gradient is mul's, right at zeros (unlike prod / x).
+// Bools and integers multiply in int64 (wrapping on overflow, as in PyTorch).
+Tensor Tensor::prod(int64_t d, bool keepdim, Loc l) const {
+  const int64_t nd = detail::checked_dim(d, std::max<int64_t>(dim(), 1), "prod", l);
+  const DType out = is_floating(dtype()) ? dtype() : DType::i64;
+  Tensor x = to(out, l);
+  if (dim() == 0) return x.clone(l);
+  Tensor t = x.transpose(nd, -1, l);
+  const int64_t n = size(nd), last = t.dim() - 1;
+  int64_t m = 1;
+  while (m < n) m *= 2;
+  if (m > n) {  // an empty dim pads to one 1
+    const Attrs pad{{AttrKey::dim, last},
+                    {AttrKey::low, int64_t(0)},
+                    {AttrKey::high, m - n},
+                    {AttrKey::interior, int64_t(0)}};
+    const TensorOptions o = TensorOptions(out).device(device());
+    Tensor padding = arange(m, TensorOptions(kInt64).device(device()), l).ge(Scalar(n), l);
+    t = where(padding, ones({}, o, l), apply(OpKind::pad, {t}, pad, here(l)), l);
+  }
+  for (; m > 1; m /= 2)
+    t = t.slice(last, 0, std::nullopt, 2, l).mul(t.slice(last, 1, std::nullopt, 2, l), l);
+  t = t.transpose(nd, -1, l);  // dim nd now has size 1
+  return keepdim ? t : t.squeeze(nd, l);
+}
+Tensor Tensor::prod(Loc l) const {
+  return dim() == 0 ? prod(0, false, l) : flatten(0, -1, l).prod(0, false, l);
+}
+
 Tensor Tensor::var(int64_t d, bool unbiased, bool keepdim, Loc l) const {
   return var(std::vector<int64_t>{d}, unbiased, keepdim, l);
 }
@@ -158,5 +191,7 @@ Tensor logsumexp(const Tensor& x, std::vector<int64_t> dims, bool keepdim, Loc l
   return x.logsumexp(std::move(dims), keepdim, l);
 }
 Tensor cumsum(const Tensor& x, int64_t dim, Loc l) { return x.cumsum(dim, l); }
+Tensor prod(const Tensor& x, Loc l) { return x.prod(l); }
+Tensor prod(const Tensor& x, int64_t dim, bool keepdim, Loc l) { return x.prod(dim, keepdim, l); }
 
 }  // namespace kiln

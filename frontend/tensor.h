@@ -276,8 +276,26 @@ class Tensor {
   Tensor norm(double p, std::vector<int64_t> dims, bool keepdim = false, KILN_LOC) const;
   /// Inclusive prefix sums along dim (integers: int64).
   Tensor cumsum(int64_t dim, KILN_LOC) const;
+  /// Product of all elements, or along `dim` (1 for an empty dim); bools and
+  /// integers multiply in int64, as in PyTorch. Exact multiplications (a pairwise
+  /// tree), with a gradient that is right at zeros.
+  Tensor prod(KILN_LOC) const;
+  Tensor prod(int64_t dim, bool keepdim = false, KILN_LOC) const;
   Tensor softmax(int64_t dim, KILN_LOC) const;
   Tensor log_softmax(int64_t dim, KILN_LOC) const;
+
+  // ---- sorting (frontend/sort_ops.cpp) ----
+  /// The elements along `dim` in ascending (descending) order, and the int64
+  /// positions they came from. Stable: ties keep their order; NaN sorts as the
+  /// largest value. The values' gradient goes to the elements they came from.
+  /// Traced, a row takes O(n^2) work and at most 16384 elements.
+  std::tuple<Tensor, Tensor> sort(int64_t dim = -1, bool descending = false, KILN_LOC) const;
+  /// The indices of sort(dim, descending).
+  Tensor argsort(int64_t dim = -1, bool descending = false, KILN_LOC) const;
+  /// The k largest (smallest) elements along `dim` and their int64 indices, in
+  /// sorted order (`sorted` is accepted; the order is always sorted).
+  std::tuple<Tensor, Tensor> topk(int64_t k, int64_t dim = -1, bool largest = true,
+                                  bool sorted = true, KILN_LOC) const;
 
   // ---- linear algebra ----
   Tensor matmul(const Tensor& other, KILN_LOC) const;
@@ -388,6 +406,13 @@ Tensor isnan(const Tensor& x, KILN_LOC);
 Tensor isinf(const Tensor& x, KILN_LOC);
 Tensor logsumexp(const Tensor& x, std::vector<int64_t> dims, bool keepdim = false, KILN_LOC);
 Tensor cumsum(const Tensor& x, int64_t dim, KILN_LOC);
+Tensor prod(const Tensor& x, KILN_LOC);
+Tensor prod(const Tensor& x, int64_t dim, bool keepdim = false, KILN_LOC);
+std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim = -1, bool descending = false,
+                                KILN_LOC);
+Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false, KILN_LOC);
+std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true,
+                                bool sorted = true, KILN_LOC);
 /// Joins tensors along an existing dim (cat) or a new one (stack); dtypes promote.
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0, KILN_LOC);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0, KILN_LOC);
@@ -439,6 +464,10 @@ Tensor randn_like(const Tensor& t, KILN_LOC);
 /// is at most 2^24 wide.
 Tensor randint(int64_t low, int64_t high, Shape shape, TensorOptions opts = {}, KILN_LOC);
 Tensor randint(int64_t high, Shape shape, TensorOptions opts = {}, KILN_LOC);
+/// A random permutation of 0 .. n-1 (int64 unless a dtype is given), from the
+/// global generator: the same after manual_seed, fresh at every call of a
+/// compiled function. Traced, n is at most 16384 (it is an argsort).
+Tensor randperm(int64_t n, TensorOptions opts = {}, KILN_LOC);
 /// Seeds the generator of every device (key = seed, offset 0): the same seed
 /// gives the same draws, eagerly and in compiled functions alike.
 void manual_seed(uint64_t seed);

@@ -546,14 +546,72 @@ std::vector<Case> conv_cases() {
   };
 }
 
+// Products and sorting (frontend/math_ops.cpp, frontend/sort_ops.cpp): prod as a
+// tree of multiplications; sort, argsort, topk and randperm by comparison
+// counting when traced and by a host sort eagerly, so the matrix checks that the
+// two give one order. Indices are returned as floats.
+std::vector<Case> sort_cases() {
+  return {
+      unary(
+          "prod over a dim and all dims, with a zero and negatives",
+          [](const Tensor& x) {
+            const DType d = x.dtype();
+            return x.prod(1) + prod(x, 0, true).sum() * 2 + x.prod() +
+                   (x * 3).to(kInt64).prod(1).to(d);
+          },
+          given({3, 5},
+                {0.7, -1.3, 0.9, 1.1, -0.8, 0.6, 0, 1.2, -0.9, 1.4, -1.1, 0.5, 0.8, -1.2, 1.3})),
+      unary(
+          "prod without zeros, and over an empty dim",
+          [](const Tensor& x) { return x.prod(0) + x.narrow(0, 0, 0).prod(0) + x.prod(); },
+          in({6, 3}, 0.5, 1.5)),
+      unary(
+          "sort, ascending and descending, values and indices",
+          [](const Tensor& x) {
+            const DType d = x.dtype();
+            auto [v, i] = x.sort(1);
+            auto [dv, di] = sort(x, 0, true);
+            return v * 2 + i.to(d) + (dv * 3 + di.to(d)).sum(0, true);
+          },
+          in({4, 6})),
+      no_fd(unary(
+          "sort with ties, stable",
+          [](const Tensor& x) {
+            const DType d = x.dtype();
+            auto [v, i] = x.sort(-1);
+            auto [dv, di] = x.sort(-1, true);
+            return v + i.to(d) * 10 + dv * 100 + di.to(d) * 1000;
+          },
+          given({2, 6}, {1, 3, 1, 2, 3, 1, 0, 0, -1, 0, 2, -1}))),
+      unary(
+          "topk, largest and smallest, and argsort",
+          [](const Tensor& x) {
+            const DType d = x.dtype();
+            auto [v, i] = x.topk(3);
+            auto [sv, si] = topk(x, 2, 0, false);
+            return (v * 2 + i.to(d)).sum(1, true) + (sv * si.to(d).add(1)).sum() +
+                   x * x.argsort(1, true).to(d) + argsort(x, 0).to(d);
+          },
+          in({4, 5})),
+      unary(
+          "randperm inside the function",
+          [](const Tensor& x) {
+            const DType d = x.dtype();
+            return x * randperm(5).to(d) + x.index_select(0, randperm(3)) +
+                   randperm(5, TensorOptions(d).device(x.device()));
+          },
+          in({3, 5})),
+  };
+}
+
 }  // namespace
 
 const std::vector<Case>& cases() {
   static const std::vector<Case> all = [] {
     std::vector<Case> v;
-    for (auto group : {table_math_cases(), unary_cases(), binary_cases(), reduction_cases(), movement_cases(),
-                       matmul_cases(), creation_and_autograd_cases(), convention_cases(),
-                       model_cases(), conv_cases()})
+    for (auto group : {table_math_cases(), unary_cases(), binary_cases(), reduction_cases(),
+                       movement_cases(), matmul_cases(), creation_and_autograd_cases(),
+                       convention_cases(), model_cases(), conv_cases(), sort_cases()})
       v.insert(v.end(), group.begin(), group.end());
     return v;
   }();

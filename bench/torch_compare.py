@@ -1,26 +1,66 @@
 #!/usr/bin/env python3
 """Runs the training-step workloads of bench/train_bench.cpp in PyTorch (eager
-and TorchScript), and the eager unary ops of bench_jit's BM_Unary (the op
-table's math ops over 16M floats), and prints Kiln/PyTorch ratios from one run
-of each.
+and TorchScript): the course's two-layer net, the MLP with Adam, and the digits
+CNN and transformer block of bench/models.h; and the eager unary ops of
+bench_jit's BM_Unary (the op table's math ops over 16M floats). Prints
+Kiln/PyTorch ratios from one run of each.
 
 Usage: python3 bench/torch_compare.py [path/to/bench_train [path/to/bench_jit]]
 (bench_jit defaults to the one next to bench_train).
-Skipped with a message (exit 0) when torch is not installed.
+Skipped with a message (exit 0) when torch is not installed. It installs
+nothing: on Debian, `apt-get install python3-torch` (1.13) and run it with
+/usr/bin/python3; elsewhere `pip install torch`.
 """
 import json
+import math
 import os
 import subprocess
 import sys
 import time
 
 
+def transformer_class(torch):
+    """bench/models.h's transformer block, written so that TorchScript compiles it."""
+    nn, F = torch.nn, torch.nn.functional
+
+    class TinyTransformer(nn.Module):
+        def __init__(self, vocab: int = 80, block: int = 32, dim: int = 64, heads: int = 4):
+            super().__init__()
+            self.heads = heads
+            self.tok, self.pos = nn.Embedding(vocab, dim), nn.Embedding(block, dim)
+            self.ln1, self.ln2, self.ln_f = nn.LayerNorm(dim), nn.LayerNorm(dim), nn.LayerNorm(dim)
+            self.q, self.k, self.v = nn.Linear(dim, dim), nn.Linear(dim, dim), nn.Linear(dim, dim)
+            self.proj = nn.Linear(dim, dim)
+            self.fc1, self.fc2 = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
+            self.head = nn.Linear(dim, vocab)
+
+        def forward(self, idx):
+            b, t = idx.size(0), idx.size(1)
+            x = self.tok(idx) + self.pos(torch.arange(t))
+            d = x.size(2)
+            hd = d // self.heads
+            h = self.ln1(x)
+            q = self.q(h).reshape(b, t, self.heads, hd).transpose(1, 2)
+            k = self.k(h).reshape(b, t, self.heads, hd).transpose(1, 2)
+            v = self.v(h).reshape(b, t, self.heads, hd).transpose(1, 2)
+            future = torch.ones(t, t).tril() == 0
+            scores = (q.matmul(k.transpose(-2, -1)) / math.sqrt(hd)).masked_fill(future, float("-inf"))
+            x = x + self.proj(scores.softmax(-1).matmul(v).transpose(1, 2).reshape(b, t, d))
+            x = x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+            return self.head(self.ln_f(x))
+
+    return TinyTransformer
+
+
 def main():
     try:
         import torch
     except ImportError:
-        print("torch_compare: skipped: PyTorch is not installed (pip install torch to compare)")
+        print("torch_compare: skipped: PyTorch is not installed for " + sys.executable +
+              " (Debian: apt-get install python3-torch, then run with /usr/bin/python3;"
+              " elsewhere: pip install torch)")
         return 0
+    nn, F = torch.nn, torch.nn.functional
     torch.manual_seed(0)
     torch.set_num_threads(os.cpu_count() or 1)
 
@@ -59,11 +99,36 @@ def main():
         loss.backward()
         opt.step()
 
+    # The models of bench/models.h: the digits CNN (batch 64, Adam) and one GPT
+    # block (batch 16 x 32 tokens, AdamW), cross-entropy over every row.
+    cnn = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                        nn.Dropout(0.1), nn.Linear(128, 10))
+    cnn_opt = torch.optim.Adam(cnn.parameters(), 5e-3)
+    cnn_x, cnn_y = torch.rand(64, 1, 8, 8), torch.randint(0, 10, (64,))
+    block = transformer_class(torch)()
+    block_opt = torch.optim.AdamW(block.parameters(), 1e-3, weight_decay=0.01)
+    block_x, block_y = torch.randint(0, 80, (16, 32)), torch.randint(0, 80, (16, 32))
+
+    def model_step(m, opt, x, y):
+        opt.zero_grad()
+        logits = m(x)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        loss.backward()
+        opt.step()
+
     scripted = torch.jit.script(model)
+    scripted_cnn, scripted_block = torch.jit.script(cnn), torch.jit.script(block)
     torch_ms = {
         "BM_TwoLayerStep": best_ms(two_layer, 200),
         "BM_MlpAdamStep": best_ms(lambda: mlp_step(model)),
         "BM_MlpAdamStep (TorchScript)": best_ms(lambda: mlp_step(scripted)),
+        "BM_DigitsCnnStep": best_ms(lambda: model_step(cnn, cnn_opt, cnn_x, cnn_y), 100),
+        "BM_DigitsCnnStep (TorchScript)":
+            best_ms(lambda: model_step(scripted_cnn, cnn_opt, cnn_x, cnn_y), 100),
+        "BM_TransformerStep": best_ms(lambda: model_step(block, block_opt, block_x, block_y), 100),
+        "BM_TransformerStep (TorchScript)":
+            best_ms(lambda: model_step(scripted_block, block_opt, block_x, block_y), 100),
     }
 
     # One unary op over 16M floats, eager, into a new tensor (as Kiln's BM_Unary).
@@ -85,12 +150,15 @@ def main():
             unit = {"ns": 1e-6, "us": 1e-3, "ms": 1.0}[b["time_unit"]]
             kiln_ms[(name, label)] = b["real_time"] * unit
 
-    print(f"{'workload':34} {'PyTorch ms':>11} {'Kiln eager':>11} {'Kiln traced':>12} {'traced/torch':>13}")
+    print(f"{'workload':34} {'PyTorch ms':>11} {'Kiln eager':>11} {'Kiln traced':>12} {'traced/torch':>13}"
+          f" {'eager/torch':>12}")
     for name, t in torch_ms.items():
         base = name.split(" ")[0]
         e, tr = kiln_ms.get((base, "eager")), kiln_ms.get((base, "traced"))
         ratio = f"{tr / t:.2f}" if tr else "-"
-        print(f"{name:34} {t:11.3f} {e or float('nan'):11.3f} {tr or float('nan'):12.3f} {ratio:>13}")
+        eager_ratio = f"{e / t:.2f}" if e else "-"
+        print(f"{name:34} {t:11.3f} {e or float('nan'):11.3f} {tr or float('nan'):12.3f} {ratio:>13}"
+              f" {eager_ratio:>12}")
     print()
     print(f"{'eager op, 16M floats':34} {'PyTorch ms':>11} {'Kiln eager':>11} {'Kiln traced':>12} {'eager/torch':>13}")
     for name, t in torch_unary_ms.items():

@@ -1,0 +1,224 @@
+// conv2d (frontend/nn_conv.cpp: im2col windows from movement ops, then one
+// GEMM per image) forward, and forward plus the three gradients, eagerly, traced
+// without fusion and traced fused, each against a roofline measured in the same
+// run:
+//
+//   GEMM floor    OpenBLAS alone (matmul_cpu) on the conv's own products, best
+//                 of several runs: forward W [O, K] x P [K, H'W'] per image
+//                 (K = C kH kW); the backward adds dY [O, H'W'] x P^T (the
+//                 weight gradient) and W^T x dY (the patch gradient). Each
+//                 product counts the faster of one GEMM per image and one tall
+//                 GEMM over the batch (M or N = N H'W'), whichever layout Kiln
+//                 picks
+//   memory floor  the im2col traffic at the triad bandwidth (bench/bandwidth.h),
+//                 4 bytes a float: forward reads x, writes the patch matrix P
+//                 and reads it back with W, writes y; the backward adds dY read
+//                 twice, P read again, dP written and read back (col2im), dx
+//                 written, W read, dW written
+//
+// Counters: roofline_ratio = max(GEMM floor, memory floor) / the achieved time
+// (1 = at the roofline); gemm_ratio and mem_ratio, each floor alone over the
+// achieved time; GFLOP/s achieved and blas_GFLOP/s (the GEMM floor's rate); on
+// traced rows, speedup = the eager row's time / this row's, from this run
+// (absent when the eager row was filtered out; with repetitions it uses the
+// last eager one, so compare the medians' times). The floors are measured
+// outside the timed loop, once per shape and product, and count their best run.
+//
+//   bench_conv --benchmark_min_time=0.2
+//   bench_conv --benchmark_filter='digits' --benchmark_counters_tabular=true
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <string>
+
+#include <kiln/kiln.h>
+
+#include "bench/bandwidth.h"
+#include "codegen/cpu_backend.h"
+#include "runtime/blas.h"
+#include "runtime/storage.h"
+
+using namespace kiln;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// input [n, c, h, w], weight [o, c, k, k], stride 1, padding pad.
+struct ConvShape {
+  const char* name;
+  int64_t n, c, h, w, o, k, pad;
+  int64_t oh() const { return h + 2 * pad - k + 1; }
+  int64_t ow() const { return w + 2 * pad - k + 1; }
+  int64_t rows() const { return c * k * k; }    // K of the GEMM
+  int64_t cols() const { return oh() * ow(); }  // N of the GEMM, per image
+  std::string str() const {
+    auto s = [](int64_t v) { return std::to_string(v); };
+    return "[" + s(n) + "," + s(c) + "," + s(h) + "," + s(w) + "]x[" + s(o) + "," + s(c) + "," +
+           s(k) + "," + s(k) + "] pad " + s(pad);
+  }
+};
+
+const ConvShape kShapes[] = {
+    {"digits_conv1", 64, 1, 8, 8, 16, 3, 1},   // examples/digits_cnn.cpp, first layer
+    {"digits_conv2", 64, 16, 4, 4, 32, 3, 1},  // and second, after 2x2 pooling
+    {"mid_64ch_32px", 32, 64, 32, 32, 64, 3, 1},
+    {"rgb_5x5_32px", 32, 3, 32, 32, 32, 5, 0},
+};
+
+enum Pass { kForward = 0, kTrain = 1 };
+enum Mode { kEager = 0, kUnfused = 1, kFused = 2 };
+const char* pass_name(int p) {
+  return p == kForward ? "forward" : "forward_backward";
+}
+const char* mode_name(int m) {
+  return m == kEager ? "eager" : m == kUnfused ? "unfused" : "fused";
+}
+
+double gemm_flops(const ConvShape& s, int pass) {
+  const double f = 2.0 * double(s.n) * double(s.o) * double(s.rows()) * double(s.cols());
+  return pass == kForward ? f : 3 * f;
+}
+
+double im2col_bytes(const ConvShape& s, int pass) {
+  const double x = double(s.n * s.c * s.h * s.w), p = double(s.n * s.rows() * s.cols()),
+               y = double(s.n * s.o * s.cols()), w = double(s.o * s.rows());
+  const double forward = x + 2 * p + w + y;
+  const double backward = 2 * y + p + 2 * p + x + 2 * w;
+  return 4 * (pass == kForward ? forward : forward + backward);
+}
+
+// Best time of `f` over at least 5 runs and 0.2 s, after one warm-up run (on a
+// shared machine other processes only ever slow a run down).
+template <class F>
+double best_seconds(F f) {
+  f();
+  double best = 1e30, total = 0;
+  for (int rep = 0; rep < 5 || total < 0.2; ++rep) {
+    const auto t0 = Clock::now();
+    f();
+    const double t = std::chrono::duration<double>(Clock::now() - t0).count();
+    best = std::min(best, t);
+    total += t;
+  }
+  return best;
+}
+
+View view(const Tensor& t) {
+  return dense_view(t.data_ptr<float>(), kFloat32, t.sizes());
+}
+
+// OpenBLAS alone (matmul_cpu) on out = a @ b for dense operands of these
+// shapes: the best of its runs, cached by shape.
+double product_seconds(const Shape& a, const Shape& b, const Shape& out) {
+  static std::map<std::string, double> cache;
+  const std::string key = shape_str(a) + shape_str(b);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  manual_seed(1);
+  Tensor ta = randn(a), tb = randn(b), to = zeros(out);
+  return cache[key] = best_seconds([&] { matmul_cpu(view(ta), view(tb), view(to)); });
+}
+
+// The GEMM floor: each of the conv's products the faster of two ways, one GEMM
+// per image (as the im2col layout [N, K, H'W'] gives) or one tall GEMM over the
+// whole batch (the layout [N H'W', K]).
+double gemm_floor_seconds(const ConvShape& s, int pass) {
+  const int64_t n = s.n, o = s.o, kk = s.rows(), cols = s.cols(), all = n * cols;
+  // y = W P
+  double t = std::min(product_seconds({o, kk}, {n, kk, cols}, {n, o, cols}),
+                      product_seconds({all, kk}, {kk, o}, {all, o}));
+  if (pass == kTrain) {
+    // dW = dY P^T
+    t += std::min(product_seconds({n, o, cols}, {n, cols, kk}, {n, o, kk}),
+                  product_seconds({o, all}, {all, kk}, {o, kk}));
+    // dP = W^T dY
+    t += std::min(product_seconds({kk, o}, {n, o, cols}, {n, kk, cols}),
+                  product_seconds({all, o}, {o, kk}, {all, kk}));
+  }
+  return t;
+}
+
+// Seconds per eager iteration, by shape and pass, for the traced rows' speedup.
+std::map<std::string, double> g_eager_seconds;
+
+void BM_Conv2d(benchmark::State& state, ConvShape s, int pass) {
+  const int mode = static_cast<int>(state.range(0));
+  manual_seed(0);
+  const int64_t pad = s.pad;
+  Tensor x = randn({s.n, s.c, s.h, s.w}), w = randn({s.o, s.c, s.k, s.k}) * 0.1, b = randn({s.o});
+  Tensor dy = randn({s.n, s.o, s.oh(), s.ow()});
+  if (pass == kTrain) {
+    x.requires_grad_();
+    w.requires_grad_();
+    b.requires_grad_();
+  }
+  // Forward: the weight and bias captured (parameters of the trace).
+  auto forward = [&](Tensor in) { return conv2d(in, w, b, 1, pad); };
+  // Forward and backward: the gradients for x, w and b, given dy.
+  auto train = [pad](Tensor in, Tensor weight, Tensor bias, Tensor grad) {
+    return autograd::grad({conv2d(in, weight, bias, 1, pad)}, {in, weight, bias}, {grad});
+  };
+  auto traced_forward = jit(forward, "conv_forward");
+  auto traced_train = jit(train, "conv_train");
+  traced_forward.set_fusion(mode == kFused);
+  traced_train.set_fusion(mode == kFused);
+  auto run = [&] {
+    if (pass == kForward) {
+      Tensor y = mode == kEager ? forward(x) : traced_forward(x);
+      benchmark::DoNotOptimize(y.impl());
+    } else {
+      std::vector<Tensor> g = mode == kEager ? train(x, w, b, dy) : traced_train(x, w, b, dy);
+      benchmark::DoNotOptimize(g[0].impl());
+    }
+  };
+  run();  // compile outside the timed loop
+  run();
+  const double floor_gemm = gemm_floor_seconds(s, pass);
+  const double floor_mem = im2col_bytes(s, pass) / bench::triad_bytes_per_second();
+
+  const auto t0 = Clock::now();
+  for (auto _ : state) run();
+  const double t = std::chrono::duration<double>(Clock::now() - t0).count() /
+                   static_cast<double>(state.iterations());
+
+  state.SetLabel(s.str() + ", " + mode_name(mode));
+  state.counters["roofline_ratio"] = std::max(floor_gemm, floor_mem) / t;
+  state.counters["gemm_ratio"] = floor_gemm / t;
+  state.counters["mem_ratio"] = floor_mem / t;
+  state.counters["GFLOP/s"] = gemm_flops(s, pass) / t / 1e9;
+  state.counters["blas_GFLOP/s"] = gemm_flops(s, pass) / floor_gemm / 1e9;
+  const std::string key = std::string(s.name) + "/" + pass_name(pass);
+  if (mode == kEager)
+    g_eager_seconds[key] = t;
+  else if (g_eager_seconds.count(key))
+    state.counters["speedup"] = g_eager_seconds[key] / t;
+}
+
+void register_conv_benchmarks() {
+  for (const ConvShape& s : kShapes)
+    for (int pass : {kForward, kTrain})
+      benchmark::RegisterBenchmark(
+          (std::string("BM_Conv2d/") + s.name + "/" + pass_name(pass)).c_str(), BM_Conv2d, s, pass)
+          ->Arg(kEager)
+          ->Arg(kUnfused)
+          ->Arg(kFused)
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  blas_init();
+  benchmark::AddCustomContext("openblas", blas_info());
+  benchmark::AddCustomContext("jit_target", cpu_target_description());
+  benchmark::AddCustomContext("triad_GBps", std::to_string(bench::triad_bytes_per_second() / 1e9));
+  register_conv_benchmarks();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

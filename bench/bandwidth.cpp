@@ -1,8 +1,14 @@
 // The triad bandwidth probe (see bandwidth.h).
 #include "bench/bandwidth.h"
 
+#include <benchmark/benchmark.h>
+
 #include <algorithm>
 #include <chrono>
+#include <string>
+
+#include "codegen/cpu_backend.h"
+#include "runtime/blas.h"
 
 #include "runtime/allocator.h"
 #include "runtime/thread_pool.h"
@@ -48,6 +54,19 @@ double triad_bytes_per_second() {
     return 3.0 * 4.0 * static_cast<double>(buf.n) / best;
   }();
   return bw;
+}
+
+int run_benchmarks(int argc, char** argv, void (*registered)()) {
+  blas_init();
+  benchmark::AddCustomContext("openblas", blas_info());
+  benchmark::AddCustomContext("jit_target", cpu_target_description());
+  benchmark::AddCustomContext("triad_GBps", std::to_string(triad_bytes_per_second() / 1e9));
+  registered();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
 }
 
 }  // namespace kiln::bench

@@ -22,4 +22,8 @@ void triad(TriadBuffers& buf);
 /// per process on 16M floats (best of several passes) and cached.
 double triad_bytes_per_second();
 
+/// Runs the benchmarks `registered` adds, under the context lines every JIT
+/// benchmark reports: the OpenBLAS kernels, the LLVM target and triad bandwidth.
+int run_benchmarks(int argc, char** argv, void (*registered)());
+
 }  // namespace kiln::bench

@@ -211,14 +211,5 @@ void register_conv_benchmarks() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  blas_init();
-  benchmark::AddCustomContext("openblas", blas_info());
-  benchmark::AddCustomContext("jit_target", cpu_target_description());
-  benchmark::AddCustomContext("triad_GBps", std::to_string(bench::triad_bytes_per_second() / 1e9));
-  register_conv_benchmarks();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return bench::run_benchmarks(argc, argv, register_conv_benchmarks);
 }

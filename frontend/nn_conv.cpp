@@ -94,6 +94,11 @@ Tensor pad_dim(const Tensor& x, int64_t dim, int64_t low, int64_t high, Loc l) {
                        here(l));
 }
 
+// Dims `dim` and dim + 1 padded by p before and e[].high after.
+Tensor pad2d(const Tensor& x, int64_t dim, ExpandingArray2 p, const Extent (&e)[2], Loc l) {
+  return pad_dim(pad_dim(x, dim, p[0], e[0].high, l), dim + 1, p[1], e[1].high, l);
+}
+
 // x [..., i, ...] at dim -> [..., k, out, ...], element [a, j] = x[a d + j s].
 Tensor windows(const Tensor& x, int64_t dim, int64_t k, int64_t s, int64_t d, int64_t out, Loc l) {
   const int64_t i = x.size(dim);
@@ -135,7 +140,7 @@ Tensor windows(const Tensor& x, int64_t dim, int64_t k, int64_t s, int64_t d, in
 // The [N, C, kH, H', kW, W'] windows of x, padded by (top/left, bottom/right).
 Tensor windows2d(const Tensor& x, ExpandingArray2 k, ExpandingArray2 s, ExpandingArray2 d,
                  const Extent (&e)[2], ExpandingArray2 p, Loc l) {
-  Tensor xp = pad_dim(pad_dim(x, 2, p[0], e[0].high, l), 3, p[1], e[1].high, l);
+  Tensor xp = pad2d(x, 2, p, e, l);
   return windows(windows(xp, 2, k[0], s[0], d[0], e[0].out, l), 4, k[1], s[1], d[1], e[1].out, l);
 }
 
@@ -227,9 +232,8 @@ Tensor max_pool2d(const Tensor& input, ExpandingArray2 kernel_size,
     if (padding[0] > 0 || padding[1] > 0 || g.e[0].high > 0 || g.e[1].high > 0) {
       // Pad with -inf: mark the input's plane, pad it like x, fill outside it.
       Tensor plane = ones({x.size(2), x.size(3)}, like(x), l);
-      plane = pad_dim(pad_dim(plane, 0, padding[0], g.e[0].high, l), 1, padding[1], g.e[1].high, l);
-      src = pad_dim(pad_dim(x, 2, padding[0], g.e[0].high, l), 3, padding[1], g.e[1].high, l)
-                .masked_fill(plane.eq(Scalar(0), l), Scalar(-INFINITY), l);
+      plane = pad2d(plane, 0, padding, g.e, l);
+      src = pad2d(x, 2, padding, g.e, l).masked_fill(plane.eq(Scalar(0), l), Scalar(-INFINITY), l);
     }
     const Extent unpadded[2] = {{g.e[0].out, 0}, {g.e[1].out, 0}};
     const int64_t taps = kernel_size[0] * kernel_size[1];

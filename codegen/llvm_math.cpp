@@ -15,7 +15,10 @@
 //       coefficients generated with mpmath at 50 digits.
 // gelu: 0.5 x (1 + erf(x/sqrt 2)) with 1 + erf(-a) taken as erfc(a) = exp(-a^2) g(a),
 //       so the negative side has no cancellation (the reference kernel's formula
-//       loses digits there; results agree to its accuracy).
+//       loses digits there; results agree to its accuracy). In f32, 1 + erf(a) is
+//       2 - erfc(a), also without cancellation, so one rational fit of erfc(a)
+//       exp(a^2) over [0, 4] serves both sides (no erf polynomial, and an exp
+//       whose argument is never positive): a third fewer operations.
 // pow:  exp(y log|x|) in double, with the C99 special cases and signs.
 // Taylor coefficients are 1/k!: longer by a term or two than minimax fits,
 // and obviously right.
@@ -82,6 +85,15 @@ const std::vector<double> kErfcx64_3_6 = {
     7.717539021887589e-06,   -2.7431421831294042e-05, 9.60143346271528e-05,
     -0.0003307141043979527,  0.0011201614260534323,   -0.0037279443941659234,
     0.012179532227877552,    -0.03902389294640972,    0.12248480427384142};
+
+// erfc(a) exp(a^2) on [0, 4] as P(a) / Q(a), degree 4 over 4 (relative error
+// 1.3e-8), fitted by iterated weighted least squares at 6000 Chebyshev nodes
+// against mpmath at 30 digits; f32 gelu only.
+const std::vector<double> kErfcxP32 = {1.129853299164374e-05, 0.06208395499709049,
+                                       0.36600944035978134, 0.8688926290520643,
+                                       0.9999999874447242};
+const std::vector<double> kErfcxQ32 = {0.11046695329319409, 0.6445992907878291,
+                                       1.61970608899897, 1.997270612001423, 1.0};
 
 // Emission helpers for one floating type.
 struct M {
@@ -295,8 +307,30 @@ struct M {
     return sel(isnan(x), x, call(llvm::Intrinsic::copysign, e, x));
   }
 
+  // e^y for y <= 0 (f32): exp without its overflow, NaN and gradual-underflow
+  // handling; below -87 (where e^y leaves the normal range) the result is e^-87.
+  llvm::Value* exp_nonpositive32(llvm::Value* y) {
+    llvm::Value *n, *r;
+    reduce_ln2(call(llvm::Intrinsic::maxnum, y, c(-87.0)), &n, &r);
+    return mul(poly(r, taylor(7, 0)), pow2(n));
+  }
+
+  // f32 gelu: 0.5 x (2 - erfc(a)) for x >= 0, 0.5 x erfc(a) below, a = |x| / sqrt 2;
+  // erfc(a) = exp(-x^2 / 2) P(a) / Q(a), with x^2 exact as in erf_parts; 0 past a = 4.
+  llvm::Value* gelu32(llvm::Value* x) {
+    llvm::Value* a = fabs(mul(x, c(0.70710678118654752440)));
+    llvm::Value *sq, *sq_lo;
+    two_prod(x, x, &sq, &sq_lo);
+    llvm::Value* e = mul(exp_nonpositive32(mul(sq, c(-0.5))), fma(sq_lo, c(-0.5), c(1.0)));
+    llvm::Value* ec = mul(e, div(poly(a, kErfcxP32), poly(a, kErfcxQ32)));
+    ec = sel(b.CreateFCmpOLT(a, c(4.0)), ec, c(0.0));
+    llvm::Value* one_plus = sel(b.CreateFCmpOGE(x, c(0.0)), sub(c(2.0), ec), ec);
+    return mul(mul(c(0.5), x), one_plus);
+  }
+
   // 0.5 x (1 + erf(x / sqrt 2)); for x < 0, 1 + erf(-a) is erfc(a), computed directly.
   llvm::Value* gelu(llvm::Value* x) {
+    if (!dbl) return gelu32(x);
     llvm::Value *e, *ec;
     erf_parts(x, 0.70710678118654752440, 0.5, &e, &ec);
     llvm::Value* one_plus = sel(b.CreateFCmpOGE(x, c(0.0)), add(c(1.0), e), ec);

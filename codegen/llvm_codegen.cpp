@@ -431,6 +431,11 @@ class Emitter {
                : boolean ? b_.CreateAnd(arg(0), arg(1))
                          : b_.CreateMul(arg(0), arg(1));
       case ScalarOp::div:
+        // By a finished reduction (softmax's sum): times its reciprocal, which LICM
+        // computes once per row instead of a division per element (within an ulp
+        // and a half of the quotient, as PyTorch's softmax does).
+        if (fp && k_.values[size_t(d.args[1])].op == ScalarOp::acc)
+          return b_.CreateFMul(arg(0), b_.CreateFDiv(llvm::ConstantFP::get(ty, 1.0), arg(1)));
         return div(arg(0), arg(1), t);
       case ScalarOp::pow:
         if (fp) return llvm_math::pow(b_, arg(0), arg(1));

@@ -91,6 +91,7 @@ class Emitter {
     }
     vals_.assign(k_.values.size(), nullptr);
     loopvar_.assign(size_t(k_.num_loops), nullptr);
+    plan_row_prefetch();
     loop(0, begin, end, k_.body);
     b_.CreateRetVoid();
 
@@ -215,6 +216,153 @@ class Emitter {
     b_.SetInsertPoint(exit);
   }
 
+  llvm::Value* extent(const kir::Stmt& loop) {
+    return loop.extent_param >= 0 ? params_[size_t(loop.extent_param)] : b_.getInt64(loop.extent);
+  }
+
+  // ---- Prefetching the next row ----
+  //
+  // A row-parallel kernel that passes over its row more than once (softmax: the
+  // max, then exp and the sum, then the scale) reads the row from memory in its
+  // first pass and from cache in the others, so memory and arithmetic take turns.
+  // While the second pass runs, the first pass's loads of the next row are
+  // prefetched, a cache line per block of iterations: the second pass becomes
+  // two loops, blocks of a line's elements outside, the unchanged body inside
+  // (vectorised as before). Only when the second pass computes a math op, and
+  // only loads at `row offset + first pass index`, the row offset made of i0,
+  // constants, parameters, +, - and *.
+  struct RowPrefetch {
+    const kir::Stmt* carrier = nullptr;  // the second pass
+    int32_t first_var = -1;              // the first pass's loop variable
+    int64_t line_elems = 0;
+    std::vector<std::pair<int32_t, kir::ValueId>> loads;  // buffer, row offset
+  };
+  static constexpr int64_t kLineBytes = 64;
+  static constexpr int64_t kMinRowBytes = 4096;  // shorter rows: the hardware prefetcher suffices
+
+  void plan_row_prefetch() {
+    std::vector<const kir::Stmt*> passes;
+    for (const kir::Stmt& s : k_.body)
+      if (s.kind == StmtKind::loop) passes.push_back(&s);
+    if (passes.size() < 2) return;
+    const kir::Stmt& first = *passes[0];
+    const kir::Stmt& second = *passes[1];
+    if (first.extent != second.extent || first.extent_param != second.extent_param) return;
+    if (!computes_math(second.body)) return;
+    RowPrefetch p;
+    p.first_var = first.ref;
+    int64_t elem = 0;
+    for (const kir::Stmt& st : first.body) {
+      if (st.kind != StmtKind::let) continue;
+      const kir::ValueDef& d = k_.values[size_t(st.value)];
+      if (d.op != ScalarOp::load) continue;
+      const kir::ValueId offset = row_offset(d.args[0], first.ref);
+      const int64_t size = dtype_size(k_.buffers[size_t(d.ref)].dtype);
+      if (offset == kir::kNoValue || (elem != 0 && size != elem)) continue;
+      elem = size;
+      p.loads.emplace_back(d.ref, offset);
+    }
+    if (p.loads.empty()) return;
+    if (first.extent_param < 0 && first.extent * elem < kMinRowBytes) return;
+    p.line_elems = kLineBytes / elem;
+    p.carrier = &second;
+    prefetch_ = std::move(p);
+  }
+
+  // Whether a pass evaluates a math op (exp, tanh, ...): a pass of adds and
+  // multiplies is too short to hide the prefetches' cost (layer norm's rows got
+  // slower), a softmax's exp pass hides it and the next row's reads.
+  bool computes_math(const std::vector<kir::Stmt>& body) {
+    for (const kir::Stmt& st : body) {
+      if (st.kind == StmtKind::let && is_float_only(k_.values[size_t(st.value)].op)) return true;
+      if (computes_math(st.body)) return true;
+    }
+    return false;
+  }
+
+  // X when `index` is X + index(var) (either order) with X free of `var` and made
+  // of row-offset arithmetic over i0; else kNoValue.
+  kir::ValueId row_offset(kir::ValueId index, int32_t var) {
+    const kir::ValueDef& d = k_.values[size_t(index)];
+    if (d.op != ScalarOp::add) return kir::kNoValue;
+    auto is_var = [&](kir::ValueId v) {
+      const kir::ValueDef& a = k_.values[size_t(v)];
+      return a.op == ScalarOp::index && a.ref == var;
+    };
+    for (int i = 0; i < 2; ++i)
+      if (is_var(d.args[size_t(i)]) && offset_arithmetic(d.args[size_t(1 - i)], var))
+        return d.args[size_t(1 - i)];
+    return kir::kNoValue;
+  }
+
+  bool offset_arithmetic(kir::ValueId v, int32_t var) {
+    const kir::ValueDef& d = k_.values[size_t(v)];
+    switch (d.op) {
+      case ScalarOp::const_:
+      case ScalarOp::param:
+        return d.type == DType::i64;
+      case ScalarOp::index:  // the outer index only: the prefetching pass sees no other
+        return d.ref == 0 && d.ref != var;
+      case ScalarOp::add:
+      case ScalarOp::sub:
+      case ScalarOp::mul:
+        return offset_arithmetic(d.args[0], var) && offset_arithmetic(d.args[1], var);
+      default:
+        return false;
+    }
+  }
+
+  // The row offset `v` at the next outer iteration (i0 + 1), emitted afresh.
+  llvm::Value* next_row_offset(kir::ValueId v) {
+    const kir::ValueDef& d = k_.values[size_t(v)];
+    switch (d.op) {
+      case ScalarOp::const_:
+        return b_.getInt64(d.iimm);
+      case ScalarOp::param:
+        return params_[size_t(d.ref)];
+      case ScalarOp::index:
+        return b_.CreateAdd(loopvar_[0], b_.getInt64(1));
+      case ScalarOp::add:
+        return b_.CreateAdd(next_row_offset(d.args[0]), next_row_offset(d.args[1]));
+      case ScalarOp::sub:
+        return b_.CreateSub(next_row_offset(d.args[0]), next_row_offset(d.args[1]));
+      default:  // mul; offset_arithmetic admitted nothing else
+        return b_.CreateMul(next_row_offset(d.args[0]), next_row_offset(d.args[1]));
+    }
+  }
+
+  // The second pass in blocks of a cache line's elements, each block first
+  // prefetching (for reading, into every cache level) the next row's line of
+  // each load of the first pass.
+  void prefetching_loop(const kir::Stmt& s) {
+    llvm::Function* f = b_.GetInsertBlock()->getParent();
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    llvm::Value* hi = extent(s);
+    std::vector<llvm::Value*> next;
+    for (const auto& [buffer, offset] : prefetch_.loads)
+      next.push_back(address(buffer, next_row_offset(offset)));
+    auto* header = llvm::BasicBlock::Create(ctx_, "prefetch.header", f);
+    auto* bodybb = llvm::BasicBlock::Create(ctx_, "prefetch.body", f);
+    auto* exit = llvm::BasicBlock::Create(ctx_, "prefetch.exit", f);
+    b_.CreateBr(header);
+    b_.SetInsertPoint(header);
+    llvm::PHINode* block = b_.CreatePHI(b_.getInt64Ty(), 2, "block");
+    block->addIncoming(b_.getInt64(0), pre);
+    b_.CreateCondBr(b_.CreateICmpSLT(block, hi), bodybb, exit);
+    b_.SetInsertPoint(bodybb);
+    for (llvm::Value* base : next) {
+      llvm::Value* p = b_.CreateInBoundsGEP(b_.getInt8Ty(), base,
+                                            b_.CreateMul(block, b_.getInt64(kLineBytes / prefetch_.line_elems)));
+      b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {p->getType()},
+                         {p, b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
+    }
+    llvm::Value* block_end = b_.CreateAdd(block, b_.getInt64(prefetch_.line_elems), "", true, true);
+    loop(s.ref, block, b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, block_end, hi), s.body);
+    block->addIncoming(block_end, b_.GetInsertBlock());
+    b_.CreateBr(header);
+    b_.SetInsertPoint(exit);
+  }
+
   llvm::Value* address(int32_t buffer, llvm::Value* idx) {
     const kir::Buffer& buf = k_.buffers[size_t(buffer)];
     llvm::Value* base = bufptr_[size_t(buf.alias >= 0 ? buf.alias : buffer)];
@@ -236,8 +384,11 @@ class Emitter {
         break;
       }
       case StmtKind::loop:
-        loop(s.ref, b_.getInt64(0),
-             s.extent_param >= 0 ? params_[size_t(s.extent_param)] : b_.getInt64(s.extent), s.body);
+        if (&s == prefetch_.carrier) {
+          prefetching_loop(s);
+          break;
+        }
+        loop(s.ref, b_.getInt64(0), extent(s), s.body);
         break;
       case StmtKind::if_: {
         llvm::Function* f = b_.GetInsertBlock()->getParent();
@@ -529,6 +680,7 @@ class Emitter {
   std::vector<llvm::Value*> vals_;
   std::vector<llvm::Value*> loopvar_;
   std::vector<llvm::Value*> params_;  // the run-time parameters, loaded at entry
+  RowPrefetch prefetch_;
   std::vector<llvm::AllocaInst*> acc_val_, acc_pos_;
   std::vector<llvm::GlobalVariable*> tables_;
 };

@@ -170,6 +170,30 @@ TEST_CASE("softmax is one kernel whose inner loops vectorise") {
   MESSAGE("softmax kernel IR:\n" << k.artifacts.kernel_ir);
 }
 
+TEST_CASE("a multi-pass row kernel prefetches the next row during its second pass") {
+  auto prefetches = [](const Graph& g, GroupKind kind) {
+    CpuKernel k = compile_cpu_kernel(g, make_group(g, kind, all_compute_nodes(g)), with_texts());
+    CHECK(has_vectors(k.artifacts.llvm_ir_opt, "float"));  // the blocked pass still vectorises
+    return k.artifacts.llvm_ir.find("@llvm.prefetch") != std::string::npos;
+  };
+  CHECK(prefetches(softmax_graph(DType::f32, {16, 4096}), GroupKind::Reduction));
+  CHECK(prefetches(softmax_graph(DType::f32, {16, 1500}), GroupKind::Reduction));
+  // Rows under 4 KB stay with the hardware prefetcher.
+  CHECK_FALSE(prefetches(softmax_graph(DType::f32, {128, 1000}), GroupKind::Reduction));
+  // One pass over each row: nothing is read twice, nothing to overlap.
+  Graph sum;
+  Builder b(sum);
+  sum.outputs = {b.sum(b.unary(OpKind::exp, b.arg(0, ty(DType::f32, {16, 4096}))), {1}, true)};
+  CHECK_FALSE(prefetches(sum, GroupKind::Reduction));
+  // Layer-norm-like rows: the second pass (the variance) has no math op to hide behind.
+  Graph ln;
+  Builder c(ln);
+  Value x = c.arg(0, ty(DType::f32, {16, 4096}));
+  Value xc = c.sub(x, c.mul(c.sum(x, {1}, true), c.constant(1.0 / 4096, DType::f32)));
+  ln.outputs = {c.mul(xc, c.sum(c.mul(xc, xc), {1}, true))};
+  CHECK_FALSE(prefetches(ln, GroupKind::Reduction));
+}
+
 // Max error in ulps of the result type against a long double reference.
 template <class T, class F, class R>
 double max_ulp_error(F compiled, R reference, const std::vector<T>& xs, double* worst_x = nullptr) {

@@ -111,9 +111,12 @@ void init(const InitOptions& opts) {
   } else {
     collectives::start(make_self_communicator, timeout);
   }
-  if (log_enabled("distributed"))
-    fprintf(stderr, "kiln distributed: rank %d of %d (%s), timeout %g s\n", collectives::rank(),
-            collectives::world_size(), collectives::backend().c_str(), timeout);
+  if (log_enabled("distributed")) {
+    const int device = collectives::device();
+    const std::string on = device >= 0 ? ", cuda:" + std::to_string(device) : "";
+    fprintf(stderr, "kiln distributed: rank %d of %d (%s%s), timeout %g s\n", collectives::rank(),
+            collectives::world_size(), collectives::backend().c_str(), on.c_str(), timeout);
+  }
 }
 
 bool is_initialized() {

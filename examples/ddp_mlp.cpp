@@ -1,5 +1,7 @@
 // Data-parallel training of an MLP, traced: run it alone (a world of one) or
 //   mpirun -np 2 build/examples/ddp_mlp
+// With backend nccl (chosen by itself under mpirun when each rank has a GPU)
+// each rank trains on its GPU and the gradients travel over NCCL.
 // Each rank takes its share of the data (DistributedSampler), the whole
 // training step is one compiled plan per rank, and DistributedDataParallel
 // averages the gradients inside it, bucket by bucket, overlapping the backward.
@@ -30,6 +32,7 @@ Tensor take_rows(const Tensor& x, const std::vector<int64_t>& rows) {
 int main() {
   dist::init();
   const int rank = dist::rank(), world = dist::world_size();
+  const Device dev = dist::device() >= 0 ? Device(kCUDA, dist::device()) : Device(kCPU);
   // The same data on every rank (same seed); each keeps its share.
   manual_seed(42);
   const int64_t n = 4096, features = 32, classes = 10;
@@ -38,10 +41,11 @@ int main() {
   Tensor y_all = x_all.matmul(teacher).argmax(1);
   dist::DistributedSampler sampler(n, /*shuffle=*/true, /*seed=*/7);
   std::vector<int64_t> mine = sampler.indices();
-  Tensor x = take_rows(x_all, mine), y = take_rows(y_all, mine);
+  Tensor x = take_rows(x_all, mine).to(dev), y = take_rows(y_all, mine).to(dev);
 
   manual_seed(0);
   nn::Sequential model(nn::Linear(features, 128), nn::ReLU(), nn::Linear(128, classes));
+  model->to(dev);
   dist::DistributedDataParallel ddp(model);  // rank 0's weights everywhere
   optim::Adam opt(model->parameters(), 3e-3);
   auto step = jit([&](Tensor xb, Tensor yb) {
@@ -55,8 +59,9 @@ int main() {
   const int64_t batch = 256 / world;  // a global batch of 256
   const int64_t batches = x.size(0) / batch;
   if (rank == 0)
-    std::printf("ddp_mlp: %d rank%s (%s), %lld examples each, global batch 256\n", world,
-                world > 1 ? "s" : "", dist::backend().c_str(), static_cast<long long>(x.size(0)));
+    std::printf("ddp_mlp: %d rank%s (%s, %s), %lld examples each, global batch 256\n", world,
+                world > 1 ? "s" : "", dist::backend().c_str(), dev.str().c_str(),
+                static_cast<long long>(x.size(0)));
   auto t0 = std::chrono::steady_clock::now();
   for (int epoch = 0; epoch < 8; ++epoch) {
     double total = 0;

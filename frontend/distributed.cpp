@@ -11,6 +11,8 @@
 #include "frontend/dispatch.h"
 #include "frontend/settings.h"
 #include "runtime/collective.h"
+#include "runtime/cuda_driver.h"
+#include "runtime/nccl.h"
 
 namespace kiln::distributed {
 
@@ -47,24 +49,74 @@ Tensor collective(OpKind k, const Tensor& t, Attrs attrs, SourceLoc loc) {
 
 }  // namespace
 
+BackendProbe probe_backends(const std::string& requested) {
+  BackendProbe p;
+  p.launched_by_mpi = launched_by_mpi();
+  p.have_mpi = have_mpi();
+  if (requested != "nccl" && !(requested == "auto" && p.launched_by_mpi)) return p;
+  p.cuda = cuda::available();
+  p.cuda_why = p.cuda ? "" : cuda::unavailable_reason();
+  p.devices = cuda::device_count();
+  p.nccl = nccl_available();
+  p.nccl_why = p.nccl ? "" : nccl_unavailable_reason();
+  p.local_ranks = p.launched_by_mpi ? local_rank(0, 1).size : 1;
+  return p;
+}
+
+std::string resolve_backend(const std::string& requested, const BackendProbe& p) {
+  const char* no_mpi =
+      "distributed::init: backend mpi, but this Kiln was built without MPI (install "
+      "libopenmpi-dev and openmpi-bin, then configure and build again)";
+  if (requested == "auto") {
+    if (!p.launched_by_mpi) return "self";
+    const bool gpu_each = p.cuda && p.nccl && p.local_ranks <= p.devices;
+    return p.have_mpi && gpu_each ? "nccl" : "mpi";
+  }
+  if (requested == "mpi") {
+    if (!p.have_mpi) throw Error(no_mpi);
+    return requested;
+  }
+  if (requested == "nccl") {
+    if (!p.cuda)
+      throw Error("distributed::init: backend nccl needs a CUDA device for each rank, but " +
+                  p.cuda_why);
+    if (!p.nccl) throw Error("distributed::init: backend nccl, but " + p.nccl_why);
+    if (p.launched_by_mpi && !p.have_mpi)
+      throw Error(
+          "distributed::init: backend nccl under mpirun needs MPI to start NCCL, but this Kiln "
+          "was built without MPI (install libopenmpi-dev and openmpi-bin, then configure and "
+          "build again)");
+    return requested;
+  }
+  if (requested == "self") return requested;
+  throw Error("distributed::init: expected backend auto, mpi, nccl or self, got '" + requested +
+              "'");
+}
+
 void init(const InitOptions& opts) {
   const double timeout = default_timeout(opts.timeout_s);
-  std::string b = opts.backend;
-  if (b == "auto") b = launched_by_mpi() ? "mpi" : "self";
+  const BackendProbe probe = probe_backends(opts.backend);
+  const std::string b = resolve_backend(opts.backend, probe);
   if (b == "mpi") {
-    if (!have_mpi())
-      throw Error(
-          "distributed::init: backend mpi, but this Kiln was built without MPI (install "
-          "libopenmpi-dev and openmpi-bin, then configure and build again)");
     collectives::start(make_mpi_communicator, timeout);
-  } else if (b == "self") {
-    collectives::start(make_self_communicator, timeout);
+  } else if (b == "nccl") {
+    // CPU tensors (and NCCL's unique id) go over MPI, or a world of one.
+    const bool mpi = probe.launched_by_mpi;
+    collectives::start(
+        [mpi, timeout] {
+          return make_nccl_communicator(mpi ? make_mpi_communicator() : make_self_communicator(),
+                                        timeout);
+        },
+        timeout);
   } else {
-    throw Error("distributed::init: expected backend auto, mpi or self, got '" + opts.backend + "'");
+    collectives::start(make_self_communicator, timeout);
   }
-  if (log_enabled("distributed"))
-    fprintf(stderr, "kiln distributed: rank %d of %d (%s), timeout %g s\n", collectives::rank(),
-            collectives::world_size(), collectives::backend().c_str(), timeout);
+  if (log_enabled("distributed")) {
+    const int device = collectives::device();
+    const std::string on = device >= 0 ? ", cuda:" + std::to_string(device) : "";
+    fprintf(stderr, "kiln distributed: rank %d of %d (%s%s), timeout %g s\n", collectives::rank(),
+            collectives::world_size(), collectives::backend().c_str(), on.c_str(), timeout);
+  }
 }
 
 bool is_initialized() {
@@ -81,6 +133,9 @@ int world_size() {
 }
 std::string backend() {
   return collectives::backend();
+}
+int device() {
+  return collectives::device();
 }
 void barrier() {
   collectives::barrier();

@@ -1,6 +1,7 @@
 // kiln::distributed: data parallelism across processes (torch.distributed /
-// c10d names). Ranks are processes started by mpirun (MPI, on CPUs); without
-// a launcher init() gives a world of one process. Every collective is an op
+// c10d names). Ranks are processes started by mpirun (MPI for CPU tensors, and
+// NCCL for CUDA tensors with backend nccl, one GPU per rank); without a
+// launcher init() gives a world of one process. Every collective is an op
 // (IR ops all_reduce, all_gather, reduce_scatter, broadcast): eagerly it runs
 // at once on the communication thread; inside a trace it is a node, and the
 // compiled plan starts it as soon as its operands are ready and waits for it
@@ -23,8 +24,14 @@ namespace kiln::distributed {
 using kiln::ReduceOp;
 
 struct InitOptions {
-  /// "auto": MPI when started by an MPI launcher (mpirun), else one process;
-  /// "mpi": MPI always (a lone process is a world of one); "self": one process.
+  /// "auto": under an MPI launcher (mpirun) NCCL when CUDA and NCCL are
+  /// available and this machine has a CUDA device for each of its ranks, else
+  /// MPI; started alone, one process.
+  /// "mpi": MPI always (a lone process is a world of one); CUDA tensors are
+  /// copied through host memory.
+  /// "nccl": CUDA tensors over NCCL on the device (one device per rank: the
+  /// local rank's, modulo the device count), CPU tensors over MPI (or, started
+  /// alone, a world of one NCCL rank). "self": one process.
   std::string backend = "auto";
   /// A collective that does not complete in this time fails on every rank that
   /// waits for it, naming it and the ranks that never arrived (KILN_DIST_TIMEOUT
@@ -32,16 +39,20 @@ struct InitOptions {
   double timeout_s = 300;
 };
 
-/// Starts the communication thread (and MPI). Throws kiln::Error when already
-/// initialised, or when MPI is asked for in a build without it.
+/// Starts the communication thread (and MPI, and NCCL). Throws kiln::Error when
+/// already initialised, or when the backend asked for cannot run here (MPI in a
+/// build without it; NCCL without a CUDA device or without libnccl.so.2),
+/// saying what it needs and what it found.
 void init(const InitOptions& opts = {});
 bool is_initialized();
 /// Stops the communication thread and finalises MPI (also done at exit).
 void finalize();
 int rank();
 int world_size();
-/// "mpi" or "self".
+/// "mpi", "nccl" or "self".
 std::string backend();
+/// The CUDA device this rank's NCCL collectives run on; -1 unless the backend is nccl.
+int device();
 void barrier();
 void set_timeout(double seconds);
 
@@ -94,6 +105,20 @@ class DistributedDataParallel {
   DDPOptions opts_;
   int hook_ = 0;
 };
+
+/// What init() looks at to choose a backend (exposed for tests).
+struct BackendProbe {
+  bool launched_by_mpi = false, have_mpi = false;
+  bool cuda = false, nccl = false;
+  std::string cuda_why, nccl_why;    // why not, when not
+  int devices = 0, local_ranks = 1;  // CUDA devices and ranks on this machine
+};
+/// The backend init() runs for `requested` ("mpi", "nccl" or "self"), or the
+/// kiln::Error saying why it cannot run here.
+std::string resolve_backend(const std::string& requested, const BackendProbe& p);
+/// This process's probe; CUDA and NCCL are looked at (loaded) only when
+/// `requested` may need them.
+BackendProbe probe_backends(const std::string& requested);
 
 /// Splits the indices of a data set of `size` items among the ranks
 /// (torch.utils.data.DistributedSampler): shuffled per epoch with `seed` (the

@@ -10,8 +10,15 @@
 #include <thread>
 
 #include "ir/error.h"
+#include "runtime/cuda_driver.h"
 
 namespace kiln {
+
+void Communicator::run_device(const CollectiveCall& c, const void*, void*, const cuda::Event&,
+                              cuda::Event&, double) {
+  throw Error("internal: " + c.what + ": the " + backend() +
+              " communicator has no collectives over CUDA buffers");
+}
 
 int64_t collective_recv_count(const CollectiveCall& c, int world) {
   switch (c.op) {
@@ -53,7 +60,8 @@ struct collectives::Pending {
   CollectiveCall call;
   std::vector<char> send, recv;  // owned buffers (start_call); recv is unused in place
   const void* in = nullptr;      // what the communicator reads and writes: the owned
-  void* out = nullptr;           // buffers, or the caller's (run)
+  void* out = nullptr;           // buffers, or the caller's (run, start_device_call)
+  std::shared_ptr<cuda::Event> ready, finished;  // a call over device buffers (start_device_call)
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
@@ -121,6 +129,7 @@ class Engine {
   int rank() { return checked().rank_; }
   int size() { return checked().size_; }
   std::string backend() { return checked().backend_; }
+  int device() { return checked().device_; }
   double timeout_s() {
     std::lock_guard<std::mutex> lock(mu_);
     return timeout_s_;
@@ -149,7 +158,11 @@ class Engine {
                   broken);
     auto t0 = std::chrono::steady_clock::now();
     try {
-      comm.run(p.call, p.in, p.out, timeout);
+      if (p.finished) {
+        comm.run_device(p.call, p.in, p.out, *p.ready, *p.finished, timeout);
+      } else {
+        comm.run(p.call, p.in, p.out, timeout);
+      }
     } catch (const Error& e) {
       std::lock_guard<std::mutex> lock(mu_);
       broken_ = e.what();
@@ -190,6 +203,7 @@ class Engine {
       rank_ = comm->rank();
       size_ = comm->size();
       backend_ = comm->backend();
+      device_ = comm->device();
       ready_ = true;
     }
     cv_.notify_all();
@@ -213,7 +227,7 @@ class Engine {
   std::deque<std::function<void(Communicator&)>> queue_;
   bool running_ = false, stopping_ = false, ready_ = false;
   std::exception_ptr init_error_;
-  int rank_ = 0, size_ = 1;
+  int rank_ = 0, size_ = 1, device_ = -1;
   std::string backend_;
   double timeout_s_ = 300;
   std::string broken_;
@@ -254,6 +268,9 @@ int world_size() {
 }
 std::string backend() {
   return engine().backend();
+}
+int device() {
+  return engine().device();
 }
 double timeout_s() {
   return engine().timeout_s();
@@ -336,6 +353,24 @@ void run(const CollectiveCall& c, const void* send, void* recv) {
   p->in = send;
   p->out = recv;
   wait_done(submit(std::move(p)));
+}
+
+Ticket start_device_call(CollectiveCall c, const void* send, void* recv,
+                         std::shared_ptr<cuda::Event> ready) {
+  KILN_CHECK(engine().device() >= 0, "internal: ", c.what,
+             ": a call over device buffers, but the communicator has no device");
+  auto p = std::make_shared<Pending>();
+  p->call = std::move(c);
+  p->in = send;
+  p->out = recv;
+  p->ready = std::move(ready);
+  p->finished = std::make_shared<cuda::Event>(engine().device(), /*timing=*/false);
+  return submit(std::move(p));
+}
+
+void wait_device(const Ticket& t) {
+  wait_done(t);
+  t->finished->wait_on(cuda::stream(engine().device()));
 }
 
 void barrier() {

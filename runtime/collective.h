@@ -1,7 +1,8 @@
 // Collectives: the communication of data-parallel training (DESIGN.md,
 // "Collectives are plan steps"). A Communicator moves dense buffers between the
 // ranks of one job: MPI on CPUs (mpi_comm.cpp, when Kiln was built with MPI),
-// or a world of one process ("self"). Every call goes through one
+// or a world of one process ("self"); NCCL (nccl_comm.cpp) adds collectives
+// over CUDA device buffers to one of those. Every call goes through one
 // communication thread, which owns the communicator (MPI is initialised on it),
 // so a compiled plan can start a collective and go on computing while it runs
 // (start/wait), and eager calls simply start and wait.
@@ -24,6 +25,10 @@
 
 namespace kiln {
 
+namespace cuda {
+class Event;
+}
+
 /// One collective over dense buffers of `dtype`.
 struct CollectiveCall {
   OpKind op = OpKind::all_reduce;  // all_reduce, broadcast, all_gather, reduce_scatter
@@ -43,13 +48,24 @@ class Communicator {
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  virtual std::string backend() const = 0;  // "mpi", "self"
+  virtual std::string backend() const = 0;  // "mpi", "self", "nccl"
   /// Runs `c` over host buffers (recv holds collective_recv_count elements;
   /// all_reduce and broadcast may be given recv == send, in place),
   /// returning when it completed; throws kiln::Error naming `c.what` and the
   /// ranks that did not arrive when it takes longer than `timeout_s`.
   virtual void run(const CollectiveCall& c, const void* send, void* recv, double timeout_s) = 0;
   virtual void barrier(double timeout_s) = 0;
+  /// Waits until every rank has reached this point (its `what`-th call), as
+  /// barrier does, naming `what` and the ranks that never arrived on timeout.
+  virtual void arrive(const std::string& what, double timeout_s) { barrier(timeout_s); }
+  /// The CUDA device whose buffers run_device takes (NCCL), or -1 when
+  /// collectives on CUDA tensors stage through host memory.
+  virtual int device() const { return -1; }
+  /// Runs `c` over buffers on device(): queued on the device's collective
+  /// stream after `ready` (recorded on the device's stream), then `done` is
+  /// recorded there; returns when `done` has passed. Fails as run() does.
+  virtual void run_device(const CollectiveCall& c, const void* send, void* recv,
+                          const cuda::Event& ready, cuda::Event& done, double timeout_s);
 };
 
 /// A world of one process: every collective copies its input.
@@ -62,6 +78,12 @@ std::unique_ptr<Communicator> make_mpi_communicator();
 bool launched_by_mpi();
 /// True when Kiln was built with MPI.
 bool have_mpi();
+/// NCCL over `host` (which runs the collectives on host buffers, and carries
+/// NCCL's unique id from rank 0 to every rank): one CUDA device per rank, the
+/// local rank's modulo the device count. Throws kiln::Error when CUDA or NCCL
+/// is unavailable, or when more ranks run on this machine than it has devices.
+std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicator> host,
+                                                     double timeout_s);
 
 namespace collectives {
 
@@ -75,6 +97,8 @@ void stop();
 int rank();
 int world_size();
 std::string backend();
+/// The CUDA device whose collectives run on the device (NCCL), or -1.
+int device();
 double timeout_s();
 void set_timeout_s(double s);
 void barrier();
@@ -93,6 +117,15 @@ const std::vector<char>& wait(const Ticket& t);
 /// Runs `c` over the caller's buffers (no copies; recv may equal send for
 /// all_reduce and broadcast) and returns when it completed.
 void run(const CollectiveCall& c, const void* send, void* recv);
+
+/// Queues `c` over device buffers of device() (see Communicator::run_device):
+/// nothing is copied; `send` and `recv` must stay untouched until the device's
+/// stream has waited for the call (wait_device). Returns at once.
+Ticket start_device_call(CollectiveCall c, const void* send, void* recv,
+                         std::shared_ptr<cuda::Event> ready);
+/// Waits for a call started with start_device_call (or rethrows its error), then
+/// makes the device's stream wait for it, so later kernels read its result.
+void wait_device(const Ticket& t);
 
 /// Counters for benchmarks and tests.
 struct Stats {

@@ -46,6 +46,7 @@ namespace {
   X(cuMemsetD8Async) \
   X(cuStreamCreate) \
   X(cuStreamSynchronize) \
+  X(cuStreamWaitEvent) \
   X(cuEventCreate) \
   X(cuEventDestroy) \
   X(cuEventRecord) \
@@ -75,6 +76,8 @@ struct PerDevice {
   CUdevice dev = 0;
   CUcontext ctx = nullptr;
   CUstream stream = nullptr;
+  std::once_flag collective_once;
+  CUstream collective_stream = nullptr;  // created on first use (collective_stream())
   DeviceInfo info;
   std::mutex modules_mu;
   std::unordered_map<std::string, CUmodule> modules;  // keyed by image contents
@@ -373,6 +376,15 @@ void* stream(int index) {
   return device(index).stream;
 }
 
+void* collective_stream(int index) {
+  PerDevice& p = device(index);
+  const Api& api = api_of();
+  std::call_once(p.collective_once, [&] {
+    KILN_CU(api.cuStreamCreate(&p.collective_stream, CU_STREAM_NON_BLOCKING));
+  });
+  return p.collective_stream;
+}
+
 Function load_function(const std::string& image, const std::string& name, int index) {
   PerDevice& p = device(index);
   const Api& api = api_of();
@@ -421,9 +433,19 @@ Event::~Event() {
 }
 
 void Event::record() {
-  PerDevice& p = device(device_);
+  record_on(device(device_).stream);
+}
+
+void Event::record_on(void* stream) {
+  device(device_);
   const Api& api = api_of();
-  KILN_CU(api.cuEventRecord(static_cast<CUevent>(ev_), p.stream));
+  KILN_CU(api.cuEventRecord(static_cast<CUevent>(ev_), static_cast<CUstream>(stream)));
+}
+
+void Event::wait_on(void* stream) const {
+  device(device_);
+  const Api& api = api_of();
+  KILN_CU(api.cuStreamWaitEvent(static_cast<CUstream>(stream), static_cast<CUevent>(ev_), 0));
 }
 
 bool Event::done() const {

@@ -65,6 +65,10 @@ void memset_zero(void* dst, size_t bytes, int device);
 void synchronize(int device);
 /// The device's stream (a CUstream), for libraries that queue work on it (cuBLAS).
 void* stream(int device);
+/// A second stream of the device, for collectives (NCCL), created on first use:
+/// its work is ordered after the device's stream only through events
+/// (Event::record, Event::wait_on), so kernels and communication overlap.
+void* collective_stream(int device);
 
 // ---- kernels ----
 
@@ -90,6 +94,11 @@ class Event {
   Event& operator=(const Event&) = delete;
   /// Records the event at the current end of the device's stream.
   void record();
+  /// Records the event at the current end of `stream` (a stream of the same device).
+  void record_on(void* stream);
+  /// Makes later work queued on `stream` wait until the stream that last
+  /// recorded this event has passed it (cuStreamWaitEvent; the host does not wait).
+  void wait_on(void* stream) const;
   /// True once the stream has passed the last record() (or when never recorded).
   bool done() const;
   void wait() const;

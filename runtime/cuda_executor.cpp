@@ -3,17 +3,20 @@
 // kernels' arrays into one page-locked staging block, uploads it with one
 // asynchronous copy, and launches. A staging block is reused once an event
 // recorded after its last launch has passed, so the host never waits on the
-// device for it in steady state.
+// device for it in steady state. Collectives run on the device when the
+// communicator has one (NCCL), else through host memory.
 #include "runtime/cuda_executor.h"
 
 #include <algorithm>
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "ir/error.h"
 #include "runtime/allocator.h"
+#include "runtime/collective.h"
 #include "runtime/cublas.h"
 #include "runtime/cuda_driver.h"
 
@@ -93,6 +96,110 @@ void launch_on(void* fn, const CudaLaunch& l, void* dev_buffers, int device) {
                static_cast<unsigned>(l.shared_bytes), params, device);
 }
 
+// The collectives a plan run has started on the device (NCCL) and not yet
+// waited for. A call receives into a buffer of its own (the planner gives its
+// outputs' slots lifetimes that begin at the wait); a bucket of several tensors
+// is packed into that buffer first and reduced in place. Its inputs are read
+// straight from their slots, which the schedule keeps live until the wait.
+class DeviceCollectives {
+ public:
+  DeviceCollectives(const Plan& plan, void* const* ptr)
+      : plan_(plan), ptr_(ptr), device_(plan.device.index), runs_(plan.collectives.size()) {}
+  ~DeviceCollectives() { finish(); }
+
+  void start(const step::CollectiveStart& s) {
+    const PlanCollective& c = plan_.collectives[static_cast<size_t>(s.collective)];
+    Run& r = runs_[static_cast<size_t>(s.collective)];
+    const size_t esize = dtype_size(c.call.dtype);
+    const size_t sent = static_cast<size_t>(c.call.count) * esize;
+    const size_t got =
+        static_cast<size_t>(collective_recv_count(c.call, collectives::world_size())) * esize;
+    r.bytes = std::max<size_t>({sent, got, 1});
+    r.buffer = cuda_alloc(r.bytes, device_);
+    const void* send = ptr_[c.inputs.front()];
+    if (c.inputs.size() > 1) {
+      KILN_CHECK(c.call.op == OpKind::all_reduce || c.call.op == OpKind::broadcast,
+                 "internal: ", c.call.what, " packs several tensors but does not run in place");
+      size_t at = 0;
+      for (int32_t in : c.inputs) {
+        const size_t bytes = static_cast<size_t>(plan_.slots[static_cast<size_t>(in)].bytes());
+        cuda::copy_device(static_cast<char*>(r.buffer) + at, ptr_[in], bytes, device_);
+        at += bytes;
+      }
+      send = r.buffer;
+    }
+    auto ready = std::make_shared<cuda::Event>(device_, /*timing=*/false);
+    ready->record();
+    try {
+      r.ticket = collectives::start_device_call(c.call, send, r.buffer, std::move(ready));
+    } catch (Error& e) {
+      e.attach(c.loc);
+      throw;
+    }
+  }
+
+  void wait(const step::CollectiveWait& w, const std::string& name) {
+    const PlanCollective& c = plan_.collectives[static_cast<size_t>(w.collective)];
+    Run& r = runs_[static_cast<size_t>(w.collective)];
+    KILN_CHECK(r.ticket, "internal: ", name, " waits for a collective that was not started");
+    try {
+      collectives::wait_device(r.ticket);
+    } catch (Error& e) {
+      e.attach(c.loc);
+      release(r);
+      throw;
+    }
+    size_t at = 0;
+    for (int32_t out : c.outputs) {
+      const size_t bytes = static_cast<size_t>(plan_.slots[static_cast<size_t>(out)].bytes());
+      cuda::copy_device(ptr_[out], static_cast<char*>(r.buffer) + at, bytes, device_);
+      at += bytes;
+    }
+    release(r);  // reused only after the copies above, in stream order
+  }
+
+  // Waits for any call still in flight (after a failed step), so none outlives the run.
+  void finish() noexcept {
+    for (Run& r : runs_) {
+      if (!r.ticket) continue;
+      try {
+        collectives::wait_device(r.ticket);
+      } catch (...) {
+        // The step that failed first is the error this run reports.
+      }
+      release(r);
+    }
+  }
+
+ private:
+  struct Run {
+    collectives::Ticket ticket;
+    void* buffer = nullptr;
+    size_t bytes = 0;
+  };
+  void release(Run& r) noexcept {
+    r.ticket.reset();
+    if (r.buffer) cuda_free(r.buffer, r.bytes, device_);
+    r.buffer = nullptr;
+  }
+
+  const Plan& plan_;
+  void* const* ptr_;
+  int device_;
+  std::vector<Run> runs_;
+};
+
+// Whether this plan's collectives run on its device (NCCL), or through the host.
+bool collectives_on_device(const Plan& plan) {
+  if (plan.collectives.empty()) return false;
+  const int d = collectives::device();
+  if (d < 0) return false;
+  KILN_CHECK(d == plan.device.index, "distributed: ", plan.collectives.front().call.what,
+             " on cuda:", plan.device.index, ", but this rank's NCCL collectives run on cuda:", d,
+             " (the local rank's device; move the tensor there)");
+  return true;
+}
+
 }  // namespace
 
 void execute_cuda_plan(const Plan& plan, void* const* args, void* const* params,
@@ -121,8 +228,11 @@ void execute_cuda_plan(const Plan& plan, void* const* args, void* const* params,
     cuda::copy_to_device(staging->dev, staging->host, entries * sizeof(void*), device);
   }
 
-  // Collectives stage through host memory: the copy to the host waits for the
-  // kernels that produced the inputs; the results go back on the stream.
+  // Collectives on the device (NCCL), or staged through host memory: there the
+  // copy to the host waits for the kernels that produced the inputs, and the
+  // results go back on the stream.
+  std::optional<DeviceCollectives> on_device;
+  if (collectives_on_device(plan)) on_device.emplace(plan, ptr.data());
   CollectiveRuns comms(
       plan, ptr.data(),
       [](void* host, const void* slot, size_t bytes, int dev) { cuda::copy_to_host(host, slot, bytes, dev); },
@@ -161,9 +271,17 @@ void execute_cuda_plan(const Plan& plan, void* const* args, void* const* params,
         check_index_step(*c, host.data(), in.type);
         cuda::copy_device(ptr[static_cast<size_t>(step.slots[1])], src, host.size(), device);
       } else if (const auto* s = std::get_if<step::CollectiveStart>(&step.what)) {
-        comms.start(*s);
+        if (on_device) {
+          on_device->start(*s);
+        } else {
+          comms.start(*s);
+        }
       } else if (const auto* w = std::get_if<step::CollectiveWait>(&step.what)) {
-        comms.wait(*w, step.name);
+        if (on_device) {
+          on_device->wait(*w, step.name);
+        } else {
+          comms.wait(*w, step.name);
+        }
       } else {
         throw Error("internal: a CUDA plan holds a CPU step ('" + step.name + "')");
       }
@@ -171,6 +289,7 @@ void execute_cuda_plan(const Plan& plan, void* const* args, void* const* params,
   } catch (...) {
     // A failed check: give back what this call took, then report it.
     comms.finish();
+    if (on_device) on_device->finish();
     if (staging) release(*staging, device);
     for (size_t t = 0; t < temps.size(); ++t) cuda_free(temps[t], temp_size(t), device);
     throw;

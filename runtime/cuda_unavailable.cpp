@@ -71,6 +71,9 @@ void synchronize(int) {
 void* stream(int) {
   unavailable();
 }
+void* collective_stream(int) {
+  unavailable();
+}
 Function load_function(const std::string&, const std::string&, int) {
   unavailable();
 }
@@ -82,6 +85,12 @@ Event::Event(int device, bool) : device_(device) {
 }
 Event::~Event() = default;
 void Event::record() {
+  unavailable();
+}
+void Event::record_on(void*) {
+  unavailable();
+}
+void Event::wait_on(void*) const {
   unavailable();
 }
 bool Event::done() const {

@@ -171,6 +171,9 @@ class MpiCommunicator final : public Communicator {
   }
 
   void barrier(double timeout_s) override { arrive("barrier", deadline_after(timeout_s), timeout_s); }
+  void arrive(const std::string& what, double timeout_s) override {
+    arrive(what, deadline_after(timeout_s), timeout_s);
+  }
 
  private:
   using Clock = std::chrono::steady_clock;

@@ -94,7 +94,9 @@ struct IndexCheck {
 };
 
 /// Packs the inputs of plan.collectives[collective] and hands them to the
-/// communication thread (runtime/collective.h); the plan goes on.
+/// communication thread (runtime/collective.h); the plan goes on. On a CUDA
+/// device whose communicator is NCCL they stay on the device: the call is
+/// ordered after the stream's work by an event (cuda_executor.cpp).
 struct CollectiveStart {
   int32_t collective = -1;
 };

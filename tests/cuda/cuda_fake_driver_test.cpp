@@ -9,9 +9,10 @@
 #include <filesystem>
 
 #include "codegen/cuda_backend.h"
-#include "frontend/device_ops.h"
 #include "cuda_device_util.h"
+#include "frontend/device_ops.h"
 #include "runtime/allocator.h"
+#include "runtime/collective.h"
 #include "runtime/storage.h"
 
 using namespace kiln;
@@ -151,6 +152,92 @@ TEST_CASE("with a fake driver, the host side of the CUDA path runs") {
   a.record();
   b.record();
   CHECK(b.ms_since(a) == 1.0f);
+}
+
+namespace {
+
+// A communicator with a device, as NCCL's is, for rank 0 of 2 whose peer holds
+// the same data: it records what it was given. (The fake's device memory is
+// host memory, so it reads and writes the buffers directly.)
+struct DeviceCalls {
+  int host = 0, device = 0;
+  const void* send = nullptr;
+};
+class FakeDeviceCommunicator final : public Communicator {
+ public:
+  explicit FakeDeviceCommunicator(DeviceCalls* calls) : calls_(calls) {}
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  std::string backend() const override { return "fake"; }
+  int device() const override { return 0; }
+  void run(const CollectiveCall& c, const void* send, void* recv, double) override {
+    calls_->host++;
+    fake_call(c, send, recv);
+  }
+  void barrier(double) override {}
+  void run_device(const CollectiveCall& c, const void* send, void* recv, const cuda::Event& ready,
+                  cuda::Event& done, double) override {
+    calls_->device++;
+    calls_->send = send;
+    ready.wait_on(cuda::collective_stream(0));
+    fake_call(c, send, recv);
+    done.record_on(cuda::collective_stream(0));
+  }
+
+ private:
+  static void fake_call(const CollectiveCall& c, const void* send, void* recv) {
+    const auto* in = static_cast<const float*>(send);
+    auto* out = static_cast<float*>(recv);
+    KILN_CHECK(c.dtype == DType::f32, "the fake communicator takes f32");
+    if (c.op == OpKind::all_gather) {
+      for (int64_t i = 0; i < 2 * c.count; ++i) out[i] = in[i % c.count];
+    } else {
+      KILN_CHECK(c.op == OpKind::reduce_scatter, "the fake communicator takes no ", op_name(c.op));
+      for (int64_t i = 0; i < c.count / 2; ++i) out[i] = 2 * in[i];
+    }
+  }
+
+  DeviceCalls* calls_;
+};
+
+}  // namespace
+
+TEST_CASE("with a fake driver, collectives on CUDA tensors go to the communicator's device") {
+  if (cuda::available()) {
+    MESSAGE("skipped: a real driver is present (tests/distributed/nccl_test.cpp covers NCCL)");
+    return;
+  }
+  if (nvrtc_version().empty()) {
+    MESSAGE("skipped: this build has no NVRTC");
+    return;
+  }
+  if (collectives::started()) {
+    MESSAGE("skipped: distributed is already initialised in this process");
+    return;
+  }
+  FakeDriver fake;
+  REQUIRE_MESSAGE(cuda::available(), cuda::unavailable_reason());
+  DeviceCalls calls;
+  collectives::start([&] { return std::make_unique<FakeDeviceCommunicator>(&calls); }, 5);
+  CHECK(distributed::device() == 0);
+  Tensor x = arange(4, TensorOptions(kFloat));
+  Tensor g = x.cuda();
+  // The input is read where it lies on the device; the result comes back there.
+  Tensor all = distributed::all_gather(g);
+  CHECK(all.is_cuda());
+  CHECK(calls.device == 1);
+  CHECK(calls.host == 0);
+  CHECK(calls.send == g.data_ptr<float>());
+  CHECK(all.cpu().to_vector<float>() == std::vector<float>{0, 1, 2, 3, 0, 1, 2, 3});
+  Tensor half = distributed::reduce_scatter(g);
+  CHECK(calls.device == 2);
+  CHECK(half.cpu().to_vector<float>() == std::vector<float>{0, 2});
+  // CPU tensors go to the host side of the same communicator.
+  CHECK(distributed::all_gather(x).to_vector<float>() ==
+        std::vector<float>{0, 1, 2, 3, 0, 1, 2, 3});
+  CHECK(calls.host == 1);
+  CHECK(calls.device == 2);
+  collectives::stop();
 }
 
 #endif

@@ -115,6 +115,9 @@ CUresult fake_stream_create(CUstream* s, unsigned) {
 CUresult fake_stream_sync(CUstream) {
   return CUDA_SUCCESS;
 }
+CUresult fake_stream_wait_event(CUstream, CUevent, unsigned) {
+  return CUDA_SUCCESS;  // the fake runs everything at once, in order
+}
 CUresult fake_event_create(CUevent* e, unsigned) {
   *e = reinterpret_cast<CUevent>(std::malloc(1));
   return CUDA_SUCCESS;
@@ -202,6 +205,7 @@ const Entry kEntries[] = {
     KILN_FAKE("cuMemsetD8Async", fake_memset),
     KILN_FAKE("cuStreamCreate", fake_stream_create),
     KILN_FAKE("cuStreamSynchronize", fake_stream_sync),
+    KILN_FAKE("cuStreamWaitEvent", fake_stream_wait_event),
     KILN_FAKE("cuEventCreate", fake_event_create),
     KILN_FAKE("cuEventDestroy", fake_event_destroy),
     KILN_FAKE("cuEventRecord", fake_event_record),

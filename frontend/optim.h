@@ -52,6 +52,7 @@ class Optimizer {
   void begin_step();
   /// The learning rate as a 0-dim tensor of `p`'s dtype on `p`'s device.
   const Tensor& lr_like(const Tensor& p) const;
+
   std::vector<Tensor> params_;
 
  private:

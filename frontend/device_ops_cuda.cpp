@@ -177,8 +177,8 @@ EagerCudaStats eager_cuda_stats() {
 Tensor cuda_run(OpKind k, const Attrs& attrs, const std::vector<Tensor>& operands,
                 const TensorType& out) {
   check_device(out.device);
-  if (k == OpKind::rand || k == OpKind::randn || k == OpKind::literal) {
-    // The same counter-based numbers (or data) as on the CPU, uploaded.
+  if (k == OpKind::literal) {
+    // The same data as on the CPU, uploaded.
     auto host = make_dense(TensorType{out.dtype, out.shape, Device(kCPU)});
     reference_kernel(k, attrs, {}, host->view());
     return upload(host, out.device);

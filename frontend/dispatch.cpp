@@ -134,12 +134,6 @@ Tensor apply(OpKind k, const std::vector<Tensor>& operands, Attrs attrs, SourceL
 
 Tensor create(OpKind k, Attrs attrs, const TensorType& type, SourceLoc loc) {
   if (TraceState* tr = current_trace()) {
-    if (k == OpKind::rand || k == OpKind::randn)
-      throw Error(std::string(op_name(k)) +
-                      ": random draws inside a trace are not supported (a compiled plan would "
-                      "repeat the same numbers); draw outside the traced function and pass the "
-                      "tensor as an argument",
-                  loc);
     SourceLoc saved = tr->builder.loc;
     tr->builder.loc = loc;
     Value v = tr->builder.op_typed(k, {}, std::move(attrs), type);

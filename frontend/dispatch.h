@@ -13,7 +13,7 @@ namespace kiln::detail {
 
 /// Runs (eager) or records (traced) op k on the operands.
 Tensor apply(OpKind k, const std::vector<Tensor>& operands, Attrs attrs, SourceLoc loc);
-/// Creation ops (constant, literal, arange, rand, randn): result type given.
+/// Creation ops (constant, literal, arange): result type given.
 Tensor create(OpKind k, Attrs attrs, const TensorType& type, SourceLoc loc);
 /// A 0-d constant for a plain number used with `like`, typed by PyTorch's
 /// scalar promotion (int tensor * 2.5 -> float32 constant).

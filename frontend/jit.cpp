@@ -418,6 +418,7 @@ std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool
   if (!e->autograd_call) forward_graph = st.graph;
   e->arg_grads_read = st.arg_grads_read;
   e->constant_guards = std::move(st.constant_guards);
+  e->host_syncs = std::move(st.host_syncs);
   e->params = st.params;
   for (const auto& p : e->params) e->param_grad_state.push_back(autograd_state(*p));
   e->traced = strip_traced_custom(forward_graph);
@@ -585,6 +586,8 @@ std::vector<Tensor> TracedCore::call(const TraceArgs& args) {
   // Eager mode, or a traced function called inside another trace (it inlines).
   if (eager) return body_(args);
   std::shared_ptr<Entry> e = lookup(args);
+  for (const HostSync& s : e->host_syncs)
+    if (!s.alive.expired()) s.sync();
   // KILN_CHECK compares on the host against eager mode and the reference
   // interpreter: CPU plans only.
   bool first_check = false;

@@ -93,6 +93,7 @@ struct TracedCore::Entry {
   std::vector<size_t> zero_outputs;  // outputs (new .grad tensors) that are all zeros
   std::vector<GradGuard> guards;
   std::vector<ConstantGuard> constant_guards;  // numbers the body read as constants
+  std::vector<HostSync> host_syncs;            // numbers it reads through tensors, synced per call
   std::vector<int64_t> arg_grads_read;  // arguments that must have no .grad at call time
   /// In-place writes to arguments: (argument position, plan output) copied into
   /// the caller's tensor after the call, as the eager ops would have written it.

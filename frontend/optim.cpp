@@ -1,6 +1,7 @@
 // SGD, Adam, AdamW, RMSprop and the learning-rate schedulers.
 #include "frontend/optim.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "frontend/autograd.h"
@@ -46,8 +47,43 @@ void Optimizer::set_lr(double lr) {
   lr_field() = lr;
 }
 
-void Optimizer::guard_hyperparameters() const {
+void Optimizer::sync_lr() {
+  const double lr = lr_field();
+  const bool same = lr == lr_in_tensor_ || (std::isnan(lr) && std::isnan(lr_in_tensor_));
+  if (!lr_.empty() && same) return;
+  // The plan reads the tensors once per call: every step it holds must see one value.
+  if (const TraceState* st = current_trace())
+    for (const Tensor& t : lr_)
+      if (st->param_index.count(t.impl()))
+        throw Error(std::string(name()) +
+                    ": the learning rate changed inside a traced function after a step read it "
+                    "(expected set_lr and scheduler steps between calls, outside the traced "
+                    "function)");
+  TraceScope outside(nullptr);  // a concrete write, never part of a traced step
+  NoGradGuard no_grad;
+  if (lr_.empty()) {
+    for (const Tensor& p : params_)
+      if (std::none_of(lr_.begin(), lr_.end(), [&](const Tensor& t) {
+            return t.dtype() == p.dtype() && t.device() == p.device();
+          }))
+        lr_.push_back(full({}, lr, TensorOptions(p.dtype()).device(p.device())));
+  } else {
+    for (Tensor& t : lr_) t.fill_(lr);
+  }
+  lr_in_tensor_ = lr;
+}
+
+const Tensor& Optimizer::lr_like(const Tensor& p) const {
+  for (const Tensor& t : lr_)
+    if (t.dtype() == p.dtype() && t.device() == p.device()) return t;
+  throw Error(std::string(name()) + ": a parameter changed dtype or device after the first step " +
+              "(now " + dtype_name(p.dtype()) + " on " + p.device().str() + ")");
+}
+
+void Optimizer::begin_step() {
+  sync_lr();
   if (!current_trace()) return;
+  sync_before_call(alive_, [this] { sync_lr(); });
   std::vector<std::string> names;
   for (const Hyperparameter& h : hyperparameters()) names.push_back(h.name);
   auto values = [this] {
@@ -66,15 +102,14 @@ SGD::SGD(std::vector<Tensor> params, SGDOptions o) : Optimizer(std::move(params)
 }
 
 std::vector<Optimizer::Hyperparameter> SGD::hyperparameters() const {
-  return {{"lr", options.lr_},
-          {"momentum", options.momentum_},
+  return {{"momentum", options.momentum_},
           {"dampening", options.dampening_},
           {"weight_decay", options.weight_decay_},
           {"nesterov", options.nesterov_ ? 1.0 : 0.0}};
 }
 
 void SGD::step() {
-  guard_hyperparameters();
+  begin_step();
   if (options.momentum_ != 0 && momentum_.size() != params_.size())
     throw Error("SGD: momentum was set after construction (expected it in SGDOptions)");
   NoGradGuard no_grad;
@@ -88,11 +123,33 @@ void SGD::step() {
       buf.mul_(options.momentum_).add_(g, 1 - options.dampening_);
       g = options.nesterov_ ? g + options.momentum_ * buf : buf;
     }
-    p.sub_(g, options.lr_);
+    p.sub_(g * lr_like(p));
   }
 }
 
 // ---- Adam, AdamW ----
+
+namespace {
+
+// A 0-dim f64 tensor as each parameter needs it: cast to the parameter's dtype
+// and moved to its device once per kind (a traced step casts once).
+class PerParam {
+ public:
+  explicit PerParam(Tensor f64) : f64_(std::move(f64)) {}
+  /// The value in `p`'s dtype, on `p`'s device.
+  const Tensor& like(const Tensor& p) {
+    for (const Tensor& c : casts_)
+      if (c.dtype() == p.dtype() && c.device() == p.device()) return c;
+    casts_.push_back(f64_.to(p.device()).to(p.dtype()));
+    return casts_.back();
+  }
+
+ private:
+  Tensor f64_;
+  std::vector<Tensor> casts_;
+};
+
+}  // namespace
 
 Adam::Adam(std::vector<Tensor> params, AdamOptions o) : Optimizer(std::move(params)), options(o) {
   step_ = zeros({}, kFloat64);
@@ -110,8 +167,7 @@ std::vector<Tensor> Adam::state() const {
 }
 
 std::vector<Optimizer::Hyperparameter> Adam::hyperparameters() const {
-  return {{"lr", options.lr_},
-          {"beta1", options.beta1_},
+  return {{"beta1", options.beta1_},
           {"beta2", options.beta2_},
           {"eps", options.eps_},
           {"weight_decay", options.weight_decay_}};
@@ -126,29 +182,28 @@ void AdamW::step() {
 }
 
 void Adam::adam_step(bool decoupled_weight_decay) {
-  guard_hyperparameters();
+  begin_step();
   NoGradGuard no_grad;
   const double b1 = options.beta1_, b2 = options.beta2_;
   step_.add_(1);
   // Bias corrections as f64 tensor ops of the step count, so a traced step stays
   // correct; each parameter uses them in its own dtype (PyTorch: Python floats).
-  Tensor bc1_f64 = 1 - full({}, b1, kFloat64).pow(step_);
-  Tensor bc2_f64 = 1 - full({}, b2, kFloat64).pow(step_);
+  PerParam bc1(1 - full({}, b1, kFloat64).pow(step_));
+  PerParam bc2(1 - full({}, b2, kFloat64).pow(step_));
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i];
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    Tensor bc1 = bc1_f64.to(p.dtype()), bc2 = bc2_f64.to(p.dtype());
     if (options.weight_decay_ != 0) {
       if (decoupled_weight_decay)
-        p.mul_(1 - options.lr_ * options.weight_decay_);
+        p.mul_(1 - lr_like(p) * options.weight_decay_);
       else
         g = g + options.weight_decay_ * p;
     }
     m_[i].mul_(b1).add_(g, 1 - b1);
     v_[i].mul_(b2).add_(g * g, 1 - b2);
-    Tensor denom = (v_[i] / bc2).sqrt() + options.eps_;
-    p.sub_(m_[i] / bc1 / denom * options.lr_);
+    Tensor denom = (v_[i] / bc2.like(p)).sqrt() + options.eps_;
+    p.sub_(m_[i] / bc1.like(p) / denom * lr_like(p));
   }
 }
 
@@ -171,13 +226,15 @@ std::vector<Tensor> RMSprop::state() const {
 }
 
 std::vector<Optimizer::Hyperparameter> RMSprop::hyperparameters() const {
-  return {{"lr", options.lr_},         {"alpha", options.alpha_},
-          {"eps", options.eps_},       {"weight_decay", options.weight_decay_},
-          {"momentum", options.momentum_}, {"centered", options.centered_ ? 1.0 : 0.0}};
+  return {{"alpha", options.alpha_},
+          {"eps", options.eps_},
+          {"weight_decay", options.weight_decay_},
+          {"momentum", options.momentum_},
+          {"centered", options.centered_ ? 1.0 : 0.0}};
 }
 
 void RMSprop::step() {
-  guard_hyperparameters();
+  begin_step();
   if ((options.centered_ && grad_avg_.size() != params_.size()) ||
       (options.momentum_ != 0 && momentum_.size() != params_.size()))
     throw Error("RMSprop: centered or momentum was set after construction (expected them in "
@@ -199,9 +256,9 @@ void RMSprop::step() {
     }
     if (options.momentum_ != 0) {
       momentum_[i].mul_(options.momentum_).add_(g / avg);
-      p.sub_(momentum_[i], options.lr_);
+      p.sub_(momentum_[i] * lr_like(p));
     } else {
-      p.sub_(g / avg, options.lr_);
+      p.sub_(g / avg * lr_like(p));
     }
   }
 }

@@ -1,10 +1,11 @@
 // Optimizers and learning-rate schedulers. State (momentum, moments, the step
 // count) is kept in tensors and updated with in-place ops under NoGradGuard, so
 // an optimizer step inside a trace becomes parameter updates of the compiled
-// plan. Hyperparameters are plain numbers, which a traced step reads as
-// constants: when one changes (a scheduler's set_lr, or options.lr_ written
-// directly), the next call retraces, as torch.compile does for Python floats,
-// and KILN_LOG=recompiles names the number.
+// plan. The learning rate is copied into a 0-dim tensor the step reads, so a
+// scheduler (or a direct write of options.lr_) changes it without a retrace.
+// The other hyperparameters are plain numbers a traced step reads as
+// constants: when one changes, the next call retraces, as torch.compile does
+// for Python floats, and KILN_LOG=recompiles names the number.
 #pragma once
 
 #include <memory>
@@ -28,28 +29,41 @@ class Optimizer {
   const std::vector<Tensor>& parameters() const { return params_; }
   /// Every state tensor (for tracing and saving).
   virtual std::vector<Tensor> state() const = 0;
-  /// The learning rate (options().lr_); schedulers set it.
+  /// The learning rate (options.lr_); schedulers set it. A traced step reads it
+  /// through a tensor, so a new value, set here or written into options.lr_,
+  /// takes effect at the next call without a retrace.
   double lr() const;
   void set_lr(double lr);
 
  protected:
   /// The learning-rate field of the options.
   virtual double& lr_field() = 0;
-  /// The numbers step() reads, by name: a traced step is guarded on them.
+  /// The numbers step() reads as constants, by name (all but the learning
+  /// rate): a traced step is guarded on them.
   struct Hyperparameter {
     const char* name;
     double value;
   };
   virtual std::vector<Hyperparameter> hyperparameters() const = 0;
   virtual const char* name() const = 0;
-  /// Called first by step(): under a trace, the plan holds only while the
-  /// hyperparameters keep the values it read.
-  void guard_hyperparameters() const;
+  /// Called first by step(): copies the learning rate into the tensors the step
+  /// reads (and, under a trace, has the plan do so before every call), and
+  /// guards the other hyperparameters.
+  void begin_step();
+  /// The learning rate as a 0-dim tensor of `p`'s dtype on `p`'s device.
+  const Tensor& lr_like(const Tensor& p) const;
 
   std::vector<Tensor> params_;
 
  private:
+  /// Writes lr_field() into lr_ when it changed (outside any trace).
+  void sync_lr();
+
   std::shared_ptr<const int> alive_;  // expires with this optimizer (the guards' weak_ptr)
+  /// The learning rate, 0-dim, one per parameter dtype and device (made by the
+  /// first step): a traced step reads it as a captured tensor, not a constant.
+  std::vector<Tensor> lr_;
+  double lr_in_tensor_ = 0;  // what lr_ holds
 };
 
 struct SGDOptions {

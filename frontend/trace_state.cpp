@@ -282,4 +282,9 @@ void guard_constants(std::weak_ptr<const void> alive, std::function<std::vector<
       ConstantGuard{std::move(alive), std::move(read), std::move(now), std::move(what), std::move(names)});
 }
 
+void sync_before_call(std::weak_ptr<const void> alive, std::function<void()> sync) {
+  if (TraceState* st = current_trace())
+    st->host_syncs.push_back(HostSync{std::move(alive), std::move(sync)});
+}
+
 }  // namespace kiln

@@ -43,6 +43,15 @@ struct ConstantGuard {
   std::vector<std::string> names;  // one per number ("lr", "momentum", ...)
 };
 
+/// A host number the body reads through a captured tensor instead of as a
+/// constant (an optimizer's learning rate): `sync()` copies the number into the
+/// tensor when it changed. It runs before every call of the cached plan, so a
+/// new number takes effect without a retrace.
+struct HostSync {
+  std::weak_ptr<const void> alive;  // expires with the object that owns number and tensor
+  std::function<void()> sync;
+};
+
 struct TraceState {
   Graph graph;
   Builder builder{graph};
@@ -82,6 +91,8 @@ struct TraceState {
   std::unordered_set<const TensorImpl*> captured_grads_read;
   /// Numbers read as constants that a later call must still find (guard_constants).
   std::vector<ConstantGuard> constant_guards;
+  /// Host numbers to copy into their tensors before each call (sync_before_call).
+  std::vector<HostSync> host_syncs;
 
   /// The graph value for an operand: symbolic tensors of this trace as they
   /// are, concrete tensors as (new or existing) parameters.
@@ -136,6 +147,10 @@ TraceState* current_trace();
 /// (KILN_LOG=recompiles). Outside a trace: nothing.
 void guard_constants(std::weak_ptr<const void> alive, std::function<std::vector<double>()> read,
                      std::string what, std::vector<std::string> names);
+
+/// Under a trace: the compiled plan runs `sync()` (while `alive` lives) before
+/// each call, to copy host numbers into tensors the body read. Outside: nothing.
+void sync_before_call(std::weak_ptr<const void> alive, std::function<void()> sync);
 
 /// Makes `t` the current trace for its scope (nesting restores the previous).
 class TraceScope {

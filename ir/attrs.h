@@ -31,7 +31,6 @@ namespace kiln {
   X(low)                  \
   X(high)                 \
   X(interior)             \
-  X(seed)                 \
   X(fn)                   \
   X(name)                 \
   X(reduce)               \

@@ -73,8 +73,6 @@ bool has_identity(OpKind k) {
   switch (k) {
     case OpKind::arg:
     case OpKind::param:
-    case OpKind::rand:
-    case OpKind::randn:
     case OpKind::custom:
       return true;
     default:

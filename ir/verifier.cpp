@@ -59,12 +59,6 @@ void check_given(const Node& n, std::set<int64_t>& arg_indices, std::set<int64_t
       check_numeric(n.attrs, AttrKey::step);
       KILN_CHECK(n.results[0].rank() == 1, "expected a result of rank 1, got ", n.results[0].str());
       break;
-    case OpKind::rand:
-    case OpKind::randn:
-      KILN_CHECK(is_floating(n.results[0].dtype), "expected a floating result type, got ",
-                 n.results[0].str());
-      if (n.attrs.has(AttrKey::seed)) (void)n.attrs.i(AttrKey::seed);
-      break;
     case OpKind::custom:
       (void)n.attrs.i(AttrKey::fn);
       break;

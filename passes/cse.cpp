@@ -1,7 +1,7 @@
 // Common subexpression elimination: every node is rebuilt through a Builder,
 // whose hash-consing returns the existing node for a structurally identical
 // pure one (same op, remapped operands, attributes and result types). Nodes
-// with identity (arg, param, rand, randn, custom) are always kept apart.
+// with identity (arg, param, custom) are always kept apart.
 #include "passes/cse.h"
 
 #include "ir/builder.h"

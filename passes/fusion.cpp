@@ -38,7 +38,7 @@ enum class Role : uint8_t {
   Fusible,   // elementwise, movement, arange
   Reduce,
   Matmul,
-  Opaque,  // custom, checks, collectives, rand, randn, literal: always alone
+  Opaque,  // custom, checks, collectives, literal: always alone
 };
 
 Role role_of(OpKind k) {

@@ -22,7 +22,7 @@
 //   buffers) and its result is read only inside the group, at the same index;
 //   the rest is an epilogue over the matmul's result shape, which every output
 //   has (or its size, as above).
-// - Opaque: one custom, check, rand, randn or literal node. A literal is
+// - Opaque: one custom, check or literal node. A literal is
 //   materialised once by its own group and read by others as an input; a check
 //   becomes a plan step of its own.
 // - `constant` nodes (one value, any shape) are members of every group that

@@ -50,12 +50,8 @@ struct ViewGeometry {
 bool view_geometry(OpKind k, const Attrs& attrs, const Shape& in_shape, const Strides& in_strides,
                    ViewGeometry* out);
 
-/// Counter-based random numbers shared by every backend: element i of a draw
-/// with `seed` is a pure function of (seed, i).
-float uniform_at(uint64_t seed, uint64_t i);
 /// The op table's philox: word 0 of Philox-4x32-10 at counter (lo, hi, 0, 0) of
 /// `counter` and key (lo, hi) of `key`, its top 24 bits as a float in [0, 1).
 float philox_uniform(int64_t key, int64_t counter);
-float normal_at(uint64_t seed, uint64_t i);
 
 }  // namespace kiln

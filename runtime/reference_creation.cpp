@@ -1,8 +1,5 @@
 // Creation ops: constant (one value broadcast), literal (inline row-major
-// data), arange, and the counter-based random draws rand/randn, whose element
-// i is a pure function of (seed, i) so every backend can reproduce it.
-#include <cmath>
-
+// data), arange; and philox_uniform, the op table's counter-based random draw.
 #include "ir/error.h"
 #include "runtime/reference.h"
 #include "runtime/reference_impl.h"
@@ -11,13 +8,6 @@
 
 namespace kiln {
 namespace {
-
-// splitmix64's finaliser.
-uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
 
 // Writes f(i) to every element of the dense output.
 template <class F>
@@ -87,12 +77,6 @@ void fill_arange(const Attrs& attrs, const View& out) {
 
 }  // namespace
 
-float uniform_at(uint64_t seed, uint64_t i) {
-  // Element i of splitmix64's stream seeded with mix64(seed); 24 bits -> [0, 1).
-  uint64_t h = mix64(mix64(seed) + (i + 1) * 0x9E3779B97F4A7C15ULL);
-  return static_cast<float>(h >> 40) * 0x1p-24f;
-}
-
 float philox_uniform(int64_t key, int64_t counter) {
   const auto ctr = static_cast<uint64_t>(counter), k = static_cast<uint64_t>(key);
   uint32_t c0 = uint32_t(ctr), c1 = uint32_t(ctr >> 32), c2 = 0, c3 = 0;
@@ -110,13 +94,6 @@ float philox_uniform(int64_t key, int64_t counter) {
   return static_cast<float>(c0 >> 8) * 0x1p-24f;
 }
 
-float normal_at(uint64_t seed, uint64_t i) {
-  // Box-Muller on the uniform pair (2i, 2i+1); 1 - u1 is in (0, 1], so the log is finite.
-  float u1 = uniform_at(seed, 2 * i), u2 = uniform_at(seed, 2 * i + 1);
-  float r = std::sqrt(-2.0f * std::log(1.0f - u1));
-  return r * std::cos(6.28318530717958647692f * u2);
-}
-
 namespace detail {
 
 void ref_creation(OpKind k, const Attrs& attrs, const View& out) {
@@ -128,18 +105,6 @@ void ref_creation(OpKind k, const Attrs& attrs, const View& out) {
       return fill_literal(attrs, out);
     case OpKind::arange:
       return fill_arange(attrs, out);
-    case OpKind::rand: {
-      const auto seed = static_cast<uint64_t>(attrs.i(AttrKey::seed, 0));
-      return generate(out, 1 << 14, [seed](auto t, int64_t i) {
-        return detail::convert<decltype(t)>(uniform_at(seed, uint64_t(i)));
-      });
-    }
-    case OpKind::randn: {
-      const auto seed = static_cast<uint64_t>(attrs.i(AttrKey::seed, 0));
-      return generate(out, 1 << 12, [seed](auto t, int64_t i) {
-        return detail::convert<decltype(t)>(normal_at(seed, uint64_t(i)));
-      });
-    }
     default:
       break;
   }

@@ -18,7 +18,7 @@ void ref_where(const View& cond, const View& a, const View& b, const View& out);
 void ref_reduce(OpKind k, const Attrs& attrs, const View& in, const View& out);
 /// reshape, expand, permute, slice, pad.
 void ref_movement(OpKind k, const Attrs& attrs, const View& in, const View& out);
-/// constant, literal, arange, rand, randn.
+/// constant, literal, arange.
 void ref_creation(OpKind k, const Attrs& attrs, const View& out);
 
 }  // namespace kiln::detail

@@ -245,7 +245,9 @@ TEST_CASE("groups that cannot be lowered name the user's source line") {
   Graph g;
   Builder b(g);
   b.loc = SourceLoc("model.cpp", 42);
-  Value r = b.op_typed(OpKind::rand, {}, Attrs{{AttrKey::seed, int64_t{1}}}, ty(DType::f32, {4}));
+  const Value r(b.op_multi(OpKind::custom, {b.arg(0, ty(DType::f32, {4}))},
+                           Attrs{{AttrKey::fn, int64_t{1}}}, {ty(DType::f32, {4})}),
+                0);
   g.outputs = {b.unary(OpKind::exp, r)};
   FusionGroup grp = make_group(g, GroupKind::Elementwise, all_compute_nodes(g));
   CHECK_THROWS_WITH_AS(compile_cpu_kernel(g, grp, {}), doctest::Contains("model.cpp:42"), Error);

@@ -620,10 +620,6 @@ const std::vector<Case>& cases() {
 
 const std::vector<std::pair<OpKind, std::string>>& uncovered_ops() {
   static const std::vector<std::pair<OpKind, std::string>> ops = {
-      {OpKind::rand,
-       "random draws inside a trace are an error until counter-based randomness lands (issue 11)"},
-      {OpKind::randn,
-       "random draws inside a trace are an error until counter-based randomness lands (issue 11)"},
       {OpKind::custom,
        "a traced custom function is replaced by its forward and its user-written backward while "
        "tracing; the case 'a custom autograd function' runs both"},

@@ -225,7 +225,9 @@ TEST_CASE("random fused graphs with views match the reference") {
 TEST_CASE("opaque groups have no CUDA kernel") {
   Graph g;
   Builder b(g);
-  Value r = b.op_typed(OpKind::rand, {}, Attrs{{AttrKey::seed, int64_t{1}}}, ty(DType::f32, {4}));
+  const Value r(b.op_multi(OpKind::custom, {b.arg(0, ty(DType::f32, {4}))},
+                           Attrs{{AttrKey::fn, int64_t{1}}}, {ty(DType::f32, {4})}),
+                0);
   g.outputs = {r};
   CHECK_THROWS_AS(generate_cuda_kernel(g, make_group(g, GroupKind::Opaque, {r.node})), Error);
 }

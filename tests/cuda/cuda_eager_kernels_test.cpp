@@ -131,11 +131,11 @@ TEST_CASE("every eager op's CUDA kernel generates and compiles with NVRTC") {
     covered.insert(oc.op);
   }
   // Every op an eager GPU call can reach is covered: the rest run on the host
-  // (random draws, literal data, checks, collectives, which stage through host
+  // (literal data, checks, collectives, which stage through host
   // memory to the communicator) or never run eagerly (inputs, custom calls,
   // and detach and rebind, which only traces record and remove after autodiff).
   for (OpKind k : all_ops()) {
-    bool host = k == OpKind::rand || k == OpKind::randn || k == OpKind::literal ||
+    bool host = k == OpKind::literal ||
                 op_info(k).category == OpCategory::Check ||
                 op_info(k).category == OpCategory::Collective;
     bool never = op_info(k).category == OpCategory::Input ||

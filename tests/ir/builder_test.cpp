@@ -33,15 +33,21 @@ TEST_CASE("the builder hash-conses pure nodes") {
   CHECK(g.size() == before + 1);
 }
 
-TEST_CASE("inputs, random draws and custom calls are never merged") {
+TEST_CASE("inputs and custom calls are never merged; random draws by their counters") {
   Graph g;
   Builder b(g);
   TensorType t = ty(DType::f32, {3});
   CHECK(b.arg(0, t) != b.arg(0, t));
   CHECK(b.param(0, t) != b.param(0, t));
-  Attrs seed{{AttrKey::seed, int64_t{1}}};
-  CHECK(b.op_typed(OpKind::rand, {}, seed, t) != b.op_typed(OpKind::rand, {}, seed, t));
-  CHECK(b.op_typed(OpKind::randn, {}, seed, t) != b.op_typed(OpKind::randn, {}, seed, t));
+  // A draw is philox(key, counter), a pure function: the same counters are the
+  // same numbers, and two draws differ by their counters (the generator's offset
+  // advanced in between), never by the node's identity.
+  Value key = b.param(1, ty(DType::i64, {}));
+  Value counters = b.op_typed(OpKind::arange, {}, Attrs{{AttrKey::start, int64_t{0}}, {AttrKey::step, int64_t{1}}},
+                              ty(DType::i64, {3}));
+  Value next = b.binary(OpKind::add, counters, b.constant(3.0, DType::i64));
+  CHECK(b.binary(OpKind::philox, key, counters) == b.binary(OpKind::philox, key, counters));
+  CHECK(b.binary(OpKind::philox, key, counters) != b.binary(OpKind::philox, key, next));
   Value x = b.arg(5, t);
   Attrs fn{{AttrKey::fn, int64_t{1}}};
   CHECK(b.op_multi(OpKind::custom, {x}, fn, {t}) != b.op_multi(OpKind::custom, {x}, fn, {t}));

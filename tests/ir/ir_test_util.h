@@ -40,9 +40,7 @@ inline Graph every_op_graph() {
                    ty(DType::i64, {3}));
   (void)b.op_typed(OpKind::arange, {}, Attrs{{AttrKey::start, 0.5}, {AttrKey::step, int64_t{2}}},
                    ty(DType::f32, {5}));
-  Value r =
-      b.op_typed(OpKind::rand, {}, Attrs{{AttrKey::seed, int64_t{7}}}, ty(DType::f32, {2, 3}));
-  (void)b.op_typed(OpKind::randn, {}, Attrs{{AttrKey::seed, int64_t{8}}}, ty(DType::f64, {4}));
+  Value r = b.arg(4, ty(DType::f32, {2, 3}));  // every binary op's second operand
   b.loc = SourceLoc();
   for (OpKind k : all_ops()) {
     OpCategory c = op_info(k).category;

@@ -108,9 +108,9 @@ TEST_CASE("the verifier checks inputs and creation attributes") {
   c = parse_graph("%0 = arg {index=0} : f32[2]\n%1 = cast %0 {dtype=i64} : i64[2]\n");
   c.node(1).attrs = Attrs{};
   CHECK_VERIFY_FAILS(c, "attribute 'dtype' is missing");
-  c = parse_graph("%0 = rand {seed=1} : f32[2]\n");
-  c.node(0).results[0].dtype = DType::i32;
-  CHECK_VERIFY_FAILS(c, "expected a floating result type, got i32[2]");
+  c = parse_graph("%0 = arg {index=0} : i64[]\n%1 = arg {index=1} : i64[2]\n%2 = philox %0, %1\n");
+  c.node(2).results[0].dtype = DType::f64;
+  CHECK_VERIFY_FAILS(c, "expected result type f32[2] (from the op's rules), got f64[2]");
   c = parse_graph("%0 = arange {start=0, step=1} : i64[4]\n");
   c.node(0).results[0].shape = {2, 2};
   CHECK_VERIFY_FAILS(c, "expected a result of rank 1");

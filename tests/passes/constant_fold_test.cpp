@@ -102,17 +102,23 @@ TEST_CASE("fold: uniform results of any size become constants; large non-uniform
              "return %0, %1, %4, %5\n");
 }
 
+// A random draw is philox(key, offset + arange) of the generator's captured
+// key and offset: it reads parameters, so it is never folded.
 TEST_CASE("fold leaves inputs, random draws, custom calls and their users alone") {
   const char* in =
       "%0 = arg {index=0} : f32[2]\n"
-      "%1 = rand {seed=1} : f32[2]\n"
-      "%2 = constant {value=1.0} : f32[]\n"
-      "%3 = add %1, %2 : f32[2]\n"
-      "%4 = custom %2 {fn=7} : f32[2]\n"
-      "%5 = mul %4, %2 : f32[2]\n"
-      "%6 = add %0, %2 : f32[2]\n"
-      "%7 = arange {start=0, step=1} : f32[2]\n"
-      "return %3, %5, %6, %7\n";
+      "%1 = param {index=0} : i64[]\n"
+      "%2 = param {index=1} : i64[]\n"
+      "%3 = arange {start=0, step=1} : i64[2]\n"
+      "%4 = add %3, %2 : i64[2]\n"
+      "%5 = philox %1, %4 : f32[2]\n"
+      "%6 = constant {value=1.0} : f32[]\n"
+      "%7 = add %5, %6 : f32[2]\n"
+      "%8 = custom %6 {fn=7} : f32[2]\n"
+      "%9 = mul %8, %6 : f32[2]\n"
+      "%10 = add %0, %6 : f32[2]\n"
+      "%11 = arange {start=0, step=1} : f32[2]\n"
+      "return %7, %9, %10, %11\n";
   Graph out = fold_constants(ir(in));
   CHECK(print_graph(out) == in);
 }

@@ -70,8 +70,7 @@ void check_plan(const Graph& g, const std::vector<FusionGroup>& groups) {
         ++matmuls;
       else if (c == OpCategory::Reduce)
         ++reductions;
-      else if (c == OpCategory::Custom || c == OpCategory::Check || g[m].op == OpKind::rand ||
-               g[m].op == OpKind::randn || g[m].op == OpKind::literal)
+      else if (c == OpCategory::Custom || c == OpCategory::Check || g[m].op == OpKind::literal)
         ++opaque;
       else if (c == OpCategory::Movement)
         ++movement;
@@ -441,10 +440,15 @@ TEST_CASE("fusion: a permute feeding a matmul is a copy group; constants it read
          "group 3 (matmul): %5 %4 %6 <- %3 %4 -> %6\n");
 }
 
-TEST_CASE("fusion: random draws, literals and custom calls are opaque groups of their own") {
+// A draw is philox(key, offset + arange): elementwise, fused with its users.
+TEST_CASE("fusion: literals and custom calls are opaque groups of their own; random draws fuse") {
   CHECK(plan_text(R"(
     %x = arg {index=0} : f32[4]
-    %r = rand {seed=1} : f32[4]
+    %key = param {index=0} : i64[]
+    %offset = param {index=1} : i64[]
+    %i = arange {start=0, step=1} : i64[4]
+    %n = add %i, %offset
+    %r = philox %key, %n
     %l = literal {data=[1.0, 2.0, 3.0, 4.0]} : f32[4]
     %a = add %x, %r
     %b = mul %a, %l
@@ -453,11 +457,10 @@ TEST_CASE("fusion: random draws, literals and custom calls are opaque groups of 
     %f = arange {start=0, step=1} : f32[4]
     %g = add %e, %f
     return %g
-  )") == "group 0 (opaque): %1 <- -> %1\n"
-         "group 1 (opaque): %2 <- -> %2\n"
-         "group 2 (elementwise): %3 %4 <- %0 %1 %2 -> %4\n"
-         "group 3 (opaque): %5,%6 <- %4 -> %5 %6\n"
-         "group 4 (elementwise): %7 %8 %9 <- %5 %6 -> %9\n");
+  )") == "group 0 (opaque): %6 <- -> %6\n"
+         "group 1 (elementwise): %3 %4 %5 %7 %8 <- %2 %1 %0 %6 -> %8\n"
+         "group 2 (opaque): %9,%10 <- %8 -> %9 %10\n"
+         "group 3 (elementwise): %11 %12 %13 <- %9 %10 -> %13\n");
 }
 
 TEST_CASE("fusion off: one group per op, constants inside the groups that read them") {

@@ -25,10 +25,8 @@ Case tiny_case(OpKind k) {
           return {{}, Attrs{{AttrKey::value, 1.0}}};
         case OpKind::literal:
           return {{}, Attrs{{AttrKey::data, std::vector<double>{1, 2, 3, 4, 5, 6}}}};
-        case OpKind::arange:
+        default:  // arange
           return {{}, Attrs{{AttrKey::start, 0.0}, {AttrKey::step, 1.0}}};
-        default:
-          return {{}, Attrs{{AttrKey::seed, int64_t{1}}}};
       }
     case OpCategory::Unary:
       if (k == OpKind::cast) return {{x}, Attrs{{AttrKey::dtype, DType::i64}}};

@@ -1,4 +1,5 @@
-// Creation ops: constant, literal, arange, and the counter-based rand/randn.
+// Creation ops: constant, literal, arange; and philox, the counter-based draw
+// every random op is built from.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -53,11 +54,15 @@ TEST_CASE("arange: start + i * step") {
         std::vector<double>{1.0, 1.0 + 0.1, 1.0 + 2 * 0.1});
 }
 
-TEST_CASE("rand: counter-based uniforms in [0, 1)") {
+// philox(key, counter), the op every random draw is built from (frontend/random.cpp).
+Arr philox(int64_t key, int64_t n, DType counters = DType::i64) {
+  return run(OpKind::philox, {arr(DType::i64, {}, {double(key)}), iota(counters, {n})});
+}
+
+TEST_CASE("philox: counter-based uniforms in [0, 1)") {
   const int64_t n = 200000;
-  Arr a = create(OpKind::rand, DType::f32, {n}, Attrs{{AttrKey::seed, int64_t{42}}});
-  Arr b = create(OpKind::rand, DType::f32, {n}, Attrs{{AttrKey::seed, int64_t{42}}});
-  Arr c = create(OpKind::rand, DType::f32, {n}, Attrs{{AttrKey::seed, int64_t{43}}});
+  Arr a = philox(42, n), b = philox(42, n), c = philox(43, n);
+  REQUIRE(a.v.dtype == DType::f32);
   const float* pa = a.v.ptr<float>();
   double sum = 0, sq = 0;
   int64_t same_as_b = 0, same_as_c = 0;
@@ -76,30 +81,27 @@ TEST_CASE("rand: counter-based uniforms in [0, 1)") {
   CHECK(sq / n - (sum / n) * (sum / n) == doctest::Approx(1.0 / 12).epsilon(0.02));
   CHECK(same_as_b == n);
   CHECK(same_as_c < n / 1000);
-  // Element i is uniform_at(seed, i), whatever the dtype.
-  CHECK(pa[12345] == uniform_at(42, 12345));
-  Arr d = create(OpKind::rand, DType::f64, {3}, Attrs{{AttrKey::seed, int64_t{42}}});
+  // Element i is philox_uniform(key, counter i), whatever the counters' dtype.
+  CHECK(pa[12345] == philox_uniform(42, 12345));
+  Arr d = philox(42, 3, DType::f64);
   CHECK(values(d) == std::vector<double>{pa[0], pa[1], pa[2]});
 }
 
-TEST_CASE("randn: Box-Muller normals") {
+TEST_CASE("philox: Box-Muller on the pairs (2i, 2i + 1) gives standard normals") {
   const int64_t n = 200000;
-  Arr a = create(OpKind::randn, DType::f32, {n}, Attrs{{AttrKey::seed, int64_t{7}}});
-  const float* p = a.v.ptr<float>();
+  Arr u = philox(7, 2 * n);
+  const float* p = u.v.ptr<float>();
   double sum = 0, sq = 0;
   int64_t within_1 = 0;
   for (int64_t i = 0; i < n; ++i) {
-    CHECK_FALSE(!std::isfinite(p[i]));
-    sum += p[i];
-    sq += double(p[i]) * p[i];
-    within_1 += std::fabs(p[i]) < 1;
+    // As frontend/random.cpp's randn: 1 - u1 is in (0, 1], so the log is finite.
+    const double z = std::sqrt(-2 * std::log(1.0 - p[2 * i])) * std::cos(2 * M_PI * p[2 * i + 1]);
+    CHECK_FALSE(!std::isfinite(z));
+    sum += z;
+    sq += z * z;
+    within_1 += std::fabs(z) < 1;
   }
   CHECK(std::fabs(sum / n) < 0.01);
   CHECK(sq / n == doctest::Approx(1.0).epsilon(0.02));
   CHECK(double(within_1) / n == doctest::Approx(0.6827).epsilon(0.01));
-  CHECK(p[999] == normal_at(7, 999));
-  float u1 = uniform_at(7, 2 * 999), u2 = uniform_at(7, 2 * 999 + 1);
-  CHECK(
-      normal_at(7, 999) ==
-      doctest::Approx(std::sqrt(-2 * std::log(1.0 - u1)) * std::cos(2 * M_PI * u2)).epsilon(1e-5));
 }

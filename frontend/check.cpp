@@ -5,6 +5,7 @@
 // kernel with the reference interpreter. Errors name the first difference, the
 // node and kernel that computed it, and the user's source line.
 #include <cmath>
+#include <optional>
 #include <random>
 #include <span>
 #include <unordered_set>
@@ -81,6 +82,20 @@ std::vector<HostArray> perturbed(std::span<const HostArray> in, uint64_t seed) {
   return out;
 }
 
+// The reference run on perturbed inputs, or nothing when that run fails (a
+// perturbed float that feeds an index can leave its range): then rounding is
+// allowed nothing and the difference is reported as it is.
+std::optional<std::vector<HostArray>> interpret_perturbed(const Graph& g,
+                                                          std::span<const HostArray> args,
+                                                          std::span<const HostArray> params) {
+  try {
+    std::vector<HostArray> moved_params = perturbed(params, 2);
+    return interpret(g, perturbed(args, 1), moved_params);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
 // The largest change between two runs of one value (elements where a run gave
 // NaN count for nothing).
 double max_change(const View& a, const View& b) {
@@ -117,7 +132,9 @@ void TracedCore::check_kernels(Entry& e, const TraceArgs& args) {
     for (Value v : vals) probe.outputs.push_back(v);
   std::vector<HostArray> ref_params_in = ref_params;
   std::vector<HostArray> ref = interpret(probe, hargs, ref_params);
-  std::vector<HostArray> ref_moved;  // on perturbed inputs, made at the first difference
+  // On perturbed inputs, made at the first difference (none when that run failed).
+  std::optional<std::vector<HostArray>> ref_moved;
+  bool tried_moved = false;
 
   std::vector<TensorType> out_types;
   for (Value v : g.outputs) out_types.push_back(g.type(v));
@@ -146,11 +163,11 @@ void TracedCore::check_kernels(Entry& e, const TraceArgs& args) {
       View got = dense_view(kept.slot_data[slot], want.type.dtype, want.type.shape);
       double gv = 0, wv = 0;
       if (first_difference(got, want.view(), 0, &gv, &wv) < 0) continue;
-      if (ref_moved.empty()) {
-        std::vector<HostArray> moved_params = perturbed(ref_params_in, 2);
-        ref_moved = interpret(probe, perturbed(hargs, 1), moved_params);
+      if (!tried_moved) {
+        ref_moved = interpret_perturbed(probe, hargs, ref_params_in);
+        tried_moved = true;
       }
-      const double spread = max_change(ref_moved[k - 1].view(), want.view());
+      const double spread = ref_moved ? max_change((*ref_moved)[k - 1].view(), want.view()) : 0;
       const int64_t at = first_difference(got, want.view(), spread, &gv, &wv);
       if (at < 0) continue;
       const KernelInfo& info = r.kernels[s];
@@ -328,14 +345,15 @@ std::vector<double> rounding_spreads(const Graph& traced, const Observed& o,
     at[k] = static_cast<int64_t>(probe.outputs.size());
     probe.outputs.push_back(v);
   }
-  std::vector<HostArray> p0(params.begin(), params.end()), p1 = perturbed(params, 2);
-  const std::vector<HostArray> exact = interpret(probe, args, p0);
-  const std::vector<HostArray> moved = interpret(probe, perturbed(args, 1), p1);
   std::vector<double> spread(o.sources.size(), 0.0);
+  const std::optional<std::vector<HostArray>> moved = interpret_perturbed(probe, args, params);
+  if (!moved) return spread;
+  std::vector<HostArray> p0(params.begin(), params.end());
+  const std::vector<HostArray> exact = interpret(probe, args, p0);
   for (size_t k = 0; k < at.size(); ++k)
     if (at[k] >= 0) {
       const auto j = static_cast<size_t>(at[k]);
-      spread[k] = max_change(moved[j].view(), exact[j].view());
+      spread[k] = max_change((*moved)[j].view(), exact[j].view());
     }
   return spread;
 }

@@ -1,6 +1,7 @@
 // KernelBuilder: statements, hash-consing, index folds and dead-value removal.
 #include "codegen/kernel_builder.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "ir/error.h"
@@ -321,23 +322,6 @@ ValueId KernelBuilder::fold_binary(ScalarOp op, ValueId a, ValueId b) {
 ValueId KernelBuilder::fold_index(ScalarOp op, ValueId a, ValueId b) {
   if (type(a) != DType::i64) return kNoValue;
   const bool b_pos = is_const(b) && def(b).iimm > 0;
-  // x*c + y with 0 <= y < c: the pieces idiv/imod by c take apart.
-  auto split = [&](ValueId v, int64_t c, ValueId* x, ValueId* y) {
-    if (!is_op(v, ScalarOp::add)) return false;
-    for (int order = 0; order < 2; ++order) {
-      const ValueId m = def(v).args[order], r = def(v).args[1 - order];
-      if (!is_op(m, ScalarOp::mul)) continue;
-      for (int mo = 0; mo < 2; ++mo) {
-        const ValueId f = def(m).args[mo], k = def(m).args[1 - mo];
-        if (is_const(k) && def(k).iimm == c && upper_bound(r) >= 0 && upper_bound(r) <= c) {
-          *x = f;
-          *y = r;
-          return true;
-        }
-      }
-    }
-    return false;
-  };
   switch (op) {
     case ScalarOp::mul:
       if (upper_bound(a) == 1 || upper_bound(b) == 1) return iconst(0);
@@ -348,8 +332,24 @@ ValueId KernelBuilder::fold_index(ScalarOp op, ValueId a, ValueId b) {
       const int64_t c = def(b).iimm;
       const int64_t ua = upper_bound(a);
       if (ua >= 0 && ua <= c) return op == ScalarOp::idiv ? iconst(0) : a;
-      ValueId x, y;
-      if (split(a, c, &x, &y)) return op == ScalarOp::idiv ? x : y;
+      // x*k + y with 0 <= y < k and c = k*m: (x*k + y) / c = x / m and
+      // (x*k + y) % c = (x % m)*k + y. With m = 1 that takes linearised coordinates
+      // apart again; with m > 1 a row index divides once per row, not per element.
+      if (is_op(a, ScalarOp::add)) {
+        for (int order = 0; order < 2; ++order) {
+          const ValueId m = def(a).args[order], r = def(a).args[1 - order];
+          if (!is_op(m, ScalarOp::mul)) continue;
+          for (int mo = 0; mo < 2; ++mo) {
+            const ValueId f = def(m).args[mo], k = def(m).args[1 - mo];
+            if (!is_const(k)) continue;
+            const int64_t kv = def(k).iimm;
+            if (kv <= 0 || c % kv != 0 || upper_bound(r) < 0 || upper_bound(r) > kv) continue;
+            const ValueId q = iconst(c / kv);
+            if (op == ScalarOp::idiv) return binary(ScalarOp::idiv, f, q);
+            return binary(ScalarOp::add, binary(ScalarOp::mul, binary(ScalarOp::imod, f, q), k), r);
+          }
+        }
+      }
       break;
     }
     case ScalarOp::add: {
@@ -464,6 +464,10 @@ ValueId KernelBuilder::select(ValueId c, ValueId a, ValueId b) {
   KILN_CHECK(type(c) == DType::b8 && type(a) == type(b), "kernel builder: select types");
   if (is_const(c)) return def(c).iimm ? a : b;
   if (a == b) return a;
+  // A choice between two reads of one buffer is one read at the chosen index.
+  if (is_op(a, ScalarOp::load) && is_op(b, ScalarOp::load) && def(a).ref == def(b).ref)
+    return load(def(a).ref, select(c, def(a).args[0], def(b).args[0]));
+  if (ValueId f = factor_select(c, a, b); f != kNoValue) return f;
   ValueDef d;
   d.op = ScalarOp::select;
   d.type = type(a);
@@ -471,6 +475,46 @@ ValueId KernelBuilder::select(ValueId c, ValueId a, ValueId b) {
   d.args[1] = a;
   d.args[2] = b;
   return add_value(d);
+}
+
+void KernelBuilder::add_terms(ValueId v, std::vector<ValueId>& terms, int64_t& constant,
+                              int depth) const {
+  if (is_const(v)) {
+    constant += def(v).iimm;
+  } else if (is_op(v, ScalarOp::add) && depth < 8) {
+    add_terms(def(v).args[0], terms, constant, depth + 1);
+    add_terms(def(v).args[1], terms, constant, depth + 1);
+  } else {
+    terms.push_back(v);
+  }
+}
+
+ValueId KernelBuilder::factor_select(ValueId c, ValueId a, ValueId b) {
+  if (type(a) != DType::i64 || (!is_op(a, ScalarOp::add) && !is_op(b, ScalarOp::add)))
+    return kNoValue;
+  std::vector<ValueId> ta, tb, common;
+  int64_t ka = 0, kb = 0;
+  add_terms(a, ta, ka, 0);
+  add_terms(b, tb, kb, 0);
+  for (auto it = ta.begin(); it != ta.end();) {
+    auto j = std::find(tb.begin(), tb.end(), *it);
+    if (j == tb.end()) {
+      ++it;
+      continue;
+    }
+    common.push_back(*it);
+    tb.erase(j);
+    it = ta.erase(it);
+  }
+  if (common.empty()) return kNoValue;
+  auto sum = [&](const std::vector<ValueId>& terms, int64_t k) {
+    ValueId s = iconst(k);
+    for (ValueId t : terms) s = binary(ScalarOp::add, s, t);
+    return s;
+  };
+  ValueId r = select(c, sum(ta, ka), sum(tb, kb));
+  for (ValueId t : common) r = binary(ScalarOp::add, r, t);
+  return r;
 }
 
 void KernelBuilder::push_stmt(Stmt s) {

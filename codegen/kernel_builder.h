@@ -46,6 +46,9 @@ class KernelBuilder {
   /// pow with a constant exponent of 0..4 (and -1, -2 for floats) becomes
   /// multiplications (and a division); pow on bool becomes a || !b.
   ValueId binary(ScalarOp op, ValueId a, ValueId b);
+  /// select of two loads of one buffer becomes one load at a selected index, and
+  /// a select of two index sums adds their shared terms after the choice (so a
+  /// chosen read stays contiguous in the loop variable).
   ValueId select(ValueId c, ValueId a, ValueId b);
 
   // Statements, appended to the innermost open block.
@@ -64,8 +67,9 @@ class KernelBuilder {
   void memo_put(const std::string& key, ValueId v);
 
   /// Declares 0 <= v < upper for an i64 index value (loop variables get their
-  /// extent automatically). Bounds let idiv/imod of `x*c + y` with y < c fold, so
-  /// linearising and de-linearising coordinates cancel out.
+  /// extent automatically). Bounds let idiv/imod of `x*k + y` with y < k by a
+  /// multiple c of k fold (to x / (c/k) and (x % (c/k))*k + y), so linearising and
+  /// de-linearising coordinates cancel out.
   void set_upper_bound(ValueId v, int64_t upper);
   /// The exclusive upper bound of a non-negative index value, or -1 if unknown.
   int64_t upper_bound(ValueId v) const;
@@ -75,6 +79,9 @@ class KernelBuilder {
   ValueId fold_binary(ScalarOp op, ValueId a, ValueId b);
   ValueId fold_index(ScalarOp op, ValueId a, ValueId b);
   ValueId fold_pow(ValueId a, ValueId b);
+  // The terms of an i64 sum (nested adds), its constants added into `constant`.
+  void add_terms(ValueId v, std::vector<ValueId>& terms, int64_t& constant, int depth) const;
+  ValueId factor_select(ValueId c, ValueId a, ValueId b);
   bool is_op(ValueId v, ScalarOp op) const { return def(v).op == op; }
   void push_stmt(Stmt s);
   void open_block(Stmt s);

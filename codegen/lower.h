@@ -3,7 +3,10 @@
 // Elementwise and Copy groups become one loop over the output's elements: a
 // flat loop on the linear index when every access is at the same element, or
 // rows x an inner loop over the last dim when broadcasts or views need
-// per-dim coordinates (so the inner loop stays contiguous and vectorises).
+// per-dim coordinates (so the inner loop stays contiguous and vectorises). A
+// last dim that a reshape in the group splits (im2col's [.., kH kW, H' W'] from
+// [.., kH, kW, H', W']) becomes nested loops, one per piece, so the reshape's
+// coordinates fold from the loop variables instead of dividing per element.
 // Movement ops inside a group compose into index maps; pad reads zero outside
 // the copied range through a select. Reduction groups loop over the kept
 // ("row") elements; each reduction gets an inner loop and an accumulator, and

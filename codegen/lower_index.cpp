@@ -99,8 +99,7 @@ ValueId Lowering::eval(Value v, Coords& c) {
 
 ValueId Lowering::eval_uncached(Value v, Coords& c) {
   if (auto it = in_buf_.find(v); it != in_buf_.end()) return kb_.load(it->second, linear(c));
-  if (!members_.count(v.node))
-    fail("%", v.node, " is neither a member nor an input of the group");
+  if (!members_.count(v.node)) fail("%", v.node, " is neither a member nor an input of the group");
   const Node& n = g_.node(v.node);
   switch (op_info(n.op).category) {
     case OpCategory::Creation:
@@ -111,6 +110,8 @@ ValueId Lowering::eval_uncached(Value v, Coords& c) {
       return lower_elementwise(kb_, n, {&x, 1});
     }
     case OpCategory::Binary: {
+      if (n.op == OpKind::add)
+        if (const ValueId v = cat(n, c); v != kNoValue) return v;
       Coords ac = broadcast(c, g_.type(n.operands[0]).shape);
       Coords bc = broadcast(c, g_.type(n.operands[1]).shape);
       const ValueId ab[] = {eval(n.operands[0], ac), eval(n.operands[1], bc)};
@@ -240,36 +241,92 @@ ValueId Lowering::movement(const Node& n, Coords& c) {
       return eval(src, oc);
     }
     case OpKind::pad: {
-      const int64_t d = normalize_dim(n.attrs.i(AttrKey::dim), rank);
-      const int64_t low = n.attrs.i(AttrKey::low, 0);
-      const int64_t gap = n.attrs.i(AttrKey::interior, 0) + 1;
-      const int64_t len = in[d];
-      const DType t = n.type().dtype;
-      if (len == 0) return kb_.constant(t, 0);
-      // Input element i sits at low + i * gap; the span covers [low, low + (len-1)*gap].
-      const ValueId x = dims(c)[d];
-      const ValueId lo = kb_.iconst(low), hi = kb_.iconst(low + (len - 1) * gap);
-      ValueId valid = kb_.binary(ScalarOp::and_, kb_.binary(ScalarOp::ge, x, lo),
-                                 kb_.binary(ScalarOp::le, x, hi));
-      // Clamp so the operand is always read in bounds; the select hides the value.
-      const ValueId off = kb_.select(valid, kb_.binary(ScalarOp::sub, x, lo), kb_.iconst(0));
-      ValueId pos = off;
-      if (gap > 1) {
-        pos = kb_.binary(ScalarOp::idiv, off, kb_.iconst(gap));
-        const ValueId on_grid = kb_.binary(
-            ScalarOp::eq, kb_.binary(ScalarOp::imod, off, kb_.iconst(gap)), kb_.iconst(0));
-        valid = kb_.binary(ScalarOp::and_, valid, on_grid);
-      }
-      Coords oc;
-      oc.shape = in;
-      oc.dims = dims(c);
-      oc.dims[d] = pos;
-      const ValueId v = eval(src, oc);
-      return kb_.select(valid, v, kb_.constant(t, 0));
+      if (in[normalize_dim(n.attrs.i(AttrKey::dim), rank)] == 0)
+        return kb_.constant(n.type().dtype, 0);
+      ValueId valid;
+      const ValueId v = pad_read(n, c, &valid);
+      return kb_.select(valid, v, kb_.constant(n.type().dtype, 0));
     }
     default:
       fail("unknown movement op ", op_name(n.op));
   }
+}
+
+ValueId Lowering::pad_read(const Node& n, Coords& c, ValueId* valid) {
+  const Value src = n.operands.at(0);
+  const Shape& in = g_.type(src).shape;
+  const int64_t d = normalize_dim(n.attrs.i(AttrKey::dim), int64_t(in.size()));
+  const int64_t low = n.attrs.i(AttrKey::low, 0);
+  const int64_t gap = n.attrs.i(AttrKey::interior, 0) + 1;
+  const int64_t len = in[d];
+  // Input element i sits at low + i * gap; the span covers [low, low + (len-1)*gap].
+  const ValueId x = dims(c)[d];
+  const ValueId lo = kb_.iconst(low), hi = kb_.iconst(low + (len - 1) * gap);
+  *valid =
+      kb_.binary(ScalarOp::and_, kb_.binary(ScalarOp::ge, x, lo), kb_.binary(ScalarOp::le, x, hi));
+  // Clamp so the operand is always read in bounds (a span of one element is read
+  // at 0); the caller's select hides the value outside the span.
+  ValueId pos = kb_.iconst(0);
+  if (len > 1) {
+    const ValueId off = kb_.select(*valid, kb_.binary(ScalarOp::sub, x, lo), kb_.iconst(0));
+    pos = off;
+    if (gap > 1) {
+      pos = kb_.binary(ScalarOp::idiv, off, kb_.iconst(gap));
+      const ValueId on_grid =
+          kb_.binary(ScalarOp::eq, kb_.binary(ScalarOp::imod, off, kb_.iconst(gap)), kb_.iconst(0));
+      *valid = kb_.binary(ScalarOp::and_, *valid, on_grid);
+    }
+  }
+  Coords oc;
+  oc.shape = in;
+  oc.dims = dims(c);
+  oc.dims[d] = pos;
+  return eval(src, oc);
+}
+
+bool Lowering::cat_pieces(const Node& n, std::vector<const Node*>& pieces) const {
+  for (Value o : n.operands) {
+    if (!members_.count(o.node) || g_.type(o) != n.type()) return false;
+    const Node& p = g_.node(o.node);
+    if (p.op == OpKind::add) {
+      if (!cat_pieces(p, pieces)) return false;
+    } else if (p.op == OpKind::pad && g_.type(p.operands[0]).numel() > 0) {
+      pieces.push_back(&p);
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+ValueId Lowering::cat(const Node& n, Coords& c) {
+  std::vector<const Node*> pieces;
+  if (!cat_pieces(n, pieces)) return kNoValue;
+  const int64_t rank = int64_t(n.type().shape.size());
+  const int64_t d = normalize_dim(pieces[0]->attrs.i(AttrKey::dim), rank);
+  // Spans [first, last] along d, in order; they must not overlap.
+  std::vector<std::pair<int64_t, int64_t>> spans;
+  for (const Node* p : pieces) {
+    if (normalize_dim(p->attrs.i(AttrKey::dim), rank) != d) return kNoValue;
+    const int64_t low = p->attrs.i(AttrKey::low, 0);
+    const int64_t gap = p->attrs.i(AttrKey::interior, 0) + 1;
+    spans.push_back({low, low + (g_.type(p->operands[0]).shape[d] - 1) * gap});
+  }
+  std::sort(spans.begin(), spans.end());
+  bool covered = spans.front().first == 0 && spans.back().second == n.type().shape[d] - 1;
+  for (size_t i = 1; i < spans.size(); ++i) {
+    if (spans[i].first <= spans[i - 1].second) return kNoValue;
+    covered = covered && spans[i].first == spans[i - 1].second + 1;
+  }
+  for (const Node* p : pieces) covered = covered && p->attrs.i(AttrKey::interior, 0) == 0;
+  // The last piece is the default when the spans cover the dim; else zero is.
+  ValueId v = covered ? kNoValue : kb_.constant(n.type().dtype, 0);
+  for (size_t i = pieces.size(); i-- > 0;) {
+    ValueId valid;
+    const ValueId x = pad_read(*pieces[i], c, &valid);
+    v = v == kNoValue ? x : kb_.select(valid, x, v);
+  }
+  return v;
 }
 
 }  // namespace kiln::lowering

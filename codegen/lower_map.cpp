@@ -1,5 +1,6 @@
 // Elementwise, copy and matmul-epilogue kernels (see lower.h): one loop over
-// the output's elements, flat on the linear index or rows x a contiguous inner loop.
+// the output's elements, flat on the linear index or rows x contiguous inner
+// loops over the last dim (one loop, or several where reshapes split that dim).
 #include "codegen/lowering.h"
 
 #include <algorithm>
@@ -49,16 +50,25 @@ void Lowering::lower_map() {
     base.linear = i0;
   } else {
     const int64_t e = space.back();
+    inner_loops_ = split_last_dim(space);
     kb_.kernel().range = n / e;
     kb_.set_upper_bound(i0, n / e);
     const Shape rows(space.begin(), space.end() - 1);
     std::vector<ValueId> rd = delinearize(i0, rows);
-    const ValueId row_base = kb_.binary(ScalarOp::mul, i0, kb_.iconst(e));
-    const int32_t loop = kb_.begin_loop(e);
-    const ValueId j = kb_.index(loop);
-    rd.push_back(j);
+    // One loop per piece of the last dim, outer to inner. The linear index is in
+    // Horner form over (row, pieces...), which reshapes take apart by folding.
+    ValueId lin = i0, last = kNoValue;
+    for (int64_t piece : inner_loops_) {
+      const ValueId lin_base = kb_.binary(ScalarOp::mul, lin, kb_.iconst(piece));
+      const ValueId last_base =
+          last == kNoValue ? kNoValue : kb_.binary(ScalarOp::mul, last, kb_.iconst(piece));
+      const ValueId j = kb_.index(kb_.begin_loop(piece));
+      lin = kb_.binary(ScalarOp::add, lin_base, j);
+      last = last == kNoValue ? j : kb_.binary(ScalarOp::add, last_base, j);
+    }
+    rd.push_back(last);
     base.dims = rd;
-    base.linear = kb_.binary(ScalarOp::add, row_base, j);
+    base.linear = lin;
   }
   std::vector<Coords> coords;
   std::vector<ValueId> vals;
@@ -85,7 +95,39 @@ void Lowering::lower_map() {
       kb_.store(bufs[k], idx, vals[k]);
     }
   }
-  if (mode_ == Mode::rows) kb_.end_loop();
+  if (mode_ == Mode::rows)
+    for (size_t l = 0; l < inner_loops_.size(); ++l) kb_.end_loop();
+}
+
+std::vector<int64_t> Lowering::split_last_dim(const Shape& space) const {
+  const int64_t e = space.back(), n = kiln::numel(space);
+  // Cut points: the element counts of trailing blocks, 1 < cut < e; the loops are
+  // the ratios of consecutive cuts, so each cut must divide the next.
+  std::vector<int64_t> cuts{1, e};
+  auto compatible = [&](int64_t p) {
+    for (int64_t c : cuts)
+      if (c % p != 0 && p % c != 0) return false;
+    return true;
+  };
+  for (NodeId id : grp_.nodes) {
+    const Node& nd = g_.node(id);
+    if (nd.op != OpKind::reshape) continue;
+    for (const Shape* s : {&g_.type(nd.operands[0]).shape, &nd.type().shape}) {
+      if (kiln::numel(*s) != n) continue;
+      int64_t p = 1;
+      for (auto d = s->rbegin(); d != s->rend(); ++d) {
+        p *= *d;
+        if (p >= e) break;
+        // The innermost loop stays long enough to vectorise.
+        if (p >= kMinInnerExtent && e % p == 0 && compatible(p)) cuts.push_back(p);
+      }
+    }
+  }
+  std::sort(cuts.begin(), cuts.end());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  std::vector<int64_t> loops;
+  for (size_t i = cuts.size() - 1; i > 0; --i) loops.push_back(cuts[i] / cuts[i - 1]);
+  return loops;
 }
 
 }  // namespace kiln::lowering

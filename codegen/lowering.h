@@ -42,7 +42,7 @@ struct Coords {
   bool has_dims() const { return shape.empty() || !dims.empty(); }
 };
 
-// flat: one loop on the linear index; rows: rows x an inner loop over the last dim.
+// flat: one loop on the linear index; rows: rows x inner loops over the last dim.
 enum class Mode { flat, rows };
 
 inline bool is_reduce(OpKind k) {
@@ -128,6 +128,15 @@ class Lowering {
   ValueId eval_uncached(Value v, Coords& c);
   ValueId creation(NodeId id, const Node& n, Coords& c);
   ValueId movement(const Node& n, Coords& c);
+  // A pad's operand read at c (clamped into its span) and, in *valid, whether c
+  // is inside the span; pad is select(valid, read, 0).
+  ValueId pad_read(const Node& n, Coords& c, ValueId* valid);
+  // cat and stack: a sum of pads of one dim whose spans do not overlap reads one
+  // piece per element, chosen by a select chain (the reads of one buffer then
+  // merge into one load), instead of reading every piece and adding. kNoValue
+  // when `n` is not such a sum.
+  ValueId cat(const Node& n, Coords& c);
+  bool cat_pieces(const Node& n, std::vector<const Node*>& pieces) const;
 
   // ---- Reductions ----
 
@@ -183,6 +192,12 @@ class Lowering {
 
   void lower_map();
 
+  // The rows mode's inner loops, outer to inner, whose product is the last dim of
+  // `space`: that dim split where a reshape of the group splits or merges it (so
+  // reshapes fold instead of dividing per element), each split keeping the
+  // innermost loop at least kMinInnerExtent long.
+  std::vector<int64_t> split_last_dim(const Shape& space) const;
+
   const Graph& g_;
   const FusionGroup& grp_;
   LowerOptions opts_;
@@ -195,6 +210,7 @@ class Lowering {
   RowSpace rs_;
   ValueId row_ = kNoValue;  // the outer index of a reduction kernel
   std::vector<ValueId> row_dims_;
+  std::vector<int64_t> inner_loops_;  // rows mode of lower_map: see split_last_dim
   int delinearized_ = 0;
 };
 

@@ -93,6 +93,67 @@ TEST_CASE("a broadcast bias splits rows so the inner loop stays contiguous") {
         "    store buf2[%4] = %8\n");
 }
 
+TEST_CASE("a last dim that a reshape merges becomes nested loops with no division per element") {
+  // im2col's pattern: a permute, then a reshape merging dims into the last one. The
+  // [4 x 32] pieces of the last dim are two loops; the reshape's coordinates fold.
+  const std::string got = lowered(
+      "%0 = arg {index=0} : f32[4,16,32]\n"
+      "%1 = permute %0 {perm=[1, 0, 2]} : f32[16,4,32]\n"
+      "%2 = reshape %1 {shape=[16, 128]} : f32[16,128]\n"
+      "return %2\n",
+      GroupKind::Copy);
+  CHECK(got ==
+        "  buf0 = in f32[4,16,32]\n"
+        "  buf1 = out f32[16,128]\n"
+        "parallel i0 in [0, 16):\n"
+        "  %0 = index i0 : i64\n"
+        "  %1 = const 4 : i64\n"
+        "  %2 = mul %0, %1 : i64\n"
+        "  for i1 in [0, 4):\n"
+        "    %3 = index i1 : i64\n"
+        "    %4 = add %2, %3 : i64\n"
+        "    %5 = const 32 : i64\n"
+        "    %6 = mul %4, %5 : i64\n"
+        "    for i2 in [0, 32):\n"
+        "      %7 = index i2 : i64\n"
+        "      %8 = add %6, %7 : i64\n"
+        "      %9 = const 16 : i64\n"
+        "      %10 = mul %3, %9 : i64\n"
+        "      %11 = add %0, %10 : i64\n"
+        "      %12 = mul %5, %11 : i64\n"
+        "      %13 = add %7, %12 : i64\n"
+        "      %14 = load buf0[%13] : f32\n"
+        "      store buf1[%8] = %14\n");
+  CHECK(got.find("idiv") == std::string::npos);
+  CHECK(got.find("imod") == std::string::npos);
+  // Pieces shorter than 16 stay one loop (the innermost loop must vectorise).
+  const std::string short_rows = lowered(
+      "%0 = arg {index=0} : f32[4,16,8]\n"
+      "%1 = permute %0 {perm=[1, 0, 2]} : f32[16,4,8]\n"
+      "%2 = reshape %1 {shape=[16, 32]} : f32[16,32]\n"
+      "return %2\n",
+      GroupKind::Copy);
+  CHECK(short_rows.find("for i2") == std::string::npos);
+  CHECK(short_rows.find("for i1 in [0, 32)") != std::string::npos);
+}
+
+TEST_CASE("a row index divided by a multiple of the row length divides once per row") {
+  // A bias broadcast over [N, C, H*W] written as [N, C, H, W]: the channel comes
+  // from the row index alone.
+  const std::string got = lowered(
+      "%0 = arg {index=0} : f32[2,3,80]\n"
+      "%1 = arg {index=1} : f32[3,1]\n"
+      "%2 = add %0, %1 : f32[2,3,80]\n"
+      "%3 = reshape %2 {shape=[2, 3, 4, 20]} : f32[2,3,4,20]\n"
+      "%4 = relu %3 : f32[2,3,4,20]\n"
+      "return %4\n",
+      GroupKind::Elementwise);
+  const std::string inner = got.substr(got.find("for i1"));
+  CHECK(inner.find("idiv") == std::string::npos);
+  CHECK(inner.find("imod") == std::string::npos);
+  CHECK(got.find("idiv") != std::string::npos);  // before the loop, per row
+}
+
 TEST_CASE("softmax lowers to three inner loops and computes exp once per element") {
   // The sum's loop keeps exp(x - max) in the output buffer; the last loop reads it back.
   const std::string got = lowered(
@@ -184,6 +245,56 @@ TEST_CASE("pad lowers to a clamped read and a select") {
   MESSAGE(got);
 }
 
+TEST_CASE("cat and stack choose their piece per element and read it once") {
+  // Two pads of one input along dim 0 whose spans cover it (cat): one load at a
+  // chosen index, no float adds. Overlapping spans still read both and add.
+  const std::string got = lowered(
+      "%0 = arg {index=0} : f32[2,32]\n"
+      "%1 = pad %0 {dim=0, high=2, interior=0, low=0} : f32[4,32]\n"
+      "%2 = pad %0 {dim=0, high=0, interior=0, low=2} : f32[4,32]\n"
+      "%3 = add %1, %2 : f32[4,32]\n"
+      "return %3\n",
+      GroupKind::Copy);
+  CHECK(got ==
+        "  buf0 = in f32[2,32]\n"
+        "  buf1 = out f32[4,32]\n"
+        "parallel i0 in [0, 4):\n"
+        "  %0 = index i0 : i64\n"
+        "  %1 = const 32 : i64\n"
+        "  %2 = mul %0, %1 : i64\n"
+        "  for i1 in [0, 32):\n"
+        "    %3 = index i1 : i64\n"
+        "    %4 = add %2, %3 : i64\n"
+        "    %5 = const 2 : i64\n"
+        "    %6 = const 3 : i64\n"
+        "    %7 = le %0, %6 : bool\n"
+        "    %8 = ge %0, %5 : bool\n"
+        "    %9 = and %7, %8 : bool\n"
+        "    %10 = const 0 : i64\n"
+        "    %11 = sub %0, %5 : i64\n"
+        "    %12 = select %9, %11, %10 : i64\n"
+        "    %13 = mul %1, %12 : i64\n"
+        "    %14 = const 1 : i64\n"
+        "    %15 = le %0, %14 : bool\n"
+        "    %16 = ge %0, %10 : bool\n"
+        "    %17 = and %15, %16 : bool\n"
+        "    %18 = select %17, %0, %10 : i64\n"
+        "    %19 = mul %1, %18 : i64\n"
+        "    %20 = select %17, %19, %13 : i64\n"
+        "    %21 = add %3, %20 : i64\n"
+        "    %22 = load buf0[%21] : f32\n"
+        "    store buf1[%4] = %22\n");
+  const std::string overlap = lowered(
+      "%0 = arg {index=0} : f32[2,32]\n"
+      "%1 = pad %0 {dim=0, high=1, interior=0, low=0} : f32[3,32]\n"
+      "%2 = pad %0 {dim=0, high=0, interior=0, low=1} : f32[3,32]\n"
+      "%3 = add %1, %2 : f32[3,32]\n"
+      "return %3\n",
+      GroupKind::Copy);
+  CHECK(overlap.find("load") != overlap.rfind("load"));
+  CHECK(overlap.find("add %") != std::string::npos);
+}
+
 TEST_CASE("the builder folds integer identities and shares equal values") {
   kir::KernelBuilder kb("t");
   const kir::ValueId i = kb.index(0);
@@ -204,6 +315,53 @@ TEST_CASE("the builder folds integer identities and shares equal values") {
   CHECK(kb.binary(kir::ScalarOp::add, a, kb.iconst(5)) != inner);
   kir::Kernel k = kb.take();
   kir::verify_kernel(k);
+}
+
+TEST_CASE("the builder takes x*k + y apart by k and by multiples of k") {
+  kir::KernelBuilder kb("t");
+  using kir::ScalarOp;
+  const kir::ValueId row = kb.index(0);
+  const int32_t l = kb.begin_loop(28);
+  const kir::ValueId j = kb.index(l);
+  const kir::ValueId lin =
+      kb.binary(ScalarOp::add, kb.binary(ScalarOp::mul, row, kb.iconst(28)), j);
+  CHECK(kb.binary(ScalarOp::imod, lin, kb.iconst(28)) == j);
+  CHECK(kb.binary(ScalarOp::idiv, lin, kb.iconst(28)) == row);
+  // By 784 = 28 * 28: the quotient is the row's, the remainder (row % 28) * 28 + j.
+  const kir::ValueId q = kb.binary(ScalarOp::idiv, lin, kb.iconst(784));
+  CHECK(q == kb.binary(ScalarOp::idiv, row, kb.iconst(28)));
+  const kir::ValueId r = kb.binary(ScalarOp::imod, lin, kb.iconst(784));
+  CHECK(r == kb.binary(ScalarOp::add,
+                       kb.binary(ScalarOp::mul, kb.binary(ScalarOp::imod, row, kb.iconst(28)),
+                                 kb.iconst(28)),
+                       j));
+  // Not a multiple: no fold.
+  CHECK(kb.def(kb.binary(ScalarOp::idiv, lin, kb.iconst(30))).op == ScalarOp::idiv);
+  kb.end_loop();
+}
+
+TEST_CASE("the builder selects an index rather than a loaded value, and keeps it contiguous") {
+  using kir::ScalarOp;
+  kir::KernelBuilder kb("t");
+  kir::Buffer in;
+  in.dtype = DType::f32;
+  in.shape = {64};
+  const int32_t b0 = kb.add_buffer(in);
+  const kir::ValueId row = kb.index(0);
+  const kir::ValueId c = kb.binary(ScalarOp::lt, row, kb.iconst(2));
+  const kir::ValueId j = kb.index(kb.begin_loop(16));
+  const kir::ValueId a = kb.binary(ScalarOp::add, j, kb.iconst(3));
+  const kir::ValueId b = kb.binary(ScalarOp::add, kb.binary(ScalarOp::add, j, row), kb.iconst(7));
+  const kir::ValueId v = kb.select(c, kb.load(b0, a), kb.load(b0, b));
+  // One load at j + select(c, 3, row + 7).
+  REQUIRE(kb.def(v).op == ScalarOp::load);
+  const kir::ValueDef& idx = kb.def(kb.def(v).args[0]);
+  CHECK(idx.op == ScalarOp::add);
+  CHECK((idx.args[0] == j || idx.args[1] == j));
+  const kir::ValueId chosen = idx.args[0] == j ? idx.args[1] : idx.args[0];
+  CHECK(kb.def(chosen).op == ScalarOp::select);
+  CHECK(kb.def(chosen).args[1] == kb.iconst(3));
+  kb.end_loop();
 }
 
 TEST_CASE("the verifier rejects values used out of scope and type errors") {
@@ -284,23 +442,26 @@ TEST_CASE("in_place_allowed: an output may overwrite an input read only where it
     return in_place_allowed(g, grp, {{g.outputs[0], Value(1)}});
   };
   // An SGD step: p - 0.1 * grad reads p at the element it writes.
-  CHECK(allowed("%0 = arg {index=0} : f32[4,8]\n"
-                "%1 = param {index=0} : f32[4,8]\n"
-                "%2 = constant {value=0.1} : f32[4,8]\n"
-                "%3 = mul %0, %2 : f32[4,8]\n"
-                "%4 = sub %1, %3 : f32[4,8]\n"
-                "return %4\n"));
+  CHECK(
+      allowed("%0 = arg {index=0} : f32[4,8]\n"
+              "%1 = param {index=0} : f32[4,8]\n"
+              "%2 = constant {value=0.1} : f32[4,8]\n"
+              "%3 = mul %0, %2 : f32[4,8]\n"
+              "%4 = sub %1, %3 : f32[4,8]\n"
+              "return %4\n"));
   // p + p^T reads p at other elements too.
-  CHECK_FALSE(allowed("%0 = arg {index=0} : f32[4,4]\n"
-                      "%1 = param {index=0} : f32[4,4]\n"
-                      "%2 = permute %1 {perm=[1, 0]} : f32[4,4]\n"
-                      "%3 = add %1, %2 : f32[4,4]\n"
-                      "%4 = add %3, %0 : f32[4,4]\n"
-                      "return %4\n"));
+  CHECK_FALSE(
+      allowed("%0 = arg {index=0} : f32[4,4]\n"
+              "%1 = param {index=0} : f32[4,4]\n"
+              "%2 = permute %1 {perm=[1, 0]} : f32[4,4]\n"
+              "%3 = add %1, %2 : f32[4,4]\n"
+              "%4 = add %3, %0 : f32[4,4]\n"
+              "return %4\n"));
   // A different dtype cannot share the buffer.
-  CHECK_FALSE(allowed("%0 = arg {index=0} : f64[8]\n"
-                      "%1 = param {index=0} : f32[8]\n"
-                      "%2 = cast %1 {dtype=f64} : f64[8]\n"
-                      "%3 = add %2, %0 : f64[8]\n"
-                      "return %3\n"));
+  CHECK_FALSE(
+      allowed("%0 = arg {index=0} : f64[8]\n"
+              "%1 = param {index=0} : f32[8]\n"
+              "%2 = cast %1 {dtype=f64} : f64[8]\n"
+              "%3 = add %2, %0 : f64[8]\n"
+              "return %3\n"));
 }

@@ -104,6 +104,10 @@ TEST_CASE("conv2d equals direct loops: padding, stride, dilation, groups, bias; 
       {4, 6, 10, 10, 3, 3, {3, 1, 2, 2}, {3, 3, 1, 2}, 2, true},  // dilation, groups
       {2, 2, 5, 5, 1, 1, {1, 1, 0, 1}, {1, 1, 0, 1}, 2, true},    // 1x1, depthwise
       {2, 3, 6, 6, 6, 6, {6, 1, 0, 1}, {6, 1, 0, 1}, 1, true},    // kernel = image
+      // Window copies whose [H' W'] dim is nested loops (28 x 28, 18 x 18, 16 x 20).
+      {3, 4, 32, 32, 5, 5, {5, 1, 0, 1}, {5, 1, 0, 1}, 1, true},  // bench_conv's rgb 5x5
+      {8, 8, 18, 18, 3, 3, {3, 1, 1, 1}, {3, 1, 1, 1}, 1, true},
+      {2, 4, 20, 22, 5, 3, {5, 1, 0, 1}, {3, 1, 0, 1}, 2, false},
   };
   for (const Config& cf : configs) {
     CAPTURE(cf.c);
@@ -204,8 +208,7 @@ TEST_CASE("conv2d and pooling reject bad arguments clearly") {
                        doctest::Contains("expected stride >= 1"), Error);
   CHECK_THROWS_WITH_AS(conv2d(randn({3, 5}), randn({4, 3, 3, 3})),
                        doctest::Contains("expected an input [N, C, H, W]"), Error);
-  CHECK_THROWS_WITH_AS(conv2d(x, randn({4, 3, 3, 3}, kFloat64)),
-                       doctest::Contains("dtype"), Error);
+  CHECK_THROWS_WITH_AS(conv2d(x, randn({4, 3, 3, 3}, kFloat64)), doctest::Contains("dtype"), Error);
   CHECK_THROWS_WITH_AS(max_pool2d(x, 2, std::nullopt, 2),
                        doctest::Contains("at most half the kernel size"), Error);
   CHECK_THROWS_WITH_AS(ExpandingArray2({1, 2, 3}), doctest::Contains("two"), Error);

@@ -118,7 +118,7 @@ void BM_SoftmaxRows(benchmark::State& state) {
   run_mode(state, [](Tensor t) { return t.softmax(1); }, x, 2.0 * 4 * static_cast<double>(x.numel()));
 }
 BENCHMARK(BM_SoftmaxRows)
-    ->ArgsProduct({{4096}, {kEager, kUnfused, kFused}})
+    ->ArgsProduct({{1024, 4096}, {kEager, kUnfused, kFused}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
@@ -128,7 +128,7 @@ void BM_LayerNormRows(benchmark::State& state) {
   run_mode(state, layer_norm, x, 2.0 * 4 * static_cast<double>(x.numel()));
 }
 BENCHMARK(BM_LayerNormRows)
-    ->ArgsProduct({{4096}, {kEager, kUnfused, kFused}})
+    ->ArgsProduct({{1024, 4096}, {kEager, kUnfused, kFused}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 

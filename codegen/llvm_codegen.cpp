@@ -226,9 +226,10 @@ class Emitter {
   // max, then exp and the sum, then the scale) reads the row from memory in its
   // first pass and from cache in the others, so memory and arithmetic take turns.
   // While the second pass runs, the first pass's loads of the next row are
-  // prefetched, a cache line per block of iterations: the second pass becomes
-  // two loops, blocks of a line's elements outside, the unchanged body inside
-  // (vectorised as before). Only when the second pass computes a math op, and
+  // prefetched, 16 cache lines at the top of each block of 16 lines' elements:
+  // the second pass becomes two loops, the blocks outside, the unchanged body
+  // inside (vectorised as before; a block of one line cost a horizontal
+  // reduction per line). Only when the second pass computes a math op, and
   // only loads at `row offset + first pass index`, the row offset made of i0,
   // constants, parameters, +, - and *.
   struct RowPrefetch {
@@ -238,6 +239,7 @@ class Emitter {
     std::vector<std::pair<int32_t, kir::ValueId>> loads;  // buffer, row offset
   };
   static constexpr int64_t kLineBytes = 64;
+  static constexpr int64_t kBlockLines = 16;  // within the miss buffers of current cores
   static constexpr int64_t kMinRowBytes = 4096;  // shorter rows: the hardware prefetcher suffices
 
   void plan_row_prefetch() {
@@ -332,7 +334,7 @@ class Emitter {
   }
 
   // The second pass in blocks of a cache line's elements, each block first
-  // prefetching (for reading, into every cache level) the next row's line of
+  // prefetching (for reading, into every cache level) the next row's lines of
   // each load of the first pass.
   void prefetching_loop(const kir::Stmt& s) {
     llvm::Function* f = b_.GetInsertBlock()->getParent();
@@ -350,13 +352,18 @@ class Emitter {
     block->addIncoming(b_.getInt64(0), pre);
     b_.CreateCondBr(b_.CreateICmpSLT(block, hi), bodybb, exit);
     b_.SetInsertPoint(bodybb);
+    const int64_t elem_bytes = kLineBytes / prefetch_.line_elems;
     for (llvm::Value* base : next) {
-      llvm::Value* p = b_.CreateInBoundsGEP(b_.getInt8Ty(), base,
-                                            b_.CreateMul(block, b_.getInt64(kLineBytes / prefetch_.line_elems)));
-      b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {p->getType()},
-                         {p, b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
+      llvm::Value* first = b_.CreateInBoundsGEP(b_.getInt8Ty(), base,
+                                                b_.CreateMul(block, b_.getInt64(elem_bytes)));
+      for (int64_t line = 0; line < kBlockLines; ++line) {
+        llvm::Value* p = b_.CreateGEP(b_.getInt8Ty(), first, b_.getInt64(line * kLineBytes));
+        b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {p->getType()},
+                           {p, b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
+      }
     }
-    llvm::Value* block_end = b_.CreateAdd(block, b_.getInt64(prefetch_.line_elems), "", true, true);
+    llvm::Value* block_end =
+        b_.CreateAdd(block, b_.getInt64(kBlockLines * prefetch_.line_elems), "", true, true);
     loop(s.ref, block, b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, block_end, hi), s.body);
     block->addIncoming(block_end, b_.GetInsertBlock());
     b_.CreateBr(header);

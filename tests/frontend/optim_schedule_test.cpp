@@ -241,18 +241,23 @@ TEST_CASE("StepLR and CosineAnnealingLR every step: one trace, one compile, eage
   }
 }
 
-TEST_CASE("writing the learning rate directly takes effect at the next call, without a retrace") {
-  Tensor w = ones({3}).requires_grad_();
-  optim::SGD opt({w}, 0.5);
-  auto step = jit(
-      [&](Tensor x) {
+// One compiled step of `opt` on the loss sum(w * x).
+auto traced_step(const Tensor& w, optim::Optimizer& opt, const char* name) {
+  return jit(
+      [w, &opt](Tensor x) {
         opt.zero_grad();
         Tensor loss = (w * x).sum();
         loss.backward();
         opt.step();
         return loss;
       },
-      "sgd_lr");
+      name);
+}
+
+TEST_CASE("writing the learning rate directly takes effect at the next call, without a retrace") {
+  Tensor w = ones({3}).requires_grad_();
+  optim::SGD opt({w}, 0.5);
+  auto step = traced_step(w, opt, "sgd_lr");
   Tensor x = ones({3});
   step(x);
   step(x);  // (retraced: w's .grad is now defined)
@@ -271,15 +276,7 @@ TEST_CASE("writing the learning rate directly takes effect at the next call, wit
 TEST_CASE("the other hyperparameters stay constants: a new momentum retraces, naming it") {
   Tensor w = ones({3}).requires_grad_();
   optim::SGD opt({w}, optim::SGDOptions(0.5).momentum(0.5));
-  auto step = jit(
-      [&](Tensor x) {
-        opt.zero_grad();
-        Tensor loss = (w * x).sum();
-        loss.backward();
-        opt.step();
-        return loss;
-      },
-      "sgd_momentum");
+  auto step = traced_step(w, opt, "sgd_momentum");
   Tensor x = ones({3});
   step(x);
   step(x);

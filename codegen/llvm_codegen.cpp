@@ -194,26 +194,33 @@ class Emitter {
     for (const kir::Stmt& s : body) stmt(s);
   }
 
-  void loop(int32_t var, llvm::Value* lo, llvm::Value* hi, const std::vector<kir::Stmt>& body) {
+  // for (i = lo; i < hi; i += step) emit_body(i), the loop named `name`.
+  template <class Body>
+  void counted_loop(const std::string& name, llvm::Value* lo, llvm::Value* hi, int64_t step,
+                    Body emit_body) {
     llvm::Function* f = b_.GetInsertBlock()->getParent();
     llvm::BasicBlock* pre = b_.GetInsertBlock();
-    std::string n = "i";
-    n += std::to_string(var);
-    auto* header = llvm::BasicBlock::Create(ctx_, llvm::Twine(n) + ".header", f);
-    auto* bodybb = llvm::BasicBlock::Create(ctx_, llvm::Twine(n) + ".body", f);
-    auto* exit = llvm::BasicBlock::Create(ctx_, llvm::Twine(n) + ".exit", f);
+    auto* header = llvm::BasicBlock::Create(ctx_, name + ".header", f);
+    auto* bodybb = llvm::BasicBlock::Create(ctx_, name + ".body", f);
+    auto* exit = llvm::BasicBlock::Create(ctx_, name + ".exit", f);
     b_.CreateBr(header);
     b_.SetInsertPoint(header);
-    llvm::PHINode* i = b_.CreatePHI(b_.getInt64Ty(), 2, n);
+    llvm::PHINode* i = b_.CreatePHI(b_.getInt64Ty(), 2, name);
     i->addIncoming(lo, pre);
     b_.CreateCondBr(b_.CreateICmpSLT(i, hi), bodybb, exit);
     b_.SetInsertPoint(bodybb);
-    loopvar_[size_t(var)] = i;
-    block(body);
-    llvm::Value* next = b_.CreateAdd(i, b_.getInt64(1), "", true, true);
+    emit_body(i);
+    llvm::Value* next = b_.CreateAdd(i, b_.getInt64(step), "", true, true);
     i->addIncoming(next, b_.GetInsertBlock());
     b_.CreateBr(header);
     b_.SetInsertPoint(exit);
+  }
+
+  void loop(int32_t var, llvm::Value* lo, llvm::Value* hi, const std::vector<kir::Stmt>& body) {
+    counted_loop("i" + std::to_string(var), lo, hi, 1, [&](llvm::Value* i) {
+      loopvar_[size_t(var)] = i;
+      block(body);
+    });
   }
 
   llvm::Value* extent(const kir::Stmt& loop) {
@@ -234,8 +241,7 @@ class Emitter {
   // constants, parameters, +, - and *.
   struct RowPrefetch {
     const kir::Stmt* carrier = nullptr;  // the second pass
-    int32_t first_var = -1;              // the first pass's loop variable
-    int64_t line_elems = 0;
+    int64_t elem_bytes = 0;              // of every prefetched load
     std::vector<std::pair<int32_t, kir::ValueId>> loads;  // buffer, row offset
   };
   static constexpr int64_t kLineBytes = 64;
@@ -252,7 +258,6 @@ class Emitter {
     if (first.extent != second.extent || first.extent_param != second.extent_param) return;
     if (!computes_math(second.body)) return;
     RowPrefetch p;
-    p.first_var = first.ref;
     int64_t elem = 0;
     for (const kir::Stmt& st : first.body) {
       if (st.kind != StmtKind::let) continue;
@@ -266,7 +271,7 @@ class Emitter {
     }
     if (p.loads.empty()) return;
     if (first.extent_param < 0 && first.extent * elem < kMinRowBytes) return;
-    p.line_elems = kLineBytes / elem;
+    p.elem_bytes = elem;
     p.carrier = &second;
     prefetch_ = std::move(p);
   }
@@ -292,23 +297,23 @@ class Emitter {
       return a.op == ScalarOp::index && a.ref == var;
     };
     for (int i = 0; i < 2; ++i)
-      if (is_var(d.args[size_t(i)]) && offset_arithmetic(d.args[size_t(1 - i)], var))
+      if (is_var(d.args[size_t(i)]) && offset_arithmetic(d.args[size_t(1 - i)]))
         return d.args[size_t(1 - i)];
     return kir::kNoValue;
   }
 
-  bool offset_arithmetic(kir::ValueId v, int32_t var) {
+  bool offset_arithmetic(kir::ValueId v) {
     const kir::ValueDef& d = k_.values[size_t(v)];
     switch (d.op) {
       case ScalarOp::const_:
       case ScalarOp::param:
         return d.type == DType::i64;
       case ScalarOp::index:  // the outer index only: the prefetching pass sees no other
-        return d.ref == 0 && d.ref != var;
+        return d.ref == 0;
       case ScalarOp::add:
       case ScalarOp::sub:
       case ScalarOp::mul:
-        return offset_arithmetic(d.args[0], var) && offset_arithmetic(d.args[1], var);
+        return offset_arithmetic(d.args[0]) && offset_arithmetic(d.args[1]);
       default:
         return false;
     }
@@ -333,47 +338,39 @@ class Emitter {
     }
   }
 
-  // The second pass in blocks of a cache line's elements, each block first
+  // The second pass in blocks of kBlockLines lines' elements, each block first
   // prefetching (for reading, into every cache level) the next row's lines of
-  // each load of the first pass.
+  // each load of the first pass. Plain GEPs: past the last row the addresses
+  // leave the buffer, which a prefetch may do.
   void prefetching_loop(const kir::Stmt& s) {
-    llvm::Function* f = b_.GetInsertBlock()->getParent();
-    llvm::BasicBlock* pre = b_.GetInsertBlock();
-    llvm::Value* hi = extent(s);
+    const int64_t elem = prefetch_.elem_bytes, block_elems = kBlockLines * kLineBytes / elem;
     std::vector<llvm::Value*> next;
     for (const auto& [buffer, offset] : prefetch_.loads)
-      next.push_back(address(buffer, next_row_offset(offset)));
-    auto* header = llvm::BasicBlock::Create(ctx_, "prefetch.header", f);
-    auto* bodybb = llvm::BasicBlock::Create(ctx_, "prefetch.body", f);
-    auto* exit = llvm::BasicBlock::Create(ctx_, "prefetch.exit", f);
-    b_.CreateBr(header);
-    b_.SetInsertPoint(header);
-    llvm::PHINode* block = b_.CreatePHI(b_.getInt64Ty(), 2, "block");
-    block->addIncoming(b_.getInt64(0), pre);
-    b_.CreateCondBr(b_.CreateICmpSLT(block, hi), bodybb, exit);
-    b_.SetInsertPoint(bodybb);
-    const int64_t elem_bytes = kLineBytes / prefetch_.line_elems;
-    for (llvm::Value* base : next) {
-      llvm::Value* first = b_.CreateInBoundsGEP(b_.getInt8Ty(), base,
-                                                b_.CreateMul(block, b_.getInt64(elem_bytes)));
-      for (int64_t line = 0; line < kBlockLines; ++line) {
-        llvm::Value* p = b_.CreateGEP(b_.getInt8Ty(), first, b_.getInt64(line * kLineBytes));
-        b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {p->getType()},
-                           {p, b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
+      next.push_back(b_.CreateGEP(mem_type(k_.buffers[size_t(buffer)].dtype),
+                                  base_pointer(buffer), next_row_offset(offset)));
+    llvm::Value* hi = extent(s);
+    counted_loop("prefetch", b_.getInt64(0), hi, block_elems, [&](llvm::Value* block) {
+      for (llvm::Value* base : next) {
+        llvm::Value* first = b_.CreateGEP(b_.getInt8Ty(), base, b_.CreateMul(block, b_.getInt64(elem)));
+        for (int64_t line = 0; line < kBlockLines; ++line) {
+          llvm::Value* p = b_.CreateGEP(b_.getInt8Ty(), first, b_.getInt64(line * kLineBytes));
+          b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {p->getType()},
+                             {p, b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
+        }
       }
-    }
-    llvm::Value* block_end =
-        b_.CreateAdd(block, b_.getInt64(kBlockLines * prefetch_.line_elems), "", true, true);
-    loop(s.ref, block, b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, block_end, hi), s.body);
-    block->addIncoming(block_end, b_.GetInsertBlock());
-    b_.CreateBr(header);
-    b_.SetInsertPoint(exit);
+      llvm::Value* end = b_.CreateAdd(block, b_.getInt64(block_elems), "", true, true);
+      loop(s.ref, block, b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, end, hi), s.body);
+    });
+  }
+
+  // A buffer's pointer: its alias's, when it has one (stores in place go through it).
+  llvm::Value* base_pointer(int32_t buffer) {
+    const kir::Buffer& buf = k_.buffers[size_t(buffer)];
+    return bufptr_[size_t(buf.alias >= 0 ? buf.alias : buffer)];
   }
 
   llvm::Value* address(int32_t buffer, llvm::Value* idx) {
-    const kir::Buffer& buf = k_.buffers[size_t(buffer)];
-    llvm::Value* base = bufptr_[size_t(buf.alias >= 0 ? buf.alias : buffer)];
-    return b_.CreateInBoundsGEP(mem_type(buf.dtype), base, idx);
+    return b_.CreateInBoundsGEP(mem_type(k_.buffers[size_t(buffer)].dtype), base_pointer(buffer), idx);
   }
 
   llvm::Align elem_align(DType t) { return llvm::Align(dtype_size(t)); }

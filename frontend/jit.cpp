@@ -302,25 +302,17 @@ void split_for_backward(TraceState& st, TracedCore::Entry& e, const std::vector<
                         const std::vector<Value>& out_vals, const std::vector<Value>& history_roots,
                         int64_t n_args, Graph* forward_graph, Graph* backward_graph) {
   size_t forward_size = st.graph.size();
-  std::vector<Value> roots, seeds_v, wrt;
-  std::vector<NodeId> seeds;
+  std::vector<Value> roots, wrt;
   for (size_t i = 0; i < outs.size(); ++i) {
     if (!outs[i].requires_grad()) continue;
     e.seeded.push_back(i);
     roots.push_back(out_vals[i]);
-    Value s = st.builder.arg(n_args + 1000000 + static_cast<int64_t>(i), e.out_types[i]);
-    seeds.push_back(s.node);
-    seeds_v.push_back(s);
   }
   e.call_out_types.assign(e.out_types.begin(), e.out_types.begin() + static_cast<long>(outs.size()));
   for (Value v : history_roots) {
-    const size_t i = e.call_out_types.size();
+    e.seeded.push_back(e.call_out_types.size());
     e.call_out_types.push_back(st.graph.type(v));
-    e.seeded.push_back(i);
     roots.push_back(v);
-    Value s = st.builder.arg(n_args + 1000000 + static_cast<int64_t>(i), st.graph.type(v));
-    seeds.push_back(s.node);
-    seeds_v.push_back(s);
   }
   for (size_t k = 0; k < roots.size(); ++k) {
     if (const Node* n = st.freed_read({roots[k]}, true))
@@ -351,6 +343,24 @@ void split_for_backward(TraceState& st, TracedCore::Entry& e, const std::vector<
     const std::vector<char> from_k = st.gradient_reach({roots[k]});
     for (size_t j = 0; j < wrt.size(); ++j)
       if (from_k[wrt[j].node]) e.wrt_reached_by[j].push_back(e.seeded[k]);
+  }
+  // A training step (backward() inside, then the loss returned): every output's
+  // gradient reads what that backward freed, so a backward through the call can
+  // only fail, as it would eagerly. Nothing is saved for it and no backward is built.
+  if (e.freed_outputs.size() == roots.size()) {
+    e.backward_freed = true;
+    e.saved_begin = st.graph.outputs.size();
+    for (size_t j = 0; j < wrt.size(); ++j) e.backward_out_types.push_back(st.graph.type(wrt[j]));
+    *forward_graph = st.graph;
+    return;
+  }
+  std::vector<Value> seeds_v;
+  std::vector<NodeId> seeds;
+  for (size_t k = 0; k < roots.size(); ++k) {
+    const size_t i = e.seeded[k];
+    Value s = st.builder.arg(n_args + 1000000 + static_cast<int64_t>(i), e.call_out_types[i]);
+    seeds.push_back(s.node);
+    seeds_v.push_back(s);
   }
   std::vector<Value> grads =
       build_gradients(st.builder, roots, seeds_v, wrt, detail::custom_function_vjp());
@@ -438,7 +448,8 @@ std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool
   if (record_only) {
     opts.record_kernels_only = true;
     (void)compile_graph(e->traced, opts, e->report.get());
-    if (e->autograd_call) (void)compile_graph(strip_traced_custom(backward_graph), opts);
+    if (e->autograd_call && !e->backward_freed)
+      (void)compile_graph(strip_traced_custom(backward_graph), opts);
     return e;
   }
   e->plan = compile_graph(e->traced, opts, e->report.get());
@@ -446,14 +457,17 @@ std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool
   stats_->add_compile(*e->report, e->plan->steps.size(), compile_ms);
   // The backward compiles when a backward() first reaches the call: a training
   // step that runs backward() itself and returns its loss never needs it.
-  if (e->autograd_call)
+  if (e->autograd_call && !e->backward_freed)
     e->backward = std::make_shared<LazyPlan>(strip_traced_custom(backward_graph), opts, stats_);
   if (log_enabled("compile"))
     std::cerr << "kiln: '" << name_ << "': traced " << e->traced.size() << " nodes in " << trace_ms
               << " ms, compiled " << e->plan->steps.size() << " steps in " << compile_ms << " ms ("
               << e->report->kernels_reused << " kernels reused, " << e->report->kernels_from_disk
               << " from the disk cache; kernels: " << e->report->kernel_times.str() << ")"
-              << (e->autograd_call ? "; the backward compiles on first use" : "") << "\n";
+              << (!e->autograd_call   ? ""
+                  : e->backward_freed ? "; no backward: the body's backward() freed what it needs"
+                                      : "; the backward compiles on first use")
+              << "\n";
   return e;
 }
 
@@ -540,6 +554,7 @@ std::vector<Tensor> TracedCore::run(Entry& e, const TraceArgs& args) {
     auto self = weak_call.lock();
     for (const auto& f : self && self->released ? reading : freed)
       if (f.output < grads.size() && grads[f.output].defined()) throw freed_graph_error(f.op, f.loc);
+    if (!bwd) return std::vector<Tensor>(out_types.size());  // every gradient freed, none given
     for (size_t i : seeded) {
       const TensorType& t = fwd_out_types[i];
       bool given = i < grads.size() && grads[i].defined();

@@ -109,7 +109,10 @@ struct TracedCore::Entry {
   bool autograd_call = false;
   size_t saved_begin = 0;  // outputs from here on are the values the backward reads
   size_t saved = 0;
-  std::shared_ptr<LazyPlan> backward;
+  std::shared_ptr<LazyPlan> backward;  // null when backward_freed
+  /// Every output's gradient reads values a backward() inside the body freed
+  /// (a training step returning its loss): no backward graph, nothing saved.
+  bool backward_freed = false;
   std::vector<TensorType> backward_out_types;
   std::vector<int64_t> wrt_args;       // argument positions that require grad
   std::vector<int64_t> wrt_params;     // parameter indices that require grad

@@ -6,6 +6,7 @@
 #include "runtime/blas.h"
 
 #include <cblas.h>
+#include <dlfcn.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -67,16 +68,30 @@ Mat<T> blas_operand(const Mat<T>& m, CBLAS_TRANSPOSE* trans, int64_t* ld,
 // runs single-threaded and large products are split by rows over Kiln's own
 // pool: two pools spinning on the same cores slow each other down (measured:
 // a small training step ran 3x slower with both active).
+//
+// OpenBLAS starts its threads when it loads, and each spins (sched_yield) for
+// about 0.1 s before it sleeps: on a 2-core machine that takes a core from the
+// first compile of a program that starts with one (the MLP step's first call
+// took 1.2x as long). Since OpenBLAS runs single-threaded here, those threads are
+// shut down, when Kiln loads; OpenBLAS starts them again if it is given threads.
 bool kiln_splits_blas() {
   static const bool split = [] {
     const char* ob = std::getenv("OPENBLAS_NUM_THREADS");
     const char* omp = std::getenv("OMP_NUM_THREADS");
     if ((ob && *ob) || (omp && *omp)) return false;
     openblas_set_num_threads(1);
+    // Not in every OpenBLAS build (the OpenMP one has no such threads).
+    using Shutdown = int (*)();
+    if (auto shutdown = reinterpret_cast<Shutdown>(dlsym(RTLD_DEFAULT, "blas_thread_shutdown_")))
+      shutdown();
     return true;
   }();
   return split;
 }
+
+namespace {
+[[maybe_unused]] const bool kSettledAtLoad = kiln_splits_blas();
+}  // namespace
 
 // c (n x m, row stride ldc) = a (n x k) @ b (k x m).
 template <class T>

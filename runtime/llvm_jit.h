@@ -1,5 +1,5 @@
 // The process-wide LLVM JIT for CPU kernels: the host target (CPU name and
-// features), the O3 pipeline for it, machine code emission (object files and
+// features), the optimisation pipelines for it, machine code emission (object files and
 // assembly text) and an ORC LLJIT that loads object files and hands back
 // kernel addresses. Compiling to an object ourselves (instead of letting the
 // JIT compile IR) gives the on-disk cache the exact bytes that run, and a
@@ -20,12 +20,14 @@ class Module;
 namespace kiln {
 
 /// Which optimisation pipeline kernels get.
-///   Fast: LLVM's O3 with the loop vectoriser and its interleaving, without loop
-///         unrolling and SLP vectorisation. Kiln's kernels are loops the loop
-///         vectoriser handles whole; unrolling and SLP took about half the
-///         compile time of the MLP step's kernels for no measured speed
-///         (bench_compile: BM_FirstCall, BM_KernelSpeed).
+///   Fast: a short pipeline for Kiln's loop nests (llvm_jit.cpp, kFastPipeline):
+///         inlining, one cleanup, loop rotation and LICM, induction variables, the
+///         loop vectoriser with its interleaving, a cleanup of the vector code. No
+///         loop unrolling and no SLP vectorisation. Half of O3's optimisation time
+///         for kernels that run as fast (bench_compile: BM_FirstCall, BM_KernelSpeed).
 ///   Full: LLVM's O3 as clang runs it (KILN_OPT=full).
+/// Code generation is LLVM's at -O3 for both, without loop strength reduction
+/// (a quarter of the machine-code time, for no measured speed).
 enum class LlvmOpt { Fast, Full };
 const char* llvm_opt_name(LlvmOpt o);  // "fast", "full"
 
@@ -45,8 +47,7 @@ class LlvmJit {
 
   /// Sets the module's target triple and data layout to the host's.
   void configure(llvm::Module& m) const;
-  /// Runs the O3 pipeline (PassBuilder::buildPerModuleDefaultPipeline) for the host
-  /// CPU, tuned as `opt` says. Thread-safe: modules in different contexts may be
+  /// Runs the optimisation pipeline `opt` for the host CPU. Thread-safe: modules in different contexts may be
   /// optimised and emitted concurrently.
   void optimize(llvm::Module& m, LlvmOpt opt) const;
   /// Host machine code for the module as an ELF object file. Consumes nothing.

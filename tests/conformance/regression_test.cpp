@@ -576,3 +576,38 @@ TEST_CASE("x.grad() read inside a trace passes no gradient on, as eagerly") {
   CHECK(grad_of(we) == std::vector<double>{3, -4});
   CHECK(grad_of(wt) == std::vector<double>{3, -4});
 }
+
+TEST_CASE("a traced training step that returns its loss saves nothing for a backward that can only fail") {
+  // The body's backward() frees the loss's graph: a second backward fails eagerly,
+  // so the compiled call builds no backward and keeps no residuals for it.
+  auto make = [] { return std::pair{leaf({0.5, -1.5, 2.0}, {3}), from_vector({1.0, 2.0, -1.0}, {3}, kFloat64)}; };
+  auto step = [](std::pair<Tensor, Tensor>& s, bool retain) {
+    Tensor loss = (s.first * s.second).tanh().sum();
+    loss.backward(Tensor(), retain);
+    return std::vector<Tensor>{loss};
+  };
+  for (bool retain : {false, true}) {
+    CAPTURE(retain);
+    auto se = make(), st = make();
+    auto traced = jit([&]() { return step(st, retain); });
+    Tensor le = step(se, retain)[0];
+    Tensor lt = traced()[0];
+    CHECK(lt.requires_grad() == le.requires_grad());
+    test::check_close(lt, le, 1e-12, 1e-12);
+    if (retain) {  // the graph is kept: a second backward adds the same gradient again
+      CHECK(traced.graph(false).outputs.size() > 1);  // what the backward reads is saved
+      le.backward();
+      lt.backward();
+      test::check_close(st.first.grad(), se.first.grad(), 1e-12, 1e-12);
+    } else {
+      KILN_CHECK_ERROR(le.backward(), "second time");
+      KILN_CHECK_ERROR(lt.backward(), "second time");
+      // The loss alone, and x's gradient as an update: nothing saved (tanh's
+      // result, y) for a backward.
+      const Graph g = traced.graph(false);
+      CHECK(g.outputs.size() == 1);
+      CHECK(g.updates.size() == 1);
+      test::check_close(st.first.grad(), se.first.grad(), 1e-12, 1e-12);
+    }
+  }
+}

@@ -1,7 +1,9 @@
 // Compile cost, and what the compile-time choices cost at run time.
 //   BM_FirstCall      the first call of a traced MLP training step (784-256-128-10,
 //                     ReLU/Tanh, cross-entropy, Adam): cold (no disk cache, no kernel
-//                     already loaded), warm disk cache, and per LLVM pipeline.
+//                     already loaded), warm disk cache, per LLVM pipeline, and with
+//                     kernels that differ only in sizes each compiled on its own
+//                     (KILN_SHARE_SIZES=0).
 //   BM_NewBatchSizes  after a first call at batch 64, the calls at 50, 37 and 128
 //                     together (counter "of_first": their cost / the first call's),
 //                     with the batch dimension static (KILN_DYNAMIC=0), becoming
@@ -9,7 +11,8 @@
 //                     (counter "first_ms": the first call, probe included).
 //   BM_OneKernel      a one-kernel function compiled cold, per pipeline.
 //   BM_KernelSpeed    the compiled kernels' run time per pipeline, for the JIT's
-//                     workloads (fast must be no slower than full).
+//                     workloads (fast must be no slower than full, shared templates
+//                     no slower than kernels compiled each for its sizes).
 // Every figure that matters is a ratio of two cases of the same run.
 #include <benchmark/benchmark.h>
 
@@ -28,12 +31,15 @@ using namespace kiln;
 
 namespace {
 
-// What a case compiles with: the LLVM pipeline, the disk cache and kernel sharing.
+// What a case compiles with: the LLVM pipeline, the disk cache, kernel sharing
+// across functions (reuse) and within a plan (share_sizes).
 struct CompileSetup {
-  explicit CompileSetup(LlvmOpt opt, std::string cache = "", bool reuse = false)
+  explicit CompileSetup(LlvmOpt opt, std::string cache = "", bool reuse = false,
+                        bool share_sizes = true)
       : saved_(settings()) {
     settings().llvm_opt = opt;
     settings().reuse_kernels = reuse;
+    settings().share_sizes = share_sizes;
     set_cache_dir(std::move(cache));
   }
   ~CompileSetup() { settings() = saved_; }
@@ -76,31 +82,37 @@ std::string temp_cache() {
 
 enum Cache { kCold = 0, kWarmDisk = 1 };
 
-// Arg 0: cold or warm disk cache; arg 1: pipeline (0 fast, 1 full).
+// Arg 0: cold or warm disk cache; arg 1: pipeline (0 fast, 1 full); arg 2:
+// kernels that differ only in sizes share a template (1) or not (0).
 void BM_FirstCall(benchmark::State& state) {
   const bool warm = state.range(0) == kWarmDisk;
+  const bool share = state.range(2) != 0;
   const std::string dir = temp_cache();
   std::filesystem::remove_all(dir);
-  CompileSetup setup(opt_arg(state, 1), warm ? dir : "");
+  CompileSetup setup(opt_arg(state, 1), warm ? dir : "", /*reuse=*/false, share);
   manual_seed(0);
   auto [x, y] = batch(64);
   if (warm) MlpStep().step(x, y);  // fills the disk cache
-  int64_t kernels = 0;
+  int64_t kernels = 0, shared = 0;
   for (auto _ : state) {
     state.PauseTiming();
     MlpStep m;
     state.ResumeTiming();
     m.step(x, y);
     kernels = m.step.stats().kernels;
+    shared = m.step.stats().kernels_reused;
   }
   std::filesystem::remove_all(dir);
   state.counters["plan_steps"] = static_cast<double>(kernels);
-  state.SetLabel(std::string(warm ? "warm disk cache" : "cold") + ", " + llvm_opt_name(opt_arg(state, 1)));
+  state.counters["shared"] = static_cast<double>(shared);
+  state.SetLabel(std::string(warm ? "warm disk cache" : "cold") + ", " + llvm_opt_name(opt_arg(state, 1)) +
+                 (share ? "" : ", no shared templates"));
 }
 BENCHMARK(BM_FirstCall)
-    ->Args({kCold, 0})
-    ->Args({kCold, 1})
-    ->Args({kWarmDisk, 0})
+    ->Args({kCold, 0, 1})
+    ->Args({kCold, 0, 0})
+    ->Args({kCold, 1, 1})
+    ->Args({kWarmDisk, 0, 1})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
@@ -152,7 +164,7 @@ void BM_OneKernel(benchmark::State& state) {
     auto f = jit([](Tensor v) { return ((v * 1.5f + 2).tanh().exp() - v.sigmoid()).relu(); }, "one_kernel");
     state.ResumeTiming();
     f(x);
-    per_kernel += f.stats().kernel_compile_ms.at(0).second;
+    per_kernel += f.stats().kernel_compile_ms.at(0).ms;
   }
   state.counters["kernel_ms"] = per_kernel / static_cast<double>(state.iterations());
   state.SetLabel(llvm_opt_name(opt_arg(state, 0)));
@@ -166,20 +178,21 @@ Tensor chain_transcendental(const Tensor& x) {
 Tensor softmax_rows(const Tensor& x) { return x.softmax(1); }
 Tensor bias_relu(const Tensor& x) { return (x + tensor({0.5f, -1.f, 2.f, 0.f})).relu(); }
 
-enum Workload { kChain, kTranscendental, kSoftmax, kBias, kMlpStep, kMlpStepDynamic };
+enum Workload { kChain, kTranscendental, kSoftmax, kBias, kMlpStep, kMlpStepUnshared, kMlpStepDynamic };
 const char* workload_name(int64_t w) {
   return w == kChain ? "chain8" : w == kTranscendental ? "transcendental chain" : w == kSoftmax ? "softmax rows"
        : w == kBias ? "[4] bias over [1M,4]" : w == kMlpStep ? "MLP step (batch 64)"
+       : w == kMlpStepUnshared ? "MLP step (batch 64, no shared templates)"
        : "MLP step (batch 64, dynamic: templates)";
 }
 
 // Arg 0: workload; arg 1: pipeline. Times the compiled code only.
 void BM_KernelSpeed(benchmark::State& state) {
   const int64_t w = state.range(0);
-  CompileSetup setup(opt_arg(state, 1));
+  CompileSetup setup(opt_arg(state, 1), "", /*reuse=*/false, /*share_sizes=*/w != kMlpStepUnshared);
   manual_seed(0);
   state.SetLabel(std::string(workload_name(w)) + ", " + llvm_opt_name(opt_arg(state, 1)));
-  if (w == kMlpStep || w == kMlpStepDynamic) {
+  if (w == kMlpStep || w == kMlpStepUnshared || w == kMlpStepDynamic) {
     MlpStep m;
     auto [x, y] = batch(64);
     if (w == kMlpStepDynamic) {
@@ -198,7 +211,7 @@ void BM_KernelSpeed(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(f(x).impl());
 }
 BENCHMARK(BM_KernelSpeed)
-    ->ArgsProduct({{kChain, kTranscendental, kSoftmax, kBias, kMlpStep, kMlpStepDynamic}, {0, 1}})
+    ->ArgsProduct({{kChain, kTranscendental, kSoftmax, kBias, kMlpStep, kMlpStepUnshared, kMlpStepDynamic}, {0, 1}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

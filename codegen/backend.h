@@ -41,6 +41,15 @@ struct CompiledGroup {
   virtual ~CompiledGroup() = default;
 };
 
+/// What a backend works out for the groups of one compile together, before it
+/// compiles them one by one (Backend::batch_groups). Each backend has its own.
+struct GroupBatch {
+  virtual ~GroupBatch() = default;
+  /// Per group: compile it in a second round, after every unmarked group (its
+  /// code comes from another group's compile).
+  std::vector<char> second_round;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -53,13 +62,21 @@ class Backend {
   /// lacks (for the user's error).
   virtual bool supports(const Graph& g, const FusionGroup& grp, std::string* why) const = 0;
 
+  /// Looks at the groups about to be compiled (`wanted`) together, before any
+  /// compile_group call: null when the backend compiles each on its own.
+  virtual std::unique_ptr<GroupBatch> batch_groups(const CompileContext& ctx,
+                                                   const std::vector<size_t>& wanted) const {
+    return nullptr;
+  }
+
   /// Compiles group `gi`'s code (null, or code with nothing to run, when its
-  /// steps are library calls alone). Called for every group this backend
-  /// supports (not the driver's host steps: index checks, collectives), in any
-  /// order and from several threads at once. With opts.record_kernels_only,
-  /// only what the probe records (CPU kernels) is done.
-  virtual std::unique_ptr<CompiledGroup> compile_group(const CompileContext& ctx,
-                                                       size_t gi) const = 0;
+  /// steps are library calls alone), with what batch_groups made (or null).
+  /// Called for every group this backend supports (not the driver's host steps:
+  /// index checks, collectives), from several threads at once, in any order but
+  /// for the batch's second round, which comes after the first.
+  /// With opts.record_kernels_only, only what the probe records (CPU kernels) is done.
+  virtual std::unique_ptr<CompiledGroup> compile_group(const CompileContext& ctx, size_t gi,
+                                                       GroupBatch* batch) const = 0;
 
   /// Appends group `gi`'s steps to the plan, with what compile_group made of it.
   virtual void add_steps(const CompileContext& ctx, size_t gi, std::unique_ptr<CompiledGroup> code,

@@ -141,34 +141,40 @@ struct CompileJob {
 };
 
 // Compiles the wanted jobs on the thread pool, each thread taking the next job
-// left (kernels differ a lot in cost, so equal shares would leave threads idle).
-// LLVM compiles modules of separate contexts concurrently, and NVRTC programs
-// compile concurrently; loading code is serialised inside each backend.
+// left (kernels differ a lot in cost, so equal shares would leave threads idle),
+// in the backend's two rounds (GroupBatch). LLVM compiles modules of separate
+// contexts concurrently, and NVRTC programs compile concurrently; loading code
+// is serialised inside each backend.
 void compile_groups(const Backend& backend, const CompileContext& ctx, std::vector<CompileJob>& jobs) {
   std::vector<size_t> wanted;
   for (size_t gi = 0; gi < jobs.size(); ++gi)
     if (jobs[gi].wanted) wanted.push_back(gi);
-  // Biggest groups first, so the slowest kernel does not start last.
-  std::stable_sort(wanted.begin(), wanted.end(), [&](size_t a, size_t b) {
-    return ctx.groups[a].nodes.size() > ctx.groups[b].nodes.size();
-  });
-  std::atomic<size_t> next{0};
-  auto worker = [&](int64_t, int64_t) {
-    for (size_t i = next++; i < wanted.size(); i = next++) {
-      CompileJob& job = jobs[wanted[i]];
-      try {
-        job.code = backend.compile_group(ctx, wanted[i]);
-      } catch (...) {
-        job.failed = std::current_exception();
+  std::unique_ptr<GroupBatch> batch = backend.batch_groups(ctx, wanted);
+  auto second = [&](size_t gi) { return batch && batch->second_round.at(gi); };
+  std::vector<size_t> first_round, second_round;
+  for (size_t gi : wanted) (second(gi) ? second_round : first_round).push_back(gi);
+  for (std::vector<size_t>* round : {&first_round, &second_round}) {
+    // Biggest groups first, so the slowest kernel does not start last.
+    std::stable_sort(round->begin(), round->end(), [&](size_t a, size_t b) {
+      return ctx.groups[a].nodes.size() > ctx.groups[b].nodes.size();
+    });
+    std::atomic<size_t> next{0};
+    auto worker = [&](int64_t, int64_t) {
+      for (size_t i = next++; i < round->size(); i = next++) {
+        CompileJob& job = jobs[(*round)[i]];
+        try {
+          job.code = backend.compile_group(ctx, (*round)[i], batch.get());
+        } catch (...) {
+          job.failed = std::current_exception();
+        }
       }
-    }
-  };
-  const int64_t threads = std::min<int64_t>(num_threads(), static_cast<int64_t>(wanted.size()));
-  if (threads <= 1) {
-    worker(0, 1);
-    return;
+    };
+    const int64_t threads = std::min<int64_t>(num_threads(), static_cast<int64_t>(round->size()));
+    if (threads <= 1)
+      worker(0, 1);
+    else
+      parallel_for(threads, 1, worker);
   }
-  parallel_for(threads, 1, worker);
 }
 
 // The groups as the steps compile them: constant data (a literal, an arange) is

@@ -23,6 +23,10 @@ struct CompileOptions {
   std::string cache_dir;        // on-disk kernel cache; empty disables it
   LlvmOpt llvm_opt = LlvmOpt::Fast;  // CPU kernels' optimisation pipeline (KILN_OPT)
   bool reuse_kernels = true;    // share identical CPU kernels already loaded (KILN_REUSE=0: never)
+  /// CPU kernels of one plan that differ only in sizes and constants (the Adam
+  /// update of each parameter) run one template, compiled once
+  /// (kernel_template.h, kir::families). KILN_SHARE_SIZES=0: each its own kernel.
+  bool share_sizes = true;
   /// CPU kernels take the sizes that changed since a group was last lowered as
   /// run-time parameters (kernel templates, codegen/kernel_template.h): a traced
   /// function with a dynamic dimension. CUDA plans compile every size.

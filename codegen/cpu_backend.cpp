@@ -262,34 +262,62 @@ bool load_template_code(const kir::Kernel& k, const std::string& skeleton,
 
 }  // namespace
 
-CpuKernel compile_cpu_kernel(const Graph& g, const FusionGroup& group,
-                             const CpuCompileOptions& opts) {
+CpuLoweredGroup lower_cpu_group(const Graph& g, const FusionGroup& group, const CpuCompileOptions& opts) {
   const auto t0 = std::chrono::steady_clock::now();
   LowerOptions lo;
   lo.epilogue_in_place = opts.epilogue_in_place;
   lo.in_place = opts.in_place;
-  kir::Kernel k = lower_group(g, group, lo);
-
-  CpuKernel out;
-  out.artifacts.times.lower_ms = ms_between(t0, std::chrono::steady_clock::now());
-  out.info = describe_kernel(g, group, k);
-  k.name = out.info.name;
-  for (const kir::Buffer& b : k.buffers) out.buffers.push_back(b.value);
-  if (opts.want_artifacts) out.artifacts.kernel_ir = kir::print_kernel(k);
-  bool has_output = false;
-  for (const kir::Buffer& b : k.buffers) has_output = has_output || b.output;
-  auto finish = [&] {
-    out.artifacts.compile_ms = ms_between(t0, std::chrono::steady_clock::now());
-    return out;
-  };
-  if (!has_output) return finish();  // a lone matmul: BLAS does all of it
-
+  CpuLoweredGroup l;
+  l.loc = first_loc(g, group);
   try {
+    l.kernel = lower_group(g, group, lo);
+  } catch (Error& e) {
+    e.attach(l.loc);
+    throw;
+  }
+  CpuKernel& out = l.kernel_out;
+  out.artifacts.times.lower_ms = ms_between(t0, std::chrono::steady_clock::now());
+  out.artifacts.compile_ms = out.artifacts.times.lower_ms;
+  out.info = describe_kernel(g, group, l.kernel);
+  l.kernel.name = out.info.name;
+  for (const kir::Buffer& b : l.kernel.buffers) {
+    out.buffers.push_back(b.value);
+    l.has_output = l.has_output || b.output;
+  }
+  if (opts.want_artifacts) out.artifacts.kernel_ir = kir::print_kernel(l.kernel);
+  return l;
+}
+
+namespace {
+
+// Runs `body` (which loads the code of l's kernel into l.kernel_out), adding its
+// time to the kernel's and naming the group's source line in an error.
+template <class Body>
+CpuKernel finish_group(CpuLoweredGroup& l, Body body) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (l.has_output) {  // else a lone matmul: BLAS does all of it
+    try {
+      body();
+    } catch (Error& e) {
+      e.attach(l.loc);
+      throw;
+    }
+  }
+  l.kernel_out.artifacts.compile_ms += ms_between(t0, std::chrono::steady_clock::now());
+  return std::move(l.kernel_out);
+}
+
+}  // namespace
+
+CpuKernel compile_cpu_group(CpuLoweredGroup l, const CpuCompileOptions& opts) {
+  return finish_group(l, [&] {
+    const kir::Kernel& k = l.kernel;
+    CpuKernel& out = l.kernel_out;
     if (opts.template_scope == 0) {
       KILN_CHECK(!opts.dynamic_sizes && !opts.record_only,
                  "internal: dynamic sizes need a template scope");
       load_code(k, opts, Source::Anywhere, out);
-      return finish();
+      return;
     }
     // Families of kernels are per scope: "<scope>\n<skeleton>".
     const std::string skeleton = std::to_string(opts.template_scope) + "\n" + kir::skeleton(k);
@@ -297,11 +325,49 @@ CpuKernel compile_cpu_kernel(const Graph& g, const FusionGroup& group,
       KernelTemplates::get().remember(skeleton, k);
       if (!opts.record_only) load_code(k, opts, Source::Anywhere, out);
     }
-  } catch (Error& e) {
-    e.attach(first_loc(g, group));
-    throw;
-  }
-  return finish();
+  });
+}
+
+CpuKernel compile_cpu_group_as(CpuLoweredGroup l, const kir::Kernel& templ, std::vector<int64_t> params,
+                               const CpuCompileOptions& opts) {
+  KILN_CHECK(!opts.dynamic_sizes && !opts.record_only,
+             "internal: a plan's family template with dynamic sizes");
+  return finish_group(l, [&] {
+    if (opts.template_scope != 0)  // a later size of the function may widen it
+      KernelTemplates::get().remember(std::to_string(opts.template_scope) + "\n" + kir::skeleton(l.kernel),
+                                      l.kernel);
+    kir::Kernel t = templ;
+    t.name = l.kernel.name;
+    CpuKernel& out = l.kernel_out;
+    load_code(t, opts, Source::Anywhere, out);
+    out.artifacts.templated = true;
+    out.params = std::move(params);
+    if (opts.want_artifacts) out.artifacts.kernel_ir = kir::print_kernel(t) + params_str(t, out.params);
+  });
+}
+
+CpuKernel share_cpu_code(CpuLoweredGroup l, const CpuKernel& compiled, const kir::Kernel& templ,
+                         std::vector<int64_t> params, const CpuCompileOptions& opts) {
+  return finish_group(l, [&] {
+    CpuKernel& out = l.kernel_out;
+    out.fn = compiled.fn;
+    out.code = compiled.code;
+    out.params = std::move(params);
+    out.artifacts.templated = true;
+    out.artifacts.reused = true;
+    if (opts.want_artifacts) {  // the same code as the kernel compiled for it
+      kir::Kernel t = templ;
+      t.name = l.kernel.name;
+      out.artifacts.kernel_ir = kir::print_kernel(t) + params_str(t, out.params);
+      out.artifacts.llvm_ir = compiled.artifacts.llvm_ir;
+      out.artifacts.llvm_ir_opt = compiled.artifacts.llvm_ir_opt;
+      out.artifacts.assembly = compiled.artifacts.assembly;
+    }
+  });
+}
+
+CpuKernel compile_cpu_kernel(const Graph& g, const FusionGroup& group, const CpuCompileOptions& opts) {
+  return compile_cpu_group(lower_cpu_group(g, group, opts), opts);
 }
 
 CpuKernel compile_lowered_kernel(const kir::Kernel& k, const CpuCompileOptions& opts) {

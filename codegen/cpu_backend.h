@@ -9,15 +9,12 @@
 #include <vector>
 
 #include "codegen/kernel_info.h"
+#include "codegen/kernel_ir.h"
 #include "ir/graph.h"
 #include "passes/fusion.h"
 #include "runtime/llvm_jit.h"
 
 namespace kiln {
-
-namespace kir {
-struct Kernel;
-}
 
 /// A compiled CPU kernel: computes elements [begin, end) of its outer loop.
 /// `buffers` points at the dense row-major buffers of CpuKernel::buffers, in order,
@@ -78,10 +75,31 @@ struct CpuCompileOptions {
   uint64_t template_scope = 0;
 };
 
-/// Compiles one group of g. Throws kiln::Error naming the group's first source
-/// line if the group cannot be lowered.
+/// Compiles one group of g: lower_cpu_group, then compile_cpu_group. Throws
+/// kiln::Error naming the group's first source line if the group cannot be lowered.
 CpuKernel compile_cpu_kernel(const Graph& g, const FusionGroup& group,
                              const CpuCompileOptions& opts);
+
+/// A group lowered to kernel IR, not yet compiled.
+struct CpuLoweredGroup {
+  kir::Kernel kernel;
+  CpuKernel kernel_out;     // info, buffers and artifacts so far; no code yet
+  SourceLoc loc;            // the group's first source line, for errors
+  bool has_output = false;  // false: a lone matmul, which needs no kernel
+};
+CpuLoweredGroup lower_cpu_group(const Graph& g, const FusionGroup& group, const CpuCompileOptions& opts);
+
+/// The group's own kernel: an identical kernel's code already loaded, the disk
+/// cache's object or LLVM's (with dynamic sizes, a template's; kernel_template.h).
+CpuKernel compile_cpu_group(CpuLoweredGroup l, const CpuCompileOptions& opts);
+/// The group run as an instance of `templ` (its plan's family template,
+/// kernel_template.h) with `params`: the template's code found or compiled now.
+CpuKernel compile_cpu_group_as(CpuLoweredGroup l, const kir::Kernel& templ, std::vector<int64_t> params,
+                               const CpuCompileOptions& opts);
+/// The group run with the code `compiled` holds (another member of its family,
+/// compiled with compile_cpu_group_as) and its own `params`.
+CpuKernel share_cpu_code(CpuLoweredGroup l, const CpuKernel& compiled, const kir::Kernel& templ,
+                         std::vector<int64_t> params, const CpuCompileOptions& opts);
 
 /// Compiles a kernel already lowered (eager_kernel.h builds its own): the code
 /// of an identical kernel already loaded, the disk cache's object, or LLVM's.

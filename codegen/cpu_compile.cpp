@@ -2,8 +2,11 @@
 // and, for a matmul group, an OpenBLAS step before it; a matmul group the
 // schedule's accumulate step chose is one BLAS call into the parameter's buffer.
 #include <algorithm>
+#include <mutex>
+#include <optional>
 
 #include "codegen/backend.h"
+#include "codegen/kernel_template.h"
 
 namespace kiln {
 namespace {
@@ -11,6 +14,25 @@ namespace {
 struct CpuCompiled : CompiledGroup {
   CpuKernel kernel;
 };
+
+// The kernels of one compile, lowered together: groups whose kernels differ
+// only in sizes and constants (a family, kernel_template.h: the Adam update of
+// each parameter, the bias gradient of each layer) run one template, compiled
+// for the family's first member; the others take its code in the second round.
+struct CpuBatch : GroupBatch {
+  std::vector<std::optional<CpuLoweredGroup>> lowered;  // per group, until compile_group takes it
+  std::vector<int64_t> family;                          // per group: its family, or -1
+  std::vector<size_t> member;                           // per group: its place in the family
+  std::vector<kir::Family> families;
+  std::mutex mu;
+  std::vector<std::optional<CpuKernel>> compiled;  // per family: the first member's kernel
+};
+
+CpuCompileOptions group_options(const CompileContext& ctx, size_t gi) {
+  CpuCompileOptions o = cpu_compile_options(ctx.opts);
+  o.in_place = ctx.sched.in_place[gi];
+  return o;
+}
 
 // P + alpha * (a @ b) stored over P: one BLAS call accumulating into P's buffer.
 void add_accumulate_step(const CompileContext& ctx, const FusionGroup& grp, double alpha,
@@ -46,12 +68,78 @@ class CpuBackend final : public Backend {
     return false;
   }
 
-  std::unique_ptr<CompiledGroup> compile_group(const CompileContext& ctx, size_t gi) const override {
+  // Families only where kernels are compiled for their sizes: with dynamic
+  // sizes, the function's own templates (cpu_backend.cpp) take their place.
+  std::unique_ptr<GroupBatch> batch_groups(const CompileContext& ctx,
+                                           const std::vector<size_t>& wanted) const override {
+    const CompileOptions& opts = ctx.opts;
+    if (!opts.share_sizes || opts.dynamic_sizes || opts.record_kernels_only) return nullptr;
+    auto b = std::make_unique<CpuBatch>();
+    const size_t n = ctx.groups.size();
+    b->lowered.resize(n);
+    b->family.assign(n, -1);
+    b->member.assign(n, 0);
+    b->second_round.assign(n, 0);
+    std::vector<const kir::Kernel*> kernels;
+    std::vector<size_t> group_of;
+    for (size_t gi : wanted) {
+      if (ctx.sched.accumulate[gi]) continue;
+      try {
+        b->lowered[gi] = lower_cpu_group(ctx.g, ctx.groups[gi], group_options(ctx, gi));
+      } catch (const Error&) {
+        continue;  // compile_group lowers it again and reports the error in its place
+      }
+      if (!b->lowered[gi]->has_output) continue;
+      kernels.push_back(&b->lowered[gi]->kernel);
+      group_of.push_back(gi);
+    }
+    b->families = kir::families(kernels);
+    b->compiled.resize(b->families.size());
+    for (size_t f = 0; f < b->families.size(); ++f) {
+      const std::vector<size_t>& members = b->families[f].members;
+      for (size_t m = 0; m < members.size(); ++m) {
+        const size_t gi = group_of[members[m]];
+        b->family[gi] = static_cast<int64_t>(f);
+        b->member[gi] = m;
+        b->second_round[gi] = m > 0;
+      }
+    }
+    return b;
+  }
+
+  std::unique_ptr<CompiledGroup> compile_group(const CompileContext& ctx, size_t gi,
+                                               GroupBatch* batch) const override {
     if (ctx.sched.accumulate[gi]) return nullptr;  // BLAS alone
-    CpuCompileOptions o = cpu_compile_options(ctx.opts);
-    o.in_place = ctx.sched.in_place[gi];
+    const CpuCompileOptions o = group_options(ctx, gi);
     auto c = std::make_unique<CpuCompiled>();
-    c->kernel = compile_cpu_kernel(ctx.g, ctx.groups[gi], o);
+    auto* b = static_cast<CpuBatch*>(batch);
+    if (!b || !b->lowered[gi]) {
+      c->kernel = compile_cpu_kernel(ctx.g, ctx.groups[gi], o);
+      return c;
+    }
+    CpuLoweredGroup l = std::move(*b->lowered[gi]);
+    b->lowered[gi].reset();
+    const int64_t f = b->family[gi];
+    if (f < 0) {
+      c->kernel = compile_cpu_group(std::move(l), o);
+      return c;
+    }
+    const kir::Family& fam = b->families[static_cast<size_t>(f)];
+    std::vector<int64_t> params = fam.params[b->member[gi]];
+    std::optional<CpuKernel> first;
+    if (b->member[gi] > 0) {
+      std::lock_guard<std::mutex> lock(b->mu);
+      first = b->compiled[static_cast<size_t>(f)];
+    }
+    if (first) {
+      c->kernel = share_cpu_code(std::move(l), *first, fam.templ, std::move(params), o);
+    } else {  // the first member (or the first failed: this one reports its own error)
+      c->kernel = compile_cpu_group_as(std::move(l), fam.templ, std::move(params), o);
+      if (b->member[gi] == 0) {
+        std::lock_guard<std::mutex> lock(b->mu);
+        b->compiled[static_cast<size_t>(f)] = c->kernel;
+      }
+    }
     return c;
   }
 

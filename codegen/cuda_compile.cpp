@@ -74,7 +74,8 @@ class CudaBackend final : public Backend {
 
   // CUDA C and NVRTC (thread-safe: groups compile in parallel); loading waits for
   // add_steps. No driver call here: the workers bind no CUDA context.
-  std::unique_ptr<CompiledGroup> compile_group(const CompileContext& ctx, size_t gi) const override {
+  std::unique_ptr<CompiledGroup> compile_group(const CompileContext& ctx, size_t gi,
+                                               GroupBatch*) const override {
     if (ctx.opts.record_kernels_only) return nullptr;  // a dynamic-size probe records CPU kernels only
     auto t0 = std::chrono::steady_clock::now();
     auto c = std::make_unique<CudaCompiled>();

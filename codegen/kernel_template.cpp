@@ -5,6 +5,7 @@
 #include "codegen/kernel_template.h"
 
 #include <bit>
+#include <unordered_map>
 
 #include "ir/error.h"
 
@@ -122,6 +123,68 @@ std::optional<std::vector<int64_t>> bind(const Kernel& t, const Kernel& k) {
     if (!t.buffers[i].sized_at_run_time && t.buffers[i].shape != k.buffers[i].shape)
       return std::nullopt;
   return p;
+}
+
+namespace {
+
+// The constants of the kernel's index arithmetic: the strides it multiplies
+// indices by and the sizes it divides them by. Compiled in, they let LLVM turn a
+// division into a multiply and a shift and see which loads are contiguous (and
+// vectorise them); as run-time parameters, a hardware division per element and
+// strided scalar loads cost more than the compile they save.
+std::string index_constants(const Kernel& k) {
+  std::string out;
+  for (const ValueDef& d : k.values) {
+    if (d.type != DType::i64 || (d.op != ScalarOp::mul && d.op != ScalarOp::idiv &&
+                                 d.op != ScalarOp::imod))
+      continue;
+    for (ValueId a : {d.args[0], d.args[1]}) {
+      const ValueDef& c = k.values[size_t(a)];
+      if (c.op != ScalarOp::const_) continue;
+      out += ' ';
+      out += std::to_string(c.iimm);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<Family> families(const std::vector<const Kernel*>& kernels) {
+  std::vector<std::string> skeletons;  // in order of first appearance, for a stable result
+  std::unordered_map<std::string, std::vector<size_t>> by_skeleton;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    // Members share their index constants, which stay constants in the template.
+    std::string s = skeleton(*kernels[i]);
+    s += "\n;";
+    s += index_constants(*kernels[i]);
+    std::vector<size_t>& members = by_skeleton[s];
+    if (members.empty()) skeletons.push_back(std::move(s));
+    members.push_back(i);
+  }
+  std::vector<Family> out;
+  for (const std::string& s : skeletons) {
+    std::vector<size_t>& members = by_skeleton[s];
+    if (members.size() < 2) continue;
+    // Widened member by member: each template varies where the one before did
+    // and where the new member differs from the first.
+    const Kernel& first = *kernels[members[0]];
+    Family f{first, std::move(members), {}};
+    bool widened = false;
+    for (size_t m = 1; m < f.members.size(); ++m) {
+      const Kernel& k = *kernels[f.members[m]];
+      if (bind(f.templ, k)) continue;
+      f.templ = generalize(k, first, widened ? &f.templ : nullptr);
+      widened = true;
+    }
+    for (size_t m : f.members) {
+      std::optional<std::vector<int64_t>> p = bind(f.templ, *kernels[m]);
+      KILN_CHECK(p.has_value(), "internal: a kernel is not an instance of its family's template");
+      f.params.push_back(std::move(*p));
+    }
+    out.push_back(std::move(f));
+  }
+  return out;
 }
 
 }  // namespace kiln::kir

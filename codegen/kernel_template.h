@@ -40,4 +40,20 @@ Kernel generalize(const Kernel& a, const Kernel& b, const Kernel* also = nullptr
 /// computes `k`, or nullopt when k differs from t anywhere but t's parameters.
 std::optional<std::vector<int64_t>> bind(const Kernel& t, const Kernel& k);
 
+/// Kernels of one plan that differ only in constants and sizes (the Adam update
+/// of each parameter, the bias gradient of each layer): one template computes
+/// every member, each with its own parameters.
+struct Family {
+  Kernel templ;
+  std::vector<size_t> members;               // indices into the kernels given, ascending
+  std::vector<std::vector<int64_t>> params;  // per member: bind(templ, that kernel)
+};
+
+/// The families among `kernels`: two or more of them with one skeleton and the
+/// same strides and divisors in their index arithmetic (as parameters, those
+/// cost a hardware division per element and strided loads). The template is
+/// generalised only where members differ (no parameters when they are all the
+/// same kernel).
+std::vector<Family> families(const std::vector<const Kernel*>& kernels);
+
 }  // namespace kiln::kir

@@ -44,13 +44,18 @@ std::string TraceStats::str() const {
     os << " (" << kernels_templated << " kernels take their sizes at run time)";
   }
   if (!kernel_compile_ms.empty()) {
-    std::vector<double> ms;
-    for (const auto& k : kernel_compile_ms) ms.push_back(k.second);
+    std::vector<double> ms;  // of the kernels LLVM compiled
+    const KernelCompile* slowest = nullptr;
+    for (const KernelCompile& k : kernel_compile_ms) {
+      if (!k.compiled) continue;
+      ms.push_back(k.ms);
+      if (!slowest || k.ms > slowest->ms) slowest = &k;
+    }
     std::sort(ms.begin(), ms.end());
-    auto slowest = std::max_element(kernel_compile_ms.begin(), kernel_compile_ms.end(),
-                                    [](const auto& a, const auto& b) { return a.second < b.second; });
-    os << "\n  CPU kernels: median " << ms[ms.size() / 2] << " ms, slowest " << slowest->first << " "
-       << slowest->second << " ms; " << kernel_phases;
+    os << "\n  CPU kernels: " << ms.size() << " compiled";
+    if (slowest)
+      os << " (median " << ms[ms.size() / 2] << " ms, slowest " << slowest->name << " " << slowest->ms << " ms)";
+    os << "; " << kernel_phases;
   }
   for (const auto& r : miss_reasons) os << "\n  miss: " << r;
   return os.str();
@@ -91,8 +96,8 @@ void TracedCore::StatsCell::add_compile(const CompileReport& r, size_t steps, do
   stats.kernels_reused += r.kernels_reused;
   stats.kernels_templated += r.kernels_templated;
   for (size_t i = 0; i < r.kernels.size() && i < r.artifacts.size(); ++i)
-    if (r.artifacts[i].compile_ms > 0)
-      stats.kernel_compile_ms.push_back({r.kernels[i].name, r.artifacts[i].compile_ms});
+    if (const KernelArtifacts& a = r.artifacts[i]; a.compile_ms > 0)
+      stats.kernel_compile_ms.push_back({r.kernels[i].name, a.compile_ms, !a.reused && !a.from_disk_cache});
   phases += r.kernel_times;
   stats.kernel_phases = phases.str();
 }

@@ -32,15 +32,23 @@ struct TraceStats {
   double trace_ms = 0, compile_ms = 0;
   /// Plan steps compiled (kernels, BLAS calls, collectives); of the CPU kernels,
   /// how many came from the disk cache and how many shared the code of an
-  /// identical kernel already loaded (another group, another batch size).
+  /// identical kernel already loaded (another group, another batch size) or of
+  /// a kernel of the same plan that differs only in sizes and constants.
   int64_t kernels = 0, kernels_from_disk = 0, kernels_reused = 0;
-  /// CPU kernels run as templates: their dynamic sizes are run-time parameters, and
-  /// the code is shared by every size (kernels_reused counts those already loaded).
+  /// CPU kernels run as templates: their dynamic sizes, or the sizes and constants
+  /// in which kernels of one plan differ (KILN_SHARE_SIZES), are run-time
+  /// parameters, and the code is shared (kernels_reused counts those already loaded).
   int64_t kernels_templated = 0;
   /// The dynamic dimensions, marked or seen changing ("arg 0 dim 0").
   std::vector<std::string> dynamic_dims;
-  /// Per CPU kernel compiled or reused: its name and milliseconds, in compile order.
-  std::vector<std::pair<std::string, double>> kernel_compile_ms;
+  /// Per CPU kernel compiled or reused, in compile order: its name, milliseconds,
+  /// and whether LLVM compiled it here (not the disk cache, not another kernel's code).
+  struct KernelCompile {
+    std::string name;
+    double ms = 0;
+    bool compiled = false;
+  };
+  std::vector<KernelCompile> kernel_compile_ms;
   /// "lower 1.0 ms, LLVM IR 3.4 ms, optimise 67.4 ms, machine code 107.2 ms, load 2.4 ms":
   /// the CPU kernels' compile time by phase, summed (threads compile in parallel).
   std::string kernel_phases;

@@ -56,6 +56,7 @@ Settings& settings() {
     s.cache_dir = default_cache_dir();
     s.llvm_opt = llvm_opt_from_env();
     s.reuse_kernels = env_flag("KILN_REUSE", true);
+    s.share_sizes = env_flag("KILN_SHARE_SIZES", true);
     s.auto_dynamic = env_flag("KILN_DYNAMIC", true);
     s.eager_kernels = env_flag("KILN_EAGER_KERNELS", true);
     return s;
@@ -81,6 +82,7 @@ CompileOptions compile_options() {
   o.cache_dir = s.cache_dir;
   o.llvm_opt = s.llvm_opt;
   o.reuse_kernels = s.reuse_kernels;
+  o.share_sizes = s.share_sizes;
   return o;
 }
 

@@ -6,8 +6,11 @@
 //   KILN_DUMP=dir      write dumps of every compiled function under dir
 //   KILN_LOG=a,b       log categories to stderr: recompiles, compile, profile, all
 //   KILN_CACHE_DIR=d   on-disk kernel cache ("off" disables)
-//   KILN_OPT=full      CPU kernels get LLVM's whole O3 (default "fast": no unrolling or SLP)
+//   KILN_OPT=full      CPU kernels get LLVM's whole O3 (default "fast": a short pipeline
+//                      for Kiln's loop nests; runtime/llvm_jit.h)
 //   KILN_REUSE=0       never share an identical kernel already loaded (the cold-compile baseline)
+//   KILN_SHARE_SIZES=0 kernels of one plan that differ only in sizes and constants each
+//                      compile their own code (by default they share a template)
 //   KILN_DYNAMIC=0     a size that changes stays static: every size compiles its kernels
 //                      (dimensions marked with mark_dynamic stay dynamic)
 //   KILN_EAGER_KERNELS=0  eager CPU ops all run the reference kernels (by default an
@@ -30,6 +33,7 @@ struct Settings {
   std::string cache_dir;
   LlvmOpt llvm_opt = LlvmOpt::Fast;
   bool reuse_kernels = true;
+  bool share_sizes = true;  // KILN_SHARE_SIZES=0: kernels differing only in sizes compile apart
   bool auto_dynamic = true;  // KILN_DYNAMIC=0: a changing size does not become dynamic
   /// Eager CPU ops that are expensive and elementwise (exp, tanh, div, ...) on dense
   /// operands of one shape with at least `eager_kernel_min_elements` elements run a

@@ -156,3 +156,31 @@ TEST_CASE("a probe recorded at a second size makes the first compile a template"
   BatchCase at40(40, 31, 13);
   CHECK_FALSE(check_group(at40.g, at40.softmax, at40.vals, {}, elsewhere).artifacts.templated);
 }
+
+TEST_CASE("families: kernels of one plan alike but for sizes share a template; index strides stay constants") {
+  BatchCase b64(64, 10, 1), b50(50, 10, 2), b37(37, 10, 3), wide(37, 12, 4);
+  const kir::Kernel k64 = lowered(b64, b64.mean), k50 = lowered(b50, b50.mean), k37 = lowered(b37, b37.mean);
+  const kir::Kernel kw = lowered(wide, wide.mean), soft = lowered(b64, b64.softmax);
+  REQUIRE(kir::skeleton(kw) == kir::skeleton(k64));
+  const std::vector<kir::Family> fams = kir::families({&k64, &soft, &k50, &kw, &k37, &k64});
+  // The wide kernel reads its rows with stride 12, not 10: as a parameter, the
+  // stride would hide which loads are contiguous, so it is not a member. The
+  // softmax has a skeleton of its own.
+  REQUIRE(fams.size() == 1);
+  const kir::Family& f = fams[0];
+  CHECK(f.members == std::vector<size_t>{0, 2, 4, 5});
+  CHECK_FALSE(f.templ.params.empty());
+  const std::string text = kir::print_kernel(f.templ);
+  CAPTURE(text);
+  CHECK(text.find("const 10 : i64") != std::string::npos);  // the row stride
+  REQUIRE(f.params.size() == f.members.size());
+  const std::vector<const kir::Kernel*> given = {&k64, &soft, &k50, &kw, &k37, &k64};
+  for (size_t m = 0; m < f.members.size(); ++m) CHECK(kir::bind(f.templ, *given[f.members[m]]) == f.params[m]);
+  CHECK(f.params[0] == f.params[3]);  // k64 twice
+  CHECK(f.params[1] != f.params[2]);
+  // Identical kernels are a family whose template has no parameters.
+  const std::vector<kir::Family> same = kir::families({&soft, &soft});
+  REQUIRE(same.size() == 1);
+  CHECK(same[0].templ.params.empty());
+  CHECK(kir::families({&k64, &soft, &kw}).empty());
+}

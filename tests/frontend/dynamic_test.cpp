@@ -143,3 +143,55 @@ TEST_CASE("mark_dynamic on two dims of one tensor: both take any size") {
   }
   CHECK(LlvmJit::get().loaded_objects() == objects);
 }
+
+TEST_CASE("kernels of one plan that differ only in sizes share a template: fewer compiled, values as eager") {
+  namespace F = nn::functional;
+  // Adam over four parameters of four shapes: four update kernels alike but for
+  // their buffers' shapes, which the shared template takes at run time.
+  struct Run {
+    std::vector<Tensor> losses, params;
+    TraceStats stats;
+    size_t objects = 0;  // objects loaded by the first call
+  };
+  auto run = [](int jit_mode, bool share) {
+    Settings saved = settings();
+    settings().jit = jit_mode != 0;
+    settings().share_sizes = share;
+    settings().reuse_kernels = false;  // nothing from other tests' kernels
+    manual_seed(5);
+    nn::Sequential model(nn::Linear(9, 7), nn::Tanh(), nn::Linear(7, 4));
+    optim::Adam opt(model->parameters(), 1e-2);
+    auto step = jit(
+        [&](Tensor in, Tensor target) {
+          opt.zero_grad();
+          Tensor loss = F::cross_entropy(model(in), target);
+          loss.backward();
+          opt.step();
+          return loss;
+        },
+        "shared_sizes");
+    Tensor x = randn({6, 9}), y = (rand({6}) * 4).to(kInt64);
+    Run r;
+    for (int i = 0; i < 3; ++i) {
+      const size_t before = LlvmJit::get().loaded_objects();
+      r.losses.push_back(step(x, y));
+      if (i == 0) r.objects = LlvmJit::get().loaded_objects() - before;
+    }
+    r.params = model->parameters();
+    r.stats = step.stats();
+    settings() = saved;
+    return r;
+  };
+  const Run eager = run(0, true), shared = run(1, true), own = run(1, false);
+  for (const Run* r : {&shared, &own}) {
+    for (size_t i = 0; i < eager.losses.size(); ++i) check_close(r->losses[i], eager.losses[i], 1e-5, 1e-6);
+    for (size_t i = 0; i < eager.params.size(); ++i) check_close(r->params[i], eager.params[i], 1e-5, 1e-6);
+  }
+  CHECK(eager.stats.eager_calls == 3);
+  CHECK(shared.stats.kernels_templated >= 2);
+  CHECK(shared.stats.kernels_reused >= 1);
+  CHECK(own.stats.kernels_templated == 0);
+  CHECK(own.stats.kernels_reused == 0);
+  CHECK(shared.stats.kernels == own.stats.kernels);  // the same plan
+  CHECK(shared.objects < own.objects);
+}

@@ -348,13 +348,13 @@ TEST_CASE("a new batch size shares the kernels that do not depend on it; stats s
   step(randn({7, 8}), (rand({7}) * 3).to(kInt64));
   const int64_t reused_first = step.stats().kernels_reused;
   REQUIRE_FALSE(step.stats().kernel_compile_ms.empty());
-  for (const auto& k : step.stats().kernel_compile_ms) CHECK(k.second > 0);
+  for (const auto& k : step.stats().kernel_compile_ms) CHECK(k.ms > 0);
   step(randn({5, 8}), (rand({5}) * 3).to(kInt64));
   CHECK(step.stats().misses == 2);
   CHECK(step.stats().kernels_reused > reused_first);  // Adam's updates of each parameter
   const std::string s = step.stats().str();
   CHECK(s.find("reused") != std::string::npos);
-  CHECK(s.find("CPU kernels: median ") != std::string::npos);
+  CHECK(s.find("CPU kernels: ") != std::string::npos);
   CHECK(s.find("machine code") != std::string::npos);
 }
 

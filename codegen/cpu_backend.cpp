@@ -7,6 +7,7 @@
 
 #include <bit>
 #include <chrono>
+#include <list>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
@@ -150,6 +151,7 @@ class KernelTemplates {
   struct Family {
     std::vector<kir::Kernel> seen;
     std::vector<kir::Kernel> templates;
+    std::list<const std::string*>::iterator used;  // its place in used_
   };
   // How many sites and buffer shapes of two kernels of one skeleton differ (0: the same sizes).
   static int64_t distance(const kir::Kernel& a, const kir::Kernel& b) {
@@ -163,12 +165,26 @@ class KernelTemplates {
     if (f.seen.size() == kSeen) f.seen.erase(f.seen.begin());
     f.seen.push_back(k);
   }
+  // The skeleton's family, now the most recently used. A cache: past kFamilies
+  // the least recently used goes (not the current function's kernels, which a
+  // probe or the last size left for the next size to find).
   Family& family(const std::string& skeleton) {
-    if (map_.size() >= kFamilies && !map_.count(skeleton)) map_.erase(map_.begin());  // a cache
-    return map_[skeleton];
+    if (auto it = map_.find(skeleton); it != map_.end()) {
+      used_.splice(used_.begin(), used_, it->second.used);
+      return it->second;
+    }
+    if (map_.size() >= kFamilies) {
+      map_.erase(*used_.back());
+      used_.pop_back();
+    }
+    auto [it, added] = map_.emplace(skeleton, Family{});
+    used_.push_front(&it->first);
+    it->second.used = used_.begin();
+    return it->second;
   }
   std::mutex mu_;
   std::unordered_map<std::string, Family> map_;
+  std::list<const std::string*> used_;  // map_'s keys, most recently used first
 };
 
 // "; run with p0 = 64, p1 = 0.015625" under a template's kernel IR in the dumps.

@@ -184,3 +184,28 @@ TEST_CASE("families: kernels of one plan alike but for sizes share a template; i
   CHECK(same[0].templ.params.empty());
   CHECK(kir::families({&k64, &soft, &kw}).empty());
 }
+
+TEST_CASE("the templates' cache, full, forgets the least recently used functions, not the current one") {
+  CpuCompileOptions probe;
+  probe.record_only = true;
+  BatchCase at65(65, 29, 14), at64(64, 29, 15), at50(50, 29, 16);
+  // More functions than the cache keeps (4096 skeletons), each recording one kernel.
+  for (uint64_t scope = 1000; scope < 1000 + 4200; ++scope) {
+    probe.template_scope = scope;
+    compile_cpu_kernel(at65.g, at65.mean, probe);
+  }
+  // A function probed at 65 compiles a template at 64, with other kernels of
+  // its own recorded in between, and 50 runs the same code.
+  probe.template_scope = 9000;
+  CpuCompileOptions dynamic = probe;
+  dynamic.record_only = false;
+  dynamic.dynamic_sizes = true;
+  compile_cpu_kernel(at65.g, at65.softmax, probe);
+  compile_cpu_kernel(at65.g, at65.mean, probe);
+  const CpuKernel first = check_group(at64.g, at64.mean, at64.vals, {}, dynamic);
+  CHECK(first.artifacts.templated);
+  check_group(at64.g, at64.softmax, at64.vals, {}, dynamic);
+  const CpuKernel next = check_group(at50.g, at50.mean, at50.vals, {}, dynamic);
+  CHECK(next.artifacts.reused);
+  CHECK(reinterpret_cast<void*>(next.fn) == reinterpret_cast<void*>(first.fn));
+}

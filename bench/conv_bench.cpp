@@ -1,11 +1,13 @@
 // conv2d (frontend/nn_conv.cpp: im2col windows from movement ops, then one
-// GEMM per image) forward, and forward plus the three gradients, eagerly, traced
-// without fusion and traced fused, each against a roofline measured in the same
+// GEMM per image and group, or traced on the CPU the direct form, a fused sum
+// over each window) forward, and forward plus the three gradients, eagerly,
+// traced without fusion and traced fused (the form KILN_CONV=auto picks for the
+// shape, then each form forced), each against a roofline measured in the same
 // run:
 //
 //   GEMM floor    OpenBLAS alone (matmul_cpu) on the conv's own products, best
-//                 of several runs: forward W [O, K] x P [K, H'W'] per image
-//                 (K = C kH kW); the backward adds dY [O, H'W'] x P^T (the
+//                 of several runs: forward W [O, K] x P [K, H'W'] per image and
+//                 group (K = C/groups kH kW); the backward adds dY [O, H'W'] x P^T (the
 //                 weight gradient) and W^T x dY (the patch gradient). Each
 //                 product counts the faster of one GEMM per image and one tall
 //                 GEMM over the batch (M or N = N H'W'), whichever layout Kiln
@@ -37,6 +39,7 @@
 
 #include "bench/bandwidth.h"
 #include "codegen/cpu_backend.h"
+#include "frontend/settings.h"
 #include "runtime/blas.h"
 #include "runtime/storage.h"
 
@@ -46,18 +49,19 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// input [n, c, h, w], weight [o, c, k, k], stride 1, padding pad.
+// input [n, c, h, w], weight [o, c / groups, k, k], stride 1, padding pad.
 struct ConvShape {
   const char* name;
-  int64_t n, c, h, w, o, k, pad;
+  int64_t n, c, h, w, o, k, pad, groups = 1;
   int64_t oh() const { return h + 2 * pad - k + 1; }
   int64_t ow() const { return w + 2 * pad - k + 1; }
-  int64_t rows() const { return c * k * k; }    // K of the GEMM
-  int64_t cols() const { return oh() * ow(); }  // N of the GEMM, per image
+  int64_t rows() const { return c / groups * k * k; }  // K of the GEMM
+  int64_t cols() const { return oh() * ow(); }         // N of the GEMM, per image
+  int64_t og() const { return o / groups; }            // M of the GEMM
   std::string str() const {
     auto s = [](int64_t v) { return std::to_string(v); };
-    return "[" + s(n) + "," + s(c) + "," + s(h) + "," + s(w) + "]x[" + s(o) + "," + s(c) + "," +
-           s(k) + "," + s(k) + "] pad " + s(pad);
+    return "[" + s(n) + "," + s(c) + "," + s(h) + "," + s(w) + "]x[" + s(o) + "," + s(c / groups) + "," +
+           s(k) + "," + s(k) + "] pad " + s(pad) + (groups > 1 ? " groups " + s(groups) : "");
   }
 };
 
@@ -66,15 +70,18 @@ const ConvShape kShapes[] = {
     {"digits_conv2", 64, 16, 4, 4, 32, 3, 1},  // and second, after 2x2 pooling
     {"mid_64ch_32px", 32, 64, 32, 32, 64, 3, 1},
     {"rgb_5x5_32px", 32, 3, 32, 32, 32, 5, 0},
+    {"depthwise_64ch_32px", 32, 64, 32, 32, 64, 3, 1, 64},  // MobileNet's 3x3 depthwise
 };
 
 enum Pass { kForward = 0, kTrain = 1 };
-enum Mode { kEager = 0, kUnfused = 1, kFused = 2 };
+// Traced fused rows: the form KILN_CONV's auto picks for the shape, or each form.
+enum Mode { kEager = 0, kUnfused = 1, kFused = 2, kFusedIm2col = 3, kFusedDirect = 4 };
 const char* pass_name(int p) {
   return p == kForward ? "forward" : "forward_backward";
 }
 const char* mode_name(int m) {
-  return m == kEager ? "eager" : m == kUnfused ? "unfused" : "fused";
+  return m == kEager ? "eager" : m == kUnfused ? "unfused" : m == kFused ? "fused"
+       : m == kFusedIm2col ? "fused, im2col" : "fused, direct";
 }
 
 double gemm_flops(const ConvShape& s, int pass) {
@@ -83,7 +90,7 @@ double gemm_flops(const ConvShape& s, int pass) {
 }
 
 double im2col_bytes(const ConvShape& s, int pass) {
-  const double x = double(s.n * s.c * s.h * s.w), p = double(s.n * s.rows() * s.cols()),
+  const double x = double(s.n * s.c * s.h * s.w), p = double(s.n * s.groups * s.rows() * s.cols()),
                y = double(s.n * s.o * s.cols()), w = double(s.o * s.rows());
   const double forward = x + 2 * p + w + y;
   const double backward = 2 * y + p + 2 * p + x + 2 * w;
@@ -124,8 +131,9 @@ double product_seconds(const Shape& a, const Shape& b, const Shape& out) {
 // The GEMM floor: each of the conv's products the faster of two ways, one GEMM
 // per image (as the im2col layout [N, K, H'W'] gives) or one tall GEMM over the
 // whole batch (the layout [N H'W', K]).
+// Grouped: each group's products, times the groups.
 double gemm_floor_seconds(const ConvShape& s, int pass) {
-  const int64_t n = s.n, o = s.o, kk = s.rows(), cols = s.cols(), all = n * cols;
+  const int64_t n = s.n, o = s.og(), kk = s.rows(), cols = s.cols(), all = n * cols;
   // y = W P
   double t = std::min(product_seconds({o, kk}, {n, kk, cols}, {n, o, cols}),
                       product_seconds({all, kk}, {kk, o}, {all, o}));
@@ -137,7 +145,7 @@ double gemm_floor_seconds(const ConvShape& s, int pass) {
     t += std::min(product_seconds({kk, o}, {n, o, cols}, {n, kk, cols}),
                   product_seconds({all, o}, {o, kk}, {all, kk}));
   }
-  return t;
+  return t * double(s.groups);
 }
 
 // Seconds per eager iteration, by shape and pass, for the traced rows' speedup.
@@ -147,7 +155,7 @@ void BM_Conv2d(benchmark::State& state, ConvShape s, int pass) {
   const int mode = static_cast<int>(state.range(0));
   manual_seed(0);
   const int64_t pad = s.pad;
-  Tensor x = randn({s.n, s.c, s.h, s.w}), w = randn({s.o, s.c, s.k, s.k}) * 0.1, b = randn({s.o});
+  Tensor x = randn({s.n, s.c, s.h, s.w}), w = randn({s.o, s.c / s.groups, s.k, s.k}) * 0.1, b = randn({s.o});
   Tensor dy = randn({s.n, s.o, s.oh(), s.ow()});
   if (pass == kTrain) {
     x.requires_grad_();
@@ -155,15 +163,24 @@ void BM_Conv2d(benchmark::State& state, ConvShape s, int pass) {
     b.requires_grad_();
   }
   // Forward: the weight and bias captured (parameters of the trace).
-  auto forward = [&](Tensor in) { return conv2d(in, w, b, 1, pad); };
+  const int64_t groups = s.groups;
+  auto forward = [&](Tensor in) { return conv2d(in, w, b, 1, pad, 1, groups); };
   // Forward and backward: the gradients for x, w and b, given dy.
-  auto train = [pad](Tensor in, Tensor weight, Tensor bias, Tensor grad) {
-    return autograd::grad({conv2d(in, weight, bias, 1, pad)}, {in, weight, bias}, {grad});
+  auto train = [pad, groups](Tensor in, Tensor weight, Tensor bias, Tensor grad) {
+    return autograd::grad({conv2d(in, weight, bias, 1, pad, 1, groups)}, {in, weight, bias}, {grad});
   };
   auto traced_forward = jit(forward, "conv_forward");
   auto traced_train = jit(train, "conv_train");
-  traced_forward.set_fusion(mode == kFused);
-  traced_train.set_fusion(mode == kFused);
+  traced_forward.set_fusion(mode != kUnfused);
+  traced_train.set_fusion(mode != kUnfused);
+  struct ConvScope {  // the form the traced rows compile, for this benchmark only
+    ConvAlgo saved = settings().conv;
+    explicit ConvScope(int mode) {
+      if (mode == kFusedIm2col) settings().conv = ConvAlgo::Im2col;
+      if (mode == kFusedDirect) settings().conv = ConvAlgo::Direct;
+    }
+    ~ConvScope() { settings().conv = saved; }
+  } conv_scope(mode);
   auto run = [&] {
     if (pass == kForward) {
       Tensor y = mode == kEager ? forward(x) : traced_forward(x);
@@ -204,6 +221,8 @@ void register_conv_benchmarks() {
           ->Arg(kEager)
           ->Arg(kUnfused)
           ->Arg(kFused)
+          ->Arg(kFusedIm2col)
+          ->Arg(kFusedDirect)
           ->UseRealTime()
           ->Unit(benchmark::kMicrosecond);
 }

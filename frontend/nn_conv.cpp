@@ -26,6 +26,7 @@
 
 #include "frontend/autograd.h"
 #include "frontend/dispatch.h"
+#include "frontend/settings.h"
 #include "frontend/trace_state.h"
 
 namespace kiln {
@@ -39,7 +40,11 @@ ExpandingArray2::ExpandingArray2(std::initializer_list<int64_t> v) : v_{0, 0} {
 }
 
 std::string ExpandingArray2::str() const {
-  return "(" + std::to_string(v_[0]) + ", " + std::to_string(v_[1]) + ")";
+  std::string s = "(";  // built by appending: GCC 12 warns (falsely) on "(" + std::string
+  s += std::to_string(v_[0]);
+  s += ", ";
+  s += std::to_string(v_[1]);
+  return s + ")";
 }
 
 namespace {
@@ -178,6 +183,24 @@ Tensor bin_means(int64_t n, int64_t size, const Tensor& x, Loc l) {
   return from_vector(m, {n, size}, like(x), l);
 }
 
+// Whether a conv computes directly, each output a fused sum of its `rows`
+// products (C/groups kH kW) read from the windows in place, rather than as
+// im2col and a GEMM. Only traced on the CPU, where the windows are index
+// arithmetic inside the kernel; eagerly the products would be materialised,
+// and CUDA has cuBLAS. By shape (bench/conv_bench.cpp, traced, forward and
+// backward): a depthwise conv of at most 9 taps (one output channel per group)
+// is a GEMV per image and group for BLAS, and direct takes 0.3-0.5 of im2col's
+// time; with more outputs or taps per group the GEMM wins (direct 1.1-60x slower).
+bool direct_conv(const Tensor& x, int64_t rows, int64_t out_per_group) {
+  if (!current_trace() || x.is_cuda()) return false;
+  switch (settings().conv) {
+    case ConvAlgo::Im2col: return false;
+    case ConvAlgo::Direct: return true;
+    case ConvAlgo::Auto: break;
+  }
+  return out_per_group == 1 && rows <= 9;
+}
+
 }  // namespace
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, ExpandingArray2 stride,
@@ -212,9 +235,18 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Exp
         extent(op, "height", x.size(2), k[0], stride[0], padding[0], dilation[0], false, l),
         extent(op, "width", x.size(3), k[1], stride[1], padding[1], dilation[1], false, l)};
     const int64_t rows = c / groups * k[0] * k[1], cols = e[0].out * e[1].out;
-    Tensor patches = windows2d(x, k, stride, dilation, e, padding, l)
-                         .permute({0, 1, 2, 4, 3, 5}, l)
-                         .reshape({n, groups, rows, cols}, l);
+    Tensor win = windows2d(x, k, stride, dilation, e, padding, l);  // [N, C, kH, H', kW, W']
+    if (direct_conv(x, rows, o / groups)) {
+      // Each output a sum of `rows` products, read from the windows in place:
+      // [N, G, 1, C/G, kH, H', kW, W'] x [1, G, O/G, C/G, kH, 1, kW, 1] summed over C/G, kH, kW.
+      const int64_t cg = c / groups, og = o / groups;
+      Tensor wv = weight.reshape({1, groups, og, cg, k[0], 1, k[1], 1}, l);
+      Tensor xv = win.reshape({n, groups, 1, cg, k[0], e[0].out, k[1], e[1].out}, l);
+      Tensor y = xv.mul(wv, l).sum({3, 4, 6}, false, l);  // [N, G, O/G, H', W']
+      if (bias.defined()) y = y.add(bias.reshape({groups, og, 1, 1}, l), 1, l);
+      return y.reshape({n, o, e[0].out, e[1].out}, l);
+    }
+    Tensor patches = win.permute({0, 1, 2, 4, 3, 5}, l).reshape({n, groups, rows, cols}, l);
     Tensor y = weight.reshape({groups, o / groups, rows}, l).matmul(patches, l);
     if (bias.defined()) y = y.add(bias.reshape({groups, o / groups, 1}, l), 1, l);
     return y.reshape({n, o, e[0].out, e[1].out}, l);

@@ -42,6 +42,16 @@ LlvmOpt llvm_opt_from_env() {
   return LlvmOpt::Fast;
 }
 
+ConvAlgo conv_from_env() {
+  std::string v = env("KILN_CONV");
+  if (v == "im2col") return ConvAlgo::Im2col;
+  if (v == "direct") return ConvAlgo::Direct;
+  if (!v.empty() && v != "auto")
+    std::fprintf(stderr, "kiln: KILN_CONV=%s: expected 'auto', 'im2col' or 'direct'; using 'auto'\n",
+                 v.c_str());
+  return ConvAlgo::Auto;
+}
+
 }  // namespace
 
 Settings& settings() {
@@ -58,6 +68,7 @@ Settings& settings() {
     s.reuse_kernels = env_flag("KILN_REUSE", true);
     s.share_sizes = env_flag("KILN_SHARE_SIZES", true);
     s.auto_dynamic = env_flag("KILN_DYNAMIC", true);
+    s.conv = conv_from_env();
     s.eager_kernels = env_flag("KILN_EAGER_KERNELS", true);
     return s;
   }();

@@ -12,6 +12,8 @@
 //   KILN_SHARE_SIZES=0 kernels of one plan that differ only in sizes and constants each
 //                      compile their own code (by default they share a template)
 //   KILN_DYNAMIC=0     a size that changes stays static: every size compiles its kernels
+//   KILN_CONV=direct   traced CPU conv2d as a fused sum over the window (im2col: always a
+//                      GEMM; default auto: by shape, frontend/nn_conv.cpp)
 //                      (dimensions marked with mark_dynamic stay dynamic)
 //   KILN_EAGER_KERNELS=0  eager CPU ops all run the reference kernels (by default an
 //                      expensive elementwise op on large dense operands runs a compiled kernel)
@@ -22,6 +24,8 @@
 #include "runtime/llvm_jit.h"
 
 namespace kiln {
+
+enum class ConvAlgo { Auto, Im2col, Direct };
 
 struct Settings {
   bool jit = true;
@@ -35,6 +39,10 @@ struct Settings {
   bool reuse_kernels = true;
   bool share_sizes = true;  // KILN_SHARE_SIZES=0: kernels differing only in sizes compile apart
   bool auto_dynamic = true;  // KILN_DYNAMIC=0: a changing size does not become dynamic
+  /// How a traced CPU conv2d computes (frontend/nn_conv.cpp): im2col and a GEMM, a
+  /// direct fused sum over the window, or (auto) the one measured faster for its
+  /// shape. KILN_CONV=im2col|direct|auto.
+  ConvAlgo conv = ConvAlgo::Auto;
   /// Eager CPU ops that are expensive and elementwise (exp, tanh, div, ...) on dense
   /// operands of one shape with at least `eager_kernel_min_elements` elements run a
   /// compiled, vectorised kernel (codegen/eager_kernel.h) instead of the reference

@@ -532,6 +532,11 @@ std::vector<Case> conv_cases() {
       Case{"conv2d: stride, dilation, groups",
            {in({1, 4, 7, 6}), in({4, 2, 2, 3})},
            [](V v) { return conv2d(v[0], v[1], Tensor(), {2, 1}, {1, 0}, {2, 1}, 2); }},
+      // Traced on the CPU, a 3x3 depthwise conv takes the direct form (a fused sum
+      // over each window); eagerly and on CUDA, im2col and a GEMM.
+      Case{"conv2d: 3x3 depthwise, stride 2, bias",
+           {in({2, 3, 6, 5}), in({3, 1, 3, 3}), in({3})},
+           [](V v) { return conv2d(v[0], v[1], v[2], {2, 1}, 1, 1, 3).tanh(); }},
       unary(
           "max_pool2d: kernel 3, stride 2, padding 1, ceil_mode",
           [](const Tensor& x) { return max_pool2d(x, 3, ExpandingArray2(2), 1, 1, true) * 2; },

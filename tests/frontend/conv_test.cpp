@@ -8,9 +8,19 @@
 #include <cmath>
 #include <limits>
 
+#include "frontend/settings.h"
+#include "ir/printer.h"
+
 using namespace kiln;
 
 namespace {
+
+// The form traced CPU conv2d takes (KILN_CONV), for the scope.
+struct ConvScope {
+  ConvAlgo saved = settings().conv;
+  explicit ConvScope(ConvAlgo a) { settings().conv = a; }
+  ~ConvScope() { settings().conv = saved; }
+};
 
 double max_diff(const Tensor& a, const Tensor& b) {
   REQUIRE(a.sizes() == b.sizes());
@@ -103,6 +113,7 @@ TEST_CASE("conv2d equals direct loops: padding, stride, dilation, groups, bias; 
       {3, 6, 9, 7, 3, 2, {3, 2, 1, 1}, {2, 2, 0, 1}, 1, false},   // stride 2, odd sizes
       {4, 6, 10, 10, 3, 3, {3, 1, 2, 2}, {3, 3, 1, 2}, 2, true},  // dilation, groups
       {2, 2, 5, 5, 1, 1, {1, 1, 0, 1}, {1, 1, 0, 1}, 2, true},    // 1x1, depthwise
+      {4, 4, 9, 8, 3, 3, {3, 2, 1, 1}, {3, 1, 2, 2}, 4, true},    // 3x3 depthwise: direct when traced
       {2, 3, 6, 6, 6, 6, {6, 1, 0, 1}, {6, 1, 0, 1}, 1, true},    // kernel = image
       // Window copies whose [H' W'] dim is nested loops (28 x 28, 18 x 18, 16 x 20).
       {3, 4, 32, 32, 5, 5, {5, 1, 0, 1}, {5, 1, 0, 1}, 1, true},  // bench_conv's rgb 5x5
@@ -120,10 +131,56 @@ TEST_CASE("conv2d equals direct loops: padding, stride, dilation, groups, bias; 
     const ExpandingArray2 s{cf.gh.s, cf.gw.s}, p{cf.gh.p, cf.gw.p}, d{cf.gh.d, cf.gw.d};
     Tensor want = reference_conv(x, w, b, cf.gh, cf.gw, cf.groups);
     CHECK(max_diff(conv2d(x, w, b, s, p, d, cf.groups), want) < 1e-4);
-    auto f = jit([&](Tensor in) { return conv2d(in, w, b, s, p, d, cf.groups).relu(); });
-    CHECK(max_diff(f(x), want.relu()) < 1e-4);
+    // Traced in the form auto picks for the shape, and in each form.
+    for (ConvAlgo algo : {ConvAlgo::Auto, ConvAlgo::Im2col, ConvAlgo::Direct}) {
+      CAPTURE(static_cast<int>(algo));
+      ConvScope scope(algo);
+      auto f = jit([&](Tensor in) { return conv2d(in, w, b, s, p, d, cf.groups).relu(); });
+      CHECK(max_diff(f(x), want.relu()) < 1e-4);
+    }
     // One image [C, H, W] is a batch of one.
     CHECK(max_diff(conv2d(x[0], w, b, s, p, d, cf.groups), want[0]) < 1e-4);
+  }
+}
+
+TEST_CASE("conv2d's direct form: the gradients of im2col's, and auto picks it for a 3x3 depthwise conv") {
+  manual_seed(8);
+  struct Config {
+    int64_t c, o, groups;
+  };
+  for (Config cf : {Config{6, 6, 6}, Config{3, 4, 1}, Config{4, 8, 2}}) {
+    CAPTURE(cf.c);
+    CAPTURE(cf.groups);
+    Tensor x = randn({2, cf.c, 7, 6}), w = randn({cf.o, cf.c / cf.groups, 3, 3}), b = randn({cf.o});
+    auto grads = [&](bool traced, ConvAlgo algo) {
+      ConvScope scope(algo);
+      Tensor xi = x.clone().set_requires_grad(true), wi = w.clone().set_requires_grad(true),
+             bi = b.clone().set_requires_grad(true);
+      auto body = [&](Tensor in) {
+        Tensor loss = conv2d(in, wi, bi, 1, 1, 1, cf.groups).tanh().sum();
+        loss.backward();
+        return loss;
+      };
+      std::vector<Tensor> out;
+      if (traced) {
+        auto f = jit(body);
+        out.push_back(f(xi));
+        // The plan of a 3x3 depthwise conv, with auto, has no matmul: it is direct.
+        const std::string text = print_graph(f.graph(xi));
+        CHECK((text.find("matmul") == std::string::npos) ==
+              (algo == ConvAlgo::Direct || (algo == ConvAlgo::Auto && cf.o == cf.groups)));
+      } else {
+        out.push_back(body(xi));
+      }
+      for (Tensor* t : {&xi, &wi, &bi}) out.push_back(t->grad());
+      return out;
+    };
+    const std::vector<Tensor> eager = grads(false, ConvAlgo::Auto);
+    for (ConvAlgo algo : {ConvAlgo::Auto, ConvAlgo::Im2col, ConvAlgo::Direct}) {
+      CAPTURE(static_cast<int>(algo));
+      const std::vector<Tensor> traced = grads(true, algo);
+      for (size_t i = 0; i < eager.size(); ++i) CHECK(max_diff(traced[i], eager[i]) < 1e-4);
+    }
   }
 }
 

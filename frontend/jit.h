@@ -209,7 +209,7 @@ class Traced<R(A...)> {
       : core_(std::make_shared<detail::TracedCore>(
             std::move(name), SourceLoc::from(where),
             [fn](const detail::TraceArgs& a) {
-              size_t ti = 0, ni = 0;
+              [[maybe_unused]] size_t ti = 0, ni = 0;  // unused by a function of no arguments
               // Braced init evaluates the arguments left to right.
               auto call = [&](auto&&... xs) { return fn(xs...); };
               return detail::flatten_result<R>(

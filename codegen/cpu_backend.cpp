@@ -197,6 +197,11 @@ std::string params_str(const kir::Kernel& t, const std::vector<int64_t>& p) {
   return p.empty() ? "; no parameters: the code is the same at every size\n" : s + "\n";
 }
 
+// Families of kernels are per function (template scope): "<scope>\n<skeleton>".
+std::string scoped_skeleton(uint64_t scope, const kir::Kernel& k) {
+  return std::to_string(scope) + "\n" + kir::skeleton(k);
+}
+
 SourceLoc first_loc(const Graph& g, const FusionGroup& group) {
   for (NodeId id : group.nodes)
     if (g.node(id).loc.known()) return g.node(id).loc;
@@ -335,8 +340,7 @@ CpuKernel compile_cpu_group(CpuLoweredGroup l, const CpuCompileOptions& opts) {
       load_code(k, opts, Source::Anywhere, out);
       return;
     }
-    // Families of kernels are per scope: "<scope>\n<skeleton>".
-    const std::string skeleton = std::to_string(opts.template_scope) + "\n" + kir::skeleton(k);
+    const std::string skeleton = scoped_skeleton(opts.template_scope, k);
     if (opts.record_only || !opts.dynamic_sizes || !load_template_code(k, skeleton, opts, out)) {
       KernelTemplates::get().remember(skeleton, k);
       if (!opts.record_only) load_code(k, opts, Source::Anywhere, out);
@@ -350,8 +354,7 @@ CpuKernel compile_cpu_group_as(CpuLoweredGroup l, const kir::Kernel& templ, std:
              "internal: a plan's family template with dynamic sizes");
   return finish_group(l, [&] {
     if (opts.template_scope != 0)  // a later size of the function may widen it
-      KernelTemplates::get().remember(std::to_string(opts.template_scope) + "\n" + kir::skeleton(l.kernel),
-                                      l.kernel);
+      KernelTemplates::get().remember(scoped_skeleton(opts.template_scope, l.kernel), l.kernel);
     kir::Kernel t = templ;
     t.name = l.kernel.name;
     CpuKernel& out = l.kernel_out;

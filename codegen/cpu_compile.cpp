@@ -2,7 +2,6 @@
 // and, for a matmul group, an OpenBLAS step before it; a matmul group the
 // schedule's accumulate step chose is one BLAS call into the parameter's buffer.
 #include <algorithm>
-#include <mutex>
 #include <optional>
 
 #include "codegen/backend.h"
@@ -17,14 +16,14 @@ struct CpuCompiled : CompiledGroup {
 
 // The kernels of one compile, lowered together: groups whose kernels differ
 // only in sizes and constants (a family, kernel_template.h: the Adam update of
-// each parameter, the bias gradient of each layer) run one template, compiled
-// for the family's first member; the others take its code in the second round.
+// each parameter) run one template, compiled for the family's first member; the
+// others take its code in the second round, which starts after the first round
+// has written `compiled` (each family's slot by one thread).
 struct CpuBatch : GroupBatch {
   std::vector<std::optional<CpuLoweredGroup>> lowered;  // per group, until compile_group takes it
   std::vector<int64_t> family;                          // per group: its family, or -1
   std::vector<size_t> member;                           // per group: its place in the family
   std::vector<kir::Family> families;
-  std::mutex mu;
   std::vector<std::optional<CpuKernel>> compiled;  // per family: the first member's kernel
 };
 
@@ -42,8 +41,10 @@ void add_accumulate_step(const CompileContext& ctx, const FusionGroup& grp, doub
   step::Matmul m;
   m.alpha = alpha;
   m.beta = 1;
-  PlanStep step = pb.matmul_step(mm, pb.slot(grp.outputs[0]),
-                                 "k" + std::to_string(mm) + "_matmul_accumulate", m);
+  std::string name = "k";  // appended: GCC 12 warns (falsely) on "k" + std::string
+  name += std::to_string(mm);
+  name += "_matmul_accumulate";
+  PlanStep step = pb.matmul_step(mm, pb.slot(grp.outputs[0]), name, m);
   KernelInfo info;
   info.name = step.name;
   info.kind = GroupKind::Matmul;
@@ -126,19 +127,12 @@ class CpuBackend final : public Backend {
     }
     const kir::Family& fam = b->families[static_cast<size_t>(f)];
     std::vector<int64_t> params = fam.params[b->member[gi]];
-    std::optional<CpuKernel> first;
-    if (b->member[gi] > 0) {
-      std::lock_guard<std::mutex> lock(b->mu);
-      first = b->compiled[static_cast<size_t>(f)];
-    }
-    if (first) {
+    std::optional<CpuKernel>& first = b->compiled[static_cast<size_t>(f)];
+    if (b->member[gi] > 0 && first) {
       c->kernel = share_cpu_code(std::move(l), *first, fam.templ, std::move(params), o);
     } else {  // the first member (or the first failed: this one reports its own error)
       c->kernel = compile_cpu_group_as(std::move(l), fam.templ, std::move(params), o);
-      if (b->member[gi] == 0) {
-        std::lock_guard<std::mutex> lock(b->mu);
-        b->compiled[static_cast<size_t>(f)] = c->kernel;
-      }
+      if (b->member[gi] == 0) first = c->kernel;
     }
     return c;
   }

@@ -235,20 +235,20 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Exp
         extent(op, "height", x.size(2), k[0], stride[0], padding[0], dilation[0], false, l),
         extent(op, "width", x.size(3), k[1], stride[1], padding[1], dilation[1], false, l)};
     const int64_t rows = c / groups * k[0] * k[1], cols = e[0].out * e[1].out;
+    const int64_t cg = c / groups, og = o / groups;
     Tensor win = windows2d(x, k, stride, dilation, e, padding, l);  // [N, C, kH, H', kW, W']
-    if (direct_conv(x, rows, o / groups)) {
+    Tensor y;  // [N, G, O/G, H' W']
+    if (direct_conv(x, rows, og)) {
       // Each output a sum of `rows` products, read from the windows in place:
       // [N, G, 1, C/G, kH, H', kW, W'] x [1, G, O/G, C/G, kH, 1, kW, 1] summed over C/G, kH, kW.
-      const int64_t cg = c / groups, og = o / groups;
       Tensor wv = weight.reshape({1, groups, og, cg, k[0], 1, k[1], 1}, l);
       Tensor xv = win.reshape({n, groups, 1, cg, k[0], e[0].out, k[1], e[1].out}, l);
-      Tensor y = xv.mul(wv, l).sum({3, 4, 6}, false, l);  // [N, G, O/G, H', W']
-      if (bias.defined()) y = y.add(bias.reshape({groups, og, 1, 1}, l), 1, l);
-      return y.reshape({n, o, e[0].out, e[1].out}, l);
+      y = xv.mul(wv, l).sum({3, 4, 6}, false, l).reshape({n, groups, og, cols}, l);
+    } else {
+      Tensor patches = win.permute({0, 1, 2, 4, 3, 5}, l).reshape({n, groups, rows, cols}, l);
+      y = weight.reshape({groups, og, rows}, l).matmul(patches, l);
     }
-    Tensor patches = win.permute({0, 1, 2, 4, 3, 5}, l).reshape({n, groups, rows, cols}, l);
-    Tensor y = weight.reshape({groups, o / groups, rows}, l).matmul(patches, l);
-    if (bias.defined()) y = y.add(bias.reshape({groups, o / groups, 1}, l), 1, l);
+    if (bias.defined()) y = y.add(bias.reshape({groups, og, 1}, l), 1, l);
     return y.reshape({n, o, e[0].out, e[1].out}, l);
   });
 }

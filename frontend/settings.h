@@ -12,9 +12,9 @@
 //   KILN_SHARE_SIZES=0 kernels of one plan that differ only in sizes and constants each
 //                      compile their own code (by default they share a template)
 //   KILN_DYNAMIC=0     a size that changes stays static: every size compiles its kernels
+//                      (dimensions marked with mark_dynamic stay dynamic)
 //   KILN_CONV=direct   traced CPU conv2d as a fused sum over the window (im2col: always a
 //                      GEMM; default auto: by shape, frontend/nn_conv.cpp)
-//                      (dimensions marked with mark_dynamic stay dynamic)
 //   KILN_EAGER_KERNELS=0  eager CPU ops all run the reference kernels (by default an
 //                      expensive elementwise op on large dense operands runs a compiled kernel)
 #pragma once

@@ -35,6 +35,9 @@ std::string TraceStats::str() const {
   os << "calls " << calls << ", cache hits " << hits << ", misses " << misses;
   if (evictions) os << ", evictions " << evictions;
   if (eager_calls) os << ", eager calls " << eager_calls;
+  if (background_compiles)
+    os << ", background compiles " << background_compiles << " (" << calls_while_compiling
+       << " calls ran eagerly meanwhile)";
   os << ", trace " << trace_ms << " ms, compile " << compile_ms << " ms, kernels " << kernels;
   if (kernels_from_disk || kernels_reused)
     os << " (" << kernels_reused << " reused, " << kernels_from_disk << " from the disk cache)";
@@ -241,6 +244,15 @@ std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
         guard_reason = "a captured tensor's requires_grad or history changed since it was traced";
       }
     if (!guards_hold) continue;
+    if (e->ready.load(std::memory_order_acquire)) {
+      if (e->compile_error) {  // compiled in the background, and failed: throw it once
+        const std::exception_ptr error = e->compile_error;
+        std::erase(entries_, e);
+        std::rethrow_exception(error);
+      }
+      if (!e->compile_log.empty() && log_enabled("compile")) std::cerr << e->compile_log;
+      e->compile_log.clear();
+    }
     stats_->stats.hits++;
     e->last_use = ++clock_;
     return e;
@@ -248,6 +260,8 @@ std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
 
   check_marked(args, types);  // a new signature: do the marks fit it?
   std::string reason = "first call", newly_dynamic;
+  const bool dumping = !settings().dump_dir.empty();
+  bool background = false;
   if (!guard_reason.empty()) {
     reason = guard_reason;
   } else if (!entries_.empty()) {
@@ -256,6 +270,7 @@ std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
     reason = miss_reason(args, types, rg, gm, last->types, last->requires_grad, last->numbers,
                          last->grad_mode);
     newly_dynamic = note_dynamic(args, types, *last);
+    background = !dumping && compile_in_background(types, rg, args, gm, *last, !newly_dynamic.empty());
   }
   const bool dynamic = !dynamic_.empty();
   std::vector<DynamicDim> to_probe;
@@ -265,18 +280,38 @@ std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
   probed_ = probed_ || !to_probe.empty();
   stats_->stats.misses++;
   stats_->stats.miss_reasons.push_back(reason);
+  if (background) stats_->stats.background_compiles++;
   if (log_enabled("recompiles"))
-    std::cerr << newly_dynamic << "kiln: compiling '" << name_ << "' (" << reason << ")\n";
+    std::cerr << newly_dynamic << "kiln: compiling '" << name_ << "' (" << reason << ")"
+              << (background ? " in the background; until it is ready, its calls run eagerly" : "") << "\n";
 
   const InFlight mine{types, rg, args.numbers, gm};
   in_flight_.push_back(&mine);
   lock.unlock();
   std::shared_ptr<Entry> e;
   try {
-    bool dumping = !settings().dump_dir.empty();
     if (!to_probe.empty()) probe(args, to_probe);
-    e = build(args, dumping, dynamic);
-    if (dumping) write_dump(settings().dump_dir, name_, e->traced, *e->report, e->types);
+    if (background) {
+      // Traced here (the body reads the caller's objects); compiled on the
+      // background thread, which sees only the entry.
+      e = trace(args);
+      e->ready.store(false);
+      // An entry evicted before its turn (and not in a call) is not compiled.
+      post_background_compile([weak = std::weak_ptr<Entry>(e), opts = entry_options(false, dynamic),
+                               stats = stats_, name = name_] {
+        const std::shared_ptr<Entry> entry = weak.lock();
+        if (!entry) return;
+        try {
+          entry->compile_log = compile_entry(*entry, opts, stats, name);
+        } catch (...) {
+          entry->compile_error = std::current_exception();
+        }
+        entry->ready.store(true, std::memory_order_release);
+      });
+    } else {
+      e = build(args, dumping, dynamic);
+      if (dumping) write_dump(settings().dump_dir, name_, e->traced, *e->report, e->types);
+    }
   } catch (...) {
     lock.lock();
     std::erase(in_flight_, &mine);
@@ -384,8 +419,7 @@ void split_for_backward(TraceState& st, TracedCore::Entry& e, const std::vector<
 
 }  // namespace
 
-std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool artifacts,
-                                                     bool dynamic, bool record_only) {
+std::unique_ptr<TracedCore::Entry> TracedCore::trace(const TraceArgs& args) {
   auto e = std::make_unique<Entry>();
   for (const Tensor& t : args.tensors) {
     e->types.push_back(t.impl()->type);
@@ -437,44 +471,61 @@ std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool
   e->params = st.params;
   for (const auto& p : e->params) e->param_grad_state.push_back(autograd_state(*p));
   e->traced = strip_traced_custom(forward_graph);
-  double trace_ms = ms_since(t0);
-  {
-    std::lock_guard<std::mutex> lock(stats_->mu);
-    stats_->stats.trace_ms += trace_ms;
-  }
+  if (e->autograd_call && !e->backward_freed) e->backward_traced = strip_traced_custom(backward_graph);
+  e->trace_ms = ms_since(t0);
+  std::lock_guard<std::mutex> lock(stats_->mu);
+  stats_->stats.trace_ms += e->trace_ms;
+  return e;
+}
 
-  auto t1 = std::chrono::steady_clock::now();
+CompileOptions TracedCore::entry_options(bool artifacts, bool dynamic) const {
   CompileOptions opts = compile_options();
   opts.fusion = fusion_override_ >= 0 ? fusion_override_ == 1 : fusion_enabled();
   opts.want_artifacts = artifacts;
   opts.dynamic_sizes = dynamic;
   opts.template_scope = template_scope_;
-  e->report = std::make_unique<CompileReport>();
-  if (record_only) {
-    opts.record_kernels_only = true;
-    (void)compile_graph(e->traced, opts, e->report.get());
-    if (e->autograd_call && !e->backward_freed)
-      (void)compile_graph(strip_traced_custom(backward_graph), opts);
-    return e;
-  }
-  e->plan = compile_graph(e->traced, opts, e->report.get());
-  const double compile_ms = ms_since(t1);
-  stats_->add_compile(*e->report, e->plan->steps.size(), compile_ms);
+  return opts;
+}
+
+std::string compile_entry(TracedCore::Entry& e, const CompileOptions& opts,
+                          const std::shared_ptr<TracedCore::StatsCell>& stats, const std::string& name) {
+  const auto t0 = std::chrono::steady_clock::now();
+  e.report = std::make_unique<CompileReport>();
+  e.plan = compile_graph(e.traced, opts, e.report.get());
+  const double compile_ms = ms_since(t0);
+  stats->add_compile(*e.report, e.plan->steps.size(), compile_ms);
   // The backward compiles when a backward() first reaches the call: a training
   // step that runs backward() itself and returns its loss never needs it.
-  if (e->autograd_call && !e->backward_freed)
-    e->backward = std::make_shared<LazyPlan>(strip_traced_custom(backward_graph), opts, stats_);
-  if (log_enabled("compile"))
-    std::cerr << "kiln: '" << name_ << "': traced " << e->traced.size() << " nodes in " << trace_ms
-              << " ms, compiled " << e->plan->steps.size() << " steps in " << compile_ms << " ms ("
-              << e->report->kernels_reused << " kernels reused, " << e->report->kernels_from_disk
-              << " from the disk cache; kernels: " << e->report->kernel_times.str() << ")"
-              << (!e->autograd_call   ? ""
-                  : e->backward_freed ? "; no backward: the body's backward() freed what it needs"
-                                      : "; the backward compiles on first use")
-              << "\n";
+  if (e.autograd_call && !e.backward_freed)
+    e.backward = std::make_shared<LazyPlan>(std::move(e.backward_traced), opts, stats);
+  std::ostringstream log;
+  log << "kiln: '" << name << "': traced " << e.traced.size() << " nodes in " << e.trace_ms << " ms, compiled "
+      << e.plan->steps.size() << " steps in " << compile_ms << " ms (" << e.report->kernels_reused
+      << " kernels reused, " << e.report->kernels_from_disk
+      << " from the disk cache; kernels: " << e.report->kernel_times.str() << ")"
+      << (!e.autograd_call   ? ""
+          : e.backward_freed ? "; no backward: the body's backward() freed what it needs"
+                             : "; the backward compiles on first use")
+      << "\n";
+  return log.str();
+}
+
+std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool artifacts,
+                                                     bool dynamic, bool record_only) {
+  std::unique_ptr<Entry> e = trace(args);
+  CompileOptions opts = entry_options(artifacts, dynamic);
+  if (record_only) {
+    opts.record_kernels_only = true;
+    e->report = std::make_unique<CompileReport>();
+    (void)compile_graph(e->traced, opts, e->report.get());
+    if (e->autograd_call && !e->backward_freed) (void)compile_graph(e->backward_traced, opts);
+    return e;
+  }
+  const std::string log = compile_entry(*e, opts, stats_, name_);
+  if (log_enabled("compile")) std::cerr << log;
   return e;
 }
+
 
 namespace {
 
@@ -494,6 +545,23 @@ void add_grad(const Tensor& arg, const GradWriteback& w, const std::vector<Tenso
     Tensor(t.grad).add_(g);
   } else {
     arg.backward(g);  // computed by eager ops: the gradient flows on to their leaves
+  }
+}
+
+// After the body ran eagerly in place of the entry's plan: the .grad buffers the
+// plan would have written in place (a guard's expected_grad, which the plan
+// takes as a parameter) take the values eager backward() left in new tensors,
+// so that this plan and those traced before the call still find their buffers.
+void keep_grad_buffers(const TracedCore::Entry& e, SourceLoc where) {
+  for (const GradGuard& g : e.guards) {
+    TensorImpl& t = *g.tensor;
+    if (!g.expected_grad || !t.grad || t.grad.get() == g.expected_grad) continue;
+    auto kept = std::find_if(e.params.begin(), e.params.end(),
+                             [&](const auto& p) { return p.get() == g.expected_grad; });
+    if (kept == e.params.end() || (*kept)->type != t.grad->type) continue;
+    device_copy(t.grad->view(), **kept, where);
+    (*kept)->buffer->version++;
+    t.grad = *kept;
   }
 }
 
@@ -606,6 +674,15 @@ std::vector<Tensor> TracedCore::call(const TraceArgs& args) {
   // Eager mode, or a traced function called inside another trace (it inlines).
   if (eager) return body_(args);
   std::shared_ptr<Entry> e = lookup(args);
+  if (!e->ready.load(std::memory_order_acquire)) {  // compiling in the background
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stats_->stats.calls_while_compiling++;
+    }
+    std::vector<Tensor> outs = body_(args);
+    keep_grad_buffers(*e, where_);
+    return outs;
+  }
   for (const HostSync& s : e->host_syncs)
     if (!s.alive.expired()) s.sync();
   // KILN_CHECK compares on the host against eager mode and the reference

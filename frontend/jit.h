@@ -23,11 +23,15 @@ namespace kiln {
 
 struct TensorImpl;
 struct CompileReport;
+struct CompileOptions;
 struct Plan;
 
 /// Counters and timings of one traced function (name.stats()).
 struct TraceStats {
   int64_t calls = 0, hits = 0, misses = 0, evictions = 0, eager_calls = 0;
+  /// Plans compiled in the background (new sizes of a dynamic dimension), and the
+  /// calls that ran the body eagerly meanwhile (settings().background_compile).
+  int64_t background_compiles = 0, calls_while_compiling = 0;
   std::vector<std::string> miss_reasons;  // "first call", "arg 0: shape [64,1000] -> [32,1000]"
   double trace_ms = 0, compile_ms = 0;
   /// Plan steps compiled (kernels, BLAS calls, collectives); of the CPU kernels,
@@ -66,6 +70,10 @@ bool check_enabled();
 /// $XDG_CACHE_HOME/kiln or ~/.cache/kiln; "" or "off" disables the disk cache).
 void set_cache_dir(std::string dir);
 std::string cache_dir();
+/// Returns when no plan is compiling in the background any more (a new size of a
+/// dynamic dimension compiles there while its calls run eagerly): for tests,
+/// benchmarks, and code about to time its steps.
+void wait_for_background_compiles();
 
 namespace detail {
 
@@ -101,6 +109,9 @@ class TracedCore {
   /// The entry for these arguments: a cached one, or one built now. When another
   /// thread is building the same signature, waits for it instead of building twice.
   std::shared_ptr<Entry> lookup(const TraceArgs& args);
+  /// Traces the body at the arguments' types: an entry whose plan is not compiled yet.
+  std::unique_ptr<Entry> trace(const TraceArgs& args);
+  CompileOptions entry_options(bool artifacts, bool dynamic) const;
   /// Traces and compiles. `dynamic`: CPU kernels become templates where sizes changed
   /// (CompileOptions::dynamic_sizes). `record_only`: a probe, whose kernels are only
   /// lowered and remembered; the entry has no plan.
@@ -124,6 +135,15 @@ class TracedCore {
   /// when nothing else did; added to dynamic_ (under mu_). Returns what to log.
   std::string note_dynamic(const TraceArgs& args, const std::vector<TensorType>& types,
                            const Entry& last);
+  /// Whether dimension `dim` of argument `arg` (a tensor of rank `rank`) is dynamic (mu_ held).
+  bool is_dynamic(size_t arg, int64_t dim, int64_t rank) const;
+  /// Whether a new signature should compile in the background while its call runs
+  /// eagerly (settings().background_compile): a CPU call that differs from `last`
+  /// only in sizes of dynamic dimensions, whose templates are not made yet (a
+  /// dimension just became dynamic, or an earlier background compile still runs).
+  bool compile_in_background(const std::vector<TensorType>& types, const std::vector<bool>& rg,
+                             const TraceArgs& args, bool grad_mode, const Entry& last,
+                             bool newly_dynamic) const;
   std::vector<Tensor> run(Entry& e, const TraceArgs& args);
   /// KILN_CHECK's run of a new signature (frontend/check.cpp): the body eagerly,
   /// then the same state restored and the plan run, and everything compared.

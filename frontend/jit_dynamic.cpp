@@ -1,8 +1,15 @@
 // Dynamic dimensions of a traced function: marked by the user, or found when
 // a call changes only sizes; the probe that gives a marked function's first
-// compile its kernel templates (codegen/kernel_template.h).
+// compile its kernel templates (codegen/kernel_template.h); and the background
+// thread that compiles a new size's plan while its calls run eagerly.
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
 #include <iostream>
+#include <thread>
+
+#include "runtime/thread_pool.h"
 
 #include "frontend/jit_entry.h"
 #include "frontend/settings.h"
@@ -55,10 +62,7 @@ std::string TracedCore::note_dynamic(const TraceArgs& args, const std::vector<Te
   }
   std::string log;
   for (const DynamicDim& f : found) {
-    const bool known = std::any_of(dynamic_.begin(), dynamic_.end(), [&](const DynamicDim& d) {
-      return d.arg == f.arg && (d.dim == f.dim || d.dim + int64_t(types[f.tensor].shape.size()) == f.dim);
-    });
-    if (known) continue;
+    if (is_dynamic(f.arg, f.dim, int64_t(types[f.tensor].shape.size()))) continue;
     dynamic_.push_back(f);
     const std::string what = "arg " + std::to_string(f.arg) + " dim " + std::to_string(f.dim);
     {
@@ -72,6 +76,101 @@ std::string TracedCore::note_dynamic(const TraceArgs& args, const std::vector<Te
   }
   return log;
 }
+
+bool TracedCore::is_dynamic(size_t arg, int64_t dim, int64_t rank) const {
+  return std::any_of(dynamic_.begin(), dynamic_.end(),
+                     [&](const DynamicDim& d) { return d.arg == arg && (d.dim == dim || d.dim + rank == dim); });
+}
+
+bool TracedCore::compile_in_background(const std::vector<TensorType>& types, const std::vector<bool>& rg,
+                                       const TraceArgs& args, bool grad_mode, const Entry& last,
+                                       bool newly_dynamic) const {
+  if (!settings().background_compile || rg != last.requires_grad || grad_mode != last.grad_mode ||
+      types.size() != last.types.size() || args.numbers != last.numbers)
+    return false;
+  for (size_t t = 0, p = 0; t < types.size(); ++t, ++p) {
+    while (!args.is_tensor[p]) ++p;
+    const TensorType& now = types[t];
+    const TensorType& was = last.types[t];
+    // CUDA plans compile every size, and a CUDA compile wants the caller's context.
+    if (now.dtype != was.dtype || now.device != was.device || !now.device.is_cpu() ||
+        now.shape.size() != was.shape.size())
+      return false;
+    const int64_t rank = int64_t(now.shape.size());
+    for (int64_t d = 0; d < rank; ++d)
+      if (now.shape[size_t(d)] != was.shape[size_t(d)] && !is_dynamic(p, d, rank)) return false;
+  }
+  return newly_dynamic ||
+         std::any_of(entries_.begin(), entries_.end(), [](const auto& e) { return !e->ready.load(); });
+}
+
+namespace {
+
+// One thread compiles the plans of new sizes, in the order they were traced,
+// so that a later size finds the templates an earlier one made. It compiles
+// serially (SerialScope), leaving the thread pool to the calls running
+// meanwhile. Made on first use, after the first plan compiled: at exit it is
+// destroyed before what compiles, finishing the task it is in and dropping the rest.
+class BackgroundCompiler {
+ public:
+  static BackgroundCompiler& get() {
+    static BackgroundCompiler compiler;
+    made_.store(true);
+    return compiler;
+  }
+  static bool made() { return made_.load(); }
+
+  void post(std::function<void()> task) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+    tasks_.push_back(std::move(task));
+    work_.notify_one();
+  }
+
+  void wait_idle() {
+    std::unique_lock<std::mutex> lock(mu_);
+    idle_.wait(lock, [&] { return tasks_.empty() && !busy_; });
+  }
+
+  ~BackgroundCompiler() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+      tasks_.clear();
+      work_.notify_one();
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void loop() {
+    SerialScope serial;
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      work_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
+      if (stop_) return;
+      std::function<void()> task = std::move(tasks_.front());
+      tasks_.pop_front();
+      busy_ = true;
+      lock.unlock();
+      task();  // keeps its own error in its entry
+      lock.lock();
+      busy_ = false;
+      idle_.notify_all();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable work_, idle_;
+  std::deque<std::function<void()>> tasks_;
+  bool busy_ = false, stop_ = false;
+  std::thread thread_;
+  static inline std::atomic<bool> made_{false};
+};
+
+}  // namespace
+
+void post_background_compile(std::function<void()> task) { BackgroundCompiler::get().post(std::move(task)); }
 
 void TracedCore::probe(const TraceArgs& args, const std::vector<DynamicDim>& dims) {
   TraceArgs other = args;
@@ -96,3 +195,11 @@ void TracedCore::probe(const TraceArgs& args, const std::vector<DynamicDim>& dim
 }
 
 }  // namespace kiln::detail
+
+namespace kiln {
+
+void wait_for_background_compiles() {
+  if (detail::BackgroundCompiler::made()) detail::BackgroundCompiler::get().wait_idle();
+}
+
+}  // namespace kiln

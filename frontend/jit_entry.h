@@ -2,7 +2,10 @@
 // plan(s) and what compiling reported. Internal to frontend/jit*.cpp.
 #pragma once
 
+#include <atomic>
+#include <exception>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "codegen/compile.h"
@@ -86,6 +89,16 @@ struct TracedCore::Entry {
   size_t user_outputs = 0;             // the first outputs go back to the caller
   bool checked = false;
   uint64_t last_use = 0;
+  double trace_ms = 0;
+  /// The backward, traced; compile_entry hands it to `backward`.
+  Graph backward_traced;
+  /// False while `plan` compiles in the background (settings().background_compile):
+  /// calls that find the entry meanwhile run the body eagerly. A background
+  /// compile that failed leaves its error for the next call to throw, and its
+  /// KILN_LOG=compile line for the next call to write.
+  std::atomic<bool> ready{true};
+  std::exception_ptr compile_error;
+  std::string compile_log;
 
   std::vector<GradWriteback> grad_writebacks;
   /// Gradients the plan leaves all zeros (marked after each run, see known_zero).
@@ -132,6 +145,13 @@ struct TracedCore::Entry {
   /// reaches it. Given none of those, its gradient is undefined, as eagerly.
   std::vector<std::vector<size_t>> wrt_reached_by;
 };
+
+/// Compiles a traced entry's plan, adds the figures to `stats`, and makes the
+/// lazily compiled backward. Returns the KILN_LOG=compile line.
+std::string compile_entry(TracedCore::Entry& e, const CompileOptions& opts,
+                          const std::shared_ptr<TracedCore::StatsCell>& stats, const std::string& name);
+/// Runs `task` on the background compile thread (tasks run one at a time, in order).
+void post_background_compile(std::function<void()> task);
 
 /// Parameter updates, and the .grad of captured tensors and arguments that a
 /// backward() inside the trace produced, as plan outputs or updates.

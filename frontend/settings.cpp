@@ -68,6 +68,7 @@ Settings& settings() {
     s.reuse_kernels = env_flag("KILN_REUSE", true);
     s.share_sizes = env_flag("KILN_SHARE_SIZES", true);
     s.auto_dynamic = env_flag("KILN_DYNAMIC", true);
+    s.background_compile = env_flag("KILN_BACKGROUND", true);
     s.conv = conv_from_env();
     s.eager_kernels = env_flag("KILN_EAGER_KERNELS", true);
     return s;

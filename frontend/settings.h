@@ -13,6 +13,8 @@
 //                      compile their own code (by default they share a template)
 //   KILN_DYNAMIC=0     a size that changes stays static: every size compiles its kernels
 //                      (dimensions marked with mark_dynamic stay dynamic)
+//   KILN_BACKGROUND=0  a new size of a dynamic dimension compiles before the call returns
+//                      (by default the call runs eagerly while it compiles in the background)
 //   KILN_CONV=direct   traced CPU conv2d as a fused sum over the window (im2col: always a
 //                      GEMM; default auto: by shape, frontend/nn_conv.cpp)
 //   KILN_EAGER_KERNELS=0  eager CPU ops all run the reference kernels (by default an
@@ -39,6 +41,10 @@ struct Settings {
   bool reuse_kernels = true;
   bool share_sizes = true;  // KILN_SHARE_SIZES=0: kernels differing only in sizes compile apart
   bool auto_dynamic = true;  // KILN_DYNAMIC=0: a changing size does not become dynamic
+  /// A CPU call at a new size of a dynamic dimension traces, then runs the body
+  /// eagerly while its plan compiles on a background thread; calls after that
+  /// run the plan. KILN_BACKGROUND=0 compiles before the call returns.
+  bool background_compile = true;
   /// How a traced CPU conv2d computes (frontend/nn_conv.cpp): im2col and a GEMM, a
   /// direct fused sum over the window, or (auto) the one measured faster for its
   /// shape. KILN_CONV=im2col|direct|auto.

@@ -16,9 +16,11 @@ std::string SourceLoc::str() const {
 
 const char* intern_string(std::string_view s) {
   static std::mutex mu;
-  static std::unordered_set<std::string> strings;  // node-based: c_str() stays valid
+  // Node-based, so c_str() stays valid; never destroyed: a background compile may
+  // still run during exit.
+  static auto* strings = new std::unordered_set<std::string>();
   std::lock_guard<std::mutex> lock(mu);
-  return strings.emplace(s).first->c_str();
+  return strings->emplace(s).first->c_str();
 }
 
 Error::Error(std::string message, SourceLoc where)

@@ -31,9 +31,9 @@ static_assert(sizeof(Header) == 40);
 // One stderr line per path (or per directory for write failures) and process.
 void report_once(const std::string& what, const std::string& line) {
   static std::mutex mu;
-  static std::set<std::string> seen;
+  static auto* seen = new std::set<std::string>();  // never destroyed: compiles may run during exit
   std::lock_guard<std::mutex> lock(mu);
-  if (!seen.insert(what).second) return;
+  if (!seen->insert(what).second) return;
   std::fprintf(stderr, "%s\n", line.c_str());
 }
 

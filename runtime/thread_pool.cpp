@@ -14,6 +14,7 @@
 #include <exception>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -207,6 +208,9 @@ int num_threads() {
 void set_num_threads(int n) {
   pool().set_threads(n);
 }
+
+SerialScope::SerialScope() : saved_(std::exchange(t_in_parallel, true)) {}
+SerialScope::~SerialScope() { t_in_parallel = saved_; }
 
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f) {
   if (n <= 0) return;

@@ -17,6 +17,19 @@ void set_num_threads(int n);
 /// from any chunk is rethrown on the calling thread.
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f);
 
+/// While alive, parallel_for on this thread runs inline: a background thread's
+/// work (a compile nobody waits for) leaves the pool to the threads that wait.
+class SerialScope {
+ public:
+  SerialScope();
+  ~SerialScope();
+  SerialScope(const SerialScope&) = delete;
+  SerialScope& operator=(const SerialScope&) = delete;
+
+ private:
+  bool saved_;
+};
+
 /// Default grain for elementwise work (elements per chunk below which one thread is faster).
 inline constexpr int64_t kElementwiseGrain = 1 << 16;
 

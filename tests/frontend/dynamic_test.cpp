@@ -3,9 +3,11 @@
 // templates taking the sizes at run time. Traced still equals eager at every size.
 #include "test_util.h"
 
+#include <future>
 #include <iostream>
 #include <sstream>
 
+#include "frontend/jit_entry.h"
 #include "frontend/settings.h"
 #include "runtime/llvm_jit.h"
 
@@ -32,10 +34,11 @@ bool has(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();
 }
 
-}  // namespace
-
-TEST_CASE("a batch size that changes becomes dynamic: later sizes compile no kernel, traced equals eager") {
+// The MLP step of the dynamic tests: traced, and an eager twin from the same seed.
+void sizes_become_dynamic(bool background) {
   namespace F = nn::functional;
+  Settings saved = settings();
+  settings().background_compile = background;
   auto make = [] {
     manual_seed(3);
     return nn::Sequential(nn::Linear(12, 16), nn::Tanh(), nn::Linear(16, 5));
@@ -55,21 +58,38 @@ TEST_CASE("a batch size that changes becomes dynamic: later sizes compile no ker
   LogScope log("recompiles");
   size_t objects_before = 0;
   int call = 0;
-  for (int64_t n : {64, 50, 37, 128, 50}) {
+  // After the loop, sizes seen before: their plans, compiled in the background or not, run.
+  for (int64_t n : {64, 50, 37, 128, 50, -1, 37, 50, 64}) {
     CAPTURE(n);
+    if (n < 0) {
+      wait_for_background_compiles();
+      continue;
+    }
     Tensor in = randn({n, 12}), target = (rand({n}) * 5).to(kInt64);
-    if (call == 2) objects_before = LlvmJit::get().loaded_objects();
+    if (call == 2) {
+      wait_for_background_compiles();  // size 50's templates
+      objects_before = LlvmJit::get().loaded_objects();
+    }
     Tensor traced_loss = step(in, target);
     Tensor eager_loss = train(eager_model, eager_opt, in, target);
     check_close(traced_loss, eager_loss, 1e-5);
     auto tp = traced_model->parameters(), ep = eager_model->parameters();
-    for (size_t i = 0; i < tp.size(); ++i) check_close(tp[i], ep[i], 1e-5, 1e-6);
+    for (size_t i = 0; i < tp.size(); ++i) {
+      check_close(tp[i], ep[i], 1e-5, 1e-6);
+      check_close(tp[i].grad(), ep[i].grad(), 1e-5, 1e-6);
+    }
     ++call;
   }
+  settings() = saved;
   // Sizes 37 and 128 lowered their kernels and ran the templates made at 50.
   CHECK(LlvmJit::get().loaded_objects() == objects_before);
   const TraceStats& s = step.stats();
-  CHECK(s.misses == 4);  // the last call's size 50 was cached
+  // Every later size found its plan (also the one traced before the eager call
+  // at 50), but 64 retraced once: its first trace saw no .grad yet.
+  CHECK(s.misses == 5);
+  CHECK(s.miss_reasons.back() == "a captured tensor's .grad changed (undefined -> defined)");
+  // Only size 50 compiled in the background: its templates were ready for 37.
+  CHECK(s.background_compiles == (background ? 1 : 0));
   CHECK(has(s.dynamic_dims, "arg 0 dim 0"));
   CHECK(has(s.dynamic_dims, "arg 1 dim 0"));
   CHECK(s.kernels_templated > 0);
@@ -78,6 +98,63 @@ TEST_CASE("a batch size that changes becomes dynamic: later sizes compile no ker
   CAPTURE(logged);
   CHECK(logged.find("'dynamic_step': arg 0 dim 0 is now dynamic (64 -> 50)") != std::string::npos);
   CHECK(logged.find("arg 1 dim 0 is now dynamic") != std::string::npos);
+  CHECK((logged.find("in the background") != std::string::npos) == background);
+}
+
+}  // namespace
+
+TEST_CASE("a batch size that changes becomes dynamic: later sizes compile no kernel, traced equals eager") {
+  SUBCASE("compiled before the call returns") { sizes_become_dynamic(false); }
+  SUBCASE("compiled in the background, the call running eagerly") { sizes_become_dynamic(true); }
+}
+
+TEST_CASE("a new size runs eagerly while its plan compiles in the background, then runs the plan") {
+  Settings saved = settings();
+  settings().background_compile = true;
+  settings().reuse_kernels = false;  // every kernel here compiles for this test
+  // Holds the background thread, so that the compiles queue behind it.
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  detail::post_background_compile([released] { released.wait(); });
+  auto eager = [](const Tensor& x) { return (x * 3 - 1).exp().sum(0); };
+  auto f = jit([&](Tensor x) { return eager(x); }, "tiered");
+  CerrCapture cerr;
+  LogScope log("recompiles");
+  Tensor x9 = randn({9, 3}), x7 = randn({7, 3}), x5 = randn({5, 3});
+  check_close(f(x9), eager(x9), 1e-5);  // the first call compiles before it returns
+  const size_t objects = LlvmJit::get().loaded_objects();
+  for (const Tensor& x : {x7, x7, x5}) check_close(f(x), eager(x), 1e-5);
+  {
+    const TraceStats& s = f.stats();
+    CHECK(s.misses == 3);
+    CHECK(s.hits == 1);  // the second call at 7 found the entry still compiling
+    CHECK(s.background_compiles == 2);  // 5 came while 7 still compiled
+    CHECK(s.calls_while_compiling == 3);
+    CHECK(LlvmJit::get().loaded_objects() == objects);
+  }
+  release.set_value();
+  wait_for_background_compiles();
+  CHECK(LlvmJit::get().loaded_objects() > objects);  // the templates
+  const size_t compiled = LlvmJit::get().loaded_objects();
+  for (const Tensor& x : {x7, x5, x9}) check_close(f(x), eager(x), 1e-5);
+  settings() = saved;
+  const TraceStats& s = f.stats();
+  CHECK(s.hits == 4);
+  CHECK(s.calls_while_compiling == 3);  // the plans ran
+  CHECK(LlvmJit::get().loaded_objects() == compiled);
+  CHECK(s.str().find("background compiles 2 (3 calls ran eagerly meanwhile)") != std::string::npos);
+  const std::string logged = cerr.text.str();
+  CAPTURE(logged);
+  CHECK(logged.find("arg 0: shape [9,3] -> [7,3]) in the background; until it is ready, its calls run eagerly") !=
+        std::string::npos);
+}
+
+TEST_CASE("a new size whose templates exist (mark_dynamic) compiles before the call returns") {
+  auto f = jit([](Tensor x) { return (x * 3 - 1).exp().sum(0); }, "not_background");
+  f.mark_dynamic(0, 0);  // the first compile makes the templates
+  for (int64_t n : {9, 7, 5}) f(randn({n, 3}));
+  CHECK(f.stats().background_compiles == 0);
+  CHECK(f.stats().calls_while_compiling == 0);
 }
 
 TEST_CASE("mark_dynamic: the first compile already makes templates; new sizes compile nothing") {

@@ -61,9 +61,11 @@ TEST_CASE(
   f.set_cache_size(8);
   // Warm up: caches, pools and the allocator reach their steady state.
   for (int64_t n = 1; n <= 100; ++n) (void)f(ones({n}));
+  wait_for_background_compiles();  // new sizes compile there while their calls run eagerly
   const size_t loaded_warm = jit_.loaded_objects();
   const double rss_warm = rss_mib();
   for (int64_t n = 101; n <= 1100; ++n) (void)f(ones({n}));
+  wait_for_background_compiles();
   const size_t loaded_after = jit_.loaded_objects();
   const double rss_shapes = rss_mib();
   MESSAGE("1,000 shape changes (cache of 8): RSS "
@@ -71,7 +73,8 @@ TEST_CASE(
           << loaded_after);
   CHECK(f.stats().misses == 1100);
   CHECK(f.stats().evictions == 1100 - 8);
-  CHECK(loaded_after == loaded_warm);  // 8 plans' kernels, before and after
+  // 8 plans' kernels, before and after (never more; one of another test's may have gone).
+  CHECK(loaded_after <= loaded_warm);
   if (kRssMeaningful) CHECK(rss_shapes - rss_warm < kMaxGrowthMiB);
 
   // Functions created, called once and destroyed: nothing of theirs stays loaded.
@@ -84,6 +87,6 @@ TEST_CASE(
   MESSAGE("1,000 created and destroyed functions: RSS "
           << rss_shapes << " -> " << rss_fns << " MiB, loaded kernels " << loaded_after << " -> "
           << loaded_fns);
-  CHECK(loaded_fns == loaded_after);
+  CHECK(loaded_fns <= loaded_after);
   if (kRssMeaningful) CHECK(rss_fns - rss_shapes < kMaxGrowthMiB);
 }

@@ -91,9 +91,9 @@ case "$mode" in
     step "ThreadSanitizer: build ($tsan; test_runtime, test_codegen, test_frontend)"
     configure_sanitized "$tsan" "-fsanitize=thread"
     cmake --build "$tsan" -j"$(nproc)" --target test_runtime test_codegen test_frontend
-    step "ThreadSanitizer: run (thread pool, concurrent compiles, concurrent first calls)"
+    step "ThreadSanitizer: run (thread pool, concurrent compiles, concurrent first calls, background compiles)"
     "$tsan/tests/test_runtime" --source-file='*thread_pool_test.cpp'
     "$tsan/tests/test_codegen" --test-case='*concurrently*'
-    "$tsan/tests/test_frontend" --test-case='*threads*'
+    "$tsan/tests/test_frontend" --test-case='*threads*,*background*,*becomes dynamic*'
     step "" ;;
 esac

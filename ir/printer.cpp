@@ -17,10 +17,17 @@ class Namer {
   // A reference that points at no value prints as "%?node.index", which the
   // parser rejects (the verifier names such nodes in its messages).
   std::string name(Value v) const {
-    if (v.node >= g_.size() || v.index >= g_[v.node].results.size())
-      return "%?" + (v.node == kNoNode ? std::string("none") : std::to_string(v.node)) + "." +
-             std::to_string(v.index);
-    return "%" + std::to_string(first_[v.node] + v.index);
+    // Appended, not "%" + ...: GCC 12 warns falsely (-Wrestrict) on the latter.
+    std::string s = "%";
+    if (v.node >= g_.size() || v.index >= g_[v.node].results.size()) {
+      s += "?";
+      s += v.node == kNoNode ? std::string("none") : std::to_string(v.node);
+      s += ".";
+      s += std::to_string(v.index);
+      return s;
+    }
+    s += std::to_string(first_[v.node] + v.index);
+    return s;
   }
 
   std::string node_line(NodeId id, const PrintOptions& opts) const {
@@ -36,7 +43,10 @@ class Namer {
       out += i ? ", " : " ";
       out += name(n.operands[i]);
     }
-    if (!n.attrs.empty()) out += " " + attrs_str(n.attrs);
+    if (!n.attrs.empty()) {
+      out += " ";
+      out += attrs_str(n.attrs);
+    }
     for (size_t r = 0; r < n.results.size(); ++r) {
       out += r ? ", " : " : ";
       out += n.results[r].str();

@@ -569,7 +569,11 @@ std::string fusion_plan_str(const Graph& g, const std::vector<FusionGroup>& grou
   std::vector<uint32_t> first(g.size() + 1, 0);
   for (NodeId i = 0; i < g.size(); ++i)
     first[i + 1] = first[i] + static_cast<uint32_t>(g[i].results.size());
-  auto name = [&](Value v) { return "%" + std::to_string(first[v.node] + v.index); };
+  auto name = [&](Value v) {
+    std::string s = "%";  // appended: GCC 12 warns falsely (-Wrestrict) on "%" + ...
+    s += std::to_string(first[v.node] + v.index);
+    return s;
+  };
   std::ostringstream os;
   for (size_t i = 0; i < groups.size(); ++i) {
     const FusionGroup& grp = groups[i];

@@ -112,6 +112,7 @@ TEST_CASE("a new size runs eagerly while its plan compiles in the background, th
   Settings saved = settings();
   settings().background_compile = true;
   settings().reuse_kernels = false;  // every kernel here compiles for this test
+  wait_for_background_compiles();  // nothing of other tests' still loading kernels
   // Holds the background thread, so that the compiles queue behind it.
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();

@@ -526,7 +526,6 @@ std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool
   return e;
 }
 
-
 namespace {
 
 // Writes a gradient back as eager backward() would have: into .grad of a leaf,

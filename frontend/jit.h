@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -131,6 +132,11 @@ class TracedCore {
   void probe(const TraceArgs& args, const std::vector<DynamicDim>& dims);
   /// Throws when a marked dimension does not fit this call (a new signature; mu_ held).
   void check_marked(const TraceArgs& args, const std::vector<TensorType>& types);
+  /// The dimensions whose sizes differ between a cached signature and this call,
+  /// when nothing else of the tensors' types or the numbers does (else nullopt).
+  static std::optional<std::vector<DynamicDim>> size_changes(const TraceArgs& args,
+                                                             const std::vector<TensorType>& types,
+                                                             const Entry& last);
   /// The dimensions whose size changed between a cached signature and this call,
   /// when nothing else did; added to dynamic_ (under mu_). Returns what to log.
   std::string note_dynamic(const TraceArgs& args, const std::vector<TensorType>& types,

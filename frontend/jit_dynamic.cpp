@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <deque>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "runtime/thread_pool.h"
@@ -43,25 +44,29 @@ void TracedCore::check_marked(const TraceArgs& args, const std::vector<TensorTyp
   }
 }
 
-std::string TracedCore::note_dynamic(const TraceArgs& args, const std::vector<TensorType>& types,
-                                     const Entry& last) {
-  if (!settings().auto_dynamic || types.size() != last.types.size() ||
-      args.numbers.size() != last.numbers.size())
-    return "";
-  for (size_t i = 0; i < args.numbers.size(); ++i)
-    if (args.numbers[i] != last.numbers[i]) return "";
+std::optional<std::vector<TracedCore::DynamicDim>> TracedCore::size_changes(
+    const TraceArgs& args, const std::vector<TensorType>& types, const Entry& last) {
+  if (types.size() != last.types.size() || args.numbers != last.numbers) return std::nullopt;
   std::vector<DynamicDim> found;
   for (size_t t = 0, p = 0; t < types.size(); ++t, ++p) {
     while (!args.is_tensor[p]) ++p;
     const TensorType& now = types[t];
     const TensorType& was = last.types[t];
     if (now.dtype != was.dtype || now.device != was.device || now.shape.size() != was.shape.size())
-      return "";
+      return std::nullopt;
     for (size_t d = 0; d < now.shape.size(); ++d)
       if (now.shape[d] != was.shape[d]) found.push_back({p, t, int64_t(d), false});
   }
+  return found;
+}
+
+std::string TracedCore::note_dynamic(const TraceArgs& args, const std::vector<TensorType>& types,
+                                     const Entry& last) {
+  if (!settings().auto_dynamic) return "";
+  const std::optional<std::vector<DynamicDim>> found = size_changes(args, types, last);
+  if (!found) return "";
   std::string log;
-  for (const DynamicDim& f : found) {
+  for (const DynamicDim& f : *found) {
     if (is_dynamic(f.arg, f.dim, int64_t(types[f.tensor].shape.size()))) continue;
     dynamic_.push_back(f);
     const std::string what = "arg " + std::to_string(f.arg) + " dim " + std::to_string(f.dim);
@@ -85,21 +90,15 @@ bool TracedCore::is_dynamic(size_t arg, int64_t dim, int64_t rank) const {
 bool TracedCore::compile_in_background(const std::vector<TensorType>& types, const std::vector<bool>& rg,
                                        const TraceArgs& args, bool grad_mode, const Entry& last,
                                        bool newly_dynamic) const {
-  if (!settings().background_compile || rg != last.requires_grad || grad_mode != last.grad_mode ||
-      types.size() != last.types.size() || args.numbers != last.numbers)
+  if (!settings().background_compile || rg != last.requires_grad || grad_mode != last.grad_mode)
     return false;
-  for (size_t t = 0, p = 0; t < types.size(); ++t, ++p) {
-    while (!args.is_tensor[p]) ++p;
-    const TensorType& now = types[t];
-    const TensorType& was = last.types[t];
-    // CUDA plans compile every size, and a CUDA compile wants the caller's context.
-    if (now.dtype != was.dtype || now.device != was.device || !now.device.is_cpu() ||
-        now.shape.size() != was.shape.size())
-      return false;
-    const int64_t rank = int64_t(now.shape.size());
-    for (int64_t d = 0; d < rank; ++d)
-      if (now.shape[size_t(d)] != was.shape[size_t(d)] && !is_dynamic(p, d, rank)) return false;
-  }
+  // CUDA plans compile every size, and a CUDA compile wants the caller's context.
+  if (!std::all_of(types.begin(), types.end(), [](const TensorType& t) { return t.device.is_cpu(); }))
+    return false;
+  const std::optional<std::vector<DynamicDim>> changes = size_changes(args, types, last);
+  if (!changes || changes->empty()) return false;
+  for (const DynamicDim& c : *changes)
+    if (!is_dynamic(c.arg, c.dim, int64_t(types[c.tensor].shape.size()))) return false;
   return newly_dynamic ||
          std::any_of(entries_.begin(), entries_.end(), [](const auto& e) { return !e->ready.load(); });
 }

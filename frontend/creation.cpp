@@ -5,6 +5,7 @@
 #include "frontend/autograd.h"
 #include "frontend/dispatch.h"
 #include "frontend/tensor_impl.h"
+#include "runtime/allocator.h"
 #include "runtime/reference.h"
 
 namespace kiln {
@@ -161,9 +162,19 @@ Tensor full_like(const Tensor& t, Scalar v, Loc l) {
 
 Tensor eye(int64_t n, TensorOptions o, Loc l) {
   if (n < 0) throw Error("eye(): expected n >= 0, got " + std::to_string(n), here(l));
-  std::vector<double> data(static_cast<size_t>(numel_or_throw({n, n}, here(l))), 0.0);
-  for (int64_t i = 0; i < n; ++i) data[static_cast<size_t>(i * n + i)] = 1.0;
-  return literal(std::move(data), {n, n}, o, here(l));
+  // The diagonal where two ranges agree (no n*n host data; traced, one fused kernel).
+  const TensorType out{o.has_dtype_ ? o.dtype_ : DType::f32, {n, n}, o.device_};
+  try {
+    if (out.device.is_cpu()) check_host_bytes(static_cast<size_t>(out.bytes()), "the result " + out.str());
+  } catch (Error& e) {
+    e.attach(here(l), "eye");
+    throw;
+  }
+  TensorOptions index = TensorOptions(kInt64).device(o.device_);
+  Tensor i = arange(n, index, l);
+  Tensor r = i.unsqueeze(1, l).eq(i, l).to(out.dtype, l);
+  if (o.requires_grad_) r.requires_grad_(true, l);
+  return r;
 }
 
 Tensor arange(Scalar end, TensorOptions o, Loc l) { return arange(0, end, 1, o, l); }

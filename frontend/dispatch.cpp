@@ -95,6 +95,25 @@ Tensor trace_apply(TraceState& tr, OpKind k, const std::vector<Tensor>& operands
 
 const TensorType& type_of(const Tensor& t) { return t.impl()->type; }
 
+int64_t checked_dim(int64_t dim, int64_t rank, const char* op, Loc l) {
+  try {
+    return normalize_dim(dim, rank);
+  } catch (Error& e) {
+    e.attach(here(l), op);
+    throw;
+  }
+}
+
+std::vector<int64_t> checked_dims(const std::vector<int64_t>& dims, int64_t rank, const char* op,
+                                  Loc l) {
+  try {
+    return normalize_dims(dims, rank);
+  } catch (Error& e) {
+    e.attach(here(l), op);
+    throw;
+  }
+}
+
 Tensor apply(OpKind k, const std::vector<Tensor>& operands, Attrs attrs, SourceLoc loc) {
   if (TraceState* tr = current_trace()) return trace_apply(*tr, k, operands, std::move(attrs), loc);
 

@@ -27,6 +27,9 @@ void assign(const Tensor& self, const Tensor& value, SourceLoc loc);
 Tensor checked_indices(const Tensor& indices, int64_t n, const char* op, Loc loc);
 /// normalize_dim(dim, rank), its error attached to the user's line and `op`.
 int64_t checked_dim(int64_t dim, int64_t rank, const char* op, Loc loc);
+/// normalize_dims(dims, rank), its error attached to the user's line and `op`.
+std::vector<int64_t> checked_dims(const std::vector<int64_t>& dims, int64_t rank, const char* op,
+                                  Loc loc);
 /// Type of a tensor (eager or symbolic).
 const TensorType& type_of(const Tensor& t);
 

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "codegen/compile.h"
+#include "frontend/alias.h"
 #include "frontend/autograd.h"
 #include "frontend/device_ops.h"
 #include "frontend/dump.h"
@@ -67,6 +68,17 @@ std::string TraceStats::str() const {
 namespace detail {
 
 namespace {
+
+// An argument's autograd state as the signature keys it: 0 no grad, 1 a leaf
+// that requires grad, 2 computed by ops (an in-place write into it is allowed).
+uint8_t arg_grad_state(const Tensor& t) {
+  detail::sync_view(*t.impl());
+  return autograd_state(*t.impl());
+}
+
+std::string grad_state_str(uint8_t s) {
+  return s == 0 ? "requires_grad false" : s == 1 ? "a leaf that requires grad" : "computed by ops that require grad";
+}
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -130,8 +142,8 @@ void TracedCore::set_cache_size(size_t n) {
 namespace {
 
 bool same_signature(const TracedCore& c, const std::vector<TensorType>& types,
-                    const std::vector<bool>& rg, const std::vector<double>& nums, bool gm,
-                    const std::vector<TensorType>& et, const std::vector<bool>& erg,
+                    const std::vector<uint8_t>& rg, const std::vector<double>& nums, bool gm,
+                    const std::vector<TensorType>& et, const std::vector<uint8_t>& erg,
                     const std::vector<double>& en, bool egm) {
   if (types != et || rg != erg || gm != egm || nums.size() != en.size()) return false;
   for (size_t i = 0; i < nums.size(); ++i)
@@ -141,8 +153,8 @@ bool same_signature(const TracedCore& c, const std::vector<TensorType>& types,
 
 // Why a call did not match a cached signature (compared with the most recent entry).
 std::string miss_reason(const TraceArgs& a, const std::vector<TensorType>& types,
-                        const std::vector<bool>& rg, bool gm, const std::vector<TensorType>& pt,
-                        const std::vector<bool>& prg, const std::vector<double>& pn, bool pgm) {
+                        const std::vector<uint8_t>& rg, bool gm, const std::vector<TensorType>& pt,
+                        const std::vector<uint8_t>& prg, const std::vector<double>& pn, bool pgm) {
   size_t ti = 0, ni = 0;
   for (size_t p = 0; p < a.is_tensor.size(); ++p) {
     std::string arg = "arg " + std::to_string(p);
@@ -155,7 +167,7 @@ std::string miss_reason(const TraceArgs& a, const std::vector<TensorType>& types
         return arg + ": dtype " + dtype_name(was.dtype) + " -> " + dtype_name(now.dtype);
       if (was.device != now.device) return arg + ": device " + was.device.str() + " -> " + now.device.str();
       if (prg[ti] != rg[ti])
-        return arg + ": requires_grad " + (prg[ti] ? "true" : "false") + " -> " + (rg[ti] ? "true" : "false");
+        return arg + ": " + grad_state_str(prg[ti]) + " -> " + grad_state_str(rg[ti]);
       ++ti;
     } else {
       if (ni < pn.size() && pn[ni] != a.numbers[ni])
@@ -194,14 +206,14 @@ bool constants_hold(const ConstantGuard& g, std::string* reason) {
 /// A signature some thread is building now (lookup's "compile in flight").
 struct TracedCore::InFlight {
   std::vector<TensorType> types;
-  std::vector<bool> requires_grad;
+  std::vector<uint8_t> requires_grad;
   std::vector<double> numbers;
   bool grad_mode = false;
 };
 
 std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
   std::vector<TensorType> types;
-  std::vector<bool> rg;
+  std::vector<uint8_t> rg;
   for (size_t i = 0; i < args.tensors.size(); ++i) {
     const Tensor& t = args.tensors[i];
     if (!t.defined())
@@ -209,7 +221,7 @@ std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
                       " is undefined",
                   where_);
     types.push_back(t.impl()->type);
-    rg.push_back(t.impl()->requires_grad);
+    rg.push_back(arg_grad_state(t));
   }
   bool gm = grad_mode_enabled();
   std::unique_lock<std::mutex> lock(mu_);
@@ -423,7 +435,7 @@ std::unique_ptr<TracedCore::Entry> TracedCore::trace(const TraceArgs& args) {
   auto e = std::make_unique<Entry>();
   for (const Tensor& t : args.tensors) {
     e->types.push_back(t.impl()->type);
-    e->requires_grad.push_back(t.impl()->requires_grad);
+    e->requires_grad.push_back(arg_grad_state(t));
   }
   e->numbers = args.numbers;
   e->grad_mode = grad_mode_enabled();
@@ -436,7 +448,8 @@ std::unique_ptr<TracedCore::Entry> TracedCore::trace(const TraceArgs& args) {
   sym.is_tensor = args.is_tensor;
   st.builder.loc = where_;
   for (int64_t i = 0; i < n_args; ++i)
-    sym.tensors.push_back(st.add_arg(i, e->types[i], e->grad_mode && e->requires_grad[i]));
+    sym.tensors.push_back(st.add_arg(i, e->types[i], e->grad_mode && e->requires_grad[i] != 0,
+                                     e->requires_grad[i] == 2));
   std::vector<Tensor> outs;
   std::vector<Value> out_vals;
   bool outs_need_grad = false;

@@ -147,7 +147,7 @@ class TracedCore {
   /// eagerly (settings().background_compile): a CPU call that differs from `last`
   /// only in sizes of dynamic dimensions, whose templates are not made yet (a
   /// dimension just became dynamic, or an earlier background compile still runs).
-  bool compile_in_background(const std::vector<TensorType>& types, const std::vector<bool>& rg,
+  bool compile_in_background(const std::vector<TensorType>& types, const std::vector<uint8_t>& rg,
                              const TraceArgs& args, bool grad_mode, const Entry& last,
                              bool newly_dynamic) const;
   std::vector<Tensor> run(Entry& e, const TraceArgs& args);

@@ -87,7 +87,7 @@ bool TracedCore::is_dynamic(size_t arg, int64_t dim, int64_t rank) const {
                      [&](const DynamicDim& d) { return d.arg == arg && (d.dim == dim || d.dim + rank == dim); });
 }
 
-bool TracedCore::compile_in_background(const std::vector<TensorType>& types, const std::vector<bool>& rg,
+bool TracedCore::compile_in_background(const std::vector<TensorType>& types, const std::vector<uint8_t>& rg,
                                        const TraceArgs& args, bool grad_mode, const Entry& last,
                                        bool newly_dynamic) const {
   if (!settings().background_compile || rg != last.requires_grad || grad_mode != last.grad_mode)
@@ -179,8 +179,9 @@ void TracedCore::probe(const TraceArgs& args, const std::vector<DynamicDim>& dim
     Shape shape = t.shape();
     int64_t& size = shape[size_t(normalize_dim(d.dim, int64_t(shape.size())))];
     size = size + 1;
-    other.tensors[d.tensor] =
-        empty(shape, TensorOptions().dtype(t.dtype()).device(t.device()).requires_grad(t.requires_grad()));
+    Tensor probe = empty(shape, TensorOptions().dtype(t.dtype()).device(t.device()).requires_grad(t.requires_grad()));
+    if (!t.is_leaf()) probe = probe.clone();  // computed by ops, as the call's tensor
+    other.tensors[d.tensor] = probe;
   }
   // Whatever the body throws at the other size (a shape check of the user's, an
   // allocation) costs only the head start: the call itself goes on.

@@ -77,7 +77,7 @@ struct HistoryWrite {
 
 struct TracedCore::Entry {
   std::vector<TensorType> types;
-  std::vector<bool> requires_grad;
+  std::vector<uint8_t> requires_grad;  // per argument: autograd_state (0, 1 leaf, 2 computed)
   std::vector<double> numbers;
   bool grad_mode = false;
 

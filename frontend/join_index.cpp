@@ -9,6 +9,7 @@
 // Integer indices are range-checked: eagerly at once, traced by a check_index
 // node that the compiled plan runs at every call (a clear error, never a read
 // out of bounds).
+#include <limits>
 #include <numeric>
 
 #include "frontend/autograd.h"
@@ -49,15 +50,6 @@ Tensor one_hot_bool(const Tensor& idx, int64_t n, Loc l) {
 }  // namespace
 
 namespace detail {
-
-int64_t checked_dim(int64_t dim, int64_t rank, const char* op, Loc l) {
-  try {
-    return normalize_dim(dim, rank);
-  } catch (Error& e) {
-    e.attach(here(l), op);
-    throw;
-  }
-}
 
 // An index outside [0, n) would give an all-zero one-hot row (and from it a finite,
 // wrong loss); PyTorch raises, and so does Kiln, naming `op`. Eagerly the indices
@@ -109,6 +101,11 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim, Loc l) {
                       " (expected one device)",
                   loc);
     dt = promote_types(dt, t.dtype());
+    if (t.size(d) > std::numeric_limits<int64_t>::max() - total)
+      throw Error("cat: the sizes of dim " + std::to_string(d) + " add up to more than 2^63-1 (tensor " +
+                      std::to_string(i) + " of shape " + shape_str(t.sizes()) + " after " +
+                      std::to_string(total) + "; expected a result that fits in 64 bits)",
+                  loc);
     total += t.size(d);
   }
   if (tensors.size() == 1) return first.to(dt, l).clone(l);
@@ -147,6 +144,10 @@ std::vector<Tensor> Tensor::split(std::vector<int64_t> sizes, int64_t dim, Loc l
   int64_t sum = 0;
   for (int64_t s : sizes) {
     if (s < 0) throw Error("split: expected sizes >= 0, got " + shape_str(sizes), here(l));
+    if (s > size(d) - sum)  // also keeps the sum from wrapping
+      throw Error("split: sizes " + shape_str(sizes) + " add up to more than the size of dim " +
+                      std::to_string(d) + ", " + std::to_string(size(d)),
+                  here(l));
     sum += s;
   }
   if (sum != size(d))
@@ -177,7 +178,7 @@ std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t dim, Loc l) const {
   if (chunks <= 0)
     throw Error("chunk: expected a number of chunks > 0, got " + std::to_string(chunks), here(l));
   const int64_t d = checked_dim(dim, this->dim(), "chunk", l);
-  const int64_t each = std::max<int64_t>((size(d) + chunks - 1) / chunks, 1);
+  const int64_t each = size(d) == 0 ? 1 : (size(d) - 1) / chunks + 1;  // ceil, without wrapping
   return split(each, d, l);
 }
 

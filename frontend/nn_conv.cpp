@@ -28,6 +28,7 @@
 #include "frontend/dispatch.h"
 #include "frontend/settings.h"
 #include "frontend/trace_state.h"
+#include "runtime/allocator.h"
 
 namespace kiln {
 
@@ -57,18 +58,29 @@ struct Extent {
 
 Extent extent(const std::string& op, const char* what, int64_t size, int64_t k, int64_t s, int64_t p,
               int64_t d, bool ceil_mode, Loc l) {
-  const int64_t span = d * (k - 1) + 1, padded = size + 2 * p;
-  if (padded < span)
-    throw Error(op + ": the padded input's " + what + " is " + std::to_string(padded) +
-                    ", smaller than the kernel's (dilated) " + what + " " + std::to_string(span),
-                here(l));
-  int64_t out = (padded - span) / s + 1;
-  if (ceil_mode) {
-    out = (padded - span + s - 1) / s + 1;
-    // The last window must start inside the input or its left padding.
-    if ((out - 1) * s >= size + p) --out;
+  // Every step checked: a kernel, dilation or padding near 2^63 is an error
+  // naming the call, never a wrapped size.
+  const std::string arith = std::string("the ") + what + " of the window (kernel " + std::to_string(k) +
+                            ", dilation " + std::to_string(d) + ", padding " + std::to_string(p) + ")";
+  try {
+    const int64_t span = checked_add(checked_mul(d, k - 1, arith.c_str()), 1, arith.c_str());
+    const int64_t padded = checked_add(size, checked_mul(2, p, arith.c_str()), arith.c_str());
+    if (padded < span)
+      throw Error(op + ": the padded input's " + what + " is " + std::to_string(padded) +
+                  ", smaller than the kernel's (dilated) " + what + " " + std::to_string(span));
+    const int64_t room = padded - span;
+    int64_t out = room / s + 1;
+    if (ceil_mode) {
+      out = (room == 0 ? 0 : (room - 1) / s + 1) + 1;
+      // The last window must start inside the input or its left padding.
+      if ((out - 1) >= (size + p - 1) / s + 1) --out;
+    }
+    const int64_t last = checked_add(checked_mul(out - 1, s, arith.c_str()), span, arith.c_str());
+    return {out, p + std::max<int64_t>(0, last - padded)};
+  } catch (Error& e) {
+    e.attach(here(l), op);
+    throw;
   }
-  return {out, p + std::max<int64_t>(0, (out - 1) * s + span - padded)};
 }
 
 void check_sizes(const std::string& op, const char* name, ExpandingArray2 v, int64_t min, Loc l) {
@@ -173,14 +185,24 @@ PoolGeometry pool_geometry(const std::string& op, const Tensor& x, ExpandingArra
 
 TensorOptions like(const Tensor& x) { return TensorOptions(x.dtype()).device(x.device()); }
 
-// Row i of the [n, size] matrix averaging bin i of n over a dim of `size`.
+// The [n, size] matrix whose row i averages bin i of n over a dim of `size`
+// (bin i covers [floor(i size / n), ceil((i + 1) size / n))): the bounds are
+// computed on the host, the matrix by comparisons.
 Tensor bin_means(int64_t n, int64_t size, const Tensor& x, Loc l) {
-  std::vector<double> m(static_cast<size_t>(n * size), 0.0);
+  std::vector<double> lo(static_cast<size_t>(n)), hi(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t lo = i * size / n, hi = ((i + 1) * size + n - 1) / n;
-    for (int64_t j = lo; j < hi; ++j) m[static_cast<size_t>(i * size + j)] = 1.0 / double(hi - lo);
+    // i size / n without forming i size (n and size fit in memory, their product may not).
+    const auto mul_div = [&](int64_t a, bool up) {
+      const __int128 p = static_cast<__int128>(a) * size;
+      return static_cast<int64_t>(up ? (p + n - 1) / n : p / n);
+    };
+    lo[static_cast<size_t>(i)] = static_cast<double>(mul_div(i, false));
+    hi[static_cast<size_t>(i)] = static_cast<double>(mul_div(i + 1, true));
   }
-  return from_vector(m, {n, size}, like(x), l);
+  Tensor low = from_vector(lo, {n, 1}, like(x), l), high = from_vector(hi, {n, 1}, like(x), l);
+  Tensor j = arange(size, like(x), l);
+  Tensor inside = j.ge(low, l).logical_and(j.lt(high, l), l).to(x.dtype(), l);
+  return inside.div(high.sub(low, 1, l), l);
 }
 
 // Whether a conv computes directly, each output a fused sum of its `rows`
@@ -307,6 +329,16 @@ Tensor adaptive_avg_pool2d(const Tensor& input, ExpandingArray2 output_size, Loc
   return on_images(op, input, l, [&](const Tensor& x) {
     check_sizes(op, "output_size", output_size, 1, l);
     if (output_size[0] == 1 && output_size[1] == 1) return x.mean({2, 3}, true, l);
+    // The result and the averaging matrices must fit before their bounds are made.
+    try {
+      const TensorType out{x.dtype(), {x.size(0), x.size(1), output_size[0], output_size[1]}, x.device()};
+      const TensorType bins{x.dtype(), {std::max(output_size[0], output_size[1]), std::max(x.size(2), x.size(3))}, x.device()};
+      for (const TensorType& t : {out, bins})
+        check_host_bytes(static_cast<size_t>(t.bytes()), "the result " + t.str());
+    } catch (Error& e) {
+      e.attach(here(l), op);
+      throw;
+    }
     return bin_means(output_size[0], x.size(2), x, l)
         .matmul(x, l)
         .matmul(bin_means(output_size[1], x.size(3), x, l).t(l), l);

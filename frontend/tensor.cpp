@@ -149,8 +149,8 @@ bool Tensor::requires_grad() const {
 }
 
 Tensor& Tensor::requires_grad_(bool on, Loc l) {
-  TensorImpl& i = *impl();
   if (!defined()) throw Error("requires_grad_() on an undefined tensor", detail::here(l));
+  TensorImpl& i = *impl();
   if (i.grad_fn && !on)
     throw Error("requires_grad_(false) on a tensor computed by an op (expected a leaf; use detach())",
                 detail::here(l));
@@ -158,6 +158,12 @@ Tensor& Tensor::requires_grad_(bool on, Loc l) {
     throw Error(std::string("only floating-point tensors can require gradients (got ") +
                     dtype_name(i.type.dtype) + ")",
                 detail::here(l));
+  detail::sync_view(i);
+  // A view with no history of its own (its base does not require grad) becomes
+  // a leaf: from now on it shares only the data with its base, so an in-place
+  // update does not derive its history from the base again (PyTorch keeps such
+  // a view a leaf that requires grad).
+  if (on && !i.grad_fn && i.alias) i.alias->differentiable = false;
   i.requires_grad = on;
   return *this;
 }

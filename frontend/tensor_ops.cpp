@@ -11,6 +11,8 @@
 namespace kiln {
 
 using detail::apply;
+using detail::checked_dim;
+using detail::checked_dims;
 using detail::here;
 using detail::scalar_operand;
 
@@ -31,32 +33,19 @@ std::vector<int64_t> all_dims(int64_t rank) {
   return d;
 }
 
-Tensor reduce(OpKind k, const Tensor& x, std::vector<int64_t> dims, bool keepdim, Loc l) {
-  SourceLoc loc = here(l);
-  try {
-    dims = normalize_dims(dims, x.dim());
-  } catch (Error& e) {
-    e.attach(loc, op_name(k));
-    throw;
-  }
-  return apply(k, {x}, {{AttrKey::dims, dims}, {AttrKey::keepdim, int64_t(keepdim)}}, loc);
+Tensor reduce(OpKind k, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, Loc l) {
+  const std::vector<int64_t> d = checked_dims(dims, x.dim(), op_name(k), l);
+  return apply(k, {x}, {{AttrKey::dims, d}, {AttrKey::keepdim, int64_t(keepdim)}}, here(l));
 }
 
 Tensor arg_reduce(OpKind k, const Tensor& x, int64_t dim, bool keepdim, Loc l) {
-  SourceLoc loc = here(l);
-  int64_t d;
-  try {
-    d = normalize_dim(dim, x.dim());
-  } catch (Error& e) {
-    e.attach(loc, op_name(k));
-    throw;
-  }
-  return apply(k, {x}, {{AttrKey::dim, d}, {AttrKey::keepdim, int64_t(keepdim)}}, loc);
+  const int64_t d = checked_dim(dim, x.dim(), op_name(k), l);
+  return apply(k, {x}, {{AttrKey::dim, d}, {AttrKey::keepdim, int64_t(keepdim)}}, here(l));
 }
 
-int64_t count_of(const Tensor& x, const std::vector<int64_t>& dims) {
+int64_t count_of(const Tensor& x, const std::vector<int64_t>& dims, const char* op, Loc l) {
   int64_t n = 1;
-  for (int64_t d : normalize_dims(dims, x.dim())) n *= x.sizes()[d];
+  for (int64_t d : checked_dims(dims, x.dim(), op, l)) n *= x.sizes()[static_cast<size_t>(d)];
   return n;
 }
 
@@ -99,7 +88,7 @@ Tensor Tensor::view(Shape shape, Loc l) const {
 
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim, Loc l) const {
   if (dim() == 0) return reshape({1}, l);
-  int64_t s = normalize_dim(start_dim, dim()), e = normalize_dim(end_dim, dim());
+  const int64_t s = checked_dim(start_dim, dim(), "flatten", l), e = checked_dim(end_dim, dim(), "flatten", l);
   if (s > e) throw Error("flatten(): start_dim must not come after end_dim", here(l));
   Shape out(sizes().begin(), sizes().begin() + s);
   int64_t n = 1;
@@ -117,43 +106,24 @@ Tensor Tensor::squeeze(Loc l) const {
 }
 
 Tensor Tensor::squeeze(int64_t d, Loc l) const {
-  SourceLoc loc = here(l);
-  int64_t nd;
-  try {
-    nd = normalize_dim(d, dim());
-  } catch (Error& e) {
-    e.attach(loc, "squeeze");
-    throw;
-  }
-  if (sizes()[nd] != 1) return identity_view(*this, loc);
+  const int64_t nd = checked_dim(d, dim(), "squeeze", l);
+  if (sizes()[static_cast<size_t>(nd)] != 1) return identity_view(*this, here(l));
   Shape out = sizes();
   out.erase(out.begin() + nd);
   return reshape(out, l);
 }
 
 Tensor Tensor::unsqueeze(int64_t d, Loc l) const {
-  SourceLoc loc = here(l);
-  int64_t nd;
-  try {
-    nd = normalize_dim(d, dim() + 1);
-  } catch (Error& e) {
-    e.attach(loc, "unsqueeze");
-    throw;
-  }
+  const int64_t nd = checked_dim(d, dim() + 1, "unsqueeze", l);
   Shape out = sizes();
   out.insert(out.begin() + nd, 1);
   return reshape(out, l);
 }
 
 Tensor Tensor::transpose(int64_t d0, int64_t d1, Loc l) const {
-  SourceLoc loc = here(l);
   std::vector<int64_t> perm = all_dims(dim());
-  try {
-    std::swap(perm[normalize_dim(d0, dim())], perm[normalize_dim(d1, dim())]);
-  } catch (Error& e) {
-    e.attach(loc, "transpose");
-    throw;
-  }
+  std::swap(perm[static_cast<size_t>(checked_dim(d0, dim(), "transpose", l))],
+            perm[static_cast<size_t>(checked_dim(d1, dim(), "transpose", l))]);
   return permute(perm, l);
 }
 
@@ -167,17 +137,9 @@ Tensor Tensor::t(Loc l) const {
 }
 
 Tensor Tensor::permute(std::vector<int64_t> dims, Loc l) const {
-  SourceLoc loc = here(l);
-  for (auto& d : dims) {
-    try {
-      d = normalize_dim(d, dim());
-    } catch (Error& e) {
-      e.attach(loc, "permute");
-      throw;
-    }
-  }
-  if (dims == all_dims(dim())) return identity_view(*this, loc);
-  return apply(OpKind::permute, {*this}, {{AttrKey::perm, dims}}, loc);
+  for (auto& d : dims) d = checked_dim(d, dim(), "permute", l);
+  if (dims == all_dims(dim())) return identity_view(*this, here(l));
+  return apply(OpKind::permute, {*this}, {{AttrKey::perm, dims}}, here(l));
 }
 
 Tensor Tensor::expand(Shape shape, Loc l) const {
@@ -193,22 +155,20 @@ Tensor Tensor::expand_as(const Tensor& other, Loc l) const { return expand(other
 
 Tensor Tensor::slice(int64_t d, std::optional<int64_t> start, std::optional<int64_t> end,
                      int64_t step, Loc l) const {
-  SourceLoc loc = here(l);
-  int64_t nd;
-  try {
-    nd = normalize_dim(d, dim());
-  } catch (Error& e) {
-    e.attach(loc, "slice");
-    throw;
-  }
+  const SourceLoc loc = here(l);
+  const int64_t nd = checked_dim(d, dim(), "slice", l);
   if (step < 1) throw Error("slice(): step must be positive, got " + std::to_string(step), loc);
-  int64_t size = sizes()[nd];
+  const int64_t size = sizes()[static_cast<size_t>(nd)];
+  // Python's rule: a negative bound counts from the end, then both are clamped
+  // to [0, size] (in this order, so no sum can wrap).
   auto clampi = [&](int64_t v) {
-    if (v < 0) v += size;
-    return std::clamp<int64_t>(v, 0, size);
+    if (v < 0) v = v < -size ? 0 : v + size;
+    return std::min(v, size);
   };
   int64_t s = clampi(start.value_or(0)), e = clampi(end.value_or(size));
   if (e < s) e = s;
+  // A slice of at most one element takes no step: the same slice with step 1.
+  if (e - s <= step) step = 1, e = std::min(e, s + 1);
   if (s == 0 && e == size && step == 1) return identity_view(*this, loc);
   return apply(OpKind::slice, {*this},
                {{AttrKey::dim, nd}, {AttrKey::start, s}, {AttrKey::end, e}, {AttrKey::step, step}},
@@ -216,29 +176,27 @@ Tensor Tensor::slice(int64_t d, std::optional<int64_t> start, std::optional<int6
 }
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length, Loc l) const {
-  int64_t nd = normalize_dim(d, dim());
-  if (start < 0) start += sizes()[nd];
-  if (start < 0 || length < 0 || start + length > sizes()[nd])
-    throw Error("narrow(): range [" + std::to_string(start) + ", " +
-                    std::to_string(start + length) + ") is outside dim " + std::to_string(d) +
-                    " of size " + std::to_string(sizes()[nd]),
+  const int64_t nd = checked_dim(d, dim(), "narrow", l);
+  const int64_t size = sizes()[static_cast<size_t>(nd)];
+  // As in PyTorch: a negative start counts from the end. Compared without
+  // forming start + length, which could wrap.
+  const int64_t from = start < 0 && start >= -size ? start + size : start;
+  if (from < 0 || from > size || length < 0 || length > size - from)
+    throw Error("narrow(): start " + std::to_string(start) + " and length " + std::to_string(length) +
+                    " do not fit dim " + std::to_string(d) + " of size " + std::to_string(size) +
+                    " (expected -size <= start <= size and 0 <= length <= size - start)",
                 here(l));
-  return slice(nd, start, start + length, 1, l);
+  return slice(nd, from, from + length, 1, l);
 }
 
 Tensor Tensor::select(int64_t d, int64_t index, Loc l) const {
-  SourceLoc loc = here(l);
-  int64_t nd;
-  try {
-    nd = normalize_dim(d, dim());
-  } catch (Error& e) {
-    e.attach(loc, "select");
-    throw;
-  }
-  int64_t size = sizes()[nd];
+  const SourceLoc loc = here(l);
+  const int64_t nd = checked_dim(d, dim(), "select", l);
+  const int64_t size = sizes()[static_cast<size_t>(nd)];
   if (index < -size || index >= size)
-    throw Error("index " + std::to_string(index) + " is out of range for dim " +
-                    std::to_string(d) + " of size " + std::to_string(size),
+    throw Error("select(): index " + std::to_string(index) + " is out of range for dim " +
+                    std::to_string(d) + " of size " + std::to_string(size) + " (expected " +
+                    std::to_string(-size) + " <= index < " + std::to_string(size) + ")",
                 loc);
   if (index < 0) index += size;
   Tensor s = slice(nd, index, index + 1, 1, l);
@@ -318,7 +276,7 @@ Tensor Tensor::mean(std::vector<int64_t> dims, bool keepdim, Loc l) const {
     throw Error(std::string("mean() needs a floating-point tensor, got ") + dtype_name(dtype()) +
                     " (use .to(kFloat32) first)",
                 here(l));
-  int64_t n = count_of(*this, dims);
+  int64_t n = count_of(*this, dims, "mean", l);
   Tensor s = reduce(OpKind::sum, *this, std::move(dims), keepdim, l);
   return binary_scalar(OpKind::div, s, Scalar(static_cast<double>(n)), l);
 }
@@ -335,7 +293,7 @@ std::tuple<Tensor, Tensor> extremum_along(OpKind value_op, OpKind index_op, cons
                                           bool keepdim, Loc l) {
   Tensor index = arg_reduce(index_op, x, d, keepdim, l);
   if (!(x.requires_grad() && grad_mode_enabled())) return {reduce(value_op, x, {d}, keepdim, l), index};
-  const int64_t dim = normalize_dim(d, x.dim());
+  const int64_t dim = checked_dim(d, x.dim(), op_name(value_op), l);
   Shape along(static_cast<size_t>(x.dim()), 1);
   along[static_cast<size_t>(dim)] = x.size(dim);
   Tensor position = arange(x.size(dim), TensorOptions(kInt64).device(x.device()), l).reshape(along, l);
@@ -365,7 +323,7 @@ Tensor Tensor::argmin(int64_t d, bool keepdim, Loc l) const { return arg_reduce(
 
 Tensor Tensor::var(Loc l) const { return var(all_dims(dim()), true, false, l); }
 Tensor Tensor::var(std::vector<int64_t> dims, bool unbiased, bool keepdim, Loc l) const {
-  int64_t n = count_of(*this, dims);
+  int64_t n = count_of(*this, dims, "var", l);
   Tensor mu = mean(dims, true, l);
   Tensor d = binary(OpKind::sub, *this, mu, l);
   Tensor ss = reduce(OpKind::sum, binary(OpKind::mul, d, d, l), dims, keepdim, l);
@@ -383,12 +341,7 @@ namespace {
 // cannot overflow). A dim of size 0 has no max and needs no shift: the result is
 // empty, as in PyTorch. Dim errors name `op`.
 Tensor shifted_by_max(const Tensor& self, int64_t& d, const char* op, Loc l) {
-  try {
-    d = normalize_dim(d, self.dim());
-  } catch (Error& e) {
-    e.attach(here(l), op);
-    throw;
-  }
+  d = checked_dim(d, self.dim(), op, l);
   Tensor x = is_floating(self.dtype()) ? self : self.to(kFloat32, l);
   if (x.size(d) == 0) return x;
   return binary(OpKind::sub, x, reduce(OpKind::max, x, {d}, true, l), l);

@@ -75,17 +75,19 @@ Tensor TraceState::wrap(Value v, bool requires_grad) {
   return Tensor(std::move(impl));
 }
 
-Tensor TraceState::add_arg(int64_t index, const TensorType& t, bool requires_grad) {
+Tensor TraceState::add_arg(int64_t index, const TensorType& t, bool requires_grad, bool computed) {
   Tensor a = wrap(builder.arg(index, t), requires_grad);
   args.push_back(a.impl_ptr());
+  arg_values.push_back(a.impl()->value);
   arg_leaf.push_back(requires_grad);
+  arg_computed.push_back(requires_grad && computed);
   return a;
 }
 
 bool TraceState::is_grad_leaf(const TensorImpl& t) const {
   if (!t.symbolic()) return t.requires_grad && !t.grad_fn;
   const int64_t a = arg_position(&t);
-  return a >= 0 && arg_leaf[static_cast<size_t>(a)];
+  return a >= 0 && arg_leaf[static_cast<size_t>(a)] && !arg_computed[static_cast<size_t>(a)];
 }
 
 int64_t TraceState::arg_position(const TensorImpl* t) const {
@@ -229,15 +231,21 @@ std::vector<Tensor> TraceState::backward(const std::vector<Tensor>& roots,
   // The tensors to differentiate with respect to, and their current values.
   std::vector<Tensor> targets = wrt;
   if (targets.empty()) {
-    for (auto& a : args)
-      if (is_grad_leaf(*a)) targets.emplace_back(a);
+    for (size_t i = 0; i < args.size(); ++i)
+      if (arg_leaf[i]) targets.emplace_back(args[i]);
     for (auto& p : params)
       if (p->requires_grad) targets.emplace_back(p);
   }
   std::vector<Tensor> used;
   std::vector<Value> wrt_vals;
   for (const Tensor& t : targets) {
-    Value v = value_of(t, loc);
+    // An argument's gradient is taken at the value it was called with (a write
+    // under NoGradGuard passes the gradients of later uses back to it), except
+    // that autograd::grad with respect to an argument given a new history by a
+    // write with grad on differentiates its new value, as eagerly.
+    const int64_t a = arg_position(t.impl());
+    const bool new_history = !wrt.empty() && taped_writes.count(t.impl());
+    Value v = a >= 0 && !new_history ? arg_values[static_cast<size_t>(a)] : value_of(t, loc);
     if (!reach[v.node]) {
       used.push_back(Tensor());
       continue;

@@ -70,11 +70,17 @@ struct TraceState {
   /// the call they take the call's history (or lose theirs), as eagerly.
   std::unordered_map<const TensorImpl*, bool> taped_writes;
 
-  /// Symbolic argument tensors, in order.
+  /// Symbolic argument tensors, in order, and the value each had when called
+  /// (an in-place write gives the tensor a new value; gradients are taken with
+  /// respect to this one).
   std::vector<std::shared_ptr<TensorImpl>> args;
-  /// Per argument: a leaf that requires grad, as called (an argument given a
-  /// value with history by an in-place write is no longer a leaf, as eagerly).
+  std::vector<Value> arg_values;
+  /// Per argument: it requires grad, as called (a gradient target: the call
+  /// sends its gradient to the argument's .grad, or on through its history).
   std::vector<char> arg_leaf;
+  /// Per argument: computed by ops that require grad (not a leaf: an in-place
+  /// write with grad on is allowed, as eagerly).
+  std::vector<char> arg_computed;
   /// Gradient state per tensor (keyed by the eager tensor, or the symbolic argument).
   std::unordered_map<const TensorImpl*, GradSlot> grads;
   /// Keeps traced custom functions alive while their backward may be traced.
@@ -107,8 +113,9 @@ struct TraceState {
   Tensor wrap(Value v, bool requires_grad = false);
   /// builder.op(k, operands) recorded at the user's line `loc`.
   Value op_at(SourceLoc loc, OpKind k, std::vector<Value> operands);
-  /// A symbolic argument (a leaf, requiring grad as the call's tensor did).
-  Tensor add_arg(int64_t index, const TensorType& t, bool requires_grad);
+  /// A symbolic argument, requiring grad as the call's tensor did (`computed`:
+  /// the call's tensor has a history of its own).
+  Tensor add_arg(int64_t index, const TensorType& t, bool requires_grad, bool computed = false);
 
   /// x.grad() inside the trace (`user_read`: the body reads it, as opposed to
   /// backward() accumulating into it).
@@ -120,8 +127,8 @@ struct TraceState {
   std::vector<char> gradient_reach(const std::vector<Value>& roots) const;
   /// The position of a symbolic argument of this trace, or -1.
   int64_t arg_position(const TensorImpl* t) const;
-  /// Whether `t` is a leaf that requires grad: an argument called with
-  /// requires_grad, or a captured tensor that requires grad.
+  /// Whether `t` is a leaf that requires grad: an argument called with a leaf
+  /// that requires grad, or a captured leaf that requires grad.
   bool is_grad_leaf(const TensorImpl& t) const;
   /// Gradients of `roots` (seeded with `seeds`) with respect to `wrt` (empty:
   /// every leaf that requires grad and is reachable), as graph values.

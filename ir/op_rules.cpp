@@ -230,7 +230,7 @@ Shape shape_slice(OpKind, Types in, const Attrs& a) {
              shape_str(in[0].shape), ", got start=", start, " end=", end);
   KILN_CHECK(step >= 1, "expected step >= 1, got ", step);
   Shape out = in[0].shape;
-  out[dim] = std::max<int64_t>(0, (end - start + step - 1) / step);
+  out[dim] = end > start ? (end - start - 1) / step + 1 : 0;  // no sum that could wrap
   return out;
 }
 
@@ -243,7 +243,10 @@ Shape shape_pad(OpKind, Types in, const Attrs& a) {
              " interior=", interior);
   Shape out = in[0].shape;
   int64_t size = out[dim];
-  out[dim] = low + high + size + std::max<int64_t>(size - 1, 0) * interior;
+  const char* what = "padded size";
+  out[dim] = checked_add(checked_add(low, high, what),
+                         checked_add(size, checked_mul(std::max<int64_t>(size - 1, 0), interior, what), what),
+                         what);
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include "runtime/allocator.h"
 
 #include <sys/mman.h>
+#include <sys/sysinfo.h>
 
 #include <bit>
 #include <cstdint>
@@ -35,6 +36,16 @@ size_t alloc_size_class(size_t bytes) {
 }
 
 namespace {
+
+// The machine's memory and swap, read once.
+size_t machine_bytes() {
+  static const size_t bytes = [] {
+    struct sysinfo si {};
+    if (sysinfo(&si) != 0) return kMaxBytes;
+    return static_cast<size_t>(si.totalram + si.totalswap) * si.mem_unit;
+  }();
+  return bytes;
+}
 
 size_t cache_limit_from_env() {
   const char* s = std::getenv("KILN_CPU_CACHE_MB");
@@ -72,12 +83,20 @@ void system_free(void* p, size_t size) {
   }
 }
 
+}  // namespace
+
+void check_host_bytes(size_t bytes, const std::string& what) {
+  // Beyond 2^56 is beyond any machine (and keeps the size-class arithmetic exact).
+  KILN_CHECK(bytes <= kMaxBytes && bytes <= machine_bytes(), "out of CPU memory: ", what, " needs ",
+             bytes, " bytes, more than this machine's ", machine_bytes(), " bytes of memory and swap");
+}
+
+namespace {
+
 class CachingAllocator {
  public:
   void* alloc(size_t bytes) {
-    // Far beyond any machine's memory; keeps the size-class and mmap arithmetic exact.
-    KILN_CHECK(bytes <= kMaxBytes, "out of CPU memory: cannot allocate ", bytes,
-               " bytes (more than any machine has)");
+    check_host_bytes(bytes, "a tensor");
     size_t size = alloc_size_class(bytes);
     {
       std::lock_guard<std::mutex> lock(mu_);

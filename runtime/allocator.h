@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 namespace kiln {
 
@@ -19,6 +20,12 @@ struct AllocatorStats {
 
 /// 64-byte aligned memory; never returns nullptr (throws kiln::Error on exhaustion).
 void* cpu_alloc(size_t bytes);
+/// Throws kiln::Error ("out of CPU memory: <what> needs N bytes, more than this
+/// machine's M bytes of memory and swap") when `bytes` could never be allocated
+/// here. cpu_alloc checks every request this way (with overcommit, a larger
+/// mapping could succeed and the process die when it is touched); code that
+/// sizes host memory by a user's input checks before it allocates.
+void check_host_bytes(size_t bytes, const std::string& what);
 void cpu_free(void* p, size_t bytes);
 /// Returns all cached blocks to the system.
 void cpu_empty_cache();

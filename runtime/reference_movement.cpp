@@ -77,11 +77,12 @@ bool slice_geometry(const Attrs& attrs, const Shape& shape, const Strides& strid
   };
   const int64_t start = clamp(attrs.i(AttrKey::start, 0));
   const int64_t end = clamp(attrs.i(AttrKey::end, size));
-  const int64_t len = end > start ? (end - start + step - 1) / step : 0;
+  const int64_t len = end > start ? (end - start - 1) / step + 1 : 0;
   out->shape = shape;
   out->strides = strides;
   out->shape[dim] = len;
-  out->strides[dim] = strides[dim] * step;
+  // One element or none: the step never applies (and a huge one would wrap).
+  out->strides[dim] = len > 1 ? strides[dim] * step : strides[dim];
   out->offset = len > 0 ? start * strides[dim] : 0;
   return true;
 }

@@ -63,29 +63,35 @@ TEST_CASE("exercise 3: the two-layer net's loss falls in all three versions") {
   }
 }
 
-// Runs a digits example for `epochs`; both modes must pass `min_accuracy` and end
-// with weights within `max_diff` (the same draws; f32 sums in another order).
+// Runs a digits example for `epochs`: both modes must pass `min_accuracy`. Then
+// for two epochs, where the weights must agree within `max_diff` (the same
+// draws; f32 sums in another order). Over more epochs Adam grows those rounding
+// differences chaotically (2e-7 after two epochs, 3e-3 after four, 0.1 after
+// ten on an AVX-512 machine), so only the short run says whether the two modes
+// compute the same steps.
 static void check_digits(const char* name, int epochs, double min_accuracy, double max_diff) {
   const std::string svg = std::string(KILN_BINARY_DIR) + "/tests/" + name + "_test.svg";
   const std::string out = run(example(name) + " " + std::to_string(epochs) + " " + svg);
   CAPTURE(out);
   const size_t e = out.find("eager : test accuracy "), t = out.find("traced: test accuracy ");
-  const size_t d = out.find("traced vs eager: ");
   REQUIRE(e != std::string::npos);
   REQUIRE(t != std::string::npos);
-  REQUIRE(d != std::string::npos);
   CHECK(std::stod(out.substr(e + 22)) > min_accuracy);
   CHECK(std::stod(out.substr(t + 22)) > min_accuracy);
-  CHECK(std::stod(out.substr(d + 17)) < max_diff);
   CHECK(std::ifstream(svg).good());
+  const std::string short_run = run(example(name) + " 2 " + svg);
+  CAPTURE(short_run);
+  const size_t d = short_run.find("traced vs eager: ");
+  REQUIRE(d != std::string::npos);
+  CHECK(std::stod(short_run.substr(d + 17)) < max_diff);
 }
 
 TEST_CASE("digits_mlp: eager and traced both learn the digits, with the same dropout draws") {
-  check_digits("digits_mlp", 12, 94, 0.05);
+  check_digits("digits_mlp", 12, 94, 1e-5);
 }
 
 TEST_CASE("digits_cnn: convolutions and pooling learn the digits in both modes") {
-  check_digits("digits_cnn", 10, 96, 0.05);
+  check_digits("digits_cnn", 10, 96, 1e-5);
 }
 
 TEST_CASE("char_transformer: a traced transformer learns the README well below its unigram entropy") {

@@ -66,14 +66,15 @@ void assign_slots(const Graph& g, const Schedule& sched, PlanBuilder& pb) {
   }
 }
 
-// A check node (check_index) becomes a host step of its own: check, then copy.
+// A check node (check_index, check_nonzero) becomes a host step of its own:
+// check, then copy.
 void add_check_step(const Graph& g, const FusionGroup& grp, PlanBuilder& pb) {
   const NodeId id = grp.nodes.front();
   const Node& n = g[id];
   PlanStep step;
   step.name = "k" + std::to_string(id) + "_" + op_name(n.op);
   step.slots = {pb.slot(n.operands[0]), pb.slot(Value(id))};
-  step.what = step::IndexCheck{n.attrs.i(AttrKey::high), n.attrs.str(AttrKey::name), n.loc};
+  step.what = step::ValueCheck{n.op, n.attrs, n.loc};
   KernelInfo info;
   info.name = step.name;
   info.kind = grp.kind;

@@ -290,6 +290,10 @@ class Emitter {
       case ScalarOp::pow:
         if (fp) return call("powf", "pow", d);
         return boolean ? cat("(", a(0), " || !", a(1), ")") : fn("kiln_ipow");
+      case ScalarOp::fmod:
+        return boolean ? "false" : fn("kiln_fmod");
+      case ScalarOp::remainder:
+        return boolean ? "false" : fn("kiln_remainder");
       case ScalarOp::max:
         return fn("kiln_max");
       case ScalarOp::min:

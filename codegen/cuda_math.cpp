@@ -105,6 +105,17 @@ template <class T> __device__ __forceinline__ T kiln_iabs(T a) { return a < 0 ? 
 template <class T> __device__ __forceinline__ T kiln_idiv(T a, T b) {
   return b == 0 ? T(0) : b == T(-1) ? kiln_neg(a) : a / b;
 }
+// fmod (the sign of a) and remainder (the sign of b), as the reference kernels:
+// integers with x % 0 = x % -1 = 0.
+__device__ __forceinline__ float kiln_fmod(float a, float b) { return fmodf(a, b); }
+__device__ __forceinline__ double kiln_fmod(double a, double b) { return fmod(a, b); }
+template <class T> __device__ __forceinline__ T kiln_fmod(T a, T b) {
+  return b == 0 || b == T(-1) ? T(0) : a % b;
+}
+template <class T> __device__ __forceinline__ T kiln_remainder(T a, T b) {
+  T r = kiln_fmod(a, b);
+  return r != 0 && ((r < 0) != (b < 0)) ? T(r + b) : r;
+}
 // Exact modulo 2^bits; negative exponents give 0 unless |x| = 1.
 template <class T, class U> __device__ __forceinline__ T kiln_ipow_(T x, T e) {
   if (e < 0) return x == 1 ? T(1) : x == T(-1) ? ((e & 1) ? T(-1) : T(1)) : T(0);

@@ -596,6 +596,9 @@ class Emitter {
         if (fp) return llvm_math::pow(b_, arg(0), arg(1));
         if (boolean) return b_.CreateOr(arg(0), b_.CreateNot(arg(1)));
         return llvm_math::ipow(b_, arg(0), arg(1));
+      case ScalarOp::fmod:
+      case ScalarOp::remainder:
+        return modulo(arg(0), arg(1), t, d.op == ScalarOp::remainder);
       case ScalarOp::max:
       case ScalarOp::min: {
         const bool up = d.op == ScalarOp::max;
@@ -651,6 +654,33 @@ class Emitter {
     llvm::Value* q = b_.CreateSDiv(a, safe);
     q = b_.CreateSelect(ism1, b_.CreateNeg(a), q);
     return b_.CreateSelect(is0, zero, q);
+  }
+
+  // fmod (the sign of a) or, with `floor`, remainder (the sign of c), as the
+  // reference kernels: integers by srem with x % 0 = x % -1 = 0, never trapping.
+  llvm::Value* modulo(llvm::Value* a, llvm::Value* c, DType t, bool floor) {
+    if (t == DType::b8) return b_.getFalse();
+    llvm::Type* ty = a->getType();
+    llvm::Value* zero = llvm::Constant::getNullValue(ty);
+    llvm::Value* r;
+    llvm::Value *nonzero, *r_negative, *c_negative;
+    if (is_floating(t)) {
+      r = b_.CreateFRem(a, c);
+      if (!floor) return r;
+      nonzero = b_.CreateFCmpONE(r, zero);
+      r_negative = b_.CreateFCmpOLT(r, zero);
+      c_negative = b_.CreateFCmpOLT(c, zero);
+      return b_.CreateSelect(b_.CreateAnd(nonzero, b_.CreateXor(r_negative, c_negative)),
+                             b_.CreateFAdd(r, c), r);
+    }
+    llvm::Value* m1 = llvm::ConstantInt::get(ty, uint64_t(-1), true);
+    llvm::Value* trivial = b_.CreateOr(b_.CreateICmpEQ(c, zero), b_.CreateICmpEQ(c, m1));
+    llvm::Value* safe = b_.CreateSelect(trivial, llvm::ConstantInt::get(ty, 1), c);
+    r = b_.CreateSelect(trivial, zero, b_.CreateSRem(a, safe));
+    if (!floor) return r;
+    nonzero = b_.CreateICmpNE(r, zero);
+    llvm::Value* signs_differ = b_.CreateICmpSLT(b_.CreateXor(r, c), zero);
+    return b_.CreateSelect(b_.CreateAnd(nonzero, signs_differ), b_.CreateAdd(r, c), r);
   }
 
   llvm::Value* compare(ScalarOp op, llvm::Value* a, llvm::Value* c, DType t) {

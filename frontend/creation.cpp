@@ -30,7 +30,11 @@ Tensor finish(Tensor t, const TensorOptions& o, SourceLoc loc) {
   return t;
 }
 
-Tensor literal(std::vector<double> data, Shape shape, const TensorOptions& o, SourceLoc loc) {
+// Values as a literal's data: integers (and bools) exactly as int64, floats as double.
+template <class T>
+using LiteralT = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+
+Tensor literal(AttrValue data, Shape shape, const TensorOptions& o, SourceLoc loc) {
   TensorType t{o.dtype_, std::move(shape), Device()};
   Tensor r = detail::create(OpKind::literal, {{AttrKey::data, std::move(data)}}, t, loc);
   return finish(r, o, loc);
@@ -38,7 +42,7 @@ Tensor literal(std::vector<double> data, Shape shape, const TensorOptions& o, So
 
 template <class T>
 Tensor tensor_1d(std::initializer_list<T> values, TensorOptions o, DType natural, Loc l) {
-  std::vector<double> data(values.begin(), values.end());
+  std::vector<LiteralT<T>> data(values.begin(), values.end());
   if (!o.has_dtype_) o.dtype_ = natural;
   return literal(std::move(data), {static_cast<int64_t>(values.size())}, o, here(l));
 }
@@ -46,7 +50,7 @@ Tensor tensor_1d(std::initializer_list<T> values, TensorOptions o, DType natural
 template <class T>
 Tensor tensor_2d(std::initializer_list<std::initializer_list<T>> rows, TensorOptions o,
                  DType natural, Loc l) {
-  std::vector<double> data;
+  std::vector<LiteralT<T>> data;
   size_t cols = rows.size() ? rows.begin()->size() : 0;
   for (const auto& r : rows) {
     if (r.size() != cols)
@@ -75,6 +79,9 @@ Tensor tensor(std::initializer_list<std::initializer_list<double>> v, TensorOpti
   return tensor_2d(v, o, DType::f32, l);
 }
 Tensor tensor(std::initializer_list<std::initializer_list<int>> v, TensorOptions o, Loc l) {
+  return tensor_2d(v, o, DType::i64, l);
+}
+Tensor tensor(std::initializer_list<std::initializer_list<int64_t>> v, TensorOptions o, Loc l) {
   return tensor_2d(v, o, DType::i64, l);
 }
 Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<float>>> v,
@@ -145,7 +152,7 @@ Tensor full(Shape shape, Scalar value, TensorOptions o, Loc l) {
   for (int64_t d : shape)
     if (d < 0) throw Error("negative dimension in shape " + shape_str(shape), here(l));
   TensorType t{o.dtype_, std::move(shape), o.device_};
-  Tensor r = detail::create(OpKind::constant, {{AttrKey::value, value.value}}, t, here(l));
+  Tensor r = detail::create(OpKind::constant, {{AttrKey::value, detail::scalar_attr(value, t.dtype)}}, t, here(l));
   if (o.requires_grad_) r.requires_grad_(true, l);
   return r;
 }
@@ -181,18 +188,27 @@ Tensor arange(Scalar end, TensorOptions o, Loc l) { return arange(0, end, 1, o, 
 
 Tensor arange(Scalar start, Scalar end, Scalar step, TensorOptions o, Loc l) {
   if (step.value == 0) throw Error("arange(): step must be nonzero", here(l));
-  double n = std::ceil((end.value - start.value) / step.value);
-  if (n < 0) n = 0;
+  const bool ints = start.kind != ScalarKind::floating && end.kind != ScalarKind::floating &&
+                    step.kind != ScalarKind::floating;
+  double n;
+  if (ints) {
+    // Exact: ceil((end - start) / step) in 128 bits (the difference may not fit in 64).
+    const __int128 span = static_cast<__int128>(end.integer) - start.integer, s = step.integer;
+    const __int128 q = span / s + ((span % s != 0) && ((span > 0) == (s > 0)) ? 1 : 0);
+    n = q < 0 ? 0.0 : static_cast<double>(q);
+  } else {
+    n = std::max(0.0, std::ceil((end.value - start.value) / step.value));
+  }
   if (!(n < 0x1p62))
     throw Error(
         "arange(): " + std::to_string(n) + " elements is too many (expected fewer than 2^62)",
         here(l));
-  bool ints = start.kind != ScalarKind::floating && end.kind != ScalarKind::floating &&
-              step.kind != ScalarKind::floating;
   if (ints && !o.has_dtype_) o.dtype_ = DType::i64;
   TensorType t{o.dtype_, {static_cast<int64_t>(n)}, Device()};
-  Tensor r = detail::create(OpKind::arange,
-                            {{AttrKey::start, start.value}, {AttrKey::step, step.value}}, t, here(l));
+  const Attrs range = ints && !is_floating(t.dtype)
+                          ? Attrs{{AttrKey::start, start.integer}, {AttrKey::step, step.integer}}
+                          : Attrs{{AttrKey::start, start.value}, {AttrKey::step, step.value}};
+  Tensor r = detail::create(OpKind::arange, range, t, here(l));
   return finish(r, o, here(l));
 }
 

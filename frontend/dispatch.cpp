@@ -167,11 +167,16 @@ Tensor create(OpKind k, Attrs attrs, const TensorType& type, SourceLoc loc) {
   }
 }
 
+AttrValue scalar_attr(Scalar s, DType dt) {
+  if (!is_floating(dt) && s.kind != ScalarKind::floating) return s.integer;
+  return s.value;
+}
+
 Tensor scalar_operand(const Tensor& like, Scalar s, SourceLoc loc) {
   if (!like.defined()) throw Error("an undefined tensor was used with a number", loc);
   const TensorType& t = like.impl()->type;
   DType dt = promote_with_scalar(t.dtype, s.kind);
-  return create(OpKind::constant, Attrs{{AttrKey::value, s.value}}, TensorType{dt, {}, t.device},
+  return create(OpKind::constant, Attrs{{AttrKey::value, scalar_attr(s, dt)}}, TensorType{dt, {}, t.device},
                 loc);
 }
 

@@ -22,14 +22,19 @@ Tensor scalar_operand(const Tensor& like, Scalar s, SourceLoc loc);
 /// cast to its dtype). Eagerly copies into self's storage; in a trace rebinds
 /// self to the new value (a parameter update for captured tensors).
 void assign(const Tensor& self, const Tensor& value, SourceLoc loc);
-/// Integer indices checked to lie in [0, n): eagerly at once, in a trace by a
-/// check_index node the compiled plan runs at every call. Errors name `op`.
+/// `t` checked by Check op `check` (ir/ops.def) with `attrs`: eagerly at once,
+/// in a trace by a node the compiled plan runs at every call.
+Tensor checked_values(OpKind check, const Tensor& t, const Attrs& attrs, Loc loc);
+/// Integer indices checked to lie in [0, n) (check_index). Errors name `op`.
 Tensor checked_indices(const Tensor& indices, int64_t n, const char* op, Loc loc);
 /// normalize_dim(dim, rank), its error attached to the user's line and `op`.
 int64_t checked_dim(int64_t dim, int64_t rank, const char* op, Loc loc);
 /// normalize_dims(dims, rank), its error attached to the user's line and `op`.
 std::vector<int64_t> checked_dims(const std::vector<int64_t>& dims, int64_t rank, const char* op,
                                   Loc loc);
+/// A number as the `value` attribute of a constant of dtype `dt`: an integer
+/// scalar into an integer dtype exactly (int64), anything else as a double.
+AttrValue scalar_attr(Scalar s, DType dt);
 /// Type of a tensor (eager or symbolic).
 const TensorType& type_of(const Tensor& t);
 

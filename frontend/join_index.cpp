@@ -55,23 +55,27 @@ namespace detail {
 // wrong loss); PyTorch raises, and so does Kiln, naming `op`. Eagerly the indices
 // are checked on the host before anything is computed; in a trace a check_index
 // node does it when the compiled plan runs.
-Tensor checked_indices(const Tensor& indices, int64_t n, const char* op, Loc loc) {
+Tensor checked_values(OpKind check, const Tensor& t, const Attrs& attrs, Loc loc) {
   SourceLoc where = SourceLoc::from(loc);
-  if (is_floating(indices.dtype()) || indices.dtype() == DType::b8)
-    throw Error(
-        std::string(op) + ": expected integer class indices, got " + dtype_name(indices.dtype()),
-        where);
   if (current_trace())  // a captured tensor is a parameter: checked at every call too
-    return detail::apply(OpKind::check_index, {indices},
-                         {{AttrKey::high, n}, {AttrKey::name, std::string(op)}}, where);
-  Tensor host = indices.cpu(loc).contiguous(loc);
+    return detail::apply(check, {t}, attrs, where);
+  Tensor host = t.cpu(loc).contiguous(loc);
   try {
-    check_indices(host.impl()->view(), n, op);
+    check_values(check, attrs, host.impl()->view());
   } catch (Error& e) {
     e.attach(where);
     throw;
   }
-  return indices;
+  return t;
+}
+
+Tensor checked_indices(const Tensor& indices, int64_t n, const char* op, Loc loc) {
+  if (is_floating(indices.dtype()) || indices.dtype() == DType::b8)
+    throw Error(
+        std::string(op) + ": expected integer class indices, got " + dtype_name(indices.dtype()),
+        SourceLoc::from(loc));
+  return checked_values(OpKind::check_index, indices, {{AttrKey::high, n}, {AttrKey::name, std::string(op)}},
+                        loc);
 }
 
 // One-hot rows of indices already checked to lie in [0, n).

@@ -25,19 +25,16 @@ Tensor rounding(OpKind k, const Tensor& x, Loc l) {
   return table_unary(k, x, l);
 }
 
-// a - q(a / b) * b, with q trunc (fmod) or floor (remainder). Integer operands
-// are divided in f64 and the result cast back, so it stays exact below 2^53.
-Tensor modulo(OpKind q, const Tensor& a, const Tensor& b, Loc l) {
+// fmod or remainder (table ops). An integer divisor is checked for zeros first,
+// eagerly at once and traced when the plan runs: PyTorch raises there too.
+Tensor modulo(OpKind k, const Tensor& a, const Tensor& b, Loc l) {
   const DType out = promote_types(a.dtype(), b.dtype());
   if (out == DType::b8)
-    throw Error(std::string(q == OpKind::trunc ? "fmod" : "remainder") +
-                    ": expected numeric tensors, got bool",
-                here(l));
-  if (!is_floating(out)) {
-    Tensor x = a.to(kFloat64, l), y = b.to(kFloat64, l);
-    return x.sub(table_unary(q, x.div(y, l), l).mul(y, l), 1, l).to(out, l);
-  }
-  return a.sub(table_unary(q, a.div(b, l), l).mul(b, l), 1, l);
+    throw Error(std::string(op_name(k)) + ": expected numeric tensors, got bool", here(l));
+  if (is_floating(out)) return apply(k, {a, b}, {}, here(l));
+  const Tensor divisor =
+      detail::checked_values(OpKind::check_nonzero, b, {{AttrKey::name, std::string(op_name(k))}}, l);
+  return apply(k, {a, divisor}, {}, here(l));
 }
 
 Tensor scalar_like(const Tensor& like, Scalar s, Loc l) {
@@ -56,15 +53,15 @@ Tensor Tensor::trunc(Loc l) const { return rounding(OpKind::trunc, *this, l); }
 Tensor Tensor::reciprocal(Loc l) const { return scalar_like(*this, 1.0, l).div(*this, l); }
 Tensor Tensor::square(Loc l) const { return mul(*this, l); }
 
-Tensor Tensor::fmod(const Tensor& other, Loc l) const { return modulo(OpKind::trunc, *this, other, l); }
+Tensor Tensor::fmod(const Tensor& other, Loc l) const { return modulo(OpKind::fmod, *this, other, l); }
 Tensor Tensor::fmod(Scalar other, Loc l) const {
-  return modulo(OpKind::trunc, *this, scalar_like(*this, other, l), l);
+  return modulo(OpKind::fmod, *this, scalar_like(*this, other, l), l);
 }
 Tensor Tensor::remainder(const Tensor& other, Loc l) const {
-  return modulo(OpKind::floor, *this, other, l);
+  return modulo(OpKind::remainder, *this, other, l);
 }
 Tensor Tensor::remainder(Scalar other, Loc l) const {
-  return modulo(OpKind::floor, *this, scalar_like(*this, other, l), l);
+  return modulo(OpKind::remainder, *this, scalar_like(*this, other, l), l);
 }
 
 Tensor Tensor::isnan(Loc l) const {

@@ -37,12 +37,15 @@ using Loc = std::source_location;
 struct Scalar {
   double value = 0;
   ScalarKind kind = ScalarKind::floating;
+  /// The exact value of an integer or bool scalar (`value` rounds past 2^53):
+  /// integer tensors compute with this one.
+  int64_t integer = 0;
   Scalar(double v) : value(v), kind(ScalarKind::floating) {}
   Scalar(float v) : value(v), kind(ScalarKind::floating) {}
-  Scalar(int v) : value(v), kind(ScalarKind::integer) {}
-  Scalar(long v) : value(static_cast<double>(v)), kind(ScalarKind::integer) {}
-  Scalar(long long v) : value(static_cast<double>(v)), kind(ScalarKind::integer) {}
-  Scalar(bool v) : value(v), kind(ScalarKind::boolean) {}
+  Scalar(int v) : value(v), kind(ScalarKind::integer), integer(v) {}
+  Scalar(long v) : value(static_cast<double>(v)), kind(ScalarKind::integer), integer(v) {}
+  Scalar(long long v) : value(static_cast<double>(v)), kind(ScalarKind::integer), integer(v) {}
+  Scalar(bool v) : value(v), kind(ScalarKind::boolean), integer(v) {}
 };
 
 /// Options for creating tensors: dtype, device, requires_grad (libtorch style).
@@ -434,6 +437,7 @@ Tensor tensor(std::initializer_list<bool> values, TensorOptions opts = {}, KILN_
 Tensor tensor(std::initializer_list<std::initializer_list<float>> values, TensorOptions opts = {}, KILN_LOC);
 Tensor tensor(std::initializer_list<std::initializer_list<double>> values, TensorOptions opts = {}, KILN_LOC);
 Tensor tensor(std::initializer_list<std::initializer_list<int>> values, TensorOptions opts = {}, KILN_LOC);
+Tensor tensor(std::initializer_list<std::initializer_list<int64_t>> values, TensorOptions opts = {}, KILN_LOC);
 Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<float>>> values,
               TensorOptions opts = {}, KILN_LOC);
 /// A 0-d tensor.

@@ -416,7 +416,7 @@ Tensor& Tensor::div_(Scalar o, Loc l) { return assign_to(*this, binary_scalar(Op
 Tensor& Tensor::zero_(Loc l) { return fill_(0, l); }
 Tensor& Tensor::fill_(Scalar v, Loc l) {
   const TensorType& t = detail::type_of(*this);
-  Tensor c = detail::create(OpKind::constant, {{AttrKey::value, v.value}},
+  Tensor c = detail::create(OpKind::constant, {{AttrKey::value, detail::scalar_attr(v, t.dtype)}},
                             TensorType{t.dtype, {}, t.device}, here(l));
   return assign_to(*this, c, l);
 }

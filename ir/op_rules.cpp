@@ -92,6 +92,14 @@ DType dtype_integer(OpKind, Types in, const Attrs& a) {
   return in[0].dtype;
 }
 
+// check_nonzero: an integer divisor (a float divisor of zero gives inf or NaN).
+DType dtype_nonzero(OpKind, Types in, const Attrs& a) {
+  KILN_CHECK(!is_floating(in[0].dtype) && in[0].dtype != DType::b8, "expected an integer divisor, got ",
+             dtype_name(in[0].dtype));
+  (void)a.str(AttrKey::name);
+  return in[0].dtype;
+}
+
 // Collectives: a numeric operand; `world` >= 1; a known reduction where one is
 // taken (avg only of floating-point values); a root among the ranks.
 DType dtype_collective(OpKind k, Types in, const Attrs& a) {

@@ -203,6 +203,22 @@ Grads vjp_pow(Builder& b, const Node& n, Value out, Value g, const Needs& needs)
   return {grad_for(b, n, needs, 0, dx), grad_for(b, n, needs, 1, dy)};
 }
 
+// As PyTorch: d fmod(x, y) = g for x and -g trunc(x / y) for y; remainder the
+// same with floor (a - q b, with q held constant where it is differentiable).
+Grads quotient_vjp(Builder& b, const Node& n, Value g, const Needs& needs, OpKind round) {
+  const Value x = n.operands[0], y = n.operands[1];
+  return {grad_for(b, n, needs, 0, [&](Value) { return g; }),
+          grad_for(b, n, needs, 1, [&](Value) { return b.neg(b.mul(g, b.unary(round, b.div(x, y)))); })};
+}
+
+Grads vjp_fmod(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  return quotient_vjp(b, n, g, needs, OpKind::trunc);
+}
+
+Grads vjp_remainder(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  return quotient_vjp(b, n, g, needs, OpKind::floor);
+}
+
 // The gradient goes to the selected operand; ties split it evenly (as PyTorch).
 // `wins` is gt for maximum and lt for minimum.
 Grads select_vjp(Builder& b, const Node& n, Value g, const Needs& needs, OpKind wins) {

@@ -262,13 +262,13 @@ void execute_cuda_plan(const Plan& plan, void* const* args, void* const* params,
         } else {
           matmul_cuda(view(0), view(1), view(2), device);
         }
-      } else if (const auto* c = std::get_if<step::IndexCheck>(&step.what)) {
-        // A host check: wait for the stream, look at the indices, then copy them on.
+      } else if (const auto* c = std::get_if<step::ValueCheck>(&step.what)) {
+        // A host check: wait for the stream, look at the values, then copy them on.
         const PlanSlot& in = plan.slots[static_cast<size_t>(step.slots[0])];
         const void* src = ptr[static_cast<size_t>(step.slots[0])];
         std::vector<char> host(static_cast<size_t>(in.bytes()));
         cuda::copy_to_host(host.data(), src, host.size(), device);
-        check_index_step(*c, host.data(), in.type);
+        check_values_step(*c, host.data(), in.type);
         cuda::copy_device(ptr[static_cast<size_t>(step.slots[1])], src, host.size(), device);
       } else if (const auto* s = std::get_if<step::CollectiveStart>(&step.what)) {
         if (on_device) {

@@ -90,9 +90,9 @@ void execute_cpu_plan(const Plan& plan, void* const* args, void* const* params,
         matmul_cpu(matmul_operand_view(ptr[step.slots[0]], a.type, m->trans_a),
                    matmul_operand_view(ptr[step.slots[1]], b.type, m->trans_b),
                    dense_view(ptr[step.slots[2]], o.type.dtype, o.type.shape), m->alpha, m->beta);
-      } else if (const auto* c = std::get_if<step::IndexCheck>(&step.what)) {
+      } else if (const auto* c = std::get_if<step::ValueCheck>(&step.what)) {
         const PlanSlot& in = plan.slots[step.slots[0]];
-        check_index_step(*c, ptr[step.slots[0]], in.type);
+        check_values_step(*c, ptr[step.slots[0]], in.type);
         if (ptr[step.slots[1]] != ptr[step.slots[0]])
           std::memcpy(ptr[step.slots[1]], ptr[step.slots[0]], static_cast<size_t>(in.bytes()));
       } else if (const auto* s = std::get_if<step::CollectiveStart>(&step.what)) {
@@ -183,10 +183,9 @@ void CollectiveRuns::finish() noexcept {
   }
 }
 
-void check_index_step(const step::IndexCheck& check, const void* in, const TensorType& type) {
+void check_values_step(const step::ValueCheck& check, const void* in, const TensorType& type) {
   try {
-    check_indices(dense_view(const_cast<void*>(in), type.dtype, type.shape), check.high,
-                  check.check_op);
+    check_values(check.op, check.attrs, dense_view(const_cast<void*>(in), type.dtype, type.shape));
   } catch (Error& e) {
     e.attach(check.loc);
     throw;

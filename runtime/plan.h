@@ -13,6 +13,7 @@
 #include <variant>
 #include <vector>
 
+#include "ir/attrs.h"
 #include "ir/device.h"
 #include "ir/error.h"
 #include "ir/op.h"
@@ -84,13 +85,14 @@ struct Matmul {
   bool relu = false;  // CUDA only: cuBLASLt applies relu to the product
 };
 
-/// Slots {in, out}: checks that every element of `in` is in [0, high) (throwing
-/// kiln::Error naming check_op and `loc`), then copies it to `out`. Runs on the
-/// host for both devices (a CUDA plan waits for its stream there).
-struct IndexCheck {
-  int64_t high = 0;      // the exclusive bound
-  std::string check_op;  // the op the user called ("cross_entropy")
-  SourceLoc loc;         // the user's line that recorded the check
+/// Slots {in, out}: runs check op `op` (ir/ops.def's Check rows: check_index,
+/// check_nonzero) on `in`, throwing kiln::Error naming the op the user called
+/// (attrs' `name`) and `loc`, then copies it to `out`. Runs on the host for both
+/// devices (a CUDA plan waits for its stream there).
+struct ValueCheck {
+  OpKind op{};
+  Attrs attrs;
+  SourceLoc loc;  // the user's line that recorded the check
 };
 
 /// Packs the inputs of plan.collectives[collective] and hands them to the
@@ -111,7 +113,7 @@ struct CollectiveWait {
 struct PlanStep {
   std::string name;
   std::vector<int32_t> slots;
-  std::variant<step::CpuKernel, step::CudaKernel, step::Matmul, step::IndexCheck,
+  std::variant<step::CpuKernel, step::CudaKernel, step::Matmul, step::ValueCheck,
                step::CollectiveStart, step::CollectiveWait>
       what;
 };
@@ -183,9 +185,9 @@ void execute_cpu_plan(const Plan& plan, void* const* args, void* const* params,
                       void* const* outputs, KeptBuffers* keep = nullptr);
 void release_kept(KeptBuffers& keep);
 
-/// Runs an IndexCheck step on host memory: checks `in` (a dense buffer of
+/// Runs a ValueCheck step on host memory: checks `in` (a dense buffer of
 /// `type`), attaching the step's location to the error (both executors).
-void check_index_step(const step::IndexCheck& check, const void* in, const TensorType& type);
+void check_values_step(const step::ValueCheck& check, const void* in, const TensorType& type);
 
 /// The collectives a plan run has started and not yet waited for (both
 /// executors). `start` packs the inputs through `read` (host memory, or a copy

@@ -117,7 +117,7 @@ void reference_kernel(OpKind k, const Attrs& attrs, std::span<const View> inputs
       return matmul_cpu(inputs[0], inputs[1], out);
     case OpCategory::Check:
       expect(1);
-      check_indices(inputs[0], attrs.i(AttrKey::high), attrs.str(AttrKey::name));
+      check_values(k, attrs, inputs[0]);
       return copy_to(inputs[0], out);
     case OpCategory::Collective:
       expect(1);

@@ -37,6 +37,12 @@ void copy_to(const View& src, const View& dst);
 /// 0 <= index < 5)" for the first element of `indices` (integer, any strides,
 /// host memory) outside [0, high).
 void check_indices(const View& indices, int64_t high, std::string_view op);
+/// check_nonzero's test: throws kiln::Error "<op>: integer division by zero
+/// (expected a divisor with no zero element)" when an element of `divisor` is 0.
+void check_nonzero(const View& divisor, std::string_view op);
+/// The test of Check op `k` (check_index, check_nonzero) with its attributes,
+/// as the reference kernel, both executors and the frontend's eager checks run it.
+void check_values(OpKind k, const Attrs& attrs, const View& in);
 
 /// The strided geometry of a movement op's result when it can be expressed as
 /// a view of its input without copying (reshape of a compatible layout,

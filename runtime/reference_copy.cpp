@@ -138,4 +138,22 @@ void check_indices(const View& indices, int64_t high, std::string_view op) {
                " (expected 0 <= index < ", high, ")");
 }
 
+void check_nonzero(const View& divisor, std::string_view op) {
+  std::vector<int64_t> values(static_cast<size_t>(divisor.numel()));
+  copy_to(divisor, dense_view(values.data(), DType::i64, divisor.shape));
+  for (int64_t v : values)
+    KILN_CHECK(v != 0, op, ": integer division by zero (expected an integer divisor with no zero element)");
+}
+
+void check_values(OpKind k, const Attrs& attrs, const View& in) {
+  switch (k) {
+    case OpKind::check_index:
+      return check_indices(in, attrs.i(AttrKey::high), attrs.str(AttrKey::name));
+    case OpKind::check_nonzero:
+      return check_nonzero(in, attrs.str(AttrKey::name));
+    default:
+      KILN_CHECK(false, "internal: ", op_name(k), " is not a check op");
+  }
+}
+
 }  // namespace kiln

@@ -144,6 +144,32 @@ struct Pow {
     }
   }
 };
+// C's fmod (the sign of a) and Python's % (the sign of b), as torch.fmod and
+// torch.remainder. Integers in their own type: x % 0 and x % -1 give 0 (the
+// frontend refuses a zero integer divisor before any kernel runs).
+struct Fmod {
+  template <class T>
+  T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      return std::fmod(a, b);
+    } else if constexpr (std::is_same_v<T, bool>) {
+      return false;
+    } else {
+      return b == 0 || b == T(-1) ? T(0) : static_cast<T>(a % b);
+    }
+  }
+};
+struct Remainder {
+  template <class T>
+  T operator()(T a, T b) const {
+    const T r = Fmod{}(a, b);
+    if constexpr (std::is_same_v<T, bool>) {
+      return r;
+    } else {
+      return r != 0 && ((r < 0) != (b < 0)) ? static_cast<T>(r + b) : r;
+    }
+  }
+};
 // NaN-propagating, as torch.maximum/minimum.
 struct Maximum {
   template <class T>
@@ -374,6 +400,10 @@ void ref_binary(OpKind k, const View& a, const View& b, const View& out) {
       return binary_same(a, b, out, Div{});
     case OpKind::pow:
       return binary_same(a, b, out, Pow{});
+    case OpKind::fmod:
+      return binary_same(a, b, out, Fmod{});
+    case OpKind::remainder:
+      return binary_same(a, b, out, Remainder{});
     case OpKind::maximum:
       return binary_same(a, b, out, Maximum{});
     case OpKind::minimum:

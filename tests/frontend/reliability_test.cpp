@@ -159,3 +159,45 @@ TEST_CASE("sizes near 2^63 and more memory than the machine has are errors, neve
   test::check_close(adaptive_avg_pool2d(arange(16, kFloat32).reshape({1, 1, 4, 4}), {2, 3}),
                     tensor({{2.5f, 3.5f, 4.5f}, {10.5f, 11.5f, 12.5f}}).reshape({1, 1, 2, 3}));
 }
+
+TEST_CASE("integers compute in their own type; integer division by zero is an error (#32.2)") {
+  const int64_t big = (int64_t(1) << 53) + 1;  // not a double
+  CHECK(tensor({big}).item<int64_t>() == big);
+  CHECK(tensor({{big, int64_t(1)}}).flatten().to_vector<int64_t>() == std::vector<int64_t>{big, 1});
+  CHECK(full({2}, big, kInt64).to_vector<int64_t>() == std::vector<int64_t>{big, big});
+  CHECK((tensor({int64_t(0)}) + big).item<int64_t>() == big);
+  CHECK(arange(big, big + 3).to_vector<int64_t>() == std::vector<int64_t>{big, big + 1, big + 2});
+  CHECK(zeros({1}, kInt64).fill_(big).item<int64_t>() == big);
+  auto traced_add = jit([&](Tensor x) { return x + big; });
+  CHECK(traced_add(tensor({int64_t(0)})).item<int64_t>() == big);
+
+  for (bool traced : {false, true}) {
+    CAPTURE(traced);
+    auto run = [&](auto f, Tensor a, Tensor b) { return traced ? jit(f)(a, b) : f(a, b); };
+    auto fmod = [](Tensor a, Tensor b) { return a.fmod(b); };
+    auto rem = [](Tensor a, Tensor b) { return a.remainder(b); };
+    using I = int64_t;
+    const Tensor a = tensor({big, I(-7), I(7), I(-7), I(7), std::numeric_limits<I>::min()});
+    const Tensor b = tensor({I(2), I(3), I(-3), I(-3), I(3), I(-1)});
+    CHECK(run(fmod, a, b).to_vector<int64_t>() == std::vector<int64_t>{1, -1, 1, -1, 1, 0});
+    CHECK(run(rem, a, b).to_vector<int64_t>() == std::vector<int64_t>{1, 2, -2, -1, 1, 0});
+    KILN_CHECK_ERROR(run(fmod, tensor({5, 7}), tensor({1, 0})), "fmod: integer division by zero",
+                     "reliability_test.cpp");
+    KILN_CHECK_ERROR(run(rem, tensor({5, 7}), tensor({0, 1})), "remainder: integer division by zero",
+                     "reliability_test.cpp");
+    // Floats as torch.fmod and torch.remainder (C's fmod, Python's %).
+    const Tensor x = tensor({5.5, -5.5, 5.5, -5.5, 1.0}, kFloat64), y = tensor({2.0, 2.0, -2.0, -2.0, 0.0}, kFloat64);
+    const std::vector<double> f = run(fmod, x, y).to_vector<double>(), r = run(rem, x, y).to_vector<double>();
+    CHECK(std::vector<double>(f.begin(), f.end() - 1) == std::vector<double>{1.5, -1.5, 1.5, -1.5});
+    CHECK(std::vector<double>(r.begin(), r.end() - 1) == std::vector<double>{1.5, 0.5, -0.5, -1.5});
+    CHECK(std::isnan(f.back()));
+    CHECK(std::isnan(r.back()));
+  }
+  KILN_CHECK_ERROR(tensor({5, 7}).fmod(0), "fmod: integer division by zero", "reliability_test.cpp");
+  KILN_CHECK_ERROR(tensor({5, 7}).remainder(0), "remainder: integer division by zero", "reliability_test.cpp");
+  // Gradients as PyTorch's: d/da = 1, d/db = -trunc(a / b) (fmod) or -floor(a / b).
+  Tensor a = tensor({5.5, -5.5}, kFloat64).requires_grad_(), b = tensor({2.0, 2.0}, kFloat64).requires_grad_();
+  (a.fmod(b).sum() + a.remainder(b).sum()).backward();
+  test::check_close(a.grad(), tensor({2.0, 2.0}, kFloat64), 0, 0);
+  test::check_close(b.grad(), tensor({-2.0 - 2.0, 2.0 + 3.0}, kFloat64), 0, 0);
+}

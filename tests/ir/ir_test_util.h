@@ -58,6 +58,7 @@ inline Graph every_op_graph() {
   (void)b.sum(ints, {0, 1}, false);
   (void)b.op(OpKind::check_index, {ints},
              Attrs{{AttrKey::high, int64_t{8}}, {AttrKey::name, std::string("gather")}});
+  (void)b.op(OpKind::check_nonzero, {ints}, Attrs{{AttrKey::name, std::string("fmod")}});
   for (OpKind k : {OpKind::all_reduce, OpKind::all_gather, OpKind::reduce_scatter, OpKind::broadcast})
     (void)b.op(k, {x},
                Attrs{{AttrKey::reduce, std::string("avg")}, {AttrKey::root, int64_t{0}},

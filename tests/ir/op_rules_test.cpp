@@ -73,7 +73,8 @@ std::vector<Case> cases() {
   c.push_back({OpKind::neg, {f23, f23}, {}, {}, "neg: expected 1 operand, got 2"});
   // Binary.
   for (OpKind k :
-       {OpKind::add, OpKind::sub, OpKind::mul, OpKind::pow, OpKind::maximum, OpKind::minimum}) {
+       {OpKind::add, OpKind::sub, OpKind::mul, OpKind::pow, OpKind::fmod, OpKind::remainder,
+        OpKind::maximum, OpKind::minimum}) {
     c.push_back({k, {ty(DType::i64, {3, 1}), ty(DType::f32, {4})}, {}, ty(DType::f32, {3, 4})});
     c.push_back({k, {i23, ty(DType::i64, {})}, {}, ty(DType::i64, {2, 3})});
     c.push_back(
@@ -134,6 +135,9 @@ std::vector<Case> cases() {
                Attrs{{AttrKey::high, int64_t{-1}}, {AttrKey::name, std::string("x")}},
                {},
                "expected a bound (high) >= 0, got -1"});
+  const Attrs divisor{{AttrKey::name, std::string("fmod")}};
+  c.push_back({OpKind::check_nonzero, {i23}, divisor, i23});
+  c.push_back({OpKind::check_nonzero, {f23}, divisor, {}, "expected an integer divisor, got f32"});
   // Collectives: the operand's type, all_gather and reduce_scatter along dim 0.
   const Attrs two{{AttrKey::reduce, std::string("sum")}, {AttrKey::world, int64_t{2}}};
   c.push_back({OpKind::all_reduce, {f23}, two, f23});

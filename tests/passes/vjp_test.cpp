@@ -106,6 +106,12 @@ std::vector<GradCase> gradient_cases() {
       binary_case(K::div, "[2,3] / [2,1]", in_range({2, 3}, -1, 1), away_from_zero({2, 1}, 0.5, 2)),
       binary_case(K::pow, "[3,4] ^ [4]", in_range({3, 4}, 0.5, 2), in_range({4}, -1.5, 2)),
       binary_case(K::maximum, "[3,4] [4]", in_range({3, 4}, -1, 1), in_range({4}, -1, 1)),
+      // Quotients 2.1..2.45 in magnitude, away from the jumps at integers.
+      binary_case(K::fmod, "[3,4] fmod [4]", in_range({3, 4}, 4.1, 4.4), in_range({4}, 1.8, 1.95)),
+      binary_case(K::fmod, "[3] fmod [2,3], negative", in_range({3}, -4.4, -4.1), in_range({2, 3}, 1.8, 1.95)),
+      binary_case(K::remainder, "[3,4] remainder [4]", in_range({3, 4}, 4.1, 4.4), in_range({4}, 1.8, 1.95)),
+      binary_case(K::remainder, "[3] remainder [2,3], negative", in_range({3}, -4.4, -4.1),
+                  in_range({2, 3}, 1.8, 1.95)),
       binary_case(K::minimum, "[2,3] [2,1]", in_range({2, 3}, -1, 1), in_range({2, 1}, -1, 1)),
 
       // where(c > 0, x, y): c gets no gradient (and its finite difference is 0).

@@ -67,8 +67,8 @@ Case tiny_case(OpKind k) {
       }
     case OpCategory::Matmul:
       return {{x, f32({3, 2}, {1, 2, 3, 4, 5, 6})}, {}};
-    case OpCategory::Check:
-      return {{iota(DType::i64, {2, 3})},
+    case OpCategory::Check:  // indices in [0, 6), none of them zero
+      return {{arr(DType::i64, {2, 3}, {1, 2, 3, 4, 5, 5})},
               Attrs{{AttrKey::high, int64_t{6}}, {AttrKey::name, std::string("gather")}}};
     default:
       return {};
@@ -100,6 +100,28 @@ TEST_CASE("every op in the table has a reference kernel") {
     ++covered;
   }
   CHECK(covered == kNumOps - 3);  // all but arg, param, custom
+}
+
+TEST_CASE("check_nonzero copies a divisor without zeros and names the op for a zero") {
+  const Attrs attrs{{AttrKey::name, std::string("remainder")}};
+  Arr in = arr(DType::i32, {3}, {-1, 2, 7});
+  Arr out = run(OpKind::check_nonzero, {in}, attrs);
+  CHECK(values(out.v) == std::vector<double>{-1, 2, 7});
+  CHECK_THROWS_WITH_AS(run(OpKind::check_nonzero, {arr(DType::i64, {2}, {3, 0})}, attrs),
+                       doctest::Contains("remainder: integer division by zero"), Error);
+}
+
+TEST_CASE("fmod and remainder: C's and Python's signs, integers exact in their own type") {
+  const std::vector<double> a{5.5, -5.5, 5.5, -5.5}, b{2, 2, -2, -2};
+  CHECK(values(run(OpKind::fmod, {arr(DType::f64, {4}, a), arr(DType::f64, {4}, b)}).v) ==
+        std::vector<double>{1.5, -1.5, 1.5, -1.5});
+  CHECK(values(run(OpKind::remainder, {arr(DType::f64, {4}, a), arr(DType::f64, {4}, b)}).v) ==
+        std::vector<double>{1.5, 0.5, -0.5, -1.5});
+  const int64_t big = (int64_t(1) << 53) + 1;
+  Arr x = arr(DType::i64, {3}, {0, -7, 7}), y = arr(DType::i64, {3}, {2, 3, -3});
+  x.v.ptr<int64_t>()[0] = big;  // not a double
+  CHECK(values(run(OpKind::fmod, {x, y}).v) == std::vector<double>{1, -1, 1});
+  CHECK(values(run(OpKind::remainder, {x, y}).v) == std::vector<double>{1, 2, -2});
 }
 
 TEST_CASE("operand count mismatches are errors") {

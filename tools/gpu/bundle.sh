@@ -29,6 +29,7 @@ while (($#)); do
   esac
   shift
 done
+case "$build" in /*) ;; *) build=$root/$build ;; esac  # relative to the checkout
 build=$(realpath -m "$build")
 limit_mib=60
 

@@ -4,11 +4,19 @@
 // which the GPU starts to win, printed as a table and written as CSV; fused vs
 // unfused vs eager on the GPU for the JIT's workloads, read against the
 // device's own device-to-device copy bandwidth measured in the same run; and
-// Kiln's matmul against one cuBLAS call on raw device buffers.
+// Kiln's matmul against one cuBLAS call on raw device buffers; and training
+// steps on the GPU, eager vs traced (the course's two-layer net; a
+// 784-1024-1024-10 MLP with Adam, as bench_train and tools/gpu/torch_reference.py).
 //
 // Without a GPU the CPU cases and the CPU column of the sweep still run; the
 // GPU cases are not registered and the sweep's GPU columns say "no device".
+// A GPU case that throws is reported as an error and the others still run.
 //   bench_gpu [--sweep_max=4096] [--sweep_csv=gpu_breakeven.csv] [benchmark flags]
+//   bench_gpu --first_call   times only the first call of the traced MLP Adam
+//                            step on the GPU (trace, compile, run) and prints
+//                            its kernels and how many came from the disk cache
+//                            (KILN_CACHE_DIR): run twice with one fresh cache
+//                            directory for the cold and the warm first call.
 #include <benchmark/benchmark.h>
 
 #include <kiln/kiln.h>
@@ -19,10 +27,12 @@
 #include <cstring>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <sstream>
+#include <string>
 
-#include "runtime/binary_io.h"
 #include "runtime/allocator.h"
+#include "runtime/binary_io.h"
 #include "runtime/blas.h"
 #include "runtime/cublas.h"
 #include "runtime/cuda_driver.h"
@@ -40,6 +50,12 @@ void sync() {
 
 Tensor on(const Tensor& t, bool cuda_device) {
   return cuda_device ? t.cuda() : t;
+}
+
+std::string fmt_ms(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f", v);
+  return buf;
 }
 
 // ---- the course's matmuls ----
@@ -221,24 +237,157 @@ void BM_GpuMlpForward(benchmark::State& state) {
                                                 benchmark::Counter::kIsRate);
 }
 
+// ---- training steps on the GPU, eager vs traced (as bench/train_bench.cpp) ----
+
+enum StepMode { kStepEager = 0, kStepTraced = 1 };
+
+// Seconds per eager step of each workload, for its traced row's "speedup".
+std::map<std::string, double> g_eager_step_seconds;
+
+// Times step_fn (eager) or traced_fn; each call is synchronised with the device.
+template <class Step, class Traced>
+void step_case(benchmark::State& state, const std::string& name, Step& step, Traced& traced,
+               double flops) {
+  const bool use_jit = state.range(0) == kStepTraced;
+  auto once = [&] {
+    Tensor l = use_jit ? traced() : step();
+    sync();
+    return l;
+  };
+  for (int i = 0; i < 3; ++i) once();  // compile (and retrace once), warm the caches
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto _ : state) benchmark::DoNotOptimize(once().impl());
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
+      static_cast<double>(std::max<int64_t>(1, state.iterations()));
+  state.SetLabel(use_jit ? "traced" : "eager");
+  if (flops > 0)
+    state.counters["FLOP/s"] = benchmark::Counter(flops * static_cast<double>(state.iterations()),
+                                                  benchmark::Counter::kIsRate);
+  if (!use_jit)
+    g_eager_step_seconds[name] = seconds;
+  else if (g_eager_step_seconds.count(name))
+    state.counters["speedup"] = g_eager_step_seconds[name] / seconds;
+}
+
+// The course's two-layer net (64 x 1000 -> 100 -> 10, squared error, plain SGD
+// written out), its data and weights on the GPU.
+void BM_GpuTwoLayerStep(benchmark::State& state) {
+  manual_seed(0);
+  Tensor x = randn({64, 1000}).cuda(), y = randn({64, 10}).cuda();
+  Tensor w1 = randn({1000, 100}).cuda().requires_grad_();
+  Tensor w2 = randn({100, 10}).cuda().requires_grad_();
+  const double lr = 1e-6;
+  auto body = [&](Tensor in, Tensor target) {
+    Tensor loss = (in.mm(w1).clamp_min(0).mm(w2) - target).pow(2).sum();
+    loss.backward();
+    NoGradGuard no_grad;
+    w1 -= lr * w1.grad();
+    w2 -= lr * w2.grad();
+    w1.grad().zero_();
+    w2.grad().zero_();
+    return loss;
+  };
+  auto traced_body = jit(body, "gpu_two_layer_step");
+  auto step = [&] { return body(x, y); };
+  auto traced = [&] { return traced_body(x, y); };
+  step_case(state, "two_layer", step, traced, 3 * 2.0 * 64 * (1000 * 100 + 100 * 10));
+}
+
+// The MLP with Adam (batch 256, 784-1024-1024-10, cross-entropy, lr 1e-3) on the GPU.
+struct GpuMlpAdam {
+  Tensor x, labels;
+  nn::Sequential model{nn::Linear(784, 1024), nn::ReLU(), nn::Linear(1024, 1024), nn::ReLU(),
+                       nn::Linear(1024, 10)};
+  std::unique_ptr<optim::Adam> opt;
+  GpuMlpAdam() {
+    manual_seed(0);
+    x = randn({256, 784}).cuda();
+    labels = (rand({256}) * 10).to(kInt64).cuda();
+    model->to(kCUDA);
+    opt = std::make_unique<optim::Adam>(model->parameters(), 1e-3);
+  }
+  Tensor step(const Tensor& in, const Tensor& target) {
+    opt->zero_grad();
+    Tensor loss = nn::functional::cross_entropy(model(in), target);
+    loss.backward();
+    opt->step();
+    return loss;
+  }
+  static double flops() { return 3 * 2.0 * 256 * (784 * 1024 + 1024 * 1024 + 1024 * 10); }
+};
+
+void BM_GpuMlpAdamStep(benchmark::State& state) {
+  GpuMlpAdam m;
+  auto traced_body =
+      jit([&](Tensor in, Tensor target) { return m.step(in, target); }, "gpu_mlp_adam_step");
+  auto step = [&] { return m.step(m.x, m.labels); };
+  auto traced = [&] { return traced_body(m.x, m.labels); };
+  step_case(state, "mlp_adam", step, traced, GpuMlpAdam::flops());
+}
+
+// The first call of the traced MLP Adam step: trace, compile (NVRTC, or the
+// disk cache when KILN_CACHE_DIR already holds its kernels) and run, then the
+// second call for comparison. One line, for tools/gpu/run.sh.
+int first_call() {
+  if (!gpu()) {
+    std::cout << "first_call: skipped: no CUDA device (" << cuda::unavailable_reason() << ")\n";
+    return 0;
+  }
+  GpuMlpAdam m;
+  sync();
+  auto traced =
+      jit([&](Tensor in, Tensor target) { return m.step(in, target); }, "gpu_mlp_adam_step");
+  auto ms_of = [&] {
+    const auto t0 = std::chrono::steady_clock::now();
+    Tensor l = traced(m.x, m.labels);
+    sync();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  const double first = ms_of();
+  const double second = ms_of();
+  const TraceStats& s = traced.stats();
+  int64_t compiled = 0;  // NVRTC compiles in this process (not from the disk cache)
+  for (const TraceStats::KernelCompile& k : s.kernel_compile_ms) compiled += k.compiled;
+  std::cout << "first_call: " << fmt_ms(first) << " ms (trace " << fmt_ms(s.trace_ms)
+            << " ms, compile " << fmt_ms(s.compile_ms) << " ms); second call " << fmt_ms(second)
+            << " ms; plan steps " << s.kernels << ", kernels compiled here " << compiled
+            << ", from the disk cache " << s.kernels_from_disk << "; cache_dir "
+            << (cache_dir().empty() ? "(off)" : cache_dir()) << "\n";
+  return 0;
+}
+
+// Runs a GPU case; a kiln::Error (or any exception) becomes the case's error
+// row instead of ending the program, so one failing case leaves the others.
+void guarded(benchmark::State& state, void (*fn)(benchmark::State&)) {
+  try {
+    fn(state);
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+}
+
+benchmark::internal::Benchmark* register_gpu(const char* name, void (*fn)(benchmark::State&)) {
+  return benchmark::RegisterBenchmark(name, [fn](benchmark::State& s) { guarded(s, fn); });
+}
+
 void register_gpu_benchmarks() {
   auto ms = benchmark::kMillisecond;
-  benchmark::RegisterBenchmark("BM_MatmulSquare2000", BM_MatmulSquare2000)
+  register_gpu("BM_MatmulSquare2000", BM_MatmulSquare2000)
       ->Arg(kGpu)
       ->Arg(kGpuWithTransfers)
       ->UseRealTime()
       ->Unit(ms);
-  benchmark::RegisterBenchmark("BM_Matmul10000x1024_by_5000x1024T",
-                               BM_Matmul10000x1024_by_5000x1024T)
+  register_gpu("BM_Matmul10000x1024_by_5000x1024T", BM_Matmul10000x1024_by_5000x1024T)
       ->Arg(kGpu)
       ->Arg(kGpuWithTransfers)
       ->UseRealTime()
       ->Unit(ms);
-  benchmark::RegisterBenchmark("BM_MatmulKilnVsCublas", BM_MatmulKilnVsCublas)
+  register_gpu("BM_MatmulKilnVsCublas", BM_MatmulKilnVsCublas)
       ->ArgsProduct({{256, 2000}, {0, 1}})
       ->UseRealTime()
       ->Unit(benchmark::kMicrosecond);
-  benchmark::RegisterBenchmark("BM_GpuDeviceCopy", BM_GpuDeviceCopy)->UseRealTime()->Unit(ms);
+  register_gpu("BM_GpuDeviceCopy", BM_GpuDeviceCopy)->UseRealTime()->Unit(ms);
   using Fn = void (*)(benchmark::State&);
   const std::pair<const char*, Fn> workloads[] = {
       {"BM_GpuChain8", BM_GpuChain8},
@@ -247,10 +396,20 @@ void register_gpu_benchmarks() {
       {"BM_GpuLayerNormRows", BM_GpuLayerNormRows},
       {"BM_GpuMlpForward", BM_GpuMlpForward}};
   for (auto [name, fn] : workloads)
-    benchmark::RegisterBenchmark(name, fn)
+    register_gpu(name, fn)
         ->DenseRange(kEager, kFused)
         ->UseRealTime()
         ->Unit(benchmark::kMicrosecond);
+  register_gpu("BM_GpuTwoLayerStep", BM_GpuTwoLayerStep)
+      ->Arg(kStepEager)
+      ->Arg(kStepTraced)
+      ->UseRealTime()
+      ->Unit(benchmark::kMicrosecond);
+  register_gpu("BM_GpuMlpAdamStep", BM_GpuMlpAdamStep)
+      ->Arg(kStepEager)
+      ->Arg(kStepTraced)
+      ->UseRealTime()
+      ->Unit(benchmark::kMicrosecond);
 }
 
 void register_cpu_benchmarks() {
@@ -303,20 +462,26 @@ void breakeven_sweep(int64_t max_n, const std::string& csv_path) {
     double cpu_ms = best_ms([&] { benchmark::DoNotOptimize(a.matmul(b).impl()); });
     std::string g = none, gt = none, faster = "cpu";
     if (has_gpu) {
-      Tensor ga = a.cuda(), gb = b.cuda();
-      double gpu_ms = best_ms([&] {
-        benchmark::DoNotOptimize(ga.matmul(gb).impl());
-        sync();
-      });
-      double gpu_t_ms =
-          best_ms([&] { benchmark::DoNotOptimize(a.cuda().matmul(b.cuda()).cpu().impl()); });
-      g = fmt(gpu_ms);
-      gt = fmt(gpu_t_ms);
-      if (gpu_ms < cpu_ms && breakeven < 0) breakeven = n;
-      if (gpu_t_ms < cpu_ms && breakeven_transfers < 0) breakeven_transfers = n;
-      faster = gpu_t_ms < cpu_ms ? "gpu (even with transfers)"
-               : gpu_ms < cpu_ms ? "gpu (data on device)"
-                                 : "cpu";
+      try {
+        Tensor ga = a.cuda(), gb = b.cuda();
+        double gpu_ms = best_ms([&] {
+          benchmark::DoNotOptimize(ga.matmul(gb).impl());
+          sync();
+        });
+        double gpu_t_ms =
+            best_ms([&] { benchmark::DoNotOptimize(a.cuda().matmul(b.cuda()).cpu().impl()); });
+        g = fmt(gpu_ms);
+        gt = fmt(gpu_t_ms);
+        if (gpu_ms < cpu_ms && breakeven < 0) breakeven = n;
+        if (gpu_t_ms < cpu_ms && breakeven_transfers < 0) breakeven_transfers = n;
+        faster = gpu_t_ms < cpu_ms ? "gpu (even with transfers)"
+                 : gpu_ms < cpu_ms ? "gpu (data on device)"
+                                   : "cpu";
+      } catch (const std::exception& e) {
+        std::cout << "sweep: the GPU at N = " << n << " failed: " << e.what() << "\n";
+        g = gt = "error";
+        faster = "-";
+      }
     } else {
       faster = "-";
     }
@@ -357,17 +522,44 @@ std::string take_flag(int* argc, char** argv, const std::string& name,
   return value;
 }
 
+// Removes --name from argv; true when it was there.
+bool take_switch(int* argc, char** argv, const std::string& name) {
+  const std::string flag = "--" + name;
+  bool found = false;
+  int out = 1;
+  for (int i = 1; i < *argc; ++i) {
+    if (flag == argv[i])
+      found = true;
+    else
+      argv[out++] = argv[i];
+  }
+  *argc = out;
+  return found;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int64_t sweep_max = std::stoll(take_flag(&argc, argv, "sweep_max", "4096"));
   std::string sweep_csv = take_flag(&argc, argv, "sweep_csv", "gpu_breakeven.csv");
+  if (take_switch(&argc, argv, "first_call")) {
+    try {
+      return first_call();
+    } catch (const std::exception& e) {
+      std::cout << "first_call: failed: " << e.what() << "\n";
+      return 1;
+    }
+  }
   blas_init();
   benchmark::AddCustomContext("openblas", blas_info());
   if (gpu()) {
     benchmark::AddCustomContext("cuda_device", cuda::device_info(0).str());
     benchmark::AddCustomContext("cublas", cublas_info());
-    benchmark::AddCustomContext("d2d_GBps", std::to_string(d2d_bytes_per_second() / 1e9));
+    try {
+      benchmark::AddCustomContext("d2d_GBps", std::to_string(d2d_bytes_per_second() / 1e9));
+    } catch (const std::exception& e) {
+      std::cout << "device copy bandwidth: failed: " << e.what() << "\n";
+    }
   } else {
     std::cout << "GPU benchmarks skipped: no CUDA device (" << cuda::unavailable_reason() << ")\n";
     benchmark::AddCustomContext("cuda_device", "none");

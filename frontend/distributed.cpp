@@ -44,6 +44,7 @@ Tensor collective(OpKind k, const Tensor& t, Attrs attrs, SourceLoc loc) {
                     ": distributed is not initialised (call kiln::distributed::init() first)",
                 loc);
   NoGradGuard no_grad;
+  collectives::SiteScope site(loc);  // sent to the other ranks: a mismatch names each line
   return detail::apply(k, {t.detach()}, std::move(attrs), loc);
 }
 

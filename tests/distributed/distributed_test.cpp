@@ -1,16 +1,14 @@
 // Data parallelism (kiln::distributed). CTest runs this suite twice: alone (a
 // world of one) and under `mpirun -np 2` (tests/CMakeLists.txt), where every
 // rank runs every case in the same order, as collectives need. The failure
-// cases run only from tests/distributed/failure.sh (KILN_TEST_FAILURE set).
+// cases are in failure_test.cpp.
 #include <doctest/doctest.h>
 
-#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <thread>
 
 #include "frontend/kiln/kiln.h"
 
@@ -229,40 +227,4 @@ TEST_CASE("the distributed sampler splits a data set among the ranks") {
   CHECK(sampler.indices() != mine);
   dist::DistributedSampler dropped(11, false, 0, /*drop_last=*/true, 2, 1);
   CHECK(dropped.indices() == std::vector<int64_t>{1, 3, 5, 7, 9});
-}
-
-// Run by failure.sh under mpirun with two ranks: rank 1 never arrives at the
-// second all_reduce (KILN_TEST_FAILURE=absent: it waits, then leaves) or dies
-// before it (=kill). Rank 0 must fail within the timeout, naming both.
-TEST_CASE("a rank that never arrives or dies fails the others within the timeout") {
-  const char* mode = std::getenv("KILN_TEST_FAILURE");
-  if (!mode) return;
-  dist::InitOptions o;
-  o.timeout_s = 2;
-  dist::init(o);
-  REQUIRE(dist::world_size() == 2);
-  Tensor t = full({4}, 1.f);
-  dist::all_reduce(t);
-  if (dist::rank() == 1) {
-    if (std::string(mode) == "kill") std::raise(SIGKILL);
-    std::this_thread::sleep_for(std::chrono::seconds(4));
-    std::_Exit(0);
-  }
-  auto t0 = std::chrono::steady_clock::now();
-  std::string what;
-  try {
-    dist::all_reduce(t);
-  } catch (const Error& e) {
-    what = e.what();
-  }
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  CHECK(what.find("all_reduce of f32[4] (sum) timed out after 2 s on rank 0 of 2: rank 1 never arrived") !=
-        std::string::npos);
-  CHECK(what.find("distributed_test.cpp") != std::string::npos);
-  CHECK(s < 10);
-  // The communicator is broken: later calls fail at once with the first error.
-  CHECK_THROWS_WITH_AS(dist::all_reduce(t), doctest::Contains("failed earlier"), Error);
-  std::fprintf(stderr, "KILN_FAILURE_OK after %.1f s: %s\n", s, what.c_str());
-  std::fflush(stderr);
-  std::_Exit(0);  // MPI cannot be finalised with a peer gone
 }

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "frontend/kiln/kiln.h"
+#include "runtime/collective.h"
 
 using namespace kiln;
 namespace dist = kiln::distributed;
@@ -227,4 +228,155 @@ TEST_CASE("the distributed sampler splits a data set among the ranks") {
   CHECK(sampler.indices() != mine);
   dist::DistributedSampler dropped(11, false, 0, /*drop_last=*/true, 2, 1);
   CHECK(dropped.indices() == std::vector<int64_t>{1, 3, 5, 7, 9});
+}
+
+TEST_CASE("a backward() over a graph without the module's parameters communicates nothing") {
+  ensure_init();
+  auto net = std::make_shared<Net>(kFloat);
+  dist::DistributedDataParallel ddp(net);
+  Data d = global_batch(kFloat, 4);
+  net->loss(d.x, d.y).backward();  // every rank: the gradients are averaged
+  const Tensor g_before = net->w1.grad().clone();
+  // On rank 0 only, a backward over another graph: the module's gradients are
+  // defined, but this backward did not reach them.
+  if (dist::rank() == 0) {
+    const int64_t calls = collectives::stats().calls;
+    Tensor w = randn({3}).requires_grad_(true);
+    (w * w).sum().backward();
+    auto f = jit([](Tensor v) {
+      Tensor l = (v * v).sum();
+      l.backward();
+      return l;
+    });
+    (void)f(randn({3}).requires_grad_(true));
+    CHECK(collectives::stats().calls == calls);
+  }
+  CHECK(max_abs_diff(net->w1.grad(), g_before) == 0);
+  // The ranks are still in step: the next step averages on every rank.
+  for (Tensor& p : net->parameters()) p.grad().zero_();
+  net->loss(d.x, d.y).backward();
+  Tensor w1g = net->w1.grad().clone();
+  dist::all_reduce(w1g, ReduceOp::max);
+  CHECK(max_abs_diff(w1g, net->w1.grad()) == 0);
+}
+
+namespace {
+
+// Gradients of the mean loss over `micro` micro-batches of each rank's share
+// (each rank's share is rows [r*n, (r+1)*n) of a global batch), accumulated
+// (summed over micro-batches) and averaged over the ranks, as one process
+// computes them: what DDP with no_sync must give.
+std::vector<Tensor> reference_accumulated(int world, int64_t n, int micro) {
+  auto net = std::make_shared<Net>(kDouble);
+  Data d = global_batch(kDouble, n * world * micro);
+  for (int r = 0; r < world; ++r)
+    for (int m = 0; m < micro; ++m) {
+      const int64_t at = (r * micro + m) * n;
+      net->loss(d.x.narrow(0, at, n), d.y.narrow(0, at, n)).backward();
+    }
+  std::vector<Tensor> out;
+  for (Tensor& p : net->parameters()) out.push_back(p.grad() / double(world));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "no_sync accumulates gradients locally; the next backward averages them (eager and traced)") {
+  ensure_init();
+  const int world = dist::world_size(), r = dist::rank();
+  const int64_t n = 3;
+  const int micro = 3;
+  const std::vector<Tensor> want = reference_accumulated(world, n, micro);
+  Data d = global_batch(kDouble, n * world * micro);
+  auto batch = [&](int m) {
+    const int64_t at = (r * micro + m) * n;
+    return std::make_pair(d.x.narrow(0, at, n).contiguous(), d.y.narrow(0, at, n).contiguous());
+  };
+  auto check_grads = [&](const std::shared_ptr<Net>& net) {
+    std::vector<Tensor> got = net->parameters();
+    for (size_t i = 0; i < got.size(); ++i) CHECK(max_abs_diff(got[i].grad(), want[i]) < 1e-12);
+  };
+
+  SUBCASE("eager") {
+    auto net = std::make_shared<Net>(kDouble);
+    dist::DistributedDataParallel ddp(net);
+    const int64_t calls = collectives::stats().calls;
+    {
+      auto scope = ddp.no_sync();
+      CHECK_FALSE(ddp.require_backward_grad_sync());
+      for (int m = 0; m + 1 < micro; ++m) net->loss(batch(m).first, batch(m).second).backward();
+    }
+    CHECK(collectives::stats().calls == calls);  // nothing went over the wire
+    CHECK(ddp.require_backward_grad_sync());
+    net->loss(batch(micro - 1).first, batch(micro - 1).second).backward();
+    CHECK(collectives::stats().calls == calls + 4);  // one per parameter
+    check_grads(net);
+  }
+
+  SUBCASE("traced, the scope opened around the calls") {
+    auto net = std::make_shared<Net>(kDouble);
+    dist::DistributedDataParallel ddp(net);
+    auto step = jit(
+        [&](Tensor x, Tensor y) {
+          Tensor l = net->loss(x, y);
+          l.backward();
+          return l;
+        },
+        "accumulate");
+    const int64_t calls = collectives::stats().calls;
+    {
+      auto scope = ddp.no_sync();
+      for (int m = 0; m + 1 < micro; ++m) step(batch(m).first, batch(m).second);
+    }
+    CHECK(collectives::stats().calls == calls);
+    step(batch(micro - 1).first, batch(micro - 1).second);  // traced again: now it averages
+    CHECK(collectives::stats().calls > calls);
+    check_grads(net);
+    const std::vector<std::string>& why = step.stats().miss_reasons;
+    CHECK(std::any_of(why.begin(), why.end(), [](const std::string& s) {
+      return s.find("DistributedDataParallel's no_sync() changed: open 1 -> 0") !=
+             std::string::npos;
+    }));
+  }
+
+  SUBCASE("traced, the scope inside the step") {
+    auto net = std::make_shared<Net>(kDouble);
+    dist::DistributedDataParallel ddp(net);
+    static_assert(micro == 3);
+    auto step = jit(
+        [&](Tensor x0, Tensor y0, Tensor x1, Tensor y1, Tensor x2, Tensor y2) {
+          {
+            auto scope = ddp.no_sync();
+            net->loss(x0, y0).backward();
+            net->loss(x1, y1).backward();
+          }
+          Tensor l = net->loss(x2, y2);
+          l.backward();
+          return l;
+        },
+        "accumulate3");
+    auto [x0, y0] = batch(0);
+    auto [x1, y1] = batch(1);
+    auto [x2, y2] = batch(2);
+    step(x0, y0, x1, y1, x2, y2);
+    check_grads(net);
+    std::ostringstream graph;
+    graph << step.graph(x0, y0, x1, y1, x2, y2);
+    size_t all_reduces = 0;
+    for (size_t at = graph.str().find("all_reduce"); at != std::string::npos;
+         at = graph.str().find("all_reduce", at + 1))
+      ++all_reduces;
+    CHECK(all_reduces == 4);  // once per parameter, after the last backward
+    // With the gradients now defined (zeroed) the step traces once more, then
+    // holds: the scope inside it is part of it.
+    for (int call = 0; call < 2; ++call) {
+      for (Tensor& p : net->parameters()) p.grad().zero_();
+      step(x0, y0, x1, y1, x2, y2);
+      check_grads(net);
+    }
+    CHECK(step.stats().misses == 2);
+    for (const std::string& why : step.stats().miss_reasons)
+      CHECK(why.find("no_sync") == std::string::npos);
+  }
 }

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "frontend/kiln/kiln.h"
+#include "frontend/settings.h"
 #include "runtime/collective.h"
 
 using namespace kiln;
@@ -166,6 +167,41 @@ TEST_CASE("data parallel training equals one process on the whole batch (f32, 50
     for (size_t i = 0; i < ref.size(); ++i) CHECK(max_abs_diff(ref[i], dp[i]) < 1e-4);
     CHECK(dp_loss.back() == doctest::Approx(ref_loss.back()).epsilon(1e-4));
   }
+}
+
+TEST_CASE("a traced data-parallel step at new batch sizes: every rank the same collectives") {
+  ensure_init();
+  const int world = dist::world_size(), r = dist::rank();
+  REQUIRE(settings().background_compile);  // the default: new sizes may compile in the background
+  // Per-rank batches of 6, 5, 4, 3 rows: dim 0 becomes dynamic, and the later
+  // sizes are new. Eagerly each parameter is one all_reduce; a plan packs them
+  // into buckets, so a rank running the body eagerly while its compile is
+  // pending would meet another rank's plan with other collectives.
+  const std::vector<int64_t> sizes = {6, 5, 4, 3};
+  Data d = global_batch(kDouble, 6 * world);
+  auto run = [&](bool traced) {
+    auto net = std::make_shared<Net>(kDouble);
+    optim::SGD opt(net->parameters(), 0.1);
+    dist::DDPOptions o;
+    o.bucket_cap_mb = 300.0 / (1024 * 1024);
+    dist::DistributedDataParallel ddp(net, o);
+    auto body = [&](Tensor x, Tensor y) {
+      opt.zero_grad();
+      Tensor l = net->loss(x, y);
+      l.backward();
+      opt.step();
+      return l;
+    };
+    auto step = jit(body, "ddp_sizes");
+    for (int64_t n : sizes) {
+      Tensor x = d.x.narrow(0, r * 6, n).contiguous(), y = d.y.narrow(0, r * 6, n).contiguous();
+      traced ? step(x, y) : body(x, y);
+    }
+    if (traced && world > 1) CHECK(step.stats().background_compiles == 0);
+    return net->parameters();
+  };
+  const std::vector<Tensor> eager = run(false), traced = run(true);
+  for (size_t i = 0; i < eager.size(); ++i) CHECK(max_abs_diff(eager[i], traced[i]) < 1e-12);
 }
 
 TEST_CASE("a traced data-parallel step is one plan whose buckets start before the backward ends") {

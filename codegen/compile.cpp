@@ -97,18 +97,31 @@ void add_collective_step(const Graph& g, const std::vector<FusionGroup>& groups,
     PlanCollective c;
     c.call = collective_call(first.op, first.attrs, g.type(first.operands[0]));
     c.call.count = 0;
+    c.call.shapes.clear();
+    c.call.loc = first.loc;
     c.bucket = b.id;
     c.loc = first.loc;
-    for (size_t gi : b.groups) {
-      const NodeId id = groups[gi].nodes[0];
+    std::string listed;  // the first few members, for messages
+    for (size_t k = 0; k < b.groups.size(); ++k) {
+      const NodeId id = groups[b.groups[k]].nodes[0];
       c.inputs.push_back(pb.slot(g[id].operands[0]));
       c.outputs.push_back(pb.slot(Value(id)));
-      c.call.count += g.type(g[id].operands[0]).numel();
+      const TensorType& t = g.type(g[id].operands[0]);
+      c.call.count += t.numel();
+      c.call.shapes += (k ? ", " : "") + shape_str(t.shape);
+      if (k < 4) listed += (k ? ", " : "") + t.str();
     }
+    if (b.groups.size() > 4) listed += ", ... " + std::to_string(b.groups.size() - 4) + " more";
     const int64_t bytes = c.call.count * static_cast<int64_t>(dtype_size(c.call.dtype));
-    c.call.what = std::string(op_name(first.op)) + " of bucket " + std::to_string(b.id) + " (" +
-                  std::to_string(b.groups.size()) + (b.groups.size() == 1 ? " tensor, " : " tensors, ") +
-                  std::to_string(bytes) + " bytes)";
+    // A bucket of one keeps the eager call's name (collective_call): "all_reduce of f32[4] (sum)".
+    if (b.groups.size() > 1) {
+      const std::string reduce = first.attrs.has(AttrKey::reduce)
+                                     ? " (" + first.attrs.str(AttrKey::reduce) + ")"
+                                     : std::string();
+      c.call.what = std::string(op_name(first.op)) + " of bucket " + std::to_string(b.id) + " (" +
+                    std::to_string(b.groups.size()) + " tensors: " + listed + "; " +
+                    std::to_string(bytes) + " bytes)" + reduce;
+    }
     step.what = step::CollectiveStart{static_cast<int32_t>(plan.collectives.size())};
     plan.collectives.push_back(std::move(c));
     info.bytes_read = bytes;

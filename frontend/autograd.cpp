@@ -207,10 +207,12 @@ std::vector<Tensor> evaluate(const Graph& g, std::vector<std::vector<Tensor>>& v
 
 // Runs a backward from `roots` with incoming gradients `seeds`. `wrt` lists the
 // tensors to differentiate with respect to (empty: all leaves reached, whose
-// .grad() is accumulated). Returns the gradients for `wrt` (undefined when unreachable).
+// .grad() is accumulated, and which are added to `accumulated` when given).
+// Returns the gradients for `wrt` (undefined when unreachable).
 std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds,
                                  const std::vector<Tensor>& wrt, bool retain_graph,
-                                 bool create_graph, SourceLoc loc) {
+                                 bool create_graph, SourceLoc loc,
+                                 std::vector<Tensor>* accumulated = nullptr) {
   std::vector<TapeNode*> root_fns;
   for (const Tensor& r : roots) {
     detail::sync_view(*r.impl());
@@ -418,6 +420,7 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
     } else {
       Tensor(leaf.grad).add_(g_new);
     }
+    if (accumulated) accumulated->emplace_back(leaves[i]);
   }
   return {};
 }
@@ -588,20 +591,20 @@ std::vector<Tensor> finish_custom(const std::shared_ptr<CustomCall>& call,
 
 namespace {
 std::mutex g_hooks_mu;
-std::vector<std::pair<int, std::function<void(SourceLoc)>>> g_post_backward_hooks;
+std::vector<std::pair<int, autograd::PostBackwardHook>> g_post_backward_hooks;
 int g_next_hook = 1;
 
-void run_post_backward_hooks(SourceLoc loc) {
-  std::vector<std::function<void(SourceLoc)>> hooks;
+void run_post_backward_hooks(SourceLoc loc, const std::vector<Tensor>& accumulated) {
+  std::vector<autograd::PostBackwardHook> hooks;
   {
     std::lock_guard<std::mutex> lock(g_hooks_mu);
     for (auto& h : g_post_backward_hooks) hooks.push_back(h.second);
   }
-  for (auto& h : hooks) h(loc);
+  for (auto& h : hooks) h(loc, accumulated);
 }
 }  // namespace
 
-int autograd::add_post_backward_hook(std::function<void(SourceLoc)> fn) {
+int autograd::add_post_backward_hook(PostBackwardHook fn) {
   std::lock_guard<std::mutex> lock(g_hooks_mu);
   g_post_backward_hooks.emplace_back(g_next_hook, std::move(fn));
   return g_next_hook++;
@@ -631,13 +634,16 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph, bool create_gra
                     " does not match the tensor's shape " + shape_str(sizes()),
                 loc);
   }
+  std::vector<Tensor> accumulated;
   if (TraceState* tr = current_trace()) {
-    tr->backward({*this}, {seed}, {}, /*accumulate=*/true, retain_graph || create_graph, create_graph, loc);
+    tr->backward({*this}, {seed}, {}, /*accumulate=*/true, retain_graph || create_graph,
+                 create_graph, loc, &accumulated);
   } else {
     // As in PyTorch, create_graph implies retain_graph.
-    run_backward({*this}, {seed}, {}, retain_graph || create_graph, create_graph, loc);
+    run_backward({*this}, {seed}, {}, retain_graph || create_graph, create_graph, loc,
+                 &accumulated);
   }
-  run_post_backward_hooks(loc);
+  run_post_backward_hooks(loc, accumulated);
 }
 
 std::vector<Tensor> autograd::grad(const std::vector<Tensor>& outputs,

@@ -84,10 +84,13 @@ namespace autograd {
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
                          bool create_graph = false, bool allow_unused = false, KILN_LOC);
+/// Called after a backward() that accumulates into .grad, with its line and
+/// the leaves whose .grad it accumulated into (those it reached).
+using PostBackwardHook = std::function<void(SourceLoc, const std::vector<Tensor>& accumulated)>;
 /// Calls `fn` after every backward() that accumulates into .grad (eagerly, or
 /// recorded inside a trace), on the thread that ran it; returns an id for
 /// remove_post_backward_hook. DistributedDataParallel averages gradients here.
-int add_post_backward_hook(std::function<void(SourceLoc)> fn);
+int add_post_backward_hook(PostBackwardHook fn);
 void remove_post_backward_hook(int id);
 }  // namespace autograd
 

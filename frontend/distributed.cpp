@@ -10,6 +10,7 @@
 #include "frontend/data.h"
 #include "frontend/dispatch.h"
 #include "frontend/settings.h"
+#include "frontend/trace_state.h"
 #include "runtime/collective.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/nccl.h"
@@ -44,6 +45,7 @@ Tensor collective(OpKind k, const Tensor& t, Attrs attrs, SourceLoc loc) {
                     ": distributed is not initialised (call kiln::distributed::init() first)",
                 loc);
   NoGradGuard no_grad;
+  collectives::SiteScope site(loc);  // sent to the other ranks: a mismatch names each line
   return detail::apply(k, {t.detach()}, std::move(attrs), loc);
 }
 
@@ -186,20 +188,57 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   if (opts_.broadcast_parameters)
     for (Tensor& p : module_->parameters()) broadcast(p, 0, l);
   // Errors name the user's backward() line.
-  hook_ = autograd::add_post_backward_hook([this](SourceLoc at) { sync(at); });
+  hook_ = autograd::add_post_backward_hook(
+      [this](SourceLoc at, const std::vector<Tensor>& accumulated) {
+        after_backward(at, accumulated);
+      });
 }
 
 DistributedDataParallel::~DistributedDataParallel() {
   autograd::remove_post_backward_hook(hook_);
 }
 
-void DistributedDataParallel::sync_gradients(Loc l) {
-  sync(SourceLoc::from(l));
+DistributedDataParallel::NoSync::NoSync(DistributedDataParallel* ddp)
+    : ddp_(ddp), outside_(current_trace() == nullptr) {
+  ddp_->no_sync_++;
+  if (outside_) ddp_->no_sync_outside_++;
 }
 
-void DistributedDataParallel::sync(SourceLoc loc) {
+DistributedDataParallel::NoSync::~NoSync() {
+  if (!ddp_) return;
+  ddp_->no_sync_--;
+  if (outside_) ddp_->no_sync_outside_--;
+}
+
+DistributedDataParallel::NoSync DistributedDataParallel::no_sync() {
+  return NoSync(this);
+}
+
+void DistributedDataParallel::sync_gradients(Loc l) {
+  sync(module_->parameters(), SourceLoc::from(l));
+}
+
+void DistributedDataParallel::after_backward(SourceLoc loc,
+                                             const std::vector<Tensor>& accumulated) {
+  // Only this module's parameters that the backward reached: a backward over
+  // another graph (on one rank only, perhaps) must not communicate.
+  std::vector<Tensor> reached;
+  for (const Tensor& p : module_->parameters())
+    if (std::any_of(accumulated.begin(), accumulated.end(),
+                    [&](const Tensor& a) { return a.impl() == p.impl(); }))
+      reached.push_back(p);
+  if (reached.empty()) return;
+  // A traced step all-reduces, or not, as no_sync() was open outside it when
+  // traced; a call in the other state traces again. (A scope opened inside the
+  // step is part of it.)
+  guard_constants(alive_, [this] { return std::vector<double>{no_sync_outside_ > 0 ? 1.0 : 0.0}; },
+                  "DistributedDataParallel's no_sync()", {"open"});
+  if (no_sync_ > 0) return;
+  sync(reached, loc);
+}
+
+void DistributedDataParallel::sync(const std::vector<Tensor>& params, SourceLoc loc) {
   const auto bucket_bytes = static_cast<int64_t>(opts_.bucket_cap_mb * 1024 * 1024);
-  std::vector<Tensor> params = module_->parameters();
   // The last layer's gradients are ready first: that order, as PyTorch's DDP.
   for (auto it = params.rbegin(); it != params.rend(); ++it) {
     Tensor g = it->grad();

@@ -76,11 +76,13 @@ struct DDPOptions {
 
 /// Data parallelism around a module (torch.nn.parallel.DistributedDataParallel):
 /// on construction every rank gets rank 0's parameters; after every backward()
-/// each parameter's gradient is averaged over the ranks, so each rank's
-/// optimizer takes the same step. Eagerly one all_reduce per parameter; in a
-/// trace the plan groups them into buckets that start while the rest of the
-/// backward still runs. Every rank must run the same steps (as in PyTorch); a
-/// parameter with no gradient on a step is skipped, on every rank alike.
+/// that reaches the module's parameters, the gradient of each parameter it
+/// reached is averaged over the ranks, so each rank's optimizer takes the same
+/// step. A backward() over a graph without them communicates nothing. Eagerly
+/// one all_reduce per parameter; in a trace the plan groups them into buckets
+/// that start while the rest of the backward still runs. Every rank must run
+/// the same steps (as in PyTorch): ranks whose calls differ fail, each naming
+/// both calls.
 class DistributedDataParallel {
  public:
   explicit DistributedDataParallel(std::shared_ptr<nn::Module> module, DDPOptions opts = {},
@@ -98,12 +100,40 @@ class DistributedDataParallel {
   /// Averages every parameter's gradient now (backward() does it by itself).
   void sync_gradients(KILN_LOC);
 
+  /// While one lives, backward() accumulates the module's gradients locally
+  /// and communicates nothing (torch's `with ddp.no_sync():`); the first
+  /// backward() after the scope averages the accumulated gradients. Gradient
+  /// accumulation over k micro-batches: k-1 backward()s inside, the last
+  /// outside. Eagerly and in a trace: opened inside a traced step it is part of
+  /// the step; a plan traced while one was open outside holds only while one
+  /// is (a call in the other state traces again).
+  class NoSync {
+   public:
+    ~NoSync();
+    NoSync(NoSync&& o) noexcept : ddp_(o.ddp_), outside_(o.outside_) { o.ddp_ = nullptr; }
+    NoSync(const NoSync&) = delete;
+    NoSync& operator=(const NoSync&) = delete;
+    NoSync& operator=(NoSync&&) = delete;
+
+   private:
+    friend class DistributedDataParallel;
+    explicit NoSync(DistributedDataParallel* ddp);
+    DistributedDataParallel* ddp_;
+    bool outside_;  // opened outside any trace
+  };
+  [[nodiscard]] NoSync no_sync();
+  /// False inside a no_sync() scope.
+  bool require_backward_grad_sync() const { return no_sync_ == 0; }
+
  private:
-  void sync(SourceLoc loc);
+  void after_backward(SourceLoc loc, const std::vector<Tensor>& accumulated);
+  void sync(const std::vector<Tensor>& params, SourceLoc loc);
 
   std::shared_ptr<nn::Module> module_;
   DDPOptions opts_;
   int hook_ = 0;
+  int no_sync_ = 0, no_sync_outside_ = 0;  // open scopes: all, and those opened outside a trace
+  std::shared_ptr<const int> alive_ = std::make_shared<const int>(0);  // for trace guards
 };
 
 /// What init() looks at to choose a backend (exposed for tests).

@@ -10,6 +10,7 @@
 #include <optional>
 #include <thread>
 
+#include "runtime/collective.h"
 #include "runtime/thread_pool.h"
 
 #include "frontend/jit_entry.h"
@@ -91,6 +92,14 @@ bool TracedCore::compile_in_background(const std::vector<TensorType>& types, con
                                        const TraceArgs& args, bool grad_mode, const Entry& last,
                                        bool newly_dynamic) const {
   if (!settings().background_compile || rg != last.requires_grad || grad_mode != last.grad_mode)
+    return false;
+  // A plan and the body run eagerly may communicate differently (the plan
+  // packs gradients into buckets), and each rank's compile ends at its own
+  // time: a function with collectives compiles each size before its call, so
+  // that every rank runs the same collectives.
+  if (collectives::started() && collectives::world_size() > 1 &&
+      std::any_of(last.traced.nodes().begin(), last.traced.nodes().end(),
+                  [](const Node& n) { return op_info(n.op).category == OpCategory::Collective; }))
     return false;
   // CUDA plans compile every size, and a CUDA compile wants the caller's context.
   if (!std::all_of(types.begin(), types.end(), [](const TensorType& t) { return t.device.is_cpu(); }))

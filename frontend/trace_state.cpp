@@ -215,7 +215,8 @@ const Node* TraceState::freed_read(const std::vector<Value>& roots, bool only_fr
 std::vector<Tensor> TraceState::backward(const std::vector<Tensor>& roots,
                                          const std::vector<Tensor>& seeds,
                                          const std::vector<Tensor>& wrt, bool accumulate,
-                                         bool retain_graph, bool create_graph, SourceLoc loc) {
+                                         bool retain_graph, bool create_graph, SourceLoc loc,
+                                         std::vector<Tensor>* accumulated) {
   did_backward = true;
   std::vector<Value> root_vals, seed_vals;
   for (const Tensor& r : roots) root_vals.push_back(value_of(r, loc));
@@ -275,6 +276,7 @@ std::vector<Tensor> TraceState::backward(const std::vector<Tensor>& roots,
       Tensor cur = grad_of(t, loc, /*user_read=*/false);
       if (cur.defined()) g = wrap(op_at(loc, OpKind::add, {value_of(cur, loc), value_of(g, loc)}), create_graph);
       set_grad(t, g, /*assigned=*/false);
+      if (accumulated) accumulated->push_back(t);
     }
     result.push_back(g);
   }

@@ -132,11 +132,13 @@ struct TraceState {
   bool is_grad_leaf(const TensorImpl& t) const;
   /// Gradients of `roots` (seeded with `seeds`) with respect to `wrt` (empty:
   /// every leaf that requires grad and is reachable), as graph values.
-  /// With accumulate, they are added into the leaves' grad slots.
+  /// With accumulate, they are added into the leaves' grad slots (and the
+  /// leaves reached are added to `accumulated` when given).
   /// Without retain_graph, the nodes it goes through count as freed.
   std::vector<Tensor> backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds,
                                const std::vector<Tensor>& wrt, bool accumulate, bool retain_graph,
-                               bool create_graph, SourceLoc loc);
+                               bool create_graph, SourceLoc loc,
+                               std::vector<Tensor>* accumulated = nullptr);
   /// Per node: whether its value requires grad (eager mode would give it a grad_fn).
   std::vector<char> requiring_grad() const;
   /// The first node a backward from `roots` would go through whose gradient

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -97,12 +98,16 @@ class Engine {
     running_ = true;
   }
 
-  void stop() {
+  // `exit_status`: the process's when it is exiting (a call in flight then
+  // stops waiting), or -1 (finalize()).
+  void stop(int exit_status, bool at_exit) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!running_) return;
       stopping_ = true;
       running_ = false;
+      exit_status_ = exit_status;
+      if (at_exit && comm_) comm_->interrupt();
     }
     cv_.notify_all();
     thread_.join();
@@ -204,6 +209,7 @@ class Engine {
       size_ = comm->size();
       backend_ = comm->backend();
       device_ = comm->device();
+      comm_ = comm.get();
       ready_ = true;
     }
     cv_.notify_all();
@@ -218,6 +224,17 @@ class Engine {
       }
       task(*comm);
     }
+    int status;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      status = exit_status_;
+      comm_ = nullptr;
+    }
+    try {
+      comm->leave(status);  // the other ranks learn that this one left
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "kiln distributed: leaving: %s\n", e.what());
+    }
     comm.reset();  // MPI_Finalize, on the thread that initialised it
   }
 
@@ -227,6 +244,8 @@ class Engine {
   std::deque<std::function<void(Communicator&)>> queue_;
   bool running_ = false, stopping_ = false, ready_ = false;
   std::exception_ptr init_error_;
+  Communicator* comm_ = nullptr;  // owned by the thread, while it runs
+  int exit_status_ = -1;
   int rank_ = 0, size_ = 1, device_ = -1;
   std::string backend_;
   double timeout_s_ = 300;
@@ -235,22 +254,41 @@ class Engine {
 };
 
 Engine& engine() {
-  static Engine* e = new Engine();  // lives until exit; stop() runs from atexit
+  static Engine* e = new Engine();  // lives until exit; stop() runs from on_exit
   return *e;
 }
 
-void stop_at_exit() {
-  engine().stop();
+// At exit, with the process's exit status (glibc's on_exit gives it).
+void stop_at_exit(int status, void*) {
+  engine().stop(status, /*at_exit=*/true);
 }
+
+thread_local SourceLoc t_site;
 
 }  // namespace
 
 namespace collectives {
 
+SiteScope::SiteScope(SourceLoc loc) : prev_(t_site) {
+  t_site = loc;
+}
+SiteScope::~SiteScope() {
+  t_site = prev_;
+}
+SourceLoc current_site() {
+  return t_site;
+}
+
 void start(std::function<std::unique_ptr<Communicator>()> make, double timeout_s) {
   KILN_CHECK(timeout_s > 0, "distributed: expected a timeout > 0 seconds, got ", timeout_s);
   static std::once_flag registered;
-  std::call_once(registered, [] { std::atexit(stop_at_exit); });
+  std::call_once(registered, [] {
+#ifdef __GLIBC__
+    on_exit(stop_at_exit, nullptr);
+#else
+    std::atexit([] { stop_at_exit(0, nullptr); });  // the status is unknown: as a normal end
+#endif
+  });
   engine().start(std::move(make), timeout_s);
 }
 
@@ -258,7 +296,7 @@ bool started() {
   return engine().running();
 }
 void stop() {
-  engine().stop();
+  engine().stop(-1, /*at_exit=*/false);
 }
 int rank() {
   return engine().rank();
@@ -318,6 +356,7 @@ Ticket submit(std::shared_ptr<Pending> p) {
     KILN_CHECK(p->call.count % world == 0, "distributed: ", p->call.what,
                ": expected a number of elements divisible by the world size ", world, ", got ",
                p->call.count);
+  if (!p->call.loc.known()) p->call.loc = t_site;  // an eager call: the user's line
   post(p, [p](Communicator& comm) { engine().execute(comm, *p); });
   return p;
 }

@@ -7,12 +7,18 @@
 // so a compiled plan can start a collective and go on computing while it runs
 // (start/wait), and eager calls simply start and wait.
 //
-// Failure: a collective that does not complete within the timeout raises a
-// kiln::Error on every rank that waits for it, naming the collective and the
-// ranks that never arrived; the communicator is then broken and every later
-// call fails at once with that first error.
+// Failure: before any data moves, every rank tells every other what it is
+// about to run (an Arrival, runtime/arrival.h: its sequence number, the
+// collective, dtype, shapes, reduce op, root and the user's line), and ranks
+// that disagree fail on every rank, naming both calls. A collective that does
+// not complete within the timeout raises a kiln::Error on every rank that
+// waits for it, naming the collective and the ranks that never arrived; a rank
+// that leaves (exit(), or distributed::finalize()) tells the others, whose
+// calls then fail at once, naming it. After any failure the communicator is
+// broken and every later call fails at once with that first error.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -21,6 +27,7 @@
 #include <vector>
 
 #include "ir/dtype.h"
+#include "ir/error.h"
 #include "ir/op.h"
 
 namespace kiln {
@@ -36,7 +43,11 @@ struct CollectiveCall {
   int root = 0;                     // broadcast
   DType dtype = DType::f32;
   int64_t count = 0;  // elements this rank sends
-  std::string what;   // for errors and logs: "all_reduce of bucket 1 (3 tensors, 1.5 MB)"
+  std::string what;   // for errors and logs: "all_reduce of f32[4] (sum)"
+  /// The shape of each tensor it carries ("[4]", or a bucket's "[4,16], [4]"):
+  /// every rank must give the same.
+  std::string shapes;
+  SourceLoc loc;  // the user's line (when unknown, collectives::current_site() of the caller)
 };
 
 /// Elements a rank receives for a call in a world of `world` ranks.
@@ -55,9 +66,20 @@ class Communicator {
   /// ranks that did not arrive when it takes longer than `timeout_s`.
   virtual void run(const CollectiveCall& c, const void* send, void* recv, double timeout_s) = 0;
   virtual void barrier(double timeout_s) = 0;
-  /// Waits until every rank has reached this point (its `what`-th call), as
-  /// barrier does, naming `what` and the ranks that never arrived on timeout.
-  virtual void arrive(const std::string& what, double timeout_s) { barrier(timeout_s); }
+  /// Waits until every rank has reached this point and agrees on `c` (see
+  /// runtime/arrival.h), naming `c` and the ranks that never arrived on
+  /// timeout, or both calls when they differ.
+  virtual void arrive(const CollectiveCall& c, double timeout_s) { barrier(timeout_s); }
+  /// Called once, on the communication thread, before the communicator is
+  /// destroyed: tells the other ranks that this one leaves, so that their
+  /// collectives fail at once naming it. `exit_status`: the process's, when it
+  /// is exiting, or -1 (distributed::finalize()). A communicator that failed, or
+  /// a process exiting with a nonzero status, leaves without waiting for the
+  /// others (MPI is not finalised).
+  virtual void leave(int exit_status) {}
+  /// From any thread: makes a call in flight on the communication thread stop
+  /// waiting and fail (the process is exiting).
+  virtual void interrupt() { interrupted_.store(true); }
   /// The CUDA device whose buffers run_device takes (NCCL), or -1 when
   /// collectives on CUDA tensors stage through host memory.
   virtual int device() const { return -1; }
@@ -66,6 +88,12 @@ class Communicator {
   /// recorded there; returns when `done` has passed. Fails as run() does.
   virtual void run_device(const CollectiveCall& c, const void* send, void* recv,
                           const cuda::Event& ready, cuda::Event& done, double timeout_s);
+
+ protected:
+  bool interrupted() const { return interrupted_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<bool> interrupted_{false};
 };
 
 /// A world of one process: every collective copies its input.
@@ -91,8 +119,11 @@ namespace collectives {
 /// that thread). Throws kiln::Error if already started.
 void start(std::function<std::unique_ptr<Communicator>()> make, double timeout_s);
 bool started();
-/// Stops the thread (and finalises MPI); start() may be called again afterwards
-/// only with a "self" communicator (MPI cannot be initialised twice).
+/// Stops the thread (and finalises MPI, after telling the other ranks that this
+/// one leaves); start() may be called again afterwards only with a "self"
+/// communicator (MPI cannot be initialised twice). At exit the same happens by
+/// itself, promptly: a call in flight stops waiting, and a process exiting with
+/// a nonzero status does not wait for the other ranks in MPI_Finalize.
 void stop();
 int rank();
 int world_size();
@@ -102,6 +133,22 @@ int device();
 double timeout_s();
 void set_timeout_s(double s);
 void barrier();
+
+/// Names the user's line for the collectives this thread runs eagerly in its
+/// scope (the frontend's collective ops; a plan's calls carry their own), so
+/// that a mismatch across ranks names each rank's line.
+class SiteScope {
+ public:
+  explicit SiteScope(SourceLoc loc);
+  ~SiteScope();
+  SiteScope(const SiteScope&) = delete;
+  SiteScope& operator=(const SiteScope&) = delete;
+
+ private:
+  SourceLoc prev_;
+};
+/// The innermost SiteScope's line on this thread, or an unknown one.
+SourceLoc current_site();
 
 /// An in-flight collective: the packed send buffer, then the received data.
 struct Pending;

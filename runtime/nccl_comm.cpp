@@ -284,8 +284,11 @@ class NcclCommunicator final : public Communicator {
     host_->run(c, send, recv, timeout_s);
   }
   void barrier(double timeout_s) override { host_->barrier(timeout_s); }
-  void arrive(const std::string& what, double timeout_s) override {
-    host_->arrive(what, timeout_s);
+  void arrive(const CollectiveCall& c, double timeout_s) override { host_->arrive(c, timeout_s); }
+  void leave(int exit_status) override { host_->leave(exit_status); }
+  void interrupt() override {
+    Communicator::interrupt();
+    host_->interrupt();
   }
 
   void run_device(const CollectiveCall& c, const void* send, void* recv, const cuda::Event& ready,
@@ -295,7 +298,7 @@ class NcclCommunicator final : public Communicator {
     KILN_CHECK(comm_, "distributed: ", c.what, " not run: the NCCL communicator was aborted");
     const Api& api = *api_;
     const Mapped m = map_call(c);
-    host_->arrive(c.what, timeout_s);
+    host_->arrive(c, timeout_s);
     ready.wait_on(stream_);
     const auto n = static_cast<size_t>(c.count);
     switch (c.op) {
@@ -323,6 +326,8 @@ class NcclCommunicator final : public Communicator {
       if (async != ncclSuccess && async != ncclInProgress)
         abort(c.what + " failed on rank " + std::to_string(rank_) + " of " + std::to_string(size_) +
               ": NCCL reports " + api.ncclGetErrorString(async));
+      if (interrupted())
+        abort(c.what + " on rank " + std::to_string(rank_) + ": stopped, this process is exiting");
       if (Clock::now() > deadline)
         abort(c.what + " did not complete within " + seconds(timeout_s) + " on rank " +
               std::to_string(rank_) + " of " + std::to_string(size_) +

@@ -53,9 +53,11 @@ CollectiveCall collective_call(OpKind k, const Attrs& attrs, const TensorType& i
                attrs.str(AttrKey::reduce), "'");
   }
   c.root = static_cast<int>(attrs.i(AttrKey::root, 0));
+  c.shapes = shape_str(in.shape);
   c.what = std::string(op_name(k)) + " of " + in.str();
   if (c.op == OpKind::all_reduce || c.op == OpKind::reduce_scatter)
     c.what += " (" + std::string(reduce_op_name(c.reduce)) + ")";
+  if (c.op == OpKind::broadcast) c.what += " from rank " + std::to_string(c.root);
   const int64_t traced = attrs.i(AttrKey::world);
   const int world = collectives::world_size();
   KILN_CHECK(traced == world, op_name(k), " was recorded for a world of ", traced,

@@ -25,7 +25,7 @@ namespace kiln {
 namespace {
 
 // Bump when the generated code changes meaning or shape, to retire old cache entries.
-constexpr const char* kCodegenVersion = "kiln-cpu-codegen 9";
+constexpr const char* kCodegenVersion = "kiln-cpu-codegen 10";
 
 double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();

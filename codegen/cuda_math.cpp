@@ -198,20 +198,6 @@ __device__ __forceinline__ float kiln_philox(long long key, long long counter) {
   return (float)(c0 >> 8) * 5.9604644775390625e-8f;
 }
 
-// Accumulator updates and the combining operators of block reductions.
-struct kiln_op_sum {
-  template <class T> __device__ __forceinline__ T operator()(T a, T b) const { return a + b; }
-  __device__ __forceinline__ int operator()(int a, int b) const { return kiln_add(a, b); }
-  __device__ __forceinline__ long long operator()(long long a, long long b) const {
-    return kiln_add(a, b);
-  }
-};
-struct kiln_op_max {
-  template <class T> __device__ __forceinline__ T operator()(T a, T b) const { return kiln_max(a, b); }
-};
-struct kiln_op_min {
-  template <class T> __device__ __forceinline__ T operator()(T a, T b) const { return kiln_min(a, b); }
-};
 // Sequential argmax/argmin: a strictly better value, or the first NaN, wins.
 template <class T>
 __device__ __forceinline__ void kiln_arg_update(bool up, T& acc, long long& pos, T x, long long at) {

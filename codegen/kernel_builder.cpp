@@ -127,8 +127,8 @@ int32_t KernelBuilder::add_table(Table t) {
   return int32_t(k_.tables.size() - 1);
 }
 
-int32_t KernelBuilder::add_accumulator(ReduceKind kind, DType type) {
-  k_.accs.push_back({kind, type});
+int32_t KernelBuilder::add_accumulator(OpKind op, DType type) {
+  k_.accs.push_back({op, type});
   return int32_t(k_.accs.size() - 1);
 }
 
@@ -209,7 +209,7 @@ ValueId KernelBuilder::acc_value(int32_t acc) {
   const Accumulator& a = k_.accs.at(acc);
   ValueDef d;
   d.op = ScalarOp::acc;
-  d.type = (a.kind == ReduceKind::argmax || a.kind == ReduceKind::argmin) ? DType::i64 : a.type;
+  d.type = a.arg() ? DType::i64 : a.type;
   d.ref = acc;
   return add_value(d);
 }

@@ -81,7 +81,7 @@ enum class ScalarOp : uint8_t {
   cast,
   select,
 #define KILN_KIR_ENUM(kind, k, name, arity) k,
-#define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp, cost, scalar) \
+#define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp, cost, scalar, ...) \
   KILN_SCALAR_KIR(KILN_KIR_ENUM, name, arity, scalar)
 #include "ir/ops.def"
 #undef KILN_OP
@@ -121,18 +121,28 @@ struct ValueDef {
                      // param: parameter
 };
 
-enum class ReduceKind : uint8_t { sum, max, min, argmax, argmin };
-const char* reduce_kind_name(ReduceKind k);
-
-/// A running reduction. `type` is the type of the values folded in (and of the
-/// result, except argmax/argmin whose result is the i64 position of the first
-/// extreme value; a NaN counts as the extreme). Sums start at 0, max at -inf
-/// (or the type's lowest value), min at +inf (or its highest); max/min/argmax
-/// /argmin propagate NaN. Backends may reassociate sums.
+/// A running reduction: reduction op `op` of the op table (ops.def's
+/// reduce(identity, combine) and argreduce rows). `type` is the type of the
+/// values folded in (and of the result, except an argreduce's, which is the i64
+/// position of the first element its combine keeps; a NaN counts as kept). The
+/// accumulator starts at the identity and folds each element in with the
+/// combine op, which backends may reassociate.
 struct Accumulator {
-  ReduceKind kind = ReduceKind::sum;
+  OpKind op = OpKind::sum;
   DType type = DType::f32;
+  bool arg() const { return is_arg_reduction(op); }
 };
+
+/// An immediate of some type: `f` for floating types, `i` for integers and bool.
+struct Immediate {
+  double f = 0;
+  int64_t i = 0;
+};
+/// Where an accumulator of reduction `op` starts in type t (ops.def's identity:
+/// 0, 1, or the type's lowest or highest, +-inf for floats, false/true for bool).
+Immediate identity_of(OpKind op, DType t);
+/// The scalar op that folds an element into an accumulator of reduction `op`.
+ScalarOp combine_of(OpKind op);
 
 /// A dense row-major buffer the kernel reads or writes.
 struct Buffer {

@@ -394,7 +394,7 @@ llvm::Value* math(llvm::IRBuilderBase& b, kir::ScalarOp op, llvm::Value* x) {
 #define KILN_LLVM_MATH(k, name) \
   case kir::ScalarOp::k:        \
     return m.k(x);
-#define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp, cost, scalar) \
+#define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp, cost, scalar, ...) \
   KILN_SCALAR_MATH(KILN_LLVM_MATH, name, scalar)
 #include "ir/ops.def"
 #undef KILN_OP

@@ -28,7 +28,6 @@
 namespace kiln::lowering {
 
 using kir::kNoValue;
-using kir::ReduceKind;
 using kir::ScalarOp;
 using kir::ValueId;
 
@@ -49,9 +48,7 @@ inline bool is_reduce(OpKind k) {
   return op_info(k).category == OpCategory::Reduce;
 }
 
-inline bool is_arg_reduce(OpKind k) {
-  return k == OpKind::argmax || k == OpKind::argmin;
-}
+inline bool is_arg_reduce(OpKind k) { return is_arg_reduction(k); }
 
 // The reduced dims of a reduction node, normalised and sorted.
 std::vector<int64_t> reduced_dims(const Node& n, int64_t rank);

@@ -360,7 +360,7 @@ void ref_unary(OpKind k, const View& in, const View& out) {
     return unary_same(                                                                        \
         in, out, [](auto x) { return math_in(x, [](auto m) { return ref_math::k(m); }); }, \
         kMathGrain);
-#define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp, cost, scalar) \
+#define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp, cost, scalar, ...) \
   KILN_SCALAR_MATH(KILN_REF_MATH, name, scalar)
 #include "ir/ops.def"
 #undef KILN_OP

@@ -233,25 +233,23 @@ inline CpuKernel check_whole_graph(const Graph& g, GroupKind kind, uint64_t seed
 
 // ---- single-op test cases shared by the CPU and CUDA op tests ----
 
-/// Input range for a unary op (inside its domain, away from overflow).
-inline Range unary_range(OpKind k) {
-  switch (k) {
-    case OpKind::log:
-    case OpKind::sqrt:
-    case OpKind::rsqrt:
-      return {0.05, 10};
-    case OpKind::exp:
-      return {-20, 20};
-    case OpKind::sin:
-    case OpKind::cos:
-      return {-20, 20};
-    case OpKind::tanh:
-    case OpKind::sigmoid:
-    case OpKind::gelu:
-      return {-8, 8};
-    default:
-      return {-3, 3};
-  }
+/// Operand i's input range for op k: ops.def's `domain` column.
+inline Range domain_range(OpKind k, size_t i = 0) {
+  const Domain& d = op_info(k).domain;
+  return {d.low(i), d.high(i)};
+}
+/// Every operand's range for op k.
+inline std::vector<Range> domain_ranges(OpKind k) {
+  std::vector<Range> r;
+  for (size_t i = 0; i < static_cast<size_t>(std::max(op_info(k).arity, 1)); ++i) r.push_back(domain_range(k, i));
+  return r;
+}
+/// An integer operand's range for op k: its domain, with a positive one from 1
+/// (an integer in (0, 1) is 0, outside a domain such as log's).
+inline Range integer_domain_range(OpKind k, size_t i = 0) {
+  Range r = domain_range(k, i);
+  if (r.lo > 0) r.lo = std::max(r.lo, 1.0), r.hi = std::max(r.hi, r.lo + 1);
+  return r;
 }
 
 /// A graph computing op k on one argument.

@@ -37,7 +37,7 @@ TEST_CASE("every unary op (f32, f64)") {
     if (op_info(k).category != OpCategory::Unary || k == OpKind::cast) continue;
     for (DType dt : {DType::f32, DType::f64})
       for (const Shape& s : kUnaryShapes)
-        batch.add_graph(unary_graph(k, dt, s), GroupKind::Elementwise, seed++, {unary_range(k)}, {},
+        batch.add_graph(unary_graph(k, dt, s), GroupKind::Elementwise, seed++, {domain_range(k)}, {},
                         label(k, dt, s));
   }
   batch.run();
@@ -50,8 +50,7 @@ TEST_CASE("unary ops on integers and bools") {
     if (op_info(k).category != OpCategory::Unary || k == OpKind::cast) continue;
     for (DType dt : {DType::i32, DType::i64, DType::b8}) {
       if (dt == DType::b8 && (k == OpKind::neg || k == OpKind::abs || k == OpKind::relu)) continue;
-      Range r = is_math(k) ? unary_range(k) : Range{-5, 5};
-      if (k == OpKind::log || k == OpKind::sqrt || k == OpKind::rsqrt) r = {1, 20};
+      const Range r = integer_domain_range(k);
       batch.add_graph(unary_graph(k, dt, {5, 37}), GroupKind::Elementwise, seed++, {r}, {},
                       label(k, dt, {5, 37}));
     }
@@ -81,8 +80,7 @@ TEST_CASE("every binary op with broadcasting (f32, f64)") {
     if (op_info(k).category != OpCategory::Binary) continue;
     for (DType dt : {DType::f32, DType::f64}) {
       for (const auto& [sa, sb] : kBinaryShapes) {
-        std::vector<Range> ranges;
-        if (k == OpKind::pow) ranges = {{0.05, 4}, {-4, 4}};
+        const std::vector<Range> ranges = domain_ranges(k);
         batch.add_graph(binary_graph(k, dt, sa, dt, sb), GroupKind::Elementwise, seed++, ranges, {},
                         label(k, dt, sa) + " x " + shape_str(sb));
       }

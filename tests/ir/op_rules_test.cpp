@@ -269,8 +269,13 @@ TEST_CASE("the op table's cost and scalar columns agree with its categories and 
   for (OpKind k : all_ops()) {
     CAPTURE(op_name(k));
     const OpInfo& info = op_info(k);
-    // Exactly the elementwise ops say how kernels compute an element.
-    CHECK(is_elementwise(k) == (info.scalar != ScalarRule::none));
+    // Exactly the elementwise ops say how kernels compute an element, and exactly
+    // the reductions how they fold one in: from an identity with a binary op.
+    const bool folds = info.scalar == ScalarRule::reduce || info.scalar == ScalarRule::argreduce;
+    CHECK(is_elementwise(k) == (info.scalar != ScalarRule::none && !folds));
+    CHECK(folds == (info.category == OpCategory::Reduce));
+    CHECK(folds == (info.identity != Identity::none));
+    if (folds) CHECK(op_info(info.combine).category == OpCategory::Binary);
     if (is_expensive(k)) CHECK(is_elementwise(k));
     if (!is_math(k)) continue;
     // Math ops are float-only: integer and bool operands give a floating result.

@@ -190,11 +190,11 @@ std::vector<GradCase> gradient_cases() {
       binary_case(K::matmul, "[3,1,2,4] @ [3,2,4,3]", in_range({3, 1, 2, 4}, -1, 1),
                   in_range({3, 2, 4, 3}, -1, 1)),
   };
-  // Every math op of the op table on inputs in every math op's domain, so a new row
-  // is checked before it has a case with its own range above.
+  // Every math op of the op table on inputs from its domain (ops.def's `domain`
+  // column), so a new row is checked before it has a case of its own above.
   for (OpKind k : all_ops())
     if (is_math(k)) {
-      GradCase c = unary_case(k, in_range(s, 0.5, 2));
+      GradCase c = unary_case(k, in_range(s, op_info(k).domain.low(0), op_info(k).domain.high(0)));
       c.name += " (a math op of the table)";
       cases.push_back(std::move(c));
     }

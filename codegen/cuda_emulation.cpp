@@ -24,6 +24,7 @@
 
 #include "ir/error.h"
 #include "runtime/binary_io.h"
+#include "runtime/env.h"
 
 extern char** environ;
 
@@ -440,8 +441,7 @@ CudaEmulationStats CudaHostModule::launch(const std::string& name, int grid, int
   l.fibers.resize(size_t(block));
   l.slots.assign(size_t((block + 31) / 32) * 64, 0);
   const Stacks stacks(block);
-  const char* uc = std::getenv("KILN_EMU_UCONTEXT");
-  g_ucontext = !kHaveFastSwitch || (uc && *uc && *uc != '0');
+  g_ucontext = !kHaveFastSwitch || env::flag("KILN_EMU_UCONTEXT", false);
   g_launch = &l;
   bool ok = true;
   for (int b = 0; b < grid && ok; ++b) ok = run_block(l, unsigned(b), unsigned(grid), stacks);

@@ -33,14 +33,26 @@ SavedTensor save(const Tensor& t) {
 }
 
 // ---- custom function registry ----
-std::mutex g_custom_mu;
-std::unordered_map<int64_t, std::weak_ptr<autograd::CustomCall>> g_custom_calls;
-int64_t g_next_custom = 1;
+// Graph nodes name a custom call by id. An entry lives exactly as long as its
+// call: the call's deleter erases it, so a long run (a grad-mode traced call
+// makes one per call) keeps no entry, and no control block, of a call that went.
+// Never destroyed: a call may die during exit, after this file's statics.
+struct CustomRegistry {
+  std::mutex mu;
+  std::unordered_map<int64_t, std::weak_ptr<autograd::CustomCall>> calls;
+  int64_t next = 1;
+};
+
+CustomRegistry& custom_registry() {
+  static auto* r = new CustomRegistry();
+  return *r;
+}
 
 std::shared_ptr<autograd::CustomCall> find_custom(int64_t id) {
-  std::lock_guard<std::mutex> lock(g_custom_mu);
-  auto it = g_custom_calls.find(id);
-  auto call = it == g_custom_calls.end() ? nullptr : it->second.lock();
+  CustomRegistry& r = custom_registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.calls.find(id);
+  auto call = it == r.calls.end() ? nullptr : it->second.lock();
   if (!call) throw Error("custom function call #" + std::to_string(id) + " is no longer alive");
   return call;
 }
@@ -547,12 +559,27 @@ void keep_overwritten(const TensorImpl& value, const TensorImpl& target) {
 namespace autograd::detail {
 
 std::shared_ptr<CustomCall> new_custom_call(std::string name) {
-  auto call = std::make_shared<CustomCall>();
+  // Not make_shared: the registry's weak_ptr would keep the call's memory too.
+  std::shared_ptr<CustomCall> call(new CustomCall(), [](CustomCall* c) {
+    {
+      CustomRegistry& r = custom_registry();
+      std::lock_guard<std::mutex> lock(r.mu);
+      r.calls.erase(c->id);
+    }
+    delete c;  // unlocked: what the call holds may end other calls
+  });
   call->name = std::move(name);
-  std::lock_guard<std::mutex> lock(g_custom_mu);
-  call->id = g_next_custom++;
-  g_custom_calls[call->id] = call;
+  CustomRegistry& r = custom_registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  call->id = r.next++;
+  r.calls[call->id] = call;
   return call;
+}
+
+size_t live_custom_calls() {
+  CustomRegistry& r = custom_registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return r.calls.size();
 }
 
 std::vector<Tensor> finish_custom(const std::shared_ptr<CustomCall>& call,

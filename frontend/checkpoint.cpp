@@ -87,7 +87,7 @@ void save(const nn::Module& module, const std::string& path) {
 void load(nn::Module& module, const std::string& path) {
   KILN_CHECK(!current_trace(), "load(module, ", path,
              ") inside a traced function (expected it outside, before tracing)");
-  const std::string data = io::read_file(path);
+  const std::string data = io::read_frame_file(path, kFormat);
   io::Frame frame = io::open_frame(
       path, data, kFormat, [](io::ByteReader& r, uint32_t count) { read_entries(r, count); });
   const std::vector<io::TensorRecord> entries = read_entries(frame.body, frame.count);

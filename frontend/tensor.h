@@ -119,9 +119,10 @@ class Tensor {
   /// and inside a trace.
   template <class T>
   T item(KILN_LOC) const;
-  /// Pointer to element 0 (CPU, eager only; dtype must match T).
+  /// Pointer to element 0 (CPU, eager only; dtype must match T). Inside a trace,
+  /// an error naming the line.
   template <class T>
-  T* data_ptr() const;
+  T* data_ptr(KILN_LOC) const;
   /// Copies the elements out in row-major order, converted to T.
   template <class T>
   std::vector<T> to_vector(KILN_LOC) const;

@@ -46,8 +46,10 @@ DType dtype_to_float(OpKind, Types in, const Attrs&) {
 DType dtype_to_bool(OpKind, Types, const Attrs&) {
   return DType::b8;
 }
-DType dtype_attr(OpKind, Types, const Attrs& a) {
-  return a.dtype(AttrKey::dtype);
+DType dtype_attr(OpKind k, Types, const Attrs& a) {
+  const DType t = a.dtype(AttrKey::dtype);
+  check_dtype(t, op_name(k));
+  return t;
 }
 DType dtype_promote(OpKind, Types in, const Attrs&) {
   return promote_types(in[0].dtype, in[1].dtype);

@@ -197,6 +197,16 @@ TEST_CASE("parse errors say where, what was expected and what came") {
       {"%0 = arg {index=0} : f32[3], f32[3]\n",
        "expected 1 result types after ':' (one per result name), got 2"},
       {"%0 = arg {index=0} : f32[3] f32\n", "test.ir:1:29: expected end of line, got 'f32'"},
+      // Types a buffer cannot have (#32): too many elements, bytes or strides for 64 bits.
+      {"%0 = arg {index=0} : f32[4611686018427387904,4]\n",
+       "test.ir:1:22: type f32[4611686018427387904,4]: shape [4611686018427387904,4] is too large: "
+       "its element count does not fit in 64 bits"},
+      {"%0 = arg {index=0} : f64[2305843009213693952]\n",
+       "test.ir:1:22: type f64[2305843009213693952]: shape [2305843009213693952] is too large: its "
+       "byte size does not fit in 64 bits"},
+      {"%0 = arg {index=0} : f32[0,4611686018427387904,4]\n",
+       "test.ir:1:22: type f32[0,4611686018427387904,4]: shape [0,4611686018427387904,4] is too "
+       "large: its element count does not fit in 64 bits"},
       {"%0 = param {index=0, name=\"abc} : f32[3]\n", "expected a closing '\"' for the string"},
       {"%0 = arg {index=0} : f32[3]  @ nowhere\n",
        "expected a location such as 'file.cpp:12' after '@'"},

@@ -331,7 +331,11 @@ class Emitter {
       case ScalarOp::imod:
         return bin("%");
       case ScalarOp::philox:
-        return fn("kiln_philox");
+        return fn(t == DType::f32 ? "kiln_philox_f32"
+                  : t == DType::f64 ? "kiln_philox_f64"
+                                    : "kiln_philox_i64");
+      case ScalarOp::philox_below:
+        return cat("kiln_philox_below(", a(0), ", ", a(1), ", ", a(2), ")");
 #define KILN_CUDA_MATH_CASE(k, name) case ScalarOp::k:
 #define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp, cost, scalar, ...) \
   KILN_SCALAR_MATH(KILN_CUDA_MATH_CASE, name, scalar)

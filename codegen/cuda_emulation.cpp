@@ -104,6 +104,9 @@ static inline long long __double_as_longlong(double d) { long long i; memcpy(&i,
 template <class T> static inline T __ldg(const T* p) { return *p; }
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+static inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
+  return (unsigned long long)(((unsigned __int128)a * b) >> 64);
+}
 // End of the prelude.
 )";
 

@@ -454,7 +454,7 @@ ValueId KernelBuilder::binary(ScalarOp op, ValueId a, ValueId b) {
   }
   ValueDef d;
   d.op = op;
-  d.type = is_comparison(op) ? DType::b8 : op == ScalarOp::philox ? DType::f32 : type(a);
+  d.type = is_comparison(op) ? DType::b8 : type(a);
   d.args[0] = a;
   d.args[1] = b;
   return add_value(d);
@@ -474,6 +474,30 @@ ValueId KernelBuilder::select(ValueId c, ValueId a, ValueId b) {
   d.args[0] = c;
   d.args[1] = a;
   d.args[2] = b;
+  return add_value(d);
+}
+
+ValueId KernelBuilder::philox(ValueId key, ValueId counter, DType t) {
+  KILN_CHECK(type(key) == DType::i64 && type(counter) == DType::i64 &&
+                 (t == DType::f32 || t == DType::f64 || t == DType::i64),
+             "kernel builder: philox types");
+  ValueDef d;
+  d.op = ScalarOp::philox;
+  d.type = t;
+  d.args[0] = key;
+  d.args[1] = counter;
+  return add_value(d);
+}
+
+ValueId KernelBuilder::philox_below(ValueId key, ValueId counter, ValueId bound) {
+  KILN_CHECK(type(key) == DType::i64 && type(counter) == DType::i64 && type(bound) == DType::i64,
+             "kernel builder: philox_below types");
+  ValueDef d;
+  d.op = ScalarOp::philox_below;
+  d.type = DType::i64;
+  d.args[0] = key;
+  d.args[1] = counter;
+  d.args[2] = bound;
   return add_value(d);
 }
 

@@ -44,8 +44,9 @@ constexpr ScalarOpInfo kScalarOps[] = {
     {"idiv", 2, ScalarRule::none, OpKind::arg},
     {"imod", 2, ScalarRule::none, OpKind::arg},
     {"philox", 2, ScalarRule::none, OpKind::arg},
+    {"philox_below", 3, ScalarRule::none, OpKind::arg},
 };
-static_assert(std::size(kScalarOps) == size_t(ScalarOp::philox) + 1);
+static_assert(std::size(kScalarOps) == size_t(ScalarOp::philox_below) + 1);
 
 const ScalarOpInfo& info(ScalarOp op) {
   return kScalarOps[static_cast<size_t>(op)];
@@ -276,8 +277,14 @@ class Verifier {
               what, ": expects i64");
         break;
       case ScalarOp::philox:
-        check(d.type == DType::f32 && ty(d.args[0]) == DType::i64 && ty(d.args[1]) == DType::i64,
-              what, ": expects i64 key and counter, f32 result");
+        check((d.type == DType::f32 || d.type == DType::f64 || d.type == DType::i64) &&
+                  ty(d.args[0]) == DType::i64 && ty(d.args[1]) == DType::i64,
+              what, ": expects i64 key and counter, f32, f64 or i64 result");
+        break;
+      case ScalarOp::philox_below:
+        check(d.type == DType::i64 && ty(d.args[0]) == DType::i64 &&
+                  ty(d.args[1]) == DType::i64 && ty(d.args[2]) == DType::i64,
+              what, ": expects i64 key, counter and bound, i64 result");
         break;
       default:
         if (is_comparison(d.op)) {

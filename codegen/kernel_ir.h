@@ -70,7 +70,11 @@ namespace kiln::kir {
 //              with wrap-around (negative exponents give 0 unless |x| = 1); max/min
 //              propagate NaN (which zero of +-0 is unspecified).
 //   idiv imod  index arithmetic on non-negative i64 with a positive divisor
-//   philox     f32 in [0, 1) from an i64 key and an i64 counter (ops.def, philox)
+//   philox     a draw from an i64 key and an i64 counter (ops.def, philox): f32 or
+//              f64 in [0, 1) or, for i64, all 64 bits, by the value's type
+//   philox_below  i64 uniform in [0, args[2]) from key args[0] and counter args[1]:
+//              args[2] >= 1 is read as unsigned (ops.def, philox with low and high,
+//              less low)
 enum class ScalarOp : uint8_t {
   const_,
   index,
@@ -89,6 +93,7 @@ enum class ScalarOp : uint8_t {
   idiv,
   imod,
   philox,
+  philox_below,
 };
 
 /// The op's spelling in kernel IR text ("exp", "and", "load").

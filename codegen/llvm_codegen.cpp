@@ -554,7 +554,9 @@ class Emitter {
       case ScalarOp::imod:
         return b_.CreateURem(arg(0), arg(1));
       case ScalarOp::philox:
-        return llvm_math::philox(b_, arg(0), arg(1));
+        return llvm_math::philox(b_, arg(0), arg(1), t);
+      case ScalarOp::philox_below:
+        return llvm_math::philox_below(b_, arg(0), arg(1), arg(2));
 #define KILN_LLVM_MATH_CASE(k, name) case ScalarOp::k:
 #define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp, cost, scalar, ...) \
   KILN_SCALAR_MATH(KILN_LLVM_MATH_CASE, name, scalar)

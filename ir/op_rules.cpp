@@ -61,9 +61,20 @@ DType dtype_promote_float(OpKind, Types in, const Attrs&) {
   return is_floating(t) ? t : DType::f32;
 }
 
-// philox: a float32 draw from a key and a counter of any dtype (converted to int64).
-DType dtype_uniform(OpKind, Types, const Attrs&) {
-  return DType::f32;
+// philox: a float32 draw unless {dtype} asks for f64 or i64; an i64 draw in
+// [low, high) has both bounds, low < high. Key and counter are of any dtype
+// (converted to int64).
+DType dtype_uniform(OpKind, Types, const Attrs& a) {
+  const DType t = a.has(AttrKey::dtype) ? a.dtype(AttrKey::dtype) : DType::f32;
+  KILN_CHECK(t == DType::f32 || t == DType::f64 || t == DType::i64,
+             "philox: expected dtype f32, f64 or i64, got ", dtype_name(t));
+  if (a.has(AttrKey::low) || a.has(AttrKey::high)) {
+    KILN_CHECK(t == DType::i64, "philox: low and high bound an i64 draw, got dtype ",
+               dtype_name(t));
+    const int64_t low = a.i(AttrKey::low), high = a.i(AttrKey::high);
+    KILN_CHECK(low < high, "philox: expected low < high, got [", low, ", ", high, ")");
+  }
+  return t;
 }
 
 DType dtype_compare(OpKind, Types, const Attrs&) {

@@ -388,6 +388,8 @@ std::string foreign_hint(std::string_view data) {
       {"\x93NUMPY", "a NumPy .npy file"},
       {"KILN-GRAPH\n", "a Kiln graph file, for kiln::load(path)"},
       {"KILN-WEIGHTS\n", "a Kiln weights file, for kiln::load(module, path)"},
+      {"KILN-OPTIMIZER\n", "a Kiln optimizer file, for kiln::load(optimizer, path)"},
+      {"KILN-CHECKPOINT\n", "a Kiln checkpoint file, for kiln::load_checkpoint(path, ...)"},
   };
   for (const auto& [magic, what] : kKnown)
     if (data.starts_with(magic)) return std::string(" (it is ") + what + ")";

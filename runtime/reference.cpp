@@ -104,7 +104,7 @@ void reference_kernel(OpKind k, const Attrs& attrs, std::span<const View> inputs
       return detail::ref_unary(k, inputs[0], out);
     case OpCategory::Binary:
       expect(2);
-      return detail::ref_binary(k, inputs[0], inputs[1], out);
+      return detail::ref_binary(k, attrs, inputs[0], inputs[1], out);
     case OpCategory::Ternary:
       expect(3);
       return detail::ref_where(inputs[0], inputs[1], inputs[2], out);

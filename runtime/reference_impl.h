@@ -10,8 +10,8 @@ namespace kiln::detail {
 
 /// Elementwise unary ops (cast included) of `in` broadcast to out.shape.
 void ref_unary(OpKind k, const View& in, const View& out);
-/// Elementwise binary ops with broadcasting of a and b to out.shape.
-void ref_binary(OpKind k, const View& a, const View& b, const View& out);
+/// Elementwise binary ops with broadcasting of a and b to out.shape (attrs: philox's).
+void ref_binary(OpKind k, const Attrs& attrs, const View& a, const View& b, const View& out);
 /// where(cond, a, b) with broadcasting.
 void ref_where(const View& cond, const View& a, const View& b, const View& out);
 /// sum/max/min over attrs.dims, argmax/argmin over attrs.dim.

@@ -5,6 +5,7 @@
 #include "frontend/autograd.h"
 #include "frontend/data.h"
 #include "frontend/function.h"
+#include "frontend/generator.h"
 #include "frontend/nn.h"
 #include "frontend/nn_conv.h"
 #include "frontend/optim.h"

@@ -271,4 +271,29 @@ inline Graph binary_graph(OpKind k, DType da, const Shape& sa, DType db, const S
   return g;
 }
 
+/// Every kind of philox draw from a key argument and a counter argument of n
+/// elements: f32, f64, all 64 bits, and integers in ranges small, wide (a
+/// quarter of first attempts rejected) and whole. Compiled kernels must give
+/// the reference's bits exactly (Tolerance{0, 0}). Args: the key, then counters.
+inline Graph philox_graph(int64_t n) {
+  Graph g;
+  Builder b(g);
+  Value key = b.arg(0, ty(DType::i64, {}));
+  Value counter = b.arg(1, ty(DType::i64, {n}));
+  auto draw = [&](Attrs a) { return b.op(OpKind::philox, {key, counter}, std::move(a)); };
+  auto ints = [&](int64_t low, int64_t high) {
+    return draw({{AttrKey::dtype, DType::i64}, {AttrKey::low, low}, {AttrKey::high, high}});
+  };
+  g.outputs = {draw({}),
+               draw({{AttrKey::dtype, DType::f64}}),
+               draw({{AttrKey::dtype, DType::i64}}),
+               ints(-3, 4),
+               ints(INT64_MIN, int64_t(1) << 62),
+               ints(INT64_MIN, INT64_MAX),
+               ints(int64_t(1) << 40, (int64_t(1) << 40) + 1000003)};
+  return g;
+}
+/// Value ranges for philox_graph's arguments: any key, counters of either sign.
+inline const std::vector<Range> kPhiloxRanges = {{-1e18, 1e18}, {-1e15, 1e15}};
+
 }  // namespace kiln::test

@@ -112,6 +112,15 @@ TEST_CASE("binary ops on integers, bools and mixed dtypes") {
   }
 }
 
+TEST_CASE("philox draws of every dtype and range give the reference's bits") {
+  uint64_t seed = 450;
+  for (int64_t n : {1, 7, 1000, 4099}) {
+    CAPTURE(n);
+    check_whole_graph(philox_graph(n), GroupKind::Elementwise, seed++, kPhiloxRanges,
+                      Tolerance{0, 0});
+  }
+}
+
 TEST_CASE("pow special cases: negative bases, integral exponents, zeros, infinities, NaN") {
   for (DType dt : {DType::f32, DType::f64}) {
     Graph g = binary_graph(OpKind::pow, dt, {11, 13}, dt, {13});

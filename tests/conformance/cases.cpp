@@ -519,6 +519,18 @@ std::vector<Case> model_cases() {
             return x * rand({3, 4}, o) + randn({4}, o) +
                    randint(0, 5, {3, 1}, TensorOptions(kInt64).device(x.device())).to(x.dtype());
           }),
+      unary(
+          "randint over a range wider than 2^63, and a generator seeded inside the function",
+          [](const Tensor& x) {
+            const TensorOptions o = TensorOptions(x.dtype()).device(x.device());
+            const TensorOptions i = TensorOptions(kInt64).device(x.device());
+            Generator g(x.device());
+            g.manual_seed(5);
+            // A quarter of first attempts are rejected over 3 * 2^62 values.
+            Tensor wide = randint(INT64_MIN, int64_t(1) << 62, {3, 1}, i).remainder(1000);
+            return x * rand({3, 4}, g, o) + randn({4}, g, o) + wide.to(x.dtype()) +
+                   randint(-7, 7, {4}, g, i).to(x.dtype());
+          }),
   };
 }
 

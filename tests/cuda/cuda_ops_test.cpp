@@ -109,6 +109,15 @@ TEST_CASE("binary ops on integers, bools and mixed dtypes") {
   batch.run();
 }
 
+TEST_CASE("philox draws of every dtype and range give the reference's bits") {
+  CudaBatch batch;
+  uint64_t seed = 450;
+  for (int64_t n : {1, 7, 1000, 4099})
+    batch.add_graph(philox_graph(n), GroupKind::Elementwise, seed++, kPhiloxRanges,
+                    Tolerance{0, 0}, "philox draws, n = " + std::to_string(n));
+  batch.run();
+}
+
 TEST_CASE("integer arithmetic wraps around; division by zero and -1; powers") {
   CudaBatch batch;
   for (DType dt : {DType::i32, DType::i64}) {

@@ -68,6 +68,22 @@ std::vector<Case> cases() {
   // philox: float32 draws from any key and counter, broadcast.
   c.push_back({OpKind::philox, {ty(DType::i64, {}), ty(DType::i64, {2, 3})}, {}, f23});
   c.push_back({OpKind::philox, {ty(DType::i32, {3}), ty(DType::f64, {2, 1})}, {}, ty(DType::f32, {2, 3})});
+  // ... float64 (53 random bits), all 64 bits, or integers in [low, high).
+  const std::vector<TensorType> kc = {ty(DType::i64, {}), ty(DType::i64, {2, 3})};
+  c.push_back({OpKind::philox, kc, Attrs{{AttrKey::dtype, DType::f64}}, ty(DType::f64, {2, 3})});
+  c.push_back({OpKind::philox, kc, Attrs{{AttrKey::dtype, DType::i64}}, kc[1]});
+  c.push_back({OpKind::philox, kc,
+               Attrs{{AttrKey::dtype, DType::i64}, {AttrKey::low, INT64_MIN}, {AttrKey::high, INT64_MAX}},
+               kc[1]});
+  c.push_back({OpKind::philox, kc, Attrs{{AttrKey::dtype, DType::i32}}, {},
+               "philox: expected dtype f32, f64 or i64, got i32"});
+  c.push_back({OpKind::philox, kc, Attrs{{AttrKey::low, int64_t{0}}, {AttrKey::high, int64_t{4}}}, {},
+               "philox: low and high bound an i64 draw, got dtype f32"});
+  c.push_back({OpKind::philox, kc,
+               Attrs{{AttrKey::dtype, DType::i64}, {AttrKey::low, int64_t{4}}, {AttrKey::high, int64_t{4}}},
+               {}, "philox: expected low < high, got [4, 4)"});
+  c.push_back({OpKind::philox, kc, Attrs{{AttrKey::dtype, DType::i64}, {AttrKey::low, int64_t{0}}}, {},
+               "attribute 'high' is missing"});
   c.push_back({OpKind::cast, {f23}, Attrs{{AttrKey::dtype, DType::i64}}, ty(DType::i64, {2, 3})});
   c.push_back({OpKind::cast, {f23}, {}, {}, "attribute 'dtype' is missing"});
   c.push_back({OpKind::neg, {f23, f23}, {}, {}, "neg: expected 1 operand, got 2"});

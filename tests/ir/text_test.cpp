@@ -228,3 +228,21 @@ TEST_CASE("parse errors say where, what was expected and what came") {
     CHECK_MESSAGE(msg.find(r.want) != std::string::npos, msg);
   }
 }
+
+TEST_CASE("philox draws print and parse with their dtype and the whole int64 range") {
+  const std::string text =
+      "%0 = arg {index=0} : i64[]\n"
+      "%1 = arg {index=1} : i64[5]\n"
+      "%2 = philox %0, %1 : f32[5]\n"
+      "%3 = philox %0, %1 {dtype=f64} : f64[5]\n"
+      "%4 = philox %0, %1 {dtype=i64} : i64[5]\n"
+      "%5 = philox %0, %1 {dtype=i64, low=-9223372036854775808, high=9223372036854775807} : "
+      "i64[5]\n"
+      "return %2, %3, %4, %5\n";
+  Graph g = parse_graph(text, "test.ir");
+  verify(g);
+  CHECK(g[5].attrs.i(AttrKey::low) == INT64_MIN);
+  CHECK(g[5].attrs.i(AttrKey::high) == INT64_MAX);
+  CHECK(print_graph(g) == text);
+  check_same_graph(parse_graph(print_graph(g), "again.ir"), g);
+}

@@ -506,7 +506,9 @@ CudaKernelSource emit_cuda_kernel(const kir::Kernel& k, const CudaCodegenOptions
   Form form = Form::grid_stride;
   out.launch.range = k.range;
   out.launch.block = opts.grid_stride_block;
-  if (!k.accs.empty() && row >= opts.block_per_row_min_extent) {
+  if (k.serial_inner) {
+    // Each outer iteration on one thread, its loops in order (grid-stride).
+  } else if (!k.accs.empty() && row >= opts.block_per_row_min_extent) {
     form = Form::block_per_row;
     out.launch.kind = CudaLaunch::BlockPerRow;
     out.launch.block =

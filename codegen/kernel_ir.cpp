@@ -100,7 +100,7 @@ class Printer {
       os_ << "range";  // the caller's, not part of the code
     else
       os_ << k_.range;
-    os_ << "):\n";
+    os_ << "):" << (k_.serial_inner ? "  ; inner loops in order" : "") << "\n";
     block(k_.body, 1);
     return os_.str();
   }

@@ -195,6 +195,9 @@ struct Kernel {
   std::vector<ValueDef> values;
   int32_t num_loops = 1;   // loop variables i0 (the outer, parallel one) .. i{n-1}
   int64_t range = 0;       // trip count of the outer loop
+  /// The inner loops run in order on one thread (a scatter's read-modify-write
+  /// of one column): a backend must not split them across threads.
+  bool serial_inner = false;
   /// Run-time parameters (kernel templates only): i64 (sizes, integer constants) or
   /// f64 (floating constants, converted to the value's type as a constant would be).
   std::vector<DType> params;

@@ -74,6 +74,9 @@ class Lowering {
       case GroupKind::Reduction:
         lower_reduction();
         break;
+      case GroupKind::Scatter:
+        lower_scatter();
+        break;
       case GroupKind::Opaque:
         fail("an opaque group (", op_name(g_.node(grp_.nodes.at(0)).op),
              ") has no compiled kernel; the runtime runs it");
@@ -128,6 +131,11 @@ class Lowering {
   // A pad's operand read at c (clamped into its span) and, in *valid, whether c
   // is inside the span; pad is select(valid, read, 0).
   ValueId pad_read(const Node& n, Coords& c, ValueId* valid);
+  // An index value as a position in [0, size): cast to i64 and clamped (the
+  // frontend has checked it; the clamp keeps an unchecked graph in bounds).
+  ValueId checked_index(ValueId index, int64_t size);
+  // gather's value at c: its data at c with coordinate `dim` from the indices.
+  ValueId gather(const Node& n, Coords& c);
   // cat and stack: a sum of pads of one dim whose spans do not overlap reads one
   // piece per element, chosen by a select chain (the reads of one buffer then
   // merge into one load), instead of reading every piece and adding. kNoValue
@@ -184,6 +192,13 @@ class Lowering {
     }
     return false;
   }
+
+  // ---- Scatter ----
+
+  // scatter_add: the outer loop over output columns (positions outside `dim`,
+  // the innermost of them in blocks of contiguous elements); each copies its
+  // column of the base, then adds the sources in index order.
+  void lower_scatter();
 
   // ---- Elementwise, copy and matmul epilogue ----
 

@@ -176,6 +176,13 @@ class Tensor {
   /// A copy with src[i][j] added at [i][index[i][j]] for dim 1 (torch.scatter_add);
   /// index and src have this tensor's shape except in `dim`.
   Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src, KILN_LOC) const;
+  /// A copy with alpha * source's slice k added at index[k] along dim
+  /// (torch.index_add): source is this shape with dim of index's length.
+  Tensor index_add(int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha = 1,
+                   KILN_LOC) const;
+  Tensor& index_add_(int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha = 1, KILN_LOC);
+  /// x[indices] += values (one 1-D index tensor along dim 0; accumulate must be true).
+  Tensor& index_put_(const std::vector<Tensor>& indices, const Tensor& values, bool accumulate, KILN_LOC);
 
   // ---- elementwise ----
   Tensor neg(KILN_LOC) const;
@@ -423,6 +430,9 @@ Tensor tril(const Tensor& x, int64_t diagonal = 0, KILN_LOC);
 Tensor triu(const Tensor& x, int64_t diagonal = 0, KILN_LOC);
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index, KILN_LOC);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index, KILN_LOC);
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, KILN_LOC);
+Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha = 1,
+                 KILN_LOC);
 /// True when both have the same shape and all elements are within atol + rtol * |b|.
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
 bool equal(const Tensor& a, const Tensor& b);

@@ -60,6 +60,10 @@ const char* category_name(OpCategory c) {
       return "Movement";
     case OpCategory::Matmul:
       return "Matmul";
+    case OpCategory::Gather:
+      return "Gather";
+    case OpCategory::Scatter:
+      return "Scatter";
     case OpCategory::Check:
       return "Check";
     case OpCategory::Collective:

@@ -34,6 +34,8 @@ enum class OpCategory : uint8_t {
   Reduce,
   Movement,
   Matmul,
+  Gather,
+  Scatter,
   Check,
   Collective,
   Custom

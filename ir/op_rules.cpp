@@ -113,6 +113,38 @@ DType dtype_nonzero(OpKind, Types in, const Attrs& a) {
   return in[0].dtype;
 }
 
+// gather and scatter_add: integer indices of the data's rank, no larger than it
+// in any dim but `dim` (where they may be any size); scatter_add's source has
+// the indices' shape and the base's dtype.
+void check_index_operand(const TensorType& data, const TensorType& index, const Attrs& a, const char* what) {
+  KILN_CHECK(!is_floating(index.dtype) && index.dtype != DType::b8, "expected integer indices, got ",
+             dtype_name(index.dtype));
+  KILN_CHECK(index.rank() == data.rank(), "expected indices with as many dims as the ", what, " (",
+             data.rank(), "), got ", shape_str(index.shape));
+  const int64_t d = normalize_dim(a.i(AttrKey::dim), std::max<int64_t>(data.rank(), 1));
+  for (int64_t k = 0; k < data.rank(); ++k)
+    KILN_CHECK(k == d || index.shape[k] <= data.shape[k], "indices of shape ", shape_str(index.shape),
+               " are larger than the ", what, " ", shape_str(data.shape), " in dim ", k);
+}
+DType dtype_gather(OpKind, Types in, const Attrs& a) {
+  check_index_operand(in[0], in[1], a, "input");
+  return in[0].dtype;
+}
+Shape shape_gather(OpKind, Types in, const Attrs&) {
+  return in[1].shape;
+}
+DType dtype_scatter(OpKind, Types in, const Attrs& a) {
+  check_index_operand(in[0], in[1], a, "base");
+  KILN_CHECK(in[2].dtype == in[0].dtype, "expected a source of the base's dtype ", dtype_name(in[0].dtype),
+             ", got ", dtype_name(in[2].dtype));
+  KILN_CHECK(in[2].shape == in[1].shape, "expected a source of the indices' shape ", shape_str(in[1].shape),
+             ", got ", shape_str(in[2].shape));
+  return in[0].dtype;
+}
+Shape shape_scatter(OpKind, Types in, const Attrs&) {
+  return in[0].shape;
+}
+
 // Collectives: a numeric operand; `world` >= 1; a known reduction where one is
 // taken (avg only of floating-point values); a root among the ranks.
 DType dtype_collective(OpKind k, Types in, const Attrs& a) {

@@ -38,7 +38,8 @@ enum class Role : uint8_t {
   Fusible,   // elementwise, movement, arange
   Reduce,
   Matmul,
-  Opaque,  // custom, checks, collectives, literal: always alone
+  Scatter,  // scatter_add: a kernel of its own
+  Opaque,   // custom, checks, collectives, literal: always alone
 };
 
 Role role_of(OpKind k) {
@@ -57,8 +58,10 @@ Role role_of(OpKind k) {
       return Role::Reduce;
     case OpCategory::Matmul:
       return Role::Matmul;
+    case OpCategory::Scatter:
+      return Role::Scatter;
     default:
-      return Role::Fusible;
+      return Role::Fusible;  // elementwise, movement, gather
   }
 }
 
@@ -80,6 +83,8 @@ GroupKind singleton_kind(OpKind k) {
       return GroupKind::Matmul;
     case Role::Opaque:
       return GroupKind::Opaque;
+    case Role::Scatter:
+      return GroupKind::Scatter;
     default:
       return is_movement(k) ? GroupKind::Copy : GroupKind::Elementwise;
   }
@@ -146,6 +151,7 @@ class GroupChecker {
     for (NodeId m : members) {
       switch (a_.role[m]) {
         case Role::Opaque:
+        case Role::Scatter:
           return std::nullopt;
         case Role::Matmul:
           if (mm != kNoNode) return std::nullopt;
@@ -282,6 +288,10 @@ class GroupChecker {
         return from == to ? at : broadcast_label(at, from, to);
       case OpCategory::Reduce:
         return kFull;
+      case OpCategory::Gather:
+        // The indices are read at the output's points; the data at the points
+        // they name, from memory (it is never a member).
+        return index == 1 ? at : -1;
       case OpCategory::Movement:
         switch (c.op) {
           case OpKind::reshape:
@@ -475,7 +485,7 @@ class GroupBuilder {
 }  // namespace
 
 const char* group_kind_name(GroupKind k) {
-  constexpr const char* kNames[] = {"elementwise", "reduction", "matmul", "copy", "opaque"};
+  constexpr const char* kNames[] = {"elementwise", "reduction", "matmul", "copy", "opaque", "scatter"};
   return kNames[static_cast<int>(k)];
 }
 
@@ -488,9 +498,10 @@ std::vector<FusionGroup> plan_fusion(const Graph& g, const FusionOptions& opts) 
     std::vector<uint32_t> seen(g.size(), 0);
     uint32_t stamp = 0;
     for (NodeId c = 0; c < g.size(); ++c) {
-      if (!an.grouped(c) || an.role[c] == Role::Opaque) continue;
+      if (!an.grouped(c) || an.role[c] == Role::Opaque || an.role[c] == Role::Scatter) continue;
       for (Value v : g[c].operands) {
-        if (!an.grouped(v.node) || an.role[v.node] == Role::Opaque) continue;
+        if (!an.grouped(v.node) || an.role[v.node] == Role::Opaque || an.role[v.node] == Role::Scatter)
+          continue;
         NodeId a = groups.find(v.node), b = groups.find(c);
         if (a == b || groups.members(a).size() + groups.members(b).size() > kMaxFusionGroupNodes)
           continue;

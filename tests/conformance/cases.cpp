@@ -452,6 +452,18 @@ std::vector<Case> model_cases() {
              return v[0].index_select(0, v[1]) * 2 +
                     embedding(v[1].reshape({2, 2}), v[0]).reshape({4, 3}) + v[0].index_select(1, v[1].remainder(3)).sum(0, true).t();
            }},
+      Case{"embedding rows and their gradient (a blocked scatter_add), index_add",
+           {in({6, 16}), indices({5}, 6), in({5, 16})},
+           [](V v) {
+             Tensor e = embedding(v[1].reshape({5, 1}), v[0]).squeeze(1);  // [5, 16], repeated rows
+             return (e * v[2]).tanh() + v[0].index_add(0, v[1], v[2] * 0.5).narrow(0, 1, 5);
+           }},
+      Case{"scatter_add along dim 0 of a transposed input, repeated and narrower indices",
+           {in({4, 3}), indices({2, 3}, 3), in({3, 3})},
+           [](V v) {
+             Tensor base = v[0].t();  // [3, 4]: a view, read with its strides
+             return base.scatter_add(0, v[1].narrow(1, 0, 2), v[2]).exp() + base.gather(0, v[1]).sum();
+           }},
       Case{"gather and scatter_add",
            {in({3, 5}), indices({3, 4}, 5)},
            [](V v) {

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <limits>
 
+#include "ir/printer.h"
+
 using namespace kiln;
 
 namespace {
@@ -309,4 +311,38 @@ TEST_CASE("a view made before its base's in-place write follows the write eagerl
     // loss = 4 a_2 sum(a): d/da_i = 4 a_2, d/da_2 = 4 sum(a) + 4 a_2.
     test::check_close(a.grad(), tensor({0.08, 0.08, -8.24, 0.08}, kFloat64), 1e-12, 1e-14);
   }
+}
+
+TEST_CASE("index_select, gather and embedding read only the rows they pick (#36)") {
+  // A one-hot product gave [nan, nan] here: 0 * inf.
+  const Tensor x = tensor({{1.f, 2.f}, {INFINITY, 3.f}});
+  for (bool traced : {false, true}) {
+    CAPTURE(traced);
+    auto pick = [](Tensor t) { return t.index_select(0, tensor({int64_t(0)})); };
+    auto rows = [](Tensor t) { return nn::functional::embedding(tensor({int64_t(0), int64_t(0)}), t); };
+    auto cols = [](Tensor t) { return t.gather(1, tensor({int64_t(1), int64_t(1)}).reshape({2, 1})); };
+    Tensor a = traced ? jit(pick)(x) : pick(x), b = traced ? jit(rows)(x) : rows(x), c = traced ? jit(cols)(x) : cols(x);
+    CHECK(a.to_vector<float>() == std::vector<float>{1, 2});
+    CHECK(b.to_vector<float>() == std::vector<float>{1, 2, 1, 2});
+    CHECK(c.to_vector<float>() == std::vector<float>{2, 3});
+  }
+  // A traced embedding lookup and its gradient: one gather kernel, one scatter_add kernel.
+  Tensor w = randn({50, 8}).requires_grad_();
+  const Tensor ids = tensor({int64_t(3), int64_t(49), int64_t(3), int64_t(0)});
+  auto f = jit([&](Tensor i) {
+    Tensor loss = nn::functional::embedding(i, w).pow(2).sum();
+    loss.backward();
+    return loss;
+  });
+  Tensor l = f(ids);
+  Tensor we = w.detach().clone().requires_grad_();
+  Tensor le = nn::functional::embedding(ids, we).pow(2).sum();
+  le.backward();
+  CHECK(l.item<float>() == doctest::Approx(le.item<float>()).epsilon(1e-6));
+  test::check_close(w.grad(), we.grad(), 0, 0);  // the same additions in the same order
+  const std::string ir = print_graph(f.graph(ids));
+  CHECK(ir.find("gather") != std::string::npos);
+  CHECK(ir.find("scatter_add") != std::string::npos);
+  CHECK(ir.find("matmul") == std::string::npos);
+  KILN_CHECK_ERROR(f(tensor({int64_t(50)})), "embedding", "index 50 is out of range for size 50");
 }

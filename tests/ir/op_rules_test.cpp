@@ -151,6 +151,18 @@ std::vector<Case> cases() {
                Attrs{{AttrKey::high, int64_t{-1}}, {AttrKey::name, std::string("x")}},
                {},
                "expected a bound (high) >= 0, got -1"});
+  // gather and scatter_add: integer indices of the data's rank, no larger outside dim.
+  const Attrs dim0{{AttrKey::dim, int64_t{0}}};
+  c.push_back({OpKind::gather, {f23, ty(DType::i64, {5, 3})}, dim0, ty(DType::f32, {5, 3})});
+  c.push_back({OpKind::gather, {f23, ty(DType::i32, {1, 2})}, Attrs{{AttrKey::dim, int64_t{-1}}}, ty(DType::f32, {1, 2})});
+  c.push_back({OpKind::gather, {f23, f23}, dim0, {}, "expected integer indices, got f32"});
+  c.push_back({OpKind::gather, {f23, ty(DType::i64, {2, 4})}, dim0, {}, "larger than the input [2,3] in dim 1"});
+  c.push_back({OpKind::gather, {f23, ty(DType::i64, {6})}, dim0, {}, "as many dims as the input (2)"});
+  c.push_back({OpKind::scatter_add, {f23, ty(DType::i64, {4, 3}), ty(DType::f32, {4, 3})}, dim0, f23});
+  c.push_back({OpKind::scatter_add, {f23, ty(DType::i64, {4, 3}), ty(DType::f64, {4, 3})}, dim0, {},
+               "expected a source of the base's dtype f32, got f64"});
+  c.push_back({OpKind::scatter_add, {f23, ty(DType::i64, {4, 3}), f23}, dim0, {},
+               "expected a source of the indices' shape [4,3], got [2,3]"});
   const Attrs divisor{{AttrKey::name, std::string("fmod")}};
   c.push_back({OpKind::check_nonzero, {i23}, divisor, i23});
   c.push_back({OpKind::check_nonzero, {f23}, divisor, {}, "expected an integer divisor, got f32"});

@@ -23,14 +23,14 @@ int64_t column_block(int64_t extent) {
 }  // namespace
 
 void Lowering::lower_scatter() {
-  // The scatter_add; the group's other members are constants it reads (a zero base).
+  // The scatter_add; the group's other members are producers of its operands,
+  // evaluated where it reads them.
   NodeId id = kNoNode;
-  for (NodeId m : grp_.nodes) {
-    if (g_.node(m).op == OpKind::scatter_add && id == kNoNode)
+  for (NodeId m : grp_.nodes)
+    if (g_.node(m).op == OpKind::scatter_add) {
+      if (id != kNoNode) fail("two scatter_adds in one group");
       id = m;
-    else if (g_.node(m).op != OpKind::constant)
-      fail("expected one scatter_add and constants, got ", op_name(g_.node(m).op));
-  }
+    }
   if (id == kNoNode) fail("no scatter_add");
   const Node& n = g_.node(id);
   setup_buffers();

@@ -50,6 +50,10 @@ Tensor gather_along(const Tensor& x, int64_t dim, const Tensor& checked, Loc l) 
   return apply(OpKind::gather, {x, checked}, {{AttrKey::dim, dim}}, here(l));
 }
 
+Tensor scatter_add_along(const Tensor& base, int64_t dim, const Tensor& checked, const Tensor& src, Loc l) {
+  return apply(OpKind::scatter_add, {base, checked, src}, {{AttrKey::dim, dim}}, here(l));
+}
+
 Tensor checked_indices(const Tensor& indices, int64_t n, const char* op, Loc loc) {
   if (is_floating(indices.dtype()) || indices.dtype() == DType::b8)
     throw Error(std::string(op) + ": expected integer indices, got " + dtype_name(indices.dtype()),
@@ -253,7 +257,7 @@ Tensor Tensor::scatter_add(int64_t dim, const Tensor& index, const Tensor& src, 
     if (index.size(k) < src.size(k)) source = source.narrow(k, 0, index.size(k), l);
   }
   Tensor idx = detail::checked_indices(index, size(d), "scatter_add", l);
-  return apply(OpKind::scatter_add, {*this, idx, source.to(dtype(), l)}, {{AttrKey::dim, d}}, loc);
+  return detail::scatter_add_along(*this, d, idx, source.to(dtype(), l), l);
 }
 
 Tensor Tensor::index_add(int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha,
@@ -268,10 +272,13 @@ Tensor Tensor::index_add(int64_t dim, const Tensor& index, const Tensor& source,
     throw Error("index_add: expected a source of shape " + shape_str(expected) + " (the input with dim " +
                     std::to_string(d) + " of the indices' length), got " + shape_str(source.sizes()),
                 here(l));
+  // The indices checked before they are broadcast along the other dims (a view:
+  // a kernel reads one index per row).
   Shape along(static_cast<size_t>(this->dim()), 1);
   along[static_cast<size_t>(d)] = index.size(0);
+  Tensor idx = detail::checked_indices(index, size(d), "index_add", l).reshape(along, l).expand(expected, l);
   Tensor scaled = alpha.value == 1 && alpha.kind != ScalarKind::floating ? source : source.mul(alpha, l);
-  return scatter_add(d, index.reshape(along, l).expand(expected, l), scaled, l);
+  return detail::scatter_add_along(*this, d, idx, scaled.to(dtype(), l), l);
 }
 
 Tensor& Tensor::index_add_(int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha, Loc l) {

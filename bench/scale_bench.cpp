@@ -1,11 +1,14 @@
 // Real-model sizes for the ops that used to be composites (#36): an embedding
 // of GPT-2's size forward and backward, a gather from a 4096 x 32000 table, a
-// cumsum of 1M, a sort of 1M and a top-5 over 64 rows of GPT-2's vocabulary;
+// cumsum of 1M, a sort of 1M, a top-5 over 64 rows of GPT-2's vocabulary and
+// causal attention (8 heads of 64, T = 1024 and 4096) forward and backward;
 // each eager and traced. bench/torch_compare.py runs the same workloads in
 // PyTorch and prints the ratios.
 //
 //   bench_scale --benchmark_min_time=0.5
 #include <benchmark/benchmark.h>
+
+#include <string>
 
 #include <kiln/kiln.h>
 
@@ -85,6 +88,29 @@ void BM_Topk(benchmark::State& state) {
       state, "topk", [](Tensor a) { return std::get<0>(a.topk(5, 1)); }, x);
 }
 BENCHMARK(BM_Topk)->Arg(kEager)->Arg(kTraced)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// Causal self-attention, 8 heads of 64, forward and backward (the gradients of
+// q, k and v): the streaming op, no T x T matrix.
+void BM_Attention(benchmark::State& state) {
+  manual_seed(0);
+  const int64_t T = state.range(1);
+  Tensor q = randn({1, 8, T, 64}).requires_grad_(), k = randn({1, 8, T, 64}).requires_grad_(),
+         v = randn({1, 8, T, 64}).requires_grad_();
+  auto step = [](Tensor a, Tensor b, Tensor c) {
+    Tensor out = nn::functional::scaled_dot_product_attention(a, b, c, {}, 0.0, true);
+    auto g = autograd::grad({out.sum()}, {a, b, c});
+    return std::make_tuple(out, g[0], g[1], g[2]);
+  };
+  run(state, "attention", step, q, k, v);
+  state.SetLabel(std::string(state.range(0) == kTraced ? "traced" : "eager") + " T=" + std::to_string(T));
+}
+BENCHMARK(BM_Attention)
+    ->Args({kEager, 1024})
+    ->Args({kTraced, 1024})
+    ->Args({kEager, 4096})
+    ->Args({kTraced, 4096})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 

@@ -163,6 +163,20 @@ def main():
     }
     del table, xg
 
+    # Causal attention, 8 heads of 64, forward and backward. PyTorch 1.13 has no
+    # fused attention: the composite holds the T x T scores.
+    def attention(T):
+        q, k, v = (torch.randn(1, 8, T, 64, requires_grad=True) for _ in range(3))
+        hidden = torch.ones(T, T, dtype=torch.bool).triu(1)
+
+        def step():
+            s = (q @ k.transpose(-2, -1)) / 8.0
+            out = s.masked_fill(hidden, float("-inf")).softmax(-1) @ v
+            return torch.autograd.grad(out.sum(), (q, k, v))
+        return step
+
+    torch_attention_ms = {T: best_ms(attention(T), 3 if T > 2048 else 10) for T in (1024, 4096)}
+
     bench = sys.argv[1] if len(sys.argv) > 1 else "build/bench/bench_train"
     bench_jit = sys.argv[2] if len(sys.argv) > 2 else os.path.join(os.path.dirname(bench), "bench_jit")
     bench_scale = sys.argv[3] if len(sys.argv) > 3 else os.path.join(os.path.dirname(bench), "bench_scale")
@@ -198,6 +212,13 @@ def main():
         e, tr = kiln_ms.get((name, "eager")), kiln_ms.get((name, "traced"))
         ratio = f"{tr / t:.2f}" if tr else "-"
         eager_ratio = f"{e / t:.2f}" if e else "-"
+        print(f"{name:34} {t:11.3f} {e or float('nan'):11.3f} {tr or float('nan'):12.3f} {ratio:>13}"
+              f" {eager_ratio:>12}")
+    for T, t in torch_attention_ms.items():
+        e, tr = kiln_ms.get(("BM_Attention", f"eager T={T}")), kiln_ms.get(("BM_Attention", f"traced T={T}"))
+        ratio = f"{tr / t:.2f}" if tr else "-"
+        eager_ratio = f"{e / t:.2f}" if e else "-"
+        name = f"BM_Attention T={T} (fwd+bwd)"
         print(f"{name:34} {t:11.3f} {e or float('nan'):11.3f} {tr or float('nan'):12.3f} {ratio:>13}"
               f" {eager_ratio:>12}")
     return 0

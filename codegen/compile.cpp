@@ -67,7 +67,8 @@ void assign_slots(const Graph& g, const Schedule& sched, PlanBuilder& pb) {
 }
 
 // A check node (check_index, check_nonzero) becomes a host step of its own
-// (check, then copy); an argsort the sort library's step.
+// (check, then copy); an argsort the sort library's step, attention and its
+// gradient the attention library's.
 void add_library_step(const Graph& g, const FusionGroup& grp, PlanBuilder& pb) {
   const NodeId id = grp.nodes.front();
   const Node& n = g[id];
@@ -76,6 +77,14 @@ void add_library_step(const Graph& g, const FusionGroup& grp, PlanBuilder& pb) {
   step.slots = {pb.slot(n.operands[0]), pb.slot(Value(id))};
   if (op_info(n.op).category == OpCategory::Sort) {
     step.what = step::Sort{sort_lines_for(g.type(n.operands[0]), n.attrs)};
+  } else if (op_info(n.op).category == OpCategory::Attention) {
+    step.slots.pop_back();
+    for (size_t i = 1; i < n.operands.size(); ++i) step.slots.push_back(pb.slot(n.operands[i]));
+    step.slots.push_back(pb.slot(Value(id)));
+    const bool grad = n.op == OpKind::attention_grad;
+    step.what = step::Attention{
+        attention_shape(g.type(n.operands[0]), g.type(n.operands[1]), g.type(n.operands[2]), n.attrs),
+        grad ? int(n.attrs.i(AttrKey::which)) : -1};
   } else {
     step.what = step::ValueCheck{n.op, n.attrs, n.loc};
   }
@@ -212,7 +221,7 @@ std::vector<FusionGroup> step_groups(const Graph& g, const std::vector<FusionGro
 bool is_library_step(const Graph& g, const FusionGroup& grp) {
   if (grp.kind != GroupKind::Opaque) return false;
   const OpCategory c = op_info(g[grp.nodes.front()].op).category;
-  return c == OpCategory::Check || c == OpCategory::Sort;
+  return c == OpCategory::Check || c == OpCategory::Sort || c == OpCategory::Attention;
 }
 
 Device graph_device(const Graph& g) {

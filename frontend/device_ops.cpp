@@ -12,6 +12,7 @@
 #include "frontend/settings.h"
 #include "frontend/tensor_impl.h"
 #include "runtime/reference.h"
+#include "runtime/plan.h"
 #include "runtime/sort.h"
 #include "runtime/thread_pool.h"
 
@@ -58,19 +59,31 @@ std::optional<Tensor> run_compiled(OpKind k, const Attrs& attrs,
   return Tensor(std::move(impl));
 }
 
-// argsort on the sort library (runtime/sort.h), over a dense copy when the
-// operand is strided.
-Tensor sort_run(const Attrs& attrs, const Tensor& x, const TensorType& out) {
-  const TensorImpl& in = *x.impl();
-  View src = in.view();
-  std::shared_ptr<TensorImpl> dense;
-  if (!src.contiguous()) {
-    dense = make_dense(in.type);
-    copy_to(src, dense->view());
-    src = dense->view();
+// A library op (argsort: runtime/sort.h; attention: runtime/attention.h) on
+// dense copies of the operands that are strided.
+Tensor library_run(OpKind k, const Attrs& attrs, const std::vector<Tensor>& operands, const TensorType& out) {
+  std::vector<std::shared_ptr<TensorImpl>> dense;
+  std::vector<const void*> data;
+  for (const Tensor& t : operands) {
+    const TensorImpl& in = *t.impl();
+    View v = in.view();
+    if (!v.contiguous()) {
+      dense.push_back(make_dense(in.type));
+      copy_to(v, dense.back()->view());
+      v = dense.back()->view();
+    }
+    data.push_back(v.data);
   }
   auto impl = make_dense(out);
-  sort_lines(sort_lines_for(in.type, attrs), src.data, static_cast<int64_t*>(impl->view().data));
+  void* result = impl->view().data;
+  const TensorType& t0 = operands[0].impl()->type;
+  if (op_info(k).category == OpCategory::Sort) {
+    sort_lines(sort_lines_for(t0, attrs), data[0], static_cast<int64_t*>(result));
+  } else {
+    const step::Attention a{attention_shape(t0, operands[1].impl()->type, operands[2].impl()->type, attrs),
+                            k == OpKind::attention_grad ? int(attrs.i(AttrKey::which)) : -1};
+    run_attention_step(a, data.data(), result);
+  }
   return Tensor(std::move(impl));
 }
 
@@ -79,7 +92,8 @@ Tensor sort_run(const Attrs& attrs, const Tensor& x, const TensorType& out) {
 Tensor device_run(OpKind k, const Attrs& attrs, const std::vector<Tensor>& operands,
                   const TensorType& out) {
   if (out.device.is_cuda()) return cuda_run(k, attrs, operands, out);
-  if (op_info(k).category == OpCategory::Sort) return sort_run(attrs, operands[0], out);
+  if (op_info(k).category == OpCategory::Sort || op_info(k).category == OpCategory::Attention)
+    return library_run(k, attrs, operands, out);
   if (wants_compiled(k, operands, out))
     if (std::optional<Tensor> t = run_compiled(k, attrs, operands, out)) return std::move(*t);
   std::vector<View> views;

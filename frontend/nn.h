@@ -308,6 +308,19 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                   bool training = false, double momentum = 0.1, double eps = 1e-5, KILN_LOC);
 /// Rows of `weight` [V, D] at integer indices of any shape: [..., D].
 Tensor embedding(const Tensor& indices, const Tensor& weight, KILN_LOC);
+/// softmax(q k^T * scale + mask) v over the last two dims, as PyTorch's
+/// F.scaled_dot_product_attention: q [..., L, E], k [..., S, E], v [..., S, Ev]
+/// (leading dims broadcast) -> [..., L, Ev]; scale defaults to 1/sqrt(E);
+/// is_causal lets query i see keys j <= i. Without attn_mask and dropout it is
+/// one op that streams over blocks of keys (runtime/attention.h): no L x S
+/// matrix is held, forward or backward (the gradient recomputes it block by
+/// block). attn_mask (bool: true = take part; or float: added to the scores)
+/// and dropout_p > 0 use the composite of matmul, softmax and dropout, which
+/// holds the scores, as PyTorch's math kernel does.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& attn_mask = Tensor(), double dropout_p = 0.0,
+                                    bool is_causal = false, std::optional<double> scale = std::nullopt,
+                                    KILN_LOC);
 }  // namespace functional
 
 namespace utils {

@@ -40,7 +40,10 @@ namespace kiln {
   X(bucket_bytes)         \
   X(reverse)              \
   X(descending)           \
-  X(count)
+  X(count)                \
+  X(scale)                \
+  X(causal)               \
+  X(which)
 
 enum class AttrKey : uint8_t {
 #define KILN_X(n) n,

@@ -68,6 +68,8 @@ const char* category_name(OpCategory c) {
       return "Scatter";
     case OpCategory::Sort:
       return "Sort";
+    case OpCategory::Attention:
+      return "Attention";
     case OpCategory::Check:
       return "Check";
     case OpCategory::Collective:

@@ -38,6 +38,7 @@ enum class OpCategory : uint8_t {
   Gather,
   Scatter,
   Sort,
+  Attention,
   Check,
   Collective,
   Custom

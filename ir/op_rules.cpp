@@ -152,6 +152,53 @@ Shape shape_scatter(OpKind, Types in, const Attrs&) {
   return in[0].shape;
 }
 
+// attention(q, k, v) and attention_grad(q, k, v, out, g): float operands of one
+// dtype and rank >= 2, equal leading dims, k and v with one length, q and k one
+// width; out [.., L, Ev] and g its gradient. The result is attention's output,
+// or the gradient of the operand `which` names.
+void check_attention(Types in) {
+  const TensorType &q = in[0], &k = in[1], &v = in[2];
+  KILN_CHECK(is_floating(q.dtype), "expected floating-point q, k and v, got ", dtype_name(q.dtype));
+  for (size_t i = 1; i < in.size(); ++i)
+    KILN_CHECK(in[i].dtype == q.dtype, "expected operands of q's dtype ", dtype_name(q.dtype), ", got ",
+               dtype_name(in[i].dtype));
+  const int64_t r = q.rank();
+  KILN_CHECK(r >= 2 && k.rank() == r && v.rank() == r, "expected q, k and v of one rank >= 2, got ",
+             shape_str(q.shape), ", ", shape_str(k.shape), " and ", shape_str(v.shape));
+  for (int64_t i = 0; i + 2 < r; ++i)
+    KILN_CHECK(k.shape[size_t(i)] == q.shape[size_t(i)] && v.shape[size_t(i)] == q.shape[size_t(i)],
+               "expected q, k and v with equal leading dims, got ", shape_str(q.shape), ", ", shape_str(k.shape),
+               " and ", shape_str(v.shape));
+  KILN_CHECK(k.shape[size_t(r - 1)] == q.shape[size_t(r - 1)], "expected k as wide as q (",
+             q.shape[size_t(r - 1)], "), got ", shape_str(k.shape));
+  KILN_CHECK(v.shape[size_t(r - 2)] == k.shape[size_t(r - 2)], "expected v as long as k (",
+             k.shape[size_t(r - 2)], "), got ", shape_str(v.shape));
+}
+Shape attention_out(Types in) {
+  Shape s = in[0].shape;
+  s.back() = in[2].shape.back();
+  return s;
+}
+DType dtype_attention(OpKind k, Types in, const Attrs& a) {
+  check_attention(in);
+  (void)a.f(AttrKey::scale);
+  (void)a.i(AttrKey::causal);
+  if (k == OpKind::attention_grad) {
+    const int64_t which = a.i(AttrKey::which);
+    KILN_CHECK(which >= 0 && which <= 2, "expected which in 0..2 (q, k or v), got ", which);
+    KILN_CHECK(in[3].shape == attention_out(in) && in[4].shape == attention_out(in),
+               "expected the output and its gradient of shape ", shape_str(attention_out(in)), ", got ",
+               shape_str(in[3].shape), " and ", shape_str(in[4].shape));
+  }
+  return in[0].dtype;
+}
+Shape shape_attention(OpKind, Types in, const Attrs&) {
+  return attention_out(in);
+}
+Shape shape_attention_grad(OpKind, Types in, const Attrs& a) {
+  return in[size_t(a.i(AttrKey::which))].shape;
+}
+
 // argsort: `dim` names a dim (any for a scalar, a line of one), `count` is in
 // [0, size of dim]; int64 positions, `count` of them along dim.
 DType dtype_sort(OpKind, Types in, const Attrs& a) {

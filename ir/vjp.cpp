@@ -281,6 +281,26 @@ Grads vjp_logcumsumexp(Builder& b, const Node& n, Value out, Value g, const Need
   });
 }
 
+// Attention's gradients are attention_grad nodes, which recompute the
+// probabilities from q, k and v (runtime/attention.h); they have no gradient of
+// their own, so a second derivative through attention is an error, not zero.
+Grads vjp_attention(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  Grads grads;
+  for (int64_t which = 0; which < 3; ++which)
+    grads.push_back(grad_for(b, n, needs, size_t(which), [&](Value) {
+      Attrs a = n.attrs;
+      a.set(AttrKey::which, which);
+      return b.op(OpKind::attention_grad, {n.operands[0], n.operands[1], n.operands[2], out, g}, a);
+    }));
+  return grads;
+}
+
+Grads vjp_attention_grad(Builder&, const Node& n, Value, Value, const Needs&) {
+  throw Error("scaled_dot_product_attention: second derivatives (a gradient of its gradient) are not "
+              "supported; compose the attention from matmul and softmax to take them",
+              n.loc);
+}
+
 // gather and scatter_add are each other's gradient: gather's x gets the output
 // gradient added back at the gathered positions (duplicates add up); scatter_add's
 // base gets the gradient as it is, its source the gradient at the scattered positions.

@@ -50,6 +50,7 @@ Role role_of(OpKind k) {
     case OpCategory::Custom:
     case OpCategory::Check:
     case OpCategory::Sort:
+    case OpCategory::Attention:
     case OpCategory::Collective:
       return Role::Opaque;
     case OpCategory::Creation:

@@ -270,6 +270,21 @@ void execute_cuda_plan(const Plan& plan, void* const* args, void* const* params,
         cuda::copy_to_host(host.data(), src, host.size(), device);
         check_values_step(*c, host.data(), in.type);
         cuda::copy_device(ptr[static_cast<size_t>(step.slots[1])], src, host.size(), device);
+      } else if (const auto* a = std::get_if<step::Attention>(&step.what)) {
+        // The attention library runs on the host: operands to host memory, the result back.
+        std::vector<std::vector<char>> host(step.slots.size());
+        const void* in[5];
+        for (size_t i = 0; i < step.slots.size(); ++i) {
+          const PlanSlot& slot = plan.slots[static_cast<size_t>(step.slots[i])];
+          host[i].resize(static_cast<size_t>(slot.bytes()));
+          if (i + 1 < step.slots.size()) {
+            cuda::copy_to_host(host[i].data(), ptr[static_cast<size_t>(step.slots[i])], host[i].size(), device);
+            in[i] = host[i].data();
+          }
+        }
+        run_attention_step(*a, in, host.back().data());
+        cuda::copy_to_device(ptr[static_cast<size_t>(step.slots.back())], host.back().data(), host.back().size(),
+                             device);
       } else if (const auto* s = std::get_if<step::Sort>(&step.what)) {
         // The library sort runs on the host: in to host memory, positions back.
         const PlanSlot& in = plan.slots[static_cast<size_t>(step.slots[0])];

@@ -95,6 +95,10 @@ void execute_cpu_plan(const Plan& plan, void* const* args, void* const* params,
         check_values_step(*c, ptr[step.slots[0]], in.type);
         if (ptr[step.slots[1]] != ptr[step.slots[0]])
           std::memcpy(ptr[step.slots[1]], ptr[step.slots[0]], static_cast<size_t>(in.bytes()));
+      } else if (const auto* a = std::get_if<step::Attention>(&step.what)) {
+        const void* in[5];
+        for (size_t i = 0; i + 1 < step.slots.size(); ++i) in[i] = ptr[step.slots[i]];
+        run_attention_step(*a, in, ptr[step.slots.back()]);
       } else if (const auto* s = std::get_if<step::Sort>(&step.what)) {
         sort_lines(s->lines, ptr[step.slots[0]], static_cast<int64_t*>(ptr[step.slots[1]]));
       } else if (const auto* s = std::get_if<step::CollectiveStart>(&step.what)) {
@@ -183,6 +187,13 @@ void CollectiveRuns::finish() noexcept {
     }
     t.reset();
   }
+}
+
+void run_attention_step(const step::Attention& a, const void* const* in, void* out) {
+  if (a.which < 0)
+    attention_forward(a.shape, in[0], in[1], in[2], out);
+  else
+    attention_backward(a.shape, a.which, in[0], in[1], in[2], in[3], in[4], out);
 }
 
 void check_values_step(const step::ValueCheck& check, const void* in, const TensorType& type) {

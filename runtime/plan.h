@@ -18,6 +18,7 @@
 #include "ir/error.h"
 #include "ir/op.h"
 #include "runtime/collective.h"
+#include "runtime/attention.h"
 #include "runtime/sort.h"
 #include "runtime/storage.h"
 
@@ -103,6 +104,14 @@ struct Sort {
   SortLines lines;
 };
 
+/// Slots {q, k, v, out}, or {q, k, v, out, g, grad} for a gradient: the
+/// attention library step (runtime/attention.h); `which` is -1 for the forward,
+/// else the operand whose gradient it computes. On the host for both devices.
+struct Attention {
+  AttentionShape shape;
+  int which = -1;
+};
+
 /// Packs the inputs of plan.collectives[collective] and hands them to the
 /// communication thread (runtime/collective.h); the plan goes on. On a CUDA
 /// device whose communicator is NCCL they stay on the device: the call is
@@ -121,7 +130,7 @@ struct CollectiveWait {
 struct PlanStep {
   std::string name;
   std::vector<int32_t> slots;
-  std::variant<step::CpuKernel, step::CudaKernel, step::Matmul, step::ValueCheck, step::Sort,
+  std::variant<step::CpuKernel, step::CudaKernel, step::Matmul, step::ValueCheck, step::Sort, step::Attention,
                step::CollectiveStart, step::CollectiveWait>
       what;
 };
@@ -192,6 +201,10 @@ struct KeptBuffers {
 void execute_cpu_plan(const Plan& plan, void* const* args, void* const* params,
                       void* const* outputs, KeptBuffers* keep = nullptr);
 void release_kept(KeptBuffers& keep);
+
+/// Runs an Attention step on host memory: `in` holds its operands' buffers
+/// (q, k, v, and out, g for a gradient), `out` its result's (both executors).
+void run_attention_step(const step::Attention& a, const void* const* in, void* out);
 
 /// Runs a ValueCheck step on host memory: checks `in` (a dense buffer of
 /// `type`), attaching the step's location to the error (both executors).

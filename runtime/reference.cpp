@@ -129,6 +129,9 @@ void reference_kernel(OpKind k, const Attrs& attrs, std::span<const View> inputs
     case OpCategory::Sort:
       expect(1);
       return detail::ref_argsort(attrs, inputs[0], out);
+    case OpCategory::Attention:
+      expect(static_cast<size_t>(info.arity));
+      return detail::ref_attention(k, attrs, inputs, out);
     case OpCategory::Check:
       expect(1);
       check_values(k, attrs, inputs[0]);

@@ -2,6 +2,8 @@
 // by reference_kernel (reference.cpp) after it has checked operand counts.
 #pragma once
 
+#include <span>
+
 #include "ir/attrs.h"
 #include "ir/op.h"
 #include "runtime/storage.h"
@@ -21,6 +23,7 @@ void ref_movement(OpKind k, const Attrs& attrs, const View& in, const View& out)
 /// cumsum, cumprod, logcumsumexp along attrs.dim (from the end when attrs.reverse).
 void ref_scan(OpKind k, const Attrs& attrs, const View& in, const View& out);
 /// gather(x, index) {dim}.
+void ref_attention(OpKind k, const Attrs& attrs, std::span<const View> in, const View& out);
 void ref_argsort(const Attrs& attrs, const View& in, const View& out);
 void ref_gather(const Attrs& attrs, const View& x, const View& index, const View& out);
 /// scatter_add(base, index, src) {dim}.

@@ -296,6 +296,21 @@ std::vector<Case> matmul_cases() {
       Case{"attention softmax(q k^T) v",
            {in({4, 3}), in({5, 3}), in({5, 2})},
            [](V v) { return (v[0].matmul(v[1].t()) / std::sqrt(3.0)).softmax(-1).matmul(v[2]); }},
+      // The attention op (runtime/attention.h streams over key blocks): heads
+      // sharing k and v, causal, rows longer than a block; and the mask path.
+      Case{"scaled_dot_product_attention, causal, heads sharing k and v",
+           {in({2, 3, 70, 4}), in({2, 1, 140, 4}), in({2, 1, 140, 3})},
+           [](V v) {
+             using nn::functional::scaled_dot_product_attention;
+             return scaled_dot_product_attention(v[0], v[1], v[2], {}, 0.0, true) +
+                    scaled_dot_product_attention(v[0], v[1] * 2, v[2], {}, 0.0, false, 0.3).exp();
+           }},
+      Case{"scaled_dot_product_attention with a bool mask",
+           {in({5, 3}), in({6, 3}), in({6, 2})},
+           [](V v) {
+             const Tensor keep = (arange(6).unsqueeze(0) + arange(5).unsqueeze(1)).remainder(3) != 1;
+             return nn::functional::scaled_dot_product_attention(v[0], v[1], v[2], keep);
+           }},
   };
 }
 

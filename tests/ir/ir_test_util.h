@@ -63,6 +63,12 @@ inline Graph every_op_graph() {
     (void)b.op(k, {x}, Attrs{{AttrKey::dim, int64_t{1}}, {AttrKey::reverse, int64_t{k == OpKind::cumprod}}});
   (void)b.op(OpKind::argsort, {x},
              Attrs{{AttrKey::dim, int64_t{1}}, {AttrKey::descending, int64_t{1}}, {AttrKey::count, int64_t{2}}});
+  {
+    const Value q = b.op(OpKind::reshape, {x}, Attrs{{AttrKey::shape, b.type(x).shape}});
+    const Attrs att{{AttrKey::scale, 0.5}, {AttrKey::causal, int64_t{0}}, {AttrKey::which, int64_t{1}}};
+    const Value o = b.op(OpKind::attention, {q, q, q}, att);
+    (void)b.op(OpKind::attention_grad, {q, q, q, o, o}, att);
+  }
   Value picked = b.op(OpKind::gather, {x, ints}, Attrs{{AttrKey::dim, int64_t{0}}});
   (void)b.op(OpKind::scatter_add, {x, ints, picked}, Attrs{{AttrKey::dim, int64_t{-1}}});
   for (OpKind k : {OpKind::all_reduce, OpKind::all_gather, OpKind::reduce_scatter, OpKind::broadcast})

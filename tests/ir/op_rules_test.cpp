@@ -180,6 +180,20 @@ std::vector<Case> cases() {
   c.push_back({OpKind::argsort, {ty(DType::f32, {})}, sorted(0, 1), ty(DType::i64, {})});
   c.push_back({OpKind::argsort, {f23}, sorted(1, 4), {}, "expected a count in [0, 3] (the size of dim 1), got 4"});
   c.push_back({OpKind::argsort, {f23}, sorted(2, 1), {}, "out of range"});
+  // attention: [.., L, E] x [.., S, E] x [.., S, Ev] -> [.., L, Ev]; its gradient has its operand's shape.
+  const Attrs att{{AttrKey::scale, 0.5}, {AttrKey::causal, int64_t{1}}};
+  const TensorType aq = ty(DType::f32, {2, 4, 3}), ak = ty(DType::f32, {2, 5, 3}), av = ty(DType::f32, {2, 5, 6}),
+                   ao = ty(DType::f32, {2, 4, 6});
+  c.push_back({OpKind::attention, {aq, ak, av}, att, ao});
+  c.push_back({OpKind::attention, {aq, aq, av}, att, {}, "expected v as long as k (4), got [2,5,6]"});
+  c.push_back({OpKind::attention, {aq, ty(DType::f32, {2, 5, 2}), av}, att, {}, "expected k as wide as q (3)"});
+  c.push_back({OpKind::attention, {ty(DType::i64, {2, 4, 3}), ak, av}, att, {}, "expected floating-point q"});
+  c.push_back({OpKind::attention, {aq, ty(DType::f32, {3, 5, 3}), av}, att, {}, "equal leading dims"});
+  Attrs grad_k = att;
+  grad_k.set(AttrKey::which, int64_t{1});
+  c.push_back({OpKind::attention_grad, {aq, ak, av, ao, ao}, grad_k, ak});
+  grad_k.set(AttrKey::which, int64_t{3});
+  c.push_back({OpKind::attention_grad, {aq, ak, av, ao, ao}, grad_k, {}, "expected which in 0..2"});
   const Attrs divisor{{AttrKey::name, std::string("fmod")}};
   c.push_back({OpKind::check_nonzero, {i23}, divisor, i23});
   c.push_back({OpKind::check_nonzero, {f23}, divisor, {}, "expected an integer divisor, got f32"});

@@ -73,6 +73,11 @@ Case tiny_case(OpKind k) {
       return {{x, arr(DType::i64, {2, 2}, {1, 0, 1, 1})}, Attrs{{AttrKey::dim, int64_t{0}}}};
     case OpCategory::Scatter:
       return {{x, arr(DType::i64, {2, 3}, {1, 0, 1, 1, 1, 0}), x}, Attrs{{AttrKey::dim, int64_t{0}}}};
+    case OpCategory::Attention: {
+      Attrs a{{AttrKey::scale, 0.5}, {AttrKey::causal, int64_t{1}}, {AttrKey::which, int64_t{0}}};
+      if (k == OpKind::attention) return {{x, x, x}, a};
+      return {{x, x, x, x, x}, a};
+    }
     case OpCategory::Sort:
       return {{x}, Attrs{{AttrKey::dim, int64_t{1}}, {AttrKey::descending, int64_t{0}}, {AttrKey::count, int64_t{2}}}};
     case OpCategory::Check:  // indices in [0, 6), none of them zero

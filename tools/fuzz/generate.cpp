@@ -392,7 +392,9 @@ class Generator {
       case 14: {
         // All (a sort) or the first few (topk) of dim d0 in order.
         const int64_t size = s[static_cast<size_t>(d0)];
-        const int64_t count = r_.chance(0.5) ? size : r_.below(size + 1);
+        if (size == 0) return false;
+        // At least one: the generator never makes a dim of size 0.
+        const int64_t count = r_.chance(0.5) ? size : 1 + r_.below(size);
         Shape out = s;
         out[static_cast<size_t>(d0)] = count;
         push(Instr{Op::sort_values, {a}, {spelled(d0, rank), count}, r_.chance(0.5) ? 1.0 : 0.0}, fresh(out, b));

@@ -1,0 +1,239 @@
+// The attention library step (runtime/attention.h). For a block of query rows
+// and each block of keys: S = scale * Q K^T (a GEMM), the causal mask, then the
+// online softmax: m' = max(m, rowmax S), acc *= exp(m - m'), P = exp(S - m'),
+// l = l * exp(m - m') + rowsum P, acc += P V (a GEMM); out = acc / l. Blocks of
+// keys wholly after a causal row block are skipped. The gradient, with
+// lse_i = m_i + log l_i and D_i = g_i . out_i per query row:
+//   P = exp(S - lse), dP = g V^T, dS = P * (dP - D),
+//   dq = scale * dS K (by query blocks), dk = scale * dS^T Q and dv = P^T g
+//   (by key blocks, each summing over every query block).
+// Work is split over (batch, row block) pairs across the thread pool; the GEMMs
+// are OpenBLAS's, single-threaded inside each task.
+#include "runtime/attention.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "ir/error.h"
+#include "runtime/thread_pool.h"
+
+namespace kiln {
+namespace {
+
+constexpr int64_t kRows = 64;   // query (or key) rows per task
+constexpr int64_t kKeys = 128;  // keys (or queries) per inner block
+
+// c (m x n, ldc) = alpha * op(a) op(b) + beta * c, row-major.
+template <class T>
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
+          const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  const auto A = ta ? CblasTrans : CblasNoTrans, B = tb ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, A, B, blasint(m), blasint(n), blasint(k), alpha, a, blasint(lda), b,
+                blasint(ldb), beta, c, blasint(ldc));
+  else
+    cblas_dgemm(CblasRowMajor, A, B, blasint(m), blasint(n), blasint(k), alpha, a, blasint(lda), b,
+                blasint(ldb), beta, c, blasint(ldc));
+}
+
+template <class T>
+struct Heads {
+  const AttentionShape& s;
+  const T *q, *k, *v;
+  const T* Q(int64_t b) const { return q + b * s.tq * s.d; }
+  const T* K(int64_t b) const { return k + b * s.tk * s.d; }
+  const T* V(int64_t b) const { return v + b * s.tk * s.dv; }
+  // Keys [0, key_end(i1)) can be seen by query rows < i1.
+  int64_t key_end(int64_t i1) const { return s.causal ? std::min(s.tk, i1) : s.tk; }
+  // S (rows x keys, ld kKeys) = scale * Q[i0:i0+rows] K[j0:j0+keys]^T, masked.
+  void scores(int64_t b, int64_t i0, int64_t rows, int64_t j0, int64_t keys, T* S) const {
+    gemm<T>(false, true, rows, keys, s.d, T(s.scale), Q(b) + i0 * s.d, s.d, K(b) + j0 * s.d, s.d,
+            T(0), S, kKeys);
+    if (!s.causal) return;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = std::max<int64_t>(0, i0 + r + 1 - j0); c < keys; ++c)
+        S[r * kKeys + c] = -std::numeric_limits<T>::infinity();
+  }
+  // Each row's log-sum-exp over the keys it sees (the forward's m + log l).
+  void lse(int64_t b, int64_t i0, int64_t rows, T* S, T* out) const {
+    std::vector<T> m(size_t(rows), -std::numeric_limits<T>::infinity()), l(size_t(rows), T(0));
+    for (int64_t j0 = 0; j0 < key_end(i0 + rows); j0 += kKeys) {
+      const int64_t keys = std::min(kKeys, s.tk - j0);
+      scores(b, i0, rows, j0, keys, S);
+      for (int64_t r = 0; r < rows; ++r) {
+        T* row = S + r * kKeys;
+        const T mx = std::max(m[size_t(r)], *std::max_element(row, row + keys));
+        if (mx == -std::numeric_limits<T>::infinity()) continue;
+        T sum = l[size_t(r)] * std::exp(m[size_t(r)] - mx);
+        for (int64_t c = 0; c < keys; ++c) sum += std::exp(row[c] - mx);
+        m[size_t(r)] = mx;
+        l[size_t(r)] = sum;
+      }
+    }
+    for (int64_t r = 0; r < rows; ++r) out[r] = m[size_t(r)] + std::log(l[size_t(r)]);
+  }
+};
+
+template <class T>
+void forward(const AttentionShape& s, const T* q, const T* k, const T* v, T* out) {
+  const Heads<T> h{s, q, k, v};
+  const int64_t blocks = (s.tq + kRows - 1) / kRows;
+  parallel_for(s.batch * blocks, 1, [&](int64_t t0, int64_t t1) {
+    std::vector<T> S(static_cast<size_t>(kRows * kKeys)), acc(static_cast<size_t>(kRows * s.dv)),
+        m(static_cast<size_t>(kRows)), l(static_cast<size_t>(kRows));
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t b = t / blocks, i0 = t % blocks * kRows, rows = std::min(kRows, s.tq - i0);
+      std::fill(acc.begin(), acc.end(), T(0));
+      std::fill(m.begin(), m.end(), -std::numeric_limits<T>::infinity());
+      std::fill(l.begin(), l.end(), T(0));
+      for (int64_t j0 = 0; j0 < h.key_end(i0 + rows); j0 += kKeys) {
+        const int64_t keys = std::min(kKeys, s.tk - j0);
+        h.scores(b, i0, rows, j0, keys, S.data());
+        for (int64_t r = 0; r < rows; ++r) {
+          T* row = S.data() + r * kKeys;
+          const T mx = std::max(m[size_t(r)], *std::max_element(row, row + keys));
+          if (mx == -std::numeric_limits<T>::infinity()) {  // nothing seen yet
+            std::fill(row, row + keys, T(0));
+            continue;
+          }
+          const T fade = std::exp(m[size_t(r)] - mx);
+          T sum = T(0);
+          for (int64_t c = 0; c < keys; ++c) sum += row[c] = std::exp(row[c] - mx);
+          l[size_t(r)] = l[size_t(r)] * fade + sum;
+          m[size_t(r)] = mx;
+          if (fade != T(1))
+            for (int64_t c = 0; c < s.dv; ++c) acc[size_t(r * s.dv + c)] *= fade;
+        }
+        gemm<T>(false, false, rows, s.dv, keys, T(1), S.data(), kKeys, h.V(b) + j0 * s.dv, s.dv,
+                T(1), acc.data(), s.dv);
+      }
+      T* o = out + (b * s.tq + i0) * s.dv;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < s.dv; ++c)
+          o[r * s.dv + c] = acc[size_t(r * s.dv + c)] / l[size_t(r)];
+    }
+  });
+}
+
+template <class T>
+void backward(const AttentionShape& s, int which, const T* q, const T* k, const T* v, const T* out,
+              const T* g, T* grad) {
+  const Heads<T> h{s, q, k, v};
+  // Per query row: lse and D = g . out, for every row (the key-block tasks read all).
+  std::vector<T> lse(size_t(s.batch * s.tq)), D(size_t(s.batch * s.tq));
+  const int64_t qblocks = (s.tq + kRows - 1) / kRows;
+  parallel_for(s.batch * qblocks, 1, [&](int64_t t0, int64_t t1) {
+    std::vector<T> S(static_cast<size_t>(kRows * kKeys));
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t b = t / qblocks, i0 = t % qblocks * kRows, rows = std::min(kRows, s.tq - i0);
+      h.lse(b, i0, rows, S.data(), lse.data() + b * s.tq + i0);
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t i = b * s.tq + i0 + r;
+        T sum = T(0);
+        for (int64_t c = 0; c < s.dv; ++c) sum += g[i * s.dv + c] * out[i * s.dv + c];
+        D[size_t(i)] = sum;
+      }
+    }
+  });
+  // P and dS for query rows [i0, i0+rows) and keys [j0, j0+keys) (ld kKeys).
+  auto probs = [&](int64_t b, int64_t i0, int64_t rows, int64_t j0, int64_t keys, T* P, T* dS) {
+    h.scores(b, i0, rows, j0, keys, P);
+    gemm<T>(false, true, rows, keys, s.dv, T(1), g + (b * s.tq + i0) * s.dv, s.dv,
+            h.V(b) + j0 * s.dv, s.dv, T(0), dS, kKeys);
+    for (int64_t r = 0; r < rows; ++r) {
+      const T L = lse[size_t(b * s.tq + i0 + r)], Dr = D[size_t(b * s.tq + i0 + r)];
+      for (int64_t c = 0; c < keys; ++c) {
+        T& p = P[r * kKeys + c];
+        p = p == -std::numeric_limits<T>::infinity() ? T(0) : std::exp(p - L);
+        dS[r * kKeys + c] = p * (dS[r * kKeys + c] - Dr);
+      }
+    }
+  };
+  if (which == 0) {  // dq, by query blocks
+    parallel_for(s.batch * qblocks, 1, [&](int64_t t0, int64_t t1) {
+      std::vector<T> P(static_cast<size_t>(kRows * kKeys)), dS(static_cast<size_t>(kRows * kKeys));
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t b = t / qblocks, i0 = t % qblocks * kRows, rows = std::min(kRows, s.tq - i0);
+        T* dq = grad + (b * s.tq + i0) * s.d;
+        std::fill(dq, dq + rows * s.d, T(0));
+        for (int64_t j0 = 0; j0 < h.key_end(i0 + rows); j0 += kKeys) {
+          const int64_t keys = std::min(kKeys, s.tk - j0);
+          probs(b, i0, rows, j0, keys, P.data(), dS.data());
+          gemm<T>(false, false, rows, s.d, keys, T(s.scale), dS.data(), kKeys, h.K(b) + j0 * s.d,
+                  s.d, T(1), dq, s.d);
+        }
+      }
+    });
+    return;
+  }
+  // dk or dv, by key blocks of kKeys, over every query block that sees them.
+  const int64_t kblocks = (s.tk + kKeys - 1) / kKeys;
+  const int64_t width = which == 1 ? s.d : s.dv;
+  parallel_for(s.batch * kblocks, 1, [&](int64_t t0, int64_t t1) {
+    std::vector<T> P(static_cast<size_t>(kRows * kKeys)), dS(static_cast<size_t>(kRows * kKeys));
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t b = t / kblocks, j0 = t % kblocks * kKeys, keys = std::min(kKeys, s.tk - j0);
+      T* dx = grad + (b * s.tk + j0) * width;
+      std::fill(dx, dx + keys * width, T(0));
+      for (int64_t i0 = s.causal ? j0 / kRows * kRows : 0; i0 < s.tq; i0 += kRows) {
+        const int64_t rows = std::min(kRows, s.tq - i0);
+        probs(b, i0, rows, j0, keys, P.data(), dS.data());
+        if (which == 1)
+          gemm<T>(true, false, keys, s.d, rows, T(s.scale), dS.data(), kKeys, h.Q(b) + i0 * s.d,
+                  s.d, T(1), dx, s.d);
+        else
+          gemm<T>(true, false, keys, s.dv, rows, T(1), P.data(), kKeys, g + (b * s.tq + i0) * s.dv,
+                  s.dv, T(1), dx, s.dv);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+AttentionShape attention_shape(const TensorType& q, const TensorType& k, const TensorType& v,
+                               const Attrs& attrs) {
+  AttentionShape s;
+  s.dtype = q.dtype;
+  const int64_t r = q.rank();
+  KILN_CHECK(r >= 2 && k.rank() == r && v.rank() == r, "internal: attention operands of rank ", r);
+  for (int64_t i = 0; i + 2 < r; ++i) s.batch *= q.shape[size_t(i)];
+  s.tq = q.shape[size_t(r - 2)];
+  s.d = q.shape[size_t(r - 1)];
+  s.tk = k.shape[size_t(r - 2)];
+  s.dv = v.shape[size_t(r - 1)];
+  s.scale = attrs.f(AttrKey::scale);
+  s.causal = attrs.i(AttrKey::causal) != 0;
+  return s;
+}
+
+void attention_forward(const AttentionShape& s, const void* q, const void* k, const void* v,
+                       void* out) {
+  if (s.batch * s.tq * s.dv == 0) return;
+  if (s.dtype == DType::f32)
+    return forward(s, static_cast<const float*>(q), static_cast<const float*>(k),
+                   static_cast<const float*>(v), static_cast<float*>(out));
+  KILN_CHECK(s.dtype == DType::f64, "internal: attention of ", dtype_name(s.dtype));
+  forward(s, static_cast<const double*>(q), static_cast<const double*>(k),
+          static_cast<const double*>(v), static_cast<double*>(out));
+}
+
+void attention_backward(const AttentionShape& s, int which, const void* q, const void* k,
+                        const void* v, const void* out, const void* g, void* grad) {
+  if (s.dtype == DType::f32)
+    return backward(s, which, static_cast<const float*>(q), static_cast<const float*>(k),
+                    static_cast<const float*>(v), static_cast<const float*>(out),
+                    static_cast<const float*>(g), static_cast<float*>(grad));
+  KILN_CHECK(s.dtype == DType::f64, "internal: attention of ", dtype_name(s.dtype));
+  backward(s, which, static_cast<const double*>(q), static_cast<const double*>(k),
+           static_cast<const double*>(v), static_cast<const double*>(out),
+           static_cast<const double*>(g), static_cast<double*>(grad));
+}
+
+}  // namespace kiln

@@ -1,0 +1,70 @@
+// The attention library step (runtime/attention.h) against its oracle, the
+// reference kernels (one query row at a time with its whole row of scores, in
+// double): the output and each gradient, f32 and f64, causal or not, query and
+// key lengths that are not multiples of the blocks, L != S, E != Ev, batches.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <random>
+
+#include "runtime/attention.h"
+#include "runtime_test_util.h"
+
+using namespace kiln;
+using namespace kiln::test;
+
+namespace {
+
+Arr randoms(DType dt, const Shape& shape, std::mt19937& rng) {
+  std::normal_distribution<double> n(0, 1);
+  std::vector<double> v(static_cast<size_t>(numel(shape)));
+  for (double& x : v) x = n(rng);
+  return arr(dt, shape, v);
+}
+
+}  // namespace
+
+TEST_CASE("the streaming attention step equals the reference kernels, forward and every gradient") {
+  std::mt19937 rng(7);
+  struct Size {
+    int64_t batch, L, S, E, Ev;
+  };
+  const Size sizes[] = {
+      {1, 5, 7, 3, 2}, {2, 70, 130, 8, 5}, {3, 200, 200, 16, 16}, {1, 129, 64, 4, 6}};
+  for (DType dt : {DType::f32, DType::f64})
+    for (const Size& z : sizes)
+      for (bool causal : {false, true}) {
+        CAPTURE(dtype_name(dt));
+        CAPTURE(z.L);
+        CAPTURE(z.S);
+        CAPTURE(causal);
+        const Arr q = randoms(dt, {z.batch, z.L, z.E}, rng),
+                  k = randoms(dt, {z.batch, z.S, z.E}, rng),
+                  v = randoms(dt, {z.batch, z.S, z.Ev}, rng),
+                  g = randoms(dt, {z.batch, z.L, z.Ev}, rng);
+        const Attrs attrs{{AttrKey::scale, 0.4}, {AttrKey::causal, int64_t(causal)}};
+        const AttentionShape s = attention_shape(q.type(), k.type(), v.type(), attrs);
+        const double tol = dt == DType::f32 ? 2e-5 : 1e-12;
+        Arr want = empty(dt, {z.batch, z.L, z.Ev}), got = empty(dt, want.v.shape);
+        const std::vector<View> fwd{q.v, k.v, v.v};
+        reference_kernel(OpKind::attention, attrs, fwd, want.v);
+        attention_forward(s, q.v.data, k.v.data, v.v.data, got.v.data);
+        const std::vector<double> w = values(want.v), o = values(got.v);
+        for (size_t i = 0; i < w.size(); ++i)
+          REQUIRE(std::abs(o[i] - w[i]) <= tol * (1 + std::abs(w[i])));
+        for (int which = 0; which < 3; ++which) {
+          CAPTURE(which);
+          const View& like = which == 0 ? q.v : which == 1 ? k.v : v.v;
+          Arr gw = empty(dt, like.shape), gg = empty(dt, like.shape);
+          Attrs ga = attrs;
+          ga.set(AttrKey::which, int64_t(which));
+          const std::vector<View> bwd{q.v, k.v, v.v, want.v, g.v};
+          reference_kernel(OpKind::attention_grad, ga, bwd, gw.v);
+          attention_backward(s, which, q.v.data, k.v.data, v.v.data, want.v.data, g.v.data,
+                             gg.v.data);
+          const std::vector<double> a = values(gw.v), b = values(gg.v);
+          for (size_t i = 0; i < a.size(); ++i)
+            REQUIRE(std::abs(b[i] - a[i]) <= 5 * tol * (1 + std::abs(a[i])));
+        }
+      }
+}

@@ -253,7 +253,8 @@ class Traced<R(A...)> {
   /// chrome://tracing): the trace and compile if the signature is new, the call,
   /// and one event per plan step (kernel, BLAS call, check, collective) with its
   /// bytes, flops, source lines and thread, each part of a kernel run on a pool
-  /// thread under it. Returns the call's result. See README: profiles.
+  /// thread under it (and the steps other threads ran meanwhile). Returns the
+  /// call's result. See README: profiles.
   R profile(const std::string& path, A... args) const {
     return detail::unflatten_result<R>(core_->profile(path, pack(args...)));
   }

@@ -48,7 +48,7 @@ struct TraceEvent {
   std::shared_ptr<const StepCost> cost;
 };
 
-inline constexpr size_t kMaxTraceEvents = size_t{1} << 20;
+inline constexpr size_t kMaxTraceEvents = size_t{1} << 19;
 
 /// Microseconds on the trace's clock.
 double trace_now_us();

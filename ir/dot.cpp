@@ -37,6 +37,7 @@ const char* fill(OpCategory c) {
     case OpCategory::Input:
       return "#fff2cc";
     case OpCategory::Reduce:
+    case OpCategory::Scan:
       return "#dae8fc";
     case OpCategory::Matmul:
       return "#f8cecc";
@@ -44,6 +45,7 @@ const char* fill(OpCategory c) {
       return "#eeeeee";
     case OpCategory::Gather:
     case OpCategory::Scatter:
+    case OpCategory::Sort:
       return "#e1d5e7";
     case OpCategory::Collective:
     case OpCategory::Custom:

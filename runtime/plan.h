@@ -19,6 +19,7 @@
 #include "ir/op.h"
 #include "runtime/collective.h"
 #include "runtime/profile.h"
+#include "runtime/sort.h"
 #include "runtime/storage.h"
 
 namespace kiln {
@@ -96,6 +97,13 @@ struct ValueCheck {
   SourceLoc loc;  // the user's line that recorded the check
 };
 
+/// Slots {in, out}: the sort library step (runtime/sort.h) on the dense buffer
+/// `in`, positions into `out`. On the host for both devices (a CUDA plan copies
+/// through host memory).
+struct Sort {
+  SortLines lines;
+};
+
 /// Packs the inputs of plan.collectives[collective] and hands them to the
 /// communication thread (runtime/collective.h); the plan goes on. On a CUDA
 /// device whose communicator is NCCL they stay on the device: the call is
@@ -116,7 +124,7 @@ struct PlanStep {
   std::vector<int32_t> slots;
   /// What the compiler counted for the step (profiles show it); may be null.
   std::shared_ptr<const StepCost> cost;
-  std::variant<step::CpuKernel, step::CudaKernel, step::Matmul, step::ValueCheck,
+  std::variant<step::CpuKernel, step::CudaKernel, step::Matmul, step::ValueCheck, step::Sort,
                step::CollectiveStart, step::CollectiveWait>
       what;
 };

@@ -2,8 +2,8 @@
 // or Traced::profile for one call), the executors time every plan step:
 //   - totals per step name, printed at exit by KILN_LOG=profile
 //     (plan_profile_report);
-//   - a trace: one event per step run (a kernel, a BLAS call, a check, a
-//     collective's start or wait) with its bytes, flops and source lines and the
+//   - a trace: one event per step run (a kernel, a BLAS call, a sort, a check,
+//     a collective's start or wait) with its bytes, flops and source lines and the
 //     thread it ran on, one event per part of a kernel run on a pool thread,
 //     and the traced calls and compiles around them; written as Chrome
 //     trace-event JSON, the format chrome://tracing and https://ui.perfetto.dev open.
@@ -41,7 +41,7 @@ struct TraceEvent {
   const char* cat = "step";
   double start_us = 0, dur_us = 0;  // microseconds since the trace's clock started
   uint32_t thread = 0;              // trace_thread()'s number of the thread that ran it
-  const char* what = "";            // steps: "kernel", "blas", "check", "collective"
+  const char* what = "";            // steps: "kernel", "blas", "sort", "check", "collective"
   int64_t step = -1;                // steps: the index in its plan
   int64_t begin = 0, end = 0;       // chunks: the outer-loop range; kernel steps: [0, range)
   int64_t parts = 0;                // kernel steps: parts its outer loop was split into

@@ -3,6 +3,7 @@
 // files (Traced::profile, KILN_LOG=profile).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -198,6 +199,16 @@ TEST_CASE("profile writes a trace-event file: one event per plan step, with cost
   CHECK(static_cast<int64_t>(events_of(again, "step").size()) == steps);
   CHECK(events_of(again, "compile").empty());
   CHECK(!plan_profiling());
+
+  // A sort is a library step of its own: an event of its own, named as such.
+  auto sorted = jit([](Tensor v) { return (v * 2).argsort(1); }, "sorted");
+  const std::string sort_path = (dir / "sort.json").string();
+  (void)sorted.profile(sort_path, randn({4, 100}));
+  json st = json::parse(read_text(sort_path));
+  const std::vector<json> sort_steps = events_of(st, "step");
+  CHECK(static_cast<int64_t>(sort_steps.size()) == sorted.stats().kernels);
+  CHECK(std::any_of(sort_steps.begin(), sort_steps.end(),
+                    [](const json& e) { return e.at("args").at("what") == "sort"; }));
   fs::remove_all(dir);
 }
 

@@ -12,6 +12,8 @@
 //                     calls run eagerly (counter "ready_of_first": until the last
 //                     background compile is done / the first call), or marked with
 //                     mark_dynamic (counter "first_ms": the first call, probe included).
+//   BM_CompilePerKernel  the MLP step compiled cold: each kernel's compile time by
+//                     phase (counters "<kernel>/<phase>_ms"; bench/plot.py draws them).
 //   BM_OneKernel      a one-kernel function compiled cold, per pipeline.
 //   BM_KernelSpeed    the compiled kernels' run time per pipeline, for the JIT's
 //                     workloads (fast must be no slower than full, shared templates
@@ -23,8 +25,10 @@
 
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <string>
 
+#include "codegen/compile.h"
 #include "codegen/cpu_backend.h"
 #include "frontend/settings.h"
 #include "runtime/blas.h"
@@ -173,6 +177,38 @@ BENCHMARK(BM_NewBatchSizes)
     ->Arg(kMarked)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
+
+// Compile cost per kernel: the MLP training step's graph compiled cold (no disk
+// cache, no kernel shared with another plan or within this one), every CPU
+// kernel's milliseconds by phase as counters "<kernel>/<phase>_ms" (lower,
+// irgen, optimize, machine_code, load), averaged over the iterations;
+// bench/plot.py draws them as one stacked bar per kernel.
+void BM_CompilePerKernel(benchmark::State& state) {
+  CompileSetup setup(LlvmOpt::Fast, "", /*reuse=*/false, /*share_sizes=*/false);
+  manual_seed(0);
+  auto [x, y] = batch(64);
+  const Graph g = MlpStep().step.graph(x, y, /*optimized=*/false);
+  const CompileOptions opts = compile_options();
+  std::map<std::string, CompileTimes> per_kernel;
+  for (auto _ : state) {
+    CompileReport report;
+    benchmark::DoNotOptimize(compile_graph(g, opts, &report).get());
+    for (size_t i = 0; i < report.kernels.size(); ++i)
+      if (report.artifacts[i].compile_ms > 0)
+        per_kernel[report.kernels[i].name] += report.artifacts[i].times;
+  }
+  const double n = static_cast<double>(state.iterations());
+  for (const auto& [name, t] : per_kernel) {
+    state.counters[name + "/lower_ms"] = t.lower_ms / n;
+    state.counters[name + "/irgen_ms"] = t.irgen_ms / n;
+    state.counters[name + "/optimize_ms"] = t.optimize_ms / n;
+    state.counters[name + "/machine_code_ms"] = t.machine_code_ms / n;
+    state.counters[name + "/load_ms"] = t.load_ms / n;
+  }
+  state.counters["kernels"] = static_cast<double>(per_kernel.size());
+  state.SetLabel("MLP step, cold, " + std::string(llvm_opt_name(LlvmOpt::Fast)));
+}
+BENCHMARK(BM_CompilePerKernel)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // Arg 0: pipeline.
 void BM_OneKernel(benchmark::State& state) {

@@ -67,7 +67,7 @@ void BM_Chain8(benchmark::State& state) {
   run_mode(state, chain, x, 2.0 * 4 * static_cast<double>(x.numel()));
 }
 BENCHMARK(BM_Chain8)
-    ->ArgsProduct({{1 << 20, 1 << 24}, {kEager, kUnfused, kFused}})
+    ->ArgsProduct({{1 << 16, 1 << 18, 1 << 20, 1 << 22, 1 << 24}, {kEager, kUnfused, kFused}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
@@ -118,7 +118,7 @@ void BM_SoftmaxRows(benchmark::State& state) {
   run_mode(state, [](Tensor t) { return t.softmax(1); }, x, 2.0 * 4 * static_cast<double>(x.numel()));
 }
 BENCHMARK(BM_SoftmaxRows)
-    ->ArgsProduct({{1024, 4096}, {kEager, kUnfused, kFused}})
+    ->ArgsProduct({{256, 512, 1024, 2048, 4096}, {kEager, kUnfused, kFused}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
@@ -128,7 +128,7 @@ void BM_LayerNormRows(benchmark::State& state) {
   run_mode(state, layer_norm, x, 2.0 * 4 * static_cast<double>(x.numel()));
 }
 BENCHMARK(BM_LayerNormRows)
-    ->ArgsProduct({{1024, 4096}, {kEager, kUnfused, kFused}})
+    ->ArgsProduct({{256, 1024, 4096, 16384}, {kEager, kUnfused, kFused}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 

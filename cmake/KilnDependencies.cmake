@@ -40,3 +40,6 @@ find_library(KILN_OPENBLAS_LIB NAMES openblas)
 if(NOT KILN_OPENBLAS_INCLUDE OR NOT KILN_OPENBLAS_LIB)
   message(FATAL_ERROR "Kiln needs OpenBLAS (apt-get install libopenblas-dev)")
 endif()
+
+# nlohmann-json (header only) writes the profile's trace-event files (runtime/profile.cpp).
+find_package(nlohmann_json 3 REQUIRED CONFIG)

@@ -41,6 +41,18 @@ int32_t PlanBuilder::operand_slot(Value v, bool* transposed) const {
 
 void PlanBuilder::add(PlanStep step, KernelInfo info, KernelArtifacts artifacts,
                       std::vector<Value> written) {
+  if (!step.cost) {
+    auto cost = std::make_shared<StepCost>();
+    cost->kind = group_kind_name(info.kind);
+    cost->bytes_read = info.bytes_read;
+    cost->bytes_written = info.bytes_written;
+    cost->flops = info.flops;
+    for (const std::string& s : info.sources) {
+      if (!cost->source.empty()) cost->source += ' ';
+      cost->source += s;
+    }
+    step.cost = std::move(cost);
+  }
   plan_.steps.push_back(std::move(step));
   r_.kernels.push_back(std::move(info));
   r_.artifacts.push_back(std::move(artifacts));

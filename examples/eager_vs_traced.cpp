@@ -1,6 +1,7 @@
 // Eager vs traced: one function run both ways, the IR it became, the fused
-// kernel it compiled to (dumped with LLVM IR and assembly), and the two-layer
-// net trained eagerly and as one compiled step, side by side.
+// kernel it compiled to (dumped with LLVM IR, assembly and pictures), and the
+// two-layer net trained eagerly and as one compiled step, side by side (its
+// step dumped, and profiled as a trace-event file).
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -109,7 +110,12 @@ int compiled_training(const char* dump_dir) {
     auto t0 = std::chrono::steady_clock::now();
     for (int t = warm; t < 500; ++t) last = (traced ? compiled(x, y) : step(x, y)).item<float>();
     *ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / (500 - warm);
-    if (traced) compiled.dump(dump_dir, x, y);
+    if (traced) {
+      compiled.dump(dump_dir, x, y);
+      // One more step with profiling on: a trace to open in Perfetto or chrome://tracing.
+      compiled.profile((std::filesystem::path(dump_dir) / "two_layer_step.trace.json").string(), x,
+                       y);
+    }
     return last;
   };
   double eager_ms = 0, traced_ms = 0;
@@ -119,7 +125,10 @@ int compiled_training(const char* dump_dir) {
   std::printf("traced: loss after 500 steps %.6g, %.3f ms/step (%.1fx faster)\n", traced_loss, traced_ms,
               eager_ms / traced_ms);
   std::cout << "the compiled step (forward, backward and both updates) was dumped to "
-            << (std::filesystem::path(dump_dir) / "two_layer_step").string() << "\n\n";
+            << (std::filesystem::path(dump_dir) / "two_layer_step").string()
+            << " (fused.svg: its kernels as a picture)\nand one step of it profiled to "
+            << (std::filesystem::path(dump_dir) / "two_layer_step.trace.json").string()
+            << " (open it at https://ui.perfetto.dev or chrome://tracing)\n\n";
   return 0;
 }
 

@@ -1,12 +1,24 @@
 // Dump writer (see dump.h).
 #include "frontend/dump.h"
 
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
+#include <string_view>
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "codegen/compile.h"
+#include "ir/dot.h"
 #include "ir/printer.h"
 #include "runtime/binary_io.h"
+
+extern char** environ;
 
 namespace kiln {
 namespace fs = std::filesystem;
@@ -28,9 +40,141 @@ std::string signature_dir(const std::vector<TensorType>& types) {
   return out;
 }
 
-std::string two_digits(size_t i) { return (i < 10 ? "0" : "") + std::to_string(i); }
+std::string two_digits(size_t i) {
+  std::string s = i < 10 ? "0" : "";
+  s += std::to_string(i);
+  return s;
+}
+
+std::string human_bytes(int64_t b) {
+  const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(b);
+  int u = 0;
+  while (v >= 1024 && u < 4) v /= 1024, ++u;
+  if (u == 0) return std::to_string(b) + " B";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f %s", v, unit[u]);
+  return buf;
+}
+
+std::string human_count(int64_t n) {
+  const char* unit[] = {"", "k", "M", "G", "T"};
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1000 && u < 4) v /= 1000, ++u;
+  if (u == 0) return std::to_string(n);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%s", v, unit[u]);
+  return buf;
+}
+
+// Graphviz's `dot` on the PATH, or "".
+std::string find_dot() {
+  const char* path = std::getenv("PATH");
+  std::string_view rest = path ? path : "";
+  while (true) {
+    const size_t colon = rest.find(':');
+    const std::string dir(rest.substr(0, colon));
+    const std::string candidate = (dir.empty() ? std::string(".") : dir) + "/dot";
+    if (::access(candidate.c_str(), X_OK) == 0 && fs::is_regular_file(candidate)) return candidate;
+    if (colon == std::string_view::npos) return "";
+    rest.remove_prefix(colon + 1);
+  }
+}
 
 }  // namespace
+
+std::string render_svg(const std::string& dot_path, std::string* why) {
+  static const std::string dot = find_dot();
+  if (dot.empty()) {
+    *why = "Graphviz's dot is not installed (apt-get install graphviz)";
+    return "";
+  }
+  int out[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) {
+    *why = "no pipe for dot";
+    return "";
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  posix_spawn_file_actions_addclose(&fa, out[0]);
+  posix_spawn_file_actions_addclose(&fa, out[1]);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  std::vector<std::string> args = {dot, "-Tsvg", dot_path};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = ::posix_spawn(&pid, dot.c_str(), &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(out[1]);
+  std::string svg;
+  if (rc == 0) {
+    char buf[1 << 16];
+    ssize_t n;
+    while ((n = ::read(out[0], buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR))
+      if (n > 0) svg.append(buf, static_cast<size_t>(n));
+  }
+  ::close(out[0]);
+  if (rc != 0) {
+    *why = "dot did not start";
+    return "";
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || svg.empty()) {
+    *why = "dot failed on " + dot_path;
+    return "";
+  }
+  return svg;
+}
+
+std::string write_picture(const std::string& stem, const std::string& dot, size_t nodes) {
+  const std::string name = fs::path(stem).filename().string();
+  io::write_file_durable(stem + ".dot", dot);
+  if (nodes > kMaxRenderedNodes)
+    return name + ".dot (no svg: " + std::to_string(nodes) + " nodes, more than " +
+           std::to_string(kMaxRenderedNodes) + "; run dot -Tsvg yourself)";
+  std::string why;
+  const std::string svg = render_svg(stem + ".dot", &why);
+  if (svg.empty()) return name + ".dot (no svg: " + why + ")";
+  io::write_file_durable(stem + ".svg", svg);
+  return name + ".svg";
+}
+
+std::string kernels_dot(const CompileReport& r, const std::string& title) {
+  DotOptions o;
+  o.title = title;
+  for (const KernelInfo& k : r.kernels) {
+    DotCluster c;
+    c.name = k.name;
+    c.detail = std::string(group_kind_name(k.kind)) + ": reads " + human_bytes(k.bytes_read) +
+               ", writes " + human_bytes(k.bytes_written) + ", " + human_count(k.flops) + " flops";
+    c.nodes = k.nodes;
+    o.clusters.push_back(std::move(c));
+  }
+  return graph_dot(r.optimized, o);
+}
+
+std::string write_graph_pictures(const std::string& dir, const std::string& title,
+                                 const Graph& traced, const CompileReport& r) {
+  const fs::path root(dir);
+  DotOptions o;
+  o.title = title + ": as traced (" + std::to_string(traced.size()) + " nodes)";
+  std::string line =
+      "pictures: " + write_picture((root / "traced").string(), graph_dot(traced, o), traced.size());
+  o.title = title + ": after the passes (" + std::to_string(r.optimized.size()) + " nodes)";
+  line += ' ';
+  line +=
+      write_picture((root / "optimized").string(), graph_dot(r.optimized, o), r.optimized.size());
+  const std::string fused_title = title + ": " + std::to_string(r.kernels.size()) + " plan step" +
+                                  (r.kernels.size() == 1 ? "" : "s") + ", one box each";
+  line += ' ';
+  line += write_picture((root / "fused").string(), kernels_dot(r, fused_title), r.optimized.size());
+  return line;
+}
 
 std::string write_dump(const std::string& dir, const std::string& function, const Graph& traced,
                        const CompileReport& r, const std::vector<TensorType>& arg_types) {
@@ -80,6 +224,10 @@ std::string write_dump(const std::string& dir, const std::string& function, cons
     if (!a.cuda_source.empty()) io::write_file_durable((kd / (info.name + ".cu")).string(), a.cuda_source);
     if (!a.ptx.empty()) io::write_file_durable((kd / (info.name + ".ptx")).string(), a.ptx);
   }
+  std::string title = function + "(";
+  for (size_t i = 0; i < arg_types.size(); ++i) title += (i ? ", " : "") + arg_types[i].str();
+  title += ")";
+  sum << "\n" << write_graph_pictures(root.string(), title, traced, r) << "\n";
   io::write_file_durable((root / "summary.txt").string(), sum.str());
   return root.string();
 }

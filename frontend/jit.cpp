@@ -17,16 +17,18 @@
 #include "frontend/autograd.h"
 #include "frontend/device_ops.h"
 #include "frontend/dump.h"
+#include "frontend/function.h"
 #include "frontend/jit_entry.h"
 #include "frontend/run_plan.h"
 #include "frontend/serialize.h"
 #include "frontend/settings.h"
-#include "frontend/function.h"
 #include "frontend/tensor_impl.h"
 #include "frontend/trace_state.h"
 #include "passes/autodiff.h"
 #include "passes/graph_copy.h"
+#include "runtime/binary_io.h"
 #include "runtime/interpreter.h"
+#include "runtime/profile.h"
 #include "runtime/reference.h"
 
 namespace kiln {
@@ -472,6 +474,7 @@ void split_for_backward(TraceState& st, TracedCore::Entry& e, const std::vector<
 }  // namespace
 
 std::unique_ptr<TracedCore::Entry> TracedCore::trace(const TraceArgs& args) {
+  TraceSpan span("trace", "trace " + name_);
   auto e = std::make_unique<Entry>();
   for (const Tensor& t : args.tensors) {
     e->types.push_back(t.impl()->type);
@@ -544,7 +547,10 @@ std::string compile_entry(TracedCore::Entry& e, const CompileOptions& opts,
                           const std::shared_ptr<TracedCore::StatsCell>& stats, const std::string& name) {
   const auto t0 = std::chrono::steady_clock::now();
   e.report = std::make_unique<CompileReport>();
-  e.plan = compile_graph(e.traced, opts, e.report.get());
+  {
+    TraceSpan span("compile", "compile " + name);
+    e.plan = compile_graph(e.traced, opts, e.report.get());
+  }
   const double compile_ms = ms_since(t0);
   stats->add_compile(*e.report, e.plan->steps.size(), compile_ms);
   // The backward compiles when a backward() first reaches the call: a training
@@ -791,6 +797,26 @@ void TracedCore::save(const std::string& path, const TraceArgs& args) {
   SaveOptions so;
   so.name = name_;
   save_graph(path, e->traced, params, so);
+}
+
+std::vector<Tensor> TracedCore::profile(const std::string& path, const TraceArgs& args) {
+  io::check_write_target(path);
+  const bool was_on = plan_profiling();
+  const size_t mark = trace_size();
+  set_plan_profiling(true);
+  std::vector<Tensor> out;
+  try {
+    out = call(args);
+  } catch (...) {
+    set_plan_profiling(was_on);
+    if (!was_on) truncate_trace(mark);
+    throw;
+  }
+  set_plan_profiling(was_on);
+  const std::vector<TraceEvent> events = trace_events(mark);
+  if (!was_on) truncate_trace(mark);  // KILN_LOG=profile keeps them for its file at exit
+  write_chrome_trace(path, events);
+  return out;
 }
 
 void TracedCore::dump(const std::string& dir, const TraceArgs& args) {

@@ -103,6 +103,7 @@ class TracedCore {
   std::vector<Tensor> call(const TraceArgs& args);
   Graph graph(const TraceArgs& args, bool optimized);
   void dump(const std::string& dir, const TraceArgs& args);
+  std::vector<Tensor> profile(const std::string& path, const TraceArgs& args);
   void save(const std::string& path, const TraceArgs& args);
   const TraceStats& stats() const;
   void set_cache_size(size_t n);
@@ -255,6 +256,16 @@ class Traced<R(A...)> {
   Graph graph(A... args, bool optimized = true) const { return core_->graph(pack(args...), optimized); }
   /// Writes every dump artefact for this signature into `dir` (see README: KILN_DUMP).
   void dump(const std::string& dir, A... args) const { core_->dump(dir, pack(args...)); }
+  /// Calls the function once with profiling on and writes what ran as a Chrome
+  /// trace-event file at `path` (open it at https://ui.perfetto.dev or
+  /// chrome://tracing): the trace and compile if the signature is new, the call,
+  /// and one event per plan step (kernel, BLAS call, check, collective) with its
+  /// bytes, flops, source lines and thread, each part of a kernel run on a pool
+  /// thread under it (and the steps other threads ran meanwhile). Returns the
+  /// call's result. See README: profiles.
+  R profile(const std::string& path, A... args) const {
+    return detail::unflatten_result<R>(core_->profile(path, pack(args...)));
+  }
   /// Saves the graph for this signature with its parameters' current values, to be
   /// run without the code by kiln::load(path) or `kiln run` (see frontend/serialize.h).
   void save(const std::string& path, A... args) const { core_->save(path, pack(args...)); }

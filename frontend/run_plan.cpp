@@ -68,7 +68,10 @@ std::vector<Tensor> run_plan(const Plan& plan, const Graph& g, const std::vector
     outp[i] = impl->view().data;
     outs.emplace_back(std::move(impl));
   }
-  backend_for(plan.device).execute(plan, argp.data(), pp.data(), outp.data(), keep);
+  {
+    TraceSpan call("call", name);
+    backend_for(plan.device).execute(plan, argp.data(), pp.data(), outp.data(), keep);
+  }
   if (keep)
     for (auto& c : copies) keep->owned.push_back(std::move(c));
   for (auto& u : g.updates) params[static_cast<size_t>(u.param)]->buffer->version++;

@@ -4,13 +4,17 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iterator>
 #include <string_view>
+
+#include <unistd.h>
 
 #include "codegen/compile.h"
 #include "frontend/jit.h"
 #include "runtime/env.h"
 #include "runtime/plan.h"
+#include "runtime/profile.h"
 
 namespace kiln {
 bool log_enabled_in(const std::string& log, const char* category);
@@ -74,12 +78,35 @@ Settings& settings() {
   static const bool profiling = [] {
     if (log_enabled_in(s.log, "profile")) {
       set_plan_profiling(true);
-      std::atexit([] { std::fputs(plan_profile_report().c_str(), stderr); });
+      std::atexit([] {
+        std::fputs(plan_profile_report().c_str(), stderr);
+        std::fputs(write_profile_trace().c_str(), stderr);
+      });
     }
     return true;
   }();
   (void)profiling;
   return s;
+}
+
+std::string write_profile_trace() {
+  const std::vector<TraceEvent> events = trace_events();
+  const std::string dir = settings().dump_dir.empty() ? "." : settings().dump_dir;
+  const std::string path =
+      (std::filesystem::absolute(dir) / ("kiln-profile-" + std::to_string(::getpid()) + ".json"))
+          .lexically_normal()
+          .string();
+  try {
+    write_chrome_trace(path, events);
+  } catch (const std::exception& e) {
+    return std::string("kiln profile: the trace was not written: ") + e.what() + "\n";
+  }
+  std::string dropped;
+  if (trace_dropped() > 0)
+    dropped = " (the first " + std::to_string(kMaxTraceEvents) + " events; " +
+              std::to_string(trace_dropped()) + " more were not kept)";
+  return "kiln profile: trace of " + std::to_string(count_steps(events)) + " plan steps" + dropped +
+         " written to " + path + "; open it at https://ui.perfetto.dev or chrome://tracing\n";
 }
 
 bool log_enabled(const char* category) { return log_enabled_in(settings().log, category); }

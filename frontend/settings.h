@@ -4,7 +4,9 @@
 //   KILN_OVERLAP=0     collectives do not overlap computation (the baseline of the overlap)
 //   KILN_CHECK=1       on each new signature, also run eagerly and compare
 //   KILN_DUMP=dir      write dumps of every compiled function under dir
-//   KILN_LOG=a,b       log categories to stderr: recompiles, compile, profile, all
+//   KILN_LOG=a,b       log categories to stderr: recompiles, compile, profile, distributed, all
+//                      (profile: per-step totals at exit, and a trace-event file
+//                      kiln-profile-<pid>.json in KILN_DUMP's directory or the current one)
 //   KILN_CACHE_DIR=d   on-disk kernel cache ("off" disables)
 //   KILN_OPT=full      CPU kernels get LLVM's whole O3 (default "fast": a short pipeline
 //                      for Kiln's loop nests; runtime/llvm_jit.h)
@@ -63,6 +65,11 @@ struct CompileOptions;
 Settings& settings();
 /// True when KILN_LOG names the category (or "all").
 bool log_enabled(const char* category);
+/// Writes the profile's trace (every event recorded so far, runtime/profile.h) to
+/// kiln-profile-<pid>.json in KILN_DUMP's directory, or the current one; returns
+/// the line saying where it went (or why it was not written). KILN_LOG=profile
+/// calls it at exit.
+std::string write_profile_trace();
 /// Compile options as the switches set them (fusion, overlap, disk cache, LLVM
 /// pipeline); every caller of compile_graph starts from these.
 CompileOptions compile_options();

@@ -9,10 +9,7 @@ namespace {
 
 class Namer {
  public:
-  explicit Namer(const Graph& g) : g_(g), first_(g.size() + 1, 0) {
-    for (NodeId i = 0; i < g.size(); ++i)
-      first_[i + 1] = first_[i] + static_cast<uint32_t>(g[i].results.size());
-  }
+  explicit Namer(const Graph& g) : g_(g), first_(value_numbers(g)) {}
 
   // A reference that points at no value prints as "%?node.index", which the
   // parser rejects (the verifier names such nodes in its messages).
@@ -61,6 +58,13 @@ class Namer {
 };
 
 }  // namespace
+
+std::vector<uint32_t> value_numbers(const Graph& g) {
+  std::vector<uint32_t> first(g.size() + 1, 0);
+  for (NodeId i = 0; i < g.size(); ++i)
+    first[i + 1] = first[i] + static_cast<uint32_t>(g[i].results.size());
+  return first;
+}
 
 std::string print_node(const Graph& g, NodeId id, const PrintOptions& opts) {
   return Namer(g).node_line(id, opts);

@@ -13,7 +13,9 @@
 // (one caveat: an empty float list prints as "[]" and reads back as an empty int list).
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "ir/graph.h"
 
@@ -26,5 +28,8 @@ struct PrintOptions {
 std::string print_graph(const Graph& g, const PrintOptions& opts = {});
 /// One node's line, without the trailing newline.
 std::string print_node(const Graph& g, NodeId id, const PrintOptions& opts = {});
+/// The printed value number of each node's result 0 (%N in the text), by node id;
+/// result r of node n is %(numbers[n] + r). Other printers (ir/dot.h) name values alike.
+std::vector<uint32_t> value_numbers(const Graph& g);
 
 }  // namespace kiln

@@ -238,8 +238,13 @@ void execute_cuda_plan(const Plan& plan, void* const* args, void* const* params,
       [](void* host, const void* slot, size_t bytes, int dev) { cuda::copy_to_host(host, slot, bytes, dev); },
       [](void* slot, const void* host, size_t bytes, int dev) { cuda::copy_to_device(slot, host, bytes, dev); });
   size_t offset = 0;
+  // Profiling times each step on the host with the stream synchronised after
+  // it, so that its time is the device's work (and the launch's).
+  const bool profiling = plan_profiling();
   try {
-    for (const PlanStep& step : plan.steps) {
+    for (size_t si = 0; si < plan.steps.size(); ++si) {
+      const PlanStep& step = plan.steps[si];
+      const double t0 = profiling ? trace_now_us() : 0;
       if (const auto* k = std::get_if<step::CudaKernel>(&step.what)) {
         launch_on(k->fn, k->launch, static_cast<void**>(staging->dev) + offset, device);
         offset += step.slots.size();
@@ -309,6 +314,10 @@ void execute_cuda_plan(const Plan& plan, void* const* args, void* const* params,
         }
       } else {
         throw Error("internal: a CUDA plan holds a CPU step ('" + step.name + "')");
+      }
+      if (profiling) {
+        cuda::synchronize(device);
+        record_step_event(step, si, t0);
       }
     }
   } catch (...) {

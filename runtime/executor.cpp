@@ -2,11 +2,7 @@
 // outer loop across the thread pool.
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstring>
-#include <map>
-#include <mutex>
-#include <sstream>
 
 #include "ir/error.h"
 #include "runtime/allocator.h"
@@ -18,24 +14,33 @@
 namespace kiln {
 namespace {
 
-std::atomic<bool> g_profiling{false};
-std::mutex g_profile_mu;
-struct StepTotals {
-  double ms = 0;
-  int64_t calls = 0;
-};
-std::map<std::string, StepTotals> g_profile;
-
-void record_step(const std::string& name, std::chrono::steady_clock::time_point t0) {
-  double ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  std::lock_guard<std::mutex> lock(g_profile_mu);
-  StepTotals& t = g_profile[name];
-  t.ms += ms;
-  t.calls++;
+const char* step_what(const PlanStep& step) {
+  if (std::holds_alternative<step::CpuKernel>(step.what) ||
+      std::holds_alternative<step::CudaKernel>(step.what))
+    return "kernel";
+  if (std::holds_alternative<step::Matmul>(step.what)) return "blas";
+  if (std::holds_alternative<step::Sort>(step.what)) return "sort";
+  if (std::holds_alternative<step::Attention>(step.what)) return "attention";
+  if (std::holds_alternative<step::ValueCheck>(step.what)) return "check";
+  return "collective";
 }
 
 }  // namespace
+
+void record_step_event(const PlanStep& step, size_t index, double start_us, int64_t range,
+                       int64_t parts) {
+  TraceEvent e;
+  e.name = step.name;
+  e.start_us = start_us;
+  e.dur_us = trace_now_us() - start_us;
+  e.thread = trace_thread();
+  e.what = step_what(step);
+  e.step = static_cast<int64_t>(index);
+  e.cost = step.cost;
+  e.end = range;
+  e.parts = parts;
+  record_trace_event(std::move(e));
+}
 
 void execute_cpu_plan(const Plan& plan, void* const* args, void* const* params,
                       void* const* outputs, KeptBuffers* keep) {
@@ -60,11 +65,12 @@ void execute_cpu_plan(const Plan& plan, void* const* args, void* const* params,
   CollectiveRuns comms(
       plan, ptr, [](void* host, const void* slot, size_t bytes, int) { std::memcpy(host, slot, bytes); },
       [](void* slot, const void* host, size_t bytes, int) { std::memcpy(slot, host, bytes); });
-  const bool profiling = g_profiling.load(std::memory_order_relaxed);
+  const bool profiling = plan_profiling();
   try {
-    for (const PlanStep& step : plan.steps) {
-      auto t0 =
-          profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+    for (size_t si = 0; si < plan.steps.size(); ++si) {
+      const PlanStep& step = plan.steps[si];
+      const double t0 = profiling ? trace_now_us() : 0;
+      int64_t parts = 0;
       if (const auto* k = std::get_if<step::CpuKernel>(&step.what)) {
         void* local[16];
         void** bufs = local;
@@ -78,6 +84,23 @@ void execute_cpu_plan(const Plan& plan, void* const* args, void* const* params,
         CpuKernelFn fn = k->fn;
         if (k->range <= k->grain) {
           fn(bufs, 0, k->range);
+          parts = 1;
+        } else if (profiling) {
+          std::atomic<int64_t> n_parts{0};
+          parallel_for(k->range, k->grain, [&](int64_t b, int64_t e) {
+            TraceEvent c;
+            c.start_us = trace_now_us();
+            fn(bufs, b, e);
+            c.dur_us = trace_now_us() - c.start_us;
+            c.name = step.name;
+            c.cat = "chunk";
+            c.thread = trace_thread();
+            c.begin = b;
+            c.end = e;
+            record_trace_event(std::move(c));
+            n_parts++;
+          });
+          parts = n_parts.load();
         } else {
           parallel_for(k->range, k->grain, [&](int64_t b, int64_t e) { fn(bufs, b, e); });
         }
@@ -108,15 +131,17 @@ void execute_cpu_plan(const Plan& plan, void* const* args, void* const* params,
       } else {
         throw Error("internal: a CPU plan holds a CUDA step ('" + step.name + "')");
       }
-      if (profiling) record_step(step.name, t0);
+      if (profiling) {
+        const auto* k = std::get_if<step::CpuKernel>(&step.what);
+        record_step_event(step, si, t0, k ? k->range : 0, parts);
+      }
     }
   } catch (...) {
     comms.finish();  // no collective still reads or writes this run's buffers
     free_temps();  // a failed check, or an allocation inside BLAS
     throw;
   }
-  auto t_copy =
-      profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+  const double t_copy = profiling ? trace_now_us() : 0;
 
   // Outputs not written in place (an argument or parameter returned as is, or
   // the same value returned twice) are copied.
@@ -130,7 +155,15 @@ void execute_cpu_plan(const Plan& plan, void* const* args, void* const* params,
       std::memcpy(params[u.param], ptr[u.slot], static_cast<size_t>(plan.slots[u.slot].bytes()));
   }
 
-  if (profiling) record_step("(copies of outputs and parameter updates)", t_copy);
+  if (profiling) {
+    TraceEvent e;
+    e.name = "(copies of outputs and parameter updates)";
+    e.cat = "copies";
+    e.start_us = t_copy;
+    e.dur_us = trace_now_us() - t_copy;
+    e.thread = trace_thread();
+    record_trace_event(std::move(e));
+  }
   if (keep) {
     keep->slot_data.assign(ptr, ptr + n);
     keep->temps.assign(temps, temps + nt);
@@ -233,31 +266,6 @@ View matmul_operand_view(void* data, const TensorType& t, bool transposed) {
     std::swap(v.strides[v.rank() - 1], v.strides[v.rank() - 2]);
   }
   return v;
-}
-
-void set_plan_profiling(bool on) {
-  g_profiling = on;
-}
-bool plan_profiling() {
-  return g_profiling;
-}
-void reset_plan_profile() {
-  std::lock_guard<std::mutex> lock(g_profile_mu);
-  g_profile.clear();
-}
-
-std::string plan_profile_report() {
-  std::lock_guard<std::mutex> lock(g_profile_mu);
-  std::vector<std::pair<std::string, StepTotals>> rows(g_profile.begin(), g_profile.end());
-  std::sort(rows.begin(), rows.end(), [](auto& a, auto& b) { return a.second.ms > b.second.ms; });
-  double total = 0;
-  for (auto& r : rows) total += r.second.ms;
-  std::ostringstream os;
-  os << "kiln profile: " << total << " ms in plan steps\n";
-  for (auto& [name, t] : rows)
-    os << "  " << t.ms << " ms  " << (total > 0 ? 100 * t.ms / total : 0) << "%  " << t.calls
-       << " calls  " << name << "\n";
-  return os.str();
 }
 
 void release_kept(KeptBuffers& keep) {

@@ -19,6 +19,7 @@
 #include "ir/op.h"
 #include "runtime/collective.h"
 #include "runtime/attention.h"
+#include "runtime/profile.h"
 #include "runtime/sort.h"
 #include "runtime/storage.h"
 
@@ -130,6 +131,8 @@ struct CollectiveWait {
 struct PlanStep {
   std::string name;
   std::vector<int32_t> slots;
+  /// What the compiler counted for the step (profiles show it); may be null.
+  std::shared_ptr<const StepCost> cost;
   std::variant<step::CpuKernel, step::CudaKernel, step::Matmul, step::ValueCheck, step::Sort, step::Attention,
                step::CollectiveStart, step::CollectiveWait>
       what;
@@ -206,6 +209,11 @@ void release_kept(KeptBuffers& keep);
 /// (q, k, v, and out, g for a gradient), `out` its result's (both executors).
 void run_attention_step(const step::Attention& a, const void* const* in, void* out);
 
+/// Adds step `index` of a plan, run from `start_us` until now, to the profile
+/// (runtime/profile.h); a CPU kernel's outer loop [0, range) ran in `parts` parts.
+void record_step_event(const PlanStep& step, size_t index, double start_us, int64_t range = 0,
+                       int64_t parts = 0);
+
 /// Runs a ValueCheck step on host memory: checks `in` (a dense buffer of
 /// `type`), attaching the step's location to the error (both executors).
 void check_values_step(const step::ValueCheck& check, const void* in, const TensorType& type);
@@ -240,12 +248,5 @@ void resolve_slots(const Plan& plan, void* const* args, void* const* params, voi
 /// A matmul step's operand over a dense buffer of type t: the value itself, or
 /// (transposed) a view of its transpose in the last two dims, which BLAS reads as is.
 View matmul_operand_view(void* data, const TensorType& t, bool transposed);
-
-/// Per-step timing of every plan run while profiling is on (KILN_LOG=profile):
-/// total milliseconds and calls per step name, largest first.
-void set_plan_profiling(bool on);
-bool plan_profiling();
-std::string plan_profile_report();
-void reset_plan_profile();
 
 }  // namespace kiln

@@ -1,6 +1,7 @@
 // `kiln explain`: what the pass pipeline did to a saved graph (node counts
 // before and after each pass) and the kernels it became, fused and unfused,
-// with the bytes each moves and the flops it does.
+// with the bytes each moves and the flops it does; with --dot DIR, the graph
+// pictures of a dump (frontend/dump.h) and unfused.dot beside them.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -8,6 +9,7 @@
 #include <sstream>
 
 #include "codegen/compile.h"
+#include "frontend/dump.h"
 #include "frontend/jit.h"
 #include "frontend/serialize.h"
 #include "frontend/settings.h"
@@ -183,6 +185,16 @@ int explain(const ExplainOptions& o) {
           ratio(static_cast<double>(unfused.report.memory.planned_bytes()),
                 static_cast<double>(fused.report.memory.planned_bytes()))});
   tt.print(os, st, 1);
+
+  if (!o.dot_dir.empty()) {
+    std::string line = write_graph_pictures(o.dot_dir, name, g, fused.report);
+    const std::string title =
+        name + ", fusion off: " + std::to_string(unfused.report.kernels.size()) + " plan steps";
+    line += ' ';
+    line += write_picture((std::filesystem::path(o.dot_dir) / "unfused").string(),
+                          kernels_dot(unfused.report, title), unfused.report.optimized.size());
+    os << "\n" << line << "\n  in " << o.dot_dir << "\n";
+  }
   return 0;
 }
 

@@ -1,8 +1,10 @@
 // The `kiln` command line: runs, dumps and explains graphs saved with
-// kiln::save_graph (frontend/serialize.h), with no original code.
+// kiln::save_graph (frontend/serialize.h), with no original code, and runs the
+// course's speedup experiment (tools/bench_speedup.cpp).
 //   kiln run FILE --input x.npy ... [--output-dir D | --output out.npy ...]
 //   kiln dump FILE --dir D [--no-fusion]
-//   kiln explain FILE [--no-color]
+//   kiln explain FILE [--no-color] [--dot DIR]
+//   kiln bench speedup [--quick] [--out DIR] [--no-progress]
 // Exit codes: 0 success, 1 runtime error, 2 usage error; errors go to stderr.
 #include <CLI/CLI.hpp>
 
@@ -123,8 +125,10 @@ int dump(const DumpOptions& o) {
 
 int main(int argc, char** argv) {
   using namespace kiln::cli;
-  CLI::App app{"Runs, dumps and explains graphs saved with kiln::save_graph, without their code.",
-               "kiln"};
+  CLI::App app{
+      "Runs, dumps and explains graphs saved with kiln::save_graph, without their code; "
+      "runs the course's speedup experiment.",
+      "kiln"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "kiln 0.1.0");
 
@@ -153,6 +157,22 @@ int main(int argc, char** argv) {
       "explain", "Show what each pass did and the kernels, fused against unfused");
   explain_cmd->add_option("file", eo.file, "Saved graph (.kiln)")->required();
   explain_cmd->add_flag("--no-color", no_color, "Plain text (also when NO_COLOR is set)");
+  explain_cmd->add_option("--dot", eo.dot_dir,
+                          "Also write Graphviz pictures (traced, optimized, fused, unfused; .svg "
+                          "when dot is installed) into this directory");
+
+  auto* bench_cmd = app.add_subcommand("bench", "Run a benchmark experiment");
+  bench_cmd->require_subcommand(1);
+  SpeedupOptions so;
+  bool no_progress = false;
+  auto* speedup_cmd = bench_cmd->add_subcommand(
+      "speedup",
+      "The course's matmul experiment (CPU, and GPU when present) and fused vs unfused vs eager; "
+      "prints the speedups, writes speedup.json and speedup.svg");
+  speedup_cmd->add_flag("--quick", so.quick, "Smaller sizes and fewer repeats: under 30 seconds");
+  speedup_cmd->add_option("-o,--out", so.out, "Directory for speedup.json and speedup.svg")
+      ->capture_default_str();
+  speedup_cmd->add_flag("--no-progress", no_progress, "No progress line on stderr");
 
   try {
     app.parse(argc, argv);
@@ -164,6 +184,10 @@ int main(int argc, char** argv) {
   }
   try {
     if (*run_cmd) return run(ro);
+    if (*bench_cmd) {
+      so.progress = !no_progress;
+      return bench_speedup(so);
+    }
     if (*dump_cmd) {
       dopt.fusion = !no_fusion;
       return dump(dopt);

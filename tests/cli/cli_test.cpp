@@ -4,9 +4,11 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <regex>
 #include <string>
 
@@ -48,6 +50,10 @@ bool same_bytes(const Tensor& a, const Tensor& b) {
   size_t n = static_cast<size_t>(a.numel()) * dtype_size(a.dtype());
   Tensor x = a.contiguous(), y = b.contiguous();
   return n == 0 || std::memcmp(x.impl()->view().data, y.impl()->view().data, n) == 0;
+}
+
+bool has_dot() {
+  return std::system("command -v dot > /dev/null 2>&1") == 0;
 }
 
 bool contains(const std::string& s, const std::string& piece) {
@@ -246,7 +252,83 @@ TEST_CASE("cli: dump writes every artefact, fused and unfused") {
     CHECK(summary);
     CHECK(kernel_ir);
     CHECK(assembly);
+    // The pictures, from a saved graph as from a dump of a running program.
+    const fs::path sig = fs::path(fx.dir) / d / "model" / "f32-4x8_f32-4x6";
+    for (const char* pic : {"traced", "optimized", "fused"}) {
+      CAPTURE(pic);
+      CHECK(fs::exists(sig / (std::string(pic) + ".dot")));
+      if (has_dot()) CHECK(fs::exists(sig / (std::string(pic) + ".svg")));
+    }
   }
+}
+
+TEST_CASE("cli: explain --dot draws the graph, the fused kernels and the unfused ones") {
+  Fixture fx;
+  Result r = kiln_cli("explain model.kiln --no-color --dot pictures", fx.dir);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK(contains(r.out, "pictures: "));
+  const fs::path dir = fs::path(fx.dir) / "pictures";
+  for (const char* pic : {"traced", "optimized", "fused", "unfused"}) {
+    CAPTURE(pic);
+    REQUIRE(fs::exists(dir / (std::string(pic) + ".dot")));
+    if (has_dot()) {
+      CHECK(contains(r.out, std::string(pic) + ".svg"));
+      CHECK(fs::exists(dir / (std::string(pic) + ".svg")));
+    } else {
+      MESSAGE("Graphviz's dot is not installed: no .svg to check");
+    }
+  }
+  // Unfused: one box per op, so more clusters than fused.
+  auto clusters = [&](const char* pic) {
+    std::ifstream f(dir / (std::string(pic) + ".dot"));
+    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    size_t n = 0;
+    for (size_t at = text.find("subgraph cluster_"); at != std::string::npos;
+         at = text.find("subgraph cluster_", at + 1))
+      ++n;
+    return n;
+  };
+  CHECK(clusters("fused") >= 1);
+  CHECK(clusters("unfused") > clusters("fused"));
+}
+
+TEST_CASE("cli: bench speedup --quick runs the course's experiment and writes the plot") {
+  Fixture fx;
+  const auto t0 = std::chrono::steady_clock::now();
+  Result r = kiln_cli("bench speedup --quick --out speed", fx.dir);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  MESSAGE("kiln bench speedup --quick took " << s << " s");
+  CHECK(s < 60);  // under 30 s on a quiet machine; other builds share this one
+  CHECK(contains(r.out, "10000 x 1024 @ (5000 x 1024)^T"));
+  CHECK(contains(r.out, "1024 x 1024 @ 1024 x 1024"));
+  CHECK(contains(r.out, "fused vs eager"));
+  CHECK(std::regex_search(r.out, std::regex(R"(Fused code is [0-9.]+ times faster than eager)")));
+  if (contains(r.out, "GPU rows skipped")) {
+    CHECK(contains(r.out, "No GPU: the CPU rows only"));
+  } else {
+    CHECK(std::regex_search(r.out,
+                            std::regex(R"(The GPU has a [0-9.]+ times speedup over the CPU)")));
+  }
+  // The progress line (one line per step when stderr is not a terminal).
+  CHECK(contains(r.out, "[1/7] matmul 128 x 128"));
+  CHECK(contains(r.out, "[7/7] 8-op chain"));
+  const fs::path out = fs::path(fx.dir) / "speed";
+  CHECK(contains(r.out, "written: " + (out / "speedup.json").string()));
+  REQUIRE(fs::exists(out / "speedup.json"));
+  std::ifstream j(out / "speedup.json");
+  std::string json((std::istreambuf_iterator<char>(j)), std::istreambuf_iterator<char>());
+  CHECK(contains(json, "\"cpu_ms\""));
+  CHECK(contains(json, "\"fused_ms\""));
+  std::ifstream svg(out / "speedup.svg");
+  std::string pic((std::istreambuf_iterator<char>(svg)), std::istreambuf_iterator<char>());
+  CHECK(pic.starts_with("<svg"));
+  CHECK(contains(pic, "traced, fused"));
+  // A usage error: an unknown experiment.
+  Result bad = kiln_cli("bench nosuch", fx.dir);
+  CHECK(bad.code == 2);
 }
 
 }  // namespace kiln

@@ -7,6 +7,10 @@
 #include <dlfcn.h>
 
 #include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <nlohmann/json.hpp>
 
 #include "codegen/cuda_backend.h"
 #include "cuda_device_util.h"
@@ -146,6 +150,30 @@ TEST_CASE("with a fake driver, the host side of the CUDA path runs") {
   CHECK(ptx == cu);
   CHECK(!summary.empty());
   fs::remove_all(dir);
+
+  // A profile of a CUDA plan: one event per step (each timed with the stream
+  // synchronised), as many kernel steps as launches.
+  const fs::path trace =
+      fs::temp_directory_path() / ("kiln_fake_profile_" + std::to_string(::getpid()) + ".json");
+  const int n2 = fake.launches();
+  (void)f.profile(trace.string(), g);
+  const int launched = fake.launches() - n2;
+  std::ifstream in(trace);
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  int kernel_steps = 0, calls = 0;
+  std::set<int64_t> steps;
+  for (const auto& e : doc.at("traceEvents")) {
+    if (e.value("cat", "") == "call") ++calls;
+    if (e.value("cat", "") != "step") continue;
+    steps.insert(e.at("args").at("step").get<int64_t>());
+    kernel_steps += e.at("args").at("what") == "kernel";
+  }
+  CHECK(launched >= 1);
+  CHECK(kernel_steps == launched);
+  CHECK(calls == 1);
+  CHECK(!steps.empty());
+  CHECK(*steps.rbegin() == static_cast<int64_t>(steps.size()) - 1);  // steps 0..n-1, each once
+  fs::remove(trace);
 
   // Timing events answer.
   cuda::Event a(0), b(0);

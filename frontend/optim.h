@@ -10,6 +10,7 @@
 
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -99,7 +100,24 @@ class SGD : public Optimizer {
 struct AdamOptions {
   explicit AdamOptions(double lr = 1e-3) : lr_(lr) {}
   AdamOptions& lr(double v) { lr_ = v; return *this; }
-  AdamOptions& betas(std::pair<double, double> b) { beta1_ = b.first; beta2_ = b.second; return *this; }
+  /// (beta1, beta2): a std::tuple (libtorch's type), a std::pair or a braced pair.
+  AdamOptions& betas(std::tuple<double, double> b) {
+    beta1_ = std::get<0>(b);
+    beta2_ = std::get<1>(b);
+    return *this;
+  }
+  AdamOptions& beta1(double v) {
+    beta1_ = v;
+    return *this;
+  }
+  AdamOptions& beta2(double v) {
+    beta2_ = v;
+    return *this;
+  }
+  std::tuple<double, double> betas() const { return {beta1_, beta2_}; }
+  double lr() const { return lr_; }
+  double eps() const { return eps_; }
+  double weight_decay() const { return weight_decay_; }
   AdamOptions& eps(double v) { eps_ = v; return *this; }
   AdamOptions& weight_decay(double v) { weight_decay_ = v; return *this; }
   double lr_, beta1_ = 0.9, beta2_ = 0.999, eps_ = 1e-8, weight_decay_ = 0;
@@ -132,7 +150,19 @@ class Adam : public Optimizer {
 struct AdamWOptions {
   explicit AdamWOptions(double lr = 1e-3) : lr_(lr) {}
   AdamWOptions& lr(double v) { lr_ = v; return *this; }
-  AdamWOptions& betas(std::pair<double, double> b) { beta1_ = b.first; beta2_ = b.second; return *this; }
+  AdamWOptions& betas(std::tuple<double, double> b) {
+    beta1_ = std::get<0>(b);
+    beta2_ = std::get<1>(b);
+    return *this;
+  }
+  AdamWOptions& beta1(double v) {
+    beta1_ = v;
+    return *this;
+  }
+  AdamWOptions& beta2(double v) {
+    beta2_ = v;
+    return *this;
+  }
   AdamWOptions& eps(double v) { eps_ = v; return *this; }
   AdamWOptions& weight_decay(double v) { weight_decay_ = v; return *this; }
   double lr_, beta1_ = 0.9, beta2_ = 0.999, eps_ = 1e-8, weight_decay_ = 1e-2;

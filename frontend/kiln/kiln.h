@@ -7,6 +7,7 @@
 #include "frontend/function.h"
 #include "frontend/nn.h"
 #include "frontend/nn_conv.h"
+#include "frontend/nn_parity.h"
 #include "frontend/optim.h"
 #include "frontend/tensor.h"
 #include "frontend/jit.h"

@@ -1,0 +1,8 @@
+// Everything torch/torch.h gives: tensors, nn, optim, autograd, data, serialize.
+#pragma once
+
+#include "torch/autograd.h"
+#include "torch/cuda.h"
+#include "torch/nn.h"
+#include "torch/optim.h"
+#include "torch/types.h"

@@ -1,0 +1,313 @@
+// libtorch's spellings on Tensor that Kiln's own names did not cover: item()
+// as a Scalar, the in-place forms of elementwise ops and comparisons (each the
+// op, then one in-place write of its result: detail::assign, as add_ does),
+// in-place random fills, norm along one dim, outer, accessor checks, and
+// torch::tensor from a number or a std::vector.
+#include <iostream>
+#include <ostream>
+
+#include "frontend/autograd.h"
+#include "frontend/dispatch.h"
+#include "frontend/tensor_impl.h"
+#include "frontend/trace_state.h"
+
+namespace kiln {
+
+using detail::here;
+
+namespace {
+
+Tensor& write(Tensor& self, const Tensor& value, Loc l) {
+  detail::assign(self, value, here(l));
+  return self;
+}
+
+TensorOptions like(const Tensor& t) {
+  return TensorOptions(t.dtype()).device(t.device());
+}
+
+template <class T>
+Tensor tensor_of(const std::vector<T>& values, TensorOptions o, DType natural, Loc l) {
+  const Shape shape{static_cast<int64_t>(values.size())};
+  Tensor t;
+  if constexpr (std::is_same_v<T, bool>) {
+    std::vector<uint8_t> bytes(values.begin(), values.end());
+    t = from_blob(bytes.data(), shape, TensorOptions(kBool), l).clone(l);
+  } else {
+    t = from_blob(const_cast<T*>(values.data()), shape, TensorOptions(dtype_of<T>()), l).clone(l);
+  }
+  t = t.to(o.has_dtype() ? o.dtype() : natural, l);
+  if (!o.device().is_cpu()) t = t.to(o.device(), l);
+  if (o.requires_grad_) t.requires_grad_(true, l);
+  return t;
+}
+
+}  // namespace
+
+std::ostream& operator<<(std::ostream& os, const Scalar& s) {
+  switch (s.kind) {
+    case ScalarKind::boolean:
+      return os << (s.integer ? "true" : "false");
+    case ScalarKind::integer:
+      return os << s.integer;
+    case ScalarKind::floating:
+      return os << s.value;
+  }
+  return os;
+}
+
+Scalar Tensor::item(Loc l) const {
+  if (defined() && is_floating(dtype())) return Scalar(item<double>(l));
+  if (defined() && dtype() == kBool) return Scalar(item<bool>(l));
+  return Scalar(static_cast<long long>(item<int64_t>(l)));
+}
+
+void* Tensor::data_ptr() const {
+  if (!defined()) throw Error("data_ptr() on an undefined tensor");
+  if (impl()->symbolic())
+    throw Error("data_ptr() reads a tensor's data, but inside a trace tensors are symbolic");
+  return impl()->view().data;
+}
+
+std::shared_ptr<GradFn> Tensor::grad_fn() const {
+  std::string name = grad_fn_name();
+  if (name.empty()) return nullptr;
+  return std::make_shared<GradFn>(GradFn{std::move(name)});
+}
+
+Tensor Tensor::norm(double p, int64_t d, bool keepdim, Loc l) const {
+  return norm(p, std::vector<int64_t>{d}, keepdim, l);
+}
+
+Tensor Tensor::outer(const Tensor& other, Loc l) const {
+  if (dim() != 1 || other.dim() != 1)
+    throw Error("outer: expected two 1-D tensors, got " + shape_str(sizes()) + " and " +
+                    shape_str(other.sizes()),
+                here(l));
+  return unsqueeze(1, l).mul(other.unsqueeze(0, l), l);
+}
+Tensor outer(const Tensor& a, const Tensor& b, Loc l) {
+  return a.outer(b, l);
+}
+
+bool Tensor::allclose(const Tensor& other, double rtol, double atol) const {
+  return kiln::allclose(*this, other, rtol, atol);
+}
+bool Tensor::equal(const Tensor& other) const {
+  return kiln::equal(*this, other);
+}
+
+void Tensor::print() const {
+  std::cout << str() << "\n";
+}
+
+Tensor& Tensor::uniform_(double from, double to, Loc l) {
+  return write(*this, rand(sizes(), like(*this), l).mul(Scalar(to - from), l).add(Scalar(from), l),
+               l);
+}
+Tensor& Tensor::normal_(double mean, double std, Loc l) {
+  return write(*this, randn(sizes(), like(*this), l).mul(Scalar(std), l).add(Scalar(mean), l), l);
+}
+Tensor& Tensor::bernoulli_(double p, Loc l) {
+  return write(*this, rand(sizes(), TensorOptions(kFloat32).device(device()), l).lt(Scalar(p), l),
+               l);
+}
+
+Tensor& Tensor::neg_(Loc l) {
+  return write(*this, neg(l), l);
+}
+Tensor& Tensor::abs_(Loc l) {
+  return write(*this, abs(l), l);
+}
+Tensor& Tensor::exp_(Loc l) {
+  return write(*this, exp(l), l);
+}
+Tensor& Tensor::log_(Loc l) {
+  return write(*this, log(l), l);
+}
+Tensor& Tensor::sqrt_(Loc l) {
+  return write(*this, sqrt(l), l);
+}
+Tensor& Tensor::sigmoid_(Loc l) {
+  return write(*this, sigmoid(l), l);
+}
+Tensor& Tensor::tanh_(Loc l) {
+  return write(*this, tanh(l), l);
+}
+Tensor& Tensor::floor_(Loc l) {
+  return write(*this, floor(l), l);
+}
+Tensor& Tensor::ceil_(Loc l) {
+  return write(*this, ceil(l), l);
+}
+Tensor& Tensor::round_(Loc l) {
+  return write(*this, round(l), l);
+}
+Tensor& Tensor::trunc_(Loc l) {
+  return write(*this, trunc(l), l);
+}
+Tensor& Tensor::sign_(Loc l) {
+  return write(*this, sign(l), l);
+}
+Tensor& Tensor::reciprocal_(Loc l) {
+  return write(*this, reciprocal(l), l);
+}
+Tensor& Tensor::square_(Loc l) {
+  return write(*this, square(l), l);
+}
+Tensor& Tensor::pow_(Scalar e, Loc l) {
+  return write(*this, pow(e, l), l);
+}
+Tensor& Tensor::pow_(const Tensor& e, Loc l) {
+  return write(*this, pow(e, l), l);
+}
+Tensor& Tensor::clamp_min_(Scalar m, Loc l) {
+  return write(*this, clamp_min(m, l), l);
+}
+Tensor& Tensor::clamp_max_(Scalar m, Loc l) {
+  return write(*this, clamp_max(m, l), l);
+}
+Tensor& Tensor::masked_fill_(const Tensor& mask, Scalar v, Loc l) {
+  return write(*this, masked_fill(mask, v, l), l);
+}
+Tensor& Tensor::eq_(const Tensor& o, Loc l) {
+  return write(*this, eq(o, l), l);
+}
+Tensor& Tensor::ne_(const Tensor& o, Loc l) {
+  return write(*this, ne(o, l), l);
+}
+Tensor& Tensor::lt_(const Tensor& o, Loc l) {
+  return write(*this, lt(o, l), l);
+}
+Tensor& Tensor::le_(const Tensor& o, Loc l) {
+  return write(*this, le(o, l), l);
+}
+Tensor& Tensor::gt_(const Tensor& o, Loc l) {
+  return write(*this, gt(o, l), l);
+}
+Tensor& Tensor::ge_(const Tensor& o, Loc l) {
+  return write(*this, ge(o, l), l);
+}
+Tensor& Tensor::eq_(Scalar o, Loc l) {
+  return write(*this, eq(o, l), l);
+}
+Tensor& Tensor::ne_(Scalar o, Loc l) {
+  return write(*this, ne(o, l), l);
+}
+Tensor& Tensor::lt_(Scalar o, Loc l) {
+  return write(*this, lt(o, l), l);
+}
+Tensor& Tensor::le_(Scalar o, Loc l) {
+  return write(*this, le(o, l), l);
+}
+Tensor& Tensor::gt_(Scalar o, Loc l) {
+  return write(*this, gt(o, l), l);
+}
+Tensor& Tensor::ge_(Scalar o, Loc l) {
+  return write(*this, ge(o, l), l);
+}
+
+Tensor abs(const Tensor& x, Loc l) {
+  return x.abs(l);
+}
+Tensor sqrt(const Tensor& x, Loc l) {
+  return x.sqrt(l);
+}
+Tensor sin(const Tensor& x, Loc l) {
+  return x.sin(l);
+}
+Tensor cos(const Tensor& x, Loc l) {
+  return x.cos(l);
+}
+Tensor isfinite(const Tensor& x, Loc l) {
+  return x.isfinite(l);
+}
+Tensor pow(const Tensor& x, Scalar e, Loc l) {
+  return x.pow(e, l);
+}
+Tensor pow(const Tensor& x, const Tensor& e, Loc l) {
+  return x.pow(e, l);
+}
+Tensor fmod(const Tensor& x, Scalar o, Loc l) {
+  return x.fmod(o, l);
+}
+Tensor fmod(const Tensor& x, const Tensor& o, Loc l) {
+  return x.fmod(o, l);
+}
+Tensor remainder(const Tensor& x, Scalar o, Loc l) {
+  return x.remainder(o, l);
+}
+Tensor remainder(const Tensor& x, const Tensor& o, Loc l) {
+  return x.remainder(o, l);
+}
+Tensor max(const Tensor& x, Loc l) {
+  return x.max(l);
+}
+std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t d, bool keepdim, Loc l) {
+  return x.max(d, keepdim, l);
+}
+Tensor max(const Tensor& a, const Tensor& b, Loc l) {
+  return a.maximum(b, l);
+}
+Tensor min(const Tensor& x, Loc l) {
+  return x.min(l);
+}
+std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t d, bool keepdim, Loc l) {
+  return x.min(d, keepdim, l);
+}
+Tensor min(const Tensor& a, const Tensor& b, Loc l) {
+  return a.minimum(b, l);
+}
+Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi, Loc l) {
+  return x.clamp(lo, hi, l);
+}
+Tensor norm(const Tensor& x, double p, Loc l) {
+  return x.norm(p, l);
+}
+Tensor norm(const Tensor& x, double p, int64_t d, bool keepdim, Loc l) {
+  return x.norm(p, d, keepdim, l);
+}
+Tensor norm(const Tensor& x, double p, std::vector<int64_t> dims, bool keepdim, Loc l) {
+  return x.norm(p, std::move(dims), keepdim, l);
+}
+
+namespace detail {
+void check_accessor(const Tensor& t, DType want, size_t n) {
+  if (!t.defined()) throw Error("accessor() on an undefined tensor");
+  if (t.is_symbolic())
+    throw Error("accessor() reads a tensor's data, but inside a trace tensors are symbolic");
+  if (!t.device().is_cpu())
+    throw Error("accessor() on a tensor on " + t.device().str() + " (expected a CPU tensor)");
+  if (t.dtype() != want)
+    throw Error(std::string("accessor<") + dtype_name(want) + ", " + std::to_string(n) +
+                ">() on a tensor of dtype " + dtype_name(t.dtype()));
+  if (static_cast<size_t>(t.dim()) != n)
+    throw Error("accessor<T, " + std::to_string(n) + ">() on a tensor of rank " +
+                std::to_string(t.dim()) + " " + shape_str(t.sizes()));
+}
+}  // namespace detail
+
+Tensor tensor(Scalar v, TensorOptions o, Loc l) {
+  if (!o.has_dtype())
+    o = o.dtype(v.kind == ScalarKind::floating  ? kFloat32
+                : v.kind == ScalarKind::integer ? kInt64
+                                                : kBool);
+  return scalar_tensor(v, o, l);
+}
+Tensor tensor(const std::vector<float>& v, TensorOptions o, Loc l) {
+  return tensor_of(v, o, kFloat32, l);
+}
+Tensor tensor(const std::vector<double>& v, TensorOptions o, Loc l) {
+  return tensor_of(v, o, kFloat32, l);
+}
+Tensor tensor(const std::vector<int>& v, TensorOptions o, Loc l) {
+  return tensor_of(v, o, kInt64, l);
+}
+Tensor tensor(const std::vector<int64_t>& v, TensorOptions o, Loc l) {
+  return tensor_of(v, o, kInt64, l);
+}
+Tensor tensor(const std::vector<bool>& v, TensorOptions o, Loc l) {
+  return tensor_of(v, o, kBool, l);
+}
+
+}  // namespace kiln

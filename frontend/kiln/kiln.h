@@ -4,6 +4,7 @@
 
 #include "frontend/autograd.h"
 #include "frontend/data.h"
+#include "frontend/data_pipeline.h"
 #include "frontend/function.h"
 #include "frontend/nn.h"
 #include "frontend/nn_conv.h"

@@ -3,6 +3,7 @@
 
 #include "torch/autograd.h"
 #include "torch/cuda.h"
+#include "torch/data.h"
 #include "torch/nn.h"
 #include "torch/optim.h"
 #include "torch/types.h"

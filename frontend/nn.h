@@ -25,6 +25,11 @@
   }                                \
   T name##_
 
+namespace kiln::serialize {
+class OutputArchive;
+class InputArchive;
+}  // namespace kiln::serialize
+
 namespace kiln::nn {
 
 class Module : public std::enable_shared_from_this<Module> {
@@ -90,6 +95,11 @@ class Module : public std::enable_shared_from_this<Module> {
     else
       return dynamic_cast<T*>(this);
   }
+  /// Writes the parameters and buffers by name, and each child as a nested
+  /// archive (libtorch's Module::save); load reads them back in place, every
+  /// tensor keeping its handle (frontend/archive.cpp).
+  virtual void save(serialize::OutputArchive& archive) const;
+  virtual void load(serialize::InputArchive& archive);
   /// "Linear(in_features=1000, out_features=100, bias=true)"-style description.
   virtual std::string repr() const { return name_ + "()"; }
 

@@ -16,6 +16,11 @@
 
 #include "frontend/tensor.h"
 
+namespace kiln::serialize {
+class OutputArchive;
+class InputArchive;
+}  // namespace kiln::serialize
+
 namespace kiln::optim {
 
 class Optimizer {
@@ -30,6 +35,12 @@ class Optimizer {
   const std::vector<Tensor>& parameters() const { return params_; }
   /// Every state tensor (for tracing and saving).
   virtual std::vector<Tensor> state() const = 0;
+  /// Writes the optimizer's kind, learning rate, hyperparameters and state
+  /// tensors (torch::save(optimizer, path)); load restores the state in place
+  /// and the learning rate, after checking the kind and every state shape
+  /// (the other hyperparameters stay as constructed). frontend/archive.cpp.
+  virtual void save(serialize::OutputArchive& archive) const;
+  virtual void load(serialize::InputArchive& archive);
   /// The learning rate (options.lr_); schedulers set it. A traced step reads it
   /// through a tensor, so a new value, set here or written into options.lr_,
   /// takes effect at the next call without a retrace.

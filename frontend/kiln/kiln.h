@@ -16,3 +16,4 @@
 #include "frontend/npy.h"
 #include "frontend/serialize.h"
 #include "frontend/checkpoint.h"
+#include "frontend/archive.h"

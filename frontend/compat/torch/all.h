@@ -6,4 +6,5 @@
 #include "torch/data.h"
 #include "torch/nn.h"
 #include "torch/optim.h"
+#include "torch/serialize.h"
 #include "torch/types.h"

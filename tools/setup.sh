@@ -20,7 +20,7 @@ esac
 packages=(cmake ninja-build g++ ccache pkg-config python3
   llvm-19-dev libopenblas-dev doctest-dev libbenchmark-dev libfmt-dev libcli11-dev
   zlib1g-dev libzstd-dev libxml2-dev libedit-dev libcurl4-openssl-dev libffi-dev
-  libopenmpi-dev openmpi-bin)
+  libopenmpi-dev openmpi-bin nlohmann-json3-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

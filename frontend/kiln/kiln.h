@@ -17,3 +17,4 @@
 #include "frontend/serialize.h"
 #include "frontend/checkpoint.h"
 #include "frontend/archive.h"
+#include "frontend/safetensors.h"

@@ -352,6 +352,12 @@ void nn::Module::load(serialize::InputArchive& archive) {
   }
 }
 
+std::vector<optim::OptimizerParamGroup>& optim::Optimizer::param_groups() {
+  groups_.clear();
+  groups_.emplace_back(params_, options_base());
+  return groups_;
+}
+
 void optim::Optimizer::save(serialize::OutputArchive& archive) const {
   archive.write("kind", std::string(name()));
   archive.write("lr", lr());

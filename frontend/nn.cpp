@@ -1,9 +1,13 @@
 // nn modules and losses.
 #include "frontend/nn.h"
 
+#include <cxxabi.h>
+
 #include <cmath>
+#include <cstdlib>
 #include <ostream>
 #include <sstream>
+#include <typeinfo>
 
 #include "frontend/autograd.h"
 #include "frontend/dispatch.h"
@@ -222,8 +226,10 @@ Tensor one_hot_of_checked(const Tensor& indices, int64_t n, Loc loc) {
 }  // namespace
 
 Tensor one_hot(const Tensor& indices, int64_t num_classes, Loc loc) {
-  return one_hot_of_checked(detail::checked_indices(indices, num_classes, "one_hot", loc), num_classes,
-                            loc);
+  // int64, as torch.nn.functional.one_hot gives.
+  return one_hot_of_checked(detail::checked_indices(indices, num_classes, "one_hot", loc),
+                            num_classes, loc)
+      .to(kInt64, loc);
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction r, Loc loc) {
@@ -285,6 +291,25 @@ Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
 }
 
 }  // namespace utils
+
+std::string Module::repr() const {
+  std::string name = name_;
+  if (name == "Module") {  // a class of the user's: its own name
+    int status = 0;
+    char* d = abi::__cxa_demangle(typeid(*this).name(), nullptr, nullptr, &status);
+    if (status == 0 && d) name = d;
+    std::free(d);
+  }
+  if (children_.empty()) return name + "()";
+  std::string out = name + "(\n";
+  for (const auto& [n, c] : children_) {
+    std::string child = c->repr();
+    for (size_t p = child.find('\n'); p != std::string::npos; p = child.find('\n', p + 3))
+      child.replace(p, 1, "\n  ");
+    out += "  (" + n + "): " + child + "\n";
+  }
+  return out + ")";
+}
 
 std::ostream& operator<<(std::ostream& os, const Module& m) { return os << m.repr(); }
 

@@ -101,7 +101,9 @@ class Module : public std::enable_shared_from_this<Module> {
   virtual void save(serialize::OutputArchive& archive) const;
   virtual void load(serialize::InputArchive& archive);
   /// "Linear(in_features=1000, out_features=100, bias=true)"-style description.
-  virtual std::string repr() const { return name_ + "()"; }
+  /// The default: the module's name (a module of your own: its class name)
+  /// and its children, one per line, as libtorch prints a module.
+  virtual std::string repr() const;
 
   Tensor& register_parameter(std::string name, Tensor t, bool requires_grad = true);
   Tensor& register_buffer(std::string name, Tensor t);
@@ -465,6 +467,7 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction r = Reducti
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction r = Reduction::Mean, KILN_LOC);
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options,
                      KILN_LOC);
+/// [..., num_classes] int64: 1 at each index, 0 elsewhere (torch.nn.functional.one_hot).
 Tensor one_hot(const Tensor& indices, int64_t num_classes, KILN_LOC);
 /// Negative log likelihood of log-probabilities [N, C] at class indices [N].
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction r = Reduction::Mean,
@@ -512,5 +515,10 @@ Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
 }  // namespace utils
 
 std::ostream& operator<<(std::ostream& os, const Module& m);
+/// Prints the module a holder holds (std::cout << model).
+template <class Impl>
+std::ostream& operator<<(std::ostream& os, const ModuleHolder<Impl>& m) {
+  return os << static_cast<const Module&>(*m);
+}
 
 }  // namespace kiln::nn

@@ -23,6 +23,34 @@ class InputArchive;
 
 namespace kiln::optim {
 
+/// The base of every optimizer's options (libtorch's OptimizerOptions): the
+/// learning rate through a virtual interface, so a program can change it
+/// through param_groups() without knowing the optimizer's kind.
+class OptimizerOptions {
+ public:
+  virtual ~OptimizerOptions() = default;
+  virtual double get_lr() const = 0;
+  virtual void set_lr(double lr) = 0;
+};
+
+/// The parameters an optimizer updates and its options (every Kiln optimizer
+/// has one group): `static_cast<optim::SGDOptions&>(group.options()).lr(0.01)`
+/// changes the optimizer's own options.
+class OptimizerParamGroup {
+ public:
+  OptimizerParamGroup(std::vector<Tensor>& params, OptimizerOptions& options)
+      : params_(&params), options_(&options) {}
+  std::vector<Tensor>& params() { return *params_; }
+  const std::vector<Tensor>& params() const { return *params_; }
+  OptimizerOptions& options() { return *options_; }
+  const OptimizerOptions& options() const { return *options_; }
+  bool has_options() const { return true; }
+
+ private:
+  std::vector<Tensor>* params_;
+  OptimizerOptions* options_;
+};
+
 class Optimizer {
  public:
   explicit Optimizer(std::vector<Tensor> params);
@@ -46,10 +74,15 @@ class Optimizer {
   /// takes effect at the next call without a retrace.
   double lr() const;
   void set_lr(double lr);
+  /// libtorch's view of the parameters and options: one group, holding every
+  /// parameter and the optimizer's options (frontend/archive.cpp).
+  std::vector<OptimizerParamGroup>& param_groups();
 
  protected:
   /// The learning-rate field of the options.
   virtual double& lr_field() = 0;
+  /// The options as libtorch's base class.
+  virtual OptimizerOptions& options_base() = 0;
   /// The numbers step() reads as constants, by name (all but the learning
   /// rate): a traced step is guarded on them.
   struct Hyperparameter {
@@ -68,6 +101,7 @@ class Optimizer {
   std::vector<Tensor> params_;
 
  private:
+  std::vector<OptimizerParamGroup> groups_;
   /// Writes lr_field() into lr_ when it changed (outside any trace).
   void sync_lr();
 
@@ -78,8 +112,10 @@ class Optimizer {
   double lr_in_tensor_ = 0;  // what lr_ holds
 };
 
-struct SGDOptions {
+struct SGDOptions : OptimizerOptions {
   explicit SGDOptions(double lr) : lr_(lr) {}
+  double get_lr() const override { return lr_; }
+  void set_lr(double lr) override { lr_ = lr; }
   SGDOptions& lr(double v) { lr_ = v; return *this; }
   SGDOptions& momentum(double v) { momentum_ = v; return *this; }
   SGDOptions& dampening(double v) { dampening_ = v; return *this; }
@@ -101,6 +137,7 @@ class SGD : public Optimizer {
 
  protected:
   double& lr_field() override { return options.lr_; }
+  OptimizerOptions& options_base() override { return options; }
   std::vector<Hyperparameter> hyperparameters() const override;
   const char* name() const override { return "SGD"; }
 
@@ -108,8 +145,10 @@ class SGD : public Optimizer {
   std::vector<Tensor> momentum_;
 };
 
-struct AdamOptions {
+struct AdamOptions : OptimizerOptions {
   explicit AdamOptions(double lr = 1e-3) : lr_(lr) {}
+  double get_lr() const override { return lr_; }
+  void set_lr(double lr) override { lr_ = lr; }
   AdamOptions& lr(double v) { lr_ = v; return *this; }
   /// (beta1, beta2): a std::tuple (libtorch's type), a std::pair or a braced pair.
   AdamOptions& betas(std::tuple<double, double> b) {
@@ -149,6 +188,7 @@ class Adam : public Optimizer {
   /// applied to the parameter before the update (AdamW).
   void adam_step(bool decoupled_weight_decay);
   double& lr_field() override { return options.lr_; }
+  OptimizerOptions& options_base() override { return options; }
   std::vector<Hyperparameter> hyperparameters() const override;
   const char* name() const override { return "Adam"; }
 
@@ -158,8 +198,10 @@ class Adam : public Optimizer {
 };
 
 /// AdamW's options: Adam's, with a default weight decay of 0.01.
-struct AdamWOptions {
+struct AdamWOptions : OptimizerOptions {
   explicit AdamWOptions(double lr = 1e-3) : lr_(lr) {}
+  double get_lr() const override { return lr_; }
+  void set_lr(double lr) override { lr_ = lr; }
   AdamWOptions& lr(double v) { lr_ = v; return *this; }
   AdamWOptions& betas(std::tuple<double, double> b) {
     beta1_ = std::get<0>(b);
@@ -195,8 +237,10 @@ class AdamW : public Adam {
   const char* name() const override { return "AdamW"; }
 };
 
-struct RMSpropOptions {
+struct RMSpropOptions : OptimizerOptions {
   explicit RMSpropOptions(double lr = 1e-2) : lr_(lr) {}
+  double get_lr() const override { return lr_; }
+  void set_lr(double lr) override { lr_ = lr; }
   RMSpropOptions& lr(double v) { lr_ = v; return *this; }
   RMSpropOptions& alpha(double v) { alpha_ = v; return *this; }
   RMSpropOptions& eps(double v) { eps_ = v; return *this; }
@@ -219,6 +263,7 @@ class RMSprop : public Optimizer {
 
  protected:
   double& lr_field() override { return options.lr_; }
+  OptimizerOptions& options_base() override { return options; }
   std::vector<Hyperparameter> hyperparameters() const override;
   const char* name() const override { return "RMSprop"; }
 

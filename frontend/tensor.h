@@ -11,6 +11,7 @@
 #include <optional>
 #include <source_location>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <variant>
 #include <type_traits>
@@ -83,6 +84,13 @@ struct Scalar {
 };
 /// Prints the value as a number (an integer exactly), or true/false.
 std::ostream& operator<<(std::ostream& os, const Scalar& s);
+/// Prints a dtype as libtorch prints x.dtype(): "float", "double", "int",
+/// "long int", "bool".
+std::ostream& operator<<(std::ostream& os, DType t);
+
+/// Memory layouts: Kiln's tensors are strided (dense, with strides).
+enum class Layout : uint8_t { Strided };
+inline constexpr Layout kStrided = Layout::Strided;
 
 /// Options for creating tensors: dtype, device, requires_grad (libtorch style).
 struct TensorOptions {
@@ -97,6 +105,9 @@ struct TensorOptions {
   TensorOptions(Device d) : device_(d) {}
   TensorOptions dtype(DType d) const { auto o = *this; o.dtype_ = d; o.has_dtype_ = true; return o; }
   TensorOptions device(Device d) const { auto o = *this; o.device_ = d; return o; }
+  TensorOptions device(DeviceType t, int index) const { return device(Device(t, index)); }
+  /// The layout: strided, the only one Kiln has.
+  TensorOptions layout(Layout) const { return *this; }
   TensorOptions requires_grad(bool r = true) const { auto o = *this; o.requires_grad_ = r; return o; }
   /// libtorch's getters: the dtype asked for (float32 when none was), the device.
   DType dtype() const { return dtype_; }
@@ -190,6 +201,12 @@ class Tensor {
   Tensor to(DType t, KILN_LOC) const;
   Tensor to(Device d, KILN_LOC) const;
   Tensor to(DeviceType d, KILN_LOC) const { return to(Device(d), loc); }
+  /// To the options' device and, when one was asked for, dtype (libtorch's to(options)).
+  Tensor to(const TensorOptions& options, KILN_LOC) const {
+    Tensor t = to(options.device_, loc);
+    return options.has_dtype_ ? t.to(options.dtype_, loc) : t;
+  }
+  Tensor to(Device d, DType t, KILN_LOC) const { return to(d, loc).to(t, loc); }
   Tensor cpu(KILN_LOC) const { return to(Device(kCPU), loc); }
   Tensor cuda(KILN_LOC) const { return to(Device(kCUDA), loc); }
   Tensor clone(KILN_LOC) const;
@@ -446,6 +463,17 @@ class Tensor {
   TensorAccessor<T, N> accessor() const&;
   /// Prints str() and a newline to standard output.
   void print() const;
+  /// The tensor tiled `repeats` times along each dim (leading dims added when
+  /// repeats is longer than the rank), as torch.Tensor.repeat.
+  Tensor repeat(std::vector<int64_t> repeats, KILN_LOC) const;
+  /// Writes `value` (broadcast) into the elements basic indexing selects
+  /// (integers, slices, None, Ellipsis): x.index_put_({0, Slice()}, 1).
+  Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, const Tensor& value,
+                     KILN_LOC);
+  Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, Scalar value, KILN_LOC);
+  /// beta * this + alpha * (mat1 @ mat2).
+  Tensor addmm(const Tensor& mat1, const Tensor& mat2, Scalar beta = 1, Scalar alpha = 1,
+               KILN_LOC) const;
   // In place: fills from the global generator (manual_seed), and ops whose
   // result is written back in this tensor's dtype (x.eq_(y) leaves 1 and 0).
   Tensor& uniform_(double from = 0, double to = 1, KILN_LOC);
@@ -671,6 +699,12 @@ struct TensorIndex {
   TensorIndex(Slice s) : what(s) {}
   TensorIndex(NoneIndex n) : what(n) {}
   TensorIndex(EllipsisIndex e) : what(e) {}
+  /// "..." stands for Ellipsis, as in libtorch.
+  TensorIndex(const char* s) : what(EllipsisIndex{}) {
+    if (std::string_view(s) != "...")
+      throw Error(std::string("index: \"") + s +
+                  "\" is not an index (expected \"...\" for Ellipsis)");
+  }
   TensorIndex(Tensor t) : what(std::move(t)) {}
 };
 }  // namespace indexing

@@ -56,6 +56,22 @@ std::ostream& operator<<(std::ostream& os, const Scalar& s) {
   return os;
 }
 
+std::ostream& operator<<(std::ostream& os, DType t) {
+  switch (t) {
+    case DType::f32:
+      return os << "float";
+    case DType::f64:
+      return os << "double";
+    case DType::i32:
+      return os << "int";
+    case DType::i64:
+      return os << "long int";
+    case DType::b8:
+      return os << "bool";
+  }
+  return os << dtype_name(t);
+}
+
 Scalar Tensor::item(Loc l) const {
   if (defined() && is_floating(dtype())) return Scalar(item<double>(l));
   if (defined() && dtype() == kBool) return Scalar(item<bool>(l));
@@ -99,6 +115,49 @@ bool Tensor::equal(const Tensor& other) const {
 
 void Tensor::print() const {
   std::cout << str() << "\n";
+}
+
+Tensor Tensor::repeat(std::vector<int64_t> repeats, Loc l) const {
+  if (repeats.size() < static_cast<size_t>(dim()))
+    throw Error("repeat: " + std::to_string(repeats.size()) + " repeats for a tensor of rank " +
+                    std::to_string(dim()) + " (expected at least one per dim)",
+                here(l));
+  Shape s = sizes();
+  s.insert(s.begin(), repeats.size() - s.size(), 1);
+  // [s0, s1, ...] viewed as [1, s0, 1, s1, ...], expanded to [r0, s0, r1, s1, ...].
+  Shape spread, expanded, out;
+  for (size_t d = 0; d < s.size(); ++d) {
+    if (repeats[d] < 0)
+      throw Error("repeat: expected repeats >= 0, got " + std::to_string(repeats[d]), here(l));
+    spread.insert(spread.end(), {1, s[d]});
+    expanded.insert(expanded.end(), {repeats[d], s[d]});
+    out.push_back(repeats[d] * s[d]);
+  }
+  return reshape(spread, l).expand(expanded, l).reshape(out, l);
+}
+
+Tensor& Tensor::index_put_(const std::vector<indexing::TensorIndex>& indices, const Tensor& value,
+                           Loc l) {
+  for (const indexing::TensorIndex& i : indices)
+    if (std::holds_alternative<Tensor>(i.what))
+      throw Error(
+          "index_put_: tensor indices are not supported (expected integers, slices, None or "
+          "Ellipsis)",
+          here(l));
+  Tensor view = index(indices, l);
+  view.copy_(value, l);
+  return *this;
+}
+
+Tensor& Tensor::index_put_(const std::vector<indexing::TensorIndex>& indices, Scalar value, Loc l) {
+  return index_put_(indices, full({}, value, TensorOptions(dtype()).device(device()), l), l);
+}
+
+Tensor Tensor::addmm(const Tensor& mat1, const Tensor& mat2, Scalar beta, Scalar alpha,
+                     Loc l) const {
+  Tensor prod = mat1.mm(mat2, l);
+  if (alpha.toDouble() != 1) prod = prod.mul(alpha, l);
+  return (beta.toDouble() == 1 ? *this : mul(beta, l)).add(prod, 1, l);
 }
 
 Tensor& Tensor::uniform_(double from, double to, Loc l) {

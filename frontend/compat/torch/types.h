@@ -35,6 +35,7 @@
 #include <kiln/kiln.h>
 
 #include "runtime/cuda_driver.h"
+#include "runtime/thread_pool.h"
 
 namespace torch {
 
@@ -53,8 +54,6 @@ using kiln::TensorAccessor;
 using kiln::TensorOptions;
 using ScalarType = kiln::DType;
 using Dtype = kiln::DType;
-using Layout = int;
-inline constexpr Layout kStrided = 0;
 using kiln::kBool;
 using kiln::kDouble;
 using kiln::kFloat;
@@ -64,6 +63,8 @@ using kiln::kInt;
 using kiln::kInt32;
 using kiln::kInt64;
 using kiln::kLong;
+using kiln::kStrided;
+using kiln::Layout;
 inline constexpr kiln::DType kF32 = kiln::DType::f32;
 inline constexpr kiln::DType kF64 = kiln::DType::f64;
 inline constexpr kiln::DType kI32 = kiln::DType::i32;
@@ -198,6 +199,13 @@ inline void manual_seed_all(uint64_t seed) {
 }  // namespace cuda
 
 using kiln::manual_seed;
+/// The threads Kiln's CPU kernels use (KILN_NUM_THREADS).
+inline void set_num_threads(int n) {
+  kiln::set_num_threads(n);
+}
+inline int get_num_threads() {
+  return kiln::num_threads();
+}
 
 // ---- creation ----
 using kiln::arange;
@@ -446,6 +454,12 @@ KILN_TORCH_TENSOR_BINARY(bmm)
 KILN_TORCH_TENSOR_BINARY(outer)
 KILN_TORCH_TENSOR_BINARY(ger)
 #undef KILN_TORCH_TENSOR_BINARY
+struct addmm_fn {
+  Tensor operator()(TensorAt self, const Tensor& mat1, const Tensor& mat2, Scalar beta = 1,
+                    Scalar alpha = 1) const {
+    return self.t.addmm(mat1, mat2, beta, alpha, self.loc);
+  }
+};
 struct dot_fn {
   Tensor operator()(TensorAt a, const Tensor& b) const {
     if (a.t.dim() != 1 || b.dim() != 1)
@@ -826,6 +840,7 @@ inline constexpr detail::bmm_fn bmm{};
 inline constexpr detail::outer_fn outer{};
 inline constexpr detail::ger_fn ger{};
 inline constexpr detail::dot_fn dot{};
+inline constexpr detail::addmm_fn addmm{};
 inline constexpr detail::mv_fn mv{};
 inline constexpr detail::where_fn where{};
 inline constexpr detail::masked_fill_fn masked_fill{};
@@ -897,6 +912,19 @@ inline constexpr detail::smooth_l1_loss_fn smooth_l1_loss{};
 #define TORCH_INTERNAL_ASSERT(cond, ...) TORCH_CHECK(cond, ##__VA_ARGS__)
 #define AT_ERROR(...) throw ::kiln::Error(::torch::str(__VA_ARGS__))
 #define TORCH_WARN(...) (std::cerr << "Warning: " << ::torch::str(__VA_ARGS__) << std::endl)
+
+/// Sizes print as libtorch prints them: std::cout << x.sizes() shows [2, 3].
+/// (Kiln's sizes() is a std::vector<int64_t>, libtorch's an IntArrayRef.)
+inline std::ostream& operator<<(std::ostream& os, const std::vector<int64_t>& sizes) {
+  os << "[";
+  for (size_t i = 0; i < sizes.size(); ++i) os << (i ? ", " : "") << sizes[i];
+  return os << "]";
+}
+namespace torch {
+inline std::ostream& operator<<(std::ostream& os, const IntArrayRef& sizes) {
+  return ::operator<<(os, sizes.vec());
+}
+}  // namespace torch
 
 namespace at {
 using namespace ::torch;

@@ -145,7 +145,11 @@ Tensor& Tensor::index_put_(const std::vector<indexing::TensorIndex>& indices, co
           "Ellipsis)",
           here(l));
   Tensor view = index(indices, l);
-  view.copy_(value, l);
+  // Leading dims of size 1 beyond the target's rank are dropped, as libtorch's
+  // indexing assignment does (x[0][0] = tensor({5.f})).
+  Tensor v = value;
+  while (v.dim() > view.dim() && v.size(0) == 1) v = v.squeeze(0, l);
+  view.copy_(v, l);
   return *this;
 }
 

@@ -6,6 +6,7 @@
 // temporaries, in-place comparisons, accessor, to(dtype), named_parameters as
 // an OrderedDict, Functional with functions by name and the caller's line).
 #include <cmath>
+#include <sstream>
 
 #include "test_util.h"
 
@@ -232,6 +233,42 @@ TEST_CASE("Module spellings: OrderedDict, to(dtype), holders from nullptr, Funct
   CHECK(leaky(tensor({-2.f})).item<float>() == -1.0f);
   nn::Functional lambda([](const Tensor& t) { return t * 2; });
   CHECK(lambda(ones({1})).item<float>() == 2.0f);
+}
+
+TEST_CASE("repeat, index_put_, addmm, param_groups and printing") {
+  Tensor a = tensor({{1.f, 2.f}, {3.f, 4.f}});
+  Tensor r = a.repeat({2, 1, 3});
+  CHECK(r.sizes() == Shape{2, 2, 6});
+  CHECK(r[1][1].to_vector<float>() == std::vector<float>{3, 4, 3, 4, 3, 4});
+  KILN_CHECK_ERROR(a.repeat({2}), "1 repeats for a tensor of rank 2");
+  Tensor z = zeros({2, 3});
+  z.index_put_({1, indexing::Slice(1, indexing::None)}, 7);
+  z.index_put_({0, 0}, tensor({5.f}));
+  CHECK(z.to_vector<float>() == std::vector<float>{5, 0, 0, 0, 7, 7});
+  KILN_CHECK_ERROR(z.index_put_({tensor({0})}, 1), "tensor indices are not supported");
+  CHECK(ones({2}).addmm(a, a, 0.5, 2).to_vector<float>() ==
+        std::vector<float>{14.5f, 20.5f, 30.5f, 44.5f});
+  CHECK(a.index({"...", 1}).to_vector<float>() == std::vector<float>{2, 4});
+
+  nn::Linear lin(2, 2);
+  optim::SGD sgd(lin->parameters(), optim::SGDOptions(0.1).momentum(0.9));
+  for (auto& group : sgd.param_groups()) static_cast<optim::SGDOptions&>(group.options()).lr(0.01);
+  CHECK(sgd.options.lr_ == 0.01);
+  CHECK(sgd.lr() == 0.01);
+  CHECK(sgd.param_groups()[0].params().size() == 2);
+  sgd.param_groups()[0].options().set_lr(0.5);
+  CHECK(sgd.param_groups()[0].options().get_lr() == 0.5);
+
+  std::ostringstream os;
+  os << kFloat32 << " " << kInt64 << " " << Scalar(3) << " " << Scalar(true);
+  CHECK(os.str() == "float long int 3 true");
+  struct Pair : nn::Module {
+    Pair() { register_module("inner", nn::Sequential(nn::Linear(1, 1))); }
+  };
+  std::ostringstream m;
+  m << Pair();
+  CHECK(m.str().find("Pair(\n  (inner): Sequential(\n    (0): Linear(in_features=1") !=
+        std::string::npos);
 }
 
 }  // namespace

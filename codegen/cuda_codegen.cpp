@@ -62,6 +62,12 @@ std::string acc_init(const kir::Accumulator& a) {
           DType::i64);
     case DType::b8:
       return up ? "0" : "1";
+    case DType::u8:  // accumulated as int (acc_type)
+      return up ? "0" : "255";
+    case DType::i8:
+      return up ? "(-128)" : "127";
+    case DType::i16:
+      return up ? "(-32768)" : "32767";
   }
   return "0";
 }
@@ -222,6 +228,8 @@ class Emitter {
   std::string cast(const std::string& x, DType from, DType to) const {
     if (from == to) return x;
     if (to == DType::b8) return cat("(", x, " != 0)");
+    // A float becomes a small integer through int64, wrapping (runtime/strided_loop.h: convert).
+    if (is_floating(from) && dtype_size(to) < 4) return cat("(", reg_type(to), ")(long long)", x);
     return cat("(", reg_type(to), ")", x);
   }
 
@@ -274,9 +282,9 @@ class Emitter {
       case ScalarOp::sign:
         return boolean ? a(0) : fn1("kiln_sign");
       case ScalarOp::relu:
-        return boolean ? a(0)
-                       : cat("(", a(0), " < ", literal(t, 0, 0), " ? ", literal(t, 0, 0), " : ",
-                             a(0), ")");
+        return boolean || t == DType::u8 ? a(0)
+                                         : cat("(", a(0), " < ", literal(t, 0, 0), " ? ",
+                                               literal(t, 0, 0), " : ", a(0), ")");
       case ScalarOp::not_:
         return cat("(!", a(0), ")");
       case ScalarOp::add:
@@ -390,7 +398,7 @@ class Emitter {
         const kir::Accumulator& a = k_.accs[size_t(s.ref)];
         const std::string n = cat("a", std::to_string(s.ref));
         std::string x = ref(s.value);
-        if (a.type == DType::b8) x = cat("(int)", x);
+        if (a.type == DType::b8 || dtype_size(a.type) < 4) x = cat("(int)", x);
         switch (a.kind) {
           case ReduceKind::sum:
             if (is_floating(a.type))

@@ -33,7 +33,7 @@ llvm::Value* math(llvm::IRBuilderBase& b, kir::ScalarOp op, llvm::Value* x);
 llvm::Value* pow(llvm::IRBuilderBase& b, llvm::Value* x, llvm::Value* y);
 /// Integer power with wrap-around (exact modulo 2^bits); negative exponents give
 /// 0 unless |x| = 1, as the reference kernel. x and y are iN of one width.
-llvm::Value* ipow(llvm::IRBuilderBase& b, llvm::Value* x, llvm::Value* y);
+llvm::Value* ipow(llvm::IRBuilderBase& b, llvm::Value* x, llvm::Value* y, bool is_unsigned = false);
 /// Philox-4x32-10's word 0 at (i64 key, i64 counter) as a float in [0, 1): the
 /// op table's philox, bit for bit as the reference kernel.
 llvm::Value* philox(llvm::IRBuilderBase& b, llvm::Value* key, llvm::Value* counter);

@@ -8,7 +8,7 @@
 //   u32 version, u64 file size (all bytes, checksum included), u32 entry count
 //   entries, parameters then buffers in named_parameters()/named_buffers()
 //   order, each: u32 name length, dotted name ("0.weight", "fc1.bias"),
-//     u8 dtype (1 f32, 2 f64, 3 i32, 4 i64, 5 bool), u32 rank, i64 dims[rank],
+//     u8 dtype (1 f32, 2 f64, 3 i32, 4 i64, 5 bool, 6 u8, 7 i8, 8 i16), u32 rank, i64 dims[rank],
 //     u64 data length, the elements' raw little-endian bytes, row-major
 //   u64 checksum of every byte before it (io::checksum64)
 // Files are written atomically (temporary file, fsync, rename): a reader sees

@@ -48,6 +48,13 @@ Tensor tensor_1d(std::initializer_list<T> values, TensorOptions o, DType natural
 }
 
 template <class T>
+Tensor tensor_vec(const std::vector<T>& values, TensorOptions o, DType natural, Loc l) {
+  std::vector<LiteralT<T>> data(values.begin(), values.end());
+  if (!o.has_dtype_) o.dtype_ = natural;
+  return literal(std::move(data), {static_cast<int64_t>(values.size())}, o, here(l));
+}
+
+template <class T>
 Tensor tensor_2d(std::initializer_list<std::initializer_list<T>> rows, TensorOptions o,
                  DType natural, Loc l) {
   std::vector<LiteralT<T>> data;
@@ -72,6 +79,30 @@ Tensor tensor(std::initializer_list<double> v, TensorOptions o, Loc l) { return 
 Tensor tensor(std::initializer_list<int> v, TensorOptions o, Loc l) { return tensor_1d(v, o, DType::i64, l); }
 Tensor tensor(std::initializer_list<int64_t> v, TensorOptions o, Loc l) { return tensor_1d(v, o, DType::i64, l); }
 Tensor tensor(std::initializer_list<bool> v, TensorOptions o, Loc l) { return tensor_1d(v, o, DType::b8, l); }
+Tensor tensor(const std::vector<float>& v, TensorOptions o, Loc l) {
+  return tensor_vec(v, o, DType::f32, l);
+}
+Tensor tensor(const std::vector<double>& v, TensorOptions o, Loc l) {
+  return tensor_vec(v, o, DType::f32, l);
+}
+Tensor tensor(const std::vector<int>& v, TensorOptions o, Loc l) {
+  return tensor_vec(v, o, DType::i64, l);
+}
+Tensor tensor(const std::vector<int64_t>& v, TensorOptions o, Loc l) {
+  return tensor_vec(v, o, DType::i64, l);
+}
+Tensor tensor(const std::vector<bool>& v, TensorOptions o, Loc l) {
+  return tensor_vec(v, o, DType::b8, l);
+}
+Tensor tensor(const std::vector<uint8_t>& v, TensorOptions o, Loc l) {
+  return tensor_vec(v, o, DType::u8, l);
+}
+Tensor tensor(const std::vector<int8_t>& v, TensorOptions o, Loc l) {
+  return tensor_vec(v, o, DType::i8, l);
+}
+Tensor tensor(const std::vector<int16_t>& v, TensorOptions o, Loc l) {
+  return tensor_vec(v, o, DType::i16, l);
+}
 Tensor tensor(std::initializer_list<std::initializer_list<float>> v, TensorOptions o, Loc l) {
   return tensor_2d(v, o, DType::f32, l);
 }

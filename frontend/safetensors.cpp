@@ -27,7 +27,8 @@ struct Kind {
 };
 constexpr Kind kKinds[] = {{"F64", DType::f64, 8},  {"F32", DType::f32, 4}, {"F16", DType::f32, 2},
                            {"BF16", DType::f32, 2}, {"I64", DType::i64, 8}, {"I32", DType::i32, 4},
-                           {"BOOL", DType::b8, 1}};
+                           {"BOOL", DType::b8, 1},  {"U8", DType::u8, 1},   {"I8", DType::i8, 1},
+                           {"I16", DType::i16, 2}};
 
 const char* file_dtype(DType t) {
   switch (t) {
@@ -41,6 +42,12 @@ const char* file_dtype(DType t) {
       return "I32";
     case DType::b8:
       return "BOOL";
+    case DType::u8:
+      return "U8";
+    case DType::i8:
+      return "I8";
+    case DType::i16:
+      return "I16";
   }
   return "?";
 }
@@ -134,7 +141,8 @@ std::map<std::string, Tensor> parse_safetensors(const std::string& bytes, const 
     for (const Kind& k : kKinds)
       if (dt == k.name) kind = &k;
     if (!kind)
-      fail(name, who + " has dtype " + dt + " (Kiln reads F64, F32, F16, BF16, I64, I32 and BOOL)");
+      fail(name, who + " has dtype " + dt +
+                     " (Kiln reads F64, F32, F16, BF16, I64, I32, I16, I8, U8 and BOOL)");
     if (!e["shape"].is_array()) fail(name, who + ": shape " + e["shape"].dump() + " is not a list");
     Shape shape;
     for (const json& d : e["shape"]) shape.push_back(nonnegative(d, name, who + ": a dim"));

@@ -9,7 +9,7 @@
 // then the data, each tensor's raw little-endian elements row-major at
 // [begin, end) of it. The JSON is parsed with nlohmann-json (Debian's
 // nlohmann-json3-dev). dtypes read: F64, F32, F16 and BF16 (converted to
-// float32), I64, I32 and BOOL; others are errors naming the tensor.
+// float32), I64, I32, I16, I8, U8 and BOOL; others are errors naming the tensor.
 #pragma once
 
 #include <map>

@@ -634,13 +634,19 @@ Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<
 Tensor scalar_tensor(Scalar value, TensorOptions opts = {}, KILN_LOC);
 /// A 0-d tensor holding `value` (float32 for floats, int64 for integers, bool),
 /// or a 1-D tensor of a vector's values: libtorch's torch::tensor(3.5, kFloat64)
-/// and torch::tensor(std::vector<float>{...}).
+/// and torch::tensor(std::vector<float>{...}). A vector of doubles gives float32
+/// and one of ints int64, as libtorch's; uint8_t, int8_t and int16_t keep their type.
+/// Values given with a dtype must fit it (detail::check_fits: tensor({300}, kUInt8)
+/// is an error, as in libtorch).
 Tensor tensor(Scalar value, TensorOptions opts = {}, KILN_LOC);
 Tensor tensor(const std::vector<float>& values, TensorOptions opts = {}, KILN_LOC);
 Tensor tensor(const std::vector<double>& values, TensorOptions opts = {}, KILN_LOC);
 Tensor tensor(const std::vector<int>& values, TensorOptions opts = {}, KILN_LOC);
 Tensor tensor(const std::vector<int64_t>& values, TensorOptions opts = {}, KILN_LOC);
 Tensor tensor(const std::vector<bool>& values, TensorOptions opts = {}, KILN_LOC);
+Tensor tensor(const std::vector<uint8_t>& values, TensorOptions opts = {}, KILN_LOC);
+Tensor tensor(const std::vector<int8_t>& values, TensorOptions opts = {}, KILN_LOC);
+Tensor tensor(const std::vector<int16_t>& values, TensorOptions opts = {}, KILN_LOC);
 /// A tensor of `shape` from row-major values (dtype of opts; values converted).
 Tensor from_vector(const std::vector<double>& values, Shape shape, TensorOptions opts = {}, KILN_LOC);
 /// Wraps memory the caller owns (CPU, row-major unless strides are given); no copy.

@@ -26,22 +26,6 @@ TensorOptions like(const Tensor& t) {
   return TensorOptions(t.dtype()).device(t.device());
 }
 
-template <class T>
-Tensor tensor_of(const std::vector<T>& values, TensorOptions o, DType natural, Loc l) {
-  const Shape shape{static_cast<int64_t>(values.size())};
-  Tensor t;
-  if constexpr (std::is_same_v<T, bool>) {
-    std::vector<uint8_t> bytes(values.begin(), values.end());
-    t = from_blob(bytes.data(), shape, TensorOptions(kBool), l).clone(l);
-  } else {
-    t = from_blob(const_cast<T*>(values.data()), shape, TensorOptions(dtype_of<T>()), l).clone(l);
-  }
-  t = t.to(o.has_dtype() ? o.dtype() : natural, l);
-  if (!o.device().is_cpu()) t = t.to(o.device(), l);
-  if (o.requires_grad_) t.requires_grad_(true, l);
-  return t;
-}
-
 }  // namespace
 
 std::ostream& operator<<(std::ostream& os, const Scalar& s) {
@@ -68,6 +52,12 @@ std::ostream& operator<<(std::ostream& os, DType t) {
       return os << "long int";
     case DType::b8:
       return os << "bool";
+    case DType::u8:
+      return os << "unsigned char";
+    case DType::i8:
+      return os << "signed char";
+    case DType::i16:
+      return os << "short int";
   }
   return os << dtype_name(t);
 }
@@ -356,21 +346,6 @@ Tensor tensor(Scalar v, TensorOptions o, Loc l) {
                 : v.kind == ScalarKind::integer ? kInt64
                                                 : kBool);
   return scalar_tensor(v, o, l);
-}
-Tensor tensor(const std::vector<float>& v, TensorOptions o, Loc l) {
-  return tensor_of(v, o, kFloat32, l);
-}
-Tensor tensor(const std::vector<double>& v, TensorOptions o, Loc l) {
-  return tensor_of(v, o, kFloat32, l);
-}
-Tensor tensor(const std::vector<int>& v, TensorOptions o, Loc l) {
-  return tensor_of(v, o, kInt64, l);
-}
-Tensor tensor(const std::vector<int64_t>& v, TensorOptions o, Loc l) {
-  return tensor_of(v, o, kInt64, l);
-}
-Tensor tensor(const std::vector<bool>& v, TensorOptions o, Loc l) {
-  return tensor_of(v, o, kBool, l);
 }
 
 }  // namespace kiln

@@ -1,7 +1,8 @@
 // A custom dataset, written for libtorch's C++ frontend: a
 // torch::data::datasets::Dataset subclass that reads its own files (the idx
 // files in ./data, parsed here by hand), returns Examples made with
-// torch::from_blob, and is mapped through a Lambda transform and Stack; a
+// torch::from_blob over its pixels as kUInt8 (converted to float), and is mapped
+// through a Lambda transform and Stack; a
 // network declared as a subclass of nn::SequentialImpl with TORCH_MODULE, its
 // layers nn::Functional over torch::max_pool2d and torch::reshape passed by
 // name with their arguments. (libtorch cannot take torch::log_softmax by name:
@@ -41,7 +42,7 @@ uint32_t read_big_endian(std::ifstream& in) {
 
 // The images and labels of an idx pair, each image rows x cols bytes.
 struct Digits {
-  std::vector<std::vector<float>> images;
+  std::vector<std::vector<uint8_t>> images;
   std::vector<int64_t> labels;
   int64_t rows = 0, cols = 0;
 };
@@ -56,7 +57,7 @@ Digits read_digits(const std::string& images_path, const std::string& labels_pat
   Digits d;
   d.rows = read_big_endian(images);
   d.cols = read_big_endian(images);
-  std::vector<unsigned char> pixels(d.rows * d.cols);
+  std::vector<uint8_t> pixels(d.rows * d.cols);
   for (size_t i = 0; i < count; ++i) {
     images.read(reinterpret_cast<char*>(pixels.data()), pixels.size());
     d.images.emplace_back(pixels.begin(), pixels.end());
@@ -74,7 +75,7 @@ class CustomDataset : public torch::data::datasets::Dataset<CustomDataset> {
 
   Example get(size_t index) {
     auto image =
-        torch::from_blob(digits.images[index].data(), {1, digits.rows, digits.cols}, torch::kFloat);
+        torch::from_blob(digits.images[index].data(), {1, digits.rows, digits.cols}, torch::kUInt8);
     auto label = torch::from_blob(&digits.labels[index], {1}, torch::kLong);
     return {image.clone(), label.clone()};
   }

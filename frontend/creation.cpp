@@ -35,6 +35,11 @@ template <class T>
 using LiteralT = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
 
 Tensor literal(AttrValue data, Shape shape, const TensorOptions& o, SourceLoc loc) {
+  if (const auto* ints = std::get_if<std::vector<int64_t>>(&data))
+    for (int64_t v : *ints)
+      detail::check_fits(static_cast<long long>(v), o.dtype_, "tensor()", loc);
+  else if (const auto* floats = std::get_if<std::vector<double>>(&data))
+    for (double v : *floats) detail::check_fits(v, o.dtype_, "tensor()", loc);
   TensorType t{o.dtype_, std::move(shape), Device()};
   Tensor r = detail::create(OpKind::literal, {{AttrKey::data, std::move(data)}}, t, loc);
   return finish(r, o, loc);
@@ -182,6 +187,7 @@ Tensor ones(Shape shape, TensorOptions o, Loc l) { return full(std::move(shape),
 Tensor full(Shape shape, Scalar value, TensorOptions o, Loc l) {
   for (int64_t d : shape)
     if (d < 0) throw Error("negative dimension in shape " + shape_str(shape), here(l));
+  detail::check_fits(value, o.dtype_, "full()", here(l));
   TensorType t{o.dtype_, std::move(shape), o.device_};
   Tensor r = detail::create(OpKind::constant, {{AttrKey::value, detail::scalar_attr(value, t.dtype)}}, t, here(l));
   if (o.requires_grad_) r.requires_grad_(true, l);

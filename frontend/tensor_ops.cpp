@@ -231,6 +231,10 @@ Tensor Tensor::minimum(const Tensor& o, Loc l) const { return binary(OpKind::min
 
 Tensor Tensor::clamp(std::optional<Scalar> min, std::optional<Scalar> max, Loc l) const {
   Tensor r = *this;
+  // A bound converts to the result's dtype as fill_'s value does (checked).
+  for (const std::optional<Scalar>& bound : {min, max})
+    if (bound && defined())
+      detail::check_fits(*bound, promote_with_scalar(dtype(), bound->kind), "clamp()", here(l));
   if (min) r = binary_scalar(OpKind::maximum, r, *min, l);
   if (max) r = binary_scalar(OpKind::minimum, r, *max, l);
   return r;
@@ -416,6 +420,7 @@ Tensor& Tensor::div_(Scalar o, Loc l) { return assign_to(*this, binary_scalar(Op
 Tensor& Tensor::zero_(Loc l) { return fill_(0, l); }
 Tensor& Tensor::fill_(Scalar v, Loc l) {
   const TensorType& t = detail::type_of(*this);
+  detail::check_fits(v, t.dtype, "fill_()", here(l));
   Tensor c = detail::create(OpKind::constant, {{AttrKey::value, detail::scalar_attr(v, t.dtype)}},
                             TensorType{t.dtype, {}, t.device}, here(l));
   return assign_to(*this, c, l);

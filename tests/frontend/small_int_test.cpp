@@ -173,5 +173,34 @@ TEST_CASE("small integers through creation, where, cat, sort, clamp and matmul")
   CHECK(a.mul(tensor({1.5f})).to_vector<float>() == std::vector<float>{300, 150, 10.5f});
 }
 
+// full, fill_, tensor(..., dtype) and clamp's bounds refuse values their dtype
+// cannot hold, as libtorch does ("value cannot be converted to type uint8_t
+// without overflow"); uint8 takes -255..-1, wrapping, as libtorch's does.
+TEST_CASE("values that do not fit a small integer dtype are errors") {
+  KILN_CHECK_ERROR(full({2}, 300, kUInt8), "full(): the value 300 does not fit dtype uint8",
+                   "expected a value from 0 to 255");
+  KILN_CHECK_ERROR(full({2}, -129, kInt8), "the value -129 does not fit dtype int8",
+                   "expected a value from -128 to 127");
+  KILN_CHECK_ERROR(full({2}, 255.5, kUInt8), "the value 255.5 does not fit dtype uint8");
+  KILN_CHECK_ERROR(full({2}, -1.0, kUInt8), "the value -1 does not fit dtype uint8");
+  KILN_CHECK_ERROR(full({2}, int64_t(1) << 40, kInt32), "does not fit dtype int32");
+  KILN_CHECK_ERROR(full({2}, 40000, kInt16), "does not fit dtype int16");
+  KILN_CHECK_ERROR(full({2}, NAN, kInt16), "the value nan does not fit dtype int16");
+  KILN_CHECK_ERROR(tensor({300}, kUInt8), "tensor(): the value 300 does not fit dtype uint8");
+  KILN_CHECK_ERROR(tensor(std::vector<int>{1, 70000}, kInt16), "tensor(): the value 70000");
+  KILN_CHECK_ERROR(zeros({2}, kUInt8).fill_(300),
+                   "fill_(): the value 300 does not fit dtype uint8");
+  KILN_CHECK_ERROR(zeros({2}, kUInt8).clamp(0, 300),
+                   "clamp(): the value 300 does not fit dtype uint8");
+  Tensor z = zeros({2}, kUInt8);
+  KILN_CHECK_ERROR(z[0] = 300, "does not fit dtype uint8");
+  CHECK(values(full({2}, -255, kUInt8)) == std::vector<int64_t>{1, 1});
+  CHECK(values(full({1}, 2, kBool)) == std::vector<int64_t>{1});
+  CHECK(values(zeros({2}, kUInt8).clamp(-5, 3)) ==
+        std::vector<int64_t>{3, 3});  // max(0, 251), then min(., 3)
+  CHECK(zeros({2}, kUInt8).clamp(0.5, 300.5).dtype() == kFloat32);
+  CHECK(values(full({1}, int64_t(1) << 40, kInt64)) == std::vector<int64_t>{int64_t(1) << 40});
+}
+
 }  // namespace
 }  // namespace kiln

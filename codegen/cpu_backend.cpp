@@ -25,7 +25,7 @@ namespace kiln {
 namespace {
 
 // Bump when the generated code changes meaning or shape, to retire old cache entries.
-constexpr const char* kCodegenVersion = "kiln-cpu-codegen 9";
+constexpr const char* kCodegenVersion = "kiln-cpu-codegen 10";
 
 double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
@@ -247,20 +247,33 @@ bool load_code(const kir::Kernel& k, const CpuCompileOptions& opts, Source from,
     return true;
   }
   if (from == Source::Loaded) return false;
-  std::optional<std::string> object;
-  if (!opts.cache_dir.empty()) object = ObjectCache(opts.cache_dir).load(key);
-  if (object) {
-    out.artifacts.from_disk_cache = true;
-    regenerate_texts();
-  } else {
-    LlvmKernelBinary bin = compile_kernel_llvm(k, symbol, eo);
-    object = std::move(bin.object);
-    take_binary(std::move(bin), out.artifacts);
-    if (!opts.cache_dir.empty()) ObjectCache(opts.cache_dir).store(key, *object);
-  }
   const auto t_load = std::chrono::steady_clock::now();
-  out.fn = reinterpret_cast<CpuKernelFn>(jit.load_object(*object, symbol, &out.code));
-  out.artifacts.times.load_ms = ms_between(t_load, std::chrono::steady_clock::now());
+  if (!opts.cache_dir.empty()) {
+    const ObjectCache cache(opts.cache_dir);
+    if (std::optional<std::string> object = cache.load(key)) {
+      // An entry whose header and checksum are right may still hold the wrong
+      // object (another kernel's, or garbage): it is damaged like any other.
+      try {
+        out.fn = reinterpret_cast<CpuKernelFn>(jit.load_object(*object, symbol, &out.code));
+        out.artifacts.from_disk_cache = true;
+      } catch (const Error& e) {
+        cache.discard(key, e.message());
+      }
+    }
+  }
+  if (out.artifacts.from_disk_cache) {
+    out.artifacts.times.load_ms = ms_between(t_load, std::chrono::steady_clock::now());
+    regenerate_texts();
+  }
+  if (!out.artifacts.from_disk_cache) {
+    LlvmKernelBinary bin = compile_kernel_llvm(k, symbol, eo);
+    std::string object = std::move(bin.object);
+    take_binary(std::move(bin), out.artifacts);
+    if (!opts.cache_dir.empty()) ObjectCache(opts.cache_dir).store(key, object);
+    const auto t = std::chrono::steady_clock::now();
+    out.fn = reinterpret_cast<CpuKernelFn>(jit.load_object(object, symbol, &out.code));
+    out.artifacts.times.load_ms = ms_between(t, std::chrono::steady_clock::now());
+  }
   if (opts.reuse_loaded) LoadedKernels::get().add(key, out.fn, out.code);
   return true;
 }

@@ -68,6 +68,8 @@ struct CudaBinary {
   std::string log;          // NVRTC's log (warnings)
   int arch = 0;             // e.g. 80 for sm_80
   bool from_disk_cache = false;
+  /// The disk-cache entry it was read from or stored as ("" without a cache).
+  std::string cache_key;
 };
 
 /// Compiles `source` with NVRTC for sm_<arch> (PTX always; cubin, which runs ptxas,

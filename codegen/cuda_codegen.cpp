@@ -32,48 +32,57 @@
 namespace kiln {
 namespace {
 
-using kir::ReduceKind;
 using kir::ScalarOp;
 using kir::StmtKind;
 using kir::ValueId;
 using namespace cuda_c;
 
 // Bump when the generated code changes meaning or shape (it is part of every source).
-constexpr const char* kCudaCodegenVersion = "kiln-cuda-codegen 1";
+constexpr const char* kCudaCodegenVersion = "kiln-cuda-codegen 2";
 // Replaced by the kernel's name, a hash of the source written with it.
 constexpr const char* kNamePlaceholder = "KILN_KERNEL_NAME";
 
-// The starting value of an accumulator, which is also its reduction's identity.
+// The starting value of an accumulator: its reduction's identity (ops.def).
 std::string acc_init(const kir::Accumulator& a) {
-  const bool up = a.kind == ReduceKind::max || a.kind == ReduceKind::argmax;
-  const double inf = std::numeric_limits<double>::infinity();
-  if (a.kind == ReduceKind::sum) return literal(a.type == DType::b8 ? DType::i32 : a.type, 0, 0);
-  switch (a.type) {
-    case DType::f32:
-    case DType::f64:
-      return float_literal(up ? -inf : inf, a.type);
-    case DType::i32:
-      return int_literal(
-          up ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int32_t>::max(),
-          DType::i32);
-    case DType::i64:
-      return int_literal(
-          up ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max(),
-          DType::i64);
-    case DType::b8:
-      return up ? "0" : "1";
-    case DType::u8:  // accumulated as int (acc_type)
-      return up ? "0" : "255";
-    case DType::i8:
-      return up ? "(-128)" : "127";
-    case DType::i16:
-      return up ? "(-32768)" : "32767";
-  }
-  return "0";
+  const kir::Immediate v = kir::identity_of(a.op, a.type);
+  if (a.type == DType::b8) return v.i ? "1" : "0";  // bool accumulators are ints
+  // So are those of the types narrower than int (acc_type): an int literal.
+  if (dtype_size(a.type) < 4) return literal(DType::i32, 0, v.i);
+  return literal(a.type, v.f, v.i);
 }
 
-bool is_arg(const kir::Accumulator& a) {
-  return a.kind == ReduceKind::argmax || a.kind == ReduceKind::argmin;
+bool is_arg(const kir::Accumulator& a) { return a.arg(); }
+
+// The table's binary arith ops as C on operands `x` and `y` of type t, for
+// elementwise values and for accumulators alike. `plain`: no integer
+// wrap-around can happen (floats, index arithmetic), so C's operators serve.
+std::string binary_expr(ScalarOp op, const std::string& x, const std::string& y, DType t, bool plain) {
+  const bool fp = is_floating(t), boolean = t == DType::b8;
+  auto bin = [&](const char* o) { return cat("(", x, " ", o, " ", y, ")"); };
+  auto fn = [&](const char* f) { return cat(f, "(", x, ", ", y, ")"); };
+  switch (op) {
+    case ScalarOp::add:
+      return boolean ? bin("||") : plain ? bin("+") : fn("kiln_add");
+    case ScalarOp::sub:
+      return boolean ? bin("!=") : plain ? bin("-") : fn("kiln_sub");
+    case ScalarOp::mul:
+      return boolean ? bin("&&") : plain ? bin("*") : fn("kiln_mul");
+    case ScalarOp::div:
+      return fp ? bin("/") : boolean ? bin("&&") : fn("kiln_idiv");
+    case ScalarOp::pow:
+      if (fp) return fn(t == DType::f32 ? "powf" : "pow");
+      return boolean ? cat("(", x, " || !", y, ")") : fn("kiln_ipow");
+    case ScalarOp::fmod:
+      return boolean ? "false" : fn("kiln_fmod");
+    case ScalarOp::remainder:
+      return boolean ? "false" : fn("kiln_remainder");
+    case ScalarOp::max:
+      return boolean ? bin("||") : fn("kiln_max");
+    case ScalarOp::min:
+      return boolean ? bin("&&") : fn("kiln_min");
+    default:
+      throw Error(cat("CUDA backend: ", kir::scalar_op_name(op), " is not a binary arith op"));
+  }
 }
 
 // How the outer loop is spread over the GPU (see the file comment).
@@ -118,6 +127,14 @@ class Emitter {
         << ".\n"
         << cuda_device_helpers() << "\n";
     for (size_t t = 0; t < k_.tables.size(); ++t) table(t);
+    // Each accumulator's combine op, for block reductions: the code its updates use.
+    for (size_t a = 0; a < k_.accs.size(); ++a) {
+      const kir::Accumulator& acc = k_.accs[a];
+      if (acc.arg() || form_ != Form::block_per_row) continue;
+      os_ << "struct " << kNamePlaceholder << "_combine" << a << " {\n  template <class T> __device__ __forceinline__ T "
+          << "operator()(T x, T y) const { return "
+          << binary_expr(kir::combine_of(acc.op), "x", "y", acc.type, is_floating(acc.type)) << "; }\n};\n";
+    }
     os_ << "extern \"C\" __global__ void " << kNamePlaceholder
         << "(void* const* buffers, long long begin, long long end) {\n";
     depth_ = 1;
@@ -288,24 +305,15 @@ class Emitter {
       case ScalarOp::not_:
         return cat("(!", a(0), ")");
       case ScalarOp::add:
-        return boolean ? bin("||") : plain ? bin("+") : fn("kiln_add");
       case ScalarOp::sub:
-        return boolean ? bin("!=") : plain ? bin("-") : fn("kiln_sub");
       case ScalarOp::mul:
-        return boolean ? bin("&&") : plain ? bin("*") : fn("kiln_mul");
       case ScalarOp::div:
-        return fp ? bin("/") : boolean ? bin("&&") : fn("kiln_idiv");
       case ScalarOp::pow:
-        if (fp) return call("powf", "pow", d);
-        return boolean ? cat("(", a(0), " || !", a(1), ")") : fn("kiln_ipow");
       case ScalarOp::fmod:
-        return boolean ? "false" : fn("kiln_fmod");
       case ScalarOp::remainder:
-        return boolean ? "false" : fn("kiln_remainder");
       case ScalarOp::max:
-        return fn("kiln_max");
       case ScalarOp::min:
-        return fn("kiln_min");
+        return binary_expr(d.op, a(0), a(1), t, plain);
       case ScalarOp::eq:
         return bin("==");
       case ScalarOp::ne:
@@ -327,9 +335,13 @@ class Emitter {
       case ScalarOp::imod:
         return bin("%");
       case ScalarOp::philox:
-        return fn("kiln_philox");
+        return fn(t == DType::f32 ? "kiln_philox_f32"
+                  : t == DType::f64 ? "kiln_philox_f64"
+                                    : "kiln_philox_i64");
+      case ScalarOp::philox_below:
+        return cat("kiln_philox_below(", a(0), ", ", a(1), ", ", a(2), ")");
 #define KILN_CUDA_MATH_CASE(k, name) case ScalarOp::k:
-#define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp, cost, scalar) \
+#define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp, cost, scalar, ...) \
   KILN_SCALAR_MATH(KILN_CUDA_MATH_CASE, name, scalar)
 #include "ir/ops.def"
 #undef KILN_OP
@@ -395,31 +407,18 @@ class Emitter {
         break;
       }
       case StmtKind::acc_update: {
+        // The reduction's combine op (ops.def), as an elementwise op computes it.
         const kir::Accumulator& a = k_.accs[size_t(s.ref)];
         const std::string n = cat("a", std::to_string(s.ref));
         std::string x = ref(s.value);
+        // bool and the types narrower than int accumulate as int (acc_type).
         if (a.type == DType::b8 || dtype_size(a.type) < 4) x = cat("(int)", x);
-        switch (a.kind) {
-          case ReduceKind::sum:
-            if (is_floating(a.type))
-              line() << n << " += " << x << ";\n";
-            else if (a.type == DType::b8)
-              line() << n << " = kiln_max(" << n << ", " << x << ");\n";  // or
-            else
-              line() << n << " = kiln_add(" << n << ", " << x << ");\n";
-            break;
-          case ReduceKind::max:
-            line() << n << " = kiln_max(" << n << ", " << x << ");\n";
-            break;
-          case ReduceKind::min:
-            line() << n << " = kiln_min(" << n << ", " << x << ");\n";
-            break;
-          case ReduceKind::argmax:
-          case ReduceKind::argmin:
-            line() << "kiln_arg_update(" << (a.kind == ReduceKind::argmax ? "true" : "false")
-                   << ", " << n << ", " << n << "p, " << x << ", " << ref(s.index) << ");\n";
-            break;
-        }
+        if (a.arg())
+          line() << "kiln_arg_update(" << (kir::combine_of(a.op) == ScalarOp::max ? "true" : "false")
+                 << ", " << n << ", " << n << "p, " << x << ", " << ref(s.index) << ");\n";
+        else
+          line() << n << " = " << binary_expr(kir::combine_of(a.op), n, x, a.type, is_floating(a.type))
+                 << ";\n";
         break;
       }
     }
@@ -451,15 +450,12 @@ class Emitter {
       const kir::Accumulator& acc = k_.accs[size_t(a)];
       const std::string n = cat("a", std::to_string(a)), sh = cat("kiln_sh", std::to_string(a));
       if (is_arg(acc)) {
-        line() << "kiln_block_arg(" << (acc.kind == ReduceKind::argmax ? "true" : "false") << ", "
-               << n << ", " << n << "p, " << sh << ", " << sh << "p, " << acc_init(acc) << ");\n";
+        line() << "kiln_block_arg(" << (kir::combine_of(acc.op) == ScalarOp::max ? "true" : "false")
+               << ", " << n << ", " << n << "p, " << sh << ", " << sh << "p, " << acc_init(acc) << ");\n";
         continue;
       }
-      const char* op = acc.kind == ReduceKind::min                            ? "kiln_op_min()"
-                       : acc.kind == ReduceKind::max || acc.type == DType::b8 ? "kiln_op_max()"
-                                                                              : "kiln_op_sum()";
       line() << n << " = kiln_block_reduce(" << n << ", " << sh << ", " << acc_init(acc) << ", "
-             << op << ");\n";
+             << kNamePlaceholder << "_combine" << a << "());\n";
     }
   }
 
@@ -515,7 +511,9 @@ CudaKernelSource emit_cuda_kernel(const kir::Kernel& k, const CudaCodegenOptions
   Form form = Form::grid_stride;
   out.launch.range = k.range;
   out.launch.block = opts.grid_stride_block;
-  if (!k.accs.empty() && row >= opts.block_per_row_min_extent) {
+  if (k.serial_inner) {
+    // Each outer iteration on one thread, its loops in order (grid-stride).
+  } else if (!k.accs.empty() && row >= opts.block_per_row_min_extent) {
     form = Form::block_per_row;
     out.launch.kind = CudaLaunch::BlockPerRow;
     out.launch.block =

@@ -12,6 +12,7 @@
 #include "runtime/cublas.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/cuda_executor.h"
+#include "runtime/object_cache.h"
 
 namespace kiln {
 namespace {
@@ -120,13 +121,25 @@ class CudaBackend final : public Backend {
     if (!c.src.needs_kernel) return;
 
     auto t0 = std::chrono::steady_clock::now();
+    auto image = [](const CudaBinary& b) {
+      return b.cubin.empty() ? b.ptx : std::string(b.cubin.begin(), b.cubin.end());
+    };
+    cuda::Function fn = nullptr;
+    try {
+      fn = cuda::load_function(image(c.bin), c.src.name, ctx.device.index);
+    } catch (const Error& e) {
+      if (!c.bin.from_disk_cache) throw;
+      // A cache entry the driver refuses is damaged like any other: reported
+      // once, compiled again (without the cache if the entry stayed), stored.
+      ObjectCache(ctx.opts.cache_dir).discard(c.bin.cache_key, e.message());
+      c.bin = nvrtc_compile(c.src.source, c.src.name, ctx.arch, true, ctx.opts.cache_dir);
+      if (c.bin.from_disk_cache) c.bin = nvrtc_compile(c.src.source, c.src.name, ctx.arch, true);
+      fn = cuda::load_function(image(c.bin), c.src.name, ctx.device.index);
+    }
     const CudaBinary& bin = c.bin;
-    std::string image =
-        bin.cubin.empty() ? bin.ptx : std::string(bin.cubin.begin(), bin.cubin.end());
     PlanStep step;
     step.name = info.name;
-    step.what = step::CudaKernel{cuda::load_function(image, c.src.name, ctx.device.index),
-                                 c.src.launch};
+    step.what = step::CudaKernel{fn, c.src.launch};
     for (Value v : c.src.buffers) step.slots.push_back(pb.slot(v));
 
     KernelArtifacts a;

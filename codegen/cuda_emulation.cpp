@@ -24,6 +24,7 @@
 
 #include "ir/error.h"
 #include "runtime/binary_io.h"
+#include "runtime/env.h"
 
 extern char** environ;
 
@@ -103,6 +104,9 @@ static inline long long __double_as_longlong(double d) { long long i; memcpy(&i,
 template <class T> static inline T __ldg(const T* p) { return *p; }
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+static inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
+  return (unsigned long long)(((unsigned __int128)a * b) >> 64);
+}
 // End of the prelude.
 )";
 
@@ -440,8 +444,7 @@ CudaEmulationStats CudaHostModule::launch(const std::string& name, int grid, int
   l.fibers.resize(size_t(block));
   l.slots.assign(size_t((block + 31) / 32) * 64, 0);
   const Stacks stacks(block);
-  const char* uc = std::getenv("KILN_EMU_UCONTEXT");
-  g_ucontext = !kHaveFastSwitch || (uc && *uc && *uc != '0');
+  g_ucontext = !kHaveFastSwitch || env::flag("KILN_EMU_UCONTEXT", false);
   g_launch = &l;
   bool ok = true;
   for (int b = 0; b < grid && ok; ++b) ok = run_block(l, unsigned(b), unsigned(grid), stacks);

@@ -192,12 +192,13 @@ __device__ __forceinline__ double kiln_round(double x) { return rint(x); }
 __device__ __forceinline__ float kiln_trunc(float x) { return truncf(x); }
 __device__ __forceinline__ double kiln_trunc(double x) { return trunc(x); }
 
-// Philox-4x32-10 (ops.def, philox): word 0 of the block at counter (lo, hi, 0, 0)
-// and key (lo, hi), its top 24 bits as a float in [0, 1). The products are
-// written as 64-bit multiplies so the same text runs in host emulation.
-__device__ __forceinline__ float kiln_philox(long long key, long long counter) {
-  unsigned c0 = (unsigned)counter, c1 = (unsigned)((unsigned long long)counter >> 32), c2 = 0u,
-           c3 = 0u;
+// Philox-4x32-10 (ops.def, philox): words 0 and 1 (word 0 high) of the block at
+// counter (lo, hi, attempt, 0) and key (lo, hi). The products are written as
+// 64-bit multiplies so the same text runs in host emulation.
+__device__ __forceinline__ unsigned long long kiln_philox_bits(long long key, long long counter,
+                                                               unsigned attempt) {
+  unsigned c0 = (unsigned)counter, c1 = (unsigned)((unsigned long long)counter >> 32),
+           c2 = attempt, c3 = 0u;
   unsigned k0 = (unsigned)key, k1 = (unsigned)((unsigned long long)key >> 32);
   for (int r = 0; r < 10; ++r) {
     const unsigned long long p0 = 0xD2511F53ull * c0, p1 = 0xCD9E8D57ull * c2;
@@ -210,23 +211,29 @@ __device__ __forceinline__ float kiln_philox(long long key, long long counter) {
     k0 += 0x9E3779B9u;
     k1 += 0xBB67AE85u;
   }
-  return (float)(c0 >> 8) * 5.9604644775390625e-8f;
+  return (unsigned long long)c0 << 32 | c1;
+}
+// The draws: the top 24 bits as a float, the top 53 as a double, all 64.
+__device__ __forceinline__ float kiln_philox_f32(long long key, long long counter) {
+  return (float)(unsigned)(kiln_philox_bits(key, counter, 0u) >> 40) * 5.9604644775390625e-8f;
+}
+__device__ __forceinline__ double kiln_philox_f64(long long key, long long counter) {
+  return (double)(kiln_philox_bits(key, counter, 0u) >> 11) * 1.1102230246251565e-16;
+}
+__device__ __forceinline__ long long kiln_philox_i64(long long key, long long counter) {
+  return (long long)kiln_philox_bits(key, counter, 0u);
+}
+// Uniform in [0, bound) (bound >= 1, unsigned), without bias: Lemire's
+// multiply-shift, a rejected attempt replaced by the next block's.
+__device__ __forceinline__ long long kiln_philox_below(long long key, long long counter,
+                                                       long long bound) {
+  const unsigned long long s = (unsigned long long)bound;
+  for (unsigned attempt = 0u;; ++attempt) {
+    const unsigned long long x = kiln_philox_bits(key, counter, attempt), low = x * s;
+    if (low >= s || low >= (0ull - s) % s) return (long long)__umul64hi(x, s);
+  }
 }
 
-// Accumulator updates and the combining operators of block reductions.
-struct kiln_op_sum {
-  template <class T> __device__ __forceinline__ T operator()(T a, T b) const { return a + b; }
-  __device__ __forceinline__ int operator()(int a, int b) const { return kiln_add(a, b); }
-  __device__ __forceinline__ long long operator()(long long a, long long b) const {
-    return kiln_add(a, b);
-  }
-};
-struct kiln_op_max {
-  template <class T> __device__ __forceinline__ T operator()(T a, T b) const { return kiln_max(a, b); }
-};
-struct kiln_op_min {
-  template <class T> __device__ __forceinline__ T operator()(T a, T b) const { return kiln_min(a, b); }
-};
 // Sequential argmax/argmin: a strictly better value, or the first NaN, wins.
 template <class T>
 __device__ __forceinline__ void kiln_arg_update(bool up, T& acc, long long& pos, T x, long long at) {

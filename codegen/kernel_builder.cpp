@@ -127,8 +127,8 @@ int32_t KernelBuilder::add_table(Table t) {
   return int32_t(k_.tables.size() - 1);
 }
 
-int32_t KernelBuilder::add_accumulator(ReduceKind kind, DType type) {
-  k_.accs.push_back({kind, type});
+int32_t KernelBuilder::add_accumulator(OpKind op, DType type) {
+  k_.accs.push_back({op, type});
   return int32_t(k_.accs.size() - 1);
 }
 
@@ -225,7 +225,7 @@ ValueId KernelBuilder::acc_value(int32_t acc) {
   const Accumulator& a = k_.accs.at(acc);
   ValueDef d;
   d.op = ScalarOp::acc;
-  d.type = (a.kind == ReduceKind::argmax || a.kind == ReduceKind::argmin) ? DType::i64 : a.type;
+  d.type = a.arg() ? DType::i64 : a.type;
   d.ref = acc;
   return add_value(d);
 }
@@ -471,7 +471,7 @@ ValueId KernelBuilder::binary(ScalarOp op, ValueId a, ValueId b) {
   }
   ValueDef d;
   d.op = op;
-  d.type = is_comparison(op) ? DType::b8 : op == ScalarOp::philox ? DType::f32 : type(a);
+  d.type = is_comparison(op) ? DType::b8 : type(a);
   d.args[0] = a;
   d.args[1] = b;
   return add_value(d);
@@ -491,6 +491,30 @@ ValueId KernelBuilder::select(ValueId c, ValueId a, ValueId b) {
   d.args[0] = c;
   d.args[1] = a;
   d.args[2] = b;
+  return add_value(d);
+}
+
+ValueId KernelBuilder::philox(ValueId key, ValueId counter, DType t) {
+  KILN_CHECK(type(key) == DType::i64 && type(counter) == DType::i64 &&
+                 (t == DType::f32 || t == DType::f64 || t == DType::i64),
+             "kernel builder: philox types");
+  ValueDef d;
+  d.op = ScalarOp::philox;
+  d.type = t;
+  d.args[0] = key;
+  d.args[1] = counter;
+  return add_value(d);
+}
+
+ValueId KernelBuilder::philox_below(ValueId key, ValueId counter, ValueId bound) {
+  KILN_CHECK(type(key) == DType::i64 && type(counter) == DType::i64 && type(bound) == DType::i64,
+             "kernel builder: philox_below types");
+  ValueDef d;
+  d.op = ScalarOp::philox_below;
+  d.type = DType::i64;
+  d.args[0] = key;
+  d.args[1] = counter;
+  d.args[2] = bound;
   return add_value(d);
 }
 

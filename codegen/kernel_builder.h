@@ -26,7 +26,7 @@ class KernelBuilder {
 
   int32_t add_buffer(Buffer b);
   int32_t add_table(Table t);
-  int32_t add_accumulator(ReduceKind kind, DType type);
+  int32_t add_accumulator(OpKind op, DType type);
 
   DType type(ValueId v) const { return k_.values.at(v).type; }
   const ValueDef& def(ValueId v) const { return k_.values.at(v); }
@@ -50,6 +50,11 @@ class KernelBuilder {
   /// a select of two index sums adds their shared terms after the choice (so a
   /// chosen read stays contiguous in the loop variable).
   ValueId select(ValueId c, ValueId a, ValueId b);
+  /// A Philox draw of type t (f32, f64 or i64) from an i64 key and counter.
+  ValueId philox(ValueId key, ValueId counter, DType t);
+  /// A Philox draw in [0, bound) from an i64 key and counter (bound: i64, read as
+  /// unsigned, at least 1).
+  ValueId philox_below(ValueId key, ValueId counter, ValueId bound);
 
   // Statements, appended to the innermost open block.
   void store(int32_t buffer, ValueId idx, ValueId value);

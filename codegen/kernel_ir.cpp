@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -35,7 +36,7 @@ constexpr ScalarOpInfo kScalarOps[] = {
     {"cast", 1, ScalarRule::none, OpKind::arg},
     {"select", 3, ScalarRule::none, OpKind::arg},
 #define KILN_KIR_INFO(kind, k, name, arity) {spelling(#k), arity, ScalarRule::kind, OpKind::name},
-#define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp, cost, scalar) \
+#define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp, cost, scalar, ...) \
   KILN_SCALAR_KIR(KILN_KIR_INFO, name, arity, scalar)
 #include "ir/ops.def"
 #undef KILN_OP
@@ -43,8 +44,9 @@ constexpr ScalarOpInfo kScalarOps[] = {
     {"idiv", 2, ScalarRule::none, OpKind::arg},
     {"imod", 2, ScalarRule::none, OpKind::arg},
     {"philox", 2, ScalarRule::none, OpKind::arg},
+    {"philox_below", 3, ScalarRule::none, OpKind::arg},
 };
-static_assert(std::size(kScalarOps) == size_t(ScalarOp::philox) + 1);
+static_assert(std::size(kScalarOps) == size_t(ScalarOp::philox_below) + 1);
 
 const ScalarOpInfo& info(ScalarOp op) {
   return kScalarOps[static_cast<size_t>(op)];
@@ -89,7 +91,7 @@ class Printer {
       os_ << "}\n";
     }
     for (size_t i = 0; i < k_.accs.size(); ++i)
-      os_ << "  acc" << i << " = " << reduce_kind_name(k_.accs[i].kind) << " "
+      os_ << "  acc" << i << " = " << op_name(k_.accs[i].op) << " "
           << dtype_name(k_.accs[i].type) << "\n";
     for (size_t i = 0; i < k_.params.size(); ++i)
       os_ << "  p" << i << " = param " << dtype_name(k_.params[i]) << "\n";
@@ -98,7 +100,7 @@ class Printer {
       os_ << "range";  // the caller's, not part of the code
     else
       os_ << k_.range;
-    os_ << "):\n";
+    os_ << "):" << (k_.serial_inner ? "  ; inner loops in order" : "") << "\n";
     block(k_.body, 1);
     return os_.str();
   }
@@ -252,8 +254,7 @@ class Verifier {
       case ScalarOp::acc: {
         check(d.ref >= 0 && d.ref < int32_t(k_.accs.size()), what, ": no accumulator ", d.ref);
         const Accumulator& a = k_.accs[d.ref];
-        const bool arg = a.kind == ReduceKind::argmax || a.kind == ReduceKind::argmin;
-        check(d.type == (arg ? DType::i64 : a.type), what, ": type mismatch");
+        check(d.type == (a.arg() ? DType::i64 : a.type), what, ": type mismatch");
         break;
       }
       case ScalarOp::cast:
@@ -276,8 +277,14 @@ class Verifier {
               what, ": expects i64");
         break;
       case ScalarOp::philox:
-        check(d.type == DType::f32 && ty(d.args[0]) == DType::i64 && ty(d.args[1]) == DType::i64,
-              what, ": expects i64 key and counter, f32 result");
+        check((d.type == DType::f32 || d.type == DType::f64 || d.type == DType::i64) &&
+                  ty(d.args[0]) == DType::i64 && ty(d.args[1]) == DType::i64,
+              what, ": expects i64 key and counter, f32, f64 or i64 result");
+        break;
+      case ScalarOp::philox_below:
+        check(d.type == DType::i64 && ty(d.args[0]) == DType::i64 &&
+                  ty(d.args[1]) == DType::i64 && ty(d.args[2]) == DType::i64,
+              what, ": expects i64 key, counter and bound, i64 result");
         break;
       default:
         if (is_comparison(d.op)) {
@@ -332,9 +339,8 @@ class Verifier {
           use(s.value);
           const Accumulator& a = k_.accs[s.ref];
           check(ty(s.value) == a.type, "acc", s.ref, " update: type mismatch");
-          const bool arg = a.kind == ReduceKind::argmax || a.kind == ReduceKind::argmin;
-          check(arg == (s.index >= 0), "acc", s.ref, ": argmax/argmin updates need a position");
-          if (arg) use(s.index);
+          check(a.arg() == (s.index >= 0), "acc", s.ref, ": argmax/argmin updates need a position");
+          if (a.arg()) use(s.index);
           break;
         }
       }
@@ -374,20 +380,35 @@ ScalarOp scalar_op_of(OpKind k) {
   return static_cast<ScalarOp>(i);
 }
 
-const char* reduce_kind_name(ReduceKind k) {
-  switch (k) {
-    case ReduceKind::sum:
-      return "sum";
-    case ReduceKind::max:
-      return "max";
-    case ReduceKind::min:
-      return "min";
-    case ReduceKind::argmax:
-      return "argmax";
-    case ReduceKind::argmin:
-      return "argmin";
+Immediate identity_of(OpKind op, DType t) {
+  const Identity id = op_info(op).identity;
+  KILN_CHECK(id != Identity::none, "kernel IR: ", op_name(op), " is not a reduction");
+  if (id == Identity::zero || id == Identity::one) return {id == Identity::one ? 1.0 : 0.0, id == Identity::one};
+  const bool low = id == Identity::lowest;
+  const double inf = std::numeric_limits<double>::infinity();
+  switch (t) {
+    case DType::f32:
+    case DType::f64:
+      return {low ? -inf : inf, 0};
+    case DType::i32:
+      return {0, low ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int32_t>::max()};
+    case DType::i64:
+      return {0, low ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max()};
+    case DType::b8:
+      return {0, low ? 0 : 1};
+    case DType::u8:
+      return {0, low ? 0 : 255};
+    case DType::i8:
+      return {0, low ? -128 : 127};
+    case DType::i16:
+      return {0, low ? -32768 : 32767};
   }
-  return "?";
+  return {};
+}
+
+ScalarOp combine_of(OpKind op) {
+  KILN_CHECK(op_info(op).identity != Identity::none, "kernel IR: ", op_name(op), " is not a reduction");
+  return scalar_op_of(op_info(op).combine);
 }
 
 std::string print_kernel(const Kernel& k, const PrintKernelOptions& opts) {

@@ -70,7 +70,11 @@ namespace kiln::kir {
 //              with wrap-around (negative exponents give 0 unless |x| = 1); max/min
 //              propagate NaN (which zero of +-0 is unspecified).
 //   idiv imod  index arithmetic on non-negative i64 with a positive divisor
-//   philox     f32 in [0, 1) from an i64 key and an i64 counter (ops.def, philox)
+//   philox     a draw from an i64 key and an i64 counter (ops.def, philox): f32 or
+//              f64 in [0, 1) or, for i64, all 64 bits, by the value's type
+//   philox_below  i64 uniform in [0, args[2]) from key args[0] and counter args[1]:
+//              args[2] >= 1 is read as unsigned (ops.def, philox with low and high,
+//              less low)
 enum class ScalarOp : uint8_t {
   const_,
   index,
@@ -81,7 +85,7 @@ enum class ScalarOp : uint8_t {
   cast,
   select,
 #define KILN_KIR_ENUM(kind, k, name, arity) k,
-#define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp, cost, scalar) \
+#define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp, cost, scalar, ...) \
   KILN_SCALAR_KIR(KILN_KIR_ENUM, name, arity, scalar)
 #include "ir/ops.def"
 #undef KILN_OP
@@ -89,6 +93,7 @@ enum class ScalarOp : uint8_t {
   idiv,
   imod,
   philox,
+  philox_below,
 };
 
 /// The op's spelling in kernel IR text ("exp", "and", "load").
@@ -121,18 +126,28 @@ struct ValueDef {
                      // param: parameter
 };
 
-enum class ReduceKind : uint8_t { sum, max, min, argmax, argmin };
-const char* reduce_kind_name(ReduceKind k);
-
-/// A running reduction. `type` is the type of the values folded in (and of the
-/// result, except argmax/argmin whose result is the i64 position of the first
-/// extreme value; a NaN counts as the extreme). Sums start at 0, max at -inf
-/// (or the type's lowest value), min at +inf (or its highest); max/min/argmax
-/// /argmin propagate NaN. Backends may reassociate sums.
+/// A running reduction: reduction op `op` of the op table (ops.def's
+/// reduce(identity, combine) and argreduce rows). `type` is the type of the
+/// values folded in (and of the result, except an argreduce's, which is the i64
+/// position of the first element its combine keeps; a NaN counts as kept). The
+/// accumulator starts at the identity and folds each element in with the
+/// combine op, which backends may reassociate.
 struct Accumulator {
-  ReduceKind kind = ReduceKind::sum;
+  OpKind op = OpKind::sum;
   DType type = DType::f32;
+  bool arg() const { return is_arg_reduction(op); }
 };
+
+/// An immediate of some type: `f` for floating types, `i` for integers and bool.
+struct Immediate {
+  double f = 0;
+  int64_t i = 0;
+};
+/// Where an accumulator of reduction `op` starts in type t (ops.def's identity:
+/// 0, 1, or the type's lowest or highest, +-inf for floats, false/true for bool).
+Immediate identity_of(OpKind op, DType t);
+/// The scalar op that folds an element into an accumulator of reduction `op`.
+ScalarOp combine_of(OpKind op);
 
 /// A dense row-major buffer the kernel reads or writes.
 struct Buffer {
@@ -180,6 +195,9 @@ struct Kernel {
   std::vector<ValueDef> values;
   int32_t num_loops = 1;   // loop variables i0 (the outer, parallel one) .. i{n-1}
   int64_t range = 0;       // trip count of the outer loop
+  /// The inner loops run in order on one thread (a scatter's read-modify-write
+  /// of one column): a backend must not split them across threads.
+  bool serial_inner = false;
   /// Run-time parameters (kernel templates only): i64 (sizes, integer constants) or
   /// f64 (floating constants, converted to the value's type as a constant would be).
   std::vector<DType> params;

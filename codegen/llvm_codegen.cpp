@@ -31,7 +31,6 @@
 namespace kiln {
 namespace {
 
-using kir::ReduceKind;
 using kir::ScalarOp;
 using kir::StmtKind;
 using kir::ValueId;
@@ -86,8 +85,7 @@ class Emitter {
     for (size_t i = 0; i < k_.tables.size(); ++i) tables_.push_back(make_table(k_.tables[i], i));
     for (const kir::Accumulator& a : k_.accs) {
       acc_val_.push_back(b_.CreateAlloca(reg_type(a.type), nullptr, "acc"));
-      const bool arg = a.kind == ReduceKind::argmax || a.kind == ReduceKind::argmin;
-      acc_pos_.push_back(arg ? b_.CreateAlloca(i64, nullptr, "acc.pos") : nullptr);
+      acc_pos_.push_back(a.arg() ? b_.CreateAlloca(i64, nullptr, "acc.pos") : nullptr);
     }
     vals_.assign(k_.values.size(), nullptr);
     loopvar_.assign(size_t(k_.num_loops), nullptr);
@@ -423,92 +421,35 @@ class Emitter {
   }
 
   llvm::Value* acc_init_value(const kir::Accumulator& a) {
-    const DType t = a.type;
-    const bool up = a.kind == ReduceKind::max || a.kind == ReduceKind::argmax;
-    switch (a.kind) {
-      case ReduceKind::sum:
-        return constant(t, 0, 0);
-      default:
-        break;
-    }
-    const double inf = std::numeric_limits<double>::infinity();
-    switch (t) {
-      case DType::f32:
-      case DType::f64:
-        return constant(t, up ? -inf : inf, 0);
-      case DType::i32:
-        return constant(
-            t, 0, up ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int32_t>::max());
-      case DType::i64:
-        return constant(
-            t, 0, up ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max());
-      case DType::b8:
-        return b_.getInt1(!up);
-      case DType::u8:
-        return constant(t, 0, up ? 0 : 255);
-      case DType::i8:
-        return constant(t, 0, up ? -128 : 127);
-      case DType::i16:
-        return constant(t, 0, up ? -32768 : 32767);
-    }
-    return nullptr;
+    const kir::Immediate v = kir::identity_of(a.op, a.type);
+    return constant(a.type, v.f, v.i);
   }
 
+  // Folds an element into a reduction's accumulator with the reduction's
+  // combine op (ops.def), the same scalar code an elementwise op gets; a sum
+  // may be reassociated (so loops vectorize). An argreduce keeps the position
+  // of the first element its combine keeps (a NaN wins and stays).
   void acc_update(const kir::Stmt& s) {
     const kir::Accumulator& a = k_.accs[size_t(s.ref)];
     llvm::AllocaInst* slot = acc_val_[size_t(s.ref)];
-    llvm::Type* ty = reg_type(a.type);
-    llvm::Value* acc = b_.CreateLoad(ty, slot);
+    llvm::Value* acc = b_.CreateLoad(reg_type(a.type), slot);
     llvm::Value* x = vals_[size_t(s.value)];
-    const bool fp = is_floating(a.type), boolean = a.type == DType::b8;
-    const bool u8 = a.type == DType::u8;  // unsigned comparisons
-    llvm::Value* r = nullptr;
-    switch (a.kind) {
-      case ReduceKind::sum:
-        if (fp) {
-          llvm::IRBuilderBase::FastMathFlagGuard guard(b_);
-          llvm::FastMathFlags fmf;
-          fmf.setAllowReassoc();
-          b_.setFastMathFlags(fmf);
-          r = b_.CreateFAdd(acc, x);
-        } else {
-          r = boolean ? b_.CreateOr(acc, x) : b_.CreateAdd(acc, x);
-        }
-        break;
-      case ReduceKind::max:
-        r = fp        ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, acc, x)
-            : boolean ? b_.CreateOr(acc, x)
-                      : b_.CreateBinaryIntrinsic(u8 ? llvm::Intrinsic::umax : llvm::Intrinsic::smax,
-                                                 acc, x);
-        break;
-      case ReduceKind::min:
-        r = fp        ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::minimum, acc, x)
-            : boolean ? b_.CreateAnd(acc, x)
-                      : b_.CreateBinaryIntrinsic(u8 ? llvm::Intrinsic::umin : llvm::Intrinsic::smin,
-                                                 acc, x);
-        break;
-      case ReduceKind::argmax:
-      case ReduceKind::argmin: {
-        const bool up = a.kind == ReduceKind::argmax;
-        llvm::Value* better;
-        if (fp) {
-          better = up ? b_.CreateFCmpOGT(x, acc) : b_.CreateFCmpOLT(x, acc);
-          // The first NaN wins and stays.
-          better =
-              b_.CreateOr(better, b_.CreateAnd(b_.CreateFCmpUNO(x, x), b_.CreateFCmpORD(acc, acc)));
-        } else if (boolean || u8) {
-          better = up ? b_.CreateICmpUGT(x, acc) : b_.CreateICmpULT(x, acc);
-        } else {
-          better = up ? b_.CreateICmpSGT(x, acc) : b_.CreateICmpSLT(x, acc);
-        }
-        llvm::AllocaInst* pos = acc_pos_[size_t(s.ref)];
-        llvm::Value* p = b_.CreateLoad(b_.getInt64Ty(), pos);
-        b_.CreateStore(b_.CreateSelect(better, vals_[size_t(s.index)], p), pos);
-        r = b_.CreateSelect(better, x, acc);
-        break;
-      }
+    const ScalarOp combine = kir::combine_of(a.op);
+    if (!a.arg()) {
+      llvm::IRBuilderBase::FastMathFlagGuard guard(b_);
+      llvm::FastMathFlags fmf;
+      fmf.setAllowReassoc();
+      b_.setFastMathFlags(fmf);
+      b_.CreateStore(binary(combine, acc, x, a.type), slot);
+      return;
     }
-    b_.CreateStore(r, slot);
+    llvm::Value* better = compare(combine == ScalarOp::max ? ScalarOp::gt : ScalarOp::lt, x, acc, a.type);
+    if (is_floating(a.type))
+      better = b_.CreateOr(better, b_.CreateAnd(b_.CreateFCmpUNO(x, x), b_.CreateFCmpORD(acc, acc)));
+    llvm::AllocaInst* pos = acc_pos_[size_t(s.ref)];
+    llvm::Value* p = b_.CreateLoad(b_.getInt64Ty(), pos);
+    b_.CreateStore(b_.CreateSelect(better, vals_[size_t(s.index)], p), pos);
+    b_.CreateStore(b_.CreateSelect(better, x, acc), slot);
   }
 
   // ---- Values ----
@@ -555,8 +496,7 @@ class Emitter {
       }
       case ScalarOp::acc: {
         const kir::Accumulator& a = k_.accs[size_t(d.ref)];
-        if (a.kind == ReduceKind::argmax || a.kind == ReduceKind::argmin)
-          return b_.CreateLoad(b_.getInt64Ty(), acc_pos_[size_t(d.ref)]);
+        if (a.arg()) return b_.CreateLoad(b_.getInt64Ty(), acc_pos_[size_t(d.ref)]);
         return b_.CreateLoad(ty, acc_val_[size_t(d.ref)]);
       }
       case ScalarOp::cast:
@@ -591,46 +531,22 @@ class Emitter {
       }
       case ScalarOp::not_:
         return b_.CreateNot(arg(0));
-      case ScalarOp::add:
-        return fp        ? b_.CreateFAdd(arg(0), arg(1))
-               : boolean ? b_.CreateOr(arg(0), arg(1))
-                         : b_.CreateAdd(arg(0), arg(1));
-      case ScalarOp::sub:
-        return fp        ? b_.CreateFSub(arg(0), arg(1))
-               : boolean ? b_.CreateXor(arg(0), arg(1))
-                         : b_.CreateSub(arg(0), arg(1));
-      case ScalarOp::mul:
-        return fp        ? b_.CreateFMul(arg(0), arg(1))
-               : boolean ? b_.CreateAnd(arg(0), arg(1))
-                         : b_.CreateMul(arg(0), arg(1));
       case ScalarOp::div:
         // By a finished reduction (softmax's sum): times its reciprocal, which LICM
         // computes once per row instead of a division per element (within an ulp
         // and a half of the quotient, as PyTorch's softmax does).
         if (fp && k_.values[size_t(d.args[1])].op == ScalarOp::acc)
           return b_.CreateFMul(arg(0), b_.CreateFDiv(llvm::ConstantFP::get(ty, 1.0), arg(1)));
-        return div(arg(0), arg(1), t);
+        return binary(d.op, arg(0), arg(1), t);
+      case ScalarOp::add:
+      case ScalarOp::sub:
+      case ScalarOp::mul:
       case ScalarOp::pow:
-        if (fp) return llvm_math::pow(b_, arg(0), arg(1));
-        if (boolean) return b_.CreateOr(arg(0), b_.CreateNot(arg(1)));
-        return llvm_math::ipow(b_, arg(0), arg(1), t == DType::u8);
       case ScalarOp::fmod:
       case ScalarOp::remainder:
-        return modulo(arg(0), arg(1), t, d.op == ScalarOp::remainder);
       case ScalarOp::max:
-      case ScalarOp::min: {
-        const bool up = d.op == ScalarOp::max;
-        llvm::Value *a = arg(0), *c = arg(1);
-        if (fp) {
-          // (a > c || a != a) ? a : c, exactly as the reference kernels.
-          llvm::Value* pick = up ? b_.CreateFCmpOGT(a, c) : b_.CreateFCmpOLT(a, c);
-          return b_.CreateSelect(b_.CreateOr(pick, b_.CreateFCmpUNO(a, a)), a, c);
-        }
-        if (boolean) return up ? b_.CreateOr(a, c) : b_.CreateAnd(a, c);
-        if (t == DType::u8)
-          return b_.CreateBinaryIntrinsic(up ? llvm::Intrinsic::umax : llvm::Intrinsic::umin, a, c);
-        return b_.CreateBinaryIntrinsic(up ? llvm::Intrinsic::smax : llvm::Intrinsic::smin, a, c);
-      }
+      case ScalarOp::min:
+        return binary(d.op, arg(0), arg(1), t);
       case ScalarOp::eq:
       case ScalarOp::ne:
       case ScalarOp::lt:
@@ -647,9 +563,11 @@ class Emitter {
       case ScalarOp::imod:
         return b_.CreateURem(arg(0), arg(1));
       case ScalarOp::philox:
-        return llvm_math::philox(b_, arg(0), arg(1));
+        return llvm_math::philox(b_, arg(0), arg(1), t);
+      case ScalarOp::philox_below:
+        return llvm_math::philox_below(b_, arg(0), arg(1), arg(2));
 #define KILN_LLVM_MATH_CASE(k, name) case ScalarOp::k:
-#define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp, cost, scalar) \
+#define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp, cost, scalar, ...) \
   KILN_SCALAR_MATH(KILN_LLVM_MATH_CASE, name, scalar)
 #include "ir/ops.def"
 #undef KILN_OP
@@ -679,6 +597,42 @@ class Emitter {
     llvm::Value* q = b_.CreateSDiv(a, safe);
     q = b_.CreateSelect(ism1, b_.CreateNeg(a), q);
     return b_.CreateSelect(is0, zero, q);
+  }
+
+  // The table's binary arith ops on operands of type t (kernel_ir.h's semantics),
+  // for elementwise values and for reductions' accumulators alike.
+  llvm::Value* binary(ScalarOp op, llvm::Value* a, llvm::Value* c, DType t) {
+    const bool fp = is_floating(t), boolean = t == DType::b8;
+    switch (op) {
+      case ScalarOp::add:
+        return fp ? b_.CreateFAdd(a, c) : boolean ? b_.CreateOr(a, c) : b_.CreateAdd(a, c);
+      case ScalarOp::sub:
+        return fp ? b_.CreateFSub(a, c) : boolean ? b_.CreateXor(a, c) : b_.CreateSub(a, c);
+      case ScalarOp::mul:
+        return fp ? b_.CreateFMul(a, c) : boolean ? b_.CreateAnd(a, c) : b_.CreateMul(a, c);
+      case ScalarOp::div:
+        return div(a, c, t);
+      case ScalarOp::pow:
+        if (fp) return llvm_math::pow(b_, a, c);
+        if (boolean) return b_.CreateOr(a, b_.CreateNot(c));
+        return llvm_math::ipow(b_, a, c, t == DType::u8);
+      case ScalarOp::fmod:
+      case ScalarOp::remainder:
+        return modulo(a, c, t, op == ScalarOp::remainder);
+      case ScalarOp::max:
+      case ScalarOp::min: {
+        const bool up = op == ScalarOp::max;
+        // NaN-propagating (llvm.maximum/minimum; which zero of +-0 wins is unspecified).
+        if (fp) return b_.CreateBinaryIntrinsic(up ? llvm::Intrinsic::maximum : llvm::Intrinsic::minimum, a, c);
+        if (boolean) return up ? b_.CreateOr(a, c) : b_.CreateAnd(a, c);
+        if (t == DType::u8)
+          return b_.CreateBinaryIntrinsic(up ? llvm::Intrinsic::umax : llvm::Intrinsic::umin, a, c);
+        return b_.CreateBinaryIntrinsic(up ? llvm::Intrinsic::smax : llvm::Intrinsic::smin, a, c);
+      }
+      default:
+        throw Error(std::string("CPU backend: ") + std::string(kir::scalar_op_name(op)) +
+                    " is not a binary arith op");
+    }
   }
 
   // fmod (the sign of a) or, with `floor`, remainder (the sign of c), as the

@@ -34,8 +34,13 @@ llvm::Value* pow(llvm::IRBuilderBase& b, llvm::Value* x, llvm::Value* y);
 /// Integer power with wrap-around (exact modulo 2^bits); negative exponents give
 /// 0 unless |x| = 1, as the reference kernel. x and y are iN of one width.
 llvm::Value* ipow(llvm::IRBuilderBase& b, llvm::Value* x, llvm::Value* y, bool is_unsigned = false);
-/// Philox-4x32-10's word 0 at (i64 key, i64 counter) as a float in [0, 1): the
-/// op table's philox, bit for bit as the reference kernel.
-llvm::Value* philox(llvm::IRBuilderBase& b, llvm::Value* key, llvm::Value* counter);
+/// The op table's philox at (i64 key, i64 counter), bit for bit as the reference
+/// kernel: an f32 or f64 in [0, 1), or all 64 bits for i64 (kernel IR's philox).
+llvm::Value* philox(llvm::IRBuilderBase& b, llvm::Value* key, llvm::Value* counter, DType t);
+/// An i64 uniform in [0, bound) (bound >= 1, unsigned), without bias, bit for bit
+/// as the reference kernel (kernel IR's philox_below): a call of a function the
+/// module gets on first use.
+llvm::Value* philox_below(llvm::IRBuilderBase& b, llvm::Value* key, llvm::Value* counter,
+                          llvm::Value* bound);
 
 }  // namespace kiln::llvm_math

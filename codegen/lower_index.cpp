@@ -89,6 +89,24 @@ std::string Lowering::memo_key(Value v, Coords& c) {
   return key;
 }
 
+ValueId Lowering::checked_index(ValueId index, int64_t size) {
+  const ValueId i = kb_.cast(index, DType::i64);
+  const ValueId r = kb_.binary(ScalarOp::max, kb_.binary(ScalarOp::min, i, kb_.iconst(size - 1)), kb_.iconst(0));
+  kb_.set_upper_bound(r, size);
+  return r;
+}
+
+ValueId Lowering::gather(const Node& n, Coords& c) {
+  const Shape& xs = g_.type(n.operands[0]).shape;
+  const int64_t d = normalize_dim(n.attrs.i(AttrKey::dim), std::max<int64_t>(int64_t(xs.size()), 1));
+  if (xs.empty()) return eval(n.operands[0], c);  // a scalar: every index is 0
+  Coords xc;
+  xc.shape = xs;
+  xc.dims = dims(c);  // the indices' coordinates, which x shares outside dim d
+  xc.dims[size_t(d)] = checked_index(eval(n.operands[1], c), xs[size_t(d)]);
+  return eval(n.operands[0], xc);
+}
+
 ValueId Lowering::eval(Value v, Coords& c) {
   const std::string key = memo_key(v, c);
   if (ValueId m = kb_.memo_find(key); m != kNoValue) return m;
@@ -129,6 +147,8 @@ ValueId Lowering::eval_uncached(Value v, Coords& c) {
       return movement(n, c);
     case OpCategory::Reduce:
       return reduction_result(v.node, n, c);
+    case OpCategory::Gather:
+      return gather(n, c);
     default:
       fail(op_name(n.op), " (%", v.node, ") cannot be part of a compiled kernel");
   }

@@ -24,8 +24,15 @@ ValueId custom(KernelBuilder& kb, const Node& n, std::span<const ValueId> x) {
       return kb.cast(x[0], out);
     case OpKind::where:
       return kb.select(kb.cast(x[0], DType::b8), kb.cast(x[1], out), kb.cast(x[2], out));
-    case OpKind::philox:
-      return kb.binary(ScalarOp::philox, kb.cast(x[0], DType::i64), kb.cast(x[1], DType::i64));
+    case OpKind::philox: {
+      const ValueId key = kb.cast(x[0], DType::i64), counter = kb.cast(x[1], DType::i64);
+      if (!n.attrs.has(AttrKey::low)) return kb.philox(key, counter, out);
+      // [low, high): an offset in [0, high - low) added with wrap-around, so a range
+      // wider than 2^63 lands in place (kernel IR integers wrap).
+      const int64_t low = n.attrs.i(AttrKey::low), high = n.attrs.i(AttrKey::high);
+      const ValueId bound = kb.iconst(int64_t(uint64_t(high) - uint64_t(low)));
+      return kb.binary(ScalarOp::add, kb.philox_below(key, counter, bound), kb.iconst(low));
+    }
     default:
       throw Error(std::string("no scalar expression for ") + op_name(n.op));
   }

@@ -121,34 +121,16 @@ void Lowering::lower_reduction() {
   for (size_t i = 0; i < reds.size(); ++i) {
     const Node& n = g_.node(reds[i]);
     const DType in_t = g_.type(n.operands[0]).dtype, out_t = n.type().dtype;
-    ReduceKind kind = ReduceKind::sum;
-    DType acc_t = out_t;
-    switch (n.op) {
-      case OpKind::sum:
-        kind = ReduceKind::sum;
-        // Rows of up to 64K elements sum in their own type (the vectorized loop keeps
-        // many partial sums, so the error stays ~1e-6 relative); longer extents sum
-        // in f64 as the reference kernels do.
-        acc_t = !is_floating(out_t) ? DType::i64 : rs_.extent <= 65536 ? out_t : DType::f64;
-        break;
-      case OpKind::max:
-        kind = ReduceKind::max;
-        break;
-      case OpKind::min:
-        kind = ReduceKind::min;
-        break;
-      case OpKind::argmax:
-        kind = ReduceKind::argmax;
-        acc_t = in_t;
-        break;
-      case OpKind::argmin:
-        kind = ReduceKind::argmin;
-        acc_t = in_t;
-        break;
-      default:
-        fail("unknown reduction ", op_name(n.op));
-    }
-    const int32_t acc = kb_.add_accumulator(kind, acc_t);
+    if (op_info(n.op).identity == Identity::none) fail("unknown reduction ", op_name(n.op));
+    // An argreduce folds the input's values; the others fold in the result's type,
+    // except that a sum (a reassociated add) of up to 64K elements stays in its
+    // own type (the vectorized loop keeps many partial sums, so the error stays
+    // ~1e-6 relative), longer sums go through f64 as the reference kernels do,
+    // and integer sums through i64.
+    DType acc_t = is_arg_reduce(n.op) ? in_t : out_t;
+    if (op_info(n.op).combine == OpKind::add)
+      acc_t = !is_floating(out_t) ? DType::i64 : rs_.extent <= 65536 ? out_t : DType::f64;
+    const int32_t acc = kb_.add_accumulator(n.op, acc_t);
     kb_.acc_init(acc);
     const int32_t loop = kb_.begin_loop(rs_.extent);
     const ValueId j = reduced_index(loop);

@@ -28,7 +28,6 @@
 namespace kiln::lowering {
 
 using kir::kNoValue;
-using kir::ReduceKind;
 using kir::ScalarOp;
 using kir::ValueId;
 
@@ -49,9 +48,7 @@ inline bool is_reduce(OpKind k) {
   return op_info(k).category == OpCategory::Reduce;
 }
 
-inline bool is_arg_reduce(OpKind k) {
-  return k == OpKind::argmax || k == OpKind::argmin;
-}
+inline bool is_arg_reduce(OpKind k) { return is_arg_reduction(k); }
 
 // The reduced dims of a reduction node, normalised and sorted.
 std::vector<int64_t> reduced_dims(const Node& n, int64_t rank);
@@ -76,6 +73,9 @@ class Lowering {
         break;
       case GroupKind::Reduction:
         lower_reduction();
+        break;
+      case GroupKind::Scatter:
+        lower_scatter();
         break;
       case GroupKind::Opaque:
         fail("an opaque group (", op_name(g_.node(grp_.nodes.at(0)).op),
@@ -131,6 +131,11 @@ class Lowering {
   // A pad's operand read at c (clamped into its span) and, in *valid, whether c
   // is inside the span; pad is select(valid, read, 0).
   ValueId pad_read(const Node& n, Coords& c, ValueId* valid);
+  // An index value as a position in [0, size): cast to i64 and clamped (the
+  // frontend has checked it; the clamp keeps an unchecked graph in bounds).
+  ValueId checked_index(ValueId index, int64_t size);
+  // gather's value at c: its data at c with coordinate `dim` from the indices.
+  ValueId gather(const Node& n, Coords& c);
   // cat and stack: a sum of pads of one dim whose spans do not overlap reads one
   // piece per element, chosen by a select chain (the reads of one buffer then
   // merge into one load), instead of reading every piece and adding. kNoValue
@@ -187,6 +192,13 @@ class Lowering {
     }
     return false;
   }
+
+  // ---- Scatter ----
+
+  // scatter_add: the outer loop over output columns (positions outside `dim`,
+  // the innermost of them in blocks of contiguous elements); each copies its
+  // column of the base, then adds the sources in index order.
+  void lower_scatter();
 
   // ---- Elementwise, copy and matmul epilogue ----
 

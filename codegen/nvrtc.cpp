@@ -10,11 +10,9 @@
 // Cache entries (runtime/object_cache.h: atomic writes, checksummed) are keyed
 // by a hash of the source, kernel name, options and NVRTC version; the payload
 // is three little-endian u64 sizes followed by the PTX, NVRTC's log and the cubin.
-#include <cstdio>
 #include <cstring>
-#include <mutex>
-#include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "codegen/cuda_backend.h"
@@ -48,25 +46,32 @@ std::string pack(const CudaBinary& b) {
   return out;
 }
 
-bool unpack(const std::string& payload, CudaBinary* b) {
+// The binary in a cache entry's payload, or why it cannot be this kernel's:
+// sizes that do not add up, no PTX entry point named `name`, or (when a cubin
+// is wanted) no ELF cubin holding the name. Another kernel's entry, or garbage
+// under a valid header and checksum, is caught here rather than by every call.
+std::string unpack(const std::string& payload, const std::string& name, bool want_cubin,
+                   CudaBinary* b) {
   uint64_t n[3];
-  if (payload.size() < sizeof n) return false;
+  if (payload.size() < sizeof n) return "bad PTX/cubin payload (no sizes)";
   std::memcpy(n, payload.data(), sizeof n);
-  if (payload.size() - sizeof n != n[0] + n[1] + n[2]) return false;
+  const uint64_t rest = payload.size() - sizeof n;
+  if (n[0] > rest || n[1] > rest - n[0] || n[2] != rest - n[0] - n[1])
+    return "bad PTX/cubin payload (its sizes do not add up)";
   size_t at = sizeof n;
   b->ptx = payload.substr(at, n[0]);
   at += n[0];
   b->log = payload.substr(at, n[1]);
   at += n[1];
   b->cubin.assign(payload.data() + at, payload.data() + at + n[2]);
-  return !b->ptx.empty();
-}
-
-void report_once(const std::string& path, const std::string& line) {
-  static std::mutex mu;
-  static std::set<std::string> seen;
-  std::lock_guard<std::mutex> lock(mu);
-  if (seen.insert(path).second) std::fprintf(stderr, "%s\n", line.c_str());
+  if (b->ptx.find(".entry " + name + "(") == std::string::npos)
+    return "the PTX has no entry point '" + name + "' (another kernel's, or not PTX)";
+  if (want_cubin) {
+    const std::string_view cubin(b->cubin.data(), b->cubin.size());
+    if (!cubin.starts_with("\177ELF") || cubin.find(name) == std::string_view::npos)
+      return "the cubin is not an ELF object holding kernel '" + name + "'";
+  }
+  return "";
 }
 
 void check(nvrtcResult r, const char* what) {
@@ -163,17 +168,19 @@ CudaBinary nvrtc_compile(const std::string& source, const std::string& name, int
     const ObjectCache cache(cache_dir);
     if (std::optional<std::string> payload = cache.load(key)) {
       CudaBinary b;
-      if (unpack(*payload, &b) && (!want_cubin || !b.cubin.empty())) {
+      const std::string why = unpack(*payload, name, want_cubin, &b);
+      if (why.empty()) {
         b.arch = arch;
         b.from_disk_cache = true;
+        b.cache_key = key;
         return b;
       }
-      report_once(cache.path(key), "kiln: damaged cache entry " + cache.path(key) +
-                                       ": bad PTX/cubin payload; recompiling");
+      cache.discard(key, why);
     }
   }
   CudaBinary b = compile(source, name, arch, want_cubin);
   if (!cache_dir.empty()) ObjectCache(cache_dir).store(key, pack(b));
+  b.cache_key = key;
   return b;
 #else
   (void)source;

@@ -3,11 +3,12 @@
 // grad().zero_() between the two shows gradients accumulating. Writes an SVG
 // plot of both curves with their tangents.
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <sstream>
 
 #include <kiln/kiln.h>
+
+#include "runtime/binary_io.h"
 
 #include "course.h"
 
@@ -49,14 +50,7 @@ void write_svg(const char* path, double x0, double y1, double s1, double y2, dou
       << s1 << " at x = " << x0 << "</text>\n"
       << "<text x=\"30\" y=\"60\" font-family=\"sans-serif\" fill=\"#d62728\">f2(x) = 3 - (x/2)^2, slope "
       << s2 << " at x = " << x0 << "</text>\n</svg>\n";
-  // Written atomically: a reader never sees half a file.
-  std::string tmp = std::string(path) + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << svg.str();
-    if (!out.flush()) throw Error(std::string("cannot write ") + tmp);
-  }
-  if (std::rename(tmp.c_str(), path) != 0) throw Error(std::string("cannot rename ") + tmp + " to " + path);
+  io::write_file_durable(path, svg.str());  // atomic: a reader never sees half a file
 }
 
 }  // namespace

@@ -33,14 +33,26 @@ SavedTensor save(const Tensor& t) {
 }
 
 // ---- custom function registry ----
-std::mutex g_custom_mu;
-std::unordered_map<int64_t, std::weak_ptr<autograd::CustomCall>> g_custom_calls;
-int64_t g_next_custom = 1;
+// Graph nodes name a custom call by id. An entry lives exactly as long as its
+// call: the call's deleter erases it, so a long run (a grad-mode traced call
+// makes one per call) keeps no entry, and no control block, of a call that went.
+// Never destroyed: a call may die during exit, after this file's statics.
+struct CustomRegistry {
+  std::mutex mu;
+  std::unordered_map<int64_t, std::weak_ptr<autograd::CustomCall>> calls;
+  int64_t next = 1;
+};
+
+CustomRegistry& custom_registry() {
+  static auto* r = new CustomRegistry();
+  return *r;
+}
 
 std::shared_ptr<autograd::CustomCall> find_custom(int64_t id) {
-  std::lock_guard<std::mutex> lock(g_custom_mu);
-  auto it = g_custom_calls.find(id);
-  auto call = it == g_custom_calls.end() ? nullptr : it->second.lock();
+  CustomRegistry& r = custom_registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.calls.find(id);
+  auto call = it == r.calls.end() ? nullptr : it->second.lock();
   if (!call) throw Error("custom function call #" + std::to_string(id) + " is no longer alive");
   return call;
 }
@@ -133,11 +145,7 @@ void check_saved(const SavedUse& u) {
                     "retain_graph=true) the first time)",
                 n.loc);
   if (s.data->buffer->version != s.version)
-    throw Error(std::string("a tensor needed for the gradient of '") + op_name(n.op) +
-                    "' was modified by an in-place operation after it was used (expected "
-                    "version " + std::to_string(s.version) + ", found version " +
-                    std::to_string(s.data->buffer->version) + ")",
-                n.loc);
+    throw detail::modified_saved_error(n.op, s.version, s.data->buffer->version, n.loc);
 }
 
 struct BackwardGraph {
@@ -348,25 +356,21 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
     if (v.node >= forward_size) return;
     auto it = saved_at.find(v);
     if (it == saved_at.end()) return;
-    // A copy kept before an in-place write (keep_overwritten) stands for the
-    // uses saved at the version it was taken from; other stale uses are errors
-    // if their gradient reads them.
+    // A copy kept before an in-place write (keep_overwritten) is what the op
+    // that kept it reads; every other use saved of the overwritten value is
+    // stale, an error if its gradient reads it (as in PyTorch, where only the
+    // in-place op's original self survives the write).
     const SavedTensor* kept = nullptr;
     for (const SavedUse& u : it->second) {
       const SavedTensor& s = *u.saved;
       if (s.kept_from != UINT64_MAX && s.data && s.data->buffer->version == s.version) kept = &s;
     }
-    bool use_kept = false;
     for (const SavedUse& u : it->second) {
       const SavedTensor& s = *u.saved;
       if (s.data && s.data->buffer->version == s.version) continue;
-      if (kept && s.data && s.version == kept->kept_from) {
-        use_kept = true;
-        continue;
-      }
       check_saved(u);
     }
-    if (!use_kept) return;
+    if (!kept) return;
     Tensor& cur = values[v.node][v.index];
     auto copy = alias_of(*kept->data);
     if (cur.defined()) {  // keeps the history create_graph gave it
@@ -439,7 +443,12 @@ void record_op(OpKind op, const Attrs& attrs, SourceLoc loc, const std::vector<T
                const std::vector<Tensor>& outputs, std::shared_ptr<autograd::CustomCall> custom) {
   if (!t_grad_mode) return;
   bool any = false;
-  for (const Tensor& t : inputs) any = any || t.requires_grad();  // brings views up to date
+  for (const Tensor& t : inputs) {
+    // Every view brought up to date (not only until one requires grad): its
+    // edge below must follow its base's latest history.
+    detail::sync_view(*t.impl());
+    any = any || t.impl()->requires_grad;
+  }
   if (!any) return;
   if (op != OpKind::custom && !op_info(op).differentiable) return;
   auto node = std::make_shared<TapeNode>();
@@ -512,6 +521,13 @@ std::vector<std::shared_ptr<TensorImpl>> history_leaves(std::vector<const TapeNo
   return leaves;
 }
 
+Error modified_saved_error(OpKind op, uint64_t expected, uint64_t found, SourceLoc loc) {
+  return Error(std::string("a tensor needed for the gradient of '") + op_name(op) +
+                   "' was modified by an in-place operation after it was used (expected version " +
+                   std::to_string(expected) + ", found version " + std::to_string(found) + ")",
+               loc);
+}
+
 Error freed_graph_error(OpKind op, SourceLoc loc) {
   return Error(std::string("backward through the graph a second time: the tensors saved by '") +
                    op_name(op) +
@@ -522,20 +538,20 @@ Error freed_graph_error(OpKind op, SourceLoc loc) {
 
 void keep_overwritten(const TensorImpl& value, const TensorImpl& target) {
   TapeNode* n = value.grad_fn.get();
-  if (!n || !target.buffer) return;
-  for (size_t i = 0; i < n->inputs.size(); ++i) {
-    SavedTensor& s = n->inputs[i];
-    if (!s.data || s.data->buffer != target.buffer || s.data->buffer->version != s.version ||
-        !tape_vjp_reads(*n, static_cast<int64_t>(i)))
-      continue;
-    // The op's gradient reads the operand the write replaces (x.mul_(y) reads
-    // x for y's gradient): keep its old value, as PyTorch keeps original self.
-    auto copy = make_dense(s.data->type);
-    device_copy(s.data->view(), *copy, n->loc);
-    s.data = copy;
-    s.kept_from = s.version;
-    s.version = copy->buffer->version;
-  }
+  if (!n || !target.buffer || n->inputs.empty()) return;
+  // Only the operand the write replaces, `self` (operand 0 of the op an in-place
+  // method computes): x.mul_(y) reads x for y's gradient, and keeps its old
+  // value as PyTorch keeps original self. Another operand sharing the storage
+  // (x.mul_(x)'s second x) is saved as it is, and goes stale, as in PyTorch.
+  SavedTensor& s = n->inputs[0];
+  if (!s.data || s.data->buffer != target.buffer || s.data->buffer->version != s.version ||
+      !tape_vjp_reads(*n, 0))
+    return;
+  auto copy = make_dense(s.data->type);
+  device_copy(s.data->view(), *copy, n->loc);
+  s.data = copy;
+  s.kept_from = s.version;
+  s.version = copy->buffer->version;
 }
 
 }  // namespace detail
@@ -543,12 +559,27 @@ void keep_overwritten(const TensorImpl& value, const TensorImpl& target) {
 namespace autograd::detail {
 
 std::shared_ptr<CustomCall> new_custom_call(std::string name) {
-  auto call = std::make_shared<CustomCall>();
+  // Not make_shared: the registry's weak_ptr would keep the call's memory too.
+  std::shared_ptr<CustomCall> call(new CustomCall(), [](CustomCall* c) {
+    {
+      CustomRegistry& r = custom_registry();
+      std::lock_guard<std::mutex> lock(r.mu);
+      r.calls.erase(c->id);
+    }
+    delete c;  // unlocked: what the call holds may end other calls
+  });
   call->name = std::move(name);
-  std::lock_guard<std::mutex> lock(g_custom_mu);
-  call->id = g_next_custom++;
-  g_custom_calls[call->id] = call;
+  CustomRegistry& r = custom_registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  call->id = r.next++;
+  r.calls[call->id] = call;
   return call;
+}
+
+size_t live_custom_calls() {
+  CustomRegistry& r = custom_registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return r.calls.size();
 }
 
 std::vector<Tensor> finish_custom(const std::shared_ptr<CustomCall>& call,

@@ -125,6 +125,9 @@ class RetainGraphsGuard {
 std::vector<std::shared_ptr<TensorImpl>> history_leaves(std::vector<const TapeNode*> roots);
 /// The error of a backward that reaches values an earlier backward freed.
 Error freed_graph_error(OpKind op, SourceLoc loc);
+/// The error of a backward whose gradient of `op` reads a value an in-place
+/// write replaced since (its version `expected` then, `found` now).
+Error modified_saved_error(OpKind op, uint64_t expected, uint64_t found, SourceLoc loc);
 }  // namespace detail
 
 }  // namespace kiln

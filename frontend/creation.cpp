@@ -35,6 +35,7 @@ template <class T>
 using LiteralT = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
 
 Tensor literal(AttrValue data, Shape shape, const TensorOptions& o, SourceLoc loc) {
+  check_dtype(o.dtype_, "tensor()", loc);
   if (const auto* ints = std::get_if<std::vector<int64_t>>(&data))
     for (int64_t v : *ints)
       detail::check_fits(static_cast<long long>(v), o.dtype_, "tensor()", loc);
@@ -154,6 +155,7 @@ Tensor from_blob(void* data, Shape shape, TensorOptions o, Loc l) {
 
 Tensor from_blob(void* data, Shape shape, Strides strides, TensorOptions o, Loc l) {
   if (!o.device_.is_cpu()) throw Error("from_blob(): only CPU memory can be wrapped", here(l));
+  check_dtype(o.dtype_, "from_blob()", here(l));
   if (strides.size() != shape.size())
     throw Error("from_blob(): " + std::to_string(strides.size()) + " strides for shape " +
                     shape_str(shape),
@@ -185,6 +187,7 @@ Tensor zeros(Shape shape, TensorOptions o, Loc l) { return full(std::move(shape)
 Tensor ones(Shape shape, TensorOptions o, Loc l) { return full(std::move(shape), 1, o, l); }
 
 Tensor full(Shape shape, Scalar value, TensorOptions o, Loc l) {
+  check_dtype(o.dtype_, "full()", here(l));
   for (int64_t d : shape)
     if (d < 0) throw Error("negative dimension in shape " + shape_str(shape), here(l));
   detail::check_fits(value, o.dtype_, "full()", here(l));
@@ -206,6 +209,7 @@ Tensor full_like(const Tensor& t, Scalar v, Loc l) {
 
 Tensor eye(int64_t n, TensorOptions o, Loc l) {
   if (n < 0) throw Error("eye(): expected n >= 0, got " + std::to_string(n), here(l));
+  check_dtype(o.dtype_, "eye()", here(l));
   // The diagonal where two ranges agree (no n*n host data; traced, one fused kernel).
   const TensorType out{o.has_dtype_ ? o.dtype_ : DType::f32, {n, n}, o.device_};
   try {
@@ -225,6 +229,7 @@ Tensor arange(Scalar end, TensorOptions o, Loc l) { return arange(0, end, 1, o, 
 
 Tensor arange(Scalar start, Scalar end, Scalar step, TensorOptions o, Loc l) {
   if (step.value == 0) throw Error("arange(): step must be nonzero", here(l));
+  check_dtype(o.dtype_, "arange()", here(l));
   const bool ints = start.kind != ScalarKind::floating && end.kind != ScalarKind::floating &&
                     step.kind != ScalarKind::floating;
   double n;
@@ -251,6 +256,7 @@ Tensor arange(Scalar start, Scalar end, Scalar step, TensorOptions o, Loc l) {
 
 Tensor linspace(double start, double end, int64_t steps, TensorOptions o, Loc l) {
   if (steps < 0) throw Error("linspace(): number of steps must be non-negative", here(l));
+  check_dtype(o.dtype_, "linspace()", here(l));
   double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
   TensorType t{o.dtype_, {steps}, Device()};
   Tensor r = detail::create(OpKind::arange, {{AttrKey::start, start}, {AttrKey::step, step}}, t, here(l));

@@ -17,6 +17,7 @@
 #include <type_traits>
 
 #include "frontend/tensor_impl.h"
+#include "runtime/allocator.h"
 #include "runtime/binary_io.h"
 #include "runtime/reference.h"
 
@@ -266,6 +267,7 @@ std::string gunzip(std::string_view bytes, const std::string& name) {
     ~End() { inflateEnd(z); }
   } end{&zs};
   constexpr size_t kChunk = size_t{1} << 30;  // zlib's counts are 32-bit
+  check_host_bytes(std::max<size_t>(bytes.size() * 4, 1 << 16), "inflating " + name);
   std::string out(std::max<size_t>(bytes.size() * 4, 1 << 16), '\0');
   size_t in_at = 0, out_at = 0;
   for (;;) {
@@ -275,7 +277,10 @@ std::string gunzip(std::string_view bytes, const std::string& name) {
       zs.avail_in = static_cast<uInt>(n);
       in_at += n;
     }
-    if (out_at == out.size()) out.resize(out.size() * 2);
+    if (out_at == out.size()) {
+      check_host_bytes(out.size() * 2, "inflating " + name);  // a gzip bomb is an error
+      out.resize(out.size() * 2);
+    }
     size_t room = std::min(out.size() - out_at, kChunk);
     zs.next_out = reinterpret_cast<Bytef*>(out.data() + out_at);
     zs.avail_out = static_cast<uInt>(room);
@@ -425,6 +430,7 @@ Tensor parse_rows(std::string_view text, const std::string& name, const CsvOptio
 Tensor parse_csv(std::string_view text, const std::string& name, const CsvOptions& o) {
   if (o.skip_rows < 0)
     throw Error(name + ": skip_rows must be non-negative, got " + std::to_string(o.skip_rows));
+  check_dtype(o.dtype, (name + ": CsvOptions::dtype").c_str());
   if (o.delimiter == '\n' || o.delimiter == '\r' || o.delimiter == '\0')
     throw Error(name +
                 ": the delimiter cannot be a line break or NUL (expected e.g. ',', ';', "

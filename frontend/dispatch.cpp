@@ -68,7 +68,17 @@ Tensor trace_apply(TraceState& tr, OpKind k, const std::vector<Tensor>& operands
   tr.builder.loc = loc;
   const bool movement = op_info(k).category == OpCategory::Movement;
   Attrs view_attrs = movement ? attrs : Attrs();
-  Value v = tr.builder.op(k, std::move(vals), std::move(attrs));
+  // Each recorded op is a node of its own, as each eager op is a tape node of
+  // its own (Builder::hash_cons).
+  tr.builder.hash_cons = false;
+  Value v;
+  try {
+    v = tr.builder.op(k, std::move(vals), std::move(attrs));
+  } catch (...) {
+    tr.builder.hash_cons = true;
+    throw;
+  }
+  tr.builder.hash_cons = true;
   const bool floating = is_floating(tr.graph.type(v).dtype);
   const bool recorded = grad_mode_enabled() && op_info(k).differentiable && floating;
   // Eager mode records no tape for an op under NoGradGuard: gradients must not
@@ -76,6 +86,7 @@ Tensor trace_apply(TraceState& tr, OpKind k, const std::vector<Tensor>& operands
   if (requires_grad && !recorded && floating) v = tr.builder.op(OpKind::detach, {v}, {});
   tr.builder.loc = saved;
   Tensor result = tr.wrap(v, requires_grad && recorded);
+  if (requires_grad && recorded) tr.record_saved(v.node, operands, result);
   if (movement) {
     // Where eager mode would make a view, the result aliases its operand: it
     // gets the strides eager mode would give it, and a write into either
@@ -242,6 +253,7 @@ void assign(const Tensor& self, const Tensor& value_in, SourceLoc loc) {
           "a leaf tensor that requires grad was modified in place (expected the update inside "
           "NoGradGuard, as optimizers do, or an out-of-place op)",
           loc);
+    if (taping) tr->keep_overwritten(value, s, loc);
     if (s.symbolic() && s.alias) return write_view(self, value, taping, loc);
     Value v = tr->value_of(value, loc);
     if (!taping && tr->requires_grad(s)) {

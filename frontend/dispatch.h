@@ -27,6 +27,10 @@ void assign(const Tensor& self, const Tensor& value, SourceLoc loc);
 Tensor checked_values(OpKind check, const Tensor& t, const Attrs& attrs, Loc loc);
 /// Integer indices checked to lie in [0, n) (check_index). Errors name `op`.
 Tensor checked_indices(const Tensor& indices, int64_t n, const char* op, Loc loc);
+/// The gather op (x read along `dim` at indices that checked_indices returned).
+Tensor gather_along(const Tensor& x, int64_t dim, const Tensor& checked, Loc loc);
+/// The scatter_add op (src added into base along `dim` at checked indices).
+Tensor scatter_add_along(const Tensor& base, int64_t dim, const Tensor& checked, const Tensor& src, Loc loc);
 /// normalize_dim(dim, rank), its error attached to the user's line and `op`.
 int64_t checked_dim(int64_t dim, int64_t rank, const char* op, Loc loc);
 /// normalize_dims(dims, rank), its error attached to the user's line and `op`.

@@ -97,7 +97,10 @@ struct CustomCall {
 
 namespace detail {
 /// Registers a call so graph nodes can refer to it by id; the tape keeps it alive.
+/// The registry entry goes with the call's last owner.
 std::shared_ptr<CustomCall> new_custom_call(std::string name);
+/// Calls registered and still alive (tests: a long run keeps this flat).
+size_t live_custom_calls();
 /// Runs a custom forward: records one `custom` node for the call.
 std::vector<Tensor> finish_custom(const std::shared_ptr<CustomCall>& call,
                                   const std::vector<Tensor>& inputs,

@@ -346,6 +346,28 @@ std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
 
 namespace {
 
+// The values the backward from `root` (tape node output `output`) reads that
+// live on after the call in a tensor the caller holds: the arguments, the
+// captured tensors and the outputs (by storage, at their last write).
+void collect_held_reads(const TraceState& st, TracedCore::Entry& e, const std::vector<Tensor>& outs,
+                        Value root, size_t output) {
+  using Held = TracedCore::Entry::HeldRead;
+  auto holder = [&](const TensorImpl* s, Held::Kind* kind, int64_t* index) {
+    for (size_t i = 0; i < st.args.size(); ++i)
+      if (st.args[i].get() == s) return *kind = Held::Arg, *index = static_cast<int64_t>(i), true;
+    for (size_t p = 0; p < st.params.size(); ++p)
+      if (st.params[p].get() == s) return *kind = Held::Param, *index = static_cast<int64_t>(p), true;
+    for (size_t o = 0; o < outs.size(); ++o)
+      if (TraceState::storage_of(outs[o].impl_ptr()).get() == s)
+        return *kind = Held::Output, *index = static_cast<int64_t>(o), true;
+    return false;
+  };
+  for (const auto& [id, ref] : st.saved_reads({root})) {
+    Held h{Held::Arg, 0, output, st.graph[id].op, st.graph[id].loc};
+    if (holder(ref->storage.get(), &h.kind, &h.index)) e.held_reads.push_back(h);
+  }
+}
+
 // A call from eager code that will differentiate the result: the gradients of
 // the outputs that require grad (and of the histories the body wrote into), with
 // respect to the arguments and captured tensors they reach, split into a forward
@@ -371,6 +393,9 @@ void split_for_backward(TraceState& st, TracedCore::Entry& e, const std::vector<
       e.freed_outputs.push_back({e.seeded[k], n->op, n->loc});
     if (const Node* n = st.freed_read({roots[k]}, false))
       e.reading_outputs.push_back({e.seeded[k], n->op, n->loc});
+    if (const StaleRead s = st.stale_read({roots[k]}); s.node)
+      e.stale_outputs.push_back({e.seeded[k], s.node->op, s.expected, s.found, s.node->loc});
+    collect_held_reads(st, e, outs, roots[k], e.seeded[k]);
   }
   // Only tensors a gradient reaches, so the others' .grad stays untouched as in eager mode.
   const std::vector<char> reach = st.gradient_reach(roots);
@@ -629,6 +654,23 @@ std::vector<Tensor> TracedCore::run(Entry& e, const TraceArgs& args) {
   std::vector<Tensor> arg_tensors = args.tensors;
   std::vector<size_t> seeded = e.seeded;
   auto freed = e.freed_outputs, reading = e.reading_outputs;
+  auto stale = e.stale_outputs;
+  // The tensors the caller holds whose values the backward reads, at their
+  // versions now: a write into one before the backward makes it raise, as eagerly.
+  struct Held {
+    size_t output;
+    std::shared_ptr<Buffer> buffer;
+    uint64_t version;
+    OpKind op;
+    SourceLoc loc;
+  };
+  std::vector<Held> held;
+  for (const Entry::HeldRead& h : e.held_reads) {
+    const TensorImpl& t = h.kind == Entry::HeldRead::Arg ? *args.tensors[static_cast<size_t>(h.index)].impl()
+                          : h.kind == Entry::HeldRead::Param ? *e.params[static_cast<size_t>(h.index)]
+                                                             : *outs[static_cast<size_t>(h.index)].impl();
+    if (t.buffer) held.push_back({h.output, t.buffer, t.buffer->version, h.op, h.loc});
+  }
   auto reached_by = e.wrt_reached_by;
   std::weak_ptr<autograd::CustomCall> weak_call = call;
   std::string name = name_;
@@ -639,6 +681,12 @@ std::vector<Tensor> TracedCore::run(Entry& e, const TraceArgs& args) {
     auto self = weak_call.lock();
     for (const auto& f : self && self->released ? reading : freed)
       if (f.output < grads.size() && grads[f.output].defined()) throw freed_graph_error(f.op, f.loc);
+    for (const auto& s : stale)
+      if (s.output < grads.size() && grads[s.output].defined())
+        throw modified_saved_error(s.op, s.expected, s.found, s.loc);
+    for (const Held& h : held)
+      if (h.output < grads.size() && grads[h.output].defined() && h.buffer->version != h.version)
+        throw modified_saved_error(h.op, h.version, h.buffer->version, h.loc);
     if (!bwd) return std::vector<Tensor>(out_types.size());  // every gradient freed, none given
     for (size_t i : seeded) {
       const TensorType& t = fwd_out_types[i];

@@ -141,6 +141,27 @@ struct TracedCore::Entry {
     SourceLoc loc;
   };
   std::vector<SavedRead> freed_outputs, reading_outputs;
+  /// Tape node outputs whose gradient reads a value an in-place write inside
+  /// the body replaced after `op` saved it: a backward through them raises, as
+  /// eagerly ("modified by an in-place operation").
+  struct StaleOutput {
+    size_t output;
+    OpKind op;
+    uint64_t expected, found;
+    SourceLoc loc;
+  };
+  std::vector<StaleOutput> stale_outputs;
+  /// Values the backward reads that live on after the call in a tensor the
+  /// caller holds (an argument, a captured tensor, an output): as eagerly, a
+  /// backward through `output` raises if that tensor was written since the call.
+  struct HeldRead {
+    enum Kind { Arg, Param, Output } kind;
+    int64_t index;
+    size_t output;
+    OpKind op;
+    SourceLoc loc;
+  };
+  std::vector<HeldRead> held_reads;
   /// Per wrt tensor (args, then params): the tape node outputs whose gradient
   /// reaches it. Given none of those, its gradient is undefined, as eagerly.
   std::vector<std::vector<size_t>> wrt_reached_by;

@@ -4,8 +4,9 @@
 //              (pad's gradient is a slice; traced, the sum fuses into one kernel)
 //   chunk, split  slices (views)
 //   tril, triu where(column - row compared with k, x, 0)
-//   index_select, embedding  a one-hot [K, n] matrix times the rows (a matmul)
-//   gather, scatter_add      a one-hot comparison reduced over the indexed dim
+//   gather, index_select, embedding   the gather op: each output reads the one
+//                            element its index names
+//   scatter_add, index_add, index_put_(accumulate)   the scatter_add op
 // Integer indices are range-checked: eagerly at once, traced by a check_index
 // node that the compiled plan runs at every call (a clear error, never a read
 // out of bounds).
@@ -24,30 +25,6 @@ using detail::apply;
 using detail::here;
 
 using detail::checked_dim;
-
-namespace {
-
-// Moves dim d to the end (and back): permutations for gather and scatter_add.
-std::vector<int64_t> to_last(int64_t d, int64_t rank) {
-  std::vector<int64_t> p;
-  for (int64_t i = 0; i < rank; ++i)
-    if (i != d) p.push_back(i);
-  p.push_back(d);
-  return p;
-}
-std::vector<int64_t> from_last(int64_t d, int64_t rank) {
-  std::vector<int64_t> p, inv(size_t(rank), 0);
-  p = to_last(d, rank);
-  for (int64_t i = 0; i < rank; ++i) inv[size_t(p[size_t(i)])] = i;
-  return inv;
-}
-
-// [..., K] indices -> [..., K, n] bool, true where the index equals the column.
-Tensor one_hot_bool(const Tensor& idx, int64_t n, Loc l) {
-  return idx.unsqueeze(-1, l).eq(arange(n, TensorOptions(idx.dtype()).device(idx.device()), l), l);
-}
-
-}  // namespace
 
 namespace detail {
 
@@ -69,11 +46,18 @@ Tensor checked_values(OpKind check, const Tensor& t, const Attrs& attrs, Loc loc
   return t;
 }
 
+Tensor gather_along(const Tensor& x, int64_t dim, const Tensor& checked, Loc l) {
+  return apply(OpKind::gather, {x, checked}, {{AttrKey::dim, dim}}, here(l));
+}
+
+Tensor scatter_add_along(const Tensor& base, int64_t dim, const Tensor& checked, const Tensor& src, Loc l) {
+  return apply(OpKind::scatter_add, {base, checked, src}, {{AttrKey::dim, dim}}, here(l));
+}
+
 Tensor checked_indices(const Tensor& indices, int64_t n, const char* op, Loc loc) {
   if (is_floating(indices.dtype()) || indices.dtype() == DType::b8)
-    throw Error(
-        std::string(op) + ": expected integer class indices, got " + dtype_name(indices.dtype()),
-        SourceLoc::from(loc));
+    throw Error(std::string(op) + ": expected integer indices, got " + dtype_name(indices.dtype()),
+                SourceLoc::from(loc));
   return checked_values(OpKind::check_index, indices, {{AttrKey::high, n}, {AttrKey::name, std::string(op)}},
                         loc);
 }
@@ -226,73 +210,94 @@ Tensor Tensor::index_select(int64_t dim, const Tensor& index, Loc l) const {
   const int64_t d = checked_dim(dim, std::max<int64_t>(this->dim(), 1), "index_select", l);
   if (index.dim() != 1)
     throw Error("index_select: expected 1-D indices, got " + shape_str(index.sizes()), here(l));
-  const int64_t n = this->dim() == 0 ? 1 : size(d);
-  Tensor idx = detail::checked_indices(index, n, "index_select", l);
-  if (this->dim() == 0) return reshape({1}, l).index_select(0, idx, l).reshape({index.size(0)}, l);
-  // Rows [n, rest] with dim d first; one-hot [K, n] times them.
-  Tensor front = transpose(0, d, l);
-  Shape moved = front.sizes();
-  int64_t rest = 1;
-  for (size_t k = 1; k < moved.size(); ++k) rest *= moved[k];
-  Tensor rows = front.reshape({n, rest}, l);
-  Tensor hot = one_hot_bool(idx, n, l);
-  Tensor picked = is_floating(dtype())
-                      ? hot.to(dtype(), l).matmul(rows, l)
-                      : where(hot.unsqueeze(-1, l), rows.unsqueeze(0, l),
-                              zeros({}, TensorOptions(dtype()).device(device()), l), l)
-                            .sum(1, false, l)
-                            .to(dtype(), l);
-  moved[0] = index.size(0);
-  return picked.reshape(moved, l).transpose(0, d, l);
+  if (this->dim() == 0) return reshape({1}, l).index_select(0, index, l).reshape({index.size(0)}, l);
+  Tensor idx = detail::checked_indices(index, size(d), "index_select", l);
+  // The indices along dim d, broadcast over the other dims (a view: nothing is
+  // copied, and a kernel reads one index per row).
+  Shape out = sizes(), along(static_cast<size_t>(this->dim()), 1);
+  out[static_cast<size_t>(d)] = along[static_cast<size_t>(d)] = index.size(0);
+  return detail::gather_along(*this, d, idx.reshape(along, l).expand(out, l), l);
 }
 
 Tensor Tensor::gather(int64_t dim, const Tensor& index, Loc l) const {
-  const SourceLoc loc = here(l);
   const int64_t d = checked_dim(dim, std::max<int64_t>(this->dim(), 1), "gather", l);
   if (index.dim() != this->dim())
     throw Error("gather: expected indices with as many dims as the input (" +
                     std::to_string(this->dim()) + "), got " + shape_str(index.sizes()),
-                loc);
-  Tensor src = *this;
-  for (int64_t k = 0; k < this->dim(); ++k) {
-    if (k != d && index.size(k) > size(k))
-      throw Error("gather: indices of shape " + shape_str(index.sizes()) +
-                      " are larger than the input " + shape_str(sizes()) + " in dim " +
-                      std::to_string(k),
-                  loc);
-    if (k != d && index.size(k) < size(k)) src = src.narrow(k, 0, index.size(k), l);
+                here(l));
+  if (this->dim() == 0) {
+    (void)detail::checked_indices(index, 1, "gather", l);
+    return clone(l);
   }
-  if (this->dim() == 0) return clone(l);
-  const int64_t n = size(d);
-  Tensor idx = detail::checked_indices(index, n, "gather", l);
-  const int64_t r = this->dim();
-  Tensor xm = src.permute(to_last(d, r), l).unsqueeze(-2, l);  // [..., 1, n]
-  Tensor hot = one_hot_bool(idx.permute(to_last(d, r), l), n, l);  // [..., K, n]
-  Tensor zero = zeros({}, TensorOptions(dtype()).device(device()), l);
-  Tensor picked = where(hot, xm, zero, l).sum(-1, false, l).to(dtype(), l);  // [..., K]
-  return picked.permute(from_last(d, r), l);
+  return detail::gather_along(*this, d, detail::checked_indices(index, size(d), "gather", l), l);
 }
 
 Tensor Tensor::scatter_add(int64_t dim, const Tensor& index, const Tensor& src, Loc l) const {
   const SourceLoc loc = here(l);
   const int64_t d = checked_dim(dim, std::max<int64_t>(this->dim(), 1), "scatter_add", l);
-  if (index.sizes() != src.sizes())
-    throw Error("scatter_add: expected indices and source of one shape, got " +
-                    shape_str(index.sizes()) + " and " + shape_str(src.sizes()),
+  if (index.dim() != this->dim() || src.dim() != this->dim())
+    throw Error("scatter_add: expected indices and source with as many dims as the input (" +
+                    std::to_string(this->dim()) + "), got " + shape_str(index.sizes()) + " and " +
+                    shape_str(src.sizes()),
                 loc);
-  for (int64_t k = 0; k < this->dim(); ++k)
-    if (index.dim() != this->dim() || (k != d && index.size(k) != size(k)))
-      throw Error("scatter_add: expected indices of shape " + shape_str(sizes()) +
-                      " except in dim " + std::to_string(d) + ", got " + shape_str(index.sizes()),
+  if (this->dim() == 0) {
+    (void)detail::checked_indices(index, 1, "scatter_add", l);
+    return add(src.to(dtype(), l), 1, l);
+  }
+  // As PyTorch: the indices no larger than the source anywhere, nor than the
+  // input outside dim; the source's elements past the indices' extent unused.
+  Tensor source = src;
+  for (int64_t k = 0; k < this->dim(); ++k) {
+    if (index.size(k) > src.size(k) || (k != d && index.size(k) > size(k)))
+      throw Error("scatter_add: indices of shape " + shape_str(index.sizes()) +
+                      " are larger than the source " + shape_str(src.sizes()) +
+                      (k != d ? " or the input " + shape_str(sizes()) : std::string()) + " in dim " +
+                      std::to_string(k),
                   loc);
-  if (this->dim() == 0) return add(src, 1, l);
-  const int64_t n = size(d), r = this->dim();
-  Tensor idx = detail::checked_indices(index, n, "scatter_add", l);
-  Tensor hot = one_hot_bool(idx.permute(to_last(d, r), l), n, l);  // [..., K, n]
-  Tensor vals = src.to(dtype(), l).permute(to_last(d, r), l).unsqueeze(-1, l);  // [..., K, 1]
-  Tensor zero = zeros({}, TensorOptions(dtype()).device(device()), l);
-  Tensor added = where(hot, vals, zero, l).sum(-2, false, l).to(dtype(), l);  // [..., n]
-  return add(added.permute(from_last(d, r), l), 1, l);
+    if (index.size(k) < src.size(k)) source = source.narrow(k, 0, index.size(k), l);
+  }
+  Tensor idx = detail::checked_indices(index, size(d), "scatter_add", l);
+  return detail::scatter_add_along(*this, d, idx, source.to(dtype(), l), l);
+}
+
+Tensor Tensor::index_add(int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha,
+                         Loc l) const {
+  const int64_t d = checked_dim(dim, std::max<int64_t>(this->dim(), 1), "index_add", l);
+  if (index.dim() != 1)
+    throw Error("index_add: expected 1-D indices, got " + shape_str(index.sizes()), here(l));
+  if (this->dim() == 0) return scatter_add(0, index.reshape({}, l), source.mul(alpha, l), l);
+  Shape expected = sizes();
+  expected[static_cast<size_t>(d)] = index.size(0);
+  if (source.sizes() != expected)
+    throw Error("index_add: expected a source of shape " + shape_str(expected) + " (the input with dim " +
+                    std::to_string(d) + " of the indices' length), got " + shape_str(source.sizes()),
+                here(l));
+  // The indices checked before they are broadcast along the other dims (a view:
+  // a kernel reads one index per row).
+  Shape along(static_cast<size_t>(this->dim()), 1);
+  along[static_cast<size_t>(d)] = index.size(0);
+  Tensor idx = detail::checked_indices(index, size(d), "index_add", l).reshape(along, l).expand(expected, l);
+  Tensor scaled = alpha.value == 1 && alpha.kind != ScalarKind::floating ? source : source.mul(alpha, l);
+  return detail::scatter_add_along(*this, d, idx, scaled.to(dtype(), l), l);
+}
+
+Tensor& Tensor::index_add_(int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha, Loc l) {
+  return copy_(index_add(dim, index, source, alpha, l), l);
+}
+
+Tensor& Tensor::index_put_(const std::vector<Tensor>& indices, const Tensor& values, bool accumulate, Loc l) {
+  if (indices.size() != 1 || indices[0].dim() != 1 || indices[0].dtype() == DType::b8)
+    throw Error("index_put_: expected one 1-D integer index tensor, got " + std::to_string(indices.size()) +
+                    " index tensor(s)",
+                here(l));
+  if (!accumulate)
+    throw Error("index_put_: only accumulate=true is supported (it adds; assigning through duplicate "
+                "indices has no defined result); use index_add_, or masked_fill/where to assign",
+                here(l));
+  Shape rows = sizes();
+  if (rows.empty()) throw Error("index_put_: expected a tensor of at least one dim", here(l));
+  rows[0] = indices[0].size(0);
+  return index_add_(0, indices[0], values.expand(rows, l).to(dtype(), l), 1, l);
 }
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index, Loc l) {
@@ -300,6 +305,13 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index, Loc l) {
 }
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index, Loc l) {
   return x.gather(dim, index, l);
+}
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, Loc l) {
+  return x.scatter_add(dim, index, src, l);
+}
+Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha,
+                 Loc l) {
+  return x.index_add(dim, index, source, alpha, l);
 }
 
 // ---- x.index({...}) ----

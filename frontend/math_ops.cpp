@@ -89,9 +89,12 @@ Tensor Tensor::any(int64_t dim, bool keepdim, Loc l) const {
 }
 
 // log(sum(exp(x))) shifted by the (detached) maximum, so large values do not
-// overflow; a slice that is all -inf gives -inf, as in PyTorch.
+// overflow; a slice that is all -inf gives -inf, as in PyTorch. With no elements
+// there is no maximum (amax raises) and nothing to overflow: the sum of nothing
+// is 0, and every result -inf, as PyTorch returns.
 Tensor Tensor::logsumexp(std::vector<int64_t> dims, bool keepdim, Loc l) const {
   Tensor x = is_floating(dtype()) ? *this : to(kFloat32, l);
+  if (x.numel() == 0) return x.exp(l).sum(dims, keepdim, l).log(l);
   Tensor m = x.amax(dims, true, l).detach();
   m = where(m.isinf(l), zeros_like(m, l), m, l);
   Tensor s = x.sub(m, 1, l).exp(l).sum(dims, keepdim, l).log(l);

@@ -180,9 +180,12 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, Loc l) {
     throw Error("embedding: expected a weight [num_embeddings, dim], got " +
                     shape_str(weight.sizes()),
                 here(l));
+  // Each index's row, read by a gather (its gradient a scatter_add: O(indices x dim)).
+  const int64_t n = indices.numel(), dim = weight.size(1);
+  Tensor idx = detail::checked_indices(indices.reshape({n, 1}, l), weight.size(0), "embedding", l);
   Shape out = indices.sizes();
-  out.push_back(weight.size(1));
-  return weight.index_select(0, indices.reshape({indices.numel()}, l), l).reshape(out, l);
+  out.push_back(dim);
+  return detail::gather_along(weight, 0, idx.expand({n, dim}, l), l).reshape(out, l);
 }
 
 namespace {
@@ -202,7 +205,7 @@ Rows nll_rows(const Tensor& logp, const Tensor& target, int64_t ignore_index, co
   Tensor valid = target.ne(Scalar(static_cast<long long>(ignore_index)), l);
   Tensor safe = where(valid, target, zeros({}, TensorOptions(target.dtype()).device(target.device()), l), l);
   Tensor idx = detail::checked_indices(safe, logp.size(1), op, l);
-  Tensor picked = logp.gather(1, idx.unsqueeze(1, l), l).squeeze(1, l);
+  Tensor picked = detail::gather_along(logp, 1, idx.unsqueeze(1, l), l).squeeze(1, l);
   return {where(valid, picked.neg(l), zero_of(logp, l), l), valid};
 }
 

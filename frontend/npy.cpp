@@ -7,6 +7,7 @@
 
 #include "frontend/autograd.h"
 #include "frontend/tensor_impl.h"
+#include "runtime/allocator.h"
 #include "runtime/binary_io.h"
 
 namespace kiln {
@@ -194,25 +195,50 @@ DType dtype_from_descr(const std::string& d, const std::string& name) {
 
 }  // namespace
 
-Tensor parse_npy(std::string_view bytes, const std::string& name) {
-  if (!bytes.starts_with(kNpyMagic))
+namespace {
+
+// NumPy's own reader refuses headers past 10000 bytes; Kiln writes about 128.
+constexpr uint64_t kMaxHeaderBytes = uint64_t(1) << 20;
+
+// Where the data starts, from the first 12 bytes (or fewer) of a file of `size`
+// bytes: the magic, the version and the header length, checked against the size.
+uint64_t npy_data_offset(std::string_view head, uint64_t size, const std::string& name) {
+  if (!head.starts_with(kNpyMagic))
     throw Error(name + ": not a NumPy .npy file (expected it to start with \"\\x93NUMPY\")");
-  if (bytes.size() < 8)
-    throw Error(name + ": truncated in the header (" + std::to_string(bytes.size()) + " bytes)");
-  int major = static_cast<unsigned char>(bytes[6]), minor = static_cast<unsigned char>(bytes[7]);
+  if (head.size() < 8)
+    throw Error(name + ": truncated in the header (" + std::to_string(size) + " bytes)");
+  int major = static_cast<unsigned char>(head[6]), minor = static_cast<unsigned char>(head[7]);
   if (major < 1 || major > 3 || minor != 0)
     throw Error(name + ": .npy format version " + std::to_string(major) + "." +
                 std::to_string(minor) + " is not supported (expected 1.0, 2.0 or 3.0)");
   size_t len_bytes = major == 1 ? 2 : 4;
-  if (bytes.size() < 8 + len_bytes)
-    throw Error(name + ": truncated in the header (" + std::to_string(bytes.size()) + " bytes)");
-  uint64_t header_len = io::load_le(bytes.data() + 8, static_cast<int>(len_bytes));
-  size_t data_at = 8 + len_bytes + header_len;
-  if (header_len > bytes.size() - 8 - len_bytes)
+  if (head.size() < 8 + len_bytes)
+    throw Error(name + ": truncated in the header (" + std::to_string(size) + " bytes)");
+  uint64_t header_len = io::load_le(head.data() + 8, static_cast<int>(len_bytes));
+  if (header_len > size - 8 - len_bytes)
     throw Error(name + ": truncated: the header says it is " + std::to_string(header_len) +
-                " bytes long, the file has " + std::to_string(bytes.size() - 8 - len_bytes) +
+                " bytes long, the file has " + std::to_string(size - 8 - len_bytes) +
                 " after the length field");
-  NpyHeader h = HeaderParser(bytes.substr(8 + len_bytes, header_len), name).parse();
+  if (header_len > kMaxHeaderBytes)
+    throw Error(name + ": damaged: the header says it is " + std::to_string(header_len) +
+                " bytes long (expected at most " + std::to_string(kMaxHeaderBytes) +
+                "; NumPy writes about 128)");
+  return 8 + len_bytes + header_len;
+}
+
+struct NpyLayout {
+  DType dtype;
+  Shape shape;
+  uint64_t data_at;
+  uint64_t data_bytes;
+};
+
+// The header (`head`: the bytes up to the data) of a file of `size` bytes,
+// checked: the dictionary, the dtype, and the data's length against the size.
+NpyLayout npy_layout(std::string_view head, uint64_t size, const std::string& name) {
+  const uint64_t data_at = npy_data_offset(head, size, name);
+  const size_t len_bytes = head[6] == 1 ? 2 : 4;
+  NpyHeader h = HeaderParser(head.substr(8 + len_bytes, data_at - 8 - len_bytes), name).parse();
   DType dt = dtype_from_descr(*h.descr, name);
   const Shape& shape = *h.shape;
   if (*h.fortran_order && shape.size() >= 2)
@@ -226,25 +252,41 @@ Tensor parse_npy(std::string_view bytes, const std::string& name) {
   } catch (const Error& e) {
     throw Error(name + ": " + e.message());
   }
-  uint64_t have = bytes.size() - data_at;
+  uint64_t have = size - data_at;
   if (have != want)
     throw Error(name + ": " +
                 (have < want ? "truncated: expected " : "damaged: expected exactly ") +
                 std::to_string(want) + " bytes of data for " + *h.descr + shape_str(shape) +
                 " after byte " + std::to_string(data_at) + ", found " + std::to_string(have));
+  return {dt, shape, data_at, want};
+}
+
+// A tensor for the layout's data, which `fill` writes (its raw bytes).
+template <class Fill>
+Tensor npy_tensor(const NpyLayout& l, const std::string& name, Fill&& fill) {
+  check_host_bytes(static_cast<size_t>(l.data_bytes), "the data of " + name);
   NoGradGuard no_grad;
-  Tensor t = empty(shape, TensorOptions(dt));
+  Tensor t = empty(l.shape, TensorOptions(l.dtype));
   auto* out = static_cast<char*>(t.impl()->view().data);
-  if (want) std::memcpy(out, bytes.data() + data_at, want);
-  if (dt == DType::b8)
-    for (uint64_t k = 0; k < want; ++k) out[k] = out[k] != 0;
+  if (l.data_bytes) fill(out);
+  if (l.dtype == DType::b8)
+    for (uint64_t k = 0; k < l.data_bytes; ++k) out[k] = out[k] != 0;
   return t;
 }
 
-std::string npy_bytes(const Tensor& t) {
-  KILN_CHECK(t.defined(), "write_npy: the tensor is undefined");
-  KILN_CHECK(!t.is_symbolic(),
-             "write_npy: the tensor is symbolic (inside a trace it holds no data)");
+}  // namespace
+
+Tensor parse_npy(std::string_view bytes, const std::string& name) {
+  const NpyLayout l = npy_layout(bytes, bytes.size(), name);
+  return npy_tensor(l, name,
+                    [&](char* out) { std::memcpy(out, bytes.data() + l.data_at, l.data_bytes); });
+}
+
+std::string npy_bytes(const Tensor& t, Loc l) {
+  const SourceLoc loc = SourceLoc::from(l);
+  if (!t.defined()) throw Error("write_npy: the tensor is undefined", loc);
+  if (t.is_symbolic())
+    throw Error("write_npy: the tensor is symbolic (inside a trace it holds no data)", loc);
   NoGradGuard no_grad;
   Tensor d = t.detach().cpu().contiguous();
   std::string shape = "(";
@@ -272,12 +314,17 @@ std::string npy_bytes(const Tensor& t) {
   return std::move(w.str());
 }
 
+// The header first, checked against the file's size; then the data straight
+// into the tensor (a file is never held in memory beside it).
 Tensor read_npy(const std::string& path) {
-  return parse_npy(io::read_file(path), path);
+  io::InputFile f(path);
+  const uint64_t data_at = npy_data_offset(f.read(0, 12), f.size(), path);
+  const NpyLayout l = npy_layout(f.read(0, data_at), f.size(), path);
+  return npy_tensor(l, path, [&](char* out) { f.read_into(l.data_at, out, l.data_bytes); });
 }
 
-void write_npy(const std::string& path, const Tensor& t) {
-  io::write_file_durable(path, npy_bytes(t));
+void write_npy(const std::string& path, const Tensor& t, Loc l) {
+  io::write_file_durable(path, npy_bytes(t, l));
 }
 
 }  // namespace kiln

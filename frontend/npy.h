@@ -17,10 +17,10 @@ namespace kiln {
 Tensor read_npy(const std::string& path);
 
 /// Writes `t` (any device, any strides) as a C-ordered .npy file, atomically.
-void write_npy(const std::string& path, const Tensor& t);
+void write_npy(const std::string& path, const Tensor& t, KILN_LOC);
 
 /// The bytes of a .npy file holding `t` (what write_npy writes).
-std::string npy_bytes(const Tensor& t);
+std::string npy_bytes(const Tensor& t, KILN_LOC);
 /// Parses the bytes of a .npy file; `name` is used in errors.
 Tensor parse_npy(std::string_view bytes, const std::string& name);
 

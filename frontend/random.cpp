@@ -1,22 +1,25 @@
-// Random numbers that compile: a counter-based generator (Philox-4x32-10, the
-// op table's `philox`) with a key (the seed) and an offset, held per device as
-// two 0-d int64 tensors. A draw of n elements reads elements offset .. offset+n-1
-// of the stream (element i is philox(key, offset + i)) and advances the offset
-// in place by n.
+// Random numbers that compile: generators (frontend/generator.h) hold a key
+// (the seed) and an offset as two 0-d int64 tensors on their device, and every
+// draw is the op table's `philox` on them. A draw of n elements of `count`
+// counters each reads counters offset .. offset + count * n - 1 (element i uses
+// offset + count * i + j for its draw j) and advances the offset in place.
 //
 // Draws are ordinary ops on those tensors, so the same code runs eagerly and
 // inside a trace: traced, the key and offset are captured tensors (inputs of the
 // compiled plan) and the offset's in-place advance is one of the plan's
 // write-backs, so every call of a compiled function draws fresh numbers, and
 // eager and traced runs draw the same stream: after manual_seed(s), a traced
-// step and an eager step give the same dropout masks.
+// step and an eager step give the same dropout masks. Seeding and setting a
+// state are in-place writes too, so inside a trace the plan repeats them.
 #include <cmath>
 #include <map>
 #include <mutex>
 #include <numbers>
+#include <random>
 
 #include "frontend/autograd.h"
 #include "frontend/dispatch.h"
+#include "frontend/random_internal.h"
 #include "frontend/tensor_impl.h"
 #include "frontend/trace_state.h"
 
@@ -24,40 +27,96 @@ namespace kiln {
 
 using detail::here;
 
-namespace {
-
-constexpr uint64_t kDefaultSeed = 67280421310721ull;  // PyTorch's default seed
-
-struct Generator {
-  Tensor key, offset;  // 0-d int64 on the generator's device
+struct Generator::Impl {
+  Device device;
+  Tensor key, offset;  // 0-d int64 on `device`
+  std::mutex mu;       // draws and state changes, one at a time
 };
 
-std::mutex g_mu;
-uint64_t g_seed = kDefaultSeed;
-std::map<std::pair<int, int>, Generator>& generators() {
-  static std::map<std::pair<int, int>, Generator> g;
+namespace {
+
+using DeviceId = std::pair<int, int>;
+DeviceId device_id(Device d) {
+  return {int(d.type), int(d.index)};
+}
+
+std::mutex g_mu;                 // the default generators, g_seed and pending()
+uint64_t g_seed = kDefaultSeed;  // the seed of default generators made from now on
+std::map<DeviceId, std::shared_ptr<Generator::Impl>>& defaults() {
+  static std::map<DeviceId, std::shared_ptr<Generator::Impl>> g;
+  return g;
+}
+// States set (set_default_rng_states) for default generators not made yet: the
+// state, as a host int64 tensor [seed, offset], each starts from when made.
+std::map<DeviceId, Tensor>& pending() {
+  static std::map<DeviceId, Tensor> p;
+  return p;
+}
+
+Scalar as_scalar(uint64_t v) {
+  return Scalar(static_cast<long long>(v));
+}
+
+std::shared_ptr<Generator::Impl> make_impl(Device d, uint64_t seed, Loc l) {
+  auto g = std::make_shared<Generator::Impl>();
+  NoGradGuard no_grad;
+  const TensorOptions o = TensorOptions(kInt64).device(d);
+  g->device = d;
+  g->key = full({}, as_scalar(seed), o, l);
+  g->offset = zeros({}, o, l);
   return g;
 }
 
-// The device's generator, made on first use from the current seed. Made
-// outside any trace (a trace would record its creation as graph constants).
-Generator& generator_for(Device d) {
-  auto& gens = generators();
-  const auto id = std::make_pair(int(d.type), int(d.index));
+// The device's default generator, made on first use from the current seed.
+// Made outside any trace (a trace would record its creation as graph constants).
+std::shared_ptr<Generator::Impl> default_impl(Device d) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  auto& gens = defaults();
+  const DeviceId id = device_id(d);
   auto it = gens.find(id);
   if (it != gens.end()) return it->second;
   TraceScope outside(nullptr);
-  NoGradGuard no_grad;
-  Generator g;
-  const TensorOptions o = TensorOptions(kInt64).device(d);
-  g.key = full({}, Scalar(static_cast<long long>(g_seed)), o);
-  g.offset = zeros({}, o);
+  auto g = make_impl(d, g_seed, Loc::current());
+  if (auto p = pending().find(id); p != pending().end()) {
+    Generator(g).set_state(p->second);
+    pending().erase(p);
+  }
   return gens.emplace(id, std::move(g)).first->second;
 }
 
-// `count` counters per element of `shape`: offset + count * i + j for draw j.
-// Returns the first stream's uniforms and, for count 2, the second's.
-std::pair<Tensor, Tensor> draw(const Shape& shape, Device d, int count, Loc l) {
+// An error for `what` inside a traced function, whose effect a plan would not
+// repeat at every call.
+void check_outside_trace(const char* what, const char* hint, Loc l) {
+  if (current_trace())
+    throw Error(std::string(what) + " inside a traced function (expected it outside" + hint + ")",
+                here(l));
+}
+
+// The state tensor check of set_state.
+void check_state(const Tensor& state, SourceLoc loc) {
+  const std::string want =
+      "set_state: expected an int64 tensor of shape [2] (seed, offset), as get_state() returns; "
+      "got ";
+  if (!state.defined()) throw Error(want + "an undefined tensor", loc);
+  if (state.dtype() != kInt64 || state.sizes() != Shape{2})
+    throw Error(want + dtype_name(state.dtype()) + shape_str(state.sizes()), loc);
+}
+
+// The generator a draw on device `d` uses: `gen` (which must be on `d`) or the
+// device's default one.
+Generator resolve(const std::optional<Generator>& gen, Device d, const char* op, SourceLoc loc) {
+  if (!gen) return Generator(default_impl(d));
+  if (gen->device() != d)
+    throw Error(std::string(op) + ": the generator is on " + gen->device().str() +
+                    ", the result on " + d.str() + " (expected a generator of the result's device)",
+                loc);
+  return *gen;
+}
+
+// `count` draws per element of `shape` (philox with `attrs`), from counters
+// offset + count * i + j for draw j of element i; advances the offset.
+std::vector<Tensor> draw(Generator::Impl& g, const Shape& shape, int count, const Attrs& attrs,
+                         Loc l) {
   const SourceLoc loc = here(l);
   int64_t n;
   try {
@@ -66,18 +125,22 @@ std::pair<Tensor, Tensor> draw(const Shape& shape, Device d, int count, Loc l) {
     e.attach(loc);
     throw;
   }
-  std::lock_guard<std::mutex> lock(g_mu);
-  Generator& g = generator_for(d);
   NoGradGuard no_grad;
-  const TensorOptions o = TensorOptions(kInt64).device(d);
+  const TensorOptions o = TensorOptions(kInt64).device(g.device);
+  std::lock_guard<std::mutex> lock(g.mu);
   Tensor base = arange(n, o, l).mul(Scalar(count), l).add(g.offset, 1, l).reshape(shape, l);
-  auto uniform = [&](const Tensor& counter) {
-    return detail::apply(OpKind::philox, {g.key, counter}, {}, loc);
-  };
-  std::pair<Tensor, Tensor> r{uniform(base), Tensor()};
-  if (count == 2) r.second = uniform(base.add(Scalar(1), l));
-  g.offset.add_(Scalar(static_cast<long long>(n * count)), l);
-  return r;
+  std::vector<Tensor> out;
+  for (int j = 0; j < count; ++j) {
+    Tensor counter = j == 0 ? base : base.add(Scalar(j), l);
+    out.push_back(detail::apply(OpKind::philox, {g.key, counter}, attrs, loc));
+  }
+  g.offset.add_(as_scalar(static_cast<uint64_t>(n) * static_cast<uint64_t>(count)), l);
+  return out;
+}
+
+// philox's attributes for a uniform draw of floating dtype t.
+Attrs uniform_attrs(DType t) {
+  return t == DType::f64 ? Attrs{{AttrKey::dtype, DType::f64}} : Attrs{};
 }
 
 DType float_dtype(const TensorOptions& o, const char* op, SourceLoc loc) {
@@ -92,46 +155,220 @@ Tensor finish(Tensor t, const TensorOptions& o) {
   return t;
 }
 
+// randint's values [low, high - 1] must be values of dtype t (exact ones, for floats).
+void check_randint_range(int64_t low, int64_t high, DType t, SourceLoc loc) {
+  int64_t lo = INT64_MIN, hi = INT64_MAX;
+  switch (t) {
+    case DType::b8:
+      lo = 0, hi = 1;
+      break;
+    case DType::u8:
+      lo = 0, hi = UINT8_MAX;
+      break;
+    case DType::i8:
+      lo = INT8_MIN, hi = INT8_MAX;
+      break;
+    case DType::i16:
+      lo = INT16_MIN, hi = INT16_MAX;
+      break;
+    case DType::i32:
+      lo = INT32_MIN, hi = INT32_MAX;
+      break;
+    case DType::f32:
+      lo = -(int64_t(1) << 24), hi = int64_t(1) << 24;
+      break;
+    case DType::f64:
+      lo = -(int64_t(1) << 53), hi = int64_t(1) << 53;
+      break;
+    case DType::i64:
+      break;
+  }
+  if (low < lo || high - 1 > hi)
+    throw Error("randint: the range [" + std::to_string(low) + ", " + std::to_string(high) +
+                    ") does not fit dtype " + dtype_name(t) + " (expected values from " +
+                    std::to_string(lo) + " to " + std::to_string(hi) + ")",
+                loc);
+}
+
 }  // namespace
 
-Tensor rand(Shape shape, TensorOptions o, Loc l) {
+// ---- Generator ----
+
+Generator::Generator(Device device, Loc l) : impl_(make_impl(device, kDefaultSeed, l)) {}
+
+Generator& Generator::manual_seed(uint64_t seed, Loc l) {
+  NoGradGuard no_grad;
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->key.fill_(as_scalar(seed), l);
+  impl_->offset.zero_(l);
+  return *this;
+}
+
+uint64_t Generator::current_seed(Loc l) const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return static_cast<uint64_t>(impl_->key.item<int64_t>(l));
+}
+
+uint64_t Generator::seed(Loc l) {
+  std::random_device rd;
+  const uint64_t s = uint64_t(rd()) << 32 | rd();
+  manual_seed(s, l);
+  return s;
+}
+
+void Generator::set_offset(uint64_t offset, Loc l) {
+  NoGradGuard no_grad;
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->offset.fill_(as_scalar(offset), l);
+}
+
+uint64_t Generator::get_offset(Loc l) const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return static_cast<uint64_t>(impl_->offset.item<int64_t>(l));
+}
+
+Tensor Generator::get_state(Loc l) const {
+  NoGradGuard no_grad;
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return stack({impl_->key, impl_->offset}, 0, l).to(Device(kCPU), l);
+}
+
+void Generator::set_state(const Tensor& state, Loc l) {
+  check_state(state, here(l));
+  NoGradGuard no_grad;
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  Tensor s = state.to(impl_->device, l);
+  impl_->key.copy_(s.select(0, 0, l), l);
+  impl_->offset.copy_(s.select(0, 1, l), l);
+}
+
+Device Generator::device() const {
+  return impl_->device;
+}
+
+Generator Generator::clone(Loc l) const {
+  auto c = std::make_shared<Impl>();
+  NoGradGuard no_grad;
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  c->device = impl_->device;
+  c->key = impl_->key.clone(l);
+  c->offset = impl_->offset.clone(l);
+  return Generator(std::move(c));
+}
+
+Generator default_generator(Device device) {
+  return Generator(default_impl(device));
+}
+
+Tensor get_rng_state(Device device, Loc l) {
+  return default_generator(device).get_state(l);
+}
+
+void set_rng_state(const Tensor& state, Device device, Loc l) {
+  default_generator(device).set_state(state, l);
+}
+
+void manual_seed(uint64_t seed, Loc l) {
+  check_outside_trace("manual_seed",
+                      "; to seed at every call, seed a Generator and draw from it: "
+                      "g.manual_seed(s), rand(shape, g)",
+                      l);
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_seed = seed;
+  pending().clear();
+  NoGradGuard no_grad;
+  for (auto& [id, g] : defaults()) Generator(g).manual_seed(seed, l);
+}
+
+detail::DefaultRngStates detail::default_rng_states() {
+  check_outside_trace("reading the default generators' states", "", Loc::current());
+  std::lock_guard<std::mutex> lock(g_mu);
+  DefaultRngStates s;
+  s.seed = g_seed;
+  for (auto& [id, g] : defaults()) s.states.emplace_back(g->device, Generator(g).get_state());
+  for (auto& [id, state] : pending())
+    s.states.emplace_back(Device(DeviceType(id.first), id.second), state.clone());
+  return s;
+}
+
+void detail::set_default_rng_states(const DefaultRngStates& s, Loc l) {
+  check_outside_trace("setting the default generators' states", "", l);
+  for (const auto& [device, state] : s.states) check_state(state, here(l));
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_seed = s.seed;
+  pending().clear();
+  std::map<DeviceId, const Tensor*> given;
+  for (const auto& [device, state] : s.states) given[device_id(device)] = &state;
+  for (auto& [id, g] : defaults()) {
+    auto it = given.find(id);
+    if (it == given.end()) {
+      Generator(g).manual_seed(s.seed, l);
+    } else {
+      Generator(g).set_state(*it->second, l);
+      given.erase(it);
+    }
+  }
+  for (const auto& [id, state] : given) pending()[id] = state->cpu(l).clone(l);
+}
+
+// ---- draws ----
+
+Tensor detail::random_bits(const Shape& shape, const std::optional<Generator>& gen, Device d,
+                           const char* op, Loc l) {
+  Generator g = resolve(gen, d, op, here(l));
+  return draw(g.impl(), shape, 1, Attrs{{AttrKey::dtype, DType::i64}}, l)[0];
+}
+
+Tensor rand(Shape shape, std::optional<Generator> gen, TensorOptions o, Loc l) {
   const SourceLoc loc = here(l);
   const DType t = float_dtype(o, "rand", loc);
-  Tensor u = draw(shape, o.device_, 1, l).first;
-  return finish(u.to(t, l), o);
+  Generator g = resolve(gen, o.device_, "rand", loc);
+  return finish(draw(g.impl(), shape, 1, uniform_attrs(t), l)[0], o);
+}
+Tensor rand(Shape shape, TensorOptions o, Loc l) {
+  return rand(std::move(shape), std::nullopt, o, l);
 }
 
-// Box-Muller on the pair of uniforms (u1, u2) at counters 2i and 2i + 1:
-// sqrt(-2 log(1 - u1)) cos(2 pi u2); 1 - u1 is in (0, 1], so the log is finite.
-Tensor randn(Shape shape, TensorOptions o, Loc l) {
+// Box-Muller on the pair of uniforms (u1, u2) at counters 2i and 2i + 1, in the
+// result's dtype: sqrt(-2 log(1 - u1)) cos(2 pi u2); 1 - u1 is in (0, 1], so the
+// log is finite.
+Tensor randn(Shape shape, std::optional<Generator> gen, TensorOptions o, Loc l) {
   const SourceLoc loc = here(l);
   const DType t = float_dtype(o, "randn", loc);
-  auto [u1, u2] = draw(shape, o.device_, 2, l);
+  Generator g = resolve(gen, o.device_, "randn", loc);
+  std::vector<Tensor> u = draw(g.impl(), shape, 2, uniform_attrs(t), l);
   NoGradGuard no_grad;
-  Tensor r = u1.neg(l).log1p(l).mul(Scalar(-2.0), l).sqrt(l);
-  Tensor z = r.mul(u2.mul(Scalar(2 * std::numbers::pi), l).cos(l), l);
-  return finish(z.to(t, l), o);
+  Tensor r = u[0].neg(l).log1p(l).mul(Scalar(-2.0), l).sqrt(l);
+  Tensor z = r.mul(u[1].mul(Scalar(2 * std::numbers::pi), l).cos(l), l);
+  return finish(z, o);
+}
+Tensor randn(Shape shape, TensorOptions o, Loc l) {
+  return randn(std::move(shape), std::nullopt, o, l);
 }
 
-Tensor randint(int64_t low, int64_t high, Shape shape, TensorOptions o, Loc l) {
+Tensor randint(int64_t low, int64_t high, Shape shape, std::optional<Generator> gen,
+               TensorOptions o, Loc l) {
   const SourceLoc loc = here(l);
   if (high <= low)
     throw Error("randint: expected low < high, got [" + std::to_string(low) + ", " +
                     std::to_string(high) + ")",
                 loc);
-  if (high - low > (int64_t(1) << 24))
-    throw Error("randint: a range of " + std::to_string(high - low) +
-                    " values is wider than the generator's 24 random bits per draw (2^24)",
-                loc);
   const DType t = o.has_dtype_ ? o.dtype_ : DType::i64;
-  Tensor u = draw(shape, o.device_, 1, l).first;
+  check_randint_range(low, high, t, loc);
+  Generator g = resolve(gen, o.device_, "randint", loc);
+  const Attrs attrs{{AttrKey::dtype, DType::i64}, {AttrKey::low, low}, {AttrKey::high, high}};
+  Tensor v = draw(g.impl(), shape, 1, attrs, l)[0];
   NoGradGuard no_grad;
-  // floor(u * range) is in [0, range) since u < 1 has 24 bits and range <= 2^24.
-  Tensor v = u.to(kFloat64, l).mul(Scalar(static_cast<double>(high - low)), l).floor(l);
-  return v.to(kInt64, l).add(Scalar(static_cast<long long>(low)), l).to(t, l);
+  return v.to(t, l);
+}
+Tensor randint(int64_t low, int64_t high, Shape shape, TensorOptions o, Loc l) {
+  return randint(low, high, std::move(shape), std::nullopt, o, l);
+}
+Tensor randint(int64_t high, Shape shape, std::optional<Generator> gen, TensorOptions o, Loc l) {
+  return randint(0, high, std::move(shape), std::move(gen), o, l);
 }
 Tensor randint(int64_t high, Shape shape, TensorOptions o, Loc l) {
-  return randint(0, high, std::move(shape), o, l);
+  return randint(0, high, std::move(shape), std::nullopt, o, l);
 }
 
 Tensor rand_like(const Tensor& t, Loc l) {
@@ -141,15 +378,25 @@ Tensor randn_like(const Tensor& t, Loc l) {
   return randn(t.sizes(), TensorOptions(t.dtype()).device(t.device()), l);
 }
 
-void manual_seed(uint64_t seed) {
-  std::lock_guard<std::mutex> lock(g_mu);
-  g_seed = seed;
-  TraceScope outside(nullptr);
+// u < p for a uniform u of p's dtype: 1 with probability p (p <= 0 never, p >= 1
+// always).
+Tensor bernoulli(const Tensor& p, std::optional<Generator> gen, Loc l) {
+  if (!is_floating(p.dtype()))
+    throw Error("bernoulli: expected a floating tensor of probabilities, got " +
+                    std::string(dtype_name(p.dtype())),
+                here(l));
+  Tensor u = rand(p.sizes(), std::move(gen), TensorOptions(p.dtype()).device(p.device()), l);
   NoGradGuard no_grad;
-  for (auto& [id, g] : generators()) {
-    g.key.fill_(Scalar(static_cast<long long>(seed)));
-    g.offset.zero_();
-  }
+  return u.lt(p.detach(), l).to(p.dtype(), l);
+}
+
+Tensor bernoulli(const Tensor& self, double p, std::optional<Generator> gen, Loc l) {
+  if (!(p >= 0 && p <= 1))
+    throw Error("bernoulli: expected a probability in [0, 1], got " + std::to_string(p), here(l));
+  const DType ut = self.dtype() == kFloat64 ? kFloat64 : kFloat32;
+  Tensor u = rand(self.sizes(), std::move(gen), TensorOptions(ut).device(self.device()), l);
+  NoGradGuard no_grad;
+  return u.lt(Scalar(p), l).to(self.dtype(), l);
 }
 
 namespace nn::functional {
@@ -163,7 +410,8 @@ Tensor dropout(const Tensor& x, double p, bool training, Loc l) {
     throw Error("dropout: expected a floating tensor, got " + std::string(dtype_name(x.dtype())),
                 here(l));
   Tensor keep = rand(x.sizes(), TensorOptions(kFloat32).device(x.device()), l).ge(Scalar(p), l);
-  return where(keep, x.mul(Scalar(1.0 / (1.0 - p)), l), zeros({}, TensorOptions(x.dtype()).device(x.device()), l), l);
+  return where(keep, x.mul(Scalar(1.0 / (1.0 - p)), l),
+               zeros({}, TensorOptions(x.dtype()).device(x.device()), l), l);
 }
 
 }  // namespace nn::functional

@@ -180,7 +180,7 @@ void save_graph(const std::string& path, const Graph& g, const std::vector<Tenso
 }
 
 SavedGraph load_graph(const std::string& path) {
-  const std::string data = io::read_file(path);
+  const std::string data = io::read_frame_file(path, kFormat);
   io::Frame frame = io::open_frame(path, data, kFormat, [](io::ByteReader& r, uint32_t count) {
     read_sections(r, count, false);
   });

@@ -1,55 +1,52 @@
 // Environment switches (see settings.h).
 #include "frontend/settings.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <string_view>
 
 #include "codegen/compile.h"
 #include "frontend/jit.h"
+#include "runtime/env.h"
 #include "runtime/plan.h"
-
-#include <cstdio>
 
 namespace kiln {
 bool log_enabled_in(const std::string& log, const char* category);
 namespace {
 
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
-
-bool env_flag(const char* name, bool fallback) {
-  std::string v = env(name);
-  if (v.empty()) return fallback;
-  return !(v == "0" || v == "false" || v == "off" || v == "no");
+std::string env_str(const char* name) {
+  return env::get(name).value_or("");
 }
 
 std::string default_cache_dir() {
-  std::string v = env("KILN_CACHE_DIR");
+  std::string v = env_str("KILN_CACHE_DIR");
   if (!v.empty()) return v == "off" ? "" : v;
-  std::string xdg = env("XDG_CACHE_HOME");
+  std::string xdg = env_str("XDG_CACHE_HOME");
   if (!xdg.empty()) return xdg + "/kiln";
-  std::string home = env("HOME");
+  std::string home = env_str("HOME");
   return home.empty() ? "" : home + "/.cache/kiln";
 }
 
-LlvmOpt llvm_opt_from_env() {
-  std::string v = env("KILN_OPT");
-  if (v == "full") return LlvmOpt::Full;
-  if (!v.empty() && v != "fast")
-    std::fprintf(stderr, "kiln: KILN_OPT=%s: expected 'fast' or 'full'; using 'fast'\n", v.c_str());
-  return LlvmOpt::Fast;
-}
+// The categories KILN_LOG takes; "all" turns on every one.
+constexpr const char* kLogCategories[] = {"recompiles", "compile", "profile", "distributed", "all"};
 
-ConvAlgo conv_from_env() {
-  std::string v = env("KILN_CONV");
-  if (v == "im2col") return ConvAlgo::Im2col;
-  if (v == "direct") return ConvAlgo::Direct;
-  if (!v.empty() && v != "auto")
-    std::fprintf(stderr, "kiln: KILN_CONV=%s: expected 'auto', 'im2col' or 'direct'; using 'auto'\n",
-                 v.c_str());
-  return ConvAlgo::Auto;
+std::string log_from_env() {
+  const std::string v = env_str("KILN_LOG");
+  std::string_view rest = v;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    const std::string_view c = rest.substr(0, comma);
+    if (std::find(std::begin(kLogCategories), std::end(kLogCategories), c) ==
+        std::end(kLogCategories))
+      throw Error("KILN_LOG=" + v + ": unknown category '" + std::string(c) +
+                  "' (expected a comma-separated list of recompiles, compile, profile, "
+                  "distributed or all)");
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return v;
 }
 
 }  // namespace
@@ -57,20 +54,21 @@ ConvAlgo conv_from_env() {
 Settings& settings() {
   static Settings s = [] {
     Settings s;
-    s.jit = env_flag("KILN_JIT", true);
-    s.fusion = env_flag("KILN_FUSION", true);
-    s.overlap = env_flag("KILN_OVERLAP", true);
-    s.check = env_flag("KILN_CHECK", false);
-    s.dump_dir = env("KILN_DUMP");
-    s.log = env("KILN_LOG");
+    s.jit = env::flag("KILN_JIT", true);
+    s.fusion = env::flag("KILN_FUSION", true);
+    s.overlap = env::flag("KILN_OVERLAP", true);
+    s.check = env::flag("KILN_CHECK", false);
+    s.dump_dir = env_str("KILN_DUMP");
+    s.log = log_from_env();
     s.cache_dir = default_cache_dir();
-    s.llvm_opt = llvm_opt_from_env();
-    s.reuse_kernels = env_flag("KILN_REUSE", true);
-    s.share_sizes = env_flag("KILN_SHARE_SIZES", true);
-    s.auto_dynamic = env_flag("KILN_DYNAMIC", true);
-    s.background_compile = env_flag("KILN_BACKGROUND", true);
-    s.conv = conv_from_env();
-    s.eager_kernels = env_flag("KILN_EAGER_KERNELS", true);
+    s.llvm_opt = env::choice("KILN_OPT", {"fast", "full"}, 0) == 1 ? LlvmOpt::Full : LlvmOpt::Fast;
+    s.reuse_kernels = env::flag("KILN_REUSE", true);
+    s.share_sizes = env::flag("KILN_SHARE_SIZES", true);
+    s.auto_dynamic = env::flag("KILN_DYNAMIC", true);
+    s.background_compile = env::flag("KILN_BACKGROUND", true);
+    constexpr ConvAlgo kConv[] = {ConvAlgo::Auto, ConvAlgo::Im2col, ConvAlgo::Direct};
+    s.conv = kConv[env::choice("KILN_CONV", {"auto", "im2col", "direct"}, 0)];
+    s.eager_kernels = env::flag("KILN_EAGER_KERNELS", true);
     return s;
   }();
   static const bool profiling = [] {

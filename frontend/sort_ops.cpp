@@ -26,6 +26,7 @@
 
 #include "frontend/autograd.h"
 #include "frontend/dispatch.h"
+#include "frontend/random_internal.h"
 #include "frontend/tensor_impl.h"
 #include "frontend/trace_state.h"
 
@@ -195,23 +196,25 @@ std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool la
   return x.topk(k, dim, largest, sorted, l);
 }
 
-// The argsort of n random keys, so it follows manual_seed and compiles (a plan
-// draws fresh keys at every call). A key is two 24-bit draws, u0 + u1 * 2^-24,
-// exact in f64: ties (which the stable order would resolve by position, a slight
-// bias) need two equal 48-bit keys. Ties cannot break the permutation anyway:
-// ranks with ties broken by position are always a permutation.
-Tensor randperm(int64_t n, TensorOptions o, Loc l) {
+// The argsort of n random 64-bit keys, so it follows the generator and compiles
+// (a plan draws fresh keys at every call). Two equal keys (which the stable
+// order would resolve by position, a slight bias) come with probability under
+// n^2 / 2^65; they cannot break the permutation anyway: ranks with ties broken
+// by position are always a permutation.
+Tensor randperm(int64_t n, std::optional<Generator> gen, TensorOptions o, Loc l) {
   if (n < 0) throw Error("randperm: expected n >= 0, got " + std::to_string(n), here(l));
   const DType t = o.has_dtype_ ? o.dtype_ : DType::i64;
   Tensor perm;
   {
     NoGradGuard no_grad;
-    Tensor u = rand({n, 2}, TensorOptions(kFloat64).device(o.device_), l);
-    Tensor key = u.select(1, 0, l).add(u.select(1, 1, l), Scalar(1.0 / (1 << 24)), l);
+    Tensor key = detail::random_bits({n}, gen, o.device_, "randperm", l);
     perm = sort_along(key, 0, -1, false, false, "randperm", l).indices.to(t, l);
   }
   if (o.requires_grad_) perm.requires_grad_(true, l);
   return perm;
+}
+Tensor randperm(int64_t n, TensorOptions o, Loc l) {
+  return randperm(n, std::nullopt, o, l);
 }
 
 }  // namespace kiln

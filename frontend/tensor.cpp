@@ -72,12 +72,15 @@ T Tensor::item(Loc l) const {
 }
 
 template <class T>
-T* Tensor::data_ptr() const {
-  const TensorImpl& i = need(*this);
-  if (i.symbolic()) data_in_trace("data_ptr()", SourceLoc());
+T* Tensor::data_ptr(Loc l) const {
+  const SourceLoc loc = SourceLoc::from(l);
+  if (!defined()) throw Error("data_ptr() on an undefined tensor", loc);
+  const TensorImpl& i = *impl();
+  if (i.symbolic()) data_in_trace("data_ptr()", loc);
   if (i.type.dtype != dtype_of<T>())
     throw Error(std::string("data_ptr<") + dtype_name(dtype_of<T>()) + ">() on a tensor of type " +
-                dtype_name(i.type.dtype));
+                    dtype_name(i.type.dtype),
+                loc);
   return static_cast<T*>(i.view().data);
 }
 
@@ -98,9 +101,9 @@ std::vector<T> Tensor::to_vector(Loc l) const {
   return out;
 }
 
-#define KILN_INSTANTIATE(T)                         \
-  template T Tensor::item<T>(Loc) const;            \
-  template T* Tensor::data_ptr<T>() const;          \
+#define KILN_INSTANTIATE(T)                   \
+  template T Tensor::item<T>(Loc) const;      \
+  template T* Tensor::data_ptr<T>(Loc) const; \
   template std::vector<T> Tensor::to_vector<T>(Loc) const;
 KILN_INSTANTIATE(float)
 KILN_INSTANTIATE(double)
@@ -113,6 +116,7 @@ KILN_INSTANTIATE(int16_t)
 #undef KILN_INSTANTIATE
 
 Tensor Tensor::to(DType t, Loc l) const {
+  check_dtype(t, "to()", detail::here(l));
   if (dtype() == t) return *this;
   return detail::apply(OpKind::cast, {*this}, {{AttrKey::dtype, t}}, detail::here(l));
 }

@@ -17,6 +17,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "frontend/generator.h"
+#include "frontend/loc.h"
 #include "ir/device.h"
 #include "ir/dtype.h"
 #include "ir/error.h"
@@ -29,9 +31,6 @@ class Tensor;
 namespace indexing {
 struct TensorIndex;
 }
-
-using Loc = std::source_location;
-#define KILN_LOC ::kiln::Loc loc = ::kiln::Loc::current()
 
 /// A plain number used as an operand (x * 2, x + 0.5). Its category matters
 /// for promotion, as with Python scalars in PyTorch.
@@ -190,9 +189,10 @@ class Tensor {
   /// and inside a trace.
   template <class T>
   T item(KILN_LOC) const;
-  /// Pointer to element 0 (CPU, eager only; dtype must match T).
+  /// Pointer to element 0 (CPU, eager only; dtype must match T). Inside a trace,
+  /// an error naming the line.
   template <class T>
-  T* data_ptr() const;
+  T* data_ptr(KILN_LOC) const;
   /// Copies the elements out in row-major order, converted to T.
   template <class T>
   std::vector<T> to_vector(KILN_LOC) const;
@@ -253,6 +253,13 @@ class Tensor {
   /// A copy with src[i][j] added at [i][index[i][j]] for dim 1 (torch.scatter_add);
   /// index and src have this tensor's shape except in `dim`.
   Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src, KILN_LOC) const;
+  /// A copy with alpha * source's slice k added at index[k] along dim
+  /// (torch.index_add): source is this shape with dim of index's length.
+  Tensor index_add(int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha = 1,
+                   KILN_LOC) const;
+  Tensor& index_add_(int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha = 1, KILN_LOC);
+  /// x[indices] += values (one 1-D index tensor along dim 0; accumulate must be true).
+  Tensor& index_put_(const std::vector<Tensor>& indices, const Tensor& values, bool accumulate, KILN_LOC);
 
   // ---- elementwise ----
   Tensor neg(KILN_LOC) const;
@@ -582,6 +589,9 @@ Tensor tril(const Tensor& x, int64_t diagonal = 0, KILN_LOC);
 Tensor triu(const Tensor& x, int64_t diagonal = 0, KILN_LOC);
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index, KILN_LOC);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index, KILN_LOC);
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, KILN_LOC);
+Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha = 1,
+                 KILN_LOC);
 /// True when both have the same shape and all elements are within atol + rtol * |b|.
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
 bool equal(const Tensor& a, const Tensor& b);
@@ -664,22 +674,36 @@ Tensor eye(int64_t n, TensorOptions opts = {}, KILN_LOC);
 Tensor arange(Scalar end, TensorOptions opts = {}, KILN_LOC);
 Tensor arange(Scalar start, Scalar end, Scalar step = 1, TensorOptions opts = {}, KILN_LOC);
 Tensor linspace(double start, double end, int64_t steps, TensorOptions opts = {}, KILN_LOC);
-/// Uniform on [0, 1) and standard normal, from the global generator (see manual_seed).
+/// Uniform on [0, 1) and standard normal (float32 unless a floating dtype is
+/// given), from `generator` or the default generator of the result's device
+/// (default_generator, manual_seed). Each float32 element carries 24 random
+/// bits, each float64 element 53; randn is Box-Muller on two such uniforms.
 Tensor rand(Shape shape, TensorOptions opts = {}, KILN_LOC);
+Tensor rand(Shape shape, std::optional<Generator> generator, TensorOptions opts = {}, KILN_LOC);
 Tensor randn(Shape shape, TensorOptions opts = {}, KILN_LOC);
+Tensor randn(Shape shape, std::optional<Generator> generator, TensorOptions opts = {}, KILN_LOC);
 Tensor rand_like(const Tensor& t, KILN_LOC);
 Tensor randn_like(const Tensor& t, KILN_LOC);
-/// Integers uniform in [low, high) (int64 unless a dtype is given); the range
-/// is at most 2^24 wide.
+/// Integers uniform in [low, high), int64 unless a dtype is given (whose values
+/// [low, high - 1] must be). Any range within int64, without modulo bias.
 Tensor randint(int64_t low, int64_t high, Shape shape, TensorOptions opts = {}, KILN_LOC);
+Tensor randint(int64_t low, int64_t high, Shape shape, std::optional<Generator> generator,
+               TensorOptions opts = {}, KILN_LOC);
 Tensor randint(int64_t high, Shape shape, TensorOptions opts = {}, KILN_LOC);
-/// A random permutation of 0 .. n-1 (int64 unless a dtype is given), from the
-/// global generator: the same after manual_seed, fresh at every call of a
-/// compiled function. Traced, n is at most 16384 (it is an argsort).
+Tensor randint(int64_t high, Shape shape, std::optional<Generator> generator,
+               TensorOptions opts = {}, KILN_LOC);
+/// A random permutation of 0 .. n-1 (int64 unless a dtype is given), from
+/// `generator` or the default generator: the same after manual_seed, fresh at
+/// every call of a compiled function. Traced, n is at most 16384 (it is an argsort).
 Tensor randperm(int64_t n, TensorOptions opts = {}, KILN_LOC);
-/// Seeds the generator of every device (key = seed, offset 0): the same seed
-/// gives the same draws, eagerly and in compiled functions alike.
-void manual_seed(uint64_t seed);
+Tensor randperm(int64_t n, std::optional<Generator> generator, TensorOptions opts = {}, KILN_LOC);
+/// 1 with probability p, else 0, for each element p of `probs` (floating; p <= 0
+/// gives 0 and p >= 1 gives 1), in its dtype: torch.bernoulli. No gradient.
+Tensor bernoulli(const Tensor& probs, std::optional<Generator> generator = std::nullopt, KILN_LOC);
+/// The same with one probability p in [0, 1] for every element of `self`'s shape,
+/// in self's dtype.
+Tensor bernoulli(const Tensor& self, double p, std::optional<Generator> generator = std::nullopt,
+                 KILN_LOC);
 
 namespace indexing {
 /// An unset slice bound (Python's None in x[1:]) and a new dim (x[None]).

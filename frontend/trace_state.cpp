@@ -222,6 +222,8 @@ std::vector<Tensor> TraceState::backward(const std::vector<Tensor>& roots,
   for (const Tensor& r : roots) root_vals.push_back(value_of(r, loc));
   for (const Tensor& s : seeds) seed_vals.push_back(value_of(s, loc));
   if (const Node* n = freed_read(root_vals)) throw detail::freed_graph_error(n->op, n->loc);
+  if (const StaleRead s = stale_read(root_vals); s.node)
+    throw detail::modified_saved_error(s.node->op, s.expected, s.found, s.node->loc);
   std::vector<char> reach = gradient_reach(root_vals);
   if (!retain_graph) {
     const std::vector<char> rg = requiring_grad();
@@ -240,13 +242,20 @@ std::vector<Tensor> TraceState::backward(const std::vector<Tensor>& roots,
   std::vector<Tensor> used;
   std::vector<Value> wrt_vals;
   for (const Tensor& t : targets) {
-    // An argument's gradient is taken at the value it was called with (a write
-    // under NoGradGuard passes the gradients of later uses back to it), except
-    // that autograd::grad with respect to an argument given a new history by a
-    // write with grad on differentiates its new value, as eagerly.
-    const int64_t a = arg_position(t.impl());
+    // An argument's or captured tensor's gradient is taken at the value the
+    // body first read (a write under NoGradGuard passes the gradients of later
+    // uses back to it through rebind), except that autograd::grad with respect
+    // to a tensor given a new history by a write with grad on differentiates
+    // its new value, as eagerly.
     const bool new_history = !wrt.empty() && taped_writes.count(t.impl());
-    Value v = a >= 0 && !new_history ? arg_values[static_cast<size_t>(a)] : value_of(t, loc);
+    const int64_t a = arg_position(t.impl());
+    Value v;
+    if (!new_history && a >= 0) {
+      v = arg_values[static_cast<size_t>(a)];
+    } else if (auto p = param_index.find(t.impl()); !new_history && p != param_index.end()) {
+      v = param_node(p->second);
+    }
+    if (!v.valid()) v = value_of(t, loc);
     if (!reach[v.node]) {
       used.push_back(Tensor());
       continue;
@@ -281,6 +290,80 @@ std::vector<Tensor> TraceState::backward(const std::vector<Tensor>& roots,
     result.push_back(g);
   }
   return result;
+}
+
+std::shared_ptr<TensorImpl> TraceState::storage_of(const std::shared_ptr<TensorImpl>& t) {
+  return t->symbolic() && t->alias ? t->alias->base : t;
+}
+
+uint64_t TraceState::writes_of(const TensorImpl* s) const {
+  auto it = writes.find(s);
+  return it == writes.end() ? 0 : it->second;
+}
+
+void TraceState::record_saved(NodeId id, const std::vector<Tensor>& operands, const Tensor& result) {
+  if (saved.size() <= id) saved.resize(id + 1);
+  SavedOp& op = saved[id];
+  auto add = [&](const Tensor& t, int64_t which) {
+    std::shared_ptr<TensorImpl> s = storage_of(t.impl_ptr());
+    const uint64_t w = writes_of(s.get());
+    op.refs.push_back(SavedRef{std::move(s), w, which});
+  };
+  for (size_t i = 0; i < operands.size(); ++i) {
+    add(operands[i], static_cast<int64_t>(i));
+    op.needs.push_back(requires_grad(*operands[i].impl()));
+  }
+  add(result, -1);
+}
+
+namespace {
+bool reads(const Graph& g, NodeId id, const SavedOp& op, int64_t which) {
+  const Node& n = g[id];
+  std::vector<TensorType> types;
+  for (Value o : n.operands) types.push_back(g.type(o));
+  return detail::vjp_reads(n.op, n.attrs, types, op.needs, which);
+}
+}  // namespace
+
+void TraceState::keep_overwritten(const Tensor& value, const TensorImpl& target, SourceLoc loc) {
+  if (!value.impl()->symbolic()) return;
+  const NodeId id = value_of(value, loc).node;
+  if (id >= saved.size()) return;
+  const TensorImpl* s = target.symbolic() && target.alias ? target.alias->base.get() : &target;
+  const uint64_t now = writes_of(s);
+  // Only `self`, operand 0, and only for this op (autograd.cpp's keep_overwritten).
+  for (SavedRef& r : saved[id].refs)
+    if (r.which == 0 && r.storage.get() == s && r.writes == now) r.kept = true;
+}
+
+StaleRead TraceState::stale_read(const std::vector<Value>& roots) const {
+  auto stale = [&](const SavedRef& r) { return !r.kept && writes_of(r.storage.get()) != r.writes; };
+  const bool any = std::any_of(saved.begin(), saved.end(), [&](const SavedOp& op) {
+    return std::any_of(op.refs.begin(), op.refs.end(), stale);
+  });
+  if (!any) return {};
+  const std::vector<char> reach = gradient_reach(roots);
+  for (NodeId id = 0; id < saved.size(); ++id) {
+    if (!reach[id]) continue;
+    for (const SavedRef& r : saved[id].refs)
+      if (stale(r) && reads(graph, id, saved[id], r.which))
+        return StaleRead{&graph[id], r.writes, writes_of(r.storage.get())};
+  }
+  return {};
+}
+
+std::vector<std::pair<NodeId, const SavedRef*>> TraceState::saved_reads(
+    const std::vector<Value>& roots) const {
+  std::vector<std::pair<NodeId, const SavedRef*>> out;
+  if (saved.empty()) return out;
+  const std::vector<char> reach = gradient_reach(roots);
+  for (NodeId id = 0; id < saved.size(); ++id) {
+    if (!reach[id]) continue;
+    for (const SavedRef& r : saved[id].refs)
+      if (!r.kept && writes_of(r.storage.get()) == r.writes && reads(graph, id, saved[id], r.which))
+        out.emplace_back(id, &r);
+  }
+  return out;
 }
 
 void guard_constants(std::weak_ptr<const void> alive, std::function<std::vector<double>()> read,

@@ -40,7 +40,8 @@ Builder::Builder(Graph& g) : g_(g) {
 NodeId Builder::add_node(OpKind k, std::vector<Value> operands, Attrs attrs,
                          std::vector<TensorType> results) {
   Key key{k, std::move(operands), std::move(attrs), std::move(results)};
-  if (!has_identity(k)) {
+  const bool shared = !has_identity(k) && hash_cons;
+  if (shared) {
     auto it = index_.find(key);
     if (it != index_.end()) return it->second;
   }
@@ -51,7 +52,7 @@ NodeId Builder::add_node(OpKind k, std::vector<Value> operands, Attrs attrs,
   n.results = key.results;
   n.loc = loc;
   NodeId id = g_.add(std::move(n));
-  if (!has_identity(k)) index_.emplace(std::move(key), id);
+  if (shared) index_.emplace(std::move(key), id);
   return id;
 }
 

@@ -21,6 +21,11 @@ class Builder {
 
   /// Location attached to nodes built without an explicit one.
   SourceLoc loc;
+  /// Hash-cons the nodes built now (the default). The tracer turns it off for
+  /// the user's ops: each recorded op is its own node, as each eager op is its
+  /// own tape node, so what it saved for its gradient is its own; the cse pass
+  /// merges equal nodes afterwards.
+  bool hash_cons = true;
 
   /// Adds (or finds) a node. Result type from the op table, or `given` for
   /// Input/Creation/Custom ops. Type errors throw kiln::Error with `loc` attached.

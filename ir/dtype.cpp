@@ -1,7 +1,31 @@
 // Element types and PyTorch-style type promotion.
 #include "ir/dtype.h"
 
+#include <string>
+
 namespace kiln {
+
+bool is_valid_dtype(DType t) {
+  switch (t) {
+    case DType::b8:
+    case DType::u8:
+    case DType::i8:
+    case DType::i16:
+    case DType::i32:
+    case DType::i64:
+    case DType::f32:
+    case DType::f64:
+      return true;
+  }
+  return false;
+}
+
+void check_dtype(DType t, const char* who, SourceLoc where) {
+  if (!is_valid_dtype(t))
+    throw Error(std::string(who) + ": expected a dtype (bool, u8, i8, i16, i32, i64, f32 or f64), got DType(" +
+                    std::to_string(static_cast<int>(t)) + ")",
+                where);
+}
 
 size_t dtype_size(DType t) {
   switch (t) {

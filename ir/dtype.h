@@ -6,6 +6,8 @@
 #include <optional>
 #include <string_view>
 
+#include "ir/error.h"
+
 namespace kiln {
 
 /// Element types. promote_types says which of two a result takes (bool <
@@ -28,6 +30,12 @@ inline constexpr DType kFloat32 = DType::f32;
 inline constexpr DType kFloat = DType::f32;
 inline constexpr DType kFloat64 = DType::f64;
 inline constexpr DType kDouble = DType::f64;
+
+/// True for the eight dtypes above; false for any other number cast to DType.
+bool is_valid_dtype(DType t);
+/// Throws kiln::Error ("<who>: expected a dtype (bool, u8, i8, i16, i32, i64,
+/// f32 or f64), got DType(17)", at `where`) unless t is one of the eight.
+void check_dtype(DType t, const char* who, SourceLoc where = {});
 
 /// Bytes per element.
 size_t dtype_size(DType t);

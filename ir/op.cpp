@@ -10,9 +10,15 @@ namespace {
 #define KILN_COST_cheap false
 #define KILN_COST_costly true
 constexpr OpInfo kOps[] = {
-#define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp, cost, scalar)     \
-  {#name, arity, OpCategory::category, std::string_view(#vjp) != "none", \
-   KILN_COST_##cost, KILN_SCALAR_RULE(scalar)},
+#define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp, cost, scalar, domain) \
+  {#name,                                                                               \
+   arity,                                                                               \
+   OpCategory::category,                                                                \
+   std::string_view(#vjp) != "none",                                                    \
+   KILN_COST_##cost,                                                                    \
+   KILN_SCALAR_RULE(scalar),                                                            \
+   KILN_SCALAR_REDUCE(scalar),                                                          \
+   KILN_DOMAIN(domain)},
 #include "ir/ops.def"
 #undef KILN_OP
 };
@@ -54,6 +60,10 @@ const char* category_name(OpCategory c) {
       return "Movement";
     case OpCategory::Matmul:
       return "Matmul";
+    case OpCategory::Gather:
+      return "Gather";
+    case OpCategory::Scatter:
+      return "Scatter";
     case OpCategory::Check:
       return "Check";
     case OpCategory::Collective:

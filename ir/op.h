@@ -34,6 +34,8 @@ enum class OpCategory : uint8_t {
   Reduce,
   Movement,
   Matmul,
+  Gather,
+  Scatter,
   Check,
   Collective,
   Custom
@@ -55,7 +57,20 @@ struct TensorType {
 };
 
 /// How kernels compute one element of an op: ops.def's `scalar` column.
-enum class ScalarRule : uint8_t { none, custom, math, arith, compare, logical };
+enum class ScalarRule : uint8_t { none, custom, math, arith, compare, logical, reduce, argreduce };
+
+/// Where a reduction's accumulator starts (ops.def's reduce(identity, combine)):
+/// 0, 1, or the dtype's lowest or highest value (-inf and +inf for floats).
+enum class Identity : uint8_t { none, zero, one, lowest, highest };
+
+/// Where tests draw an op's inputs (ops.def's `domain` column): operand 0 in
+/// [lo[0], hi[0]], every later operand in [lo[1], hi[1]].
+struct Domain {
+  double lo[2];
+  double hi[2];
+  double low(size_t operand) const { return lo[operand == 0 ? 0 : 1]; }
+  double high(size_t operand) const { return hi[operand == 0 ? 0 : 1]; }
+};
 
 /// One row of the op table.
 struct OpInfo {
@@ -65,6 +80,11 @@ struct OpInfo {
   bool differentiable;  // has a gradient: a VJP rule (ir/vjp.h), or for custom, user code
   bool costly;          // ops.def's `cost` column
   ScalarRule scalar;
+  /// Reductions (scalar rule reduce or argreduce): the starting value and the
+  /// binary op that folds each element in.
+  Identity identity;
+  OpKind combine;
+  Domain domain;
 };
 
 const OpInfo& op_info(OpKind k);
@@ -79,6 +99,8 @@ bool is_elementwise(OpKind k);
 inline bool is_expensive(OpKind k) { return op_info(k).costly; }
 /// Float-only elementwise ops (ops.def's `math` scalar kind): exp, tanh, gelu, ...
 inline bool is_math(OpKind k) { return op_info(k).scalar == ScalarRule::math; }
+/// Reductions whose result is a position (ops.def's `argreduce`): argmax, argmin.
+inline bool is_arg_reduction(OpKind k) { return op_info(k).scalar == ScalarRule::argreduce; }
 /// Ops the builder must not merge (graph inputs, random draws, custom calls).
 bool has_identity(OpKind k);
 
@@ -108,6 +130,8 @@ const std::vector<OpKind>& all_ops();
 #define KILN_SCALAR_SPLIT_arith(k) arith, k
 #define KILN_SCALAR_SPLIT_compare(k) compare, k
 #define KILN_SCALAR_SPLIT_logical(k) logical, k
+#define KILN_SCALAR_SPLIT_reduce(identity, k) reduce, k
+#define KILN_SCALAR_SPLIT_argreduce(identity, k) argreduce, k
 #define KILN_SCALAR_EXPAND(M, ...) M(__VA_ARGS__)
 
 #define KILN_SCALAR_RULE(scalar) KILN_SCALAR_EXPAND(KILN_SCALAR_RULE_I, KILN_SCALAR_SPLIT_##scalar)
@@ -122,6 +146,8 @@ const std::vector<OpKind>& all_ops();
 #define KILN_SCALAR_KIR_arith(F, name, arity, k) F(arith, k, name, arity)
 #define KILN_SCALAR_KIR_compare(F, name, arity, k) F(compare, k, name, arity)
 #define KILN_SCALAR_KIR_logical(F, name, arity, k) F(logical, k, name, arity)
+#define KILN_SCALAR_KIR_reduce(F, name, arity, k)
+#define KILN_SCALAR_KIR_argreduce(F, name, arity, k)
 
 #define KILN_SCALAR_MATH(F, name, scalar) \
   KILN_SCALAR_EXPAND(KILN_SCALAR_MATH_I, F, name, KILN_SCALAR_SPLIT_##scalar)
@@ -132,5 +158,24 @@ const std::vector<OpKind>& all_ops();
 #define KILN_SCALAR_MATH_arith(F, name, k)
 #define KILN_SCALAR_MATH_compare(F, name, k)
 #define KILN_SCALAR_MATH_logical(F, name, k)
+#define KILN_SCALAR_MATH_reduce(F, name, k)
+#define KILN_SCALAR_MATH_argreduce(F, name, k)
+
+//   KILN_SCALAR_REDUCE(scalar)              the row's Identity and combine OpKind
+#define KILN_SCALAR_REDUCE(scalar) KILN_SCALAR_REDUCE_##scalar
+#define KILN_SCALAR_REDUCE_none ::kiln::Identity::none, ::kiln::OpKind::arg
+#define KILN_SCALAR_REDUCE_custom KILN_SCALAR_REDUCE_none
+#define KILN_SCALAR_REDUCE_math(k) KILN_SCALAR_REDUCE_none
+#define KILN_SCALAR_REDUCE_arith(k) KILN_SCALAR_REDUCE_none
+#define KILN_SCALAR_REDUCE_compare(k) KILN_SCALAR_REDUCE_none
+#define KILN_SCALAR_REDUCE_logical(k) KILN_SCALAR_REDUCE_none
+#define KILN_SCALAR_REDUCE_reduce(identity, k) ::kiln::Identity::identity, ::kiln::OpKind::k
+#define KILN_SCALAR_REDUCE_argreduce(identity, k) ::kiln::Identity::identity, ::kiln::OpKind::k
+
+//   KILN_DOMAIN(domain)                     the row's Domain
+#define KILN_DOMAIN(domain) KILN_DOMAIN_##domain
+#define KILN_DOMAIN_any ::kiln::Domain{{-3, -3}, {3, 3}}
+#define KILN_DOMAIN_in(lo, hi) ::kiln::Domain{{lo, lo}, {hi, hi}}
+#define KILN_DOMAIN_in2(lo, hi, lo2, hi2) ::kiln::Domain{{lo, lo2}, {hi, hi2}}
 
 }  // namespace kiln

@@ -46,8 +46,10 @@ DType dtype_to_float(OpKind, Types in, const Attrs&) {
 DType dtype_to_bool(OpKind, Types, const Attrs&) {
   return DType::b8;
 }
-DType dtype_attr(OpKind, Types, const Attrs& a) {
-  return a.dtype(AttrKey::dtype);
+DType dtype_attr(OpKind k, Types, const Attrs& a) {
+  const DType t = a.dtype(AttrKey::dtype);
+  check_dtype(t, op_name(k));
+  return t;
 }
 DType dtype_promote(OpKind, Types in, const Attrs&) {
   return promote_types(in[0].dtype, in[1].dtype);
@@ -59,9 +61,20 @@ DType dtype_promote_float(OpKind, Types in, const Attrs&) {
   return is_floating(t) ? t : DType::f32;
 }
 
-// philox: a float32 draw from a key and a counter of any dtype (converted to int64).
-DType dtype_uniform(OpKind, Types, const Attrs&) {
-  return DType::f32;
+// philox: a float32 draw unless {dtype} asks for f64 or i64; an i64 draw in
+// [low, high) has both bounds, low < high. Key and counter are of any dtype
+// (converted to int64).
+DType dtype_uniform(OpKind, Types, const Attrs& a) {
+  const DType t = a.has(AttrKey::dtype) ? a.dtype(AttrKey::dtype) : DType::f32;
+  KILN_CHECK(t == DType::f32 || t == DType::f64 || t == DType::i64,
+             "philox: expected dtype f32, f64 or i64, got ", dtype_name(t));
+  if (a.has(AttrKey::low) || a.has(AttrKey::high)) {
+    KILN_CHECK(t == DType::i64, "philox: low and high bound an i64 draw, got dtype ",
+               dtype_name(t));
+    const int64_t low = a.i(AttrKey::low), high = a.i(AttrKey::high);
+    KILN_CHECK(low < high, "philox: expected low < high, got [", low, ", ", high, ")");
+  }
+  return t;
 }
 
 DType dtype_compare(OpKind, Types, const Attrs&) {
@@ -98,6 +111,38 @@ DType dtype_nonzero(OpKind, Types in, const Attrs& a) {
              dtype_name(in[0].dtype));
   (void)a.str(AttrKey::name);
   return in[0].dtype;
+}
+
+// gather and scatter_add: integer indices of the data's rank, no larger than it
+// in any dim but `dim` (where they may be any size); scatter_add's source has
+// the indices' shape and the base's dtype.
+void check_index_operand(const TensorType& data, const TensorType& index, const Attrs& a, const char* what) {
+  KILN_CHECK(!is_floating(index.dtype) && index.dtype != DType::b8, "expected integer indices, got ",
+             dtype_name(index.dtype));
+  KILN_CHECK(index.rank() == data.rank(), "expected indices with as many dims as the ", what, " (",
+             data.rank(), "), got ", shape_str(index.shape));
+  const int64_t d = normalize_dim(a.i(AttrKey::dim), std::max<int64_t>(data.rank(), 1));
+  for (int64_t k = 0; k < data.rank(); ++k)
+    KILN_CHECK(k == d || index.shape[k] <= data.shape[k], "indices of shape ", shape_str(index.shape),
+               " are larger than the ", what, " ", shape_str(data.shape), " in dim ", k);
+}
+DType dtype_gather(OpKind, Types in, const Attrs& a) {
+  check_index_operand(in[0], in[1], a, "input");
+  return in[0].dtype;
+}
+Shape shape_gather(OpKind, Types in, const Attrs&) {
+  return in[1].shape;
+}
+DType dtype_scatter(OpKind, Types in, const Attrs& a) {
+  check_index_operand(in[0], in[1], a, "base");
+  KILN_CHECK(in[2].dtype == in[0].dtype, "expected a source of the base's dtype ", dtype_name(in[0].dtype),
+             ", got ", dtype_name(in[2].dtype));
+  KILN_CHECK(in[2].shape == in[1].shape, "expected a source of the indices' shape ", shape_str(in[1].shape),
+             ", got ", shape_str(in[2].shape));
+  return in[0].dtype;
+}
+Shape shape_scatter(OpKind, Types in, const Attrs&) {
+  return in[0].shape;
 }
 
 // Collectives: a numeric operand; `world` >= 1; a known reduction where one is

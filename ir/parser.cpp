@@ -430,6 +430,7 @@ class Parser {
   // "f32[64,100]", "cuda:f32[3]" (device 0) or "cuda:1:f32[3]".
   TensorType parse_type() {
     TensorType t;
+    const Token start = tok_;
     if (tok_.kind == Tok::Ident && tok_.text == "cuda") {
       next();
       expect_punct(':');
@@ -452,6 +453,14 @@ class Parser {
       t.shape.push_back(d);
     }
     next();
+    // A type a buffer can have: its element count, byte size and strides fit
+    // in 64 bits (f32[2^62,4] is refused here, not when it compiles).
+    try {
+      (void)t.bytes();
+      (void)contiguous_strides(t.shape);
+    } catch (const Error& e) {
+      fail_at(start, "type " + t.str() + ": " + e.message());
+    }
     return t;
   }
 

@@ -35,6 +35,13 @@ void check_given(const Node& n, std::set<int64_t>& arg_indices, std::set<int64_t
   OpCategory c = op_info(n.op).category;
   if (c != OpCategory::Custom)
     KILN_CHECK(n.results.size() == 1, "expected 1 result, got ", n.results.size());
+  // A given type is one a buffer can have: a known dtype, and an element count,
+  // byte size and strides that fit in 64 bits.
+  for (const TensorType& t : n.results) {
+    check_dtype(t.dtype, "result type");
+    (void)t.bytes();
+    (void)contiguous_strides(t.shape);
+  }
   switch (n.op) {
     case OpKind::arg:
     case OpKind::param: {

@@ -219,6 +219,25 @@ Grads vjp_remainder(Builder& b, const Node& n, Value out, Value g, const Needs& 
   return quotient_vjp(b, n, g, needs, OpKind::floor);
 }
 
+// gather and scatter_add are each other's gradient: gather's x gets the output
+// gradient added back at the gathered positions (duplicates add up); scatter_add's
+// base gets the gradient as it is, its source the gradient at the scattered positions.
+Grads vjp_gather(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  const Value x = n.operands[0], index = n.operands[1];
+  return {grad_for(b, n, needs, 0, [&](Value) {
+            const TensorType t = b.type(x);
+            return b.op(OpKind::scatter_add, {b.constant(0.0, b.type(g).dtype, t.shape, t.device), index, g},
+                        n.attrs);
+          }),
+          Value{}};
+}
+
+Grads vjp_scatter_add(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  const Value index = n.operands[1];
+  return {grad_for(b, n, needs, 0, [&](Value) { return g; }), Value{},
+          grad_for(b, n, needs, 2, [&](Value) { return b.op(OpKind::gather, {g, index}, n.attrs); })};
+}
+
 // The gradient goes to the selected operand; ties split it evenly (as PyTorch).
 // `wins` is gt for maximum and lt for minimum.
 Grads select_vjp(Builder& b, const Node& n, Value g, const Needs& needs, OpKind wins) {

@@ -38,7 +38,8 @@ enum class Role : uint8_t {
   Fusible,   // elementwise, movement, arange
   Reduce,
   Matmul,
-  Opaque,  // custom, checks, collectives, literal: always alone
+  Scatter,  // scatter_add: a kernel of its own
+  Opaque,   // custom, checks, collectives, literal: always alone
 };
 
 Role role_of(OpKind k) {
@@ -57,8 +58,10 @@ Role role_of(OpKind k) {
       return Role::Reduce;
     case OpCategory::Matmul:
       return Role::Matmul;
+    case OpCategory::Scatter:
+      return Role::Scatter;
     default:
-      return Role::Fusible;
+      return Role::Fusible;  // elementwise, movement, gather
   }
 }
 
@@ -80,6 +83,8 @@ GroupKind singleton_kind(OpKind k) {
       return GroupKind::Matmul;
     case Role::Opaque:
       return GroupKind::Opaque;
+    case Role::Scatter:
+      return GroupKind::Scatter;
     default:
       return is_movement(k) ? GroupKind::Copy : GroupKind::Elementwise;
   }
@@ -141,12 +146,16 @@ class GroupChecker {
     ++stamp_;
     for (NodeId m : members) mark_[m] = stamp_;
 
-    NodeId mm = kNoNode, first_reduce = kNoNode;
+    NodeId mm = kNoNode, first_reduce = kNoNode, scatter = kNoNode;
     bool all_movement = true;
     for (NodeId m : members) {
       switch (a_.role[m]) {
         case Role::Opaque:
           return std::nullopt;
+        case Role::Scatter:
+          if (scatter != kNoNode) return std::nullopt;
+          scatter = m;
+          break;
         case Role::Matmul:
           if (mm != kNoNode) return std::nullopt;
           mm = m;
@@ -160,10 +169,19 @@ class GroupChecker {
       if (!is_movement(g_[m].op)) all_movement = false;
     }
     if (mm != kNoNode && first_reduce != kNoNode) return std::nullopt;
+    // A scatter_add with the producers of its operands: it is the group's only
+    // output, and nothing reduces or multiplies in its kernel.
+    if (scatter != kNoNode) {
+      if (mm != kNoNode || first_reduce != kNoNode) return std::nullopt;
+      for (NodeId m : members)
+        if (m != scatter && is_output(m)) return std::nullopt;
+    }
 
     // The iteration space.
     reduction_ = first_reduce != kNoNode;
-    if (reduction_) {
+    if (scatter != kNoNode) {
+      full_ = g_[scatter].type().shape;
+    } else if (reduction_) {
       full_ = g_.type(g_[first_reduce].operands[0]).shape;
       dims_ = reduced_dims(g_, first_reduce);
       for (NodeId m : members) {
@@ -219,13 +237,14 @@ class GroupChecker {
         if (in_group(v.node)) return std::nullopt;
       return GroupKind::Matmul;
     }
+    if (scatter != kNoNode) return GroupKind::Scatter;
     if (reduction_) return GroupKind::Reduction;
     return all_movement ? GroupKind::Copy : GroupKind::Elementwise;
   }
 
  private:
   static constexpr int kFull = 0, kRowLabel = 1;
-  enum EdgeTag : int64_t { kBroadcast = -1, kPermute = -2, kSlice = -3, kPad = -4 };
+  enum EdgeTag : int64_t { kBroadcast = -1, kPermute = -2, kSlice = -3, kPad = -4, kScatterIndex = -5 };
 
   bool in_group(NodeId id) const { return mark_[id] == stamp_; }
 
@@ -282,6 +301,14 @@ class GroupChecker {
         return from == to ? at : broadcast_label(at, from, to);
       case OpCategory::Reduce:
         return kFull;
+      case OpCategory::Gather:
+        // The indices are read at the output's points; the data at the points
+        // they name, from memory (it is never a member).
+        return index == 1 ? at : -1;
+      case OpCategory::Scatter:
+        // The base at the output's points; the indices and the source at the
+        // points of the indices' shape, each once.
+        return index == 0 ? at : derived(at, {kScatterIndex}, from, false);
       case OpCategory::Movement:
         switch (c.op) {
           case OpKind::reshape:
@@ -475,7 +502,7 @@ class GroupBuilder {
 }  // namespace
 
 const char* group_kind_name(GroupKind k) {
-  constexpr const char* kNames[] = {"elementwise", "reduction", "matmul", "copy", "opaque"};
+  constexpr const char* kNames[] = {"elementwise", "reduction", "matmul", "copy", "opaque", "scatter"};
   return kNames[static_cast<int>(k)];
 }
 
@@ -488,9 +515,11 @@ std::vector<FusionGroup> plan_fusion(const Graph& g, const FusionOptions& opts) 
     std::vector<uint32_t> seen(g.size(), 0);
     uint32_t stamp = 0;
     for (NodeId c = 0; c < g.size(); ++c) {
+      // A scatter_add takes producers in; nothing takes a scatter_add in.
       if (!an.grouped(c) || an.role[c] == Role::Opaque) continue;
       for (Value v : g[c].operands) {
-        if (!an.grouped(v.node) || an.role[v.node] == Role::Opaque) continue;
+        if (!an.grouped(v.node) || an.role[v.node] == Role::Opaque || an.role[v.node] == Role::Scatter)
+          continue;
         NodeId a = groups.find(v.node), b = groups.find(c);
         if (a == b || groups.members(a).size() + groups.members(b).size() > kMaxFusionGroupNodes)
           continue;

@@ -44,6 +44,7 @@ enum class GroupKind : uint8_t {
   Matmul,       // nodes[0] is a matmul; the rest is an elementwise epilogue on its result
   Copy,         // movement ops only, that must materialise (e.g. a transpose feeding a matmul)
   Opaque,       // a node no backend fuses (custom calls, creation ops with randomness)
+  Scatter,      // one scatter_add: a kernel of its own, each output column on one thread
 };
 
 const char* group_kind_name(GroupKind k);

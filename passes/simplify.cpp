@@ -190,11 +190,30 @@ Value move_constant(Match& m) {
   return m.b.op_typed(OpKind::constant, {}, p.attrs, m.type());
 }
 
+// x + scatter_add(0, i, s) -> scatter_add(x, i, s) (either order): a gradient
+// accumulated into .grad (an embedding's) adds its few rows in place of a
+// whole zero table plus a whole-table add. The sum order of an element's
+// contributions stays x first, then the sources in index order.
+Value add_scatter(Match& m) {
+  for (size_t k = 0; k < 2; ++k) {
+    const Node& s = m.producer(1 - k);
+    if (s.op != OpKind::scatter_add || !m.operand_used_once(1 - k)) continue;
+    const Node& base = m.graph()[s.operands[0].node];
+    if (base.op != OpKind::constant || base.attrs.f(AttrKey::value) != 0.0) continue;
+    if (m.operand_type(k) != m.type() || m.graph().type(Value(s.operands[0].node)) != m.type()) continue;
+    const Value x = m.operands[k], index = s.operands[1], src = s.operands[2];
+    const Attrs attrs = s.attrs;  // copied: building may grow the graph and move `s`
+    return m.b.op(OpKind::scatter_add, {x, index, src}, attrs);
+  }
+  return {};
+}
+
 // The table. Within one op, earlier patterns win.
 constexpr Pattern kPatterns[] = {
     {"mul_one", OpKind::mul, mul_one},
     {"mul_zero_integral", OpKind::mul, mul_zero_integral},
     {"add_zero", OpKind::add, add_zero},
+    {"add_scatter", OpKind::add, add_scatter},
     {"sub_zero", OpKind::sub, sub_zero},
     {"sub_self_integral", OpKind::sub, sub_self_integral},
     {"div_one", OpKind::div, div_one},

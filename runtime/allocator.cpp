@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <sys/sysinfo.h>
 
+#include <atomic>
 #include <bit>
 #include <cstdint>
 #include <cstdlib>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "ir/error.h"
+#include "runtime/env.h"
 
 namespace kiln {
 namespace {
@@ -48,12 +50,8 @@ size_t machine_bytes() {
 }
 
 size_t cache_limit_from_env() {
-  const char* s = std::getenv("KILN_CPU_CACHE_MB");
-  if (!s || !*s) return size_t(2048) << 20;
-  char* end = nullptr;
-  unsigned long long mb = std::strtoull(s, &end, 10);
-  if (end == s) return size_t(2048) << 20;
-  return static_cast<size_t>(mb) << 20;
+  // Up to 2^36 MiB (2^56 bytes, kMaxBytes): the shift cannot wrap.
+  return static_cast<size_t>(env::integer("KILN_CPU_CACHE_MB", 0, int64_t(1) << 36, 2048)) << 20;
 }
 
 void* system_alloc(size_t size) {
@@ -96,6 +94,9 @@ namespace {
 class CachingAllocator {
  public:
   void* alloc(size_t bytes) {
+    // KILN_CPU_CACHE_MB is read at the first allocation: a bad value is an error
+    // there (at each allocation until it is fixed), never in a free.
+    std::call_once(limit_once_, [this] { limit_.store(cache_limit_from_env()); });
     check_host_bytes(bytes, "a tensor");
     size_t size = alloc_size_class(bytes);
     {
@@ -132,7 +133,7 @@ class CachingAllocator {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stats_.bytes_in_use -= size;
-      if (stats_.bytes_cached + size <= limit_) {
+      if (stats_.bytes_cached + size <= limit_.load(std::memory_order_relaxed)) {
         free_[size].push_back(p);
         stats_.bytes_cached += size;
         return;
@@ -161,7 +162,8 @@ class CachingAllocator {
   std::mutex mu_;
   std::unordered_map<size_t, std::vector<void*>> free_;
   AllocatorStats stats_;
-  size_t limit_ = cache_limit_from_env();
+  std::once_flag limit_once_;
+  std::atomic<size_t> limit_{0};
 };
 
 // Never destroyed: storages held by static objects may be freed after main returns.

@@ -6,17 +6,24 @@
 #include <atomic>
 #include <bit>
 #include <cerrno>
+#include <chrono>
+#include <climits>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <mutex>
+#include <new>
 #include <optional>
 #include <utility>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "ir/error.h"
 #include "ir/op.h"
+#include "runtime/allocator.h"
 
 namespace kiln::io {
 namespace fs = std::filesystem;
@@ -58,34 +65,187 @@ uint64_t fmix64(uint64_t k) {
 
 }  // namespace
 
-std::string read_file(const std::string& path) {
-  Fd f;
+// ---------------------------------------------------------------- reading files
+
+InputFile::InputFile(const std::string& path) : path_(path) {
   // O_NONBLOCK: opening a FIFO with no writer must not wait (it is refused below).
-  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (f.fd < 0) throw Error(path + ": cannot open (" + errno_str(errno) + ")");
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd_ < 0) throw Error(path + ": cannot open (" + errno_str(errno) + ")");
   struct stat st {};
-  if (::fstat(f.fd, &st) != 0) throw Error(path + ": cannot stat (" + errno_str(errno) + ")");
-  if (!S_ISREG(st.st_mode))
+  if (::fstat(fd_, &st) != 0) {
+    int err = errno;
+    ::close(fd_);
+    throw Error(path + ": cannot stat (" + errno_str(err) + ")");
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd_);
     throw Error(path + ": is " + file_kind(st.st_mode) + " (expected a regular file)");
+  }
+  size_ = static_cast<uint64_t>(st.st_size);
+}
+
+InputFile::~InputFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::string InputFile::read(uint64_t offset, uint64_t n) const {
+  n = offset >= size_ ? 0 : std::min(n, size_ - offset);
+  check_host_bytes(static_cast<size_t>(n), "reading " + path_);
   std::string out;
-  out.reserve(static_cast<size_t>(st.st_size));
+  try {
+    out.resize(static_cast<size_t>(n));
+  } catch (const std::bad_alloc&) {
+    throw Error("out of CPU memory: reading " + path_ + " needs " + std::to_string(n) +
+                " bytes, which could not be allocated");
+  }
+  read_into(offset, out.data(), n);
+  return out;
+}
+
+void InputFile::read_into(uint64_t offset, void* dst, uint64_t n) const {
+  auto* p = static_cast<char*>(dst);
+  uint64_t done = 0;
+  while (done < n) {
+    const size_t chunk = static_cast<size_t>(std::min<uint64_t>(n - done, uint64_t(1) << 30));
+    ssize_t got = ::pread(fd_, p + done, chunk, static_cast<off_t>(offset + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) throw Error(path_ + ": read failed (" + errno_str(errno) + ")");
+    if (got == 0)
+      throw Error(path_ + ": the file ended at byte " + std::to_string(offset + done) +
+                  " while it was read (expected " + std::to_string(n) + " bytes from byte " +
+                  std::to_string(offset) + "; it had " + std::to_string(size_) +
+                  " when opened: another process shortened it)");
+    done += static_cast<uint64_t>(got);
+  }
+}
+
+std::string read_file(const std::string& path) {
+  InputFile f(path);
+  std::string out = f.read(0, f.size());
+  // A file that grew since it was opened (or reports no size, as /proc files do)
+  // is read to its end.
   char buf[1 << 16];
-  for (;;) {
-    ssize_t n = ::read(f.fd, buf, sizeof buf);
+  for (uint64_t at = out.size();;) {
+    ssize_t n = ::pread(f.fd_, buf, sizeof buf, static_cast<off_t>(at));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) throw Error(path + ": read failed (" + errno_str(errno) + ")");
     if (n == 0) break;
+    check_host_bytes(out.size() + static_cast<size_t>(n), "reading " + path);
     out.append(buf, static_cast<size_t>(n));
+    at += static_cast<uint64_t>(n);
   }
   return out;
 }
 
+// ---------------------------------------------------------------- writing files
+
+namespace {
+
+// Temporary files of write_file_durable: "<name>.tmp.<pid>.<n>".
+constexpr std::string_view kTmpMarker = ".tmp.";
+constexpr auto kStaleAge = std::chrono::minutes(10);
+
+// The pid of a temporary file's name, or -1 when the name is not one.
+long tmp_owner(std::string_view name) {
+  size_t dot = name.rfind('.');
+  if (dot == std::string_view::npos || dot == 0) return -1;
+  size_t marker = name.rfind(kTmpMarker, dot - 1);
+  if (marker == std::string_view::npos || marker == 0 || marker + kTmpMarker.size() >= dot)
+    return -1;
+  std::string_view pid = name.substr(marker + kTmpMarker.size(), dot - marker - kTmpMarker.size());
+  std::string_view count = name.substr(dot + 1);
+  auto digits = [](std::string_view d) {
+    return !d.empty() && d.size() < 12 &&
+           std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  if (!digits(pid) || !digits(count)) return -1;
+  return std::stol(std::string(pid));
+}
+
+// Removes the temporary files a killed write left in `dir`: regular files
+// named as ours whose process is gone and that nobody touched for kStaleAge (a
+// process of another pid namespace sharing the directory looks gone from here,
+// and its writes in progress are fresh). Once per directory per kStaleAge.
+void remove_stale_temporaries(const std::string& dir) {
+  static std::mutex mu;
+  static auto* scanned = new std::map<std::string, std::chrono::steady_clock::time_point>();
+  const auto now = std::chrono::steady_clock::now();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = scanned->find(dir);
+    if (it != scanned->end() && now - it->second < kStaleAge) return;
+    (*scanned)[dir] = now;
+  }
+  std::error_code ec;
+  const auto wall_now = fs::file_time_type::clock::now();
+  for (fs::directory_iterator it(dir.empty() ? "." : dir, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    const long pid = tmp_owner(name);
+    if (pid <= 0 || pid == ::getpid() || pid > INT32_MAX) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH)
+      continue;  // alive, or not ours to know
+    std::error_code e2;
+    if (!it->is_regular_file(e2) || it->is_symlink(e2)) continue;
+    auto modified = fs::last_write_time(it->path(), e2);
+    if (e2 || wall_now - modified < kStaleAge) continue;
+    fs::remove(it->path(), e2);
+  }
+}
+
+// Where write_file_durable writes `path`: the path, or for a symbolic link to a
+// regular file the file it names; with the permission bits of the file it
+// replaces. rename() would replace anything at `path` (as root, -o /dev/null
+// would replace /dev/null), so anything but a regular file is refused.
+struct WriteTarget {
+  std::string path;
+  bool replaces = false;  // a file is there
+  mode_t mode = 0;
+};
+
+WriteTarget write_target(const std::string& path) {
+  WriteTarget t{path};
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno != ENOENT && errno != ENOTDIR)
+      throw Error(path + ": cannot stat (" + errno_str(errno) + ")");
+    return t;
+  }
+  const bool link = S_ISLNK(st.st_mode);
+  if (link && ::stat(path.c_str(), &st) != 0)
+    throw Error(path + ": is a symbolic link to a missing file (" + errno_str(errno) +
+                "); only a regular file is replaced (expected a regular file or a new path)");
+  if (!S_ISREG(st.st_mode))
+    throw Error(path + ": is " + (link ? "a symbolic link to " : "") + file_kind(st.st_mode) +
+                "; only a regular file is replaced (expected a regular file or a new path)");
+  if (link) {
+    std::error_code ec;
+    fs::path resolved = fs::canonical(path, ec);
+    if (ec) throw Error(path + ": cannot resolve the symbolic link (" + ec.message() + ")");
+    t.path = resolved.string();
+  }
+  t.replaces = true;
+  t.mode = st.st_mode & 07777;
+  return t;
+}
+
+}  // namespace
+
+void check_write_target(const std::string& path) {
+  (void)write_target(path);
+}
+
 void write_file_durable(const std::string& path, std::string_view bytes) {
   static std::atomic<uint64_t> counter{0};
-  fs::path p(path);
+  const WriteTarget w = write_target(path);
+  const std::string& target = w.path;
+  fs::path p(target);
   std::error_code ec;
   if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
-  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+  const std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
+  remove_stale_temporaries(dir);
+  std::string tmp = target + std::string(kTmpMarker) + std::to_string(::getpid()) + "." +
+                    std::to_string(counter++);
   auto fail = [&](const std::string& what, int err) {
     ::unlink(tmp.c_str());
     throw Error(path + ": " + what + " (" + errno_str(err) + ")");
@@ -94,6 +254,8 @@ void write_file_durable(const std::string& path, std::string_view bytes) {
     Fd f;
     f.fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (f.fd < 0) throw Error(path + ": cannot write (" + errno_str(errno) + ")");
+    // The file it replaces keeps its permissions (a private checkpoint stays private).
+    if (w.replaces && ::fchmod(f.fd, w.mode) != 0) fail("cannot set permissions", errno);
     const char* data = bytes.data();
     size_t left = bytes.size();
     while (left > 0) {
@@ -108,9 +270,8 @@ void write_file_durable(const std::string& path, std::string_view bytes) {
     f.fd = -1;
     if (::close(fd) != 0) fail("close failed", errno);
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot replace the file", errno);
+  if (::rename(tmp.c_str(), target.c_str()) != 0) fail("cannot replace the file", errno);
   // Make the rename itself durable.
-  std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
   Fd d;
   d.fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (d.fd >= 0) ::fsync(d.fd);
@@ -239,6 +400,8 @@ std::string foreign_hint(std::string_view data) {
       {"\x93NUMPY", "a NumPy .npy file"},
       {"KILN-GRAPH\n", "a Kiln graph file, for kiln::load(path)"},
       {"KILN-WEIGHTS\n", "a Kiln weights file, for kiln::load(module, path)"},
+      {"KILN-OPTIMIZER\n", "a Kiln optimizer file, for kiln::load(optimizer, path)"},
+      {"KILN-CHECKPOINT\n", "a Kiln checkpoint file, for kiln::load_checkpoint(path, ...)"},
   };
   for (const auto& [magic, what] : kKnown)
     if (data.starts_with(magic)) return std::string(" (it is ") + what + ")";
@@ -259,16 +422,24 @@ void end_frame(ByteWriter& w, const FrameFormat& f) {
   w.u64(checksum64(w.str().data(), w.size()));
 }
 
-Frame open_frame(const std::string& path, std::string_view data, const FrameFormat& f,
-                 const std::function<void(ByteReader&, uint32_t)>& locate_truncation) {
-  const size_t size = data.size();
-  std::string_view head = data.substr(0, std::min(size, f.magic.size()));
+namespace {
+
+struct FrameHeader {
+  uint64_t declared;  // the file size the header says
+  uint32_t count;
+};
+
+// The header's checks, on `data` (the file's first bytes, or all of them) of a
+// file of `size` bytes: the magic, the version, and a file no longer than it says.
+FrameHeader check_frame_header(const std::string& path, std::string_view data, uint64_t size,
+                               const FrameFormat& f) {
+  std::string_view head = data.substr(0, std::min(data.size(), f.magic.size()));
   if (head != f.magic.substr(0, head.size()) || size == 0) {
     std::string_view name = f.magic.substr(0, f.magic.find('\n'));
     throw Error(path + ": not a " + f.kind + " (expected it to start with \"" + std::string(name) +
                 "\")" + foreign_hint(data));
   }
-  ByteReader hr(path, data, size);
+  ByteReader hr(path, data, data.size());
   hr.bytes(f.magic.size(), "magic");
   auto version = static_cast<uint32_t>(hr.u(4, "format version"));
   if (version != f.version)
@@ -276,6 +447,27 @@ Frame open_frame(const std::string& path, std::string_view data, const FrameForm
                 " is not supported (this build reads version " + std::to_string(f.version) + ")");
   uint64_t declared = hr.u(8, "file size");
   auto count = static_cast<uint32_t>(hr.u(4, f.count_name));
+  if (size > declared)
+    throw Error(path + ": damaged: " + std::to_string(size - declared) +
+                " unexpected bytes after the end of the file (byte " + std::to_string(declared) +
+                ")");
+  return {declared, count};
+}
+
+}  // namespace
+
+std::string read_frame_file(const std::string& path, const FrameFormat& f) {
+  InputFile file(path);
+  // A file that is shorter than its header says is read whole all the same:
+  // open_frame walks it to say where it ends.
+  (void)check_frame_header(path, file.read(0, header_bytes(f)), file.size(), f);
+  return file.read(0, file.size());
+}
+
+Frame open_frame(const std::string& path, std::string_view data, const FrameFormat& f,
+                 const std::function<void(ByteReader&, uint32_t)>& locate_truncation) {
+  const size_t size = data.size();
+  const auto [declared, count] = check_frame_header(path, data, size, f);
 
   if (size < declared) {
     // Find where the data ends, by walking the body as far as it goes.
@@ -287,10 +479,6 @@ Frame open_frame(const std::string& path, std::string_view data, const FrameForm
     throw Error(path + ": damaged: the header says the file has " + std::to_string(declared) +
                 " bytes, it has " + std::to_string(size));
   }
-  if (size > declared)
-    throw Error(path + ": damaged: " + std::to_string(size - declared) +
-                " unexpected bytes after the end of the file (byte " + std::to_string(declared) +
-                ")");
   if (size < header_bytes(f) + kChecksumBytes)
     throw Error(path + ": damaged: the header says the file has " + std::to_string(declared) +
                 " bytes, too few for a header and a checksum");

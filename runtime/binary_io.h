@@ -17,15 +17,55 @@
 
 namespace kiln::io {
 
-/// The whole file as bytes. Only regular files are read: a directory, a device
-/// (/dev/zero), a FIFO or a socket is a kiln::Error ("<path>: is a character device
-/// (expected a regular file)"), as is a file that cannot be opened or read.
+/// An open regular file, read in parts: a reader checks a format's header
+/// against the file's size before it reads the rest, or asks memory for it.
+/// Only regular files open: a directory, a device (/dev/zero), a FIFO or a
+/// socket is a kiln::Error ("<path>: is a character device (expected a regular
+/// file)"). Every failure is a kiln::Error naming the file, memory included
+/// (never std::bad_alloc).
+class InputFile {
+ public:
+  explicit InputFile(const std::string& path);
+  ~InputFile();
+  InputFile(const InputFile&) = delete;
+  InputFile& operator=(const InputFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  /// The size when the file was opened.
+  uint64_t size() const { return size_; }
+  /// The bytes [offset, offset + n), cut at size(). The memory is checked first
+  /// ("out of CPU memory: reading <path> needs N bytes, ...").
+  std::string read(uint64_t offset, uint64_t n) const;
+  /// Exactly the n bytes at `offset` into dst; a file that ends before them (it
+  /// shrank since it was opened) is an error.
+  void read_into(uint64_t offset, void* dst, uint64_t n) const;
+
+ private:
+  friend std::string read_file(const std::string& path);
+  std::string path_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+};
+
+/// The whole file as bytes, for formats without a header to check first (text,
+/// CSV). The rules of InputFile apply.
 std::string read_file(const std::string& path);
 
 /// Writes `bytes` to `path` so that a reader sees either the old file or the
-/// complete new one: a temporary file in the same directory, fsync, rename,
-/// fsync of the directory. Creates missing parent directories.
+/// complete new one: a temporary file in the same directory (`<path>.tmp.<pid>.<n>`),
+/// fsync, rename, fsync of the directory. Creates missing parent directories.
+/// Only a regular file is replaced (keeping its permission bits), or a new one
+/// made: a directory, a device (/dev/null), a FIFO or a socket at `path` is a
+/// kiln::Error ("<path>: is a character device; only a regular file is replaced
+/// ..."). A symbolic link to a regular file stays a link: the file it names is
+/// replaced. The first write into a directory (and one every ten minutes after)
+/// removes the temporary files that killed writes left there: those of a process
+/// that is gone, untouched for ten minutes.
 void write_file_durable(const std::string& path, std::string_view bytes);
+
+/// Throws the error write_file_durable would for what is at `path` (anything but
+/// a regular file or a link to one), so a caller refuses before it computes.
+void check_write_target(const std::string& path);
 
 /// A 64-bit checksum (FNV-1a's xor-multiply step over 64-bit words in four
 /// interleaved lanes, each step followed by an xor-shift, then a final mix).
@@ -115,6 +155,12 @@ struct Frame {
   uint32_t count;
   ByteReader body;
 };
+
+/// The bytes of a framed file, read only after its header passed the checks
+/// that need no more than the header: the magic, the version and the size it
+/// declares against the file's (a file longer than it says is an error before
+/// the rest is read). open_frame checks the rest.
+std::string read_frame_file(const std::string& path, const FrameFormat& f);
 
 /// Checks the frame of `data`, the bytes of the file `path`: the magic (a
 /// foreign file is "not a <kind>", naming what it is when Kiln knows), the

@@ -78,28 +78,38 @@ std::optional<std::string> ObjectCache::load(const std::string& key) const {
   };
   std::error_code ec;
   if (!std::filesystem::exists(std::filesystem::symlink_status(p, ec))) return std::nullopt;
-  std::string data;
+  // The header first, checked against the file's size: a huge or foreign file is
+  // refused before its payload is read. Every failure below is a kiln::Error
+  // (memory included), so every damaged entry is a miss, never a thrown call.
   try {
-    data = io::read_file(p);
+    io::InputFile f(p);
+    Header h;
+    if (f.size() < sizeof h)
+      return damaged("truncated header (" + std::to_string(f.size()) + " bytes)");
+    std::memcpy(&h, f.read(0, sizeof h).data(), sizeof h);
+    if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0) return damaged("bad magic");
+    if (h.version != kFormatVersion || h.header_size != sizeof h)
+      return damaged("format version " + std::to_string(h.version) + ", expected " +
+                     std::to_string(kFormatVersion));
+    if (h.key_hash != fnv1a64(key)) return damaged("entry is for another key");
+    const uint64_t have = f.size() - sizeof h;
+    if (h.payload_size != have)
+      return damaged("payload is " + std::to_string(have) + " bytes, header says " +
+                     std::to_string(h.payload_size));
+    std::string payload = f.read(sizeof h, have);
+    if (payload.size() != have) return damaged("the file changed while it was read");
+    if (fnv1a64(payload) != h.checksum) return damaged("checksum mismatch");
+    return payload;
   } catch (const Error& e) {
-    return damaged(e.message());  // a directory, a device, an unreadable file
+    return damaged(e.message());  // a directory, a device, an unreadable file, no memory
   }
-  Header h;
-  if (data.size() < sizeof h)
-    return damaged("truncated header (" + std::to_string(data.size()) + " bytes)");
-  std::memcpy(&h, data.data(), sizeof h);
-  if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0) return damaged("bad magic");
-  if (h.version != kFormatVersion || h.header_size != sizeof h)
-    return damaged("format version " + std::to_string(h.version) + ", expected " +
-                   std::to_string(kFormatVersion));
-  if (h.key_hash != fnv1a64(key)) return damaged("entry is for another key");
-  const uint64_t have = data.size() - sizeof h;
-  if (h.payload_size != have)
-    return damaged("payload is " + std::to_string(have) + " bytes, header says " +
-                   std::to_string(h.payload_size));
-  std::string payload = data.substr(sizeof h);
-  if (fnv1a64(payload) != h.checksum) return damaged("checksum mismatch");
-  return payload;
+}
+
+void ObjectCache::discard(const std::string& key, const std::string& reason) const {
+  const std::string p = path(key);
+  report_once(p, "kiln: damaged cache entry " + p + ": " + reason + "; recompiling");
+  std::error_code ec;
+  std::filesystem::remove(p, ec);  // the recompiled entry replaces it in any case
 }
 
 void ObjectCache::store(const std::string& key, std::string_view payload) const {

@@ -31,6 +31,12 @@ class ObjectCache {
   /// <reason>; recompiling", once per path per process).
   std::optional<std::string> load(const std::string& key) const;
 
+  /// Reports once, like any damaged entry, a payload that load() returned and
+  /// its user could not use (an object that does not link, or lacks its kernel:
+  /// another kernel's, or garbage under a valid header and checksum), and removes
+  /// it. The caller compiles again and stores the result.
+  void discard(const std::string& key, const std::string& reason) const;
+
   /// Stores `payload` under `key` atomically, replacing any entry. Failures (an
   /// unwritable directory, a full disk) are reported once on stderr and otherwise
   /// ignored: the cache is an optimisation.

@@ -104,7 +104,7 @@ void reference_kernel(OpKind k, const Attrs& attrs, std::span<const View> inputs
       return detail::ref_unary(k, inputs[0], out);
     case OpCategory::Binary:
       expect(2);
-      return detail::ref_binary(k, inputs[0], inputs[1], out);
+      return detail::ref_binary(k, attrs, inputs[0], inputs[1], out);
     case OpCategory::Ternary:
       expect(3);
       return detail::ref_where(inputs[0], inputs[1], inputs[2], out);
@@ -117,6 +117,12 @@ void reference_kernel(OpKind k, const Attrs& attrs, std::span<const View> inputs
     case OpCategory::Matmul:
       expect(2);
       return matmul_cpu(inputs[0], inputs[1], out);
+    case OpCategory::Gather:
+      expect(2);
+      return detail::ref_gather(attrs, inputs[0], inputs[1], out);
+    case OpCategory::Scatter:
+      expect(3);
+      return detail::ref_scatter_add(attrs, inputs[0], inputs[1], inputs[2], out);
     case OpCategory::Check:
       expect(1);
       check_values(k, attrs, inputs[0]);

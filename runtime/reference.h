@@ -56,8 +56,16 @@ struct ViewGeometry {
 bool view_geometry(OpKind k, const Attrs& attrs, const Shape& in_shape, const Strides& in_strides,
                    ViewGeometry* out);
 
-/// The op table's philox: word 0 of Philox-4x32-10 at counter (lo, hi, 0, 0) of
-/// `counter` and key (lo, hi) of `key`, its top 24 bits as a float in [0, 1).
+/// The op table's philox (ir/ops.def): x = w0:w1, words 0 and 1 of the
+/// Philox-4x32-10 block at counter (lo, hi, attempt, 0) of `counter` and key
+/// (lo, hi) of `key`, word 0 in the high half.
+uint64_t philox_bits(int64_t key, int64_t counter, uint32_t attempt = 0);
+/// The top 24 bits of philox_bits(key, counter) as a float in [0, 1): an f32 draw.
 float philox_uniform(int64_t key, int64_t counter);
+/// The top 53 bits of philox_bits(key, counter) as a double in [0, 1): an f64 draw.
+double philox_uniform_f64(int64_t key, int64_t counter);
+/// An integer uniform in [0, bound) (bound >= 1, unsigned), without bias:
+/// attempt 0, 1, ... until one is accepted (each with probability > 1/2).
+uint64_t philox_below(int64_t key, int64_t counter, uint64_t bound);
 
 }  // namespace kiln

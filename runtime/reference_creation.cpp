@@ -1,5 +1,5 @@
 // Creation ops: constant (one value broadcast), literal (inline row-major
-// data), arange; and philox_uniform, the op table's counter-based random draw.
+// data), arange; and the Philox draws behind the op table's philox.
 #include "ir/error.h"
 #include "runtime/reference.h"
 #include "runtime/reference_impl.h"
@@ -77,9 +77,9 @@ void fill_arange(const Attrs& attrs, const View& out) {
 
 }  // namespace
 
-float philox_uniform(int64_t key, int64_t counter) {
+uint64_t philox_bits(int64_t key, int64_t counter, uint32_t attempt) {
   const auto ctr = static_cast<uint64_t>(counter), k = static_cast<uint64_t>(key);
-  uint32_t c0 = uint32_t(ctr), c1 = uint32_t(ctr >> 32), c2 = 0, c3 = 0;
+  uint32_t c0 = uint32_t(ctr), c1 = uint32_t(ctr >> 32), c2 = attempt, c3 = 0;
   uint32_t k0 = uint32_t(k), k1 = uint32_t(k >> 32);
   for (int r = 0; r < 10; ++r) {
     const uint64_t p0 = 0xD2511F53ull * c0, p1 = 0xCD9E8D57ull * c2;
@@ -91,7 +91,28 @@ float philox_uniform(int64_t key, int64_t counter) {
     k0 += 0x9E3779B9u;
     k1 += 0xBB67AE85u;
   }
-  return static_cast<float>(c0 >> 8) * 0x1p-24f;
+  return uint64_t(c0) << 32 | c1;
+}
+
+float philox_uniform(int64_t key, int64_t counter) {
+  return static_cast<float>(philox_bits(key, counter) >> 40) * 0x1p-24f;
+}
+
+double philox_uniform_f64(int64_t key, int64_t counter) {
+  return static_cast<double>(philox_bits(key, counter) >> 11) * 0x1p-53;
+}
+
+// Lemire's multiply-shift (ACM TOMACS 2019): the high word of x * bound is
+// uniform in [0, bound) unless the low word falls below 2^64 mod bound, where
+// x is rejected and the next attempt's block is drawn.
+uint64_t philox_below(int64_t key, int64_t counter, uint64_t bound) {
+  KILN_CHECK(bound != 0, "philox_below: the bound must be at least 1");
+  for (uint32_t attempt = 0;; ++attempt) {
+    const unsigned __int128 m =
+        static_cast<unsigned __int128>(philox_bits(key, counter, attempt)) * bound;
+    const auto low = static_cast<uint64_t>(m);
+    if (low >= bound || low >= (0 - bound) % bound) return static_cast<uint64_t>(m >> 64);
+  }
 }
 
 namespace detail {

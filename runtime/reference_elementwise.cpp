@@ -344,6 +344,44 @@ void binary_predicate(const View& a, const View& b, const View& out, F f) {
   if (dst.data != out.data) copy_to(dst, out);
 }
 
+// philox (ops.def): the draw of the dtype its attributes give, at key a and
+// counters b (both as int64), written into out through a scratch of that dtype.
+void ref_philox(const Attrs& attrs, const View& a, const View& b, const View& out) {
+  std::vector<std::shared_ptr<Storage>> keep;
+  View key = as_dtype(a, DType::i64, keep), counter = as_dtype(b, DType::i64, keep);
+  const DType t = attrs.has(AttrKey::dtype) ? attrs.dtype(AttrKey::dtype) : DType::f32;
+  View dst = out.dtype == t ? out : scratch(out.shape, t, keep);
+  switch (t) {
+    case DType::f32:
+      map_binary<float, int64_t>(key, counter, dst, philox_uniform, kMathGrain);
+      break;
+    case DType::f64:
+      map_binary<double, int64_t>(key, counter, dst, philox_uniform_f64, kMathGrain);
+      break;
+    case DType::i64:
+      if (attrs.has(AttrKey::low)) {
+        // Computed in uint64, so a range wider than 2^63 wraps into place.
+        const auto low = static_cast<uint64_t>(attrs.i(AttrKey::low));
+        const uint64_t bound = static_cast<uint64_t>(attrs.i(AttrKey::high)) - low;
+        map_binary<int64_t, int64_t>(
+            key, counter, dst,
+            [=](int64_t k, int64_t c) {
+              return static_cast<int64_t>(low + philox_below(k, c, bound));
+            },
+            kMathGrain);
+      } else {
+        map_binary<int64_t, int64_t>(
+            key, counter, dst,
+            [](int64_t k, int64_t c) { return static_cast<int64_t>(philox_bits(k, c)); },
+            kMathGrain);
+      }
+      break;
+    default:
+      KILN_CHECK(false, "philox: no draw of dtype ", dtype_name(t));
+  }
+  if (dst.data != out.data) copy_to(dst, out);
+}
+
 }  // namespace
 
 void ref_unary(OpKind k, const View& in, const View& out) {
@@ -361,7 +399,7 @@ void ref_unary(OpKind k, const View& in, const View& out) {
     return unary_same(                                                                        \
         in, out, [](auto x) { return math_in(x, [](auto m) { return ref_math::k(m); }); }, \
         kMathGrain);
-#define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp, cost, scalar) \
+#define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp, cost, scalar, ...) \
   KILN_SCALAR_MATH(KILN_REF_MATH, name, scalar)
 #include "ir/ops.def"
 #undef KILN_OP
@@ -389,7 +427,7 @@ void ref_unary(OpKind k, const View& in, const View& out) {
   KILN_CHECK(false, "reference kernel: ", op_name(k), " is not an elementwise unary op");
 }
 
-void ref_binary(OpKind k, const View& a, const View& b, const View& out) {
+void ref_binary(OpKind k, const Attrs& attrs, const View& a, const View& b, const View& out) {
   switch (k) {
     case OpKind::add:
       return binary_same(a, b, out, Add{});
@@ -425,14 +463,8 @@ void ref_binary(OpKind k, const View& a, const View& b, const View& out) {
       return binary_predicate(a, b, out, LogicalAnd{});
     case OpKind::logical_or:
       return binary_predicate(a, b, out, LogicalOr{});
-    case OpKind::philox: {
-      std::vector<std::shared_ptr<Storage>> keep;
-      View key = as_dtype(a, DType::i64, keep), counter = as_dtype(b, DType::i64, keep);
-      View dst = out.dtype == DType::f32 ? out : scratch(out.shape, DType::f32, keep);
-      map_binary<float, int64_t>(key, counter, dst, philox_uniform, kMathGrain);
-      if (dst.data != out.data) copy_to(dst, out);
-      return;
-    }
+    case OpKind::philox:
+      return ref_philox(attrs, a, b, out);
     default:
       break;
   }

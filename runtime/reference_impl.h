@@ -10,14 +10,19 @@ namespace kiln::detail {
 
 /// Elementwise unary ops (cast included) of `in` broadcast to out.shape.
 void ref_unary(OpKind k, const View& in, const View& out);
-/// Elementwise binary ops with broadcasting of a and b to out.shape.
-void ref_binary(OpKind k, const View& a, const View& b, const View& out);
+/// Elementwise binary ops with broadcasting of a and b to out.shape (attrs: philox's).
+void ref_binary(OpKind k, const Attrs& attrs, const View& a, const View& b, const View& out);
 /// where(cond, a, b) with broadcasting.
 void ref_where(const View& cond, const View& a, const View& b, const View& out);
 /// sum/max/min over attrs.dims, argmax/argmin over attrs.dim.
 void ref_reduce(OpKind k, const Attrs& attrs, const View& in, const View& out);
 /// reshape, expand, permute, slice, pad.
 void ref_movement(OpKind k, const Attrs& attrs, const View& in, const View& out);
+/// gather(x, index) {dim}.
+void ref_gather(const Attrs& attrs, const View& x, const View& index, const View& out);
+/// scatter_add(base, index, src) {dim}.
+void ref_scatter_add(const Attrs& attrs, const View& base, const View& index, const View& src,
+                     const View& out);
 /// constant, literal, arange.
 void ref_creation(OpKind k, const Attrs& attrs, const View& out);
 

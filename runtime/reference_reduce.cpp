@@ -404,7 +404,7 @@ void run_reduce(const Red& red, const View& in, const View& out, const std::vect
 }
 
 std::vector<int64_t> reduce_dims(OpKind k, const Attrs& attrs, int64_t rank) {
-  if (k == OpKind::argmax || k == OpKind::argmin) {
+  if (is_arg_reduction(k)) {
     if (!attrs.has(AttrKey::dim)) {
       std::vector<int64_t> all(rank);
       for (int64_t d = 0; d < rank; ++d) all[d] = d;
@@ -431,15 +431,35 @@ void ref_reduce(OpKind k, const Attrs& attrs, const View& in, const View& out) {
   KILN_CHECK(out.numel() == kept, op_name(k), ": output has ", out.numel(), " elements, expected ",
              kept, " for input ", shape_str(in.shape), " reduced over ", dims.size(), " dim(s)");
   if (kept == 0) return;
+  const OpInfo& info = op_info(k);
+  KILN_CHECK(info.identity != Identity::none, "reference kernel: ", op_name(k), " is not a reduction");
   if (in.numel() == 0) {
-    KILN_CHECK(k == OpKind::sum, op_name(k),
-               ": cannot reduce over an empty dimension (input shape ", shape_str(in.shape), ")");
-    std::memset(out.data, 0, size_t(kept) * dtype_size(out.dtype));
+    // Nothing folded in: the identity, where it is a value (0 or 1) rather than
+    // a bound (an empty max has no value: PyTorch raises).
+    KILN_CHECK(!is_arg_reduction(k) && (info.identity == Identity::zero || info.identity == Identity::one),
+               op_name(k), ": cannot reduce over an empty dimension (input shape ", shape_str(in.shape), ")");
+    reference_kernel(OpKind::constant, Attrs{{AttrKey::value, info.identity == Identity::one ? 1.0 : 0.0}}, {}, out);
     return;
   }
+  // The reducers by the reduction's combine op (ops.def): each a vectorised
+  // loop for its op, NaN-propagating where the combine op is.
   std::vector<std::shared_ptr<Storage>> keep;
-  switch (k) {
-    case OpKind::sum: {
+  const bool arg = is_arg_reduction(k), up = info.combine == OpKind::maximum;
+  if (arg) {
+    View dst = out.dtype == DType::i64 ? out : scratch(out.shape, DType::i64, keep);
+    visit_dtype(in.dtype, [&](auto t) {
+      using T = decltype(t);
+      if (up) {
+        run_reduce<T, int64_t>(ArgReducer<T, true>{}, in, dst, dims, false);
+      } else {
+        run_reduce<T, int64_t>(ArgReducer<T, false>{}, in, dst, dims, false);
+      }
+    });
+    if (dst.data != out.data) copy_to(dst, out);
+    return;
+  }
+  switch (info.combine) {
+    case OpKind::add: {
       if (in.dtype == out.dtype) {
         visit_dtype(in.dtype, [&](auto t) {
           using T = decltype(t);
@@ -459,12 +479,12 @@ void ref_reduce(OpKind k, const Attrs& attrs, const View& in, const View& out) {
       }
       return;
     }
-    case OpKind::max:
-    case OpKind::min: {
+    case OpKind::maximum:
+    case OpKind::minimum: {
       View x = as_dtype(in, out.dtype, keep);
       visit_dtype(out.dtype, [&](auto t) {
         using T = decltype(t);
-        if (k == OpKind::max) {
+        if (up) {
           run_reduce<T, T>(ExtremeReducer<T, true>{}, x, out, dims, true);
         } else {
           run_reduce<T, T>(ExtremeReducer<T, false>{}, x, out, dims, true);
@@ -472,24 +492,10 @@ void ref_reduce(OpKind k, const Attrs& attrs, const View& in, const View& out) {
       });
       return;
     }
-    case OpKind::argmax:
-    case OpKind::argmin: {
-      View dst = out.dtype == DType::i64 ? out : scratch(out.shape, DType::i64, keep);
-      visit_dtype(in.dtype, [&](auto t) {
-        using T = decltype(t);
-        if (k == OpKind::argmax) {
-          run_reduce<T, int64_t>(ArgReducer<T, true>{}, in, dst, dims, false);
-        } else {
-          run_reduce<T, int64_t>(ArgReducer<T, false>{}, in, dst, dims, false);
-        }
-      });
-      if (dst.data != out.data) copy_to(dst, out);
-      return;
-    }
     default:
       break;
   }
-  KILN_CHECK(false, "reference kernel: ", op_name(k), " is not a reduction");
+  KILN_CHECK(false, "reference kernel: no reducer for ", op_name(k), "'s combine op ", op_name(info.combine));
 }
 
 }  // namespace kiln::detail

@@ -10,12 +10,17 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "ir/error.h"
+#include "runtime/env.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -33,12 +38,9 @@ constexpr auto kSpinTime = std::chrono::microseconds(100);
 thread_local bool t_in_parallel = false;
 
 int default_threads() {
-  if (const char* s = std::getenv("KILN_NUM_THREADS"); s && *s) {
-    int n = std::atoi(s);
-    if (n > 0) return n;
-  }
   unsigned hw = std::thread::hardware_concurrency();
-  return hw ? static_cast<int>(hw) : 1;
+  return static_cast<int>(
+      env::integer("KILN_NUM_THREADS", 1, kMaxThreads, hw ? std::min<int>(hw, kMaxThreads) : 1));
 }
 
 class ThreadPool {
@@ -50,7 +52,7 @@ class ThreadPool {
   void set_threads(int n) {
     std::lock_guard<std::mutex> busy(busy_);
     stop_workers();
-    threads_.store(std::max(1, n));
+    threads_.store(n);
   }
 
   // Runs f over nchunks near-equal chunks covering [0, n). Returns false when
@@ -158,7 +160,18 @@ class ThreadPool {
     int want = threads() - 1;
     if (static_cast<int>(workers_.size()) == want) return;
     stop_workers();
-    for (int i = 0; i < want; ++i) workers_.emplace_back([this] { worker_loop(); });
+    for (int i = 0; i < want; ++i) {
+      try {
+        workers_.emplace_back([this] { worker_loop(); });
+      } catch (const std::system_error& e) {
+        // The system refuses more threads (a process limit): run with the ones
+        // it gave, and say so once, rather than fail every parallel region.
+        threads_.store(static_cast<int>(workers_.size()) + 1);
+        std::fprintf(stderr, "kiln: could start only %d of %d threads for kernels (%s); using %d\n",
+                     i + 1, want + 1, e.what(), i + 1);
+        return;
+      }
+    }
   }
 
   void stop_workers() {
@@ -206,6 +219,8 @@ int num_threads() {
 }
 
 void set_num_threads(int n) {
+  KILN_CHECK(n >= 1 && n <= kMaxThreads, "set_num_threads: expected 1 to ", kMaxThreads,
+             " threads, got ", n);
   pool().set_threads(n);
 }
 

@@ -7,8 +7,14 @@
 
 namespace kiln {
 
-/// Number of threads parallel_for uses (KILN_NUM_THREADS, default: hardware cores).
+/// The most threads the pool runs (KILN_NUM_THREADS and set_num_threads refuse more).
+inline constexpr int kMaxThreads = 1024;
+
+/// Number of threads parallel_for uses (KILN_NUM_THREADS, default: hardware
+/// cores). Where the system refuses to start that many, the pool runs with the
+/// ones it started and says so once on stderr.
 int num_threads();
+/// Sets the number of threads, 1 to kMaxThreads (else a kiln::Error).
 void set_num_threads(int n);
 
 /// Calls f(begin, end) over disjoint chunks covering [0, n), on up to num_threads()

@@ -17,6 +17,7 @@
 #include "frontend/dump.h"
 #include "frontend/npy.h"
 #include "frontend/serialize.h"
+#include "runtime/binary_io.h"
 #include "tools/commands.h"
 
 namespace kiln::cli {
@@ -73,18 +74,25 @@ int run(const RunOptions& o) {
                   ", the graph's argument " + std::to_string(i) + " is " + want[i].str());
     args.push_back(std::move(t));
   }
-  std::vector<Tensor> outs = f(args);
-  if (!o.outputs.empty() && o.outputs.size() != outs.size())
-    throw Error(o.file + ": the graph returns " + std::to_string(outs.size()) + " output" +
-                (outs.size() == 1 ? "" : "s") + ", got " + std::to_string(o.outputs.size()) +
+  // Where the outputs go, checked before the graph runs: a count that does not
+  // match, or a path that is not a regular file (a device, a FIFO), is refused.
+  const size_t n_out = f.output_types().size();
+  if (!o.outputs.empty() && o.outputs.size() != n_out)
+    throw Error(o.file + ": the graph returns " + std::to_string(n_out) + " output" +
+                (n_out == 1 ? "" : "s") + ", got " + std::to_string(o.outputs.size()) +
                 " --output file" + (o.outputs.size() == 1 ? "" : "s"));
-  for (size_t i = 0; i < outs.size(); ++i) {
+  std::vector<std::string> paths;
+  for (size_t i = 0; i < n_out; ++i) {
     std::string file = "out" + std::to_string(i) + ".npy";
-    std::string path = !o.outputs.empty()     ? o.outputs[i]
-                       : o.output_dir.empty() ? file
-                                              : (fs::path(o.output_dir) / file).string();
-    write_npy(path, outs[i]);
-    std::cout << "output " << i << ": " << type_of(outs[i]) << " -> " << path << "\n  "
+    paths.push_back(!o.outputs.empty()     ? o.outputs[i]
+                    : o.output_dir.empty() ? file
+                                           : (fs::path(o.output_dir) / file).string());
+    io::check_write_target(paths.back());
+  }
+  std::vector<Tensor> outs = f(args);
+  for (size_t i = 0; i < outs.size(); ++i) {
+    write_npy(paths[i], outs[i]);
+    std::cout << "output " << i << ": " << type_of(outs[i]) << " -> " << paths[i] << "\n  "
               << preview(outs[i]) << "\n";
   }
   if (!f.graph().updates.empty())

@@ -6,6 +6,7 @@
 #include "frontend/data.h"
 #include "frontend/data_pipeline.h"
 #include "frontend/function.h"
+#include "frontend/generator.h"
 #include "frontend/nn.h"
 #include "frontend/nn_conv.h"
 #include "frontend/nn_parity.h"

@@ -2,6 +2,7 @@
 // explained and dumped by the built binary; exit codes and messages checked.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -9,6 +10,7 @@
 #include <regex>
 #include <string>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,9 +29,9 @@ struct Result {
   std::string out;  // stdout and stderr together
 };
 
-// Runs `kiln <args>` in `dir` through the shell.
-Result kiln_cli(const std::string& args, const std::string& dir) {
-  std::string cmd = "cd '" + dir + "' && '" KILN_CLI_PATH "' " + args + " 2>&1";
+// Runs `kiln <args>` in `dir` through the shell, with `env` ("NAME=value ...") set.
+Result kiln_cli(const std::string& args, const std::string& dir, const std::string& env = "") {
+  std::string cmd = "cd '" + dir + "' && " + env + " '" KILN_CLI_PATH "' " + args + " 2>&1";
   Result r;
   FILE* p = ::popen(cmd.c_str(), "r");
   REQUIRE(p != nullptr);
@@ -151,6 +153,62 @@ TEST_CASE("cli: runtime errors exit 1 with a message on stderr") {
   r = kiln_cli("explain damaged.kiln", fx.dir);
   CHECK(r.code == 1);
   CHECK(contains(r.out, "damaged.kiln: checksum mismatch (file damaged)"));
+}
+
+TEST_CASE("cli: -o writes regular files only, checked before the graph runs (#32.10)") {
+  Fixture fx;
+  REQUIRE(::mkfifo((fx.dir + "/fifo").c_str(), 0600) == 0);
+  Result r = kiln_cli("run model.kiln -i x.npy -i y.npy -o p.npy -o fifo", fx.dir);
+  INFO(r.out);
+  CHECK(r.code == 1);
+  CHECK(contains(r.out,
+                 "kiln: error: fifo: is a FIFO; only a regular file is replaced (expected a "
+                 "regular file or a new path)"));
+  CHECK(fs::is_fifo(fx.dir + "/fifo"));
+  CHECK_FALSE(fs::exists(fx.dir + "/p.npy"));  // refused before anything ran or was written
+  r = kiln_cli("run model.kiln -i x.npy -i y.npy -o /dev/null -o s.npy", fx.dir);
+  CHECK(r.code == 1);
+  CHECK(contains(r.out, "/dev/null: is a character device; only a regular file is replaced"));
+  r = kiln_cli("run model.kiln -i x.npy -i y.npy --output-dir fifo", fx.dir);
+  CHECK(r.code == 1);
+  // A stale temporary file of a killed write is gone after the next write there.
+  std::ofstream(fx.dir + "/p.npy.tmp.2147483647.0") << "partial";
+  fs::last_write_time(fx.dir + "/p.npy.tmp.2147483647.0",
+                      fs::file_time_type::clock::now() - std::chrono::hours(1));
+  r = kiln_cli("run model.kiln -i x.npy -i y.npy -o p.npy -o s.npy", fx.dir);
+  REQUIRE(r.code == 0);
+  CHECK(same_bytes(read_npy(fx.dir + "/p.npy"), fx.want[0]));
+  CHECK_FALSE(fs::exists(fx.dir + "/p.npy.tmp.2147483647.0"));
+}
+
+TEST_CASE("cli: a bad switch value is an error naming the switch (#32 smaller)") {
+  Fixture fx;
+  const std::pair<const char*, const char*> cases[] = {
+      {"KILN_NUM_THREADS=100000",
+       "KILN_NUM_THREADS=100000: expected a whole number from 1 to 1024"},
+      {"KILN_NUM_THREADS=four", "KILN_NUM_THREADS=four: expected a whole number from 1 to 1024"},
+      {"KILN_JIT=flase", "KILN_JIT=flase: expected 1, true, on or yes, or 0, false, off or no"},
+      {"KILN_FUSION=2", "KILN_FUSION=2: expected 1, true"},
+      {"KILN_CPU_CACHE_MB=lots", "KILN_CPU_CACHE_MB=lots: expected a whole number from 0 to"},
+      {"KILN_OPT=fastest", "KILN_OPT=fastest: expected 'fast' or 'full'"},
+      {"KILN_CONV=fft", "KILN_CONV=fft: expected 'auto', 'im2col' or 'direct'"},
+      {"KILN_LOG=recompile", "KILN_LOG=recompile: unknown category 'recompile'"},
+  };
+  for (const auto& [env, message] : cases) {
+    CAPTURE(env);
+    Result r = kiln_cli("run model.kiln -i x.npy -i y.npy -o p.npy -o s.npy", fx.dir);
+    REQUIRE(r.code == 0);
+    r = kiln_cli(std::string("run model.kiln -i x.npy -i y.npy -o p.npy -o s.npy"), fx.dir,
+                 std::string(env));
+    INFO(r.out);
+    CHECK(r.code == 1);
+    CHECK(contains(r.out, std::string("kiln: error: ") + message));
+  }
+  Result r = kiln_cli("run model.kiln -i x.npy -i y.npy -o p.npy -o s.npy", fx.dir,
+                      "KILN_NUM_THREADS=3 KILN_JIT=off KILN_LOG=recompiles,compile");
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK(same_bytes(read_npy(fx.dir + "/p.npy"), fx.want[0]));
 }
 
 TEST_CASE("cli: explain shows passes and kernels, fused against unfused") {

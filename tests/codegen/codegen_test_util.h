@@ -233,25 +233,23 @@ inline CpuKernel check_whole_graph(const Graph& g, GroupKind kind, uint64_t seed
 
 // ---- single-op test cases shared by the CPU and CUDA op tests ----
 
-/// Input range for a unary op (inside its domain, away from overflow).
-inline Range unary_range(OpKind k) {
-  switch (k) {
-    case OpKind::log:
-    case OpKind::sqrt:
-    case OpKind::rsqrt:
-      return {0.05, 10};
-    case OpKind::exp:
-      return {-20, 20};
-    case OpKind::sin:
-    case OpKind::cos:
-      return {-20, 20};
-    case OpKind::tanh:
-    case OpKind::sigmoid:
-    case OpKind::gelu:
-      return {-8, 8};
-    default:
-      return {-3, 3};
-  }
+/// Operand i's input range for op k: ops.def's `domain` column.
+inline Range domain_range(OpKind k, size_t i = 0) {
+  const Domain& d = op_info(k).domain;
+  return {d.low(i), d.high(i)};
+}
+/// Every operand's range for op k.
+inline std::vector<Range> domain_ranges(OpKind k) {
+  std::vector<Range> r;
+  for (size_t i = 0; i < static_cast<size_t>(std::max(op_info(k).arity, 1)); ++i) r.push_back(domain_range(k, i));
+  return r;
+}
+/// An integer operand's range for op k: its domain, with a positive one from 1
+/// (an integer in (0, 1) is 0, outside a domain such as log's).
+inline Range integer_domain_range(OpKind k, size_t i = 0) {
+  Range r = domain_range(k, i);
+  if (r.lo > 0) r.lo = std::max(r.lo, 1.0), r.hi = std::max(r.hi, r.lo + 1);
+  return r;
 }
 
 /// A graph computing op k on one argument.
@@ -272,5 +270,30 @@ inline Graph binary_graph(OpKind k, DType da, const Shape& sa, DType db, const S
   g.outputs = {b.op(k, {x, y})};
   return g;
 }
+
+/// Every kind of philox draw from a key argument and a counter argument of n
+/// elements: f32, f64, all 64 bits, and integers in ranges small, wide (a
+/// quarter of first attempts rejected) and whole. Compiled kernels must give
+/// the reference's bits exactly (Tolerance{0, 0}). Args: the key, then counters.
+inline Graph philox_graph(int64_t n) {
+  Graph g;
+  Builder b(g);
+  Value key = b.arg(0, ty(DType::i64, {}));
+  Value counter = b.arg(1, ty(DType::i64, {n}));
+  auto draw = [&](Attrs a) { return b.op(OpKind::philox, {key, counter}, std::move(a)); };
+  auto ints = [&](int64_t low, int64_t high) {
+    return draw({{AttrKey::dtype, DType::i64}, {AttrKey::low, low}, {AttrKey::high, high}});
+  };
+  g.outputs = {draw({}),
+               draw({{AttrKey::dtype, DType::f64}}),
+               draw({{AttrKey::dtype, DType::i64}}),
+               ints(-3, 4),
+               ints(INT64_MIN, int64_t(1) << 62),
+               ints(INT64_MIN, INT64_MAX),
+               ints(int64_t(1) << 40, (int64_t(1) << 40) + 1000003)};
+  return g;
+}
+/// Value ranges for philox_graph's arguments: any key, counters of either sign.
+inline const std::vector<Range> kPhiloxRanges = {{-1e18, 1e18}, {-1e15, 1e15}};
 
 }  // namespace kiln::test

@@ -462,6 +462,53 @@ TEST_CASE("disk cache: a second compile loads the object; damage is detected and
   }
 }
 
+TEST_CASE(
+    "disk cache: an entry with a valid header and checksum but the wrong object is recompiled "
+    "(#32.9)") {
+  ExpChainCase c({16, 50}, 3);
+  // Another kernel's object: the same group under another pipeline has another
+  // key, so its object defines another symbol.
+  TempDir other;
+  CpuCompileOptions oo;
+  oo.cache_dir = other.path;
+  oo.reuse_loaded = false;
+  oo.opt = LlvmOpt::Full;
+  (void)compile_cpu_kernel(c.g, c.grp, oo);
+  std::filesystem::path other_entry;
+  for (const auto& e : std::filesystem::directory_iterator(other.path)) other_entry = e.path();
+  const std::optional<std::string> other_object =
+      ObjectCache(other.path).load(other_entry.stem().string());
+  REQUIRE(other_object.has_value());
+
+  for (int kind = 0; kind < 2; ++kind) {
+    TempDir d;
+    CpuCompileOptions o;
+    o.cache_dir = d.path;
+    o.reuse_loaded = false;
+    (void)compile_cpu_kernel(c.g, c.grp, o);
+    std::filesystem::path entry;
+    for (const auto& e : std::filesystem::directory_iterator(d.path)) entry = e.path();
+    const std::string key = entry.stem().string();
+    // Stored through the cache itself: its header and checksum are right.
+    ObjectCache(d.path).store(key, kind == 0 ? *other_object : std::string(4096, '\x7f'));
+    REQUIRE(ObjectCache(d.path).load(key).has_value());
+    StderrCapture cap;
+    CpuKernel again = check_group(c.g, c.grp, c.vals, {}, o);  // runs, with the right values
+    CpuKernel fixed = check_group(c.g, c.grp, c.vals, {}, o);
+    CpuKernel third = compile_cpu_kernel(c.g, c.grp, o);
+    const std::string err = cap.finish();
+    CAPTURE(kind);
+    CAPTURE(err);
+    CHECK_FALSE(again.artifacts.from_disk_cache);
+    CHECK(fixed.artifacts.from_disk_cache);  // the recompiled entry replaced it
+    CHECK(third.artifacts.from_disk_cache);
+    CHECK(err.find("kiln: damaged cache entry " + entry.string() + ": LLVM JIT: ") == 0);
+    CHECK(err.find(kind == 0 ? "kernel symbol not found" : "cannot load the object") !=
+          std::string::npos);
+    CHECK(std::count(err.begin(), err.end(), '\n') == 1);  // reported once
+  }
+}
+
 TEST_CASE("object cache entries: keys, atomic files and checks") {
   CHECK(fnv1a64("") == 0xcbf29ce484222325ULL);
   CHECK(fnv1a64("a") == 0xaf63dc4c8601ec8cULL);

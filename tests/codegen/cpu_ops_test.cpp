@@ -36,7 +36,7 @@ TEST_CASE("every unary op compiles and matches the reference (f32, f64)") {
         CAPTURE(std::string(dtype_name(dt)));
         CAPTURE(shape_str(s));
         Graph g = unary_graph(k, dt, s);
-        check_whole_graph(g, GroupKind::Elementwise, seed++, {unary_range(k)});
+        check_whole_graph(g, GroupKind::Elementwise, seed++, {domain_range(k)});
       }
     }
   }
@@ -50,9 +50,7 @@ TEST_CASE("unary ops on integers and bools") {
       if (dt == DType::b8 && (k == OpKind::neg || k == OpKind::abs || k == OpKind::relu)) continue;
       CAPTURE(std::string(op_name(k)));
       CAPTURE(std::string(dtype_name(dt)));
-      Range r = is_math(k) ? unary_range(k) : Range{-5, 5};
-      if (r.lo < 0 && (k == OpKind::log || k == OpKind::sqrt || k == OpKind::rsqrt)) r.lo = 1;
-      if (k == OpKind::log || k == OpKind::sqrt || k == OpKind::rsqrt) r = {1, 20};
+      const Range r = integer_domain_range(k);
       Graph g = unary_graph(k, dt, {5, 37});
       check_whole_graph(g, GroupKind::Elementwise, seed++, {r});
     }
@@ -86,8 +84,7 @@ TEST_CASE("every binary op compiles and matches the reference with broadcasting 
         CAPTURE(shape_str(sa));
         CAPTURE(shape_str(sb));
         Graph g = binary_graph(k, dt, sa, dt, sb);
-        std::vector<Range> ranges;
-        if (k == OpKind::pow) ranges = {{0.05, 4}, {-4, 4}};
+        const std::vector<Range> ranges = domain_ranges(k);
         // Comparisons on a coarse grid so equal pairs occur.
         check_whole_graph(g, GroupKind::Elementwise, seed++, ranges);
       }
@@ -116,6 +113,15 @@ TEST_CASE("binary ops on integers, bools and mixed dtypes") {
       if (k == OpKind::pow && (is_floating(da) || is_floating(db))) ranges = {{0.1, 4}, {-2, 6}};
       check_whole_graph(g, GroupKind::Elementwise, seed++, ranges);
     }
+  }
+}
+
+TEST_CASE("philox draws of every dtype and range give the reference's bits") {
+  uint64_t seed = 450;
+  for (int64_t n : {1, 7, 1000, 4099}) {
+    CAPTURE(n);
+    check_whole_graph(philox_graph(n), GroupKind::Elementwise, seed++, kPhiloxRanges,
+                      Tolerance{0, 0});
   }
 }
 

@@ -68,8 +68,8 @@ Tensor layer_norm_rows(const Tensor& x, const Tensor& w, const Tensor& b) {
 }
 
 // Every math op of the op table (ops.def) by itself, through the generic op
-// entry, so a new row is in the matrix before anyone writes a case for it. The
-// inputs are in every math op's domain; the cases above test each op's own range.
+// entry, so a new row is in the matrix before anyone writes a case for it, on
+// inputs from the op's domain (ops.def's `domain` column).
 std::vector<Case> table_math_cases() {
   std::vector<Case> v;
   for (OpKind k : all_ops())
@@ -77,7 +77,7 @@ std::vector<Case> table_math_cases() {
       v.push_back(unary(
           std::string(op_name(k)) + " (a math op of the table)",
           [k](const Tensor& x) { return detail::apply(k, {x}, {}, SourceLoc{}); },
-          positive({3, 4})));
+          in({3, 4}, op_info(k).domain.low(0), op_info(k).domain.high(0))));
   return v;
 }
 
@@ -452,6 +452,18 @@ std::vector<Case> model_cases() {
              return v[0].index_select(0, v[1]) * 2 +
                     embedding(v[1].reshape({2, 2}), v[0]).reshape({4, 3}) + v[0].index_select(1, v[1].remainder(3)).sum(0, true).t();
            }},
+      Case{"embedding rows and their gradient (a blocked scatter_add), index_add",
+           {in({6, 16}), indices({5}, 6), in({5, 16})},
+           [](V v) {
+             Tensor e = embedding(v[1].reshape({5, 1}), v[0]).squeeze(1);  // [5, 16], repeated rows
+             return (e * v[2]).tanh() + v[0].index_add(0, v[1], v[2] * 0.5).narrow(0, 1, 5);
+           }},
+      Case{"scatter_add along dim 0 of a transposed input, repeated and narrower indices",
+           {in({4, 3}), indices({2, 3}, 3), in({3, 3})},
+           [](V v) {
+             Tensor base = v[0].t();  // [3, 4]: a view, read with its strides
+             return base.scatter_add(0, v[1].narrow(1, 0, 2), v[2]).exp() + base.gather(0, v[1]).sum();
+           }},
       Case{"gather and scatter_add",
            {in({3, 5}), indices({3, 4}, 5)},
            [](V v) {
@@ -518,6 +530,18 @@ std::vector<Case> model_cases() {
             const TensorOptions o = TensorOptions(x.dtype()).device(x.device());
             return x * rand({3, 4}, o) + randn({4}, o) +
                    randint(0, 5, {3, 1}, TensorOptions(kInt64).device(x.device())).to(x.dtype());
+          }),
+      unary(
+          "randint over a range wider than 2^63, and a generator seeded inside the function",
+          [](const Tensor& x) {
+            const TensorOptions o = TensorOptions(x.dtype()).device(x.device());
+            const TensorOptions i = TensorOptions(kInt64).device(x.device());
+            Generator g(x.device());
+            g.manual_seed(5);
+            // A quarter of first attempts are rejected over 3 * 2^62 values.
+            Tensor wide = randint(INT64_MIN, int64_t(1) << 62, {3, 1}, i).remainder(1000);
+            return x * rand({3, 4}, g, o) + randn({4}, g, o) + wide.to(x.dtype()) +
+                   randint(-7, 7, {4}, g, i).to(x.dtype());
           }),
   };
 }

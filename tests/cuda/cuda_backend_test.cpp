@@ -10,6 +10,7 @@
 #include "codegen/cuda_codegen.h"
 #include "codegen/lower.h"
 #include "cuda_test_util.h"
+#include "runtime/object_cache.h"
 
 using namespace kiln;
 using namespace kiln::test;
@@ -230,6 +231,44 @@ TEST_CASE("opaque groups have no CUDA kernel") {
                 0);
   g.outputs = {r};
   CHECK_THROWS_AS(generate_cuda_kernel(g, make_group(g, GroupKind::Opaque, {r.node})), Error);
+}
+
+TEST_CASE(
+    "NVRTC: an entry with a valid header and checksum but another kernel's binary is recompiled "
+    "(#32.9)") {
+  auto kernel = [](OpKind op) {
+    Graph g;
+    Builder b(g);
+    g.outputs = {b.unary(op, b.arg(0, ty(DType::f32, {100})))};
+    return generate_cuda_kernel(g, make_group(g, GroupKind::Elementwise, all_compute_nodes(g)));
+  };
+  const CudaKernelSource k = kernel(OpKind::gelu), other = kernel(OpKind::exp);
+  REQUIRE(k.name != other.name);
+  if (nvrtc_version().empty()) return;  // built without the CUDA toolkit
+  const auto base =
+      std::filesystem::temp_directory_path() / ("kiln-nvrtc-wrong-" + std::to_string(::getpid()));
+  const std::string dir = (base / "k").string(), other_dir = (base / "other").string();
+  std::filesystem::remove_all(base);
+  const CudaBinary first = nvrtc_compile(k.source, k.name, 80, true, dir);
+  (void)nvrtc_compile(other.source, other.name, 80, true, other_dir);
+  auto only_key = [](const std::string& d) {
+    std::string key;
+    for (const auto& e : std::filesystem::directory_iterator(d)) key = e.path().stem().string();
+    return key;
+  };
+  const std::string key = only_key(dir);
+  const std::optional<std::string> other_payload = ObjectCache(other_dir).load(only_key(other_dir));
+  REQUIRE(other_payload.has_value());
+  std::string garbage(24, '\0');  // three sizes that add up, then nothing
+  for (const std::string& payload : {*other_payload, garbage}) {
+    ObjectCache(dir).store(key, payload);
+    const CudaBinary again = nvrtc_compile(k.source, k.name, 80, true, dir);
+    CHECK_FALSE(again.from_disk_cache);
+    CHECK(again.ptx == first.ptx);
+    CHECK(again.cubin == first.cubin);
+    CHECK(nvrtc_compile(k.source, k.name, 80, true, dir).from_disk_cache);  // stored again
+  }
+  std::filesystem::remove_all(base);
 }
 
 TEST_CASE("NVRTC: version, disk cache hits, damaged entries are recompiled, errors") {

@@ -83,6 +83,10 @@ std::vector<OpCase> cases() {
                 {AttrKey::high, int64_t(2)},
                 {AttrKey::interior, int64_t(1)}},
                {}});
+  c.push_back({OpKind::gather, {x, t(i64, {2, 6})}, {{AttrKey::dim, int64_t(0)}}, {}});
+  c.push_back({OpKind::gather, {t(f64, {3, 100}), t(DType::i32, {3, 7})}, {{AttrKey::dim, int64_t(1)}}, {}});
+  c.push_back({OpKind::scatter_add, {x, t(i64, {3, 6}), t(f32, {3, 6})}, {{AttrKey::dim, int64_t(0)}}, {}});
+  c.push_back({OpKind::scatter_add, {t(f64, {4, 7}), t(i64, {4, 2}), t(f64, {4, 2})}, {{AttrKey::dim, int64_t(1)}}, {}});
   c.push_back({OpKind::matmul, {x, t(f32, {6, 3})}, {}, {}});
   c.push_back({OpKind::matmul, {t(f64, {2, 4, 6}), t(f64, {6, 3})}, {}, {}});
   c.push_back({OpKind::constant, {}, {{AttrKey::value, 2.5}}, t(f32, {4, 6})});

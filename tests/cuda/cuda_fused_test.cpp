@@ -113,8 +113,10 @@ TEST_CASE("the softmax kernel: three block reductions, row values broadcast, PTX
                       "(void* const* buffers, long long begin, long long end)") !=
         std::string::npos);
   CHECK(k.source.find("const float* __restrict__ b0") != std::string::npos);
-  CHECK(k.source.find("kiln_op_max()") != std::string::npos);
-  CHECK(k.source.find("kiln_op_sum()") != std::string::npos);
+  // The row's max and sum combine in a block with their reductions' combine ops.
+  CHECK(k.source.find("return kiln_max(x, y);") != std::string::npos);
+  CHECK(k.source.find("return (x + y);") != std::string::npos);
+  CHECK(k.source.find(k.name + "_combine0()") != std::string::npos);
   CHECK(k.source.find("expf(") != std::string::npos);
   CHECK(k.kernel_ir.find("parallel i0 in [0, 64)") != std::string::npos);
   // The same kernel from another graph has the same source and name.

@@ -37,7 +37,7 @@ TEST_CASE("every unary op (f32, f64)") {
     if (op_info(k).category != OpCategory::Unary || k == OpKind::cast) continue;
     for (DType dt : {DType::f32, DType::f64})
       for (const Shape& s : kUnaryShapes)
-        batch.add_graph(unary_graph(k, dt, s), GroupKind::Elementwise, seed++, {unary_range(k)}, {},
+        batch.add_graph(unary_graph(k, dt, s), GroupKind::Elementwise, seed++, {domain_range(k)}, {},
                         label(k, dt, s));
   }
   batch.run();
@@ -50,8 +50,7 @@ TEST_CASE("unary ops on integers and bools") {
     if (op_info(k).category != OpCategory::Unary || k == OpKind::cast) continue;
     for (DType dt : {DType::u8, DType::i8, DType::i16, DType::i32, DType::i64, DType::b8}) {
       if (dt == DType::b8 && (k == OpKind::neg || k == OpKind::abs || k == OpKind::relu)) continue;
-      Range r = is_math(k) ? unary_range(k) : Range{-5, 5};
-      if (k == OpKind::log || k == OpKind::sqrt || k == OpKind::rsqrt) r = {1, 20};
+      const Range r = integer_domain_range(k);
       batch.add_graph(unary_graph(k, dt, {5, 37}), GroupKind::Elementwise, seed++, {r}, {},
                       label(k, dt, {5, 37}));
     }
@@ -82,8 +81,7 @@ TEST_CASE("every binary op with broadcasting (f32, f64)") {
     if (op_info(k).category != OpCategory::Binary) continue;
     for (DType dt : {DType::f32, DType::f64}) {
       for (const auto& [sa, sb] : kBinaryShapes) {
-        std::vector<Range> ranges;
-        if (k == OpKind::pow) ranges = {{0.05, 4}, {-4, 4}};
+        const std::vector<Range> ranges = domain_ranges(k);
         batch.add_graph(binary_graph(k, dt, sa, dt, sb), GroupKind::Elementwise, seed++, ranges, {},
                         label(k, dt, sa) + " x " + shape_str(sb));
       }
@@ -112,6 +110,15 @@ TEST_CASE("binary ops on integers, bools and mixed dtypes") {
                       ranges, {}, label(k, da, {4, 33}) + " x " + dtype_name(db));
     }
   }
+  batch.run();
+}
+
+TEST_CASE("philox draws of every dtype and range give the reference's bits") {
+  CudaBatch batch;
+  uint64_t seed = 450;
+  for (int64_t n : {1, 7, 1000, 4099})
+    batch.add_graph(philox_graph(n), GroupKind::Elementwise, seed++, kPhiloxRanges,
+                    Tolerance{0, 0}, "philox draws, n = " + std::to_string(n));
   batch.run();
 }
 

@@ -54,7 +54,7 @@ TEST_CASE("dropout in a compiled function: fresh masks per call, the eager strea
 TEST_CASE("embedding, layer norm and the new losses reject bad input clearly") {
   Tensor w = randn({5, 3});
   CHECK_THROWS_WITH_AS(nn::functional::embedding(tensor({1, 7}), w),
-                       doctest::Contains("index_select"), Error);
+                       doctest::Contains("embedding: index 7 is out of range for size 5"), Error);
   CHECK_THROWS_WITH_AS(nn::functional::layer_norm(randn({2, 4}), {3}),
                        doctest::Contains("not the trailing shape"), Error);
   CHECK_THROWS_WITH_AS(cat({randn({2, 3}), randn({3, 2})}, 0), doctest::Contains("except in dim 0"),

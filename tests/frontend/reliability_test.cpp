@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <limits>
 
+#include "ir/printer.h"
+
 using namespace kiln;
 
 namespace {
@@ -200,4 +202,147 @@ TEST_CASE("integers compute in their own type; integer division by zero is an er
   (a.fmod(b).sum() + a.remainder(b).sum()).backward();
   test::check_close(a.grad(), tensor({2.0, 2.0}, kFloat64), 0, 0);
   test::check_close(b.grad(), tensor({-2.0 - 2.0, 2.0 + 3.0}, kFloat64), 0, 0);
+}
+
+namespace {
+
+// Runs `body` eagerly and traced on fresh copies of `make()` and checks that
+// both raise the same "modified by an in-place operation" error (or neither),
+// with equal gradients when neither does.
+void same_in_place_verdict(const std::function<Tensor()>& make,
+                           const std::function<Tensor(Tensor)>& body, bool expect_error) {
+  auto run = [&](bool traced, std::string* error) {
+    Tensor x = make();
+    *error = test::error_of([&] {
+      Tensor loss = traced ? jit(body)(x) : body(x);
+      if (loss.requires_grad()) loss.backward();
+    });
+    return x;
+  };
+  std::string eager_error, traced_error;
+  Tensor e = run(false, &eager_error), t = run(true, &traced_error);
+  CHECK(eager_error.empty() != expect_error);
+  CHECK(traced_error.empty() != expect_error);
+  if (expect_error) {
+    CHECK(eager_error.find("was modified by an in-place operation") != std::string::npos);
+    CHECK(traced_error.find("was modified by an in-place operation") != std::string::npos);
+  } else if (e.grad().defined() || t.grad().defined()) {
+    test::check_close(t.grad(), e.grad(), 1e-12, 1e-14);
+  }
+}
+
+Tensor leaf4() { return from_vector({1.25, -0.5, 0.75, 2.0}, {4}, TensorOptions(kFloat64).requires_grad(true)); }
+
+}  // namespace
+
+TEST_CASE("traced raises where eager raises for values an in-place write replaced (#32.5)") {
+  // The fuzzer's cases (seed 99): exp's, pow's and max's saved values overwritten.
+  same_in_place_verdict(leaf4, [](Tensor a) { return a.exp().mul_(-1.5).sum(); }, true);
+  same_in_place_verdict(leaf4, [](Tensor a) { return (a.abs() + 0.5).pow(a).mul_(-1.5).sum(); }, true);
+  same_in_place_verdict(leaf4, [](Tensor a) {
+    Tensor m = a.amax({0});
+    { NoGradGuard g; a.sub_(1); }
+    return m.sum();
+  }, true);
+  // mul saved a non-leaf argument that a write then replaced.
+  same_in_place_verdict(leaf4, [](Tensor a) {
+    Tensor h = a * 1, w = a * 2;
+    Tensor p = w * h;
+    h.add_(1);
+    return p.sum();
+  }, true);
+  // Inside the trace, with backward() there.
+  same_in_place_verdict(leaf4, [](Tensor a) {
+    Tensor l = a.exp().mul_(2).sum();
+    l.backward();
+    return l.detach();
+  }, true);
+  // x.mul_(y) keeps x's old value for y's gradient (PyTorch's original self) ...
+  same_in_place_verdict(leaf4, [](Tensor a) { Tensor x = a * 1; x.mul_(a); return x.sum(); }, false);
+  // ... but nothing else of it: x.mul_(x) saved x twice, as PyTorch raises.
+  same_in_place_verdict(leaf4, [](Tensor a) { Tensor x = a * 1; x.mul_(x); return x.sum(); }, true);
+  // A write whose old value no gradient reads is fine (add's gradient reads nothing).
+  same_in_place_verdict(leaf4, [](Tensor a) { Tensor x = a + 1; x.add_(3); return (x * 2).sum(); }, false);
+  // Equal ops recorded twice stay two tape nodes: writing one's result leaves the other intact.
+  same_in_place_verdict(leaf4, [](Tensor a) {
+    Tensor y = a.exp(), z = a.exp();
+    y.mul_(2);
+    return z.sum();
+  }, false);
+}
+
+TEST_CASE("a write after a traced call into a value its backward reads raises, as eagerly (#32.5)") {
+  auto f = [](Tensor x, Tensor w) { return (x * w).exp(); };
+  auto traced = jit(f);
+  for (int mode = 0; mode < 2; ++mode) {
+    CAPTURE(mode);
+    auto call = [&](Tensor x, Tensor w) { return mode ? traced(x, w) : f(x, w); };
+    {  // the output exp saved, written by the caller
+      Tensor x = tensor({1., 2.}, kFloat64), w = leaf4().narrow(0, 0, 2).detach().requires_grad_();
+      Tensor y = call(x, w);
+      { NoGradGuard g; y.mul_(2); }
+      KILN_CHECK_ERROR(y.sum().backward(), "'exp' was modified by an in-place operation");
+    }
+    {  // an argument mul saved for w's gradient
+      Tensor x = tensor({1., 2.}, kFloat64), w = tensor({0.5, 0.25}, kFloat64).requires_grad_();
+      Tensor y = call(x, w);
+      x.add_(1);
+      KILN_CHECK_ERROR(y.sum().backward(), "'mul' was modified by an in-place operation");
+    }
+    {  // no write: the backward runs, with the same gradient both ways
+      Tensor x = tensor({1., 2.}, kFloat64), w = tensor({0.5, 0.25}, kFloat64).requires_grad_();
+      call(x, w).sum().backward();
+      test::check_close(w.grad(), tensor({std::exp(0.5), 2 * std::exp(0.5)}, kFloat64), 1e-12, 0);
+    }
+  }
+}
+
+TEST_CASE("a view made before its base's in-place write follows the write eagerly (#32.5's class)") {
+  // v1 * v2 recorded v2's stale history: only the first operand's view was brought up to date.
+  for (bool traced : {false, true}) {
+    CAPTURE(traced);
+    auto body = [](Tensor a) {
+      Tensor v1 = a * 1, v2 = v1.select(0, 2);
+      v1.mul_(2);
+      return (v1 * v2).sum();
+    };
+    Tensor a = tensor({-0.2, -0.5, 0.02, -1.4}, kFloat64).requires_grad_();
+    (traced ? jit(body)(a) : body(a)).backward();
+    // loss = 4 a_2 sum(a): d/da_i = 4 a_2, d/da_2 = 4 sum(a) + 4 a_2.
+    test::check_close(a.grad(), tensor({0.08, 0.08, -8.24, 0.08}, kFloat64), 1e-12, 1e-14);
+  }
+}
+
+TEST_CASE("index_select, gather and embedding read only the rows they pick (#36)") {
+  // A one-hot product gave [nan, nan] here: 0 * inf.
+  const Tensor x = tensor({{1.f, 2.f}, {INFINITY, 3.f}});
+  for (bool traced : {false, true}) {
+    CAPTURE(traced);
+    auto pick = [](Tensor t) { return t.index_select(0, tensor({int64_t(0)})); };
+    auto rows = [](Tensor t) { return nn::functional::embedding(tensor({int64_t(0), int64_t(0)}), t); };
+    auto cols = [](Tensor t) { return t.gather(1, tensor({int64_t(1), int64_t(1)}).reshape({2, 1})); };
+    Tensor a = traced ? jit(pick)(x) : pick(x), b = traced ? jit(rows)(x) : rows(x), c = traced ? jit(cols)(x) : cols(x);
+    CHECK(a.to_vector<float>() == std::vector<float>{1, 2});
+    CHECK(b.to_vector<float>() == std::vector<float>{1, 2, 1, 2});
+    CHECK(c.to_vector<float>() == std::vector<float>{2, 3});
+  }
+  // A traced embedding lookup and its gradient: one gather kernel, one scatter_add kernel.
+  Tensor w = randn({50, 8}).requires_grad_();
+  const Tensor ids = tensor({int64_t(3), int64_t(49), int64_t(3), int64_t(0)});
+  auto f = jit([&](Tensor i) {
+    Tensor loss = nn::functional::embedding(i, w).pow(2).sum();
+    loss.backward();
+    return loss;
+  });
+  Tensor l = f(ids);
+  Tensor we = w.detach().clone().requires_grad_();
+  Tensor le = nn::functional::embedding(ids, we).pow(2).sum();
+  le.backward();
+  CHECK(l.item<float>() == doctest::Approx(le.item<float>()).epsilon(1e-6));
+  test::check_close(w.grad(), we.grad(), 0, 0);  // the same additions in the same order
+  const std::string ir = print_graph(f.graph(ids));
+  CHECK(ir.find("gather") != std::string::npos);
+  CHECK(ir.find("scatter_add") != std::string::npos);
+  CHECK(ir.find("matmul") == std::string::npos);
+  KILN_CHECK_ERROR(f(tensor({int64_t(50)})), "embedding", "index 50 is out of range for size 50");
 }

@@ -150,6 +150,9 @@ TEST_CASE("small integers through creation, where, cat, sort, clamp and matmul")
   const Tensor r = randint(0, 256, {64}, kUInt8);
   CHECK(r.dtype() == kUInt8);
   CHECK(r.to(kInt64).max().item<int64_t>() <= 255);
+  KILN_CHECK_ERROR(randint(-1, 5, {2}, kUInt8), "randint: the range [-1, 5) does not fit dtype u8");
+  KILN_CHECK_ERROR(randint(0, 129, {2}, kInt8), "does not fit dtype i8 (expected values from -128 to 127)");
+  CHECK(randint(-32768, 32768, {8}, kInt16).dtype() == kInt16);
   both_ways([](Tensor x, Tensor y) { return where(x.gt(50), x, y); }, a, c, {200, 100, -7}, kInt16);
   both_ways(
       [](Tensor x, Tensor y) {
@@ -164,6 +167,12 @@ TEST_CASE("small integers through creation, where, cat, sort, clamp and matmul")
   both_ways([](Tensor x, Tensor) { return x.to(kInt8).eq(200); }, a, a, {1, 0, 0}, kBool);
   both_ways([](Tensor x, Tensor) { return x.matmul(x); }, a, a, {129}, kUInt8);
   both_ways([](Tensor x, Tensor) { return x.sum(); }, c, c, {-8}, kInt64);
+  const Tensor idx = tensor({2, 0, 2});
+  both_ways([idx](Tensor x, Tensor) { return x.index_select(0, idx); }, a, a, {7, 200, 7}, kUInt8);
+  both_ways([idx](Tensor x, Tensor) { return x.gather(0, idx); }, c, c, {-7, -128, -7}, kInt8);
+  both_ways([idx](Tensor x, Tensor y) { return x.index_add(0, idx, y); }, a, a, {44, 100, 214}, kUInt8);
+  both_ways([idx](Tensor x, Tensor y) { return x.scatter_add(0, idx, y); }, c, c, {-1, 127, 114},
+            kInt8);
   both_ways([](Tensor x, Tensor) { return x.argmin(); }, c, c, {0}, kInt64);
   both_ways([](Tensor x, Tensor) { return x.prod(); }, a, a, {140000}, kInt64);
   both_ways([](Tensor x, Tensor y) { return x.pow(y); }, c, tensor({-1, 2, -2}, kInt8), {0, 1, 0},

@@ -68,6 +68,22 @@ std::vector<Case> cases() {
   // philox: float32 draws from any key and counter, broadcast.
   c.push_back({OpKind::philox, {ty(DType::i64, {}), ty(DType::i64, {2, 3})}, {}, f23});
   c.push_back({OpKind::philox, {ty(DType::i32, {3}), ty(DType::f64, {2, 1})}, {}, ty(DType::f32, {2, 3})});
+  // ... float64 (53 random bits), all 64 bits, or integers in [low, high).
+  const std::vector<TensorType> kc = {ty(DType::i64, {}), ty(DType::i64, {2, 3})};
+  c.push_back({OpKind::philox, kc, Attrs{{AttrKey::dtype, DType::f64}}, ty(DType::f64, {2, 3})});
+  c.push_back({OpKind::philox, kc, Attrs{{AttrKey::dtype, DType::i64}}, kc[1]});
+  c.push_back({OpKind::philox, kc,
+               Attrs{{AttrKey::dtype, DType::i64}, {AttrKey::low, INT64_MIN}, {AttrKey::high, INT64_MAX}},
+               kc[1]});
+  c.push_back({OpKind::philox, kc, Attrs{{AttrKey::dtype, DType::i32}}, {},
+               "philox: expected dtype f32, f64 or i64, got i32"});
+  c.push_back({OpKind::philox, kc, Attrs{{AttrKey::low, int64_t{0}}, {AttrKey::high, int64_t{4}}}, {},
+               "philox: low and high bound an i64 draw, got dtype f32"});
+  c.push_back({OpKind::philox, kc,
+               Attrs{{AttrKey::dtype, DType::i64}, {AttrKey::low, int64_t{4}}, {AttrKey::high, int64_t{4}}},
+               {}, "philox: expected low < high, got [4, 4)"});
+  c.push_back({OpKind::philox, kc, Attrs{{AttrKey::dtype, DType::i64}, {AttrKey::low, int64_t{0}}}, {},
+               "attribute 'high' is missing"});
   c.push_back({OpKind::cast, {f23}, Attrs{{AttrKey::dtype, DType::i64}}, ty(DType::i64, {2, 3})});
   c.push_back({OpKind::cast, {f23}, {}, {}, "attribute 'dtype' is missing"});
   c.push_back({OpKind::neg, {f23, f23}, {}, {}, "neg: expected 1 operand, got 2"});
@@ -135,6 +151,18 @@ std::vector<Case> cases() {
                Attrs{{AttrKey::high, int64_t{-1}}, {AttrKey::name, std::string("x")}},
                {},
                "expected a bound (high) >= 0, got -1"});
+  // gather and scatter_add: integer indices of the data's rank, no larger outside dim.
+  const Attrs dim0{{AttrKey::dim, int64_t{0}}};
+  c.push_back({OpKind::gather, {f23, ty(DType::i64, {5, 3})}, dim0, ty(DType::f32, {5, 3})});
+  c.push_back({OpKind::gather, {f23, ty(DType::i32, {1, 2})}, Attrs{{AttrKey::dim, int64_t{-1}}}, ty(DType::f32, {1, 2})});
+  c.push_back({OpKind::gather, {f23, f23}, dim0, {}, "expected integer indices, got f32"});
+  c.push_back({OpKind::gather, {f23, ty(DType::i64, {2, 4})}, dim0, {}, "larger than the input [2,3] in dim 1"});
+  c.push_back({OpKind::gather, {f23, ty(DType::i64, {6})}, dim0, {}, "as many dims as the input (2)"});
+  c.push_back({OpKind::scatter_add, {f23, ty(DType::i64, {4, 3}), ty(DType::f32, {4, 3})}, dim0, f23});
+  c.push_back({OpKind::scatter_add, {f23, ty(DType::i64, {4, 3}), ty(DType::f64, {4, 3})}, dim0, {},
+               "expected a source of the base's dtype f32, got f64"});
+  c.push_back({OpKind::scatter_add, {f23, ty(DType::i64, {4, 3}), f23}, dim0, {},
+               "expected a source of the indices' shape [4,3], got [2,3]"});
   const Attrs divisor{{AttrKey::name, std::string("fmod")}};
   c.push_back({OpKind::check_nonzero, {i23}, divisor, i23});
   c.push_back({OpKind::check_nonzero, {f23}, divisor, {}, "expected an integer divisor, got f32"});
@@ -269,8 +297,13 @@ TEST_CASE("the op table's cost and scalar columns agree with its categories and 
   for (OpKind k : all_ops()) {
     CAPTURE(op_name(k));
     const OpInfo& info = op_info(k);
-    // Exactly the elementwise ops say how kernels compute an element.
-    CHECK(is_elementwise(k) == (info.scalar != ScalarRule::none));
+    // Exactly the elementwise ops say how kernels compute an element, and exactly
+    // the reductions how they fold one in: from an identity with a binary op.
+    const bool folds = info.scalar == ScalarRule::reduce || info.scalar == ScalarRule::argreduce;
+    CHECK(is_elementwise(k) == (info.scalar != ScalarRule::none && !folds));
+    CHECK(folds == (info.category == OpCategory::Reduce));
+    CHECK(folds == (info.identity != Identity::none));
+    if (folds) CHECK(op_info(info.combine).category == OpCategory::Binary);
     if (is_expensive(k)) CHECK(is_elementwise(k));
     if (!is_math(k)) continue;
     // Math ops are float-only: integer and bool operands give a floating result.

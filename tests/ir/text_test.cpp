@@ -197,6 +197,16 @@ TEST_CASE("parse errors say where, what was expected and what came") {
       {"%0 = arg {index=0} : f32[3], f32[3]\n",
        "expected 1 result types after ':' (one per result name), got 2"},
       {"%0 = arg {index=0} : f32[3] f32\n", "test.ir:1:29: expected end of line, got 'f32'"},
+      // Types a buffer cannot have (#32): too many elements, bytes or strides for 64 bits.
+      {"%0 = arg {index=0} : f32[4611686018427387904,4]\n",
+       "test.ir:1:22: type f32[4611686018427387904,4]: shape [4611686018427387904,4] is too large: "
+       "its element count does not fit in 64 bits"},
+      {"%0 = arg {index=0} : f64[2305843009213693952]\n",
+       "test.ir:1:22: type f64[2305843009213693952]: shape [2305843009213693952] is too large: its "
+       "byte size does not fit in 64 bits"},
+      {"%0 = arg {index=0} : f32[0,4611686018427387904,4]\n",
+       "test.ir:1:22: type f32[0,4611686018427387904,4]: shape [0,4611686018427387904,4] is too "
+       "large: its element count does not fit in 64 bits"},
       {"%0 = param {index=0, name=\"abc} : f32[3]\n", "expected a closing '\"' for the string"},
       {"%0 = arg {index=0} : f32[3]  @ nowhere\n",
        "expected a location such as 'file.cpp:12' after '@'"},
@@ -217,6 +227,24 @@ TEST_CASE("parse errors say where, what was expected and what came") {
     std::string msg = parse_error(r.text);
     CHECK_MESSAGE(msg.find(r.want) != std::string::npos, msg);
   }
+}
+
+TEST_CASE("philox draws print and parse with their dtype and the whole int64 range") {
+  const std::string text =
+      "%0 = arg {index=0} : i64[]\n"
+      "%1 = arg {index=1} : i64[5]\n"
+      "%2 = philox %0, %1 : f32[5]\n"
+      "%3 = philox %0, %1 {dtype=f64} : f64[5]\n"
+      "%4 = philox %0, %1 {dtype=i64} : i64[5]\n"
+      "%5 = philox %0, %1 {dtype=i64, low=-9223372036854775808, high=9223372036854775807} : "
+      "i64[5]\n"
+      "return %2, %3, %4, %5\n";
+  Graph g = parse_graph(text, "test.ir");
+  verify(g);
+  CHECK(g[5].attrs.i(AttrKey::low) == INT64_MIN);
+  CHECK(g[5].attrs.i(AttrKey::high) == INT64_MAX);
+  CHECK(print_graph(g) == text);
+  check_same_graph(parse_graph(print_graph(g), "again.ir"), g);
 }
 
 TEST_CASE("small integer types in the text: promotion, sums into i64") {

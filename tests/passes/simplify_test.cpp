@@ -334,3 +334,40 @@ TEST_CASE("simplify: (a @ b)^T -> b^T @ a^T, transposes composing away") {
         "%3 = permute %2 {perm=[1,0]} : f32[5,4]\n"
         "return %3, %2\n");
 }
+
+TEST_CASE("simplify: x + scatter_add(0, i, s) -> scatter_add(x, i, s), in either order") {
+  CHECK(simplified(R"(
+    %x = arg {index=0} : f32[4,3]
+    %s = arg {index=1} : f32[2,3]
+    %i = literal {data=[3, 0, 3, 3, 1, 0]} : i64[2,3]
+    %zero = constant {value=0.0} : f32[4,3]
+    %j = literal {data=[2, 0, 2, 1, 1, 0]} : i64[2,3]
+    %t = scatter_add %zero, %i, %s {dim=0}
+    %a = add %x, %t
+    %u = scatter_add %zero, %j, %s {dim=1}
+    %b = add %u, %a
+    return %b
+  )") == "%0 = arg {index=0} : f32[4,3]\n"
+         "%1 = arg {index=1} : f32[2,3]\n"
+         "%2 = literal {data=[3,0,3,3,1,0]} : i64[2,3]\n"
+         "%3 = literal {data=[2,0,2,1,1,0]} : i64[2,3]\n"
+         "%4 = scatter_add %0, %2, %1 {dim=0} : f32[4,3]\n"
+         "%5 = scatter_add %4, %3, %1 {dim=1} : f32[4,3]\n"
+         "return %5\n");
+  // A scatter_add into anything but zeros, or used twice, stays.
+  CHECK(simplified(R"(
+    %x = arg {index=0} : f32[4,3]
+    %s = arg {index=1} : f32[2,3]
+    %i = literal {data=[3, 0, 3, 3, 1, 0]} : i64[2,3]
+    %t = scatter_add %x, %i, %s {dim=0}
+    %a = add %x, %t
+    return %a
+  )") == unchanged(R"(
+    %x = arg {index=0} : f32[4,3]
+    %s = arg {index=1} : f32[2,3]
+    %i = literal {data=[3, 0, 3, 3, 1, 0]} : i64[2,3]
+    %t = scatter_add %x, %i, %s {dim=0}
+    %a = add %x, %t
+    return %a
+  )"));
+}

@@ -114,6 +114,35 @@ std::vector<GradCase> gradient_cases() {
                   in_range({2, 3}, 1.8, 1.95)),
       binary_case(K::minimum, "[2,3] [2,1]", in_range({2, 3}, -1, 1), in_range({2, 1}, -1, 1)),
 
+      // Indices as literals; duplicates add up in the gradient.
+      GradCase{"gather [4,3] dim 0, repeated indices",
+               K::gather,
+               {in_range({4, 3}, -1, 1)},
+               [](Builder& b, Args x) {
+                 Value idx = b.op_typed(K::literal, {},
+                                        Attrs{{AttrKey::data, std::vector<int64_t>{3, 0, 1, 0, 0, 2}}},
+                                        TensorType{DType::i64, {2, 3}, {}});
+                 return b.op(K::gather, {x[0], idx}, Attrs{{AttrKey::dim, int64_t{0}}});
+               }},
+      GradCase{"gather [2,5] dim 1, narrower indices",
+               K::gather,
+               {in_range({2, 5}, -1, 1)},
+               [](Builder& b, Args x) {
+                 Value idx = b.op_typed(K::literal, {},
+                                        Attrs{{AttrKey::data, std::vector<int64_t>{4, 4, 1, 0, 2, 3, 0, 0}}},
+                                        TensorType{DType::i64, {2, 4}, {}});
+                 return b.op(K::gather, {x[0], idx}, Attrs{{AttrKey::dim, int64_t{-1}}});
+               }},
+      GradCase{"scatter_add [4,3] dim 0 of [2,3], repeated indices",
+               K::scatter_add,
+               {in_range({4, 3}, -1, 1), in_range({2, 3}, -1, 1)},
+               [](Builder& b, Args x) {
+                 Value idx = b.op_typed(K::literal, {},
+                                        Attrs{{AttrKey::data, std::vector<int64_t>{3, 0, 3, 3, 1, 0}}},
+                                        TensorType{DType::i64, {2, 3}, {}});
+                 return b.op(K::scatter_add, {x[0], idx, x[1]}, Attrs{{AttrKey::dim, int64_t{0}}});
+               }},
+
       // where(c > 0, x, y): c gets no gradient (and its finite difference is 0).
       GradCase{"where [3,1] ? [3,4] : [4]",
                K::where,
@@ -190,11 +219,11 @@ std::vector<GradCase> gradient_cases() {
       binary_case(K::matmul, "[3,1,2,4] @ [3,2,4,3]", in_range({3, 1, 2, 4}, -1, 1),
                   in_range({3, 2, 4, 3}, -1, 1)),
   };
-  // Every math op of the op table on inputs in every math op's domain, so a new row
-  // is checked before it has a case with its own range above.
+  // Every math op of the op table on inputs from its domain (ops.def's `domain`
+  // column), so a new row is checked before it has a case of its own above.
   for (OpKind k : all_ops())
     if (is_math(k)) {
-      GradCase c = unary_case(k, in_range(s, 0.5, 2));
+      GradCase c = unary_case(k, in_range(s, op_info(k).domain.low(0), op_info(k).domain.high(0)));
       c.name += " (a math op of the table)";
       cases.push_back(std::move(c));
     }

@@ -67,6 +67,10 @@ Case tiny_case(OpKind k) {
       }
     case OpCategory::Matmul:
       return {{x, f32({3, 2}, {1, 2, 3, 4, 5, 6})}, {}};
+    case OpCategory::Gather:
+      return {{x, arr(DType::i64, {2, 2}, {1, 0, 1, 1})}, Attrs{{AttrKey::dim, int64_t{0}}}};
+    case OpCategory::Scatter:
+      return {{x, arr(DType::i64, {2, 3}, {1, 0, 1, 1, 1, 0}), x}, Attrs{{AttrKey::dim, int64_t{0}}}};
     case OpCategory::Check:  // indices in [0, 6), none of them zero
       return {{arr(DType::i64, {2, 3}, {1, 2, 3, 4, 5, 5})},
               Attrs{{AttrKey::high, int64_t{6}}, {AttrKey::name, std::string("gather")}}};
@@ -122,6 +126,28 @@ TEST_CASE("fmod and remainder: C's and Python's signs, integers exact in their o
   x.v.ptr<int64_t>()[0] = big;  // not a double
   CHECK(values(run(OpKind::fmod, {x, y}).v) == std::vector<double>{1, -1, 1});
   CHECK(values(run(OpKind::remainder, {x, y}).v) == std::vector<double>{1, 2, -2});
+}
+
+TEST_CASE("gather and scatter_add read and add only the named elements, in index order") {
+  // x = [[0.5, inf], [2, 3]]: a gather of row 0 never touches the inf (a one-hot
+  // product would give NaN there).
+  Arr x = f32({2, 2}, {0.5, INFINITY, 2, 3});
+  CHECK(values(run(OpKind::gather, {x, arr(DType::i64, {1, 2}, {1, 1})}, Attrs{{AttrKey::dim, int64_t{0}}}).v) ==
+        std::vector<double>{2, 3});
+  CHECK(values(run(OpKind::gather, {x, arr(DType::i64, {2, 1}, {0, 1})}, Attrs{{AttrKey::dim, int64_t{1}}}).v) ==
+        std::vector<double>{0.5, 3});
+  CHECK_THROWS_WITH_AS(run(OpKind::gather, {x, arr(DType::i64, {1, 1}, {2})}, Attrs{{AttrKey::dim, int64_t{0}}}),
+                       doctest::Contains("gather: index 2 is out of range for size 2"), Error);
+  // Repeated indices add up, in index order: 1e8 + 1 - 1e8 in f32 is 0, not 1.
+  Arr base = f32({2}, {0, 0});
+  Arr idx = arr(DType::i64, {3}, {1, 1, 1});
+  Arr src = f32({3}, {1e8, 1, -1e8});
+  CHECK(values(run(OpKind::scatter_add, {base, idx, src}, Attrs{{AttrKey::dim, int64_t{0}}}).v) ==
+        std::vector<double>{0, 0});
+  Arr rows = f32({3, 2}, {1, 2, 3, 4, 5, 6});
+  CHECK(values(run(OpKind::scatter_add, {f32({2, 2}, {0, 0, 0, 0}), arr(DType::i64, {3, 2}, {1, 0, 1, 1, 0, 0}), rows},
+                   Attrs{{AttrKey::dim, int64_t{0}}})
+                   .v) == std::vector<double>{5, 8, 4, 4});
 }
 
 TEST_CASE("operand count mismatches are errors") {

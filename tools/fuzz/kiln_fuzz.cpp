@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
   app.add_option("--seed", o.seed, "seed of the run");
   app.add_option("--program", o.program, "run only program I of the seed (to reproduce one)");
   app.add_option("--without", o.without, "features to leave out: " + feature_names());
-  app.add_option("--with", o.with, "features off by default to add: inplace-recorded");
+  app.add_option("--with", o.with, "features to add (all are on by default)");
   app.add_option("--ignore", o.ignore,
                  "differences to let pass: undefined-grad (undefined == all zeros), "
                  "requires-grad (outputs' flags), sparse-indices (mutation mode: do not run "

@@ -50,11 +50,11 @@ enum Feature : uint32_t {
   kFloat32 = 1u << 9,     // some programs in f32 (else all f64)
   kOptimizer = 1u << 10,  // an SGD or Adam step after a backward inside the body
   kCompare = 1u << 11,    // comparisons and where
-  // In-place writes to storage the autograd tape saved (eager Kiln rejects
-  // them at backward(), traced code does not): off unless asked for (--with).
+  // In-place writes to storage the autograd tape saved: a backward that reads
+  // the old value raises "modified by an in-place operation", eagerly and traced.
   kInPlaceRecorded = 1u << 12,
   kAllFeatures = (1u << 13) - 1,
-  kDefaultFeatures = kAllFeatures & ~kInPlaceRecorded,
+  kDefaultFeatures = kAllFeatures,
 };
 
 /// "detach,backward-inside" -> the bits; throws kiln::Error on an unknown name.

@@ -182,6 +182,34 @@ TEST_CASE("small integers through creation, where, cat, sort, clamp and matmul")
   CHECK(a.mul(tensor({1.5f})).to_vector<float>() == std::vector<float>{300, 150, 10.5f});
 }
 
+// PyTorch's result_type: a 0-d tensor beside a tensor with dims decides the
+// dtype only when of a higher category (bool < integer < floating); the dtypes
+// below are libtorch 1.13's.
+TEST_CASE("a 0-d tensor operand promotes by category, as PyTorch's result_type") {
+  CHECK((ones({2}) + tensor(1.0, kFloat64)).dtype() == kFloat32);
+  CHECK((ones({2}, kInt32) + tensor(1.0, kFloat64)).dtype() == kFloat64);
+  CHECK((ones({2}, kBool) + tensor(1, kInt64)).dtype() == kInt64);
+  CHECK((ones({2}, kInt16) + tensor(1, kUInt8)).dtype() == kInt16);
+  CHECK((tensor(1, kUInt8) * ones({2}, kInt16)).dtype() == kInt16);
+  CHECK((tensor(2.0, kFloat64) + tensor(1, kInt32)).dtype() == kFloat64);  // both 0-d
+  CHECK(where(ones({2}, kBool), ones({2}, kUInt8), tensor(-1.5, kFloat64)).dtype() == kFloat64);
+  CHECK(where(ones({2}, kBool), ones({2}), tensor(-1.5, kFloat64)).dtype() == kFloat32);
+  const Tensor a = tensor(std::vector<uint8_t>{200, 100, 7});
+  both_ways([](Tensor x, Tensor y) { return x + y; }, a, tensor(300, kInt64), {244, 144, 51}, kUInt8);
+  both_ways([](Tensor x, Tensor y) { return x.lt(y); }, a, tensor(-1, kInt64), {1, 1, 1}, kBool);
+  both_ways([](Tensor x, Tensor y) { return x.mul(y); }, a.to(kInt32), tensor(2, kInt64), {400, 200, 14},
+            kInt32);
+  // Gradients reach a 0-d f64 weight in its own dtype.
+  Tensor x = tensor({1.0f, 2.0f}).requires_grad_();
+  Tensor w = tensor(3.0, kFloat64).requires_grad_();
+  Tensor y = x * w;
+  CHECK(y.dtype() == kFloat32);
+  y.sum().backward();
+  CHECK(w.grad().dtype() == kFloat64);
+  CHECK(w.grad().item<double>() == 3.0);
+  CHECK(x.grad().to_vector<float>() == std::vector<float>{3, 3});
+}
+
 // full, fill_, tensor(..., dtype) and clamp's bounds refuse values their dtype
 // cannot hold, as libtorch does ("value cannot be converted to type uint8_t
 // without overflow"); uint8 takes -255..-1, wrapping, as libtorch's does.

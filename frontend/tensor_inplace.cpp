@@ -3,6 +3,7 @@
 // op, then one in-place write of its result: detail::assign, as add_ does),
 // in-place random fills, norm along one dim, outer, accessor checks, and
 // torch::tensor from a number or a std::vector.
+#include <algorithm>
 #include <iostream>
 #include <ostream>
 
@@ -128,11 +129,31 @@ Tensor Tensor::repeat(std::vector<int64_t> repeats, Loc l) const {
 
 Tensor& Tensor::index_put_(const std::vector<indexing::TensorIndex>& indices, const Tensor& value,
                            Loc l) {
+  // One tensor index: a bool mask (of the tensor's shape, or its leading dims)
+  // assigns a single value where it is true, as masked_fill; integer indices are
+  // index_put_(indices, value, accumulate = false)'s.
+  if (indices.size() == 1)
+    if (const Tensor* t = std::get_if<Tensor>(&indices[0].what)) {
+      if (t->dtype() != kBool) return index_put_(std::vector<Tensor>{*t}, value, false, l);
+      const Shape& m = t->sizes();
+      if (m.size() > sizes().size() || !std::equal(m.begin(), m.end(), sizes().begin()))
+        throw Error("index_put_: a mask of shape " + shape_str(m) + " for a tensor of shape " +
+                        shape_str(sizes()) + " (expected the tensor's shape or its leading dims)",
+                    here(l));
+      if (value.numel() != 1)
+        throw Error("index_put_: through a mask, expected one value (a scalar or one element), got " +
+                        shape_str(value.sizes()) +
+                        " (a value per selected element is not supported)",
+                    here(l));
+      Shape trailing = m;
+      trailing.resize(sizes().size(), 1);
+      return copy_(masked_fill(t->reshape(trailing, l), value.reshape({}, l), l), l);
+    }
   for (const indexing::TensorIndex& i : indices)
     if (std::holds_alternative<Tensor>(i.what))
       throw Error(
-          "index_put_: tensor indices are not supported (expected integers, slices, None or "
-          "Ellipsis)",
+          "index_put_: a tensor index with other indices is not supported (expected integers, "
+          "slices, None or Ellipsis, or one tensor alone)",
           here(l));
   Tensor view = index(indices, l);
   // Leading dims of size 1 beyond the target's rank are dropped, as libtorch's

@@ -245,7 +245,22 @@ TEST_CASE("repeat, index_put_, addmm, param_groups and printing") {
   z.index_put_({1, indexing::Slice(1, indexing::None)}, 7);
   z.index_put_({0, 0}, tensor({5.f}));
   CHECK(z.to_vector<float>() == std::vector<float>{5, 0, 0, 0, 7, 7});
-  KILN_CHECK_ERROR(z.index_put_({tensor({0})}, 1), "tensor indices are not supported");
+  // Integer tensor indices are index_put_(indices, value, accumulate = false)'s.
+  KILN_CHECK_ERROR(z.index_put_({tensor({0})}, 1), "index_put_: only accumulate=true is supported");
+  KILN_CHECK_ERROR(z.index_put_({tensor({0}), 1}, 1), "a tensor index with other indices");
+  // A bool mask assigns where it is true (libtorch's x.index_put_({x < 0}, 0)),
+  // eagerly and traced.
+  auto clip = [](Tensor x) {
+    x.index_put_({x < 0}, 0);
+    x.index_put_({tensor({false, true})}, tensor(9.f));
+    return x;
+  };
+  const Tensor neg = tensor({{-1.f, 2.f}, {3.f, -4.f}});
+  CHECK(clip(neg.clone()).to_vector<float>() == std::vector<float>{0, 2, 9, 9});
+  auto traced = jit([clip](Tensor x) { return clip(x.clone()); }, "mask_put");
+  CHECK(traced(neg).to_vector<float>() == std::vector<float>{0, 2, 9, 9});
+  KILN_CHECK_ERROR(z.index_put_({tensor({true, false, true})}, 1), "a mask of shape [3] for a tensor of shape [2,3]");
+  KILN_CHECK_ERROR(z.index_put_({z > 0}, tensor({1.f, 2.f})), "expected one value");
   CHECK(ones({2}).addmm(a, a, 0.5, 2).to_vector<float>() ==
         std::vector<float>{14.5f, 20.5f, 30.5f, 44.5f});
   CHECK(a.index({"...", 1}).to_vector<float>() == std::vector<float>{2, 4});

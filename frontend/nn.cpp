@@ -290,6 +290,17 @@ Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
   return total;
 }
 
+void clip_grad_value_(const std::vector<Tensor>& params, double clip_value, Loc loc) {
+  if (!(clip_value >= 0))
+    throw Error("clip_grad_value_: expected clip_value >= 0, got " + std::to_string(clip_value),
+                detail::here(loc));
+  NoGradGuard no_grad;
+  for (const Tensor& p : params) {
+    Tensor g = p.grad();
+    if (g.defined()) g.clamp_(-clip_value, clip_value, loc);
+  }
+}
+
 }  // namespace utils
 
 std::string Module::repr() const {

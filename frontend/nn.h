@@ -156,6 +156,12 @@ class ModuleHolder {
   Impl* get() const { return impl_.get(); }
   bool is_empty() const { return impl_ == nullptr; }
   explicit operator bool() const { return impl_ != nullptr; }
+  /// The contained module's operator[] (a ModuleList's, a ModuleDict's, ...).
+  template <class Arg>
+    requires requires(Impl& m, Arg&& a) { m[std::forward<Arg>(a)]; }
+  decltype(auto) operator[](Arg&& arg) const {
+    return (*checked())[std::forward<Arg>(arg)];
+  }
   /// Calls forward() with any other arguments.
   template <class... A>
     requires(sizeof...(A) == 0 || sizeof...(A) > 2 ||
@@ -512,6 +518,9 @@ namespace utils {
 /// clips inside its plan. Parameters without a gradient are skipped.
 Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0,
                        KILN_LOC);
+/// Clamps every gradient of `params` to [-clip_value, clip_value] in place, as
+/// torch.nn.utils.clip_grad_value_. Parameters without a gradient are skipped.
+void clip_grad_value_(const std::vector<Tensor>& params, double clip_value, KILN_LOC);
 }  // namespace utils
 
 std::ostream& operator<<(std::ostream& os, const Module& m);

@@ -244,7 +244,72 @@ class ModuleListImpl : public Module {
   std::vector<std::shared_ptr<Module>> modules_;
 };
 
+/// Modules by name, in insertion order (libtorch's ModuleDict), each registered
+/// under its key; forward is the caller's to write.
+class ModuleDictImpl : public Module {
+ public:
+  using Items = OrderedDict<std::string, std::shared_ptr<Module>>;
+  ModuleDictImpl() : Module("ModuleDict") {}
+  explicit ModuleDictImpl(const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& modules)
+      : Module("ModuleDict") {
+    update(modules);
+  }
+  explicit ModuleDictImpl(const Items& modules) : Module("ModuleDict") {
+    for (const auto& item : modules) insert(item.key(), item.value());
+  }
+  /// Adds `module` under `key`, or replaces the module already there.
+  void insert(const std::string& key, std::shared_ptr<Module> module) {
+    if (std::shared_ptr<Module>* old = modules_.find(key)) {
+      *old = module;
+      for (auto& [name, child] : children_)
+        if (name == key) child = std::move(module);
+      return;
+    }
+    modules_.insert(key, module);
+    register_module_ptr(key, std::move(module));
+  }
+  template <class Holder>
+    requires requires(const Holder& h) { h.ptr(); }
+  void insert(const std::string& key, const Holder& h) {
+    insert(key, std::static_pointer_cast<Module>(h.ptr()));
+  }
+  void update(const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& modules) {
+    for (const auto& [key, m] : modules) insert(key, m);
+  }
+  /// The module under `key` (an error naming it when there is none).
+  std::shared_ptr<Module> operator[](const std::string& key) const { return modules_[key]; }
+  /// The module under `key` as a T (an Impl type), or an error naming both.
+  template <class T>
+  T& at(const std::string& key) const {
+    auto* p = dynamic_cast<T*>(modules_[key].get());
+    if (!p) throw Error("ModuleDict: module '" + key + "' is a " + modules_[key]->name());
+    return *p;
+  }
+  bool contains(const std::string& key) const { return modules_.contains(key); }
+  /// Removes the module under `key` and returns it.
+  std::shared_ptr<Module> pop(const std::string& key) {
+    std::shared_ptr<Module> m = modules_[key];
+    std::erase_if(modules_, [&](const auto& item) { return item.key() == key; });
+    std::erase_if(children_, [&](const auto& child) { return child.first == key; });
+    return m;
+  }
+  void clear() {
+    for (const std::string& key : keys()) pop(key);
+  }
+  size_t size() const { return modules_.size(); }
+  bool empty() const { return modules_.empty(); }
+  std::vector<std::string> keys() const { return modules_.keys(); }
+  std::vector<std::shared_ptr<Module>> values() const { return modules_.values(); }
+  const Items& items() const { return modules_; }
+  auto begin() const { return modules_.begin(); }
+  auto end() const { return modules_.end(); }
+
+ private:
+  Items modules_ = Items("ModuleDict key");
+};
+
 using ModuleList = ModuleHolder<ModuleListImpl>;
+using ModuleDict = ModuleHolder<ModuleDictImpl>;
 using ConvTranspose2d = ModuleHolder<ConvTranspose2dImpl>;
 using LeakyReLU = ModuleHolder<LeakyReLUImpl>;
 using Dropout2d = ModuleHolder<Dropout2dImpl>;

@@ -473,6 +473,11 @@ class Tensor {
   /// The tensor tiled `repeats` times along each dim (leading dims added when
   /// repeats is longer than the rank), as torch.Tensor.repeat.
   Tensor repeat(std::vector<int64_t> repeats, KILN_LOC) const;
+  /// The elements in reverse order along each of `dims` (torch.flip).
+  Tensor flip(std::vector<int64_t> dims, KILN_LOC) const;
+  /// The elements shifted by shifts[i] along dims[i], wrapping around
+  /// (torch.roll); with no dims, over the flattened tensor, reshaped back.
+  Tensor roll(std::vector<int64_t> shifts, std::vector<int64_t> dims = {}, KILN_LOC) const;
   /// Writes `value` (broadcast) into the elements basic indexing selects
   /// (integers, slices, None, Ellipsis): x.index_put_({0, Slice()}, 1).
   Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, const Tensor& value,

@@ -127,6 +127,39 @@ Tensor Tensor::repeat(std::vector<int64_t> repeats, Loc l) const {
   return reshape(spread, l).expand(expanded, l).reshape(out, l);
 }
 
+Tensor Tensor::flip(std::vector<int64_t> dims, Loc l) const {
+  const std::vector<int64_t> d = detail::checked_dims(dims, dim(), "flip", l);
+  Tensor r = *this;
+  for (int64_t k : d) {
+    const int64_t n = size(k);
+    if (n > 1)  // the positions n-1, ..., 0 (index_select, a gather)
+      r = r.index_select(k, arange(n - 1, -1, -1, TensorOptions(kInt64).device(device()), l), l);
+  }
+  return r;
+}
+
+Tensor Tensor::roll(std::vector<int64_t> shifts, std::vector<int64_t> dims, Loc l) const {
+  if (dims.empty()) {
+    if (shifts.size() != 1)
+      throw Error("roll: without dims, expected one shift, got " + std::to_string(shifts.size()),
+                  here(l));
+    return flatten(0, -1, l).roll(shifts, {0}, l).reshape(sizes(), l);
+  }
+  if (shifts.size() != dims.size())
+    throw Error("roll: " + std::to_string(shifts.size()) + " shifts for " +
+                    std::to_string(dims.size()) + " dims (expected one shift per dim)",
+                here(l));
+  const std::vector<int64_t> d = detail::checked_dims(dims, dim(), "roll", l);
+  Tensor r = *this;
+  for (size_t i = 0; i < d.size(); ++i) {
+    const int64_t n = size(d[i]);
+    if (n == 0) continue;
+    const int64_t s = ((shifts[i] % n) + n) % n;  // the last s elements come first
+    if (s != 0) r = cat({r.narrow(d[i], n - s, s, l), r.narrow(d[i], 0, n - s, l)}, d[i], l);
+  }
+  return r;
+}
+
 Tensor& Tensor::index_put_(const std::vector<indexing::TensorIndex>& indices, const Tensor& value,
                            Loc l) {
   // One tensor index: a bool mask (of the tensor's shape, or its leading dims)

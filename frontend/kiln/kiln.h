@@ -10,6 +10,7 @@
 #include "frontend/nn.h"
 #include "frontend/nn_conv.h"
 #include "frontend/nn_parity.h"
+#include "frontend/nn_rnn.h"
 #include "frontend/optim.h"
 #include "frontend/tensor.h"
 #include "frontend/jit.h"

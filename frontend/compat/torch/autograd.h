@@ -54,3 +54,32 @@ class AutoGradMode {
 };
 using GradMode = AutoGradMode;
 }  // namespace torch
+
+namespace c10 {
+/// libtorch's inference mode (c10::InferenceMode guard;): in its scope, when
+/// enabled, no gradients are recorded. Kiln has no separate inference tensors:
+/// what is made here is an ordinary tensor (libtorch's may not later join
+/// autograd; Kiln's may).
+class InferenceMode {
+ public:
+  explicit InferenceMode(bool enabled = true) : prev_(kiln::grad_mode_enabled()), enabled_(enabled) {
+    if (enabled) kiln::set_grad_mode(false);
+    depth() += enabled;
+  }
+  ~InferenceMode() {
+    depth() -= enabled_;
+    kiln::set_grad_mode(prev_);
+  }
+  InferenceMode(const InferenceMode&) = delete;
+  InferenceMode& operator=(const InferenceMode&) = delete;
+  /// Whether an enabled guard is open on this thread.
+  static bool is_enabled() { return depth() > 0; }
+
+ private:
+  static int& depth() {
+    thread_local int d = 0;
+    return d;
+  }
+  bool prev_, enabled_;
+};
+}  // namespace c10

@@ -25,6 +25,9 @@ using kiln::nn::BCELossOptions;
 using kiln::nn::BCEWithLogitsLoss;
 using kiln::nn::BCEWithLogitsLossImpl;
 using kiln::nn::BCEWithLogitsLossOptions;
+using kiln::nn::Conv1d;
+using kiln::nn::Conv1dImpl;
+using kiln::nn::Conv1dOptions;
 using kiln::nn::Conv2d;
 using kiln::nn::Conv2dImpl;
 using kiln::nn::Conv2dOptions;
@@ -67,7 +70,21 @@ using kiln::nn::LogSoftmaxImpl;
 using kiln::nn::MaxPool2d;
 using kiln::nn::MaxPool2dImpl;
 using kiln::nn::MaxPool2dOptions;
+using kiln::nn::GRU;
+using kiln::nn::GRUCell;
+using kiln::nn::GRUCellImpl;
+using kiln::nn::GRUCellOptions;
+using kiln::nn::GRUImpl;
+using kiln::nn::GRUOptions;
+using kiln::nn::LSTM;
+using kiln::nn::LSTMCell;
+using kiln::nn::LSTMCellImpl;
+using kiln::nn::LSTMCellOptions;
+using kiln::nn::LSTMImpl;
+using kiln::nn::LSTMOptions;
 using kiln::nn::Module;
+using kiln::nn::ModuleDict;
+using kiln::nn::ModuleDictImpl;
 using kiln::nn::ModuleHolder;
 using kiln::nn::ModuleList;
 using kiln::nn::ModuleListImpl;
@@ -77,6 +94,12 @@ using kiln::nn::NLLLoss;
 using kiln::nn::NLLLossImpl;
 using kiln::nn::NLLLossOptions;
 using kiln::nn::ReLU;
+using kiln::nn::RNN;
+using kiln::nn::RNNCell;
+using kiln::nn::RNNCellImpl;
+using kiln::nn::RNNCellOptions;
+using kiln::nn::RNNImpl;
+using kiln::nn::RNNOptions;
 using kiln::nn::ReLUImpl;
 using kiln::nn::ReLUOptions;
 using kiln::nn::Sequential;
@@ -125,6 +148,11 @@ struct CrossEntropyLossOptions {
 
 namespace utils {
 using kiln::nn::utils::clip_grad_norm_;
+using kiln::nn::utils::clip_grad_value_;
+inline void clip_grad_value_(const Tensor& parameter, double clip_value,
+                             kiln::Loc l = kiln::Loc::current()) {
+  kiln::nn::utils::clip_grad_value_(std::vector<Tensor>{parameter}, clip_value, l);
+}
 inline Tensor clip_grad_norm_(const Tensor& parameter, double max_norm, double norm_type = 2.0,
                               kiln::Loc l = kiln::Loc::current()) {
   return kiln::nn::utils::clip_grad_norm_(std::vector<Tensor>{parameter}, max_norm, norm_type, l);
@@ -139,6 +167,8 @@ using kiln::nn::functional::avg_pool2d;
 using kiln::nn::functional::AvgPool2dFuncOptions;
 using kiln::nn::functional::binary_cross_entropy;
 using kiln::nn::functional::binary_cross_entropy_with_logits;
+using kiln::nn::functional::conv1d;
+using kiln::nn::functional::Conv1dFuncOptions;
 using kiln::nn::functional::conv2d;
 using kiln::nn::functional::Conv2dFuncOptions;
 using kiln::nn::functional::conv_transpose2d;

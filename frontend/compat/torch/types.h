@@ -157,9 +157,16 @@ struct kSum {
 KILN_TORCH_NONLINEARITY(kLinear, Linear)
 KILN_TORCH_NONLINEARITY(kConv2D, Conv2D)
 KILN_TORCH_NONLINEARITY(kSigmoid, Sigmoid)
+KILN_TORCH_NONLINEARITY(kLeakyReLU, LeakyReLU)
+#undef KILN_TORCH_NONLINEARITY
+// Also an RNN's nonlinearity (RNNOptions::nonlinearity(torch::kTanh)).
+#define KILN_TORCH_NONLINEARITY(T, value)                                                         \
+  struct T {                                                                                      \
+    operator kiln::nn::init::Nonlinearity() const { return kiln::nn::init::Nonlinearity::value; } \
+    operator kiln::nn::RNNNonlinearity() const { return kiln::nn::RNNNonlinearity::value; }       \
+  };
 KILN_TORCH_NONLINEARITY(kTanh, Tanh)
 KILN_TORCH_NONLINEARITY(kReLU, ReLU)
-KILN_TORCH_NONLINEARITY(kLeakyReLU, LeakyReLU)
 #undef KILN_TORCH_NONLINEARITY
 struct kFanIn {
   operator kiln::nn::init::FanMode() const { return kiln::nn::init::FanMode::FanIn; }  // NOLINT
@@ -644,6 +651,14 @@ struct scatter_add_fn {
     return x.t.scatter_add(dim, index, src, x.loc);
   }
 };
+struct flip_fn {
+  Tensor operator()(TensorAt x, IntList dims) const { return x.t.flip(dims.vec(), x.loc); }
+};
+struct roll_fn {
+  Tensor operator()(TensorAt x, IntList shifts, IntList dims = {}) const {
+    return x.t.roll(shifts.vec(), dims.vec(), x.loc);
+  }
+};
 struct chunk_fn {
   std::vector<Tensor> operator()(TensorAt x, int64_t chunks, int64_t dim = 0) const {
     return x.t.chunk(chunks, dim, x.loc);
@@ -881,6 +896,8 @@ inline constexpr detail::select_fn select{};
 inline constexpr detail::index_select_fn index_select{};
 inline constexpr detail::gather_fn gather{};
 inline constexpr detail::scatter_add_fn scatter_add{};
+inline constexpr detail::flip_fn flip{};
+inline constexpr detail::roll_fn roll{};
 inline constexpr detail::chunk_fn chunk{};
 inline constexpr detail::split_fn split{};
 inline constexpr detail::tril_fn tril{};

@@ -26,7 +26,7 @@ python3 "$root/tests/compat/make_mnist_idx.py" "$root/examples/data/digits.csv.g
 build() {
   g++ -std=c++17 -O1 -I"$inc" "$root/tests/compat/$1.cpp" -o "$work/$1" -ltorch -ltorch_cpu -lc10 -pthread
 }
-programs=(spellings autograd_tutorial mnist_lenet dcgan_step custom_dataset)
+programs=(spellings autograd_tutorial mnist_lenet dcgan_step custom_dataset sequence_rnn uint8_images)
 if grep -q "define USE_C10D_MPI" /usr/include/torch/csrc/distributed/c10d/*.h* 2>/dev/null; then
   programs+=(ddp_mpi)
 else
@@ -41,6 +41,7 @@ for p in "${programs[@]}"; do
     mnist_lenet) (cd "$work" && ./"$p" "$work/data" 24) ;;
     dcgan_step) (cd "$work" && ./"$p" "$work/data" 6) ;;
     ddp_mpi) (cd "$work" && ./"$p" "$work/data" 1) ;;
+    sequence_rnn) (cd "$work" && ./"$p" "$work/data" 30) ;;
     *) (cd "$work" && ./"$p" "$work/data") ;;
   esac
 done

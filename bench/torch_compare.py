@@ -2,11 +2,13 @@
 """Runs the training-step workloads of bench/train_bench.cpp in PyTorch (eager
 and TorchScript): the course's two-layer net, the MLP with Adam, and the digits
 CNN and transformer block of bench/models.h; and the eager unary ops of
-bench_jit's BM_Unary (the op table's math ops over 16M floats). Prints
+bench_jit's BM_Unary (the op table's math ops over 16M floats); and the
+real-model sizes of bench_scale (GPT-2's embedding forward+backward, a gather
+from 4096 x 32000, cumsum and sort of 1M, top-5 over 64 x 50257). Prints
 Kiln/PyTorch ratios from one run of each.
 
-Usage: python3 bench/torch_compare.py [path/to/bench_train [path/to/bench_jit]]
-(bench_jit defaults to the one next to bench_train).
+Usage: python3 bench/torch_compare.py [path/to/bench_train [path/to/bench_jit [path/to/bench_scale]]]
+(bench_jit and bench_scale default to the ones next to bench_train).
 Skipped with a message (exit 0) when torch is not installed. It installs
 nothing: on Debian, `apt-get install python3-torch` (1.13) and run it with
 /usr/bin/python3; elsewhere `pip install torch`.
@@ -137,11 +139,35 @@ def main():
              "sin": torch.sin, "cos": torch.cos, "tanh": torch.tanh, "sigmoid": torch.sigmoid,
              "gelu": torch.nn.functional.gelu, "erf": torch.erf}
     torch_unary_ms = {name: best_ms(lambda f=f: f(xu), 10) for name, f in unary.items()}
+    del xu
+
+    # bench_scale's workloads, eager PyTorch.
+    table = (torch.randn(50257, 768) * 0.02).requires_grad_()
+    tokens, weight = torch.randint(0, 50257, (8192,)), torch.randn(8192, 768)
+
+    def embedding_step():
+        loss = (F.embedding(tokens, table) * weight).sum()
+        loss.backward()
+        with torch.no_grad():
+            table.grad.zero_()
+        return loss
+
+    xg, ig = torch.randn(4096, 32000), torch.randint(0, 32000, (4096, 8))
+    x1m, xk = torch.randn(1 << 20), torch.randn(64, 50257)
+    torch_scale_ms = {
+        "BM_EmbeddingStep": best_ms(embedding_step, 10),
+        "BM_Gather": best_ms(lambda: xg.gather(1, ig), 30),
+        "BM_Cumsum": best_ms(lambda: x1m.cumsum(0), 30),
+        "BM_Sort": best_ms(lambda: x1m.sort()[0], 10),
+        "BM_Topk": best_ms(lambda: xk.topk(5, 1)[0], 30),
+    }
+    del table, xg
 
     bench = sys.argv[1] if len(sys.argv) > 1 else "build/bench/bench_train"
     bench_jit = sys.argv[2] if len(sys.argv) > 2 else os.path.join(os.path.dirname(bench), "bench_jit")
+    bench_scale = sys.argv[3] if len(sys.argv) > 3 else os.path.join(os.path.dirname(bench), "bench_scale")
     kiln_ms = {}
-    for path, extra in ((bench, []), (bench_jit, ["--benchmark_filter=BM_Unary"])):
+    for path, extra in ((bench, []), (bench_jit, ["--benchmark_filter=BM_Unary"]), (bench_scale, [])):
         out = subprocess.run([path, "--benchmark_format=json", "--benchmark_min_time=0.5"] + extra,
                              check=True, capture_output=True, text=True).stdout
         for b in json.loads(out)["benchmarks"]:
@@ -165,6 +191,15 @@ def main():
         e, tr = kiln_ms.get((f"BM_Unary/{name}", "eager")), kiln_ms.get((f"BM_Unary/{name}", "fused"))
         ratio = f"{e / t:.2f}" if e else "-"
         print(f"{name:34} {t:11.3f} {e or float('nan'):11.3f} {tr or float('nan'):12.3f} {ratio:>13}")
+    print()
+    print(f"{'real-model size':34} {'PyTorch ms':>11} {'Kiln eager':>11} {'Kiln traced':>12} {'traced/torch':>13}"
+          f" {'eager/torch':>12}")
+    for name, t in torch_scale_ms.items():
+        e, tr = kiln_ms.get((name, "eager")), kiln_ms.get((name, "traced"))
+        ratio = f"{tr / t:.2f}" if tr else "-"
+        eager_ratio = f"{e / t:.2f}" if e else "-"
+        print(f"{name:34} {t:11.3f} {e or float('nan'):11.3f} {tr or float('nan'):12.3f} {ratio:>13}"
+              f" {eager_ratio:>12}")
     return 0
 
 

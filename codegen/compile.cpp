@@ -66,15 +66,19 @@ void assign_slots(const Graph& g, const Schedule& sched, PlanBuilder& pb) {
   }
 }
 
-// A check node (check_index, check_nonzero) becomes a host step of its own:
-// check, then copy.
-void add_check_step(const Graph& g, const FusionGroup& grp, PlanBuilder& pb) {
+// A check node (check_index, check_nonzero) becomes a host step of its own
+// (check, then copy); an argsort the sort library's step.
+void add_library_step(const Graph& g, const FusionGroup& grp, PlanBuilder& pb) {
   const NodeId id = grp.nodes.front();
   const Node& n = g[id];
   PlanStep step;
   step.name = "k" + std::to_string(id) + "_" + op_name(n.op);
   step.slots = {pb.slot(n.operands[0]), pb.slot(Value(id))};
-  step.what = step::ValueCheck{n.op, n.attrs, n.loc};
+  if (op_info(n.op).category == OpCategory::Sort) {
+    step.what = step::Sort{sort_lines_for(g.type(n.operands[0]), n.attrs)};
+  } else {
+    step.what = step::ValueCheck{n.op, n.attrs, n.loc};
+  }
   KernelInfo info;
   info.name = step.name;
   info.kind = grp.kind;
@@ -204,8 +208,11 @@ std::vector<FusionGroup> step_groups(const Graph& g, const std::vector<FusionGro
   return out;
 }
 
-bool is_check(const Graph& g, const FusionGroup& grp) {
-  return grp.kind == GroupKind::Opaque && op_info(g[grp.nodes.front()].op).category == OpCategory::Check;
+// Checks and sorts are library steps of every backend (runtime/plan.h), not kernels.
+bool is_library_step(const Graph& g, const FusionGroup& grp) {
+  if (grp.kind != GroupKind::Opaque) return false;
+  const OpCategory c = op_info(g[grp.nodes.front()].op).category;
+  return c == OpCategory::Check || c == OpCategory::Sort;
 }
 
 Device graph_device(const Graph& g) {
@@ -289,7 +296,7 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
   std::vector<CompileJob> jobs(groups.size());
   std::vector<std::string> unsupported(groups.size());
   for (size_t gi = 0; gi < groups.size(); ++gi)
-    jobs[gi].wanted = !later_member[gi] && bucket_at[gi] < 0 && !is_check(g, groups[gi]) &&
+    jobs[gi].wanted = !later_member[gi] && bucket_at[gi] < 0 && !is_library_step(g, groups[gi]) &&
                       backend.supports(g, groups[gi], &unsupported[gi]);
   compile_groups(backend, ctx, jobs);
   if (opts.record_kernels_only) return nullptr;
@@ -305,8 +312,8 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
     if (bucket_at[gi] >= 0) {
       add_collective_step(g, sched.groups, comm.buckets[static_cast<size_t>(bucket_at[gi])],
                           /*start=*/false, pb);
-    } else if (is_check(g, groups[gi])) {
-      add_check_step(g, groups[gi], pb);
+    } else if (is_library_step(g, groups[gi])) {
+      add_library_step(g, groups[gi], pb);
     } else if (!jobs[gi].wanted) {
       throw Error(unsupported[gi], g[groups[gi].nodes.front()].loc);
     } else {
@@ -318,6 +325,10 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
   for (const ParamUpdate& u : g.updates) plan->updates.push_back({u.param, pb.slot(u.value)});
   r.codegen_ms = ms_since(t1);
   return plan;
+}
+
+void forget_template_scope(uint64_t template_scope) {
+  forget_cpu_templates(template_scope);
 }
 
 }  // namespace kiln

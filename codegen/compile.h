@@ -72,4 +72,8 @@ CpuCompileOptions cpu_compile_options(const CompileOptions& opts);
 std::shared_ptr<Plan> compile_graph(const Graph& g, const CompileOptions& opts,
                                     CompileReport* report = nullptr);
 
+/// Forgets what backends keep for later templates under `template_scope`
+/// (CompileOptions): its traced function is gone, and no compile will ask again.
+void forget_template_scope(uint64_t template_scope);
+
 }  // namespace kiln

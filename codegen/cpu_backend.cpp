@@ -146,6 +146,25 @@ class KernelTemplates {
     return t;
   }
 
+  /// Forgets every family of `scope`: its function is gone, nothing can use them.
+  void forget(uint64_t scope) {
+    const std::string prefix = std::to_string(scope) + "\n";
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = map_.begin(); it != map_.end();) {
+      if (it->first.starts_with(prefix)) {
+        used_.erase(it->second.used);
+        it = map_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  size_t families() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return map_.size();
+  }
+
  private:
   static constexpr size_t kSeen = 4, kTemplates = 8, kFamilies = 4096;
   struct Family {
@@ -359,6 +378,14 @@ CpuKernel compile_cpu_group(CpuLoweredGroup l, const CpuCompileOptions& opts) {
       if (!opts.record_only) load_code(k, opts, Source::Anywhere, out);
     }
   });
+}
+
+void forget_cpu_templates(uint64_t template_scope) {
+  KernelTemplates::get().forget(template_scope);
+}
+
+size_t cpu_template_families() {
+  return KernelTemplates::get().families();
 }
 
 CpuKernel compile_cpu_group_as(CpuLoweredGroup l, const kir::Kernel& templ, std::vector<int64_t> params,

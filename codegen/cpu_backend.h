@@ -106,6 +106,13 @@ CpuKernel share_cpu_code(CpuLoweredGroup l, const CpuKernel& compiled, const kir
 /// Fills fn, code and artifacts; buffers, params and info are the caller's.
 CpuKernel compile_lowered_kernel(const kir::Kernel& k, const CpuCompileOptions& opts);
 
+/// Forgets the kernels kept for templates under `template_scope`: its traced
+/// function is gone (compile.h, forget_template_scope).
+void forget_cpu_templates(uint64_t template_scope);
+/// How many families of kernels (one per scope and skeleton) are kept for
+/// templates, for tests: a destroyed function leaves none behind.
+size_t cpu_template_families();
+
 /// Host CPU name and features the JIT targets ("znver5 +avx512f ...").
 std::string cpu_target_description();
 

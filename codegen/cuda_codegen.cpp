@@ -76,6 +76,8 @@ std::string binary_expr(ScalarOp op, const std::string& x, const std::string& y,
       return boolean ? "false" : fn("kiln_fmod");
     case ScalarOp::remainder:
       return boolean ? "false" : fn("kiln_remainder");
+    case ScalarOp::logaddexp:
+      return fn("kiln_logaddexp");
     case ScalarOp::max:
       return boolean ? bin("||") : fn("kiln_max");
     case ScalarOp::min:
@@ -311,6 +313,7 @@ class Emitter {
       case ScalarOp::pow:
       case ScalarOp::fmod:
       case ScalarOp::remainder:
+      case ScalarOp::logaddexp:
       case ScalarOp::max:
       case ScalarOp::min:
         return binary_expr(d.op, a(0), a(1), t, plain);

@@ -181,6 +181,12 @@ __device__ __forceinline__ float kiln_erf(float x) { return erff(x); }
 __device__ __forceinline__ double kiln_erf(double x) { return erf(x); }
 __device__ __forceinline__ float kiln_log1p(float x) { return log1pf(x); }
 __device__ __forceinline__ double kiln_log1p(double x) { return log1p(x); }
+// log(exp(a) + exp(b)) without overflow; a == b (+-inf too) gives a + log 2.
+template <class T> __device__ __forceinline__ T kiln_logaddexp(T a, T b) {
+  if (a == b) return a + T(0.69314718055994530942);
+  const T m = (a > b || a != a) ? a : b;
+  return m + kiln_log1p(kiln_exp(a > b ? b - a : a - b));
+}
 __device__ __forceinline__ float kiln_expm1(float x) { return expm1f(x); }
 __device__ __forceinline__ double kiln_expm1(double x) { return expm1(x); }
 __device__ __forceinline__ float kiln_floor(float x) { return floorf(x); }

@@ -544,6 +544,7 @@ class Emitter {
       case ScalarOp::pow:
       case ScalarOp::fmod:
       case ScalarOp::remainder:
+      case ScalarOp::logaddexp:
       case ScalarOp::max:
       case ScalarOp::min:
         return binary(d.op, arg(0), arg(1), t);
@@ -619,6 +620,15 @@ class Emitter {
       case ScalarOp::fmod:
       case ScalarOp::remainder:
         return modulo(a, c, t, op == ScalarOp::remainder);
+      case ScalarOp::logaddexp: {
+        // max(a, c) + log1p(exp(-|a - c|)), and a + log 2 where a == c (+-inf too).
+        llvm::Value* m = b_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, a, c);
+        llvm::Value* d = b_.CreateFNeg(b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, b_.CreateFSub(a, c)));
+        llvm::Value* r = b_.CreateFAdd(
+            m, llvm_math::math(b_, ScalarOp::log1p, llvm_math::math(b_, ScalarOp::exp, d)));
+        llvm::Value* same = b_.CreateFAdd(a, llvm::ConstantFP::get(a->getType(), 0.69314718055994530942));
+        return b_.CreateSelect(b_.CreateFCmpOEQ(a, c), same, r);
+      }
       case ScalarOp::max:
       case ScalarOp::min: {
         const bool up = op == ScalarOp::max;

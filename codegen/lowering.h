@@ -77,6 +77,9 @@ class Lowering {
       case GroupKind::Scatter:
         lower_scatter();
         break;
+      case GroupKind::Scan:
+        lower_scan();
+        break;
       case GroupKind::Opaque:
         fail("an opaque group (", op_name(g_.node(grp_.nodes.at(0)).op),
              ") has no compiled kernel; the runtime runs it");
@@ -199,6 +202,13 @@ class Lowering {
   // the innermost of them in blocks of contiguous elements); each copies its
   // column of the base, then adds the sources in index order.
   void lower_scatter();
+
+  // ---- Scans ----
+
+  // cumsum, cumprod, logcumsumexp: the outer loop over lines along `dim` (in
+  // blocks of contiguous lines); each element the combine of the previous one,
+  // loaded back, and its input.
+  void lower_scan();
 
   // ---- Elementwise, copy and matmul epilogue ----
 

@@ -12,6 +12,7 @@
 #include "frontend/settings.h"
 #include "frontend/tensor_impl.h"
 #include "runtime/reference.h"
+#include "runtime/sort.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln {
@@ -57,11 +58,28 @@ std::optional<Tensor> run_compiled(OpKind k, const Attrs& attrs,
   return Tensor(std::move(impl));
 }
 
+// argsort on the sort library (runtime/sort.h), over a dense copy when the
+// operand is strided.
+Tensor sort_run(const Attrs& attrs, const Tensor& x, const TensorType& out) {
+  const TensorImpl& in = *x.impl();
+  View src = in.view();
+  std::shared_ptr<TensorImpl> dense;
+  if (!src.contiguous()) {
+    dense = make_dense(in.type);
+    copy_to(src, dense->view());
+    src = dense->view();
+  }
+  auto impl = make_dense(out);
+  sort_lines(sort_lines_for(in.type, attrs), src.data, static_cast<int64_t*>(impl->view().data));
+  return Tensor(std::move(impl));
+}
+
 }  // namespace
 
 Tensor device_run(OpKind k, const Attrs& attrs, const std::vector<Tensor>& operands,
                   const TensorType& out) {
   if (out.device.is_cuda()) return cuda_run(k, attrs, operands, out);
+  if (op_info(k).category == OpCategory::Sort) return sort_run(attrs, operands[0], out);
   if (wants_compiled(k, operands, out))
     if (std::optional<Tensor> t = run_compiled(k, attrs, operands, out)) return std::move(*t);
   std::vector<View> views;

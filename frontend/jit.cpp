@@ -48,7 +48,7 @@ std::string TraceStats::str() const {
     os << " (" << kernels_templated << " kernels take their sizes at run time)";
   }
   if (!kernel_compile_ms.empty()) {
-    std::vector<double> ms;  // of the kernels LLVM compiled
+    std::vector<double> ms;  // of the recent kernels LLVM compiled
     const KernelCompile* slowest = nullptr;
     for (const KernelCompile& k : kernel_compile_ms) {
       if (!k.compiled) continue;
@@ -56,7 +56,7 @@ std::string TraceStats::str() const {
       if (!slowest || k.ms > slowest->ms) slowest = &k;
     }
     std::sort(ms.begin(), ms.end());
-    os << "\n  CPU kernels: " << ms.size() << " compiled";
+    os << "\n  CPU kernels: " << kernels_compiled << " compiled";
     if (slowest)
       os << " (median " << ms[ms.size() / 2] << " ms, slowest " << slowest->name << " " << slowest->ms << " ms)";
     os << "; " << kernel_phases;
@@ -84,6 +84,13 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Appends v, dropping the oldest beyond `limit`: stats a long run keeps flat.
+template <class T>
+void keep_recent(std::vector<T>& v, T item, size_t limit) {
+  if (v.size() >= limit) v.erase(v.begin(), v.end() - std::ptrdiff_t(limit - 1));
+  v.push_back(std::move(item));
+}
+
 std::string number_str(double v) {
   std::ostringstream os;
   os << v;
@@ -99,7 +106,11 @@ TracedCore::TracedCore(std::string name, SourceLoc where, Body body)
         static std::atomic<uint64_t> next{1};
         return next++;
       }()) {}
-TracedCore::~TracedCore() = default;
+// Its kernels kept for templates go with it (a compile still running may keep one
+// family of them, until the template cache's own bound drops it).
+TracedCore::~TracedCore() {
+  forget_template_scope(template_scope_);
+}
 
 const TraceStats& TracedCore::stats() const { return stats_->stats; }
 
@@ -111,8 +122,12 @@ void TracedCore::StatsCell::add_compile(const CompileReport& r, size_t steps, do
   stats.kernels_reused += r.kernels_reused;
   stats.kernels_templated += r.kernels_templated;
   for (size_t i = 0; i < r.kernels.size() && i < r.artifacts.size(); ++i)
-    if (const KernelArtifacts& a = r.artifacts[i]; a.compile_ms > 0)
-      stats.kernel_compile_ms.push_back({r.kernels[i].name, a.compile_ms, !a.reused && !a.from_disk_cache});
+    if (const KernelArtifacts& a = r.artifacts[i]; a.compile_ms > 0) {
+      const bool compiled = !a.reused && !a.from_disk_cache;
+      stats.kernels_compiled += compiled;
+      keep_recent(stats.kernel_compile_ms, {r.kernels[i].name, a.compile_ms, compiled},
+                  TraceStats::kRecentKernels);
+    }
   phases += r.kernel_times;
   stats.kernel_phases = phases.str();
 }
@@ -291,7 +306,7 @@ std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
       if (d.marked) to_probe.push_back(d);
   probed_ = probed_ || !to_probe.empty();
   stats_->stats.misses++;
-  stats_->stats.miss_reasons.push_back(reason);
+  keep_recent(stats_->stats.miss_reasons, reason, TraceStats::kRecent);
   if (background) stats_->stats.background_compiles++;
   if (log_enabled("recompiles"))
     std::cerr << newly_dynamic << "kiln: compiling '" << name_ << "' (" << reason << ")"

@@ -33,13 +33,19 @@ struct TraceStats {
   /// Plans compiled in the background (new sizes of a dynamic dimension), and the
   /// calls that ran the body eagerly meanwhile (settings().background_compile).
   int64_t background_compiles = 0, calls_while_compiling = 0;
-  std::vector<std::string> miss_reasons;  // "first call", "arg 0: shape [64,1000] -> [32,1000]"
+  /// The reasons of the most recent misses ("first call", "arg 0: shape [64,1000] ->
+  /// [32,1000]"), oldest first: at most kRecent, so that a long-lived function whose
+  /// shapes keep changing stays flat (`misses` counts them all).
+  std::vector<std::string> miss_reasons;
+  static constexpr size_t kRecent = 64;
   double trace_ms = 0, compile_ms = 0;
   /// Plan steps compiled (kernels, BLAS calls, collectives); of the CPU kernels,
   /// how many came from the disk cache and how many shared the code of an
   /// identical kernel already loaded (another group, another batch size) or of
   /// a kernel of the same plan that differs only in sizes and constants.
   int64_t kernels = 0, kernels_from_disk = 0, kernels_reused = 0;
+  /// CPU kernels LLVM compiled here (not from the disk cache, not another kernel's code).
+  int64_t kernels_compiled = 0;
   /// CPU kernels run as templates: their dynamic sizes, or the sizes and constants
   /// in which kernels of one plan differ (KILN_SHARE_SIZES), are run-time
   /// parameters, and the code is shared (kernels_reused counts those already loaded).
@@ -47,13 +53,15 @@ struct TraceStats {
   /// The dynamic dimensions, marked or seen changing ("arg 0 dim 0").
   std::vector<std::string> dynamic_dims;
   /// Per CPU kernel compiled or reused, in compile order: its name, milliseconds,
-  /// and whether LLVM compiled it here (not the disk cache, not another kernel's code).
+  /// and whether LLVM compiled it here (not the disk cache, not another kernel's
+  /// code). The most recent kRecentKernels (the counters above count them all).
   struct KernelCompile {
     std::string name;
     double ms = 0;
     bool compiled = false;
   };
   std::vector<KernelCompile> kernel_compile_ms;
+  static constexpr size_t kRecentKernels = 256;
   /// "lower 1.0 ms, LLVM IR 3.4 ms, optimise 67.4 ms, machine code 107.2 ms, load 2.4 ms":
   /// the CPU kernels' compile time by phase, summed (threads compile in parallel).
   std::string kernel_phases;

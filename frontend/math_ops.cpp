@@ -1,7 +1,8 @@
 // More elementwise math and reductions: log1p, expm1 and rounding (table ops),
 // and the composites built from table ops, so autodiff, tracing and fusion see
 // ordinary nodes: reciprocal, square, fmod/remainder, isnan/isinf, all/any,
-// logsumexp, norm, cumsum, prod, and var/std over one dim.
+// logsumexp, norm, prod, and var/std over one dim; and the scan ops (cumsum,
+// cumprod, logcumsumexp) and logaddexp.
 #include <algorithm>
 #include <cmath>
 
@@ -124,19 +125,21 @@ Tensor Tensor::norm(double p, std::vector<int64_t> dims, bool keepdim, Loc l) co
 }
 Tensor Tensor::norm(double p, Loc l) const { return norm(p, std::vector<int64_t>{}, false, l); }
 
-// Inclusive prefix sums along `dim`: the slice times an upper-triangular matrix
-// of ones (out[j] = sum of in[i] for i <= j), one matmul (BLAS on the CPU), so
-// its gradient is the reversed scan for free. O(n^2) in the scanned length.
-Tensor Tensor::cumsum(int64_t d, Loc l) const {
-  const int64_t nd = detail::checked_dim(d, std::max<int64_t>(dim(), 1), "cumsum", l);
-  if (dim() == 0) return clone(l);
-  Tensor x = is_floating(dtype()) ? *this : to(kInt64, l).to(kFloat64, l);
-  const int64_t n = size(nd);
-  Tensor idx = arange(n, TensorOptions(kInt64).device(device()), l);
-  Tensor tri = idx.unsqueeze(1, l).le(idx, l).to(x.dtype(), l);  // [i, j] = i <= j
-  Tensor moved = x.transpose(nd, -1, l);
-  Tensor r = moved.matmul(tri, l).transpose(nd, -1, l);
-  return is_floating(dtype()) ? r : r.round(l).to(kInt64, l);
+namespace {
+
+// cumsum, cumprod, logcumsumexp: the table's scan ops (O(n), one pass per line).
+Tensor scan(OpKind k, const Tensor& x, int64_t d, Loc l) {
+  const int64_t nd = detail::checked_dim(d, std::max<int64_t>(x.dim(), 1), op_name(k), l);
+  return apply(k, {x}, {{AttrKey::dim, nd}, {AttrKey::reverse, int64_t(0)}}, here(l));
+}
+
+}  // namespace
+
+Tensor Tensor::cumsum(int64_t d, Loc l) const { return scan(OpKind::cumsum, *this, d, l); }
+Tensor Tensor::cumprod(int64_t d, Loc l) const { return scan(OpKind::cumprod, *this, d, l); }
+Tensor Tensor::logcumsumexp(int64_t d, Loc l) const { return scan(OpKind::logcumsumexp, *this, d, l); }
+Tensor Tensor::logaddexp(const Tensor& other, Loc l) const {
+  return apply(OpKind::logaddexp, {*this, other}, {}, here(l));
 }
 
 // The product along `dim` as a pairwise tree of multiplications: the dim moved
@@ -191,6 +194,9 @@ Tensor logsumexp(const Tensor& x, std::vector<int64_t> dims, bool keepdim, Loc l
   return x.logsumexp(std::move(dims), keepdim, l);
 }
 Tensor cumsum(const Tensor& x, int64_t dim, Loc l) { return x.cumsum(dim, l); }
+Tensor cumprod(const Tensor& x, int64_t dim, Loc l) { return x.cumprod(dim, l); }
+Tensor logcumsumexp(const Tensor& x, int64_t dim, Loc l) { return x.logcumsumexp(dim, l); }
+Tensor logaddexp(const Tensor& a, const Tensor& b, Loc l) { return a.logaddexp(b, l); }
 Tensor prod(const Tensor& x, Loc l) { return x.prod(l); }
 Tensor prod(const Tensor& x, int64_t dim, bool keepdim, Loc l) { return x.prod(dim, keepdim, l); }
 

@@ -1,28 +1,16 @@
-// Sorting and what is built on it: sort, argsort, topk and randperm. One order
-// everywhere: ascending (descending), ties by position (stable), NaN the largest
-// value as in PyTorch, NaNs among themselves by position.
+// Sorting and what is built on it: sort, argsort, topk, kthvalue, unique and
+// randperm. One order everywhere (PyTorch's): ascending (descending), ties by
+// position (stable), NaN the largest value, NaNs among themselves by position.
 //
-// Inside a trace the order is computed by the compiled plan, from table ops:
-// indices found on the host while tracing would be baked into the plan as
-// constants, silently wrong at the next call. Each element's rank comes from
-// comparison counting,
-//   rank_i = #{j : x_j before x_i} + #{j < i : x_j ties x_i},
-// a [.., n, 1] against [.., 1, n] broadcast compare summed over one dim (one
-// fused reduction kernel), then, with hot[r][i] = (rank_i == r),
-//   indices[r] = sum_i i * hot[r][i]      values[r] = sum_i x_i * hot[r][i]
-// (where-sums: the values' gradient goes to the elements they came from). That
-// is O(n^2) work per row of n, fine for the rows models sort (top-k over class
-// logits, vocabularies of a few thousand), so traced rows longer than
-// kMaxTracedRow are an error rather than a kernel that runs for minutes.
-//
-// Eagerly the same order comes from std::stable_sort on the host: O(n log n),
-// no n^2 temporaries, so eager code sorts long rows (randperm of a dataset).
-// Its values are the elements at those indices (x.gather, O(n^2) like every
-// index op here, only when a gradient must flow). The conformance matrix runs
-// every case both ways, so the two paths are checked to agree.
+// The order is one primitive op, argsort {dim, descending, count} (ir/ops.def):
+// eagerly and in a compiled plan it is the sort library's step (runtime/sort.h,
+// a radix sort or, for the first few of a long line, a selection; O(n) per
+// line, lines in parallel). The values are x.gather(dim, positions), so their
+// gradient is a scatter_add onto the elements they came from. unique's result
+// has a size that depends on the values, so it runs eagerly only.
 #include <algorithm>
 #include <cmath>
-#include <numeric>
+#include <cstring>
 
 #include "frontend/autograd.h"
 #include "frontend/dispatch.h"
@@ -37,128 +25,28 @@ using detail::here;
 
 namespace {
 
-constexpr int64_t kMaxTracedRow = 16384;
-
 struct Sorted {
   Tensor values, indices;
 };
 
-// The host order: a comes before b.
-template <class T>
-bool comes_before(T a, T b, bool descending) {
-  if constexpr (std::is_floating_point_v<T>) {
-    const bool na = std::isnan(a), nb = std::isnan(b);
-    if (na || nb) return descending ? na && !nb : !na && nb;
-  }
-  return descending ? b < a : a < b;
-}
-
-// Rows of n elements (the sorted dim last, contiguous) -> the first k of each
-// row's order: indices, and the values when `vals` is given.
-template <class T>
-void sort_rows(const T* in, int64_t rows, int64_t n, int64_t k, bool descending, T* vals,
-               int64_t* idx) {
-  std::vector<int64_t> order(static_cast<size_t>(n));
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* row = in + r * n;
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-      return comes_before(row[a], row[b], descending);
-    });
-    for (int64_t j = 0; j < k; ++j) {
-      idx[r * k + j] = order[size_t(j)];
-      if (vals) vals[r * k + j] = row[order[size_t(j)]];
-    }
-  }
-}
-
-// Eagerly, for xt [.., n] (the sorted dim last): on the host.
-Sorted host_sort(const Tensor& xt, int64_t k, bool descending, bool want_values, Loc l) {
-  Tensor c;
-  {
-    NoGradGuard no_grad;
-    c = xt.detach().cpu(l).contiguous(l);
-  }
-  const int64_t n = xt.size(-1);
-  Shape out = xt.sizes();
-  out.back() = k;
-  int64_t rows = 1;
-  for (size_t i = 0; i + 1 < out.size(); ++i) rows *= out[i];
-  Sorted s;
-  s.indices = empty(out, TensorOptions(kInt64), l);
-  if (want_values) s.values = empty(out, TensorOptions(xt.dtype()), l);
-  if (rows > 0 && k > 0)
-    visit_dtype(xt.dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      sort_rows<T>(c.data_ptr<T>(), rows, n, k, descending,
-                   want_values ? s.values.data_ptr<T>() : nullptr, s.indices.data_ptr<int64_t>());
-    });
-  s.indices = s.indices.to(xt.device(), l);
-  if (want_values) s.values = s.values.to(xt.device(), l);
-  return s;
-}
-
-// In a trace, for xt [.., n] (the sorted dim last): ranks by comparison counting.
-Sorted traced_sort(const Tensor& xt, int64_t k, bool descending, bool want_values, const char* op,
-                   Loc l) {
-  const int64_t n = xt.size(-1);
-  if (n > kMaxTracedRow)
-    throw Error(std::string(op) + ": a traced sort compares every pair in a row (O(n^2) work), " +
-                    "so it takes rows of at most " + std::to_string(kMaxTracedRow) +
-                    " elements, got " + std::to_string(n) +
-                    "; sort longer rows outside the traced function",
-                here(l));
-  const TensorOptions io = TensorOptions(kInt64).device(xt.device());
-  const Tensor key = xt.dtype() == DType::b8 ? xt.to(kInt64, l) : xt;
-  const Tensor xi = key.unsqueeze(-1, l), xj = key.unsqueeze(-2, l);  // [.., n, 1], [.., 1, n]
-  const Tensor pos = arange(n, io, l);
-  const Tensor earlier = pos.lt(pos.unsqueeze(-1, l), l);  // [i, j]: j < i
-  Tensor before = (descending ? xj.gt(xi, l) : xj.lt(xi, l))
-                      .logical_or(xj.eq(xi, l).logical_and(earlier, l), l);
-  if (is_floating(key.dtype())) {
-    // NaN is the largest: ascending, every number and every earlier NaN comes
-    // before a NaN x_i; descending, a NaN x_j comes before every number and every later NaN.
-    const Tensor nan_i = xi.isnan(l), nan_j = xj.isnan(l);
-    const Tensor& nan_late = descending ? nan_j : nan_i;
-    const Tensor& nan_other = descending ? nan_i : nan_j;
-    before = before.logical_or(
-        nan_late.logical_and(nan_other.logical_not(l).logical_or(earlier, l), l), l);
-  }
-  const Tensor rank = before.sum(-1, false, l);  // [.., n]: a permutation of 0 .. n-1
-  const Tensor hot = rank.unsqueeze(-2, l).eq(arange(k, io, l).unsqueeze(-1, l), l);  // [.., k, n]
-  Sorted s;
-  s.indices = where(hot, pos, zeros({}, io, l), l).sum(-1, false, l);
-  if (want_values) {
-    const Tensor zero = zeros({}, TensorOptions(xt.dtype()).device(xt.device()), l);
-    s.values = where(hot, xt.unsqueeze(-2, l), zero, l).sum(-1, false, l).to(xt.dtype(), l);
-  }
-  return s;
-}
-
-// The first k (all when k < 0) of the order along `dim`; values when asked.
-Sorted sort_along(const Tensor& x, int64_t dim, int64_t k, bool descending, bool want_values,
+// The first `count` (all when count < 0) of the order along `dim`; values when asked.
+Sorted sort_along(const Tensor& x, int64_t dim, int64_t count, bool descending, bool want_values,
                   const char* op, Loc l) {
   const int64_t d = checked_dim(dim, std::max<int64_t>(x.dim(), 1), op, l);
-  if (x.dim() == 0) {
-    Sorted s = sort_along(x.reshape({1}, l), 0, k, descending, want_values, op, l);
+  if (x.dim() == 0) {  // a line of one
+    Sorted s = sort_along(x.reshape({1}, l), 0, count, descending, want_values, op, l);
     if (s.indices.numel() == 1) {
       s.indices = s.indices.reshape({}, l);
       if (want_values) s.values = s.values.reshape({}, l);
     }
     return s;
   }
-  if (k < 0) k = x.size(d);
-  const Tensor xt = x.transpose(d, -1, l);
+  if (count < 0) count = x.size(d);
   Sorted s;
-  if (current_trace()) {
-    s = traced_sort(xt, k, descending, want_values, op, l);
-  } else {
-    const bool through_gather = want_values && x.requires_grad() && grad_mode_enabled();
-    s = host_sort(xt, k, descending, want_values && !through_gather, l);
-    if (through_gather) s.values = xt.gather(-1, s.indices, l);
-  }
-  s.indices = s.indices.transpose(d, -1, l);
-  if (want_values) s.values = s.values.transpose(d, -1, l);
+  s.indices = detail::apply(OpKind::argsort, {x},
+                            {{AttrKey::dim, d}, {AttrKey::descending, int64_t(descending)}, {AttrKey::count, count}},
+                            here(l));
+  if (want_values) s.values = x.gather(d, s.indices, l);
   return s;
 }
 
@@ -185,8 +73,71 @@ std::tuple<Tensor, Tensor> Tensor::topk(int64_t k, int64_t dim, bool largest, bo
   return {s.values, s.indices};
 }
 
+std::tuple<Tensor, Tensor> Tensor::sort(std::optional<bool> stable, int64_t dim, bool descending,
+                                        Loc l) const {
+  (void)stable;  // every sort is stable
+  return sort(dim, descending, l);
+}
+
+std::tuple<Tensor, Tensor> Tensor::kthvalue(int64_t k, int64_t dim, bool keepdim, Loc l) const {
+  const int64_t d = checked_dim(dim, std::max<int64_t>(this->dim(), 1), "kthvalue", l);
+  const int64_t n = this->dim() == 0 ? 1 : size(d);
+  if (k < 1 || k > n)
+    throw Error("kthvalue: expected k in [1, " + std::to_string(n) + "] (the size of dim " + std::to_string(d) +
+                    " of " + shape_str(sizes()) + "), got " + std::to_string(k),
+                here(l));
+  Sorted s = sort_along(*this, d, k, false, true, "kthvalue", l);
+  if (this->dim() == 0) return {s.values, s.indices};  // k = 1
+  Tensor v = s.values.narrow(d, k - 1, 1, l), i = s.indices.narrow(d, k - 1, 1, l);
+  if (!keepdim) return {v.squeeze(d, l), i.squeeze(d, l)};
+  return {v, i};
+}
+
+std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& x, bool sorted, bool return_inverse, bool return_counts,
+                                          Loc l) {
+  (void)sorted;  // always sorted, as PyTorch on the CPU
+  if (current_trace())
+    throw Error("unique: the number of distinct values decides the result's size, which a traced function "
+                "cannot have (expected unique() outside the traced function, as jax.numpy.unique needs a "
+                "static size)",
+                here(l));
+  Tensor flat, order;
+  {
+    NoGradGuard no_grad;
+    flat = x.detach().reshape({-1}, l);
+    order = flat.argsort(0, false, l);
+    flat = flat.gather(0, order, l).cpu(l).contiguous(l).to(kFloat64, l);
+  }
+  const Tensor pos = order.cpu(l).contiguous(l);
+  const int64_t n = flat.numel();
+  const double* v = flat.data_ptr<double>();
+  const int64_t* p = pos.data_ptr<int64_t>();
+  // A new value starts where it differs from the one before (NaN differs from
+  // everything, as NaN != NaN: each NaN is its own value, as in PyTorch).
+  std::vector<int64_t> first;  // sorted position where each distinct value starts
+  for (int64_t j = 0; j < n; ++j)
+    if (j == 0 || !(v[j] == v[j - 1])) first.push_back(j);
+  const int64_t m = static_cast<int64_t>(first.size());
+  std::vector<double> at(static_cast<size_t>(m)), counts(static_cast<size_t>(m)), inverse(static_cast<size_t>(n));
+  for (int64_t u = 0; u < m; ++u) {
+    const int64_t b = first[size_t(u)], e = u + 1 < m ? first[size_t(u + 1)] : n;
+    at[size_t(u)] = double(p[b]);
+    counts[size_t(u)] = double(e - b);
+    for (int64_t j = b; j < e; ++j) inverse[size_t(p[j])] = double(u);
+  }
+  NoGradGuard no_grad;
+  const TensorOptions io = TensorOptions(kInt64).device(x.device());
+  Tensor values = x.detach().reshape({-1}, l).index_select(0, from_vector(at, {m}, io, l), l);
+  Tensor inv = return_inverse ? from_vector(inverse, x.sizes(), io, l) : Tensor();
+  Tensor cnt = return_counts ? from_vector(counts, {m}, io, l) : Tensor();
+  return {values, inv, cnt};
+}
+
 std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim, bool descending, Loc l) {
   return x.sort(dim, descending, l);
+}
+std::tuple<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim, bool keepdim, Loc l) {
+  return x.kthvalue(k, dim, keepdim, l);
 }
 Tensor argsort(const Tensor& x, int64_t dim, bool descending, Loc l) {
   return x.argsort(dim, descending, l);

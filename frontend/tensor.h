@@ -363,6 +363,12 @@ class Tensor {
   Tensor norm(double p, std::vector<int64_t> dims, bool keepdim = false, KILN_LOC) const;
   /// Inclusive prefix sums along dim (integers: int64).
   Tensor cumsum(int64_t dim, KILN_LOC) const;
+  /// Running product along dim (integers and bools in int64), O(n).
+  Tensor cumprod(int64_t dim, KILN_LOC) const;
+  /// log(cumsum(exp(x))) along dim, without overflow (a running logaddexp).
+  Tensor logcumsumexp(int64_t dim, KILN_LOC) const;
+  /// log(exp(x) + exp(other)), without overflow.
+  Tensor logaddexp(const Tensor& other, KILN_LOC) const;
   /// Product of all elements, or along `dim` (1 for an empty dim); bools and
   /// integers multiply in int64, as in PyTorch. Exact multiplications (a pairwise
   /// tree), with a gradient that is right at zeros.
@@ -375,14 +381,20 @@ class Tensor {
   /// The elements along `dim` in ascending (descending) order, and the int64
   /// positions they came from. Stable: ties keep their order; NaN sorts as the
   /// largest value. The values' gradient goes to the elements they came from.
-  /// Traced, a row takes O(n^2) work and at most 16384 elements.
+  /// O(n) per row (a radix sort), eagerly and traced.
   std::tuple<Tensor, Tensor> sort(int64_t dim = -1, bool descending = false, KILN_LOC) const;
+  /// libtorch's spelling with `stable` first; every sort is stable.
+  std::tuple<Tensor, Tensor> sort(std::optional<bool> stable, int64_t dim = -1, bool descending = false,
+                                  KILN_LOC) const;
   /// The indices of sort(dim, descending).
   Tensor argsort(int64_t dim = -1, bool descending = false, KILN_LOC) const;
   /// The k largest (smallest) elements along `dim` and their int64 indices, in
   /// sorted order (`sorted` is accepted; the order is always sorted).
   std::tuple<Tensor, Tensor> topk(int64_t k, int64_t dim = -1, bool largest = true,
                                   bool sorted = true, KILN_LOC) const;
+  /// The k-th smallest element along `dim` (k from 1) and its int64 index; ties
+  /// by position, NaN the largest. keepdim keeps `dim` as size 1.
+  std::tuple<Tensor, Tensor> kthvalue(int64_t k, int64_t dim = -1, bool keepdim = false, KILN_LOC) const;
 
   // ---- linear algebra ----
   Tensor matmul(const Tensor& other, KILN_LOC) const;
@@ -580,6 +592,9 @@ Tensor isnan(const Tensor& x, KILN_LOC);
 Tensor isinf(const Tensor& x, KILN_LOC);
 Tensor logsumexp(const Tensor& x, std::vector<int64_t> dims, bool keepdim = false, KILN_LOC);
 Tensor cumsum(const Tensor& x, int64_t dim, KILN_LOC);
+Tensor cumprod(const Tensor& x, int64_t dim, KILN_LOC);
+Tensor logcumsumexp(const Tensor& x, int64_t dim, KILN_LOC);
+Tensor logaddexp(const Tensor& a, const Tensor& b, KILN_LOC);
 Tensor prod(const Tensor& x, KILN_LOC);
 Tensor prod(const Tensor& x, int64_t dim, bool keepdim = false, KILN_LOC);
 std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim = -1, bool descending = false,
@@ -587,6 +602,14 @@ std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim = -1, bool descendi
 Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false, KILN_LOC);
 std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true,
                                 bool sorted = true, KILN_LOC);
+std::tuple<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim = -1, bool keepdim = false,
+                                    KILN_LOC);
+/// The distinct values of x (flattened), ascending (each NaN distinct, last);
+/// the index of each element's value in them (x's shape) when return_inverse,
+/// and how often each occurs when return_counts (else undefined tensors). Eager
+/// only: the result's size depends on the values. No gradient (as PyTorch).
+std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& x, bool sorted = true, bool return_inverse = false,
+                                          bool return_counts = false, KILN_LOC);
 /// Joins tensors along an existing dim (cat) or a new one (stack); dtypes promote.
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0, KILN_LOC);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0, KILN_LOC);
@@ -699,7 +722,7 @@ Tensor randint(int64_t high, Shape shape, std::optional<Generator> generator,
                TensorOptions opts = {}, KILN_LOC);
 /// A random permutation of 0 .. n-1 (int64 unless a dtype is given), from
 /// `generator` or the default generator: the same after manual_seed, fresh at
-/// every call of a compiled function. Traced, n is at most 16384 (it is an argsort).
+/// every call of a compiled function. (An argsort of random keys, O(n).)
 Tensor randperm(int64_t n, TensorOptions opts = {}, KILN_LOC);
 Tensor randperm(int64_t n, std::optional<Generator> generator, TensorOptions opts = {}, KILN_LOC);
 /// 1 with probability p, else 0, for each element p of `probs` (floating; p <= 0

@@ -37,7 +37,10 @@ namespace kiln {
   X(root)                 \
   X(world)                \
   X(bucket)               \
-  X(bucket_bytes)
+  X(bucket_bytes)         \
+  X(reverse)              \
+  X(descending)           \
+  X(count)
 
 enum class AttrKey : uint8_t {
 #define KILN_X(n) n,

@@ -56,6 +56,8 @@ const char* category_name(OpCategory c) {
       return "Ternary";
     case OpCategory::Reduce:
       return "Reduce";
+    case OpCategory::Scan:
+      return "Scan";
     case OpCategory::Movement:
       return "Movement";
     case OpCategory::Matmul:
@@ -64,6 +66,8 @@ const char* category_name(OpCategory c) {
       return "Gather";
     case OpCategory::Scatter:
       return "Scatter";
+    case OpCategory::Sort:
+      return "Sort";
     case OpCategory::Check:
       return "Check";
     case OpCategory::Collective:

@@ -32,10 +32,12 @@ enum class OpCategory : uint8_t {
   Binary,
   Ternary,
   Reduce,
+  Scan,
   Movement,
   Matmul,
   Gather,
   Scatter,
+  Sort,
   Check,
   Collective,
   Custom
@@ -57,7 +59,7 @@ struct TensorType {
 };
 
 /// How kernels compute one element of an op: ops.def's `scalar` column.
-enum class ScalarRule : uint8_t { none, custom, math, arith, compare, logical, reduce, argreduce };
+enum class ScalarRule : uint8_t { none, custom, math, arith, compare, logical, reduce, argreduce, scan };
 
 /// Where a reduction's accumulator starts (ops.def's reduce(identity, combine)):
 /// 0, 1, or the dtype's lowest or highest value (-inf and +inf for floats).
@@ -99,6 +101,8 @@ bool is_elementwise(OpKind k);
 inline bool is_expensive(OpKind k) { return op_info(k).costly; }
 /// Float-only elementwise ops (ops.def's `math` scalar kind): exp, tanh, gelu, ...
 inline bool is_math(OpKind k) { return op_info(k).scalar == ScalarRule::math; }
+/// Scans (ops.def's `scan`): cumsum, cumprod, logcumsumexp.
+inline bool is_scan(OpKind k) { return op_info(k).scalar == ScalarRule::scan; }
 /// Reductions whose result is a position (ops.def's `argreduce`): argmax, argmin.
 inline bool is_arg_reduction(OpKind k) { return op_info(k).scalar == ScalarRule::argreduce; }
 /// Ops the builder must not merge (graph inputs, random draws, custom calls).
@@ -132,6 +136,7 @@ const std::vector<OpKind>& all_ops();
 #define KILN_SCALAR_SPLIT_logical(k) logical, k
 #define KILN_SCALAR_SPLIT_reduce(identity, k) reduce, k
 #define KILN_SCALAR_SPLIT_argreduce(identity, k) argreduce, k
+#define KILN_SCALAR_SPLIT_scan(identity, k) scan, k
 #define KILN_SCALAR_EXPAND(M, ...) M(__VA_ARGS__)
 
 #define KILN_SCALAR_RULE(scalar) KILN_SCALAR_EXPAND(KILN_SCALAR_RULE_I, KILN_SCALAR_SPLIT_##scalar)
@@ -148,6 +153,7 @@ const std::vector<OpKind>& all_ops();
 #define KILN_SCALAR_KIR_logical(F, name, arity, k) F(logical, k, name, arity)
 #define KILN_SCALAR_KIR_reduce(F, name, arity, k)
 #define KILN_SCALAR_KIR_argreduce(F, name, arity, k)
+#define KILN_SCALAR_KIR_scan(F, name, arity, k)
 
 #define KILN_SCALAR_MATH(F, name, scalar) \
   KILN_SCALAR_EXPAND(KILN_SCALAR_MATH_I, F, name, KILN_SCALAR_SPLIT_##scalar)
@@ -160,6 +166,7 @@ const std::vector<OpKind>& all_ops();
 #define KILN_SCALAR_MATH_logical(F, name, k)
 #define KILN_SCALAR_MATH_reduce(F, name, k)
 #define KILN_SCALAR_MATH_argreduce(F, name, k)
+#define KILN_SCALAR_MATH_scan(F, name, k)
 
 //   KILN_SCALAR_REDUCE(scalar)              the row's Identity and combine OpKind
 #define KILN_SCALAR_REDUCE(scalar) KILN_SCALAR_REDUCE_##scalar
@@ -171,6 +178,7 @@ const std::vector<OpKind>& all_ops();
 #define KILN_SCALAR_REDUCE_logical(k) KILN_SCALAR_REDUCE_none
 #define KILN_SCALAR_REDUCE_reduce(identity, k) ::kiln::Identity::identity, ::kiln::OpKind::k
 #define KILN_SCALAR_REDUCE_argreduce(identity, k) ::kiln::Identity::identity, ::kiln::OpKind::k
+#define KILN_SCALAR_REDUCE_scan(identity, k) ::kiln::Identity::identity, ::kiln::OpKind::k
 
 //   KILN_DOMAIN(domain)                     the row's Domain
 #define KILN_DOMAIN(domain) KILN_DOMAIN_##domain

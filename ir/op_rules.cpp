@@ -113,6 +113,13 @@ DType dtype_nonzero(OpKind, Types in, const Attrs& a) {
   return in[0].dtype;
 }
 
+// Scans: integers and bool add and multiply up in int64 (as torch.cumsum);
+// `dim` names a dim (any for a scalar).
+DType dtype_scan(OpKind, Types in, const Attrs& a) {
+  (void)normalize_dim(a.i(AttrKey::dim), std::max<int64_t>(in[0].rank(), 1));
+  return is_floating(in[0].dtype) ? in[0].dtype : DType::i64;
+}
+
 // gather and scatter_add: integer indices of the data's rank, no larger than it
 // in any dim but `dim` (where they may be any size); scatter_add's source has
 // the indices' shape and the base's dtype.
@@ -143,6 +150,23 @@ DType dtype_scatter(OpKind, Types in, const Attrs& a) {
 }
 Shape shape_scatter(OpKind, Types in, const Attrs&) {
   return in[0].shape;
+}
+
+// argsort: `dim` names a dim (any for a scalar, a line of one), `count` is in
+// [0, size of dim]; int64 positions, `count` of them along dim.
+DType dtype_sort(OpKind, Types in, const Attrs& a) {
+  (void)a.i(AttrKey::descending);
+  return DType::i64;
+}
+Shape shape_sort(OpKind, Types in, const Attrs& a) {
+  Shape s = in[0].shape;
+  const int64_t d = normalize_dim(a.i(AttrKey::dim), std::max<int64_t>(in[0].rank(), 1));
+  const int64_t n = s.empty() ? 1 : s[static_cast<size_t>(d)];
+  const int64_t count = a.i(AttrKey::count);
+  KILN_CHECK(count >= (s.empty() ? 1 : 0) && count <= n, "expected a count in [0, ", n, "] (the size of dim ", d, "), got ",
+             count);
+  if (!s.empty()) s[static_cast<size_t>(d)] = count;
+  return s;
 }
 
 // Collectives: a numeric operand; `world` >= 1; a known reduction where one is

@@ -13,6 +13,7 @@
 //     location, so every gradient node points at the user line it came from.
 #include "ir/vjp.h"
 
+#include <limits>
 #include <numbers>
 
 namespace kiln {
@@ -217,6 +218,67 @@ Grads vjp_fmod(Builder& b, const Node& n, Value out, Value g, const Needs& needs
 
 Grads vjp_remainder(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
   return quotient_vjp(b, n, g, needs, OpKind::floor);
+}
+
+// d logaddexp(a, b) = g exp(a - out) for a, g exp(b - out) for b.
+Grads vjp_logaddexp(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  auto d = [&](Value x) { return b.mul(g, b.unary(OpKind::exp, b.sub(x, out))); };
+  return {grad_for(b, n, needs, 0, d), grad_for(b, n, needs, 1, d)};
+}
+
+// ---- Scans ----
+
+// The scan `k` of v along the node's dim, in its direction or (flip) the other.
+Value scan_along(Builder& b, OpKind k, const Node& n, Value v, bool flip) {
+  const int64_t reverse = n.attrs.i(AttrKey::reverse, 0) != 0;
+  return b.op(k, {v}, Attrs{{AttrKey::dim, n.attrs.i(AttrKey::dim)}, {AttrKey::reverse, flip ? 1 - reverse : reverse}});
+}
+
+// A cumulative sum's gradient sums the output gradient from the other end.
+Grads vjp_cumsum(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  return unary(b, n, needs, [&](Value) { return scan_along(b, OpKind::cumsum, n, g, true); });
+}
+
+// As PyTorch, exact where x has zeros. Before the first zero (in the scan's
+// direction) each x_i gets sum_{j>=i} g_j out_j / x_i; the first zero z gets
+// prod_{k<z} x_k * sum_{j>=z} g_j prod_{z<k<=j} x_k; later elements get 0 (every
+// product through them has the factor x_z = 0).
+Grads vjp_cumprod(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  return unary(b, n, needs, [&](Value x) {
+    const Value zero = scalar(b, x, 0.0), one = scalar(b, x, 1.0);
+    const Value is_zero = compare(b, OpKind::eq, x, zero);
+    const Value zeros_so_far = scan_along(b, OpKind::cumsum, n, b.cast(is_zero, b.type(x).dtype), false);
+    const Value before = compare(b, OpKind::eq, zeros_so_far, zero);
+    const Value first = b.op(OpKind::logical_and, {is_zero, compare(b, OpKind::eq, zeros_so_far, one)});
+    const Value to_come = b.div(scan_along(b, OpKind::cumsum, n, b.mul(g, out), true), b.where(is_zero, one, x));
+    const Value prefix = scan_along(b, OpKind::cumprod, n, b.where(before, x, one), false);
+    const Value after = scan_along(b, OpKind::cumprod, n, b.where(b.op(OpKind::logical_or, {before, first}), one, x), false);
+    const Value at_first = b.mul(prefix, scan_along(b, OpKind::cumsum, n, b.mul(g, after), true));
+    return b.where(before, to_come, b.where(first, at_first, zero));
+  });
+}
+
+// As PyTorch, in log space: sum_{j>=i} g_j exp(x_i - out_j) split by the sign of g,
+// exp(x + logcumsumexp(log g+ - out)) - exp(x + logcumsumexp(log g- - out)), the
+// logcumsumexps from the other end. Where g has the other sign its log is the
+// lowest finite number, not -inf: it contributes exp(lowest) = 0 all the same, and
+// the second derivative sees no -inf - -inf (a zero part's gradient stays 0).
+Grads vjp_logcumsumexp(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  return unary(b, n, needs, [&](Value x) {
+    const Value zero = scalar(b, g, 0.0), one = scalar(b, g, 1.0);
+    const double lowest = b.type(g).dtype == DType::f32 ? double(std::numeric_limits<float>::lowest())
+                                                        : std::numeric_limits<double>::lowest();
+    // log of the part of g with one sign, lowest elsewhere; the log only sees
+    // positive numbers, so its own gradient (second derivatives) has no 0 * inf.
+    auto part = [&](Value signed_g) {
+      const Value positive = compare(b, OpKind::gt, signed_g, zero);
+      const Value log_g = b.where(positive, b.unary(OpKind::log, b.where(positive, signed_g, one)),
+                                  scalar(b, g, lowest));
+      const Value lse = scan_along(b, OpKind::logcumsumexp, n, b.sub(log_g, out), true);
+      return b.unary(OpKind::exp, b.add(x, lse));
+    };
+    return b.sub(part(g), part(b.neg(g)));
+  });
 }
 
 // gather and scatter_add are each other's gradient: gather's x gets the output

@@ -38,8 +38,9 @@ enum class Role : uint8_t {
   Fusible,   // elementwise, movement, arange
   Reduce,
   Matmul,
-  Scatter,  // scatter_add: a kernel of its own
-  Opaque,   // custom, checks, collectives, literal: always alone
+  Scatter,  // scatter_add: a sink that takes its operands' producers in
+  Scan,     // cumsum, cumprod, logcumsumexp: the same
+  Opaque,   // custom, checks, sorts, collectives, literal: always alone
 };
 
 Role role_of(OpKind k) {
@@ -48,6 +49,7 @@ Role role_of(OpKind k) {
       return Role::None;
     case OpCategory::Custom:
     case OpCategory::Check:
+    case OpCategory::Sort:
     case OpCategory::Collective:
       return Role::Opaque;
     case OpCategory::Creation:
@@ -60,6 +62,8 @@ Role role_of(OpKind k) {
       return Role::Matmul;
     case OpCategory::Scatter:
       return Role::Scatter;
+    case OpCategory::Scan:
+      return Role::Scan;
     default:
       return Role::Fusible;  // elementwise, movement, gather
   }
@@ -85,6 +89,8 @@ GroupKind singleton_kind(OpKind k) {
       return GroupKind::Opaque;
     case Role::Scatter:
       return GroupKind::Scatter;
+    case Role::Scan:
+      return GroupKind::Scan;
     default:
       return is_movement(k) ? GroupKind::Copy : GroupKind::Elementwise;
   }
@@ -153,6 +159,7 @@ class GroupChecker {
         case Role::Opaque:
           return std::nullopt;
         case Role::Scatter:
+        case Role::Scan:
           if (scatter != kNoNode) return std::nullopt;
           scatter = m;
           break;
@@ -169,8 +176,9 @@ class GroupChecker {
       if (!is_movement(g_[m].op)) all_movement = false;
     }
     if (mm != kNoNode && first_reduce != kNoNode) return std::nullopt;
-    // A scatter_add with the producers of its operands: it is the group's only
-    // output, and nothing reduces or multiplies in its kernel.
+    // A scatter_add or a scan (`scatter`: the sink) with the producers of its
+    // operands: it is the group's only output, and nothing reduces or
+    // multiplies in its kernel.
     if (scatter != kNoNode) {
       if (mm != kNoNode || first_reduce != kNoNode) return std::nullopt;
       for (NodeId m : members)
@@ -237,7 +245,7 @@ class GroupChecker {
         if (in_group(v.node)) return std::nullopt;
       return GroupKind::Matmul;
     }
-    if (scatter != kNoNode) return GroupKind::Scatter;
+    if (scatter != kNoNode) return a_.role[scatter] == Role::Scan ? GroupKind::Scan : GroupKind::Scatter;
     if (reduction_) return GroupKind::Reduction;
     return all_movement ? GroupKind::Copy : GroupKind::Elementwise;
   }
@@ -309,6 +317,8 @@ class GroupChecker {
         // The base at the output's points; the indices and the source at the
         // points of the indices' shape, each once.
         return index == 0 ? at : derived(at, {kScatterIndex}, from, false);
+      case OpCategory::Scan:
+        return at;  // each element read once, where its output is written
       case OpCategory::Movement:
         switch (c.op) {
           case OpKind::reshape:
@@ -502,7 +512,7 @@ class GroupBuilder {
 }  // namespace
 
 const char* group_kind_name(GroupKind k) {
-  constexpr const char* kNames[] = {"elementwise", "reduction", "matmul", "copy", "opaque", "scatter"};
+  constexpr const char* kNames[] = {"elementwise", "reduction", "matmul", "copy", "opaque", "scatter", "scan"};
   return kNames[static_cast<int>(k)];
 }
 
@@ -515,10 +525,11 @@ std::vector<FusionGroup> plan_fusion(const Graph& g, const FusionOptions& opts) 
     std::vector<uint32_t> seen(g.size(), 0);
     uint32_t stamp = 0;
     for (NodeId c = 0; c < g.size(); ++c) {
-      // A scatter_add takes producers in; nothing takes a scatter_add in.
+      // A scatter_add or a scan takes producers in; nothing takes one in.
       if (!an.grouped(c) || an.role[c] == Role::Opaque) continue;
       for (Value v : g[c].operands) {
-        if (!an.grouped(v.node) || an.role[v.node] == Role::Opaque || an.role[v.node] == Role::Scatter)
+        if (!an.grouped(v.node) || an.role[v.node] == Role::Opaque || an.role[v.node] == Role::Scatter ||
+            an.role[v.node] == Role::Scan)
           continue;
         NodeId a = groups.find(v.node), b = groups.find(c);
         if (a == b || groups.members(a).size() + groups.members(b).size() > kMaxFusionGroupNodes)

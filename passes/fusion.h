@@ -22,9 +22,9 @@
 //   buffers) and its result is read only inside the group, at the same index;
 //   the rest is an epilogue over the matmul's result shape, which every output
 //   has (or its size, as above).
-// - Opaque: one custom, check or literal node. A literal is
+// - Opaque: one custom, check, sort or literal node. A literal is
 //   materialised once by its own group and read by others as an input; a check
-//   becomes a plan step of its own.
+//   or a sort becomes a plan step of its own (a host step, a library call).
 // - `constant` nodes (one value, any shape) are members of every group that
 //   computes with them; one read as a buffer (by a matmul or custom call) or
 //   returned also has an Elementwise group of its own that writes it.
@@ -43,8 +43,9 @@ enum class GroupKind : uint8_t {
   Reduction,    // one or more reductions over the same reduced dims, with producers and epilogue
   Matmul,       // nodes[0] is a matmul; the rest is an elementwise epilogue on its result
   Copy,         // movement ops only, that must materialise (e.g. a transpose feeding a matmul)
-  Opaque,       // a node no backend fuses (custom calls, creation ops with randomness)
-  Scatter,      // one scatter_add: a kernel of its own, each output column on one thread
+  Opaque,       // a node no backend fuses (custom calls, checks, sorts, creation ops with randomness)
+  Scatter,      // one scatter_add with its operands' producers, each output column on one thread
+  Scan,         // one scan (cumsum, ...) with its operand's producers, each line on one thread
 };
 
 const char* group_kind_name(GroupKind k);

@@ -270,6 +270,16 @@ void execute_cuda_plan(const Plan& plan, void* const* args, void* const* params,
         cuda::copy_to_host(host.data(), src, host.size(), device);
         check_values_step(*c, host.data(), in.type);
         cuda::copy_device(ptr[static_cast<size_t>(step.slots[1])], src, host.size(), device);
+      } else if (const auto* s = std::get_if<step::Sort>(&step.what)) {
+        // The library sort runs on the host: in to host memory, positions back.
+        const PlanSlot& in = plan.slots[static_cast<size_t>(step.slots[0])];
+        const PlanSlot& out = plan.slots[static_cast<size_t>(step.slots[1])];
+        std::vector<char> host(static_cast<size_t>(in.bytes()));
+        std::vector<int64_t> order(static_cast<size_t>(out.type.numel()));
+        cuda::copy_to_host(host.data(), ptr[static_cast<size_t>(step.slots[0])], host.size(), device);
+        sort_lines(s->lines, host.data(), order.data());
+        cuda::copy_to_device(ptr[static_cast<size_t>(step.slots[1])], order.data(),
+                             order.size() * sizeof(int64_t), device);
       } else if (const auto* s = std::get_if<step::CollectiveStart>(&step.what)) {
         if (on_device) {
           on_device->start(*s);

@@ -95,6 +95,8 @@ void execute_cpu_plan(const Plan& plan, void* const* args, void* const* params,
         check_values_step(*c, ptr[step.slots[0]], in.type);
         if (ptr[step.slots[1]] != ptr[step.slots[0]])
           std::memcpy(ptr[step.slots[1]], ptr[step.slots[0]], static_cast<size_t>(in.bytes()));
+      } else if (const auto* s = std::get_if<step::Sort>(&step.what)) {
+        sort_lines(s->lines, ptr[step.slots[0]], static_cast<int64_t*>(ptr[step.slots[1]]));
       } else if (const auto* s = std::get_if<step::CollectiveStart>(&step.what)) {
         comms.start(*s);
       } else if (const auto* w = std::get_if<step::CollectiveWait>(&step.what)) {

@@ -18,6 +18,7 @@
 #include "ir/error.h"
 #include "ir/op.h"
 #include "runtime/collective.h"
+#include "runtime/sort.h"
 #include "runtime/storage.h"
 
 namespace kiln {
@@ -95,6 +96,13 @@ struct ValueCheck {
   SourceLoc loc;  // the user's line that recorded the check
 };
 
+/// Slots {in, out}: the sort library step (runtime/sort.h) on the dense buffer
+/// `in`, positions into `out`. On the host for both devices (a CUDA plan copies
+/// through host memory).
+struct Sort {
+  SortLines lines;
+};
+
 /// Packs the inputs of plan.collectives[collective] and hands them to the
 /// communication thread (runtime/collective.h); the plan goes on. On a CUDA
 /// device whose communicator is NCCL they stay on the device: the call is
@@ -113,7 +121,7 @@ struct CollectiveWait {
 struct PlanStep {
   std::string name;
   std::vector<int32_t> slots;
-  std::variant<step::CpuKernel, step::CudaKernel, step::Matmul, step::ValueCheck,
+  std::variant<step::CpuKernel, step::CudaKernel, step::Matmul, step::ValueCheck, step::Sort,
                step::CollectiveStart, step::CollectiveWait>
       what;
 };

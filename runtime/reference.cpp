@@ -111,6 +111,9 @@ void reference_kernel(OpKind k, const Attrs& attrs, std::span<const View> inputs
     case OpCategory::Reduce:
       expect(1);
       return detail::ref_reduce(k, attrs, inputs[0], out);
+    case OpCategory::Scan:
+      expect(1);
+      return detail::ref_scan(k, attrs, inputs[0], out);
     case OpCategory::Movement:
       expect(static_cast<size_t>(info.arity));  // rebind's second operand only routes gradients
       return detail::ref_movement(k, attrs, inputs[0], out);
@@ -123,6 +126,9 @@ void reference_kernel(OpKind k, const Attrs& attrs, std::span<const View> inputs
     case OpCategory::Scatter:
       expect(3);
       return detail::ref_scatter_add(attrs, inputs[0], inputs[1], inputs[2], out);
+    case OpCategory::Sort:
+      expect(1);
+      return detail::ref_argsort(attrs, inputs[0], out);
     case OpCategory::Check:
       expect(1);
       check_values(k, attrs, inputs[0]);

@@ -171,6 +171,17 @@ struct Remainder {
     }
   }
 };
+// Floats only (the dtype rule promotes to a float).
+struct Logaddexp {
+  template <class T>
+  T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      return ref_math::logaddexp(a, b);
+    } else {
+      return static_cast<T>(ref_math::logaddexp(double(a), double(b)));
+    }
+  }
+};
 // NaN-propagating, as torch.maximum/minimum.
 struct Maximum {
   template <class T>
@@ -443,6 +454,8 @@ void ref_binary(OpKind k, const Attrs& attrs, const View& a, const View& b, cons
       return binary_same(a, b, out, Fmod{});
     case OpKind::remainder:
       return binary_same(a, b, out, Remainder{});
+    case OpKind::logaddexp:
+      return binary_same(a, b, out, Logaddexp{});
     case OpKind::maximum:
       return binary_same(a, b, out, Maximum{});
     case OpKind::minimum:

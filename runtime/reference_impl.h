@@ -18,7 +18,10 @@ void ref_where(const View& cond, const View& a, const View& b, const View& out);
 void ref_reduce(OpKind k, const Attrs& attrs, const View& in, const View& out);
 /// reshape, expand, permute, slice, pad.
 void ref_movement(OpKind k, const Attrs& attrs, const View& in, const View& out);
+/// cumsum, cumprod, logcumsumexp along attrs.dim (from the end when attrs.reverse).
+void ref_scan(OpKind k, const Attrs& attrs, const View& in, const View& out);
 /// gather(x, index) {dim}.
+void ref_argsort(const Attrs& attrs, const View& in, const View& out);
 void ref_gather(const Attrs& attrs, const View& x, const View& index, const View& out);
 /// scatter_add(base, index, src) {dim}.
 void ref_scatter_add(const Attrs& attrs, const View& base, const View& index, const View& src,

@@ -45,6 +45,14 @@ M gelu(M x) {
   return M(0.5) * x * (M(1) + std::erf(x * M(0.70710678118654752440)));
 }
 
+/// log(exp(a) + exp(b)) without overflow; a == b (+-inf included) gives a + log 2.
+template <class M>
+M logaddexp(M a, M b) {
+  if (a == b) return a + M(0.69314718055994530942);
+  const M m = (a > b || a != a) ? a : b;  // NaN-propagating max
+  return m + std::log1p(std::exp(-std::fabs(a - b)));
+}
+
 template <class M>
 M erf(M x) {
   return std::erf(x);

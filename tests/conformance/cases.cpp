@@ -420,6 +420,22 @@ std::vector<Case> model_cases() {
       unary(
           "cumsum", [](const Tensor& x) { return x.cumsum(1) + cumsum(x, 0) * 2; }, in({3, 5})),
       unary(
+          "cumsum of long rows, fused with its producer and consumer",
+          [](const Tensor& x) { return (x.exp() * 0.5).cumsum(1).tanh() + x.cumsum(0); }, in({3, 300})),
+      unary(
+          "cumprod", [](const Tensor& x) { return x.cumprod(1) + cumprod(x.t(), 1).t() * 0.5; },
+          in({3, 5}, 0.5, 1.5)),
+      unary(
+          "cumprod through zeros (exact gradient at and after the first zero)",
+          [](const Tensor& x) { return x.cumprod(1); },
+          given({2, 5}, {0.5, 0, 1.5, 0, 2, -1.2, 0.8, 0, 1.1, 0.9})),
+      unary(
+          "logcumsumexp", [](const Tensor& x) { return x.logcumsumexp(1) + logcumsumexp(x * 3, 0); },
+          in({4, 6}, -4, 4)),
+      binary(
+          "logaddexp", [](auto& a, auto& b) { return a.logaddexp(b) + logaddexp(a * 20, b.sum(0)); },
+          in({3, 4}, -3, 3), in({3, 4}, -3, 3)),
+      unary(
           "var and std over one int dim", [](const Tensor& x) { return x.var(1) + x.std(0, false).sum(); },
           in({4, 5})),
       binary(
@@ -576,9 +592,9 @@ std::vector<Case> conv_cases() {
 }
 
 // Products and sorting (frontend/math_ops.cpp, frontend/sort_ops.cpp): prod as a
-// tree of multiplications; sort, argsort, topk and randperm by comparison
-// counting when traced and by a host sort eagerly, so the matrix checks that the
-// two give one order. Indices are returned as floats.
+// tree of multiplications; sort, argsort, topk, kthvalue and randperm through
+// the argsort op (the sort library's radix sort, comparison sort and selection;
+// values by gather, gradients by scatter_add). Indices are returned as floats.
 std::vector<Case> sort_cases() {
   return {
       unary(
@@ -620,6 +636,27 @@ std::vector<Case> sort_cases() {
             auto [sv, si] = topk(x, 2, 0, false);
             return (v * 2 + i.to(d)).sum(1, true) + (sv * si.to(d).add(1)).sum() +
                    x * x.argsort(1, true).to(d) + argsort(x, 0).to(d);
+          },
+          in({4, 5})),
+      no_fd(unary(
+          "sort of long rows (the radix sort) and topk of a few (the selection), ties and NaN",
+          [](const Tensor& x) {
+            const DType d = x.dtype();
+            const Tensor y = where(x.gt(2.9), x.log(), (x * 4).round());  // NaN above 2.9, many ties
+            auto [v, i] = y.sort(1, true);
+            auto [tv, ti] = y.topk(4, 1, false);
+            return where(v.isnan(), full_like(v, 7), v).sum(1, true) + i.to(d).narrow(1, 0, 4) + tv + ti.to(d) * 3 +
+                   y.argsort(0).to(d).sum(0).narrow(0, 0, 4) * 0.1;
+          },
+          in({2, 700}))),
+      unary(
+          "kthvalue and the gradient of sorted values through gather",
+          [](const Tensor& x) {
+            const DType d = x.dtype();
+            auto [v, i] = x.kthvalue(3, 1, true);
+            auto [w, j] = kthvalue(x, 2, 0);
+            auto [sv, si] = x.sort(0);
+            return v * 2 + i.to(d) + (w * w).sum() + j.to(d).sum() + (sv.exp() * sv).sum(0, true);
           },
           in({4, 5})),
       unary(

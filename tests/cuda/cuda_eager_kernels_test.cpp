@@ -87,6 +87,12 @@ std::vector<OpCase> cases() {
   c.push_back({OpKind::gather, {t(f64, {3, 100}), t(DType::i32, {3, 7})}, {{AttrKey::dim, int64_t(1)}}, {}});
   c.push_back({OpKind::scatter_add, {x, t(i64, {3, 6}), t(f32, {3, 6})}, {{AttrKey::dim, int64_t(0)}}, {}});
   c.push_back({OpKind::scatter_add, {t(f64, {4, 7}), t(i64, {4, 2}), t(f64, {4, 2})}, {{AttrKey::dim, int64_t(1)}}, {}});
+  for (OpKind k : all_ops()) {
+    if (op_info(k).category != OpCategory::Scan) continue;
+    c.push_back({k, {x}, {{AttrKey::dim, int64_t(1)}, {AttrKey::reverse, int64_t(0)}}, {}});
+    c.push_back({k, {t(f64, {5, 3, 70})}, {{AttrKey::dim, int64_t(1)}, {AttrKey::reverse, int64_t(1)}}, {}});
+  }
+  c.push_back({OpKind::cumsum, {t(i64, {4, 6})}, {{AttrKey::dim, int64_t(0)}, {AttrKey::reverse, int64_t(0)}}, {}});
   c.push_back({OpKind::matmul, {x, t(f32, {6, 3})}, {}, {}});
   c.push_back({OpKind::matmul, {t(f64, {2, 4, 6}), t(f64, {6, 3})}, {}, {}});
   c.push_back({OpKind::constant, {}, {{AttrKey::value, 2.5}}, t(f32, {4, 6})});
@@ -135,12 +141,12 @@ TEST_CASE("every eager op's CUDA kernel generates and compiles with NVRTC") {
     covered.insert(oc.op);
   }
   // Every op an eager GPU call can reach is covered: the rest run on the host
-  // (literal data, checks, collectives, which stage through host
+  // (literal data, checks, the sort library, collectives, which stage through host
   // memory to the communicator) or never run eagerly (inputs, custom calls,
   // and detach and rebind, which only traces record and remove after autodiff).
   for (OpKind k : all_ops()) {
     bool host = k == OpKind::literal ||
-                op_info(k).category == OpCategory::Check ||
+                op_info(k).category == OpCategory::Check || op_info(k).category == OpCategory::Sort ||
                 op_info(k).category == OpCategory::Collective;
     bool never = op_info(k).category == OpCategory::Input ||
                  op_info(k).category == OpCategory::Custom || k == OpKind::detach ||

@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "codegen/cpu_backend.h"
+#include "frontend/settings.h"
 #include "runtime/llvm_jit.h"
 
 using namespace kiln;
@@ -89,4 +91,37 @@ TEST_CASE(
           << loaded_fns);
   CHECK(loaded_fns <= loaded_after);
   if (kRssMeaningful) CHECK(rss_fns - rss_shapes < kMaxGrowthMiB);
+}
+
+TEST_CASE(
+    "a traced function whose shapes keep changing keeps only its recent miss reasons and kernel "
+    "records") {
+  Settings saved = settings();
+  settings().background_compile = false;  // every miss compiles before its call returns
+  auto f = jit([](Tensor x) { return (x * 2 + 1).exp().sum(); }, "always_missing");
+  f.set_cache_size(1);
+  constexpr int kCalls = 400;  // the soak's shared function grew by ~100 bytes per miss, forever
+  for (int i = 0; i < kCalls; ++i) (void)f(ones({3 + i % 2}));
+  settings() = saved;
+  const TraceStats& s = f.stats();
+  CHECK(s.misses == kCalls);
+  CHECK(s.miss_reasons.size() == TraceStats::kRecent);
+  CHECK(s.miss_reasons.back() == "arg 0: shape [3] -> [4]");
+  CHECK(s.kernel_compile_ms.size() <= TraceStats::kRecentKernels);
+  CHECK(s.str().find("CPU kernels: " + std::to_string(s.kernels_compiled) + " compiled") !=
+        std::string::npos);
+}
+
+TEST_CASE("a destroyed traced function leaves none of its kernels kept for templates") {
+  wait_for_background_compiles();  // nothing of other tests' still compiling
+  const size_t before = cpu_template_families();
+  {
+    auto g = jit([](Tensor x) { return (x * 3 - 1).exp().sum(0); }, "templated");
+    g.mark_dynamic(0, 0);  // its kernels are remembered to make templates
+    for (int64_t n : {9, 7, 5}) (void)g(randn({n, 3}));
+    CHECK(cpu_template_families() > before);
+  }
+  // The families were only ever reachable through g (a leak per created function
+  // until the cache's bound of 4096 families dropped them).
+  CHECK(cpu_template_families() == before);
 }

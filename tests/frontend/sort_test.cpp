@@ -239,11 +239,70 @@ TEST_CASE("bad arguments to sort, topk, prod and randperm give clear errors") {
   KILN_CHECK_ERROR(argsort(x, -3), "argsort:", "out of range");
   KILN_CHECK_ERROR(x.prod(3), "prod:", "out of range");
   KILN_CHECK_ERROR(randperm(-1), "randperm: expected n >= 0, got -1");
-  auto long_rows = jit([](Tensor t) { return std::get<0>(t.sort()); });
-  KILN_CHECK_ERROR(long_rows(zeros({2, 20000})), "sort: a traced sort", "at most 16384",
-                   "got 20000", "sort_test.cpp:");
-  KILN_CHECK_ERROR(jit([](Tensor t) { return randperm(20000) + t; })(zeros({1}, kInt64)),
-                   "randperm:", "at most 16384");
-  // Eagerly, long rows sort on the host.
-  CHECK(is_permutation_of_n(argsort(rand({20000})), 20000));
+  KILN_CHECK_ERROR(x.kthvalue(0), "kthvalue: expected k in [1, 4]", "got 0", "sort_test.cpp:");
+  KILN_CHECK_ERROR(jit([](Tensor t) { return std::get<0>(unique(t)); })(x), "unique:",
+                   "outside the traced function", "sort_test.cpp:");
+}
+
+TEST_CASE("long rows sort in O(n) both ways: a traced sort of 200k equals the eager one") {
+  const Tensor x = (rand({2, 200000}) * 1000).floor();  // many ties
+  auto f = jit([](Tensor t) {
+    auto [v, i] = t.sort(1, true);
+    return std::make_tuple(v, i, t.argsort(0), randperm(100000));
+  });
+  auto [v, i, a, p] = f(x);
+  auto [ve, ie] = x.sort(1, true);
+  CHECK(equal(v, ve));
+  CHECK(equal(i, ie));
+  CHECK(equal(a, x.argsort(0)));
+  CHECK(is_permutation_of_n(p, 100000));
+  // Descending and stable: values never rise, and equal values keep their order.
+  const std::vector<float> vv = v.to_vector<float>();
+  const std::vector<int64_t> ii = i.to_vector<int64_t>();
+  for (size_t j = 1; j < vv.size(); ++j) {
+    if (j % 200000 == 0) continue;  // the second row starts
+    REQUIRE(vv[j - 1] >= vv[j]);
+    if (vv[j - 1] == vv[j]) REQUIRE(ii[j - 1] < ii[j]);
+  }
+}
+
+TEST_CASE("kthvalue and topk of a few from long rows, with ties, NaN and -0.0") {
+  const double nan = std::nan("");
+  const Tensor x = tensor({3.0, nan, -0.0, 1.0, 0.0, 3.0, -2.0, nan}, kFloat64);
+  auto [v, i] = x.kthvalue(2);
+  CHECK(v.item<double>() == 0.0);
+  CHECK(i.item<int64_t>() == 2);  // -0.0 ties with 0.0 and comes first
+  CHECK(std::get<1>(x.kthvalue(3)).item<int64_t>() == 4);
+  auto [tv, ti] = x.topk(3);
+  CHECK(std::isnan(tv[0].item<double>()));
+  CHECK(ti.to_vector<int64_t>() == std::vector<int64_t>{1, 7, 0});  // NaN is the largest; ties by position
+  auto [sv, si] = x.topk(2, 0, false);
+  CHECK(si.to_vector<int64_t>() == std::vector<int64_t>{6, 2});
+  auto [kv, ki] = x.reshape({2, 4}).kthvalue(2, 1, true);
+  CHECK(kv.sizes() == Shape{2, 1});
+  CHECK(ki.reshape({2}).to_vector<int64_t>() == std::vector<int64_t>{3, 0});
+  // A few of a long row (the library's selection) equal the head of a full sort.
+  const Tensor big = (randn({3, 50000}) * 10).round();
+  auto [bv, bi] = big.topk(5, 1);
+  auto [fv, fi] = big.sort(1, true);
+  CHECK(equal(bi, fi.narrow(1, 0, 5)));
+  CHECK(equal(bv, fv.narrow(1, 0, 5)));
+  auto traced = jit([](Tensor t) { return std::get<1>(t.topk(5, 1, false)); });
+  CHECK(equal(traced(big), big.argsort(1).narrow(1, 0, 5)));
+}
+
+TEST_CASE("unique: sorted distinct values, inverse and counts, each NaN its own value") {
+  const double nan = std::nan("");
+  const Tensor x = tensor({{2.0, 1.0, 2.0}, {nan, 5.0, 1.0}}, kFloat64);
+  auto [u, inv, cnt] = unique(x, true, true, true);
+  CHECK(u.numel() == 4);
+  CHECK(u.narrow(0, 0, 3).to_vector<double>() == std::vector<double>{1, 2, 5});
+  CHECK(std::isnan(u[3].item<double>()));
+  CHECK(inv.sizes() == Shape{2, 3});
+  CHECK(inv.reshape({6}).to_vector<int64_t>() == std::vector<int64_t>{1, 0, 1, 3, 2, 0});
+  CHECK(cnt.to_vector<int64_t>() == std::vector<int64_t>{2, 2, 1, 1});
+  auto [ui, none1, none2] = unique(tensor({int64_t(3), int64_t(3), int64_t(-1)}));
+  CHECK(ui.to_vector<int64_t>() == std::vector<int64_t>{-1, 3});
+  CHECK(ui.dtype() == kInt64);
+  CHECK_FALSE(none1.defined());
 }

@@ -105,6 +105,14 @@ std::vector<Case> cases() {
        {},
        "add: expected all operands on one device, got cpu (operand 0) and cuda:0 (operand 1)"});
   c.push_back({OpKind::div, {i23, i23}, {}, f23});
+  c.push_back({OpKind::logaddexp, {i23, ty(DType::f64, {3})}, {}, ty(DType::f64, {2, 3})});
+  // Scans: the operand's shape; integers and bools add and multiply up in int64.
+  const Attrs along1{{AttrKey::dim, int64_t{1}}, {AttrKey::reverse, int64_t{0}}};
+  c.push_back({OpKind::cumsum, {f23}, along1, f23});
+  c.push_back({OpKind::cumsum, {ty(DType::i32, {2, 3})}, along1, ty(DType::i64, {2, 3})});
+  c.push_back({OpKind::cumprod, {b23}, along1, ty(DType::i64, {2, 3})});
+  c.push_back({OpKind::logcumsumexp, {i23}, along1, f23});
+  c.push_back({OpKind::cumsum, {f23}, Attrs{{AttrKey::dim, int64_t{2}}}, {}, "dim 2 is out of range"});
   c.push_back({OpKind::div, {ty(DType::f64, {}), i23}, {}, ty(DType::f64, {2, 3})});
   for (OpKind k : {OpKind::eq, OpKind::ne, OpKind::lt, OpKind::le, OpKind::gt, OpKind::ge,
                    OpKind::logical_and, OpKind::logical_or})
@@ -163,6 +171,15 @@ std::vector<Case> cases() {
                "expected a source of the base's dtype f32, got f64"});
   c.push_back({OpKind::scatter_add, {f23, ty(DType::i64, {4, 3}), f23}, dim0, {},
                "expected a source of the indices' shape [4,3], got [2,3]"});
+  // argsort: int64 positions, `count` of them along dim.
+  const auto sorted = [](int64_t dim, int64_t count) {
+    return Attrs{{AttrKey::dim, dim}, {AttrKey::descending, int64_t{1}}, {AttrKey::count, count}};
+  };
+  c.push_back({OpKind::argsort, {f23}, sorted(1, 3), ty(DType::i64, {2, 3})});
+  c.push_back({OpKind::argsort, {f23}, sorted(-2, 1), ty(DType::i64, {1, 3})});
+  c.push_back({OpKind::argsort, {ty(DType::f32, {})}, sorted(0, 1), ty(DType::i64, {})});
+  c.push_back({OpKind::argsort, {f23}, sorted(1, 4), {}, "expected a count in [0, 3] (the size of dim 1), got 4"});
+  c.push_back({OpKind::argsort, {f23}, sorted(2, 1), {}, "out of range"});
   const Attrs divisor{{AttrKey::name, std::string("fmod")}};
   c.push_back({OpKind::check_nonzero, {i23}, divisor, i23});
   c.push_back({OpKind::check_nonzero, {f23}, divisor, {}, "expected an integer divisor, got f32"});
@@ -299,9 +316,10 @@ TEST_CASE("the op table's cost and scalar columns agree with its categories and 
     const OpInfo& info = op_info(k);
     // Exactly the elementwise ops say how kernels compute an element, and exactly
     // the reductions how they fold one in: from an identity with a binary op.
-    const bool folds = info.scalar == ScalarRule::reduce || info.scalar == ScalarRule::argreduce;
+    const bool folds = info.scalar == ScalarRule::reduce || info.scalar == ScalarRule::argreduce ||
+                       info.scalar == ScalarRule::scan;
     CHECK(is_elementwise(k) == (info.scalar != ScalarRule::none && !folds));
-    CHECK(folds == (info.category == OpCategory::Reduce));
+    CHECK(folds == (info.category == OpCategory::Reduce || info.category == OpCategory::Scan));
     CHECK(folds == (info.identity != Identity::none));
     if (folds) CHECK(op_info(info.combine).category == OpCategory::Binary);
     if (is_expensive(k)) CHECK(is_elementwise(k));

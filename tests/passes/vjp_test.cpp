@@ -56,6 +56,10 @@ InputSpec in_range(Shape s, double lo, double hi) {
   return InputSpec{std::move(s), lo, hi};
 }
 
+InputSpec given(Shape s, std::vector<double> values) {
+  return InputSpec{std::move(s), 0, 0, false, std::move(values)};
+}
+
 std::vector<GradCase> gradient_cases() {
   using K = OpKind;
   const Shape s{3, 4};
@@ -114,6 +118,38 @@ std::vector<GradCase> gradient_cases() {
                   in_range({2, 3}, 1.8, 1.95)),
       binary_case(K::minimum, "[2,3] [2,1]", in_range({2, 3}, -1, 1), in_range({2, 1}, -1, 1)),
 
+      binary_case(K::logaddexp, "[3,4] [4]", in_range({3, 4}, -2, 2), in_range({4}, -2, 2)),
+      // Scans, forward and from the end; cumprod with zeros (one, two, and a
+      // zero first), where the gradient is PyTorch's exact one.
+      GradCase{"cumsum [3,4] dim 1", K::cumsum, {in_range({3, 4}, -1, 1)},
+               [](Builder& b, Args x) { return b.op(K::cumsum, {x[0]}, Attrs{{AttrKey::dim, int64_t{1}}}); }},
+      GradCase{"cumsum [4,2] dim 0 reverse", K::cumsum, {in_range({4, 2}, -1, 1)},
+               [](Builder& b, Args x) {
+                 return b.op(K::cumsum, {x[0]}, Attrs{{AttrKey::dim, int64_t{0}}, {AttrKey::reverse, int64_t{1}}});
+               }},
+      GradCase{"cumprod [3,5] dim 1", K::cumprod, {in_range({3, 5}, 0.5, 1.5)},
+               [](Builder& b, Args x) { return b.op(K::cumprod, {x[0]}, Attrs{{AttrKey::dim, int64_t{1}}}); }},
+      // At zeros the gradient is exact; its own gradient is not checked there
+      // (the elements past the first zero get 0, whose derivative in that zero
+      // is not), only away from zeros (the case above).
+      GradCase{"cumprod [6] with zeros",
+               K::cumprod,
+               {given({6}, {0.9, 0.0, 1.3, 0.0, 0.7, 1.1})},
+               [](Builder& b, Args x) { return b.op(K::cumprod, {x[0]}, Attrs{{AttrKey::dim, int64_t{0}}}); },
+               1e-6, 1e-6, false},
+      GradCase{"cumprod [2,4] dim 1 reverse, zeros first and last",
+               K::cumprod,
+               {given({2, 4}, {0.0, 1.2, 0.8, 1.1, 1.3, 0.9, 1.2, 0.0})},
+               [](Builder& b, Args x) {
+                 return b.op(K::cumprod, {x[0]}, Attrs{{AttrKey::dim, int64_t{1}}, {AttrKey::reverse, int64_t{1}}});
+               },
+               1e-6, 1e-6, false},
+      GradCase{"logcumsumexp [3,4] dim 1", K::logcumsumexp, {in_range({3, 4}, -3, 3)},
+               [](Builder& b, Args x) { return b.op(K::logcumsumexp, {x[0]}, Attrs{{AttrKey::dim, int64_t{1}}}); }},
+      GradCase{"logcumsumexp [5] reverse", K::logcumsumexp, {in_range({5}, -40, 40)},
+               [](Builder& b, Args x) {
+                 return b.op(K::logcumsumexp, {x[0]}, Attrs{{AttrKey::dim, int64_t{0}}, {AttrKey::reverse, int64_t{1}}});
+               }},
       // Indices as literals; duplicates add up in the gradient.
       GradCase{"gather [4,3] dim 0, repeated indices",
                K::gather,

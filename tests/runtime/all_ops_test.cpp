@@ -67,10 +67,14 @@ Case tiny_case(OpKind k) {
       }
     case OpCategory::Matmul:
       return {{x, f32({3, 2}, {1, 2, 3, 4, 5, 6})}, {}};
+    case OpCategory::Scan:
+      return {{x}, Attrs{{AttrKey::dim, int64_t{1}}}};
     case OpCategory::Gather:
       return {{x, arr(DType::i64, {2, 2}, {1, 0, 1, 1})}, Attrs{{AttrKey::dim, int64_t{0}}}};
     case OpCategory::Scatter:
       return {{x, arr(DType::i64, {2, 3}, {1, 0, 1, 1, 1, 0}), x}, Attrs{{AttrKey::dim, int64_t{0}}}};
+    case OpCategory::Sort:
+      return {{x}, Attrs{{AttrKey::dim, int64_t{1}}, {AttrKey::descending, int64_t{0}}, {AttrKey::count, int64_t{2}}}};
     case OpCategory::Check:  // indices in [0, 6), none of them zero
       return {{arr(DType::i64, {2, 3}, {1, 2, 3, 4, 5, 5})},
               Attrs{{AttrKey::high, int64_t{6}}, {AttrKey::name, std::string("gather")}}};
@@ -148,6 +152,27 @@ TEST_CASE("gather and scatter_add read and add only the named elements, in index
   CHECK(values(run(OpKind::scatter_add, {f32({2, 2}, {0, 0, 0, 0}), arr(DType::i64, {3, 2}, {1, 0, 1, 1, 0, 0}), rows},
                    Attrs{{AttrKey::dim, int64_t{0}}})
                    .v) == std::vector<double>{5, 8, 4, 4});
+}
+
+TEST_CASE("scans fold each line in order from its start (or its end), in the result's dtype") {
+  Arr x = f32({2, 3}, {1, 2, 3, 4, 5, 6});
+  const Attrs rows{{AttrKey::dim, int64_t{1}}}, back{{AttrKey::dim, int64_t{1}}, {AttrKey::reverse, int64_t{1}}};
+  CHECK(values(run(OpKind::cumsum, {x}, rows).v) == std::vector<double>{1, 3, 6, 4, 9, 15});
+  CHECK(values(run(OpKind::cumsum, {x}, back).v) == std::vector<double>{6, 5, 3, 15, 11, 6});
+  CHECK(values(run(OpKind::cumprod, {x}, Attrs{{AttrKey::dim, int64_t{0}}}).v) ==
+        std::vector<double>{1, 2, 3, 4, 10, 18});
+  const std::vector<double> lse = values(run(OpKind::logcumsumexp, {arr(DType::f64, {3}, {0, 0, -INFINITY})},
+                                             Attrs{{AttrKey::dim, int64_t{0}}})
+                                             .v);
+  CHECK(lse[0] == 0);
+  CHECK(lse[1] == doctest::Approx(std::log(2.0)));
+  CHECK(lse[2] == doctest::Approx(std::log(2.0)));
+  // Integers in int64, wrapping: no f64 on the way (2^53 + 1 stays odd).
+  Arr big = arr(DType::i64, {2}, {0, 1});
+  big.v.ptr<int64_t>()[0] = int64_t(1) << 53;
+  Arr out = empty(DType::i64, {2});
+  reference_kernel(OpKind::cumsum, Attrs{{AttrKey::dim, int64_t{0}}}, std::vector<View>{big.v}, out.v);
+  CHECK(out.v.ptr<int64_t>()[1] == (int64_t(1) << 53) + 1);
 }
 
 TEST_CASE("operand count mismatches are errors") {

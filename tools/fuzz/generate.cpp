@@ -262,7 +262,7 @@ class Generator {
     const int b = pick_broadcastable(val(a).shape);
     if (b < 0) return false;
     static const Op ops[] = {Op::add,     Op::sub,     Op::mul,      Op::div_safe,
-                             Op::maximum, Op::minimum, Op::pow_safe, Op::add_alpha};
+                             Op::maximum, Op::minimum, Op::pow_safe, Op::add_alpha, Op::logaddexp};
     const Op op = ops[r_.below(std::size(ops))];
     const double ba = val(a).bound, bb = val(b).bound;
     double nb = ba + bb, x = r_.chance(0.5) ? 0.5 : -2.0;
@@ -270,6 +270,7 @@ class Generator {
     if (op == Op::div_safe) nb = ba * 2;
     if (op == Op::maximum || op == Op::minimum) nb = std::max(ba, bb);
     if (op == Op::add_alpha) nb = ba + 2 * bb;
+    if (op == Op::logaddexp) nb = std::max(ba, bb) + 1;
     if (op == Op::pow_safe) {
       if (bb > 2 || ba > 5) return false;
       nb = std::max(std::pow(ba + 0.5, bb), std::pow(2.0, bb));
@@ -316,7 +317,7 @@ class Generator {
     const size_t rank = s.size();
     const double b = val(a).bound;
     const bool keep = r_.chance(0.4);
-    const int64_t choice = r_.below(rank == 0 ? 3 : 10);
+    const int64_t choice = r_.below(rank == 0 ? 3 : 15);
     if (choice < 3) {
       static const Op all[] = {Op::sum_all, Op::mean_all, Op::max_all};
       const Op op = all[choice];
@@ -375,6 +376,40 @@ class Generator {
                    keep ? 1.0 : 0.0},
              fresh(out1, b));
         return true;
+      case 10: {
+        const double size = static_cast<double>(s[static_cast<size_t>(d0)]);
+        if (b * size > kMaxBound) return false;
+        push(Instr{Op::cumsum, {a}, {spelled(d0, rank)}, 0}, fresh(s, b * size));
+        return true;
+      }
+      case 11:
+        push(Instr{Op::cumprod_tanh, {a}, {spelled(d0, rank)}, 0}, fresh(s, 1));
+        return true;
+      case 12:
+        push(Instr{Op::logcumsumexp, {a}, {spelled(d0, rank)}, 0},
+             fresh(s, b + std::log(static_cast<double>(s[static_cast<size_t>(d0)])) + 1));
+        return true;
+      case 14: {
+        // All (a sort) or the first few (topk) of dim d0 in order.
+        const int64_t size = s[static_cast<size_t>(d0)];
+        const int64_t count = r_.chance(0.5) ? size : r_.below(size + 1);
+        Shape out = s;
+        out[static_cast<size_t>(d0)] = count;
+        push(Instr{Op::sort_values, {a}, {spelled(d0, rank), count}, r_.chance(0.5) ? 1.0 : 0.0}, fresh(out, b));
+        return true;
+      }
+      case 13: {
+        // Some rows of dim d0, in any order, repeats allowed (their gradients add up).
+        const int64_t size = s[static_cast<size_t>(d0)];
+        if (size == 0) return false;
+        std::vector<int64_t> ints{spelled(d0, rank)};
+        const int64_t count = 1 + r_.below(4);
+        for (int64_t k = 0; k < count; ++k) ints.push_back(r_.below(size));
+        Shape out = s;
+        out[static_cast<size_t>(d0)] = count;
+        push(Instr{Op::index_select, {a}, ints, 0}, fresh(out, b));
+        return true;
+      }
       default: {
         const bool log = choice == 9;
         push(Instr{log ? Op::log_softmax : Op::softmax, {a}, {spelled(d0, rank)}, 0},

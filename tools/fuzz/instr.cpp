@@ -116,6 +116,8 @@ Tensor run_instr(const Instr& in, const std::vector<Tensor>& values) {
       return (a.abs() + 0.5).pow(operand(1));
     case Op::add_alpha:
       return a.add(operand(1), x);
+    case Op::logaddexp:
+      return a.logaddexp(operand(1));
     case Op::gt:
       return a > operand(1);
     case Op::lt:
@@ -154,6 +156,19 @@ Tensor run_instr(const Instr& in, const std::vector<Tensor>& values) {
       return a.softmax(n.at(0));
     case Op::log_softmax:
       return a.log_softmax(n.at(0));
+    case Op::cumsum:
+      return a.cumsum(n.at(0));
+    case Op::cumprod_tanh:
+      return a.tanh().cumprod(n.at(0));
+    case Op::logcumsumexp:
+      return a.logcumsumexp(n.at(0));
+    case Op::sort_values:
+      if (n.at(1) < a.size(n.at(0))) return std::get<0>(a.topk(n.at(1), n.at(0), x != 0));
+      return std::get<0>(a.sort(n.at(0), x != 0));
+    case Op::index_select: {
+      const std::vector<double> index(n.begin() + 1, n.end());
+      return a.index_select(n.at(0), from_vector(index, {static_cast<int64_t>(index.size())}, kInt64));
+    }
     case Op::reshape:
       return a.reshape(n);
     case Op::permute:
@@ -270,6 +285,8 @@ std::string cpp(const Instr& in, const std::vector<std::string>& names) {
       return "(" + a + ".abs() + 0.5).pow(" + v(1) + ")";
     case Op::add_alpha:
       return a + ".add(" + v(1) + ", " + x + ")";
+    case Op::logaddexp:
+      return a + ".logaddexp(" + v(1) + ")";
     case Op::gt:
       return a + " > " + v(1);
     case Op::lt:
@@ -309,6 +326,16 @@ std::string cpp(const Instr& in, const std::vector<std::string>& names) {
       return a + ".softmax(" + i(0) + ")";
     case Op::log_softmax:
       return a + ".log_softmax(" + i(0) + ")";
+    case Op::cumsum:
+      return a + ".cumsum(" + i(0) + ")";
+    case Op::cumprod_tanh:
+      return a + ".tanh().cumprod(" + i(0) + ")";
+    case Op::logcumsumexp:
+      return a + ".logcumsumexp(" + i(0) + ")";
+    case Op::sort_values:
+      return "std::get<0>(" + a + ".topk(" + i(1) + ", " + i(0) + ", " + flag(in.number != 0) + "))";
+    case Op::index_select:
+      return a + ".index_select(" + i(0) + ", tensor(" + list(n, 1) + "))";
     case Op::reshape:
       return a + ".reshape(" + list(n) + ")";
     case Op::permute:

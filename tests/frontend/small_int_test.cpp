@@ -6,6 +6,7 @@
 // safetensors round trips, item(), accessor and from_blob.
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "frontend/archive.h"
@@ -160,6 +161,19 @@ TEST_CASE("small integers through creation, where, cat, sort, clamp and matmul")
       },
       a, c, {200, 100, 7, -128, 127, -7}, kInt16);
   both_ways([](Tensor x, Tensor) { return std::get<0>(x.sort()); }, c, c, {-128, -7, 127}, kInt8);
+  both_ways([](Tensor x, Tensor) { return std::get<0>(x.sort()); }, a, a, {7, 100, 200}, kUInt8);
+  both_ways([](Tensor x, Tensor) { return x.argsort(0, true); }, a, a, {0, 1, 2}, kInt64);
+  both_ways([](Tensor x, Tensor) { return x.cumsum(0); }, a, a, {200, 300, 307}, kInt64);
+  // Long lines sort by radix on each type's order (uint8 unsigned, int8/int16 signed).
+  for (DType t : {kUInt8, kInt8, kInt16}) {
+    CAPTURE(dtype_name(t));
+    std::vector<int64_t> v(600);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = int64_t(i * 7919 % 600) - 300;
+    const Tensor x = ints(v, t);
+    std::vector<int64_t> want = values(x);
+    std::sort(want.begin(), want.end());
+    both_ways([](Tensor y, Tensor) { return std::get<0>(y.sort()); }, x, x, want, t);
+  }
   both_ways([](Tensor x, Tensor) { return x.clamp(10, 150); }, a, a, {150, 100, 10}, kUInt8);
   both_ways([](Tensor x, Tensor) { return x.relu(); }, c, c, {0, 127, 0}, kInt8);
   both_ways([](Tensor x, Tensor) { return x.add(300); }, a, a, {244, 144, 51}, kUInt8);

@@ -4,13 +4,13 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-install(TARGETS kiln EXPORT KilnTargets
+install(TARGETS kiln kiln_torch_compat EXPORT KilnTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 foreach(layer ir runtime passes codegen frontend)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${layer} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kiln
-    FILES_MATCHING PATTERN "*.h" PATTERN "*.def")
+    FILES_MATCHING PATTERN "*.h" PATTERN "*.hpp" PATTERN "*.def")
 endforeach()
 install(EXPORT KilnTargets NAMESPACE kiln:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/Kiln)
 

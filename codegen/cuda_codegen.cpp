@@ -46,6 +46,8 @@ constexpr const char* kNamePlaceholder = "KILN_KERNEL_NAME";
 std::string acc_init(const kir::Accumulator& a) {
   const kir::Immediate v = kir::identity_of(a.op, a.type);
   if (a.type == DType::b8) return v.i ? "1" : "0";  // bool accumulators are ints
+  // So are those of the types narrower than int (acc_type): an int literal.
+  if (dtype_size(a.type) < 4) return literal(DType::i32, 0, v.i);
   return literal(a.type, v.f, v.i);
 }
 
@@ -245,6 +247,8 @@ class Emitter {
   std::string cast(const std::string& x, DType from, DType to) const {
     if (from == to) return x;
     if (to == DType::b8) return cat("(", x, " != 0)");
+    // A float becomes a small integer through int64, wrapping (runtime/strided_loop.h: convert).
+    if (is_floating(from) && dtype_size(to) < 4) return cat("(", reg_type(to), ")(long long)", x);
     return cat("(", reg_type(to), ")", x);
   }
 
@@ -297,9 +301,9 @@ class Emitter {
       case ScalarOp::sign:
         return boolean ? a(0) : fn1("kiln_sign");
       case ScalarOp::relu:
-        return boolean ? a(0)
-                       : cat("(", a(0), " < ", literal(t, 0, 0), " ? ", literal(t, 0, 0), " : ",
-                             a(0), ")");
+        return boolean || t == DType::u8 ? a(0)
+                                         : cat("(", a(0), " < ", literal(t, 0, 0), " ? ",
+                                               literal(t, 0, 0), " : ", a(0), ")");
       case ScalarOp::not_:
         return cat("(!", a(0), ")");
       case ScalarOp::add:
@@ -410,7 +414,8 @@ class Emitter {
         const kir::Accumulator& a = k_.accs[size_t(s.ref)];
         const std::string n = cat("a", std::to_string(s.ref));
         std::string x = ref(s.value);
-        if (a.type == DType::b8) x = cat("(int)", x);
+        // bool and the types narrower than int accumulate as int (acc_type).
+        if (a.type == DType::b8 || dtype_size(a.type) < 4) x = cat("(int)", x);
         if (a.arg())
           line() << "kiln_arg_update(" << (kir::combine_of(a.op) == ScalarOp::max ? "true" : "false")
                  << ", " << n << ", " << n << "p, " << x << ", " << ref(s.index) << ");\n";

@@ -28,6 +28,12 @@ const char* reg_type(DType t) {
       return "long long";
     case DType::b8:
       return "bool";
+    case DType::u8:
+      return "unsigned char";
+    case DType::i8:
+      return "signed char";
+    case DType::i16:
+      return "short";
   }
   return "?";
 }
@@ -36,8 +42,9 @@ const char* mem_type(DType t) {
   return t == DType::b8 ? "unsigned char" : reg_type(t);
 }
 
+// Types narrower than int accumulate (and shuffle between lanes) as int.
 const char* acc_type(DType t) {
-  return t == DType::b8 ? "int" : reg_type(t);
+  return t == DType::b8 || dtype_size(t) < 4 ? "int" : reg_type(t);
 }
 
 std::string float_literal(double v, DType t) {
@@ -57,6 +64,10 @@ std::string float_literal(double v, DType t) {
 
 std::string int_literal(int64_t v, DType t) {
   if (t == DType::b8) return v ? "true" : "false";
+  // A typed constant, so that templates (kiln_max) deduce one type from both operands.
+  if (t == DType::u8) return cat("((unsigned char)", std::to_string(uint8_t(v)), ")");
+  if (t == DType::i8) return cat("((signed char)", std::to_string(int8_t(v)), ")");
+  if (t == DType::i16) return cat("((short)", std::to_string(int16_t(v)), ")");
   if (t == DType::i32) {
     const int32_t x = int32_t(v);
     if (x == std::numeric_limits<int32_t>::min()) return "(-2147483647 - 1)";
@@ -100,21 +111,25 @@ __device__ __forceinline__ long long kiln_mul(long long a, long long b) {
 __device__ __forceinline__ long long kiln_neg(long long a) {
   return (long long)(0ull - (unsigned long long)a);
 }
-template <class T> __device__ __forceinline__ T kiln_iabs(T a) { return a < 0 ? kiln_neg(a) : a; }
-// x / 0 = 0 and x / -1 = -x (wrapping); otherwise truncating.
+// Whether x < 0; never for unsigned char (no comparison, which NVRTC would call pointless).
+template <class T> __device__ __forceinline__ bool kiln_is_neg(T x) { return x < T(0); }
+__device__ __forceinline__ bool kiln_is_neg(unsigned char) { return false; }
+template <class T> __device__ __forceinline__ T kiln_iabs(T a) { return kiln_is_neg(a) ? T(kiln_neg(a)) : a; }
+// x / 0 = 0 and x / -1 = -x (wrapping); otherwise truncating. (An unsigned
+// type has no -1: its T(-1) is its largest value.)
 template <class T> __device__ __forceinline__ T kiln_idiv(T a, T b) {
-  return b == 0 ? T(0) : b == T(-1) ? kiln_neg(a) : a / b;
+  return b == 0 ? T(0) : (kiln_is_neg(b) && b == T(-1)) ? T(kiln_neg(a)) : T(a / b);
 }
 // fmod (the sign of a) and remainder (the sign of b), as the reference kernels:
 // integers with x % 0 = x % -1 = 0.
 __device__ __forceinline__ float kiln_fmod(float a, float b) { return fmodf(a, b); }
 __device__ __forceinline__ double kiln_fmod(double a, double b) { return fmod(a, b); }
 template <class T> __device__ __forceinline__ T kiln_fmod(T a, T b) {
-  return b == 0 || b == T(-1) ? T(0) : a % b;
+  return b == 0 || (kiln_is_neg(b) && b == T(-1)) ? T(0) : T(a % b);
 }
 template <class T> __device__ __forceinline__ T kiln_remainder(T a, T b) {
   T r = kiln_fmod(a, b);
-  return r != 0 && ((r < 0) != (b < 0)) ? T(r + b) : r;
+  return r != 0 && (kiln_is_neg(r) != kiln_is_neg(b)) ? T(r + b) : r;
 }
 // Exact modulo 2^bits; negative exponents give 0 unless |x| = 1.
 template <class T, class U> __device__ __forceinline__ T kiln_ipow_(T x, T e) {
@@ -133,7 +148,7 @@ __device__ __forceinline__ long long kiln_ipow(long long x, long long e) {
 
 // -1, 0 or 1 (0 for NaN).
 template <class T> __device__ __forceinline__ T kiln_sign(T x) {
-  return (T)((int)(T(0) < x) - (int)(x < T(0)));
+  return (T)((int)(T(0) < x) - (int)kiln_is_neg(x));
 }
 // NaN-propagating max/min (the reference kernels' form); on bool, or/and.
 template <class T> __device__ __forceinline__ T kiln_max(T a, T b) { return (a > b || a != a) ? a : b; }

@@ -154,6 +154,24 @@ ValueId KernelBuilder::add_value(const ValueDef& d) {
   return id;
 }
 
+namespace {
+// An integer as a value of integer type t (wrapping, as a store of it would).
+int64_t wrap_int(int64_t v, DType t) {
+  switch (t) {
+    case DType::i32:
+      return int32_t(v);
+    case DType::i16:
+      return int16_t(v);
+    case DType::i8:
+      return int8_t(v);
+    case DType::u8:
+      return uint8_t(v);
+    default:
+      return v;
+  }
+}
+}  // namespace
+
 ValueId KernelBuilder::constant(DType t, double v) {
   ValueDef d;
   d.op = ScalarOp::const_;
@@ -162,10 +180,8 @@ ValueId KernelBuilder::constant(DType t, double v) {
     d.fimm = t == DType::f32 ? double(float(v)) : v;
   } else if (t == DType::b8) {
     d.iimm = v != 0;
-  } else if (t == DType::i32) {
-    d.iimm = int64_t(int32_t(v));
   } else {
-    d.iimm = int64_t(v);
+    d.iimm = wrap_int(int64_t(v), t);
   }
   return add_value(d);
 }
@@ -175,7 +191,7 @@ ValueId KernelBuilder::iconst(int64_t v, DType t) {
   ValueDef d;
   d.op = ScalarOp::const_;
   d.type = t;
-  d.iimm = t == DType::b8 ? (v != 0) : t == DType::i32 ? int64_t(int32_t(v)) : v;
+  d.iimm = t == DType::b8 ? (v != 0) : wrap_int(v, t);
   return add_value(d);
 }
 
@@ -240,7 +256,8 @@ ValueId KernelBuilder::unary(ScalarOp op, ValueId x) {
 
 ValueId KernelBuilder::fold_binary(ScalarOp op, ValueId a, ValueId b) {
   const DType t = type(a);
-  const bool integer = t == DType::i64 || t == DType::i32;
+  // Every integer type (constants hold their values wrapped to it, iconst).
+  const bool integer = is_integral(t) && t != DType::b8;
   if (integer && is_const(a) && is_const(b)) {
     const int64_t x = def(a).iimm, y = def(b).iimm;
     switch (op) {

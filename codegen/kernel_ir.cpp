@@ -396,6 +396,12 @@ Immediate identity_of(OpKind op, DType t) {
       return {0, low ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max()};
     case DType::b8:
       return {0, low ? 0 : 1};
+    case DType::u8:
+      return {0, low ? 0 : 255};
+    case DType::i8:
+      return {0, low ? -128 : 127};
+    case DType::i16:
+      return {0, low ? -32768 : 32767};
   }
   return {};
 }

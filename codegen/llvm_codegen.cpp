@@ -159,6 +159,11 @@ class Emitter {
         return b_.getInt64Ty();
       case DType::b8:
         return b_.getInt1Ty();
+      case DType::u8:
+      case DType::i8:
+        return b_.getInt8Ty();
+      case DType::i16:
+        return b_.getInt16Ty();
     }
     return nullptr;
   }
@@ -166,7 +171,7 @@ class Emitter {
 
   llvm::Constant* constant(DType t, double f, int64_t i) {
     if (is_floating(t)) return llvm::ConstantFP::get(reg_type(t), f);
-    return llvm::ConstantInt::get(reg_type(t), uint64_t(i), t != DType::b8);
+    return llvm::ConstantInt::get(reg_type(t), uint64_t(i), !is_unsigned(t));
   }
 
   llvm::GlobalVariable* make_table(const kir::Table& t, size_t idx) {
@@ -458,9 +463,12 @@ class Emitter {
     }
     if (from == DType::b8) return is_floating(to) ? b_.CreateUIToFP(x, t) : b_.CreateZExt(x, t);
     if (is_floating(from) && is_floating(to)) return b_.CreateFPCast(x, t);
-    if (is_floating(to)) return b_.CreateSIToFP(x, t);
-    if (is_floating(from)) return b_.CreateFPToSI(x, t);
-    return b_.CreateSExtOrTrunc(x, t);
+    if (is_floating(to)) return from == DType::u8 ? b_.CreateUIToFP(x, t) : b_.CreateSIToFP(x, t);
+    // A float becomes a small integer through int64, wrapping (runtime/strided_loop.h: convert).
+    if (is_floating(from))
+      return dtype_size(to) < 4 ? b_.CreateTrunc(b_.CreateFPToSI(x, b_.getInt64Ty()), t)
+                                : b_.CreateFPToSI(x, t);
+    return from == DType::u8 ? b_.CreateZExtOrTrunc(x, t) : b_.CreateSExtOrTrunc(x, t);
   }
 
   llvm::Value* value(const kir::ValueDef& d) {
@@ -499,7 +507,7 @@ class Emitter {
         return fp ? b_.CreateFNeg(arg(0)) : boolean ? arg(0) : b_.CreateNeg(arg(0));
       case ScalarOp::abs:
         if (fp) return b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, arg(0));
-        if (boolean) return arg(0);
+        if (boolean || t == DType::u8) return arg(0);
         return b_.CreateBinaryIntrinsic(llvm::Intrinsic::abs, arg(0), b_.getFalse());
       case ScalarOp::sign: {
         if (boolean) return arg(0);
@@ -510,12 +518,13 @@ class Emitter {
               b_.CreateSelect(b_.CreateFCmpOLT(x, zero), llvm::ConstantFP::get(ty, -1.0), zero);
           return b_.CreateSelect(b_.CreateFCmpOGT(x, zero), llvm::ConstantFP::get(ty, 1.0), r);
         }
+        if (t == DType::u8) return b_.CreateZExt(b_.CreateICmpNE(x, zero), ty);
         return b_.CreateSub(b_.CreateZExt(b_.CreateICmpSGT(x, zero), ty),
                             b_.CreateZExt(b_.CreateICmpSLT(x, zero), ty));
       }
       case ScalarOp::relu: {
         llvm::Value* x = arg(0);
-        if (boolean) return x;
+        if (boolean || t == DType::u8) return x;
         llvm::Value* zero = llvm::Constant::getNullValue(ty);
         if (fp) return b_.CreateSelect(b_.CreateFCmpOLT(x, zero), zero, x);
         return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, x, zero);
@@ -577,6 +586,11 @@ class Emitter {
     // x / 0 = 0 and x / -1 = -x (wrapping) without trapping; else truncating division.
     llvm::Type* ty = a->getType();
     llvm::Value* zero = llvm::ConstantInt::get(ty, 0);
+    if (t == DType::u8) {  // no -1 to guard against
+      llvm::Value* is0 = b_.CreateICmpEQ(c, zero);
+      llvm::Value* q = b_.CreateUDiv(a, b_.CreateSelect(is0, llvm::ConstantInt::get(ty, 1), c));
+      return b_.CreateSelect(is0, zero, q);
+    }
     llvm::Value* m1 = llvm::ConstantInt::get(ty, uint64_t(-1), true);
     llvm::Value* is0 = b_.CreateICmpEQ(c, zero);
     llvm::Value* ism1 = b_.CreateICmpEQ(c, m1);
@@ -602,7 +616,7 @@ class Emitter {
       case ScalarOp::pow:
         if (fp) return llvm_math::pow(b_, a, c);
         if (boolean) return b_.CreateOr(a, b_.CreateNot(c));
-        return llvm_math::ipow(b_, a, c);
+        return llvm_math::ipow(b_, a, c, t == DType::u8);
       case ScalarOp::fmod:
       case ScalarOp::remainder:
         return modulo(a, c, t, op == ScalarOp::remainder);
@@ -621,6 +635,8 @@ class Emitter {
         // NaN-propagating (llvm.maximum/minimum; which zero of +-0 wins is unspecified).
         if (fp) return b_.CreateBinaryIntrinsic(up ? llvm::Intrinsic::maximum : llvm::Intrinsic::minimum, a, c);
         if (boolean) return up ? b_.CreateOr(a, c) : b_.CreateAnd(a, c);
+        if (t == DType::u8)
+          return b_.CreateBinaryIntrinsic(up ? llvm::Intrinsic::umax : llvm::Intrinsic::umin, a, c);
         return b_.CreateBinaryIntrinsic(up ? llvm::Intrinsic::smax : llvm::Intrinsic::smin, a, c);
       }
       default:
@@ -646,6 +662,11 @@ class Emitter {
       return b_.CreateSelect(b_.CreateAnd(nonzero, b_.CreateXor(r_negative, c_negative)),
                              b_.CreateFAdd(r, c), r);
     }
+    if (t == DType::u8) {  // both operands >= 0: fmod and remainder agree
+      llvm::Value* is0 = b_.CreateICmpEQ(c, zero);
+      return b_.CreateSelect(
+          is0, zero, b_.CreateURem(a, b_.CreateSelect(is0, llvm::ConstantInt::get(ty, 1), c)));
+    }
     llvm::Value* m1 = llvm::ConstantInt::get(ty, uint64_t(-1), true);
     llvm::Value* trivial = b_.CreateOr(b_.CreateICmpEQ(c, zero), b_.CreateICmpEQ(c, m1));
     llvm::Value* safe = b_.CreateSelect(trivial, llvm::ConstantInt::get(ty, 1), c);
@@ -668,7 +689,8 @@ class Emitter {
                                : P::FCMP_OGE;
       return b_.CreateFCmp(p, a, c);
     }
-    const bool u = t == DType::b8;  // true (1) > false (0); i1's signed view would invert it
+    // bool: true (1) > false (0), which i1's signed view would invert; uint8: unsigned.
+    const bool u = is_unsigned(t);
     p = op == ScalarOp::eq   ? P::ICMP_EQ
         : op == ScalarOp::ne ? P::ICMP_NE
         : op == ScalarOp::lt ? (u ? P::ICMP_ULT : P::ICMP_SLT)

@@ -512,17 +512,20 @@ llvm::Value* philox_below(llvm::IRBuilderBase& b, llvm::Value* key, llvm::Value*
   return b.CreateCall(f, {key, counter, bound});
 }
 
-llvm::Value* ipow(llvm::IRBuilderBase& b, llvm::Value* x, llvm::Value* y) {
+llvm::Value* ipow(llvm::IRBuilderBase& b, llvm::Value* x, llvm::Value* y, bool is_unsigned) {
   llvm::Type* t = x->getType();
   const unsigned bits = t->getIntegerBitWidth();
   auto k = [&](int64_t v) { return llvm::ConstantInt::get(t, uint64_t(v), true); };
   llvm::Value* result = k(1);
   llvm::Value* base = x;
-  for (unsigned i = 0; i + 1 < bits; ++i) {
+  // Every exponent bit of an unsigned type counts; a signed type's top bit is its sign.
+  const unsigned used = is_unsigned ? bits : bits - 1;
+  for (unsigned i = 0; i < used; ++i) {
     llvm::Value* bit = b.CreateTrunc(b.CreateLShr(y, k(i)), b.getInt1Ty());
     result = b.CreateSelect(bit, b.CreateMul(result, base), result);
-    if (i + 2 < bits) base = b.CreateMul(base, base);
+    if (i + 1 < used) base = b.CreateMul(base, base);
   }
+  if (is_unsigned) return result;
   // Negative exponents: 1 for x = 1, +-1 for x = -1, else 0.
   llvm::Value* odd = b.CreateTrunc(y, b.getInt1Ty());
   llvm::Value* neg_one = b.CreateSelect(odd, k(-1), k(1));

@@ -33,7 +33,7 @@ llvm::Value* math(llvm::IRBuilderBase& b, kir::ScalarOp op, llvm::Value* x);
 llvm::Value* pow(llvm::IRBuilderBase& b, llvm::Value* x, llvm::Value* y);
 /// Integer power with wrap-around (exact modulo 2^bits); negative exponents give
 /// 0 unless |x| = 1, as the reference kernel. x and y are iN of one width.
-llvm::Value* ipow(llvm::IRBuilderBase& b, llvm::Value* x, llvm::Value* y);
+llvm::Value* ipow(llvm::IRBuilderBase& b, llvm::Value* x, llvm::Value* y, bool is_unsigned = false);
 /// The op table's philox at (i64 key, i64 counter), bit for bit as the reference
 /// kernel: an f32 or f64 in [0, 1), or all 64 bits for i64 (kernel IR's philox).
 llvm::Value* philox(llvm::IRBuilderBase& b, llvm::Value* key, llvm::Value* counter, DType t);

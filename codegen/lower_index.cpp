@@ -178,7 +178,11 @@ ValueId Lowering::creation(NodeId id, const Node& n, Coords& c) {
           tab.idata.push_back(is_int ? i != 0 : f != 0);
         } else {
           int64_t v = is_int ? i : int64_t(f);
-          tab.idata.push_back(t == DType::i32 ? int64_t(int32_t(v)) : v);
+          tab.idata.push_back(t == DType::i32   ? int64_t(int32_t(v))
+                              : t == DType::i16 ? int64_t(int16_t(v))
+                              : t == DType::i8  ? int64_t(int8_t(v))
+                              : t == DType::u8  ? int64_t(uint8_t(v))
+                                                : v);
         }
       };
       if (const auto* ints = std::get_if<std::vector<int64_t>>(a)) {

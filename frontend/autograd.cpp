@@ -618,6 +618,18 @@ std::vector<Tensor> finish_custom(const std::shared_ptr<CustomCall>& call,
   return outs;
 }
 
+std::vector<Tensor> per_tensor_gradients(std::vector<Tensor> grads,
+                                         const std::vector<bool>& is_tensor) {
+  const size_t tensors = static_cast<size_t>(std::count(is_tensor.begin(), is_tensor.end(), true));
+  if (grads.size() == tensors || grads.size() < is_tensor.size()) return grads;
+  for (size_t i = is_tensor.size(); i < grads.size(); ++i)
+    if (grads[i].defined()) return grads;  // not libtorch's form either: the count check reports it
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < is_tensor.size(); ++i)
+    if (is_tensor[i]) out.push_back(grads[i]);
+  return out;
+}
+
 }  // namespace autograd::detail
 
 namespace {

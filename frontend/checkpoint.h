@@ -13,8 +13,8 @@
 //   magic, 13 to 16 bytes: "KILN-WEIGHTS\n", "KILN-OPTIMIZER\n" or "KILN-CHECKPOINT\n"
 //   u32 version, u64 file size (all bytes, checksum included), u32 entry count
 //   entries, each: u32 name length, name, u8 dtype (1 f32, 2 f64, 3 i32, 4 i64,
-//     5 bool), u32 rank, i64 dims[rank], u64 data length, the elements' raw
-//     little-endian bytes, row-major
+//     5 bool, 6 u8, 7 i8, 8 i16), u32 rank, i64 dims[rank], u64 data length, the
+//     elements' raw little-endian bytes, row-major
 //   u64 checksum of every byte before it (io::checksum64)
 // The entries of a weights file: parameters then buffers in named_parameters()
 // / named_buffers() order, under their dotted names ("0.weight", "fc1.bias").

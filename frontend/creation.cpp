@@ -36,6 +36,11 @@ using LiteralT = std::conditional_t<std::is_floating_point_v<T>, double, int64_t
 
 Tensor literal(AttrValue data, Shape shape, const TensorOptions& o, SourceLoc loc) {
   check_dtype(o.dtype_, "tensor()", loc);
+  if (const auto* ints = std::get_if<std::vector<int64_t>>(&data))
+    for (int64_t v : *ints)
+      detail::check_fits(static_cast<long long>(v), o.dtype_, "tensor()", loc);
+  else if (const auto* floats = std::get_if<std::vector<double>>(&data))
+    for (double v : *floats) detail::check_fits(v, o.dtype_, "tensor()", loc);
   TensorType t{o.dtype_, std::move(shape), Device()};
   Tensor r = detail::create(OpKind::literal, {{AttrKey::data, std::move(data)}}, t, loc);
   return finish(r, o, loc);
@@ -43,6 +48,13 @@ Tensor literal(AttrValue data, Shape shape, const TensorOptions& o, SourceLoc lo
 
 template <class T>
 Tensor tensor_1d(std::initializer_list<T> values, TensorOptions o, DType natural, Loc l) {
+  std::vector<LiteralT<T>> data(values.begin(), values.end());
+  if (!o.has_dtype_) o.dtype_ = natural;
+  return literal(std::move(data), {static_cast<int64_t>(values.size())}, o, here(l));
+}
+
+template <class T>
+Tensor tensor_vec(const std::vector<T>& values, TensorOptions o, DType natural, Loc l) {
   std::vector<LiteralT<T>> data(values.begin(), values.end());
   if (!o.has_dtype_) o.dtype_ = natural;
   return literal(std::move(data), {static_cast<int64_t>(values.size())}, o, here(l));
@@ -73,6 +85,30 @@ Tensor tensor(std::initializer_list<double> v, TensorOptions o, Loc l) { return 
 Tensor tensor(std::initializer_list<int> v, TensorOptions o, Loc l) { return tensor_1d(v, o, DType::i64, l); }
 Tensor tensor(std::initializer_list<int64_t> v, TensorOptions o, Loc l) { return tensor_1d(v, o, DType::i64, l); }
 Tensor tensor(std::initializer_list<bool> v, TensorOptions o, Loc l) { return tensor_1d(v, o, DType::b8, l); }
+Tensor tensor(const std::vector<float>& v, TensorOptions o, Loc l) {
+  return tensor_vec(v, o, DType::f32, l);
+}
+Tensor tensor(const std::vector<double>& v, TensorOptions o, Loc l) {
+  return tensor_vec(v, o, DType::f32, l);
+}
+Tensor tensor(const std::vector<int>& v, TensorOptions o, Loc l) {
+  return tensor_vec(v, o, DType::i64, l);
+}
+Tensor tensor(const std::vector<int64_t>& v, TensorOptions o, Loc l) {
+  return tensor_vec(v, o, DType::i64, l);
+}
+Tensor tensor(const std::vector<bool>& v, TensorOptions o, Loc l) {
+  return tensor_vec(v, o, DType::b8, l);
+}
+Tensor tensor(const std::vector<uint8_t>& v, TensorOptions o, Loc l) {
+  return tensor_vec(v, o, DType::u8, l);
+}
+Tensor tensor(const std::vector<int8_t>& v, TensorOptions o, Loc l) {
+  return tensor_vec(v, o, DType::i8, l);
+}
+Tensor tensor(const std::vector<int16_t>& v, TensorOptions o, Loc l) {
+  return tensor_vec(v, o, DType::i16, l);
+}
 Tensor tensor(std::initializer_list<std::initializer_list<float>> v, TensorOptions o, Loc l) {
   return tensor_2d(v, o, DType::f32, l);
 }
@@ -154,6 +190,7 @@ Tensor full(Shape shape, Scalar value, TensorOptions o, Loc l) {
   check_dtype(o.dtype_, "full()", here(l));
   for (int64_t d : shape)
     if (d < 0) throw Error("negative dimension in shape " + shape_str(shape), here(l));
+  detail::check_fits(value, o.dtype_, "full()", here(l));
   TensorType t{o.dtype_, std::move(shape), o.device_};
   Tensor r = detail::create(OpKind::constant, {{AttrKey::value, detail::scalar_attr(value, t.dtype)}}, t, here(l));
   if (o.requires_grad_) r.requires_grad_(true, l);

@@ -3,7 +3,9 @@
 #include "frontend/dispatch.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <sstream>
 
 #include "frontend/alias.h"
 #include "frontend/autograd.h"
@@ -181,6 +183,33 @@ Tensor create(OpKind k, Attrs attrs, const TensorType& type, SourceLoc loc) {
 AttrValue scalar_attr(Scalar s, DType dt) {
   if (!is_floating(dt) && s.kind != ScalarKind::floating) return s.integer;
   return s.value;
+}
+
+void check_fits(Scalar s, DType dt, const char* who, SourceLoc loc) {
+  if (is_floating(dt) || dt == DType::b8) return;
+  const int bits = static_cast<int>(dtype_size(dt)) * 8;
+  const bool u8 = dt == DType::u8;
+  const int64_t hi = u8 ? 255 : bits == 64 ? INT64_MAX : (int64_t(1) << (bits - 1)) - 1;
+  const int64_t lo = u8 ? 0 : bits == 64 ? INT64_MIN : -hi - 1;
+  bool fits;
+  std::string value;
+  if (s.kind == ScalarKind::floating) {
+    // [lo, hi] as doubles (int64's bounds round to +-2^63, as libtorch compares them).
+    fits = !std::isnan(s.value) && s.value >= static_cast<double>(lo) &&
+           s.value <= static_cast<double>(hi);
+    std::ostringstream os;
+    os << s.value;
+    value = os.str();
+  } else {
+    fits = s.integer <= hi && (s.integer >= lo || (u8 && s.integer >= -hi));
+    value = std::to_string(s.integer);
+  }
+  if (fits) return;
+  std::string range = std::to_string(lo) + " to " + std::to_string(hi);
+  if (u8) range += ", or an integer from -255 to -1, which wraps";
+  throw Error(std::string(who) + ": the value " + value + " does not fit dtype " +
+                  dtype_long_name(dt) + " (expected a value from " + range + ")",
+              loc);
 }
 
 Tensor scalar_operand(const Tensor& like, Scalar s, SourceLoc loc) {

@@ -39,6 +39,13 @@ std::vector<int64_t> checked_dims(const std::vector<int64_t>& dims, int64_t rank
 /// A number as the `value` attribute of a constant of dtype `dt`: an integer
 /// scalar into an integer dtype exactly (int64), anything else as a double.
 AttrValue scalar_attr(Scalar s, DType dt);
+/// Throws, naming `who` and the user's line, unless the number `s` converts to
+/// dtype `dt` without overflow, by libtorch's rule for the values a tensor is
+/// filled or made with (full, fill_, tensor({...}, dtype), clamp's bounds): into
+/// an integer dtype, a value in its range (uint8 also takes -255..-1, which wrap
+/// as two's complement; a float must not be NaN); into bool and floating dtypes,
+/// anything. (A number in arithmetic, x + 300, converts by wrapping, unchecked.)
+void check_fits(Scalar s, DType dt, const char* who, SourceLoc loc);
 /// Type of a tensor (eager or symbolic).
 const TensorType& type_of(const Tensor& t);
 

@@ -1,9 +1,13 @@
 // nn modules and losses.
 #include "frontend/nn.h"
 
+#include <cxxabi.h>
+
 #include <cmath>
+#include <cstdlib>
 #include <ostream>
 #include <sstream>
+#include <typeinfo>
 
 #include "frontend/autograd.h"
 #include "frontend/dispatch.h"
@@ -13,8 +17,8 @@
 
 namespace kiln::nn {
 
-std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurse) const {
-  std::vector<std::pair<std::string, Tensor>> out(params_.begin(), params_.end());
+OrderedDict<std::string, Tensor> Module::named_parameters(bool recurse) const {
+  OrderedDict<std::string, Tensor> out(params_.begin(), params_.end());
   if (recurse)
     for (const auto& [cname, child] : children_)
       for (auto& [pname, p] : child->named_parameters(true)) out.emplace_back(cname + "." + pname, p);
@@ -31,6 +35,32 @@ std::vector<std::shared_ptr<Module>> Module::children() const {
   std::vector<std::shared_ptr<Module>> out;
   for (auto& [n, c] : children_) out.push_back(c);
   return out;
+}
+
+std::vector<std::shared_ptr<Module>> Module::modules(bool include_self) {
+  std::vector<std::shared_ptr<Module>> out;
+  for (auto& [n, m] : named_modules("", include_self)) out.push_back(m);
+  return out;
+}
+
+OrderedDict<std::string, std::shared_ptr<Module>> Module::named_modules(const std::string& prefix,
+                                                                        bool include_self) {
+  OrderedDict<std::string, std::shared_ptr<Module>> out;
+  if (include_self) {
+    // A module not held by a shared_ptr (a plain `Net net;`) is listed unowned.
+    std::shared_ptr<Module> self = weak_from_this().lock();
+    out.emplace_back(prefix,
+                     self ? self : std::shared_ptr<Module>(std::shared_ptr<Module>(), this));
+  }
+  for (auto& [cname, child] : children_)
+    for (auto& item : child->named_modules(prefix.empty() ? cname : prefix + "." + cname, true))
+      out.push_back(item);
+  return out;
+}
+
+void Module::apply(const std::function<void(Module&)>& fn) {
+  fn(*this);
+  for (auto& [n, c] : children_) c->apply(fn);
 }
 
 void Module::train(bool on) {
@@ -90,6 +120,45 @@ void Module::to(Device device, Loc loc) {
   }
 }
 
+void Module::to(DType dtype, bool, Loc loc) {
+  const SourceLoc where = detail::here(loc);
+  if (current_trace())
+    throw Error(std::string("Module::to(") + dtype_name(dtype) +
+                    ") inside a traced function (expected it before tracing)",
+                where);
+  if (!is_floating(dtype))
+    throw Error(std::string("Module::to(") + dtype_name(dtype) +
+                    "): expected a floating dtype (a module's parameters stay floating)",
+                where);
+  std::vector<Tensor> todo;
+  auto add = [&](const Tensor& t) {
+    if (!t.defined() || !is_floating(t.dtype()) || t.dtype() == dtype) return;
+    for (const Tensor& u : todo)
+      if (u.impl() == t.impl()) return;
+    todo.push_back(t);
+  };
+  for (const Tensor& p : parameters()) {
+    add(p);
+    if (p.defined()) add(p.grad());
+  }
+  for (const Tensor& b : buffers()) add(b);
+  NoGradGuard no_grad;
+  std::vector<Tensor> converted;
+  for (const Tensor& t : todo) converted.push_back(t.to(dtype, loc).contiguous(loc));
+  for (size_t i = 0; i < todo.size(); ++i) {
+    TensorImpl& t = *todo[i].impl();
+    const TensorImpl& c = *converted[i].impl();
+    const uint64_t version = t.buffer->version;
+    // As in to(device): the handle stays, the data is replaced.
+    t.buffer = c.buffer;
+    t.buffer->version = version + 1;
+    t.offset = c.offset;
+    t.strides = c.strides;
+    t.type.dtype = c.type.dtype;
+    t.alias.reset();
+  }
+}
+
 Tensor& Module::register_parameter(std::string name, Tensor t, bool requires_grad) {
   if (requires_grad && !t.requires_grad()) t.requires_grad_(true);
   params_.emplace_back(std::move(name), std::move(t));
@@ -122,9 +191,9 @@ std::string LinearImpl::repr() const {
          ", bias=" + (bias.defined() ? "true" : "false") + ")";
 }
 
-Tensor SequentialImpl::forward(const Tensor& x) {
+Tensor SequentialImpl::forward(const Tensor& x, Loc loc) {
   Tensor y = x;
-  for (auto& f : steps_) y = f(y);
+  for (auto& f : steps_) y = f(y, loc);
   return y;
 }
 
@@ -157,8 +226,10 @@ Tensor one_hot_of_checked(const Tensor& indices, int64_t n, Loc loc) {
 }  // namespace
 
 Tensor one_hot(const Tensor& indices, int64_t num_classes, Loc loc) {
-  return one_hot_of_checked(detail::checked_indices(indices, num_classes, "one_hot", loc), num_classes,
-                            loc);
+  // int64, as torch.nn.functional.one_hot gives.
+  return one_hot_of_checked(detail::checked_indices(indices, num_classes, "one_hot", loc),
+                            num_classes, loc)
+      .to(kInt64, loc);
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction r, Loc loc) {
@@ -173,8 +244,18 @@ Tensor MSELossImpl::forward(const Tensor& input, const Tensor& target, Loc loc) 
   return functional::mse_loss(input, target, reduction, loc);
 }
 
+CrossEntropyLossImpl::CrossEntropyLossImpl(const CrossEntropyOptions& o)
+    : Module("CrossEntropyLoss"),
+      reduction(o.reduction),
+      ignore_index(o.ignore_index),
+      label_smoothing(o.label_smoothing) {}
+
 Tensor CrossEntropyLossImpl::forward(const Tensor& logits, const Tensor& target, Loc loc) {
-  return functional::cross_entropy(logits, target, reduction, loc);
+  CrossEntropyOptions o;
+  o.reduction = reduction;
+  o.ignore_index = ignore_index;
+  o.label_smoothing = label_smoothing;
+  return functional::cross_entropy(logits, target, o, loc);
 }
 
 namespace utils {
@@ -209,7 +290,37 @@ Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
   return total;
 }
 
+void clip_grad_value_(const std::vector<Tensor>& params, double clip_value, Loc loc) {
+  if (!(clip_value >= 0))
+    throw Error("clip_grad_value_: expected clip_value >= 0, got " + std::to_string(clip_value),
+                detail::here(loc));
+  NoGradGuard no_grad;
+  for (const Tensor& p : params) {
+    Tensor g = p.grad();
+    if (g.defined()) g.clamp_(-clip_value, clip_value, loc);
+  }
+}
+
 }  // namespace utils
+
+std::string Module::repr() const {
+  std::string name = name_;
+  if (name == "Module") {  // a class of the user's: its own name
+    int status = 0;
+    char* d = abi::__cxa_demangle(typeid(*this).name(), nullptr, nullptr, &status);
+    if (status == 0 && d) name = d;
+    std::free(d);
+  }
+  if (children_.empty()) return name + "()";
+  std::string out = name + "(\n";
+  for (const auto& [n, c] : children_) {
+    std::string child = c->repr();
+    for (size_t p = child.find('\n'); p != std::string::npos; p = child.find('\n', p + 3))
+      child.replace(p, 1, "\n  ");
+    out += "  (" + n + "): " + child + "\n";
+  }
+  return out + ")";
+}
 
 std::ostream& operator<<(std::ostream& os, const Module& m) { return os << m.repr(); }
 

@@ -9,7 +9,26 @@
 #include <utility>
 #include <vector>
 
+#include "frontend/ordered_dict.h"
 #include "frontend/tensor.h"
+
+/// One option of a libtorch-style options struct: a setter that returns the
+/// struct (for chaining, `LinearOptions(4, 2).bias(false)`), a getter, and the
+/// field `name_` (followed by its default: `KILN_ARG(double, eps) = 1e-5;`).
+#define KILN_ARG(T, name)          \
+  auto& name(const T& new_value) { \
+    this->name##_ = new_value;     \
+    return *this;                  \
+  }                                \
+  const T& name() const {          \
+    return name##_;                \
+  }                                \
+  T name##_
+
+namespace kiln::serialize {
+class OutputArchive;
+class InputArchive;
+}  // namespace kiln::serialize
 
 namespace kiln::nn {
 
@@ -20,14 +39,24 @@ class Module : public std::enable_shared_from_this<Module> {
 
   /// Parameters of this module and (recursively) its children, in registration order.
   std::vector<Tensor> parameters(bool recurse = true) const;
-  /// Parameters with dotted names ("0.weight", "fc1.bias").
-  std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
+  /// Parameters with dotted names ("0.weight", "fc1.bias"), in order; each item
+  /// has key()/value() and first/second.
+  OrderedDict<std::string, Tensor> named_parameters(bool recurse = true) const;
   /// Buffers (running statistics and other state that is not a parameter), like
   /// named_parameters.
-  std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
+  OrderedDict<std::string, Tensor> named_buffers(bool recurse = true) const;
   std::vector<Tensor> buffers(bool recurse = true) const;
   std::vector<std::shared_ptr<Module>> children() const;
-  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
+  OrderedDict<std::string, std::shared_ptr<Module>> named_children() const {
+    return OrderedDict<std::string, std::shared_ptr<Module>>(children_.begin(), children_.end());
+  }
+  /// This module and every descendant, depth first (this one first unless
+  /// include_self is false); named_modules() names them with dotted paths ("" for this one).
+  std::vector<std::shared_ptr<Module>> modules(bool include_self = true);
+  OrderedDict<std::string, std::shared_ptr<Module>> named_modules(const std::string& prefix = "",
+                                                                  bool include_self = true);
+  /// Calls fn on this module and every descendant, depth first (libtorch's apply).
+  void apply(const std::function<void(Module&)>& fn);
   /// Training mode (the default) or evaluation mode, recursively.
   virtual void train(bool on = true);
   void eval() { train(false); }
@@ -47,15 +76,56 @@ class Module : public std::enable_shared_from_this<Module> {
   /// CUDA device, out of memory) nothing has moved. Not inside a trace.
   void to(Device device, KILN_LOC);
   void to(DeviceType device, KILN_LOC) { to(Device(device), loc); }
+  /// libtorch's forms: non_blocking is accepted (copies complete before return).
+  void to(Device device, bool non_blocking, KILN_LOC) { to(device, loc); }
+  /// Converts every floating parameter and buffer (and gradient) to `dtype` in
+  /// place, keeping each tensor's handle, as module->to(torch::kFloat64).
+  /// Integer buffers keep their dtype, as in PyTorch. Not inside a trace.
+  void to(DType dtype, bool non_blocking = false, KILN_LOC);
+  void to(Device device, DType dtype, bool non_blocking = false, KILN_LOC) {
+    to(device, loc);
+    to(dtype, non_blocking, loc);
+  }
   const std::string& name() const { return name_; }
+  /// This module as a T (a module type or its holder, nn::Linear), or nullptr.
+  template <class T>
+  auto* as() {
+    if constexpr (requires { typename T::ContainedType; })
+      return dynamic_cast<typename T::ContainedType*>(this);
+    else
+      return dynamic_cast<T*>(this);
+  }
+  /// Writes the parameters and buffers by name, and each child as a nested
+  /// archive (libtorch's Module::save); load reads them back in place, every
+  /// tensor keeping its handle (frontend/archive.cpp).
+  virtual void save(serialize::OutputArchive& archive) const;
+  virtual void load(serialize::InputArchive& archive);
   /// "Linear(in_features=1000, out_features=100, bias=true)"-style description.
-  virtual std::string repr() const { return name_ + "()"; }
+  /// The default: the module's name (a module of your own: its class name)
+  /// and its children, one per line, as libtorch prints a module.
+  virtual std::string repr() const;
 
   Tensor& register_parameter(std::string name, Tensor t, bool requires_grad = true);
   Tensor& register_buffer(std::string name, Tensor t);
   template <class Holder>
+    requires requires(const Holder& h) { h.ptr(); }
   Holder register_module(std::string name, Holder h) {
     children_.emplace_back(std::move(name), h.ptr());
+    return h;
+  }
+  /// A child held by shared_ptr (std::make_shared<Net>()).
+  template <class M>
+    requires std::is_base_of_v<Module, M>
+  std::shared_ptr<M> register_module(std::string name, std::shared_ptr<M> m) {
+    children_.emplace_back(std::move(name), m);
+    return m;
+  }
+  /// Replaces the child registered as `name` (libtorch's replace_module).
+  template <class Holder>
+    requires requires(const Holder& h) { h.ptr(); }
+  Holder replace_module(const std::string& name, Holder h) {
+    for (auto& [n, c] : children_)
+      if (n == name) c = h.ptr();
     return h;
   }
   void register_module_ptr(std::string name, std::shared_ptr<Module> m) {
@@ -74,12 +144,31 @@ class Module : public std::enable_shared_from_this<Module> {
 template <class Impl>
 class ModuleHolder {
  public:
+  using ContainedType = Impl;
   template <class... Args>
   explicit ModuleHolder(Args&&... args) : impl_(std::make_shared<Impl>(std::forward<Args>(args)...)) {}
   ModuleHolder(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
-  Impl* operator->() const { return impl_.get(); }
-  Impl& operator*() const { return *impl_; }
+  /// An empty holder, to be assigned later (libtorch's `nn::Linear fc{nullptr}`).
+  ModuleHolder(std::nullptr_t) {}  // NOLINT: implicit, as libtorch
+  Impl* operator->() const { return checked(); }
+  Impl& operator*() const { return *checked(); }
   const std::shared_ptr<Impl>& ptr() const { return impl_; }
+  Impl* get() const { return impl_.get(); }
+  bool is_empty() const { return impl_ == nullptr; }
+  explicit operator bool() const { return impl_ != nullptr; }
+  /// The contained module's operator[] (a ModuleList's, a ModuleDict's, ...).
+  template <class Arg>
+    requires requires(Impl& m, Arg&& a) { m[std::forward<Arg>(a)]; }
+  decltype(auto) operator[](Arg&& arg) const {
+    return (*checked())[std::forward<Arg>(arg)];
+  }
+  /// Calls forward() with any other arguments.
+  template <class... A>
+    requires(sizeof...(A) == 0 || sizeof...(A) > 2 ||
+             !std::conjunction_v<std::is_convertible<A, const Tensor&>...>)
+  decltype(auto) operator()(A&&... a) const {
+    return checked()->forward(std::forward<A>(a)...);
+  }
   /// Calls forward(), passing the caller's source line when forward takes one.
   decltype(auto) operator()(const Tensor& x, KILN_LOC) const {
     if constexpr (requires(Impl& m) { m.forward(x, loc); })
@@ -95,22 +184,43 @@ class ModuleHolder {
   }
 
  private:
+  Impl* checked() const {
+    if (!impl_)
+      throw Error("an empty module holder was used (it was made from nullptr and not assigned)");
+    return impl_.get();
+  }
   std::shared_ptr<Impl> impl_;
 };
 
 /// y = x W^T + b, initialised like PyTorch (uniform in +-1/sqrt(in_features)).
+struct LinearOptions {
+  LinearOptions(int64_t in_features, int64_t out_features)
+      : in_features_(in_features), out_features_(out_features) {}
+  KILN_ARG(int64_t, in_features);
+  KILN_ARG(int64_t, out_features);
+  KILN_ARG(bool, bias) = true;
+};
+
 class LinearImpl : public Module {
  public:
   LinearImpl(int64_t in_features, int64_t out_features, bool bias = true);
+  explicit LinearImpl(const LinearOptions& o)
+      : LinearImpl(o.in_features(), o.out_features(), o.bias()) {}
   Tensor forward(const Tensor& x, KILN_LOC);
   std::string repr() const override;
   Tensor weight, bias;
   int64_t in_features, out_features;
 };
 
+/// ReLU's options: inplace is accepted (the result is the same).
+struct ReLUOptions {
+  ReLUOptions(bool inplace = false) : inplace_(inplace) {}  // NOLINT: implicit, as libtorch
+  KILN_ARG(bool, inplace);
+};
 class ReLUImpl : public Module {
  public:
   ReLUImpl() : Module("ReLU") {}
+  explicit ReLUImpl(const ReLUOptions&) : ReLUImpl() {}
   Tensor forward(const Tensor& x, KILN_LOC) { return x.relu(loc); }
 };
 class SigmoidImpl : public Module {
@@ -123,14 +233,28 @@ class TanhImpl : public Module {
   TanhImpl() : Module("Tanh") {}
   Tensor forward(const Tensor& x, KILN_LOC) { return x.tanh(loc); }
 };
-/// Wraps any Tensor -> Tensor callable as a module (torch::nn::Functional).
+/// Wraps a function of a tensor as a module (torch::nn::Functional): a lambda,
+/// or a function passed by name with arguments bound after the input, as
+/// Functional(torch::leaky_relu, 0.2) or Functional(kiln::softmax, 1). The
+/// source line of the forward() call reaches the function (its TensorAt first
+/// parameter, or its trailing source_location one).
 class FunctionalImpl : public Module {
  public:
-  explicit FunctionalImpl(std::function<Tensor(const Tensor&)> f) : Module("Functional"), f_(std::move(f)) {}
-  Tensor forward(const Tensor& x) { return f_(x); }
+  template <class F, class... Args>
+  explicit FunctionalImpl(F f, Args... args)
+      : Module("Functional"),
+        f_([f = std::move(f), ... args = std::move(args)](const Tensor& x, Loc loc) {
+          if constexpr (std::is_invocable_v<const F&, TensorAt, const Args&...>)
+            return Tensor(f(TensorAt(x, loc), args...));
+          else if constexpr (std::is_invocable_v<const F&, const Tensor&, const Args&..., Loc>)
+            return Tensor(f(x, args..., loc));
+          else
+            return Tensor(f(x, args...));
+        }) {}
+  Tensor forward(const Tensor& x, KILN_LOC) { return f_(x, loc); }
 
  private:
-  std::function<Tensor(const Tensor&)> f_;
+  std::function<Tensor(const Tensor&, Loc)> f_;
 };
 
 /// Runs its modules in order; children are named "0", "1", ...
@@ -142,17 +266,37 @@ class SequentialImpl : public Module {
     (push_back(std::forward<Holders>(hs)), ...);
   }
   template <class Holder>
-  void push_back(Holder h) {
-    auto impl = h.ptr();
-    steps_.push_back([impl](const Tensor& x) { return impl->forward(x); });
-    register_module_ptr(std::to_string(children_.size()), impl);
+    requires requires(const Holder& h) { h.ptr(); }
+  void push_back(Holder h) { push_back(std::to_string(children_.size()), h.ptr()); }
+  template <class Holder>
+    requires requires(const Holder& h) { h.ptr(); }
+  void push_back(std::string name, Holder h) { push_back(std::move(name), h.ptr()); }
+  /// A module held by shared_ptr, optionally named (else "0", "1", ...).
+  template <class M>
+    requires std::is_base_of_v<Module, M>
+  void push_back(std::shared_ptr<M> impl) {
+    push_back(std::to_string(children_.size()), std::move(impl));
   }
-  Tensor forward(const Tensor& x);
+  template <class M>
+    requires std::is_base_of_v<Module, M>
+  void push_back(std::string name, std::shared_ptr<M> impl) {
+    steps_.push_back([impl](const Tensor& x, Loc loc) {
+      if constexpr (requires(M & m) { m.forward(x, loc); })
+        return Tensor(impl->forward(x, loc));
+      else
+        return Tensor(impl->forward(x));
+    });
+    register_module_ptr(std::move(name), impl);
+  }
+  Tensor forward(const Tensor& x, KILN_LOC);
+  /// The i-th module.
+  std::shared_ptr<Module> ptr(size_t i) const { return children_.at(i).second; }
+  std::shared_ptr<Module> operator[](size_t i) const { return ptr(i); }
   size_t size() const { return steps_.size(); }
   std::string repr() const override;
 
  private:
-  std::vector<std::function<Tensor(const Tensor&)>> steps_;
+  std::vector<std::function<Tensor(const Tensor&, Loc)>> steps_;
 };
 
 /// Mean (default), sum or no reduction of a per-element loss.
@@ -168,34 +312,71 @@ class MSELossImpl : public Module {
 
 /// Cross entropy of logits [N, C] against class indices [N] (int64) or
 /// class probabilities [N, C].
+struct CrossEntropyOptions;
 class CrossEntropyLossImpl : public Module {
  public:
   explicit CrossEntropyLossImpl(Reduction r = Reduction::Mean) : Module("CrossEntropyLoss"), reduction(r) {}
+  /// With ignore_index and label_smoothing too.
+  explicit CrossEntropyLossImpl(const CrossEntropyOptions& o);
   Tensor forward(const Tensor& logits, const Tensor& target, KILN_LOC);
   Reduction reduction;
+  int64_t ignore_index = -100;
+  double label_smoothing = 0.0;
+};
+
+/// Dropout's options (also Dropout2d's). inplace is accepted; the result is the same.
+struct DropoutOptions {
+  DropoutOptions(double p = 0.5) : p_(p) {}  // NOLINT: implicit, as libtorch
+  KILN_ARG(double, p);
+  KILN_ARG(bool, inplace) = false;
 };
 
 class DropoutImpl : public Module {
  public:
   explicit DropoutImpl(double p = 0.5);
+  explicit DropoutImpl(const DropoutOptions& o) : DropoutImpl(o.p()) {}
   Tensor forward(const Tensor& x, KILN_LOC);
   std::string repr() const override;
   double p;
 };
+struct LayerNormOptions {
+  LayerNormOptions(Shape normalized_shape)
+      : normalized_shape_(std::move(normalized_shape)) {}  // NOLINT
+  KILN_ARG(Shape, normalized_shape);
+  KILN_ARG(double, eps) = 1e-5;
+  KILN_ARG(bool, elementwise_affine) = true;
+};
+
 class LayerNormImpl : public Module {
  public:
   explicit LayerNormImpl(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true);
+  explicit LayerNormImpl(const LayerNormOptions& o)
+      : LayerNormImpl(o.normalized_shape(), o.eps(), o.elementwise_affine()) {}
   Tensor forward(const Tensor& x, KILN_LOC);
   std::string repr() const override;
   Tensor weight, bias;
   Shape normalized_shape;
   double eps;
 };
+/// BatchNorm's options: without `affine` there is no weight and bias; without
+/// track_running_stats no running statistics, and the batch's are used always.
+struct BatchNormOptions {
+  BatchNormOptions(int64_t num_features) : num_features_(num_features) {}  // NOLINT
+  KILN_ARG(int64_t, num_features);
+  KILN_ARG(double, eps) = 1e-5;
+  KILN_ARG(double, momentum) = 0.1;
+  KILN_ARG(bool, affine) = true;
+  KILN_ARG(bool, track_running_stats) = true;
+};
+using BatchNorm1dOptions = BatchNormOptions;
+using BatchNorm2dOptions = BatchNormOptions;
+
 /// BatchNorm1d ([N, C] or [N, C, L]) and BatchNorm2d ([N, C, H, W]): one
 /// implementation, the input rank checked per kind.
 class BatchNormImpl : public Module {
  public:
   BatchNormImpl(int64_t num_features, int spatial_dims, double eps = 1e-5, double momentum = 0.1);
+  BatchNormImpl(const BatchNormOptions& o, int spatial_dims);
   Tensor forward(const Tensor& x, KILN_LOC);
   std::string repr() const override;
   Tensor weight, bias, running_mean, running_var;
@@ -207,25 +388,42 @@ class BatchNorm1dImpl : public BatchNormImpl {
  public:
   explicit BatchNorm1dImpl(int64_t num_features, double eps = 1e-5, double momentum = 0.1)
       : BatchNormImpl(num_features, 1, eps, momentum) {}
+  explicit BatchNorm1dImpl(const BatchNormOptions& o) : BatchNormImpl(o, 1) {}
 };
 class BatchNorm2dImpl : public BatchNormImpl {
  public:
   explicit BatchNorm2dImpl(int64_t num_features, double eps = 1e-5, double momentum = 0.1)
       : BatchNormImpl(num_features, 2, eps, momentum) {}
+  explicit BatchNorm2dImpl(const BatchNormOptions& o) : BatchNormImpl(o, 2) {}
 };
 /// A table of num_embeddings vectors of size embedding_dim, initialised N(0, 1).
+struct EmbeddingOptions {
+  EmbeddingOptions(int64_t num_embeddings, int64_t embedding_dim)
+      : num_embeddings_(num_embeddings), embedding_dim_(embedding_dim) {}
+  KILN_ARG(int64_t, num_embeddings);
+  KILN_ARG(int64_t, embedding_dim);
+};
+
 class EmbeddingImpl : public Module {
  public:
   EmbeddingImpl(int64_t num_embeddings, int64_t embedding_dim);
+  explicit EmbeddingImpl(const EmbeddingOptions& o)
+      : EmbeddingImpl(o.num_embeddings(), o.embedding_dim()) {}
   Tensor forward(const Tensor& indices, KILN_LOC);
   std::string repr() const override;
   Tensor weight;
   int64_t num_embeddings, embedding_dim;
 };
+struct FlattenOptions {
+  KILN_ARG(int64_t, start_dim) = 1;
+  KILN_ARG(int64_t, end_dim) = -1;
+};
+
 class FlattenImpl : public Module {
  public:
   explicit FlattenImpl(int64_t start_dim = 1, int64_t end_dim = -1)
       : Module("Flatten"), start_dim(start_dim), end_dim(end_dim) {}
+  explicit FlattenImpl(const FlattenOptions& o) : FlattenImpl(o.start_dim(), o.end_dim()) {}
   Tensor forward(const Tensor& x, KILN_LOC) { return x.flatten(start_dim, end_dim, loc); }
   int64_t start_dim, end_dim;
 };
@@ -275,6 +473,7 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction r = Reducti
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction r = Reduction::Mean, KILN_LOC);
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& options,
                      KILN_LOC);
+/// [..., num_classes] int64: 1 at each index, 0 elsewhere (torch.nn.functional.one_hot).
 Tensor one_hot(const Tensor& indices, int64_t num_classes, KILN_LOC);
 /// Negative log likelihood of log-probabilities [N, C] at class indices [N].
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction r = Reduction::Mean,
@@ -332,8 +531,16 @@ namespace utils {
 /// clips inside its plan. Parameters without a gradient are skipped.
 Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0,
                        KILN_LOC);
+/// Clamps every gradient of `params` to [-clip_value, clip_value] in place, as
+/// torch.nn.utils.clip_grad_value_. Parameters without a gradient are skipped.
+void clip_grad_value_(const std::vector<Tensor>& params, double clip_value, KILN_LOC);
 }  // namespace utils
 
 std::ostream& operator<<(std::ostream& os, const Module& m);
+/// Prints the module a holder holds (std::cout << model).
+template <class Impl>
+std::ostream& operator<<(std::ostream& os, const ModuleHolder<Impl>& m) {
+  return os << static_cast<const Module&>(*m);
+}
 
 }  // namespace kiln::nn

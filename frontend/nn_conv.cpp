@@ -275,6 +275,20 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Exp
   });
 }
 
+Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t stride,
+              int64_t padding, int64_t dilation, int64_t groups, Loc l) {
+  if (input.dim() != 2 && input.dim() != 3)
+    throw Error("conv1d: expected an input [N, C, L] or [C, L], got " + shape_str(input.sizes()),
+                here(l));
+  if (weight.dim() != 3)
+    throw Error("conv1d: expected a weight [out, in / groups, k], got " + shape_str(weight.sizes()),
+                here(l));
+  // [N, C, L] as [N, C, 1, L] (one image [C, 1, L]): conv2d over a height of 1.
+  const Tensor y = kiln::conv2d(input.unsqueeze(-2, l), weight.unsqueeze(2, l), bias, {1, stride},
+                                {0, padding}, {1, dilation}, groups, l);
+  return y.squeeze(-2, l);
+}
+
 Tensor max_pool2d(const Tensor& input, ExpandingArray2 kernel_size,
                   std::optional<ExpandingArray2> stride, ExpandingArray2 padding,
                   ExpandingArray2 dilation, bool ceil_mode, Loc l) {
@@ -351,6 +365,9 @@ namespace functional {
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Conv2dFuncOptions& o, Loc l) {
   return kiln::conv2d(input, weight, o.bias_, o.stride_, o.padding_, o.dilation_, o.groups_, l);
 }
+Tensor conv1d(const Tensor& input, const Tensor& weight, const Conv1dFuncOptions& o, Loc l) {
+  return kiln::conv1d(input, weight, o.bias_, o.stride_, o.padding_, o.dilation_, o.groups_, l);
+}
 Tensor max_pool2d(const Tensor& input, const MaxPool2dFuncOptions& o, Loc l) {
   return kiln::max_pool2d(input, o.kernel_size_, o.stride_, o.padding_, o.dilation_, o.ceil_mode_,
                           l);
@@ -380,6 +397,35 @@ Conv2dImpl::Conv2dImpl(const Conv2dOptions& o) : Module("Conv2d"), options(o) {
 Tensor Conv2dImpl::forward(const Tensor& x, Loc l) {
   return kiln::conv2d(x, weight, bias, options.stride_, options.padding_, options.dilation_,
                       options.groups_, l);
+}
+
+Conv1dImpl::Conv1dImpl(const Conv1dOptions& o) : Module("Conv1d"), options(o) {
+  const int64_t in = o.in_channels_, out = o.out_channels_, g = o.groups_, k = o.kernel_size_;
+  if (in <= 0 || out <= 0 || g <= 0 || in % g != 0 || out % g != 0)
+    throw Error("Conv1d(" + std::to_string(in) + ", " + std::to_string(out) + ", groups=" +
+                std::to_string(g) + "): channel counts must be positive and divisible by groups");
+  if (k <= 0) throw Error("Conv1d: kernel_size must be positive, got " + std::to_string(k));
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in / g * k));
+  NoGradGuard no_grad;
+  weight = register_parameter("weight", rand({out, in / g, k}) * (2 * bound) - bound);
+  if (o.bias_) bias = register_parameter("bias", rand({out}) * (2 * bound) - bound);
+}
+
+Tensor Conv1dImpl::forward(const Tensor& x, Loc l) {
+  return kiln::conv1d(x, weight, bias, options.stride_, options.padding_, options.dilation_,
+                      options.groups_, l);
+}
+
+std::string Conv1dImpl::repr() const {
+  std::ostringstream s;
+  s << "Conv1d(" << options.in_channels_ << ", " << options.out_channels_
+    << ", kernel_size=" << options.kernel_size_ << ", stride=" << options.stride_;
+  if (options.padding_) s << ", padding=" << options.padding_;
+  if (options.dilation_ != 1) s << ", dilation=" << options.dilation_;
+  if (options.groups_ != 1) s << ", groups=" << options.groups_;
+  if (!options.bias_) s << ", bias=false";
+  s << ")";
+  return s.str();
 }
 
 std::string Conv2dImpl::repr() const {

@@ -1,7 +1,8 @@
 // Convolution and pooling over images [N, C, H, W] (or one image [C, H, W]):
 // conv2d, max_pool2d, avg_pool2d, adaptive_avg_pool2d, their nn::functional
 // spellings with options structs, and the modules Conv2d, MaxPool2d, AvgPool2d
-// and AdaptiveAvgPool2d, as in libtorch.
+// and AdaptiveAvgPool2d, as in libtorch; conv1d and Conv1d over sequences
+// [N, C, L] (or one [C, L]), as conv2d over [N, C, 1, L].
 //
 // Each is a composite of table ops (frontend/nn_conv.cpp says how), so it runs
 // eagerly, traces, differentiates and fuses like hand-written tensor code, on
@@ -35,6 +36,12 @@ class ExpandingArray2 {
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
               ExpandingArray2 stride = 1, ExpandingArray2 padding = 0, ExpandingArray2 dilation = 1,
               int64_t groups = 1, KILN_LOC);
+/// 1-D cross-correlation of input [N, C, L] (or [C, L]) with weight [O, C /
+/// groups, k], plus bias [O] when defined: [N, O, L'] with
+/// L' = (L + 2 padding - dilation (k - 1) - 1) / stride + 1 (conv2d over height 1).
+Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
+              int64_t stride = 1, int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1,
+              KILN_LOC);
 /// The maximum of each window; stride defaults to the kernel size, padding is
 /// -inf. The gradient goes to the window's first maximum, as PyTorch's.
 Tensor max_pool2d(const Tensor& input, ExpandingArray2 kernel_size,
@@ -85,7 +92,17 @@ struct AvgPool2dFuncOptions {
   bool ceil_mode_ = false, count_include_pad_ = true;
 };
 
+struct Conv1dFuncOptions {
+  KILN_ARG(Tensor, bias);
+  KILN_ARG(int64_t, stride) = 1;
+  KILN_ARG(int64_t, padding) = 0;
+  KILN_ARG(int64_t, dilation) = 1;
+  KILN_ARG(int64_t, groups) = 1;
+};
+
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Conv2dFuncOptions& options = {},
+              KILN_LOC);
+Tensor conv1d(const Tensor& input, const Tensor& weight, const Conv1dFuncOptions& options = {},
               KILN_LOC);
 Tensor max_pool2d(const Tensor& input, const MaxPool2dFuncOptions& options, KILN_LOC);
 Tensor avg_pool2d(const Tensor& input, const AvgPool2dFuncOptions& options, KILN_LOC);
@@ -105,6 +122,18 @@ struct Conv2dOptions {
   int64_t groups_ = 1;
   bool bias_ = true;
 };
+struct Conv1dOptions {
+  Conv1dOptions(int64_t in_channels, int64_t out_channels, int64_t kernel_size)
+      : in_channels_(in_channels), out_channels_(out_channels), kernel_size_(kernel_size) {}
+  KILN_ARG(int64_t, in_channels);
+  KILN_ARG(int64_t, out_channels);
+  KILN_ARG(int64_t, kernel_size);
+  KILN_ARG(int64_t, stride) = 1;
+  KILN_ARG(int64_t, padding) = 0;
+  KILN_ARG(int64_t, dilation) = 1;
+  KILN_ARG(int64_t, groups) = 1;
+  KILN_ARG(bool, bias) = true;
+};
 using MaxPool2dOptions = functional::MaxPool2dFuncOptions;
 using AvgPool2dOptions = functional::AvgPool2dFuncOptions;
 
@@ -119,6 +148,18 @@ class Conv2dImpl : public Module {
   std::string repr() const override;
   Tensor weight, bias;
   Conv2dOptions options;
+};
+/// conv1d with a weight [out, in / groups, k] and bias [out], both initialised
+/// uniform in +-1/sqrt(in / groups * k), as PyTorch's.
+class Conv1dImpl : public Module {
+ public:
+  explicit Conv1dImpl(const Conv1dOptions& options);
+  Conv1dImpl(int64_t in_channels, int64_t out_channels, int64_t kernel_size)
+      : Conv1dImpl(Conv1dOptions(in_channels, out_channels, kernel_size)) {}
+  Tensor forward(const Tensor& x, KILN_LOC);
+  std::string repr() const override;
+  Tensor weight, bias;
+  Conv1dOptions options;
 };
 class MaxPool2dImpl : public Module {
  public:
@@ -144,6 +185,7 @@ class AdaptiveAvgPool2dImpl : public Module {
 };
 
 using Conv2d = ModuleHolder<Conv2dImpl>;
+using Conv1d = ModuleHolder<Conv1dImpl>;
 using MaxPool2d = ModuleHolder<MaxPool2dImpl>;
 using AvgPool2d = ModuleHolder<AvgPool2dImpl>;
 using AdaptiveAvgPool2d = ModuleHolder<AdaptiveAvgPool2dImpl>;

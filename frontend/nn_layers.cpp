@@ -43,8 +43,8 @@ Tensor apply_reduction(const Tensor& per_element, Reduction r, Loc l) {
 
 // ---- Module state ----
 
-std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool recurse) const {
-  std::vector<std::pair<std::string, Tensor>> out(buffers_.begin(), buffers_.end());
+OrderedDict<std::string, Tensor> Module::named_buffers(bool recurse) const {
+  OrderedDict<std::string, Tensor> out(buffers_.begin(), buffers_.end());
   if (recurse)
     for (const auto& [cname, child] : children_)
       for (auto& [bname, b] : child->named_buffers(true)) out.emplace_back(cname + "." + bname, b);
@@ -332,6 +332,24 @@ BatchNormImpl::BatchNormImpl(int64_t n, int spatial, double eps, double momentum
   running_mean = register_buffer("running_mean", zeros({n}));
   running_var = register_buffer("running_var", ones({n}));
 }
+BatchNormImpl::BatchNormImpl(const BatchNormOptions& o, int spatial)
+    : Module(spatial == 2 ? "BatchNorm2d" : "BatchNorm1d"),
+      num_features(o.num_features()),
+      spatial_dims(spatial),
+      eps(o.eps()),
+      momentum(o.momentum()) {
+  const int64_t n = num_features;
+  if (n <= 0) throw Error(name_ + ": expected num_features > 0, got " + std::to_string(n));
+  if (o.affine()) {
+    weight = register_parameter("weight", ones({n}));
+    bias = register_parameter("bias", zeros({n}));
+  }
+  if (o.track_running_stats()) {
+    running_mean = register_buffer("running_mean", zeros({n}));
+    running_var = register_buffer("running_var", ones({n}));
+  }
+}
+
 Tensor BatchNormImpl::forward(const Tensor& x, Loc l) {
   const bool ok = spatial_dims == 2 ? x.dim() == 4 : (x.dim() == 2 || x.dim() == 3);
   if (!ok || x.size(1) != num_features)
@@ -341,8 +359,10 @@ Tensor BatchNormImpl::forward(const Tensor& x, Loc l) {
                                              std::to_string(num_features) + ", L]") +
                     ", got " + shape_str(x.sizes()),
                 here(l));
-  return functional::batch_norm(x, running_mean, running_var, weight, bias, training_for_forward(),
-                                momentum, eps, l);
+  // Without running statistics (track_running_stats false) the batch's are used always.
+  return functional::batch_norm(x, running_mean, running_var, weight, bias,
+                                !running_mean.defined() || training_for_forward(), momentum, eps,
+                                l);
 }
 std::string BatchNormImpl::repr() const {
   std::ostringstream s;

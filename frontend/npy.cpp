@@ -14,7 +14,7 @@ namespace kiln {
 namespace {
 
 constexpr std::string_view kNpyMagic = "\x93NUMPY";
-constexpr const char* kSupported = "<f4 <f8 <i4 <i8 |b1";
+constexpr const char* kSupported = "<f4 <f8 |u1 |i1 <i2 <i4 <i8 |b1";
 
 const char* npy_descr(DType t) {
   switch (t) {
@@ -28,6 +28,12 @@ const char* npy_descr(DType t) {
       return "<i8";
     case DType::b8:
       return "|b1";
+    case DType::u8:
+      return "|u1";
+    case DType::i8:
+      return "|i1";
+    case DType::i16:
+      return "<i2";
   }
   return "?";
 }
@@ -172,8 +178,12 @@ DType dtype_from_descr(const std::string& d, const std::string& name) {
     if (kind == "i4") t = DType::i32;
     if (kind == "i8") t = DType::i64;
     if (kind == "b1") t = DType::b8;
-    if (t && kind == "b1" && (order == '|' || order == '<' || order == '>' || order == '='))
-      return *t;
+    if (kind == "u1") t = DType::u8;
+    if (kind == "i1") t = DType::i8;
+    if (kind == "i2") t = DType::i16;
+    // One byte per element: no byte order.
+    const bool single = kind == "b1" || kind == "u1" || kind == "i1";
+    if (t && single && (order == '|' || order == '<' || order == '>' || order == '=')) return *t;
     if (t && (order == '<' || order == '=')) return *t;
     if (t && order == '>')
       throw Error(name + ": big-endian data ('" + d +

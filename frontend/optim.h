@@ -10,12 +10,46 @@
 
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "frontend/tensor.h"
 
+namespace kiln::serialize {
+class OutputArchive;
+class InputArchive;
+}  // namespace kiln::serialize
+
 namespace kiln::optim {
+
+/// The base of every optimizer's options (libtorch's OptimizerOptions): the
+/// learning rate through a virtual interface, so a program can change it
+/// through param_groups() without knowing the optimizer's kind.
+class OptimizerOptions {
+ public:
+  virtual ~OptimizerOptions() = default;
+  virtual double get_lr() const = 0;
+  virtual void set_lr(double lr) = 0;
+};
+
+/// The parameters an optimizer updates and its options (every Kiln optimizer
+/// has one group): `static_cast<optim::SGDOptions&>(group.options()).lr(0.01)`
+/// changes the optimizer's own options.
+class OptimizerParamGroup {
+ public:
+  OptimizerParamGroup(std::vector<Tensor>& params, OptimizerOptions& options)
+      : params_(&params), options_(&options) {}
+  std::vector<Tensor>& params() { return *params_; }
+  const std::vector<Tensor>& params() const { return *params_; }
+  OptimizerOptions& options() { return *options_; }
+  const OptimizerOptions& options() const { return *options_; }
+  bool has_options() const { return true; }
+
+ private:
+  std::vector<Tensor>* params_;
+  OptimizerOptions* options_;
+};
 
 class Optimizer {
  public:
@@ -29,15 +63,26 @@ class Optimizer {
   const std::vector<Tensor>& parameters() const { return params_; }
   /// Every state tensor (for tracing and saving).
   virtual std::vector<Tensor> state() const = 0;
+  /// Writes the optimizer's kind, learning rate, hyperparameters and state
+  /// tensors (torch::save(optimizer, path)); load restores the state in place
+  /// and the learning rate, after checking the kind and every state shape
+  /// (the other hyperparameters stay as constructed). frontend/archive.cpp.
+  virtual void save(serialize::OutputArchive& archive) const;
+  virtual void load(serialize::InputArchive& archive);
   /// The learning rate (options.lr_); schedulers set it. A traced step reads it
   /// through a tensor, so a new value, set here or written into options.lr_,
   /// takes effect at the next call without a retrace.
   double lr() const;
   void set_lr(double lr);
+  /// libtorch's view of the parameters and options: one group, holding every
+  /// parameter and the optimizer's options (frontend/archive.cpp).
+  std::vector<OptimizerParamGroup>& param_groups();
 
  protected:
   /// The learning-rate field of the options.
   virtual double& lr_field() = 0;
+  /// The options as libtorch's base class.
+  virtual OptimizerOptions& options_base() = 0;
   /// The numbers step() reads as constants, by name (all but the learning
   /// rate): a traced step is guarded on them.
   struct Hyperparameter {
@@ -56,6 +101,7 @@ class Optimizer {
   std::vector<Tensor> params_;
 
  private:
+  std::vector<OptimizerParamGroup> groups_;
   /// Writes lr_field() into lr_ when it changed (outside any trace).
   void sync_lr();
 
@@ -66,8 +112,10 @@ class Optimizer {
   double lr_in_tensor_ = 0;  // what lr_ holds
 };
 
-struct SGDOptions {
+struct SGDOptions : OptimizerOptions {
   explicit SGDOptions(double lr) : lr_(lr) {}
+  double get_lr() const override { return lr_; }
+  void set_lr(double lr) override { lr_ = lr; }
   SGDOptions& lr(double v) { lr_ = v; return *this; }
   SGDOptions& momentum(double v) { momentum_ = v; return *this; }
   SGDOptions& dampening(double v) { dampening_ = v; return *this; }
@@ -89,6 +137,7 @@ class SGD : public Optimizer {
 
  protected:
   double& lr_field() override { return options.lr_; }
+  OptimizerOptions& options_base() override { return options; }
   std::vector<Hyperparameter> hyperparameters() const override;
   const char* name() const override { return "SGD"; }
 
@@ -96,10 +145,29 @@ class SGD : public Optimizer {
   std::vector<Tensor> momentum_;
 };
 
-struct AdamOptions {
+struct AdamOptions : OptimizerOptions {
   explicit AdamOptions(double lr = 1e-3) : lr_(lr) {}
+  double get_lr() const override { return lr_; }
+  void set_lr(double lr) override { lr_ = lr; }
   AdamOptions& lr(double v) { lr_ = v; return *this; }
-  AdamOptions& betas(std::pair<double, double> b) { beta1_ = b.first; beta2_ = b.second; return *this; }
+  /// (beta1, beta2): a std::tuple (libtorch's type), a std::pair or a braced pair.
+  AdamOptions& betas(std::tuple<double, double> b) {
+    beta1_ = std::get<0>(b);
+    beta2_ = std::get<1>(b);
+    return *this;
+  }
+  AdamOptions& beta1(double v) {
+    beta1_ = v;
+    return *this;
+  }
+  AdamOptions& beta2(double v) {
+    beta2_ = v;
+    return *this;
+  }
+  std::tuple<double, double> betas() const { return {beta1_, beta2_}; }
+  double lr() const { return lr_; }
+  double eps() const { return eps_; }
+  double weight_decay() const { return weight_decay_; }
   AdamOptions& eps(double v) { eps_ = v; return *this; }
   AdamOptions& weight_decay(double v) { weight_decay_ = v; return *this; }
   double lr_, beta1_ = 0.9, beta2_ = 0.999, eps_ = 1e-8, weight_decay_ = 0;
@@ -120,6 +188,7 @@ class Adam : public Optimizer {
   /// applied to the parameter before the update (AdamW).
   void adam_step(bool decoupled_weight_decay);
   double& lr_field() override { return options.lr_; }
+  OptimizerOptions& options_base() override { return options; }
   std::vector<Hyperparameter> hyperparameters() const override;
   const char* name() const override { return "Adam"; }
 
@@ -129,10 +198,24 @@ class Adam : public Optimizer {
 };
 
 /// AdamW's options: Adam's, with a default weight decay of 0.01.
-struct AdamWOptions {
+struct AdamWOptions : OptimizerOptions {
   explicit AdamWOptions(double lr = 1e-3) : lr_(lr) {}
+  double get_lr() const override { return lr_; }
+  void set_lr(double lr) override { lr_ = lr; }
   AdamWOptions& lr(double v) { lr_ = v; return *this; }
-  AdamWOptions& betas(std::pair<double, double> b) { beta1_ = b.first; beta2_ = b.second; return *this; }
+  AdamWOptions& betas(std::tuple<double, double> b) {
+    beta1_ = std::get<0>(b);
+    beta2_ = std::get<1>(b);
+    return *this;
+  }
+  AdamWOptions& beta1(double v) {
+    beta1_ = v;
+    return *this;
+  }
+  AdamWOptions& beta2(double v) {
+    beta2_ = v;
+    return *this;
+  }
   AdamWOptions& eps(double v) { eps_ = v; return *this; }
   AdamWOptions& weight_decay(double v) { weight_decay_ = v; return *this; }
   double lr_, beta1_ = 0.9, beta2_ = 0.999, eps_ = 1e-8, weight_decay_ = 1e-2;
@@ -154,8 +237,10 @@ class AdamW : public Adam {
   const char* name() const override { return "AdamW"; }
 };
 
-struct RMSpropOptions {
+struct RMSpropOptions : OptimizerOptions {
   explicit RMSpropOptions(double lr = 1e-2) : lr_(lr) {}
+  double get_lr() const override { return lr_; }
+  void set_lr(double lr) override { lr_ = lr; }
   RMSpropOptions& lr(double v) { lr_ = v; return *this; }
   RMSpropOptions& alpha(double v) { alpha_ = v; return *this; }
   RMSpropOptions& eps(double v) { eps_ = v; return *this; }
@@ -178,6 +263,7 @@ class RMSprop : public Optimizer {
 
  protected:
   double& lr_field() override { return options.lr_; }
+  OptimizerOptions& options_base() override { return options; }
   std::vector<Hyperparameter> hyperparameters() const override;
   const char* name() const override { return "RMSprop"; }
 

@@ -162,6 +162,15 @@ void check_randint_range(int64_t low, int64_t high, DType t, SourceLoc loc) {
     case DType::b8:
       lo = 0, hi = 1;
       break;
+    case DType::u8:
+      lo = 0, hi = UINT8_MAX;
+      break;
+    case DType::i8:
+      lo = INT8_MIN, hi = INT8_MAX;
+      break;
+    case DType::i16:
+      lo = INT16_MIN, hi = INT16_MAX;
+      break;
     case DType::i32:
       lo = INT32_MIN, hi = INT32_MAX;
       break;

@@ -8,8 +8,8 @@
 //     "META"  text lines "key=value" (producer, name)
 //     "GRPH"  the graph's canonical IR text with source locations (ir/printer.h)
 //     "PARM"  one per parameter, in index order: u64 index, u32 name length, name,
-//             u8 dtype (1 f32, 2 f64, 3 i32, 4 i64, 5 bool), u32 rank, i64 dims[rank],
-//             u64 data length, the elements' raw little-endian bytes, row-major
+//             u8 dtype (1 f32, 2 f64, 3 i32, 4 i64, 5 bool, 6 u8, 7 i8, 8 i16), u32 rank, i64
+//             dims[rank], u64 data length, the elements' raw little-endian bytes, row-major
 //   u64 checksum of every byte before it (io::checksum64, runtime/binary_io.h)
 // Files are written atomically (temporary file, fsync, rename). Loading checks
 // everything: a damaged, truncated or foreign file is a kiln::Error naming the

@@ -11,6 +11,7 @@
 #include <optional>
 #include <source_location>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <variant>
 #include <type_traits>
@@ -45,7 +46,50 @@ struct Scalar {
   Scalar(long v) : value(static_cast<double>(v)), kind(ScalarKind::integer), integer(v) {}
   Scalar(long long v) : value(static_cast<double>(v)), kind(ScalarKind::integer), integer(v) {}
   Scalar(bool v) : value(v), kind(ScalarKind::boolean), integer(v) {}
+  // The other integer types (libtorch takes them all; size_t counts included).
+  Scalar(signed char v) : Scalar(static_cast<long long>(v)) {}
+  Scalar(unsigned char v) : Scalar(static_cast<long long>(v)) {}
+  Scalar(short v) : Scalar(static_cast<long long>(v)) {}
+  Scalar(unsigned short v) : Scalar(static_cast<long long>(v)) {}
+  Scalar(unsigned v) : Scalar(static_cast<long long>(v)) {}
+  Scalar(unsigned long v) : Scalar(static_cast<long long>(v)) {}
+  Scalar(unsigned long long v) : Scalar(static_cast<long long>(v)) {}
+
+  // ---- libtorch's accessors (c10::Scalar) ----
+  double toDouble() const {
+    return kind == ScalarKind::floating ? value : static_cast<double>(integer);
+  }
+  float toFloat() const { return static_cast<float>(toDouble()); }
+  int64_t toLong() const {
+    return kind == ScalarKind::floating ? static_cast<int64_t>(value) : integer;
+  }
+  int toInt() const { return static_cast<int>(toLong()); }
+  bool toBool() const { return kind == ScalarKind::floating ? value != 0 : integer != 0; }
+  /// The value as T (bool, an integer type or a floating type).
+  template <class T>
+  T to() const {
+    if constexpr (std::is_same_v<T, bool>)
+      return toBool();
+    else if constexpr (std::is_floating_point_v<T>)
+      return static_cast<T>(toDouble());
+    else
+      return static_cast<T>(toLong());
+  }
+  bool isFloatingPoint() const { return kind == ScalarKind::floating; }
+  bool isIntegral(bool include_bool) const {
+    return kind == ScalarKind::integer || (include_bool && kind == ScalarKind::boolean);
+  }
+  bool isBoolean() const { return kind == ScalarKind::boolean; }
 };
+/// Prints the value as a number (an integer exactly), or true/false.
+std::ostream& operator<<(std::ostream& os, const Scalar& s);
+/// Prints a dtype as libtorch prints x.dtype(): "float", "double", "int",
+/// "long int", "bool".
+std::ostream& operator<<(std::ostream& os, DType t);
+
+/// Memory layouts: Kiln's tensors are strided (dense, with strides).
+enum class Layout : uint8_t { Strided };
+inline constexpr Layout kStrided = Layout::Strided;
 
 /// Options for creating tensors: dtype, device, requires_grad (libtorch style).
 struct TensorOptions {
@@ -57,9 +101,17 @@ struct TensorOptions {
   TensorOptions() = default;
   TensorOptions(DType d) : dtype_(d), has_dtype_(true) {}
   TensorOptions(DeviceType d) : device_(d) {}
+  TensorOptions(Device d) : device_(d) {}
   TensorOptions dtype(DType d) const { auto o = *this; o.dtype_ = d; o.has_dtype_ = true; return o; }
   TensorOptions device(Device d) const { auto o = *this; o.device_ = d; return o; }
+  TensorOptions device(DeviceType t, int index) const { return device(Device(t, index)); }
+  /// The layout: strided, the only one Kiln has.
+  TensorOptions layout(Layout) const { return *this; }
   TensorOptions requires_grad(bool r = true) const { auto o = *this; o.requires_grad_ = r; return o; }
+  /// libtorch's getters: the dtype asked for (float32 when none was), the device.
+  DType dtype() const { return dtype_; }
+  Device device() const { return device_; }
+  bool has_dtype() const { return has_dtype_; }
 };
 
 /// A Tensor argument that remembers the user's source line; lets binary
@@ -88,11 +140,30 @@ struct IndexAt {
   IndexAt(T i, Loc loc = Loc::current()) : index(static_cast<int64_t>(i)), loc(loc) {}
 };
 
+template <class T, size_t N>
+class TensorAccessor;
+/// The op that computed a tensor, for autograd (libtorch's x.grad_fn()->name()).
+struct GradFn {
+  std::string name_;
+  const std::string& name() const { return name_; }
+};
+
 class Tensor {
  public:
   /// An undefined tensor (like a default-constructed torch::Tensor).
   Tensor() = default;
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+  Tensor(const Tensor&) = default;
+  Tensor(Tensor&&) noexcept = default;
+  ~Tensor() = default;
+  /// Assigning to a named tensor rebinds the handle (torch::Tensor's rule).
+  Tensor& operator=(const Tensor&) & = default;
+  Tensor& operator=(Tensor&&) & noexcept = default;
+  /// Assigning to a temporary writes into its storage, as libtorch does:
+  /// `x[0] = y`, `p.grad().data() = g` copy y (broadcast, converted) in place.
+  Tensor& operator=(const Tensor& src) && { return copy_(src); }
+  Tensor& operator=(Tensor&& src) && { return copy_(src); }
+  Tensor& operator=(Scalar value) && { return fill_(value); }
 
   bool defined() const { return impl_ != nullptr; }
   TensorImpl* impl() const { return impl_.get(); }
@@ -130,6 +201,12 @@ class Tensor {
   Tensor to(DType t, KILN_LOC) const;
   Tensor to(Device d, KILN_LOC) const;
   Tensor to(DeviceType d, KILN_LOC) const { return to(Device(d), loc); }
+  /// To the options' device and, when one was asked for, dtype (libtorch's to(options)).
+  Tensor to(const TensorOptions& options, KILN_LOC) const {
+    Tensor t = to(options.device_, loc);
+    return options.has_dtype_ ? t.to(options.dtype_, loc) : t;
+  }
+  Tensor to(Device d, DType t, KILN_LOC) const { return to(d, loc).to(t, loc); }
   Tensor cpu(KILN_LOC) const { return to(Device(kCPU), loc); }
   Tensor cuda(KILN_LOC) const { return to(Device(kCUDA), loc); }
   Tensor clone(KILN_LOC) const;
@@ -371,6 +448,93 @@ class Tensor {
   std::string str() const;
   std::string toString() const { return str(); }
 
+  // ---- libtorch's spellings (frontend/tensor_inplace.cpp) ----
+  /// The single element as a Scalar of this tensor's kind (libtorch's item()).
+  Scalar item(KILN_LOC) const;
+  /// The data without autograd history, sharing storage (libtorch's x.data()):
+  /// `x.data() = y` writes y into x.
+  Tensor data() const { return detach(); }
+  /// Pointer to element 0 (CPU, eager only), untyped.
+  void* data_ptr() const;
+  /// Options for a new tensor like this one: its dtype and device.
+  TensorOptions options() const { return TensorOptions(dtype()).device(device()); }
+  int64_t ndimension() const { return dim(); }
+  size_t element_size() const { return dtype_size(dtype()); }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * element_size(); }
+  bool is_floating_point() const { return is_floating(dtype()); }
+  bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+  /// The op that computed this tensor (nullptr for leaves and constants).
+  std::shared_ptr<GradFn> grad_fn() const;
+  Tensor toType(DType t, KILN_LOC) const { return to(t, loc); }
+  Tensor type_as(const Tensor& other, KILN_LOC) const { return to(other.dtype(), loc); }
+  Tensor view_as(const Tensor& other, KILN_LOC) const { return view(other.sizes(), loc); }
+  Tensor reshape_as(const Tensor& other, KILN_LOC) const { return reshape(other.sizes(), loc); }
+  /// The p-norm along one dim.
+  Tensor norm(double p, int64_t dim, bool keepdim = false, KILN_LOC) const;
+  /// The outer product of two 1-D tensors: [n] x [m] -> [n, m] (ger is its old name).
+  Tensor outer(const Tensor& other, KILN_LOC) const;
+  Tensor ger(const Tensor& other, KILN_LOC) const { return outer(other, loc); }
+  bool allclose(const Tensor& other, double rtol = 1e-5, double atol = 1e-8) const;
+  bool equal(const Tensor& other) const;
+  /// Element access by index into CPU memory, for loops over small tensors:
+  /// `auto a = x.accessor<float, 2>(); a[i][j] = 1;` (eager, dtype must be T).
+  template <class T, size_t N>
+  TensorAccessor<T, N> accessor() const&;
+  /// Prints str() and a newline to standard output.
+  void print() const;
+  /// The tensor tiled `repeats` times along each dim (leading dims added when
+  /// repeats is longer than the rank), as torch.Tensor.repeat.
+  Tensor repeat(std::vector<int64_t> repeats, KILN_LOC) const;
+  /// The elements in reverse order along each of `dims` (torch.flip).
+  Tensor flip(std::vector<int64_t> dims, KILN_LOC) const;
+  /// The elements shifted by shifts[i] along dims[i], wrapping around
+  /// (torch.roll); with no dims, over the flattened tensor, reshaped back.
+  Tensor roll(std::vector<int64_t> shifts, std::vector<int64_t> dims = {}, KILN_LOC) const;
+  /// Writes `value` (broadcast) into the elements basic indexing selects
+  /// (integers, slices, None, Ellipsis): x.index_put_({0, Slice()}, 1).
+  Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, const Tensor& value,
+                     KILN_LOC);
+  Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, Scalar value, KILN_LOC);
+  /// beta * this + alpha * (mat1 @ mat2).
+  Tensor addmm(const Tensor& mat1, const Tensor& mat2, Scalar beta = 1, Scalar alpha = 1,
+               KILN_LOC) const;
+  // In place: fills from the global generator (manual_seed), and ops whose
+  // result is written back in this tensor's dtype (x.eq_(y) leaves 1 and 0).
+  Tensor& uniform_(double from = 0, double to = 1, KILN_LOC);
+  Tensor& normal_(double mean = 0, double std = 1, KILN_LOC);
+  Tensor& bernoulli_(double p = 0.5, KILN_LOC);
+  Tensor& neg_(KILN_LOC);
+  Tensor& abs_(KILN_LOC);
+  Tensor& exp_(KILN_LOC);
+  Tensor& log_(KILN_LOC);
+  Tensor& sqrt_(KILN_LOC);
+  Tensor& sigmoid_(KILN_LOC);
+  Tensor& tanh_(KILN_LOC);
+  Tensor& floor_(KILN_LOC);
+  Tensor& ceil_(KILN_LOC);
+  Tensor& round_(KILN_LOC);
+  Tensor& trunc_(KILN_LOC);
+  Tensor& sign_(KILN_LOC);
+  Tensor& reciprocal_(KILN_LOC);
+  Tensor& square_(KILN_LOC);
+  Tensor& pow_(Scalar exponent, KILN_LOC);
+  Tensor& pow_(const Tensor& exponent, KILN_LOC);
+  Tensor& clamp_min_(Scalar min, KILN_LOC);
+  Tensor& clamp_max_(Scalar max, KILN_LOC);
+  Tensor& masked_fill_(const Tensor& mask, Scalar value, KILN_LOC);
+  Tensor& eq_(const Tensor& other, KILN_LOC);
+  Tensor& ne_(const Tensor& other, KILN_LOC);
+  Tensor& lt_(const Tensor& other, KILN_LOC);
+  Tensor& le_(const Tensor& other, KILN_LOC);
+  Tensor& gt_(const Tensor& other, KILN_LOC);
+  Tensor& ge_(const Tensor& other, KILN_LOC);
+  Tensor& eq_(Scalar other, KILN_LOC);
+  Tensor& ne_(Scalar other, KILN_LOC);
+  Tensor& lt_(Scalar other, KILN_LOC);
+  Tensor& le_(Scalar other, KILN_LOC);
+  Tensor& gt_(Scalar other, KILN_LOC);
+  Tensor& ge_(Scalar other, KILN_LOC);
+
  private:
   std::shared_ptr<TensorImpl> impl_;
 };
@@ -459,6 +623,37 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
 /// True when both have the same shape and all elements are within atol + rtol * |b|.
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
 bool equal(const Tensor& a, const Tensor& b);
+/// Sums of products over the index letters of `equation` (torch.einsum): "ij,jk->ik",
+/// "bij,bjk->bik", "ii->i" is not supported (each letter once per operand); without
+/// "->" the output has the letters used once, in alphabetical order. Two operands
+/// contract with a matmul; more are contracted left to right.
+Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands, KILN_LOC);
+Tensor outer(const Tensor& a, const Tensor& b, KILN_LOC);
+// libtorch's free spellings of methods whose names the C library also has
+// (abs, sqrt, pow, ...): plain overloads, so that a program with both
+// `using namespace std;` and `using namespace torch;` still resolves them.
+Tensor abs(const Tensor& x, KILN_LOC);
+Tensor sqrt(const Tensor& x, KILN_LOC);
+Tensor sin(const Tensor& x, KILN_LOC);
+Tensor cos(const Tensor& x, KILN_LOC);
+Tensor isfinite(const Tensor& x, KILN_LOC);
+Tensor pow(const Tensor& x, Scalar exponent, KILN_LOC);
+Tensor pow(const Tensor& x, const Tensor& exponent, KILN_LOC);
+Tensor fmod(const Tensor& x, Scalar other, KILN_LOC);
+Tensor fmod(const Tensor& x, const Tensor& other, KILN_LOC);
+Tensor remainder(const Tensor& x, Scalar other, KILN_LOC);
+Tensor remainder(const Tensor& x, const Tensor& other, KILN_LOC);
+Tensor max(const Tensor& x, KILN_LOC);
+std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim = false, KILN_LOC);
+Tensor max(const Tensor& a, const Tensor& b, KILN_LOC);
+Tensor min(const Tensor& x, KILN_LOC);
+std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim = false, KILN_LOC);
+Tensor min(const Tensor& a, const Tensor& b, KILN_LOC);
+Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt,
+             KILN_LOC);
+Tensor norm(const Tensor& x, double p = 2, KILN_LOC);
+Tensor norm(const Tensor& x, double p, int64_t dim, bool keepdim = false, KILN_LOC);
+Tensor norm(const Tensor& x, double p, std::vector<int64_t> dims, bool keepdim = false, KILN_LOC);
 
 // ---- creation ----
 /// A tensor holding a nested list of values (float32 for floats, int64 for ints).
@@ -475,6 +670,21 @@ Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<
               TensorOptions opts = {}, KILN_LOC);
 /// A 0-d tensor.
 Tensor scalar_tensor(Scalar value, TensorOptions opts = {}, KILN_LOC);
+/// A 0-d tensor holding `value` (float32 for floats, int64 for integers, bool),
+/// or a 1-D tensor of a vector's values: libtorch's torch::tensor(3.5, kFloat64)
+/// and torch::tensor(std::vector<float>{...}). A vector of doubles gives float32
+/// and one of ints int64, as libtorch's; uint8_t, int8_t and int16_t keep their type.
+/// Values given with a dtype must fit it (detail::check_fits: tensor({300}, kUInt8)
+/// is an error, as in libtorch).
+Tensor tensor(Scalar value, TensorOptions opts = {}, KILN_LOC);
+Tensor tensor(const std::vector<float>& values, TensorOptions opts = {}, KILN_LOC);
+Tensor tensor(const std::vector<double>& values, TensorOptions opts = {}, KILN_LOC);
+Tensor tensor(const std::vector<int>& values, TensorOptions opts = {}, KILN_LOC);
+Tensor tensor(const std::vector<int64_t>& values, TensorOptions opts = {}, KILN_LOC);
+Tensor tensor(const std::vector<bool>& values, TensorOptions opts = {}, KILN_LOC);
+Tensor tensor(const std::vector<uint8_t>& values, TensorOptions opts = {}, KILN_LOC);
+Tensor tensor(const std::vector<int8_t>& values, TensorOptions opts = {}, KILN_LOC);
+Tensor tensor(const std::vector<int16_t>& values, TensorOptions opts = {}, KILN_LOC);
 /// A tensor of `shape` from row-major values (dtype of opts; values converted).
 Tensor from_vector(const std::vector<double>& values, Shape shape, TensorOptions opts = {}, KILN_LOC);
 /// Wraps memory the caller owns (CPU, row-major unless strides are given); no copy.
@@ -547,8 +757,16 @@ struct TensorIndex {
   TensorIndex(Slice s) : what(s) {}
   TensorIndex(NoneIndex n) : what(n) {}
   TensorIndex(EllipsisIndex e) : what(e) {}
+  /// "..." stands for Ellipsis, as in libtorch.
+  TensorIndex(const char* s) : what(EllipsisIndex{}) {
+    if (std::string_view(s) != "...")
+      throw Error(std::string("index: \"") + s +
+                  "\" is not an index (expected \"...\" for Ellipsis)");
+  }
   TensorIndex(Tensor t) : what(std::move(t)) {}
 };
 }  // namespace indexing
 
 }  // namespace kiln
+
+#include "frontend/tensor_accessor.h"

@@ -19,7 +19,29 @@ using detail::scalar_operand;
 namespace {
 
 Tensor unary(OpKind k, const Tensor& x, Loc l) { return apply(k, {x}, {}, here(l)); }
-Tensor binary(OpKind k, const Tensor& a, const Tensor& b, Loc l) { return apply(k, {a, b}, {}, here(l)); }
+// bool < integers < floating types, the categories of PyTorch's result_type.
+int category(DType t) {
+  return t == DType::b8 ? 0 : is_floating(t) ? 2 : 1;
+}
+
+// PyTorch's result_type for two tensor operands: a 0-d tensor beside one with
+// dims sets the dtype only when its category is higher (f32[3] + f64[] is f32,
+// u8[3] + i64[] is u8, i32[3] + f64[] is f64); otherwise it is cast to the other
+// operand's dtype, so the op's own promotion (ops.def) gives that dtype.
+std::pair<Tensor, Tensor> zero_dim_rule(const Tensor& a, const Tensor& b, Loc l) {
+  if (!a.defined() || !b.defined() || (a.dim() == 0) == (b.dim() == 0)) return {a, b};
+  const bool a_zero = a.dim() == 0;
+  const Tensor& dims = a_zero ? b : a;
+  const Tensor& zero = a_zero ? a : b;
+  if (zero.dtype() == dims.dtype() || category(zero.dtype()) > category(dims.dtype())) return {a, b};
+  const Tensor z = zero.to(dims.dtype(), l);
+  return a_zero ? std::pair{z, b} : std::pair{a, z};
+}
+
+Tensor binary(OpKind k, const Tensor& a, const Tensor& b, Loc l) {
+  const auto [x, y] = zero_dim_rule(a, b, l);
+  return apply(k, {x, y}, {}, here(l));
+}
 Tensor binary_scalar(OpKind k, const Tensor& a, Scalar s, Loc l) {
   return apply(k, {a, scalar_operand(a, s, here(l))}, {}, here(l));
 }
@@ -231,6 +253,10 @@ Tensor Tensor::minimum(const Tensor& o, Loc l) const { return binary(OpKind::min
 
 Tensor Tensor::clamp(std::optional<Scalar> min, std::optional<Scalar> max, Loc l) const {
   Tensor r = *this;
+  // A bound converts to the result's dtype as fill_'s value does (checked).
+  for (const std::optional<Scalar>& bound : {min, max})
+    if (bound && defined())
+      detail::check_fits(*bound, promote_with_scalar(dtype(), bound->kind), "clamp()", here(l));
   if (min) r = binary_scalar(OpKind::maximum, r, *min, l);
   if (max) r = binary_scalar(OpKind::minimum, r, *max, l);
   return r;
@@ -416,6 +442,7 @@ Tensor& Tensor::div_(Scalar o, Loc l) { return assign_to(*this, binary_scalar(Op
 Tensor& Tensor::zero_(Loc l) { return fill_(0, l); }
 Tensor& Tensor::fill_(Scalar v, Loc l) {
   const TensorType& t = detail::type_of(*this);
+  detail::check_fits(v, t.dtype, "fill_()", here(l));
   Tensor c = detail::create(OpKind::constant, {{AttrKey::value, detail::scalar_attr(v, t.dtype)}},
                             TensorType{t.dtype, {}, t.device}, here(l));
   return assign_to(*this, c, l);
@@ -472,7 +499,8 @@ Tensor operator>=(TensorAt a, Scalar b) { return binary_scalar(OpKind::ge, a.t, 
 
 Tensor matmul(const Tensor& a, const Tensor& b, Loc l) { return a.matmul(b, l); }
 Tensor where(const Tensor& c, const Tensor& a, const Tensor& b, Loc l) {
-  return apply(OpKind::where, {c, a, b}, {}, here(l));
+  const auto [x, y] = zero_dim_rule(a, b, l);
+  return apply(OpKind::where, {c, x, y}, {}, here(l));
 }
 Tensor maximum(const Tensor& a, const Tensor& b, Loc l) { return a.maximum(b, l); }
 Tensor minimum(const Tensor& a, const Tensor& b, Loc l) { return a.minimum(b, l); }

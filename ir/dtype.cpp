@@ -8,6 +8,9 @@ namespace kiln {
 bool is_valid_dtype(DType t) {
   switch (t) {
     case DType::b8:
+    case DType::u8:
+    case DType::i8:
+    case DType::i16:
     case DType::i32:
     case DType::i64:
     case DType::f32:
@@ -19,7 +22,7 @@ bool is_valid_dtype(DType t) {
 
 void check_dtype(DType t, const char* who, SourceLoc where) {
   if (!is_valid_dtype(t))
-    throw Error(std::string(who) + ": expected a dtype (bool, i32, i64, f32 or f64), got DType(" +
+    throw Error(std::string(who) + ": expected a dtype (bool, u8, i8, i16, i32, i64, f32 or f64), got DType(" +
                     std::to_string(static_cast<int>(t)) + ")",
                 where);
 }
@@ -27,7 +30,11 @@ void check_dtype(DType t, const char* who, SourceLoc where) {
 size_t dtype_size(DType t) {
   switch (t) {
     case DType::b8:
+    case DType::u8:
+    case DType::i8:
       return 1;
+    case DType::i16:
+      return 2;
     case DType::i32:
       return 4;
     case DType::i64:
@@ -44,6 +51,12 @@ const char* dtype_name(DType t) {
   switch (t) {
     case DType::b8:
       return "bool";
+    case DType::u8:
+      return "u8";
+    case DType::i8:
+      return "i8";
+    case DType::i16:
+      return "i16";
     case DType::i32:
       return "i32";
     case DType::i64:
@@ -60,6 +73,12 @@ const char* dtype_long_name(DType t) {
   switch (t) {
     case DType::b8:
       return "bool";
+    case DType::u8:
+      return "uint8";
+    case DType::i8:
+      return "int8";
+    case DType::i16:
+      return "int16";
     case DType::i32:
       return "int32";
     case DType::i64:
@@ -73,7 +92,7 @@ const char* dtype_long_name(DType t) {
 }
 
 std::optional<DType> parse_dtype(std::string_view name) {
-  for (DType t : {DType::b8, DType::i32, DType::i64, DType::f32, DType::f64})
+  for (DType t : kAllDTypes)
     if (name == dtype_name(t) || name == dtype_long_name(t)) return t;
   return std::nullopt;
 }
@@ -84,11 +103,46 @@ bool is_floating(DType t) {
 bool is_integral(DType t) {
   return !is_floating(t);
 }
+bool is_unsigned(DType t) {
+  return t == DType::b8 || t == DType::u8;
+}
 
-// The enum is ordered bool < i32 < i64 < f32 < f64, which is exactly
-// torch.promote_types on these five types (int64 with float32 gives float32).
+namespace {
+// Bit width of an integer type's values (bool counts as 1).
+int bits(DType t) {
+  switch (t) {
+    case DType::b8:
+      return 1;
+    case DType::u8:
+    case DType::i8:
+      return 8;
+    case DType::i16:
+      return 16;
+    case DType::i32:
+      return 32;
+    default:
+      return 64;
+  }
+}
+}  // namespace
+
+// torch.promote_types: bool < integers < floats; among floats the wider; among
+// integers the wider, and a signed type that holds every uint8 value when one
+// side is uint8 and the other signed (uint8 with int8 gives int16).
 DType promote_types(DType a, DType b) {
-  return a < b ? b : a;
+  if (a == b) return a;
+  if (is_floating(a) || is_floating(b)) {
+    if (is_floating(a) && is_floating(b))
+      return a == DType::f64 || b == DType::f64 ? DType::f64 : DType::f32;
+    return is_floating(a) ? a : b;
+  }
+  if (a == DType::b8) return b;
+  if (b == DType::b8) return a;
+  if (a == DType::u8 || b == DType::u8) {
+    const DType other = a == DType::u8 ? b : a;  // signed
+    return other == DType::i8 ? DType::i16 : other;
+  }
+  return bits(a) >= bits(b) ? a : b;
 }
 
 DType promote_with_scalar(DType tensor, ScalarKind scalar) {

@@ -357,6 +357,12 @@ uint8_t dtype_code(DType t) {
       return 4;
     case DType::b8:
       return 5;
+    case DType::u8:
+      return 6;
+    case DType::i8:
+      return 7;
+    case DType::i16:
+      return 8;
   }
   return 0;
 }
@@ -373,6 +379,12 @@ std::optional<DType> dtype_from_code(uint64_t c) {
       return DType::i64;
     case 5:
       return DType::b8;
+    case 6:
+      return DType::u8;
+    case 7:
+      return DType::i8;
+    case 8:
+      return DType::i16;
     default:
       return std::nullopt;
   }

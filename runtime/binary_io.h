@@ -172,8 +172,8 @@ Frame open_frame(const std::string& path, std::string_view data, const FrameForm
                  const std::function<void(ByteReader&, uint32_t count)>& locate_truncation = {});
 
 /// One named tensor as the graph and weights formats store it: u32 name length,
-/// name, u8 dtype (1 f32, 2 f64, 3 i32, 4 i64, 5 bool), u32 rank, i64 dims[rank], u64 data length, the elements'
-/// raw little-endian bytes, row-major.
+/// name, u8 dtype (1 f32, 2 f64, 3 i32, 4 i64, 5 bool, 6 u8, 7 i8, 8 i16), u32 rank, i64
+/// dims[rank], u64 data length, the elements' raw little-endian bytes, row-major.
 struct TensorRecord {
   std::string name;
   DType dtype{};

@@ -74,6 +74,12 @@ MPI_Datatype mpi_type(DType t, const std::string& what) {
       return MPI_INT32_T;
     case DType::i64:
       return MPI_INT64_T;
+    case DType::u8:
+      return MPI_UINT8_T;
+    case DType::i8:
+      return MPI_INT8_T;
+    case DType::i16:
+      return MPI_INT16_T;
     case DType::b8:
       break;
   }

@@ -204,6 +204,15 @@ Mapped map_call(const CollectiveCall& c) {
     case DType::i64:
       m = {ncclInt64, "ncclInt64", ncclSum, ""};
       break;
+    case DType::u8:
+      m = {ncclUint8, "ncclUint8", ncclSum, ""};
+      break;
+    case DType::i8:
+      m = {ncclInt8, "ncclInt8", ncclSum, ""};
+      break;
+    case DType::i16:
+      throw Error("distributed: " + c.what +
+                  ": NCCL has no int16 type (convert the tensor to int32)");
     case DType::b8:
       throw Error("distributed: " + c.what + ": expected a numeric tensor, got bool");
   }

@@ -155,7 +155,8 @@ struct Fmod {
     } else if constexpr (std::is_same_v<T, bool>) {
       return false;
     } else {
-      return b == 0 || b == T(-1) ? T(0) : static_cast<T>(a % b);
+      // b == -1 compared as an int: never true for an unsigned b (uint8's 255).
+      return b == 0 || b == -1 ? T(0) : static_cast<T>(a % b);
     }
   }
 };

@@ -46,6 +46,8 @@ auto order_key(T v) {
     return (bits & sign) ? U(~bits) : U(bits | sign);
   } else if constexpr (std::is_same_v<T, bool>) {
     return uint32_t(v);
+  } else if constexpr (std::is_unsigned_v<T>) {  // uint8: its own order
+    return v;
   } else {
     using U = std::make_unsigned_t<T>;
     return U(U(v) ^ (U(1) << (sizeof(U) * 8 - 1)));
@@ -149,6 +151,12 @@ void sort_lines(const SortLines& s, const void* in, int64_t* out) {
       return sort_typed(s, static_cast<const int64_t*>(in), out);
     case DType::b8:
       return sort_typed(s, static_cast<const bool*>(in), out);
+    case DType::u8:
+      return sort_typed(s, static_cast<const uint8_t*>(in), out);
+    case DType::i8:
+      return sort_typed(s, static_cast<const int8_t*>(in), out);
+    case DType::i16:
+      return sort_typed(s, static_cast<const int16_t*>(in), out);
   }
   throw Error(std::string("internal: sort of ") + dtype_name(s.dtype));
 }

@@ -18,11 +18,15 @@
 
 namespace kiln::detail {
 
-/// Converts one element; bool is "nonzero" in and 0/1 out, as in PyTorch.
+/// Converts one element; bool is "nonzero" in and 0/1 out, as in PyTorch. A
+/// float becomes a small integer (uint8, int8, int16) through int64, wrapping,
+/// as PyTorch's CPU kernels do (-1.0 as uint8 is 255); every backend does the same.
 template <class To, class From>
 inline To convert(From x) {
   if constexpr (std::is_same_v<To, bool>) {
     return x != From(0);
+  } else if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To> && sizeof(To) < 4) {
+    return static_cast<To>(static_cast<int64_t>(x));
   } else {
     return static_cast<To>(x);
   }

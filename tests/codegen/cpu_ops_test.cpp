@@ -46,7 +46,7 @@ TEST_CASE("unary ops on integers and bools") {
   uint64_t seed = 100;
   for (OpKind k : all_ops()) {
     if (op_info(k).category != OpCategory::Unary || k == OpKind::cast) continue;
-    for (DType dt : {DType::i32, DType::i64, DType::b8}) {
+    for (DType dt : {DType::u8, DType::i8, DType::i16, DType::i32, DType::i64, DType::b8}) {
       if (dt == DType::b8 && (k == OpKind::neg || k == OpKind::abs || k == OpKind::relu)) continue;
       CAPTURE(std::string(op_name(k)));
       CAPTURE(std::string(dtype_name(dt)));
@@ -59,7 +59,8 @@ TEST_CASE("unary ops on integers and bools") {
 
 TEST_CASE("cast between every pair of dtypes") {
   uint64_t seed = 200;
-  const DType all[] = {DType::b8, DType::i32, DType::i64, DType::f32, DType::f64};
+  const DType all[] = {DType::b8,  DType::u8,  DType::i8,  DType::i16,
+                       DType::i32, DType::i64, DType::f32, DType::f64};
   for (DType from : all) {
     for (DType to : all) {
       CAPTURE(std::string(dtype_name(from)));
@@ -96,7 +97,10 @@ TEST_CASE("binary ops on integers, bools and mixed dtypes") {
   const std::vector<std::pair<DType, DType>> pairs = {
       {DType::i32, DType::i32}, {DType::i64, DType::i64}, {DType::b8, DType::b8},
       {DType::i32, DType::i64}, {DType::i32, DType::f32}, {DType::b8, DType::f64},
-      {DType::f32, DType::f64}, {DType::i64, DType::f32}};
+      {DType::f32, DType::f64}, {DType::i64, DType::f32}, {DType::u8, DType::u8},
+      {DType::i8, DType::i8},   {DType::i16, DType::i16}, {DType::u8, DType::i8},
+      {DType::u8, DType::i16},  {DType::i8, DType::i32},  {DType::u8, DType::f32},
+      {DType::i16, DType::i64}, {DType::b8, DType::u8}};
   for (OpKind k : all_ops()) {
     if (op_info(k).category != OpCategory::Binary) continue;
     for (const auto& [da, db] : pairs) {
@@ -172,7 +176,8 @@ TEST_CASE("every reduction over several dims, keepdim, dtypes") {
       {{5, 7}, {0, 1}}, {{3, 4, 5}, {1}},   {{3, 4, 5}, {0, 2}}, {{3, 4, 5}, {2}},
       {{64, 100}, {1}}, {{2, 1, 300}, {2}}, {{6, 9}, {}}};
   for (OpKind k : {OpKind::sum, OpKind::max, OpKind::min, OpKind::argmax, OpKind::argmin}) {
-    for (DType dt : {DType::f32, DType::f64, DType::i32, DType::i64, DType::b8}) {
+    for (DType dt : {DType::f32, DType::f64, DType::u8, DType::i8, DType::i16, DType::i32,
+                     DType::i64, DType::b8}) {
       if (dt == DType::b8 && (k == OpKind::argmax || k == OpKind::argmin)) continue;
       for (const Case& c : cases) {
         for (int keep : {0, 1}) {

@@ -93,6 +93,11 @@ std::vector<OpCase> cases() {
     c.push_back({k, {t(f64, {5, 3, 70})}, {{AttrKey::dim, int64_t(1)}, {AttrKey::reverse, int64_t(1)}}, {}});
   }
   c.push_back({OpKind::cumsum, {t(i64, {4, 6})}, {{AttrKey::dim, int64_t(0)}, {AttrKey::reverse, int64_t(0)}}, {}});
+  // The small integer types: scans into int64, gather and scatter_add in their own.
+  c.push_back({OpKind::cumsum, {t(DType::u8, {4, 6})}, {{AttrKey::dim, int64_t(1)}, {AttrKey::reverse, int64_t(0)}}, {}});
+  c.push_back({OpKind::cumprod, {t(DType::i8, {4, 6})}, {{AttrKey::dim, int64_t(0)}, {AttrKey::reverse, int64_t(1)}}, {}});
+  c.push_back({OpKind::gather, {t(DType::u8, {4, 6}), t(i64, {2, 6})}, {{AttrKey::dim, int64_t(0)}}, {}});
+  c.push_back({OpKind::scatter_add, {t(DType::i16, {4, 6}), t(i64, {3, 6}), t(DType::i16, {3, 6})}, {{AttrKey::dim, int64_t(0)}}, {}});
   c.push_back({OpKind::matmul, {x, t(f32, {6, 3})}, {}, {}});
   c.push_back({OpKind::matmul, {t(f64, {2, 4, 6}), t(f64, {6, 3})}, {}, {}});
   c.push_back({OpKind::constant, {}, {{AttrKey::value, 2.5}}, t(f32, {4, 6})});

@@ -48,7 +48,7 @@ TEST_CASE("unary ops on integers and bools") {
   uint64_t seed = 100;
   for (OpKind k : all_ops()) {
     if (op_info(k).category != OpCategory::Unary || k == OpKind::cast) continue;
-    for (DType dt : {DType::i32, DType::i64, DType::b8}) {
+    for (DType dt : {DType::u8, DType::i8, DType::i16, DType::i32, DType::i64, DType::b8}) {
       if (dt == DType::b8 && (k == OpKind::neg || k == OpKind::abs || k == OpKind::relu)) continue;
       const Range r = integer_domain_range(k);
       batch.add_graph(unary_graph(k, dt, {5, 37}), GroupKind::Elementwise, seed++, {r}, {},
@@ -61,7 +61,8 @@ TEST_CASE("unary ops on integers and bools") {
 TEST_CASE("cast between every pair of dtypes") {
   CudaBatch batch;
   uint64_t seed = 200;
-  const DType all[] = {DType::b8, DType::i32, DType::i64, DType::f32, DType::f64};
+  const DType all[] = {DType::b8,  DType::u8,  DType::i8,  DType::i16,
+                       DType::i32, DType::i64, DType::f32, DType::f64};
   for (DType from : all) {
     for (DType to : all) {
       const std::string l = std::string(dtype_name(from)) + " -> " + dtype_name(to);
@@ -95,7 +96,10 @@ TEST_CASE("binary ops on integers, bools and mixed dtypes") {
   const std::vector<std::pair<DType, DType>> pairs = {
       {DType::i32, DType::i32}, {DType::i64, DType::i64}, {DType::b8, DType::b8},
       {DType::i32, DType::i64}, {DType::i32, DType::f32}, {DType::b8, DType::f64},
-      {DType::f32, DType::f64}, {DType::i64, DType::f32}};
+      {DType::f32, DType::f64}, {DType::i64, DType::f32}, {DType::u8, DType::u8},
+      {DType::i8, DType::i8},   {DType::i16, DType::i16}, {DType::u8, DType::i8},
+      {DType::u8, DType::i16},  {DType::i8, DType::i32},  {DType::u8, DType::f32},
+      {DType::i16, DType::i64}, {DType::b8, DType::u8}};
   for (OpKind k : all_ops()) {
     if (op_info(k).category != OpCategory::Binary) continue;
     for (const auto& [da, db] : pairs) {
@@ -205,7 +209,8 @@ TEST_CASE("every reduction over several dims, keepdim, dtypes; short rows and bl
     CudaBatch batch;
     uint64_t seed = 600;
     for (OpKind k : {OpKind::sum, OpKind::max, OpKind::min, OpKind::argmax, OpKind::argmin}) {
-      for (DType dt : {DType::f32, DType::f64, DType::i32, DType::i64, DType::b8}) {
+      for (DType dt : {DType::f32, DType::f64, DType::u8, DType::i8, DType::i16, DType::i32,
+                       DType::i64, DType::b8}) {
         if (dt == DType::b8 && (k == OpKind::argmax || k == OpKind::argmin)) continue;
         for (const Case& c : cases) {
           for (int keep : {0, 1}) {

@@ -99,7 +99,7 @@ TEST_CASE("npy: unsupported and malformed files are clear errors") {
   has(err("{'descr': '>f4', 'fortran_order': False, 'shape': (4,), }", f32),
       "big-endian data ('>f4') is not supported");
   has(err("{'descr': '<f2', 'fortran_order': False, 'shape': (4,), }", f32),
-      "dtype '<f2' is not supported (expected one of <f4 <f8 <i4 <i8 |b1)");
+      "dtype '<f2' is not supported (expected one of <f4 <f8 |u1 |i1 <i2 <i4 <i8 |b1)");
   has(err("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (4,), }", f32),
       "structured dtypes");
   has(err("{'descr': '<f4', 'fortran_order': False, }", f32), "the header has no 'shape' key");

@@ -15,7 +15,10 @@ TEST_CASE("dtype names, sizes and parsing") {
   CHECK(dtype_size(DType::i64) == 8);
   CHECK(dtype_size(DType::f32) == 4);
   CHECK(dtype_size(DType::f64) == 8);
-  for (DType t : {DType::b8, DType::i32, DType::i64, DType::f32, DType::f64}) {
+  CHECK(dtype_size(DType::u8) == 1);
+  CHECK(dtype_size(DType::i8) == 1);
+  CHECK(dtype_size(DType::i16) == 2);
+  for (DType t : kAllDTypes) {
     CHECK(parse_dtype(dtype_name(t)) == t);
     CHECK(parse_dtype(dtype_long_name(t)) == t);
   }
@@ -27,6 +30,39 @@ TEST_CASE("dtype names, sizes and parsing") {
   CHECK(is_integral(DType::b8));
   CHECK(dtype_of<float>() == DType::f32);
   CHECK(visit_dtype(DType::i64, [](auto x) { return sizeof(x); }) == 8);
+  CHECK(std::string(dtype_name(DType::u8)) == "u8");
+  CHECK(std::string(dtype_long_name(DType::i16)) == "int16");
+  CHECK(parse_dtype("uint8") == DType::u8);
+  CHECK(parse_dtype("i8") == DType::i8);
+  CHECK(is_unsigned(DType::u8));
+  CHECK_FALSE(is_unsigned(DType::i8));
+  CHECK(dtype_of<uint8_t>() == DType::u8);
+  CHECK(dtype_of<int16_t>() == DType::i16);
+  CHECK(visit_dtype(DType::i16, [](auto x) { return sizeof(x); }) == 2);
+}
+
+// Every pair against c10::promoteTypes of libtorch 1.13 (rows and columns in
+// kAllDTypes' order: bool, uint8, int8, int16, int32, int64, float32, float64).
+TEST_CASE("promote_types matches libtorch's promoteTypes for every pair") {
+  using D = DType;
+  const D want[8][8] = {
+      {D::b8, D::u8, D::i8, D::i16, D::i32, D::i64, D::f32, D::f64},
+      {D::u8, D::u8, D::i16, D::i16, D::i32, D::i64, D::f32, D::f64},
+      {D::i8, D::i16, D::i8, D::i16, D::i32, D::i64, D::f32, D::f64},
+      {D::i16, D::i16, D::i16, D::i16, D::i32, D::i64, D::f32, D::f64},
+      {D::i32, D::i32, D::i32, D::i32, D::i32, D::i64, D::f32, D::f64},
+      {D::i64, D::i64, D::i64, D::i64, D::i64, D::i64, D::f32, D::f64},
+      {D::f32, D::f32, D::f32, D::f32, D::f32, D::f32, D::f32, D::f64},
+      {D::f64, D::f64, D::f64, D::f64, D::f64, D::f64, D::f64, D::f64},
+  };
+  for (size_t i = 0; i < 8; ++i)
+    for (size_t j = 0; j < 8; ++j) {
+      CAPTURE(dtype_name(kAllDTypes[i]));
+      CAPTURE(dtype_name(kAllDTypes[j]));
+      CHECK(promote_types(kAllDTypes[i], kAllDTypes[j]) == want[i][j]);
+    }
+  CHECK(promote_with_scalar(DType::u8, ScalarKind::integer) == DType::u8);
+  CHECK(promote_with_scalar(DType::i8, ScalarKind::floating) == DType::f32);
 }
 
 TEST_CASE("promote_types matches torch.promote_types") {

@@ -246,3 +246,19 @@ TEST_CASE("philox draws print and parse with their dtype and the whole int64 ran
   CHECK(print_graph(g) == text);
   check_same_graph(parse_graph(print_graph(g), "again.ir"), g);
 }
+
+TEST_CASE("small integer types in the text: promotion, sums into i64") {
+  Graph g = parse_graph(R"(
+    %a = arg {index=0} : u8[4]
+    %b = arg {index=1} : i8[4]
+    %c = add %a, %b
+    %d = sum %a {dims=[0]}
+    %e = cast %c {dtype=i16}
+    %f = arg {index=2} : i16[4]
+    return %c, %d, %e, %f
+  )");
+  CHECK(g.type(Value(2)) == ty(DType::i16, {4}));
+  CHECK(g.type(Value(3)) == ty(DType::i64, {}));
+  CHECK(print_graph(g) == print_graph(parse_graph(print_graph(g))));
+  CHECK(print_graph(g).find("%0 = arg {index=0} : u8[4]") != std::string::npos);
+}

@@ -118,13 +118,13 @@ TEST_CASE("the verifier checks inputs and creation attributes") {
   g = small();
   g.node(0).results[0].dtype = static_cast<DType>(17);
   CHECK_VERIFY_FAILS(g,
-                     "result type: expected a dtype (bool, i32, i64, f32 or f64), got DType(17)");
+                     "result type: expected a dtype (bool, u8, i8, i16, i32, i64, f32 or f64), got DType(17)");
   g = small();
   g.node(1).results[0].shape = {int64_t(1) << 62, 4};
   CHECK_VERIFY_FAILS(g, "is too large: its element count does not fit in 64 bits");
   c = parse_graph("%0 = arg {index=0} : f32[2]\n%1 = cast %0 {dtype=i64} : i64[2]\n");
   c.node(1).attrs = Attrs{{AttrKey::dtype, static_cast<DType>(17)}};
-  CHECK_VERIFY_FAILS(c, "cast: expected a dtype (bool, i32, i64, f32 or f64), got DType(17)");
+  CHECK_VERIFY_FAILS(c, "cast: expected a dtype (bool, u8, i8, i16, i32, i64, f32 or f64), got DType(17)");
 }
 
 TEST_CASE("the verifier checks outputs and updates") {

@@ -1,0 +1,410 @@
+// torch::nn on Kiln: Kiln's modules under libtorch's names, TORCH_MODULE,
+// and torch::nn::functional's options structs (each call forwards to Kiln's
+// function; nothing is implemented twice).
+#pragma once
+
+#include "torch/types.h"
+
+namespace torch::nn {
+
+using kiln::nn::AdaptiveAvgPool2d;
+using kiln::nn::AdaptiveAvgPool2dImpl;
+using kiln::nn::AvgPool2d;
+using kiln::nn::AvgPool2dImpl;
+using kiln::nn::AvgPool2dOptions;
+using kiln::nn::BatchNorm1d;
+using kiln::nn::BatchNorm1dImpl;
+using kiln::nn::BatchNorm1dOptions;
+using kiln::nn::BatchNorm2d;
+using kiln::nn::BatchNorm2dImpl;
+using kiln::nn::BatchNorm2dOptions;
+using kiln::nn::BatchNormOptions;
+using kiln::nn::BCELoss;
+using kiln::nn::BCELossImpl;
+using kiln::nn::BCELossOptions;
+using kiln::nn::BCEWithLogitsLoss;
+using kiln::nn::BCEWithLogitsLossImpl;
+using kiln::nn::BCEWithLogitsLossOptions;
+using kiln::nn::Conv1d;
+using kiln::nn::Conv1dImpl;
+using kiln::nn::Conv1dOptions;
+using kiln::nn::Conv2d;
+using kiln::nn::Conv2dImpl;
+using kiln::nn::Conv2dOptions;
+using kiln::nn::ConvTranspose2d;
+using kiln::nn::ConvTranspose2dImpl;
+using kiln::nn::ConvTranspose2dOptions;
+using kiln::nn::CrossEntropyLoss;
+using kiln::nn::CrossEntropyLossImpl;
+using kiln::nn::Dropout;
+using kiln::nn::Dropout2d;
+using kiln::nn::Dropout2dImpl;
+using kiln::nn::DropoutImpl;
+using kiln::nn::DropoutOptions;
+using kiln::nn::Embedding;
+using kiln::nn::EmbeddingImpl;
+using kiln::nn::EmbeddingOptions;
+using kiln::nn::Flatten;
+using kiln::nn::FlattenImpl;
+using kiln::nn::FlattenOptions;
+using kiln::nn::Functional;
+using kiln::nn::FunctionalImpl;
+using kiln::nn::GELU;
+using kiln::nn::GELUImpl;
+using kiln::nn::Identity;
+using kiln::nn::IdentityImpl;
+using kiln::nn::L1Loss;
+using kiln::nn::L1LossImpl;
+using kiln::nn::L1LossOptions;
+using kiln::nn::LayerNorm;
+using kiln::nn::LayerNormImpl;
+using kiln::nn::LayerNormOptions;
+using kiln::nn::LeakyReLU;
+using kiln::nn::LeakyReLUImpl;
+using kiln::nn::LeakyReLUOptions;
+using kiln::nn::Linear;
+using kiln::nn::LinearImpl;
+using kiln::nn::LinearOptions;
+using kiln::nn::LogSoftmax;
+using kiln::nn::LogSoftmaxImpl;
+using kiln::nn::MaxPool2d;
+using kiln::nn::MaxPool2dImpl;
+using kiln::nn::MaxPool2dOptions;
+using kiln::nn::GRU;
+using kiln::nn::GRUCell;
+using kiln::nn::GRUCellImpl;
+using kiln::nn::GRUCellOptions;
+using kiln::nn::GRUImpl;
+using kiln::nn::GRUOptions;
+using kiln::nn::LSTM;
+using kiln::nn::LSTMCell;
+using kiln::nn::LSTMCellImpl;
+using kiln::nn::LSTMCellOptions;
+using kiln::nn::LSTMImpl;
+using kiln::nn::LSTMOptions;
+using kiln::nn::Module;
+using kiln::nn::ModuleDict;
+using kiln::nn::ModuleDictImpl;
+using kiln::nn::ModuleHolder;
+using kiln::nn::ModuleList;
+using kiln::nn::ModuleListImpl;
+using kiln::nn::MSELoss;
+using kiln::nn::MSELossImpl;
+using kiln::nn::NLLLoss;
+using kiln::nn::NLLLossImpl;
+using kiln::nn::NLLLossOptions;
+using kiln::nn::ReLU;
+using kiln::nn::RNN;
+using kiln::nn::RNNCell;
+using kiln::nn::RNNCellImpl;
+using kiln::nn::RNNCellOptions;
+using kiln::nn::RNNImpl;
+using kiln::nn::RNNOptions;
+using kiln::nn::ReLUImpl;
+using kiln::nn::ReLUOptions;
+using kiln::nn::Sequential;
+using kiln::nn::SequentialImpl;
+using kiln::nn::Sigmoid;
+using kiln::nn::SigmoidImpl;
+using kiln::nn::SiLU;
+using kiln::nn::SiLUImpl;
+using kiln::nn::SmoothL1Loss;
+using kiln::nn::SmoothL1LossImpl;
+using kiln::nn::SmoothL1LossOptions;
+using kiln::nn::Softmax;
+using kiln::nn::SoftmaxImpl;
+using kiln::nn::Tanh;
+using kiln::nn::TanhImpl;
+/// The old name of Dropout2d (channels dropped whole).
+using FeatureDropout = Dropout2d;
+using Dropout2dOptions = DropoutOptions;
+using AdaptiveAvgPool2dOptions = kiln::ExpandingArray2;
+namespace init = kiln::nn::init;
+
+/// Options convertible to the argument the module takes.
+struct SoftmaxOptions {
+  SoftmaxOptions(int64_t dim) : dim_(dim) {}  // NOLINT
+  KILN_ARG(int64_t, dim);
+  operator int64_t() const { return dim_; }  // NOLINT
+};
+using LogSoftmaxOptions = SoftmaxOptions;
+struct MSELossOptions {
+  MSELossOptions(kiln::nn::Reduction r = kiln::nn::Reduction::Mean) : reduction_(r) {}  // NOLINT
+  KILN_ARG(kiln::nn::Reduction, reduction);
+  operator kiln::nn::Reduction() const { return reduction_; }  // NOLINT
+};
+struct CrossEntropyLossOptions {
+  KILN_ARG(int64_t, ignore_index) = -100;
+  KILN_ARG(kiln::nn::Reduction, reduction) = kiln::nn::Reduction::Mean;
+  KILN_ARG(double, label_smoothing) = 0.0;
+  operator kiln::nn::CrossEntropyOptions() const {  // NOLINT
+    kiln::nn::CrossEntropyOptions o;
+    o.reduction = reduction_;
+    o.ignore_index = ignore_index_;
+    o.label_smoothing = label_smoothing_;
+    return o;
+  }
+};
+
+namespace utils {
+using kiln::nn::utils::clip_grad_norm_;
+using kiln::nn::utils::clip_grad_value_;
+inline void clip_grad_value_(const Tensor& parameter, double clip_value,
+                             kiln::Loc l = kiln::Loc::current()) {
+  kiln::nn::utils::clip_grad_value_(std::vector<Tensor>{parameter}, clip_value, l);
+}
+inline Tensor clip_grad_norm_(const Tensor& parameter, double max_norm, double norm_type = 2.0,
+                              kiln::Loc l = kiln::Loc::current()) {
+  return kiln::nn::utils::clip_grad_norm_(std::vector<Tensor>{parameter}, max_norm, norm_type, l);
+}
+}  // namespace utils
+
+namespace functional {
+
+using kiln::relu;
+using kiln::nn::functional::adaptive_avg_pool2d;
+using kiln::nn::functional::avg_pool2d;
+using kiln::nn::functional::AvgPool2dFuncOptions;
+using kiln::nn::functional::binary_cross_entropy;
+using kiln::nn::functional::binary_cross_entropy_with_logits;
+using kiln::nn::functional::conv1d;
+using kiln::nn::functional::Conv1dFuncOptions;
+using kiln::nn::functional::conv2d;
+using kiln::nn::functional::Conv2dFuncOptions;
+using kiln::nn::functional::conv_transpose2d;
+using kiln::nn::functional::ConvTranspose2dFuncOptions;
+using kiln::nn::functional::cross_entropy;
+using kiln::nn::functional::dropout;
+using kiln::nn::functional::dropout2d;
+using kiln::nn::functional::elu;
+using kiln::nn::functional::embedding;
+using kiln::nn::functional::gelu;
+using kiln::nn::functional::hardtanh;
+using kiln::nn::functional::l1_loss;
+using kiln::nn::functional::layer_norm;
+using kiln::nn::functional::leaky_relu;
+using kiln::nn::functional::max_pool2d;
+using kiln::nn::functional::MaxPool2dFuncOptions;
+using kiln::nn::functional::mse_loss;
+using kiln::nn::functional::nll_loss;
+using kiln::nn::functional::normalize;
+using kiln::nn::functional::one_hot;
+using kiln::nn::functional::relu6;
+using kiln::nn::functional::selu;
+using kiln::nn::functional::silu;
+using kiln::nn::functional::smooth_l1_loss;
+using kiln::nn::functional::softplus;
+using Loc = kiln::Loc;
+using Reduction_t = kiln::nn::Reduction;
+
+struct ReLUFuncOptions {
+  ReLUFuncOptions(bool inplace = false) : inplace_(inplace) {}  // NOLINT
+  KILN_ARG(bool, inplace);
+};
+using ReLU6FuncOptions = ReLUFuncOptions;
+using SELUFuncOptions = ReLUFuncOptions;
+struct LeakyReLUFuncOptions {
+  KILN_ARG(double, negative_slope) = 1e-2;
+  KILN_ARG(bool, inplace) = false;
+};
+struct ELUFuncOptions {
+  KILN_ARG(double, alpha) = 1.0;
+  KILN_ARG(bool, inplace) = false;
+};
+struct GELUFuncOptions {
+  KILN_ARG(std::string, approximate) = "none";
+};
+struct HardtanhFuncOptions {
+  KILN_ARG(double, min_val) = -1.0;
+  KILN_ARG(double, max_val) = 1.0;
+  KILN_ARG(bool, inplace) = false;
+};
+struct SoftplusFuncOptions {
+  KILN_ARG(double, beta) = 1.0;
+  KILN_ARG(double, threshold) = 20.0;
+};
+struct SoftmaxFuncOptions {
+  SoftmaxFuncOptions(int64_t dim) : dim_(dim) {}  // NOLINT
+  KILN_ARG(int64_t, dim);
+  KILN_ARG(std::optional<kiln::DType>, dtype);
+};
+using LogSoftmaxFuncOptions = SoftmaxFuncOptions;
+struct DropoutFuncOptions {
+  KILN_ARG(double, p) = 0.5;
+  KILN_ARG(bool, training) = true;
+  KILN_ARG(bool, inplace) = false;
+};
+using Dropout2dFuncOptions = DropoutFuncOptions;
+struct LayerNormFuncOptions {
+  LayerNormFuncOptions(std::vector<int64_t> normalized_shape)  // NOLINT
+      : normalized_shape_(std::move(normalized_shape)) {}
+  KILN_ARG(std::vector<int64_t>, normalized_shape);
+  KILN_ARG(Tensor, weight);
+  KILN_ARG(Tensor, bias);
+  KILN_ARG(double, eps) = 1e-5;
+};
+struct BatchNormFuncOptions {
+  KILN_ARG(Tensor, weight);
+  KILN_ARG(Tensor, bias);
+  KILN_ARG(bool, training) = false;
+  KILN_ARG(double, momentum) = 0.1;
+  KILN_ARG(double, eps) = 1e-5;
+};
+struct EmbeddingFuncOptions {};
+using AdaptiveAvgPool2dFuncOptions = kiln::ExpandingArray2;
+struct NLLLossFuncOptions {
+  KILN_ARG(Tensor, weight);
+  KILN_ARG(int64_t, ignore_index) = -100;
+  KILN_ARG(Reduction_t, reduction) = Reduction_t::Mean;
+};
+struct CrossEntropyFuncOptions {
+  KILN_ARG(Tensor, weight);
+  KILN_ARG(int64_t, ignore_index) = -100;
+  KILN_ARG(Reduction_t, reduction) = Reduction_t::Mean;
+  KILN_ARG(double, label_smoothing) = 0.0;
+};
+struct MSELossFuncOptions {
+  MSELossFuncOptions(Reduction_t r = Reduction_t::Mean) : reduction_(r) {}  // NOLINT
+  KILN_ARG(Reduction_t, reduction);
+};
+using L1LossFuncOptions = MSELossFuncOptions;
+struct SmoothL1LossFuncOptions {
+  SmoothL1LossFuncOptions(Reduction_t r = Reduction_t::Mean) : reduction_(r) {}  // NOLINT
+  KILN_ARG(Reduction_t, reduction);
+  KILN_ARG(double, beta) = 1.0;
+};
+struct BinaryCrossEntropyFuncOptions {
+  KILN_ARG(Tensor, weight);
+  KILN_ARG(Reduction_t, reduction) = Reduction_t::Mean;
+};
+struct BinaryCrossEntropyWithLogitsFuncOptions {
+  KILN_ARG(Tensor, weight);
+  KILN_ARG(Reduction_t, reduction) = Reduction_t::Mean;
+  KILN_ARG(Tensor, pos_weight);
+};
+struct NormalizeFuncOptions {
+  KILN_ARG(double, p) = 2.0;
+  KILN_ARG(int64_t, dim) = 1;
+  KILN_ARG(double, eps) = 1e-12;
+};
+struct PadFuncOptions {
+  PadFuncOptions(std::vector<int64_t> pad) : pad_(std::move(pad)) {}  // NOLINT
+  KILN_ARG(std::vector<int64_t>, pad);
+  KILN_ARG(double, value) = 0.0;
+  /// Only constant padding.
+  PadFuncOptions& mode(::torch::enumtype::kConstant) { return *this; }
+};
+
+// The calls with an options struct (the defaulted forms are Kiln's, above).
+inline Tensor relu(const Tensor& x, const ReLUFuncOptions&, Loc l = Loc::current()) {
+  return x.relu(l);
+}
+inline Tensor relu6(const Tensor& x, const ReLU6FuncOptions&, Loc l = Loc::current()) {
+  return kiln::nn::functional::relu6(x, l);
+}
+inline Tensor selu(const Tensor& x, const SELUFuncOptions&, Loc l = Loc::current()) {
+  return kiln::nn::functional::selu(x, l);
+}
+inline Tensor leaky_relu(const Tensor& x, const LeakyReLUFuncOptions& o, Loc l = Loc::current()) {
+  return kiln::nn::functional::leaky_relu(x, o.negative_slope(), l);
+}
+inline Tensor elu(const Tensor& x, const ELUFuncOptions& o, Loc l = Loc::current()) {
+  return kiln::nn::functional::elu(x, o.alpha(), l);
+}
+inline Tensor gelu(const Tensor& x, const GELUFuncOptions& o, Loc l = Loc::current()) {
+  return kiln::nn::functional::gelu(x, o.approximate(), l);
+}
+inline Tensor hardtanh(const Tensor& x, const HardtanhFuncOptions& o, Loc l = Loc::current()) {
+  return kiln::nn::functional::hardtanh(x, o.min_val(), o.max_val(), l);
+}
+inline Tensor softplus(const Tensor& x, const SoftplusFuncOptions& o, Loc l = Loc::current()) {
+  return kiln::nn::functional::softplus(x, o.beta(), o.threshold(), l);
+}
+inline Tensor softmax(const Tensor& x, const SoftmaxFuncOptions& o, Loc l = Loc::current()) {
+  return (o.dtype() ? x.to(*o.dtype(), l) : x).softmax(o.dim(), l);
+}
+inline Tensor log_softmax(const Tensor& x, const LogSoftmaxFuncOptions& o, Loc l = Loc::current()) {
+  return (o.dtype() ? x.to(*o.dtype(), l) : x).log_softmax(o.dim(), l);
+}
+inline Tensor dropout(const Tensor& x, const DropoutFuncOptions& o, Loc l = Loc::current()) {
+  return kiln::nn::functional::dropout(x, o.p(), o.training(), l);
+}
+inline Tensor dropout2d(const Tensor& x, const Dropout2dFuncOptions& o, Loc l = Loc::current()) {
+  return kiln::nn::functional::dropout2d(x, o.p(), o.training(), l);
+}
+inline Tensor layer_norm(const Tensor& x, const LayerNormFuncOptions& o, Loc l = Loc::current()) {
+  return kiln::nn::functional::layer_norm(x, o.normalized_shape(), o.weight(), o.bias(), o.eps(),
+                                          l);
+}
+inline Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                         const BatchNormFuncOptions& o, Loc l = Loc::current()) {
+  return kiln::nn::functional::batch_norm(x, running_mean, running_var, o.weight(), o.bias(),
+                                          o.training(), o.momentum(), o.eps(), l);
+}
+inline Tensor embedding(const Tensor& input, const Tensor& weight, const EmbeddingFuncOptions&,
+                        Loc l = Loc::current()) {
+  return kiln::nn::functional::embedding(input, weight, l);
+}
+inline Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
+                     Loc l = Loc::current()) {
+  Tensor y = x.matmul(weight.t(l), l);
+  return bias.defined() ? y.add(bias, 1, l) : y;
+}
+inline Tensor nll_loss(const Tensor& x, const Tensor& target, const NLLLossFuncOptions& o,
+                       Loc l = Loc::current()) {
+  return kiln::nn::functional::nll_loss(x, target, o.weight(), o.reduction(), o.ignore_index(), l);
+}
+inline Tensor cross_entropy(const Tensor& x, const Tensor& target, const CrossEntropyFuncOptions& o,
+                            Loc l = Loc::current()) {
+  return ::torch::cross_entropy_loss(kiln::TensorAt(x, l), target, o.weight(),
+                                     o.reduction() == Reduction_t::None  ? Reduction::None
+                                     : o.reduction() == Reduction_t::Sum ? Reduction::Sum
+                                                                         : Reduction::Mean,
+                                     o.ignore_index(), o.label_smoothing());
+}
+inline Tensor mse_loss(const Tensor& x, const Tensor& target, const MSELossFuncOptions& o,
+                       Loc l = Loc::current()) {
+  return kiln::nn::functional::mse_loss(x, target, o.reduction(), l);
+}
+inline Tensor l1_loss(const Tensor& x, const Tensor& target, const L1LossFuncOptions& o,
+                      Loc l = Loc::current()) {
+  return kiln::nn::functional::l1_loss(x, target, o.reduction(), l);
+}
+inline Tensor smooth_l1_loss(const Tensor& x, const Tensor& target,
+                             const SmoothL1LossFuncOptions& o, Loc l = Loc::current()) {
+  return kiln::nn::functional::smooth_l1_loss(x, target, o.reduction(), o.beta(), l);
+}
+inline Tensor binary_cross_entropy(const Tensor& x, const Tensor& target,
+                                   const BinaryCrossEntropyFuncOptions& o, Loc l = Loc::current()) {
+  return kiln::nn::functional::binary_cross_entropy(x, target, o.weight(), o.reduction(), l);
+}
+inline Tensor binary_cross_entropy_with_logits(const Tensor& x, const Tensor& target,
+                                               const BinaryCrossEntropyWithLogitsFuncOptions& o,
+                                               Loc l = Loc::current()) {
+  return ::torch::binary_cross_entropy_with_logits(
+      kiln::TensorAt(x, l), target, o.weight(), o.pos_weight(),
+      o.reduction() == Reduction_t::None  ? Reduction::None
+      : o.reduction() == Reduction_t::Sum ? Reduction::Sum
+                                          : Reduction::Mean);
+}
+inline Tensor normalize(const Tensor& x, const NormalizeFuncOptions& o, Loc l = Loc::current()) {
+  return kiln::nn::functional::normalize(x, o.p(), o.dim(), o.eps(), l);
+}
+inline Tensor pad(const Tensor& x, const PadFuncOptions& o, Loc l = Loc::current()) {
+  return kiln::nn::functional::pad(x, o.pad(), o.value(), l);
+}
+
+}  // namespace functional
+
+}  // namespace torch::nn
+
+/// Defines `Name`, a module holder for `Name##Impl` (libtorch's TORCH_MODULE):
+///   struct NetImpl : torch::nn::Module { ... };  TORCH_MODULE(Net);
+///   Net net;  net->forward(x);  net(x);
+#define TORCH_MODULE_IMPL(Name, ImplType)                    \
+  class Name : public ::torch::nn::ModuleHolder<ImplType> {  \
+   public:                                                   \
+    using ::torch::nn::ModuleHolder<ImplType>::ModuleHolder; \
+    using Impl = ImplType;                                   \
+  }
+#define TORCH_MODULE(Name) TORCH_MODULE_IMPL(Name, Name##Impl)

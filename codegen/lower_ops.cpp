@@ -68,6 +68,9 @@ kir::ValueId lower_elementwise(kir::KernelBuilder& kb, const Node& n,
     case ScalarRule::custom:
       return custom(kb, n, operands);
     case ScalarRule::none:
+    case ScalarRule::reduce:  // lowered by lower_reduce.cpp
+    case ScalarRule::argreduce:
+    case ScalarRule::scan:  // lowered by lower_scan.cpp
       break;
   }
   throw Error(std::string(info.name) + " is not an elementwise op");

@@ -76,7 +76,7 @@ run() {
 run exit plain 3 0 10        # rank 1 exit(3): it leaves at once; mpirun reports its 3
 run exit0 plain 1 1 10       # rank 1 exit(0): rank 0 learns at once, fails with 1
 run shape plain 1 1 10       # ranks disagree: they fail with 1
-run busy plain 3 0 6         # rank 1 exit(3) while a thread waits in a collective: at once
+run busy plain 3 0 10        # rank 1 exit(3) while a thread waits in a collective: at once (a wait would take the 300 s timeout)
 # --enable-recovery: every rank's own status (mpirun's is 0 there).
 run absent recovery 0 2 10 1 1   # rank 0 times out (1 s); rank 1, late, learns rank 0 left
 run kill recovery 0 1 10 1 137   # rank 0 times out naming the dead rank 1

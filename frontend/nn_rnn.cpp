@@ -206,12 +206,16 @@ RNNCellImpl::RNNCellImpl(const RNNCellOptions& o)
                     false),
       options(o) {}
 
-Tensor RNNCellImpl::forward(const Tensor& input, const Tensor& hx, Loc l) {
+Tensor detail::RecurrentBase::cell_forward(const Tensor& input, const Tensor& hx, Loc l) const {
   const Tensor x = cell_input(name_, input, input_size_, l);
   const Tensor h =
       initial(hx.defined() && hx.dim() == 1 ? hx.unsqueeze(0, l) : hx, x, 0, x.size(0), "hx", l);
   const Tensor r = step(x, h, Tensor(), l).first;
   return input.dim() == 1 ? r.squeeze(0, l) : r;
+}
+
+Tensor RNNCellImpl::forward(const Tensor& input, const Tensor& hx, Loc l) {
+  return cell_forward(input, hx, l);
 }
 
 std::string RNNCellImpl::repr() const {
@@ -245,11 +249,7 @@ GRUCellImpl::GRUCellImpl(const GRUCellOptions& o)
       options(o) {}
 
 Tensor GRUCellImpl::forward(const Tensor& input, const Tensor& hx, Loc l) {
-  const Tensor x = cell_input(name_, input, input_size_, l);
-  const Tensor h =
-      initial(hx.defined() && hx.dim() == 1 ? hx.unsqueeze(0, l) : hx, x, 0, x.size(0), "hx", l);
-  const Tensor r = step(x, h, Tensor(), l).first;
-  return input.dim() == 1 ? r.squeeze(0, l) : r;
+  return cell_forward(input, hx, l);
 }
 
 std::string GRUCellImpl::repr() const {

@@ -92,6 +92,8 @@ class RecurrentBase : public Module {
                                          double dropout, Loc l);
   /// One step of layer 0, direction 0 (the cells): the new h (and c).
   std::pair<Tensor, Tensor> step(const Tensor& x, const Tensor& h, const Tensor& c, Loc l) const;
+  /// A cell with one state (RNNCell, GRUCell): input [B, in] or [in], hx like it or undefined.
+  Tensor cell_forward(const Tensor& input, const Tensor& hx, Loc l) const;
   /// Zeros [rows, batch, hidden] like x, or h0 checked against that shape.
   Tensor initial(const Tensor& given, const Tensor& x, int64_t rows, int64_t batch,
                  const char* what, Loc l) const;

@@ -85,13 +85,7 @@ void ref_scan(OpKind k, const Attrs& attrs, const View& in, const View& out) {
                  [&](int64_t begin, int64_t end) {
                    std::vector<int64_t> coord(size_t(rank), 0);
                    for (int64_t line = begin; line < end; ++line) {
-                     int64_t rest = line, xo = 0, oo = 0;
-                     for (int64_t q = rank; q-- > 0;) {
-                       const int64_t c = rest % lines[size_t(q)];
-                       rest /= lines[size_t(q)];
-                       xo += c * x.strides[size_t(q)];
-                       oo += c * out.strides[size_t(q)];
-                     }
+                     const auto [xo, oo] = offsets_at(line, lines, x.strides, out.strides);
                      T acc = start;
                      for (int64_t i = 0; i < n; ++i) {
                        const int64_t j = reverse ? n - 1 - i : i;

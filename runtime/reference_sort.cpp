@@ -9,6 +9,7 @@
 #include "ir/error.h"
 #include "runtime/reference.h"
 #include "runtime/reference_impl.h"
+#include "runtime/strided_loop.h"
 
 namespace kiln::detail {
 namespace {
@@ -40,13 +41,7 @@ void ref_argsort(const Attrs& attrs, const View& in, const View& out) {
     using T = decltype(t);
     std::vector<int64_t> order(static_cast<size_t>(n));
     for (int64_t line = 0; line < numel(lines); ++line) {
-      int64_t rest = line, xo = 0, oo = 0;
-      for (int64_t q = rank; q-- > 0;) {
-        const int64_t c = rest % lines[size_t(q)];
-        rest /= lines[size_t(q)];
-        xo += c * in.strides[size_t(q)];
-        oo += c * out.strides[size_t(q)];
-      }
+      const auto [xo, oo] = offsets_at(line, lines, in.strides, out.strides);
       const T* x = in.ptr<T>() + xo;
       std::iota(order.begin(), order.end(), 0);
       std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {

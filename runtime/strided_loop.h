@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "ir/dtype.h"
@@ -42,6 +43,19 @@ View as_dtype(const View& v, DType dt, std::vector<std::shared_ptr<Storage>>& ke
 
 /// A dense buffer of `shape` and `dt` whose storage is appended to `keep`.
 View scratch(const Shape& shape, DType dt, std::vector<std::shared_ptr<Storage>>& keep);
+
+/// The element offsets, in views with strides `a` and `b`, of the position with
+/// row-major index `i` in `shape` (the reference kernels' walk over lines).
+inline std::pair<int64_t, int64_t> offsets_at(int64_t i, const Shape& shape, const Strides& a, const Strides& b) {
+  int64_t oa = 0, ob = 0;
+  for (size_t q = shape.size(); q-- > 0;) {
+    const int64_t c = i % shape[q];
+    i /= shape[q];
+    oa += c * a[q];
+    ob += c * b[q];
+  }
+  return {oa, ob};
+}
 
 /// A loop nest over a common shape for N operands, each with its own element
 /// strides and element size. Dims are outermost first, after coalescing.

@@ -31,8 +31,9 @@ struct CompileContext {
 
 /// What a backend compiles for on a device.
 struct Target {
-  std::string name;  // what compile reports say: "" for the host CPU; for CUDA the device and its name
-  int arch = 0;      // CUDA: the compute capability kernels are built for (sm_90: 90); 0 for the CPU
+  std::string
+      name;      // what compile reports say: "" for the host CPU; for CUDA the device and its name
+  int arch = 0;  // CUDA: the compute capability kernels are built for (sm_90: 90); 0 for the CPU
 };
 
 /// A group's code, compiled ahead of the step loop (perhaps on another thread),
@@ -81,6 +82,12 @@ class Backend {
   /// Appends group `gi`'s steps to the plan, with what compile_group made of it.
   virtual void add_steps(const CompileContext& ctx, size_t gi, std::unique_ptr<CompiledGroup> code,
                          PlanBuilder& pb) const = 0;
+
+  /// Completes a library step the driver made (runtime/plan.h: Sort, Attention,
+  /// ValueCheck) with the code this backend runs it with: the CUDA backend
+  /// attaches its sort and attention kernels. By default the step runs as the
+  /// executor runs it on the host.
+  virtual void complete_library_step(const CompileContext& ctx, PlanStep& step) const {}
 
   /// Runs a plan this backend built (see execute_cpu_plan for the buffers). With
   /// `keep`, the slots' buffers are kept for checking (the CPU backend only).

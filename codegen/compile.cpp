@@ -68,26 +68,29 @@ void assign_slots(const Graph& g, const Schedule& sched, PlanBuilder& pb) {
 
 // A check node (check_index, check_nonzero) becomes a host step of its own
 // (check, then copy); an argsort the sort library's step, attention and its
-// gradient the attention library's.
-void add_library_step(const Graph& g, const FusionGroup& grp, PlanBuilder& pb) {
+// gradient the attention library's, each completed by the device's backend.
+void add_library_step(const Backend& backend, const CompileContext& ctx, const FusionGroup& grp,
+                      PlanBuilder& pb) {
+  const Graph& g = ctx.g;
   const NodeId id = grp.nodes.front();
   const Node& n = g[id];
   PlanStep step;
   step.name = "k" + std::to_string(id) + "_" + op_name(n.op);
   step.slots = {pb.slot(n.operands[0]), pb.slot(Value(id))};
   if (op_info(n.op).category == OpCategory::Sort) {
-    step.what = step::Sort{sort_lines_for(g.type(n.operands[0]), n.attrs)};
+    step.what = step::Sort{sort_lines_for(g.type(n.operands[0]), n.attrs), nullptr};
   } else if (op_info(n.op).category == OpCategory::Attention) {
     step.slots.pop_back();
     for (size_t i = 1; i < n.operands.size(); ++i) step.slots.push_back(pb.slot(n.operands[i]));
     step.slots.push_back(pb.slot(Value(id)));
     const bool grad = n.op == OpKind::attention_grad;
-    step.what = step::Attention{
-        attention_shape(g.type(n.operands[0]), g.type(n.operands[1]), g.type(n.operands[2]), n.attrs),
-        grad ? int(n.attrs.i(AttrKey::which)) : -1};
+    step.what = step::Attention{attention_shape(g.type(n.operands[0]), g.type(n.operands[1]),
+                                                g.type(n.operands[2]), n.attrs),
+                                grad ? int(n.attrs.i(AttrKey::which)) : -1, nullptr};
   } else {
     step.what = step::ValueCheck{n.op, n.attrs, n.loc};
   }
+  backend.complete_library_step(ctx, step);
   KernelInfo info;
   info.name = step.name;
   info.kind = grp.kind;
@@ -144,8 +147,9 @@ void add_collective_step(const Graph& g, const std::vector<FusionGroup>& groups,
       if (plan.collectives[k].bucket == b.id) w.collective = static_cast<int32_t>(k);
     KILN_CHECK(w.collective >= 0, "internal: bucket ", b.id, " is waited for before it starts");
     const CollectiveCall& call = plan.collectives[static_cast<size_t>(w.collective)].call;
-    info.bytes_written = collective_recv_count(call, static_cast<int>(first.attrs.i(AttrKey::world))) *
-                         static_cast<int64_t>(dtype_size(call.dtype));
+    info.bytes_written =
+        collective_recv_count(call, static_cast<int>(first.attrs.i(AttrKey::world))) *
+        static_cast<int64_t>(dtype_size(call.dtype));
     step.what = w;
   }
   step.name = "c" + std::to_string(b.id) + "_" + op_name(first.op) + (start ? "_start" : "_wait");
@@ -172,7 +176,8 @@ struct CompileJob {
 // in the backend's two rounds (GroupBatch). LLVM compiles modules of separate
 // contexts concurrently, and NVRTC programs compile concurrently; loading code
 // is serialised inside each backend.
-void compile_groups(const Backend& backend, const CompileContext& ctx, std::vector<CompileJob>& jobs) {
+void compile_groups(const Backend& backend, const CompileContext& ctx,
+                    std::vector<CompileJob>& jobs) {
   std::vector<size_t> wanted;
   for (size_t gi = 0; gi < jobs.size(); ++gi)
     if (jobs[gi].wanted) wanted.push_back(gi);
@@ -295,7 +300,8 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
   std::vector<char> later_member(sched.groups.size(), 0);
   for (size_t b = 0; b < comm.buckets.size(); ++b) {
     bucket_at[comm.buckets[b].groups.front()] = static_cast<int64_t>(b);
-    for (size_t k = 1; k < comm.buckets[b].groups.size(); ++k) later_member[comm.buckets[b].groups[k]] = 1;
+    for (size_t k = 1; k < comm.buckets[b].groups.size(); ++k)
+      later_member[comm.buckets[b].groups[k]] = 1;
   }
   const std::vector<FusionGroup> groups = step_groups(g, sched.groups);
   const CompileContext ctx{g, sched, groups, opts, device, target.arch};
@@ -322,7 +328,7 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
       add_collective_step(g, sched.groups, comm.buckets[static_cast<size_t>(bucket_at[gi])],
                           /*start=*/false, pb);
     } else if (is_library_step(g, groups[gi])) {
-      add_library_step(g, groups[gi], pb);
+      add_library_step(backend, ctx, groups[gi], pb);
     } else if (!jobs[gi].wanted) {
       throw Error(unsupported[gi], g[groups[gi].nodes.front()].loc);
     } else {

@@ -2,13 +2,15 @@
 // (cuda_backend.h), compiled by NVRTC for the device's own architecture and
 // loaded; a matmul group becomes a cuBLAS step, with its epilogue fused into
 // one cuBLASLt call where cuBLASLt has it (bias, ReLU, bias then ReLU) or else
-// followed by a generated kernel.
+// followed by a generated kernel. Sort and attention steps get the library
+// kernels (cuda_library.h).
 #include "codegen/cuda_compile.h"
 
 #include <chrono>
 
 #include "codegen/backend.h"
 #include "codegen/cuda_backend.h"
+#include "codegen/cuda_library.h"
 #include "runtime/cublas.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/cuda_executor.h"
@@ -77,7 +79,8 @@ class CudaBackend final : public Backend {
   // add_steps. No driver call here: the workers bind no CUDA context.
   std::unique_ptr<CompiledGroup> compile_group(const CompileContext& ctx, size_t gi,
                                                GroupBatch*) const override {
-    if (ctx.opts.record_kernels_only) return nullptr;  // a dynamic-size probe records CPU kernels only
+    if (ctx.opts.record_kernels_only)
+      return nullptr;  // a dynamic-size probe records CPU kernels only
     auto t0 = std::chrono::steady_clock::now();
     auto c = std::make_unique<CudaCompiled>();
     CudaCodegenOptions copts;
@@ -143,9 +146,9 @@ class CudaBackend final : public Backend {
     for (Value v : c.src.buffers) step.slots.push_back(pb.slot(v));
 
     KernelArtifacts a;
-    a.compile_ms = c.compile_ms + std::chrono::duration<double, std::milli>(
-                                      std::chrono::steady_clock::now() - t0)
-                                      .count();
+    a.compile_ms =
+        c.compile_ms +
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     a.from_disk_cache = bin.from_disk_cache;
     if (bin.from_disk_cache) pb.report().kernels_from_disk++;
     if (ctx.opts.want_artifacts) {
@@ -154,6 +157,15 @@ class CudaBackend final : public Backend {
       a.ptx = bin.ptx;
     }
     pb.add(std::move(step), std::move(info), std::move(a), grp.outputs);
+  }
+
+  // Sort and attention steps run the library kernels (codegen/cuda_library.h),
+  // compiled once per process and architecture.
+  void complete_library_step(const CompileContext& ctx, PlanStep& step) const override {
+    if (auto* s = std::get_if<step::Sort>(&step.what))
+      s->cuda = cuda_library_functions(ctx.device.index, ctx.opts.cache_dir);
+    else if (auto* a = std::get_if<step::Attention>(&step.what))
+      a->cuda = cuda_library_functions(ctx.device.index, ctx.opts.cache_dir);
   }
 
   void execute(const Plan& plan, void* const* args, void* const* params, void* const* outputs,

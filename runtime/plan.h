@@ -17,13 +17,15 @@
 #include "ir/device.h"
 #include "ir/error.h"
 #include "ir/op.h"
-#include "runtime/collective.h"
 #include "runtime/attention.h"
+#include "runtime/collective.h"
 #include "runtime/profile.h"
 #include "runtime/sort.h"
 #include "runtime/storage.h"
 
 namespace kiln {
+
+struct CudaLibraryFunctions;  // runtime/cuda_library.h
 
 /// A compiled CPU kernel over dense buffers (then, for a kernel template, a pointer
 /// to its parameters): computes outer-loop iterations [begin, end).
@@ -99,18 +101,20 @@ struct ValueCheck {
 };
 
 /// Slots {in, out}: the sort library step (runtime/sort.h) on the dense buffer
-/// `in`, positions into `out`. On the host for both devices (a CUDA plan copies
-/// through host memory).
+/// `in`, positions into `out`. A CUDA plan runs it with the library kernels
+/// the CUDA backend attached (runtime/cuda_library.h); a CPU plan on the host.
 struct Sort {
   SortLines lines;
+  std::shared_ptr<const CudaLibraryFunctions> cuda;  // CUDA plans: the loaded library kernels
 };
 
 /// Slots {q, k, v, out}, or {q, k, v, out, g, grad} for a gradient: the
 /// attention library step (runtime/attention.h); `which` is -1 for the forward,
-/// else the operand whose gradient it computes. On the host for both devices.
+/// else the operand whose gradient it computes. Runs as Sort does.
 struct Attention {
   AttentionShape shape;
   int which = -1;
+  std::shared_ptr<const CudaLibraryFunctions> cuda;  // CUDA plans: the loaded library kernels
 };
 
 /// Packs the inputs of plan.collectives[collective] and hands them to the
@@ -133,19 +137,19 @@ struct PlanStep {
   std::vector<int32_t> slots;
   /// What the compiler counted for the step (profiles show it); may be null.
   std::shared_ptr<const StepCost> cost;
-  std::variant<step::CpuKernel, step::CudaKernel, step::Matmul, step::ValueCheck, step::Sort, step::Attention,
-               step::CollectiveStart, step::CollectiveWait>
+  std::variant<step::CpuKernel, step::CudaKernel, step::Matmul, step::ValueCheck, step::Sort,
+               step::Attention, step::CollectiveStart, step::CollectiveWait>
       what;
 };
 
 /// One bucket of collectives: the same call over its members' elements, packed
 /// in order (a bucket of gradient all_reduces is one MPI call).
 struct PlanCollective {
-  CollectiveCall call;             // count: every member's elements
-  std::vector<int32_t> inputs;     // slots, one per member
-  std::vector<int32_t> outputs;    // slots, one per member
+  CollectiveCall call;           // count: every member's elements
+  std::vector<int32_t> inputs;   // slots, one per member
+  std::vector<int32_t> outputs;  // slots, one per member
   int64_t bucket = 0;
-  SourceLoc loc;                   // the first member's line, for errors
+  SourceLoc loc;  // the first member's line, for errors
 };
 
 struct Plan {

@@ -31,9 +31,8 @@ struct CompileContext {
 
 /// What a backend compiles for on a device.
 struct Target {
-  std::string
-      name;      // what compile reports say: "" for the host CPU; for CUDA the device and its name
-  int arch = 0;  // CUDA: the compute capability kernels are built for (sm_90: 90); 0 for the CPU
+  std::string name;  // what compile reports say: "" for the host CPU; for CUDA the device and its name
+  int arch = 0;      // CUDA: the compute capability kernels are built for (sm_90: 90); 0 for the CPU
 };
 
 /// A group's code, compiled ahead of the step loop (perhaps on another thread),

@@ -84,9 +84,9 @@ void add_library_step(const Backend& backend, const CompileContext& ctx, const F
     for (size_t i = 1; i < n.operands.size(); ++i) step.slots.push_back(pb.slot(n.operands[i]));
     step.slots.push_back(pb.slot(Value(id)));
     const bool grad = n.op == OpKind::attention_grad;
-    step.what = step::Attention{attention_shape(g.type(n.operands[0]), g.type(n.operands[1]),
-                                                g.type(n.operands[2]), n.attrs),
-                                grad ? int(n.attrs.i(AttrKey::which)) : -1, nullptr};
+    step.what = step::Attention{
+        attention_shape(g.type(n.operands[0]), g.type(n.operands[1]), g.type(n.operands[2]), n.attrs),
+        grad ? int(n.attrs.i(AttrKey::which)) : -1, nullptr};
   } else {
     step.what = step::ValueCheck{n.op, n.attrs, n.loc};
   }
@@ -147,9 +147,8 @@ void add_collective_step(const Graph& g, const std::vector<FusionGroup>& groups,
       if (plan.collectives[k].bucket == b.id) w.collective = static_cast<int32_t>(k);
     KILN_CHECK(w.collective >= 0, "internal: bucket ", b.id, " is waited for before it starts");
     const CollectiveCall& call = plan.collectives[static_cast<size_t>(w.collective)].call;
-    info.bytes_written =
-        collective_recv_count(call, static_cast<int>(first.attrs.i(AttrKey::world))) *
-        static_cast<int64_t>(dtype_size(call.dtype));
+    info.bytes_written = collective_recv_count(call, static_cast<int>(first.attrs.i(AttrKey::world))) *
+                         static_cast<int64_t>(dtype_size(call.dtype));
     step.what = w;
   }
   step.name = "c" + std::to_string(b.id) + "_" + op_name(first.op) + (start ? "_start" : "_wait");
@@ -176,8 +175,7 @@ struct CompileJob {
 // in the backend's two rounds (GroupBatch). LLVM compiles modules of separate
 // contexts concurrently, and NVRTC programs compile concurrently; loading code
 // is serialised inside each backend.
-void compile_groups(const Backend& backend, const CompileContext& ctx,
-                    std::vector<CompileJob>& jobs) {
+void compile_groups(const Backend& backend, const CompileContext& ctx, std::vector<CompileJob>& jobs) {
   std::vector<size_t> wanted;
   for (size_t gi = 0; gi < jobs.size(); ++gi)
     if (jobs[gi].wanted) wanted.push_back(gi);
@@ -300,8 +298,7 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
   std::vector<char> later_member(sched.groups.size(), 0);
   for (size_t b = 0; b < comm.buckets.size(); ++b) {
     bucket_at[comm.buckets[b].groups.front()] = static_cast<int64_t>(b);
-    for (size_t k = 1; k < comm.buckets[b].groups.size(); ++k)
-      later_member[comm.buckets[b].groups[k]] = 1;
+    for (size_t k = 1; k < comm.buckets[b].groups.size(); ++k) later_member[comm.buckets[b].groups[k]] = 1;
   }
   const std::vector<FusionGroup> groups = step_groups(g, sched.groups);
   const CompileContext ctx{g, sched, groups, opts, device, target.arch};

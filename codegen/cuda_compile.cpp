@@ -79,8 +79,7 @@ class CudaBackend final : public Backend {
   // add_steps. No driver call here: the workers bind no CUDA context.
   std::unique_ptr<CompiledGroup> compile_group(const CompileContext& ctx, size_t gi,
                                                GroupBatch*) const override {
-    if (ctx.opts.record_kernels_only)
-      return nullptr;  // a dynamic-size probe records CPU kernels only
+    if (ctx.opts.record_kernels_only) return nullptr;  // a dynamic-size probe records CPU kernels only
     auto t0 = std::chrono::steady_clock::now();
     auto c = std::make_unique<CudaCompiled>();
     CudaCodegenOptions copts;
@@ -146,9 +145,9 @@ class CudaBackend final : public Backend {
     for (Value v : c.src.buffers) step.slots.push_back(pb.slot(v));
 
     KernelArtifacts a;
-    a.compile_ms =
-        c.compile_ms +
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    a.compile_ms = c.compile_ms + std::chrono::duration<double, std::milli>(
+                                      std::chrono::steady_clock::now() - t0)
+                                      .count();
     a.from_disk_cache = bin.from_disk_cache;
     if (bin.from_disk_cache) pb.report().kernels_from_disk++;
     if (ctx.opts.want_artifacts) {

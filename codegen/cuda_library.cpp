@@ -44,10 +44,12 @@ const char* const kArgs = KILN_LIBRARY_STR(KILN_CUDA_LIBRARY_ARGS);
 const char* const kKernels = R"(
 // A library kernel takes its argument struct by value; under the host emulation
 // through the generated kernels' signature, with buffers[0] pointing at it.
+// `threads` is the most threads a block of it has (the launchers' choice).
 #if defined(__CUDA_ARCH__)
-#define KILN_LIB_KERNEL(name, Args) extern "C" __global__ void name(const Args a)
+#define KILN_LIB_KERNEL(name, Args, threads) \
+  extern "C" __global__ void __launch_bounds__(threads) name(const Args a)
 #else
-#define KILN_LIB_KERNEL(name, Args)                                        \
+#define KILN_LIB_KERNEL(name, Args, threads)                               \
   static void name##_body(const Args& a);                                  \
   extern "C" void name(void* const* kiln_buffers, long long, long long) {  \
     name##_body(*(const Args*)kiln_buffers[0]);                            \
@@ -264,8 +266,8 @@ __device__ void kiln_sort_write_lines(const KilnSortArgs& a) {
 }
 
 #define KILN_SORT_KERNELS(name, T, K)                                                        \
-  KILN_LIB_KERNEL(kiln_sort_block_##name, KilnSortArgs) { kiln_sort_block<T, K>(a); }       \
-  KILN_LIB_KERNEL(kiln_sort_keys_##name, KilnSortArgs) { kiln_sort_keys<T, K>(a); }
+  KILN_LIB_KERNEL(kiln_sort_block_##name, KilnSortArgs, 1024) { kiln_sort_block<T, K>(a); }       \
+  KILN_LIB_KERNEL(kiln_sort_keys_##name, KilnSortArgs, 256) { kiln_sort_keys<T, K>(a); }
 KILN_SORT_KERNELS(f32, float, unsigned)
 KILN_SORT_KERNELS(f64, double, unsigned long long)
 KILN_SORT_KERNELS(i32, int, unsigned)
@@ -274,12 +276,12 @@ KILN_SORT_KERNELS(bool, unsigned char, unsigned)
 KILN_SORT_KERNELS(u8, unsigned char, unsigned)
 KILN_SORT_KERNELS(i8, signed char, unsigned)
 KILN_SORT_KERNELS(i16, short, unsigned)
-KILN_LIB_KERNEL(kiln_radix_hist_u32, KilnSortArgs) { kiln_radix_hist<unsigned>(a); }
-KILN_LIB_KERNEL(kiln_radix_hist_u64, KilnSortArgs) { kiln_radix_hist<unsigned long long>(a); }
-KILN_LIB_KERNEL(kiln_radix_scatter_u32, KilnSortArgs) { kiln_radix_scatter<unsigned>(a); }
-KILN_LIB_KERNEL(kiln_radix_scatter_u64, KilnSortArgs) { kiln_radix_scatter<unsigned long long>(a); }
-KILN_LIB_KERNEL(kiln_radix_scan, KilnSortArgs) { kiln_radix_scan_lines(a); }
-KILN_LIB_KERNEL(kiln_sort_write, KilnSortArgs) { kiln_sort_write_lines(a); }
+KILN_LIB_KERNEL(kiln_radix_hist_u32, KilnSortArgs, 256) { kiln_radix_hist<unsigned>(a); }
+KILN_LIB_KERNEL(kiln_radix_hist_u64, KilnSortArgs, 256) { kiln_radix_hist<unsigned long long>(a); }
+KILN_LIB_KERNEL(kiln_radix_scatter_u32, KilnSortArgs, 256) { kiln_radix_scatter<unsigned>(a); }
+KILN_LIB_KERNEL(kiln_radix_scatter_u64, KilnSortArgs, 256) { kiln_radix_scatter<unsigned long long>(a); }
+KILN_LIB_KERNEL(kiln_radix_scan, KilnSortArgs, 256) { kiln_radix_scan_lines(a); }
+KILN_LIB_KERNEL(kiln_sort_write, KilnSortArgs, 256) { kiln_sort_write_lines(a); }
 
 // ---- attention ----
 
@@ -519,9 +521,9 @@ __device__ void kiln_attention_grad(const KilnAttentionArgs& a) {
 }
 
 #define KILN_ATTENTION_KERNELS(name, T)                                                          \
-  KILN_LIB_KERNEL(kiln_attention_fwd_##name, KilnAttentionArgs) { kiln_attention_fwd<T>(a); }     \
-  KILN_LIB_KERNEL(kiln_attention_stats_##name, KilnAttentionArgs) { kiln_attention_stats<T>(a); } \
-  KILN_LIB_KERNEL(kiln_attention_grad_##name, KilnAttentionArgs) { kiln_attention_grad<T>(a); }
+  KILN_LIB_KERNEL(kiln_attention_fwd_##name, KilnAttentionArgs, 128) { kiln_attention_fwd<T>(a); }     \
+  KILN_LIB_KERNEL(kiln_attention_stats_##name, KilnAttentionArgs, 128) { kiln_attention_stats<T>(a); } \
+  KILN_LIB_KERNEL(kiln_attention_grad_##name, KilnAttentionArgs, 128) { kiln_attention_grad<T>(a); }
 KILN_ATTENTION_KERNELS(f32, float)
 KILN_ATTENTION_KERNELS(f64, double)
 )";

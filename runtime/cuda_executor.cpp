@@ -261,12 +261,8 @@ void execute_cuda_plan(const Plan& plan, void* const* args, void* const* params,
   if (collectives_on_device(plan)) on_device.emplace(plan, ptr.data());
   CollectiveRuns comms(
       plan, ptr.data(),
-      [](void* host, const void* slot, size_t bytes, int dev) {
-        cuda::copy_to_host(host, slot, bytes, dev);
-      },
-      [](void* slot, const void* host, size_t bytes, int dev) {
-        cuda::copy_to_device(slot, host, bytes, dev);
-      });
+      [](void* host, const void* slot, size_t bytes, int dev) { cuda::copy_to_host(host, slot, bytes, dev); },
+      [](void* slot, const void* host, size_t bytes, int dev) { cuda::copy_to_device(slot, host, bytes, dev); });
   size_t offset = 0;
   // Profiling times each step on the host with the stream synchronised after
   // it, so that its time is the device's work (and the launch's).

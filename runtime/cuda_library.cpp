@@ -45,6 +45,11 @@ int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
 
+// A grid for `blocks` blocks' work: the kernels stride over what it leaves out.
+int64_t grid_for(int64_t blocks) {
+  return std::clamp<int64_t>(blocks, 1, int64_t(1) << 30);
+}
+
 const DType kSortTypes[] = {DType::f32, DType::f64, DType::i32, DType::i64,
                             DType::b8,  DType::u8,  DType::i8,  DType::i16};
 
@@ -119,7 +124,7 @@ void cuda_sort_lines(const SortLines& s, const void* in, int64_t* out, CudaLibra
     int64_t width = 1;
     while (width < s.n) width *= 2;
     const int block = int(std::clamp<int64_t>(width / 2, 32, kBlockSortMax / 2));
-    l.launch(("kiln_sort_block_" + t).c_str(), lines, block, &a, sizeof a);
+    l.launch(("kiln_sort_block_" + t).c_str(), grid_for(lines), block, &a, sizeof a);
     return;
   }
   // Long lines: LSD radix sort over the key's bits, 4 a pass, all lines at once.
@@ -135,20 +140,18 @@ void cuda_sort_lines(const SortLines& s, const void* in, int64_t* out, CudaLibra
   a.pos[0] = static_cast<long long*>(p0.get());
   a.pos[1] = static_cast<long long*>(p1.get());
   a.hist = static_cast<unsigned*>(hist.get());
-  const int64_t elementwise_grid = std::min<int64_t>(ceil_div(total, 256), int64_t(1) << 20);
-  l.launch(("kiln_sort_keys_" + t).c_str(), elementwise_grid, 256, &a, sizeof a);
+  l.launch(("kiln_sort_keys_" + t).c_str(), grid_for(ceil_div(total, 256)), 256, &a, sizeof a);
   const std::string k = key_suffix(s.dtype);
   const std::string hist_name = "kiln_radix_hist_" + k, scatter_name = "kiln_radix_scatter_" + k;
   a.src = 0;
   for (int shift = 0; shift < key_bits(s.dtype); shift += kRadixBits) {
     a.shift = shift;
-    l.launch(hist_name.c_str(), lines * a.tiles, kRadixThreads, &a, sizeof a);
-    l.launch("kiln_radix_scan", lines, 256, &a, sizeof a);
-    l.launch(scatter_name.c_str(), lines * a.tiles, kRadixThreads, &a, sizeof a);
+    l.launch(hist_name.c_str(), grid_for(lines * a.tiles), kRadixThreads, &a, sizeof a);
+    l.launch("kiln_radix_scan", grid_for(lines), 256, &a, sizeof a);
+    l.launch(scatter_name.c_str(), grid_for(lines * a.tiles), kRadixThreads, &a, sizeof a);
     a.src ^= 1;
   }
-  l.launch("kiln_sort_write", std::min<int64_t>(ceil_div(lines * s.count, 256), int64_t(1) << 20),
-           256, &a, sizeof a);
+  l.launch("kiln_sort_write", grid_for(ceil_div(lines * s.count, 256)), 256, &a, sizeof a);
 }
 
 namespace {
@@ -178,8 +181,7 @@ void launch_rows(CudaLibraryLauncher& l, const std::string& kernel, KilnAttentio
   a.col_blocks = std::max<int64_t>(1, ceil_div(cols, kAttentionCols));
   const int64_t blocks = a.batch * a.row_blocks * a.col_blocks;
   if (blocks == 0) return;
-  l.launch(kernel.c_str(), std::min<int64_t>(blocks, int64_t(1) << 30), kAttentionThreads, &a,
-           sizeof a);
+  l.launch(kernel.c_str(), grid_for(blocks), kAttentionThreads, &a, sizeof a);
 }
 
 }  // namespace

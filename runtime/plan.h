@@ -17,8 +17,8 @@
 #include "ir/device.h"
 #include "ir/error.h"
 #include "ir/op.h"
-#include "runtime/attention.h"
 #include "runtime/collective.h"
+#include "runtime/attention.h"
 #include "runtime/profile.h"
 #include "runtime/sort.h"
 #include "runtime/storage.h"
@@ -137,19 +137,19 @@ struct PlanStep {
   std::vector<int32_t> slots;
   /// What the compiler counted for the step (profiles show it); may be null.
   std::shared_ptr<const StepCost> cost;
-  std::variant<step::CpuKernel, step::CudaKernel, step::Matmul, step::ValueCheck, step::Sort,
-               step::Attention, step::CollectiveStart, step::CollectiveWait>
+  std::variant<step::CpuKernel, step::CudaKernel, step::Matmul, step::ValueCheck, step::Sort, step::Attention,
+               step::CollectiveStart, step::CollectiveWait>
       what;
 };
 
 /// One bucket of collectives: the same call over its members' elements, packed
 /// in order (a bucket of gradient all_reduces is one MPI call).
 struct PlanCollective {
-  CollectiveCall call;           // count: every member's elements
-  std::vector<int32_t> inputs;   // slots, one per member
-  std::vector<int32_t> outputs;  // slots, one per member
+  CollectiveCall call;             // count: every member's elements
+  std::vector<int32_t> inputs;     // slots, one per member
+  std::vector<int32_t> outputs;    // slots, one per member
   int64_t bucket = 0;
-  SourceLoc loc;  // the first member's line, for errors
+  SourceLoc loc;                   // the first member's line, for errors
 };
 
 struct Plan {

@@ -281,6 +281,8 @@ TEST_CASE("the sort and attention library kernels compile with NVRTC, every kern
     CAPTURE(arch);
     const CudaBinary bin = nvrtc_compile(cuda_library_source(), names.front(), arch, true);
     CHECK(bin.log.find("warning") == std::string::npos);
+    CHECK(bin.ptx.find(".maxntid 1024, 1, 1") !=
+          std::string::npos);  // a block sort's 1024 threads fit
     for (const std::string& name : names) {
       CAPTURE(name);
       CHECK(bin.ptx.find(".entry " + name + "(") != std::string::npos);

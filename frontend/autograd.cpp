@@ -160,8 +160,17 @@ struct BackwardGraph {
 // A gradient a traced call leaves undefined (no output it reads was reached)
 // stays undefined through sums, and is zeros where another op reads it; a leaf
 // whose gradient ends undefined is not written, as in PyTorch.
+// A gradient value is dropped after its last reader (the peak is then what
+// is live, not the whole backward's), unless it is wanted or in `keep`.
 std::vector<Tensor> evaluate(const Graph& g, std::vector<std::vector<Tensor>>& values, size_t first,
-                             const std::vector<Value>& wanted) {
+                             const std::vector<Value>& wanted,
+                             const std::vector<Value>& keep = {}) {
+  std::vector<NodeId> last_use(g.size(), kNoNode);
+  for (NodeId id = static_cast<NodeId>(first); id < g.size(); ++id)
+    for (Value v : g[id].operands) last_use[v.node] = id;
+  for (const auto* list : {&wanted, &keep})
+    for (Value v : *list)
+      if (v.valid()) last_use[v.node] = kNoNode;
   auto materialize = [&](std::vector<Tensor>& ops, const Node& n) {
     for (size_t i = 0; i < ops.size(); ++i)
       if (!ops[i].defined() && n.operands[i].node >= first) {
@@ -209,6 +218,9 @@ std::vector<Tensor> evaluate(const Graph& g, std::vector<std::vector<Tensor>>& v
       materialize(ops, n);
       values[id] = {detail::apply(n.op, ops, n.attrs, n.loc)};
     }
+    for (Value v : n.operands)
+      if (v.node >= first && last_use[v.node] == id)
+        for (Tensor& t : values[v.node]) t = Tensor();
   }
   std::vector<Tensor> out;
   for (Value v : wanted) out.push_back(values[v.node].at(v.index));
@@ -222,8 +234,9 @@ struct ScatterInto {
   NodeId node;
 };
 
-// The leaves with a .grad of the gradient's type whose gradient is a
-// scatter_add onto a zero constant that nothing else reads. Their scatter_add
+// The CPU leaves (with no .grad yet, or one of the gradient's type) whose
+// gradient is a scatter_add onto a zero constant that nothing else reads: the
+// scatter goes into the .grad (made as zeros first when there is none). Their scatter_add
 // (and its zero base, when only it reads that) are marked evaluated with
 // nothing, so evaluate() skips them.
 std::vector<ScatterInto> scatters_into_grads(const Graph& g, size_t first,
@@ -237,12 +250,13 @@ std::vector<ScatterInto> scatters_into_grads(const Graph& g, size_t first,
   std::vector<ScatterInto> out;
   for (size_t i = 0; i < leaves.size() && i < grads.size(); ++i) {
     const Value v = grads[i];
-    if (!v.valid() || v.node < first || !leaves[i]->grad) continue;
+    if (!v.valid() || v.node < first) continue;
     const Node& n = g[v.node];
     if (n.op != OpKind::scatter_add || uses[v.node] != 1) continue;
     const Node& base = g[n.operands[0].node];
     if (base.op != OpKind::constant || base.attrs.f(AttrKey::value) != 0.0) continue;
-    if (leaves[i]->grad->type != n.type() || n.type().device.is_cuda()) continue;
+    if ((leaves[i]->grad && leaves[i]->grad->type != n.type()) || n.type().device.is_cuda())
+      continue;
     values[v.node] = {Tensor()};
     if (uses[n.operands[0].node] == 1 && n.operands[0].node >= first)
       values[n.operands[0].node] = {Tensor()};
@@ -425,9 +439,9 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
   for (Value v : grads) need(v);
 
   // A leaf's gradient that is scatter_add(0, index, src) (a gather's or an
-  // embedding's) is added into its .grad in place when one exists: the zeros and
-  // the full-size sum are never made, as the traced step does (simplify's
-  // add_scatter rule), with the same fold order per element.
+  // embedding's) is added into its .grad in place (zeros first when it has
+  // none): no full-size temporary, sum or copy is made, as in the traced step
+  // (simplify's add_scatter rule), with the same fold order per element.
   std::vector<ScatterInto> into;
   if (wrt.empty() && !create_graph)
     into = scatters_into_grads(g, forward_size, leaves, grads, values);
@@ -440,7 +454,10 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
       with_grad.emplace();
     else
       no_grad.emplace();
-    results = evaluate(g, values, forward_size, grads);
+    std::vector<Value> keep;  // the scatters' operands, read after evaluate()
+    for (const ScatterInto& s : into)
+      keep.insert(keep.end(), g[s.node].operands.begin(), g[s.node].operands.end());
+    results = evaluate(g, values, forward_size, grads, keep);
   }
 
   if (!retain_graph && !t_retain_graphs) {
@@ -460,8 +477,9 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
   NoGradGuard no_grad;
   for (const ScatterInto& s : into) {
     const Node& n = g[s.node];
-    detail::scatter_add_into(leaves[s.leaf]->grad, n.attrs,
-                             values[n.operands[1].node].at(n.operands[1].index),
+    std::shared_ptr<TensorImpl>& grad = leaves[s.leaf]->grad;
+    if (!grad) grad = zeros(n.type().shape, TensorOptions(n.type().dtype)).impl_ptr();
+    detail::scatter_add_into(grad, n.attrs, values[n.operands[1].node].at(n.operands[1].index),
                              values[n.operands[2].node].at(n.operands[2].index), n.loc);
     if (accumulated) accumulated->emplace_back(leaves[s.leaf]);
   }

@@ -320,6 +320,7 @@ CpuLoweredGroup lower_cpu_group(const Graph& g, const FusionGroup& group, const 
   LowerOptions lo;
   lo.epilogue_in_place = opts.epilogue_in_place;
   lo.in_place = opts.in_place;
+  lo.column_reductions = true;
   CpuLoweredGroup l;
   l.loc = first_loc(g, group);
   try {

@@ -31,6 +31,12 @@ struct LowerOptions {
   /// in the input's buffer (Buffer::alias). Lowering throws unless the kernel reads
   /// that input only at the element it writes: ask in_place_allowed first.
   std::vector<std::pair<Value, Value>> in_place;
+  /// Reduction groups: a lone sum/max/min over leading dims whose result is the
+  /// group's only output walks blocks of contiguous kept columns, folding row
+  /// after row into the output block (the CPU vectorises along the block;
+  /// without it, each output element strides down its column). A GPU keeps a
+  /// block of threads per output element instead.
+  bool column_reductions = false;
 };
 
 /// Lowers `group` of `g`. Buffers are the group's inputs that the kernel reads

@@ -84,6 +84,7 @@ void Lowering::lower_reduction() {
     (rs_.reduced[d] ? rs_.red : rs_.kept).push_back(rs_.in_shape[d]);
   rs_.rows = kiln::numel(rs_.kept);
   rs_.extent = kiln::numel(rs_.red);
+  if (opts_.column_reductions && lower_column_reduction(outs, reds, rdims)) return;
 
   // Which members depend on a reduction (their full-size values need a later loop).
   std::unordered_set<NodeId> after;
@@ -162,7 +163,57 @@ void Lowering::lower_reduction() {
   for (size_t i = 0; i < row_outs.size(); ++i) kb_.store(row_outs[i].second, r, vals[i]);
 }
 
-std::vector<int32_t> Lowering::kept_operands(const std::vector<NodeId>& reds, const std::vector<std::pair<Value, int32_t>>& full_later) {
+bool Lowering::lower_column_reduction(const std::vector<Value>& outs,
+                                      const std::vector<NodeId>& reds,
+                                      const std::vector<int64_t>& rdims) {
+  if (reds.size() != 1 || outs.size() != 1 || outs[0] != Value(reds[0])) return false;
+  const Node& n = g_.node(reds[0]);
+  const DType t = n.type().dtype;
+  const OpKind combine = op_info(n.op).combine;
+  if (is_arg_reduce(n.op) || !is_floating(t) ||
+      (combine != OpKind::add && combine != OpKind::maximum && combine != OpKind::minimum))
+    return false;
+  // Reduced dims first, then the kept ones (a bias's gradient: a sum over the batch).
+  for (size_t i = 0; i < rdims.size(); ++i)
+    if (rdims[i] != int64_t(i)) return false;
+  const int64_t inner = rs_.rows, extent = rs_.extent;
+  // A long sum would fold in f64 (as the row form does); rows of few columns
+  // are as well served one element per iteration.
+  if (inner < 16 || extent < 2 || (combine == OpKind::add && extent > 65536)) return false;
+  int64_t block = 0;  // the largest divisor of the columns in [8, 256]
+  for (int64_t b = std::min<int64_t>(256, inner); b >= 8 && block == 0; --b)
+    if (inner % b == 0) block = b;
+  if (block == 0) return false;
+
+  const int32_t ob = add_output(outs[0]);
+  kir::Kernel& kernel = kb_.kernel();
+  kernel.range = inner / block;
+  const ValueId i0 = kb_.index(0);
+  kb_.set_upper_bound(i0, kernel.range);
+  const ValueId first = kb_.binary(ScalarOp::mul, i0, kb_.iconst(block));
+  const kir::Immediate id_v = kir::identity_of(n.op, t);
+  const ScalarOp fold = kir::combine_of(n.op);
+  {  // the block starts at the identity
+    const ValueId col = kb_.binary(ScalarOp::add, first, kb_.index(kb_.begin_loop(block)));
+    kb_.store(ob, col, kb_.constant(t, id_v.f));
+    kb_.end_loop();
+  }
+  // then each row's run of the block's columns is folded in, in row order
+  const ValueId r = kb_.index(kb_.begin_loop(extent));
+  const ValueId row_start = kb_.binary(ScalarOp::mul, r, kb_.iconst(inner));
+  const ValueId col = kb_.binary(ScalarOp::add, first, kb_.index(kb_.begin_loop(block)));
+  Coords c;
+  c.shape = rs_.in_shape;
+  c.linear = kb_.binary(ScalarOp::add, row_start, col);
+  const ValueId x = kb_.cast(eval(n.operands[0], c), t);
+  kb_.store(ob, col, kb_.binary(fold, kb_.load(ob, col), x));
+  kb_.end_loop();
+  kb_.end_loop();
+  return true;
+}
+
+std::vector<int32_t> Lowering::kept_operands(
+    const std::vector<NodeId>& reds, const std::vector<std::pair<Value, int32_t>>& full_later) {
   std::vector<int32_t> keep(reds.size(), -1);
   std::unordered_set<int32_t> used;
   std::unordered_set<Value, ValueHash> kept;

@@ -172,6 +172,9 @@ class Lowering {
   // Coordinates of the reduction input for the current row and reduced position j.
   Coords row_coords(ValueId j);
   void lower_reduction();
+  // The column form of LowerOptions::column_reductions when it applies (true).
+  bool lower_column_reduction(const std::vector<Value>& outs, const std::vector<NodeId>& reds,
+                              const std::vector<int64_t>& rdims);
 
   // Softmax's exp: a reduction's expensive operand that a later full-size output
   // uses again is stored by the reduction loop into that output's buffer (same

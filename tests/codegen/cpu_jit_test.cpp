@@ -200,6 +200,41 @@ TEST_CASE("a scan of one column per line keeps its running value in a register, 
   }
 }
 
+TEST_CASE("a reduction over leading dims walks blocks of contiguous columns") {
+  // A bias's gradient: summing [rows, columns] over the rows. Each output element
+  // striding down its column reads one float per 40 KB at 10001 columns.
+  struct Case {
+    OpKind op;
+    Shape shape;
+    std::vector<int64_t> dims;
+    bool column_form;
+  };
+  const std::vector<Case> cases = {
+      {OpKind::sum, {300, 10001}, {0}, true},   // 10001 = 73 * 137: blocks of 137
+      {OpKind::sum, {5, 7, 48}, {0, 1}, true},  // two leading dims
+      {OpKind::max, {33, 96}, {0}, true},      {OpKind::min, {33, 2, 64}, {0}, true},
+      {OpKind::sum, {40, 257}, {0}, false},    // 257 columns: no block in [8, 256] divides them
+      {OpKind::sum, {6, 64, 5}, {1}, false},   // a middle dim: the row form
+      {OpKind::sum, {70000, 16}, {0}, false},  // a long sum folds in f64
+  };
+  for (const Case& c : cases) {
+    for (DType dt : {DType::f32, DType::f64}) {
+      CAPTURE(std::string(op_name(c.op)));
+      CAPTURE(shape_str(c.shape));
+      CAPTURE(std::string(dtype_name(dt)));
+      Graph g;
+      Builder b(g);
+      Value x = b.unary(OpKind::exp, b.arg(0, ty(dt, c.shape)));  // a producer fuses in
+      g.outputs = {b.op(c.op, {x}, Attrs{{AttrKey::dims, c.dims}, {AttrKey::keepdim, int64_t(0)}})};
+      CpuKernel k = check_whole_graph(g, GroupKind::Reduction, 5, {}, Tolerance{1e-5, 1e-6});
+      const std::string ir =
+          print_kernel(lower_group(g, make_group(g, GroupKind::Reduction, all_compute_nodes(g)),
+                                   LowerOptions{.column_reductions = true}));
+      CHECK((ir.find("acc0") == std::string::npos) == c.column_form);
+    }
+  }
+}
+
 TEST_CASE("a multi-pass row kernel prefetches the next row during its second pass") {
   auto prefetches = [](const Graph& g, GroupKind kind) {
     CpuKernel k = compile_cpu_kernel(g, make_group(g, kind, all_compute_nodes(g)), with_texts());

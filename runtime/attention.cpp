@@ -8,7 +8,10 @@
 //   dq = scale * dS K (by query blocks), dk = scale * dS^T Q and dv = P^T g
 //   (by key blocks, each summing over every query block).
 // Work is split over (batch, row block) pairs across the thread pool; the GEMMs
-// are OpenBLAS's, single-threaded inside each task.
+// are OpenBLAS's, single-threaded inside each task. The loops over a block of
+// scores (row maxima, exps, row sums) are vectorised (runtime/vector_exp.h,
+// compiled per ISA); sums and maxima run in kLanes fixed lanes, so the result
+// is the same bits at every vector width and thread count.
 #include "runtime/attention.h"
 
 #include <cblas.h>
@@ -21,12 +24,91 @@
 
 #include "ir/error.h"
 #include "runtime/thread_pool.h"
+#include "runtime/vector_exp.h"
 
 namespace kiln {
 namespace {
 
 constexpr int64_t kRows = 64;   // query (or key) rows per task
 constexpr int64_t kKeys = 128;  // keys (or queries) per inner block
+constexpr int64_t kLanes = 16;  // row sums and maxima in this many partial lanes: the
+                                // same bits at every vector width
+
+template <class T>
+constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+
+// The largest of row[0, n) and `m`; row is padded to a multiple of kLanes with -inf.
+template <class T>
+[[gnu::always_inline]] inline T row_max(const T* row, int64_t n, T m) {
+  T lane[kLanes];
+  for (int64_t l = 0; l < kLanes; ++l) lane[l] = m;
+  for (int64_t c = 0; c < n; c += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) lane[l] = lane[l] < row[c + l] ? row[c + l] : lane[l];
+  for (int64_t l = 0; l < kLanes; ++l) m = m < lane[l] ? lane[l] : m;
+  return m;
+}
+
+// row[c] = exp(row[c] - shift) over the padded row; returns their sum.
+template <class T>
+[[gnu::always_inline]] inline T exp_row(T* row, int64_t n, T shift) {
+  T lane[kLanes] = {};
+  for (int64_t c = 0; c < n; c += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) lane[l] += row[c + l] = vector_exp(row[c + l] - shift);
+  T sum = T(0);
+  for (int64_t l = 0; l < kLanes; ++l) sum += lane[l];
+  return sum;
+}
+
+// One block of the online softmax over `rows` rows of S (ld kKeys, `keys`
+// columns padded with -inf to a multiple of kLanes): m' = max(m, rowmax S),
+// S = exp(S - m'), l = l exp(m - m') + rowsum S, and each row of acc (rows x
+// width, may be null) times exp(m - m').
+template <class T>
+[[gnu::always_inline]] inline void online_softmax_impl(T* S, int64_t rows, int64_t keys, T* m, T* l,
+                                                       T* acc, int64_t width) {
+  const int64_t padded = (keys + kLanes - 1) / kLanes * kLanes;
+  for (int64_t r = 0; r < rows; ++r) {
+    T* row = S + r * kKeys;
+    const T mx = row_max(row, padded, m[r]);
+    const T shift = mx == kNegInf<T> ? T(0) : mx;  // nothing seen yet: every exp is 0
+    const T fade = vector_exp(m[r] - shift);
+    l[r] = l[r] * fade + exp_row(row, padded, shift);
+    m[r] = mx;
+    if (acc && fade != T(1))
+      for (int64_t c = 0; c < width; ++c) acc[r * width + c] *= fade;
+  }
+}
+KILN_VECTOR_CLONES void online_softmax(float* S, int64_t rows, int64_t keys, float* m, float* l,
+                                       float* acc, int64_t width) {
+  online_softmax_impl(S, rows, keys, m, l, acc, width);
+}
+KILN_VECTOR_CLONES void online_softmax(double* S, int64_t rows, int64_t keys, double* m, double* l,
+                                       double* acc, int64_t width) {
+  online_softmax_impl(S, rows, keys, m, l, acc, width);
+}
+
+// P = exp(P - lse_r) and dS = P (dS - D_r) over a block (ld kKeys).
+template <class T>
+[[gnu::always_inline]] inline void probs_impl(T* P, T* dS, int64_t rows, int64_t keys, const T* lse,
+                                              const T* D) {
+  for (int64_t r = 0; r < rows; ++r) {
+    T* p = P + r * kKeys;
+    T* ds = dS + r * kKeys;
+    const T L = lse[r], Dr = D[r];
+    for (int64_t c = 0; c < keys; ++c) {
+      p[c] = vector_exp(p[c] - L);
+      ds[c] = p[c] * (ds[c] - Dr);
+    }
+  }
+}
+KILN_VECTOR_CLONES void probs_block(float* P, float* dS, int64_t rows, int64_t keys,
+                                    const float* lse, const float* D) {
+  probs_impl(P, dS, rows, keys, lse, D);
+}
+KILN_VECTOR_CLONES void probs_block(double* P, double* dS, int64_t rows, int64_t keys,
+                                    const double* lse, const double* D) {
+  probs_impl(P, dS, rows, keys, lse, D);
+}
 
 // c (m x n, ldc) = alpha * op(a) op(b) + beta * c, row-major.
 template <class T>
@@ -55,28 +137,22 @@ struct Heads {
   void scores(int64_t b, int64_t i0, int64_t rows, int64_t j0, int64_t keys, T* S) const {
     gemm<T>(false, true, rows, keys, s.d, T(s.scale), Q(b) + i0 * s.d, s.d, K(b) + j0 * s.d, s.d,
             T(0), S, kKeys);
-    if (!s.causal) return;
+    const int64_t padded = (keys + kLanes - 1) / kLanes * kLanes;
     for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = std::max<int64_t>(0, i0 + r + 1 - j0); c < keys; ++c)
-        S[r * kKeys + c] = -std::numeric_limits<T>::infinity();
+      for (int64_t c = s.causal ? std::max<int64_t>(0, i0 + r + 1 - j0) : keys; c < padded; ++c)
+        S[r * kKeys + c] = kNegInf<T>;
   }
   // Each row's log-sum-exp over the keys it sees (the forward's m + log l).
   void lse(int64_t b, int64_t i0, int64_t rows, T* S, T* out) const {
-    std::vector<T> m(size_t(rows), -std::numeric_limits<T>::infinity()), l(size_t(rows), T(0));
+    T m[kRows], l[kRows];
+    std::fill(m, m + rows, kNegInf<T>);
+    std::fill(l, l + rows, T(0));
     for (int64_t j0 = 0; j0 < key_end(i0 + rows); j0 += kKeys) {
       const int64_t keys = std::min(kKeys, s.tk - j0);
       scores(b, i0, rows, j0, keys, S);
-      for (int64_t r = 0; r < rows; ++r) {
-        T* row = S + r * kKeys;
-        const T mx = std::max(m[size_t(r)], *std::max_element(row, row + keys));
-        if (mx == -std::numeric_limits<T>::infinity()) continue;
-        T sum = l[size_t(r)] * std::exp(m[size_t(r)] - mx);
-        for (int64_t c = 0; c < keys; ++c) sum += std::exp(row[c] - mx);
-        m[size_t(r)] = mx;
-        l[size_t(r)] = sum;
-      }
+      online_softmax(S, rows, keys, m, l, static_cast<T*>(nullptr), 0);
     }
-    for (int64_t r = 0; r < rows; ++r) out[r] = m[size_t(r)] + std::log(l[size_t(r)]);
+    for (int64_t r = 0; r < rows; ++r) out[r] = m[r] + std::log(l[r]);
   }
 };
 
@@ -95,21 +171,7 @@ void forward(const AttentionShape& s, const T* q, const T* k, const T* v, T* out
       for (int64_t j0 = 0; j0 < h.key_end(i0 + rows); j0 += kKeys) {
         const int64_t keys = std::min(kKeys, s.tk - j0);
         h.scores(b, i0, rows, j0, keys, S.data());
-        for (int64_t r = 0; r < rows; ++r) {
-          T* row = S.data() + r * kKeys;
-          const T mx = std::max(m[size_t(r)], *std::max_element(row, row + keys));
-          if (mx == -std::numeric_limits<T>::infinity()) {  // nothing seen yet
-            std::fill(row, row + keys, T(0));
-            continue;
-          }
-          const T fade = std::exp(m[size_t(r)] - mx);
-          T sum = T(0);
-          for (int64_t c = 0; c < keys; ++c) sum += row[c] = std::exp(row[c] - mx);
-          l[size_t(r)] = l[size_t(r)] * fade + sum;
-          m[size_t(r)] = mx;
-          if (fade != T(1))
-            for (int64_t c = 0; c < s.dv; ++c) acc[size_t(r * s.dv + c)] *= fade;
-        }
+        online_softmax(S.data(), rows, keys, m.data(), l.data(), acc.data(), s.dv);
         gemm<T>(false, false, rows, s.dv, keys, T(1), S.data(), kKeys, h.V(b) + j0 * s.dv, s.dv,
                 T(1), acc.data(), s.dv);
       }
@@ -146,14 +208,7 @@ void backward(const AttentionShape& s, int which, const T* q, const T* k, const 
     h.scores(b, i0, rows, j0, keys, P);
     gemm<T>(false, true, rows, keys, s.dv, T(1), g + (b * s.tq + i0) * s.dv, s.dv,
             h.V(b) + j0 * s.dv, s.dv, T(0), dS, kKeys);
-    for (int64_t r = 0; r < rows; ++r) {
-      const T L = lse[size_t(b * s.tq + i0 + r)], Dr = D[size_t(b * s.tq + i0 + r)];
-      for (int64_t c = 0; c < keys; ++c) {
-        T& p = P[r * kKeys + c];
-        p = p == -std::numeric_limits<T>::infinity() ? T(0) : std::exp(p - L);
-        dS[r * kKeys + c] = p * (dS[r * kKeys + c] - Dr);
-      }
-    }
+    probs_block(P, dS, rows, keys, lse.data() + b * s.tq + i0, D.data() + b * s.tq + i0);
   };
   if (which == 0) {  // dq, by query blocks
     parallel_for(s.batch * qblocks, 1, [&](int64_t t0, int64_t t1) {

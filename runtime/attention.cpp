@@ -1,17 +1,24 @@
-// The attention library step (runtime/attention.h). For a block of query rows
-// and each block of keys: S = scale * Q K^T (a GEMM), the causal mask, then the
-// online softmax: m' = max(m, rowmax S), acc *= exp(m - m'), P = exp(S - m'),
-// l = l * exp(m - m') + rowsum P, acc += P V (a GEMM); out = acc / l. Blocks of
-// keys wholly after a causal row block are skipped. The gradient, with
-// lse_i = m_i + log l_i and D_i = g_i . out_i per query row:
+// The attention library step (runtime/attention.h). Forward, for a block of 64
+// query rows and each block of 128 keys: S = scale * Q K^T (a GEMM), the causal
+// mask, then the online softmax: m' = max(m, rowmax S), acc *= exp(m - m'),
+// P = exp(S - m'), l = l * exp(m - m') + rowsum P, acc += P V (a GEMM); out =
+// acc / l. Blocks of keys wholly after a causal row block are skipped.
+// The gradient (FlashAttention-2's), with lse_i = m_i + log l_i and D_i = g_i .
+// out_i per query row from a first pass over the query blocks, then one pass
+// over the key blocks that, for each query block seeing the key block, makes
 //   P = exp(S - lse), dP = g V^T, dS = P * (dP - D),
-//   dq = scale * dS K (by query blocks), dk = scale * dS^T Q and dv = P^T g
-//   (by key blocks, each summing over every query block).
-// Work is split over (batch, row block) pairs across the thread pool; the GEMMs
+//   dv += P^T g, dk += scale * dS^T Q (the key block's), dq += scale * dS K,
+// only the GEMMs of the gradients asked for (`which`). The key pass holds S
+// transposed (keys x rows), so dv and dk are plain GEMMs and the row vectors
+// lse and D run along its rows. dq is summed per task over its key blocks: a
+// task takes every chunks-th key block of one head, chunks fixed by the shape,
+// and the tasks' sums are added in chunk order, so the bits do not depend on
+// the thread count or on which thread ran what.
+// Work is split over (batch, block) pairs across the thread pool; the GEMMs
 // are OpenBLAS's, single-threaded inside each task. The loops over a block of
 // scores (row maxima, exps, row sums) are vectorised (runtime/vector_exp.h,
-// compiled per ISA); sums and maxima run in kLanes fixed lanes, so the result
-// is the same bits at every vector width and thread count.
+// compiled per ISA and picked at load time); sums and maxima run in kLanes
+// fixed lanes, so the order of the additions is the same at every vector width.
 #include "runtime/attention.h"
 
 #include <cblas.h>
@@ -29,10 +36,12 @@
 namespace kiln {
 namespace {
 
-constexpr int64_t kRows = 64;   // query (or key) rows per task
-constexpr int64_t kKeys = 128;  // keys (or queries) per inner block
-constexpr int64_t kLanes = 16;  // row sums and maxima in this many partial lanes: the
-                                // same bits at every vector width
+constexpr int64_t kRows = 64;      // query (or key) rows per task
+constexpr int64_t kKeys = 128;     // keys (or queries) per inner block
+constexpr int64_t kMinTasks = 16;  // the backward splits each head's key blocks into
+constexpr int64_t kMaxChunks = 8;  // chunks, enough for this many tasks, at most this many
+constexpr int64_t kLanes = 16;     // row sums and maxima in this many partial lanes: the
+                                   // same bits at every vector width
 
 template <class T>
 constexpr T kNegInf = -std::numeric_limits<T>::infinity();
@@ -87,27 +96,31 @@ KILN_VECTOR_CLONES void online_softmax(double* S, int64_t rows, int64_t keys, do
   online_softmax_impl(S, rows, keys, m, l, acc, width);
 }
 
-// P = exp(P - lse_r) and dS = P (dS - D_r) over a block (ld kKeys).
+// Over a block of scores transposed (keys x rows, ld kRows): P^T = exp(S^T -
+// lse_r) in place, and with dS (dP^T on entry; may be null) dS^T = P^T (dP^T - D_r).
 template <class T>
-[[gnu::always_inline]] inline void probs_impl(T* P, T* dS, int64_t rows, int64_t keys, const T* lse,
-                                              const T* D) {
-  for (int64_t r = 0; r < rows; ++r) {
-    T* p = P + r * kKeys;
-    T* ds = dS + r * kKeys;
-    const T L = lse[r], Dr = D[r];
-    for (int64_t c = 0; c < keys; ++c) {
-      p[c] = vector_exp(p[c] - L);
-      ds[c] = p[c] * (ds[c] - Dr);
+[[gnu::always_inline]] inline void probs_t_impl(T* P, T* dS, int64_t keys, int64_t rows,
+                                                const T* lse, const T* D) {
+  for (int64_t c = 0; c < keys; ++c) {
+    T* p = P + c * kRows;
+    if (!dS) {
+      for (int64_t r = 0; r < rows; ++r) p[r] = vector_exp(p[r] - lse[r]);
+      continue;
+    }
+    T* ds = dS + c * kRows;
+    for (int64_t r = 0; r < rows; ++r) {
+      p[r] = vector_exp(p[r] - lse[r]);
+      ds[r] = p[r] * (ds[r] - D[r]);
     }
   }
 }
-KILN_VECTOR_CLONES void probs_block(float* P, float* dS, int64_t rows, int64_t keys,
-                                    const float* lse, const float* D) {
-  probs_impl(P, dS, rows, keys, lse, D);
+KILN_VECTOR_CLONES void probs_t(float* P, float* dS, int64_t keys, int64_t rows, const float* lse,
+                                const float* D) {
+  probs_t_impl(P, dS, keys, rows, lse, D);
 }
-KILN_VECTOR_CLONES void probs_block(double* P, double* dS, int64_t rows, int64_t keys,
-                                    const double* lse, const double* D) {
-  probs_impl(P, dS, rows, keys, lse, D);
+KILN_VECTOR_CLONES void probs_t(double* P, double* dS, int64_t keys, int64_t rows,
+                                const double* lse, const double* D) {
+  probs_t_impl(P, dS, keys, rows, lse, D);
 }
 
 // c (m x n, ldc) = alpha * op(a) op(b) + beta * c, row-major.
@@ -141,6 +154,15 @@ struct Heads {
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = s.causal ? std::max<int64_t>(0, i0 + r + 1 - j0) : keys; c < padded; ++c)
         S[r * kKeys + c] = kNegInf<T>;
+  }
+  // S^T (keys x rows, ld kRows) = scale * K[j0:j0+keys] Q[i0:i0+rows]^T, masked.
+  void scores_t(int64_t b, int64_t i0, int64_t rows, int64_t j0, int64_t keys, T* St) const {
+    gemm<T>(false, true, keys, rows, s.d, T(s.scale), K(b) + j0 * s.d, s.d, Q(b) + i0 * s.d, s.d,
+            T(0), St, kRows);
+    if (!s.causal || j0 + keys - 1 <= i0) return;
+    for (int64_t c = 0; c < keys; ++c)  // query i0 + r sees key j0 + c when j0 + c <= i0 + r
+      std::fill(St + c * kRows, St + c * kRows + std::min(rows, std::max<int64_t>(0, j0 + c - i0)),
+                kNegInf<T>);
   }
   // Each row's log-sum-exp over the keys it sees (the forward's m + log l).
   void lse(int64_t b, int64_t i0, int64_t rows, T* S, T* out) const {
@@ -187,14 +209,24 @@ template <class T>
 void backward(const AttentionShape& s, int which, const T* q, const T* k, const T* v, const T* out,
               const T* g, T* grad) {
   const Heads<T> h{s, q, k, v};
-  // Per query row: lse and D = g . out, for every row (the key-block tasks read all).
-  std::vector<T> lse(size_t(s.batch * s.tq)), D(size_t(s.batch * s.tq));
+  const bool want_q = which & 1, want_k = which & 2, want_v = which & 4, want_ds = want_q || want_k;
+  T* dq = grad;
+  T* dk = dq + (want_q ? s.batch * s.tq * s.d : 0);
+  T* dv = dk + (want_k ? s.batch * s.tk * s.d : 0);
+  if (s.tq == 0 || s.tk == 0) {
+    std::fill(grad, dv + (want_v ? s.batch * s.tk * s.dv : 0), T(0));
+    return;
+  }
+  // Per query row: lse, and D = g . out where dS is needed, for every row (the
+  // key-block tasks read them all).
+  std::vector<T> lse(size_t(s.batch * s.tq)), D(want_ds ? size_t(s.batch * s.tq) : 0);
   const int64_t qblocks = (s.tq + kRows - 1) / kRows;
   parallel_for(s.batch * qblocks, 1, [&](int64_t t0, int64_t t1) {
     std::vector<T> S(static_cast<size_t>(kRows * kKeys));
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t b = t / qblocks, i0 = t % qblocks * kRows, rows = std::min(kRows, s.tq - i0);
       h.lse(b, i0, rows, S.data(), lse.data() + b * s.tq + i0);
+      if (!want_ds) continue;
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t i = b * s.tq + i0 + r;
         T sum = T(0);
@@ -203,48 +235,65 @@ void backward(const AttentionShape& s, int which, const T* q, const T* k, const 
       }
     }
   });
-  // P and dS for query rows [i0, i0+rows) and keys [j0, j0+keys) (ld kKeys).
-  auto probs = [&](int64_t b, int64_t i0, int64_t rows, int64_t j0, int64_t keys, T* P, T* dS) {
-    h.scores(b, i0, rows, j0, keys, P);
-    gemm<T>(false, true, rows, keys, s.dv, T(1), g + (b * s.tq + i0) * s.dv, s.dv,
-            h.V(b) + j0 * s.dv, s.dv, T(0), dS, kKeys);
-    probs_block(P, dS, rows, keys, lse.data() + b * s.tq + i0, D.data() + b * s.tq + i0);
+  // By key blocks: for each query block that sees one, P, dP = g V^T and
+  // dS = P (dP - D), then dv += P^T g and dk += scale dS^T Q for the key block
+  // and dq += scale dS K for the query block. With dq wanted, a task takes
+  // every chunks-th key block of one head (interleaved: causal blocks differ in
+  // work) and sums its dq terms into a buffer of its own, added in chunk order
+  // afterwards: the same bits at every thread count.
+  const int64_t kblocks = (s.tk + kKeys - 1) / kKeys;
+  const int64_t chunks = want_q
+                             ? std::min({kblocks, kMaxChunks,
+                                         std::max<int64_t>(1, (kMinTasks + s.batch - 1) / s.batch)})
+                             : kblocks;
+  const int64_t head_q = s.tq * s.d;
+  std::vector<T> partial(want_q ? size_t((chunks - 1) * s.batch * head_q) : 0);
+  auto dq_of = [&](int64_t b, int64_t c) {
+    return c == 0 ? dq + b * head_q : partial.data() + ((c - 1) * s.batch + b) * head_q;
   };
-  if (which == 0) {  // dq, by query blocks
-    parallel_for(s.batch * qblocks, 1, [&](int64_t t0, int64_t t1) {
-      std::vector<T> P(static_cast<size_t>(kRows * kKeys)), dS(static_cast<size_t>(kRows * kKeys));
-      for (int64_t t = t0; t < t1; ++t) {
-        const int64_t b = t / qblocks, i0 = t % qblocks * kRows, rows = std::min(kRows, s.tq - i0);
-        T* dq = grad + (b * s.tq + i0) * s.d;
-        std::fill(dq, dq + rows * s.d, T(0));
-        for (int64_t j0 = 0; j0 < h.key_end(i0 + rows); j0 += kKeys) {
-          const int64_t keys = std::min(kKeys, s.tk - j0);
-          probs(b, i0, rows, j0, keys, P.data(), dS.data());
-          gemm<T>(false, false, rows, s.d, keys, T(s.scale), dS.data(), kKeys, h.K(b) + j0 * s.d,
-                  s.d, T(1), dq, s.d);
+  parallel_for(s.batch * chunks, 1, [&](int64_t t0, int64_t t1) {
+    std::vector<T> P(static_cast<size_t>(kKeys * kRows)),
+        dS(want_ds ? static_cast<size_t>(kKeys * kRows) : 0);
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t b = t / chunks, c = t % chunks;
+      T* dqc = want_q ? dq_of(b, c) : nullptr;
+      if (want_q) std::fill(dqc, dqc + head_q, T(0));
+      for (int64_t j0 = c * kKeys; j0 < s.tk; j0 += chunks * kKeys) {
+        const int64_t keys = std::min(kKeys, s.tk - j0);
+        T* dkj = dk + (b * s.tk + j0) * s.d;
+        T* dvj = dv + (b * s.tk + j0) * s.dv;
+        if (want_k) std::fill(dkj, dkj + keys * s.d, T(0));
+        if (want_v) std::fill(dvj, dvj + keys * s.dv, T(0));
+        for (int64_t i0 = s.causal ? j0 / kRows * kRows : 0; i0 < s.tq; i0 += kRows) {
+          const int64_t rows = std::min(kRows, s.tq - i0);
+          const T* gi = g + (b * s.tq + i0) * s.dv;
+          h.scores_t(b, i0, rows, j0, keys, P.data());
+          if (want_ds)
+            gemm<T>(false, true, keys, rows, s.dv, T(1), h.V(b) + j0 * s.dv, s.dv, gi, s.dv, T(0),
+                    dS.data(), kRows);
+          probs_t(P.data(), want_ds ? dS.data() : nullptr, keys, rows, lse.data() + b * s.tq + i0,
+                  want_ds ? D.data() + b * s.tq + i0 : nullptr);
+          if (want_v)
+            gemm<T>(false, false, keys, s.dv, rows, T(1), P.data(), kRows, gi, s.dv, T(1), dvj,
+                    s.dv);
+          if (want_k)
+            gemm<T>(false, false, keys, s.d, rows, T(s.scale), dS.data(), kRows, h.Q(b) + i0 * s.d,
+                    s.d, T(1), dkj, s.d);
+          if (want_q)
+            gemm<T>(true, false, rows, s.d, keys, T(s.scale), dS.data(), kRows, h.K(b) + j0 * s.d,
+                    s.d, T(1), dqc + i0 * s.d, s.d);
         }
       }
-    });
-    return;
-  }
-  // dk or dv, by key blocks of kKeys, over every query block that sees them.
-  const int64_t kblocks = (s.tk + kKeys - 1) / kKeys;
-  const int64_t width = which == 1 ? s.d : s.dv;
-  parallel_for(s.batch * kblocks, 1, [&](int64_t t0, int64_t t1) {
-    std::vector<T> P(static_cast<size_t>(kRows * kKeys)), dS(static_cast<size_t>(kRows * kKeys));
+    }
+  });
+  if (chunks <= 1 || !want_q) return;
+  parallel_for(s.batch * qblocks, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
-      const int64_t b = t / kblocks, j0 = t % kblocks * kKeys, keys = std::min(kKeys, s.tk - j0);
-      T* dx = grad + (b * s.tk + j0) * width;
-      std::fill(dx, dx + keys * width, T(0));
-      for (int64_t i0 = s.causal ? j0 / kRows * kRows : 0; i0 < s.tq; i0 += kRows) {
-        const int64_t rows = std::min(kRows, s.tq - i0);
-        probs(b, i0, rows, j0, keys, P.data(), dS.data());
-        if (which == 1)
-          gemm<T>(true, false, keys, s.d, rows, T(s.scale), dS.data(), kKeys, h.Q(b) + i0 * s.d,
-                  s.d, T(1), dx, s.d);
-        else
-          gemm<T>(true, false, keys, s.dv, rows, T(1), P.data(), kKeys, g + (b * s.tq + i0) * s.dv,
-                  s.dv, T(1), dx, s.dv);
+      const int64_t b = t / qblocks, i0 = t % qblocks * kRows, n = std::min(kRows, s.tq - i0) * s.d;
+      T* to = dq + b * head_q + i0 * s.d;
+      for (int64_t c = 1; c < chunks; ++c) {
+        const T* from = dq_of(b, c) + i0 * s.d;
+        for (int64_t e = 0; e < n; ++e) to[e] += from[e];
       }
     }
   });

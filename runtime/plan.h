@@ -107,7 +107,8 @@ struct Sort {
 
 /// Slots {q, k, v, out}, or {q, k, v, out, g, grad} for a gradient: the
 /// attention library step (runtime/attention.h); `which` is -1 for the forward,
-/// else the operand whose gradient it computes. On the host for both devices.
+/// else the mask of the gradients it computes (1 q, 2 k, 4 v), laid end to end in
+/// `grad`. On the host for both devices.
 struct Attention {
   AttentionShape shape;
   int which = -1;

@@ -1,7 +1,8 @@
 // The attention library step (runtime/attention.h) against its oracle, the
 // reference kernels (one query row at a time with its whole row of scores, in
-// double): the output and each gradient, f32 and f64, causal or not, query and
-// key lengths that are not multiples of the blocks, L != S, E != Ev, batches.
+// double): the output and every mask of gradients, f32 and f64, causal or not,
+// query and key lengths that are not multiples of the blocks, L != S, E != Ev,
+// batches (one head, split into chunks of key blocks; many heads).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -29,8 +30,8 @@ TEST_CASE("the streaming attention step equals the reference kernels, forward an
   struct Size {
     int64_t batch, L, S, E, Ev;
   };
-  const Size sizes[] = {
-      {1, 5, 7, 3, 2}, {2, 70, 130, 8, 5}, {3, 200, 200, 16, 16}, {1, 129, 64, 4, 6}};
+  const Size sizes[] = {{1, 5, 7, 3, 2},    {2, 70, 130, 8, 5},  {3, 200, 200, 16, 16},
+                        {1, 129, 64, 4, 6}, {1, 300, 700, 8, 3}, {20, 130, 260, 4, 4}};
   for (DType dt : {DType::f32, DType::f64})
     for (const Size& z : sizes)
       for (bool causal : {false, true}) {
@@ -52,10 +53,15 @@ TEST_CASE("the streaming attention step equals the reference kernels, forward an
         const std::vector<double> w = values(want.v), o = values(got.v);
         for (size_t i = 0; i < w.size(); ++i)
           REQUIRE(std::abs(o[i] - w[i]) <= tol * (1 + std::abs(w[i])));
-        for (int which = 0; which < 3; ++which) {
+        // Every mask of gradients (1 q, 2 k, 4 v), laid end to end in that order.
+        const View* operand[3] = {&q.v, &k.v, &v.v};
+        std::vector<double> alone[3];  // each gradient asked for on its own
+        for (int which = 1; which < 8; ++which) {
           CAPTURE(which);
-          const View& like = which == 0 ? q.v : which == 1 ? k.v : v.v;
-          Arr gw = empty(dt, like.shape), gg = empty(dt, like.shape);
+          int64_t n = 0;
+          for (int i = 0; i < 3; ++i)
+            if (which & (1 << i)) n += operand[i]->numel();
+          Arr gw = empty(dt, {n}), gg = empty(dt, {n});
           Attrs ga = attrs;
           ga.set(AttrKey::which, int64_t(which));
           const std::vector<View> bwd{q.v, k.v, v.v, want.v, g.v};
@@ -65,6 +71,12 @@ TEST_CASE("the streaming attention step equals the reference kernels, forward an
           const std::vector<double> a = values(gw.v), b = values(gg.v);
           for (size_t i = 0; i < a.size(); ++i)
             REQUIRE(std::abs(b[i] - a[i]) <= 5 * tol * (1 + std::abs(a[i])));
+          if (which == 1 || which == 2 || which == 4) alone[which / 2] = b;
+          if (which != 7) continue;
+          // Asked for together, each gradient has the bits it has alone.
+          CHECK(std::vector<double>(b.begin(), b.begin() + q.v.numel()) == alone[0]);
+          CHECK(std::vector<double>(b.begin() + q.v.numel(), b.end() - v.v.numel()) == alone[1]);
+          CHECK(std::vector<double>(b.end() - v.v.numel(), b.end()) == alone[2]);
         }
       }
 }

@@ -10,7 +10,9 @@
 //   dv += P^T g, dk += scale * dS^T Q (the key block's), dq += scale * dS K,
 // only the GEMMs of the gradients asked for (`which`). The key pass holds S
 // transposed (keys x rows), so dv and dk are plain GEMMs and the row vectors
-// lse and D run along its rows. dq is summed per task over its key blocks: a
+// lse and D run along its rows. Operands a GEMM would read transposed (k in
+// the forward, q and g in the key pass) are transposed once, block by block:
+// OpenBLAS's small-matrix kernels then serve every GEMM but dq's. dq is summed per task over its key blocks: a
 // task takes every chunks-th key block of one head, chunks fixed by the shape,
 // and the tasks' sums are added in chunk order, so the bits do not depend on
 // the thread count or on which thread ran what.
@@ -18,7 +20,8 @@
 // are OpenBLAS's, single-threaded inside each task. The loops over a block of
 // scores (row maxima, exps, row sums) are vectorised (runtime/vector_exp.h,
 // compiled per ISA and picked at load time); sums and maxima run in kLanes
-// fixed lanes, so the order of the additions is the same at every vector width.
+// fixed lanes reduced by a fixed tree, so the order of the additions is the
+// same at every vector width.
 #include "runtime/attention.h"
 
 #include <cblas.h>
@@ -53,8 +56,9 @@ template <class T>
   for (int64_t l = 0; l < kLanes; ++l) lane[l] = m;
   for (int64_t c = 0; c < n; c += kLanes)
     for (int64_t l = 0; l < kLanes; ++l) lane[l] = lane[l] < row[c + l] ? row[c + l] : lane[l];
-  for (int64_t l = 0; l < kLanes; ++l) m = m < lane[l] ? lane[l] : m;
-  return m;
+  for (int64_t w = kLanes / 2; w > 0; w /= 2)  // a fixed tree, not a chain of kLanes
+    for (int64_t l = 0; l < w; ++l) lane[l] = lane[l] < lane[l + w] ? lane[l + w] : lane[l];
+  return lane[0];
 }
 
 // row[c] = exp(row[c] - shift) over the padded row; returns their sum.
@@ -63,9 +67,9 @@ template <class T>
   T lane[kLanes] = {};
   for (int64_t c = 0; c < n; c += kLanes)
     for (int64_t l = 0; l < kLanes; ++l) lane[l] += row[c + l] = vector_exp(row[c + l] - shift);
-  T sum = T(0);
-  for (int64_t l = 0; l < kLanes; ++l) sum += lane[l];
-  return sum;
+  for (int64_t w = kLanes / 2; w > 0; w /= 2)
+    for (int64_t l = 0; l < w; ++l) lane[l] += lane[l + w];
+  return lane[0];
 }
 
 // One block of the online softmax over `rows` rows of S (ld kKeys, `keys`
@@ -137,28 +141,56 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a
                 blasint(ldb), beta, c, blasint(ldc));
 }
 
+// x [batch, n, w] transposed block by block: [batch, n / blk, w, blk] (the last
+// block padded with zeros), for the GEMMs that read it transposed: OpenBLAS's
+// kernels for a transposed operand at these sizes are far slower than its
+// small-matrix ones for plain operands, and a block's rows blk apart (not n)
+// stay clear of the cache's set conflicts.
+template <class T>
+std::vector<T> blocks_transposed(const T* x, int64_t batch, int64_t n, int64_t w, int64_t blk) {
+  const int64_t blocks = (n + blk - 1) / blk;
+  std::vector<T> t(static_cast<size_t>(batch * blocks * w * blk));
+  parallel_for(batch * blocks, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t task = t0; task < t1; ++task) {
+      const int64_t b = task / blocks, r0 = task % blocks * blk, r1 = std::min(n, r0 + blk);
+      const T* from = x + b * n * w;
+      T* to = t.data() + task * w * blk;
+      for (int64_t c = 0; c < w; ++c)
+        for (int64_t r = r0; r < r1; ++r) to[c * blk + r - r0] = from[r * w + c];
+    }
+  });
+  return t;
+}
+
 template <class T>
 struct Heads {
   const AttentionShape& s;
   const T *q, *k, *v;
+  const T* kt;  // k by blocks of kKeys keys transposed ([batch, tk / kKeys, d, kKeys])
   const T* Q(int64_t b) const { return q + b * s.tq * s.d; }
   const T* K(int64_t b) const { return k + b * s.tk * s.d; }
   const T* V(int64_t b) const { return v + b * s.tk * s.dv; }
+  // The transposed block of keys j0.. (ld kKeys).
+  const T* Kt(int64_t b, int64_t j0) const {
+    return kt + (b * ((s.tk + kKeys - 1) / kKeys) + j0 / kKeys) * s.d * kKeys;
+  }
   // Keys [0, key_end(i1)) can be seen by query rows < i1.
   int64_t key_end(int64_t i1) const { return s.causal ? std::min(s.tk, i1) : s.tk; }
   // S (rows x keys, ld kKeys) = scale * Q[i0:i0+rows] K[j0:j0+keys]^T, masked.
   void scores(int64_t b, int64_t i0, int64_t rows, int64_t j0, int64_t keys, T* S) const {
-    gemm<T>(false, true, rows, keys, s.d, T(s.scale), Q(b) + i0 * s.d, s.d, K(b) + j0 * s.d, s.d,
-            T(0), S, kKeys);
+    gemm<T>(false, false, rows, keys, s.d, T(s.scale), Q(b) + i0 * s.d, s.d, Kt(b, j0), kKeys, T(0),
+            S, kKeys);
     const int64_t padded = (keys + kLanes - 1) / kLanes * kLanes;
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = s.causal ? std::max<int64_t>(0, i0 + r + 1 - j0) : keys; c < padded; ++c)
         S[r * kKeys + c] = kNegInf<T>;
   }
-  // S^T (keys x rows, ld kRows) = scale * K[j0:j0+keys] Q[i0:i0+rows]^T, masked.
-  void scores_t(int64_t b, int64_t i0, int64_t rows, int64_t j0, int64_t keys, T* St) const {
-    gemm<T>(false, true, keys, rows, s.d, T(s.scale), K(b) + j0 * s.d, s.d, Q(b) + i0 * s.d, s.d,
-            T(0), St, kRows);
+  // S^T (keys x rows, ld kRows) = scale * K[j0:j0+keys] Q[i0:i0+rows]^T, masked;
+  // qt is the query block transposed (ld kRows).
+  void scores_t(const T* qt, int64_t b, int64_t i0, int64_t rows, int64_t j0, int64_t keys,
+                T* St) const {
+    gemm<T>(false, false, keys, rows, s.d, T(s.scale), K(b) + j0 * s.d, s.d, qt, kRows, T(0), St,
+            kRows);
     if (!s.causal || j0 + keys - 1 <= i0) return;
     for (int64_t c = 0; c < keys; ++c)  // query i0 + r sees key j0 + c when j0 + c <= i0 + r
       std::fill(St + c * kRows, St + c * kRows + std::min(rows, std::max<int64_t>(0, j0 + c - i0)),
@@ -180,7 +212,8 @@ struct Heads {
 
 template <class T>
 void forward(const AttentionShape& s, const T* q, const T* k, const T* v, T* out) {
-  const Heads<T> h{s, q, k, v};
+  const std::vector<T> kt = blocks_transposed(k, s.batch, s.tk, s.d, kKeys);
+  const Heads<T> h{s, q, k, v, kt.data()};
   const int64_t blocks = (s.tq + kRows - 1) / kRows;
   parallel_for(s.batch * blocks, 1, [&](int64_t t0, int64_t t1) {
     std::vector<T> S(static_cast<size_t>(kRows * kKeys)), acc(static_cast<size_t>(kRows * s.dv)),
@@ -208,7 +241,8 @@ void forward(const AttentionShape& s, const T* q, const T* k, const T* v, T* out
 template <class T>
 void backward(const AttentionShape& s, int which, const T* q, const T* k, const T* v, const T* out,
               const T* g, T* grad) {
-  const Heads<T> h{s, q, k, v};
+  const std::vector<T> kt = blocks_transposed(k, s.batch, s.tk, s.d, kKeys);
+  const Heads<T> h{s, q, k, v, kt.data()};
   const bool want_q = which & 1, want_k = which & 2, want_v = which & 4, want_ds = want_q || want_k;
   T* dq = grad;
   T* dk = dq + (want_q ? s.batch * s.tq * s.d : 0);
@@ -247,6 +281,9 @@ void backward(const AttentionShape& s, int which, const T* q, const T* k, const 
                                          std::max<int64_t>(1, (kMinTasks + s.batch - 1) / s.batch)})
                              : kblocks;
   const int64_t head_q = s.tq * s.d;
+  const std::vector<T> qt = blocks_transposed(q, s.batch, s.tq, s.d, kRows),
+                       gt = want_ds ? blocks_transposed(g, s.batch, s.tq, s.dv, kRows)
+                                    : std::vector<T>{};
   std::vector<T> partial(want_q ? size_t((chunks - 1) * s.batch * head_q) : 0);
   auto dq_of = [&](int64_t b, int64_t c) {
     return c == 0 ? dq + b * head_q : partial.data() + ((c - 1) * s.batch + b) * head_q;
@@ -267,10 +304,11 @@ void backward(const AttentionShape& s, int which, const T* q, const T* k, const 
         for (int64_t i0 = s.causal ? j0 / kRows * kRows : 0; i0 < s.tq; i0 += kRows) {
           const int64_t rows = std::min(kRows, s.tq - i0);
           const T* gi = g + (b * s.tq + i0) * s.dv;
-          h.scores_t(b, i0, rows, j0, keys, P.data());
+          const int64_t blk = b * qblocks + i0 / kRows;
+          h.scores_t(qt.data() + blk * s.d * kRows, b, i0, rows, j0, keys, P.data());
           if (want_ds)
-            gemm<T>(false, true, keys, rows, s.dv, T(1), h.V(b) + j0 * s.dv, s.dv, gi, s.dv, T(0),
-                    dS.data(), kRows);
+            gemm<T>(false, false, keys, rows, s.dv, T(1), h.V(b) + j0 * s.dv, s.dv,
+                    gt.data() + blk * s.dv * kRows, kRows, T(0), dS.data(), kRows);
           probs_t(P.data(), want_ds ? dS.data() : nullptr, keys, rows, lse.data() + b * s.tq + i0,
                   want_ds ? D.data() + b * s.tq + i0 : nullptr);
           if (want_v)

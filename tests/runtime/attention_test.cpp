@@ -9,6 +9,7 @@
 #include <random>
 
 #include "runtime/attention.h"
+#include "runtime/thread_pool.h"
 #include "runtime_test_util.h"
 
 using namespace kiln;
@@ -79,4 +80,31 @@ TEST_CASE("the streaming attention step equals the reference kernels, forward an
           CHECK(std::vector<double>(b.end() - v.v.numel(), b.end()) == alone[2]);
         }
       }
+}
+
+TEST_CASE("the attention step gives the same bits at every thread count") {
+  std::mt19937 rng(8);
+  const int64_t batch = 3, L = 300, S = 700, E = 16, Ev = 8;  // several chunks of key blocks
+  const Arr q = randoms(DType::f32, {batch, L, E}, rng),
+            k = randoms(DType::f32, {batch, S, E}, rng),
+            v = randoms(DType::f32, {batch, S, Ev}, rng),
+            g = randoms(DType::f32, {batch, L, Ev}, rng);
+  const Attrs attrs{{AttrKey::scale, 0.3}, {AttrKey::causal, int64_t{1}}};
+  const AttentionShape s = attention_shape(q.type(), k.type(), v.type(), attrs);
+  const int64_t n = batch * (L * E + S * E + S * Ev);
+  auto run = [&](int threads) {
+    const int saved = num_threads();
+    set_num_threads(threads);
+    Arr out = empty(DType::f32, {batch, L, Ev}), grad = empty(DType::f32, {n});
+    attention_forward(s, q.v.data, k.v.data, v.v.data, out.v.data);
+    attention_backward(s, 7, q.v.data, k.v.data, v.v.data, out.v.data, g.v.data, grad.v.data);
+    set_num_threads(saved);
+    std::vector<double> r = values(out.v), d = values(grad.v);
+    r.insert(r.end(), d.begin(), d.end());
+    return r;
+  };
+  const std::vector<double> one = run(1);
+  CHECK(run(2) == one);
+  CHECK(run(3) == one);
+  CHECK(run(7) == one);
 }

@@ -31,11 +31,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <fstream>
 #include <string>
 #include <vector>
 
+#include "bench/memory.h"
 #include "bench/models.h"
 #include "codegen/cpu_backend.h"
 #include "runtime/blas.h"
@@ -43,25 +42,8 @@
 namespace {
 
 using namespace kiln;
-
-// A "VmRSS:   1234 kB" line of /proc/self/status, in KiB; -1 when absent.
-long status_kib(const char* key) {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  const size_t n = std::strlen(key);
-  while (std::getline(f, line))
-    if (line.compare(0, n, key) == 0 && line.size() > n && line[n] == ':')
-      return std::strtol(line.c_str() + n + 1, nullptr, 10);
-  return -1;
-}
-
-// Resets VmHWM to the current VmRSS (Linux 4.0 and later).
-bool reset_peak() {
-  std::ofstream f("/proc/self/clear_refs");
-  f << "5";
-  f.flush();
-  return static_cast<bool>(f);
-}
+using bench::reset_peak;
+using bench::status_kib;
 
 struct Sample {
   long setup = -1, warmup = -1, held = -1, steady = -1;

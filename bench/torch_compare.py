@@ -4,11 +4,14 @@ and TorchScript): the course's two-layer net, the MLP with Adam, and the digits
 CNN and transformer block of bench/models.h; and the eager unary ops of
 bench_jit's BM_Unary (the op table's math ops over 16M floats); and the
 real-model sizes of bench_scale (GPT-2's embedding forward+backward, a gather
-from 4096 x 32000, cumsum and sort of 1M, top-5 over 64 x 50257). Prints
-Kiln/PyTorch ratios from one run of each.
+from 4096 x 32000, cumsum and sort of 1M, top-5 over 64 x 50257, causal
+attention at T = 1024 and 4096). Prints Kiln/PyTorch ratios from one run of
+each, then the peak resident memory of bench_scale's workloads against
+PyTorch's, each workload (and each Kiln mode) in a process of its own.
 
 Usage: python3 bench/torch_compare.py [path/to/bench_train [path/to/bench_jit [path/to/bench_scale]]]
-(bench_jit and bench_scale default to the ones next to bench_train).
+(bench_jit and bench_scale default to the ones next to bench_train);
+python3 bench/torch_compare.py --peak [path/to/bench_scale]: the peak-memory table only.
 Skipped with a message (exit 0) when torch is not installed. It installs
 nothing: on Debian, `apt-get install python3-torch` (1.13) and run it with
 /usr/bin/python3; elsewhere `pip install torch`.
@@ -54,13 +57,154 @@ def transformer_class(torch):
     return TinyTransformer
 
 
+def scale_workloads(torch):
+    """bench_scale's workloads: name -> a function that makes the inputs and
+    returns the call."""
+    F = torch.nn.functional
+
+    def embedding():
+        # GPT-2's token embedding, forward and backward into .grad.
+        table = (torch.randn(50257, 768) * 0.02).requires_grad_()
+        tokens, weight = torch.randint(0, 50257, (8192,)), torch.randn(8192, 768)
+
+        def step():
+            loss = (F.embedding(tokens, table) * weight).sum()
+            loss.backward()
+            with torch.no_grad():
+                table.grad.zero_()
+            return loss
+        return step
+
+    def gather():
+        x, i = torch.randn(4096, 32000), torch.randint(0, 32000, (4096, 8))
+        return lambda: x.gather(1, i)
+
+    def cumsum():
+        x = torch.randn(1 << 20)
+        return lambda: x.cumsum(0)
+
+    def sort():
+        x = torch.randn(1 << 20)
+        return lambda: x.sort()[0]
+
+    def topk():
+        x = torch.randn(64, 50257)
+        return lambda: x.topk(5, 1)[0]
+
+    # Causal attention, 8 heads of 64, forward and backward. PyTorch 1.13 has no
+    # fused attention: the composite holds the T x T scores.
+    def attention(T):
+        def make():
+            q, k, v = (torch.randn(1, 8, T, 64, requires_grad=True) for _ in range(3))
+            hidden = torch.ones(T, T, dtype=torch.bool).triu(1)
+
+            def step():
+                s = (q @ k.transpose(-2, -1)) / 8.0
+                out = s.masked_fill(hidden, float("-inf")).softmax(-1) @ v
+                return torch.autograd.grad(out.sum(), (q, k, v))
+            return step
+        return make
+
+    return {"BM_EmbeddingStep": embedding, "BM_Gather": gather, "BM_Cumsum": cumsum, "BM_Sort": sort,
+            "BM_Topk": topk, "BM_Attention T=1024": attention(1024), "BM_Attention T=4096": attention(4096)}
+
+
+# bench_scale's rows for the peak-memory table: (workload, its Google Benchmark
+# name without the mode, the extra argument).
+PEAK_ROWS = (("BM_EmbeddingStep", "BM_EmbeddingStep", ""), ("BM_Gather", "BM_Gather", ""),
+             ("BM_Cumsum", "BM_Cumsum", ""), ("BM_Sort", "BM_Sort", ""), ("BM_Topk", "BM_Topk", ""),
+             ("BM_Attention T=1024", "BM_Attention", "/1024"),
+             ("BM_Attention T=4096", "BM_Attention", "/4096"))
+
+
+def status_kib(key):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return -1
+
+
+def reset_peak():
+    """VmHWM back to VmRSS (and getrusage's ru_maxrss with it), as bench/memory.h."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_child(name):
+    """One workload in this process (torch imported): the same marks as
+    bench_scale's RowMemory, printed as one JSON line of MiB."""
+    import ctypes
+    import gc
+    import torch
+    torch.manual_seed(0)
+    torch.set_num_threads(os.cpu_count() or 1)
+    libc = ctypes.CDLL("libc.so.6")
+    gc.collect()
+    libc.malloc_trim(0)
+    base = status_kib("VmRSS")
+    reset = reset_peak()
+    step = scale_workloads(torch)[name]()
+    inputs_peak = status_kib("VmHWM")
+    gc.collect()
+    libc.malloc_trim(0)
+    inputs = status_kib("VmRSS")
+    reset = reset_peak() and reset
+    for _ in range(2 + (2 if "T=4096" in name else 5)):  # warm-up, then timed calls as bench_scale's
+        step()
+    calls = status_kib("VmHWM")
+    print(json.dumps({"base_MiB": base / 1024, "peak_MiB": (max(inputs_peak, calls) - base) / 1024,
+                      "inputs_MiB": (inputs_peak - base) / 1024, "calls_MiB": (calls - inputs) / 1024,
+                      "peak_reset": int(reset)}))
+    return 0
+
+
+def peak_table(bench_scale):
+    """Kiln's and PyTorch's resident peaks for bench_scale's workloads, each in a
+    process of its own; returns the lines to print."""
+    lines = ["peak memory (VmHWM), MiB above the process's RSS before the inputs are made (base), one",
+             "process per row: peak (making the inputs, warm-up and calls), inputs (the peak while making",
+             "them), calls (the peak of the calls above the RSS once the inputs exist and free memory went",
+             "back), cached (Kiln's allocator's free blocks at the end); ratios Kiln / PyTorch",
+             f"{'workload':26} {'torch base':>10} {'peak':>7} {'inputs':>7} {'calls':>7}"
+             f" {'| Kiln base':>11} {'peak':>7} {'inputs':>7} {'calls':>7} {'cached':>7}"
+             f" {'peak ratio':>10} {'calls ratio':>11}"]
+    for workload, gb_name, extra in PEAK_ROWS:
+        t = json.loads(subprocess.run([sys.executable, os.path.abspath(__file__), "--peak-child", workload],
+                                      check=True, capture_output=True, text=True).stdout)
+        for mode, label in ((0, "eager"), (1, "traced")):
+            out = subprocess.run([bench_scale, f"--benchmark_filter=^{gb_name}/{mode}{extra}/",
+                                  "--benchmark_format=json", "--benchmark_min_time=0.1"],
+                                 check=True, capture_output=True, text=True).stdout
+            k = json.loads(out)["benchmarks"][0]
+            def ratio(key):
+                return k[key] / t[key] if t[key] > 0 else float("nan")
+            flag = "" if k["peak_reset"] and t["peak_reset"] else "  (peak not reset)"
+            lines.append(f"{workload + ' ' + label:26} {t['base_MiB']:10.0f} {t['peak_MiB']:7.1f}"
+                         f" {t['inputs_MiB']:7.1f} {t['calls_MiB']:7.1f} {'|':>4} {k['base_MiB']:6.0f}"
+                         f" {k['peak_MiB']:7.1f} {k['inputs_MiB']:7.1f} {k['calls_MiB']:7.1f}"
+                         f" {k['cached_MiB']:7.1f} {ratio('peak_MiB'):10.2f} {ratio('calls_MiB'):11.2f}{flag}")
+    return lines
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--peak-child":
+        return peak_child(sys.argv[2])
     try:
         import torch
     except ImportError:
         print("torch_compare: skipped: PyTorch is not installed for " + sys.executable +
               " (Debian: apt-get install python3-torch, then run with /usr/bin/python3;"
               " elsewhere: pip install torch)")
+        return 0
+    if len(sys.argv) > 1 and sys.argv[1] == "--peak":
+        del torch  # each row imports it in a process of its own
+        bench_scale = sys.argv[2] if len(sys.argv) > 2 else "build/bench/bench_scale"
+        print("\n".join(peak_table(bench_scale)))
         return 0
     nn, F = torch.nn, torch.nn.functional
     torch.manual_seed(0)
@@ -142,40 +286,12 @@ def main():
     del xu
 
     # bench_scale's workloads, eager PyTorch.
-    table = (torch.randn(50257, 768) * 0.02).requires_grad_()
-    tokens, weight = torch.randint(0, 50257, (8192,)), torch.randn(8192, 768)
-
-    def embedding_step():
-        loss = (F.embedding(tokens, table) * weight).sum()
-        loss.backward()
-        with torch.no_grad():
-            table.grad.zero_()
-        return loss
-
-    xg, ig = torch.randn(4096, 32000), torch.randint(0, 32000, (4096, 8))
-    x1m, xk = torch.randn(1 << 20), torch.randn(64, 50257)
-    torch_scale_ms = {
-        "BM_EmbeddingStep": best_ms(embedding_step, 10),
-        "BM_Gather": best_ms(lambda: xg.gather(1, ig), 30),
-        "BM_Cumsum": best_ms(lambda: x1m.cumsum(0), 30),
-        "BM_Sort": best_ms(lambda: x1m.sort()[0], 10),
-        "BM_Topk": best_ms(lambda: xk.topk(5, 1)[0], 30),
-    }
-    del table, xg
-
-    # Causal attention, 8 heads of 64, forward and backward. PyTorch 1.13 has no
-    # fused attention: the composite holds the T x T scores.
-    def attention(T):
-        q, k, v = (torch.randn(1, 8, T, 64, requires_grad=True) for _ in range(3))
-        hidden = torch.ones(T, T, dtype=torch.bool).triu(1)
-
-        def step():
-            s = (q @ k.transpose(-2, -1)) / 8.0
-            out = s.masked_fill(hidden, float("-inf")).softmax(-1) @ v
-            return torch.autograd.grad(out.sum(), (q, k, v))
-        return step
-
-    torch_attention_ms = {T: best_ms(attention(T), 3 if T > 2048 else 10) for T in (1024, 4096)}
+    work = scale_workloads(torch)
+    torch_scale_ms = {name: best_ms(work[name](), reps)
+                      for name, reps in (("BM_EmbeddingStep", 10), ("BM_Gather", 30), ("BM_Cumsum", 30),
+                                         ("BM_Sort", 10), ("BM_Topk", 30))}
+    torch_attention_ms = {T: best_ms(work[f"BM_Attention T={T}"](), 3 if T > 2048 else 10)
+                          for T in (1024, 4096)}
 
     bench = sys.argv[1] if len(sys.argv) > 1 else "build/bench/bench_train"
     bench_jit = sys.argv[2] if len(sys.argv) > 2 else os.path.join(os.path.dirname(bench), "bench_jit")
@@ -221,6 +337,8 @@ def main():
         name = f"BM_Attention T={T} (fwd+bwd)"
         print(f"{name:34} {t:11.3f} {e or float('nan'):11.3f} {tr or float('nan'):12.3f} {ratio:>13}"
               f" {eager_ratio:>12}")
+    print()
+    print("\n".join(peak_table(bench_scale)))
     return 0
 
 

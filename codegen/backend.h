@@ -82,6 +82,12 @@ class Backend {
   virtual void add_steps(const CompileContext& ctx, size_t gi, std::unique_ptr<CompiledGroup> code,
                          PlanBuilder& pb) const = 0;
 
+  /// Completes a library step the driver made (runtime/plan.h: Sort, Attention,
+  /// ValueCheck) with the code this backend runs it with: the CUDA backend
+  /// attaches its sort and attention kernels. By default the step runs as the
+  /// executor runs it on the host.
+  virtual void complete_library_step(const CompileContext& ctx, PlanStep& step) const {}
+
   /// Runs a plan this backend built (see execute_cpu_plan for the buffers). With
   /// `keep`, the slots' buffers are kept for checking (the CPU backend only).
   virtual void execute(const Plan& plan, void* const* args, void* const* params,

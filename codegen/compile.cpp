@@ -68,15 +68,17 @@ void assign_slots(const Graph& g, const Schedule& sched, PlanBuilder& pb) {
 
 // A check node (check_index, check_nonzero) becomes a host step of its own
 // (check, then copy); an argsort the sort library's step, attention and its
-// gradient the attention library's.
-void add_library_step(const Graph& g, const FusionGroup& grp, PlanBuilder& pb) {
+// gradient the attention library's, each completed by the device's backend.
+void add_library_step(const Backend& backend, const CompileContext& ctx, const FusionGroup& grp,
+                      PlanBuilder& pb) {
+  const Graph& g = ctx.g;
   const NodeId id = grp.nodes.front();
   const Node& n = g[id];
   PlanStep step;
   step.name = "k" + std::to_string(id) + "_" + op_name(n.op);
   step.slots = {pb.slot(n.operands[0]), pb.slot(Value(id))};
   if (op_info(n.op).category == OpCategory::Sort) {
-    step.what = step::Sort{sort_lines_for(g.type(n.operands[0]), n.attrs)};
+    step.what = step::Sort{sort_lines_for(g.type(n.operands[0]), n.attrs), nullptr};
   } else if (op_info(n.op).category == OpCategory::Attention) {
     step.slots.pop_back();
     for (size_t i = 1; i < n.operands.size(); ++i) step.slots.push_back(pb.slot(n.operands[i]));
@@ -84,10 +86,11 @@ void add_library_step(const Graph& g, const FusionGroup& grp, PlanBuilder& pb) {
     const bool grad = n.op == OpKind::attention_grad;
     step.what = step::Attention{
         attention_shape(g.type(n.operands[0]), g.type(n.operands[1]), g.type(n.operands[2]), n.attrs),
-        grad ? int(n.attrs.i(AttrKey::which)) : -1};
+        grad ? int(n.attrs.i(AttrKey::which)) : -1, nullptr};
   } else {
     step.what = step::ValueCheck{n.op, n.attrs, n.loc};
   }
+  backend.complete_library_step(ctx, step);
   KernelInfo info;
   info.name = step.name;
   info.kind = grp.kind;
@@ -322,7 +325,7 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
       add_collective_step(g, sched.groups, comm.buckets[static_cast<size_t>(bucket_at[gi])],
                           /*start=*/false, pb);
     } else if (is_library_step(g, groups[gi])) {
-      add_library_step(g, groups[gi], pb);
+      add_library_step(backend, ctx, groups[gi], pb);
     } else if (!jobs[gi].wanted) {
       throw Error(unsupported[gi], g[groups[gi].nodes.front()].loc);
     } else {

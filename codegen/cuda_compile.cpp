@@ -2,13 +2,15 @@
 // (cuda_backend.h), compiled by NVRTC for the device's own architecture and
 // loaded; a matmul group becomes a cuBLAS step, with its epilogue fused into
 // one cuBLASLt call where cuBLASLt has it (bias, ReLU, bias then ReLU) or else
-// followed by a generated kernel.
+// followed by a generated kernel. Sort and attention steps get the library
+// kernels (cuda_library.h).
 #include "codegen/cuda_compile.h"
 
 #include <chrono>
 
 #include "codegen/backend.h"
 #include "codegen/cuda_backend.h"
+#include "codegen/cuda_library.h"
 #include "runtime/cublas.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/cuda_executor.h"
@@ -154,6 +156,15 @@ class CudaBackend final : public Backend {
       a.ptx = bin.ptx;
     }
     pb.add(std::move(step), std::move(info), std::move(a), grp.outputs);
+  }
+
+  // Sort and attention steps run the library kernels (codegen/cuda_library.h),
+  // compiled once per process and architecture.
+  void complete_library_step(const CompileContext& ctx, PlanStep& step) const override {
+    if (auto* s = std::get_if<step::Sort>(&step.what))
+      s->cuda = cuda_library_functions(ctx.device.index, ctx.opts.cache_dir);
+    else if (auto* a = std::get_if<step::Attention>(&step.what))
+      a->cuda = cuda_library_functions(ctx.device.index, ctx.opts.cache_dir);
   }
 
   void execute(const Plan& plan, void* const* args, void* const* params, void* const* outputs,

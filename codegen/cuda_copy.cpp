@@ -84,7 +84,7 @@ void* copy_kernel(size_t elem_bytes, int device, const std::string& cache_dir) {
     auto it = images.find(arch);
     if (it == images.end()) {
       CudaBinary bin =
-          nvrtc_compile(kStridedCopySource, "kiln_strided_copy", arch, true, cache_dir);
+          nvrtc_compile(kStridedCopySource, "kiln_strided_copy_8", arch, true, cache_dir);  // and _1, _2, _4
       it = images
                .emplace(arch, bin.cubin.empty() ? bin.ptx
                                                 : std::string(bin.cubin.begin(), bin.cubin.end()))

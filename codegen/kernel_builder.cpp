@@ -127,8 +127,8 @@ int32_t KernelBuilder::add_table(Table t) {
   return int32_t(k_.tables.size() - 1);
 }
 
-int32_t KernelBuilder::add_accumulator(OpKind op, DType type) {
-  k_.accs.push_back({op, type});
+int32_t KernelBuilder::add_accumulator(OpKind op, DType type, bool ordered) {
+  k_.accs.push_back({op, type, ordered});
   return int32_t(k_.accs.size() - 1);
 }
 

@@ -26,7 +26,7 @@ class KernelBuilder {
 
   int32_t add_buffer(Buffer b);
   int32_t add_table(Table t);
-  int32_t add_accumulator(OpKind op, DType type);
+  int32_t add_accumulator(OpKind op, DType type, bool ordered = false);
 
   DType type(ValueId v) const { return k_.values.at(v).type; }
   const ValueDef& def(ValueId v) const { return k_.values.at(v); }

@@ -91,8 +91,8 @@ class Printer {
       os_ << "}\n";
     }
     for (size_t i = 0; i < k_.accs.size(); ++i)
-      os_ << "  acc" << i << " = " << op_name(k_.accs[i].op) << " "
-          << dtype_name(k_.accs[i].type) << "\n";
+      os_ << "  acc" << i << " = " << op_name(k_.accs[i].op) << " " << dtype_name(k_.accs[i].type)
+          << (k_.accs[i].ordered ? " ordered" : "") << "\n";
     for (size_t i = 0; i < k_.params.size(); ++i)
       os_ << "  p" << i << " = param " << dtype_name(k_.params[i]) << "\n";
     os_ << "parallel i0 in [0, ";
@@ -282,8 +282,8 @@ class Verifier {
               what, ": expects i64 key and counter, f32, f64 or i64 result");
         break;
       case ScalarOp::philox_below:
-        check(d.type == DType::i64 && ty(d.args[0]) == DType::i64 &&
-                  ty(d.args[1]) == DType::i64 && ty(d.args[2]) == DType::i64,
+        check(d.type == DType::i64 && ty(d.args[0]) == DType::i64 && ty(d.args[1]) == DType::i64 &&
+                  ty(d.args[2]) == DType::i64,
               what, ": expects i64 key, counter and bound, i64 result");
         break;
       default:
@@ -383,7 +383,8 @@ ScalarOp scalar_op_of(OpKind k) {
 Immediate identity_of(OpKind op, DType t) {
   const Identity id = op_info(op).identity;
   KILN_CHECK(id != Identity::none, "kernel IR: ", op_name(op), " is not a reduction");
-  if (id == Identity::zero || id == Identity::one) return {id == Identity::one ? 1.0 : 0.0, id == Identity::one};
+  if (id == Identity::zero || id == Identity::one)
+    return {id == Identity::one ? 1.0 : 0.0, id == Identity::one};
   const bool low = id == Identity::lowest;
   const double inf = std::numeric_limits<double>::infinity();
   switch (t) {
@@ -407,7 +408,8 @@ Immediate identity_of(OpKind op, DType t) {
 }
 
 ScalarOp combine_of(OpKind op) {
-  KILN_CHECK(op_info(op).identity != Identity::none, "kernel IR: ", op_name(op), " is not a reduction");
+  KILN_CHECK(op_info(op).identity != Identity::none, "kernel IR: ", op_name(op),
+             " is not a reduction");
   return scalar_op_of(op_info(op).combine);
 }
 

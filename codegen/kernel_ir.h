@@ -131,10 +131,14 @@ struct ValueDef {
 /// values folded in (and of the result, except an argreduce's, which is the i64
 /// position of the first element its combine keeps; a NaN counts as kept). The
 /// accumulator starts at the identity and folds each element in with the
-/// combine op, which backends may reassociate.
+/// combine op, which backends may reassociate. A scan's running value (op a
+/// scan row: cumsum, cumprod, logcumsumexp) is `ordered`: folded strictly in
+/// order and read inside its loop after each update (kept in a register
+/// rather than loaded back from memory); backends must not reassociate it.
 struct Accumulator {
   OpKind op = OpKind::sum;
   DType type = DType::f32;
+  bool ordered = false;
   bool arg() const { return is_arg_reduction(op); }
 };
 

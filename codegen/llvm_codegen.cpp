@@ -243,12 +243,12 @@ class Emitter {
   // only loads at `row offset + first pass index`, the row offset made of i0,
   // constants, parameters, +, - and *.
   struct RowPrefetch {
-    const kir::Stmt* carrier = nullptr;  // the second pass
-    int64_t elem_bytes = 0;              // of every prefetched load
+    const kir::Stmt* carrier = nullptr;                   // the second pass
+    int64_t elem_bytes = 0;                               // of every prefetched load
     std::vector<std::pair<int32_t, kir::ValueId>> loads;  // buffer, row offset
   };
   static constexpr int64_t kLineBytes = 64;
-  static constexpr int64_t kBlockLines = 16;  // within the miss buffers of current cores
+  static constexpr int64_t kBlockLines = 16;     // within the miss buffers of current cores
   static constexpr int64_t kMinRowBytes = 4096;  // shorter rows: the hardware prefetcher suffices
 
   void plan_row_prefetch() {
@@ -349,12 +349,13 @@ class Emitter {
     const int64_t elem = prefetch_.elem_bytes, block_elems = kBlockLines * kLineBytes / elem;
     std::vector<llvm::Value*> next;
     for (const auto& [buffer, offset] : prefetch_.loads)
-      next.push_back(b_.CreateGEP(mem_type(k_.buffers[size_t(buffer)].dtype),
-                                  base_pointer(buffer), next_row_offset(offset)));
+      next.push_back(b_.CreateGEP(mem_type(k_.buffers[size_t(buffer)].dtype), base_pointer(buffer),
+                                  next_row_offset(offset)));
     llvm::Value* hi = extent(s);
     counted_loop("prefetch", b_.getInt64(0), hi, block_elems, [&](llvm::Value* block) {
       for (llvm::Value* base : next) {
-        llvm::Value* first = b_.CreateGEP(b_.getInt8Ty(), base, b_.CreateMul(block, b_.getInt64(elem)));
+        llvm::Value* first =
+            b_.CreateGEP(b_.getInt8Ty(), base, b_.CreateMul(block, b_.getInt64(elem)));
         for (int64_t line = 0; line < kBlockLines; ++line) {
           llvm::Value* p = b_.CreateGEP(b_.getInt8Ty(), first, b_.getInt64(line * kLineBytes));
           b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {p->getType()},
@@ -373,7 +374,8 @@ class Emitter {
   }
 
   llvm::Value* address(int32_t buffer, llvm::Value* idx) {
-    return b_.CreateInBoundsGEP(mem_type(k_.buffers[size_t(buffer)].dtype), base_pointer(buffer), idx);
+    return b_.CreateInBoundsGEP(mem_type(k_.buffers[size_t(buffer)].dtype), base_pointer(buffer),
+                                idx);
   }
 
   llvm::Align elem_align(DType t) { return llvm::Align(dtype_size(t)); }
@@ -427,8 +429,9 @@ class Emitter {
 
   // Folds an element into a reduction's accumulator with the reduction's
   // combine op (ops.def), the same scalar code an elementwise op gets; a sum
-  // may be reassociated (so loops vectorize). An argreduce keeps the position
-  // of the first element its combine keeps (a NaN wins and stays).
+  // may be reassociated (so loops vectorize), a scan's (ordered) may not. An
+  // argreduce keeps the position of the first element its combine keeps (a NaN
+  // wins and stays).
   void acc_update(const kir::Stmt& s) {
     const kir::Accumulator& a = k_.accs[size_t(s.ref)];
     llvm::AllocaInst* slot = acc_val_[size_t(s.ref)];
@@ -438,14 +441,16 @@ class Emitter {
     if (!a.arg()) {
       llvm::IRBuilderBase::FastMathFlagGuard guard(b_);
       llvm::FastMathFlags fmf;
-      fmf.setAllowReassoc();
+      fmf.setAllowReassoc(!a.ordered);
       b_.setFastMathFlags(fmf);
       b_.CreateStore(binary(combine, acc, x, a.type), slot);
       return;
     }
-    llvm::Value* better = compare(combine == ScalarOp::max ? ScalarOp::gt : ScalarOp::lt, x, acc, a.type);
+    llvm::Value* better =
+        compare(combine == ScalarOp::max ? ScalarOp::gt : ScalarOp::lt, x, acc, a.type);
     if (is_floating(a.type))
-      better = b_.CreateOr(better, b_.CreateAnd(b_.CreateFCmpUNO(x, x), b_.CreateFCmpORD(acc, acc)));
+      better =
+          b_.CreateOr(better, b_.CreateAnd(b_.CreateFCmpUNO(x, x), b_.CreateFCmpORD(acc, acc)));
     llvm::AllocaInst* pos = acc_pos_[size_t(s.ref)];
     llvm::Value* p = b_.CreateLoad(b_.getInt64Ty(), pos);
     b_.CreateStore(b_.CreateSelect(better, vals_[size_t(s.index)], p), pos);
@@ -623,17 +628,21 @@ class Emitter {
       case ScalarOp::logaddexp: {
         // max(a, c) + log1p(exp(-|a - c|)), and a + log 2 where a == c (+-inf too).
         llvm::Value* m = b_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, a, c);
-        llvm::Value* d = b_.CreateFNeg(b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, b_.CreateFSub(a, c)));
+        llvm::Value* d =
+            b_.CreateFNeg(b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, b_.CreateFSub(a, c)));
         llvm::Value* r = b_.CreateFAdd(
             m, llvm_math::math(b_, ScalarOp::log1p, llvm_math::math(b_, ScalarOp::exp, d)));
-        llvm::Value* same = b_.CreateFAdd(a, llvm::ConstantFP::get(a->getType(), 0.69314718055994530942));
+        llvm::Value* same =
+            b_.CreateFAdd(a, llvm::ConstantFP::get(a->getType(), 0.69314718055994530942));
         return b_.CreateSelect(b_.CreateFCmpOEQ(a, c), same, r);
       }
       case ScalarOp::max:
       case ScalarOp::min: {
         const bool up = op == ScalarOp::max;
         // NaN-propagating (llvm.maximum/minimum; which zero of +-0 wins is unspecified).
-        if (fp) return b_.CreateBinaryIntrinsic(up ? llvm::Intrinsic::maximum : llvm::Intrinsic::minimum, a, c);
+        if (fp)
+          return b_.CreateBinaryIntrinsic(up ? llvm::Intrinsic::maximum : llvm::Intrinsic::minimum,
+                                          a, c);
         if (boolean) return up ? b_.CreateOr(a, c) : b_.CreateAnd(a, c);
         if (t == DType::u8)
           return b_.CreateBinaryIntrinsic(up ? llvm::Intrinsic::umax : llvm::Intrinsic::umin, a, c);

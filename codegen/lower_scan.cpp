@@ -2,8 +2,10 @@
 // parallel loop runs over lines along `dim` (the dims after it in blocks of B
 // contiguous elements, B dividing their extent, so each step of a line is a
 // contiguous run); each element is the combine op (ops.def) of the previous
-// element of its line, loaded back from the output, and its input, evaluated
-// there (producers fuse in). Lines fold in order from their first element (the
+// element of its line and its input, evaluated there (producers fuse in). With
+// one column per line (B = 1) the running value is an ordered accumulator, a
+// register; with a block of columns it is loaded back from the output (the
+// loads of a run vectorise). Lines fold in order from their first element (the
 // last with reverse), in the result's dtype, as the reference kernel does.
 #include "codegen/lowering.h"
 
@@ -78,6 +80,17 @@ void Lowering::lower_scan() {
   auto end_column = [&]() {
     if (block > 1) kb_.end_loop();
   };
+  if (block == 1) {
+    // acc = identity; for each element in order: acc = combine(acc, x); store acc.
+    const int32_t acc = kb_.add_accumulator(n.op, t.dtype, /*ordered=*/true);
+    kb_.acc_init(acc);
+    const ValueId i = kb_.index(kb_.begin_loop(len));
+    Coords c = at(reverse ? kb_.binary(ScalarOp::sub, kb_.iconst(len - 1), i) : i, first_col);
+    kb_.acc_update(acc, kb_.cast(eval(n.operands[0], c), t.dtype));
+    kb_.store(ob, linear(c), kb_.acc_value(acc));
+    kb_.end_loop();
+    return;
+  }
   // The line's first element (its last with reverse): the identity folded with it.
   {
     const ValueId col = column();

@@ -179,6 +179,11 @@ CudaBinary nvrtc_compile(const std::string& source, const std::string& name, int
     }
   }
   CudaBinary b = compile(source, name, arch, want_cubin);
+  // What a later load would reject (e.g. `name` is no kernel of the source) is an
+  // error now, not a cache entry that is discarded as damaged by every process.
+  CudaBinary reread;
+  if (const std::string why = unpack(pack(b), name, want_cubin, &reread); !why.empty())
+    throw Error("internal: NVRTC compiled " + name + " for sm_" + std::to_string(arch) + ", but " + why);
   if (!cache_dir.empty()) ObjectCache(cache_dir).store(key, pack(b));
   b.cache_key = key;
   return b;

@@ -1,15 +1,19 @@
-// A tiny character-level transformer (GPT-style: token and position
+// A tiny transformer language model (GPT-style: token and position
 // embeddings, pre-norm blocks of causal multi-head self-attention and a GELU
 // MLP, a final LayerNorm and a linear head) trained on this repository's own
 // README with the whole training step (forward, cross-entropy, backward,
 // gradient clipping, AdamW) compiled into one plan per call, dropout drawn
-// inside it. It prints the text's unigram entropy (the loss of a model that
-// knows only character frequencies), the loss curve, the losses on the
-// training text and on the held-out last 10%, and then samples a line
-// eagerly in eval mode, one character at a time. KILN_JIT=0 runs the same
-// step eagerly (the same losses, slower).
-//   build/examples/char_transformer [steps] [loss.svg] [text]
+// inside it. Its tokens are the text's characters (`--vocab bytes`, the
+// default) or its words (`--vocab words`: lowercase words and punctuation, the
+// 10,000 most frequent and <unk>; the embedding and the head grow to the
+// vocabulary). It prints the text's unigram entropy (the loss of a model that
+// knows only token frequencies), the loss curve, the time per step, the losses
+// on the training text and on the held-out last 10%, and then samples a line
+// eagerly in eval mode, one token at a time. KILN_JIT=0 runs the same step
+// eagerly (the same losses, slower).
+//   build/examples/char_transformer [--vocab bytes|words] [steps] [loss.svg] [text]
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -19,6 +23,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <kiln/kiln.h>
@@ -33,15 +38,23 @@ namespace {
 // Small enough that a step takes about 20 ms on 2 cores.
 constexpr int64_t kBlock = 32, kBatch = 32, kDim = 64, kHeads = 4, kLayers = 2;
 constexpr double kDropout = 0.1, kLearningRate = 1e-2, kWeightDecay = 0.01, kMaxGradNorm = 1.0;
+// --vocab words: the most frequent words kept (the rest are <unk>).
+constexpr size_t kMaxWords = 10000;
 
-// The text as characters (UTF-8 sequences, so any text works), its vocabulary
-// and every character's index in it.
+// The text as tokens, its vocabulary and every token's index in it; `joiner`
+// goes between tokens when a sample is printed.
 struct Corpus {
   std::vector<std::string> vocab;
   std::vector<int64_t> ids;
+  std::string joiner;
+  int64_t distinct = 0;  // distinct tokens in the text (words: some may be <unk>)
+  int64_t unknown = 0;   // tokens of the text that became <unk>
 };
 
-Corpus read_corpus(const std::string& text) {
+enum class Vocab { bytes, words };
+
+// Characters (UTF-8 sequences, so any text works), in order of their bytes.
+Corpus read_chars(const std::string& text) {
   std::vector<std::string> chars;
   for (size_t i = 0; i < text.size();) {
     const unsigned char c = static_cast<unsigned char>(text[i]);
@@ -59,10 +72,63 @@ Corpus read_corpus(const std::string& text) {
   }
   c.ids.reserve(chars.size());
   for (const std::string& ch : chars) c.ids.push_back(index[ch]);
+  c.distinct = static_cast<int64_t>(c.vocab.size());
   return c;
 }
 
-// sum -p log p over the characters' frequencies, in nats.
+// Words: lowercase runs of ASCII letters, digits and '_'; every other
+// character (punctuation, a UTF-8 sequence) is a token of its own, and so is a
+// line break; spaces and tabs only separate. The vocabulary is <unk> (id 0),
+// then the `max_words` most frequent tokens, ties in byte order: the same text
+// gives the same ids everywhere.
+Corpus read_words(const std::string& text, size_t max_words) {
+  auto is_word = [](unsigned char c) { return std::isalnum(c) || c == '_'; };
+  std::vector<std::string> tokens;
+  for (size_t i = 0; i < text.size();) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    size_t n = 1;
+    if (c < 0x80 && is_word(c)) {
+      while (i + n < text.size() && static_cast<unsigned char>(text[i + n]) < 0x80 &&
+             is_word(static_cast<unsigned char>(text[i + n])))
+        ++n;
+    } else if (c >= 0x80) {
+      n = (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
+      n = std::min(n, text.size() - i);
+    } else if (c == ' ' || c == '\t' || c == '\r') {
+      ++i;
+      continue;
+    }
+    std::string token = text.substr(i, n);
+    for (char& ch : token)
+      if (static_cast<unsigned char>(ch) < 0x80) ch = static_cast<char>(std::tolower(ch));
+    tokens.push_back(std::move(token));
+    i += n;
+  }
+  std::map<std::string, int64_t> count;
+  for (const std::string& t : tokens) ++count[t];
+  std::vector<std::pair<int64_t, std::string_view>> order;
+  for (const auto& [t, n] : count) order.emplace_back(-n, t);
+  std::sort(order.begin(), order.end());
+  order.resize(std::min(order.size(), max_words));
+  Corpus c;
+  c.joiner = " ";
+  c.distinct = static_cast<int64_t>(count.size());
+  c.vocab.push_back("<unk>");
+  std::map<std::string_view, int64_t> index;
+  for (const auto& [n, t] : order) {
+    index.emplace(t, static_cast<int64_t>(c.vocab.size()));
+    c.vocab.emplace_back(t);
+  }
+  c.ids.reserve(tokens.size());
+  for (const std::string& t : tokens) {
+    const auto it = index.find(t);
+    c.ids.push_back(it == index.end() ? 0 : it->second);
+    c.unknown += it == index.end();
+  }
+  return c;
+}
+
+// sum -p log p over the tokens' frequencies, in nats.
 double unigram_entropy(const Corpus& c) {
   std::vector<double> count(c.vocab.size(), 0.0);
   for (int64_t id : c.ids) count[id] += 1;
@@ -154,7 +220,7 @@ class CharTransformerImpl : public nn::Module {
     register_module("ln_f", ln_f);
     register_module("head", head);
   }
-  Tensor forward(const Tensor& idx) {  // [B, T] character indices -> [B, T, vocab] logits
+  Tensor forward(const Tensor& idx) {  // [B, T] token indices -> [B, T, vocab] logits
     Tensor x = drop(tok(idx) + pos(arange(idx.size(1))));
     for (const Block& b : blocks) x = b(x);
     return head(ln_f(x));
@@ -167,7 +233,7 @@ class CharTransformerImpl : public nn::Module {
 };
 using CharTransformer = nn::ModuleHolder<CharTransformerImpl>;
 
-// Windows of kBlock + 1 characters: inputs and the next characters as targets.
+// Windows of kBlock + 1 tokens: inputs and the next tokens as targets.
 struct Batch {
   Tensor x, y;
 };
@@ -208,7 +274,7 @@ double eval_loss(CharTransformer& model, const std::vector<int64_t>& ids, int64_
   return total / double(std::max<int64_t>(count, 1));
 }
 
-// Samples `n` characters after `context`, each from softmax(logits / temperature)
+// Samples `n` tokens after `context`, each from softmax(logits / temperature)
 // of the last position: the first index whose cumulative probability exceeds a
 // uniform draw.
 std::string sample(CharTransformer& model, const Corpus& c, std::vector<int64_t> context, int n,
@@ -225,6 +291,7 @@ std::string sample(CharTransformer& model, const Corpus& c, std::vector<int64_t>
     const Tensor cdf = (logits / temperature).softmax(0).cumsum(0);
     const int64_t next = std::min(cdf.lt(rand({1})).sum().item<int64_t>(), vocab - 1);
     context.push_back(next);
+    if (!out.empty() && out.back() != '\n' && c.vocab[next] != "\n") out += c.joiner;
     out += c.vocab[next];
   }
   model->train();
@@ -258,27 +325,59 @@ void write_svg(const std::string& path, const std::vector<double>& steps,
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int steps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 500;
-  const std::string svg = argc > 2 ? argv[2] : "char_transformer.svg";
-  const std::string path = argc > 3 ? argv[3] : KILN_TEXT_PATH;
+  // --vocab bytes|words (or --vocab=...) anywhere; the rest are positional.
+  Vocab mode = Vocab::bytes;
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i], value;
+    if (a == "--vocab" && i + 1 < argc)
+      value = argv[++i];
+    else if (a.rfind("--vocab=", 0) == 0)
+      value = a.substr(8);
+    else if (a.rfind("--", 0) == 0) {
+      std::fprintf(stderr, "char_transformer: unknown option '%s' (expected --vocab bytes|words)\n",
+                   a.c_str());
+      return 2;
+    } else {
+      args.push_back(a);
+      continue;
+    }
+    if (value != "bytes" && value != "words") {
+      std::fprintf(stderr, "char_transformer: expected --vocab bytes or words, got '%s'\n",
+                   value.c_str());
+      return 2;
+    }
+    mode = value == "words" ? Vocab::words : Vocab::bytes;
+  }
+  const bool words = mode == Vocab::words;
+  const int steps = args.size() > 0 ? std::max(1, std::atoi(args[0].c_str())) : 500;
+  const std::string svg = args.size() > 1 ? args[1] : "char_transformer.svg";
+  const std::string path = args.size() > 2 ? args[2] : KILN_TEXT_PATH;
   std::ifstream file(path, std::ios::binary);
   std::stringstream text;
   text << file.rdbuf();
-  const Corpus corpus = read_corpus(text.str());
+  const Corpus corpus = words ? read_words(text.str(), kMaxWords) : read_chars(text.str());
+  const char* unit = words ? "tokens" : "characters";
   const int64_t n = static_cast<int64_t>(corpus.ids.size()), split = n * 9 / 10;
   const int64_t vocab = static_cast<int64_t>(corpus.vocab.size());
   if (!file || n - split < kBlock + 1) {
-    std::fprintf(stderr,
-                 "char_transformer: expected a readable text of at least %lld characters at %s\n",
-                 static_cast<long long>(10 * (kBlock + 1)), path.c_str());
+    std::fprintf(stderr, "char_transformer: expected a readable text of at least %lld %s at %s\n",
+                 static_cast<long long>(10 * (kBlock + 1)), unit, path.c_str());
     return 1;
   }
   const double entropy = unigram_entropy(corpus);
-  std::printf("char_transformer: %s, %lld characters (%lld train, %lld validation)\n", path.c_str(),
-              static_cast<long long>(n), static_cast<long long>(split),
+  std::printf("char_transformer: %s, %lld %s (%lld train, %lld validation)\n", path.c_str(),
+              static_cast<long long>(n), unit, static_cast<long long>(split),
               static_cast<long long>(n - split));
-  std::printf("vocabulary %lld characters, unigram entropy %.4f nats\n",
-              static_cast<long long>(vocab), entropy);
+  if (words)
+    std::printf(
+        "vocabulary %lld words (<unk> and the %lld most frequent of %lld distinct; %lld tokens "
+        "<unk>), unigram entropy %.4f nats\n",
+        static_cast<long long>(vocab), static_cast<long long>(vocab - 1),
+        static_cast<long long>(corpus.distinct), static_cast<long long>(corpus.unknown), entropy);
+  else
+    std::printf("vocabulary %lld characters, unigram entropy %.4f nats\n",
+                static_cast<long long>(vocab), entropy);
 
   manual_seed(0);
   CharTransformer model(vocab, kBlock, kDim, kHeads, kLayers, kDropout);
@@ -310,14 +409,17 @@ int main(int argc, char** argv) {
   const int every = std::max(1, steps / 10);
   std::vector<double> curve_step, curve_loss;
   double first_ms = 0, rest_ms = 0, interval = 0;
+  std::vector<double> step_ms;
   for (int i = 1; i <= steps; ++i) {
     std::vector<int64_t> starts(kBatch);
     for (int64_t& s : starts) s = start(gen);
     const Batch b = windows(corpus.ids, starts);
     const auto t0 = std::chrono::steady_clock::now();
     interval += step(b.x, b.y).item<double>();
-    (i == 1 ? first_ms : rest_ms) +=
+    const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    (i == 1 ? first_ms : rest_ms) += ms;
+    step_ms.push_back(ms);
     if (i % every == 0 || i == steps) {
       const int len = i % every == 0 ? every : i % every;
       curve_step.push_back(i);
@@ -326,8 +428,15 @@ int main(int argc, char** argv) {
       interval = 0;
     }
   }
-  std::printf("traced step: the first (trace and compile) %.0f ms, then %.2f ms per step\n",
-              first_ms, rest_ms / std::max(1, steps - 1));
+  // The median of the steps after the third: the first two trace and compile
+  // (the second again, once AdamW's state exists).
+  std::vector<double> settled(step_ms.begin() + std::min<size_t>(3, step_ms.size() - 1),
+                              step_ms.end());
+  std::nth_element(settled.begin(), settled.begin() + settled.size() / 2, settled.end());
+  std::printf("%s %.0f ms, then %.2f ms per step (median %.2f ms after the third)\n",
+              jit_enabled() ? "traced step: the first (trace and compile)"
+                            : "eager step (KILN_JIT=0): the first",
+              first_ms, rest_ms / std::max(1, steps - 1), settled[settled.size() / 2]);
   const double train = eval_loss(model, corpus.ids, 0, split),
                valid = eval_loss(model, corpus.ids, split, n);
   std::printf("final train loss %.4f (the last %d steps, dropout on)\n", curve_loss.back(),
@@ -337,9 +446,9 @@ int main(int argc, char** argv) {
 
   manual_seed(7);
   const std::vector<int64_t> prompt(corpus.ids.begin(), corpus.ids.begin() + 1);
-  std::printf("sample (eval mode, temperature 0.8), 200 characters after \"%s\":\n%s%s\n",
+  std::printf("sample (eval mode, temperature 0.8), 200 %s after \"%s\":\n%s%s%s\n", unit,
               corpus.vocab[prompt[0]].c_str(), corpus.vocab[prompt[0]].c_str(),
-              sample(model, corpus, prompt, 200, 0.8).c_str());
+              corpus.joiner.c_str(), sample(model, corpus, prompt, 200, 0.8).c_str());
   write_svg(svg, curve_step, curve_loss, entropy);
   std::printf("loss curve: %s\n", svg.c_str());
   return 0;

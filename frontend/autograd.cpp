@@ -13,9 +13,9 @@
 #include "frontend/dispatch.h"
 #include "frontend/function.h"
 #include "frontend/tensor_impl.h"
+#include "frontend/trace_state.h"
 #include "ir/builder.h"
 #include "ir/vjp.h"
-#include "frontend/trace_state.h"
 #include "passes/autodiff.h"
 
 namespace kiln {
@@ -67,15 +67,17 @@ std::vector<Value> custom_backward_vjp(Builder& b, const Node& n, const std::vec
     // join the graph. Operands are the inputs followed by the forward's results,
     // which get no gradient (the user's backward replaces differentiating them).
     TraceState* tr = current_trace();
-    if (!tr) throw Error("internal: a traced custom function differentiated outside its trace", n.loc);
+    if (!tr)
+      throw Error("internal: a traced custom function differentiated outside its trace", n.loc);
     std::vector<Tensor> g;
     for (Value v : grads) g.push_back(tr->wrap(v));
     std::vector<Tensor> res = call->backward(&call->ctx, g);
     size_t n_in = n.operands.size() - n.results.size();
     if (res.size() != n_in)
-      throw Error("custom function backward returned " + std::to_string(res.size()) +
-                      " gradients (expected one per tensor input of forward: " + std::to_string(n_in) + ")",
-                  n.loc);
+      throw Error(
+          "custom function backward returned " + std::to_string(res.size()) +
+              " gradients (expected one per tensor input of forward: " + std::to_string(n_in) + ")",
+          n.loc);
     std::vector<Value> out(n.operands.size());
     for (size_t i = 0; i < n_in; ++i)
       if (res[i].defined()) out[i] = tr->value_of(res[i], n.loc);
@@ -158,8 +160,17 @@ struct BackwardGraph {
 // A gradient a traced call leaves undefined (no output it reads was reached)
 // stays undefined through sums, and is zeros where another op reads it; a leaf
 // whose gradient ends undefined is not written, as in PyTorch.
-std::vector<Tensor> evaluate(const Graph& g, std::vector<std::vector<Tensor>>& values,
-                             size_t first, const std::vector<Value>& wanted) {
+// A gradient value is dropped after its last reader (the peak is then what
+// is live, not the whole backward's), unless it is wanted or in `keep`.
+std::vector<Tensor> evaluate(const Graph& g, std::vector<std::vector<Tensor>>& values, size_t first,
+                             const std::vector<Value>& wanted,
+                             const std::vector<Value>& keep = {}) {
+  std::vector<NodeId> last_use(g.size(), kNoNode);
+  for (NodeId id = static_cast<NodeId>(first); id < g.size(); ++id)
+    for (Value v : g[id].operands) last_use[v.node] = id;
+  for (const auto* list : {&wanted, &keep})
+    for (Value v : *list)
+      if (v.valid()) last_use[v.node] = kNoNode;
   auto materialize = [&](std::vector<Tensor>& ops, const Node& n) {
     for (size_t i = 0; i < ops.size(); ++i)
       if (!ops[i].defined() && n.operands[i].node >= first) {
@@ -207,9 +218,50 @@ std::vector<Tensor> evaluate(const Graph& g, std::vector<std::vector<Tensor>>& v
       materialize(ops, n);
       values[id] = {detail::apply(n.op, ops, n.attrs, n.loc)};
     }
+    for (Value v : n.operands)
+      if (v.node >= first && last_use[v.node] == id)
+        for (Tensor& t : values[v.node]) t = Tensor();
   }
   std::vector<Tensor> out;
   for (Value v : wanted) out.push_back(values[v.node].at(v.index));
+  return out;
+}
+
+// A leaf whose gradient (grads[leaf], node `node`) is added into its .grad by
+// an in-place scatter_add instead of being evaluated and summed.
+struct ScatterInto {
+  size_t leaf;
+  NodeId node;
+};
+
+// The CPU leaves (with no .grad yet, or one of the gradient's type) whose
+// gradient is a scatter_add onto a zero constant that nothing else reads: the
+// scatter goes into the .grad (made as zeros first when there is none). Their scatter_add
+// (and its zero base, when only it reads that) are marked evaluated with
+// nothing, so evaluate() skips them.
+std::vector<ScatterInto> scatters_into_grads(const Graph& g, size_t first,
+                                             const std::vector<std::shared_ptr<TensorImpl>>& leaves,
+                                             const std::vector<Value>& grads,
+                                             std::vector<std::vector<Tensor>>& values) {
+  std::unordered_map<NodeId, int> uses;
+  for (NodeId id = static_cast<NodeId>(first); id < g.size(); ++id)
+    for (Value v : g[id].operands) uses[v.node]++;
+  for (Value v : grads) uses[v.node]++;
+  std::vector<ScatterInto> out;
+  for (size_t i = 0; i < leaves.size() && i < grads.size(); ++i) {
+    const Value v = grads[i];
+    if (!v.valid() || v.node < first) continue;
+    const Node& n = g[v.node];
+    if (n.op != OpKind::scatter_add || uses[v.node] != 1) continue;
+    const Node& base = g[n.operands[0].node];
+    if (base.op != OpKind::constant || base.attrs.f(AttrKey::value) != 0.0) continue;
+    if ((leaves[i]->grad && leaves[i]->grad->type != n.type()) || n.type().device.is_cuda())
+      continue;
+    values[v.node] = {Tensor()};
+    if (uses[n.operands[0].node] == 1 && n.operands[0].node >= first)
+      values[n.operands[0].node] = {Tensor()};
+    out.push_back({i, v.node});
+  }
   return out;
 }
 
@@ -234,7 +286,8 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
   std::vector<std::vector<Tensor>> values;
   std::unordered_map<const TensorImpl*, Value> leaf_values;
   std::unordered_map<TapeNode*, NodeId> node_ids;
-  std::unordered_map<Value, std::vector<SavedUse>, ValueHash> saved_at;  // forward value -> what holds it
+  std::unordered_map<Value, std::vector<SavedUse>, ValueHash>
+      saved_at;                                     // forward value -> what holds it
   std::vector<std::shared_ptr<TensorImpl>> leaves;  // in discovery order
   int64_t next_arg = 0;
 
@@ -347,7 +400,8 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
     if (v.valid()) present.push_back(v);
 
   size_t forward_size = g.size();
-  std::vector<Value> grads = build_gradients(b, outs, seed_vals, present, detail::custom_function_vjp());
+  std::vector<Value> grads =
+      build_gradients(b, outs, seed_vals, present, detail::custom_function_vjp());
   values.resize(g.size());
   // Only the forward values the gradient reads must be intact (as in PyTorch:
   // an op that saved nothing it needs can be differentiated again, or after
@@ -384,6 +438,14 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
     for (Value v : g[id].operands) need(v);
   for (Value v : grads) need(v);
 
+  // A leaf's gradient that is scatter_add(0, index, src) (a gather's or an
+  // embedding's) is added into its .grad in place (zeros first when it has
+  // none): no full-size temporary, sum or copy is made, as in the traced step
+  // (simplify's add_scatter rule), with the same fold order per element.
+  std::vector<ScatterInto> into;
+  if (wrt.empty() && !create_graph)
+    into = scatters_into_grads(g, forward_size, leaves, grads, values);
+
   std::vector<Tensor> results;
   {
     std::optional<NoGradGuard> no_grad;
@@ -392,7 +454,10 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
       with_grad.emplace();
     else
       no_grad.emplace();
-    results = evaluate(g, values, forward_size, grads);
+    std::vector<Value> keep;  // the scatters' operands, read after evaluate()
+    for (const ScatterInto& s : into)
+      keep.insert(keep.end(), g[s.node].operands.begin(), g[s.node].operands.end());
+    results = evaluate(g, values, forward_size, grads, keep);
   }
 
   if (!retain_graph && !t_retain_graphs) {
@@ -410,6 +475,14 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
 
   // Accumulate into the leaves' .grad().
   NoGradGuard no_grad;
+  for (const ScatterInto& s : into) {
+    const Node& n = g[s.node];
+    std::shared_ptr<TensorImpl>& grad = leaves[s.leaf]->grad;
+    if (!grad) grad = zeros(n.type().shape, TensorOptions(n.type().dtype)).impl_ptr();
+    detail::scatter_add_into(grad, n.attrs, values[n.operands[1].node].at(n.operands[1].index),
+                             values[n.operands[2].node].at(n.operands[2].index), n.loc);
+    if (accumulated) accumulated->emplace_back(leaves[s.leaf]);
+  }
   for (size_t i = 0; i < leaves.size(); ++i) {
     TensorImpl& leaf = *leaves[i];
     Tensor g_new = per_wrt[i];
@@ -431,13 +504,21 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
 
 }  // namespace
 
-bool grad_mode_enabled() { return t_grad_mode; }
-void set_grad_mode(bool enabled) { t_grad_mode = enabled; }
+bool grad_mode_enabled() {
+  return t_grad_mode;
+}
+void set_grad_mode(bool enabled) {
+  t_grad_mode = enabled;
+}
 
 namespace detail {
 
-RetainGraphsGuard::RetainGraphsGuard() : prev_(t_retain_graphs) { t_retain_graphs = true; }
-RetainGraphsGuard::~RetainGraphsGuard() { t_retain_graphs = prev_; }
+RetainGraphsGuard::RetainGraphsGuard() : prev_(t_retain_graphs) {
+  t_retain_graphs = true;
+}
+RetainGraphsGuard::~RetainGraphsGuard() {
+  t_retain_graphs = prev_;
+}
 
 void record_op(OpKind op, const Attrs& attrs, SourceLoc loc, const std::vector<Tensor>& inputs,
                const std::vector<Tensor>& outputs, std::shared_ptr<autograd::CustomCall> custom) {
@@ -614,7 +695,8 @@ std::vector<Tensor> finish_custom(const std::shared_ptr<CustomCall>& call,
   // Outputs must be fresh tensors with no history of their own.
   std::vector<Tensor> outs;
   for (const Tensor& o : outputs) outs.push_back(o.detach());
-  ::kiln::detail::record_op(OpKind::custom, Attrs{{AttrKey::fn, call->id}}, loc, inputs, outs, call);
+  ::kiln::detail::record_op(OpKind::custom, Attrs{{AttrKey::fn, call->id}}, loc, inputs, outs,
+                            call);
   return outs;
 }
 
@@ -662,9 +744,10 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph, bool create_gra
   SourceLoc loc = SourceLoc::from(l);
   if (!defined()) throw Error("backward() on an undefined tensor", loc);
   if (!requires_grad())
-    throw Error("backward() on a tensor that does not require grad and has no grad_fn "
-                "(expected a result of ops on tensors created with requires_grad(true))",
-                loc);
+    throw Error(
+        "backward() on a tensor that does not require grad and has no grad_fn "
+        "(expected a result of ops on tensors created with requires_grad(true))",
+        loc);
   Tensor seed = gradient;
   if (!seed.defined()) {
     if (numel() != 1)
@@ -709,8 +792,8 @@ std::vector<Tensor> autograd::grad(const std::vector<Tensor>& outputs,
   }
   std::vector<Tensor> result;
   if (TraceState* tr = current_trace())
-    result = tr->backward(outputs, seeds, inputs, /*accumulate=*/false, retain_graph || create_graph,
-                          create_graph, loc);
+    result = tr->backward(outputs, seeds, inputs, /*accumulate=*/false,
+                          retain_graph || create_graph, create_graph, loc);
   else
     result = run_backward(outputs, seeds, inputs, retain_graph || create_graph, create_graph, loc);
   for (size_t i = 0; i < result.size(); ++i)

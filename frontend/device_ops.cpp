@@ -81,7 +81,7 @@ Tensor library_run(OpKind k, const Attrs& attrs, const std::vector<Tensor>& oper
     sort_lines(sort_lines_for(t0, attrs), data[0], static_cast<int64_t*>(result));
   } else {
     const step::Attention a{attention_shape(t0, operands[1].impl()->type, operands[2].impl()->type, attrs),
-                            k == OpKind::attention_grad ? int(attrs.i(AttrKey::which)) : -1};
+                            k == OpKind::attention_grad ? int(attrs.i(AttrKey::which)) : -1, nullptr};
     run_attention_step(a, data.data(), result);
   }
   return Tensor(std::move(impl));

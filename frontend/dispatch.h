@@ -31,6 +31,11 @@ Tensor checked_indices(const Tensor& indices, int64_t n, const char* op, Loc loc
 Tensor gather_along(const Tensor& x, int64_t dim, const Tensor& checked, Loc loc);
 /// The scatter_add op (src added into base along `dim` at checked indices).
 Tensor scatter_add_along(const Tensor& base, int64_t dim, const Tensor& checked, const Tensor& src, Loc loc);
+/// dst = scatter_add(dst, index, src) {attrs}, in dst's own memory when it is a
+/// dense CPU tensor (else computed and copied in); the buffer's version moves on.
+/// Each element folds its contributions in index order, as the op does.
+void scatter_add_into(const std::shared_ptr<TensorImpl>& dst, const Attrs& attrs, const Tensor& index,
+                      const Tensor& src, SourceLoc loc);
 /// normalize_dim(dim, rank), its error attached to the user's line and `op`.
 int64_t checked_dim(int64_t dim, int64_t rank, const char* op, Loc loc);
 /// normalize_dims(dims, rank), its error attached to the user's line and `op`.

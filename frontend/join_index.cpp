@@ -50,16 +50,34 @@ Tensor gather_along(const Tensor& x, int64_t dim, const Tensor& checked, Loc l) 
   return apply(OpKind::gather, {x, checked}, {{AttrKey::dim, dim}}, here(l));
 }
 
-Tensor scatter_add_along(const Tensor& base, int64_t dim, const Tensor& checked, const Tensor& src, Loc l) {
+Tensor scatter_add_along(const Tensor& base, int64_t dim, const Tensor& checked, const Tensor& src,
+                         Loc l) {
   return apply(OpKind::scatter_add, {base, checked, src}, {{AttrKey::dim, dim}}, here(l));
+}
+
+void scatter_add_into(const std::shared_ptr<TensorImpl>& dst_impl, const Attrs& attrs,
+                      const Tensor& index, const Tensor& src, SourceLoc loc) {
+  TensorImpl& dst = *dst_impl;
+  const TensorImpl &i = *index.impl(), &s = *src.impl();
+  const bool here_in_place = !dst.symbolic() && !i.symbolic() && !s.symbolic() &&
+                             !dst.type.device.is_cuda() && !i.type.device.is_cuda() &&
+                             !s.type.device.is_cuda() && dst.view().contiguous() &&
+                             s.buffer != dst.buffer && i.buffer != dst.buffer;
+  if (!here_in_place) {
+    const Tensor d(dst_impl);
+    return assign(d, apply(OpKind::scatter_add, {d, index, src}, attrs, loc), loc);
+  }
+  const View views[] = {dst.view(), i.view(), s.view()};
+  reference_kernel(OpKind::scatter_add, attrs, views, dst.view());
+  dst.buffer->version++;
 }
 
 Tensor checked_indices(const Tensor& indices, int64_t n, const char* op, Loc loc) {
   if (is_floating(indices.dtype()) || indices.dtype() == DType::b8)
     throw Error(std::string(op) + ": expected integer indices, got " + dtype_name(indices.dtype()),
                 SourceLoc::from(loc));
-  return checked_values(OpKind::check_index, indices, {{AttrKey::high, n}, {AttrKey::name, std::string(op)}},
-                        loc);
+  return checked_values(OpKind::check_index, indices,
+                        {{AttrKey::high, n}, {AttrKey::name, std::string(op)}}, loc);
 }
 
 // One-hot rows of indices already checked to lie in [0, n).
@@ -90,9 +108,10 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim, Loc l) {
                   loc);
     dt = promote_types(dt, t.dtype());
     if (t.size(d) > std::numeric_limits<int64_t>::max() - total)
-      throw Error("cat: the sizes of dim " + std::to_string(d) + " add up to more than 2^63-1 (tensor " +
-                      std::to_string(i) + " of shape " + shape_str(t.sizes()) + " after " +
-                      std::to_string(total) + "; expected a result that fits in 64 bits)",
+      throw Error("cat: the sizes of dim " + std::to_string(d) +
+                      " add up to more than 2^63-1 (tensor " + std::to_string(i) + " of shape " +
+                      shape_str(t.sizes()) + " after " + std::to_string(total) +
+                      "; expected a result that fits in 64 bits)",
                   loc);
     total += t.size(d);
   }
@@ -119,8 +138,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim, Loc l) {
   for (size_t i = 0; i < tensors.size(); ++i) {
     if (tensors[i].sizes() != tensors[0].sizes())
       throw Error("stack: expected every tensor of shape " + shape_str(tensors[0].sizes()) +
-                      ", got " + shape_str(tensors[i].sizes()) + " for tensor " +
-                      std::to_string(i),
+                      ", got " + shape_str(tensors[i].sizes()) + " for tensor " + std::to_string(i),
                   here(l));
     pieces.push_back(tensors[i].unsqueeze(d, l));
   }
@@ -157,7 +175,8 @@ std::vector<Tensor> Tensor::split(int64_t split_size, int64_t dim, Loc l) const 
   if (split_size <= 0)
     throw Error("split: expected a split size > 0, got " + std::to_string(split_size), here(l));
   std::vector<int64_t> sizes;
-  for (int64_t at = 0; at < size(d); at += split_size) sizes.push_back(std::min(split_size, size(d) - at));
+  for (int64_t at = 0; at < size(d); at += split_size)
+    sizes.push_back(std::min(split_size, size(d) - at));
   if (sizes.empty()) sizes.push_back(0);
   return split(sizes, d, l);
 }
@@ -175,8 +194,8 @@ std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t dim, Loc l) const {
 namespace {
 Tensor triangle(const Tensor& x, int64_t k, bool lower, Loc l) {
   if (x.dim() < 2)
-    throw Error(std::string(lower ? "tril" : "triu") + ": expected a tensor of at least 2 dims, got " +
-                    shape_str(x.sizes()),
+    throw Error(std::string(lower ? "tril" : "triu") +
+                    ": expected a tensor of at least 2 dims, got " + shape_str(x.sizes()),
                 here(l));
   TensorOptions o = TensorOptions(kInt64).device(x.device());
   Tensor row = arange(x.size(-2), o, l).unsqueeze(1, l);
@@ -187,10 +206,18 @@ Tensor triangle(const Tensor& x, int64_t k, bool lower, Loc l) {
 }
 }  // namespace
 
-Tensor Tensor::tril(int64_t diagonal, Loc l) const { return triangle(*this, diagonal, true, l); }
-Tensor Tensor::triu(int64_t diagonal, Loc l) const { return triangle(*this, diagonal, false, l); }
-Tensor tril(const Tensor& x, int64_t diagonal, Loc l) { return x.tril(diagonal, l); }
-Tensor triu(const Tensor& x, int64_t diagonal, Loc l) { return x.triu(diagonal, l); }
+Tensor Tensor::tril(int64_t diagonal, Loc l) const {
+  return triangle(*this, diagonal, true, l);
+}
+Tensor Tensor::triu(int64_t diagonal, Loc l) const {
+  return triangle(*this, diagonal, false, l);
+}
+Tensor tril(const Tensor& x, int64_t diagonal, Loc l) {
+  return x.tril(diagonal, l);
+}
+Tensor triu(const Tensor& x, int64_t diagonal, Loc l) {
+  return x.triu(diagonal, l);
+}
 
 // ---- masks and indices ----
 
@@ -210,7 +237,8 @@ Tensor Tensor::index_select(int64_t dim, const Tensor& index, Loc l) const {
   const int64_t d = checked_dim(dim, std::max<int64_t>(this->dim(), 1), "index_select", l);
   if (index.dim() != 1)
     throw Error("index_select: expected 1-D indices, got " + shape_str(index.sizes()), here(l));
-  if (this->dim() == 0) return reshape({1}, l).index_select(0, index, l).reshape({index.size(0)}, l);
+  if (this->dim() == 0)
+    return reshape({1}, l).index_select(0, index, l).reshape({index.size(0)}, l);
   Tensor idx = detail::checked_indices(index, size(d), "index_select", l);
   // The indices along dim d, broadcast over the other dims (a view: nothing is
   // copied, and a kernel reads one index per row).
@@ -251,8 +279,8 @@ Tensor Tensor::scatter_add(int64_t dim, const Tensor& index, const Tensor& src, 
     if (index.size(k) > src.size(k) || (k != d && index.size(k) > size(k)))
       throw Error("scatter_add: indices of shape " + shape_str(index.sizes()) +
                       " are larger than the source " + shape_str(src.sizes()) +
-                      (k != d ? " or the input " + shape_str(sizes()) : std::string()) + " in dim " +
-                      std::to_string(k),
+                      (k != d ? " or the input " + shape_str(sizes()) : std::string()) +
+                      " in dim " + std::to_string(k),
                   loc);
     if (index.size(k) < src.size(k)) source = source.narrow(k, 0, index.size(k), l);
   }
@@ -269,31 +297,37 @@ Tensor Tensor::index_add(int64_t dim, const Tensor& index, const Tensor& source,
   Shape expected = sizes();
   expected[static_cast<size_t>(d)] = index.size(0);
   if (source.sizes() != expected)
-    throw Error("index_add: expected a source of shape " + shape_str(expected) + " (the input with dim " +
-                    std::to_string(d) + " of the indices' length), got " + shape_str(source.sizes()),
+    throw Error("index_add: expected a source of shape " + shape_str(expected) +
+                    " (the input with dim " + std::to_string(d) + " of the indices' length), got " +
+                    shape_str(source.sizes()),
                 here(l));
   // The indices checked before they are broadcast along the other dims (a view:
   // a kernel reads one index per row).
   Shape along(static_cast<size_t>(this->dim()), 1);
   along[static_cast<size_t>(d)] = index.size(0);
-  Tensor idx = detail::checked_indices(index, size(d), "index_add", l).reshape(along, l).expand(expected, l);
-  Tensor scaled = alpha.value == 1 && alpha.kind != ScalarKind::floating ? source : source.mul(alpha, l);
+  Tensor idx =
+      detail::checked_indices(index, size(d), "index_add", l).reshape(along, l).expand(expected, l);
+  Tensor scaled =
+      alpha.value == 1 && alpha.kind != ScalarKind::floating ? source : source.mul(alpha, l);
   return detail::scatter_add_along(*this, d, idx, scaled.to(dtype(), l), l);
 }
 
-Tensor& Tensor::index_add_(int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha, Loc l) {
+Tensor& Tensor::index_add_(int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha,
+                           Loc l) {
   return copy_(index_add(dim, index, source, alpha, l), l);
 }
 
-Tensor& Tensor::index_put_(const std::vector<Tensor>& indices, const Tensor& values, bool accumulate, Loc l) {
+Tensor& Tensor::index_put_(const std::vector<Tensor>& indices, const Tensor& values,
+                           bool accumulate, Loc l) {
   if (indices.size() != 1 || indices[0].dim() != 1 || indices[0].dtype() == DType::b8)
-    throw Error("index_put_: expected one 1-D integer index tensor, got " + std::to_string(indices.size()) +
-                    " index tensor(s)",
+    throw Error("index_put_: expected one 1-D integer index tensor, got " +
+                    std::to_string(indices.size()) + " index tensor(s)",
                 here(l));
   if (!accumulate)
-    throw Error("index_put_: only accumulate=true is supported (it adds; assigning through duplicate "
-                "indices has no defined result); use index_add_, or masked_fill/where to assign",
-                here(l));
+    throw Error(
+        "index_put_: only accumulate=true is supported (it adds; assigning through duplicate "
+        "indices has no defined result); use index_add_, or masked_fill/where to assign",
+        here(l));
   Shape rows = sizes();
   if (rows.empty()) throw Error("index_put_: expected a tensor of at least one dim", here(l));
   rows[0] = indices[0].size(0);
@@ -309,8 +343,8 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index, Loc l) {
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, Loc l) {
   return x.scatter_add(dim, index, src, l);
 }
-Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha,
-                 Loc l) {
+Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source,
+                 Scalar alpha, Loc l) {
   return x.index_add(dim, index, source, alpha, l);
 }
 
@@ -320,8 +354,8 @@ Tensor Tensor::index(const std::vector<indexing::TensorIndex>& indices, Loc l) c
   using indexing::TensorIndex;
   int64_t consumed = 0, ellipses = 0;
   for (const TensorIndex& i : indices) {
-    if (std::holds_alternative<int64_t>(i.what) || std::holds_alternative<indexing::Slice>(i.what) ||
-        std::holds_alternative<Tensor>(i.what))
+    if (std::holds_alternative<int64_t>(i.what) ||
+        std::holds_alternative<indexing::Slice>(i.what) || std::holds_alternative<Tensor>(i.what))
       ++consumed;
     if (std::holds_alternative<indexing::EllipsisIndex>(i.what)) ++ellipses;
   }

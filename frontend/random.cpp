@@ -20,6 +20,7 @@
 #include "frontend/autograd.h"
 #include "frontend/dispatch.h"
 #include "frontend/random_internal.h"
+#include "frontend/settings.h"
 #include "frontend/tensor_impl.h"
 #include "frontend/trace_state.h"
 
@@ -114,28 +115,72 @@ Generator resolve(const std::optional<Generator>& gen, Device d, const char* op,
 }
 
 // `count` draws per element of `shape` (philox with `attrs`), from counters
-// offset + count * i + j for draw j of element i; advances the offset.
-std::vector<Tensor> draw(Generator::Impl& g, const Shape& shape, int count, const Attrs& attrs,
-                         Loc l) {
-  const SourceLoc loc = here(l);
-  int64_t n;
-  try {
-    n = numel(shape);
-  } catch (Error& e) {
-    e.attach(loc);
-    throw;
-  }
-  NoGradGuard no_grad;
+// offset + count * i + j for draw j of element i, i counted from `first`; g.mu
+// held, the offset not advanced.
+std::vector<Tensor> draw_locked(Generator::Impl& g, const Shape& shape, int64_t n, int count,
+                                const Attrs& attrs, Loc l, int64_t first = 0) {
   const TensorOptions o = TensorOptions(kInt64).device(g.device);
-  std::lock_guard<std::mutex> lock(g.mu);
-  Tensor base = arange(n, o, l).mul(Scalar(count), l).add(g.offset, 1, l).reshape(shape, l);
+  Tensor base = (first == 0 ? arange(n, o, l) : arange(first, first + n, 1, o, l))
+                    .mul(Scalar(count), l)
+                    .add(g.offset, 1, l)
+                    .reshape(shape, l);
   std::vector<Tensor> out;
   for (int j = 0; j < count; ++j) {
     Tensor counter = j == 0 ? base : base.add(Scalar(j), l);
-    out.push_back(detail::apply(OpKind::philox, {g.key, counter}, attrs, loc));
+    out.push_back(detail::apply(OpKind::philox, {g.key, counter}, attrs, here(l)));
   }
-  g.offset.add_(as_scalar(static_cast<uint64_t>(n) * static_cast<uint64_t>(count)), l);
   return out;
+}
+
+void advance(Generator::Impl& g, int64_t n, int count, Loc l) {
+  g.offset.add_(as_scalar(static_cast<uint64_t>(n) * static_cast<uint64_t>(count)), l);
+}
+
+int64_t checked_numel(const Shape& shape, Loc l) {
+  try {
+    return numel(shape);
+  } catch (Error& e) {
+    e.attach(here(l));
+    throw;
+  }
+}
+
+// `count` draws per element of `shape`; advances the offset.
+std::vector<Tensor> draw(Generator::Impl& g, const Shape& shape, int count, const Attrs& attrs,
+                         Loc l) {
+  const int64_t n = checked_numel(shape, l);
+  NoGradGuard no_grad;
+  std::lock_guard<std::mutex> lock(g.mu);
+  std::vector<Tensor> out = draw_locked(g, shape, n, count, attrs, l);
+  advance(g, n, count, l);
+  return out;
+}
+
+// Numbers made by `make` from `count` draws per element (make(draws) -> values
+// of the draws' shape), of dtype t. Eagerly, a large result is made a chunk of
+// elements at a time straight into it: element i's counters do not depend on
+// the chunk, and every chunk has at least kChunk elements (so each eager op
+// takes the kernel it takes for the whole), so the numbers are the same while
+// the temporaries (int64 counters, uniforms, Box-Muller's steps) are a chunk's
+// size, not several times the result's. Traced, one draw of the whole shape.
+template <class F>
+Tensor make_draws(Generator::Impl& g, const Shape& shape, int count, const Attrs& attrs, DType t,
+                  F make, Loc l) {
+  constexpr int64_t kChunk = int64_t(1) << 18;  // >= eager_kernel_min_elements
+  const int64_t n = checked_numel(shape, l);
+  if (current_trace() || n < 2 * kChunk || g.key.impl()->symbolic() ||
+      kChunk < settings().eager_kernel_min_elements)
+    return make(draw(g, shape, count, attrs, l));
+  NoGradGuard no_grad;
+  Tensor out = empty({n}, TensorOptions(t).device(g.device), l);
+  std::lock_guard<std::mutex> lock(g.mu);
+  for (int64_t first = 0; first < n; first += kChunk) {
+    const int64_t m = n - first < 2 * kChunk ? n - first : kChunk;  // the last takes the rest
+    out.narrow(0, first, m, l).copy_(make(draw_locked(g, {m}, m, count, attrs, l, first)), l);
+    if (m != kChunk) break;
+  }
+  advance(g, n, count, l);
+  return out.reshape(shape, l);
 }
 
 // philox's attributes for a uniform draw of floating dtype t.
@@ -316,14 +361,19 @@ void detail::set_default_rng_states(const DefaultRngStates& s, Loc l) {
 Tensor detail::random_bits(const Shape& shape, const std::optional<Generator>& gen, Device d,
                            const char* op, Loc l) {
   Generator g = resolve(gen, d, op, here(l));
-  return draw(g.impl(), shape, 1, Attrs{{AttrKey::dtype, DType::i64}}, l)[0];
+  return make_draws(
+      g.impl(), shape, 1, Attrs{{AttrKey::dtype, DType::i64}}, DType::i64,
+      [](std::vector<Tensor> u) { return u[0]; }, l);
 }
 
 Tensor rand(Shape shape, std::optional<Generator> gen, TensorOptions o, Loc l) {
   const SourceLoc loc = here(l);
   const DType t = float_dtype(o, "rand", loc);
   Generator g = resolve(gen, o.device_, "rand", loc);
-  return finish(draw(g.impl(), shape, 1, uniform_attrs(t), l)[0], o);
+  return finish(
+      make_draws(
+          g.impl(), shape, 1, uniform_attrs(t), t, [](std::vector<Tensor> u) { return u[0]; }, l),
+      o);
 }
 Tensor rand(Shape shape, TensorOptions o, Loc l) {
   return rand(std::move(shape), std::nullopt, o, l);
@@ -336,10 +386,14 @@ Tensor randn(Shape shape, std::optional<Generator> gen, TensorOptions o, Loc l) 
   const SourceLoc loc = here(l);
   const DType t = float_dtype(o, "randn", loc);
   Generator g = resolve(gen, o.device_, "randn", loc);
-  std::vector<Tensor> u = draw(g.impl(), shape, 2, uniform_attrs(t), l);
-  NoGradGuard no_grad;
-  Tensor r = u[0].neg(l).log1p(l).mul(Scalar(-2.0), l).sqrt(l);
-  Tensor z = r.mul(u[1].mul(Scalar(2 * std::numbers::pi), l).cos(l), l);
+  Tensor z = make_draws(
+      g.impl(), shape, 2, uniform_attrs(t), t,
+      [&](std::vector<Tensor> u) {
+        NoGradGuard no_grad;
+        Tensor r = u[0].neg(l).log1p(l).mul(Scalar(-2.0), l).sqrt(l);
+        return r.mul(u[1].mul(Scalar(2 * std::numbers::pi), l).cos(l), l);
+      },
+      l);
   return finish(z, o);
 }
 Tensor randn(Shape shape, TensorOptions o, Loc l) {
@@ -357,7 +411,8 @@ Tensor randint(int64_t low, int64_t high, Shape shape, std::optional<Generator> 
   check_randint_range(low, high, t, loc);
   Generator g = resolve(gen, o.device_, "randint", loc);
   const Attrs attrs{{AttrKey::dtype, DType::i64}, {AttrKey::low, low}, {AttrKey::high, high}};
-  Tensor v = draw(g.impl(), shape, 1, attrs, l)[0];
+  Tensor v = make_draws(
+      g.impl(), shape, 1, attrs, DType::i64, [](std::vector<Tensor> u) { return u[0]; }, l);
   NoGradGuard no_grad;
   return v.to(t, l);
 }

@@ -27,6 +27,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -244,11 +245,14 @@ void backward(const AttentionShape& s, int which, const T* q, const T* k, const 
   const std::vector<T> kt = blocks_transposed(k, s.batch, s.tk, s.d, kKeys);
   const Heads<T> h{s, q, k, v, kt.data()};
   const bool want_q = which & 1, want_k = which & 2, want_v = which & 4, want_ds = want_q || want_k;
-  T* dq = grad;
-  T* dk = dq + (want_q ? s.batch * s.tq * s.d : 0);
-  T* dv = dk + (want_k ? s.batch * s.tk * s.d : 0);
+  const std::array<int64_t, 3> at = attention_grad_offsets(s, which);
+  T* dq = grad + std::max<int64_t>(at[0], 0);
+  T* dk = grad + std::max<int64_t>(at[1], 0);
+  T* dv = grad + std::max<int64_t>(at[2], 0);
   if (s.tq == 0 || s.tk == 0) {
-    std::fill(grad, dv + (want_v ? s.batch * s.tk * s.dv : 0), T(0));
+    const int64_t n = (want_q ? s.batch * s.tq * s.d : 0) + (want_k ? s.batch * s.tk * s.d : 0) +
+                      (want_v ? s.batch * s.tk * s.dv : 0);
+    std::fill(grad, grad + n, T(0));
     return;
   }
   // Per query row: lse, and D = g . out where dS is needed, for every row (the
@@ -353,6 +357,18 @@ AttentionShape attention_shape(const TensorType& q, const TensorType& k, const T
   s.scale = attrs.f(AttrKey::scale);
   s.causal = attrs.i(AttrKey::causal) != 0;
   return s;
+}
+
+std::array<int64_t, 3> attention_grad_offsets(const AttentionShape& s, int which) {
+  const int64_t size[3] = {s.batch * s.tq * s.d, s.batch * s.tk * s.d, s.batch * s.tk * s.dv};
+  std::array<int64_t, 3> at{-1, -1, -1};
+  int64_t next = 0;
+  for (int i = 0; i < 3; ++i)
+    if (which & (1 << i)) {
+      at[size_t(i)] = next;
+      next += size[i];
+    }
+  return at;
 }
 
 void attention_forward(const AttentionShape& s, const void* q, const void* k, const void* v,

@@ -9,6 +9,7 @@
 // with the whole row of scores, are its oracle.
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 #include "ir/attrs.h"
@@ -31,6 +32,10 @@ AttentionShape attention_shape(const TensorType& q, const TensorType& k, const T
 /// out [batch, tq, dv] = softmax(scale * q k^T) v.
 void attention_forward(const AttentionShape& s, const void* q, const void* k, const void* v,
                        void* out);
+
+/// Where each gradient the mask `which` selects (q, k, v) starts in the flat
+/// result of attention_backward, in elements; -1 for one not selected.
+std::array<int64_t, 3> attention_grad_offsets(const AttentionShape& s, int which);
 
 /// The gradients of attention with output `out` and output gradient `g` that the
 /// bitmask `which` asks for: q (1, [batch, tq, d]), k (2, [batch, tk, d]), v (4,

@@ -3,8 +3,9 @@
 // kernels' arrays into one page-locked staging block, uploads it with one
 // asynchronous copy, and launches. A staging block is reused once an event
 // recorded after its last launch has passed, so the host never waits on the
-// device for it in steady state. Collectives run on the device when the
-// communicator has one (NCCL), else through host memory.
+// device for it in steady state. The sort and attention library steps launch
+// the library kernels their steps carry (runtime/cuda_library.h). Collectives
+// run on the device when the communicator has one (NCCL), else through host memory.
 #include "runtime/cuda_executor.h"
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include "runtime/collective.h"
 #include "runtime/cublas.h"
 #include "runtime/cuda_driver.h"
+#include "runtime/cuda_library.h"
 
 namespace kiln {
 namespace {
@@ -189,6 +191,30 @@ class DeviceCollectives {
   std::vector<Run> runs_;
 };
 
+// The sort and attention library kernels a step carries, launched on the
+// device's stream; their scratch memory comes from the caching allocator (its
+// reuse is ordered on the stream).
+class DeviceLibrary final : public CudaLibraryLauncher {
+ public:
+  DeviceLibrary(const std::shared_ptr<const CudaLibraryFunctions>& fns, const std::string& step,
+                int device)
+      : fns_(fns.get()), device_(device) {
+    KILN_CHECK(fns_ && fns_->device == device, "internal: library step ", step,
+               " of a CUDA plan has no library kernels for cuda:", device);
+  }
+  void launch(const char* name, int64_t grid, int block, const void* args, size_t) override {
+    void* params[] = {const_cast<void*>(args)};
+    cuda::launch(fns_->find(name), static_cast<unsigned>(grid), static_cast<unsigned>(block), 0,
+                 params, device_);
+  }
+  void* alloc(size_t bytes) override { return cuda_alloc(bytes, device_); }
+  void free(void* p, size_t bytes) override { cuda_free(p, bytes, device_); }
+
+ private:
+  const CudaLibraryFunctions* fns_;
+  int device_;
+};
+
 // Whether this plan's collectives run on its device (NCCL), or through the host.
 bool collectives_on_device(const Plan& plan) {
   if (plan.collectives.empty()) return false;
@@ -276,30 +302,24 @@ void execute_cuda_plan(const Plan& plan, void* const* args, void* const* params,
         check_values_step(*c, host.data(), in.type);
         cuda::copy_device(ptr[static_cast<size_t>(step.slots[1])], src, host.size(), device);
       } else if (const auto* a = std::get_if<step::Attention>(&step.what)) {
-        // The attention library runs on the host: operands to host memory, the result back.
-        std::vector<std::vector<char>> host(step.slots.size());
-        const void* in[5];
-        for (size_t i = 0; i < step.slots.size(); ++i) {
-          const PlanSlot& slot = plan.slots[static_cast<size_t>(step.slots[i])];
-          host[i].resize(static_cast<size_t>(slot.bytes()));
-          if (i + 1 < step.slots.size()) {
-            cuda::copy_to_host(host[i].data(), ptr[static_cast<size_t>(step.slots[i])], host[i].size(), device);
-            in[i] = host[i].data();
-          }
+        DeviceLibrary lib(a->cuda, step.name, device);
+        auto at = [&](size_t i) { return ptr[static_cast<size_t>(step.slots[i])]; };
+        if (a->which < 0) {
+          cuda_attention_forward(a->shape, at(0), at(1), at(2), at(3), lib);
+        } else {
+          // The gradients the mask asks for, end to end in one buffer.
+          void* grad[3] = {};
+          const std::array<int64_t, 3> offset = attention_grad_offsets(a->shape, a->which);
+          for (size_t i = 0; i < 3; ++i)
+            if (offset[i] >= 0)
+              grad[i] = static_cast<char*>(at(5)) + offset[i] * int64_t(dtype_size(a->shape.dtype));
+          cuda_attention_backward(a->shape, at(0), at(1), at(2), at(3), at(4), grad[0], grad[1],
+                                  grad[2], lib);
         }
-        run_attention_step(*a, in, host.back().data());
-        cuda::copy_to_device(ptr[static_cast<size_t>(step.slots.back())], host.back().data(), host.back().size(),
-                             device);
       } else if (const auto* s = std::get_if<step::Sort>(&step.what)) {
-        // The library sort runs on the host: in to host memory, positions back.
-        const PlanSlot& in = plan.slots[static_cast<size_t>(step.slots[0])];
-        const PlanSlot& out = plan.slots[static_cast<size_t>(step.slots[1])];
-        std::vector<char> host(static_cast<size_t>(in.bytes()));
-        std::vector<int64_t> order(static_cast<size_t>(out.type.numel()));
-        cuda::copy_to_host(host.data(), ptr[static_cast<size_t>(step.slots[0])], host.size(), device);
-        sort_lines(s->lines, host.data(), order.data());
-        cuda::copy_to_device(ptr[static_cast<size_t>(step.slots[1])], order.data(),
-                             order.size() * sizeof(int64_t), device);
+        DeviceLibrary lib(s->cuda, step.name, device);
+        cuda_sort_lines(s->lines, ptr[static_cast<size_t>(step.slots[0])],
+                        static_cast<int64_t*>(ptr[static_cast<size_t>(step.slots[1])]), lib);
       } else if (const auto* s = std::get_if<step::CollectiveStart>(&step.what)) {
         if (on_device) {
           on_device->start(*s);

@@ -25,6 +25,8 @@
 
 namespace kiln {
 
+struct CudaLibraryFunctions;  // runtime/cuda_library.h
+
 /// A compiled CPU kernel over dense buffers (then, for a kernel template, a pointer
 /// to its parameters): computes outer-loop iterations [begin, end).
 using CpuKernelFn = void (*)(void* const* buffers, int64_t begin, int64_t end);
@@ -99,19 +101,21 @@ struct ValueCheck {
 };
 
 /// Slots {in, out}: the sort library step (runtime/sort.h) on the dense buffer
-/// `in`, positions into `out`. On the host for both devices (a CUDA plan copies
-/// through host memory).
+/// `in`, positions into `out`. A CUDA plan runs it with the library kernels
+/// the CUDA backend attached (runtime/cuda_library.h); a CPU plan on the host.
 struct Sort {
   SortLines lines;
+  std::shared_ptr<const CudaLibraryFunctions> cuda;  // CUDA plans: the loaded library kernels
 };
 
 /// Slots {q, k, v, out}, or {q, k, v, out, g, grad} for a gradient: the
 /// attention library step (runtime/attention.h); `which` is -1 for the forward,
-/// else the mask of the gradients it computes (1 q, 2 k, 4 v), laid end to end in
-/// `grad`. On the host for both devices.
+/// else the mask of the gradients it computes (1 q, 2 k, 4 v), laid end to end
+/// in `grad` (attention_grad_offsets). Runs as Sort does.
 struct Attention {
   AttentionShape shape;
   int which = -1;
+  std::shared_ptr<const CudaLibraryFunctions> cuda;  // CUDA plans: the loaded library kernels
 };
 
 /// Packs the inputs of plan.collectives[collective] and hands them to the

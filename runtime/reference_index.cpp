@@ -53,10 +53,11 @@ int64_t index_at(const View& index, int64_t at, int64_t n, const char* op) {
   int64_t i = 0;
   visit_dtype(index.dtype, [&](auto t) {
     using T = decltype(t);
-    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) i = static_cast<int64_t>(index.ptr<T>()[at]);
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
+      i = static_cast<int64_t>(index.ptr<T>()[at]);
   });
-  KILN_CHECK(i >= 0 && i < n, op, ": index ", i, " is out of range for size ", n, " (expected 0 <= index < ", n,
-             ")");
+  KILN_CHECK(i >= 0 && i < n, op, ": index ", i, " is out of range for size ", n,
+             " (expected 0 <= index < ", n, ")");
   return i;
 }
 
@@ -84,15 +85,34 @@ void ref_gather(const Attrs& attrs, const View& x, const View& index, const View
   const int64_t xs = x.rank() == 0 ? 0 : x.strides[static_cast<size_t>(d)];
   visit_dtype(x.dtype, [&](auto t) {
     using T = decltype(t);
-    parallel_for(out.numel(), kIndexGrain, [&](int64_t begin, int64_t end) {
-      // x's offset at the index's position with coordinate d taken out: x and the
-      // index share coordinates everywhere else.
-      View x_rest = x;
-      if (x.rank() > 0) x_rest.strides[static_cast<size_t>(d)] = 0;
-      Odometer pos(out.shape, {&x_rest, &index, &out}, begin);
-      for (int64_t p = begin; p < end; ++p, pos.next()) {
-        const int64_t i = index_at(index, pos.offset(1), n, "gather");
-        out.ptr<T>()[pos.offset(2)] = x.ptr<T>()[pos.offset(0) + i * xs];
+    visit_dtype(index.dtype, [&](auto it) {
+      using I = decltype(it);
+      if constexpr (std::is_integral_v<I> && !std::is_same_v<I, bool>) {
+        const I* idx = index.ptr<I>();
+        const T* xp = x.ptr<T>();
+        T* op = out.ptr<T>();
+        // Rows of the last dim: an odometer over the rest, a strided loop along it.
+        // x's offset at the index's position has coordinate d taken out: x and the
+        // index share coordinates everywhere else.
+        View x_rest = x;
+        if (x.rank() > 0) x_rest.strides[static_cast<size_t>(d)] = 0;
+        const int64_t r = out.rank();
+        const int64_t w = r == 0 ? 1 : out.shape[size_t(r - 1)];
+        const int64_t xw = r == 0 ? 0 : x_rest.strides[size_t(r - 1)],
+                      iw = r == 0 ? 0 : index.strides[size_t(r - 1)],
+                      ow = r == 0 ? 0 : out.strides[size_t(r - 1)];
+        const Shape rows(out.shape.begin(), out.shape.end() - (r == 0 ? 0 : 1));
+        parallel_for(numel(rows), std::max<int64_t>(1, kIndexGrain / w),
+                     [&](int64_t begin, int64_t end) {
+                       Odometer row(rows, {&x_rest, &index, &out}, begin);
+                       for (int64_t p = begin; p < end; ++p, row.next())
+                         for (int64_t c = 0; c < w; ++c) {
+                           const int64_t at = row.offset(1) + c * iw;
+                           const int64_t i = int64_t(idx[at]);
+                           if (i < 0 || i >= n) index_at(index, at, n, "gather");  // throws
+                           op[row.offset(2) + c * ow] = xp[row.offset(0) + c * xw + i * xs];
+                         }
+                     });
       }
     });
   });
@@ -101,9 +121,9 @@ void ref_gather(const Attrs& attrs, const View& x, const View& index, const View
 void ref_scatter_add(const Attrs& attrs, const View& base, const View& index, const View& src,
                      const View& out) {
   KILN_CHECK(out.shape == base.shape && src.shape == index.shape, "scatter_add: output ",
-             shape_str(out.shape), ", base ", shape_str(base.shape), ", indices ", shape_str(index.shape),
-             ", source ", shape_str(src.shape));
-  copy_to(base, out);
+             shape_str(out.shape), ", base ", shape_str(base.shape), ", indices ",
+             shape_str(index.shape), ", source ", shape_str(src.shape));
+  if (base.data != out.data || base.strides != out.strides) copy_to(base, out);  // else in place
   if (index.numel() == 0) return;
   const int64_t rank = base.rank();
   const int64_t d = normalize_dim(attrs.i(AttrKey::dim), std::max<int64_t>(rank, 1));
@@ -114,22 +134,45 @@ void ref_scatter_add(const Attrs& attrs, const View& base, const View& index, co
   Shape columns = index.shape;
   int64_t along = 1;
   if (rank > 0) along = columns[static_cast<size_t>(d)], columns[static_cast<size_t>(d)] = 1;
-  auto step = [&](const View& v) { return rank == 0 ? int64_t(0) : v.strides[static_cast<size_t>(d)]; };
+  auto step = [&](const View& v) {
+    return rank == 0 ? int64_t(0) : v.strides[static_cast<size_t>(d)];
+  };
   const int64_t is = step(index), ss = step(src);
   View out_rest = out;
   if (rank > 0) out_rest.strides[static_cast<size_t>(d)] = 0;
+  // Columns go in tiles: for each step m along d, a tile's columns are added
+  // together (neighbours in memory when the columns are the inner dims, as in an
+  // embedding's gradient), each column's contributions still in order of m.
+  constexpr int64_t kTile = 256;
   visit_dtype(out.dtype, [&](auto t) {
     using T = decltype(t);
-    parallel_for(numel(columns), std::max<int64_t>(1, kIndexGrain / std::max<int64_t>(along, 1)),
-                 [&](int64_t begin, int64_t end) {
-                   Odometer col(columns, {&out_rest, &index, &src}, begin);
-                   for (int64_t c = begin; c < end; ++c, col.next())
-                     for (int64_t m = 0; m < along; ++m) {
-                       const int64_t i = index_at(index, col.offset(1) + m * is, n, "scatter_add");
-                       T& o = out.ptr<T>()[col.offset(0) + i * os];
-                       o = add(o, src.ptr<T>()[col.offset(2) + m * ss]);
-                     }
-                 });
+    visit_dtype(index.dtype, [&](auto it) {
+      using I = decltype(it);
+      if constexpr (std::is_integral_v<I> && !std::is_same_v<I, bool>) {
+        const I* idx = index.ptr<I>();
+        const T* sp = src.ptr<T>();
+        T* op = out.ptr<T>();
+        parallel_for(numel(columns),
+                     std::max<int64_t>(1, kIndexGrain / std::max<int64_t>(along, 1)),
+                     [&](int64_t begin, int64_t end) {
+                       int64_t oo[kTile], io[kTile], so[kTile];
+                       Odometer col(columns, {&out_rest, &index, &src}, begin);
+                       for (int64_t c0 = begin; c0 < end; c0 += kTile) {
+                         const int64_t w = std::min(kTile, end - c0);
+                         for (int64_t c = 0; c < w; ++c, col.next())
+                           oo[c] = col.offset(0), io[c] = col.offset(1), so[c] = col.offset(2);
+                         for (int64_t m = 0; m < along; ++m)
+                           for (int64_t c = 0; c < w; ++c) {
+                             const int64_t i = int64_t(idx[io[c] + m * is]);
+                             if (i < 0 || i >= n)
+                               index_at(index, io[c] + m * is, n, "scatter_add");  // throws
+                             T& o = op[oo[c] + i * os];
+                             o = add(o, sp[so[c] + m * ss]);
+                           }
+                       }
+                     });
+      }
+    });
   });
 }
 

@@ -37,13 +37,14 @@ struct Pair {
 template <class T>
 auto order_key(T v) {
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    // Branch-free (selects), so a block of keys vectorises.
     using U = std::conditional_t<std::is_same_v<T, float>, uint32_t, uint64_t>;
     constexpr U sign = U(1) << (sizeof(U) * 8 - 1);
-    if (std::isnan(v)) return std::numeric_limits<U>::max();
-    if (v == T(0)) v = T(0);  // -0.0 ties with 0.0
     U bits;
     std::memcpy(&bits, &v, sizeof bits);
-    return (bits & sign) ? U(~bits) : U(bits | sign);
+    bits = v == T(0) ? U(0) : bits;  // -0.0 ties with 0.0
+    const U key = (bits & sign) ? U(~bits) : U(bits | sign);
+    return v != v ? std::numeric_limits<U>::max() : key;
   } else if constexpr (std::is_same_v<T, bool>) {
     return uint32_t(v);
   } else if constexpr (std::is_unsigned_v<T>) {  // uint8: its own order
@@ -77,15 +78,33 @@ void radix_sort(std::vector<Pair<K>>& a, std::vector<Pair<K>>& tmp) {
   }
 }
 
-template <class K>
-void select_first(const std::vector<Pair<K>>& a, int64_t count, std::vector<Pair<K>>& best) {
+// The first `count` (key, position) pairs of a line in order, from one pass
+// over it: keys are made a block at a time, and a block whose smallest key
+// cannot enter the kept list (equal keys keep the earlier position) is passed
+// over after one vectorised min; the rest are inserted in order.
+template <class T, class K>
+void select_first(const T* x, int64_t n, int64_t stride, bool descending, int64_t count,
+                  std::vector<Pair<K>>& best) {
+  constexpr int64_t kBlock = 64;
+  K keys[kBlock];
   best.clear();
-  for (const Pair<K>& p : a) {
-    if (int64_t(best.size()) == count && !(p.key < best.back().key)) continue;
-    auto at = std::upper_bound(best.begin(), best.end(), p.key,
-                               [](K k, const Pair<K>& b) { return k < b.key; });
-    if (int64_t(best.size()) == count) best.pop_back();
-    best.insert(at, p);
+  for (int64_t j0 = 0; j0 < n; j0 += kBlock) {
+    const int64_t m = std::min(kBlock, n - j0);
+    const K flip = descending ? std::numeric_limits<K>::max() : K(0);
+    K low = std::numeric_limits<K>::max();
+    for (int64_t j = 0; j < m; ++j) {
+      keys[j] = K(order_key(x[(j0 + j) * stride]) ^ flip);
+      low = std::min(low, keys[j]);
+    }
+    if (int64_t(best.size()) == count && !(low < best.back().key)) continue;
+    for (int64_t j = 0; j < m; ++j) {
+      const K key = keys[j];
+      if (int64_t(best.size()) == count && !(key < best.back().key)) continue;
+      auto at = std::upper_bound(best.begin(), best.end(), key,
+                                 [](K k, const Pair<K>& b) { return k < b.key; });
+      if (int64_t(best.size()) == count) best.pop_back();
+      best.insert(at, Pair<K>{key, j0 + j});
+    }
   }
 }
 
@@ -95,19 +114,23 @@ void sort_typed(const SortLines& s, const T* in, int64_t* out) {
   const int64_t lines = s.outer * s.inner;
   const int64_t per_task = std::max<int64_t>(1, kGrain / std::max<int64_t>(s.n, 1));
   parallel_for(lines, per_task, [&](int64_t begin, int64_t end) {
-    std::vector<Pair<K>> a(static_cast<size_t>(s.n)), tmp, best;
+    std::vector<Pair<K>> a, tmp, best;
     for (int64_t line = begin; line < end; ++line) {
       const int64_t o = line / s.inner, i = line % s.inner;
       const T* x = in + o * s.n * s.inner + i;
+      int64_t* y = out + o * s.count * s.inner + i;
+      if (s.count * kSelectRatio < s.n) {
+        select_first(x, s.n, s.inner, s.descending, s.count, best);
+        for (int64_t j = 0; j < s.count; ++j) y[j * s.inner] = best[size_t(j)].pos;
+        continue;
+      }
+      a.resize(size_t(s.n));
       for (int64_t j = 0; j < s.n; ++j) {
         K key = order_key(x[j * s.inner]);
         a[size_t(j)] = {s.descending ? K(~key) : key, j};
       }
       const Pair<K>* first = a.data();
-      if (s.count * kSelectRatio < s.n) {
-        select_first(a, s.count, best);
-        first = best.data();
-      } else if (s.n >= kRadixMin) {
+      if (s.n >= kRadixMin) {
         radix_sort(a, tmp);
         first = a.data();
       } else {
@@ -115,7 +138,6 @@ void sort_typed(const SortLines& s, const T* in, int64_t* out) {
                          [](const Pair<K>& p, const Pair<K>& q) { return p.key < q.key; });
         first = a.data();
       }
-      int64_t* y = out + o * s.count * s.inner + i;
       for (int64_t j = 0; j < s.count; ++j) y[j * s.inner] = first[j].pos;
     }
   });

@@ -43,6 +43,9 @@ struct FakeDriver {
     auto f = reinterpret_cast<int (*)()>(symbol("kiln_fake_launches"));
     return f ? f() : -1;
   }
+  std::string last_function() const {
+    return reinterpret_cast<const char* (*)()>(symbol("kiln_fake_last_function"))();
+  }
   struct Launch {
     void* table[4];
     long long begin, end;
@@ -229,6 +232,58 @@ class FakeDeviceCommunicator final : public Communicator {
 };
 
 }  // namespace
+
+TEST_CASE("with a fake driver, argsort and attention on CUDA tensors launch the library kernels") {
+  if (cuda::available()) {
+    MESSAGE("skipped: a real driver is present (the GPU tests cover this)");
+    return;
+  }
+  if (nvrtc_version().empty()) {
+    MESSAGE("skipped: this build has no NVRTC");
+    return;
+  }
+  FakeDriver fake;
+  REQUIRE_MESSAGE(cuda::available(), cuda::unavailable_reason());
+  manual_seed(2);
+  // A short line: one bitonic block per line, no copy through the host.
+  const Tensor x = randn({4, 100}).cuda();
+  int n0 = fake.launches();
+  Tensor order = x.argsort(1, /*descending=*/true);
+  CHECK(order.is_cuda());
+  CHECK(order.sizes() == Shape{4, 100});
+  CHECK(fake.launches() == n0 + 1);
+  CHECK(fake.last_function() == "kiln_sort_block_f32");
+  CHECK(fake.last().grid == 4);
+  CHECK(fake.last().block == 64);
+  // A long line of int64: keys, 16 passes of (histogram, scan, scatter), the positions.
+  const Tensor y = randint(0, 1000, {5000}, TensorOptions().dtype(kInt64)).cuda();
+  n0 = fake.launches();
+  (void)y.argsort();
+  CHECK(fake.launches() == n0 + 1 + 16 * 3 + 1);
+  CHECK(fake.last_function() == "kiln_sort_write");
+  // Attention forward: one launch.
+  const Tensor q = randn({2, 20, 8}).cuda(), k = randn({2, 30, 8}).cuda(),
+               v = randn({2, 30, 4}).cuda();
+  n0 = fake.launches();
+  Tensor o = nn::functional::scaled_dot_product_attention(q, k, v);
+  CHECK(o.sizes() == Shape{2, 20, 4});
+  CHECK(fake.launches() == n0 + 1);
+  CHECK(fake.last_function() == "kiln_attention_fwd_f32");
+  CHECK(fake.last().grid == 2 * 2);  // batch x query blocks of 16
+  CHECK(fake.last().block == 128);
+  // Its gradient for the operands a mask selects (q and v): the rows' statistics,
+  // then one kernel per gradient, into one buffer (q's, then v's).
+  const Tensor g = randn({2, 20, 4}).cuda();
+  const Attrs grads{
+      {AttrKey::scale, 0.5}, {AttrKey::causal, int64_t{0}}, {AttrKey::which, int64_t{5}}};
+  const TensorType both{DType::f32, {2 * 20 * 8 + 2 * 30 * 4}, q.device()};
+  n0 = fake.launches();
+  Tensor dqv = device_run(OpKind::attention_grad, grads, {q, k, v, o, g}, both);
+  CHECK(dqv.sizes() == both.shape);
+  CHECK(fake.launches() == n0 + 3);
+  CHECK(fake.last_function() == "kiln_attention_grad_f32");
+  CHECK(fake.last().grid == 2 * 2);  // v's: batch x key blocks of 16
+}
 
 TEST_CASE("with a fake driver, collectives on CUDA tensors go to the communicator's device") {
   if (cuda::available()) {

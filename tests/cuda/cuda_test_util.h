@@ -113,9 +113,12 @@ class CudaBatch {
     if (sources.empty()) return;
     const std::string tu = concat_sources(sources);
     const bool nvrtc = !nvrtc_version().empty();  // else a build without the CUDA toolkit
+    std::string first;  // the translation unit's first kernel names it
+    for (const CudaCheck& c : checks_)
+      if (c.k.needs_kernel && first.empty()) first = c.k.name;
     auto compile = [&](int arch, bool cubin) {
-      return std::async(std::launch::async, [&tu, arch, cubin, nvrtc] {
-        return nvrtc ? nvrtc_compile(tu, "batch", arch, cubin) : CudaBinary{};
+      return std::async(std::launch::async, [&tu, &first, arch, cubin, nvrtc] {
+        return nvrtc ? nvrtc_compile(tu, first, arch, cubin) : CudaBinary{};
       });
     };
     auto sm80 = compile(80, true);

@@ -15,7 +15,8 @@ Tensor input(Shape s, uint64_t seed) {
   return randn(std::move(s), kFloat64);
 }
 
-void check_grad(const std::function<Tensor(const Tensor&)>& f, const Tensor& x0, double rtol = 1e-6) {
+void check_grad(const std::function<Tensor(const Tensor&)>& f, const Tensor& x0,
+                double rtol = 1e-6) {
   check_close(autograd_grad(f, x0), numeric_grad(f, x0), rtol, 1e-7);
 }
 
@@ -25,7 +26,9 @@ TEST_CASE("gradients of composite ops match finite differences") {
   Tensor x = input({3, 4}, 1);
   Tensor w = input({4, 5}, 2);
   Tensor b = input({5}, 3);
-  SUBCASE("mean") { check_grad([](const Tensor& t) { return (t * t).mean(); }, x); }
+  SUBCASE("mean") {
+    check_grad([](const Tensor& t) { return (t * t).mean(); }, x);
+  }
   SUBCASE("var and std") {
     check_grad([](const Tensor& t) { return t.var({1}).sum(); }, x);
     check_grad([](const Tensor& t) { return t.std({0}, false).sum(); }, x);
@@ -179,4 +182,43 @@ TEST_CASE("autograd::grad with respect to intermediates") {
   CHECK(g[0].to_vector<float>() == std::vector<float>{6, 12});
   CHECK(g[1].to_vector<float>() == std::vector<float>{18, 36});
   CHECK(!x.grad().defined());  // grad() does not accumulate
+}
+
+TEST_CASE(
+    "an embedding's gradient is added into an existing .grad in place, bit for bit as traced") {
+  // The gradient of a gather is scatter_add(0, index, g): with a .grad already
+  // there, eager backward scatters into it (no zeros, no full-size sum), so
+  // each row folds its contributions onto the old value in token order, as the
+  // traced step does (simplify's add_scatter).
+  manual_seed(3);
+  const int64_t vocab = 4096, dim = 64;
+  Tensor table = (randn({vocab, dim}) * 0.02).requires_grad_();
+  Tensor tokens = randint(0, 50, {512});  // many repeats: the fold order matters
+  Tensor weight = randn({512, dim});
+  auto step = [&](Tensor idx) {
+    Tensor loss = (nn::functional::embedding(idx, table) * weight).sum();
+    loss.backward();
+    return loss;
+  };
+  step(tokens);  // makes .grad
+  Tensor grad = table.grad();
+  const void* data = grad.data_ptr();
+  step(tokens);
+  CHECK(table.grad().data_ptr() == data);  // the same tensor, written in place
+  CHECK(grad.equal(table.grad()));
+
+  Tensor eager_grad = table.grad().clone();
+  table.grad().zero_();
+  auto traced = jit(step);
+  table.grad().zero_();
+  traced(tokens);  // the first call may run eagerly while compiling: reset and go again
+  table.grad().zero_();
+  traced(tokens);
+  traced(tokens);
+  Tensor traced_grad = table.grad().clone();
+  table.grad().zero_();
+  step(tokens);
+  step(tokens);
+  CHECK(table.grad().equal(traced_grad));
+  CHECK(table.grad().equal(eager_grad));
 }

@@ -20,7 +20,9 @@ std::string run(const std::string& cmd) {
   return out;
 }
 
-std::string example(const char* name) { return std::string(KILN_BINARY_DIR) + "/examples/" + name; }
+std::string example(const char* name) {
+  return std::string(KILN_BINARY_DIR) + "/examples/" + name;
+}
 
 // All "loss <number>" values in order.
 std::vector<double> losses(const std::string& text) {
@@ -94,7 +96,8 @@ TEST_CASE("digits_cnn: convolutions and pooling learn the digits in both modes")
   check_digits("digits_cnn", 10, 96, 1e-5);
 }
 
-TEST_CASE("char_transformer: a traced transformer learns the README well below its unigram entropy") {
+TEST_CASE(
+    "char_transformer: a traced transformer learns the README well below its unigram entropy") {
   const std::string svg = std::string(KILN_BINARY_DIR) + "/tests/char_transformer_test.svg";
   const std::string out = run(example("char_transformer") + " 300 " + svg);
   CAPTURE(out);
@@ -123,4 +126,35 @@ TEST_CASE("char_transformer: a traced transformer learns the README well below i
   REQUIRE(line < c);
   CHECK(c - line - 1 >= 200);
   CHECK(std::ifstream(svg).good());
+}
+
+TEST_CASE("char_transformer --vocab words: a word-level model learns, eager and traced alike") {
+  const std::string svg = std::string(KILN_BINARY_DIR) + "/tests/char_transformer_words.svg";
+  const std::string cmd = example("char_transformer") + " --vocab words 20 " + svg;
+  const std::string traced = run(cmd), eager = run("KILN_JIT=0 " + cmd);
+  CAPTURE(traced);
+  CAPTURE(eager);
+  // The README's words: <unk> and every distinct token (fewer than 10,000), none unknown.
+  const size_t w = traced.find("vocabulary ");
+  REQUIRE(w != std::string::npos);
+  const std::string line = traced.substr(w, traced.find('\n', w) - w);
+  const long long vocab = std::stoll(line.substr(11));
+  CHECK(line.find(std::to_string(vocab) + " words (<unk> and the " + std::to_string(vocab - 1) +
+                  " most frequent of " + std::to_string(vocab - 1) +
+                  " distinct; 0 tokens <unk>)") != std::string::npos);
+  CHECK(vocab > 1000);
+  CHECK(vocab <= 10001);
+  // The same vocabulary both runs (it depends on the text alone), the loss
+  // falls, and eager steps give the traced steps' losses.
+  CHECK(eager.find(line) != std::string::npos);
+  CHECK(traced.find("traced step: the first") != std::string::npos);
+  CHECK(eager.find("eager step (KILN_JIT=0): the first") != std::string::npos);
+  const size_t ft = traced.find("final train loss "), fe = eager.find("final train loss ");
+  REQUIRE(ft != std::string::npos);
+  REQUIRE(fe != std::string::npos);
+  const auto lt = losses(traced.substr(0, ft)), le = losses(eager.substr(0, fe));
+  REQUIRE(lt.size() == 10);
+  REQUIRE(le.size() == lt.size());
+  CHECK(lt.back() < lt.front() - 0.5);
+  for (size_t i = 0; i < lt.size(); ++i) CHECK(le[i] == doctest::Approx(lt[i]).epsilon(1e-3));
 }

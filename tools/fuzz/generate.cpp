@@ -261,8 +261,8 @@ class Generator {
     if (a < 0) return false;
     const int b = pick_broadcastable(val(a).shape);
     if (b < 0) return false;
-    static const Op ops[] = {Op::add,     Op::sub,     Op::mul,      Op::div_safe,
-                             Op::maximum, Op::minimum, Op::pow_safe, Op::add_alpha, Op::logaddexp};
+    static const Op ops[] = {Op::add,     Op::sub,      Op::mul,       Op::div_safe, Op::maximum,
+                             Op::minimum, Op::pow_safe, Op::add_alpha, Op::logaddexp};
     const Op op = ops[r_.below(std::size(ops))];
     const double ba = val(a).bound, bb = val(b).bound;
     double nb = ba + bb, x = r_.chance(0.5) ? 0.5 : -2.0;
@@ -397,7 +397,8 @@ class Generator {
         const int64_t count = r_.chance(0.5) ? size : 1 + r_.below(size);
         Shape out = s;
         out[static_cast<size_t>(d0)] = count;
-        push(Instr{Op::sort_values, {a}, {spelled(d0, rank), count}, r_.chance(0.5) ? 1.0 : 0.0}, fresh(out, b));
+        push(Instr{Op::sort_values, {a}, {spelled(d0, rank), count}, r_.chance(0.5) ? 1.0 : 0.0},
+             fresh(out, b));
         return true;
       }
       case 13: {
@@ -545,6 +546,7 @@ class Generator {
   }
 
   bool matmul() {
+    if (r_.chance(0.5)) return attention();
     const int a = pick([](const ValueInfo& v) { return !v.is_bool && !v.shape.empty(); });
     if (a < 0) return false;
     const Shape& s = val(a).shape;
@@ -563,6 +565,67 @@ class Generator {
     Shape out(s.begin(), s.end() - 1);
     if (s.size() > 1) out.push_back(s[s.size() - 2]);
     push(Instr{Op::matmul_self, {a}, {static_cast<int64_t>(s.size())}, 0}, fresh(out, nb));
+    return true;
+  }
+
+  // scaled_dot_product_attention(q [.., L, E], k [.., S, E], v [.., S, Ev]),
+  // leading dims broadcasting: causal or not, the default scale or one given,
+  // and sometimes k and v narrowed along S (two views) so that S != L.
+  bool attention() {
+    const int q = pick([](const ValueInfo& v) { return !v.is_bool && v.shape.size() >= 2; });
+    if (q < 0) return false;
+    const Shape qs = val(q).shape;
+    auto lead = [](const Shape& s) { return Shape(s.begin(), s.end() - 2); };
+    auto joint = [](const Shape& a, const Shape& b) -> std::optional<Shape> {
+      try {
+        return broadcast_shapes(a, b);
+      } catch (const Error&) {
+        return std::nullopt;
+      }
+    };
+    // q itself qualifies as k, and k as v, so both picks succeed.
+    const int k = pick([&](const ValueInfo& v) {
+      return !v.is_bool && v.shape.size() >= 2 && v.shape.back() == qs.back() &&
+             joint(lead(qs), lead(v.shape));
+    });
+    const Shape ks = val(k).shape, qk = *joint(lead(qs), lead(ks));
+    const int64_t length = ks[ks.size() - 2];
+    const int v = pick([&](const ValueInfo& x) {
+      return !x.is_bool && x.shape.size() >= 2 && x.shape[x.shape.size() - 2] == length &&
+             joint(qk, lead(x.shape));
+    });
+    const Shape vs = val(v).shape;
+    Shape out = *joint(qk, lead(vs));
+    out.push_back(qs[qs.size() - 2]);
+    out.push_back(vs.back());
+    if (numel(out) > kMaxNumel) return false;
+    const bool causal = r_.chance(0.5), given = r_.chance(0.5);
+    static const double scales[] = {0.5, 1.0, 2.0, -0.75, 0.125};
+    const double scale = given ? scales[r_.below(std::size(scales))]
+                               : 1.0 / std::sqrt(static_cast<double>(qs.back()));
+    // Scores within +-100: softmax is then well conditioned in f32 too.
+    if (std::abs(scale) * val(q).bound * val(k).bound * static_cast<double>(qs.back()) > 100)
+      return false;
+    int kn = k, vn = v;
+    if (length > 1 && r_.chance(0.4)) {
+      const int64_t len = r_.range(1, length - 1);
+      auto narrow = [&](int a) {
+        const Shape& s = val(a).shape;
+        const size_t rank = s.size();
+        Shape o = s;
+        o[rank - 2] = len;
+        push(Instr{Op::narrow,
+                   {a},
+                   {spelled(static_cast<int64_t>(rank) - 2, rank), r_.below(length - len + 1), len},
+                   0},
+             view_of(a, o));
+        return static_cast<int>(vals_.size()) - 1;
+      };
+      kn = narrow(k);
+      vn = narrow(v);
+    }
+    push(Instr{Op::attention, {q, kn, vn}, {causal ? 1 : 0, given ? 1 : 0}, given ? scale : 0},
+         fresh(out, val(v).bound));
     return true;
   }
 
@@ -636,9 +699,9 @@ class Generator {
   uint32_t f_;
   Program p_;
   std::vector<ValueInfo> vals_;
-  std::vector<int> rg_groups_;  // storage of inputs that require grad
-  std::vector<int> recorded_;   // storage saved by the tape
-  std::vector<int> read_;       // storage read by differentiable ops with grad on
+  std::vector<int> rg_groups_;           // storage of inputs that require grad
+  std::vector<int> recorded_;            // storage saved by the tape
+  std::vector<int> read_;                // storage read by differentiable ops with grad on
   bool captured_takes_history_ = false;  // a captured tensor is given a value requiring grad
   int next_group_ = 0;
   bool nograd_ = false;

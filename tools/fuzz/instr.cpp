@@ -4,7 +4,10 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
+
+#include "frontend/nn.h"
 
 namespace kiln::fuzz {
 
@@ -167,7 +170,8 @@ Tensor run_instr(const Instr& in, const std::vector<Tensor>& values) {
       return std::get<0>(a.sort(n.at(0), x != 0));
     case Op::index_select: {
       const std::vector<double> index(n.begin() + 1, n.end());
-      return a.index_select(n.at(0), from_vector(index, {static_cast<int64_t>(index.size())}, kInt64));
+      return a.index_select(n.at(0),
+                            from_vector(index, {static_cast<int64_t>(index.size())}, kInt64));
     }
     case Op::reshape:
       return a.reshape(n);
@@ -199,6 +203,10 @@ Tensor run_instr(const Instr& in, const std::vector<Tensor>& values) {
       return a.matmul(operand(1));
     case Op::matmul_self:
       return a.matmul(n.at(0) == 1 ? a : a.transpose(-1, -2));
+    case Op::attention:
+      return nn::functional::scaled_dot_product_attention(
+          a, operand(1), operand(2), {}, 0.0, n.at(0) != 0,
+          n.at(1) != 0 ? std::optional<double>(x) : std::nullopt);
     case Op::detach:
       return a.detach();
     // In place: the handle shares the operand's storage.
@@ -333,7 +341,8 @@ std::string cpp(const Instr& in, const std::vector<std::string>& names) {
     case Op::logcumsumexp:
       return a + ".logcumsumexp(" + i(0) + ")";
     case Op::sort_values:
-      return "std::get<0>(" + a + ".topk(" + i(1) + ", " + i(0) + ", " + flag(in.number != 0) + "))";
+      return "std::get<0>(" + a + ".topk(" + i(1) + ", " + i(0) + ", " + flag(in.number != 0) +
+             "))";
     case Op::index_select:
       return a + ".index_select(" + i(0) + ", tensor(" + list(n, 1) + "))";
     case Op::reshape:
@@ -366,6 +375,9 @@ std::string cpp(const Instr& in, const std::vector<std::string>& names) {
       return a + ".matmul(" + v(1) + ")";
     case Op::matmul_self:
       return a + ".matmul(" + a + (in.ints.at(0) == 1 ? "" : ".transpose(-1, -2)") + ")";
+    case Op::attention:
+      return "nn::functional::scaled_dot_product_attention(" + a + ", " + v(1) + ", " + v(2) +
+             ", {}, 0.0, " + flag(in.ints.at(0) != 0) + (in.ints.at(1) != 0 ? ", " + x : "") + ")";
     case Op::detach:
       return a + ".detach()";
     case Op::add_:

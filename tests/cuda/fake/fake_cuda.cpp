@@ -3,11 +3,13 @@
 // host side of the CUDA path (loading through cuGetProcAddress, contexts,
 // streams, the caching allocator, transfers, module loading, kernel-argument
 // upload, plans) run for real. Kernels do not run: their outputs are garbage.
+// Each kernel name gets its own function handle, so the tests see which ran.
 #include <cuda.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -17,6 +19,16 @@ int g_last_grid = 0, g_last_block = 0;
 // (buffer table, begin, end), and the table's first entries.
 void* g_last_table[4] = {};
 long long g_last_begin = 0, g_last_end = 0;
+// Kernel names by function handle (0x4000 + index), and the last one launched.
+std::vector<std::string> g_functions;
+std::string g_last_function;
+
+// Kernels that take one argument struct (codegen/cuda_library.h), not a buffer table.
+bool is_library_kernel(const std::string& name) {
+  for (const char* p : {"kiln_sort_", "kiln_radix_", "kiln_attention_"})
+    if (name.rfind(p, 0) == 0) return true;
+  return false;
+}
 
 CUresult fake_init(unsigned) {
   return CUDA_SUCCESS;
@@ -149,19 +161,26 @@ CUresult fake_module_load(CUmodule* m, const void* image, unsigned, CUjit_option
   *m = reinterpret_cast<CUmodule>(0x3000);
   return CUDA_SUCCESS;
 }
-CUresult fake_get_function(CUfunction* f, CUmodule, const char*) {
-  *f = reinterpret_cast<CUfunction>(0x4000);
+CUresult fake_get_function(CUfunction* f, CUmodule, const char* name) {
+  size_t i = 0;
+  while (i < g_functions.size() && g_functions[i] != name) ++i;
+  if (i == g_functions.size()) g_functions.push_back(name);
+  *f = reinterpret_cast<CUfunction>(0x4000 + i);
   return CUDA_SUCCESS;
 }
 CUresult fake_func_attr(CUfunction, CUfunction_attribute, int) {
   return CUDA_SUCCESS;
 }
-CUresult fake_launch(CUfunction, unsigned gx, unsigned, unsigned, unsigned bx, unsigned, unsigned,
+CUresult fake_launch(CUfunction f, unsigned gx, unsigned, unsigned, unsigned bx, unsigned, unsigned,
                      unsigned, CUstream, void** params, void**) {
-  if (!params || gx == 0 || bx == 0 || bx > 1024) return CUDA_ERROR_INVALID_VALUE;
+  const size_t fi = reinterpret_cast<uintptr_t>(f) - 0x4000;
+  if (!params || gx == 0 || bx == 0 || bx > 1024 || fi >= g_functions.size())
+    return CUDA_ERROR_INVALID_VALUE;
   ++g_launches;
   g_last_grid = static_cast<int>(gx);
   g_last_block = static_cast<int>(bx);
+  g_last_function = g_functions[fi];
+  if (is_library_kernel(g_last_function)) return CUDA_SUCCESS;
   void* const* table = *static_cast<void* const* const*>(params[0]);
   for (int i = 0; i < 4; ++i) g_last_table[i] = table[i];
   g_last_begin = *static_cast<long long*>(params[1]);
@@ -250,6 +269,10 @@ __attribute__((visibility("default"))) int kiln_fake_last_grid() {
 }
 __attribute__((visibility("default"))) int kiln_fake_last_block() {
   return g_last_block;
+}
+/// The name of the last kernel launched.
+__attribute__((visibility("default"))) const char* kiln_fake_last_function() {
+  return g_last_function.c_str();
 }
 /// The last launch as a generated kernel sees it: its buffer table's first 4 entries, begin, end.
 __attribute__((visibility("default"))) void kiln_fake_last_kernel(void** table, long long* begin,

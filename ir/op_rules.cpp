@@ -155,7 +155,8 @@ Shape shape_scatter(OpKind, Types in, const Attrs&) {
 // attention(q, k, v) and attention_grad(q, k, v, out, g): float operands of one
 // dtype and rank >= 2, equal leading dims, k and v with one length, q and k one
 // width; out [.., L, Ev] and g its gradient. The result is attention's output,
-// or the gradient of the operand `which` names.
+// or the gradients of the operands the bitmask `which` names (1 q, 2 k, 4 v),
+// flattened and laid end to end in that order.
 void check_attention(Types in) {
   const TensorType &q = in[0], &k = in[1], &v = in[2];
   KILN_CHECK(is_floating(q.dtype), "expected floating-point q, k and v, got ", dtype_name(q.dtype));
@@ -185,7 +186,8 @@ DType dtype_attention(OpKind k, Types in, const Attrs& a) {
   (void)a.i(AttrKey::causal);
   if (k == OpKind::attention_grad) {
     const int64_t which = a.i(AttrKey::which);
-    KILN_CHECK(which >= 0 && which <= 2, "expected which in 0..2 (q, k or v), got ", which);
+    KILN_CHECK(which >= 1 && which <= 7, "expected which a mask in 1..7 (1 q, 2 k, 4 v), got ",
+               which);
     KILN_CHECK(in[3].shape == attention_out(in) && in[4].shape == attention_out(in),
                "expected the output and its gradient of shape ", shape_str(attention_out(in)), ", got ",
                shape_str(in[3].shape), " and ", shape_str(in[4].shape));
@@ -196,7 +198,11 @@ Shape shape_attention(OpKind, Types in, const Attrs&) {
   return attention_out(in);
 }
 Shape shape_attention_grad(OpKind, Types in, const Attrs& a) {
-  return in[size_t(a.i(AttrKey::which))].shape;
+  const int64_t which = a.i(AttrKey::which);
+  int64_t n = 0;
+  for (size_t i = 0; i < 3; ++i)
+    if (which & (int64_t(1) << i)) n += in[i].numel();
+  return {n};
 }
 
 // argsort: `dim` names a dim (any for a scalar, a line of one), `count` is in

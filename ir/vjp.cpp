@@ -281,16 +281,32 @@ Grads vjp_logcumsumexp(Builder& b, const Node& n, Value out, Value g, const Need
   });
 }
 
-// Attention's gradients are attention_grad nodes, which recompute the
-// probabilities from q, k and v (runtime/attention.h); they have no gradient of
-// their own, so a second derivative through attention is an error, not zero.
+// Attention's gradients come from one attention_grad node, which recomputes the
+// probabilities from q, k and v (runtime/attention.h) once for all the operands
+// that need one (its `which` mask) and lays them end to end in one 1-D result;
+// each is sliced out and reshaped. attention_grad has no gradient of its own, so
+// a second derivative through attention is an error, not zero.
 Grads vjp_attention(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  int64_t which = 0;
+  for (size_t i = 0; i < 3; ++i)
+    if (needs[i] && floating(b, n.operands[i])) which |= int64_t(1) << i;
+  if (which == 0) return {Value{}, Value{}, Value{}};
+  Attrs a = n.attrs;
+  a.set(AttrKey::which, which);
+  const Value all =
+      b.op(OpKind::attention_grad, {n.operands[0], n.operands[1], n.operands[2], out, g}, a);
+  int64_t start = 0;
   Grads grads;
-  for (int64_t which = 0; which < 3; ++which)
-    grads.push_back(grad_for(b, n, needs, size_t(which), [&](Value) {
-      Attrs a = n.attrs;
-      a.set(AttrKey::which, which);
-      return b.op(OpKind::attention_grad, {n.operands[0], n.operands[1], n.operands[2], out, g}, a);
+  for (size_t i = 0; i < 3; ++i)
+    grads.push_back(grad_for(b, n, needs, i, [&](Value x) {
+      const TensorType t = b.type(x);
+      const Value part = b.op(OpKind::slice, {all},
+                              Attrs{{AttrKey::dim, int64_t{0}},
+                                    {AttrKey::start, start},
+                                    {AttrKey::end, start + t.numel()},
+                                    {AttrKey::step, int64_t{1}}});
+      start += t.numel();
+      return b.reshape(part, t.shape);
     }));
   return grads;
 }

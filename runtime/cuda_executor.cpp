@@ -307,8 +307,12 @@ void execute_cuda_plan(const Plan& plan, void* const* args, void* const* params,
         if (a->which < 0) {
           cuda_attention_forward(a->shape, at(0), at(1), at(2), at(3), lib);
         } else {
+          // The gradients the mask asks for, end to end in one buffer.
           void* grad[3] = {};
-          grad[a->which] = at(5);
+          const std::array<int64_t, 3> offset = attention_grad_offsets(a->shape, a->which);
+          for (size_t i = 0; i < 3; ++i)
+            if (offset[i] >= 0)
+              grad[i] = static_cast<char*>(at(5)) + offset[i] * int64_t(dtype_size(a->shape.dtype));
           cuda_attention_backward(a->shape, at(0), at(1), at(2), at(3), at(4), grad[0], grad[1],
                                   grad[2], lib);
         }

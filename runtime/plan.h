@@ -110,7 +110,8 @@ struct Sort {
 
 /// Slots {q, k, v, out}, or {q, k, v, out, g, grad} for a gradient: the
 /// attention library step (runtime/attention.h); `which` is -1 for the forward,
-/// else the operand whose gradient it computes. Runs as Sort does.
+/// else the mask of the gradients it computes (1 q, 2 k, 4 v), laid end to end
+/// in `grad` (attention_grad_offsets). Runs as Sort does.
 struct Attention {
   AttentionShape shape;
   int which = -1;

@@ -2,7 +2,9 @@
 // row at a time with its whole row of scores, in double, from the formulas
 // (p = softmax(scale * q_i k^T), out_i = p v; dv_j = sum_i p_ij g_i, dp = g_i v^T,
 // ds = p (dp - g_i . out_i), dq_i = scale ds k, dk_j = scale sum_i ds_ij q_i): the
-// oracle of the streaming library step (runtime/attention.cpp).
+// oracle of the streaming library step (runtime/attention.cpp). attention_grad
+// writes each gradient its `which` mask selects (1 q, 2 k, 4 v) into its part of
+// the flat result, in that order.
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -33,8 +35,13 @@ void ref_attention(OpKind k, const Attrs& attrs, std::span<const View> in, const
   const bool grad = k == OpKind::attention_grad;
   const std::vector<double> O = grad ? dense(in[3]) : std::vector<double>{},
                             G = grad ? dense(in[4]) : std::vector<double>{};
-  const int64_t which = grad ? attrs.i(AttrKey::which) : -1;
+  const int64_t which = grad ? attrs.i(AttrKey::which) : 0;
   std::vector<double> result(size_t(out.numel()), 0.0), p(size_t(s.tk));
+  // Where each selected gradient starts in the result (the unselected are not written).
+  const int64_t nq = s.batch * s.tq * s.d, nk = s.batch * s.tk * s.d;
+  double* dq = result.data();
+  double* dk = dq + ((which & 1) ? nq : 0);
+  double* dv = dk + ((which & 2) ? nk : 0);
   for (int64_t b = 0; b < s.batch; ++b)
     for (int64_t i = 0; i < s.tq; ++i) {
       const double* q = &Q[size_t((b * s.tq + i) * s.d)];
@@ -63,14 +70,14 @@ void ref_attention(OpKind k, const Attrs& attrs, std::span<const View> in, const
         for (int64_t c = 0; c < s.dv; ++c)
           dp += G[size_t(row * s.dv + c)] * V[size_t(key * s.dv + c)];
         const double ds = p[size_t(j)] * (dp - D);
-        if (which == 0)
+        if (which & 1)
           for (int64_t c = 0; c < s.d; ++c)
-            result[size_t(row * s.d + c)] += s.scale * ds * K[size_t(key * s.d + c)];
-        else if (which == 1)
-          for (int64_t c = 0; c < s.d; ++c) result[size_t(key * s.d + c)] += s.scale * ds * q[c];
-        else
+            dq[row * s.d + c] += s.scale * ds * K[size_t(key * s.d + c)];
+        if (which & 2)
+          for (int64_t c = 0; c < s.d; ++c) dk[key * s.d + c] += s.scale * ds * q[c];
+        if (which & 4)
           for (int64_t c = 0; c < s.dv; ++c)
-            result[size_t(key * s.dv + c)] += p[size_t(j)] * G[size_t(row * s.dv + c)];
+            dv[key * s.dv + c] += p[size_t(j)] * G[size_t(row * s.dv + c)];
       }
     }
   std::vector<std::shared_ptr<Storage>> keep;

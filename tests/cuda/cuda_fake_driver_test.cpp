@@ -271,6 +271,18 @@ TEST_CASE("with a fake driver, argsort and attention on CUDA tensors launch the 
   CHECK(fake.last_function() == "kiln_attention_fwd_f32");
   CHECK(fake.last().grid == 2 * 2);  // batch x query blocks of 16
   CHECK(fake.last().block == 128);
+  // Its gradient for the operands a mask selects (q and v): the rows' statistics,
+  // then one kernel per gradient, into one buffer (q's, then v's).
+  const Tensor g = randn({2, 20, 4}).cuda();
+  const Attrs grads{
+      {AttrKey::scale, 0.5}, {AttrKey::causal, int64_t{0}}, {AttrKey::which, int64_t{5}}};
+  const TensorType both{DType::f32, {2 * 20 * 8 + 2 * 30 * 4}, q.device()};
+  n0 = fake.launches();
+  Tensor dqv = device_run(OpKind::attention_grad, grads, {q, k, v, o, g}, both);
+  CHECK(dqv.sizes() == both.shape);
+  CHECK(fake.launches() == n0 + 3);
+  CHECK(fake.last_function() == "kiln_attention_grad_f32");
+  CHECK(fake.last().grid == 2 * 2);  // v's: batch x key blocks of 16
 }
 
 TEST_CASE("with a fake driver, collectives on CUDA tensors go to the communicator's device") {

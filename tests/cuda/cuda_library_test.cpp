@@ -174,7 +174,7 @@ void check_attention(Runner& run) {
         Arr wants[3] = {empty(dt, q.v.shape), empty(dt, k.v.shape), empty(dt, v.v.shape)};
         for (int which = 0; which < 3; ++which) {
           Attrs ga = attrs;
-          ga.set(AttrKey::which, int64_t(which));
+          ga.set(AttrKey::which, int64_t(1) << which);  // a mask: 1 q, 2 k, 4 v
           const std::vector<View> bwd{q.v, k.v, v.v, want.v, g.v};
           reference_kernel(OpKind::attention_grad, ga, bwd, wants[which].v);
         }

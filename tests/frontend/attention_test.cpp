@@ -1,5 +1,6 @@
 // scaled_dot_product_attention: the streaming attention op against the
-// composite softmax(q k^T * scale) v, values and gradients, eagerly and traced;
+// composite softmax(q k^T * scale) v, values and gradients, eagerly and traced,
+// all three or any of q, k and v (eager == traced, bitwise);
 // the mask and dropout path; memory O(T * d) at T = 4096; clear errors.
 #include <doctest/doctest.h>
 
@@ -56,6 +57,44 @@ TEST_CASE("attention equals the composite, values and gradients, eager and trace
       CAPTURE(i);
       CHECK(close(eager[i], want[i], 1e-10));
       CHECK(close(traced[i], want[i], 1e-10));
+    }
+  }
+}
+
+TEST_CASE(
+    "attention's gradients for some of q, k and v: the composite's, eager == traced bitwise") {
+  manual_seed(6);
+  // Several blocks of queries and keys, two heads: the gradient step's chunks.
+  Tensor q = randn({2, 200, 16}), k = randn({2, 300, 16}), v = randn({2, 300, 8});
+  Tensor g = randn({2, 200, 8});
+  for (int mask = 1; mask < 8; ++mask) {
+    CAPTURE(mask);
+    std::vector<Tensor> x = {q.detach().requires_grad_(mask & 1),
+                             k.detach().requires_grad_(mask & 2),
+                             v.detach().requires_grad_(mask & 4)};
+    std::vector<Tensor> wrt;
+    for (int i = 0; i < 3; ++i)
+      if (mask & (1 << i)) wrt.push_back(x[size_t(i)]);
+    const std::vector<Tensor> want =
+        autograd::grad({(composite(x[0], x[1], x[2], true, 0.25) * g).sum()}, wrt);
+    const std::vector<Tensor> eager = autograd::grad(
+        {(F::scaled_dot_product_attention(x[0], x[1], x[2], {}, 0.0, true, 0.25) * g).sum()}, wrt);
+    auto step = jit([&](Tensor a, Tensor b, Tensor c) {
+      Tensor out = F::scaled_dot_product_attention(a, b, c, {}, 0.0, true, 0.25);
+      std::vector<Tensor> in = {a, b, c}, w;
+      for (int i = 0; i < 3; ++i)
+        if (mask & (1 << i)) w.push_back(in[size_t(i)]);
+      std::vector<Tensor> r = autograd::grad({(out * g).sum()}, w);
+      while (r.size() < 3) r.push_back(out);
+      return std::make_tuple(r[0], r[1], r[2]);
+    });
+    auto [t0, t1, t2] = step(x[0], x[1], x[2]);
+    const std::vector<Tensor> traced{t0, t1, t2};
+    for (size_t j = 0; j < wrt.size(); ++j) {
+      CAPTURE(j);
+      CHECK(eager[j].sizes() == wrt[j].sizes());
+      CHECK(close(eager[j], want[j], 1e-4));
+      CHECK(traced[j].equal(eager[j]));
     }
   }
 }

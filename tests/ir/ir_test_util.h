@@ -65,7 +65,8 @@ inline Graph every_op_graph() {
              Attrs{{AttrKey::dim, int64_t{1}}, {AttrKey::descending, int64_t{1}}, {AttrKey::count, int64_t{2}}});
   {
     const Value q = b.op(OpKind::reshape, {x}, Attrs{{AttrKey::shape, b.type(x).shape}});
-    const Attrs att{{AttrKey::scale, 0.5}, {AttrKey::causal, int64_t{0}}, {AttrKey::which, int64_t{1}}};
+    const Attrs att{
+        {AttrKey::scale, 0.5}, {AttrKey::causal, int64_t{0}}, {AttrKey::which, int64_t{5}}};
     const Value o = b.op(OpKind::attention, {q, q, q}, att);
     (void)b.op(OpKind::attention_grad, {q, q, q, o, o}, att);
   }

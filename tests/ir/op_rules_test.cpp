@@ -180,7 +180,7 @@ std::vector<Case> cases() {
   c.push_back({OpKind::argsort, {ty(DType::f32, {})}, sorted(0, 1), ty(DType::i64, {})});
   c.push_back({OpKind::argsort, {f23}, sorted(1, 4), {}, "expected a count in [0, 3] (the size of dim 1), got 4"});
   c.push_back({OpKind::argsort, {f23}, sorted(2, 1), {}, "out of range"});
-  // attention: [.., L, E] x [.., S, E] x [.., S, Ev] -> [.., L, Ev]; its gradient has its operand's shape.
+  // attention: [.., L, E] x [.., S, E] x [.., S, Ev] -> [.., L, Ev].
   const Attrs att{{AttrKey::scale, 0.5}, {AttrKey::causal, int64_t{1}}};
   const TensorType aq = ty(DType::f32, {2, 4, 3}), ak = ty(DType::f32, {2, 5, 3}), av = ty(DType::f32, {2, 5, 6}),
                    ao = ty(DType::f32, {2, 4, 6});
@@ -189,11 +189,27 @@ std::vector<Case> cases() {
   c.push_back({OpKind::attention, {aq, ty(DType::f32, {2, 5, 2}), av}, att, {}, "expected k as wide as q (3)"});
   c.push_back({OpKind::attention, {ty(DType::i64, {2, 4, 3}), ak, av}, att, {}, "expected floating-point q"});
   c.push_back({OpKind::attention, {aq, ty(DType::f32, {3, 5, 3}), av}, att, {}, "equal leading dims"});
-  Attrs grad_k = att;
-  grad_k.set(AttrKey::which, int64_t{1});
-  c.push_back({OpKind::attention_grad, {aq, ak, av, ao, ao}, grad_k, ak});
-  grad_k.set(AttrKey::which, int64_t{3});
-  c.push_back({OpKind::attention_grad, {aq, ak, av, ao, ao}, grad_k, {}, "expected which in 0..2"});
+  // attention_grad: the gradients its mask selects (1 q, 2 k, 4 v), flattened end to end.
+  auto grads = [&](int64_t which) {
+    Attrs a = att;
+    a.set(AttrKey::which, which);
+    return a;
+  };
+  c.push_back({OpKind::attention_grad, {aq, ak, av, ao, ao}, grads(1), ty(DType::f32, {24})});
+  c.push_back({OpKind::attention_grad, {aq, ak, av, ao, ao}, grads(2), ty(DType::f32, {30})});
+  c.push_back({OpKind::attention_grad, {aq, ak, av, ao, ao}, grads(4), ty(DType::f32, {60})});
+  c.push_back({OpKind::attention_grad, {aq, ak, av, ao, ao}, grads(5), ty(DType::f32, {84})});
+  c.push_back({OpKind::attention_grad, {aq, ak, av, ao, ao}, grads(7), ty(DType::f32, {114})});
+  c.push_back({OpKind::attention_grad,
+               {aq, ak, av, ao, ao},
+               grads(0),
+               {},
+               "expected which a mask in 1..7"});
+  c.push_back({OpKind::attention_grad,
+               {aq, ak, av, ao, ao},
+               grads(8),
+               {},
+               "expected which a mask in 1..7"});
   const Attrs divisor{{AttrKey::name, std::string("fmod")}};
   c.push_back({OpKind::check_nonzero, {i23}, divisor, i23});
   c.push_back({OpKind::check_nonzero, {f23}, divisor, {}, "expected an integer divisor, got f32"});

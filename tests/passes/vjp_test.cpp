@@ -291,6 +291,57 @@ TEST_CASE("every VJP rule matches finite differences, first and second order") {
   }
 }
 
+TEST_CASE("attention's gradients are one attention_grad node asking for just the operands wanted") {
+  // For every set of operands: one node whose mask names them (1 q, 2 k, 4 v),
+  // and gradients equal to those of the node that computes all three.
+  const GradCase c{
+      "attention causal [2,5,3] x [2,7,3] x [2,7,4]",
+      OpKind::attention,
+      {in_range({2, 5, 3}, -1, 1), in_range({2, 7, 3}, -1, 1), in_range({2, 7, 4}, -1, 1)},
+      [](Builder& b, Args x) {
+        return b.op(OpKind::attention, {x[0], x[1], x[2]},
+                    Attrs{{AttrKey::scale, 0.6}, {AttrKey::causal, int64_t{1}}});
+      }};
+  const LossGraph lg = loss_graph(c);
+  std::mt19937_64 rng(5);
+  std::vector<HostArray> args;
+  for (const InputSpec& in : c.inputs) args.push_back(array_of(f64(in.shape), draw(in, rng)));
+  args.push_back(array_of(lg.weight_type, uniform(size_t(lg.weight_type.numel()), rng)));
+  args.push_back(array_of(f64({}), {1.0}));
+  auto gradients = [&](const std::vector<Value>& wrt, int64_t* which) {
+    const Graph g = autodiff(lg.g, wrt);
+    verify(g);
+    int nodes = 0;
+    for (const Node& n : g.nodes())
+      if (n.op == OpKind::attention_grad) {
+        ++nodes;
+        *which = n.attrs.i(AttrKey::which);
+      }
+    CHECK(nodes == 1);
+    std::vector<std::vector<double>> r;
+    const std::vector<HostArray> out = interpret(g, args);
+    for (size_t i = 1; i < out.size(); ++i) r.push_back(values_of(out[i]));
+    return r;
+  };
+  int64_t which = 0;
+  const std::vector<std::vector<double>> all = gradients(lg.inputs, &which);
+  CHECK(which == 7);
+  for (int64_t mask = 1; mask < 7; ++mask) {
+    CAPTURE(mask);
+    std::vector<Value> wrt;
+    std::vector<size_t> index;
+    for (size_t i = 0; i < 3; ++i)
+      if (mask & (int64_t(1) << i)) {
+        wrt.push_back(lg.inputs[i]);
+        index.push_back(i);
+      }
+    const std::vector<std::vector<double>> some = gradients(wrt, &which);
+    CHECK(which == mask);
+    REQUIRE(some.size() == index.size());
+    for (size_t j = 0; j < index.size(); ++j) CHECK(some[j] == all[index[j]]);
+  }
+}
+
 TEST_CASE("every differentiable op has a gradient case") {
   std::set<OpKind> covered;
   for (const GradCase& c : gradient_cases()) covered.insert(c.op);

@@ -74,7 +74,7 @@ Case tiny_case(OpKind k) {
     case OpCategory::Scatter:
       return {{x, arr(DType::i64, {2, 3}, {1, 0, 1, 1, 1, 0}), x}, Attrs{{AttrKey::dim, int64_t{0}}}};
     case OpCategory::Attention: {
-      Attrs a{{AttrKey::scale, 0.5}, {AttrKey::causal, int64_t{1}}, {AttrKey::which, int64_t{0}}};
+      Attrs a{{AttrKey::scale, 0.5}, {AttrKey::causal, int64_t{1}}, {AttrKey::which, int64_t{7}}};
       if (k == OpKind::attention) return {{x, x, x}, a};
       return {{x, x, x, x, x}, a};
     }

@@ -166,7 +166,17 @@ void Lowering::lower_reduction() {
 bool Lowering::lower_column_reduction(const std::vector<Value>& outs,
                                       const std::vector<NodeId>& reds,
                                       const std::vector<int64_t>& rdims) {
-  if (reds.size() != 1 || outs.size() != 1 || outs[0] != Value(reds[0])) return false;
+  // The reduction's result, and full-size outputs that do not read it (a
+  // logits' gradient that is also summed for the bias), stored as they are made.
+  if (reds.size() != 1 || std::count(outs.begin(), outs.end(), Value(reds[0])) != 1) return false;
+  std::vector<Value> full;
+  for (Value v : outs) {
+    if (v == Value(reds[0])) continue;
+    if (g_.type(v).shape != rs_.in_shape ||
+        reaches(v.node, [&](NodeId id) { return id == reds[0]; }))
+      return false;
+    full.push_back(v);
+  }
   const Node& n = g_.node(reds[0]);
   const DType t = n.type().dtype;
   const OpKind combine = op_info(n.op).combine;
@@ -185,7 +195,9 @@ bool Lowering::lower_column_reduction(const std::vector<Value>& outs,
     if (inner % b == 0) block = b;
   if (block == 0) return false;
 
-  const int32_t ob = add_output(outs[0]);
+  int32_t ob = -1;
+  std::vector<int32_t> full_bufs;
+  for (Value v : outs) (v == Value(reds[0]) ? ob : full_bufs.emplace_back()) = add_output(v);
   kir::Kernel& kernel = kb_.kernel();
   kernel.range = inner / block;
   const ValueId i0 = kb_.index(0);
@@ -206,6 +218,9 @@ bool Lowering::lower_column_reduction(const std::vector<Value>& outs,
   c.shape = rs_.in_shape;
   c.linear = kb_.binary(ScalarOp::add, row_start, col);
   const ValueId x = kb_.cast(eval(n.operands[0], c), t);
+  std::vector<ValueId> vals;
+  for (Value v : full) vals.push_back(eval(v, c));
+  for (size_t i = 0; i < full.size(); ++i) kb_.store(full_bufs[i], linear(c), vals[i]);
   kb_.store(ob, col, kb_.binary(fold, kb_.load(ob, col), x));
   kb_.end_loop();
   kb_.end_loop();

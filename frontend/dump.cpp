@@ -2,6 +2,8 @@
 #include "frontend/dump.h"
 
 #include <cerrno>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -9,6 +11,7 @@
 #include <string_view>
 
 #include <fcntl.h>
+#include <poll.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,7 +33,8 @@ std::string signature_dir(const std::vector<TensorType>& types) {
   for (const TensorType& t : types) {
     if (!s.empty()) s += "_";
     std::string ts = t.str();
-    for (char c : ts) s += (c == '[' || c == ']' || c == ',' || c == ':') ? (c == ',' ? 'x' : '-') : c;
+    for (char c : ts)
+      s += (c == '[' || c == ']' || c == ',' || c == ':') ? (c == ',' ? 'x' : '-') : c;
   }
   if (s.empty()) s = "noargs";
   // Trailing '-' from "]" reads poorly.
@@ -84,8 +88,10 @@ std::string find_dot() {
 
 }  // namespace
 
-std::string render_svg(const std::string& dot_path, std::string* why) {
-  static const std::string dot = find_dot();
+std::string render_svg(const std::string& dot_path, std::string* why, int seconds,
+                       const std::string& program) {
+  static const std::string found = find_dot();
+  const std::string& dot = program.empty() ? found : program;
   if (dot.empty()) {
     *why = "Graphviz's dot is not installed (apt-get install graphviz)";
     return "";
@@ -109,12 +115,29 @@ std::string render_svg(const std::string& dot_path, std::string* why) {
   const int rc = ::posix_spawn(&pid, dot.c_str(), &fa, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
   ::close(out[1]);
+  // dot's layout time grows faster than the graph: a dump never waits on it
+  // for more than `seconds`.
   std::string svg;
+  bool late = false;
   if (rc == 0) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
     char buf[1 << 16];
-    ssize_t n;
-    while ((n = ::read(out[0], buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR))
-      if (n > 0) svg.append(buf, static_cast<size_t>(n));
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      pollfd p{out[0], POLLIN, 0};
+      const int ready = left.count() > 0 ? ::poll(&p, 1, int(left.count())) : 0;
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready <= 0) {
+        late = ready == 0;
+        ::kill(pid, SIGKILL);
+        break;
+      }
+      const ssize_t n = ::read(out[0], buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      svg.append(buf, static_cast<size_t>(n));
+    }
   }
   ::close(out[0]);
   if (rc != 0) {
@@ -123,6 +146,10 @@ std::string render_svg(const std::string& dot_path, std::string* why) {
   }
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (late) {
+    *why = "dot took more than " + std::to_string(seconds) + " s on " + dot_path;
+    return "";
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || svg.empty()) {
     *why = "dot failed on " + dot_path;
@@ -217,11 +244,14 @@ std::string write_dump(const std::string& dir, const std::string& function, cons
         << " B, writes " << info.bytes_written << " B, " << info.flops << " flops; compile "
         << a.compile_ms << " ms" << (a.from_disk_cache ? " (disk cache)" : "") << "\n";
     fs::path kd = root / "kernels";
-    if (!a.kernel_ir.empty()) io::write_file_durable((kd / (info.name + ".kir")).string(), a.kernel_ir);
+    if (!a.kernel_ir.empty())
+      io::write_file_durable((kd / (info.name + ".kir")).string(), a.kernel_ir);
     if (!a.llvm_ir.empty()) io::write_file_durable((kd / (info.name + ".ll")).string(), a.llvm_ir);
-    if (!a.llvm_ir_opt.empty()) io::write_file_durable((kd / (info.name + ".opt.ll")).string(), a.llvm_ir_opt);
+    if (!a.llvm_ir_opt.empty())
+      io::write_file_durable((kd / (info.name + ".opt.ll")).string(), a.llvm_ir_opt);
     if (!a.assembly.empty()) io::write_file_durable((kd / (info.name + ".s")).string(), a.assembly);
-    if (!a.cuda_source.empty()) io::write_file_durable((kd / (info.name + ".cu")).string(), a.cuda_source);
+    if (!a.cuda_source.empty())
+      io::write_file_durable((kd / (info.name + ".cu")).string(), a.cuda_source);
     if (!a.ptx.empty()) io::write_file_durable((kd / (info.name + ".ptx")).string(), a.ptx);
   }
   std::string title = function + "(";

@@ -48,10 +48,12 @@ std::string write_picture(const std::string& stem, const std::string& dot, size_
 
 /// The most nodes a picture rendered to svg by the dumps has (`dot` takes seconds
 /// beyond; the .dot file is written at any size).
-inline constexpr size_t kMaxRenderedNodes = 1500;
+inline constexpr size_t kMaxRenderedNodes = 600;
 
 /// The svg `dot` renders from a dot file, or "" with *why set (`dot` not
-/// installed, or failed).
-std::string render_svg(const std::string& dot_path, std::string* why);
+/// installed, failed, or still laying out after `seconds`: it is killed).
+/// `program`: a dot to run instead of the one on the PATH.
+std::string render_svg(const std::string& dot_path, std::string* why, int seconds = 20,
+                       const std::string& program = "");
 
 }  // namespace kiln

@@ -233,6 +233,20 @@ TEST_CASE("a reduction over leading dims walks blocks of contiguous columns") {
       CHECK((ir.find("acc0") == std::string::npos) == c.column_form);
     }
   }
+  // With a full-size output that the sum does not feed (a logits' gradient, also
+  // summed for the bias), stored in the same pass; one that reads the sum is not.
+  for (bool reads_sum : {false, true}) {
+    Graph g;
+    Builder b(g);
+    Value y = b.mul(b.unary(OpKind::exp, b.arg(0, ty(DType::f32, {64, 480}))), b.constant(2.0, DType::f32));
+    Value s = b.sum(y, {0}, true);
+    g.outputs = {reads_sum ? b.sub(y, s) : y, s};
+    check_whole_graph(g, GroupKind::Reduction, 9, {}, Tolerance{1e-5, 1e-6});
+    const std::string ir =
+        print_kernel(lower_group(g, make_group(g, GroupKind::Reduction, all_compute_nodes(g)),
+                                 LowerOptions{.column_reductions = true}));
+    CHECK((ir.find("acc0") == std::string::npos) == !reads_sum);
+  }
 }
 
 TEST_CASE("a multi-pass row kernel prefetches the next row during its second pass") {

@@ -18,6 +18,7 @@
 
 #include <kiln/kiln.h>
 
+#include "frontend/dump.h"
 #include "runtime/profile.h"
 
 namespace kiln {
@@ -113,6 +114,29 @@ TEST_CASE("a dump draws the traced graph, the optimized graph and the kernels") 
   CHECK(has(fused, " flops\""));
   CHECK(!has(read_text(sig / "traced.dot"), "subgraph"));
   CHECK(has(summary, "pictures: "));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a dump does not wait on a dot that takes too long") {
+  // dot's layout of a model-sized graph ran for more than 18 minutes and the
+  // program dumping it waited.
+  const fs::path dir = fs::temp_directory_path() / ("kiln-slow-dot-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string fake = (dir / "dot").string();
+  {
+    std::ofstream f(fake);
+    f << "#!/bin/sh\nsleep 30\n";
+  }
+  fs::permissions(fake, fs::perms::owner_all);
+  {
+    std::ofstream g(dir / "g.dot");
+    g << "digraph { a -> b }\n";
+  }
+  std::string why;
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK(render_svg((dir / "g.dot").string(), &why, 1, fake).empty());
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
+  CHECK(why.find("took more than 1 s") != std::string::npos);
   fs::remove_all(dir);
 }
 

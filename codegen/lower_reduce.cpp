@@ -169,13 +169,18 @@ bool Lowering::lower_column_reduction(const std::vector<Value>& outs,
   // The reduction's result, and full-size outputs that do not read it (a
   // logits' gradient that is also summed for the bias), stored as they are made.
   if (reds.size() != 1 || std::count(outs.begin(), outs.end(), Value(reds[0])) != 1) return false;
-  std::vector<Value> full;
+  // Row-sized outputs computed from the result (a squared norm's square) come
+  // after the rows are folded, reading the result back from its buffer.
+  std::vector<Value> full, per_column;
   for (Value v : outs) {
     if (v == Value(reds[0])) continue;
-    if (g_.type(v).shape != rs_.in_shape ||
-        reaches(v.node, [&](NodeId id) { return id == reds[0]; }))
+    const bool reads_result = reaches(v.node, [&](NodeId id) { return id == reds[0]; });
+    if (g_.type(v).shape == rs_.in_shape && !reads_result)
+      full.push_back(v);
+    else if (kiln::numel(g_.type(v).shape) == rs_.rows && g_.type(v).shape != rs_.in_shape)
+      per_column.push_back(v);
+    else
       return false;
-    full.push_back(v);
   }
   const Node& n = g_.node(reds[0]);
   const DType t = n.type().dtype;
@@ -190,30 +195,49 @@ bool Lowering::lower_column_reduction(const std::vector<Value>& outs,
   // A long sum would fold in f64 (as the row form does); rows of few columns
   // are as well served one element per iteration.
   if (inner < 16 || extent < 2 || (combine == OpKind::add && extent > 65536)) return false;
-  int64_t block = 0;  // the largest divisor of the columns in [8, 256]
+  // Blocks of the largest divisor of the columns in [8, 256]; when none divides
+  // them (a prime count), blocks of 128 with the last one's spare columns
+  // skipped by a guard.
+  int64_t block = 0;
   for (int64_t b = std::min<int64_t>(256, inner); b >= 8 && block == 0; --b)
     if (inner % b == 0) block = b;
-  if (block == 0) return false;
+  const bool ragged = block == 0;
+  if (ragged) block = 128;
 
   int32_t ob = -1;
-  std::vector<int32_t> full_bufs;
-  for (Value v : outs) (v == Value(reds[0]) ? ob : full_bufs.emplace_back()) = add_output(v);
+  std::vector<int32_t> full_bufs, column_bufs;
+  for (Value v : outs) {
+    const bool is_full = std::find(full.begin(), full.end(), v) != full.end();
+    (v == Value(reds[0]) ? ob
+     : is_full           ? full_bufs.emplace_back()
+                         : column_bufs.emplace_back()) = add_output(v);
+  }
   kir::Kernel& kernel = kb_.kernel();
-  kernel.range = inner / block;
+  kernel.range = (inner + block - 1) / block;
   const ValueId i0 = kb_.index(0);
   kb_.set_upper_bound(i0, kernel.range);
   const ValueId first = kb_.binary(ScalarOp::mul, i0, kb_.iconst(block));
   const kir::Immediate id_v = kir::identity_of(n.op, t);
   const ScalarOp fold = kir::combine_of(n.op);
-  {  // the block starts at the identity
+  // A loop over the block's columns (inside the guard when ragged); the column.
+  auto begin_columns = [&] {
     const ValueId col = kb_.binary(ScalarOp::add, first, kb_.index(kb_.begin_loop(block)));
-    kb_.store(ob, col, kb_.constant(t, id_v.f));
+    if (ragged) kb_.begin_if(kb_.binary(ScalarOp::lt, col, kb_.iconst(inner)));
+    return col;
+  };
+  auto end_columns = [&] {
+    if (ragged) kb_.end_if();
     kb_.end_loop();
+  };
+  {  // the block starts at the identity
+    const ValueId col = begin_columns();
+    kb_.store(ob, col, kb_.constant(t, id_v.f));
+    end_columns();
   }
   // then each row's run of the block's columns is folded in, in row order
   const ValueId r = kb_.index(kb_.begin_loop(extent));
   const ValueId row_start = kb_.binary(ScalarOp::mul, r, kb_.iconst(inner));
-  const ValueId col = kb_.binary(ScalarOp::add, first, kb_.index(kb_.begin_loop(block)));
+  const ValueId col = begin_columns();
   Coords c;
   c.shape = rs_.in_shape;
   c.linear = kb_.binary(ScalarOp::add, row_start, col);
@@ -222,8 +246,21 @@ bool Lowering::lower_column_reduction(const std::vector<Value>& outs,
   for (Value v : full) vals.push_back(eval(v, c));
   for (size_t i = 0; i < full.size(); ++i) kb_.store(full_bufs[i], linear(c), vals[i]);
   kb_.store(ob, col, kb_.binary(fold, kb_.load(ob, col), x));
+  end_columns();
   kb_.end_loop();
-  kb_.end_loop();
+  if (!per_column.empty()) {
+    in_buf_[Value(reds[0])] = ob;  // the result, read back like an input
+    const ValueId at = begin_columns();
+    std::vector<ValueId> vals;
+    for (Value v : per_column) {
+      Coords rc;
+      rc.shape = g_.type(v).shape;
+      rc.linear = at;
+      vals.push_back(eval(v, rc));
+    }
+    for (size_t i = 0; i < per_column.size(); ++i) kb_.store(column_bufs[i], at, vals[i]);
+    end_columns();
+  }
   return true;
 }
 

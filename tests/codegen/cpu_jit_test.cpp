@@ -212,8 +212,10 @@ TEST_CASE("a reduction over leading dims walks blocks of contiguous columns") {
   const std::vector<Case> cases = {
       {OpKind::sum, {300, 10001}, {0}, true},   // 10001 = 73 * 137: blocks of 137
       {OpKind::sum, {5, 7, 48}, {0, 1}, true},  // two leading dims
-      {OpKind::max, {33, 96}, {0}, true},      {OpKind::min, {33, 2, 64}, {0}, true},
-      {OpKind::sum, {40, 257}, {0}, false},    // 257 columns: no block in [8, 256] divides them
+      {OpKind::max, {33, 96}, {0}, true},
+      {OpKind::min, {33, 2, 64}, {0}, true},
+      {OpKind::sum, {40, 257}, {0}, true},  // 257 columns (prime): blocks of 128, the last guarded
+      {OpKind::max, {9, 2741}, {0}, true},
       {OpKind::sum, {6, 64, 5}, {1}, false},   // a middle dim: the row form
       {OpKind::sum, {70000, 16}, {0}, false},  // a long sum folds in f64
   };
@@ -234,13 +236,16 @@ TEST_CASE("a reduction over leading dims walks blocks of contiguous columns") {
     }
   }
   // With a full-size output that the sum does not feed (a logits' gradient, also
-  // summed for the bias), stored in the same pass; one that reads the sum is not.
+  // summed for the bias), stored in the same pass, and a per-column epilogue (its
+  // square, for a gradient norm) after it; a full-size output reading the sum
+  // keeps the row form.
   for (bool reads_sum : {false, true}) {
     Graph g;
     Builder b(g);
-    Value y = b.mul(b.unary(OpKind::exp, b.arg(0, ty(DType::f32, {64, 480}))), b.constant(2.0, DType::f32));
+    Value y = b.mul(b.unary(OpKind::exp, b.arg(0, ty(DType::f32, {64, 480}))),
+                    b.constant(2.0, DType::f32));
     Value s = b.sum(y, {0}, true);
-    g.outputs = {reads_sum ? b.sub(y, s) : y, s};
+    g.outputs = {reads_sum ? b.sub(y, s) : y, s, b.mul(s, s)};
     check_whole_graph(g, GroupKind::Reduction, 9, {}, Tolerance{1e-5, 1e-6});
     const std::string ir =
         print_kernel(lower_group(g, make_group(g, GroupKind::Reduction, all_compute_nodes(g)),

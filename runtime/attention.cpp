@@ -183,7 +183,8 @@ struct Heads {
             S, kKeys);
     const int64_t padded = (keys + kLanes - 1) / kLanes * kLanes;
     for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = s.causal ? std::max<int64_t>(0, i0 + r + 1 - j0) : keys; c < padded; ++c)
+      // Past the keys (the lanes' padding) and, causally, past the row's last key.
+      for (int64_t c = s.causal ? std::clamp<int64_t>(i0 + r + 1 - j0, 0, keys) : keys; c < padded; ++c)
         S[r * kKeys + c] = kNegInf<T>;
   }
   // S^T (keys x rows, ld kRows) = scale * K[j0:j0+keys] Q[i0:i0+rows]^T, masked;

@@ -32,7 +32,9 @@ TEST_CASE("the streaming attention step equals the reference kernels, forward an
     int64_t batch, L, S, E, Ev;
   };
   const Size sizes[] = {{1, 5, 7, 3, 2},    {2, 70, 130, 8, 5},  {3, 200, 200, 16, 16},
-                        {1, 129, 64, 4, 6}, {1, 300, 700, 8, 3}, {20, 130, 260, 4, 4}};
+                        {1, 129, 64, 4, 6}, {1, 300, 700, 8, 3}, {20, 130, 260, 4, 4},
+                        // more queries than keys, causal rows past the last key (found by kiln-fuzz)
+                        {1, 2, 1, 1, 1},    {2, 40, 3, 2, 3},    {1, 150, 133, 5, 2}};
   for (DType dt : {DType::f32, DType::f64})
     for (const Size& z : sizes)
       for (bool causal : {false, true}) {

@@ -83,15 +83,28 @@ void ref_scan(OpKind k, const Attrs& attrs, const View& in, const View& out) {
     const T start = identity<T>(info.identity);
     parallel_for(numel(lines), std::max<int64_t>(1, kScanGrain / n),
                  [&](int64_t begin, int64_t end) {
-                   std::vector<int64_t> coord(size_t(rank), 0);
-                   for (int64_t line = begin; line < end; ++line) {
-                     const auto [xo, oo] = offsets_at(line, lines, x.strides, out.strides);
-                     T acc = start;
-                     for (int64_t i = 0; i < n; ++i) {
-                       const int64_t j = reverse ? n - 1 - i : i;
-                       acc = combine<T>(info.combine, acc, x.ptr<T>()[xo + j * xs]);
-                       out.ptr<T>()[oo + j * os] = acc;
+                   // The fold along one line, its combine op known at compile time
+                   // (walking backwards for reverse: negative steps).
+                   auto fold = [&](auto op) {
+                     for (int64_t line = begin; line < end; ++line) {
+                       const auto [xo, oo] = offsets_at(line, lines, x.strides, out.strides);
+                       const T* xp = x.ptr<T>() + xo + (reverse ? (n - 1) * xs : 0);
+                       T* op_out = out.ptr<T>() + oo + (reverse ? (n - 1) * os : 0);
+                       const int64_t xstep = reverse ? -xs : xs, ostep = reverse ? -os : os;
+                       T acc = start;
+                       for (int64_t i = 0; i < n; ++i) {
+                         acc = combine<T>(op, acc, xp[i * xstep]);
+                         op_out[i * ostep] = acc;
+                       }
                      }
+                   };
+                   switch (info.combine) {
+                     case OpKind::add:
+                       return fold(std::integral_constant<OpKind, OpKind::add>{});
+                     case OpKind::mul:
+                       return fold(std::integral_constant<OpKind, OpKind::mul>{});
+                     default:
+                       return fold(info.combine);
                    }
                  });
   });

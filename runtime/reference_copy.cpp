@@ -2,6 +2,7 @@
 // copies are a parallel memcpy; a transposed source (stride 1 along the
 // second-to-last dim) is copied in cache-sized tiles; anything else goes
 // through the strided loop.
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -111,6 +112,17 @@ void copy_to(const View& src, const View& dst) {
     });
     return;
   }
+  // A zero broadcast over a dense destination (zero_, zeros): a memset.
+  const auto* v = static_cast<const unsigned char*>(src.data);
+  if (src.dtype == dst.dtype && dst.contiguous() &&
+      std::all_of(src.strides.begin(), src.strides.end(), [](int64_t st) { return st == 0; }) &&
+      std::all_of(v, v + ssize, [](unsigned char b) { return b == 0; })) {
+    auto* d = static_cast<char*>(dst.data);
+    parallel_for(n * ssize, int64_t(1) << 18, [&](int64_t begin, int64_t end) {
+      std::memset(d + begin, 0, size_t(end - begin));
+    });
+    return;
+  }
   auto L = detail::make_loop<2>(dst.shape, {dst.data, src.data}, {&dst.strides, &src.strides},
                                 {dsize, ssize});
   if (src.dtype == dst.dtype) {
@@ -142,7 +154,8 @@ void check_nonzero(const View& divisor, std::string_view op) {
   std::vector<int64_t> values(static_cast<size_t>(divisor.numel()));
   copy_to(divisor, dense_view(values.data(), DType::i64, divisor.shape));
   for (int64_t v : values)
-    KILN_CHECK(v != 0, op, ": integer division by zero (expected an integer divisor with no zero element)");
+    KILN_CHECK(v != 0, op,
+               ": integer division by zero (expected an integer divisor with no zero element)");
 }
 
 void check_values(OpKind k, const Attrs& attrs, const View& in) {

@@ -152,25 +152,45 @@ void ref_scatter_add(const Attrs& attrs, const View& base, const View& index, co
         const I* idx = index.ptr<I>();
         const T* sp = src.ptr<T>();
         T* op = out.ptr<T>();
-        parallel_for(numel(columns),
-                     std::max<int64_t>(1, kIndexGrain / std::max<int64_t>(along, 1)),
-                     [&](int64_t begin, int64_t end) {
-                       int64_t oo[kTile], io[kTile], so[kTile];
-                       Odometer col(columns, {&out_rest, &index, &src}, begin);
-                       for (int64_t c0 = begin; c0 < end; c0 += kTile) {
-                         const int64_t w = std::min(kTile, end - c0);
-                         for (int64_t c = 0; c < w; ++c, col.next())
-                           oo[c] = col.offset(0), io[c] = col.offset(1), so[c] = col.offset(2);
-                         for (int64_t m = 0; m < along; ++m)
-                           for (int64_t c = 0; c < w; ++c) {
-                             const int64_t i = int64_t(idx[io[c] + m * is]);
-                             if (i < 0 || i >= n)
-                               index_at(index, io[c] + m * is, n, "scatter_add");  // throws
-                             T& o = op[oo[c] + i * os];
-                             o = add(o, sp[so[c] + m * ss]);
-                           }
-                       }
-                     });
+        parallel_for(
+            numel(columns), std::max<int64_t>(1, kIndexGrain / std::max<int64_t>(along, 1)),
+            [&](int64_t begin, int64_t end) {
+              int64_t oo[kTile], io[kTile], so[kTile];
+              Odometer col(columns, {&out_rest, &index, &src}, begin);
+              for (int64_t c0 = begin; c0 < end; c0 += kTile) {
+                const int64_t w = std::min(kTile, end - c0);
+                for (int64_t c = 0; c < w; ++c, col.next())
+                  oo[c] = col.offset(0), io[c] = col.offset(1), so[c] = col.offset(2);
+                // A tile of evenly spaced columns sharing each step's index (an
+                // embedding's gradient: one token's row): one index a step and
+                // a plain (vectorisable) add of two runs.
+                const int64_t oc = w > 1 ? oo[1] - oo[0] : 0, sc = w > 1 ? so[1] - so[0] : 0;
+                bool rows = true;
+                for (int64_t c = 1; c < w && rows; ++c)
+                  rows = io[c] == io[0] && oo[c] - oo[c - 1] == oc && so[c] - so[c - 1] == sc;
+                if (rows) {
+                  for (int64_t m = 0; m < along; ++m) {
+                    const int64_t i = int64_t(idx[io[0] + m * is]);
+                    if (i < 0 || i >= n) index_at(index, io[0] + m * is, n, "scatter_add");
+                    T* o = op + oo[0] + i * os;
+                    const T* x = sp + so[0] + m * ss;
+                    if (oc == 1 && sc == 1)
+                      for (int64_t c = 0; c < w; ++c) o[c] = add(o[c], x[c]);
+                    else
+                      for (int64_t c = 0; c < w; ++c) o[c * oc] = add(o[c * oc], x[c * sc]);
+                  }
+                  continue;
+                }
+                for (int64_t m = 0; m < along; ++m)
+                  for (int64_t c = 0; c < w; ++c) {
+                    const int64_t i = int64_t(idx[io[c] + m * is]);
+                    if (i < 0 || i >= n)
+                      index_at(index, io[c] + m * is, n, "scatter_add");  // throws
+                    T& o = op[oo[c] + i * os];
+                    o = add(o, sp[so[c] + m * ss]);
+                  }
+              }
+            });
       }
     });
   });

@@ -166,7 +166,7 @@ std::vector<Tensor> draw(Generator::Impl& g, const Shape& shape, int count, cons
 template <class F>
 Tensor make_draws(Generator::Impl& g, const Shape& shape, int count, const Attrs& attrs, DType t,
                   F make, Loc l) {
-  constexpr int64_t kChunk = int64_t(1) << 16;  // >= eager_kernel_min_elements
+  constexpr int64_t kChunk = int64_t(1) << 15;  // >= eager_kernel_min_elements
   const int64_t n = checked_numel(shape, l);
   if (current_trace() || n < 2 * kChunk || g.key.impl()->symbolic() ||
       kChunk < settings().eager_kernel_min_elements)

@@ -288,7 +288,7 @@ TEST_CASE("bernoulli: 1 with each element's probability, in its dtype") {
 TEST_CASE(
     "a large eager draw is made in chunks: the same numbers as one traced draw, and a chunk's "
     "temporaries") {
-  // 5M elements: chunks of 64K, the last taking the rest.
+  // 5M elements: chunks of 32K, the last taking the rest.
   const Shape s{5, 1000, 1000};
   auto make = [&](int kind) {
     return kind == 0 ? randn(s) : kind == 1 ? rand(s, kFloat64) : randint(-7, 9, s);

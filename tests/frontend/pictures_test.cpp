@@ -117,6 +117,27 @@ TEST_CASE("a dump draws the traced graph, the optimized graph and the kernels") 
   fs::remove_all(dir);
 }
 
+TEST_CASE("an embedding, a positional add and a layer norm are one kernel") {
+  // The gather is a producer of the layer norm's reduction group: each row is
+  // read from the table once, never written out in between.
+  manual_seed(2);
+  Tensor table = randn({1000, 64}), pos = randn({32, 64}), g = ones({64}), b = zeros({64});
+  auto f = jit(
+      [&](Tensor i) {
+        return nn::functional::layer_norm(nn::functional::embedding(i, table) + pos, {64}, g, b,
+                                          1e-5);
+      },
+      "embed_norm");
+  const fs::path dir = fresh_dir("kiln_embed_norm");
+  f.dump(dir.string(), randint(0, 1000, {8, 32}));
+  const std::string summary = read_text(dir / "embed_norm" / "i64-8x32" / "summary.txt");
+  CAPTURE(summary);
+  const std::regex one(
+      R"(\(reduction\)\n\s+nodes: [^\n]*=gather [^\n]*=add [^\n]*=sum [^\n]*=rsqrt)");
+  CHECK(std::regex_search(summary, one));
+  CHECK_FALSE(has(summary, "(elementwise)"));  // no kernel of its own for the gather
+}
+
 TEST_CASE("a dump does not wait on a dot that takes too long") {
   // dot's layout of a model-sized graph ran for more than 18 minutes and the
   // program dumping it waited.

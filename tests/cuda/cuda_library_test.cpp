@@ -21,6 +21,7 @@
 #include "runtime/allocator.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/runtime_test_util.h"
+#include "sort_inputs.h"
 
 using namespace kiln;
 using namespace kiln::test;
@@ -60,34 +61,6 @@ class EmulatedLauncher final : public CudaLibraryLauncher {
  private:
   int max_grid_;
 };
-
-std::vector<double> draw(DType dt, int64_t n, std::mt19937& rng) {
-  const double inf = std::numeric_limits<double>::infinity();
-  std::uniform_int_distribution<int> pick(0, 99);
-  std::vector<double> v(static_cast<size_t>(n));
-  for (double& x : v) {
-    const int p = pick(rng);
-    if (dt == DType::b8) {
-      x = p % 2;
-    } else if (is_floating(dt)) {
-      x = p < 3    ? std::nan("")
-          : p < 5  ? inf
-          : p < 7  ? -inf
-          : p < 10 ? -0.0
-          : p < 40 ? double(p % 5)
-                   : (p - 50) * 1.37;
-    } else {
-      const double big = dt == DType::i8    ? 127.0
-                         : dt == DType::u8  ? 255.0
-                         : dt == DType::i16 ? 32767.0
-                         : dt == DType::i32 ? 2147483647.0
-                                            : 9.0e18;
-      const double low = dt == DType::u8 ? 0.0 : -big - 1;
-      x = p < 3 ? big : p < 6 ? low : dt == DType::u8 ? double(p % 7) : double(p % 7) - 3;
-    }
-  }
-  return v;
-}
 
 struct SortSize {
   int64_t outer, n, inner, count;
@@ -129,7 +102,7 @@ void check_sorts(Runner& run) {
         CAPTURE(sz.count);
         CAPTURE(descending);
         const Shape shape{sz.outer, sz.n, sz.inner};
-        const Arr x = arr(dt, shape, draw(dt, numel(shape), rng));
+        const Arr x = arr(dt, shape, test::sort_inputs(dt, numel(shape), rng));
         const Attrs attrs{{AttrKey::dim, int64_t{1}},
                           {AttrKey::descending, int64_t(descending)},
                           {AttrKey::count, sz.count}};
@@ -314,7 +287,7 @@ TEST_CASE("the sort and attention library kernels on a GPU equal the reference k
   // A long line (one line of 2^20 elements: 8 radix passes over 512 tiles).
   std::mt19937 rng(3);
   const int64_t n = int64_t(1) << 20;
-  const Arr x = arr(DType::f32, {n}, draw(DType::f32, n, rng));
+  const Arr x = arr(DType::f32, {n}, test::sort_inputs(DType::f32, n, rng));
   const Attrs attrs{
       {AttrKey::dim, int64_t{0}}, {AttrKey::descending, int64_t{0}}, {AttrKey::count, n}};
   Arr want = empty(DType::i64, {n}), got = empty(DType::i64, {n});

@@ -11,36 +11,10 @@
 
 #include "runtime/sort.h"
 #include "runtime_test_util.h"
+#include "sort_inputs.h"
 
 using namespace kiln;
 using namespace kiln::test;
-
-namespace {
-
-std::vector<double> draw(DType dt, int64_t n, std::mt19937& rng) {
-  const double inf = std::numeric_limits<double>::infinity();
-  std::uniform_int_distribution<int> pick(0, 99);
-  std::vector<double> v(static_cast<size_t>(n));
-  for (double& x : v) {
-    const int p = pick(rng);
-    if (dt == DType::b8) {
-      x = p % 2;
-    } else if (is_floating(dt)) {
-      x = p < 3    ? std::nan("")
-          : p < 5  ? inf
-          : p < 7  ? -inf
-          : p < 10 ? -0.0
-          : p < 40 ? double(p % 5)
-                   : (p - 50) * 1.37;
-    } else {
-      const double big = dt == DType::i32 ? 2147483647.0 : 9.0e18;
-      x = p < 3 ? big : p < 6 ? -big - 1 : double(p % 7) - 3;
-    }
-  }
-  return v;
-}
-
-}  // namespace
 
 TEST_CASE(
     "the sort library step equals the reference argsort: dtypes, directions, algorithms, inner "
@@ -59,7 +33,7 @@ TEST_CASE(
         CAPTURE(sz.count);
         CAPTURE(descending);
         const Shape shape{sz.outer, sz.n, sz.inner};
-        const Arr x = arr(dt, shape, draw(dt, numel(shape), rng));
+        const Arr x = arr(dt, shape, sort_inputs(dt, numel(shape), rng));
         const Attrs attrs{{AttrKey::dim, int64_t{1}},
                           {AttrKey::descending, int64_t(descending)},
                           {AttrKey::count, sz.count}};

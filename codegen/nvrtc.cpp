@@ -46,6 +46,19 @@ std::string pack(const CudaBinary& b) {
   return out;
 }
 
+// Why binary b is not kernel `name`'s ("" when it is): no PTX entry point of
+// that name, or (when a cubin is wanted) no ELF cubin holding the name.
+std::string not_holding(const CudaBinary& b, const std::string& name, bool want_cubin) {
+  if (b.ptx.find(".entry " + name + "(") == std::string::npos)
+    return "the PTX has no entry point '" + name + "' (another kernel's, or not PTX)";
+  if (want_cubin) {
+    const std::string_view cubin(b.cubin.data(), b.cubin.size());
+    if (!cubin.starts_with("\177ELF") || cubin.find(name) == std::string_view::npos)
+      return "the cubin is not an ELF object holding kernel '" + name + "'";
+  }
+  return "";
+}
+
 // The binary in a cache entry's payload, or why it cannot be this kernel's:
 // sizes that do not add up, no PTX entry point named `name`, or (when a cubin
 // is wanted) no ELF cubin holding the name. Another kernel's entry, or garbage
@@ -64,14 +77,7 @@ std::string unpack(const std::string& payload, const std::string& name, bool wan
   b->log = payload.substr(at, n[1]);
   at += n[1];
   b->cubin.assign(payload.data() + at, payload.data() + at + n[2]);
-  if (b->ptx.find(".entry " + name + "(") == std::string::npos)
-    return "the PTX has no entry point '" + name + "' (another kernel's, or not PTX)";
-  if (want_cubin) {
-    const std::string_view cubin(b->cubin.data(), b->cubin.size());
-    if (!cubin.starts_with("\177ELF") || cubin.find(name) == std::string_view::npos)
-      return "the cubin is not an ELF object holding kernel '" + name + "'";
-  }
-  return "";
+  return not_holding(*b, name, want_cubin);
 }
 
 void check(nvrtcResult r, const char* what) {
@@ -181,9 +187,9 @@ CudaBinary nvrtc_compile(const std::string& source, const std::string& name, int
   CudaBinary b = compile(source, name, arch, want_cubin);
   // What a later load would reject (e.g. `name` is no kernel of the source) is an
   // error now, not a cache entry that is discarded as damaged by every process.
-  CudaBinary reread;
-  if (const std::string why = unpack(pack(b), name, want_cubin, &reread); !why.empty())
-    throw Error("internal: NVRTC compiled " + name + " for sm_" + std::to_string(arch) + ", but " + why);
+  if (const std::string why = not_holding(b, name, want_cubin); !why.empty())
+    throw Error("internal: NVRTC compiled " + name + " for sm_" + std::to_string(arch) + ", but " +
+                why);
   if (!cache_dir.empty()) ObjectCache(cache_dir).store(key, pack(b));
   b.cache_key = key;
   return b;

@@ -140,7 +140,8 @@ TEST_CASE("matmul groups: the epilogue only, in place, and a lone matmul needs n
   CHECK(lone.buffers[0] == mm2);
 }
 
-TEST_CASE("an output stored in place over an input goes through one pointer, not the read-only cache") {
+TEST_CASE(
+    "an output stored in place over an input goes through one pointer, not the read-only cache") {
   // A parameter update p - 0.5 * grad stored over p, as the schedule plans it (p is an
   // argument here, for the reference evaluation).
   auto g = std::make_shared<Graph>();
@@ -324,6 +325,10 @@ TEST_CASE("NVRTC: version, disk cache hits, damaged entries are recompiled, erro
       doctest::Contains("undefined_thing"), Error);
   CHECK_THROWS_WITH_AS(nvrtc_compile(k.source, k.name, 10, false), doctest::Contains("sm_10"),
                        Error);
+  // A name that is no kernel of the source is an error at once, not a cache entry
+  // that every later load would discard as damaged.
+  CHECK_THROWS_WITH_AS(nvrtc_compile(k.source, "not_a_kernel", 80, true),
+                       doctest::Contains("no entry point"), Error);
 }
 
 TEST_CASE(

@@ -12,6 +12,7 @@
 #include "frontend/device_ops.h"
 #include "frontend/dispatch.h"
 #include "frontend/function.h"
+#include "frontend/grad_accumulate.h"
 #include "frontend/tensor_impl.h"
 #include "frontend/trace_state.h"
 #include "ir/builder.h"
@@ -227,44 +228,6 @@ std::vector<Tensor> evaluate(const Graph& g, std::vector<std::vector<Tensor>>& v
   return out;
 }
 
-// A leaf whose gradient (grads[leaf], node `node`) is added into its .grad by
-// an in-place scatter_add instead of being evaluated and summed.
-struct ScatterInto {
-  size_t leaf;
-  NodeId node;
-};
-
-// The CPU leaves (with no .grad yet, or one of the gradient's type) whose
-// gradient is a scatter_add onto a zero constant that nothing else reads: the
-// scatter goes into the .grad (made as zeros first when there is none). Their scatter_add
-// (and its zero base, when only it reads that) are marked evaluated with
-// nothing, so evaluate() skips them.
-std::vector<ScatterInto> scatters_into_grads(const Graph& g, size_t first,
-                                             const std::vector<std::shared_ptr<TensorImpl>>& leaves,
-                                             const std::vector<Value>& grads,
-                                             std::vector<std::vector<Tensor>>& values) {
-  std::unordered_map<NodeId, int> uses;
-  for (NodeId id = static_cast<NodeId>(first); id < g.size(); ++id)
-    for (Value v : g[id].operands) uses[v.node]++;
-  for (Value v : grads) uses[v.node]++;
-  std::vector<ScatterInto> out;
-  for (size_t i = 0; i < leaves.size() && i < grads.size(); ++i) {
-    const Value v = grads[i];
-    if (!v.valid() || v.node < first) continue;
-    const Node& n = g[v.node];
-    if (n.op != OpKind::scatter_add || uses[v.node] != 1) continue;
-    const Node& base = g[n.operands[0].node];
-    if (base.op != OpKind::constant || base.attrs.f(AttrKey::value) != 0.0) continue;
-    if ((leaves[i]->grad && leaves[i]->grad->type != n.type()) || n.type().device.is_cuda())
-      continue;
-    values[v.node] = {Tensor()};
-    if (uses[n.operands[0].node] == 1 && n.operands[0].node >= first)
-      values[n.operands[0].node] = {Tensor()};
-    out.push_back({i, v.node});
-  }
-  return out;
-}
-
 // Runs a backward from `roots` with incoming gradients `seeds`. `wrt` lists the
 // tensors to differentiate with respect to (empty: all leaves reached, whose
 // .grad() is accumulated, and which are added to `accumulated` when given).
@@ -442,9 +405,9 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
   // embedding's) is added into its .grad in place (zeros first when it has
   // none): no full-size temporary, sum or copy is made, as in the traced step
   // (simplify's add_scatter rule), with the same fold order per element.
-  std::vector<ScatterInto> into;
+  std::vector<detail::ScatterInto> into;
   if (wrt.empty() && !create_graph)
-    into = scatters_into_grads(g, forward_size, leaves, grads, values);
+    into = detail::scatters_into_grads(g, forward_size, leaves, grads, values);
 
   std::vector<Tensor> results;
   {
@@ -455,7 +418,7 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
     else
       no_grad.emplace();
     std::vector<Value> keep;  // the scatters' operands, read after evaluate()
-    for (const ScatterInto& s : into)
+    for (const detail::ScatterInto& s : into)
       keep.insert(keep.end(), g[s.node].operands.begin(), g[s.node].operands.end());
     results = evaluate(g, values, forward_size, grads, keep);
   }
@@ -473,32 +436,7 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
   for (Value v : wrt_vals) per_wrt.push_back(v.valid() ? results[j++] : Tensor());
   if (!wrt.empty()) return per_wrt;
 
-  // Accumulate into the leaves' .grad().
-  NoGradGuard no_grad;
-  for (const ScatterInto& s : into) {
-    const Node& n = g[s.node];
-    std::shared_ptr<TensorImpl>& grad = leaves[s.leaf]->grad;
-    if (!grad) grad = zeros(n.type().shape, TensorOptions(n.type().dtype)).impl_ptr();
-    detail::scatter_add_into(grad, n.attrs, values[n.operands[1].node].at(n.operands[1].index),
-                             values[n.operands[2].node].at(n.operands[2].index), n.loc);
-    if (accumulated) accumulated->emplace_back(leaves[s.leaf]);
-  }
-  for (size_t i = 0; i < leaves.size(); ++i) {
-    TensorImpl& leaf = *leaves[i];
-    Tensor g_new = per_wrt[i];
-    if (!g_new.defined()) continue;  // reached only through outputs no gradient came to
-    if (!create_graph) g_new = g_new.detach();
-    if (!leaf.grad) {
-      // A fresh buffer: the gradient may alias a seed or a forward value.
-      leaf.grad = create_graph ? g_new.impl_ptr() : g_new.clone().impl_ptr();
-    } else if (create_graph) {
-      EnableGradGuard grad_on;
-      leaf.grad = (Tensor(leaf.grad) + g_new).impl_ptr();
-    } else {
-      Tensor(leaf.grad).add_(g_new);
-    }
-    if (accumulated) accumulated->emplace_back(leaves[i]);
-  }
+  detail::accumulate_grads(g, values, into, leaves, per_wrt, create_graph, accumulated);
   return {};
 }
 

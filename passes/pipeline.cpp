@@ -12,6 +12,7 @@
 #include "passes/cse.h"
 #include "passes/dce.h"
 #include "passes/simplify.h"
+#include "passes/split_scans.h"
 
 namespace kiln {
 
@@ -32,6 +33,7 @@ constexpr Stage kStages[] = {
     {"fold_constants", fold_constants},
     {"cse", cse},
     {"dce", dce},
+    {"split_scans", split_scans},
     {"bucket_collectives", bucket_collectives},
     {"fusion", nullptr, ss::fuse, ss::fuse_str},
     {"fold_transposes", nullptr, ss::fold_transposes, ss::fold_transposes_str},

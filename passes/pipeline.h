@@ -1,6 +1,6 @@
 // The pipeline: one straight, named list (DESIGN.md, "Passes") from the traced
 // graph to its schedule:
-//   verify -> simplify -> fold_constants -> cse -> dce -> bucket_collectives
+//   verify -> simplify -> fold_constants -> cse -> dce -> split_scans -> bucket_collectives
 //     (graph passes: a graph in, a graph out)
 //   -> fusion -> fold_transposes -> collectives -> memory -> in_place -> accumulate
 //     (the schedule's steps, passes/schedule.h: the same for every backend)

@@ -2,11 +2,13 @@
 // logcumsumexp): along `dim`, each output the running fold of the elements up
 // to it, started at the row's identity and combined in order with the row's
 // combine op, in the result's dtype (the compiled kernels fold in the same
-// order and type). Parallel over the positions outside `dim`.
+// order and type). Parallel over the positions outside `dim`; long lines fold
+// in chunks, in parallel (ir/scan_chunks.h), as the compiled scans do.
 #include <algorithm>
 #include <limits>
 
 #include "ir/error.h"
+#include "ir/scan_chunks.h"
 #include "runtime/reference.h"
 #include "runtime/reference_impl.h"
 #include "runtime/reference_math.h"
@@ -78,35 +80,74 @@ void ref_scan(OpKind k, const Attrs& attrs, const View& in, const View& out) {
   // The lines along d: every position with coordinate d at 0.
   Shape lines = out.shape;
   if (rank > 0) lines[size_t(d)] = 1;
+  // Long lines fold in chunks (ir/scan_chunks.h), as the compiled scans do.
+  const int64_t chunk = rank == 0 ? 0 : scan_chunk(out.shape, d);
+  const int64_t per_line = chunk == 0 ? 1 : (n + chunk - 1) / chunk;
+  const int64_t span = chunk == 0 ? n : chunk;
   visit_dtype(out.dtype, [&](auto t) {
     using T = decltype(t);
     const T start = identity<T>(info.identity);
-    parallel_for(numel(lines), std::max<int64_t>(1, kScanGrain / n),
+    const int64_t xstep = reverse ? -xs : xs, ostep = reverse ? -os : os;
+    // A line's first element in the scan's order, in x and in out.
+    auto x_line = [&](int64_t line) {
+      return x.ptr<T>() + offsets_at(line, lines, x.strides, out.strides).first +
+             (reverse ? (n - 1) * xs : 0);
+    };
+    auto out_line = [&](int64_t line) {
+      return out.ptr<T>() + offsets_at(line, lines, x.strides, out.strides).second +
+             (reverse ? (n - 1) * os : 0);
+    };
+    // Calls fn(op) with the combine op known at compile time where it is add or mul.
+    auto with_combine = [&](auto fn) {
+      switch (info.combine) {
+        case OpKind::add:
+          return fn(std::integral_constant<OpKind, OpKind::add>{});
+        case OpKind::mul:
+          return fn(std::integral_constant<OpKind, OpKind::mul>{});
+        default:
+          return fn(info.combine);
+      }
+    };
+    // Every chunk (every line when lines fold whole) folded from the identity.
+    parallel_for(numel(lines) * per_line, std::max<int64_t>(1, kScanGrain / span),
                  [&](int64_t begin, int64_t end) {
-                   // The fold along one line, its combine op known at compile time
-                   // (walking backwards for reverse: negative steps).
-                   auto fold = [&](auto op) {
-                     for (int64_t line = begin; line < end; ++line) {
-                       const auto [xo, oo] = offsets_at(line, lines, x.strides, out.strides);
-                       const T* xp = x.ptr<T>() + xo + (reverse ? (n - 1) * xs : 0);
-                       T* op_out = out.ptr<T>() + oo + (reverse ? (n - 1) * os : 0);
-                       const int64_t xstep = reverse ? -xs : xs, ostep = reverse ? -os : os;
+                   with_combine([&](auto op) {
+                     for (int64_t u = begin; u < end; ++u) {
+                       const int64_t line = u / per_line, first = (u % per_line) * span;
+                       const T* xp = x_line(line);
+                       T* op_out = out_line(line);
                        T acc = start;
-                       for (int64_t i = 0; i < n; ++i) {
-                         acc = combine<T>(op, acc, xp[i * xstep]);
-                         op_out[i * ostep] = acc;
+                       for (int64_t p = first; p < std::min(n, first + span); ++p) {
+                         acc = combine<T>(op, acc, xp[p * xstep]);
+                         op_out[p * ostep] = acc;
                        }
                      }
-                   };
-                   switch (info.combine) {
-                     case OpKind::add:
-                       return fold(std::integral_constant<OpKind, OpKind::add>{});
-                     case OpKind::mul:
-                       return fold(std::integral_constant<OpKind, OpKind::mul>{});
-                     default:
-                       return fold(info.combine);
-                   }
+                   });
                  });
+    if (per_line == 1) return;
+    // The running value before each chunk, then each chunk after the first
+    // combined with it.
+    std::vector<T> before(size_t(numel(lines) * per_line));
+    for (int64_t line = 0; line < numel(lines); ++line) {
+      const T* op_out = out_line(line);
+      T acc = start;
+      for (int64_t c = 1; c < per_line; ++c) {
+        acc = combine<T>(info.combine, acc, op_out[(c * span - 1) * ostep]);
+        before[size_t(line * per_line + c)] = acc;
+      }
+    }
+    parallel_for(numel(lines) * per_line, 1, [&](int64_t begin, int64_t end) {
+      with_combine([&](auto op) {
+        for (int64_t u = begin; u < end; ++u) {
+          const int64_t line = u / per_line, c = u % per_line, first = c * span;
+          if (c == 0) continue;
+          T* op_out = out_line(line);
+          const T b = before[size_t(u)];
+          for (int64_t p = first; p < std::min(n, first + span); ++p)
+            op_out[p * ostep] = combine<T>(op, b, op_out[p * ostep]);
+        }
+      });
+    });
   });
 }
 

@@ -93,6 +93,9 @@ std::vector<OpCase> cases() {
     c.push_back({k, {t(f64, {5, 3, 70})}, {{AttrKey::dim, int64_t(1)}, {AttrKey::reverse, int64_t(1)}}, {}});
   }
   c.push_back({OpKind::cumsum, {t(i64, {4, 6})}, {{AttrKey::dim, int64_t(0)}, {AttrKey::reverse, int64_t(0)}}, {}});
+  // Long lines fold in chunks (ir/scan_chunks.h): split_scans' kernels, both directions.
+  c.push_back({OpKind::cumsum, {t(f32, {200000})}, {{AttrKey::dim, int64_t(0)}, {AttrKey::reverse, int64_t(1)}}, {}});
+  c.push_back({OpKind::logcumsumexp, {t(f64, {2, 70000, 1})}, {{AttrKey::dim, int64_t(1)}, {AttrKey::reverse, int64_t(0)}}, {}});
   // The small integer types: scans into int64, gather and scatter_add in their own.
   c.push_back({OpKind::cumsum, {t(DType::u8, {4, 6})}, {{AttrKey::dim, int64_t(1)}, {AttrKey::reverse, int64_t(0)}}, {}});
   c.push_back({OpKind::cumprod, {t(DType::i8, {4, 6})}, {{AttrKey::dim, int64_t(0)}, {AttrKey::reverse, int64_t(1)}}, {}});

@@ -241,13 +241,13 @@ TEST_CASE("dumps hold every stage and vectorized kernels") {
   CHECK(fs::exists(sig / "00_traced.kir"));
   // The pipeline's passes, then the schedule's steps, numbered in order.
   CHECK(fs::exists(sig / "01_simplify.kir"));
-  CHECK(fs::exists(sig / "06_fusion.txt"));
-  CHECK(fs::exists(sig / "07_fold_transposes.txt"));
-  CHECK(fs::exists(sig / "08_collectives.txt"));
-  CHECK(fs::exists(sig / "09_memory.txt"));
-  CHECK(fs::exists(sig / "10_in_place.txt"));
-  CHECK(fs::exists(sig / "11_accumulate.txt"));
-  CHECK(read_file(sig / "06_fusion.txt").find("// schedule step fusion") == 0);
+  CHECK(fs::exists(sig / "07_fusion.txt"));
+  CHECK(fs::exists(sig / "08_fold_transposes.txt"));
+  CHECK(fs::exists(sig / "09_collectives.txt"));
+  CHECK(fs::exists(sig / "10_memory.txt"));
+  CHECK(fs::exists(sig / "11_in_place.txt"));
+  CHECK(fs::exists(sig / "12_accumulate.txt"));
+  CHECK(read_file(sig / "07_fusion.txt").find("// schedule step fusion") == 0);
   std::string summary = read_file(sig / "summary.txt");
   CHECK(summary.find("jit_test.cpp") != std::string::npos);
   bool vector_asm = false, vector_ir = false;

@@ -9,7 +9,7 @@ using passtest::ir;
 
 TEST_CASE("the pipeline is one named list: the graph passes, then the schedule's steps") {
   CHECK(pipeline_pass_names() ==
-        std::vector<std::string>{"simplify", "fold_constants", "cse", "dce", "bucket_collectives",
+        std::vector<std::string>{"simplify", "fold_constants", "cse", "dce", "split_scans", "bucket_collectives",
                                  "fusion", "fold_transposes", "collectives", "memory", "in_place",
                                  "accumulate"});
   Graph g = ir(R"(
@@ -23,7 +23,7 @@ TEST_CASE("the pipeline is one named list: the graph passes, then the schedule's
   for (size_t i = 0; i < log.size(); ++i) {
     CAPTURE(i);
     CHECK(log[i].name == pipeline_pass_names()[i]);
-    CHECK(log[i].graph == (i < 5));
+    CHECK(log[i].graph == (i < 6));
     CHECK_FALSE(log[i].graph_text.empty());
   }
   CHECK(print_graph(p.graph) == print_graph(g));
@@ -58,7 +58,7 @@ TEST_CASE("the pipeline simplifies, folds, merges and cleans up, logging each pa
       "return %3\n";
   CHECK(print_graph(out) == want);
   passtest::check_same_results(g, out);
-  REQUIRE(log.size() == 5);
+  REQUIRE(log.size() == 6);
   for (size_t i = 0; i < log.size(); ++i) {
     CHECK(log[i].name == pipeline_pass_names()[i]);
     CHECK(log[i].ms >= 0);
@@ -70,7 +70,7 @@ TEST_CASE("the pipeline simplifies, folds, merges and cleans up, logging each pa
   // Running it again changes nothing; without `record` no text is kept.
   std::vector<PassRecord> again;
   CHECK(print_graph(optimize_graph(out, PipelineOptions{false, true, {}}, &again)) == want);
-  REQUIRE(again.size() == 5);
+  REQUIRE(again.size() == 6);
   for (const PassRecord& r : again) {
     CHECK_FALSE(r.changed);
     CHECK(r.graph_text.empty());

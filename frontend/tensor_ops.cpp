@@ -364,13 +364,17 @@ Tensor Tensor::std(std::vector<int64_t> dims, bool unbiased, bool keepdim, Loc l
 namespace {
 
 // The floating input of softmax/log_softmax `op` minus its max along dim d (so exp
-// cannot overflow). A dim of size 0 has no max and needs no shift: the result is
-// empty, as in PyTorch. Dim errors name `op`.
+// cannot overflow). The max is detached, as in logsumexp: both results are the
+// same for any shift, so no gradient flows through it (PyTorch's and JAX's
+// kernels treat it so too), and the backward neither marks where the max was nor
+// sums a gradient for it (a full-size mask and two passes over the input). A dim
+// of size 0 has no max and needs no shift: the result is empty, as in PyTorch.
+// Dim errors name `op`.
 Tensor shifted_by_max(const Tensor& self, int64_t& d, const char* op, Loc l) {
   d = checked_dim(d, self.dim(), op, l);
   Tensor x = is_floating(self.dtype()) ? self : self.to(kFloat32, l);
   if (x.size(d) == 0) return x;
-  return binary(OpKind::sub, x, reduce(OpKind::max, x, {d}, true, l), l);
+  return binary(OpKind::sub, x, reduce(OpKind::max, x, {d}, true, l).detach(), l);
 }
 
 }  // namespace

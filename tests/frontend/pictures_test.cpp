@@ -138,6 +138,26 @@ TEST_CASE("an embedding, a positional add and a layer norm are one kernel") {
   CHECK_FALSE(has(summary, "(elementwise)"));  // no kernel of its own for the gather
 }
 
+TEST_CASE("a cross-entropy step marks no maximum: softmax's shift takes no gradient") {
+  // log_softmax subtracts each row's max (detached): the backward is
+  // g - softmax * sum(g), with no mask of where the max was and no gradient
+  // summed for it (two full-size passes and a full-size buffer fewer).
+  Tensor w = (randn({16, 300}) * 0.1).requires_grad_();
+  auto f = jit(
+      [&](Tensor x, Tensor y) {
+        Tensor loss = nn::functional::cross_entropy(x.matmul(w), y);
+        loss.backward();
+        return loss;
+      },
+      "ce_step");
+  const fs::path dir = fresh_dir("kiln_ce_step");
+  f.dump(dir.string(), randn({64, 16}), randint(0, 300, {64}));
+  const std::string summary = read_text(dir / "ce_step" / "f32-64x16_i64-64" / "summary.txt");
+  CAPTURE(summary);
+  CHECK(has(summary, "=max"));
+  CHECK_FALSE(has(summary, "=eq"));
+}
+
 TEST_CASE("a dump does not wait on a dot that takes too long") {
   // dot's layout of a model-sized graph ran for more than 18 minutes and the
   // program dumping it waited.

@@ -208,6 +208,34 @@ Value add_scatter(Match& m) {
   return {};
 }
 
+// sum(scatter_add(0, i, s), {d}) -> sum(s, {d}), also through a neg
+// (sum(neg(scatter_add(0, i, s))) -> sum(neg(s))), where the scatter puts one
+// source into each line along d (index and source of extent 1 along d and of the
+// base's extent in every other dim): a line's sum is its one value, exactly (the
+// zeros add nothing, and a zero value sums to +0 either way). A cross-entropy's
+// backward sums its scattered one-hot gradient so; without the sum, the scatter
+// has one use left and add_scatter writes it into the softmax term in place.
+Value sum_scatter(Match& m) {
+  const Node* p = &m.producer(0);
+  const bool negate = p->op == OpKind::neg;
+  if (negate) p = &m.graph()[p->operands[0].node];
+  if (p->op != OpKind::scatter_add) return {};
+  const Node& base = m.graph()[p->operands[0].node];
+  if (base.op != OpKind::constant || base.attrs.f(AttrKey::value) != 0.0) return {};
+  const Shape& out = base.type().shape;
+  const int64_t rank = static_cast<int64_t>(out.size());
+  const std::vector<int64_t> dims = normalize_dims(m.node.attrs.ints(AttrKey::dims), rank);
+  const int64_t d = normalize_dim(p->attrs.i(AttrKey::dim), rank);
+  if (dims != std::vector<int64_t>{d}) return {};
+  const Value index = p->operands[1], src = p->operands[2];
+  const Shape& shape = m.graph().type(src).shape;
+  if (m.graph().type(index).shape != shape) return {};
+  for (int64_t k = 0; k < rank; ++k)
+    if (shape[size_t(k)] != (k == d ? 1 : out[size_t(k)])) return {};
+  const Attrs attrs = m.node.attrs;  // copied: building may grow the graph and move the node
+  return m.if_same_type(m.b.op(OpKind::sum, {negate ? m.b.neg(src) : src}, attrs));
+}
+
 // The table. Within one op, earlier patterns win.
 constexpr Pattern kPatterns[] = {
     {"mul_one", OpKind::mul, mul_one},
@@ -236,14 +264,29 @@ constexpr Pattern kPatterns[] = {
     {"pad_nothing", OpKind::pad, pad_nothing},
     {"detach_identity", OpKind::detach, detach_identity},
     {"rebind_identity", OpKind::rebind, rebind_identity},
+    {"sum_scatter", OpKind::sum, sum_scatter},
 };
+
+// Each node's uses by live nodes, outputs and updates (a node a rewrite left
+// unused does not count: dce removes it later).
+std::vector<uint32_t> live_use_counts(const Graph& g) {
+  std::vector<char> live(g.size(), 0);
+  std::vector<uint32_t> uses(g.size(), 0);
+  for (Value v : g.outputs) live[v.node] = 1, ++uses[v.node];
+  for (const ParamUpdate& u : g.updates) live[u.value.node] = 1, ++uses[u.value.node];
+  for (NodeId id = g.size(); id-- > 0;) {
+    if (!live[id]) continue;
+    for (Value v : g[id].operands) live[v.node] = 1, ++uses[v.node];
+  }
+  return uses;
+}
 
 // One sweep over g into `out`; returns the number of rewrites applied.
 int sweep(const Graph& g, Graph& out) {
   Builder b(out);
   ValueMap map(g);
   int rewrites = 0;
-  const std::vector<uint32_t> uses = g.use_counts();
+  const std::vector<uint32_t> uses = live_use_counts(g);
   for (NodeId id = 0; id < g.size(); ++id) {
     const Node& n = g[id];
     Value replacement;

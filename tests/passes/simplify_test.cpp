@@ -371,3 +371,50 @@ TEST_CASE("simplify: x + scatter_add(0, i, s) -> scatter_add(x, i, s), in either
     return %a
   )"));
 }
+
+TEST_CASE("simplify: a cross-entropy's backward sums no scattered one-hot, and adds it in place") {
+  // The gradient of log_softmax's input: g - softmax * sum(g), g the one-hot
+  // scatter of the loss's gradient. The row sums of g are the scattered values
+  // (sum_scatter, through the neg), which leaves the scatter one use, and
+  // add_scatter writes it into the softmax term: no zero table, no full pass.
+  CHECK(simplified(R"(
+    %sm = arg {index=0} : f32[4,5]
+    %s = arg {index=1} : f32[4,1]
+    %i = literal {data=[3, 0, 4, 1]} : i64[4,1]
+    %zero = constant {value=0.0} : f32[4,5]
+    %g = scatter_add %zero, %i, %s {dim=1}
+    %n = neg %g
+    %r = sum %n {dims=[1], keepdim=1}
+    %e = expand %r {shape=[4,5]}
+    %m = mul %e, %sm
+    %out = add %g, %m
+    return %out
+  )") == "%0 = arg {index=0} : f32[4,5]\n"
+         "%1 = arg {index=1} : f32[4,1]\n"
+         "%2 = literal {data=[3,0,4,1]} : i64[4,1]\n"
+         "%3 = neg %1 : f32[4,1]\n"
+         "%4 = sum %3 {dims=[1], keepdim=1} : f32[4,1]\n"
+         "%5 = expand %4 {shape=[4,5]} : f32[4,5]\n"
+         "%6 = mul %5, %0 : f32[4,5]\n"
+         "%7 = scatter_add %6, %2, %1 {dim=1} : f32[4,5]\n"
+         "return %7\n");
+  // Two sources to a line, a line with none, a sum over another dim, or a base
+  // that is not zeros: the sum stays.
+  for (const char* text : {
+           "%0 = arg {index=0} : f32[4,2]\n%1 = literal {data=[0,1,2,3,4,0,1,2]} : i64[4,2]\n"
+           "%2 = constant {value=0.0} : f32[4,5]\n%3 = scatter_add %2, %1, %0 {dim=1} : f32[4,5]\n"
+           "%4 = sum %3 {dims=[1], keepdim=0} : f32[4]\nreturn %4\n",
+           "%0 = arg {index=0} : f32[3,1]\n%1 = literal {data=[0,1,2]} : i64[3,1]\n"
+           "%2 = constant {value=0.0} : f32[4,5]\n%3 = scatter_add %2, %1, %0 {dim=1} : f32[4,5]\n"
+           "%4 = sum %3 {dims=[1], keepdim=0} : f32[4]\nreturn %4\n",
+           "%0 = arg {index=0} : f32[4,1]\n%1 = literal {data=[0,1,2,3]} : i64[4,1]\n"
+           "%2 = constant {value=0.0} : f32[4,5]\n%3 = scatter_add %2, %1, %0 {dim=1} : f32[4,5]\n"
+           "%4 = sum %3 {dims=[0], keepdim=0} : f32[5]\nreturn %4\n",
+           "%0 = arg {index=0} : f32[4,1]\n%1 = literal {data=[0,1,2,3]} : i64[4,1]\n"
+           "%2 = constant {value=1.0} : f32[4,5]\n%3 = scatter_add %2, %1, %0 {dim=1} : f32[4,5]\n"
+           "%4 = sum %3 {dims=[1], keepdim=0} : f32[4]\nreturn %4\n",
+       }) {
+    CAPTURE(text);
+    CHECK(simplified(text) == unchanged(text));
+  }
+}

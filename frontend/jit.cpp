@@ -25,6 +25,7 @@
 #include "frontend/tensor_impl.h"
 #include "frontend/trace_state.h"
 #include "passes/autodiff.h"
+#include "passes/grad_analysis.h"
 #include "passes/graph_copy.h"
 #include "runtime/binary_io.h"
 #include "runtime/interpreter.h"
@@ -405,17 +406,18 @@ void split_for_backward(TraceState& st, TracedCore::Entry& e, const std::vector<
     e.call_out_types.push_back(st.graph.type(v));
     roots.push_back(v);
   }
+  const std::vector<char> rg = st.requiring_grad();
   for (size_t k = 0; k < roots.size(); ++k) {
-    if (const Node* n = st.freed_read({roots[k]}, true))
-      e.freed_outputs.push_back({e.seeded[k], n->op, n->loc});
-    if (const Node* n = st.freed_read({roots[k]}, false))
-      e.reading_outputs.push_back({e.seeded[k], n->op, n->loc});
+    if (const NodeId n = freed_read(st.graph, {&roots[k], 1}, rg, &st.freed); n != kNoNode)
+      e.freed_outputs.push_back({e.seeded[k], st.graph[n].op, st.graph[n].loc});
+    if (const NodeId n = freed_read(st.graph, {&roots[k], 1}, rg); n != kNoNode)
+      e.reading_outputs.push_back({e.seeded[k], st.graph[n].op, st.graph[n].loc});
     if (const StaleRead s = st.stale_read({roots[k]}); s.node)
       e.stale_outputs.push_back({e.seeded[k], s.node->op, s.expected, s.found, s.node->loc});
     collect_held_reads(st, e, outs, roots[k], e.seeded[k]);
   }
   // Only tensors a gradient reaches, so the others' .grad stays untouched as in eager mode.
-  const std::vector<char> reach = st.gradient_reach(roots);
+  const std::vector<char> reach = gradient_reach(st.graph, roots);
   // Arguments that are leaves requiring grad, at the value the body first
   // read (a write under NoGradGuard rebinds later uses to it).
   for (NodeId id : st.graph.args()) {
@@ -434,7 +436,7 @@ void split_for_backward(TraceState& st, TracedCore::Entry& e, const std::vector<
   }
   e.wrt_reached_by.resize(wrt.size());
   for (size_t k = 0; k < roots.size(); ++k) {
-    const std::vector<char> from_k = st.gradient_reach({roots[k]});
+    const std::vector<char> from_k = gradient_reach(st.graph, {&roots[k], 1});
     for (size_t j = 0; j < wrt.size(); ++j)
       if (from_k[wrt[j].node]) e.wrt_reached_by[j].push_back(e.seeded[k]);
   }

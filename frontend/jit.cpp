@@ -24,9 +24,8 @@
 #include "frontend/settings.h"
 #include "frontend/tensor_impl.h"
 #include "frontend/trace_state.h"
-#include "passes/autodiff.h"
 #include "passes/grad_analysis.h"
-#include "passes/graph_copy.h"
+#include "passes/pipeline.h"
 #include "runtime/binary_io.h"
 #include "runtime/interpreter.h"
 #include "runtime/profile.h"
@@ -340,7 +339,7 @@ std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
       });
     } else {
       e = build(args, dumping, dynamic);
-      if (dumping) write_dump(settings().dump_dir, name_, e->traced, *e->report, e->types);
+      if (dumping) write_dump(settings().dump_dir, name_, e->as_traced, *e->report, e->types);
     }
   } catch (...) {
     lock.lock();
@@ -386,96 +385,70 @@ void collect_held_reads(const TraceState& st, TracedCore::Entry& e, const std::v
   }
 }
 
-// A call from eager code that will differentiate the result: the gradients of
-// the outputs that require grad (and of the histories the body wrote into), with
-// respect to the arguments and captured tensors they reach, split into a forward
-// (keeping what the backward reads) and a backward, compiled as two plans.
-void split_for_backward(TraceState& st, TracedCore::Entry& e, const std::vector<Tensor>& outs,
-                        const std::vector<Value>& out_vals, const std::vector<Value>& history_roots,
-                        int64_t n_args, Graph* forward_graph, Graph* backward_graph) {
-  size_t forward_size = st.graph.size();
-  std::vector<Value> roots, wrt;
+// The partition request of a call from eager code that will differentiate the
+// result: the gradients of the outputs that require grad (and of the histories
+// the body wrote into), with respect to the arguments and captured tensors they
+// reach. Records on the entry which tape node output each root is, and the
+// saved values whose later writes a backward through it must notice.
+PartitionRequest request_split(TraceState& st, TracedCore::Entry& e,
+                               const std::vector<Tensor>& outs, const std::vector<Value>& out_vals,
+                               const std::vector<Value>& history_roots, int64_t n_args) {
+  PartitionRequest req;
+  req.split = true;
   for (size_t i = 0; i < outs.size(); ++i) {
     if (!outs[i].requires_grad()) continue;
     e.seeded.push_back(i);
-    roots.push_back(out_vals[i]);
+    req.roots.push_back(out_vals[i]);
   }
   e.call_out_types.assign(e.out_types.begin(), e.out_types.begin() + static_cast<long>(outs.size()));
   for (Value v : history_roots) {
     e.seeded.push_back(e.call_out_types.size());
     e.call_out_types.push_back(st.graph.type(v));
-    roots.push_back(v);
+    req.roots.push_back(v);
   }
-  const std::vector<char> rg = st.requiring_grad();
-  for (size_t k = 0; k < roots.size(); ++k) {
-    if (const NodeId n = freed_read(st.graph, {&roots[k], 1}, rg, &st.freed); n != kNoNode)
-      e.freed_outputs.push_back({e.seeded[k], st.graph[n].op, st.graph[n].loc});
-    if (const NodeId n = freed_read(st.graph, {&roots[k], 1}, rg); n != kNoNode)
-      e.reading_outputs.push_back({e.seeded[k], st.graph[n].op, st.graph[n].loc});
-    if (const StaleRead s = st.stale_read({roots[k]}); s.node)
+  for (size_t k = 0; k < req.roots.size(); ++k) {
+    if (const StaleRead s = st.stale_read({req.roots[k]}); s.node)
       e.stale_outputs.push_back({e.seeded[k], s.node->op, s.expected, s.found, s.node->loc});
-    collect_held_reads(st, e, outs, roots[k], e.seeded[k]);
+    collect_held_reads(st, e, outs, req.roots[k], e.seeded[k]);
   }
-  // Only tensors a gradient reaches, so the others' .grad stays untouched as in eager mode.
-  const std::vector<char> reach = gradient_reach(st.graph, roots);
-  // Arguments that are leaves requiring grad, at the value the body first
-  // read (a write under NoGradGuard rebinds later uses to it).
-  for (NodeId id : st.graph.args()) {
-    const int64_t i = st.graph[id].attrs.i(AttrKey::index);
-    if (i < 0 || i >= n_args || !st.arg_leaf[static_cast<size_t>(i)] || !reach[id]) continue;
-    e.wrt_args.push_back(i);
-    wrt.push_back(Value(id));
+  req.root_outputs = e.seeded;
+  req.arg_requires = st.arg_leaf;
+  for (const auto& p : st.params) req.param_requires.push_back(p->requires_grad);
+  req.freed = st.freed;
+  req.n_args = n_args;
+  for (const auto& w : e.arg_writes) req.written_args.push_back(w.first);
+  req.custom = detail::custom_function_vjp();
+  return req;
+}
+
+// What the entry keeps of the partition: the forward (and backward) graphs, and
+// for the tape node, which outputs' gradients read freed values and which
+// tensors their gradients reach.
+void take_partition(const TraceState& st, TracedCore::Entry& e, Partition p) {
+  e.traced = std::move(p.forward);
+  if (!p.split) return;
+  for (const RootRead& r : p.freed_roots)
+    e.freed_outputs.push_back({e.seeded[r.root], st.graph[r.node].op, st.graph[r.node].loc});
+  for (const RootRead& r : p.reading_roots)
+    e.reading_outputs.push_back({e.seeded[r.root], st.graph[r.node].op, st.graph[r.node].loc});
+  e.wrt_args = std::move(p.wrt_args);
+  e.wrt_params = std::move(p.wrt_params);
+  for (const std::vector<size_t>& roots : p.wrt_reached_by) {
+    e.wrt_reached_by.emplace_back();
+    for (size_t k : roots) e.wrt_reached_by.back().push_back(e.seeded[k]);
   }
-  for (size_t p = 0; p < st.params.size(); ++p) {
-    if (!st.params[p]->requires_grad) continue;
-    // Gradients are taken at the value the body first read, not an updated one.
-    const Value v = st.param_node(static_cast<int64_t>(p));
-    if (!v.valid() || !reach[v.node]) continue;
-    e.wrt_params.push_back(static_cast<int64_t>(p));
-    wrt.push_back(v);
-  }
-  e.wrt_reached_by.resize(wrt.size());
-  for (size_t k = 0; k < roots.size(); ++k) {
-    const std::vector<char> from_k = gradient_reach(st.graph, {&roots[k], 1});
-    for (size_t j = 0; j < wrt.size(); ++j)
-      if (from_k[wrt[j].node]) e.wrt_reached_by[j].push_back(e.seeded[k]);
-  }
-  // A training step (backward() inside, then the loss returned): every output's
-  // gradient reads what that backward freed, so a backward through the call can
-  // only fail, as it would eagerly. Nothing is saved for it and no backward is built.
-  if (e.freed_outputs.size() == roots.size()) {
-    e.backward_freed = true;
-    e.saved_begin = st.graph.outputs.size();
-    for (size_t j = 0; j < wrt.size(); ++j) e.backward_out_types.push_back(st.graph.type(wrt[j]));
-    *forward_graph = st.graph;
-    return;
-  }
-  std::vector<Value> seeds_v;
-  std::vector<NodeId> seeds;
-  for (size_t k = 0; k < roots.size(); ++k) {
-    const size_t i = e.seeded[k];
-    Value s = st.builder.arg(n_args + 1000000 + static_cast<int64_t>(i), e.call_out_types[i]);
-    seeds.push_back(s.node);
-    seeds_v.push_back(s);
-  }
-  std::vector<Value> grads =
-      build_gradients(st.builder, roots, seeds_v, wrt, detail::custom_function_vjp());
-  e.saved_begin = st.graph.outputs.size();
-  std::vector<int64_t> written_args;
-  for (const auto& w : e.arg_writes) written_args.push_back(w.first);
-  ForwardBackward split = split_forward_backward(st.graph, forward_size, st.graph.outputs,
-                                                 seeds, grads, n_args, written_args);
-  *forward_graph = std::move(split.forward);
-  *backward_graph = std::move(split.backward);
-  e.saved = split.saved;
-  for (Value g : backward_graph->outputs) e.backward_out_types.push_back(backward_graph->type(g));
-  for (size_t k = e.saved_begin; k < forward_graph->outputs.size(); ++k)
-    e.out_types.push_back(forward_graph->type(forward_graph->outputs[k]));
+  e.backward_freed = p.backward_freed;
+  e.backward_out_types = std::move(p.gradient_types);
+  e.saved_begin = p.saved_begin;
+  e.saved = p.saved;
+  for (size_t k = e.saved_begin; k < e.traced.outputs.size(); ++k)
+    e.out_types.push_back(e.traced.type(e.traced.outputs[k]));
+  if (!e.backward_freed) e.backward_traced = std::move(p.backward);
 }
 
 }  // namespace
 
-std::unique_ptr<TracedCore::Entry> TracedCore::trace(const TraceArgs& args) {
+std::unique_ptr<TracedCore::Entry> TracedCore::trace(const TraceArgs& args, bool record) {
   TraceSpan span("trace", "trace " + name_);
   auto e = std::make_unique<Entry>();
   for (const Tensor& t : args.tensors) {
@@ -498,7 +471,6 @@ std::unique_ptr<TracedCore::Entry> TracedCore::trace(const TraceArgs& args) {
   std::vector<Tensor> outs;
   std::vector<Value> out_vals;
   bool outs_need_grad = false;
-  Graph forward_graph, backward_graph;
   {
     TraceScope scope(&st);
     outs = body_(sym);
@@ -518,18 +490,18 @@ std::unique_ptr<TracedCore::Entry> TracedCore::trace(const TraceArgs& args) {
     // also when the body ran backward() itself; so do tensors written in place
     // with values that require grad.
     e->autograd_call = (e->grad_mode && outs_need_grad) || !history_roots.empty();
-    if (e->autograd_call)
-      split_for_backward(st, *e, outs, out_vals, history_roots, n_args, &forward_graph,
-                         &backward_graph);
+    const PartitionRequest req = e->autograd_call
+                                     ? request_split(st, *e, outs, out_vals, history_roots, n_args)
+                                     : PartitionRequest{};
+    if (record) e->as_traced = st.graph;
+    take_partition(st, *e,
+                   run_partition(st.builder, req, record ? &e->partition_log : nullptr, record));
   }
-  if (!e->autograd_call) forward_graph = st.graph;
   e->arg_grads_read = st.arg_grads_read;
   e->constant_guards = std::move(st.constant_guards);
   e->host_syncs = std::move(st.host_syncs);
   e->params = st.params;
   for (const auto& p : e->params) e->param_grad_state.push_back(autograd_state(*p));
-  e->traced = strip_traced_custom(forward_graph);
-  if (e->autograd_call && !e->backward_freed) e->backward_traced = strip_traced_custom(backward_graph);
   e->trace_ms = ms_since(t0);
   std::lock_guard<std::mutex> lock(stats_->mu);
   stats_->stats.trace_ms += e->trace_ms;
@@ -553,6 +525,8 @@ std::string compile_entry(TracedCore::Entry& e, const CompileOptions& opts,
     TraceSpan span("compile", "compile " + name);
     e.plan = compile_graph(e.traced, opts, e.report.get());
   }
+  // The partition ran as the call was traced: its record heads the pipeline's.
+  e.report->passes.insert(e.report->passes.begin(), e.partition_log.begin(), e.partition_log.end());
   const double compile_ms = ms_since(t0);
   stats->add_compile(*e.report, e.plan->steps.size(), compile_ms);
   // The backward compiles when a backward() first reaches the call: a training
@@ -573,7 +547,7 @@ std::string compile_entry(TracedCore::Entry& e, const CompileOptions& opts,
 
 std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool artifacts,
                                                      bool dynamic, bool record_only) {
-  std::unique_ptr<Entry> e = trace(args);
+  std::unique_ptr<Entry> e = trace(args, artifacts);
   CompileOptions opts = entry_options(artifacts, dynamic);
   if (record_only) {
     opts.record_kernels_only = true;
@@ -823,7 +797,7 @@ std::vector<Tensor> TracedCore::profile(const std::string& path, const TraceArgs
 
 void TracedCore::dump(const std::string& dir, const TraceArgs& args) {
   std::unique_ptr<Entry> e = build(args, true);
-  write_dump(dir, name_, e->traced, *e->report, e->types);
+  write_dump(dir, name_, e->as_traced, *e->report, e->types);
 }
 
 }  // namespace detail

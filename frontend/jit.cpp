@@ -144,16 +144,22 @@ std::shared_ptr<Plan> LazyPlan::get() {
   return plan_;
 }
 
+namespace {
+
+// Drops the least recently used entry.
+void evict_oldest(std::vector<std::shared_ptr<TracedCore::Entry>>& entries, TraceStats& stats) {
+  entries.erase(std::min_element(entries.begin(), entries.end(),
+                                 [](auto& a, auto& b) { return a->last_use < b->last_use; }));
+  stats.evictions++;
+}
+
+}  // namespace
+
 void TracedCore::set_cache_size(size_t n) {
   if (n == 0) throw Error("set_cache_size: the cache needs room for at least one signature");
   std::lock_guard<std::mutex> lock(mu_);
   cache_size_ = n;
-  while (entries_.size() > cache_size_) {
-    auto it = std::min_element(entries_.begin(), entries_.end(),
-                               [](auto& a, auto& b) { return a->last_use < b->last_use; });
-    entries_.erase(it);
-    stats_->stats.evictions++;
-  }
+  while (entries_.size() > cache_size_) evict_oldest(entries_, stats_->stats);
 }
 
 namespace {
@@ -218,6 +224,77 @@ bool constants_hold(const ConstantGuard& g, std::string* reason) {
   return false;
 }
 
+// The tensors' types and autograd states, as the signature keys them.
+void signature_of(const TraceArgs& args, const std::string& name, SourceLoc where,
+                  std::vector<TensorType>* types, std::vector<uint8_t>* rg) {
+  for (size_t i = 0; i < args.tensors.size(); ++i) {
+    const Tensor& t = args.tensors[i];
+    if (!t.defined())
+      throw Error(
+          "traced function '" + name + "': tensor argument " + std::to_string(i) + " is undefined",
+          where);
+    types->push_back(t.impl()->type);
+    rg->push_back(arg_grad_state(t));
+  }
+}
+
+// Whether the conditions an entry was traced under still hold; if not, why
+// (of its .grad guards, the last that fails).
+bool guards_hold(const TracedCore::Entry& e, std::string* reason) {
+  bool hold = true;
+  for (const GradGuard& g : e.guards) {
+    if (g.tensor->grad.get() != g.expected_grad) {
+      hold = false;
+      *reason = std::string("a captured tensor's .grad changed (") +
+                (g.expected_grad ? "defined" : "undefined") + " -> " +
+                (g.tensor->grad ? "defined" : "undefined") + ")";
+    } else if (g.expect_zero && !known_zero(*g.tensor->grad)) {
+      hold = false;
+      *reason = "a captured tensor's .grad was written since the plan left it zero";
+    }
+  }
+  for (size_t c = 0; hold && c < e.constant_guards.size(); ++c)
+    hold = constants_hold(e.constant_guards[c], reason);
+  for (size_t p = 0; hold && p < e.params.size(); ++p)
+    if (autograd_state(*e.params[p]) != e.param_grad_state[p]) {
+      hold = false;
+      *reason = "a captured tensor's requires_grad or history changed since it was traced";
+    }
+  return hold;
+}
+
+// A hit on an entry compiled in the background: its error is thrown once (the
+// entry dropped), its KILN_LOG=compile line written once.
+void finish_background(std::vector<std::shared_ptr<TracedCore::Entry>>& entries,
+                       const std::shared_ptr<TracedCore::Entry>& e) {
+  if (!e->ready.load(std::memory_order_acquire)) return;
+  if (e->compile_error) {
+    const std::exception_ptr error = e->compile_error;
+    std::erase(entries, e);
+    std::rethrow_exception(error);
+  }
+  if (!e->compile_log.empty() && log_enabled("compile")) std::cerr << e->compile_log;
+  e->compile_log.clear();
+}
+
+// Compiles a traced entry on the background thread, which sees only the entry;
+// one evicted before its turn (and not in a call) is not compiled.
+void compile_later(const std::shared_ptr<TracedCore::Entry>& e, CompileOptions opts,
+                   std::shared_ptr<TracedCore::StatsCell> stats, std::string name) {
+  e->ready.store(false);
+  post_background_compile([weak = std::weak_ptr<TracedCore::Entry>(e), opts = std::move(opts),
+                           stats = std::move(stats), name = std::move(name)] {
+    const std::shared_ptr<TracedCore::Entry> entry = weak.lock();
+    if (!entry) return;
+    try {
+      entry->compile_log = compile_entry(*entry, opts, stats, name);
+    } catch (...) {
+      entry->compile_error = std::current_exception();
+    }
+    entry->ready.store(true, std::memory_order_release);
+  });
+}
+
 }  // namespace
 
 /// A signature some thread is building now (lookup's "compile in flight").
@@ -231,15 +308,7 @@ struct TracedCore::InFlight {
 std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
   std::vector<TensorType> types;
   std::vector<uint8_t> rg;
-  for (size_t i = 0; i < args.tensors.size(); ++i) {
-    const Tensor& t = args.tensors[i];
-    if (!t.defined())
-      throw Error("traced function '" + name_ + "': tensor argument " + std::to_string(i) +
-                      " is undefined",
-                  where_);
-    types.push_back(t.impl()->type);
-    rg.push_back(arg_grad_state(t));
-  }
+  signature_of(args, name_, where_, &types, &rg);
   bool gm = grad_mode_enabled();
   std::unique_lock<std::mutex> lock(mu_);
   // The same signature compiling on another thread: wait for it, then look it up.
@@ -253,35 +322,8 @@ std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
     if (!same_signature(*this, types, rg, args.numbers, gm, e->types, e->requires_grad, e->numbers,
                         e->grad_mode))
       continue;
-    bool guards_hold = true;
-    for (const GradGuard& g : e->guards) {
-      if (g.tensor->grad.get() != g.expected_grad) {
-        guards_hold = false;
-        guard_reason = std::string("a captured tensor's .grad changed (") +
-                       (g.expected_grad ? "defined" : "undefined") + " -> " +
-                       (g.tensor->grad ? "defined" : "undefined") + ")";
-      } else if (g.expect_zero && !known_zero(*g.tensor->grad)) {
-        guards_hold = false;
-        guard_reason = "a captured tensor's .grad was written since the plan left it zero";
-      }
-    }
-    for (size_t c = 0; guards_hold && c < e->constant_guards.size(); ++c)
-      guards_hold = constants_hold(e->constant_guards[c], &guard_reason);
-    for (size_t p = 0; guards_hold && p < e->params.size(); ++p)
-      if (autograd_state(*e->params[p]) != e->param_grad_state[p]) {
-        guards_hold = false;
-        guard_reason = "a captured tensor's requires_grad or history changed since it was traced";
-      }
-    if (!guards_hold) continue;
-    if (e->ready.load(std::memory_order_acquire)) {
-      if (e->compile_error) {  // compiled in the background, and failed: throw it once
-        const std::exception_ptr error = e->compile_error;
-        std::erase(entries_, e);
-        std::rethrow_exception(error);
-      }
-      if (!e->compile_log.empty() && log_enabled("compile")) std::cerr << e->compile_log;
-      e->compile_log.clear();
-    }
+    if (!guards_hold(*e, &guard_reason)) continue;
+    finish_background(entries_, e);
     stats_->stats.hits++;
     e->last_use = ++clock_;
     return e;
@@ -317,45 +359,28 @@ std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
   const InFlight mine{types, rg, args.numbers, gm};
   in_flight_.push_back(&mine);
   lock.unlock();
+  // However the build ends, the signature is no longer in flight (mu_ held again).
+  auto landed = [&] {
+    lock.lock();
+    std::erase(in_flight_, &mine);
+    compiled_.notify_all();
+  };
   std::shared_ptr<Entry> e;
   try {
     if (!to_probe.empty()) probe(args, to_probe);
     if (background) {
-      // Traced here (the body reads the caller's objects); compiled on the
-      // background thread, which sees only the entry.
-      e = trace(args);
-      e->ready.store(false);
-      // An entry evicted before its turn (and not in a call) is not compiled.
-      post_background_compile([weak = std::weak_ptr<Entry>(e), opts = entry_options(false, dynamic),
-                               stats = stats_, name = name_] {
-        const std::shared_ptr<Entry> entry = weak.lock();
-        if (!entry) return;
-        try {
-          entry->compile_log = compile_entry(*entry, opts, stats, name);
-        } catch (...) {
-          entry->compile_error = std::current_exception();
-        }
-        entry->ready.store(true, std::memory_order_release);
-      });
+      e = trace(args);  // here: the body reads the caller's objects
+      compile_later(e, entry_options(false, dynamic), stats_, name_);
     } else {
       e = build(args, dumping, dynamic);
       if (dumping) write_dump(settings().dump_dir, name_, e->as_traced, *e->report, e->types);
     }
   } catch (...) {
-    lock.lock();
-    std::erase(in_flight_, &mine);
-    compiled_.notify_all();
+    landed();
     throw;
   }
-  lock.lock();
-  std::erase(in_flight_, &mine);
-  compiled_.notify_all();
-  if (entries_.size() >= cache_size_) {
-    auto it = std::min_element(entries_.begin(), entries_.end(),
-                               [](auto& a, auto& b) { return a->last_use < b->last_use; });
-    entries_.erase(it);
-    stats_->stats.evictions++;
-  }
+  landed();
+  if (entries_.size() >= cache_size_) evict_oldest(entries_, stats_->stats);
   e->last_use = ++clock_;
   entries_.push_back(e);
   return e;
@@ -601,19 +626,21 @@ void keep_grad_buffers(const TracedCore::Entry& e, SourceLoc where) {
 
 }  // namespace
 
-std::vector<Tensor> TracedCore::run(Entry& e, const TraceArgs& args) {
-  for (int64_t a : e.arg_grads_read)
-    if (args.tensors[static_cast<size_t>(a)].impl()->grad)
-      throw Error("traced function '" + name_ + "' reads .grad() of its argument " + std::to_string(a) +
-                      ", which already holds a gradient: inside the trace it would see only this call's "
-                      "gradient, not the sum eager mode gives (expected an argument without .grad(); "
-                      "clear it with set_grad(Tensor()) before the call, or capture the tensor instead)",
-                  where_);
-  std::vector<Tensor> all = detail::run_plan(*e.plan, e.traced, args.tensors, e.params, e.out_types, "traced function",
-                       name_, where_);
+namespace {
+
+// The tensor a HistoryWrite is about: a captured tensor, or the call's argument.
+Tensor history_target(const HistoryWrite& h, const TraceArgs& args) {
+  return h.tensor ? Tensor(h.tensor) : args.tensors[static_cast<size_t>(h.arg)];
+}
+
+// What a compiled call writes besides its outputs (`all`: every plan output):
+// the arguments it wrote in place, the .grad write-backs, the zeros it leaves,
+// and the histories that writes without grad took away.
+void write_back(const TracedCore::Entry& e, const TraceArgs& args, const std::vector<Tensor>& all,
+                SourceLoc where) {
   for (const auto& [a, o] : e.arg_writes) {
     TensorImpl& t = *args.tensors[static_cast<size_t>(a)].impl();
-    device_copy(all[o].impl()->view(), t, where_);
+    device_copy(all[o].impl()->view(), t, where);
     t.buffer->version++;
   }
   for (const GradWriteback& w : e.grad_writebacks) {
@@ -625,86 +652,97 @@ std::vector<Tensor> TracedCore::run(Entry& e, const TraceArgs& args) {
   }
   for (auto& z : e.zero_after) mark_zero(*z);
   for (size_t o : e.zero_outputs) mark_zero(*all[o].impl());
-  std::vector<Tensor> outs(all.begin(), all.begin() + static_cast<long>(e.user_outputs));
-  auto written = [&](const HistoryWrite& h) {
-    return h.tensor ? Tensor(h.tensor) : args.tensors[static_cast<size_t>(h.arg)];
-  };
   for (const HistoryWrite& h : e.histories)
     if (!h.takes) {
-      TensorImpl& t = *written(h).impl();
+      TensorImpl& t = *history_target(h, args).impl();
       t.grad_fn = nullptr;
       t.requires_grad = false;
     }
-  if (!e.autograd_call) return outs;
+}
 
-  // One tape node for the whole call; its backward runs the compiled backward plan.
+// A tensor the caller holds whose value the backward reads, at its version
+// after the call: a write into it before the backward makes it raise, as eagerly.
+struct HeldNow {
+  size_t output;
+  std::shared_ptr<Buffer> buffer;
+  uint64_t version;
+  OpKind op;
+  SourceLoc loc;
+};
+
+std::vector<HeldNow> held_now(const TracedCore::Entry& e, const TraceArgs& args,
+                              const std::vector<Tensor>& outs) {
+  using HeldRead = TracedCore::Entry::HeldRead;
+  std::vector<HeldNow> held;
+  for (const HeldRead& h : e.held_reads) {
+    const TensorImpl& t = h.kind == HeldRead::Arg
+                              ? *args.tensors[static_cast<size_t>(h.index)].impl()
+                          : h.kind == HeldRead::Param ? *e.params[static_cast<size_t>(h.index)]
+                                                      : *outs[static_cast<size_t>(h.index)].impl();
+    if (t.buffer) held.push_back({h.output, t.buffer, t.buffer->version, h.op, h.loc});
+  }
+  return held;
+}
+
+// The backward of a compiled call's tape node: it checks that what it reads is
+// still there (not freed, not written since), runs the compiled backward plan
+// on the arguments, the saved values and the given gradients, and leaves
+// undefined the gradients no given output reaches.
+std::function<std::vector<Tensor>(autograd::Context*, std::vector<Tensor>)> tape_backward(
+    const TracedCore::Entry& e, const TraceArgs& args, const std::vector<Tensor>& all,
+    const std::vector<Tensor>& outs, std::weak_ptr<autograd::CustomCall> weak_call,
+    const std::string& name, SourceLoc where) {
   std::vector<Tensor> saved(all.begin() + static_cast<long>(e.saved_begin), all.end());
-  auto call = autograd::detail::new_custom_call(name_);
+  std::vector<HeldNow> held = held_now(e, args, outs);
+  return [=, bwd = e.backward, params = e.params, out_types = e.backward_out_types,
+          fwd_out_types = e.call_out_types, arg_tensors = args.tensors, seeded = e.seeded,
+          freed = e.freed_outputs, reading = e.reading_outputs, stale = e.stale_outputs,
+          reached_by = e.wrt_reached_by](autograd::Context*, std::vector<Tensor> grads) {
+    auto given = [&](size_t o) { return o < grads.size() && grads[o].defined(); };
+    auto self = weak_call.lock();
+    for (const auto& f : self && self->released ? reading : freed)
+      if (given(f.output)) throw freed_graph_error(f.op, f.loc);
+    for (const auto& s : stale)
+      if (given(s.output)) throw modified_saved_error(s.op, s.expected, s.found, s.loc);
+    for (const HeldNow& h : held)
+      if (given(h.output) && h.buffer->version != h.version)
+        throw modified_saved_error(h.op, h.version, h.buffer->version, h.loc);
+    if (!bwd) return std::vector<Tensor>(out_types.size());  // every gradient freed, none given
+    std::vector<Tensor> bargs = arg_tensors;
+    bargs.insert(bargs.end(), saved.begin(), saved.end());
+    for (size_t i : seeded) {
+      const TensorType& t = fwd_out_types[i];
+      bargs.push_back(given(i) ? grads[i]
+                               : zeros(t.shape, TensorOptions(t.dtype).device(t.device)));
+    }
+    std::vector<Tensor> result = detail::run_plan(*bwd->get(), bwd->graph(), bargs, params,
+                                                  out_types, "traced function", name, where);
+    for (size_t j = 0; j < result.size() && j < reached_by.size(); ++j)
+      if (std::none_of(reached_by[j].begin(), reached_by[j].end(), given)) result[j] = Tensor();
+    return result;
+  };
+}
+
+// One tape node for the whole call, whose backward runs the compiled backward
+// plan: the outputs that require grad, and the tensors written with values
+// that require grad, take it as their history. Returns the call's outputs.
+std::vector<Tensor> attach_tape_node(const TracedCore::Entry& e, const TraceArgs& args,
+                                     const std::vector<Tensor>& all,
+                                     const std::vector<Tensor>& outs, const std::string& name,
+                                     SourceLoc where) {
+  auto call = autograd::detail::new_custom_call(name);
   call->undefined_if_unreached = true;
+  call->backward = tape_backward(e, args, all, outs, call, name, where);
   std::vector<Tensor> inputs;
   for (int64_t a : e.wrt_args) inputs.push_back(args.tensors[static_cast<size_t>(a)]);
   for (int64_t p : e.wrt_params) inputs.emplace_back(e.params[static_cast<size_t>(p)]);
-  std::shared_ptr<LazyPlan> bwd = e.backward;
-  auto params = e.params;
-  auto out_types = e.backward_out_types;
-  auto fwd_out_types = e.call_out_types;
-  std::vector<Tensor> arg_tensors = args.tensors;
-  std::vector<size_t> seeded = e.seeded;
-  auto freed = e.freed_outputs, reading = e.reading_outputs;
-  auto stale = e.stale_outputs;
-  // The tensors the caller holds whose values the backward reads, at their
-  // versions now: a write into one before the backward makes it raise, as eagerly.
-  struct Held {
-    size_t output;
-    std::shared_ptr<Buffer> buffer;
-    uint64_t version;
-    OpKind op;
-    SourceLoc loc;
-  };
-  std::vector<Held> held;
-  for (const Entry::HeldRead& h : e.held_reads) {
-    const TensorImpl& t = h.kind == Entry::HeldRead::Arg ? *args.tensors[static_cast<size_t>(h.index)].impl()
-                          : h.kind == Entry::HeldRead::Param ? *e.params[static_cast<size_t>(h.index)]
-                                                             : *outs[static_cast<size_t>(h.index)].impl();
-    if (t.buffer) held.push_back({h.output, t.buffer, t.buffer->version, h.op, h.loc});
-  }
-  auto reached_by = e.wrt_reached_by;
-  std::weak_ptr<autograd::CustomCall> weak_call = call;
-  std::string name = name_;
-  SourceLoc where = where_;
-  call->backward = [=](autograd::Context*, std::vector<Tensor> grads) {
-    std::vector<Tensor> bargs = arg_tensors;
-    bargs.insert(bargs.end(), saved.begin(), saved.end());
-    auto self = weak_call.lock();
-    for (const auto& f : self && self->released ? reading : freed)
-      if (f.output < grads.size() && grads[f.output].defined()) throw freed_graph_error(f.op, f.loc);
-    for (const auto& s : stale)
-      if (s.output < grads.size() && grads[s.output].defined())
-        throw modified_saved_error(s.op, s.expected, s.found, s.loc);
-    for (const Held& h : held)
-      if (h.output < grads.size() && grads[h.output].defined() && h.buffer->version != h.version)
-        throw modified_saved_error(h.op, h.version, h.buffer->version, h.loc);
-    if (!bwd) return std::vector<Tensor>(out_types.size());  // every gradient freed, none given
-    for (size_t i : seeded) {
-      const TensorType& t = fwd_out_types[i];
-      bool given = i < grads.size() && grads[i].defined();
-      bargs.push_back(given ? grads[i] : zeros(t.shape, TensorOptions(t.dtype).device(t.device)));
-    }
-    std::vector<Tensor> result = detail::run_plan(*bwd->get(), bwd->graph(), bargs, params, out_types,
-                                                "traced function", name, where);
-    for (size_t j = 0; j < result.size() && j < reached_by.size(); ++j)
-      if (std::none_of(reached_by[j].begin(), reached_by[j].end(),
-                       [&](size_t o) { return o < grads.size() && grads[o].defined(); }))
-        result[j] = Tensor();
-    return result;
-  };
   std::vector<Tensor> call_outs = outs;
   for (const HistoryWrite& h : e.histories)
-    if (h.takes) call_outs.push_back(written(h));
+    if (h.takes) call_outs.push_back(history_target(h, args));
   std::vector<Tensor> result;
   {
     EnableGradGuard grad_on;  // the body wrote with grad on, whatever the caller's mode
-    result = autograd::detail::finish_custom(call, inputs, call_outs, where_);
+    result = autograd::detail::finish_custom(call, inputs, call_outs, where);
   }
   // Tensors written with values that require grad hold the call's history now.
   for (size_t k = outs.size(); k < result.size(); ++k) {
@@ -717,8 +755,27 @@ std::vector<Tensor> TracedCore::run(Entry& e, const TraceArgs& args) {
   result.resize(outs.size());
   // Outputs no gradient flows to stay plain tensors, as eager ops leave them.
   for (size_t i = 0; i < outs.size(); ++i)
-    if (std::find(seeded.begin(), seeded.end(), i) == seeded.end()) result[i] = outs[i];
+    if (std::find(e.seeded.begin(), e.seeded.end(), i) == e.seeded.end()) result[i] = outs[i];
   return result;
+}
+
+}  // namespace
+
+std::vector<Tensor> TracedCore::run(Entry& e, const TraceArgs& args) {
+  for (int64_t a : e.arg_grads_read)
+    if (args.tensors[static_cast<size_t>(a)].impl()->grad)
+      throw Error(
+          "traced function '" + name_ + "' reads .grad() of its argument " + std::to_string(a) +
+              ", which already holds a gradient: inside the trace it would see only this call's "
+              "gradient, not the sum eager mode gives (expected an argument without .grad(); "
+              "clear it with set_grad(Tensor()) before the call, or capture the tensor instead)",
+          where_);
+  std::vector<Tensor> all = detail::run_plan(*e.plan, e.traced, args.tensors, e.params, e.out_types,
+                                             "traced function", name_, where_);
+  write_back(e, args, all, where_);
+  std::vector<Tensor> outs(all.begin(), all.begin() + static_cast<long>(e.user_outputs));
+  if (!e.autograd_call) return outs;
+  return attach_tape_node(e, args, all, outs, name_, where_);
 }
 
 std::vector<Tensor> TracedCore::call(const TraceArgs& args) {

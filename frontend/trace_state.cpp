@@ -152,6 +152,20 @@ std::vector<char> TraceState::requiring_grad() const {
   return kiln::requiring_grad(graph, arg_leaf, param_requires);
 }
 
+namespace {
+
+// Every leaf that requires grad: the arguments called so, then the captured tensors.
+std::vector<Tensor> grad_leaves(const TraceState& st) {
+  std::vector<Tensor> leaves;
+  for (size_t i = 0; i < st.args.size(); ++i)
+    if (st.arg_leaf[i]) leaves.emplace_back(st.args[i]);
+  for (auto& p : st.params)
+    if (p->requires_grad) leaves.emplace_back(p);
+  return leaves;
+}
+
+}  // namespace
+
 std::vector<Tensor> TraceState::backward(const std::vector<Tensor>& roots,
                                          const std::vector<Tensor>& seeds,
                                          const std::vector<Tensor>& wrt, bool accumulate,
@@ -174,13 +188,7 @@ std::vector<Tensor> TraceState::backward(const std::vector<Tensor>& roots,
   }
 
   // The tensors to differentiate with respect to, and their current values.
-  std::vector<Tensor> targets = wrt;
-  if (targets.empty()) {
-    for (size_t i = 0; i < args.size(); ++i)
-      if (arg_leaf[i]) targets.emplace_back(args[i]);
-    for (auto& p : params)
-      if (p->requires_grad) targets.emplace_back(p);
-  }
+  const std::vector<Tensor> targets = wrt.empty() ? grad_leaves(*this) : wrt;
   std::vector<Tensor> used;
   std::vector<Value> wrt_vals;
   for (const Tensor& t : targets) {

@@ -16,8 +16,8 @@
 #include "frontend/tensor_impl.h"
 #include "frontend/trace_state.h"
 #include "ir/builder.h"
-#include "ir/vjp.h"
 #include "passes/autodiff.h"
+#include "passes/grad_analysis.h"
 
 namespace kiln {
 namespace {
@@ -133,7 +133,7 @@ bool tape_vjp_reads(const TapeNode& n, int64_t which) {
     types.push_back(n.inputs[i].type);
     needs.push_back(n.next[i].fn || n.next[i].leaf);
   }
-  return detail::vjp_reads(n.op, n.attrs, types, needs, which);
+  return vjp_reads(n.op, n.attrs, types, needs, which);
 }
 
 void check_saved(const SavedUse& u) {
@@ -500,28 +500,6 @@ void record_op(OpKind op, const Attrs& attrs, SourceLoc loc, const std::vector<T
 const CustomVjp& custom_function_vjp() {
   static const CustomVjp vjp = custom_backward_vjp;
   return vjp;
-}
-
-bool vjp_reads(OpKind op, const Attrs& attrs, const std::vector<TensorType>& operand_types,
-               const std::vector<bool>& needs, int64_t which) {
-  if (op == OpKind::custom) return true;  // user code: assume it does
-  const VjpRule rule = vjp_rule(op);
-  if (!rule) return false;
-  Graph g;
-  Builder b(g);
-  std::vector<Value> operands;
-  for (size_t i = 0; i < operand_types.size(); ++i)
-    operands.push_back(b.arg(static_cast<int64_t>(i), operand_types[i]));
-  const Value out = b.op(op, operands, attrs);
-  const Value seed = b.arg(static_cast<int64_t>(operands.size()), g.type(out));
-  const NodeId first = static_cast<NodeId>(g.size());
-  const Node copy = g[out.node];
-  const std::vector<Value> grads = rule(b, copy, out, seed, needs);
-  const Value target = which >= 0 ? operands[static_cast<size_t>(which)] : out;
-  for (NodeId id = first; id < g.size(); ++id)
-    for (Value v : g[id].operands)
-      if (v == target) return true;
-  return std::find(grads.begin(), grads.end(), target) != grads.end();
 }
 
 std::vector<std::shared_ptr<TensorImpl>> history_leaves(std::vector<const TapeNode*> roots) {

@@ -105,10 +105,6 @@ void keep_overwritten(const TensorImpl& value, const TensorImpl& target);
 /// The gradients of custom nodes (autograd::Function calls) for build_gradients:
 /// the user's backward, run eagerly or, inside a trace, on symbolic gradients.
 const CustomVjp& custom_function_vjp();
-/// Whether the VJP of `op` reads its operand `which` (or, when negative, its
-/// result), given which operands need a gradient.
-bool vjp_reads(OpKind op, const Attrs& attrs, const std::vector<TensorType>& operand_types,
-               const std::vector<bool>& needs, int64_t which);
 /// Every backward in its scope keeps the graph (as with retain_graph), on this
 /// thread: KILN_CHECK's eager run must not free what the compiled run then needs.
 class RetainGraphsGuard {

@@ -358,13 +358,10 @@ std::vector<double> rounding_spreads(const Graph& traced, const Observed& o,
   return spread;
 }
 
-}  // namespace
-
-std::vector<Tensor> TracedCore::checked_run(Entry& e, const TraceArgs& args) {
-  // Gradients compared for autograd calls: of the outputs that require grad,
-  // with respect to the call's inputs that the body did not overwrite.
-  std::vector<Tensor> wrt;
-  std::vector<std::string> wrt_names;
+// Gradients compared for autograd calls: of the outputs that require grad,
+// with respect to the call's inputs that the body did not overwrite.
+void gradient_targets(const TracedCore::Entry& e, const TraceArgs& args, std::vector<Tensor>* wrt,
+                      std::vector<std::string>* names) {
   auto written = [&](const TensorImpl* t) {
     for (const HistoryWrite& h : e.histories)
       if ((h.tensor ? h.tensor.get() : args.tensors[static_cast<size_t>(h.arg)].impl()) == t) return true;
@@ -372,14 +369,67 @@ std::vector<Tensor> TracedCore::checked_run(Entry& e, const TraceArgs& args) {
   };
   for (int64_t a : e.wrt_args)
     if (!written(args.tensors[static_cast<size_t>(a)].impl())) {
-      wrt.push_back(args.tensors[static_cast<size_t>(a)]);
-      wrt_names.push_back("the gradient w.r.t. argument " + std::to_string(a));
+      wrt->push_back(args.tensors[static_cast<size_t>(a)]);
+      names->push_back("the gradient w.r.t. argument " + std::to_string(a));
     }
   for (int64_t p : e.wrt_params)
     if (!written(e.params[static_cast<size_t>(p)].get())) {
-      wrt.emplace_back(e.params[static_cast<size_t>(p)]);
-      wrt_names.push_back("the gradient w.r.t. captured tensor " + std::to_string(p));
+      wrt->emplace_back(e.params[static_cast<size_t>(p)]);
+      names->push_back("the gradient w.r.t. captured tensor " + std::to_string(p));
     }
+}
+
+// Compares what the compiled run (`traced`) and the eager run left, and throws
+// at the first difference that rounding alone cannot make.
+void compare_runs(const TracedCore::Entry& e, const Observed& traced, const Observed& eager,
+                  const std::vector<HostArray>& args_in, const std::vector<HostArray>& params_in,
+                  const std::string& name, SourceLoc where) {
+  // The state (same entries both ways), then the gradients if both runs have them.
+  std::vector<double> spreads;  // made at the first difference
+  size_t n = traced.state_size;
+  if (!traced.gradients_failed && !eager.gradients_failed)
+    n = std::min(traced.what.size(), eager.what.size());
+  for (size_t k = 0; k < n; ++k) {
+    const HostArray& t = traced.values[k];
+    const HostArray& w = eager.values[k];
+    std::string diff;
+    if (bool(t.storage) != bool(w.storage)) {
+      diff = std::string("is ") + (t.storage ? "defined" : "undefined") + " traced but " +
+             (w.storage ? "defined" : "undefined") + " eagerly";
+    } else if (traced.flags[k] != eager.flags[k]) {
+      diff = "has autograd state " + std::to_string(traced.flags[k]) + " traced but " +
+             std::to_string(eager.flags[k]) +
+             " eagerly (0: no grad, 1: a leaf that requires grad, 2: "
+             "computed by ops)";
+    } else if (t.storage && t.type != w.type) {
+      diff = "is " + t.type.str() + " traced but " + w.type.str() + " eagerly";
+    } else if (t.storage && first_difference(t.view(), w.view(), 0, nullptr, nullptr) >= 0) {
+      // Differences that rounding alone can make are no mismatch.
+      if (spreads.empty()) spreads = rounding_spreads(e.traced, traced, args_in, params_in);
+      double gv = 0, wv = 0;
+      const int64_t at = first_difference(t.view(), w.view(), spreads[k], &gv, &wv);
+      if (at >= 0) {
+        std::ostringstream os;
+        os.precision(9);
+        os << "differs at element " << at << ": traced " << gv << ", eager " << wv
+           << " (rounding-level changes of the inputs move it by up to " << spreads[k] << ")";
+        diff = os.str();
+      }
+    }
+    if (diff.empty()) continue;
+    const Value v = value_for(e.traced, traced.sources[k]);
+    throw Error("KILN_CHECK: after a call of '" + name + "', " + traced.what[k] + " " + diff +
+                    blame(e, traced.sources[k]),
+                v.valid() ? e.traced[v.node].loc : where);
+  }
+}
+
+}  // namespace
+
+std::vector<Tensor> TracedCore::checked_run(Entry& e, const TraceArgs& args) {
+  std::vector<Tensor> wrt;
+  std::vector<std::string> wrt_names;
+  gradient_targets(e, args, &wrt, &wrt_names);
   const Sources src = plan_sources(e, args.tensors.size());
   // A captured .grad is compared as the .grad of its owner: a plan may write a
   // new gradient into the old gradient's buffer where eager mode makes a new
@@ -447,43 +497,7 @@ std::vector<Tensor> TracedCore::checked_run(Entry& e, const TraceArgs& args) {
   Observed traced = observe(outs);
   check_kernels(e, args);
 
-  // The state (same entries both ways), then the gradients if both runs have them.
-  std::vector<double> spreads;  // made at the first difference
-  size_t n = traced.state_size;
-  if (!traced.gradients_failed && !eager.gradients_failed)
-    n = std::min(traced.what.size(), eager.what.size());
-  for (size_t k = 0; k < n; ++k) {
-    const HostArray& t = traced.values[k];
-    const HostArray& w = eager.values[k];
-    std::string diff;
-    if (bool(t.storage) != bool(w.storage)) {
-      diff = std::string("is ") + (t.storage ? "defined" : "undefined") + " traced but " +
-             (w.storage ? "defined" : "undefined") + " eagerly";
-    } else if (traced.flags[k] != eager.flags[k]) {
-      diff = "has autograd state " + std::to_string(traced.flags[k]) + " traced but " +
-             std::to_string(eager.flags[k]) + " eagerly (0: no grad, 1: a leaf that requires grad, 2: "
-             "computed by ops)";
-    } else if (t.storage && t.type != w.type) {
-      diff = "is " + t.type.str() + " traced but " + w.type.str() + " eagerly";
-    } else if (t.storage && first_difference(t.view(), w.view(), 0, nullptr, nullptr) >= 0) {
-      // Differences that rounding alone can make are no mismatch.
-      if (spreads.empty()) spreads = rounding_spreads(e.traced, traced, args_in, params_in);
-      double gv = 0, wv = 0;
-      const int64_t at = first_difference(t.view(), w.view(), spreads[k], &gv, &wv);
-      if (at >= 0) {
-        std::ostringstream os;
-        os.precision(9);
-        os << "differs at element " << at << ": traced " << gv << ", eager " << wv
-           << " (rounding-level changes of the inputs move it by up to " << spreads[k] << ")";
-        diff = os.str();
-      }
-    }
-    if (diff.empty()) continue;
-    const Value v = value_for(e.traced, traced.sources[k]);
-    throw Error("KILN_CHECK: after a call of '" + name_ + "', " + traced.what[k] + " " + diff +
-                    blame(e, traced.sources[k]),
-                v.valid() ? e.traced[v.node].loc : where_);
-  }
+  compare_runs(e, traced, eager, args_in, params_in, name_, where_);
   return outs;
 }
 

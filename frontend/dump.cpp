@@ -1,6 +1,7 @@
 // Dump writer (see dump.h).
 #include "frontend/dump.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -19,6 +20,7 @@
 #include "codegen/compile.h"
 #include "ir/dot.h"
 #include "ir/printer.h"
+#include "passes/pipeline.h"
 #include "runtime/binary_io.h"
 
 extern char** environ;
@@ -210,8 +212,12 @@ std::string write_dump(const std::string& dir, const std::string& function, cons
   po.locations = true;
   std::string previous = print_graph(traced, po);
   io::write_file_durable((root / "00_traced.kir").string(), previous);
-  for (size_t i = 0; i < r.passes.size(); ++i) {
-    const PassRecord& p = r.passes[i];
+  // Numbered by the stage's place in the pipeline, so a file keeps its number
+  // when a stage did not run here (a loaded graph was partitioned when traced).
+  const std::vector<std::string>& stages = pipeline_pass_names();
+  for (const PassRecord& p : r.passes) {
+    const size_t i =
+        static_cast<size_t>(std::find(stages.begin(), stages.end(), p.name) - stages.begin());
     const std::string name = two_digits(i + 1) + "_" + p.name + (p.graph ? ".kir" : ".txt");
     std::ostringstream head;
     if (p.graph)

@@ -1,7 +1,10 @@
 // Kernel dumps: everything a compiled function became, as files.
 //   <dir>/<function>/<signature>/
-//     00_traced.kir, 01_<pass>.kir ...   the graph after each pass ("unchanged" if so)
-//     06_fusion.txt ... 11_accumulate.txt  the schedule's steps (passes/schedule.h):
+//     00_traced.kir                      the graph as traced
+//     01_partition.kir                   the forward, and the backward as comments, of a
+//                                        call whose outputs require grad (passes/partition.h)
+//     02_simplify.kir ... 06_<pass>.kir  the graph after each pass ("unchanged" if so)
+//     07_fusion.txt ... 12_accumulate.txt  the schedule's steps (passes/schedule.h):
 //                                        groups, folded transposes, collectives, buffers,
 //                                        in-place updates, accumulating matmuls
 //     kernels/<kernel>.kir .ll .opt.ll .s   kernel IR, LLVM IR before/after O3, assembly

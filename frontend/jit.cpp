@@ -24,8 +24,8 @@
 #include "frontend/settings.h"
 #include "frontend/tensor_impl.h"
 #include "frontend/trace_state.h"
-#include "passes/autodiff.h"
-#include "passes/graph_copy.h"
+#include "passes/grad_analysis.h"
+#include "passes/pipeline.h"
 #include "runtime/binary_io.h"
 #include "runtime/interpreter.h"
 #include "runtime/profile.h"
@@ -144,16 +144,22 @@ std::shared_ptr<Plan> LazyPlan::get() {
   return plan_;
 }
 
+namespace {
+
+// Drops the least recently used entry.
+void evict_oldest(std::vector<std::shared_ptr<TracedCore::Entry>>& entries, TraceStats& stats) {
+  entries.erase(std::min_element(entries.begin(), entries.end(),
+                                 [](auto& a, auto& b) { return a->last_use < b->last_use; }));
+  stats.evictions++;
+}
+
+}  // namespace
+
 void TracedCore::set_cache_size(size_t n) {
   if (n == 0) throw Error("set_cache_size: the cache needs room for at least one signature");
   std::lock_guard<std::mutex> lock(mu_);
   cache_size_ = n;
-  while (entries_.size() > cache_size_) {
-    auto it = std::min_element(entries_.begin(), entries_.end(),
-                               [](auto& a, auto& b) { return a->last_use < b->last_use; });
-    entries_.erase(it);
-    stats_->stats.evictions++;
-  }
+  while (entries_.size() > cache_size_) evict_oldest(entries_, stats_->stats);
 }
 
 namespace {
@@ -218,6 +224,77 @@ bool constants_hold(const ConstantGuard& g, std::string* reason) {
   return false;
 }
 
+// The tensors' types and autograd states, as the signature keys them.
+void signature_of(const TraceArgs& args, const std::string& name, SourceLoc where,
+                  std::vector<TensorType>* types, std::vector<uint8_t>* rg) {
+  for (size_t i = 0; i < args.tensors.size(); ++i) {
+    const Tensor& t = args.tensors[i];
+    if (!t.defined())
+      throw Error(
+          "traced function '" + name + "': tensor argument " + std::to_string(i) + " is undefined",
+          where);
+    types->push_back(t.impl()->type);
+    rg->push_back(arg_grad_state(t));
+  }
+}
+
+// Whether the conditions an entry was traced under still hold; if not, why
+// (of its .grad guards, the last that fails).
+bool guards_hold(const TracedCore::Entry& e, std::string* reason) {
+  bool hold = true;
+  for (const GradGuard& g : e.guards) {
+    if (g.tensor->grad.get() != g.expected_grad) {
+      hold = false;
+      *reason = std::string("a captured tensor's .grad changed (") +
+                (g.expected_grad ? "defined" : "undefined") + " -> " +
+                (g.tensor->grad ? "defined" : "undefined") + ")";
+    } else if (g.expect_zero && !known_zero(*g.tensor->grad)) {
+      hold = false;
+      *reason = "a captured tensor's .grad was written since the plan left it zero";
+    }
+  }
+  for (size_t c = 0; hold && c < e.constant_guards.size(); ++c)
+    hold = constants_hold(e.constant_guards[c], reason);
+  for (size_t p = 0; hold && p < e.params.size(); ++p)
+    if (autograd_state(*e.params[p]) != e.param_grad_state[p]) {
+      hold = false;
+      *reason = "a captured tensor's requires_grad or history changed since it was traced";
+    }
+  return hold;
+}
+
+// A hit on an entry compiled in the background: its error is thrown once (the
+// entry dropped), its KILN_LOG=compile line written once.
+void finish_background(std::vector<std::shared_ptr<TracedCore::Entry>>& entries,
+                       const std::shared_ptr<TracedCore::Entry>& e) {
+  if (!e->ready.load(std::memory_order_acquire)) return;
+  if (e->compile_error) {
+    const std::exception_ptr error = e->compile_error;
+    std::erase(entries, e);
+    std::rethrow_exception(error);
+  }
+  if (!e->compile_log.empty() && log_enabled("compile")) std::cerr << e->compile_log;
+  e->compile_log.clear();
+}
+
+// Compiles a traced entry on the background thread, which sees only the entry;
+// one evicted before its turn (and not in a call) is not compiled.
+void compile_later(const std::shared_ptr<TracedCore::Entry>& e, CompileOptions opts,
+                   std::shared_ptr<TracedCore::StatsCell> stats, std::string name) {
+  e->ready.store(false);
+  post_background_compile([weak = std::weak_ptr<TracedCore::Entry>(e), opts = std::move(opts),
+                           stats = std::move(stats), name = std::move(name)] {
+    const std::shared_ptr<TracedCore::Entry> entry = weak.lock();
+    if (!entry) return;
+    try {
+      entry->compile_log = compile_entry(*entry, opts, stats, name);
+    } catch (...) {
+      entry->compile_error = std::current_exception();
+    }
+    entry->ready.store(true, std::memory_order_release);
+  });
+}
+
 }  // namespace
 
 /// A signature some thread is building now (lookup's "compile in flight").
@@ -231,15 +308,7 @@ struct TracedCore::InFlight {
 std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
   std::vector<TensorType> types;
   std::vector<uint8_t> rg;
-  for (size_t i = 0; i < args.tensors.size(); ++i) {
-    const Tensor& t = args.tensors[i];
-    if (!t.defined())
-      throw Error("traced function '" + name_ + "': tensor argument " + std::to_string(i) +
-                      " is undefined",
-                  where_);
-    types.push_back(t.impl()->type);
-    rg.push_back(arg_grad_state(t));
-  }
+  signature_of(args, name_, where_, &types, &rg);
   bool gm = grad_mode_enabled();
   std::unique_lock<std::mutex> lock(mu_);
   // The same signature compiling on another thread: wait for it, then look it up.
@@ -253,35 +322,8 @@ std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
     if (!same_signature(*this, types, rg, args.numbers, gm, e->types, e->requires_grad, e->numbers,
                         e->grad_mode))
       continue;
-    bool guards_hold = true;
-    for (const GradGuard& g : e->guards) {
-      if (g.tensor->grad.get() != g.expected_grad) {
-        guards_hold = false;
-        guard_reason = std::string("a captured tensor's .grad changed (") +
-                       (g.expected_grad ? "defined" : "undefined") + " -> " +
-                       (g.tensor->grad ? "defined" : "undefined") + ")";
-      } else if (g.expect_zero && !known_zero(*g.tensor->grad)) {
-        guards_hold = false;
-        guard_reason = "a captured tensor's .grad was written since the plan left it zero";
-      }
-    }
-    for (size_t c = 0; guards_hold && c < e->constant_guards.size(); ++c)
-      guards_hold = constants_hold(e->constant_guards[c], &guard_reason);
-    for (size_t p = 0; guards_hold && p < e->params.size(); ++p)
-      if (autograd_state(*e->params[p]) != e->param_grad_state[p]) {
-        guards_hold = false;
-        guard_reason = "a captured tensor's requires_grad or history changed since it was traced";
-      }
-    if (!guards_hold) continue;
-    if (e->ready.load(std::memory_order_acquire)) {
-      if (e->compile_error) {  // compiled in the background, and failed: throw it once
-        const std::exception_ptr error = e->compile_error;
-        std::erase(entries_, e);
-        std::rethrow_exception(error);
-      }
-      if (!e->compile_log.empty() && log_enabled("compile")) std::cerr << e->compile_log;
-      e->compile_log.clear();
-    }
+    if (!guards_hold(*e, &guard_reason)) continue;
+    finish_background(entries_, e);
     stats_->stats.hits++;
     e->last_use = ++clock_;
     return e;
@@ -317,45 +359,28 @@ std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
   const InFlight mine{types, rg, args.numbers, gm};
   in_flight_.push_back(&mine);
   lock.unlock();
+  // However the build ends, the signature is no longer in flight (mu_ held again).
+  auto landed = [&] {
+    lock.lock();
+    std::erase(in_flight_, &mine);
+    compiled_.notify_all();
+  };
   std::shared_ptr<Entry> e;
   try {
     if (!to_probe.empty()) probe(args, to_probe);
     if (background) {
-      // Traced here (the body reads the caller's objects); compiled on the
-      // background thread, which sees only the entry.
-      e = trace(args);
-      e->ready.store(false);
-      // An entry evicted before its turn (and not in a call) is not compiled.
-      post_background_compile([weak = std::weak_ptr<Entry>(e), opts = entry_options(false, dynamic),
-                               stats = stats_, name = name_] {
-        const std::shared_ptr<Entry> entry = weak.lock();
-        if (!entry) return;
-        try {
-          entry->compile_log = compile_entry(*entry, opts, stats, name);
-        } catch (...) {
-          entry->compile_error = std::current_exception();
-        }
-        entry->ready.store(true, std::memory_order_release);
-      });
+      e = trace(args);  // here: the body reads the caller's objects
+      compile_later(e, entry_options(false, dynamic), stats_, name_);
     } else {
       e = build(args, dumping, dynamic);
-      if (dumping) write_dump(settings().dump_dir, name_, e->traced, *e->report, e->types);
+      if (dumping) write_dump(settings().dump_dir, name_, e->as_traced, *e->report, e->types);
     }
   } catch (...) {
-    lock.lock();
-    std::erase(in_flight_, &mine);
-    compiled_.notify_all();
+    landed();
     throw;
   }
-  lock.lock();
-  std::erase(in_flight_, &mine);
-  compiled_.notify_all();
-  if (entries_.size() >= cache_size_) {
-    auto it = std::min_element(entries_.begin(), entries_.end(),
-                               [](auto& a, auto& b) { return a->last_use < b->last_use; });
-    entries_.erase(it);
-    stats_->stats.evictions++;
-  }
+  landed();
+  if (entries_.size() >= cache_size_) evict_oldest(entries_, stats_->stats);
   e->last_use = ++clock_;
   entries_.push_back(e);
   return e;
@@ -385,95 +410,70 @@ void collect_held_reads(const TraceState& st, TracedCore::Entry& e, const std::v
   }
 }
 
-// A call from eager code that will differentiate the result: the gradients of
-// the outputs that require grad (and of the histories the body wrote into), with
-// respect to the arguments and captured tensors they reach, split into a forward
-// (keeping what the backward reads) and a backward, compiled as two plans.
-void split_for_backward(TraceState& st, TracedCore::Entry& e, const std::vector<Tensor>& outs,
-                        const std::vector<Value>& out_vals, const std::vector<Value>& history_roots,
-                        int64_t n_args, Graph* forward_graph, Graph* backward_graph) {
-  size_t forward_size = st.graph.size();
-  std::vector<Value> roots, wrt;
+// The partition request of a call from eager code that will differentiate the
+// result: the gradients of the outputs that require grad (and of the histories
+// the body wrote into), with respect to the arguments and captured tensors they
+// reach. Records on the entry which tape node output each root is, and the
+// saved values whose later writes a backward through it must notice.
+PartitionRequest request_split(TraceState& st, TracedCore::Entry& e,
+                               const std::vector<Tensor>& outs, const std::vector<Value>& out_vals,
+                               const std::vector<Value>& history_roots, int64_t n_args) {
+  PartitionRequest req;
+  req.split = true;
   for (size_t i = 0; i < outs.size(); ++i) {
     if (!outs[i].requires_grad()) continue;
     e.seeded.push_back(i);
-    roots.push_back(out_vals[i]);
+    req.roots.push_back(out_vals[i]);
   }
   e.call_out_types.assign(e.out_types.begin(), e.out_types.begin() + static_cast<long>(outs.size()));
   for (Value v : history_roots) {
     e.seeded.push_back(e.call_out_types.size());
     e.call_out_types.push_back(st.graph.type(v));
-    roots.push_back(v);
+    req.roots.push_back(v);
   }
-  for (size_t k = 0; k < roots.size(); ++k) {
-    if (const Node* n = st.freed_read({roots[k]}, true))
-      e.freed_outputs.push_back({e.seeded[k], n->op, n->loc});
-    if (const Node* n = st.freed_read({roots[k]}, false))
-      e.reading_outputs.push_back({e.seeded[k], n->op, n->loc});
-    if (const StaleRead s = st.stale_read({roots[k]}); s.node)
+  for (size_t k = 0; k < req.roots.size(); ++k) {
+    if (const StaleRead s = st.stale_read({req.roots[k]}); s.node)
       e.stale_outputs.push_back({e.seeded[k], s.node->op, s.expected, s.found, s.node->loc});
-    collect_held_reads(st, e, outs, roots[k], e.seeded[k]);
+    collect_held_reads(st, e, outs, req.roots[k], e.seeded[k]);
   }
-  // Only tensors a gradient reaches, so the others' .grad stays untouched as in eager mode.
-  const std::vector<char> reach = st.gradient_reach(roots);
-  // Arguments that are leaves requiring grad, at the value the body first
-  // read (a write under NoGradGuard rebinds later uses to it).
-  for (NodeId id : st.graph.args()) {
-    const int64_t i = st.graph[id].attrs.i(AttrKey::index);
-    if (i < 0 || i >= n_args || !st.arg_leaf[static_cast<size_t>(i)] || !reach[id]) continue;
-    e.wrt_args.push_back(i);
-    wrt.push_back(Value(id));
+  req.root_outputs = e.seeded;
+  req.arg_requires = st.arg_leaf;
+  for (const auto& p : st.params) req.param_requires.push_back(p->requires_grad);
+  req.freed = st.freed;
+  req.n_args = n_args;
+  for (const auto& w : e.arg_writes) req.written_args.push_back(w.first);
+  req.custom = detail::custom_function_vjp();
+  return req;
+}
+
+// What the entry keeps of the partition: the forward (and backward) graphs, and
+// for the tape node, which outputs' gradients read freed values and which
+// tensors their gradients reach.
+void take_partition(const TraceState& st, TracedCore::Entry& e, Partition p) {
+  e.traced = std::move(p.forward);
+  if (!p.split) return;
+  for (const RootRead& r : p.freed_roots)
+    e.freed_outputs.push_back({e.seeded[r.root], st.graph[r.node].op, st.graph[r.node].loc});
+  for (const RootRead& r : p.reading_roots)
+    e.reading_outputs.push_back({e.seeded[r.root], st.graph[r.node].op, st.graph[r.node].loc});
+  e.wrt_args = std::move(p.wrt_args);
+  e.wrt_params = std::move(p.wrt_params);
+  for (const std::vector<size_t>& roots : p.wrt_reached_by) {
+    e.wrt_reached_by.emplace_back();
+    for (size_t k : roots) e.wrt_reached_by.back().push_back(e.seeded[k]);
   }
-  for (size_t p = 0; p < st.params.size(); ++p) {
-    if (!st.params[p]->requires_grad) continue;
-    // Gradients are taken at the value the body first read, not an updated one.
-    const Value v = st.param_node(static_cast<int64_t>(p));
-    if (!v.valid() || !reach[v.node]) continue;
-    e.wrt_params.push_back(static_cast<int64_t>(p));
-    wrt.push_back(v);
-  }
-  e.wrt_reached_by.resize(wrt.size());
-  for (size_t k = 0; k < roots.size(); ++k) {
-    const std::vector<char> from_k = st.gradient_reach({roots[k]});
-    for (size_t j = 0; j < wrt.size(); ++j)
-      if (from_k[wrt[j].node]) e.wrt_reached_by[j].push_back(e.seeded[k]);
-  }
-  // A training step (backward() inside, then the loss returned): every output's
-  // gradient reads what that backward freed, so a backward through the call can
-  // only fail, as it would eagerly. Nothing is saved for it and no backward is built.
-  if (e.freed_outputs.size() == roots.size()) {
-    e.backward_freed = true;
-    e.saved_begin = st.graph.outputs.size();
-    for (size_t j = 0; j < wrt.size(); ++j) e.backward_out_types.push_back(st.graph.type(wrt[j]));
-    *forward_graph = st.graph;
-    return;
-  }
-  std::vector<Value> seeds_v;
-  std::vector<NodeId> seeds;
-  for (size_t k = 0; k < roots.size(); ++k) {
-    const size_t i = e.seeded[k];
-    Value s = st.builder.arg(n_args + 1000000 + static_cast<int64_t>(i), e.call_out_types[i]);
-    seeds.push_back(s.node);
-    seeds_v.push_back(s);
-  }
-  std::vector<Value> grads =
-      build_gradients(st.builder, roots, seeds_v, wrt, detail::custom_function_vjp());
-  e.saved_begin = st.graph.outputs.size();
-  std::vector<int64_t> written_args;
-  for (const auto& w : e.arg_writes) written_args.push_back(w.first);
-  ForwardBackward split = split_forward_backward(st.graph, forward_size, st.graph.outputs,
-                                                 seeds, grads, n_args, written_args);
-  *forward_graph = std::move(split.forward);
-  *backward_graph = std::move(split.backward);
-  e.saved = split.saved;
-  for (Value g : backward_graph->outputs) e.backward_out_types.push_back(backward_graph->type(g));
-  for (size_t k = e.saved_begin; k < forward_graph->outputs.size(); ++k)
-    e.out_types.push_back(forward_graph->type(forward_graph->outputs[k]));
+  e.backward_freed = p.backward_freed;
+  e.backward_out_types = std::move(p.gradient_types);
+  e.saved_begin = p.saved_begin;
+  e.saved = p.saved;
+  for (size_t k = e.saved_begin; k < e.traced.outputs.size(); ++k)
+    e.out_types.push_back(e.traced.type(e.traced.outputs[k]));
+  if (!e.backward_freed) e.backward_traced = std::move(p.backward);
 }
 
 }  // namespace
 
-std::unique_ptr<TracedCore::Entry> TracedCore::trace(const TraceArgs& args) {
+std::unique_ptr<TracedCore::Entry> TracedCore::trace(const TraceArgs& args, bool record) {
   TraceSpan span("trace", "trace " + name_);
   auto e = std::make_unique<Entry>();
   for (const Tensor& t : args.tensors) {
@@ -496,7 +496,6 @@ std::unique_ptr<TracedCore::Entry> TracedCore::trace(const TraceArgs& args) {
   std::vector<Tensor> outs;
   std::vector<Value> out_vals;
   bool outs_need_grad = false;
-  Graph forward_graph, backward_graph;
   {
     TraceScope scope(&st);
     outs = body_(sym);
@@ -516,18 +515,18 @@ std::unique_ptr<TracedCore::Entry> TracedCore::trace(const TraceArgs& args) {
     // also when the body ran backward() itself; so do tensors written in place
     // with values that require grad.
     e->autograd_call = (e->grad_mode && outs_need_grad) || !history_roots.empty();
-    if (e->autograd_call)
-      split_for_backward(st, *e, outs, out_vals, history_roots, n_args, &forward_graph,
-                         &backward_graph);
+    const PartitionRequest req = e->autograd_call
+                                     ? request_split(st, *e, outs, out_vals, history_roots, n_args)
+                                     : PartitionRequest{};
+    if (record) e->as_traced = st.graph;
+    take_partition(st, *e,
+                   run_partition(st.builder, req, record ? &e->partition_log : nullptr, record));
   }
-  if (!e->autograd_call) forward_graph = st.graph;
   e->arg_grads_read = st.arg_grads_read;
   e->constant_guards = std::move(st.constant_guards);
   e->host_syncs = std::move(st.host_syncs);
   e->params = st.params;
   for (const auto& p : e->params) e->param_grad_state.push_back(autograd_state(*p));
-  e->traced = strip_traced_custom(forward_graph);
-  if (e->autograd_call && !e->backward_freed) e->backward_traced = strip_traced_custom(backward_graph);
   e->trace_ms = ms_since(t0);
   std::lock_guard<std::mutex> lock(stats_->mu);
   stats_->stats.trace_ms += e->trace_ms;
@@ -551,6 +550,8 @@ std::string compile_entry(TracedCore::Entry& e, const CompileOptions& opts,
     TraceSpan span("compile", "compile " + name);
     e.plan = compile_graph(e.traced, opts, e.report.get());
   }
+  // The partition ran as the call was traced: its record heads the pipeline's.
+  e.report->passes.insert(e.report->passes.begin(), e.partition_log.begin(), e.partition_log.end());
   const double compile_ms = ms_since(t0);
   stats->add_compile(*e.report, e.plan->steps.size(), compile_ms);
   // The backward compiles when a backward() first reaches the call: a training
@@ -571,7 +572,7 @@ std::string compile_entry(TracedCore::Entry& e, const CompileOptions& opts,
 
 std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool artifacts,
                                                      bool dynamic, bool record_only) {
-  std::unique_ptr<Entry> e = trace(args);
+  std::unique_ptr<Entry> e = trace(args, artifacts);
   CompileOptions opts = entry_options(artifacts, dynamic);
   if (record_only) {
     opts.record_kernels_only = true;
@@ -625,19 +626,21 @@ void keep_grad_buffers(const TracedCore::Entry& e, SourceLoc where) {
 
 }  // namespace
 
-std::vector<Tensor> TracedCore::run(Entry& e, const TraceArgs& args) {
-  for (int64_t a : e.arg_grads_read)
-    if (args.tensors[static_cast<size_t>(a)].impl()->grad)
-      throw Error("traced function '" + name_ + "' reads .grad() of its argument " + std::to_string(a) +
-                      ", which already holds a gradient: inside the trace it would see only this call's "
-                      "gradient, not the sum eager mode gives (expected an argument without .grad(); "
-                      "clear it with set_grad(Tensor()) before the call, or capture the tensor instead)",
-                  where_);
-  std::vector<Tensor> all = detail::run_plan(*e.plan, e.traced, args.tensors, e.params, e.out_types, "traced function",
-                       name_, where_);
+namespace {
+
+// The tensor a HistoryWrite is about: a captured tensor, or the call's argument.
+Tensor history_target(const HistoryWrite& h, const TraceArgs& args) {
+  return h.tensor ? Tensor(h.tensor) : args.tensors[static_cast<size_t>(h.arg)];
+}
+
+// What a compiled call writes besides its outputs (`all`: every plan output):
+// the arguments it wrote in place, the .grad write-backs, the zeros it leaves,
+// and the histories that writes without grad took away.
+void write_back(const TracedCore::Entry& e, const TraceArgs& args, const std::vector<Tensor>& all,
+                SourceLoc where) {
   for (const auto& [a, o] : e.arg_writes) {
     TensorImpl& t = *args.tensors[static_cast<size_t>(a)].impl();
-    device_copy(all[o].impl()->view(), t, where_);
+    device_copy(all[o].impl()->view(), t, where);
     t.buffer->version++;
   }
   for (const GradWriteback& w : e.grad_writebacks) {
@@ -649,86 +652,97 @@ std::vector<Tensor> TracedCore::run(Entry& e, const TraceArgs& args) {
   }
   for (auto& z : e.zero_after) mark_zero(*z);
   for (size_t o : e.zero_outputs) mark_zero(*all[o].impl());
-  std::vector<Tensor> outs(all.begin(), all.begin() + static_cast<long>(e.user_outputs));
-  auto written = [&](const HistoryWrite& h) {
-    return h.tensor ? Tensor(h.tensor) : args.tensors[static_cast<size_t>(h.arg)];
-  };
   for (const HistoryWrite& h : e.histories)
     if (!h.takes) {
-      TensorImpl& t = *written(h).impl();
+      TensorImpl& t = *history_target(h, args).impl();
       t.grad_fn = nullptr;
       t.requires_grad = false;
     }
-  if (!e.autograd_call) return outs;
+}
 
-  // One tape node for the whole call; its backward runs the compiled backward plan.
+// A tensor the caller holds whose value the backward reads, at its version
+// after the call: a write into it before the backward makes it raise, as eagerly.
+struct HeldNow {
+  size_t output;
+  std::shared_ptr<Buffer> buffer;
+  uint64_t version;
+  OpKind op;
+  SourceLoc loc;
+};
+
+std::vector<HeldNow> held_now(const TracedCore::Entry& e, const TraceArgs& args,
+                              const std::vector<Tensor>& outs) {
+  using HeldRead = TracedCore::Entry::HeldRead;
+  std::vector<HeldNow> held;
+  for (const HeldRead& h : e.held_reads) {
+    const TensorImpl& t = h.kind == HeldRead::Arg
+                              ? *args.tensors[static_cast<size_t>(h.index)].impl()
+                          : h.kind == HeldRead::Param ? *e.params[static_cast<size_t>(h.index)]
+                                                      : *outs[static_cast<size_t>(h.index)].impl();
+    if (t.buffer) held.push_back({h.output, t.buffer, t.buffer->version, h.op, h.loc});
+  }
+  return held;
+}
+
+// The backward of a compiled call's tape node: it checks that what it reads is
+// still there (not freed, not written since), runs the compiled backward plan
+// on the arguments, the saved values and the given gradients, and leaves
+// undefined the gradients no given output reaches.
+std::function<std::vector<Tensor>(autograd::Context*, std::vector<Tensor>)> tape_backward(
+    const TracedCore::Entry& e, const TraceArgs& args, const std::vector<Tensor>& all,
+    const std::vector<Tensor>& outs, std::weak_ptr<autograd::CustomCall> weak_call,
+    const std::string& name, SourceLoc where) {
   std::vector<Tensor> saved(all.begin() + static_cast<long>(e.saved_begin), all.end());
-  auto call = autograd::detail::new_custom_call(name_);
+  std::vector<HeldNow> held = held_now(e, args, outs);
+  return [=, bwd = e.backward, params = e.params, out_types = e.backward_out_types,
+          fwd_out_types = e.call_out_types, arg_tensors = args.tensors, seeded = e.seeded,
+          freed = e.freed_outputs, reading = e.reading_outputs, stale = e.stale_outputs,
+          reached_by = e.wrt_reached_by](autograd::Context*, std::vector<Tensor> grads) {
+    auto given = [&](size_t o) { return o < grads.size() && grads[o].defined(); };
+    auto self = weak_call.lock();
+    for (const auto& f : self && self->released ? reading : freed)
+      if (given(f.output)) throw freed_graph_error(f.op, f.loc);
+    for (const auto& s : stale)
+      if (given(s.output)) throw modified_saved_error(s.op, s.expected, s.found, s.loc);
+    for (const HeldNow& h : held)
+      if (given(h.output) && h.buffer->version != h.version)
+        throw modified_saved_error(h.op, h.version, h.buffer->version, h.loc);
+    if (!bwd) return std::vector<Tensor>(out_types.size());  // every gradient freed, none given
+    std::vector<Tensor> bargs = arg_tensors;
+    bargs.insert(bargs.end(), saved.begin(), saved.end());
+    for (size_t i : seeded) {
+      const TensorType& t = fwd_out_types[i];
+      bargs.push_back(given(i) ? grads[i]
+                               : zeros(t.shape, TensorOptions(t.dtype).device(t.device)));
+    }
+    std::vector<Tensor> result = detail::run_plan(*bwd->get(), bwd->graph(), bargs, params,
+                                                  out_types, "traced function", name, where);
+    for (size_t j = 0; j < result.size() && j < reached_by.size(); ++j)
+      if (std::none_of(reached_by[j].begin(), reached_by[j].end(), given)) result[j] = Tensor();
+    return result;
+  };
+}
+
+// One tape node for the whole call, whose backward runs the compiled backward
+// plan: the outputs that require grad, and the tensors written with values
+// that require grad, take it as their history. Returns the call's outputs.
+std::vector<Tensor> attach_tape_node(const TracedCore::Entry& e, const TraceArgs& args,
+                                     const std::vector<Tensor>& all,
+                                     const std::vector<Tensor>& outs, const std::string& name,
+                                     SourceLoc where) {
+  auto call = autograd::detail::new_custom_call(name);
   call->undefined_if_unreached = true;
+  call->backward = tape_backward(e, args, all, outs, call, name, where);
   std::vector<Tensor> inputs;
   for (int64_t a : e.wrt_args) inputs.push_back(args.tensors[static_cast<size_t>(a)]);
   for (int64_t p : e.wrt_params) inputs.emplace_back(e.params[static_cast<size_t>(p)]);
-  std::shared_ptr<LazyPlan> bwd = e.backward;
-  auto params = e.params;
-  auto out_types = e.backward_out_types;
-  auto fwd_out_types = e.call_out_types;
-  std::vector<Tensor> arg_tensors = args.tensors;
-  std::vector<size_t> seeded = e.seeded;
-  auto freed = e.freed_outputs, reading = e.reading_outputs;
-  auto stale = e.stale_outputs;
-  // The tensors the caller holds whose values the backward reads, at their
-  // versions now: a write into one before the backward makes it raise, as eagerly.
-  struct Held {
-    size_t output;
-    std::shared_ptr<Buffer> buffer;
-    uint64_t version;
-    OpKind op;
-    SourceLoc loc;
-  };
-  std::vector<Held> held;
-  for (const Entry::HeldRead& h : e.held_reads) {
-    const TensorImpl& t = h.kind == Entry::HeldRead::Arg ? *args.tensors[static_cast<size_t>(h.index)].impl()
-                          : h.kind == Entry::HeldRead::Param ? *e.params[static_cast<size_t>(h.index)]
-                                                             : *outs[static_cast<size_t>(h.index)].impl();
-    if (t.buffer) held.push_back({h.output, t.buffer, t.buffer->version, h.op, h.loc});
-  }
-  auto reached_by = e.wrt_reached_by;
-  std::weak_ptr<autograd::CustomCall> weak_call = call;
-  std::string name = name_;
-  SourceLoc where = where_;
-  call->backward = [=](autograd::Context*, std::vector<Tensor> grads) {
-    std::vector<Tensor> bargs = arg_tensors;
-    bargs.insert(bargs.end(), saved.begin(), saved.end());
-    auto self = weak_call.lock();
-    for (const auto& f : self && self->released ? reading : freed)
-      if (f.output < grads.size() && grads[f.output].defined()) throw freed_graph_error(f.op, f.loc);
-    for (const auto& s : stale)
-      if (s.output < grads.size() && grads[s.output].defined())
-        throw modified_saved_error(s.op, s.expected, s.found, s.loc);
-    for (const Held& h : held)
-      if (h.output < grads.size() && grads[h.output].defined() && h.buffer->version != h.version)
-        throw modified_saved_error(h.op, h.version, h.buffer->version, h.loc);
-    if (!bwd) return std::vector<Tensor>(out_types.size());  // every gradient freed, none given
-    for (size_t i : seeded) {
-      const TensorType& t = fwd_out_types[i];
-      bool given = i < grads.size() && grads[i].defined();
-      bargs.push_back(given ? grads[i] : zeros(t.shape, TensorOptions(t.dtype).device(t.device)));
-    }
-    std::vector<Tensor> result = detail::run_plan(*bwd->get(), bwd->graph(), bargs, params, out_types,
-                                                "traced function", name, where);
-    for (size_t j = 0; j < result.size() && j < reached_by.size(); ++j)
-      if (std::none_of(reached_by[j].begin(), reached_by[j].end(),
-                       [&](size_t o) { return o < grads.size() && grads[o].defined(); }))
-        result[j] = Tensor();
-    return result;
-  };
   std::vector<Tensor> call_outs = outs;
   for (const HistoryWrite& h : e.histories)
-    if (h.takes) call_outs.push_back(written(h));
+    if (h.takes) call_outs.push_back(history_target(h, args));
   std::vector<Tensor> result;
   {
     EnableGradGuard grad_on;  // the body wrote with grad on, whatever the caller's mode
-    result = autograd::detail::finish_custom(call, inputs, call_outs, where_);
+    result = autograd::detail::finish_custom(call, inputs, call_outs, where);
   }
   // Tensors written with values that require grad hold the call's history now.
   for (size_t k = outs.size(); k < result.size(); ++k) {
@@ -741,8 +755,27 @@ std::vector<Tensor> TracedCore::run(Entry& e, const TraceArgs& args) {
   result.resize(outs.size());
   // Outputs no gradient flows to stay plain tensors, as eager ops leave them.
   for (size_t i = 0; i < outs.size(); ++i)
-    if (std::find(seeded.begin(), seeded.end(), i) == seeded.end()) result[i] = outs[i];
+    if (std::find(e.seeded.begin(), e.seeded.end(), i) == e.seeded.end()) result[i] = outs[i];
   return result;
+}
+
+}  // namespace
+
+std::vector<Tensor> TracedCore::run(Entry& e, const TraceArgs& args) {
+  for (int64_t a : e.arg_grads_read)
+    if (args.tensors[static_cast<size_t>(a)].impl()->grad)
+      throw Error(
+          "traced function '" + name_ + "' reads .grad() of its argument " + std::to_string(a) +
+              ", which already holds a gradient: inside the trace it would see only this call's "
+              "gradient, not the sum eager mode gives (expected an argument without .grad(); "
+              "clear it with set_grad(Tensor()) before the call, or capture the tensor instead)",
+          where_);
+  std::vector<Tensor> all = detail::run_plan(*e.plan, e.traced, args.tensors, e.params, e.out_types,
+                                             "traced function", name_, where_);
+  write_back(e, args, all, where_);
+  std::vector<Tensor> outs(all.begin(), all.begin() + static_cast<long>(e.user_outputs));
+  if (!e.autograd_call) return outs;
+  return attach_tape_node(e, args, all, outs, name_, where_);
 }
 
 std::vector<Tensor> TracedCore::call(const TraceArgs& args) {
@@ -821,7 +854,7 @@ std::vector<Tensor> TracedCore::profile(const std::string& path, const TraceArgs
 
 void TracedCore::dump(const std::string& dir, const TraceArgs& args) {
   std::unique_ptr<Entry> e = build(args, true);
-  write_dump(dir, name_, e->traced, *e->report, e->types);
+  write_dump(dir, name_, e->as_traced, *e->report, e->types);
 }
 
 }  // namespace detail

@@ -119,8 +119,9 @@ class TracedCore {
   /// The entry for these arguments: a cached one, or one built now. When another
   /// thread is building the same signature, waits for it instead of building twice.
   std::shared_ptr<Entry> lookup(const TraceArgs& args);
-  /// Traces the body at the arguments' types: an entry whose plan is not compiled yet.
-  std::unique_ptr<Entry> trace(const TraceArgs& args);
+  /// Traces the body at the arguments' types: an entry whose plan is not compiled
+  /// yet (`record`: with the graph as traced and the partition's text, for dumps).
+  std::unique_ptr<Entry> trace(const TraceArgs& args, bool record = false);
   CompileOptions entry_options(bool artifacts, bool dynamic) const;
   /// Traces and compiles. `dynamic`: CPU kernels become templates where sizes changed
   /// (CompileOptions::dynamic_sizes). `record_only`: a probe, whose kernels are only

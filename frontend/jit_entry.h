@@ -82,6 +82,9 @@ struct TracedCore::Entry {
   bool grad_mode = false;
 
   Graph traced;                        // what `plan` computes
+  /// For dumps (trace's `record`): the graph before the partition, and the partition's record.
+  Graph as_traced;
+  std::vector<PassRecord> partition_log;
   std::shared_ptr<Plan> plan;
   std::unique_ptr<CompileReport> report;
   std::vector<std::shared_ptr<TensorImpl>> params;

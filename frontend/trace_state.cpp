@@ -7,6 +7,7 @@
 #include "frontend/autograd.h"
 #include "frontend/tensor_impl.h"
 #include "passes/autodiff.h"
+#include "passes/grad_analysis.h"
 
 namespace kiln {
 namespace {
@@ -145,72 +146,25 @@ void TraceState::set_grad(const Tensor& t, const Tensor& g, bool assigned) {
   it->second.assigned = it->second.assigned || assigned;
 }
 
+std::vector<char> TraceState::requiring_grad() const {
+  std::vector<char> param_requires;
+  for (const auto& p : params) param_requires.push_back(p->requires_grad);
+  return kiln::requiring_grad(graph, arg_leaf, param_requires);
+}
+
 namespace {
 
-// Nodes the roots depend on through ops a gradient flows through (those eager
-// mode records on its tape: differentiable, with floating-point results), so a
-// tensor reached only through comparisons, casts to integers or detach() gets
-// no gradient, as in eager mode.
-std::vector<char> reaching_nodes(const Graph& g, const std::vector<Value>& roots) {
-  std::vector<char> mark(g.size(), 0);
-  std::vector<NodeId> stack;
-  for (Value v : roots)
-    if (!mark[v.node]) mark[v.node] = 1, stack.push_back(v.node);
-  while (!stack.empty()) {
-    NodeId n = stack.back();
-    stack.pop_back();
-    const Node& node = g[n];
-    const bool floating = std::any_of(node.results.begin(), node.results.end(),
-                                      [](const TensorType& t) { return is_floating(t.dtype); });
-    if (!op_info(node.op).differentiable || !floating) continue;
-    for (Value o : node.operands)
-      if (!mark[o.node]) mark[o.node] = 1, stack.push_back(o.node);
-  }
-  return mark;
+// Every leaf that requires grad: the arguments called so, then the captured tensors.
+std::vector<Tensor> grad_leaves(const TraceState& st) {
+  std::vector<Tensor> leaves;
+  for (size_t i = 0; i < st.args.size(); ++i)
+    if (st.arg_leaf[i]) leaves.emplace_back(st.args[i]);
+  for (auto& p : st.params)
+    if (p->requires_grad) leaves.emplace_back(p);
+  return leaves;
 }
 
 }  // namespace
-
-std::vector<char> TraceState::gradient_reach(const std::vector<Value>& roots) const {
-  return reaching_nodes(graph, roots);
-}
-
-std::vector<char> TraceState::requiring_grad() const {
-  std::vector<char> rg(graph.size(), 0);
-  for (NodeId id = 0; id < graph.size(); ++id) {
-    const Node& n = graph[id];
-    if (n.op == OpKind::arg) {
-      const int64_t a = n.attrs.i(AttrKey::index);
-      rg[id] = a >= 0 && a < static_cast<int64_t>(arg_leaf.size()) && arg_leaf[static_cast<size_t>(a)];
-    } else if (n.op == OpKind::param) {
-      rg[id] = params[static_cast<size_t>(n.attrs.i(AttrKey::index))]->requires_grad;
-    } else if (op_info(n.op).differentiable &&
-               std::any_of(n.results.begin(), n.results.end(),
-                           [](const TensorType& t) { return is_floating(t.dtype); })) {
-      for (Value o : n.operands) rg[id] = rg[id] || rg[o.node];
-    }
-  }
-  return rg;
-}
-
-const Node* TraceState::freed_read(const std::vector<Value>& roots, bool only_freed) const {
-  if (only_freed && freed.empty()) return nullptr;
-  const std::vector<char> reach = gradient_reach(roots), rg = requiring_grad();
-  for (NodeId id = 0; id < graph.size(); ++id) {
-    const Node& n = graph[id];
-    const bool was_freed = id < freed.size() && freed[id];
-    if ((only_freed && !was_freed) || !reach[id] || !rg[id]) continue;
-    std::vector<TensorType> types;
-    std::vector<bool> needs;
-    for (Value o : n.operands) {
-      types.push_back(graph.type(o));
-      needs.push_back(rg[o.node]);
-    }
-    for (int64_t w = -1; w < static_cast<int64_t>(n.operands.size()); ++w)
-      if (detail::vjp_reads(n.op, n.attrs, types, needs, w)) return &n;
-  }
-  return nullptr;
-}
 
 std::vector<Tensor> TraceState::backward(const std::vector<Tensor>& roots,
                                          const std::vector<Tensor>& seeds,
@@ -221,10 +175,12 @@ std::vector<Tensor> TraceState::backward(const std::vector<Tensor>& roots,
   std::vector<Value> root_vals, seed_vals;
   for (const Tensor& r : roots) root_vals.push_back(value_of(r, loc));
   for (const Tensor& s : seeds) seed_vals.push_back(value_of(s, loc));
-  if (const Node* n = freed_read(root_vals)) throw detail::freed_graph_error(n->op, n->loc);
+  if (!freed.empty())
+    if (const NodeId n = freed_read(graph, root_vals, requiring_grad(), &freed); n != kNoNode)
+      throw detail::freed_graph_error(graph[n].op, graph[n].loc);
   if (const StaleRead s = stale_read(root_vals); s.node)
     throw detail::modified_saved_error(s.node->op, s.expected, s.found, s.node->loc);
-  std::vector<char> reach = gradient_reach(root_vals);
+  std::vector<char> reach = gradient_reach(graph, root_vals);
   if (!retain_graph) {
     const std::vector<char> rg = requiring_grad();
     freed.resize(graph.size(), 0);
@@ -232,13 +188,7 @@ std::vector<Tensor> TraceState::backward(const std::vector<Tensor>& roots,
   }
 
   // The tensors to differentiate with respect to, and their current values.
-  std::vector<Tensor> targets = wrt;
-  if (targets.empty()) {
-    for (size_t i = 0; i < args.size(); ++i)
-      if (arg_leaf[i]) targets.emplace_back(args[i]);
-    for (auto& p : params)
-      if (p->requires_grad) targets.emplace_back(p);
-  }
+  const std::vector<Tensor> targets = wrt.empty() ? grad_leaves(*this) : wrt;
   std::vector<Tensor> used;
   std::vector<Value> wrt_vals;
   for (const Tensor& t : targets) {
@@ -316,15 +266,6 @@ void TraceState::record_saved(NodeId id, const std::vector<Tensor>& operands, co
   add(result, -1);
 }
 
-namespace {
-bool reads(const Graph& g, NodeId id, const SavedOp& op, int64_t which) {
-  const Node& n = g[id];
-  std::vector<TensorType> types;
-  for (Value o : n.operands) types.push_back(g.type(o));
-  return detail::vjp_reads(n.op, n.attrs, types, op.needs, which);
-}
-}  // namespace
-
 void TraceState::keep_overwritten(const Tensor& value, const TensorImpl& target, SourceLoc loc) {
   if (!value.impl()->symbolic()) return;
   const NodeId id = value_of(value, loc).node;
@@ -342,11 +283,11 @@ StaleRead TraceState::stale_read(const std::vector<Value>& roots) const {
     return std::any_of(op.refs.begin(), op.refs.end(), stale);
   });
   if (!any) return {};
-  const std::vector<char> reach = gradient_reach(roots);
+  const std::vector<char> reach = gradient_reach(graph, roots);
   for (NodeId id = 0; id < saved.size(); ++id) {
     if (!reach[id]) continue;
     for (const SavedRef& r : saved[id].refs)
-      if (stale(r) && reads(graph, id, saved[id], r.which))
+      if (stale(r) && vjp_reads(graph, id, saved[id].needs, r.which))
         return StaleRead{&graph[id], r.writes, writes_of(r.storage.get())};
   }
   return {};
@@ -356,11 +297,12 @@ std::vector<std::pair<NodeId, const SavedRef*>> TraceState::saved_reads(
     const std::vector<Value>& roots) const {
   std::vector<std::pair<NodeId, const SavedRef*>> out;
   if (saved.empty()) return out;
-  const std::vector<char> reach = gradient_reach(roots);
+  const std::vector<char> reach = gradient_reach(graph, roots);
   for (NodeId id = 0; id < saved.size(); ++id) {
     if (!reach[id]) continue;
     for (const SavedRef& r : saved[id].refs)
-      if (!r.kept && writes_of(r.storage.get()) == r.writes && reads(graph, id, saved[id], r.which))
+      if (!r.kept && writes_of(r.storage.get()) == r.writes &&
+          vjp_reads(graph, id, saved[id].needs, r.which))
         out.emplace_back(id, &r);
   }
   return out;

@@ -167,9 +167,6 @@ struct TraceState {
   Tensor grad_of(const Tensor& t, SourceLoc loc, bool user_read = true);
   /// x.set_grad(g) inside the trace (`assigned`: by the user, not by backward()).
   void set_grad(const Tensor& t, const Tensor& g, bool assigned = true);
-  /// Per node of the graph: whether a gradient of `roots` reaches it (through
-  /// differentiable ops with floating-point results, as eager mode's tape).
-  std::vector<char> gradient_reach(const std::vector<Value>& roots) const;
   /// The position of a symbolic argument of this trace, or -1.
   int64_t arg_position(const TensorImpl* t) const;
   /// Whether `t` is a leaf that requires grad: an argument called with a leaf
@@ -184,12 +181,9 @@ struct TraceState {
                                const std::vector<Tensor>& wrt, bool accumulate, bool retain_graph,
                                bool create_graph, SourceLoc loc,
                                std::vector<Tensor>* accumulated = nullptr);
-  /// Per node: whether its value requires grad (eager mode would give it a grad_fn).
+  /// Per node: whether its value requires grad (eager mode would give it a
+  /// grad_fn), from the arguments' and captured tensors' flags (passes/grad_analysis.h).
   std::vector<char> requiring_grad() const;
-  /// The first node a backward from `roots` would go through whose gradient
-  /// reads values its op saved, and (`only_freed`) an earlier backward freed
-  /// them (eager mode's "backward through the graph a second time"), or nullptr.
-  const Node* freed_read(const std::vector<Value>& roots, bool only_freed = true) const;
 };
 
 /// The trace recording on this thread, or nullptr.

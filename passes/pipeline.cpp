@@ -18,7 +18,8 @@ namespace kiln {
 
 namespace {
 
-// A stage is a graph pass (`pass`) or a schedule step (`step`, with `str`).
+// A stage is a graph pass (`pass`), a schedule step (`step`, with `str`), or
+// the partition, which runs as the call is traced (run_partition), not here.
 struct Stage {
   const char* name;
   Graph (*pass)(const Graph&) = nullptr;
@@ -29,6 +30,7 @@ struct Stage {
 namespace ss = schedule_steps;
 
 constexpr Stage kStages[] = {
+    {"partition"},
     {"simplify", simplify},
     {"fold_constants", fold_constants},
     {"cse", cse},
@@ -56,6 +58,23 @@ double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_c
 }
 
 }  // namespace
+
+Partition run_partition(Builder& traced, const PartitionRequest& req, std::vector<PassRecord>* log,
+                        bool record) {
+  const std::string before = log ? print_graph(traced.graph()) : std::string();
+  const auto start = std::chrono::steady_clock::now();
+  Partition p = partition(traced, req);
+  const auto stop = std::chrono::steady_clock::now();
+  if (log) {
+    PassRecord r;
+    r.name = kStages[0].name;
+    r.changed = p.split || print_graph(p.forward) != before;
+    r.ms = ms_between(start, stop);
+    if (record) r.graph_text = partition_str(p);
+    log->push_back(std::move(r));
+  }
+  return p;
+}
 
 Graph optimize_graph(const Graph& g, const PipelineOptions& opts, std::vector<PassRecord>* log) {
   if (opts.verify) verify_after(g, "given to the pipeline");

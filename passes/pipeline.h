@@ -1,6 +1,8 @@
 // The pipeline: one straight, named list (DESIGN.md, "Passes") from the traced
 // graph to its schedule:
-//   verify -> simplify -> fold_constants -> cse -> dce -> split_scans -> bucket_collectives
+//   partition
+//     (as a call is traced, with the trace's builder: passes/partition.h)
+//   -> verify -> simplify -> fold_constants -> cse -> dce -> split_scans -> bucket_collectives
 //     (graph passes: a graph in, a graph out)
 //   -> fusion -> fold_transposes -> collectives -> memory -> in_place -> accumulate
 //     (the schedule's steps, passes/schedule.h: the same for every backend)
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "passes/partition.h"
 #include "passes/schedule.h"
 
 namespace kiln {
@@ -38,7 +41,14 @@ struct Pipelined {
   Schedule schedule;
 };
 
-/// Runs every stage in order; appends one record per stage to `log` if given.
+/// The first stage, `partition` (passes/partition.h), which runs as a call is
+/// traced: the gradient nodes are built with the builder that recorded it. With
+/// `log`, appends its record (with `record`, its text: partition_str).
+Partition run_partition(Builder& traced, const PartitionRequest& req,
+                        std::vector<PassRecord>* log = nullptr, bool record = false);
+
+/// Runs every stage after the partition in order (run_partition runs that one
+/// as the graph is traced); appends one record per stage to `log` if given.
 Pipelined run_pipeline(const Graph& g, const PipelineOptions& opts = {},
                        std::vector<PassRecord>* log = nullptr);
 
@@ -46,7 +56,8 @@ Pipelined run_pipeline(const Graph& g, const PipelineOptions& opts = {},
 Graph optimize_graph(const Graph& g, const PipelineOptions& opts = {},
                      std::vector<PassRecord>* log = nullptr);
 
-/// Every stage's name, in order: the graph passes, then the schedule's steps.
+/// Every stage's name, in order: the partition, the graph passes, then the
+/// schedule's steps.
 const std::vector<std::string>& pipeline_pass_names();
 
 }  // namespace kiln

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <unistd.h>
 
+#include "ir/parser.h"
 #include "ir/printer.h"
 
 using namespace kiln;
@@ -231,6 +232,27 @@ TEST_CASE("KILN_CHECK compares the gradients of a traced forward") {
   check_close(x.grad(), (x.exp() * x + x.exp()).detach(), 1e-12);
 }
 
+TEST_CASE("the dump shows the partition of a call whose outputs require grad") {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("kiln_partition_dump_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  auto f = jit([](Tensor x) { return (x.exp() * x).sum(); }, "partitioned");
+  f.dump(dir.string(), ones({4}).requires_grad_(true));
+  const fs::path sig = dir / "partitioned" / "f32-4";
+  // As traced: the forward alone, one output.
+  CHECK(parse_graph(read_file(sig / "00_traced.kir"), "00_traced.kir").outputs.size() == 1);
+  const std::string text = read_file(sig / "01_partition.kir");
+  CHECK(text.find("// pass partition: changed") == 0);
+  CHECK(text.find("// the forward returns 1 outputs, then ") != std::string::npos);
+  CHECK(text.find("// backward: ") != std::string::npos);
+  CHECK(text.find("the gradients of arg 0\n//   %0 = arg {index=0} : f32[4]") != std::string::npos);
+  // The file parses as the forward (the backward is comments): the output, then what it saves.
+  const Graph forward = parse_graph(text, "01_partition.kir");
+  CHECK(forward.outputs.size() > 1);
+  CHECK(fs::exists(sig / "02_simplify.kir"));
+  fs::remove_all(dir);
+}
+
 TEST_CASE("dumps hold every stage and vectorized kernels") {
   namespace fs = std::filesystem;
   fs::path dir = fs::temp_directory_path() / ("kiln_dump_test_" + std::to_string(::getpid()));
@@ -239,15 +261,16 @@ TEST_CASE("dumps hold every stage and vectorized kernels") {
   fs::path sig = dir / "chain8" / "f32-65536";
   REQUIRE(fs::exists(sig / "summary.txt"));
   CHECK(fs::exists(sig / "00_traced.kir"));
-  // The pipeline's passes, then the schedule's steps, numbered in order.
-  CHECK(fs::exists(sig / "01_simplify.kir"));
-  CHECK(fs::exists(sig / "07_fusion.txt"));
-  CHECK(fs::exists(sig / "08_fold_transposes.txt"));
-  CHECK(fs::exists(sig / "09_collectives.txt"));
-  CHECK(fs::exists(sig / "10_memory.txt"));
-  CHECK(fs::exists(sig / "11_in_place.txt"));
-  CHECK(fs::exists(sig / "12_accumulate.txt"));
-  CHECK(read_file(sig / "07_fusion.txt").find("// schedule step fusion") == 0);
+  // The partition, the pipeline's passes, then the schedule's steps, numbered in order.
+  CHECK(read_file(sig / "01_partition.kir").find("// pass partition: unchanged") == 0);
+  CHECK(fs::exists(sig / "02_simplify.kir"));
+  CHECK(fs::exists(sig / "08_fusion.txt"));
+  CHECK(fs::exists(sig / "09_fold_transposes.txt"));
+  CHECK(fs::exists(sig / "10_collectives.txt"));
+  CHECK(fs::exists(sig / "11_memory.txt"));
+  CHECK(fs::exists(sig / "12_in_place.txt"));
+  CHECK(fs::exists(sig / "13_accumulate.txt"));
+  CHECK(read_file(sig / "08_fusion.txt").find("// schedule step fusion") == 0);
   std::string summary = read_file(sig / "summary.txt");
   CHECK(summary.find("jit_test.cpp") != std::string::npos);
   bool vector_asm = false, vector_ir = false;

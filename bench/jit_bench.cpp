@@ -81,20 +81,30 @@ BENCHMARK(BM_Chain8Transcendental)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
-// One unary op over 16M floats: eager (the op's own kernel) against the same op
-// traced. Registered in main() for every math op of the op table (ir/ops.def).
-void BM_Unary(benchmark::State& state, OpKind k) {
+// One math op over 16M floats: eager (the op's own kernel) against the same op
+// traced. Registered in main() for every math op of the op table (ir/ops.def):
+// BM_Unary/<op>, and BM_Binary/<op> whose second operand (captured) is as large.
+void BM_Math(benchmark::State& state, OpKind k) {
   manual_seed(0);
   Tensor x = randn({state.range(0)});
+  if (op_info(k).arity == 1) {
+    run_mode(
+        state, [k](const Tensor& t) { return detail::apply(k, {t}, {}, SourceLoc{}); }, x,
+        2.0 * 4 * static_cast<double>(x.numel()));
+    return;
+  }
+  Tensor y = randn({state.range(0)});
   run_mode(
-      state, [k](const Tensor& t) { return detail::apply(k, {t}, {}, SourceLoc{}); }, x,
-      2.0 * 4 * static_cast<double>(x.numel()));
+      state, [k, y](const Tensor& t) { return detail::apply(k, {t, y}, {}, SourceLoc{}); }, x,
+      3.0 * 4 * static_cast<double>(x.numel()));
 }
 
-void register_unary_benchmarks() {
+void register_table_benchmarks() {
   for (OpKind k : all_ops())
     if (is_math(k))
-      benchmark::RegisterBenchmark((std::string("BM_Unary/") + op_name(k)).c_str(), BM_Unary, k)
+      benchmark::RegisterBenchmark(
+          (std::string(op_info(k).arity == 1 ? "BM_Unary/" : "BM_Binary/") + op_name(k)).c_str(),
+          BM_Math, k)
           ->ArgsProduct({{1 << 24}, {kEager, kFused}})
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);
@@ -202,5 +212,5 @@ BENCHMARK(BM_TinyEager);
 }  // namespace
 
 int main(int argc, char** argv) {
-  return bench::run_benchmarks(argc, argv, register_unary_benchmarks);
+  return bench::run_benchmarks(argc, argv, register_table_benchmarks);
 }

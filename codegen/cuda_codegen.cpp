@@ -54,7 +54,8 @@ std::string acc_init(const kir::Accumulator& a) {
 bool is_arg(const kir::Accumulator& a) { return a.arg(); }
 
 // The table's binary arith ops as C on operands `x` and `y` of type t, for
-// elementwise values and for accumulators alike. `plain`: no integer
+// elementwise values and for accumulators alike (and the binary math ops, as
+// combines). `plain`: no integer
 // wrap-around can happen (floats, index arithmetic), so C's operators serve.
 std::string binary_expr(ScalarOp op, const std::string& x, const std::string& y, DType t, bool plain) {
   const bool fp = is_floating(t), boolean = t == DType::b8;
@@ -76,13 +77,14 @@ std::string binary_expr(ScalarOp op, const std::string& x, const std::string& y,
       return boolean ? "false" : fn("kiln_fmod");
     case ScalarOp::remainder:
       return boolean ? "false" : fn("kiln_remainder");
-    case ScalarOp::logaddexp:
-      return fn("kiln_logaddexp");
     case ScalarOp::max:
       return boolean ? bin("||") : fn("kiln_max");
     case ScalarOp::min:
       return boolean ? bin("&&") : fn("kiln_min");
     default:
+      // A binary math op (a scan's combine: logaddexp): kiln_<op> in cuda_math.cpp.
+      if (kir::is_float_only(op) && kir::scalar_op_arity(op) == 2)
+        return cat("kiln_", kir::scalar_op_name(op), "(", x, ", ", y, ")");
       throw Error(cat("CUDA backend: ", kir::scalar_op_name(op), " is not a binary arith op"));
   }
 }
@@ -313,7 +315,6 @@ class Emitter {
       case ScalarOp::pow:
       case ScalarOp::fmod:
       case ScalarOp::remainder:
-      case ScalarOp::logaddexp:
       case ScalarOp::max:
       case ScalarOp::min:
         return binary_expr(d.op, a(0), a(1), t, plain);
@@ -349,7 +350,9 @@ class Emitter {
 #include "ir/ops.def"
 #undef KILN_OP
 #undef KILN_CUDA_MATH_CASE
-        // The table's math ops: kiln_<op> in cuda_math.cpp.
+        // The table's math ops: kiln_<op> in cuda_math.cpp, of one operand or two.
+        if (kir::scalar_op_arity(d.op) == 2)
+          return cat("kiln_", kir::scalar_op_name(d.op), "(", a(0), ", ", a(1), ")");
         return cat("kiln_", kir::scalar_op_name(d.op), "(", a(0), ")");
     }
     throw Error(cat("CUDA backend: no C for kernel IR op ", kir::scalar_op_name(d.op)));

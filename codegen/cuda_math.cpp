@@ -154,7 +154,8 @@ template <class T> __device__ __forceinline__ T kiln_sign(T x) {
 template <class T> __device__ __forceinline__ T kiln_max(T a, T b) { return (a > b || a != a) ? a : b; }
 template <class T> __device__ __forceinline__ T kiln_min(T a, T b) { return (a < b || a != a) ? a : b; }
 
-// The scalar math of the op table's math ops (ops.def: math(k) is kiln_k here).
+// The scalar math of the op table's math ops (ops.def: math(k) is kiln_k here,
+// of one operand or two).
 __device__ __forceinline__ float kiln_exp(float x) { return expf(x); }
 __device__ __forceinline__ double kiln_exp(double x) { return exp(x); }
 __device__ __forceinline__ float kiln_log(float x) { return logf(x); }
@@ -187,6 +188,10 @@ template <class T> __device__ __forceinline__ T kiln_logaddexp(T a, T b) {
   const T m = (a > b || a != a) ? a : b;
   return m + kiln_log1p(kiln_exp(a > b ? b - a : a - b));
 }
+__device__ __forceinline__ float kiln_atan2(float y, float x) { return atan2f(y, x); }
+__device__ __forceinline__ double kiln_atan2(double y, double x) { return atan2(y, x); }
+__device__ __forceinline__ float kiln_hypot(float x, float y) { return hypotf(x, y); }
+__device__ __forceinline__ double kiln_hypot(double x, double y) { return hypot(x, y); }
 __device__ __forceinline__ float kiln_expm1(float x) { return expm1f(x); }
 __device__ __forceinline__ double kiln_expm1(double x) { return expm1(x); }
 __device__ __forceinline__ float kiln_floor(float x) { return floorf(x); }

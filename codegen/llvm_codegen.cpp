@@ -549,7 +549,6 @@ class Emitter {
       case ScalarOp::pow:
       case ScalarOp::fmod:
       case ScalarOp::remainder:
-      case ScalarOp::logaddexp:
       case ScalarOp::max:
       case ScalarOp::min:
         return binary(d.op, arg(0), arg(1), t);
@@ -578,8 +577,8 @@ class Emitter {
 #include "ir/ops.def"
 #undef KILN_OP
 #undef KILN_LLVM_MATH_CASE
-        // The table's math ops: llvm_math.cpp's scalar math.
-        return llvm_math::math(b_, d.op, arg(0));
+        // The table's math ops: llvm_math.cpp's scalar math, of one operand or two.
+        return llvm_math::math(b_, d.op, arg(0), kir::scalar_op_arity(d.op) == 2 ? arg(1) : nullptr);
     }
     throw Error(std::string("CPU backend: no lowering for kernel IR op ") +
                 std::string(kir::scalar_op_name(d.op)));
@@ -606,7 +605,8 @@ class Emitter {
   }
 
   // The table's binary arith ops on operands of type t (kernel_ir.h's semantics),
-  // for elementwise values and for reductions' accumulators alike.
+  // for elementwise values and for reductions' accumulators alike, and the binary
+  // math ops as combines.
   llvm::Value* binary(ScalarOp op, llvm::Value* a, llvm::Value* c, DType t) {
     const bool fp = is_floating(t), boolean = t == DType::b8;
     switch (op) {
@@ -625,17 +625,6 @@ class Emitter {
       case ScalarOp::fmod:
       case ScalarOp::remainder:
         return modulo(a, c, t, op == ScalarOp::remainder);
-      case ScalarOp::logaddexp: {
-        // max(a, c) + log1p(exp(-|a - c|)), and a + log 2 where a == c (+-inf too).
-        llvm::Value* m = b_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, a, c);
-        llvm::Value* d =
-            b_.CreateFNeg(b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, b_.CreateFSub(a, c)));
-        llvm::Value* r = b_.CreateFAdd(
-            m, llvm_math::math(b_, ScalarOp::log1p, llvm_math::math(b_, ScalarOp::exp, d)));
-        llvm::Value* same =
-            b_.CreateFAdd(a, llvm::ConstantFP::get(a->getType(), 0.69314718055994530942));
-        return b_.CreateSelect(b_.CreateFCmpOEQ(a, c), same, r);
-      }
       case ScalarOp::max:
       case ScalarOp::min: {
         const bool up = op == ScalarOp::max;
@@ -649,6 +638,9 @@ class Emitter {
         return b_.CreateBinaryIntrinsic(up ? llvm::Intrinsic::smax : llvm::Intrinsic::smin, a, c);
       }
       default:
+        // A binary math op (a scan's combine: logaddexp): llvm_math.cpp's.
+        if (kir::is_float_only(op) && kir::scalar_op_arity(op) == 2 && fp)
+          return llvm_math::math(b_, op, a, c);
         throw Error(std::string("CPU backend: ") + std::string(kir::scalar_op_name(op)) +
                     " is not a binary arith op");
     }

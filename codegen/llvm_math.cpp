@@ -370,6 +370,86 @@ struct M {
 
   llvm::Value* sigmoid(llvm::Value* x) { return div(c(1.0), add(c(1.0), exp(b.CreateFNeg(x)))); }
 
+  // max(x, y) + log1p(exp(-|x - y|)), and x + log 2 where x == y (+-inf too).
+  llvm::Value* logaddexp(llvm::Value* x, llvm::Value* y) {
+    llvm::Value* m = call(llvm::Intrinsic::maximum, x, y);
+    llvm::Value* r = add(m, log1p(exp(b.CreateFNeg(fabs(sub(x, y))))));
+    return sel(b.CreateFCmpOEQ(x, y), add(x, c(0.69314718055994530942)), r);
+  }
+
+  // f(x, y) computed in double and rounded once, for a float x and y.
+  template <class F>
+  llvm::Value* in_double(llvm::Value* x, llvm::Value* y, F f) {
+    if (dbl) return f(*this, x, y);
+    llvm::Type* d = b.getDoubleTy();
+    llvm::Value* xd = b.CreateFPExt(x, d);
+    M md(b, xd);
+    return b.CreateFPTrunc(f(md, xd, b.CreateFPExt(y, d)), ft);
+  }
+
+  // atan2(y, x): atan(t) of t = min(|x|, |y|) / max(|x|, |y|) in [0, 1], as
+  // pi/4 + atan((t - 1) / (t + 1)) above 0.66, by Cephes' rational fit (P/Q);
+  // then reflected into the quadrant of (x, y). 0/0 takes t = 0 and inf/inf t = 1,
+  // so signed zeros and infinities come out as C's atan2.
+  llvm::Value* atan2(llvm::Value* y, llvm::Value* x) {
+    return in_double(y, x, [](M& m, llvm::Value* y, llvm::Value* x) { return m.atan2_d(y, x); });
+  }
+  llvm::Value* atan2_d(llvm::Value* y, llvm::Value* x) {
+    llvm::Value* ax = fabs(x);
+    llvm::Value* ay = fabs(y);
+    llvm::Value* hi = call(llvm::Intrinsic::maxnum, ax, ay);
+    llvm::Value* lo = call(llvm::Intrinsic::minnum, ax, ay);
+    llvm::Value* t = div(lo, hi);
+    t = sel(b.CreateFCmpOEQ(hi, c(0.0)), c(0.0), t);
+    t = sel(b.CreateFCmpOEQ(lo, c(INFINITY)), c(1.0), t);
+    t = sel(isnan(ax), ax, sel(isnan(ay), ay, t));
+    llvm::Value* big = b.CreateFCmpOGT(t, c(0.66));
+    llvm::Value* u = sel(big, div(sub(t, c(1.0)), add(t, c(1.0))), t);
+    const std::vector<double> p = {-8.750608600031904122785e-1, -1.615753718733365076637e1,
+                                   -7.500855792314704667340e1, -1.228866684490136173410e2,
+                                   -6.485021904942025371773e1};
+    const std::vector<double> q = {1.0,
+                                   2.485846490142306297962e1,
+                                   1.650270098316988542046e2,
+                                   4.328810604912902668951e2,
+                                   4.853903996359136964868e2,
+                                   1.945506571482613964425e2};
+    llvm::Value* z = mul(u, u);
+    llvm::Value* a = fma(mul(u, z), div(poly(z, p), poly(z, q)), u);
+    constexpr double pio4 = 0.78539816339744830962, pio2 = 1.57079632679489661923,
+                     pi = 3.14159265358979323846;
+    a = sel(big, add(c(pio4), a), a);
+    a = sel(b.CreateFCmpOGT(ay, ax), sub(c(pio2), a), a);
+    llvm::Value* x_negative = b.CreateICmpSLT(b.CreateBitCast(x, it), ic(0));
+    a = sel(x_negative, sub(c(pi), a), a);
+    return call(llvm::Intrinsic::copysign, a, y);
+  }
+
+  // sqrt(x^2 + y^2): in double for floats (exact squares, one rounding); for
+  // doubles max * sqrt(1 + (min / max)^2), so nothing overflows or underflows on
+  // the way. Infinite if either is, even against a NaN.
+  llvm::Value* hypot(llvm::Value* x, llvm::Value* y) {
+    llvm::Value* ax = fabs(x);
+    llvm::Value* ay = fabs(y);
+    llvm::Value* h;
+    if (!dbl) {
+      llvm::Type* d = b.getDoubleTy();
+      llvm::Value* xd = b.CreateFPExt(x, d);
+      llvm::Value* yd = b.CreateFPExt(y, d);
+      M md(b, xd);
+      h = b.CreateFPTrunc(md.sqrt(md.add(md.mul(xd, xd), md.mul(yd, yd))), ft);
+    } else {
+      llvm::Value* hi = call(llvm::Intrinsic::maxnum, ax, ay);
+      llvm::Value* lo = call(llvm::Intrinsic::minnum, ax, ay);
+      llvm::Value* r = div(lo, hi);
+      h = mul(hi, sqrt(fma(r, r, c(1.0))));
+      h = sel(b.CreateFCmpOEQ(hi, c(0.0)), c(0.0), h);
+      h = sel(b.CreateOr(isnan(ax), isnan(ay)), c(NAN), h);
+    }
+    return sel(b.CreateOr(b.CreateFCmpOEQ(ax, c(INFINITY)), b.CreateFCmpOEQ(ay, c(INFINITY))),
+               c(INFINITY), h);
+  }
+
   llvm::Value* pow(llvm::Value* x, llvm::Value* y) {
     llvm::Value* ax = fabs(x);
     llvm::Value* r = exp(mul(y, log(ax)));
@@ -390,17 +470,22 @@ struct M {
 
 }  // namespace
 
-llvm::Value* math(llvm::IRBuilderBase& b, kir::ScalarOp op, llvm::Value* x) {
+llvm::Value* math(llvm::IRBuilderBase& b, kir::ScalarOp op, llvm::Value* x, llvm::Value* y) {
   M m(b, x);
   switch (op) {
 #define KILN_LLVM_MATH(k, name) \
   case kir::ScalarOp::k:        \
     return m.k(x);
+#define KILN_LLVM_MATH2(k, name) \
+  case kir::ScalarOp::k:         \
+    return m.k(x, y);
 #define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp, cost, scalar, ...) \
-  KILN_SCALAR_MATH(KILN_LLVM_MATH, name, scalar)
+  KILN_SCALAR_MATH_N(1, KILN_LLVM_MATH, name, arity, scalar)                           \
+  KILN_SCALAR_MATH_N(2, KILN_LLVM_MATH2, name, arity, scalar)
 #include "ir/ops.def"
 #undef KILN_OP
 #undef KILN_LLVM_MATH
+#undef KILN_LLVM_MATH2
     default:
       break;
   }

@@ -1,5 +1,6 @@
 // Vectorisable math for the CPU backend: the op table's math ops (exp, log,
-// sin, cos, tanh, sigmoid, gelu, erf, log1p, expm1, rounding, sqrt, rsqrt) and pow emitted as straight-line LLVM IR (range reduction by bit
+// sin, cos, tanh, sigmoid, gelu, erf, log1p, expm1, rounding, sqrt, rsqrt,
+// logaddexp, atan2, hypot) and pow emitted as straight-line LLVM IR (range reduction by bit
 // manipulation, polynomials, selects; no branches, no libm calls), so the
 // loop vectoriser widens them like any other arithmetic. Each takes and
 // returns a scalar `float` or `double` value; the type picks the polynomial
@@ -7,11 +8,12 @@
 // ranges the tests sweep (|x| < 1e4 for sin/cos):
 //   f32: exp, log, sin, cos within 2 ulp; tanh, sigmoid, erf within 3 ulp; gelu
 //        within 5 ulp where x > -5.6 (below, erfc flushes to 0: |error| < 5e-8);
-//        pow is computed in f64 and rounded once (0.5 ulp + 1e-15).
+//        pow, atan2 and hypot are computed in f64 and rounded once (0.5 ulp + 1e-15).
 //   f64: exp, log, sin, cos, tanh, sigmoid within 4 ulp; erf within 6 ulp; gelu within 8 ulp where
 //        x > -8.4 (below, erfc flushes to 0: |error| < 1e-16); pow within |y ln x| * 4 ulp
 //        (~1e-13 near overflow). sqrt is the hardware's (0.5 ulp); rsqrt is 1 / sqrt
-//        (1.5 ulp). The test suite measures these (cpu_jit_test).
+//        (1.5 ulp); atan2 within 2 ulp, hypot within 2 ulp. The test suite measures
+//        these (cpu_jit_test).
 // Internal to codegen/; only the .cpp files that include LLVM use it.
 #pragma once
 
@@ -25,10 +27,12 @@ class Value;
 namespace kiln::llvm_math {
 
 /// The scalar math of the op table's math op `op` (ops.def: math(k), e.g. exp,
-/// tanh, gelu) on x, a float or double: M::k in llvm_math.cpp, which every math
-/// row of the table must have. Sigmoid and gelu are computed as the reference
-/// kernels define them: 1 / (1 + exp(-x)) and 0.5 x (1 + erf(x / sqrt 2)).
-llvm::Value* math(llvm::IRBuilderBase& b, kir::ScalarOp op, llvm::Value* x);
+/// tanh, gelu, atan2) on x (and y, for a binary one), floats or doubles: M::k in
+/// llvm_math.cpp, which every math row of the table must have. Sigmoid and gelu
+/// are computed as the reference kernels define them: 1 / (1 + exp(-x)) and
+/// 0.5 x (1 + erf(x / sqrt 2)).
+llvm::Value* math(llvm::IRBuilderBase& b, kir::ScalarOp op, llvm::Value* x,
+                  llvm::Value* y = nullptr);
 /// C99 pow, special cases included (pow(x, 0) = 1, pow(1, y) = 1, pow(-8, 1/3) = NaN, ...).
 llvm::Value* pow(llvm::IRBuilderBase& b, llvm::Value* x, llvm::Value* y);
 /// Integer power with wrap-around (exact modulo 2^bits); negative exponents give

@@ -2,7 +2,7 @@
 // and the composites built from table ops, so autodiff, tracing and fusion see
 // ordinary nodes: reciprocal, square, fmod/remainder, isnan/isinf, all/any,
 // logsumexp, norm, prod, and var/std over one dim; and the scan ops (cumsum,
-// cumprod, logcumsumexp) and logaddexp.
+// cumprod, logcumsumexp) and the binary math ops (logaddexp, atan2, hypot).
 #include <algorithm>
 #include <cmath>
 
@@ -141,6 +141,12 @@ Tensor Tensor::logcumsumexp(int64_t d, Loc l) const { return scan(OpKind::logcum
 Tensor Tensor::logaddexp(const Tensor& other, Loc l) const {
   return apply(OpKind::logaddexp, {*this, other}, {}, here(l));
 }
+Tensor Tensor::atan2(const Tensor& other, Loc l) const {
+  return apply(OpKind::atan2, {*this, other}, {}, here(l));
+}
+Tensor Tensor::hypot(const Tensor& other, Loc l) const {
+  return apply(OpKind::hypot, {*this, other}, {}, here(l));
+}
 
 // The product along `dim` as a pairwise tree of multiplications: the dim moved
 // last and padded with ones to a power of two m, then log2(m) levels of
@@ -197,6 +203,8 @@ Tensor cumsum(const Tensor& x, int64_t dim, Loc l) { return x.cumsum(dim, l); }
 Tensor cumprod(const Tensor& x, int64_t dim, Loc l) { return x.cumprod(dim, l); }
 Tensor logcumsumexp(const Tensor& x, int64_t dim, Loc l) { return x.logcumsumexp(dim, l); }
 Tensor logaddexp(const Tensor& a, const Tensor& b, Loc l) { return a.logaddexp(b, l); }
+Tensor atan2(const Tensor& a, const Tensor& b, Loc l) { return a.atan2(b, l); }
+Tensor hypot(const Tensor& a, const Tensor& b, Loc l) { return a.hypot(b, l); }
 Tensor prod(const Tensor& x, Loc l) { return x.prod(l); }
 Tensor prod(const Tensor& x, int64_t dim, bool keepdim, Loc l) { return x.prod(dim, keepdim, l); }
 

@@ -369,6 +369,10 @@ class Tensor {
   Tensor logcumsumexp(int64_t dim, KILN_LOC) const;
   /// log(exp(x) + exp(other)), without overflow.
   Tensor logaddexp(const Tensor& other, KILN_LOC) const;
+  /// The angle of the point (other, x) in [-pi, pi] (torch.atan2: x is y).
+  Tensor atan2(const Tensor& other, KILN_LOC) const;
+  /// sqrt(x^2 + other^2) without overflow on the way.
+  Tensor hypot(const Tensor& other, KILN_LOC) const;
   /// Product of all elements, or along `dim` (1 for an empty dim); bools and
   /// integers multiply in int64, as in PyTorch. Exact multiplications (a pairwise
   /// tree), with a gradient that is right at zeros.
@@ -595,6 +599,8 @@ Tensor cumsum(const Tensor& x, int64_t dim, KILN_LOC);
 Tensor cumprod(const Tensor& x, int64_t dim, KILN_LOC);
 Tensor logcumsumexp(const Tensor& x, int64_t dim, KILN_LOC);
 Tensor logaddexp(const Tensor& a, const Tensor& b, KILN_LOC);
+Tensor atan2(const Tensor& a, const Tensor& b, KILN_LOC);
+Tensor hypot(const Tensor& a, const Tensor& b, KILN_LOC);
 Tensor prod(const Tensor& x, KILN_LOC);
 Tensor prod(const Tensor& x, int64_t dim, bool keepdim = false, KILN_LOC);
 std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim = -1, bool descending = false,

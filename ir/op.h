@@ -100,7 +100,8 @@ bool is_elementwise(OpKind k);
 /// Elementwise ops that cost much more than a load or an add (transcendentals,
 /// division, pow): ops.def's `cost` column.
 inline bool is_expensive(OpKind k) { return op_info(k).costly; }
-/// Float-only elementwise ops (ops.def's `math` scalar kind): exp, tanh, gelu, ...
+/// Float-only elementwise ops (ops.def's `math` scalar kind): exp, tanh, gelu,
+/// atan2, logaddexp, ... (unary or binary: see the op's arity)
 inline bool is_math(OpKind k) { return op_info(k).scalar == ScalarRule::math; }
 /// Scans (ops.def's `scan`): cumsum, cumprod, logcumsumexp.
 inline bool is_scan(OpKind k) { return op_info(k).scalar == ScalarRule::scan; }
@@ -129,6 +130,10 @@ const std::vector<OpKind>& all_ops();
 //   KILN_SCALAR_KIR(F, name, arity, scalar) F(kind, k, name, arity) for a row with a kernel-IR
 //                                           op k (math, arith, compare, logical); else nothing
 //   KILN_SCALAR_MATH(F, name, scalar)       F(k, name) for a math row; else nothing
+//   KILN_SCALAR_MATH_N(N, F, name, arity, scalar)
+//                                           F(k, name) for a math row of arity N (1 or
+//                                           2: math(k) takes one operand or two); else
+//                                           nothing
 #define KILN_SCALAR_SPLIT_none none, _
 #define KILN_SCALAR_SPLIT_custom custom, _
 #define KILN_SCALAR_SPLIT_math(k) math, k
@@ -168,6 +173,25 @@ const std::vector<OpKind>& all_ops();
 #define KILN_SCALAR_MATH_reduce(F, name, k)
 #define KILN_SCALAR_MATH_argreduce(F, name, k)
 #define KILN_SCALAR_MATH_scan(F, name, k)
+
+#define KILN_SCALAR_MATH_N(N, F, name, arity, scalar) \
+  KILN_SCALAR_EXPAND(KILN_SCALAR_MATH_N_I, N, F, name, arity, KILN_SCALAR_SPLIT_##scalar)
+#define KILN_SCALAR_MATH_N_I(N, F, name, arity, kind, k) \
+  KILN_SCALAR_MATH_N_##kind(N, F, name, arity, k)
+#define KILN_SCALAR_MATH_N_none(N, F, name, arity, k)
+#define KILN_SCALAR_MATH_N_custom(N, F, name, arity, k)
+#define KILN_SCALAR_MATH_N_math(N, F, name, arity, k) KILN_SCALAR_IF_##N##_##arity(F(k, name))
+#define KILN_SCALAR_MATH_N_arith(N, F, name, arity, k)
+#define KILN_SCALAR_MATH_N_compare(N, F, name, arity, k)
+#define KILN_SCALAR_MATH_N_logical(N, F, name, arity, k)
+#define KILN_SCALAR_MATH_N_reduce(N, F, name, arity, k)
+#define KILN_SCALAR_MATH_N_argreduce(N, F, name, arity, k)
+#define KILN_SCALAR_MATH_N_scan(N, F, name, arity, k)
+// A math row of another arity has no KILN_SCALAR_IF_ and fails to compile.
+#define KILN_SCALAR_IF_1_1(...) __VA_ARGS__
+#define KILN_SCALAR_IF_1_2(...)
+#define KILN_SCALAR_IF_2_1(...)
+#define KILN_SCALAR_IF_2_2(...) __VA_ARGS__
 
 //   KILN_SCALAR_REDUCE(scalar)              the row's Identity and combine OpKind
 #define KILN_SCALAR_REDUCE(scalar) KILN_SCALAR_REDUCE_##scalar

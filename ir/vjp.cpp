@@ -226,6 +226,20 @@ Grads vjp_logaddexp(Builder& b, const Node& n, Value out, Value g, const Needs& 
   return {grad_for(b, n, needs, 0, d), grad_for(b, n, needs, 1, d)};
 }
 
+// As PyTorch: d atan2(a, b) = g b / (a^2 + b^2) for a, -g a / (a^2 + b^2) for b.
+Grads vjp_atan2(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  const Value x = n.operands[0], y = n.operands[1];
+  const auto r2 = [&] { return b.add(b.mul(x, x), b.mul(y, y)); };
+  return {grad_for(b, n, needs, 0, [&](Value) { return b.div(b.mul(g, y), r2()); }),
+          grad_for(b, n, needs, 1, [&](Value) { return b.neg(b.div(b.mul(g, x), r2())); })};
+}
+
+// As PyTorch: d hypot(a, b) = g a / out for a, g b / out for b.
+Grads vjp_hypot(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  const auto d = [&](Value x) { return b.div(b.mul(g, x), out); };
+  return {grad_for(b, n, needs, 0, d), grad_for(b, n, needs, 1, d)};
+}
+
 // ---- Scans ----
 
 // The scan `k` of v along the node's dim, in its direction or (flip) the other.

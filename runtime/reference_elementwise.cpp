@@ -81,6 +81,11 @@ T math_in(T x, F f) {
   using M = MathT<T>;
   return convert<T>(static_cast<M>(f(static_cast<M>(x))));
 }
+template <class T, class F>
+T math_in(T x, T y, F f) {
+  using M = MathT<T>;
+  return convert<T>(static_cast<M>(f(static_cast<M>(x), static_cast<M>(y))));
+}
 
 // ---- Binary functors: (T, T) -> T ----
 
@@ -168,17 +173,6 @@ struct Remainder {
       return r;
     } else {
       return r != 0 && ((r < 0) != (b < 0)) ? static_cast<T>(r + b) : r;
-    }
-  }
-};
-// Floats only (the dtype rule promotes to a float).
-struct Logaddexp {
-  template <class T>
-  T operator()(T a, T b) const {
-    if constexpr (std::is_floating_point_v<T>) {
-      return ref_math::logaddexp(a, b);
-    } else {
-      return static_cast<T>(ref_math::logaddexp(double(a), double(b)));
     }
   }
 };
@@ -330,13 +324,14 @@ void unary_same(const View& in, const View& out, F f, int64_t grain) {
 }
 
 template <class F>
-void binary_same(const View& a, const View& b, const View& out, F f) {
+void binary_same(const View& a, const View& b, const View& out, F f,
+                 int64_t grain = kElementwiseGrain) {
   std::vector<std::shared_ptr<Storage>> keep;
   View x = as_dtype(a, out.dtype, keep);
   View y = as_dtype(b, out.dtype, keep);
   visit_dtype(out.dtype, [&](auto t) {
     using T = decltype(t);
-    map_binary<T, T>(x, y, out, f, kElementwiseGrain);
+    map_binary<T, T>(x, y, out, f, grain);
   });
 }
 
@@ -411,7 +406,7 @@ void ref_unary(OpKind k, const View& in, const View& out) {
         in, out, [](auto x) { return math_in(x, [](auto m) { return ref_math::k(m); }); }, \
         kMathGrain);
 #define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp, cost, scalar, ...) \
-  KILN_SCALAR_MATH(KILN_REF_MATH, name, scalar)
+  KILN_SCALAR_MATH_N(1, KILN_REF_MATH, name, arity, scalar)
 #include "ir/ops.def"
 #undef KILN_OP
 #undef KILN_REF_MATH
@@ -454,8 +449,16 @@ void ref_binary(OpKind k, const Attrs& attrs, const View& a, const View& b, cons
       return binary_same(a, b, out, Fmod{});
     case OpKind::remainder:
       return binary_same(a, b, out, Remainder{});
-    case OpKind::logaddexp:
-      return binary_same(a, b, out, Logaddexp{});
+#define KILN_REF_MATH(k, name)                                                            \
+  case OpKind::name:                                                                      \
+    return binary_same(a, b, out, [](auto x, auto y) {                                    \
+      return math_in(x, y, [](auto m, auto n) { return ref_math::k(m, n); });             \
+    }, kMathGrain);
+#define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp, cost, scalar, ...) \
+  KILN_SCALAR_MATH_N(2, KILN_REF_MATH, name, arity, scalar)
+#include "ir/ops.def"
+#undef KILN_OP
+#undef KILN_REF_MATH
     case OpKind::maximum:
       return binary_same(a, b, out, Maximum{});
     case OpKind::minimum:

@@ -1,5 +1,6 @@
 // The reference kernels' scalar math: the definition of each math op of the op
-// table (ir/ops.def: math(k) is ref_math::k here), for M = float or double.
+// table (ir/ops.def: math(k) is ref_math::k here, of one operand or two, as the
+// row's arity), for M = float or double.
 // Compiled kernels are tested against these (codegen/llvm_math.cpp,
 // codegen/cuda_math.cpp have their own forms of the same functions).
 #pragma once
@@ -51,6 +52,17 @@ M logaddexp(M a, M b) {
   if (a == b) return a + M(0.69314718055994530942);
   const M m = (a > b || a != a) ? a : b;  // NaN-propagating max
   return m + std::log1p(std::exp(-std::fabs(a - b)));
+}
+
+/// The angle of (b, a) in [-pi, pi] (C's atan2).
+template <class M>
+M atan2(M a, M b) {
+  return std::atan2(a, b);
+}
+/// sqrt(a^2 + b^2) without intermediate overflow (C's hypot).
+template <class M>
+M hypot(M a, M b) {
+  return std::hypot(a, b);
 }
 
 template <class M>

@@ -22,7 +22,8 @@ constexpr int64_t kScanGrain = 1 << 14;
 constexpr int64_t kWays = 8;  // chunks folded side by side
 
 // The combine ops a scan row may name (ops.def), on the result's dtype: as the
-// elementwise ops compute them (integers wrap, bools or/and).
+// elementwise ops compute them (integers wrap, bools or/and; a binary math op's
+// ref_math on floats).
 template <class T>
 T combine(OpKind op, T a, T b) {
   if constexpr (std::is_same_v<T, bool>) {
@@ -36,8 +37,14 @@ T combine(OpKind op, T a, T b) {
         return a + b;
       case OpKind::mul:
         return a * b;
-      case OpKind::logaddexp:
-        return ref_math::logaddexp(a, b);
+#define KILN_REF_COMBINE(k, name) \
+  case OpKind::name:              \
+    return ref_math::k(a, b);
+#define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp, cost, scalar, ...) \
+  KILN_SCALAR_MATH_N(2, KILN_REF_COMBINE, name, arity, scalar)
+#include "ir/ops.def"
+#undef KILN_OP
+#undef KILN_REF_COMBINE
       default:
         KILN_CHECK(false, "reference scan: no combine op ", op_name(op));
     }

@@ -141,7 +141,8 @@ TEST_CASE("every transcendental op vectorises") {
       Graph g;
       Builder b(g);
       Value x = b.arg(0, ty(dt, {4096}));
-      g.outputs = {op == OpKind::pow ? b.binary(op, x, b.arg(1, ty(dt, {4096}))) : b.unary(op, x)};
+      const bool binary = op_info(op).arity == 2;
+      g.outputs = {binary ? b.binary(op, x, b.arg(1, ty(dt, {4096}))) : b.unary(op, x)};
       CpuKernel k = compile_cpu_kernel(
           g, make_group(g, GroupKind::Elementwise, all_compute_nodes(g)), with_texts());
       CAPTURE(std::string(op_name(op)));
@@ -352,6 +353,24 @@ std::vector<T> run_unary(OpKind op, const std::vector<T>& xs) {
 }
 
 template <class T>
+std::vector<T> run_binary(OpKind op, const std::vector<T>& xs, const std::vector<T>& ys) {
+  const DType dt = dtype_of<T>();
+  const TensorType t = ty(dt, {int64_t(xs.size())});
+  Graph g;
+  Builder b(g);
+  g.outputs = {b.binary(op, b.arg(0, t), b.arg(1, t))};
+  CpuKernel k =
+      compile_cpu_kernel(g, make_group(g, GroupKind::Elementwise, all_compute_nodes(g)), {});
+  Buf in0 = make_buf(t), in1 = make_buf(t), out = make_buf(t);
+  std::copy(xs.begin(), xs.end(), static_cast<T*>(in0.data()));
+  std::copy(ys.begin(), ys.end(), static_cast<T*>(in1.data()));
+  void* ptrs[] = {in0.data(), in1.data(), out.data()};
+  k.fn(ptrs, 0, k.info.range);
+  const T* p = static_cast<const T*>(out.data());
+  return std::vector<T>(p, p + xs.size());
+}
+
+template <class T>
 std::vector<T> sweep(double lo, double hi, int n, bool log_scale = false) {
   std::vector<T> xs;
   std::mt19937_64 rng(42);
@@ -415,11 +434,59 @@ TEST_CASE("math accuracy over wide sweeps (max ulp error vs long double)") {
       {OpKind::round, -1e6, 1e6, false, +lround, 0, 0},
       {OpKind::trunc, -1e6, 1e6, false, +ltrunc, 0, 0},
   };
+  // The binary math ops over pairs: x uniform in [lo, hi] (or log-uniform in
+  // magnitude with either sign), y likewise.
+  struct Fn2 {
+    OpKind op;
+    double lo, hi;
+    bool log_scale;
+    long double (*ref)(long double, long double);
+    double max_ulp32, max_ulp64;
+  };
+  auto latan2 = [](long double y, long double x) { return std::atan2(y, x); };
+  auto lhypot = [](long double x, long double y) { return std::hypot(x, y); };
+  auto llogaddexp = [](long double x, long double y) {
+    return std::max(x, y) + std::log1p(std::exp(-std::abs(x - y)));
+  };
+  const std::vector<Fn2> fns2 = {
+      {OpKind::atan2, -10, 10, false, +latan2, 1, 2},
+      {OpKind::atan2, 1e-30, 1e30, true, +latan2, 1, 2},
+      {OpKind::hypot, -10, 10, false, +lhypot, 1, 2},
+      {OpKind::hypot, 1e-30, 1e30, true, +lhypot, 1, 2},
+      // Away from results near 0, where the formula itself cancels (the reference too).
+      {OpKind::logaddexp, 1, 50, false, +llogaddexp, 4, 5},
+  };
   // Every math op of the op table has a sweep here.
   for (OpKind k : all_ops())
     if (is_math(k))
-      CHECK_MESSAGE(std::any_of(fns.begin(), fns.end(), [&](const Fn& f) { return f.op == k; }),
-                    "no accuracy sweep for ", std::string(op_name(k)));
+      CHECK_MESSAGE(
+          (std::any_of(fns.begin(), fns.end(), [&](const Fn& f) { return f.op == k; }) ||
+           std::any_of(fns2.begin(), fns2.end(), [&](const Fn2& f) { return f.op == k; })),
+          "no accuracy sweep for ", std::string(op_name(k)));
+  for (const Fn2& f : fns2) {
+    auto pairs = [&](auto zero) {
+      using T = decltype(zero);
+      std::vector<T> xs = sweep<T>(f.lo, f.hi, 20000, f.log_scale), ys = xs;
+      std::shuffle(ys.begin(), ys.end(), std::mt19937_64(7));
+      if (f.log_scale)  // every quadrant
+        for (size_t i = 0; i < xs.size(); ++i) {
+          if (i & 1) xs[i] = -xs[i];
+          if (i & 2) ys[i] = -ys[i];
+        }
+      std::vector<T> got = run_binary(f.op, xs, ys);
+      // max_ulp_error takes a unary reference: index the pair through it.
+      std::vector<T> index(xs.size());
+      for (size_t i = 0; i < xs.size(); ++i) index[i] = T(i);
+      return max_ulp_error<T>(
+          got, [&](long double i) { return f.ref(xs[size_t(i)], ys[size_t(i)]); }, index);
+    };
+    const double e32 = pairs(0.0f), e64 = pairs(0.0);
+    MESSAGE(std::string(op_name(f.op)) << " on [" << f.lo << ", " << f.hi << "]^2: f32 " << e32
+                                       << " ulp, f64 " << e64 << " ulp");
+    CAPTURE(std::string(op_name(f.op)));
+    CHECK(e32 <= f.max_ulp32);
+    CHECK(e64 <= f.max_ulp64);
+  }
   for (const Fn& f : fns) {
     auto x32 = sweep<float>(f.lo, f.hi, 20000, f.log_scale);
     auto x64 = sweep<double>(f.lo, f.hi, 20000, f.log_scale);
@@ -441,18 +508,25 @@ TEST_CASE("special values of every math op match the reference") {
                                         -745.0, -746.0, 1e30,  -1e30,  INFINITY, -INFINITY, NAN};
   for (OpKind op : all_ops()) {
     if (!is_math(op)) continue;
+    // A binary op on every pair of special values: x down the rows, y across.
+    const bool binary = op_info(op).arity == 2;
     for (DType dt : {DType::f32, DType::f64}) {
       const int64_t n = int64_t(specials.size());
       Graph g;
       Builder b(g);
-      g.outputs = {b.unary(op, b.arg(0, ty(dt, {n})))};
-      Buf in = make_buf(ty(dt, {n}));
+      g.outputs = {binary ? b.binary(op, b.arg(0, ty(dt, {n, 1})), b.arg(1, ty(dt, {n})))
+                          : b.unary(op, b.arg(0, ty(dt, {n})))};
+      Buf in = make_buf(ty(dt, binary ? Shape{n, 1} : Shape{n}));
+      Buf in1 = make_buf(ty(dt, {n}));
       visit_dtype(dt, [&](auto t) {
         using T = decltype(t);
         if constexpr (std::is_floating_point_v<T>)
-          for (int64_t i = 0; i < n; ++i) static_cast<T*>(in.data())[i] = T(specials[size_t(i)]);
+          for (int64_t i = 0; i < n; ++i) {
+            static_cast<T*>(in.data())[i] = T(specials[size_t(i)]);
+            static_cast<T*>(in1.data())[i] = T(specials[size_t(i)]);
+          }
       });
-      std::vector<Buf> vals = reference_eval(g, {in});
+      std::vector<Buf> vals = reference_eval(g, binary ? std::vector<Buf>{in, in1} : std::vector<Buf>{in});
       CAPTURE(std::string(op_name(op)));
       CAPTURE(std::string(dtype_name(dt)));
       // sin/cos of huge arguments are not reduced exactly; skip 1e30 for them.
@@ -464,13 +538,14 @@ TEST_CASE("special values of every math op match the reference") {
       visit_dtype(dt, [&](auto t) {
         using T = decltype(t);
         if constexpr (std::is_floating_point_v<T>) {
-          for (int64_t i = 0; i < n; ++i) {
-            const double x = specials[size_t(i)];
+          for (int64_t i = 0; i < (binary ? n * n : n); ++i) {
+            const double x = specials[size_t(binary ? i / n : i)];
             if ((op == OpKind::sin || op == OpKind::cos) && std::abs(x) > 1e4 && std::isfinite(x))
               continue;
             const T a = static_cast<const T*>(got.data())[i],
                     w = static_cast<const T*>(want.data())[i];
             CAPTURE(x);
+            CAPTURE((binary ? specials[size_t(i % n)] : 0.0));
             CAPTURE(double(a));
             CAPTURE(double(w));
             if (std::isnan(w)) {

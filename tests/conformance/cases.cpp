@@ -70,14 +70,23 @@ Tensor layer_norm_rows(const Tensor& x, const Tensor& w, const Tensor& b) {
 // Every math op of the op table (ops.def) by itself, through the generic op
 // entry, so a new row is in the matrix before anyone writes a case for it, on
 // inputs from the op's domain (ops.def's `domain` column).
+// A binary one broadcasts its second operand.
 std::vector<Case> table_math_cases() {
   std::vector<Case> v;
-  for (OpKind k : all_ops())
-    if (is_math(k))
+  for (OpKind k : all_ops()) {
+    if (!is_math(k)) continue;
+    const Domain& d = op_info(k).domain;
+    const std::string name = std::string(op_name(k)) + " (a math op of the table)";
+    if (op_info(k).arity == 1)
       v.push_back(unary(
-          std::string(op_name(k)) + " (a math op of the table)",
-          [k](const Tensor& x) { return detail::apply(k, {x}, {}, SourceLoc{}); },
-          in({3, 4}, op_info(k).domain.low(0), op_info(k).domain.high(0))));
+          name, [k](const Tensor& x) { return detail::apply(k, {x}, {}, SourceLoc{}); },
+          in({3, 4}, d.low(0), d.high(0))));
+    else
+      v.push_back(binary(
+          name,
+          [k](const Tensor& x, const Tensor& y) { return detail::apply(k, {x, y}, {}, SourceLoc{}); },
+          in({3, 4}, d.low(0), d.high(0)), in({4}, d.low(1), d.high(1))));
+  }
   return v;
 }
 
@@ -450,6 +459,10 @@ std::vector<Case> model_cases() {
       binary(
           "logaddexp", [](auto& a, auto& b) { return a.logaddexp(b) + logaddexp(a * 20, b.sum(0)); },
           in({3, 4}, -3, 3), in({3, 4}, -3, 3)),
+      binary(
+          "atan2 and hypot, every quadrant, broadcast",
+          [](auto& a, auto& b) { return a.atan2(b) + atan2(b.sum(0), a) * hypot(a, b.exp()) + a.hypot(b); },
+          in({3, 4}, -2, 2), in({4}, -2, 2)),
       unary(
           "var and std over one int dim", [](const Tensor& x) { return x.var(1) + x.std(0, false).sum(); },
           in({4, 5})),

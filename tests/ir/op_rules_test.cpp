@@ -58,11 +58,19 @@ std::vector<Case> cases() {
   }
   c.push_back({OpKind::sign, {b23}, {}, b23});
   c.push_back({OpKind::sign, {i23}, {}, i23});
+  // Math ops, unary or binary (each operand the same type here; binary ones also
+  // broadcast and promote).
   for (OpKind k : all_ops()) {
     if (!is_math(k)) continue;
-    c.push_back({k, {i23}, {}, f23});
-    c.push_back({k, {ty(DType::f64, {4})}, {}, ty(DType::f64, {4})});
-    c.push_back({k, {b23}, {}, f23});
+    const size_t n = size_t(op_info(k).arity);
+    c.push_back({k, std::vector<TensorType>(n, i23), {}, f23});
+    c.push_back({k, std::vector<TensorType>(n, ty(DType::f64, {4})), {}, ty(DType::f64, {4})});
+    c.push_back({k, std::vector<TensorType>(n, b23), {}, f23});
+    if (n == 2) {
+      c.push_back({k, {i23, ty(DType::f64, {3})}, {}, ty(DType::f64, {2, 3})});
+      c.push_back({k, {ty(DType::f32, {2, 1}), ty(DType::f32, {3})}, {}, f23});
+      c.push_back({k, {f23, ty(DType::f32, {4})}, {}, {}, "shapes [2,3] and [4] cannot be broadcast"});
+    }
   }
   c.push_back({OpKind::logical_not, {f23}, {}, b23});
   // philox: float32 draws from any key and counter, broadcast.
@@ -355,16 +363,21 @@ TEST_CASE("the op table's cost and scalar columns agree with its categories and 
     if (is_expensive(k)) CHECK(is_elementwise(k));
     if (!is_math(k)) continue;
     // Math ops are float-only: integer and bool operands give a floating result.
-    CHECK(info.arity == 1);
+    // They take one operand or two (elementwise unary or binary, broadcasting).
+    CHECK((info.arity == 1 || info.arity == 2));
+    CHECK(info.category == (info.arity == 1 ? OpCategory::Unary : OpCategory::Binary));
     // Transcendentals are costly; rounding is one instruction.
     const bool rounding = k == OpKind::floor || k == OpKind::ceil || k == OpKind::round ||
                           k == OpKind::trunc;
     CHECK(is_expensive(k) != rounding);
     for (DType in : {DType::i32, DType::i64, DType::b8, DType::f64})
-      CHECK(is_floating(infer_type(k, std::vector<TensorType>{ty(in, {3})}, {}).dtype));
+      CHECK(is_floating(
+          infer_type(k, std::vector<TensorType>(size_t(info.arity), ty(in, {3})), {}).dtype));
   }
   CHECK(is_math(OpKind::gelu));
+  CHECK(is_math(OpKind::atan2));
   CHECK_FALSE(is_math(OpKind::relu));
+  CHECK_FALSE(is_math(OpKind::pow));  // integers keep their own pow
   CHECK(is_expensive(OpKind::div));
   CHECK_FALSE(is_expensive(OpKind::add));
   CHECK(op_info(OpKind::where).scalar == ScalarRule::custom);

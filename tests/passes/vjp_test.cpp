@@ -274,11 +274,24 @@ std::vector<GradCase> gradient_cases() {
   };
   // Every math op of the op table on inputs from its domain (ops.def's `domain`
   // column), so a new row is checked before it has a case of its own above.
+  // A binary one also with its second operand broadcast.
   for (OpKind k : all_ops())
     if (is_math(k)) {
-      GradCase c = unary_case(k, in_range(s, op_info(k).domain.low(0), op_info(k).domain.high(0)));
-      c.name += " (a math op of the table)";
-      cases.push_back(std::move(c));
+      const Domain& d = op_info(k).domain;
+      std::vector<GradCase> more;
+      if (op_info(k).arity == 1) {
+        more.push_back(unary_case(k, in_range(s, d.low(0), d.high(0))));
+      } else {
+        const Shape row = {s.back()};
+        more.push_back(binary_case(k, shape_str(s) + " " + shape_str(s), in_range(s, d.low(0), d.high(0)),
+                                   in_range(s, d.low(1), d.high(1))));
+        more.push_back(binary_case(k, shape_str(s) + " " + shape_str(row),
+                                   in_range(s, d.low(0), d.high(0)), in_range(row, d.low(1), d.high(1))));
+      }
+      for (GradCase& c : more) {
+        c.name += " (a math op of the table)";
+        cases.push_back(std::move(c));
+      }
     }
   return cases;
 }

@@ -11,6 +11,10 @@
 #include "codegen/cpu_backend.h"
 #include "runtime/blas.h"
 #include "runtime/storage.h"
+#include "runtime/thread_pool.h"
+
+#include <chrono>
+#include <cmath>
 
 using namespace kiln;
 
@@ -99,7 +103,61 @@ void BM_Math(benchmark::State& state, OpKind k) {
       3.0 * 4 * static_cast<double>(x.numel()));
 }
 
+// A composite of the op table (ops.def's decomp) over 16M floats, traced: its
+// expansion fused into one kernel. Counter `of_handwritten`: its time over that
+// of the same formula written by hand as one C++ loop (-O3, split over the same
+// threads), measured in the same run; 1 means as fast as the hand-written op.
+float softsign_by_hand(float x) { return x / (1.0f + std::fabs(x)); }
+float mish_by_hand(float x) {
+  return x * std::tanh(std::max(x, 0.0f) + std::log1p(std::exp(-std::fabs(x))));
+}
+
+void BM_Composite(benchmark::State& state, OpKind k) {
+  manual_seed(0);
+  Tensor x = randn({state.range(0)});
+  float (*by_hand)(float) = k == OpKind::softsign ? softsign_by_hand
+                            : k == OpKind::mish   ? mish_by_hand
+                                                  : nullptr;
+  if (!by_hand) {
+    state.SkipWithError("no hand-written loop for this composite in the bench");
+    return;
+  }
+  // The hand-written loop, best of 5.
+  std::vector<float> out(size_t(x.numel()));
+  const float* in = static_cast<const float*>(x.data_ptr());
+  double hand = 1e30;
+  for (int r = 0; r < 5; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    parallel_for(x.numel(), 1 << 14, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) out[size_t(i)] = by_hand(in[i]);
+    });
+    hand = std::min(hand, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  benchmark::DoNotOptimize(out.data());
+  const int mode = static_cast<int>(state.range(1));
+  auto traced = jit([k](const Tensor& t) { return detail::apply(k, {t}, {}, SourceLoc{}); }, "bench");
+  traced.set_fusion(mode == kFused);
+  state.SetLabel(mode_name(mode));
+  if (mode != kEager) traced(x);
+  double total = 0;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    Tensor y = mode == kEager ? detail::apply(k, {x}, {}, SourceLoc{}) : traced(x);
+    benchmark::DoNotOptimize(y.impl());
+    total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  report_bytes(state, 2.0 * 4 * static_cast<double>(x.numel()));
+  state.counters["handwritten_ms"] = hand * 1e3;
+  state.counters["of_handwritten"] = total / static_cast<double>(state.iterations()) / hand;
+}
+
 void register_table_benchmarks() {
+  for (OpKind k : all_ops())
+    if (is_composite(k))
+      benchmark::RegisterBenchmark((std::string("BM_Composite/") + op_name(k)).c_str(), BM_Composite, k)
+          ->ArgsProduct({{1 << 24}, {kEager, kUnfused, kFused}})
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
   for (OpKind k : all_ops())
     if (is_math(k))
       benchmark::RegisterBenchmark(

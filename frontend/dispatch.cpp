@@ -12,6 +12,7 @@
 #include "frontend/device_ops.h"
 #include "frontend/tensor_impl.h"
 #include "frontend/trace_state.h"
+#include "ir/decompose.h"
 #include "runtime/reference.h"
 
 namespace kiln {
@@ -104,6 +105,37 @@ Tensor trace_apply(TraceState& tr, OpKind k, const std::vector<Tensor>& operands
   return result;
 }
 
+// A composite's ops (ops.def's decomp), each applied as the user's own call
+// would be: eagerly run and taped, or recorded in the trace.
+class TensorExpander final : public Expander<Tensor> {
+ public:
+  explicit TensorExpander(SourceLoc loc) : loc_(loc) {}
+  Tensor op(OpKind k, std::vector<Tensor> operands) override {
+    return apply(k, operands, {}, loc_);
+  }
+  Tensor number(const Tensor& like, double c) override { return scalar_operand(like, Scalar(c), loc_); }
+
+ private:
+  SourceLoc loc_;
+};
+
+// Composite k on the operands, after its type check (errors name it).
+Tensor apply_composite(OpKind k, const std::vector<Tensor>& operands, SourceLoc loc) {
+  std::vector<TensorType> types;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    check_operand(k, operands[i], i, loc);
+    types.push_back(operands[i].impl()->type);
+  }
+  try {
+    (void)infer_type(k, types, {});
+  } catch (Error& e) {
+    e.attach(loc, op_name(k));
+    throw;
+  }
+  TensorExpander e(loc);
+  return expand_composite<Tensor>(k, e, operands);
+}
+
 }  // namespace
 
 const TensorType& type_of(const Tensor& t) { return t.impl()->type; }
@@ -128,6 +160,8 @@ std::vector<int64_t> checked_dims(const std::vector<int64_t>& dims, int64_t rank
 }
 
 Tensor apply(OpKind k, const std::vector<Tensor>& operands, Attrs attrs, SourceLoc loc) {
+  // The same expansion eagerly and in a trace, so both run the same ops.
+  if (is_composite(k)) return apply_composite(k, operands, loc);
   if (TraceState* tr = current_trace()) return trace_apply(*tr, k, operands, std::move(attrs), loc);
 
   std::vector<TensorType> types;

@@ -492,6 +492,10 @@ Tensor gelu(const Tensor& x, const std::string& approximate = "none", KILN_LOC);
 Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01, KILN_LOC);
 /// log(1 + exp(beta x)) / beta, and x itself where beta x > threshold.
 Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0, KILN_LOC);
+/// x / (1 + |x|): the op table's composite softsign (ops.def), one fused kernel when traced.
+Tensor softsign(const Tensor& x, KILN_LOC);
+/// x tanh(softplus(x)): the op table's composite mish (ops.def).
+Tensor mish(const Tensor& x, KILN_LOC);
 /// Zeroes each element with probability p and scales the rest by 1 / (1 - p)
 /// when training; the identity otherwise. Draws from the generator (manual_seed).
 Tensor dropout(const Tensor& x, double p = 0.5, bool training = true, KILN_LOC);

@@ -99,6 +99,9 @@ Tensor softplus(const Tensor& x, double beta, double threshold, Loc l) {
   return where(bx.gt(Scalar(threshold), l), x, soft, l);
 }
 
+Tensor softsign(const Tensor& x, Loc l) { return detail::apply(OpKind::softsign, {x}, {}, here(l)); }
+Tensor mish(const Tensor& x, Loc l) { return detail::apply(OpKind::mish, {x}, {}, here(l)); }
+
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps, Loc l) {
   check_float(x, "layer_norm", l);

@@ -2,6 +2,8 @@
 // passes and the tracer use (constants, casts, reshapes, sum_to).
 #include "ir/builder.h"
 
+#include "ir/decompose.h"
+
 #include <algorithm>
 #include <numeric>
 
@@ -68,6 +70,8 @@ Value Builder::op(OpKind k, std::vector<Value> operands, Attrs attrs) {
                  ")");
       types.push_back(g_.type(v));
     }
+    // A composite becomes its expansion's nodes (ir/decompose.h).
+    if (is_composite(k)) return expand_composite(*this, k, operands);
     TensorType t = infer_type(k, types, attrs);
     (void)t.bytes();  // a result too large to exist is an error here, at the user's line
     return Value(add_node(k, std::move(operands), std::move(attrs), {std::move(t)}));

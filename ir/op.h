@@ -60,7 +60,18 @@ struct TensorType {
 };
 
 /// How kernels compute one element of an op: ops.def's `scalar` column.
-enum class ScalarRule : uint8_t { none, custom, math, arith, compare, logical, reduce, argreduce, scan };
+enum class ScalarRule : uint8_t {
+  none,
+  custom,
+  math,
+  arith,
+  compare,
+  logical,
+  reduce,
+  argreduce,
+  scan,
+  decomp
+};
 
 /// Where a reduction's accumulator starts (ops.def's reduce(identity, combine)):
 /// 0, 1, or the dtype's lowest or highest value (-inf and +inf for floats).
@@ -103,6 +114,9 @@ inline bool is_expensive(OpKind k) { return op_info(k).costly; }
 /// Float-only elementwise ops (ops.def's `math` scalar kind): exp, tanh, gelu,
 /// atan2, logaddexp, ... (unary or binary: see the op's arity)
 inline bool is_math(OpKind k) { return op_info(k).scalar == ScalarRule::math; }
+/// Composites (ops.def's `decomp`): ops defined as other ops of the table,
+/// expanded where they are applied (ir/decompose.h), so no graph holds them.
+inline bool is_composite(OpKind k) { return op_info(k).scalar == ScalarRule::decomp; }
 /// Scans (ops.def's `scan`): cumsum, cumprod, logcumsumexp.
 inline bool is_scan(OpKind k) { return op_info(k).scalar == ScalarRule::scan; }
 /// Reductions whose result is a position (ops.def's `argreduce`): argmax, argmin.
@@ -143,6 +157,7 @@ const std::vector<OpKind>& all_ops();
 #define KILN_SCALAR_SPLIT_reduce(identity, k) reduce, k
 #define KILN_SCALAR_SPLIT_argreduce(identity, k) argreduce, k
 #define KILN_SCALAR_SPLIT_scan(identity, k) scan, k
+#define KILN_SCALAR_SPLIT_decomp(expansion) decomp, expansion
 #define KILN_SCALAR_EXPAND(M, ...) M(__VA_ARGS__)
 
 #define KILN_SCALAR_RULE(scalar) KILN_SCALAR_EXPAND(KILN_SCALAR_RULE_I, KILN_SCALAR_SPLIT_##scalar)
@@ -160,6 +175,7 @@ const std::vector<OpKind>& all_ops();
 #define KILN_SCALAR_KIR_reduce(F, name, arity, k)
 #define KILN_SCALAR_KIR_argreduce(F, name, arity, k)
 #define KILN_SCALAR_KIR_scan(F, name, arity, k)
+#define KILN_SCALAR_KIR_decomp(F, name, arity, k)
 
 #define KILN_SCALAR_MATH(F, name, scalar) \
   KILN_SCALAR_EXPAND(KILN_SCALAR_MATH_I, F, name, KILN_SCALAR_SPLIT_##scalar)
@@ -173,6 +189,7 @@ const std::vector<OpKind>& all_ops();
 #define KILN_SCALAR_MATH_reduce(F, name, k)
 #define KILN_SCALAR_MATH_argreduce(F, name, k)
 #define KILN_SCALAR_MATH_scan(F, name, k)
+#define KILN_SCALAR_MATH_decomp(F, name, k)
 
 #define KILN_SCALAR_MATH_N(N, F, name, arity, scalar) \
   KILN_SCALAR_EXPAND(KILN_SCALAR_MATH_N_I, N, F, name, arity, KILN_SCALAR_SPLIT_##scalar)
@@ -187,6 +204,7 @@ const std::vector<OpKind>& all_ops();
 #define KILN_SCALAR_MATH_N_reduce(N, F, name, arity, k)
 #define KILN_SCALAR_MATH_N_argreduce(N, F, name, arity, k)
 #define KILN_SCALAR_MATH_N_scan(N, F, name, arity, k)
+#define KILN_SCALAR_MATH_N_decomp(N, F, name, arity, k)
 // A math row of another arity has no KILN_SCALAR_IF_ and fails to compile.
 #define KILN_SCALAR_IF_1_1(...) __VA_ARGS__
 #define KILN_SCALAR_IF_1_2(...)
@@ -204,6 +222,22 @@ const std::vector<OpKind>& all_ops();
 #define KILN_SCALAR_REDUCE_reduce(identity, k) ::kiln::Identity::identity, ::kiln::OpKind::k
 #define KILN_SCALAR_REDUCE_argreduce(identity, k) ::kiln::Identity::identity, ::kiln::OpKind::k
 #define KILN_SCALAR_REDUCE_scan(identity, k) ::kiln::Identity::identity, ::kiln::OpKind::k
+#define KILN_SCALAR_REDUCE_decomp(expansion) KILN_SCALAR_REDUCE_none
+
+//   KILN_SCALAR_DECOMP(F, name, scalar)     F(name, expansion) for a composite row; else nothing
+#define KILN_SCALAR_DECOMP(F, name, scalar) \
+  KILN_SCALAR_EXPAND(KILN_SCALAR_DECOMP_I, F, name, KILN_SCALAR_SPLIT_##scalar)
+#define KILN_SCALAR_DECOMP_I(F, name, kind, e) KILN_SCALAR_DECOMP_##kind(F, name, e)
+#define KILN_SCALAR_DECOMP_none(F, name, e)
+#define KILN_SCALAR_DECOMP_custom(F, name, e)
+#define KILN_SCALAR_DECOMP_math(F, name, e)
+#define KILN_SCALAR_DECOMP_arith(F, name, e)
+#define KILN_SCALAR_DECOMP_compare(F, name, e)
+#define KILN_SCALAR_DECOMP_logical(F, name, e)
+#define KILN_SCALAR_DECOMP_reduce(F, name, e)
+#define KILN_SCALAR_DECOMP_argreduce(F, name, e)
+#define KILN_SCALAR_DECOMP_scan(F, name, e)
+#define KILN_SCALAR_DECOMP_decomp(F, name, e) F(name, e)
 
 //   KILN_DOMAIN(domain)                     the row's Domain
 #define KILN_DOMAIN(domain) KILN_DOMAIN_##domain

@@ -3,6 +3,7 @@
 // expected and what came; infer_type prefixes the op's name.
 #include <algorithm>
 
+#include "ir/decompose.h"
 #include "ir/error.h"
 #include "ir/op.h"
 
@@ -415,6 +416,14 @@ Shape shape_matmul(OpKind, Types in, const Attrs&) {
   out.push_back(a[a.size() - 2]);
   out.push_back(b[b.size() - 1]);
   return out;
+}
+
+// A composite's type is its expansion's (ir/decompose.h).
+Shape shape_decomp(OpKind k, Types in, const Attrs&) {
+  return composite_type(k, in).shape;
+}
+DType dtype_decomp(OpKind k, Types in, const Attrs&) {
+  return composite_type(k, in).dtype;
 }
 
 }  // namespace

@@ -91,6 +91,8 @@ void verify(const Graph& g) {
     const Node& n = g[id];
     try {
       check_operands(g, id);
+      KILN_CHECK(!is_composite(n.op), "expected no composite op (ops.def's decomp: the Builder "
+                 "expands it into its ops)");
       OpCategory c = op_info(n.op).category;
       if (c == OpCategory::Input || c == OpCategory::Creation || c == OpCategory::Custom)
         check_given(n, arg_indices, param_indices);

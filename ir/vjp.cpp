@@ -558,6 +558,10 @@ constexpr VjpRule vjp_custom = nullptr;
 // The table's `none` column entry.
 constexpr VjpRule vjp_none = nullptr;
 
+// Composites (the `derived` column entry) have a gradient but no rule: the
+// Builder expands them, and autodiff differentiates the expansion's ops.
+constexpr VjpRule vjp_derived = nullptr;
+
 }  // namespace
 
 VjpRule vjp_rule(OpKind k) {

@@ -90,6 +90,19 @@ std::vector<Case> table_math_cases() {
   return v;
 }
 
+// Every composite of the op table (ops.def's decomp) through the generic op entry,
+// on inputs from its domain: the matrix compares its expansion eager and traced.
+std::vector<Case> table_composite_cases() {
+  std::vector<Case> v;
+  for (OpKind k : all_ops())
+    if (is_composite(k))
+      v.push_back(unary(
+          std::string(op_name(k)) + " (a composite of the table)",
+          [k](const Tensor& x) { return detail::apply(k, {x}, {}, SourceLoc{}); },
+          in({3, 4}, op_info(k).domain.low(0), op_info(k).domain.high(0))));
+  return v;
+}
+
 std::vector<Case> unary_cases() {
   return {
       unary("neg", [](const Tensor& x) { return -x; }),
@@ -703,7 +716,7 @@ std::vector<Case> sort_cases() {
 const std::vector<Case>& cases() {
   static const std::vector<Case> all = [] {
     std::vector<Case> v;
-    for (auto group : {table_math_cases(), unary_cases(), binary_cases(), reduction_cases(),
+    for (auto group : {table_math_cases(), table_composite_cases(), unary_cases(), binary_cases(), reduction_cases(),
                        movement_cases(), matmul_cases(), creation_and_autograd_cases(),
                        convention_cases(), model_cases(), conv_cases(), sort_cases()})
       v.insert(v.end(), group.begin(), group.end());

@@ -73,6 +73,13 @@ std::vector<Case> cases() {
     }
   }
   c.push_back({OpKind::logical_not, {f23}, {}, b23});
+  // Composites: their expansion's type (decompose_test.cpp).
+  for (OpKind k : all_ops())
+    if (is_composite(k)) {
+      c.push_back({k, {i23}, {}, f23});
+      c.push_back({k, {ty(DType::f64, {4})}, {}, ty(DType::f64, {4})});
+    }
+  c.push_back({OpKind::softsign, {b23}, {}, {}, "abs: expected a numeric tensor, got bool"});
   // philox: float32 draws from any key and counter, broadcast.
   c.push_back({OpKind::philox, {ty(DType::i64, {}), ty(DType::i64, {2, 3})}, {}, f23});
   c.push_back({OpKind::philox, {ty(DType::i32, {3}), ty(DType::f64, {2, 1})}, {}, ty(DType::f32, {2, 3})});

@@ -275,8 +275,9 @@ std::vector<GradCase> gradient_cases() {
   // Every math op of the op table on inputs from its domain (ops.def's `domain`
   // column), so a new row is checked before it has a case of its own above.
   // A binary one also with its second operand broadcast.
+  // And every composite, whose gradient is that of its expansion.
   for (OpKind k : all_ops())
-    if (is_math(k)) {
+    if (is_math(k) || is_composite(k)) {
       const Domain& d = op_info(k).domain;
       std::vector<GradCase> more;
       if (op_info(k).arity == 1) {
@@ -361,7 +362,10 @@ TEST_CASE("every differentiable op has a gradient case") {
   for (OpKind k : all_ops()) {
     INFO("op: ", op_name(k));
     // custom is differentiable through build_gradients' CustomVjp, not a rule.
-    CHECK(op_info(k).differentiable == (vjp_rule(k) != nullptr || k == OpKind::custom));
+    // Composites are differentiable through their expansion (ir/decompose.h).
+    CHECK(op_info(k).differentiable ==
+          (vjp_rule(k) != nullptr || k == OpKind::custom || is_composite(k)));
+    if (is_composite(k)) CHECK(covered.count(k) == 1);
     // rebind routes the gradient of one operand's values to the other operand, on
     // purpose unlike its derivative: the conformance matrix checks it against eager.
     // attention_grad's rule is an error (no second derivatives of attention),

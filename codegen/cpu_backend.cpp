@@ -27,8 +27,7 @@ namespace {
 // Bump when the generated code changes meaning or shape, to retire old cache entries.
 constexpr const char* kCodegenVersion = "kiln-cpu-codegen 10";
 
-double ms_between(std::chrono::steady_clock::time_point a,
-                  std::chrono::steady_clock::time_point b) {
+double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
@@ -137,8 +136,7 @@ class KernelTemplates {
     // Where the newest template varies, this one does too: two groups of one
     // skeleton (transposes of two widths) changing with the same batch size each
     // need the batch size as a parameter, whichever pair of kernels was closest.
-    kir::Kernel t =
-        kir::generalize(k, *closest, f.templates.empty() ? nullptr : &f.templates.back());
+    kir::Kernel t = kir::generalize(k, *closest, f.templates.empty() ? nullptr : &f.templates.back());
     auto p = kir::bind(t, k);
     KILN_CHECK(p.has_value(), "internal: a kernel is not an instance of the template made from it");
     *params = std::move(*p);
@@ -237,10 +235,11 @@ bool load_code(const kir::Kernel& k, const CpuCompileOptions& opts, Source from,
   LlvmJit& jit = LlvmJit::get();
   const LlvmOpt opt = pipeline_for(k, opts.opt);
   // The key: what the code means (kernel text without names) and what it was built for.
-  const std::string key_text = std::string(kCodegenVersion) + "\nllvm " + LlvmJit::llvm_version() +
-                               "\ncpu " + jit.cpu_name() + "\nfeatures " + jit.cpu_features() +
-                               "\naligned " + (opts.assume_aligned ? "1" : "0") + "\nopt " +
-                               llvm_opt_name(opt) + "\n" + kir::print_kernel(k, {.names = false});
+  const std::string key_text =
+      std::string(kCodegenVersion) + "\nllvm " + LlvmJit::llvm_version() + "\ncpu " +
+      jit.cpu_name() + "\nfeatures " + jit.cpu_features() + "\naligned " +
+      (opts.assume_aligned ? "1" : "0") + "\nopt " + llvm_opt_name(opt) + "\n" +
+      kir::print_kernel(k, {.names = false});
   const std::string key = stable_hash_hex(key_text);
   const std::string symbol = "kiln_kernel_" + key;
   LlvmEmitOptions eo;
@@ -304,15 +303,13 @@ bool load_template_code(const kir::Kernel& k, const std::string& skeleton,
   t->name = k.name;
   load_code(*t, opts, Source::Anywhere, out);
   out.artifacts.templated = true;
-  if (opts.want_artifacts)
-    out.artifacts.kernel_ir = kir::print_kernel(*t) + params_str(*t, out.params);
+  if (opts.want_artifacts) out.artifacts.kernel_ir = kir::print_kernel(*t) + params_str(*t, out.params);
   return true;
 }
 
 }  // namespace
 
-CpuLoweredGroup lower_cpu_group(const Graph& g, const FusionGroup& group,
-                                const CpuCompileOptions& opts) {
+CpuLoweredGroup lower_cpu_group(const Graph& g, const FusionGroup& group, const CpuCompileOptions& opts) {
   const auto t0 = std::chrono::steady_clock::now();
   LowerOptions lo;
   lo.epilogue_in_place = opts.epilogue_in_place;
@@ -386,8 +383,8 @@ size_t cpu_template_families() {
   return KernelTemplates::get().families();
 }
 
-CpuKernel compile_cpu_group_as(CpuLoweredGroup l, const kir::Kernel& templ,
-                               std::vector<int64_t> params, const CpuCompileOptions& opts) {
+CpuKernel compile_cpu_group_as(CpuLoweredGroup l, const kir::Kernel& templ, std::vector<int64_t> params,
+                               const CpuCompileOptions& opts) {
   KILN_CHECK(!opts.dynamic_sizes && !opts.record_only,
              "internal: a plan's family template with dynamic sizes");
   return finish_group(l, [&] {
@@ -399,8 +396,7 @@ CpuKernel compile_cpu_group_as(CpuLoweredGroup l, const kir::Kernel& templ,
     load_code(t, opts, Source::Anywhere, out);
     out.artifacts.templated = true;
     out.params = std::move(params);
-    if (opts.want_artifacts)
-      out.artifacts.kernel_ir = kir::print_kernel(t) + params_str(t, out.params);
+    if (opts.want_artifacts) out.artifacts.kernel_ir = kir::print_kernel(t) + params_str(t, out.params);
   });
 }
 
@@ -424,8 +420,7 @@ CpuKernel share_cpu_code(CpuLoweredGroup l, const CpuKernel& compiled, const kir
   });
 }
 
-CpuKernel compile_cpu_kernel(const Graph& g, const FusionGroup& group,
-                             const CpuCompileOptions& opts) {
+CpuKernel compile_cpu_kernel(const Graph& g, const FusionGroup& group, const CpuCompileOptions& opts) {
   return compile_cpu_group(lower_cpu_group(g, group, opts), opts);
 }
 

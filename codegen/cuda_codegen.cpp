@@ -51,15 +51,12 @@ std::string acc_init(const kir::Accumulator& a) {
   return literal(a.type, v.f, v.i);
 }
 
-bool is_arg(const kir::Accumulator& a) {
-  return a.arg();
-}
+bool is_arg(const kir::Accumulator& a) { return a.arg(); }
 
 // The table's binary arith ops as C on operands `x` and `y` of type t, for
 // elementwise values and for accumulators alike. `plain`: no integer
 // wrap-around can happen (floats, index arithmetic), so C's operators serve.
-std::string binary_expr(ScalarOp op, const std::string& x, const std::string& y, DType t,
-                        bool plain) {
+std::string binary_expr(ScalarOp op, const std::string& x, const std::string& y, DType t, bool plain) {
   const bool fp = is_floating(t), boolean = t == DType::b8;
   auto bin = [&](const char* o) { return cat("(", x, " ", o, " ", y, ")"); };
   auto fn = [&](const char* f) { return cat(f, "(", x, ", ", y, ")"); };
@@ -136,11 +133,9 @@ class Emitter {
     for (size_t a = 0; a < k_.accs.size(); ++a) {
       const kir::Accumulator& acc = k_.accs[a];
       if (acc.arg() || form_ != Form::block_per_row) continue;
-      os_ << "struct " << kNamePlaceholder << "_combine" << a
-          << " {\n  template <class T> __device__ __forceinline__ T "
+      os_ << "struct " << kNamePlaceholder << "_combine" << a << " {\n  template <class T> __device__ __forceinline__ T "
           << "operator()(T x, T y) const { return "
-          << binary_expr(kir::combine_of(acc.op), "x", "y", acc.type, is_floating(acc.type))
-          << "; }\n};\n";
+          << binary_expr(kir::combine_of(acc.op), "x", "y", acc.type, is_floating(acc.type)) << "; }\n};\n";
     }
     os_ << "extern \"C\" __global__ void " << kNamePlaceholder
         << "(void* const* buffers, long long begin, long long end) {\n";
@@ -343,7 +338,7 @@ class Emitter {
       case ScalarOp::imod:
         return bin("%");
       case ScalarOp::philox:
-        return fn(t == DType::f32   ? "kiln_philox_f32"
+        return fn(t == DType::f32 ? "kiln_philox_f32"
                   : t == DType::f64 ? "kiln_philox_f64"
                                     : "kiln_philox_i64");
       case ScalarOp::philox_below:
@@ -422,12 +417,11 @@ class Emitter {
         // bool and the types narrower than int accumulate as int (acc_type).
         if (a.type == DType::b8 || dtype_size(a.type) < 4) x = cat("(int)", x);
         if (a.arg())
-          line() << "kiln_arg_update("
-                 << (kir::combine_of(a.op) == ScalarOp::max ? "true" : "false") << ", " << n << ", "
-                 << n << "p, " << x << ", " << ref(s.index) << ");\n";
+          line() << "kiln_arg_update(" << (kir::combine_of(a.op) == ScalarOp::max ? "true" : "false")
+                 << ", " << n << ", " << n << "p, " << x << ", " << ref(s.index) << ");\n";
         else
-          line() << n << " = "
-                 << binary_expr(kir::combine_of(a.op), n, x, a.type, is_floating(a.type)) << ";\n";
+          line() << n << " = " << binary_expr(kir::combine_of(a.op), n, x, a.type, is_floating(a.type))
+                 << ";\n";
         break;
       }
     }
@@ -460,8 +454,7 @@ class Emitter {
       const std::string n = cat("a", std::to_string(a)), sh = cat("kiln_sh", std::to_string(a));
       if (is_arg(acc)) {
         line() << "kiln_block_arg(" << (kir::combine_of(acc.op) == ScalarOp::max ? "true" : "false")
-               << ", " << n << ", " << n << "p, " << sh << ", " << sh << "p, " << acc_init(acc)
-               << ");\n";
+               << ", " << n << ", " << n << "p, " << sh << ", " << sh << "p, " << acc_init(acc) << ");\n";
         continue;
       }
       line() << n << " = kiln_block_reduce(" << n << ", " << sh << ", " << acc_init(acc) << ", "

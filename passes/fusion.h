@@ -7,11 +7,11 @@
 //
 // What a group guarantees to the code generator:
 // - Elementwise / Copy: every output has the shape S (the iteration space) or
-//   S's size (a reshape of it, written at S's linear index). Members are elementwise ops, movement
-//   ops, `arange` and constants. Each member is evaluated at one index map from S (never at two
-//   different ones); a member smaller than S that a broadcast recomputes is a cheap op (no
-//   exp/log/sqrt/rsqrt/sin/cos/tanh/sigmoid/gelu/pow/div) with a single consumer. Copy groups hold
-//   movement ops only.
+//   S's size (a reshape of it, written at S's linear index). Members are elementwise ops, movement ops, `arange` and constants.
+//   Each member is evaluated at one index map from S (never at two different
+//   ones); a member smaller than S that a broadcast recomputes is a cheap op
+//   (no exp/log/sqrt/rsqrt/sin/cos/tanh/sigmoid/gelu/pow/div) with a single
+//   consumer. Copy groups hold movement ops only.
 // - Reduction: every reduction reads a value of one shape S and reduces the same
 //   dims R (keepdim may differ). The other members are evaluated per point of S
 //   or once per row (a point of S with R removed: shapes S with R set to 1, or
@@ -43,9 +43,9 @@ enum class GroupKind : uint8_t {
   Reduction,    // one or more reductions over the same reduced dims, with producers and epilogue
   Matmul,       // nodes[0] is a matmul; the rest is an elementwise epilogue on its result
   Copy,         // movement ops only, that must materialise (e.g. a transpose feeding a matmul)
-  Opaque,   // a node no backend fuses (custom calls, checks, sorts, creation ops with randomness)
-  Scatter,  // one scatter_add with its operands' producers, each output column on one thread
-  Scan,     // one scan (cumsum, ...) with its operand's producers, each line on one thread
+  Opaque,       // a node no backend fuses (custom calls, checks, sorts, creation ops with randomness)
+  Scatter,      // one scatter_add with its operands' producers, each output column on one thread
+  Scan,         // one scan (cumsum, ...) with its operand's producers, each line on one thread
 };
 
 const char* group_kind_name(GroupKind k);

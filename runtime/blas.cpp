@@ -84,8 +84,7 @@ void gemm(const Mat<T>& a, const Mat<T>& b, T* c, int64_t ldc, double alpha, dou
   if (n == 0 || m == 0) return;
   if (k == 0) {
     for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < m; ++j)
-        c[i * ldc + j] = beta == 0 ? T(0) : T(beta * double(c[i * ldc + j]));
+      for (int64_t j = 0; j < m; ++j) c[i * ldc + j] = beta == 0 ? T(0) : T(beta * double(c[i * ldc + j]));
     return;
   }
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
@@ -98,9 +97,8 @@ void gemm(const Mat<T>& a, const Mat<T>& b, T* c, int64_t ldc, double alpha, dou
     auto rows = [&](int64_t i0, int64_t i1) {
       const T* a0 = A.data + (ta == CblasNoTrans ? i0 * lda : i0);
       if constexpr (std::is_same_v<T, float>) {
-        cblas_sgemm(CblasRowMajor, ta, tb, blasint(i1 - i0), blasint(m), blasint(k), float(alpha),
-                    a0, blasint(lda), B.data, blasint(ldb), float(beta), c + i0 * ldc,
-                    blasint(ldc));
+        cblas_sgemm(CblasRowMajor, ta, tb, blasint(i1 - i0), blasint(m), blasint(k), float(alpha), a0,
+                    blasint(lda), B.data, blasint(ldb), float(beta), c + i0 * ldc, blasint(ldc));
       } else {
         cblas_dgemm(CblasRowMajor, ta, tb, blasint(i1 - i0), blasint(m), blasint(k), alpha, a0,
                     blasint(lda), B.data, blasint(ldb), beta, c + i0 * ldc, blasint(ldc));
@@ -116,8 +114,7 @@ void gemm(const Mat<T>& a, const Mat<T>& b, T* c, int64_t ldc, double alpha, dou
       rows(0, n);
     }
   } else {
-    KILN_CHECK(alpha == 1 && beta == 0,
-               "matmul: scaling and accumulating need a floating-point output");
+    KILN_CHECK(alpha == 1 && beta == 0, "matmul: scaling and accumulating need a floating-point output");
     // Integers accumulate in int64 (wrapping back to T); bool is "any a && b".
     using Acc = std::conditional_t<std::is_same_v<T, bool>, int64_t, uint64_t>;
     parallel_for(n, std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(1, k * m)),
@@ -188,8 +185,7 @@ void matmul_typed(const View& a, const View& b, const View& out, double alpha, d
     int64_t esz = int64_t(sizeof(T));
     auto L = detail::make_loop<1>(rows_shape, {const_cast<T*>(A)}, {&rows_strides}, {esz});
     if (L.shape.size() == 1) {
-      gemm<T>({A, nbatch * n, k, L.strides[0][0] / esz, as1}, {B, k, m, bs0, bs1}, C, m, alpha,
-              beta);
+      gemm<T>({A, nbatch * n, k, L.strides[0][0] / esz, as1}, {B, k, m, bs0, bs1}, C, m, alpha, beta);
       return;
     }
   }
@@ -224,8 +220,7 @@ std::string blas_info() {
   const char* core = openblas_get_corename();
   os << (config ? config : "OpenBLAS") << "; kernels: " << (core ? core : "?")
      << "; threads: " << openblas_get_num_threads()
-     << (kiln_splits_blas() ? " (large products split over Kiln's pool)"
-                            : " (OpenBLAS's own threads)")
+     << (kiln_splits_blas() ? " (large products split over Kiln's pool)" : " (OpenBLAS's own threads)")
      << "; OPENBLAS_CORETYPE=";
   if (const char* env = std::getenv("OPENBLAS_CORETYPE"); env && *env) {
     os << env << " (set by the user, respected)";

@@ -221,12 +221,6 @@ std::string scoped_skeleton(uint64_t scope, const kir::Kernel& k) {
   return std::to_string(scope) + "\n" + kir::skeleton(k);
 }
 
-SourceLoc first_loc(const Graph& g, const FusionGroup& group) {
-  for (NodeId id : group.nodes)
-    if (g.node(id).loc.known()) return g.node(id).loc;
-  return {};
-}
-
 }  // namespace
 
 namespace {

@@ -497,12 +497,6 @@ bool flattenable(const kir::Kernel& k) {
   return true;
 }
 
-SourceLoc first_loc(const Graph& g, const FusionGroup& group) {
-  for (NodeId id : group.nodes)
-    if (g.node(id).loc.known()) return g.node(id).loc;
-  return {};
-}
-
 }  // namespace
 
 CudaKernelSource emit_cuda_kernel(const kir::Kernel& k, const CudaCodegenOptions& opts) {

@@ -512,6 +512,12 @@ class GroupBuilder {
 
 }  // namespace
 
+SourceLoc first_loc(const Graph& g, const FusionGroup& group) {
+  for (NodeId id : group.nodes)
+    if (g.node(id).loc.known()) return g.node(id).loc;
+  return {};
+}
+
 const char* group_kind_name(GroupKind k) {
   constexpr const char* kNames[] = {"elementwise", "reduction", "matmul", "copy", "opaque", "scatter", "scan"};
   return kNames[static_cast<int>(k)];

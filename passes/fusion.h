@@ -76,6 +76,10 @@ struct FusionOptions {
 /// members of several. Input nodes (arg, param) belong to none.
 std::vector<FusionGroup> plan_fusion(const Graph& g, const FusionOptions& opts = {});
 
+/// The source line of the group's first node that has one (an error about the
+/// group's kernel names it), or an unknown location.
+SourceLoc first_loc(const Graph& g, const FusionGroup& group);
+
 /// Human-readable listing of groups for dumps ("group 2 (reduction): %4 %5 %6 <- %1 -> %6").
 std::string fusion_plan_str(const Graph& g, const std::vector<FusionGroup>& groups);
 

@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "ir/error.h"
+#include "runtime/blas_layout.h"
 #include "runtime/reference.h"
 #include "runtime/strided_loop.h"
 #include "runtime/thread_pool.h"
@@ -28,33 +29,16 @@ struct Mat {
   int64_t rows, cols, rs, cs;
 };
 
-// Whether m is a BLAS operand (row-major, or transposed) and with what leading dim.
-template <class T>
-bool blas_layout(const Mat<T>& m, CBLAS_TRANSPOSE* trans, int64_t* ld) {
-  if (m.cols == 1 || m.cs == 1) {
-    int64_t l = m.rows == 1 ? std::max<int64_t>(m.cols, 1) : m.rs;
-    if (l >= std::max<int64_t>(m.cols, 1)) {
-      *trans = CblasNoTrans;
-      *ld = l;
-      return true;
-    }
-  }
-  if (m.rows == 1 || m.rs == 1) {
-    int64_t l = m.cols == 1 ? std::max<int64_t>(m.rows, 1) : m.cs;
-    if (l >= std::max<int64_t>(m.rows, 1)) {
-      *trans = CblasTrans;
-      *ld = l;
-      return true;
-    }
-  }
-  return false;
-}
-
-// A dense row-major copy of m (kept alive by `keep`) when BLAS cannot read it as is.
+// m with its BLAS layout, or a dense row-major copy of m (kept alive by `keep`)
+// when BLAS cannot read it as is.
 template <class T>
 Mat<T> blas_operand(const Mat<T>& m, CBLAS_TRANSPOSE* trans, int64_t* ld,
                     std::vector<std::shared_ptr<Storage>>& keep) {
-  if (blas_layout(m, trans, ld)) return m;
+  if (std::optional<BlasLayout> l = blas_layout({m.rows, m.cols, m.rs, m.cs})) {
+    *trans = l->trans ? CblasTrans : CblasNoTrans;
+    *ld = l->ld;
+    return m;
+  }
   DType dt = dtype_of<T>();
   View src{const_cast<T*>(m.data), dt, {m.rows, m.cols}, {m.rs, m.cs}};
   View dst = detail::scratch({m.rows, m.cols}, dt, keep);

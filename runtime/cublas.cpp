@@ -1,14 +1,14 @@
 // cuBLAS and cuBLASLt, loaded at run time (see cublas.h). Two X-macros list
 // the functions Kiln calls; both libraries are dlopen'ed and their symbols
-// resolved with dlsym into one table. Kiln's tensors are row-major and BLAS
-// is column-major, so C = A B is computed as C^T = B^T A^T: the row-major
-// buffers are already the column-major transposes, and nothing is copied.
+// resolved with dlsym into a table each (runtime/dl_table.h). Kiln's tensors
+// are row-major and BLAS is column-major, so C = A B is computed as
+// C^T = B^T A^T: the row-major buffers are already the column-major
+// transposes, and nothing is copied.
 #if KILN_HAVE_CUDA_TOOLKIT  // (else: cuda_unavailable.cpp)
 #include "runtime/cublas.h"
 
 #include <cublasLt.h>
 #include <cublas_v2.h>
-#include <dlfcn.h>
 
 #include <climits>
 #include <cstdlib>
@@ -20,6 +20,8 @@
 #include "ir/error.h"
 #include "runtime/allocator.h"
 #include "runtime/blas.h"
+#include "runtime/blas_layout.h"
+#include "runtime/dl_table.h"
 
 namespace kiln {
 namespace {
@@ -45,19 +47,13 @@ namespace {
   X(cublasLtMatmul)
 // clang-format on
 
-#define KILN_BLAS_FIELD(name) decltype(&::name) name = nullptr;
-#define KILN_BLAS_STR(x) #x
-#define KILN_BLAS_NAME(name) KILN_BLAS_STR(name),
+KILN_DL_TABLE(CublasApi, KILN_CUBLAS_FUNCTIONS, KILN_DL_AS_EXPORTED);
+KILN_DL_TABLE(CublasLtApi, KILN_CUBLASLT_FUNCTIONS, KILN_DL_AS_EXPORTED);
+// Both tables, so that every call reads api.<function>.
+struct Api : CublasApi, CublasLtApi {};
 
-struct Api {
-  KILN_CUBLAS_FUNCTIONS(KILN_BLAS_FIELD)
-  KILN_CUBLASLT_FUNCTIONS(KILN_BLAS_FIELD)
-};
-constexpr const char* kCublasNames[] = {KILN_CUBLAS_FUNCTIONS(KILN_BLAS_NAME)};
-constexpr const char* kLtNames[] = {KILN_CUBLASLT_FUNCTIONS(KILN_BLAS_NAME)};
-constexpr size_t kNumCublas = sizeof(kCublasNames) / sizeof(kCublasNames[0]);
-constexpr size_t kNumLt = sizeof(kLtNames) / sizeof(kLtNames[0]);
-static_assert(sizeof(Api) == (kNumCublas + kNumLt) * sizeof(void*), "one table slot per name");
+constexpr const char* kCublasLibrary = "libcublas.so.13";
+constexpr const char* kCublasLtLibrary = "libcublasLt.so.13";
 
 constexpr size_t kLtWorkspace = size_t(32) << 20;
 
@@ -86,44 +82,24 @@ struct Blas {
   PerDevice devices[64];
 };
 
-void* open_library(const char* name, std::string* why) {
-  if (void* h = ::dlopen(name, RTLD_NOW | RTLD_GLOBAL)) return h;
-  const char* e = ::dlerror();
-  *why = e ? e : "unknown error";
-  for (std::string dir :
-       {std::string(std::getenv("KILN_CUBLAS_DIR") ? std::getenv("KILN_CUBLAS_DIR") : ""),
-        std::string("/usr/local/cuda/lib64")}) {
-    if (dir.empty()) continue;
-    if (void* h = ::dlopen((dir + "/" + name).c_str(), RTLD_NOW | RTLD_GLOBAL)) return h;
-  }
-  return nullptr;
-}
-
 Blas* load() {
   auto* b = new Blas();
   const std::string prefix = "cuBLAS is not available: ";
-  std::string why;
-  void* lt = open_library("libcublasLt.so.13", &why);
-  if (!lt) {
-    b->error = prefix + "libcublasLt.so.13 could not be loaded (dlopen: " + why + ")";
+  // Where the loader finds them, else in KILN_CUBLAS_DIR, else in the CUDA
+  // toolkit; global, so that libcublas finds libcublasLt (opened first).
+  const char* dir = std::getenv("KILN_CUBLAS_DIR");
+  const std::vector<std::string> dirs = {dir ? dir : "", "/usr/local/cuda/lib64"};
+  dl::Library lt = dl::open(kCublasLtLibrary, dirs, /*global=*/true);
+  dl::Library cublas = lt.handle ? dl::open(kCublasLibrary, dirs, /*global=*/true) : dl::Library{};
+  std::string error = !lt.handle ? lt.error : !cublas.handle ? cublas.error : "";
+  if (error.empty()) error = dl::resolve(static_cast<CublasLtApi&>(b->api), lt.path, lt.handle);
+  if (error.empty())
+    error = dl::resolve(static_cast<CublasApi&>(b->api), cublas.path, cublas.handle);
+  if (!error.empty()) {
+    b->error = prefix + error;
     return b;
   }
-  void* cublas = open_library("libcublas.so.13", &why);
-  if (!cublas) {
-    b->error = prefix + "libcublas.so.13 could not be loaded (dlopen: " + why + ")";
-    return b;
-  }
-  b->libraries = "libcublas.so.13, libcublasLt.so.13";
-  void** slots = reinterpret_cast<void**>(&b->api);
-  for (size_t i = 0; i < kNumCublas + kNumLt; ++i) {
-    const char* name = i < kNumCublas ? kCublasNames[i] : kLtNames[i - kNumCublas];
-    slots[i] = ::dlsym(i < kNumCublas ? cublas : lt, name);
-    if (!slots[i]) {
-      b->error =
-          prefix + (i < kNumCublas ? "libcublas.so.13" : "libcublasLt.so.13") + " has no " + name;
-      return b;
-    }
-  }
+  b->libraries = cublas.path + ", " + lt.path;
   return b;
 }
 
@@ -163,35 +139,10 @@ PerDevice& ready(int device) {
   return d;
 }
 
-// One operand matrix in row-major terms: rows x cols with element strides (rs, cs).
-struct Mat {
-  int64_t rows, cols, rs, cs;
-};
-
-// Whether m is a BLAS operand (row-major, or the transpose of one) and with what leading dim.
-bool blas_layout(const Mat& m, bool* trans, int64_t* ld) {
-  if (m.cols == 1 || m.cs == 1) {
-    int64_t l = m.rows == 1 ? std::max<int64_t>(m.cols, 1) : m.rs;
-    if (l >= std::max<int64_t>(m.cols, 1)) {
-      *trans = false;
-      *ld = l;
-      return true;
-    }
-  }
-  if (m.rows == 1 || m.rs == 1) {
-    int64_t l = m.cols == 1 ? std::max<int64_t>(m.rows, 1) : m.cs;
-    if (l >= std::max<int64_t>(m.rows, 1)) {
-      *trans = true;
-      *ld = l;
-      return true;
-    }
-  }
-  return false;
-}
-
-Mat matrix_of(const View& v) {
+// v's last two dims as a matrix.
+MatrixStrides matrix_of(const View& v) {
   int64_t r = v.rank();
-  return Mat{v.shape[r - 2], v.shape[r - 1], v.strides[r - 2], v.strides[r - 1]};
+  return {v.shape[r - 2], v.shape[r - 1], v.strides[r - 2], v.strides[r - 1]};
 }
 
 // v's element stride along each of out's batch dims (0 where v broadcasts).
@@ -245,13 +196,14 @@ void gemm(PerDevice& d, bool ta, bool tb, int64_t n, int64_t m, int64_t k, const
 
 template <class T>
 void matmul_typed(PerDevice& d, const View& a, const View& b, const View& out, int device) {
-  Mat ma = matrix_of(a), mb = matrix_of(b);
+  MatrixStrides ma = matrix_of(a), mb = matrix_of(b);
   const int64_t n = ma.rows, k = ma.cols, m = mb.cols;
-  bool ta = false, tb = false;
-  int64_t lda = 0, ldb = 0;
-  KILN_CHECK(blas_layout(ma, &ta, &lda) && blas_layout(mb, &tb, &ldb),
+  std::optional<BlasLayout> la = blas_layout(ma), lb = blas_layout(mb);
+  KILN_CHECK(la && lb,
              "internal: matmul on CUDA needs operands with a BLAS layout (one unit stride in the "
              "last two dims)");
+  const bool ta = la->trans, tb = lb->trans;
+  const int64_t lda = la->ld, ldb = lb->ld;
   Shape batch(out.shape.begin(), out.shape.end() - 2);
   const int64_t nb = numel(batch);
   if (n == 0 || m == 0 || nb == 0) return;
@@ -372,11 +324,8 @@ bool cublaslt_supports(const View& a, const View& b, const View& out) {
   for (const View* v : {&a, &b, &out})
     for (int64_t i = 0; i + 2 < v->rank(); ++i)
       if (v->shape[i] != 1) return false;
-  bool t = false;
-  int64_t ld = 0;
-  Mat ma = matrix_of(a), mb = matrix_of(b);
-  return ma.rows > 0 && mb.cols > 0 && ma.cols > 0 && blas_layout(ma, &t, &ld) &&
-         blas_layout(mb, &t, &ld);
+  MatrixStrides ma = matrix_of(a), mb = matrix_of(b);
+  return ma.rows > 0 && mb.cols > 0 && ma.cols > 0 && blas_layout(ma) && blas_layout(mb);
 }
 
 void matmul_cuda_epilogue(const View& a, const View& b, const View& out, const GemmEpilogue& e,
@@ -384,15 +333,12 @@ void matmul_cuda_epilogue(const View& a, const View& b, const View& out, const G
   KILN_CHECK(cublaslt_supports(a, b, out), "internal: cuBLASLt cannot compute this product");
   PerDevice& d = ready(device);
   std::lock_guard<std::mutex> lock(d.mu);
-  Mat ma = matrix_of(a), mb = matrix_of(b);
-  bool ta = false, tb = false;
-  int64_t lda = 0, ldb = 0;
-  blas_layout(ma, &ta, &lda);
-  blas_layout(mb, &tb, &ldb);
+  MatrixStrides ma = matrix_of(a), mb = matrix_of(b);
+  const BlasLayout la = *blas_layout(ma), lb = *blas_layout(mb);
   cublasLtEpilogue_t epi = e.bias ? (e.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
                                   : (e.relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
   uint32_t align = common_alignment({a.data, b.data, out.data, e.bias});
-  LtPlan& p = lt_plan(d, ta, tb, ma.rows, mb.cols, ma.cols, lda, ldb, epi, align);
+  LtPlan& p = lt_plan(d, la.trans, lb.trans, ma.rows, mb.cols, ma.cols, la.ld, lb.ld, epi, align);
   const Api& api = blas().api;
   if (e.bias)
     KILN_CUBLAS(api.cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
@@ -421,12 +367,9 @@ std::string cublas_info() {
 }
 
 std::vector<cuda::EntryPoint> cublas_entry_points() {
-  const Blas& b = blas();
-  auto slots = reinterpret_cast<void* const*>(&b.api);
-  std::vector<cuda::EntryPoint> out;
-  for (size_t i = 0; i < kNumCublas + kNumLt; ++i)
-    out.push_back(
-        {i < kNumCublas ? kCublasNames[i] : kLtNames[i - kNumCublas], slots[i] != nullptr});
+  const Api& api = blas().api;
+  std::vector<cuda::EntryPoint> out = dl::entry_points(static_cast<const CublasApi&>(api));
+  for (const auto& e : dl::entry_points(static_cast<const CublasLtApi&>(api))) out.push_back(e);
   return out;
 }
 

@@ -1,12 +1,13 @@
 // The CUDA driver loader (see cuda_driver.h). One X-macro lists every driver
-// function Kiln calls; the loader dlopens libcuda.so.1, asks it for
-// cuGetProcAddress_v2 and resolves the whole list through it into one table.
-// cuda.h is included for declarations and types only: nothing links libcuda.
+// function Kiln calls; the loader dlopens libcuda.so.1, looks up
+// cuGetProcAddress_v2 in it and resolves the whole list through that into one
+// table (runtime/dl_table.h). cuda.h is included for declarations and types
+// only: nothing links libcuda.
 #if KILN_HAVE_CUDA_TOOLKIT  // (else: cuda_unavailable.cpp)
 #include "runtime/cuda_driver.h"
 
 #include <cuda.h>
-#include <dlfcn.h>
+#include <dlfcn.h>  // dlclose
 
 #include <atomic>
 #include <cstdlib>
@@ -16,6 +17,7 @@
 #include <unordered_map>
 
 #include "ir/error.h"
+#include "runtime/dl_table.h"
 
 namespace kiln::cuda {
 namespace {
@@ -61,15 +63,14 @@ namespace {
   X(cuGetErrorString)
 // clang-format on
 
-#define KILN_CUDA_FIELD(name) decltype(&::name) name = nullptr;
-#define KILN_CUDA_NAME(name) #name,
+KILN_DL_TABLE(Api, KILN_CUDA_DRIVER_FUNCTIONS, KILN_DL_AS_WRITTEN);
 
-struct Api {
-  KILN_CUDA_DRIVER_FUNCTIONS(KILN_CUDA_FIELD)
-};
-constexpr const char* kNames[] = {KILN_CUDA_DRIVER_FUNCTIONS(KILN_CUDA_NAME)};
-constexpr size_t kNumEntryPoints = sizeof(kNames) / sizeof(kNames[0]);
-static_assert(sizeof(Api) == kNumEntryPoints * sizeof(void*), "one table slot per name");
+// What is looked up with dlsym: the resolver of the rest, and the version query
+// (asked first, to tell a stub library or an old driver from a missing function).
+#define KILN_CUDA_LOADER_FUNCTIONS(X) \
+  X(cuGetProcAddress)                 \
+  X(cuDriverGetVersion)
+KILN_DL_TABLE(Loader, KILN_CUDA_LOADER_FUNCTIONS, KILN_DL_AS_EXPORTED);
 
 struct PerDevice {
   std::once_flag once;
@@ -111,25 +112,19 @@ std::unique_ptr<Driver> load(const std::string& library) {
   auto d = std::make_unique<Driver>();
   d->library = library;
   const std::string prefix = "CUDA is not available: ";
-  d->handle = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  dl::Library lib = dl::open(library);
+  d->handle = lib.handle;
   if (!d->handle) {
-    const char* why = ::dlerror();
-    d->error = prefix + library + " could not be loaded (dlopen: " + (why ? why : "unknown error") +
-               "); kCUDA tensors need an NVIDIA driver";
+    d->error = prefix + lib.error + "; kCUDA tensors need an NVIDIA driver";
     return d;
   }
-  using GetProc =
-      CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
-  using GetVersion = CUresult (*)(int*);
-  auto get_proc = reinterpret_cast<GetProc>(::dlsym(d->handle, "cuGetProcAddress_v2"));
-  auto get_version = reinterpret_cast<GetVersion>(::dlsym(d->handle, "cuDriverGetVersion"));
-  if (!get_proc || !get_version) {
-    d->error = prefix + library +
-               " has no cuGetProcAddress_v2 (expected a driver for CUDA 12.0 "
-               "or newer; update the NVIDIA driver)";
+  Loader loader;
+  if (std::string missing = dl::resolve(loader, library, d->handle); !missing.empty()) {
+    d->error =
+        prefix + missing + "; expected a driver for CUDA 12.0 or newer, update the NVIDIA driver";
     return d;
   }
-  CUresult vr = get_version(&d->version);
+  CUresult vr = loader.cuDriverGetVersion(&d->version);
   if (vr == CUDA_ERROR_STUB_LIBRARY) {
     d->error = prefix + library +
                " is the CUDA toolkit's stub library, not a driver "
@@ -149,17 +144,18 @@ std::unique_ptr<Driver> load(const std::string& library) {
   }
   // Ask for the symbol versions that match the header Kiln was built with, or
   // the driver's own when it is older.
-  int want = std::min(d->version, CUDA_VERSION);
-  void** slots = reinterpret_cast<void**>(&d->api);
-  for (size_t i = 0; i < kNumEntryPoints; ++i) {
-    CUdriverProcAddressQueryResult found{};
-    CUresult r = get_proc(kNames[i], &slots[i], want, CU_GET_PROC_ADDRESS_DEFAULT, &found);
-    if (r != CUDA_SUCCESS || found != CU_GET_PROC_ADDRESS_SUCCESS || !slots[i]) {
-      slots[i] = nullptr;
-      d->error = prefix + "the driver in " + library + " (CUDA " + version_str(d->version) +
-                 ") does not provide " + kNames[i] + " (needed by Kiln)";
-      return d;
-    }
+  const int want = std::min(d->version, CUDA_VERSION);
+  std::string missing = dl::resolve(
+      d->api, "the driver in " + library + " (CUDA " + version_str(d->version) + ")",
+      [&](const char* name) {
+        void* fn = nullptr;
+        CUdriverProcAddressQueryResult found{};
+        CUresult r = loader.cuGetProcAddress(name, &fn, want, CU_GET_PROC_ADDRESS_DEFAULT, &found);
+        return r == CUDA_SUCCESS && found == CU_GET_PROC_ADDRESS_SUCCESS ? fn : nullptr;
+      });
+  if (!missing.empty()) {
+    d->error = prefix + missing;
+    return d;
   }
   const Api& api = d->api;
   CUresult r = api.cuInit(0);
@@ -470,11 +466,7 @@ float Event::ms_since(const Event& start) const {
 }
 
 std::vector<EntryPoint> driver_entry_points() {
-  const Driver& d = driver();
-  auto slots = reinterpret_cast<void* const*>(&d.api);
-  std::vector<EntryPoint> out;
-  for (size_t i = 0; i < kNumEntryPoints; ++i) out.push_back({kNames[i], slots[i] != nullptr});
-  return out;
+  return dl::entry_points(driver().api);
 }
 
 std::string driver_library() {

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/dl_table.h"
+
 namespace kiln::cuda {
 
 /// Whether a driver and at least one device are present. Never throws.
@@ -112,10 +114,9 @@ class Event {
 
 // ---- the table of entry points ----
 
-struct EntryPoint {
-  const char* name;  // the driver's base name ("cuMemAlloc"), as cuGetProcAddress takes it
-  bool resolved;     // false when the driver is not loaded or lacks it
-};
+/// One entry of a table (runtime/dl_table.h); the driver's are keyed by base
+/// name ("cuMemAlloc"), as cuGetProcAddress takes it.
+using EntryPoint = dl::EntryPoint;
 /// Every driver function Kiln calls, in table order.
 std::vector<EntryPoint> driver_entry_points();
 /// The shared library the loader opens ("libcuda.so.1", or KILN_CUDA_DRIVER when set).

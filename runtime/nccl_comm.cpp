@@ -1,8 +1,8 @@
 // NCCL, loaded at run time (see nccl.h), and the NCCL communicator
 // (collective.h). One X-macro lists every NCCL function Kiln calls; the loader
-// dlopens libnccl.so.2 and resolves the list with dlsym into one table, as
-// cublas.cpp does for cuBLAS. nccl.h is included for declarations and types
-// only: nothing links NCCL.
+// dlopens libnccl.so.2 and resolves the list with dlsym into one table
+// (runtime/dl_table.h). nccl.h is included for declarations and types only:
+// nothing links NCCL.
 //
 // The communicator wraps a host communicator (MPI, or a world of one): host
 // buffers go there, and it carries NCCL's unique id from rank 0 to the others.
@@ -21,11 +21,12 @@
 
 #if KILN_HAVE_CUDA_TOOLKIT && __has_include(<nccl.h>)
 #define KILN_HAVE_NCCL_HEADER 1
-#include <dlfcn.h>
 #include <nccl.h>
 
 #include <chrono>
 #include <thread>
+
+#include "runtime/dl_table.h"
 #endif
 
 namespace kiln {
@@ -93,15 +94,7 @@ namespace {
   X(ncclReduceScatter)
 // clang-format on
 
-#define KILN_NCCL_FIELD(name) decltype(&::name) name = nullptr;
-#define KILN_NCCL_NAME(name) #name,
-
-struct Api {
-  KILN_NCCL_FUNCTIONS(KILN_NCCL_FIELD)
-};
-constexpr const char* kNames[] = {KILN_NCCL_FUNCTIONS(KILN_NCCL_NAME)};
-constexpr size_t kNumEntryPoints = sizeof(kNames) / sizeof(kNames[0]);
-static_assert(sizeof(Api) == kNumEntryPoints * sizeof(void*), "one table slot per name");
+KILN_DL_TABLE(Api, KILN_NCCL_FUNCTIONS, KILN_DL_AS_EXPORTED);
 
 // ncclAvg (NCCL 2.10) is the oldest feature Kiln needs.
 constexpr int kMinVersion = 21000;
@@ -121,32 +114,18 @@ std::string version_str(int v) {
 Nccl* load(const std::string& library) {
   auto* n = new Nccl();
   const std::string prefix = "NCCL is not available: ";
-  void* h = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
-  std::string why;
-  if (!h) {
-    const char* e = ::dlerror();
-    why = e ? e : "unknown error";
-    // The CUDA toolkit's copy, when the loader's path does not reach it.
-    if (library.find('/') == std::string::npos) {
-      const std::string in_toolkit = "/usr/local/cuda/lib64/" + library;
-      h = ::dlopen(in_toolkit.c_str(), RTLD_NOW | RTLD_LOCAL);
-      if (h) n->library = in_toolkit;
-    }
-  }
-  if (!h) {
-    n->error = prefix + library + " could not be loaded (dlopen: " + why +
-               "); collectives on CUDA tensors need NCCL (it ships with the CUDA toolkit; set "
+  // Where the loader finds it, else the CUDA toolkit's copy.
+  dl::Library lib = dl::open(library, {"/usr/local/cuda/lib64"});
+  if (!lib.handle) {
+    n->error = prefix + lib.error +
+               "; collectives on CUDA tensors need NCCL (it ships with the CUDA toolkit; set "
                "KILN_NCCL_LIBRARY to its path) or backend mpi";
     return n;
   }
-  if (n->library.empty()) n->library = library;
-  void** slots = reinterpret_cast<void**>(&n->api);
-  for (size_t i = 0; i < kNumEntryPoints; ++i) {
-    slots[i] = ::dlsym(h, kNames[i]);
-    if (!slots[i]) {
-      n->error = prefix + n->library + " has no " + kNames[i] + " (needed by Kiln)";
-      return n;
-    }
+  n->library = lib.path;
+  if (std::string missing = dl::resolve(n->api, n->library, lib.handle); !missing.empty()) {
+    n->error = prefix + missing;
+    return n;
   }
   ncclResult_t r = n->api.ncclGetVersion(&n->version);
   if (r != ncclSuccess) {
@@ -395,11 +374,7 @@ std::string nccl_info() {
 }
 
 std::vector<cuda::EntryPoint> nccl_entry_points() {
-  const Nccl& n = nccl();
-  auto slots = reinterpret_cast<void* const*>(&n.api);
-  std::vector<cuda::EntryPoint> out;
-  for (size_t i = 0; i < kNumEntryPoints; ++i) out.push_back({kNames[i], slots[i] != nullptr});
-  return out;
+  return dl::entry_points(nccl().api);
 }
 
 std::string nccl_call_str(const CollectiveCall& c) {

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Kiln's set-up: installs what is missing (Debian packages, idempotent), builds,
-# then runs the main demo (`tools/setup.sh demo`), every test (`tools/setup.sh test`),
+# then runs the main demo (`tools/setup.sh demo`: builds only the demo and the
+# library), every test (`tools/setup.sh test`: builds everything, runs ctest with
+# one test per core; tests/CMakeLists.txt says which run alone),
 # or the sanitized suites (`tools/setup.sh sanitize`): every test but `install`
 # built with AddressSanitizer and UndefinedBehaviorSanitizer (build-asan; the
 # suites in KILN_SANITIZE_TESTS only, when set: "ir runtime passes frontend"),
@@ -48,15 +50,16 @@ configure_sanitized() {
 
 case "$mode" in
   demo | test)
-    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
-    cmake --build "$build" -j"$(nproc)" ;;
+    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release ;;
 esac
 
 case "$mode" in
   demo)
+    cmake --build "$build" -j"$(nproc)" --target demo
     cd "$build" && ./examples/demo "$build/tangent_lines.svg" "$build/kiln_dump" ;;
   test)
-    cd "$build" && ctest --output-on-failure --timeout 1200 ;;
+    cmake --build "$build" -j"$(nproc)"
+    cd "$build" && ctest --output-on-failure --timeout 1200 -j"$(nproc)" ;;
   sanitize)
     asan=${KILN_ASAN_BUILD_DIR:-$root/build-asan}
     tsan=${KILN_TSAN_BUILD_DIR:-$root/build-tsan}

@@ -95,6 +95,20 @@ TEST_CASE("the toolkit's stub library is recognised as no driver") {
   KILN_CHECK_ERROR(ones({2}).to(kCUDA), "stub library");
 }
 
+TEST_CASE("a library with no cuGetProcAddress_v2 is named as too old a driver") {
+  KILN_REQUIRE_CUDA_BUILD();
+  if (cuda::available()) {
+    MESSAGE("skipped: a real driver is loaded");
+    return;
+  }
+  DriverOverride libm("libm.so.6");
+  CHECK_FALSE(cuda::available());
+  CHECK(cuda::unavailable_reason() ==
+        "CUDA is not available: libm.so.6 has no cuGetProcAddress_v2 (needed by Kiln); expected a "
+        "driver for CUDA 12.0 or newer, update the NVIDIA driver");
+  for (const auto& e : cuda::driver_entry_points()) CHECK_FALSE(e.resolved);
+}
+
 TEST_CASE("the driver's entry-point table lists every function Kiln calls") {
   KILN_REQUIRE_CUDA_BUILD();
   std::vector<cuda::EntryPoint> table = cuda::driver_entry_points();

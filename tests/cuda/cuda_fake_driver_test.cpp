@@ -6,9 +6,12 @@
 // On a machine with a real driver this test is skipped (the real tests run).
 #include <dlfcn.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -232,6 +235,30 @@ class FakeDeviceCommunicator final : public Communicator {
 };
 
 }  // namespace
+
+TEST_CASE("a driver that lacks a function Kiln calls is named, with the function") {
+  if (cuda::available()) {
+    MESSAGE("skipped: a real driver is present");
+    return;
+  }
+  ::setenv("KILN_FAKE_CUDA_OMIT", "cuEventElapsedTime", 1);
+  cuda::reload_driver_for_testing(KILN_FAKE_CUDA_PATH);
+  const bool available = cuda::available();
+  const std::string why = cuda::unavailable_reason();
+  const std::vector<cuda::EntryPoint> table = cuda::driver_entry_points();
+  cuda::reload_driver_for_testing("");
+  ::unsetenv("KILN_FAKE_CUDA_OMIT");
+  CHECK_FALSE(available);
+  CHECK(why == std::string("CUDA is not available: the driver in ") + KILN_FAKE_CUDA_PATH +
+                   " (CUDA 13.0) has no cuEventElapsedTime (needed by Kiln)");
+  // The entries before it resolved; it and the ones after it did not.
+  bool before = true;
+  for (const auto& e : table) {
+    if (std::string(e.name) == "cuEventElapsedTime") before = false;
+    CHECK_MESSAGE(e.resolved == before, e.name);
+  }
+  CHECK_FALSE(before);
+}
 
 TEST_CASE("with a fake driver, argsort and attention on CUDA tensors launch the library kernels") {
   if (cuda::available()) {

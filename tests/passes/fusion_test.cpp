@@ -542,3 +542,20 @@ TEST_CASE("fusion: a returned constant, or one a custom call reads, is written b
          "group 2 (opaque): %3 <- %1 -> %3\n"
          "group 3 (elementwise): %1 %4 <- %3 -> %4\n");
 }
+
+TEST_CASE("first_loc: the first member with a source line names the group; none, an unknown one") {
+  Graph g = ir(R"(
+    %x = arg {index=0} : f32[8]
+    %c = constant {value=2.0} : f32[]
+    %1 = mul %x, %c
+    %2 = exp %1  @ model.cpp:7
+    %3 = add %2, %x  @ model.cpp:9
+    return %3
+  )");
+  std::vector<FusionGroup> groups = plan(g);
+  REQUIRE(groups.size() == 1);
+  CHECK(first_loc(g, groups[0]).str() == "model.cpp:7");
+  FusionGroup unknown = groups[0];
+  unknown.nodes.resize(2);  // the constant and the mul: no line
+  CHECK_FALSE(first_loc(g, unknown).known());
+}

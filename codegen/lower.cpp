@@ -21,12 +21,6 @@ std::vector<int64_t> reduced_dims(const Node& n, int64_t rank) {
   return normalize_dims(n.attrs.ints(AttrKey::dims), rank);
 }
 
-SourceLoc group_loc(const Graph& g, const FusionGroup& grp) {
-  for (NodeId id : grp.nodes)
-    if (g.node(id).loc.known()) return g.node(id).loc;
-  return {};
-}
-
 void Lowering::add_input(Value v) {
   if (in_buf_.count(v)) return;
   kir::Buffer b;

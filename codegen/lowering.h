@@ -48,13 +48,12 @@ inline bool is_reduce(OpKind k) {
   return op_info(k).category == OpCategory::Reduce;
 }
 
-inline bool is_arg_reduce(OpKind k) { return is_arg_reduction(k); }
+inline bool is_arg_reduce(OpKind k) {
+  return is_arg_reduction(k);
+}
 
 // The reduced dims of a reduction node, normalised and sorted.
 std::vector<int64_t> reduced_dims(const Node& n, int64_t rank);
-
-// The first user source line among the group's nodes.
-SourceLoc group_loc(const Graph& g, const FusionGroup& grp);
 
 // Lowers one group in one mode (lower_group picks the mode).
 class Lowering {
@@ -99,7 +98,7 @@ class Lowering {
     os << group_kind_name(grp_.kind) << " group starting at %"
        << (grp_.nodes.empty() ? 0 : grp_.nodes[0]) << ": ";
     (os << ... << a);
-    throw Error(os.str(), group_loc(g_, grp_));
+    throw Error(os.str(), kiln::first_loc(g_, grp_));  // passes/fusion.h
   }
 
   // ---- Buffers ----

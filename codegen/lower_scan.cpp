@@ -21,16 +21,6 @@ int64_t line_block(int64_t extent) {
   return 1;
 }
 
-// How many one-column lines a work item folds side by side: each fold waits for
-// the combine before it (an add's latency, 4 cycles), so independent folds fill
-// the gaps. Keeps at least 8 work items for the threads; 1 for short lines.
-int64_t interleave(int64_t lines, int64_t len) {
-  if (len < 256) return 1;
-  for (int64_t w = 8; w > 1; w /= 2)
-    if (lines % w == 0 && lines / w >= 8) return w;
-  return 1;
-}
-
 }  // namespace
 
 void Lowering::lower_scan() {
@@ -57,25 +47,14 @@ void Lowering::lower_scan() {
     if (k > d) inner *= s[size_t(k)];
   }
   const int64_t block = line_block(inner);
-  const int64_t lines = outer * (inner / block);
-  const int64_t ways = block == 1 ? interleave(lines, len) : 1;
   kir::Kernel& kernel = kb_.kernel();
-  kernel.range = len == 0 ? 0 : lines / ways;
+  kernel.range = len == 0 ? 0 : outer * (inner / block);
   kernel.serial_inner = true;
   const ValueId i0 = kb_.index(0);
   kb_.set_upper_bound(i0, kernel.range);
-  // Line `way` of the work item's `ways` lines: its row and its first column.
-  ValueId row = kNoValue, first_col = kNoValue;
-  auto select_line = [&](int64_t way) {
-    const ValueId line = ways == 1 ? i0
-                                   : kb_.binary(ScalarOp::add,
-                                                kb_.binary(ScalarOp::mul, i0, kb_.iconst(ways)),
-                                                kb_.iconst(way));
-    const std::vector<ValueId> ob_dims = delinearize(line, Shape{outer, inner / block});
-    row = ob_dims[0];
-    first_col = kb_.binary(ScalarOp::mul, ob_dims[1], kb_.iconst(block));
-  };
-  select_line(0);
+  const std::vector<ValueId> ob_dims = delinearize(i0, Shape{outer, inner / block});
+  const ValueId row = ob_dims[0],
+                first_col = kb_.binary(ScalarOp::mul, ob_dims[1], kb_.iconst(block));
 
   const kir::Immediate id_v = kir::identity_of(n.op, t.dtype);
   const ValueId identity =
@@ -102,21 +81,13 @@ void Lowering::lower_scan() {
     if (block > 1) kb_.end_loop();
   };
   if (block == 1) {
-    // acc = identity; for each element in order: acc = combine(acc, x); store acc
-    // (for `ways` lines at once, each with its own accumulator).
-    std::vector<int32_t> accs;
-    for (int64_t w = 0; w < ways; ++w) {
-      accs.push_back(kb_.add_accumulator(n.op, t.dtype, /*ordered=*/true));
-      kb_.acc_init(accs.back());
-    }
+    // acc = identity; for each element in order: acc = combine(acc, x); store acc.
+    const int32_t acc = kb_.add_accumulator(n.op, t.dtype, /*ordered=*/true);
+    kb_.acc_init(acc);
     const ValueId i = kb_.index(kb_.begin_loop(len));
-    const ValueId j = reverse ? kb_.binary(ScalarOp::sub, kb_.iconst(len - 1), i) : i;
-    for (int64_t w = 0; w < ways; ++w) {
-      if (w > 0) select_line(w);
-      Coords c = at(j, first_col);
-      kb_.acc_update(accs[size_t(w)], kb_.cast(eval(n.operands[0], c), t.dtype));
-      kb_.store(ob, linear(c), kb_.acc_value(accs[size_t(w)]));
-    }
+    Coords c = at(reverse ? kb_.binary(ScalarOp::sub, kb_.iconst(len - 1), i) : i, first_col);
+    kb_.acc_update(acc, kb_.cast(eval(n.operands[0], c), t.dtype));
+    kb_.store(ob, linear(c), kb_.acc_value(acc));
     kb_.end_loop();
     return;
   }

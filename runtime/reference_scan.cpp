@@ -19,7 +19,6 @@ namespace kiln::detail {
 namespace {
 
 constexpr int64_t kScanGrain = 1 << 14;
-constexpr int64_t kWays = 8;  // chunks folded side by side
 
 // The combine ops a scan row may name (ops.def), on the result's dtype: as the
 // elementwise ops compute them (integers wrap, bools or/and; a binary math op's
@@ -116,42 +115,23 @@ void ref_scan(OpKind k, const Attrs& attrs, const View& in, const View& out) {
           return fn(info.combine);
       }
     };
-    // Every chunk (every line when lines fold whole) folded from the identity,
-    // kWays full chunks side by side where they can (each fold waits for its
-    // last combine; independent folds fill the gaps).
-    auto full = [&](int64_t u) { return (u % per_line) * span + span <= n; };
-    parallel_for(
-        numel(lines) * per_line, std::max<int64_t>(1, kScanGrain / span),
-        [&](int64_t begin, int64_t end) {
-          with_combine([&](auto op) {
-            for (int64_t u = begin; u < end;) {
-              const int64_t ways = u + kWays <= end && full(u) && full(u + kWays - 1) ? kWays : 1;
-              const T* xp[kWays];
-              T* op_out[kWays];
-              T acc[kWays];
-              for (int64_t k = 0; k < ways; ++k) {
-                const int64_t line = (u + k) / per_line, first = ((u + k) % per_line) * span;
-                xp[k] = x_line(line) + first * xstep;
-                op_out[k] = out_line(line) + first * ostep;
-                acc[k] = start;
-              }
-              if (ways == kWays) {
-                for (int64_t p = 0; p < span; ++p)
-                  for (int64_t k = 0; k < kWays; ++k) {
-                    acc[k] = combine<T>(op, acc[k], xp[k][p * xstep]);
-                    op_out[k][p * ostep] = acc[k];
-                  }
-              } else {
-                const int64_t len = std::min(span, n - (u % per_line) * span);
-                for (int64_t p = 0; p < len; ++p) {
-                  acc[0] = combine<T>(op, acc[0], xp[0][p * xstep]);
-                  op_out[0][p * ostep] = acc[0];
-                }
-              }
-              u += ways;
-            }
-          });
-        });
+    // Every chunk (every line when lines fold whole) folded from the identity.
+    parallel_for(numel(lines) * per_line, std::max<int64_t>(1, kScanGrain / span),
+                 [&](int64_t begin, int64_t end) {
+                   with_combine([&](auto op) {
+                     for (int64_t u = begin; u < end; ++u) {
+                       const int64_t line = u / per_line, first = (u % per_line) * span;
+                       const int64_t len = std::min(span, n - first), xd = xstep, od = ostep;
+                       const T* xp = x_line(line) + first * xd;
+                       T* op_out = out_line(line) + first * od;
+                       T acc = start;
+                       for (int64_t p = 0; p < len; ++p, xp += xd, op_out += od) {
+                         acc = combine<T>(op, acc, *xp);
+                         *op_out = acc;
+                       }
+                     }
+                   });
+                 });
     if (per_line == 1) return;
     // The running value before each chunk, then each chunk after the first
     // combined with it.
@@ -169,10 +149,17 @@ void ref_scan(OpKind k, const Attrs& attrs, const View& in, const View& out) {
         for (int64_t u = begin; u < end; ++u) {
           const int64_t line = u / per_line, c = u % per_line, first = c * span;
           if (c == 0) continue;
-          T* op_out = out_line(line);
+          const int64_t len = std::min(span, n - first);
           const T b = before[size_t(u)];
-          for (int64_t p = first; p < std::min(n, first + span); ++p)
-            op_out[p * ostep] = combine<T>(op, b, op_out[p * ostep]);
+          // The chunk's elements in memory order (the combine is elementwise).
+          T* o = out_line(line) + first * ostep;
+          if (ostep < 0) o += (len - 1) * ostep;
+          const int64_t step = ostep < 0 ? -ostep : ostep;
+          if (step == 1) {
+            for (int64_t p = 0; p < len; ++p) o[p] = combine<T>(op, b, o[p]);
+          } else {
+            for (int64_t p = 0; p < len; ++p) o[p * step] = combine<T>(op, b, o[p * step]);
+          }
         }
       });
     });

@@ -201,35 +201,6 @@ TEST_CASE("a scan of one column per line keeps its running value in a register, 
   }
 }
 
-TEST_CASE("one-column scans fold several lines side by side, each in order") {
-  // Each fold waits for its last add; eight independent folds per work item fill
-  // the gaps. The bits stay those of each line's serial fold.
-  for (int64_t reverse : {0, 1}) {
-    Graph g;
-    Builder b(g);
-    Value x = b.arg(0, ty(DType::f32, {64, 3000}));
-    g.outputs = {
-        b.op(OpKind::cumsum, {x}, Attrs{{AttrKey::dim, int64_t(1)}, {AttrKey::reverse, reverse}})};
-    CpuKernel k =
-        compile_cpu_kernel(g, make_group(g, GroupKind::Scan, all_compute_nodes(g)), with_texts());
-    CHECK(k.info.range == 8);
-    CHECK(k.artifacts.kernel_ir.find("acc7 = cumsum f32 ordered") != std::string::npos);
-    CHECK(k.artifacts.kernel_ir.find("acc8") == std::string::npos);
-    std::vector<float> in(64 * 3000), out(in.size());
-    for (size_t i = 0; i < in.size(); ++i) in[i] = float(std::sin(double(i))) * 0.1f;
-    void* ptrs[] = {in.data(), out.data()};
-    k.fn(ptrs, 0, k.info.range);
-    for (int64_t r = 0; r < 64; ++r) {
-      float run = 0;
-      for (int64_t j = 0; j < 3000; ++j) {
-        const int64_t c = reverse ? 2999 - j : j;
-        run += in[size_t(r * 3000 + c)];
-        REQUIRE(out[size_t(r * 3000 + c)] == run);
-      }
-    }
-  }
-}
-
 TEST_CASE("a reduction over leading dims walks blocks of contiguous columns") {
   // A bias's gradient: summing [rows, columns] over the rows. Each output element
   // striding down its column reads one float per 40 KB at 10001 columns.

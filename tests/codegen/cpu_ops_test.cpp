@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "codegen_test_util.h"
+#include "op_table_util.h"
 
 using namespace kiln;
 using namespace kiln::test;
@@ -23,24 +24,6 @@ const std::vector<std::pair<Shape, Shape>> kBinaryShapes = {{{}, {}},
                                                             {{64, 100}, {100}},
                                                             {{1}, {5, 1, 40}},
                                                             {{2, 1, 24}, {2, 3, 1}}};
-
-// Every reduction of the op table (ops.def's Reduce rows), not a list kept by hand.
-std::vector<OpKind> table_reductions() {
-  std::vector<OpKind> v;
-  for (OpKind k : all_ops())
-    if (op_info(k).category == OpCategory::Reduce) v.push_back(k);
-  return v;
-}
-
-// Whether unary op k takes a bool operand (the table's type rules say so).
-bool takes_bool(OpKind k) {
-  try {
-    (void)infer_type(k, std::vector<TensorType>{ty(DType::b8, {2})}, {});
-    return true;
-  } catch (const Error&) {
-    return false;
-  }
-}
 
 }  // namespace
 

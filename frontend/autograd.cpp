@@ -4,6 +4,7 @@
 #include "frontend/autograd.h"
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
@@ -95,7 +96,10 @@ std::vector<Value> custom_backward_vjp(Builder& b, const Node& n, const std::vec
 
 // ---- backward ----
 
-// Tape nodes reachable from the roots, in topological order (producers first).
+// Tape nodes reachable from the roots, in the order they were recorded (producers
+// first): the order a trace of the same code records them in, so autodiff adds
+// each value's gradient contributions in the same order eagerly and traced (a
+// depth-first order from the roots added them differently: last bits differed).
 std::vector<TapeNode*> topo_order(const std::vector<TapeNode*>& roots) {
   std::vector<TapeNode*> order;
   std::unordered_set<TapeNode*> seen;
@@ -114,6 +118,8 @@ std::vector<TapeNode*> topo_order(const std::vector<TapeNode*>& roots) {
       }
     }
   }
+  std::sort(order.begin(), order.end(),
+            [](const TapeNode* a, const TapeNode* b) { return a->seq < b->seq; });
   return order;
 }
 
@@ -470,7 +476,9 @@ void record_op(OpKind op, const Attrs& attrs, SourceLoc loc, const std::vector<T
   }
   if (!any) return;
   if (op != OpKind::custom && !op_info(op).differentiable) return;
+  static std::atomic<uint64_t> next_seq{0};
   auto node = std::make_shared<TapeNode>();
+  node->seq = next_seq.fetch_add(1, std::memory_order_relaxed);
   node->op = op;
   node->attrs = attrs;
   node->loc = loc;

@@ -49,6 +49,10 @@ struct TapeNode {
   std::vector<SavedTensor> inputs;        // operand values
   std::vector<SavedTensor> outputs;       // result values
   std::shared_ptr<autograd::CustomCall> custom;  // for `custom` nodes
+  /// When it was recorded (a process-wide count): backward rebuilds the graph
+  /// in this order, the order a trace records the same ops in, so gradient
+  /// contributions add up in the same order eagerly and traced.
+  uint64_t seq = 0;
 };
 
 /// Whether ops record the tape (thread-local; on by default).

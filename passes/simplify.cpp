@@ -270,14 +270,13 @@ constexpr Pattern kPatterns[] = {
 // Each node's uses by live nodes, outputs and updates (a node a rewrite left
 // unused does not count: dce removes it later).
 std::vector<uint32_t> live_use_counts(const Graph& g) {
-  std::vector<char> live(g.size(), 0);
+  const std::vector<bool> live = live_nodes(g);
   std::vector<uint32_t> uses(g.size(), 0);
-  for (Value v : g.outputs) live[v.node] = 1, ++uses[v.node];
-  for (const ParamUpdate& u : g.updates) live[u.value.node] = 1, ++uses[u.value.node];
-  for (NodeId id = g.size(); id-- > 0;) {
-    if (!live[id]) continue;
-    for (Value v : g[id].operands) live[v.node] = 1, ++uses[v.node];
-  }
+  for (Value v : g.outputs) ++uses[v.node];
+  for (const ParamUpdate& u : g.updates) ++uses[u.value.node];
+  for (NodeId id = 0; id < g.size(); ++id)
+    if (live[id])
+      for (Value v : g[id].operands) ++uses[v.node];
   return uses;
 }
 

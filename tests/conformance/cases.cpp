@@ -469,6 +469,12 @@ std::vector<Case> model_cases() {
       unary(
           "logcumsumexp", [](const Tensor& x) { return x.logcumsumexp(1) + logcumsumexp(x * 3, 0); },
           in({4, 6}, -4, 4)),
+      no_fd(unary(
+          "scans along lines long enough to fold in chunks (ir/scan_chunks.h), and their reverse-scan gradients",
+          [](const Tensor& x) {
+            return x.cumsum(1) * 1e-3 + x.logcumsumexp(1) + (x * 1e-4 + 1).cumprod(1);
+          },
+          in({2, 70000}, 0.5, 1.5))),
       binary(
           "logaddexp", [](auto& a, auto& b) { return a.logaddexp(b) + logaddexp(a * 20, b.sum(0)); },
           in({3, 4}, -3, 3), in({3, 4}, -3, 3)),

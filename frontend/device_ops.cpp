@@ -11,6 +11,7 @@
 #include "codegen/eager_kernel.h"
 #include "frontend/settings.h"
 #include "frontend/tensor_impl.h"
+#include "frontend/trace_state.h"
 #include "runtime/reference.h"
 #include "runtime/plan.h"
 #include "runtime/sort.h"
@@ -118,6 +119,7 @@ void device_copy(const View& src, TensorImpl& dst, SourceLoc loc) {
 
 Tensor device_transfer(const Tensor& t, Device to, SourceLoc loc) {
   if (t.impl()->type.device == to) return t;
+  if (TraceState* tr = current_trace()) return tr->moved_to(t, to, loc);
   try {
     return cuda_transfer(t, to);
   } catch (Error& e) {

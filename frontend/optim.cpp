@@ -152,7 +152,9 @@ class PerParam {
 }  // namespace
 
 Adam::Adam(std::vector<Tensor> params, AdamOptions o) : Optimizer(std::move(params)), options(o) {
-  step_ = zeros({}, kFloat64);
+  // On the parameters' device: a traced step is one graph on one device (PyTorch
+  // keeps it there for capturable and fused Adam).
+  step_ = zeros({}, TensorOptions(kFloat64).device(params_.empty() ? Device() : params_[0].device()));
   for (const Tensor& p : params_) {
     m_.push_back(zeros_like(p));
     v_.push_back(zeros_like(p));
@@ -188,8 +190,9 @@ void Adam::adam_step(bool decoupled_weight_decay) {
   step_.add_(1);
   // Bias corrections as f64 tensor ops of the step count, so a traced step stays
   // correct; each parameter uses them in its own dtype (PyTorch: Python floats).
-  PerParam bc1(1 - full({}, b1, kFloat64).pow(step_));
-  PerParam bc2(1 - full({}, b2, kFloat64).pow(step_));
+  const TensorOptions f64 = TensorOptions(kFloat64).device(step_.device());
+  PerParam bc1(1 - full({}, b1, f64).pow(step_));
+  PerParam bc2(1 - full({}, b2, f64).pow(step_));
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i];
     Tensor g = p.grad();

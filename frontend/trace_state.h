@@ -131,6 +131,13 @@ struct TraceState {
   /// The graph value for an operand: symbolic tensors of this trace as they
   /// are, concrete tensors as (new or existing) parameters.
   Value value_of(const Tensor& t, SourceLoc loc);
+  /// t.to(device) inside this trace. A compiled graph runs on one device, so
+  /// only a value built from creation ops alone (a literal, a constant, an
+  /// arange, and what is computed from them) moves: it is built again on
+  /// `device`. A value computed from the arguments or captured tensors, or a
+  /// tensor with data (the call would keep the copy made while tracing), is an
+  /// error naming the fix: move it before the call.
+  Tensor moved_to(const Tensor& t, Device device, SourceLoc loc);
   /// Parameter `index` as the body first read it (before any in-place update), or
   /// an invalid Value when the trace has no node for it.
   Value param_node(int64_t index) const;

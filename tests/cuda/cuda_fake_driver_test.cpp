@@ -312,6 +312,42 @@ TEST_CASE("with a fake driver, argsort and attention on CUDA tensors launch the 
   CHECK(fake.last().grid == 2 * 2);  // v's: batch x key blocks of 16
 }
 
+// On an H200 the traced Adam step crashed while tracing: its step count lived
+// on the CPU and the bias corrections moved to the parameters' device with
+// to(), which read a symbolic tensor as if it had data. The conformance loss
+// weights (a literal moved with .to() inside the traced body) did the same.
+TEST_CASE("with a fake driver, a traced Adam step on CUDA parameters builds one CUDA plan") {
+  if (cuda::available()) {
+    MESSAGE("skipped: a real driver is present (the GPU tests cover this)");
+    return;
+  }
+  if (nvrtc_version().empty()) {
+    MESSAGE("skipped: this build has no NVRTC");
+    return;
+  }
+  FakeDriver fake;
+  REQUIRE_MESSAGE(cuda::available(), cuda::unavailable_reason());
+  const Device gpu(kCUDA);
+  Tensor w = randn({4}).cuda().requires_grad_();
+  optim::Adam opt({w}, optim::AdamOptions(0.1));
+  CHECK(opt.state().front().device() == gpu);  // the step count, with the parameters
+  auto step = jit(
+      [&](Tensor x) {
+        opt.zero_grad();
+        Tensor shift = tensor({1.f, 2.f, 3.f, 4.f}).to(gpu);  // built again on the GPU
+        Tensor loss = (w * x + shift).pow(2).sum();
+        loss.backward();
+        opt.step();
+        return loss;
+      },
+      "adam_step");
+  const int n0 = fake.launches();
+  Tensor loss;
+  CHECK_NOTHROW(loss = step(randn({4}).cuda()));
+  CHECK(loss.is_cuda());
+  CHECK(fake.launches() > n0);
+}
+
 TEST_CASE("with a fake driver, collectives on CUDA tensors go to the communicator's device") {
   if (cuda::available()) {
     MESSAGE("skipped: a real driver is present (tests/distributed/nccl_test.cpp covers NCCL)");

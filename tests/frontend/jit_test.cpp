@@ -101,6 +101,30 @@ TEST_CASE("reading data inside a trace is an error naming the line") {
   CHECK(msg.find("jit_test.cpp:" + std::to_string(g_read_line)) != std::string::npos);
 }
 
+TEST_CASE("to(device) inside a trace: literals are built again there, other values are an error") {
+  // A value made from creation ops alone moves: here from a (never run) GPU to the CPU.
+  auto f = jit([](Tensor x) {
+    return x + arange(3, TensorOptions().device(kCUDA)).to(kFloat32).cpu();
+  });
+  CHECK(equal(f(ones({3})), tensor({1.f, 2.f, 3.f})));
+  // A graph runs on one device: an argument's value cannot move inside it.
+  int line = 0;
+  auto g = jit([&](Tensor x) {
+    line = __LINE__ + 1;
+    return x.to(Device(kCUDA));
+  });
+  std::string msg = test::error_of([&] { g(ones({2})); });
+  CHECK(msg.find("to(cuda:0) inside a traced function") != std::string::npos);
+  CHECK(msg.find("one device") != std::string::npos);
+  CHECK(msg.find("jit_test.cpp:" + std::to_string(line)) != std::string::npos);
+  // Nor a captured tensor with data: the call would read the copy made while tracing.
+  Tensor c = ones({2});
+  auto h = jit([&](Tensor x) { return x + c.to(Device(kCUDA)).cpu(); });
+  msg = test::error_of([&] { h(ones({2})); });
+  CHECK(msg.find("a tensor with data on cpu") != std::string::npos);
+  CHECK(msg.find("before the call") != std::string::npos);
+}
+
 TEST_CASE("printing a symbolic tensor shows its type") {
   std::string seen;
   auto f = jit([&](Tensor x) {

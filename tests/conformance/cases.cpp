@@ -330,7 +330,9 @@ std::vector<Case> matmul_cases() {
       Case{"scaled_dot_product_attention with a bool mask",
            {in({5, 3}), in({6, 3}), in({6, 2})},
            [](V v) {
-             const Tensor keep = (arange(6).unsqueeze(0) + arange(5).unsqueeze(1)).remainder(3) != 1;
+             const TensorOptions o = TensorOptions().device(v[0].device());
+             const Tensor keep =
+                 (arange(6, o).unsqueeze(0) + arange(5, o).unsqueeze(1)).remainder(3) != 1;
              return nn::functional::scaled_dot_product_attention(v[0], v[1], v[2], keep);
            }},
   };
@@ -340,7 +342,7 @@ std::vector<Case> creation_and_autograd_cases() {
   return {
       unary("arange, full and a literal inside the function",
             [](const Tensor& x) {
-              TensorOptions o(x.dtype());
+              const TensorOptions o = TensorOptions(x.dtype()).device(x.device());
               Tensor lit = x.dtype() == kFloat64 ? tensor({1.0, -2.0, 0.5, 3.0}, o)
                                                  : tensor({1.f, -2.f, 0.5f, 3.f}, o);
               return x * arange(4, o) + lit + full({3, 4}, 0.25, o) * x;
@@ -505,7 +507,7 @@ std::vector<Case> model_cases() {
       binary(
           "masked_fill with a causal mask",
           [](auto& a, auto&) {
-            Tensor causal = ones({4, 4}, kBool).triu(1);
+            Tensor causal = ones({4, 4}, TensorOptions(kBool).device(a.device())).triu(1);
             return a.masked_fill(causal, -1e9).softmax(-1);
           },
           in({2, 4, 4}), in({1})),
@@ -564,7 +566,8 @@ std::vector<Case> model_cases() {
       Case{"nll_loss with ignore_index",
            {in({4, 5}, -2, 2), indices({4}, 5)},
            [](V v) {
-             Tensor t = where(v[1].eq(1), full({}, -100, kInt64), v[1]);  // class 1 is ignored
+             const TensorOptions i = TensorOptions(kInt64).device(v[1].device());
+             Tensor t = where(v[1].eq(1), full({}, -100, i), v[1]);  // class 1 is ignored
              return nll_loss(v[0].log_softmax(1), t, nn::Reduction::Mean);
            }},
       Case{"cross entropy with label smoothing",
@@ -710,7 +713,8 @@ std::vector<Case> sort_cases() {
           "randperm inside the function",
           [](const Tensor& x) {
             const DType d = x.dtype();
-            return x * randperm(5).to(d) + x.index_select(0, randperm(3)) +
+            const TensorOptions i = TensorOptions(kInt64).device(x.device());
+            return x * randperm(5, i).to(d) + x.index_select(0, randperm(3, i)) +
                    randperm(5, TensorOptions(d).device(x.device()));
           },
           in({3, 5})),

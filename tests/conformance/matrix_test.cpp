@@ -34,12 +34,18 @@ void run_matrix(Device device) {
         const std::string what =
             c.name + " [" + dtype_name(dt) + ", " + mode_name(m) + ", " + device.str() + "]";
         INFO(what);
-        const Result want = run_case(c, Mode::Eager, dt, Device(), 7, m);
-        const Result got = run_case(c, m, dt, device, 7);
-        check_same(got, want, rtol_for(c, dt), atol_for(c, dt), what);
-        if (m == Mode::DynamicMarked) {
-          templated += got.kernels_templated > 0;
-          ++dynamic_runs;
+        // An error fails this cell and the matrix goes on: one GPU run shows every failure.
+        try {
+          const Result want = run_case(c, Mode::Eager, dt, Device(), 7, m);
+          const Result got = run_case(c, m, dt, device, 7);
+          check_same(got, want, rtol_for(c, dt), atol_for(c, dt), what);
+          if (m == Mode::DynamicMarked) {
+            templated += got.kernels_templated > 0;
+            ++dynamic_runs;
+          }
+        } catch (const std::exception& e) {
+          const std::string failed = what + ": " + e.what();
+          FAIL_CHECK(failed);
         }
       }
     }

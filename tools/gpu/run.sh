@@ -39,7 +39,7 @@ done
 # name group budget(s) description
 steps=(
   "test_cuda tests 80 every CUDA test (on a GPU: the cases that use it; else all, NVRTC and emulation too)"
-  "conformance_gpu tests 90 conformance matrix: traced equals eager on the real GPU"
+  "conformance_gpu tests 150 conformance matrix: traced equals eager on the real GPU"
   "test_distributed tests 25 distributed suite: NCCL in a world of one, MPI paths"
   "test_frontend tests 15 Module::to(kCUDA) checkpoint case"
   "test_codegen tests 10 CUDA backend selection case"

@@ -5,6 +5,9 @@
 // a transpose flag instead of being copied.
 #include "runtime/blas.h"
 
+#include <algorithm>
+#include <iterator>
+
 #include <cblas.h>
 #include <dlfcn.h>
 
@@ -214,6 +217,19 @@ void matmul_cpu(const View& a, const View& b, const View& out, double alpha, dou
   visit_dtype(out.dtype, [&](auto t) { matmul_typed<decltype(t)>(x, y, out, alpha, beta); });
 }
 
+std::string blas_better_core(const std::string& core, bool avx512f, bool avx2_fma) {
+  // Kernels that use neither AVX2 nor AVX-512 (OpenBLAS's x86-64 names).
+  static const char* const kOld[] = {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem",
+                                     "Atom", "Katmai", "Coppermine", "Northwood", "Banias",
+                                     "Opteron", "Opteron_SSE3", "Barcelona", "Nano"};
+  const bool old = std::any_of(std::begin(kOld), std::end(kOld),
+                               [&](const char* n) { return core == n; });
+  const bool avx2_only = core == "Haswell" || core == "Zen";
+  if (avx512f && (old || avx2_only)) return "SkylakeX";
+  if (avx2_fma && old) return "Haswell";
+  return {};
+}
+
 std::string blas_info() {
   std::ostringstream os;
   const char* config = openblas_get_config();
@@ -226,6 +242,12 @@ std::string blas_info() {
     os << env << " (set by the user, respected)";
   } else {
     os << "unset (kernels chosen by CPU detection)";
+    const std::string better =
+        blas_better_core(core ? core : "", __builtin_cpu_supports("avx512f"),
+                         __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"));
+    if (!better.empty())
+      os << "; OpenBLAS did not recognise this CPU and runs older kernels than it can: set "
+         << "OPENBLAS_CORETYPE=" << better;
   }
   return os.str();
 }

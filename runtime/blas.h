@@ -17,6 +17,13 @@ void matmul_cpu(const View& a, const View& b, const View& out, double alpha = 1.
 /// Used by benchmarks so every report says which kernels ran.
 std::string blas_info();
 
+/// When OpenBLAS chose kernels older than the CPU can run (`core`, its core
+/// name, against the CPU's features): the OPENBLAS_CORETYPE that would serve,
+/// else empty. OpenBLAS 0.3.21 picks by CPU model, and a model newer than it
+/// knows gets Prescott (SSE3) kernels: seen on the H200 machines' CPUs, where
+/// its matmuls ran 4-5x slower than PyTorch's on the same cores.
+std::string blas_better_core(const std::string& core, bool avx512f, bool avx2_fma);
+
 /// Called once at start-up: if OPENBLAS_CORETYPE was not set by the user,
 /// nothing to do; if it was, it is respected and blas_info() says so.
 void blas_init();

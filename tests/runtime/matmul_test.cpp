@@ -140,6 +140,16 @@ TEST_CASE("degenerate sizes") {
   CHECK(values(big)[0] == doctest::Approx(299.0 * 300 * 599 / 6));
 }
 
+TEST_CASE("older OpenBLAS kernels than the CPU can run are named, with the core type to set") {
+  CHECK(blas_better_core("Prescott", true, true) == "SkylakeX");  // the H200 machines' VM
+  CHECK(blas_better_core("Prescott", false, true) == "Haswell");
+  CHECK(blas_better_core("Haswell", true, true) == "SkylakeX");
+  CHECK(blas_better_core("Prescott", false, false).empty());  // a CPU with neither
+  CHECK(blas_better_core("SkylakeX", true, true).empty());
+  CHECK(blas_better_core("Haswell", false, true).empty());
+  CHECK(blas_better_core("Zen", false, true).empty());
+}
+
 TEST_CASE("blas_info names the kernels") {
   blas_init();
   std::string info = blas_info();

@@ -205,6 +205,15 @@ else
 fi
 
 kiln_env=(LD_LIBRARY_PATH="$lib_path" KILN_CACHE_DIR="$work/cache" TMPDIR="$work/tmp")
+# The bundle's OpenBLAS (0.3.21) did not know the H200 machines' CPU model and ran
+# its Prescott kernels (blas_info says so): choose by the CPU's features instead.
+if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
+  if grep -qw avx512f /proc/cpuinfo; then
+    kiln_env+=(OPENBLAS_CORETYPE=SkylakeX)
+  elif grep -qw avx2 /proc/cpuinfo; then
+    kiln_env+=(OPENBLAS_CORETYPE=Haswell)
+  fi
+fi
 # The CUDA emulation tests run the host C++ compiler the build used, or another.
 host_cxx=$(manifest host_cxx)
 if [ ! -x "$host_cxx" ]; then

@@ -131,6 +131,8 @@ note "bundle: commit $(manifest commit) (uncommitted changes: $(manifest dirty))
   echo "== date, kernel, OS"; date -u; uname -a; (. /etc/os-release && echo "$PRETTY_NAME")
   echo "== glibc"; ldd --version 2>&1 | head -1
   echo "== CPU and memory"; nproc; free -g 2>/dev/null | head -2
+  grep -m1 'model name' /proc/cpuinfo
+  echo "vector flags: $(grep -m1 '^flags' /proc/cpuinfo | grep -ow 'avx2\|fma\|avx512f\|avx512bw\|avx512_bf16\|amx_tile' | tr '\n' ' ')"
   echo "== nvidia-smi"; nvidia-smi 2>&1
   echo "== nvcc"; nvcc --version 2>&1 || /usr/local/cuda/bin/nvcc --version 2>&1
 } >"$logs/env.txt" 2>&1
@@ -213,6 +215,9 @@ if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
   elif grep -qw avx2 /proc/cpuinfo; then
     kiln_env+=(OPENBLAS_CORETYPE=Haswell)
   fi
+  for e in "${kiln_env[@]}"; do
+    case "$e" in OPENBLAS_CORETYPE=*) echo "run: OpenBLAS kernels chosen by the CPU's features: $e" ;; esac
+  done
 fi
 # The CUDA emulation tests run the host C++ compiler the build used, or another.
 host_cxx=$(manifest host_cxx)

@@ -30,6 +30,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
+/// Why the fake-driver cases cannot run here, or empty: a real driver is
+/// present (`covered_by` says which tests run instead), or the build has no NVRTC.
+std::string skip_reason(const std::string& covered_by) {
+  if (cuda::available()) return "a real driver is present (" + covered_by + ")";
+  if (nvrtc_version().empty()) return "this build has no NVRTC";
+  return {};
+}
+
 struct FakeDriver {
   FakeDriver() { cuda::reload_driver_for_testing(KILN_FAKE_CUDA_PATH); }
   ~FakeDriver() {
@@ -67,12 +75,8 @@ struct FakeDriver {
 }  // namespace
 
 TEST_CASE("with a fake driver, the host side of the CUDA path runs") {
-  if (cuda::available()) {
-    MESSAGE("skipped: a real driver is present (the GPU tests cover this)");
-    return;
-  }
-  if (nvrtc_version().empty()) {
-    MESSAGE("skipped: this build has no NVRTC");
+  if (const std::string why = skip_reason("the GPU tests cover this"); !why.empty()) {
+    MESSAGE("skipped: " << why);
     return;
   }
   FakeDriver fake;
@@ -261,12 +265,8 @@ TEST_CASE("a driver that lacks a function Kiln calls is named, with the function
 }
 
 TEST_CASE("with a fake driver, argsort and attention on CUDA tensors launch the library kernels") {
-  if (cuda::available()) {
-    MESSAGE("skipped: a real driver is present (the GPU tests cover this)");
-    return;
-  }
-  if (nvrtc_version().empty()) {
-    MESSAGE("skipped: this build has no NVRTC");
+  if (const std::string why = skip_reason("the GPU tests cover this"); !why.empty()) {
+    MESSAGE("skipped: " << why);
     return;
   }
   FakeDriver fake;
@@ -317,12 +317,8 @@ TEST_CASE("with a fake driver, argsort and attention on CUDA tensors launch the 
 // to(), which read a symbolic tensor as if it had data. The conformance loss
 // weights (a literal moved with .to() inside the traced body) did the same.
 TEST_CASE("with a fake driver, a traced Adam step on CUDA parameters builds one CUDA plan") {
-  if (cuda::available()) {
-    MESSAGE("skipped: a real driver is present (the GPU tests cover this)");
-    return;
-  }
-  if (nvrtc_version().empty()) {
-    MESSAGE("skipped: this build has no NVRTC");
+  if (const std::string why = skip_reason("the GPU tests cover this"); !why.empty()) {
+    MESSAGE("skipped: " << why);
     return;
   }
   FakeDriver fake;
@@ -349,12 +345,9 @@ TEST_CASE("with a fake driver, a traced Adam step on CUDA parameters builds one 
 }
 
 TEST_CASE("with a fake driver, collectives on CUDA tensors go to the communicator's device") {
-  if (cuda::available()) {
-    MESSAGE("skipped: a real driver is present (tests/distributed/nccl_test.cpp covers NCCL)");
-    return;
-  }
-  if (nvrtc_version().empty()) {
-    MESSAGE("skipped: this build has no NVRTC");
+  if (const std::string why = skip_reason("tests/distributed/nccl_test.cpp covers NCCL");
+      !why.empty()) {
+    MESSAGE("skipped: " << why);
     return;
   }
   if (collectives::started()) {

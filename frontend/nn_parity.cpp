@@ -185,17 +185,38 @@ Tensor binary_cross_entropy(const Tensor& probs, const Tensor& target, const Ten
                          l);
 }
 
-Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction r, double beta, Loc l) {
+namespace {
+
+// The loss quadratic below `beta` and linear above it, in |input - target|:
+// smooth L1 (slope 1 above beta) or, `huber`, Huber (slope beta: beta times smooth L1).
+Tensor quadratic_then_linear(const char* who, const Tensor& input, const Tensor& target,
+                             Reduction r, double beta, bool huber, Loc l) {
   if (input.sizes() != target.sizes())
-    throw Error("smooth_l1_loss: input shape " + shape_str(input.sizes()) + " and target shape " +
-                    shape_str(target.sizes()) + " differ (expected the same shape)",
+    throw Error(std::string(who) + ": input shape " + shape_str(input.sizes()) +
+                    " and target shape " + shape_str(target.sizes()) +
+                    " differ (expected the same shape)",
                 here(l));
-  if (beta < 0)
-    throw Error("smooth_l1_loss: expected beta >= 0, got " + std::to_string(beta), here(l));
+  const char* name = huber ? "delta" : "beta";
+  if (huber ? !(beta > 0) : !(beta >= 0))
+    throw Error(std::string(who) + ": expected " + name + (huber ? " > 0" : " >= 0") + ", got " +
+                    std::to_string(beta),
+                here(l));
   Tensor d = input.sub(target, 1, l).abs(l);
   if (beta == 0) return apply_reduction(d, r, l);
-  Tensor quad = d.mul(d, l).mul(Scalar(0.5 / beta), l);
-  return apply_reduction(where(d.lt(Scalar(beta), l), quad, d.sub(Scalar(0.5 * beta), l), l), r, l);
+  Tensor quad = d.mul(d, l).mul(Scalar(huber ? 0.5 : 0.5 / beta), l);
+  Tensor lin = d.sub(Scalar(0.5 * beta), l);
+  if (huber) lin = lin.mul(Scalar(beta), l);
+  return apply_reduction(where(d.lt(Scalar(beta), l), quad, lin, l), r, l);
+}
+
+}  // namespace
+
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction r, double beta, Loc l) {
+  return quadratic_then_linear("smooth_l1_loss", input, target, r, beta, false, l);
+}
+
+Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction r, double delta, Loc l) {
+  return quadratic_then_linear("huber_loss", input, target, r, delta, true, l);
 }
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction r, Loc l) {

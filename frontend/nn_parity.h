@@ -50,6 +50,10 @@ Tensor binary_cross_entropy(const Tensor& probs, const Tensor& target, const Ten
 /// 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (d = input - target).
 Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction r = Reduction::Mean,
                       double beta = 1.0, KILN_LOC);
+/// 0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta) (d = input - target):
+/// delta times smooth_l1_loss with beta = delta, as PyTorch's huber_loss.
+Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction r = Reduction::Mean,
+                  double delta = 1.0, KILN_LOC);
 /// |input - target|, reduced.
 Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction r = Reduction::Mean, KILN_LOC);
 /// alpha (exp(x) - 1) for x <= 0, x otherwise.
@@ -162,6 +166,10 @@ struct SmoothL1LossOptions {
   KILN_ARG(Reduction, reduction) = Reduction::Mean;
   KILN_ARG(double, beta) = 1.0;
 };
+struct HuberLossOptions {
+  KILN_ARG(Reduction, reduction) = Reduction::Mean;
+  KILN_ARG(double, delta) = 1.0;
+};
 
 class NLLLossImpl : public Module {
  public:
@@ -205,6 +213,15 @@ class SmoothL1LossImpl : public Module {
   }
   SmoothL1LossOptions options;
 };
+class HuberLossImpl : public Module {
+ public:
+  explicit HuberLossImpl(const HuberLossOptions& options = {})
+      : Module("HuberLoss"), options(options) {}
+  Tensor forward(const Tensor& input, const Tensor& target, KILN_LOC) {
+    return functional::huber_loss(input, target, options.reduction(), options.delta(), loc);
+  }
+  HuberLossOptions options;
+};
 
 /// Modules in a list, registered as "0", "1", ...; forward is the caller's to write.
 class ModuleListImpl : public Module {
@@ -215,7 +232,7 @@ class ModuleListImpl : public Module {
     (push_back(std::forward<Holders>(hs)), ...);
   }
   template <class Holder>
-    requires requires(const Holder& h) { h.ptr(); }
+  requires requires(const Holder& h) { h.ptr(); }
   void push_back(Holder h) { push_back(std::static_pointer_cast<Module>(h.ptr())); }
   void push_back(std::shared_ptr<Module> m) {
     modules_.push_back(m);
@@ -250,7 +267,8 @@ class ModuleDictImpl : public Module {
  public:
   using Items = OrderedDict<std::string, std::shared_ptr<Module>>;
   ModuleDictImpl() : Module("ModuleDict") {}
-  explicit ModuleDictImpl(const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& modules)
+  explicit ModuleDictImpl(
+      const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& modules)
       : Module("ModuleDict") {
     update(modules);
   }
@@ -269,7 +287,7 @@ class ModuleDictImpl : public Module {
     register_module_ptr(key, std::move(module));
   }
   template <class Holder>
-    requires requires(const Holder& h) { h.ptr(); }
+  requires requires(const Holder& h) { h.ptr(); }
   void insert(const std::string& key, const Holder& h) {
     insert(key, std::static_pointer_cast<Module>(h.ptr()));
   }
@@ -321,6 +339,7 @@ using BCELoss = ModuleHolder<BCELossImpl>;
 using BCEWithLogitsLoss = ModuleHolder<BCEWithLogitsLossImpl>;
 using L1Loss = ModuleHolder<L1LossImpl>;
 using SmoothL1Loss = ModuleHolder<SmoothL1LossImpl>;
+using HuberLoss = ModuleHolder<HuberLossImpl>;
 
 /// Parameter initialisers (torch::nn::init): each fills `t` in place without
 /// recording a gradient, from the global generator, and returns it. fan_in and

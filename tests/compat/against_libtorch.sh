@@ -26,7 +26,8 @@ python3 "$root/tests/compat/make_mnist_idx.py" "$root/examples/data/digits.csv.g
 build() {
   g++ -std=c++17 -O1 -I"$inc" "$root/tests/compat/$1.cpp" -o "$work/$1" -ltorch -ltorch_cpu -lc10 -pthread
 }
-programs=(spellings autograd_tutorial mnist_lenet dcgan_step custom_dataset sequence_rnn uint8_images)
+programs=(spellings autograd_tutorial mnist_lenet dcgan_step custom_dataset sequence_rnn uint8_images
+          tabular_regression)
 if grep -q "define USE_C10D_MPI" /usr/include/torch/csrc/distributed/c10d/*.h* 2>/dev/null; then
   programs+=(ddp_mpi)
 else

@@ -1,4 +1,4 @@
-// The libtorch spelling probe: 116 one-line uses of libtorch's C++ API, each
+// The libtorch spelling probe: 118 one-line uses of libtorch's C++ API, each
 // compiled and run through <torch/torch.h> alone. It prints how many ran;
 // the test wants all of them. against_libtorch.sh builds the same file
 // against real libtorch, proving every line is libtorch's own spelling.
@@ -128,6 +128,8 @@ int main() {
   S(t = torch::binary_cross_entropy(torch::sigmoid(x), torch::ones_like(x)));
   // losses and functional (10)
   S(t = torch::smooth_l1_loss(x, torch::zeros_like(x)));
+  S(t = torch::huber_loss(x, torch::zeros_like(x), torch::Reduction::Mean, 0.5));
+  S(t = torch::nn::HuberLoss(torch::nn::HuberLossOptions().delta(2.0))(x, torch::zeros_like(x)));
   S(t = torch::mse_loss(x, torch::zeros_like(x)));
   S(t = F::relu(x, F::ReLUFuncOptions().inplace(false)));
   S(t = F::leaky_relu(x, F::LeakyReLUFuncOptions().negative_slope(0.2)));
@@ -176,6 +178,6 @@ int main() {
   S(std::stringstream ss; torch::save(x, ss); torch::Tensor y; torch::load(y, ss));
   S((void)torch::cuda::is_available());
   S((void)torch::str("a", 1, "b"));
-  std::printf("%d/116 spellings\n", ran);
-  return ran == 116 ? 0 : 1;
+  std::printf("%d/118 spellings\n", ran);
+  return ran == 118 ? 0 : 1;
 }

@@ -91,6 +91,14 @@ TEST_CASE("losses, activations and padding equal PyTorch's") {
   CHECK(F::smooth_l1_loss(inp, tgt).item<double>() == doctest::Approx(0.3816666603088379));
   CHECK(F::smooth_l1_loss(inp, tgt, nn::Reduction::Sum, 0.5).item<double>() ==
         doctest::Approx(3.0799999237060547));
+  // Huber: delta times smooth L1 with beta = delta (PyTorch 1.13's numbers).
+  CHECK(F::huber_loss(inp, tgt).item<double>() == doctest::Approx(0.3816666603088379));
+  CHECK(F::huber_loss(inp, tgt, nn::Reduction::Sum, 0.5).item<double>() ==
+        doctest::Approx(1.5399999618530273));
+  CHECK(F::huber_loss(inp, tgt, nn::Reduction::Mean, 2.5).item<double>() ==
+        doctest::Approx(0.4233333170413971));
+  KILN_CHECK_ERROR(F::huber_loss(inp, tgt, nn::Reduction::Mean, 0.0), "huber_loss",
+                   "expected delta > 0");
   CHECK(F::l1_loss(inp, tgt).item<double>() == doctest::Approx(0.7333332896232605));
   Tensor lp =
       tensor({{1.0f, 2.0f, 0.5f}, {0.1f, -1.0f, 2.0f}, {0.3f, 0.3f, 0.3f}, {2.0f, 1.0f, 0.0f}})
@@ -259,7 +267,8 @@ TEST_CASE("repeat, index_put_, addmm, param_groups and printing") {
   CHECK(clip(neg.clone()).to_vector<float>() == std::vector<float>{0, 2, 9, 9});
   auto traced = jit([clip](Tensor x) { return clip(x.clone()); }, "mask_put");
   CHECK(traced(neg).to_vector<float>() == std::vector<float>{0, 2, 9, 9});
-  KILN_CHECK_ERROR(z.index_put_({tensor({true, false, true})}, 1), "a mask of shape [3] for a tensor of shape [2,3]");
+  KILN_CHECK_ERROR(z.index_put_({tensor({true, false, true})}, 1),
+                   "a mask of shape [3] for a tensor of shape [2,3]");
   KILN_CHECK_ERROR(z.index_put_({z > 0}, tensor({1.f, 2.f})), "expected one value");
   CHECK(ones({2}).addmm(a, a, 0.5, 2).to_vector<float>() ==
         std::vector<float>{14.5f, 20.5f, 30.5f, 44.5f});

@@ -53,6 +53,9 @@ TEST_CASE("views share storage and compose") {
   CHECK(m.select(1, 2).to_vector<float>() == std::vector<float>{2, 5});
   CHECK(m[1].to_vector<float>() == std::vector<float>{3, 4, 5});
   CHECK(a.slice(0, 1, 6, 2).to_vector<float>() == std::vector<float>{1, 3, 5});
+  CHECK(a.slice(0, 3).to_vector<float>() == std::vector<float>{3, 4, 5});  // to the end
+  CHECK(m.slice(1).sizes() == Shape{2, 3});
+  CHECK(a.slice().sizes() == a.sizes());
   CHECK(a.narrow(0, 2, 3).to_vector<float>() == std::vector<float>{2, 3, 4});
   CHECK(m.unsqueeze(0).sizes() == Shape{1, 2, 3});
   CHECK(m.unsqueeze(0).squeeze().sizes() == Shape{2, 3});
@@ -96,8 +99,8 @@ TEST_CASE("elementwise math and broadcasting") {
 }
 
 TEST_CASE("type promotion follows PyTorch") {
-  Tensor i = tensor({1, 2, 3});            // int64
-  Tensor f = tensor({0.5f, 1.5f, 2.5f});   // float32
+  Tensor i = tensor({1, 2, 3});           // int64
+  Tensor f = tensor({0.5f, 1.5f, 2.5f});  // float32
   CHECK((i * f).dtype() == kFloat32);
   CHECK((i * f).to_vector<float>() == std::vector<float>{0.5f, 3, 7.5f});
   CHECK((i * 2).dtype() == kInt64);
@@ -147,7 +150,8 @@ TEST_CASE("matmul shapes") {
   CHECK(ones({5, 2, 3}).matmul(ones({3, 4})).sizes() == Shape{5, 2, 4});
   Tensor x = tensor({{1.f, 2.f}, {3.f, 4.f}});
   CHECK(x.matmul(x.t()).to_vector<float>() == std::vector<float>{5, 11, 11, 25});
-  CHECK(x.to(kFloat64).matmul(x.to(kFloat64)).to_vector<double>() == std::vector<double>{7, 10, 15, 22});
+  CHECK(x.to(kFloat64).matmul(x.to(kFloat64)).to_vector<double>() ==
+        std::vector<double>{7, 10, 15, 22});
 }
 
 TEST_CASE("in-place ops") {

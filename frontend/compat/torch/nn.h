@@ -51,6 +51,15 @@ using kiln::nn::Functional;
 using kiln::nn::FunctionalImpl;
 using kiln::nn::GELU;
 using kiln::nn::GELUImpl;
+using kiln::nn::GRU;
+using kiln::nn::GRUCell;
+using kiln::nn::GRUCellImpl;
+using kiln::nn::GRUCellOptions;
+using kiln::nn::GRUImpl;
+using kiln::nn::GRUOptions;
+using kiln::nn::HuberLoss;
+using kiln::nn::HuberLossImpl;
+using kiln::nn::HuberLossOptions;
 using kiln::nn::Identity;
 using kiln::nn::IdentityImpl;
 using kiln::nn::L1Loss;
@@ -67,21 +76,15 @@ using kiln::nn::LinearImpl;
 using kiln::nn::LinearOptions;
 using kiln::nn::LogSoftmax;
 using kiln::nn::LogSoftmaxImpl;
-using kiln::nn::MaxPool2d;
-using kiln::nn::MaxPool2dImpl;
-using kiln::nn::MaxPool2dOptions;
-using kiln::nn::GRU;
-using kiln::nn::GRUCell;
-using kiln::nn::GRUCellImpl;
-using kiln::nn::GRUCellOptions;
-using kiln::nn::GRUImpl;
-using kiln::nn::GRUOptions;
 using kiln::nn::LSTM;
 using kiln::nn::LSTMCell;
 using kiln::nn::LSTMCellImpl;
 using kiln::nn::LSTMCellOptions;
 using kiln::nn::LSTMImpl;
 using kiln::nn::LSTMOptions;
+using kiln::nn::MaxPool2d;
+using kiln::nn::MaxPool2dImpl;
+using kiln::nn::MaxPool2dOptions;
 using kiln::nn::Module;
 using kiln::nn::ModuleDict;
 using kiln::nn::ModuleDictImpl;
@@ -94,14 +97,14 @@ using kiln::nn::NLLLoss;
 using kiln::nn::NLLLossImpl;
 using kiln::nn::NLLLossOptions;
 using kiln::nn::ReLU;
+using kiln::nn::ReLUImpl;
+using kiln::nn::ReLUOptions;
 using kiln::nn::RNN;
 using kiln::nn::RNNCell;
 using kiln::nn::RNNCellImpl;
 using kiln::nn::RNNCellOptions;
 using kiln::nn::RNNImpl;
 using kiln::nn::RNNOptions;
-using kiln::nn::ReLUImpl;
-using kiln::nn::ReLUOptions;
 using kiln::nn::Sequential;
 using kiln::nn::SequentialImpl;
 using kiln::nn::Sigmoid;
@@ -180,6 +183,7 @@ using kiln::nn::functional::elu;
 using kiln::nn::functional::embedding;
 using kiln::nn::functional::gelu;
 using kiln::nn::functional::hardtanh;
+using kiln::nn::functional::huber_loss;
 using kiln::nn::functional::l1_loss;
 using kiln::nn::functional::layer_norm;
 using kiln::nn::functional::leaky_relu;
@@ -272,6 +276,11 @@ struct SmoothL1LossFuncOptions {
   SmoothL1LossFuncOptions(Reduction_t r = Reduction_t::Mean) : reduction_(r) {}  // NOLINT
   KILN_ARG(Reduction_t, reduction);
   KILN_ARG(double, beta) = 1.0;
+};
+struct HuberLossFuncOptions {
+  HuberLossFuncOptions(Reduction_t r = Reduction_t::Mean) : reduction_(r) {}  // NOLINT
+  KILN_ARG(Reduction_t, reduction);
+  KILN_ARG(double, delta) = 1.0;
 };
 struct BinaryCrossEntropyFuncOptions {
   KILN_ARG(Tensor, weight);
@@ -373,6 +382,10 @@ inline Tensor l1_loss(const Tensor& x, const Tensor& target, const L1LossFuncOpt
 inline Tensor smooth_l1_loss(const Tensor& x, const Tensor& target,
                              const SmoothL1LossFuncOptions& o, Loc l = Loc::current()) {
   return kiln::nn::functional::smooth_l1_loss(x, target, o.reduction(), o.beta(), l);
+}
+inline Tensor huber_loss(const Tensor& x, const Tensor& target, const HuberLossFuncOptions& o,
+                         Loc l = Loc::current()) {
+  return kiln::nn::functional::huber_loss(x, target, o.reduction(), o.delta(), l);
 }
 inline Tensor binary_cross_entropy(const Tensor& x, const Tensor& target,
                                    const BinaryCrossEntropyFuncOptions& o, Loc l = Loc::current()) {

@@ -817,6 +817,12 @@ struct smooth_l1_loss_fn {
     return kiln::nn::functional::smooth_l1_loss(x.t, target, reduction_of(reduction), beta, x.loc);
   }
 };
+struct huber_loss_fn {
+  Tensor operator()(TensorAt x, const Tensor& target, int64_t reduction = Reduction::Mean,
+                    double delta = 1.0) const {
+    return kiln::nn::functional::huber_loss(x.t, target, reduction_of(reduction), delta, x.loc);
+  }
+};
 
 }  // namespace detail
 
@@ -920,6 +926,7 @@ inline constexpr detail::binary_cross_entropy_with_logits_fn binary_cross_entrop
 inline constexpr detail::mse_loss_fn mse_loss{};
 inline constexpr detail::l1_loss_fn l1_loss{};
 inline constexpr detail::smooth_l1_loss_fn smooth_l1_loss{};
+inline constexpr detail::huber_loss_fn huber_loss{};
 
 }  // namespace torch
 

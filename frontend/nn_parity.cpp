@@ -9,6 +9,7 @@
 //   the losses        elementwise formulas, then apply_reduction
 #include "frontend/nn_parity.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -246,6 +247,98 @@ Tensor relu6(const Tensor& x, Loc l) {
 
 Tensor normalize(const Tensor& x, double p, int64_t dim, double eps, Loc l) {
   return x.div(x.norm(p, dim, true, l).clamp_min(Scalar(eps), l), l);
+}
+
+namespace {
+
+// One spatial dim of interpolate: `in` elements to `out`, `scale` = in / out, or
+// 1 / scale_factor when one was given (PyTorch's source-index rule).
+Tensor interpolate_dim(const Tensor& x, int64_t dim, int64_t out, double scale, bool linear,
+                       bool align_corners, Loc l) {
+  const int64_t in = x.size(dim);
+  const TensorOptions index_options = TensorOptions(kInt64).device(x.device());
+  std::vector<double> i0(static_cast<size_t>(out)), i1(i0.size());  // indices, exact as doubles
+  std::vector<double> w1(i0.size());
+  for (int64_t o = 0; o < out; ++o) {
+    const size_t k = static_cast<size_t>(o);
+    if (!linear) {
+      i0[k] = std::min(std::floor(static_cast<double>(o) * scale), static_cast<double>(in - 1));
+      continue;
+    }
+    double src = align_corners ? (out > 1 ? static_cast<double>(o) * static_cast<double>(in - 1) /
+                                                static_cast<double>(out - 1)
+                                          : 0.0)
+                               : std::max(0.0, scale * (static_cast<double>(o) + 0.5) - 0.5);
+    i0[k] = std::min(std::floor(src), static_cast<double>(in - 1));
+    i1[k] = i0[k] + (i0[k] < static_cast<double>(in - 1) ? 1 : 0);
+    w1[k] = src - i0[k];
+  }
+  Tensor a = x.index_select(dim, from_vector(i0, {out}, index_options), l);
+  if (!linear) return a;
+  Tensor b = x.index_select(dim, from_vector(i1, {out}, index_options), l);
+  Shape wshape(static_cast<size_t>(x.dim()), 1);
+  wshape[static_cast<size_t>(dim)] = out;
+  std::vector<double> w0(w1.size());
+  for (size_t k = 0; k < w1.size(); ++k) w0[k] = 1.0 - w1[k];
+  const TensorOptions wo = TensorOptions(x.dtype()).device(x.device());
+  return a.mul(from_vector(w0, wshape, wo), l).add(b.mul(from_vector(w1, wshape, wo), l), 1, l);
+}
+
+}  // namespace
+
+Tensor interpolate(const Tensor& x, const InterpolateOptions& o, Loc l) {
+  const int64_t spatial = x.dim() - 2;
+  const char* mode = o.mode() == InterpolateMode::Nearest  ? "nearest"
+                     : o.mode() == InterpolateMode::Linear ? "linear"
+                                                           : "bilinear";
+  const int64_t want = o.mode() == InterpolateMode::Linear     ? 1
+                       : o.mode() == InterpolateMode::Bilinear ? 2
+                                                               : spatial;
+  if (spatial < 1 || spatial > 3 || spatial != want)
+    throw Error(std::string("interpolate: mode ") + mode + " expects a " +
+                    (o.mode() == InterpolateMode::Nearest ? std::string("3-D, 4-D or 5-D")
+                                                          : std::to_string(want + 2) + "-D") +
+                    " input [N, C, spatial...], got " + shape_str(x.sizes()),
+                here(l));
+  if (o.size().empty() == o.scale_factor().empty())
+    throw Error("interpolate: expected either size or scale_factor, got " +
+                    std::string(o.size().empty() ? "neither" : "both"),
+                here(l));
+  if (o.mode() == InterpolateMode::Nearest && o.align_corners().has_value())
+    throw Error("interpolate: align_corners only applies to the linear modes (got mode nearest)",
+                here(l));
+  const std::vector<int64_t>& size = o.size();
+  const std::vector<double>& factor = o.scale_factor();
+  const size_t given = size.empty() ? factor.size() : size.size();
+  if (given != 1 && given != static_cast<size_t>(spatial))
+    throw Error("interpolate: expected 1 or " + std::to_string(spatial) + " " +
+                    (size.empty() ? "scale factors" : "sizes") + ", got " + std::to_string(given),
+                here(l));
+  Tensor y = x;
+  for (int64_t d = 0; d < spatial; ++d) {
+    const size_t k = given == 1 ? 0 : static_cast<size_t>(d);
+    const int64_t dim = 2 + d, in = x.size(dim);
+    int64_t out;
+    double scale;
+    if (!size.empty()) {
+      out = size[k];
+      scale = out > 0 ? static_cast<double>(in) / static_cast<double>(out) : 0.0;
+    } else {
+      if (!(factor[k] > 0))
+        throw Error(
+            "interpolate: expected positive scale factors, got " + std::to_string(factor[k]),
+            here(l));
+      out = static_cast<int64_t>(std::floor(static_cast<double>(in) * factor[k]));
+      scale = 1.0 / factor[k];
+    }
+    if (out <= 0)
+      throw Error("interpolate: output size " + std::to_string(out) + " along dim " +
+                      std::to_string(dim) + " (expected at least 1)",
+                  here(l));
+    y = interpolate_dim(y, dim, out, scale, o.mode() != InterpolateMode::Nearest,
+                        o.align_corners().value_or(false), l);
+  }
+  return y;
 }
 
 Tensor pad(const Tensor& x, const std::vector<int64_t>& pad, double value, Loc l) {

@@ -26,7 +26,27 @@ Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor&
 
 namespace nn {
 
+/// How interpolate fills the output: from the nearest input element, or with
+/// the linear (3-D input) or bilinear (4-D input) weights of the two nearest.
+enum class InterpolateMode { Nearest, Linear, Bilinear };
+
+/// interpolate's arguments (torch.nn.functional.interpolate): an output size or
+/// a scale factor per spatial dim (one value serves every dim), the mode, and
+/// for the linear modes whether the corner pixels' centres line up.
+struct InterpolateOptions {
+  KILN_ARG(std::vector<int64_t>, size);
+  KILN_ARG(std::vector<double>, scale_factor);
+  KILN_ARG(InterpolateMode, mode) = InterpolateMode::Nearest;
+  KILN_ARG(std::optional<bool>, align_corners);
+};
+
 namespace functional {
+/// Resizes the spatial dims of x ([N, C, L], [N, C, H, W] or [N, C, D, H, W];
+/// linear needs 3-D, bilinear 4-D) as PyTorch's interpolate: nearest takes
+/// input element floor(o * scale) along each dim, the linear modes weigh the
+/// two nearest (align_corners false: pixel centres, clamped at the border).
+/// Built of index_select and arithmetic, so it traces and differentiates.
+Tensor interpolate(const Tensor& x, const InterpolateOptions& options, KILN_LOC);
 struct ConvTranspose2dFuncOptions {
   KILN_ARG(Tensor, bias);
   KILN_ARG(ExpandingArray2, stride) = 1;
@@ -213,6 +233,14 @@ class SmoothL1LossImpl : public Module {
   }
   SmoothL1LossOptions options;
 };
+/// Upsample: interpolate with its options (size or scale_factor, mode, align_corners).
+class UpsampleImpl : public Module {
+ public:
+  explicit UpsampleImpl(const InterpolateOptions& options = {})
+      : Module("Upsample"), options(options) {}
+  Tensor forward(const Tensor& x, KILN_LOC) { return functional::interpolate(x, options, loc); }
+  InterpolateOptions options;
+};
 class HuberLossImpl : public Module {
  public:
   explicit HuberLossImpl(const HuberLossOptions& options = {})
@@ -340,6 +368,8 @@ using BCEWithLogitsLoss = ModuleHolder<BCEWithLogitsLossImpl>;
 using L1Loss = ModuleHolder<L1LossImpl>;
 using SmoothL1Loss = ModuleHolder<SmoothL1LossImpl>;
 using HuberLoss = ModuleHolder<HuberLossImpl>;
+using Upsample = ModuleHolder<UpsampleImpl>;
+using UpsampleOptions = InterpolateOptions;
 
 /// Parameter initialisers (torch::nn::init): each fills `t` in place without
 /// recording a gradient, from the global generator, and returns it. fan_in and

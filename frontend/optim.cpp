@@ -18,7 +18,8 @@ Optimizer::Optimizer(std::vector<Tensor> params)
 }
 
 // A copy is another optimizer: guards on the original do not follow it.
-Optimizer::Optimizer(const Optimizer& o) : params_(o.params_), alive_(std::make_shared<const int>(0)) {}
+Optimizer::Optimizer(const Optimizer& o)
+    : params_(o.params_), alive_(std::make_shared<const int>(0)) {}
 
 Optimizer& Optimizer::operator=(const Optimizer& o) {
   params_ = o.params_;
@@ -154,10 +155,12 @@ class PerParam {
 Adam::Adam(std::vector<Tensor> params, AdamOptions o) : Optimizer(std::move(params)), options(o) {
   // On the parameters' device: a traced step is one graph on one device (PyTorch
   // keeps it there for capturable and fused Adam).
-  step_ = zeros({}, TensorOptions(kFloat64).device(params_.empty() ? Device() : params_[0].device()));
+  step_ =
+      zeros({}, TensorOptions(kFloat64).device(params_.empty() ? Device() : params_[0].device()));
   for (const Tensor& p : params_) {
     m_.push_back(zeros_like(p));
     v_.push_back(zeros_like(p));
+    if (o.amsgrad_) v_max_.push_back(zeros_like(p));
   }
 }
 
@@ -165,6 +168,7 @@ std::vector<Tensor> Adam::state() const {
   std::vector<Tensor> s{step_};
   s.insert(s.end(), m_.begin(), m_.end());
   s.insert(s.end(), v_.begin(), v_.end());
+  s.insert(s.end(), v_max_.begin(), v_max_.end());
   return s;
 }
 
@@ -205,7 +209,15 @@ void Adam::adam_step(bool decoupled_weight_decay) {
     }
     m_[i].mul_(b1).add_(g, 1 - b1);
     v_[i].mul_(b2).add_(g * g, 1 - b2);
-    Tensor denom = (v_[i] / bc2.like(p)).sqrt() + options.eps_;
+    Tensor second = v_[i];
+    if (options.amsgrad_) {  // PyTorch: the maximum of the uncorrected second moments
+      if (v_max_.size() != params_.size())
+        throw Error(std::string(name()) + ": amsgrad was turned on after the optimizer was made " +
+                    "(expected it in the options it was made with)");
+      v_max_[i].copy_(maximum(v_max_[i], v_[i]));
+      second = v_max_[i];
+    }
+    Tensor denom = (second / bc2.like(p)).sqrt() + options.eps_;
     p.sub_(m_[i] / bc1.like(p) / denom * lr_like(p));
   }
 }
@@ -240,8 +252,9 @@ void RMSprop::step() {
   begin_step();
   if ((options.centered_ && grad_avg_.size() != params_.size()) ||
       (options.momentum_ != 0 && momentum_.size() != params_.size()))
-    throw Error("RMSprop: centered or momentum was set after construction (expected them in "
-                "RMSpropOptions)");
+    throw Error(
+        "RMSprop: centered or momentum was set after construction (expected them in "
+        "RMSpropOptions)");
   NoGradGuard no_grad;
   const double a = options.alpha_;
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -287,13 +300,15 @@ double StepLR::lr_at(int64_t epoch) const {
 
 CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min)
     : LRScheduler(optimizer), t_max_(T_max), eta_min_(eta_min) {
-  if (T_max <= 0) throw Error("CosineAnnealingLR: T_max must be positive, got " + std::to_string(T_max));
+  if (T_max <= 0)
+    throw Error("CosineAnnealingLR: T_max must be positive, got " + std::to_string(T_max));
 }
 
 double CosineAnnealingLR::lr_at(int64_t epoch) const {
   const double pi = std::acos(-1.0);
-  return eta_min_ + (base_lr() - eta_min_) *
-                        (1 + std::cos(pi * static_cast<double>(epoch) / static_cast<double>(t_max_))) / 2;
+  return eta_min_ +
+         (base_lr() - eta_min_) *
+             (1 + std::cos(pi * static_cast<double>(epoch) / static_cast<double>(t_max_))) / 2;
 }
 
 }  // namespace kiln::optim

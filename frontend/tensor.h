@@ -587,6 +587,13 @@ Tensor operator<(TensorAt a, Scalar b);
 Tensor operator<=(TensorAt a, Scalar b);
 Tensor operator>(TensorAt a, Scalar b);
 Tensor operator>=(TensorAt a, Scalar b);
+/// &, |, ^ and ~ of bool tensors: logical_and, logical_or, != and logical_not
+/// (libtorch's masks, `a.ge(lo) & a.lt(hi)`). Integer operands are an error:
+/// the op table has no bitwise integer ops yet.
+Tensor operator&(TensorAt a, const Tensor& b);
+Tensor operator|(TensorAt a, const Tensor& b);
+Tensor operator^(TensorAt a, const Tensor& b);
+Tensor operator~(TensorAt a);
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
 // ---- free functions ----

@@ -295,5 +295,87 @@ TEST_CASE("repeat, index_put_, addmm, param_groups and printing") {
         std::string::npos);
 }
 
+TEST_CASE("interpolate and Upsample equal PyTorch's; bool masks combine with & | ^ ~") {
+  namespace F = nn::functional;
+  using nn::InterpolateMode;
+  using nn::InterpolateOptions;
+  const Tensor x = arange(12.0, TensorOptions(kFloat64)).view({1, 1, 3, 4}) *
+                   tensor({1.0, 0.5, 2.0, -1.0}, kFloat64);
+  auto values = [](const Tensor& t) { return t.flatten().to_vector<double>(); };
+  auto close_to = [&](const Tensor& t, const std::vector<double>& want) {
+    const std::vector<double> got = values(t);
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-12));
+  };
+  // torch.nn.functional.interpolate (PyTorch 1.13, float64).
+  close_to(F::interpolate(x, InterpolateOptions().size({5, 6})),
+           {0,  0,  0.5, 4, 4, -3,  0,  0,  0.5, 4, 4, -3,  4,  4,  2.5,
+            12, 12, -7,  4, 4, 2.5, 12, 12, -7,  8, 8, 4.5, 20, 20, -11});
+  close_to(F::interpolate(x, InterpolateOptions()
+                                 .scale_factor({2.0})
+                                 .mode(InterpolateMode::Bilinear)
+                                 .align_corners(false)),
+           {0.0,  0.125, 0.375, 1.375, 3.125, 2.25,  -1.25, -3.0,  1.0,    1.0,   1.0,   2.25,
+            4.75, 3.5,   -1.5,  -4.0,  3.0,   2.75,  2.25,  4.0,   8.0,    6.0,   -2.0,  -6.0,
+            5.0,  4.5,   3.5,   5.75,  11.25, 8.5,   -2.5,  -8.0,  7.0,    6.25,  4.75,  7.5,
+            14.5, 11.0,  -3.0,  -10.0, 8.0,   7.125, 5.375, 8.375, 16.125, 12.25, -3.25, -11.0});
+  close_to(
+      F::interpolate(
+          x, InterpolateOptions().size({4, 7}).mode(InterpolateMode::Bilinear).align_corners(true)),
+      {0.0,
+       0.25,
+       0.5,
+       2.25,
+       4.0,
+       0.5,
+       -3.0,
+       2.6666666666666665,
+       2.25,
+       1.8333333333333333,
+       5.583333333333333,
+       9.333333333333332,
+       1.8333333333333328,
+       -5.666666666666666,
+       5.333333333333333,
+       4.25,
+       3.1666666666666665,
+       8.916666666666666,
+       14.666666666666664,
+       3.166666666666667,
+       -8.333333333333332,
+       8.0,
+       6.25,
+       4.5,
+       12.25,
+       20.0,
+       4.5,
+       -11.0});
+  close_to(F::interpolate(tensor({1.0, 3.0, -2.0, 5.0}, kFloat64).view({1, 1, 4}),
+                          InterpolateOptions().scale_factor({1.5}).mode(InterpolateMode::Linear)),
+           {1.0, 2.0, 2.1666666666666674, -1.1666666666666663, 1.5, 5.0});
+  close_to(nn::Upsample(InterpolateOptions().scale_factor({0.5, 1.5}))->forward(x),
+           {0, 0, 0.5, 4, 4, -3});
+  // Gradients flow through (index_select's scatter-add): each input element
+  // of a 2x nearest upsampling receives 4 output gradients.
+  Tensor leaf = x.clone().requires_grad_();
+  F::interpolate(leaf, InterpolateOptions().scale_factor({2.0})).sum().backward();
+  CHECK(equal(leaf.grad(), full({1, 1, 3, 4}, 4.0, kFloat64)));
+  KILN_CHECK_ERROR(F::interpolate(x, InterpolateOptions().size({2, 2}).scale_factor({2.0})),
+                   "either size or scale_factor", "both");
+  KILN_CHECK_ERROR(
+      F::interpolate(x, InterpolateOptions().size({2, 2}).mode(InterpolateMode::Linear)),
+      "mode linear expects a 3-D input");
+  KILN_CHECK_ERROR(F::interpolate(x, InterpolateOptions().size({2, 2}).align_corners(true)),
+                   "align_corners only applies");
+
+  const Tensor a = tensor({1.f, 2.f, 3.f, 4.f}), lo = a.ge(2), hi = a.lt(4);
+  CHECK(equal((lo & hi).to(kFloat32), tensor({0.f, 1.f, 1.f, 0.f})));
+  CHECK(equal((lo | hi).to(kFloat32), tensor({1.f, 1.f, 1.f, 1.f})));
+  CHECK(equal((lo ^ hi).to(kFloat32), tensor({1.f, 0.f, 0.f, 1.f})));
+  CHECK(equal((~lo).to(kFloat32), tensor({1.f, 0.f, 0.f, 0.f})));
+  KILN_CHECK_ERROR(a & a, "operator&: expected bool tensors", "f32");
+}
+
 }  // namespace
 }  // namespace kiln

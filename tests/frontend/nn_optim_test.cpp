@@ -86,6 +86,42 @@ TEST_CASE("Adam matches the formula") {
   check_close(p, from_vector(pv, {2}, kFloat64), 1e-6);
 }
 
+TEST_CASE("Adam and AdamW with amsgrad equal PyTorch's, eager and traced") {
+  // A target that jumps, so the second moment falls after step 2 and the
+  // running maximum is what divides (torch.optim.Adam/AdamW(lr=0.1, amsgrad=True)).
+  const std::vector<double> targets{0.0, 5.0, 0.0, 0.0};
+  for (bool traced : {false, true})
+    for (bool decoupled : {false, true}) {
+      CAPTURE(traced);
+      CAPTURE(decoupled);
+      Tensor p = tensor({1.0, -2.0, 3.0}, kFloat64).requires_grad_();
+      std::unique_ptr<optim::Optimizer> opt;
+      if (decoupled)
+        opt = std::make_unique<optim::AdamW>(std::vector<Tensor>{p},
+                                             optim::AdamWOptions(0.1).amsgrad(true));
+      else
+        opt = std::make_unique<optim::Adam>(std::vector<Tensor>{p},
+                                            optim::AdamOptions(0.1).amsgrad(true));
+      auto body = [&](Tensor t) {
+        opt->zero_grad();
+        (p - t).pow(2).sum().backward();
+        opt->step();
+        return p.detach();
+      };
+      auto step = jit(body, "amsgrad_step");
+      for (double t : targets) {
+        Tensor target = full({3}, t, kFloat64);
+        traced ? step(target) : body(target);
+      }
+      const std::vector<double> want =
+          decoupled
+              ? std::vector<double>{0.9908978216537446, -1.6398004253263796, 2.766366013121193}
+              : std::vector<double>{0.9946208927542407, -1.647170654293404, 2.7777167832855674};
+      check_close(p, from_vector(want, {3}, kFloat64), 1e-12);
+      CHECK(opt->state().size() == 1 + 3);  // step, m, v and the running maximum
+    }
+}
+
 TEST_CASE("training reduces a loss") {
   manual_seed(0);
   Tensor x = randn({32, 4});

@@ -118,6 +118,9 @@ using kiln::nn::Softmax;
 using kiln::nn::SoftmaxImpl;
 using kiln::nn::Tanh;
 using kiln::nn::TanhImpl;
+using kiln::nn::Upsample;
+using kiln::nn::UpsampleImpl;
+using kiln::nn::UpsampleOptions;
 /// The old name of Dropout2d (channels dropped whole).
 using FeatureDropout = Dropout2d;
 using Dropout2dOptions = DropoutOptions;
@@ -184,6 +187,8 @@ using kiln::nn::functional::embedding;
 using kiln::nn::functional::gelu;
 using kiln::nn::functional::hardtanh;
 using kiln::nn::functional::huber_loss;
+using kiln::nn::functional::interpolate;
+using InterpolateFuncOptions = kiln::nn::InterpolateOptions;
 using kiln::nn::functional::l1_loss;
 using kiln::nn::functional::layer_norm;
 using kiln::nn::functional::leaky_relu;

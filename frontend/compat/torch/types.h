@@ -154,7 +154,6 @@ struct kSum {
   struct T {                                                                                      \
     operator kiln::nn::init::Nonlinearity() const { return kiln::nn::init::Nonlinearity::value; } \
   };
-KILN_TORCH_NONLINEARITY(kLinear, Linear)
 KILN_TORCH_NONLINEARITY(kConv2D, Conv2D)
 KILN_TORCH_NONLINEARITY(kSigmoid, Sigmoid)
 KILN_TORCH_NONLINEARITY(kLeakyReLU, LeakyReLU)
@@ -175,8 +174,22 @@ struct kFanOut {
   operator kiln::nn::init::FanMode() const { return kiln::nn::init::FanMode::FanOut; }  // NOLINT
 };
 struct kConstant {};
+#define KILN_TORCH_INTERPOLATE(T, value)                                                    \
+  struct T {                                                                                \
+    operator kiln::nn::InterpolateMode() const { return kiln::nn::InterpolateMode::value; } \
+  };
+KILN_TORCH_INTERPOLATE(kNearest, Nearest)
+KILN_TORCH_INTERPOLATE(kBilinear, Bilinear)
+#undef KILN_TORCH_INTERPOLATE
+// An initialiser's nonlinearity and interpolate's 1-D linear mode.
+struct kLinear {
+  operator kiln::nn::init::Nonlinearity() const { return kiln::nn::init::Nonlinearity::Linear; }
+  operator kiln::nn::InterpolateMode() const { return kiln::nn::InterpolateMode::Linear; }
+};
 }  // namespace enumtype
 inline constexpr enumtype::kConstant kConstant{};
+inline constexpr enumtype::kNearest kNearest{};
+inline constexpr enumtype::kBilinear kBilinear{};
 inline constexpr enumtype::kNone kNone{};
 inline constexpr enumtype::kMean kMean{};
 inline constexpr enumtype::kSum kSum{};

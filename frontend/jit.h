@@ -164,7 +164,6 @@ class TracedCore {
   /// KILN_CHECK's run of a new signature (frontend/check.cpp): the body eagerly,
   /// then the same state restored and the plan run, and everything compared.
   std::vector<Tensor> checked_run(Entry& e, const TraceArgs& args);
-  void check_kernels(Entry& e, const TraceArgs& args);
 
   std::string name_;
   SourceLoc where_;

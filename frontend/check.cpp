@@ -34,8 +34,8 @@ HostArray host_copy(const TensorImpl& t) {
 void verify_kernels(const TracedCore::Entry& e, const TraceArgs& args, const std::string& name) {
   std::vector<HostArray> hargs, hparams;
   for (const Tensor& t : args.tensors) hargs.push_back(host_copy(*t.impl()));
-  for (auto& p : e.params) hparams.push_back(host_copy(*p));
-  verify_plan(*e.plan, *e.report, hargs, hparams, name);
+  for (auto& p : e.traced.params) hparams.push_back(host_copy(*p));
+  verify_plan(*e.compiled.plan, *e.compiled.report, hargs, hparams, name);
 }
 
 // A tensor's whole state (data, .grad, history), to be put back after the eager run.
@@ -120,13 +120,13 @@ Value value_for(const Graph& g, PlanSource s) {
 
 // "; the traced value is %12 (mul) from f.cpp:10, computed by kernel k3 (from ...)"
 std::string blame(const TracedCore::Entry& e, PlanSource s) {
-  const Value tv = value_for(e.traced, s);
+  const Value tv = value_for(e.traced.graph, s);
   if (!tv.valid()) return "";
   std::ostringstream os;
-  const Node& n = e.traced[tv.node];
+  const Node& n = e.traced.graph[tv.node];
   os << "; the traced value is %" << tv.node << " (" << op_name(n.op) << ")";
   if (n.loc.known()) os << " from " << n.loc.str();
-  const CompileReport& r = *e.report;
+  const CompileReport& r = *e.compiled.report;
   if (const int64_t k = step_computing(r, value_for(r.optimized, s)); k >= 0) {
     os << ", computed by kernel " << r.kernels[size_t(k)].name << " (from";
     for (const auto& src : r.kernels[size_t(k)].sources) os << " " << src;
@@ -146,26 +146,26 @@ Sources plan_sources(const TracedCore::Entry& e, size_t n_args) {
   Sources s;
   s.arg.resize(n_args);
   s.arg_grad.resize(n_args);
-  s.param.resize(e.params.size());
-  s.param_grad.resize(e.params.size());
-  for (const auto& [a, o] : e.arg_writes)
+  s.param.resize(e.traced.params.size());
+  s.param_grad.resize(e.traced.params.size());
+  for (const auto& [a, o] : e.traced.arg_writes)
     s.arg[static_cast<size_t>(a)] = {PlanSource::Output, static_cast<int64_t>(o)};
-  for (const ParamUpdate& u : e.traced.updates)
+  for (const ParamUpdate& u : e.traced.graph.updates)
     s.param[static_cast<size_t>(u.param)] = {PlanSource::Update, u.param};
-  for (const GradWriteback& w : e.grad_writebacks) {
+  for (const GradWriteback& w : e.traced.grad_writebacks) {
     if (w.kind == GradWriteback::Clear) continue;
     const PlanSource src{PlanSource::Output, static_cast<int64_t>(w.output)};
     if (!w.tensor) {
       s.arg_grad[static_cast<size_t>(w.arg)] = src;
       continue;
     }
-    for (size_t p = 0; p < e.params.size(); ++p)
-      if (e.params[p] == w.tensor) s.param_grad[p] = src;
+    for (size_t p = 0; p < e.traced.params.size(); ++p)
+      if (e.traced.params[p] == w.tensor) s.param_grad[p] = src;
   }
   // A .grad that existed already is a parameter the plan updates in place.
-  for (size_t p = 0; p < e.params.size(); ++p)
-    for (size_t q = 0; q < e.params.size(); ++q)
-      if (e.params[p]->grad == e.params[q]) s.param_grad[p] = s.param[q];
+  for (size_t p = 0; p < e.traced.params.size(); ++p)
+    for (size_t q = 0; q < e.traced.params.size(); ++q)
+      if (e.traced.params[p]->grad == e.traced.params[q]) s.param_grad[p] = s.param[q];
   return s;
 }
 
@@ -197,18 +197,19 @@ std::vector<double> observed_spreads(const Graph& traced, const Observed& o,
 void gradient_targets(const TracedCore::Entry& e, const TraceArgs& args, std::vector<Tensor>* wrt,
                       std::vector<std::string>* names) {
   auto written = [&](const TensorImpl* t) {
-    for (const HistoryWrite& h : e.histories)
-      if ((h.tensor ? h.tensor.get() : args.tensors[static_cast<size_t>(h.arg)].impl()) == t) return true;
+    for (const HistoryWrite& h : e.traced.histories)
+      if ((h.tensor ? h.tensor.get() : args.tensors[static_cast<size_t>(h.arg)].impl()) == t)
+        return true;
     return false;
   };
-  for (int64_t a : e.wrt_args)
+  for (int64_t a : e.traced.wrt_args)
     if (!written(args.tensors[static_cast<size_t>(a)].impl())) {
       wrt->push_back(args.tensors[static_cast<size_t>(a)]);
       names->push_back("the gradient w.r.t. argument " + std::to_string(a));
     }
-  for (int64_t p : e.wrt_params)
-    if (!written(e.params[static_cast<size_t>(p)].get())) {
-      wrt->emplace_back(e.params[static_cast<size_t>(p)]);
+  for (int64_t p : e.traced.wrt_params)
+    if (!written(e.traced.params[static_cast<size_t>(p)].get())) {
+      wrt->emplace_back(e.traced.params[static_cast<size_t>(p)]);
       names->push_back("the gradient w.r.t. captured tensor " + std::to_string(p));
     }
 }
@@ -239,7 +240,7 @@ void compare_runs(const TracedCore::Entry& e, const Observed& traced, const Obse
       diff = "is " + t.type.str() + " traced but " + w.type.str() + " eagerly";
     } else if (t.storage && first_difference(t.view(), w.view(), 0, nullptr, nullptr) >= 0) {
       // Differences that rounding alone can make are no mismatch.
-      if (spreads.empty()) spreads = observed_spreads(e.traced, traced, args_in, params_in);
+      if (spreads.empty()) spreads = observed_spreads(e.traced.graph, traced, args_in, params_in);
       double gv = 0, wv = 0;
       const int64_t at = first_difference(t.view(), w.view(), spreads[k], &gv, &wv);
       if (at >= 0) {
@@ -251,10 +252,10 @@ void compare_runs(const TracedCore::Entry& e, const Observed& traced, const Obse
       }
     }
     if (diff.empty()) continue;
-    const Value v = value_for(e.traced, traced.sources[k]);
+    const Value v = value_for(e.traced.graph, traced.sources[k]);
     throw Error("KILN_CHECK: after a call of '" + name + "', " + traced.what[k] + " " + diff +
                     blame(e, traced.sources[k]),
-                v.valid() ? e.traced[v.node].loc : where);
+                v.valid() ? e.traced.graph[v.node].loc : where);
   }
 }
 
@@ -270,7 +271,7 @@ std::vector<Tensor> TracedCore::checked_run(Entry& e, const TraceArgs& args) {
   // tensor (zero_grad() setting it to none, then backward()).
   std::unordered_set<const TensorImpl*> grad_objects;
   for (const Tensor& a : args.tensors) grad_objects.insert(a.impl()->grad.get());
-  for (const auto& p : e.params) grad_objects.insert(p->grad.get());
+  for (const auto& p : e.traced.params) grad_objects.insert(p->grad.get());
   auto observe = [&](const std::vector<Tensor>& outs) {
     Observed o;
     for (size_t i = 0; i < outs.size(); ++i)
@@ -282,14 +283,15 @@ std::vector<Tensor> TracedCore::checked_run(Entry& e, const TraceArgs& args) {
       o.add(".grad of argument " + std::to_string(i), t.grad ? Tensor(t.grad) : Tensor(), -1,
             src.arg_grad[i]);
     }
-    for (size_t p = 0; p < e.params.size(); ++p) {
-      const TensorImpl& t = *e.params[p];
+    for (size_t p = 0; p < e.traced.params.size(); ++p) {
+      const TensorImpl& t = *e.traced.params[p];
       const std::string name = "captured tensor " + std::to_string(p) + " (" + t.type.str() + ")";
-      if (!grad_objects.count(&t)) o.add(name, Tensor(e.params[p]), autograd_state(t), src.param[p]);
+      if (!grad_objects.count(&t))
+        o.add(name, Tensor(e.traced.params[p]), autograd_state(t), src.param[p]);
       o.add(".grad of " + name, t.grad ? Tensor(t.grad) : Tensor(), -1, src.param_grad[p]);
     }
     o.state_size = o.what.size();
-    if (!e.autograd_call || wrt.empty()) return o;
+    if (!e.traced.autograd_call || wrt.empty()) return o;
     std::vector<Tensor> roots, cots;
     for (size_t i = 0; i < outs.size(); ++i)
       if (outs[i].impl()->requires_grad) {
@@ -310,11 +312,11 @@ std::vector<Tensor> TracedCore::checked_run(Entry& e, const TraceArgs& args) {
     return o;
   };
 
-  KeptState before(args.tensors, e.params);
+  KeptState before(args.tensors, e.traced.params);
   // The inputs as the call found them, for observed_spreads.
   std::vector<HostArray> args_in, params_in;
   for (const Tensor& t : args.tensors) args_in.push_back(host_copy(*t.impl()));
-  for (const auto& p : e.params) params_in.push_back(host_copy(*p));
+  for (const auto& p : e.traced.params) params_in.push_back(host_copy(*p));
   Observed eager;
   {
     detail::RetainGraphsGuard keep_graphs;  // the compiled run may need what eager backward would free

@@ -1,17 +1,14 @@
 // Dynamic dimensions of a traced function: marked by the user, or found when
-// a call changes only sizes; the probe that gives a marked function's first
-// compile its kernel templates (codegen/kernel_template.h); and the background
-// thread that compiles a new size's plan while its calls run eagerly.
+// a call changes only sizes; whether a new size compiles in the background
+// (codegen/compile_queue.h) while its calls run eagerly; and the probe that
+// gives a marked function's first compile its kernel templates
+// (codegen/kernel_template.h).
 #include <algorithm>
-#include <atomic>
-#include <condition_variable>
-#include <deque>
 #include <iostream>
 #include <optional>
-#include <thread>
 
+#include "codegen/compile_queue.h"
 #include "runtime/collective.h"
-#include "runtime/thread_pool.h"
 
 #include "frontend/jit_entry.h"
 #include "frontend/settings.h"
@@ -98,7 +95,7 @@ bool TracedCore::compile_in_background(const std::vector<TensorType>& types, con
   // time: a function with collectives compiles each size before its call, so
   // that every rank runs the same collectives.
   if (collectives::started() && collectives::world_size() > 1 &&
-      std::any_of(last.traced.nodes().begin(), last.traced.nodes().end(),
+      std::any_of(last.traced.graph.nodes().begin(), last.traced.graph.nodes().end(),
                   [](const Node& n) { return op_info(n.op).category == OpCategory::Collective; }))
     return false;
   // CUDA plans compile every size, and a CUDA compile wants the caller's context.
@@ -111,74 +108,6 @@ bool TracedCore::compile_in_background(const std::vector<TensorType>& types, con
   return newly_dynamic ||
          std::any_of(entries_.begin(), entries_.end(), [](const auto& e) { return !e->ready.load(); });
 }
-
-namespace {
-
-// One thread compiles the plans of new sizes, in the order they were traced,
-// so that a later size finds the templates an earlier one made. It compiles
-// serially (SerialScope), leaving the thread pool to the calls running
-// meanwhile. Made on first use, after the first plan compiled: at exit it is
-// destroyed before what compiles, finishing the task it is in and dropping the rest.
-class BackgroundCompiler {
- public:
-  static BackgroundCompiler& get() {
-    static BackgroundCompiler compiler;
-    made_.store(true);
-    return compiler;
-  }
-  static bool made() { return made_.load(); }
-
-  void post(std::function<void()> task) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
-    tasks_.push_back(std::move(task));
-    work_.notify_one();
-  }
-
-  void wait_idle() {
-    std::unique_lock<std::mutex> lock(mu_);
-    idle_.wait(lock, [&] { return tasks_.empty() && !busy_; });
-  }
-
-  ~BackgroundCompiler() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-      tasks_.clear();
-      work_.notify_one();
-    }
-    if (thread_.joinable()) thread_.join();
-  }
-
- private:
-  void loop() {
-    SerialScope serial;
-    std::unique_lock<std::mutex> lock(mu_);
-    for (;;) {
-      work_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
-      if (stop_) return;
-      std::function<void()> task = std::move(tasks_.front());
-      tasks_.pop_front();
-      busy_ = true;
-      lock.unlock();
-      task();  // keeps its own error in its entry
-      lock.lock();
-      busy_ = false;
-      idle_.notify_all();
-    }
-  }
-
-  std::mutex mu_;
-  std::condition_variable work_, idle_;
-  std::deque<std::function<void()>> tasks_;
-  bool busy_ = false, stop_ = false;
-  std::thread thread_;
-  static inline std::atomic<bool> made_{false};
-};
-
-}  // namespace
-
-void post_background_compile(std::function<void()> task) { BackgroundCompiler::get().post(std::move(task)); }
 
 void TracedCore::probe(const TraceArgs& args, const std::vector<DynamicDim>& dims) {
   TraceArgs other = args;
@@ -208,7 +137,7 @@ void TracedCore::probe(const TraceArgs& args, const std::vector<DynamicDim>& dim
 namespace kiln {
 
 void wait_for_background_compiles() {
-  if (detail::BackgroundCompiler::made()) detail::BackgroundCompiler::get().wait_idle();
+  drain_background_compiles();
 }
 
 }  // namespace kiln

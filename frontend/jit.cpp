@@ -12,8 +12,10 @@
 #include <unordered_set>
 #include <utility>
 
+#include "codegen/backend.h"
 #include "codegen/compile.h"
 #include "codegen/compile_queue.h"
+#include "codegen/dynamic_sizes.h"
 #include "frontend/alias.h"
 #include "frontend/autograd.h"
 #include "frontend/device_ops.h"
@@ -102,10 +104,13 @@ std::string number_str(double v) {
 
 }  // namespace
 
-
 TracedCore::TracedCore(std::string name, SourceLoc where, Body body)
-    : name_(std::move(name)), where_(where), body_(std::move(body)),
-      stats_(std::make_shared<StatsCell>()), template_scope_([] {
+    : name_(std::move(name)),
+      where_(where),
+      body_(std::move(body)),
+      stats_(std::make_shared<StatsCell>()),
+      dynamic_(std::make_unique<DynamicDims>()),
+      template_scope_([] {
         static std::atomic<uint64_t> next{1};
         return next++;
       }()) {}
@@ -320,7 +325,8 @@ std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
     return e;
   }
 
-  check_marked(args, types);  // a new signature: do the marks fit it?
+  // A new signature: do the marks fit it?
+  dynamic_->fit_marked(args.is_tensor, types, "traced function '" + name_ + "'", where_);
   std::string reason = "first call", newly_dynamic;
   const bool dumping = !settings().dump_dir.empty();
   bool background = false;
@@ -334,12 +340,8 @@ std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
     newly_dynamic = note_dynamic(args, types, *last);
     background = !dumping && compile_in_background(types, rg, args, gm, *last, !newly_dynamic.empty());
   }
-  const bool dynamic = !dynamic_.empty();
-  std::vector<DynamicDim> to_probe;
-  if (!probed_)
-    for (const DynamicDim& d : dynamic_)
-      if (d.marked) to_probe.push_back(d);
-  probed_ = probed_ || !to_probe.empty();
+  const bool dynamic = !dynamic_->empty();
+  const std::vector<DynamicDim> to_probe = dynamic_->take_probe();
   stats_->stats.misses++;
   keep_recent(stats_->stats.miss_reasons, reason, TraceStats::kRecent);
   if (background) stats_->stats.background_compiles++;
@@ -358,7 +360,7 @@ std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
   };
   std::shared_ptr<Entry> e;
   try {
-    if (!to_probe.empty()) probe(args, to_probe);
+    if (!to_probe.empty()) probe(args, types, to_probe);
     if (background) {
       e = trace(args);  // here: the body reads the caller's objects
       compile_later(e, entry_options(false, dynamic), stats_, name_);
@@ -788,10 +790,10 @@ std::vector<Tensor> TracedCore::call(const TraceArgs& args) {
   }
   for (const HostSync& s : e->host_syncs)
     if (!s.alive.expired()) s.sync();
-  // KILN_CHECK compares on the host against eager mode and the reference
-  // interpreter: CPU plans only.
+  // KILN_CHECK compares on the host against eager mode and, kernel by kernel,
+  // the reference kernels: plans of backends that keep their slots' buffers.
   bool first_check = false;
-  if (check_enabled() && e->compiled.plan->device.is_cpu()) {
+  if (check_enabled() && backend_for(e->compiled.plan->device).keeps_slots()) {
     std::lock_guard<std::mutex> lock(mu_);
     first_check = !std::exchange(e->checked, true);
   }

@@ -58,6 +58,19 @@ class Backend {
   /// device is unavailable.
   virtual Target target(Device device) const = 0;
 
+  /// Whether its kernels take sizes at run time (kernel templates,
+  /// CompileOptions::dynamic_sizes), so that a new size of a dynamic dimension
+  /// compiles no kernel; else every size compiles its own.
+  virtual bool sizes_at_run_time() const = 0;
+
+  /// Whether its plans may compile on another thread than the caller's (the
+  /// background compile queue, compile_queue.h).
+  virtual bool compiles_off_thread() const = 0;
+
+  /// Whether execute keeps every slot's buffer when asked (`keep`), so that a
+  /// plan can be checked kernel by kernel (verify.h).
+  virtual bool keeps_slots() const = 0;
+
   /// Whether this backend compiles group `grp` of g; if not, *why says what it
   /// lacks (for the user's error).
   virtual bool supports(const Graph& g, const FusionGroup& grp, std::string* why) const = 0;

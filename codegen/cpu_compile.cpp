@@ -62,6 +62,9 @@ class CpuBackend final : public Backend {
  public:
   Target target(Device) const override { return {}; }
 
+  bool sizes_at_run_time() const override { return true; }
+  bool compiles_off_thread() const override { return true; }
+  bool keeps_slots() const override { return true; }
   bool supports(const Graph& g, const FusionGroup& grp, std::string* why) const override {
     if (grp.kind != GroupKind::Opaque) return true;
     *why = std::string("cannot compile '") + op_name(g[grp.nodes.front()].op) +

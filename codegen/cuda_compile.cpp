@@ -71,6 +71,11 @@ class CudaBackend final : public Backend {
     return {device.str() + " " + cuda::device_info(device.index).str(), cuda_arch(device)};
   }
 
+  // Every size compiles its own kernels; a compile wants the caller's CUDA
+  // context; the executor keeps no slots for checking.
+  bool sizes_at_run_time() const override { return false; }
+  bool compiles_off_thread() const override { return false; }
+  bool keeps_slots() const override { return false; }
   bool supports(const Graph& g, const FusionGroup& grp, std::string* why) const override {
     return cpu_backend().supports(g, grp, why);  // the same groups: every kind but opaque
   }

@@ -2,22 +2,21 @@
 // touched back as it was, run the compiled plan, and compare what both left:
 // outputs, gradients, every .grad written, every argument and captured tensor
 // (parameters, optimizer state) updated. The plan is also compared kernel by
-// kernel with the reference interpreter. Errors name the first difference, the
-// node and kernel that computed it, and the user's source line.
+// kernel with the reference kernels (codegen/verify.h). Errors name the first
+// difference, the node and kernel that computed it, and the user's source line.
+#include <algorithm>
 #include <cmath>
-#include <optional>
-#include <random>
 #include <span>
-#include <unordered_set>
 #include <sstream>
+#include <unordered_set>
 
 #include "codegen/compile.h"
+#include "codegen/verify.h"
 #include "frontend/autograd.h"
+#include "frontend/function.h"
 #include "frontend/jit.h"
 #include "frontend/jit_entry.h"
-#include "frontend/run_plan.h"
 #include "frontend/tensor_impl.h"
-#include "frontend/function.h"
 #include "runtime/interpreter.h"
 #include "runtime/reference.h"
 
@@ -30,163 +29,14 @@ HostArray host_copy(const TensorImpl& t) {
   return h;
 }
 
-std::vector<double> as_f64(const View& a) {
-  std::vector<double> x(static_cast<size_t>(a.numel()));
-  copy_to(a, dense_view(x.data(), DType::f64, a.shape));
-  return x;
-}
-
-// Index of the first element where `a` (got) and `b` (want) differ by more than
-// atol + rtol * |want| + `spread`, or -1. The tolerances are the dtype's: a few
-// hundred units in the last place.
-int64_t first_difference(const View& a, const View& b, double spread, double* got, double* want) {
-  const std::vector<double> x = as_f64(a), y = as_f64(b);
-  const bool f64 = a.dtype == DType::f64;
-  const double rtol = f64 ? 1e-9 : 1e-4, atol = f64 ? 1e-12 : 1e-5;
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double p = x[i], q = y[i];
-    const bool both_nan = std::isnan(p) && std::isnan(q);
-    if (!both_nan && !(std::abs(p - q) <= atol + rtol * std::abs(q) + spread) && p != q) {
-      if (got) *got = p;
-      if (want) *want = q;
-      return static_cast<int64_t>(i);
-    }
-  }
-  return -1;
-}
-
-// Reordered floating-point arithmetic (a sum in other blocks, a fused multiply-
-// add) computes the exact result of inputs perturbed by a few units in the last
-// place per term operation. Its effect on a value is estimated by running the
-// reference on inputs multiplied by 1 + r * 2^-16 (f32; 2^-45 for f64: about
-// 128 units in the last place, the backward error of summing hundreds of terms
-// in another order), r uniform in [-1, 1]: the change is what rounding can do
-// to that value. Cancellation (a sum of large terms that is nearly zero) and
-// amplification (Adam's m / (sqrt(v) + eps) of a gradient at rounding level)
-// give large changes; a value the plan computes differently gives none.
-std::vector<HostArray> perturbed(std::span<const HostArray> in, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> r(-1, 1);
-  std::vector<HostArray> out;
-  for (const HostArray& a : in) {
-    if (!a.storage || !is_floating(a.type.dtype)) {
-      out.push_back(a);
-      continue;
-    }
-    const double rel = a.type.dtype == DType::f64 ? 0x1p-45 : 0x1p-16;
-    std::vector<double> x = as_f64(a.view());
-    for (double& v : x) v *= 1 + rel * r(rng);
-    out.push_back(HostArray::make(a.type));
-    copy_to(dense_view(x.data(), DType::f64, a.type.shape), out.back().view());
-  }
-  return out;
-}
-
-// The reference run on perturbed inputs, or nothing when that run fails (a
-// perturbed float that feeds an index can leave its range): then rounding is
-// allowed nothing and the difference is reported as it is.
-std::optional<std::vector<HostArray>> interpret_perturbed(const Graph& g,
-                                                          std::span<const HostArray> args,
-                                                          std::span<const HostArray> params) {
-  try {
-    std::vector<HostArray> moved_params = perturbed(params, 2);
-    return interpret(g, perturbed(args, 1), moved_params);
-  } catch (const Error&) {
-    return std::nullopt;
-  }
-}
-
-// The largest change between two runs of one value (elements where a run gave
-// NaN count for nothing).
-double max_change(const View& a, const View& b) {
-  const std::vector<double> x = as_f64(a), y = as_f64(b);
-  double m = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double d = std::abs(x[i] - y[i]);
-    if (!std::isnan(d)) m = std::max(m, d);
-  }
-  return m;
-}
-
-}  // namespace
-
-void TracedCore::check_kernels(Entry& e, const TraceArgs& args) {
-  const CompileReport& r = *e.report;
-  const Graph& g = r.optimized;
-
-  std::vector<HostArray> hargs;
+// The plan compared kernel by kernel with the reference kernels
+// (codegen/verify.h), on the state the compiled call left.
+void verify_kernels(const TracedCore::Entry& e, const TraceArgs& args, const std::string& name) {
+  std::vector<HostArray> hargs, hparams;
   for (const Tensor& t : args.tensors) hargs.push_back(host_copy(*t.impl()));
-  // Both runs here would apply parameter updates: they run on copies.
-  std::vector<HostArray> ref_params;
-  std::vector<std::shared_ptr<TensorImpl>> plan_params;
-  for (auto& p : e.params) {
-    ref_params.push_back(host_copy(*p));
-    plan_params.push_back(make_dense(p->type));
-    copy_to(p->view(), plan_params.back()->view());
-  }
-
-  Graph probe = g;
-  probe.outputs.clear();
-  probe.updates.clear();
-  for (const auto& vals : r.step_values)
-    for (Value v : vals) probe.outputs.push_back(v);
-  std::vector<HostArray> ref_params_in = ref_params;
-  std::vector<HostArray> ref = interpret(probe, hargs, ref_params);
-  // On perturbed inputs, made at the first difference (none when that run failed).
-  std::optional<std::vector<HostArray>> ref_moved;
-  bool tried_moved = false;
-
-  std::vector<TensorType> out_types;
-  for (Value v : g.outputs) out_types.push_back(g.type(v));
-  // Every intermediate gets a buffer of its own, so none is overwritten by the
-  // memory plan's reuse before it is compared.
-  Plan unshared = *e.plan;
-  unshared.temp_bytes.clear();
-  for (PlanSlot& slot : unshared.slots)
-    if (slot.kind == PlanSlot::Temp) {
-      slot.index = static_cast<int64_t>(unshared.temp_bytes.size());
-      unshared.temp_bytes.push_back(slot.bytes());
-    }
-  KeptBuffers kept;
-  // The outputs' buffers are compared below: keep them until then.
-  const std::vector<Tensor> plan_outs =
-      run_plan(unshared, g, args.tensors, plan_params, out_types, "traced function", name_, {}, &kept);
-
-  size_t k = 0;
-  std::string failure;
-  for (size_t s = 0; s < r.step_values.size() && failure.empty(); ++s) {
-    for (Value v : r.step_values[s]) {
-      size_t slot = 0;
-      while (slot < r.slot_values.size() && !(r.slot_values[slot] == v)) ++slot;
-      const HostArray& want = ref[k++];
-      if (slot == r.slot_values.size()) continue;
-      View got = dense_view(kept.slot_data[slot], want.type.dtype, want.type.shape);
-      double gv = 0, wv = 0;
-      if (first_difference(got, want.view(), 0, &gv, &wv) < 0) continue;
-      if (!tried_moved) {
-        ref_moved = interpret_perturbed(probe, hargs, ref_params_in);
-        tried_moved = true;
-      }
-      const double spread = ref_moved ? max_change((*ref_moved)[k - 1].view(), want.view()) : 0;
-      const int64_t at = first_difference(got, want.view(), spread, &gv, &wv);
-      if (at < 0) continue;
-      const KernelInfo& info = r.kernels[s];
-      std::ostringstream os;
-      os << "KILN_CHECK: kernel " << info.name << " of '" << name_ << "' (from";
-      for (const auto& src : info.sources) os << " " << src;
-      os << ") differs from the reference kernels: value %" << v.node << " ("
-         << op_name(g[v.node].op) << ", " << want.type.str() << ") element " << at << " is " << gv
-         << ", expected " << wv << " (rounding-level changes of the inputs move it by up to "
-         << spread << ")";
-      failure = os.str();
-      break;
-    }
-  }
-  release_kept(kept);
-  if (!failure.empty()) throw Error(failure, g[r.step_values.front().front().node].loc);
+  for (auto& p : e.traced.params) hparams.push_back(host_copy(*p));
+  verify_plan(*e.compiled.plan, *e.compiled.report, hargs, hparams, name);
 }
-
-namespace {
 
 // A tensor's whole state (data, .grad, history), to be put back after the eager run.
 struct KeptTensor {
@@ -270,21 +120,18 @@ Value value_for(const Graph& g, PlanSource s) {
 
 // "; the traced value is %12 (mul) from f.cpp:10, computed by kernel k3 (from ...)"
 std::string blame(const TracedCore::Entry& e, PlanSource s) {
-  const Value tv = value_for(e.traced, s);
+  const Value tv = value_for(e.traced.graph, s);
   if (!tv.valid()) return "";
   std::ostringstream os;
-  const Node& n = e.traced[tv.node];
+  const Node& n = e.traced.graph[tv.node];
   os << "; the traced value is %" << tv.node << " (" << op_name(n.op) << ")";
   if (n.loc.known()) os << " from " << n.loc.str();
-  const CompileReport& r = *e.report;
-  const Value ov = value_for(r.optimized, s);
-  for (size_t k = 0; ov.valid() && k < r.step_values.size() && k < r.kernels.size(); ++k)
-    if (std::find(r.step_values[k].begin(), r.step_values[k].end(), ov) != r.step_values[k].end()) {
-      os << ", computed by kernel " << r.kernels[k].name << " (from";
-      for (const auto& src : r.kernels[k].sources) os << " " << src;
-      os << ")";
-      break;
-    }
+  const CompileReport& r = *e.compiled.report;
+  if (const int64_t k = step_computing(r, value_for(r.optimized, s)); k >= 0) {
+    os << ", computed by kernel " << r.kernels[size_t(k)].name << " (from";
+    for (const auto& src : r.kernels[size_t(k)].sources) os << " " << src;
+    os << ")";
+  }
   os << " (every kernel matched the reference kernels, so the traced graph itself differs from "
         "the eager code: is a value read on the host, or a branch taken on data?)";
   return os.str();
@@ -299,26 +146,26 @@ Sources plan_sources(const TracedCore::Entry& e, size_t n_args) {
   Sources s;
   s.arg.resize(n_args);
   s.arg_grad.resize(n_args);
-  s.param.resize(e.params.size());
-  s.param_grad.resize(e.params.size());
-  for (const auto& [a, o] : e.arg_writes)
+  s.param.resize(e.traced.params.size());
+  s.param_grad.resize(e.traced.params.size());
+  for (const auto& [a, o] : e.traced.arg_writes)
     s.arg[static_cast<size_t>(a)] = {PlanSource::Output, static_cast<int64_t>(o)};
-  for (const ParamUpdate& u : e.traced.updates)
+  for (const ParamUpdate& u : e.traced.graph.updates)
     s.param[static_cast<size_t>(u.param)] = {PlanSource::Update, u.param};
-  for (const GradWriteback& w : e.grad_writebacks) {
+  for (const GradWriteback& w : e.traced.grad_writebacks) {
     if (w.kind == GradWriteback::Clear) continue;
     const PlanSource src{PlanSource::Output, static_cast<int64_t>(w.output)};
     if (!w.tensor) {
       s.arg_grad[static_cast<size_t>(w.arg)] = src;
       continue;
     }
-    for (size_t p = 0; p < e.params.size(); ++p)
-      if (e.params[p] == w.tensor) s.param_grad[p] = src;
+    for (size_t p = 0; p < e.traced.params.size(); ++p)
+      if (e.traced.params[p] == w.tensor) s.param_grad[p] = src;
   }
   // A .grad that existed already is a parameter the plan updates in place.
-  for (size_t p = 0; p < e.params.size(); ++p)
-    for (size_t q = 0; q < e.params.size(); ++q)
-      if (e.params[p]->grad == e.params[q]) s.param_grad[p] = s.param[q];
+  for (size_t p = 0; p < e.traced.params.size(); ++p)
+    for (size_t q = 0; q < e.traced.params.size(); ++q)
+      if (e.traced.params[p]->grad == e.traced.params[q]) s.param_grad[p] = s.param[q];
   return s;
 }
 
@@ -332,29 +179,16 @@ Tensor cotangent(const Tensor& like, size_t salt) {
 // Per observed entry, how far rounding-level changes of the call's inputs
 // (`args`, `params` as the call found them) move the value the traced graph
 // computes for it (0 for entries it computes none for).
-std::vector<double> rounding_spreads(const Graph& traced, const Observed& o,
+std::vector<double> observed_spreads(const Graph& traced, const Observed& o,
                                      std::span<const HostArray> args,
                                      std::span<const HostArray> params) {
-  Graph probe = traced;
-  probe.outputs.clear();
-  probe.updates.clear();
-  std::vector<int64_t> at(o.sources.size(), -1);
-  for (size_t k = 0; k < o.sources.size(); ++k) {
-    const Value v = value_for(traced, o.sources[k]);
-    if (!v.valid()) continue;
-    at[k] = static_cast<int64_t>(probe.outputs.size());
-    probe.outputs.push_back(v);
-  }
+  std::vector<Value> values;
+  for (const PlanSource& src : o.sources)
+    if (const Value v = value_for(traced, src); v.valid()) values.push_back(v);
+  const std::vector<double> moved = rounding_spreads(traced, values, args, params);
   std::vector<double> spread(o.sources.size(), 0.0);
-  const std::optional<std::vector<HostArray>> moved = interpret_perturbed(probe, args, params);
-  if (!moved) return spread;
-  std::vector<HostArray> p0(params.begin(), params.end());
-  const std::vector<HostArray> exact = interpret(probe, args, p0);
-  for (size_t k = 0; k < at.size(); ++k)
-    if (at[k] >= 0) {
-      const auto j = static_cast<size_t>(at[k]);
-      spread[k] = max_change((*moved)[j].view(), exact[j].view());
-    }
+  for (size_t k = 0, j = 0; k < o.sources.size(); ++k)
+    if (value_for(traced, o.sources[k]).valid()) spread[k] = moved[j++];
   return spread;
 }
 
@@ -363,18 +197,19 @@ std::vector<double> rounding_spreads(const Graph& traced, const Observed& o,
 void gradient_targets(const TracedCore::Entry& e, const TraceArgs& args, std::vector<Tensor>* wrt,
                       std::vector<std::string>* names) {
   auto written = [&](const TensorImpl* t) {
-    for (const HistoryWrite& h : e.histories)
-      if ((h.tensor ? h.tensor.get() : args.tensors[static_cast<size_t>(h.arg)].impl()) == t) return true;
+    for (const HistoryWrite& h : e.traced.histories)
+      if ((h.tensor ? h.tensor.get() : args.tensors[static_cast<size_t>(h.arg)].impl()) == t)
+        return true;
     return false;
   };
-  for (int64_t a : e.wrt_args)
+  for (int64_t a : e.traced.wrt_args)
     if (!written(args.tensors[static_cast<size_t>(a)].impl())) {
       wrt->push_back(args.tensors[static_cast<size_t>(a)]);
       names->push_back("the gradient w.r.t. argument " + std::to_string(a));
     }
-  for (int64_t p : e.wrt_params)
-    if (!written(e.params[static_cast<size_t>(p)].get())) {
-      wrt->emplace_back(e.params[static_cast<size_t>(p)]);
+  for (int64_t p : e.traced.wrt_params)
+    if (!written(e.traced.params[static_cast<size_t>(p)].get())) {
+      wrt->emplace_back(e.traced.params[static_cast<size_t>(p)]);
       names->push_back("the gradient w.r.t. captured tensor " + std::to_string(p));
     }
 }
@@ -405,7 +240,7 @@ void compare_runs(const TracedCore::Entry& e, const Observed& traced, const Obse
       diff = "is " + t.type.str() + " traced but " + w.type.str() + " eagerly";
     } else if (t.storage && first_difference(t.view(), w.view(), 0, nullptr, nullptr) >= 0) {
       // Differences that rounding alone can make are no mismatch.
-      if (spreads.empty()) spreads = rounding_spreads(e.traced, traced, args_in, params_in);
+      if (spreads.empty()) spreads = observed_spreads(e.traced.graph, traced, args_in, params_in);
       double gv = 0, wv = 0;
       const int64_t at = first_difference(t.view(), w.view(), spreads[k], &gv, &wv);
       if (at >= 0) {
@@ -417,10 +252,10 @@ void compare_runs(const TracedCore::Entry& e, const Observed& traced, const Obse
       }
     }
     if (diff.empty()) continue;
-    const Value v = value_for(e.traced, traced.sources[k]);
+    const Value v = value_for(e.traced.graph, traced.sources[k]);
     throw Error("KILN_CHECK: after a call of '" + name + "', " + traced.what[k] + " " + diff +
                     blame(e, traced.sources[k]),
-                v.valid() ? e.traced[v.node].loc : where);
+                v.valid() ? e.traced.graph[v.node].loc : where);
   }
 }
 
@@ -436,7 +271,7 @@ std::vector<Tensor> TracedCore::checked_run(Entry& e, const TraceArgs& args) {
   // tensor (zero_grad() setting it to none, then backward()).
   std::unordered_set<const TensorImpl*> grad_objects;
   for (const Tensor& a : args.tensors) grad_objects.insert(a.impl()->grad.get());
-  for (const auto& p : e.params) grad_objects.insert(p->grad.get());
+  for (const auto& p : e.traced.params) grad_objects.insert(p->grad.get());
   auto observe = [&](const std::vector<Tensor>& outs) {
     Observed o;
     for (size_t i = 0; i < outs.size(); ++i)
@@ -448,14 +283,15 @@ std::vector<Tensor> TracedCore::checked_run(Entry& e, const TraceArgs& args) {
       o.add(".grad of argument " + std::to_string(i), t.grad ? Tensor(t.grad) : Tensor(), -1,
             src.arg_grad[i]);
     }
-    for (size_t p = 0; p < e.params.size(); ++p) {
-      const TensorImpl& t = *e.params[p];
+    for (size_t p = 0; p < e.traced.params.size(); ++p) {
+      const TensorImpl& t = *e.traced.params[p];
       const std::string name = "captured tensor " + std::to_string(p) + " (" + t.type.str() + ")";
-      if (!grad_objects.count(&t)) o.add(name, Tensor(e.params[p]), autograd_state(t), src.param[p]);
+      if (!grad_objects.count(&t))
+        o.add(name, Tensor(e.traced.params[p]), autograd_state(t), src.param[p]);
       o.add(".grad of " + name, t.grad ? Tensor(t.grad) : Tensor(), -1, src.param_grad[p]);
     }
     o.state_size = o.what.size();
-    if (!e.autograd_call || wrt.empty()) return o;
+    if (!e.traced.autograd_call || wrt.empty()) return o;
     std::vector<Tensor> roots, cots;
     for (size_t i = 0; i < outs.size(); ++i)
       if (outs[i].impl()->requires_grad) {
@@ -476,11 +312,11 @@ std::vector<Tensor> TracedCore::checked_run(Entry& e, const TraceArgs& args) {
     return o;
   };
 
-  KeptState before(args.tensors, e.params);
-  // The inputs as the call found them, for rounding_spreads.
+  KeptState before(args.tensors, e.traced.params);
+  // The inputs as the call found them, for observed_spreads.
   std::vector<HostArray> args_in, params_in;
   for (const Tensor& t : args.tensors) args_in.push_back(host_copy(*t.impl()));
-  for (const auto& p : e.params) params_in.push_back(host_copy(*p));
+  for (const auto& p : e.traced.params) params_in.push_back(host_copy(*p));
   Observed eager;
   {
     detail::RetainGraphsGuard keep_graphs;  // the compiled run may need what eager backward would free
@@ -495,7 +331,7 @@ std::vector<Tensor> TracedCore::checked_run(Entry& e, const TraceArgs& args) {
   before.put_back_all();
   std::vector<Tensor> outs = run(e, args);
   Observed traced = observe(outs);
-  check_kernels(e, args);
+  verify_kernels(e, args, name_);
 
   compare_runs(e, traced, eager, args_in, params_in, name_, where_);
   return outs;

@@ -12,7 +12,10 @@
 #include <unordered_set>
 #include <utility>
 
+#include "codegen/backend.h"
 #include "codegen/compile.h"
+#include "codegen/compile_queue.h"
+#include "codegen/dynamic_sizes.h"
 #include "frontend/alias.h"
 #include "frontend/autograd.h"
 #include "frontend/device_ops.h"
@@ -101,10 +104,13 @@ std::string number_str(double v) {
 
 }  // namespace
 
-
 TracedCore::TracedCore(std::string name, SourceLoc where, Body body)
-    : name_(std::move(name)), where_(where), body_(std::move(body)),
-      stats_(std::make_shared<StatsCell>()), template_scope_([] {
+    : name_(std::move(name)),
+      where_(where),
+      body_(std::move(body)),
+      stats_(std::make_shared<StatsCell>()),
+      dynamic_(std::make_unique<DynamicDims>()),
+      template_scope_([] {
         static std::atomic<uint64_t> next{1};
         return next++;
       }()) {}
@@ -132,16 +138,6 @@ void TracedCore::StatsCell::add_compile(const CompileReport& r, size_t steps, do
     }
   phases += r.kernel_times;
   stats.kernel_phases = phases.str();
-}
-
-std::shared_ptr<Plan> LazyPlan::get() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (plan_) return plan_;
-  const auto t0 = std::chrono::steady_clock::now();
-  CompileReport report;
-  plan_ = compile_graph(graph_, opts_, &report);
-  stats_->add_compile(report, plan_->steps.size(), ms_since(t0));
-  return plan_;
 }
 
 namespace {
@@ -255,8 +251,8 @@ bool guards_hold(const TracedCore::Entry& e, std::string* reason) {
   }
   for (size_t c = 0; hold && c < e.constant_guards.size(); ++c)
     hold = constants_hold(e.constant_guards[c], reason);
-  for (size_t p = 0; hold && p < e.params.size(); ++p)
-    if (autograd_state(*e.params[p]) != e.param_grad_state[p]) {
+  for (size_t p = 0; hold && p < e.traced.params.size(); ++p)
+    if (autograd_state(*e.traced.params[p]) != e.param_grad_state[p]) {
       hold = false;
       *reason = "a captured tensor's requires_grad or history changed since it was traced";
     }
@@ -329,7 +325,8 @@ std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
     return e;
   }
 
-  check_marked(args, types);  // a new signature: do the marks fit it?
+  // A new signature: do the marks fit it?
+  dynamic_->fit_marked(args.is_tensor, types, "traced function '" + name_ + "'", where_);
   std::string reason = "first call", newly_dynamic;
   const bool dumping = !settings().dump_dir.empty();
   bool background = false;
@@ -343,12 +340,8 @@ std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
     newly_dynamic = note_dynamic(args, types, *last);
     background = !dumping && compile_in_background(types, rg, args, gm, *last, !newly_dynamic.empty());
   }
-  const bool dynamic = !dynamic_.empty();
-  std::vector<DynamicDim> to_probe;
-  if (!probed_)
-    for (const DynamicDim& d : dynamic_)
-      if (d.marked) to_probe.push_back(d);
-  probed_ = probed_ || !to_probe.empty();
+  const bool dynamic = !dynamic_->empty();
+  const std::vector<DynamicDim> to_probe = dynamic_->take_probe();
   stats_->stats.misses++;
   keep_recent(stats_->stats.miss_reasons, reason, TraceStats::kRecent);
   if (background) stats_->stats.background_compiles++;
@@ -367,13 +360,14 @@ std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
   };
   std::shared_ptr<Entry> e;
   try {
-    if (!to_probe.empty()) probe(args, to_probe);
+    if (!to_probe.empty()) probe(args, types, to_probe);
     if (background) {
       e = trace(args);  // here: the body reads the caller's objects
       compile_later(e, entry_options(false, dynamic), stats_, name_);
     } else {
       e = build(args, dumping, dynamic);
-      if (dumping) write_dump(settings().dump_dir, name_, e->as_traced, *e->report, e->types);
+      if (dumping)
+        write_dump(settings().dump_dir, name_, e->traced.as_traced, *e->compiled.report, e->types);
     }
   } catch (...) {
     landed();
@@ -391,9 +385,9 @@ namespace {
 // The values the backward from `root` (tape node output `output`) reads that
 // live on after the call in a tensor the caller holds: the arguments, the
 // captured tensors and the outputs (by storage, at their last write).
-void collect_held_reads(const TraceState& st, TracedCore::Entry& e, const std::vector<Tensor>& outs,
+void collect_held_reads(const TraceState& st, TracedProgram& t, const std::vector<Tensor>& outs,
                         Value root, size_t output) {
-  using Held = TracedCore::Entry::HeldRead;
+  using Held = TracedProgram::HeldRead;
   auto holder = [&](const TensorImpl* s, Held::Kind* kind, int64_t* index) {
     for (size_t i = 0; i < st.args.size(); ++i)
       if (st.args[i].get() == s) return *kind = Held::Arg, *index = static_cast<int64_t>(i), true;
@@ -406,7 +400,7 @@ void collect_held_reads(const TraceState& st, TracedCore::Entry& e, const std::v
   };
   for (const auto& [id, ref] : st.saved_reads({root})) {
     Held h{Held::Arg, 0, output, st.graph[id].op, st.graph[id].loc};
-    if (holder(ref->storage.get(), &h.kind, &h.index)) e.held_reads.push_back(h);
+    if (holder(ref->storage.get(), &h.kind, &h.index)) t.held_reads.push_back(h);
   }
 }
 
@@ -415,33 +409,34 @@ void collect_held_reads(const TraceState& st, TracedCore::Entry& e, const std::v
 // the body wrote into), with respect to the arguments and captured tensors they
 // reach. Records on the entry which tape node output each root is, and the
 // saved values whose later writes a backward through it must notice.
-PartitionRequest request_split(TraceState& st, TracedCore::Entry& e,
-                               const std::vector<Tensor>& outs, const std::vector<Value>& out_vals,
+PartitionRequest request_split(TraceState& st, TracedProgram& t, const std::vector<Tensor>& outs,
+                               const std::vector<Value>& out_vals,
                                const std::vector<Value>& history_roots, int64_t n_args) {
   PartitionRequest req;
   req.split = true;
   for (size_t i = 0; i < outs.size(); ++i) {
     if (!outs[i].requires_grad()) continue;
-    e.seeded.push_back(i);
+    t.seeded.push_back(i);
     req.roots.push_back(out_vals[i]);
   }
-  e.call_out_types.assign(e.out_types.begin(), e.out_types.begin() + static_cast<long>(outs.size()));
+  t.call_out_types.assign(t.out_types.begin(),
+                          t.out_types.begin() + static_cast<long>(outs.size()));
   for (Value v : history_roots) {
-    e.seeded.push_back(e.call_out_types.size());
-    e.call_out_types.push_back(st.graph.type(v));
+    t.seeded.push_back(t.call_out_types.size());
+    t.call_out_types.push_back(st.graph.type(v));
     req.roots.push_back(v);
   }
   for (size_t k = 0; k < req.roots.size(); ++k) {
     if (const StaleRead s = st.stale_read({req.roots[k]}); s.node)
-      e.stale_outputs.push_back({e.seeded[k], s.node->op, s.expected, s.found, s.node->loc});
-    collect_held_reads(st, e, outs, req.roots[k], e.seeded[k]);
+      t.stale_outputs.push_back({t.seeded[k], s.node->op, s.expected, s.found, s.node->loc});
+    collect_held_reads(st, t, outs, req.roots[k], t.seeded[k]);
   }
-  req.root_outputs = e.seeded;
+  req.root_outputs = t.seeded;
   req.arg_requires = st.arg_leaf;
   for (const auto& p : st.params) req.param_requires.push_back(p->requires_grad);
   req.freed = st.freed;
   req.n_args = n_args;
-  for (const auto& w : e.arg_writes) req.written_args.push_back(w.first);
+  for (const auto& w : t.arg_writes) req.written_args.push_back(w.first);
   req.custom = detail::custom_function_vjp();
   return req;
 }
@@ -449,26 +444,26 @@ PartitionRequest request_split(TraceState& st, TracedCore::Entry& e,
 // What the entry keeps of the partition: the forward (and backward) graphs, and
 // for the tape node, which outputs' gradients read freed values and which
 // tensors their gradients reach.
-void take_partition(const TraceState& st, TracedCore::Entry& e, Partition p) {
-  e.traced = std::move(p.forward);
+void take_partition(const TraceState& st, TracedProgram& t, Partition p) {
+  t.graph = std::move(p.forward);
   if (!p.split) return;
   for (const RootRead& r : p.freed_roots)
-    e.freed_outputs.push_back({e.seeded[r.root], st.graph[r.node].op, st.graph[r.node].loc});
+    t.freed_outputs.push_back({t.seeded[r.root], st.graph[r.node].op, st.graph[r.node].loc});
   for (const RootRead& r : p.reading_roots)
-    e.reading_outputs.push_back({e.seeded[r.root], st.graph[r.node].op, st.graph[r.node].loc});
-  e.wrt_args = std::move(p.wrt_args);
-  e.wrt_params = std::move(p.wrt_params);
+    t.reading_outputs.push_back({t.seeded[r.root], st.graph[r.node].op, st.graph[r.node].loc});
+  t.wrt_args = std::move(p.wrt_args);
+  t.wrt_params = std::move(p.wrt_params);
   for (const std::vector<size_t>& roots : p.wrt_reached_by) {
-    e.wrt_reached_by.emplace_back();
-    for (size_t k : roots) e.wrt_reached_by.back().push_back(e.seeded[k]);
+    t.wrt_reached_by.emplace_back();
+    for (size_t k : roots) t.wrt_reached_by.back().push_back(t.seeded[k]);
   }
-  e.backward_freed = p.backward_freed;
-  e.backward_out_types = std::move(p.gradient_types);
-  e.saved_begin = p.saved_begin;
-  e.saved = p.saved;
-  for (size_t k = e.saved_begin; k < e.traced.outputs.size(); ++k)
-    e.out_types.push_back(e.traced.type(e.traced.outputs[k]));
-  if (!e.backward_freed) e.backward_traced = std::move(p.backward);
+  t.backward_freed = p.backward_freed;
+  t.backward_out_types = std::move(p.gradient_types);
+  t.saved_begin = p.saved_begin;
+  t.saved = p.saved;
+  for (size_t k = t.saved_begin; k < t.graph.outputs.size(); ++k)
+    t.out_types.push_back(t.graph.type(t.graph.outputs[k]));
+  if (!t.backward_freed) t.backward = std::make_unique<Graph>(std::move(p.backward));
 }
 
 }  // namespace
@@ -503,33 +498,35 @@ std::unique_ptr<TracedCore::Entry> TracedCore::trace(const TraceArgs& args, bool
       if (!o.defined())
         throw Error("traced function '" + name_ + "' returned an undefined tensor", where_);
       out_vals.push_back(st.value_of(o, where_));
-      e->out_types.push_back(st.graph.type(out_vals.back()));
+      e->traced.out_types.push_back(st.graph.type(out_vals.back()));
       outs_need_grad = outs_need_grad || o.requires_grad();
     }
-    e->user_outputs = outs.size();
+    e->traced.user_outputs = outs.size();
     for (Value v : out_vals) st.graph.outputs.push_back(v);
-    collect_grad_writebacks(st, *e, where_);
-    collect_arg_writes(st, *e);
-    const std::vector<Value> history_roots = collect_histories(st, *e);
+    collect_grad_writebacks(st, e->traced, e->guards, where_);
+    collect_arg_writes(st, e->traced);
+    const std::vector<Value> history_roots = collect_histories(st, e->traced);
     // Outputs that require grad get a tape node, as eager ops would give them,
     // also when the body ran backward() itself; so do tensors written in place
     // with values that require grad.
-    e->autograd_call = (e->grad_mode && outs_need_grad) || !history_roots.empty();
-    const PartitionRequest req = e->autograd_call
-                                     ? request_split(st, *e, outs, out_vals, history_roots, n_args)
-                                     : PartitionRequest{};
-    if (record) e->as_traced = st.graph;
-    take_partition(st, *e,
-                   run_partition(st.builder, req, record ? &e->partition_log : nullptr, record));
+    e->traced.autograd_call = (e->grad_mode && outs_need_grad) || !history_roots.empty();
+    const PartitionRequest req =
+        e->traced.autograd_call
+            ? request_split(st, e->traced, outs, out_vals, history_roots, n_args)
+            : PartitionRequest{};
+    if (record) e->traced.as_traced = st.graph;
+    take_partition(
+        st, e->traced,
+        run_partition(st.builder, req, record ? &e->traced.partition_log : nullptr, record));
   }
   e->arg_grads_read = st.arg_grads_read;
   e->constant_guards = std::move(st.constant_guards);
   e->host_syncs = std::move(st.host_syncs);
-  e->params = st.params;
-  for (const auto& p : e->params) e->param_grad_state.push_back(autograd_state(*p));
-  e->trace_ms = ms_since(t0);
+  e->traced.params = st.params;
+  for (const auto& p : e->traced.params) e->param_grad_state.push_back(autograd_state(*p));
+  e->traced.trace_ms = ms_since(t0);
   std::lock_guard<std::mutex> lock(stats_->mu);
-  stats_->stats.trace_ms += e->trace_ms;
+  stats_->stats.trace_ms += e->traced.trace_ms;
   return e;
 }
 
@@ -544,27 +541,20 @@ CompileOptions TracedCore::entry_options(bool artifacts, bool dynamic) const {
 
 std::string compile_entry(TracedCore::Entry& e, const CompileOptions& opts,
                           const std::shared_ptr<TracedCore::StatsCell>& stats, const std::string& name) {
-  const auto t0 = std::chrono::steady_clock::now();
-  e.report = std::make_unique<CompileReport>();
-  {
-    TraceSpan span("compile", "compile " + name);
-    e.plan = compile_graph(e.traced, opts, e.report.get());
-  }
-  // The partition ran as the call was traced: its record heads the pipeline's.
-  e.report->passes.insert(e.report->passes.begin(), e.partition_log.begin(), e.partition_log.end());
-  const double compile_ms = ms_since(t0);
-  stats->add_compile(*e.report, e.plan->steps.size(), compile_ms);
+  TracedProgram& t = e.traced;
   // The backward compiles when a backward() first reaches the call: a training
   // step that runs backward() itself and returns its loss never needs it.
-  if (e.autograd_call && !e.backward_freed)
-    e.backward = std::make_shared<LazyPlan>(std::move(e.backward_traced), opts, stats);
+  e.compiled = compile_program(
+      t.graph, std::move(t.backward), t.partition_log, opts,
+      [stats](const CompileReport& r, size_t steps, double ms) {
+        stats->add_compile(r, steps, ms);
+      },
+      name);
   std::ostringstream log;
-  log << "kiln: '" << name << "': traced " << e.traced.size() << " nodes in " << e.trace_ms << " ms, compiled "
-      << e.plan->steps.size() << " steps in " << compile_ms << " ms (" << e.report->kernels_reused
-      << " kernels reused, " << e.report->kernels_from_disk
-      << " from the disk cache; kernels: " << e.report->kernel_times.str() << ")"
-      << (!e.autograd_call   ? ""
-          : e.backward_freed ? "; no backward: the body's backward() freed what it needs"
+  log << "kiln: '" << name << "': traced " << t.graph.size() << " nodes in " << t.trace_ms
+      << " ms, " << e.compiled.summary()
+      << (!t.autograd_call   ? ""
+          : t.backward_freed ? "; no backward: the body's backward() freed what it needs"
                              : "; the backward compiles on first use")
       << "\n";
   return log.str();
@@ -575,10 +565,7 @@ std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool
   std::unique_ptr<Entry> e = trace(args, artifacts);
   CompileOptions opts = entry_options(artifacts, dynamic);
   if (record_only) {
-    opts.record_kernels_only = true;
-    e->report = std::make_unique<CompileReport>();
-    (void)compile_graph(e->traced, opts, e->report.get());
-    if (e->autograd_call && !e->backward_freed) (void)compile_graph(e->backward_traced, opts);
+    record_program_kernels(e->traced.graph, e->traced.backward.get(), opts);
     return e;
   }
   const std::string log = compile_entry(*e, opts, stats_, name_);
@@ -615,9 +602,9 @@ void keep_grad_buffers(const TracedCore::Entry& e, SourceLoc where) {
   for (const GradGuard& g : e.guards) {
     TensorImpl& t = *g.tensor;
     if (!g.expected_grad || !t.grad || t.grad.get() == g.expected_grad) continue;
-    auto kept = std::find_if(e.params.begin(), e.params.end(),
+    auto kept = std::find_if(e.traced.params.begin(), e.traced.params.end(),
                              [&](const auto& p) { return p.get() == g.expected_grad; });
-    if (kept == e.params.end() || (*kept)->type != t.grad->type) continue;
+    if (kept == e.traced.params.end() || (*kept)->type != t.grad->type) continue;
     device_copy(t.grad->view(), **kept, where);
     (*kept)->buffer->version++;
     t.grad = *kept;
@@ -638,21 +625,21 @@ Tensor history_target(const HistoryWrite& h, const TraceArgs& args) {
 // and the histories that writes without grad took away.
 void write_back(const TracedCore::Entry& e, const TraceArgs& args, const std::vector<Tensor>& all,
                 SourceLoc where) {
-  for (const auto& [a, o] : e.arg_writes) {
+  for (const auto& [a, o] : e.traced.arg_writes) {
     TensorImpl& t = *args.tensors[static_cast<size_t>(a)].impl();
     device_copy(all[o].impl()->view(), t, where);
     t.buffer->version++;
   }
-  for (const GradWriteback& w : e.grad_writebacks) {
+  for (const GradWriteback& w : e.traced.grad_writebacks) {
     if (!w.tensor || w.kind == GradWriteback::AddOutput) {
       add_grad(w.tensor ? Tensor(w.tensor) : args.tensors[static_cast<size_t>(w.arg)], w, all);
       continue;
     }
     w.tensor->grad = w.kind == GradWriteback::Clear ? nullptr : all[w.output].impl_ptr();
   }
-  for (auto& z : e.zero_after) mark_zero(*z);
-  for (size_t o : e.zero_outputs) mark_zero(*all[o].impl());
-  for (const HistoryWrite& h : e.histories)
+  for (auto& z : e.traced.zero_after) mark_zero(*z);
+  for (size_t o : e.traced.zero_outputs) mark_zero(*all[o].impl());
+  for (const HistoryWrite& h : e.traced.histories)
     if (!h.takes) {
       TensorImpl& t = *history_target(h, args).impl();
       t.grad_fn = nullptr;
@@ -672,13 +659,13 @@ struct HeldNow {
 
 std::vector<HeldNow> held_now(const TracedCore::Entry& e, const TraceArgs& args,
                               const std::vector<Tensor>& outs) {
-  using HeldRead = TracedCore::Entry::HeldRead;
+  using HeldRead = TracedProgram::HeldRead;
   std::vector<HeldNow> held;
-  for (const HeldRead& h : e.held_reads) {
-    const TensorImpl& t = h.kind == HeldRead::Arg
-                              ? *args.tensors[static_cast<size_t>(h.index)].impl()
-                          : h.kind == HeldRead::Param ? *e.params[static_cast<size_t>(h.index)]
-                                                      : *outs[static_cast<size_t>(h.index)].impl();
+  for (const HeldRead& h : e.traced.held_reads) {
+    const TensorImpl& t =
+        h.kind == HeldRead::Arg     ? *args.tensors[static_cast<size_t>(h.index)].impl()
+        : h.kind == HeldRead::Param ? *e.traced.params[static_cast<size_t>(h.index)]
+                                    : *outs[static_cast<size_t>(h.index)].impl();
     if (t.buffer) held.push_back({h.output, t.buffer, t.buffer->version, h.op, h.loc});
   }
   return held;
@@ -692,12 +679,13 @@ std::function<std::vector<Tensor>(autograd::Context*, std::vector<Tensor>)> tape
     const TracedCore::Entry& e, const TraceArgs& args, const std::vector<Tensor>& all,
     const std::vector<Tensor>& outs, std::weak_ptr<autograd::CustomCall> weak_call,
     const std::string& name, SourceLoc where) {
-  std::vector<Tensor> saved(all.begin() + static_cast<long>(e.saved_begin), all.end());
+  std::vector<Tensor> saved(all.begin() + static_cast<long>(e.traced.saved_begin), all.end());
   std::vector<HeldNow> held = held_now(e, args, outs);
-  return [=, bwd = e.backward, params = e.params, out_types = e.backward_out_types,
-          fwd_out_types = e.call_out_types, arg_tensors = args.tensors, seeded = e.seeded,
-          freed = e.freed_outputs, reading = e.reading_outputs, stale = e.stale_outputs,
-          reached_by = e.wrt_reached_by](autograd::Context*, std::vector<Tensor> grads) {
+  return [=, bwd = e.compiled.backward, params = e.traced.params,
+          out_types = e.traced.backward_out_types, fwd_out_types = e.traced.call_out_types,
+          arg_tensors = args.tensors, seeded = e.traced.seeded, freed = e.traced.freed_outputs,
+          reading = e.traced.reading_outputs, stale = e.traced.stale_outputs,
+          reached_by = e.traced.wrt_reached_by](autograd::Context*, std::vector<Tensor> grads) {
     auto given = [&](size_t o) { return o < grads.size() && grads[o].defined(); };
     auto self = weak_call.lock();
     for (const auto& f : self && self->released ? reading : freed)
@@ -734,10 +722,11 @@ std::vector<Tensor> attach_tape_node(const TracedCore::Entry& e, const TraceArgs
   call->undefined_if_unreached = true;
   call->backward = tape_backward(e, args, all, outs, call, name, where);
   std::vector<Tensor> inputs;
-  for (int64_t a : e.wrt_args) inputs.push_back(args.tensors[static_cast<size_t>(a)]);
-  for (int64_t p : e.wrt_params) inputs.emplace_back(e.params[static_cast<size_t>(p)]);
+  for (int64_t a : e.traced.wrt_args) inputs.push_back(args.tensors[static_cast<size_t>(a)]);
+  for (int64_t p : e.traced.wrt_params)
+    inputs.emplace_back(e.traced.params[static_cast<size_t>(p)]);
   std::vector<Tensor> call_outs = outs;
-  for (const HistoryWrite& h : e.histories)
+  for (const HistoryWrite& h : e.traced.histories)
     if (h.takes) call_outs.push_back(history_target(h, args));
   std::vector<Tensor> result;
   {
@@ -755,7 +744,8 @@ std::vector<Tensor> attach_tape_node(const TracedCore::Entry& e, const TraceArgs
   result.resize(outs.size());
   // Outputs no gradient flows to stay plain tensors, as eager ops leave them.
   for (size_t i = 0; i < outs.size(); ++i)
-    if (std::find(e.seeded.begin(), e.seeded.end(), i) == e.seeded.end()) result[i] = outs[i];
+    if (std::find(e.traced.seeded.begin(), e.traced.seeded.end(), i) == e.traced.seeded.end())
+      result[i] = outs[i];
   return result;
 }
 
@@ -770,11 +760,12 @@ std::vector<Tensor> TracedCore::run(Entry& e, const TraceArgs& args) {
               "gradient, not the sum eager mode gives (expected an argument without .grad(); "
               "clear it with set_grad(Tensor()) before the call, or capture the tensor instead)",
           where_);
-  std::vector<Tensor> all = detail::run_plan(*e.plan, e.traced, args.tensors, e.params, e.out_types,
-                                             "traced function", name_, where_);
+  std::vector<Tensor> all =
+      detail::run_plan(*e.compiled.plan, e.traced.graph, args.tensors, e.traced.params,
+                       e.traced.out_types, "traced function", name_, where_);
   write_back(e, args, all, where_);
-  std::vector<Tensor> outs(all.begin(), all.begin() + static_cast<long>(e.user_outputs));
-  if (!e.autograd_call) return outs;
+  std::vector<Tensor> outs(all.begin(), all.begin() + static_cast<long>(e.traced.user_outputs));
+  if (!e.traced.autograd_call) return outs;
   return attach_tape_node(e, args, all, outs, name_, where_);
 }
 
@@ -799,10 +790,10 @@ std::vector<Tensor> TracedCore::call(const TraceArgs& args) {
   }
   for (const HostSync& s : e->host_syncs)
     if (!s.alive.expired()) s.sync();
-  // KILN_CHECK compares on the host against eager mode and the reference
-  // interpreter: CPU plans only.
+  // KILN_CHECK compares on the host against eager mode and, kernel by kernel,
+  // the reference kernels: plans of backends that keep their slots' buffers.
   bool first_check = false;
-  if (check_enabled() && e->plan->device.is_cpu()) {
+  if (check_enabled() && backend_for(e->compiled.plan->device).keeps_slots()) {
     std::lock_guard<std::mutex> lock(mu_);
     first_check = !std::exchange(e->checked, true);
   }
@@ -812,24 +803,24 @@ std::vector<Tensor> TracedCore::call(const TraceArgs& args) {
 
 Graph TracedCore::graph(const TraceArgs& args, bool optimized) {
   std::unique_ptr<Entry> e = build(args, false);
-  return optimized ? e->report->optimized : e->traced;
+  return optimized ? e->compiled.report->optimized : e->traced.graph;
 }
 
 void TracedCore::save(const std::string& path, const TraceArgs& args) {
   std::unique_ptr<Entry> e = build(args, false);
-  if (e->autograd_call)
+  if (e->traced.autograd_call)
     throw Error("traced function '" + name_ + "': saving a function whose outputs require grad " +
                     "saves only its forward; call save() under NoGradGuard",
                 where_);
-  if (!e->grad_writebacks.empty())
+  if (!e->traced.grad_writebacks.empty())
     throw Error("traced function '" + name_ + "' leaves gradients in .grad(), which a saved graph cannot "
                 "do (expected a function without backward(), or one that clears the gradients)",
                 where_);
   std::vector<Tensor> params;
-  for (auto& p : e->params) params.emplace_back(p);
+  for (auto& p : e->traced.params) params.emplace_back(p);
   SaveOptions so;
   so.name = name_;
-  save_graph(path, e->traced, params, so);
+  save_graph(path, e->traced.graph, params, so);
 }
 
 std::vector<Tensor> TracedCore::profile(const std::string& path, const TraceArgs& args) {
@@ -854,7 +845,7 @@ std::vector<Tensor> TracedCore::profile(const std::string& path, const TraceArgs
 
 void TracedCore::dump(const std::string& dir, const TraceArgs& args) {
   std::unique_ptr<Entry> e = build(args, true);
-  write_dump(dir, name_, e->as_traced, *e->report, e->types);
+  write_dump(dir, name_, e->traced.as_traced, *e->compiled.report, e->types);
 }
 
 }  // namespace detail

@@ -26,6 +26,8 @@ struct TensorImpl;
 struct CompileReport;
 struct CompileOptions;
 struct Plan;
+struct DynamicDim;
+class DynamicDims;
 
 /// Counters and timings of one traced function (name.stats()).
 struct TraceStats {
@@ -128,34 +130,20 @@ class TracedCore {
   /// lowered and remembered; the entry has no plan.
   std::unique_ptr<Entry> build(const TraceArgs& args, bool artifacts, bool dynamic = false,
                                bool record_only = false);
-  /// A dynamic dimension: marked by the user, or found when a call changed its size.
-  struct DynamicDim {
-    size_t arg = 0;      // the parameter's position
-    size_t tensor = 0;   // its index among the tensor arguments
-    int64_t dim = 0;     // as marked (may be negative) or found
-    bool marked = false;
-  };
   /// Before the first compile of a function with marked dimensions: traces it with
   /// each marked dimension one larger and remembers its kernels, so that the first
   /// compile already makes templates. A body that cannot trace at that size only
   /// loses the head start.
-  void probe(const TraceArgs& args, const std::vector<DynamicDim>& dims);
-  /// Throws when a marked dimension does not fit this call (a new signature; mu_ held).
-  void check_marked(const TraceArgs& args, const std::vector<TensorType>& types);
-  /// The dimensions whose sizes differ between a cached signature and this call,
-  /// when nothing else of the tensors' types or the numbers does (else nullopt).
-  static std::optional<std::vector<DynamicDim>> size_changes(const TraceArgs& args,
-                                                             const std::vector<TensorType>& types,
-                                                             const Entry& last);
+  void probe(const TraceArgs& args, const std::vector<TensorType>& types,
+             const std::vector<DynamicDim>& dims);
   /// The dimensions whose size changed between a cached signature and this call,
-  /// when nothing else did; added to dynamic_ (under mu_). Returns what to log.
+  /// when nothing else did, made dynamic (under mu_). Returns what to log.
   std::string note_dynamic(const TraceArgs& args, const std::vector<TensorType>& types,
                            const Entry& last);
-  /// Whether dimension `dim` of argument `arg` (a tensor of rank `rank`) is dynamic (mu_ held).
-  bool is_dynamic(size_t arg, int64_t dim, int64_t rank) const;
   /// Whether a new signature should compile in the background while its call runs
-  /// eagerly (settings().background_compile): a CPU call that differs from `last`
-  /// only in sizes of dynamic dimensions, whose templates are not made yet (a
+  /// eagerly (settings().background_compile): a call that differs from `last`
+  /// only in sizes of dynamic dimensions, on backends that take sizes at run time
+  /// and compile off the caller's thread, whose templates are not made yet (a
   /// dimension just became dynamic, or an earlier background compile still runs).
   bool compile_in_background(const std::vector<TensorType>& types, const std::vector<uint8_t>& rg,
                              const TraceArgs& args, bool grad_mode, const Entry& last,
@@ -164,7 +152,6 @@ class TracedCore {
   /// KILN_CHECK's run of a new signature (frontend/check.cpp): the body eagerly,
   /// then the same state restored and the plan run, and everything compared.
   std::vector<Tensor> checked_run(Entry& e, const TraceArgs& args);
-  void check_kernels(Entry& e, const TraceArgs& args);
 
   std::string name_;
   SourceLoc where_;
@@ -178,8 +165,7 @@ class TracedCore {
   std::mutex mu_;                     // entries_, in_flight_, clock_ and the call counters
   std::condition_variable compiled_;  // an in-flight build finished
   std::vector<const InFlight*> in_flight_;
-  std::vector<DynamicDim> dynamic_;  // under mu_
-  bool probed_ = false;              // under mu_
+  std::unique_ptr<DynamicDims> dynamic_;  // under mu_ (codegen/dynamic_sizes.h)
   const uint64_t template_scope_;    // this function's kernel templates (CompileOptions)
 };
 

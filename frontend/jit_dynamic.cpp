@@ -1,17 +1,16 @@
 // Dynamic dimensions of a traced function: marked by the user, or found when
-// a call changes only sizes; the probe that gives a marked function's first
-// compile its kernel templates (codegen/kernel_template.h); and the background
-// thread that compiles a new size's plan while its calls run eagerly.
+// a call changes only sizes; whether a new size compiles in the background
+// (codegen/compile_queue.h) while its calls run eagerly; and the probe that
+// gives a marked function's first compile its kernel templates
+// (codegen/kernel_template.h).
 #include <algorithm>
-#include <atomic>
-#include <condition_variable>
-#include <deque>
 #include <iostream>
 #include <optional>
-#include <thread>
 
+#include "codegen/backend.h"
+#include "codegen/compile_queue.h"
+#include "codegen/dynamic_sizes.h"
 #include "runtime/collective.h"
-#include "runtime/thread_pool.h"
 
 #include "frontend/jit_entry.h"
 #include "frontend/settings.h"
@@ -20,56 +19,18 @@ namespace kiln::detail {
 
 void TracedCore::mark_dynamic(size_t arg, int64_t dim) {
   std::lock_guard<std::mutex> lock(mu_);
-  for (DynamicDim& d : dynamic_)
-    if (d.arg == arg && d.dim == dim) {
-      d.marked = true;
-      return;
-    }
-  dynamic_.push_back({arg, 0, dim, true});  // `tensor` is set at the next call
+  if (!dynamic_->mark(arg, dim)) return;
   std::lock_guard<std::mutex> stats_lock(stats_->mu);
   stats_->stats.dynamic_dims.push_back("arg " + std::to_string(arg) + " dim " + std::to_string(dim));
-}
-
-void TracedCore::check_marked(const TraceArgs& args, const std::vector<TensorType>& types) {
-  for (DynamicDim& d : dynamic_) {
-    if (!d.marked) continue;
-    size_t t = 0;
-    for (size_t p = 0; p < d.arg && p < args.is_tensor.size(); ++p) t += args.is_tensor[p];
-    d.tensor = t;
-    const int64_t rank = t < types.size() ? int64_t(types[t].shape.size()) : 0;
-    if (t >= types.size() || d.dim < -rank || d.dim >= rank)
-      throw Error("traced function '" + name_ + "': mark_dynamic(arg " + std::to_string(d.arg) +
-                      ", dim " + std::to_string(d.dim) + ") does not fit this call (arg " +
-                      std::to_string(d.arg) + " is " + (t < types.size() ? types[t].str() : "missing") + ")",
-                  where_);
-  }
-}
-
-std::optional<std::vector<TracedCore::DynamicDim>> TracedCore::size_changes(
-    const TraceArgs& args, const std::vector<TensorType>& types, const Entry& last) {
-  if (types.size() != last.types.size() || args.numbers != last.numbers) return std::nullopt;
-  std::vector<DynamicDim> found;
-  for (size_t t = 0, p = 0; t < types.size(); ++t, ++p) {
-    while (!args.is_tensor[p]) ++p;
-    const TensorType& now = types[t];
-    const TensorType& was = last.types[t];
-    if (now.dtype != was.dtype || now.device != was.device || now.shape.size() != was.shape.size())
-      return std::nullopt;
-    for (size_t d = 0; d < now.shape.size(); ++d)
-      if (now.shape[d] != was.shape[d]) found.push_back({p, t, int64_t(d), false});
-  }
-  return found;
 }
 
 std::string TracedCore::note_dynamic(const TraceArgs& args, const std::vector<TensorType>& types,
                                      const Entry& last) {
   if (!settings().auto_dynamic) return "";
-  const std::optional<std::vector<DynamicDim>> found = size_changes(args, types, last);
+  const auto found = size_changes({args.is_tensor, types, args.numbers}, last.types, last.numbers);
   if (!found) return "";
   std::string log;
-  for (const DynamicDim& f : *found) {
-    if (is_dynamic(f.arg, f.dim, int64_t(types[f.tensor].shape.size()))) continue;
-    dynamic_.push_back(f);
+  for (const DynamicDim& f : dynamic_->add(*found, types)) {
     const std::string what = "arg " + std::to_string(f.arg) + " dim " + std::to_string(f.dim);
     {
       std::lock_guard<std::mutex> stats_lock(stats_->mu);
@@ -83,11 +44,6 @@ std::string TracedCore::note_dynamic(const TraceArgs& args, const std::vector<Te
   return log;
 }
 
-bool TracedCore::is_dynamic(size_t arg, int64_t dim, int64_t rank) const {
-  return std::any_of(dynamic_.begin(), dynamic_.end(),
-                     [&](const DynamicDim& d) { return d.arg == arg && (d.dim == dim || d.dim + rank == dim); });
-}
-
 bool TracedCore::compile_in_background(const std::vector<TensorType>& types, const std::vector<uint8_t>& rg,
                                        const TraceArgs& args, bool grad_mode, const Entry& last,
                                        bool newly_dynamic) const {
@@ -98,97 +54,33 @@ bool TracedCore::compile_in_background(const std::vector<TensorType>& types, con
   // time: a function with collectives compiles each size before its call, so
   // that every rank runs the same collectives.
   if (collectives::started() && collectives::world_size() > 1 &&
-      std::any_of(last.traced.nodes().begin(), last.traced.nodes().end(),
+      std::any_of(last.traced.graph.nodes().begin(), last.traced.graph.nodes().end(),
                   [](const Node& n) { return op_info(n.op).category == OpCategory::Collective; }))
     return false;
-  // CUDA plans compile every size, and a CUDA compile wants the caller's context.
-  if (!std::all_of(types.begin(), types.end(), [](const TensorType& t) { return t.device.is_cpu(); }))
+  // A backend that compiles every size, or only on the caller's thread (a CUDA
+  // context), compiles before the call.
+  if (!std::all_of(types.begin(), types.end(), [](const TensorType& t) {
+        const Backend& b = backend_for(t.device);
+        return b.sizes_at_run_time() && b.compiles_off_thread();
+      }))
     return false;
-  const std::optional<std::vector<DynamicDim>> changes = size_changes(args, types, last);
-  if (!changes || changes->empty()) return false;
-  for (const DynamicDim& c : *changes)
-    if (!is_dynamic(c.arg, c.dim, int64_t(types[c.tensor].shape.size()))) return false;
+  const auto changes =
+      size_changes({args.is_tensor, types, args.numbers}, last.types, last.numbers);
+  if (!changes || changes->empty() || !dynamic_->all_dynamic(*changes, types)) return false;
   return newly_dynamic ||
          std::any_of(entries_.begin(), entries_.end(), [](const auto& e) { return !e->ready.load(); });
 }
 
-namespace {
-
-// One thread compiles the plans of new sizes, in the order they were traced,
-// so that a later size finds the templates an earlier one made. It compiles
-// serially (SerialScope), leaving the thread pool to the calls running
-// meanwhile. Made on first use, after the first plan compiled: at exit it is
-// destroyed before what compiles, finishing the task it is in and dropping the rest.
-class BackgroundCompiler {
- public:
-  static BackgroundCompiler& get() {
-    static BackgroundCompiler compiler;
-    made_.store(true);
-    return compiler;
-  }
-  static bool made() { return made_.load(); }
-
-  void post(std::function<void()> task) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
-    tasks_.push_back(std::move(task));
-    work_.notify_one();
-  }
-
-  void wait_idle() {
-    std::unique_lock<std::mutex> lock(mu_);
-    idle_.wait(lock, [&] { return tasks_.empty() && !busy_; });
-  }
-
-  ~BackgroundCompiler() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-      tasks_.clear();
-      work_.notify_one();
-    }
-    if (thread_.joinable()) thread_.join();
-  }
-
- private:
-  void loop() {
-    SerialScope serial;
-    std::unique_lock<std::mutex> lock(mu_);
-    for (;;) {
-      work_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
-      if (stop_) return;
-      std::function<void()> task = std::move(tasks_.front());
-      tasks_.pop_front();
-      busy_ = true;
-      lock.unlock();
-      task();  // keeps its own error in its entry
-      lock.lock();
-      busy_ = false;
-      idle_.notify_all();
-    }
-  }
-
-  std::mutex mu_;
-  std::condition_variable work_, idle_;
-  std::deque<std::function<void()>> tasks_;
-  bool busy_ = false, stop_ = false;
-  std::thread thread_;
-  static inline std::atomic<bool> made_{false};
-};
-
-}  // namespace
-
-void post_background_compile(std::function<void()> task) { BackgroundCompiler::get().post(std::move(task)); }
-
-void TracedCore::probe(const TraceArgs& args, const std::vector<DynamicDim>& dims) {
+void TracedCore::probe(const TraceArgs& args, const std::vector<TensorType>& types,
+                       const std::vector<DynamicDim>& dims) {
+  const std::optional<std::vector<TensorType>> at = probe_types(types, dims);
+  if (!at) return;  // a backend that compiles every size
   TraceArgs other = args;
   for (const DynamicDim& d : dims) {
-    const Tensor& t = other.tensors[d.tensor];  // with the dims probed so far
-    if (!t.device().is_cpu()) return;  // CUDA plans compile every size
-    Shape shape = t.shape();
-    int64_t& size = shape[size_t(normalize_dim(d.dim, int64_t(shape.size())))];
-    size = size + 1;
-    Tensor probe = empty(shape, TensorOptions().dtype(t.dtype()).device(t.device()).requires_grad(t.requires_grad()));
+    const Tensor& t = args.tensors[d.tensor];
+    Tensor probe =
+        empty((*at)[d.tensor].shape,
+              TensorOptions().dtype(t.dtype()).device(t.device()).requires_grad(t.requires_grad()));
     if (!t.is_leaf()) probe = probe.clone();  // computed by ops, as the call's tensor
     other.tensors[d.tensor] = probe;
   }
@@ -208,7 +100,7 @@ void TracedCore::probe(const TraceArgs& args, const std::vector<DynamicDim>& dim
 namespace kiln {
 
 void wait_for_background_compiles() {
-  if (detail::BackgroundCompiler::made()) detail::BackgroundCompiler::get().wait_idle();
+  drain_background_compiles();
 }
 
 }  // namespace kiln

@@ -1,5 +1,5 @@
-// One cached signature of a traced function: the traced graph, the compiled
-// plan(s) and what compiling reported. Internal to frontend/jit*.cpp.
+// One cached signature of a traced function: its key and guards, the program
+// traced for it and that program compiled. Internal to frontend/jit*.cpp.
 #pragma once
 
 #include <atomic>
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "codegen/compile.h"
+#include "codegen/program.h"
 #include "frontend/jit.h"
 #include "frontend/tensor_impl.h"
 #include "frontend/trace_state.h"
@@ -25,24 +25,6 @@ struct TracedCore::StatsCell {
   CompileTimes phases;
   /// Adds one compiled plan's figures.
   void add_compile(const CompileReport& r, size_t steps, double ms);
-};
-
-/// A plan compiled on its first run: the backward of an autograd call, which a
-/// training step that runs backward() itself and returns its loss never runs.
-/// Thread-safe; a compile that fails is tried again on the next run.
-class LazyPlan {
- public:
-  LazyPlan(Graph graph, CompileOptions opts, std::shared_ptr<TracedCore::StatsCell> stats)
-      : graph_(std::move(graph)), opts_(std::move(opts)), stats_(std::move(stats)) {}
-  const Graph& graph() const { return graph_; }
-  std::shared_ptr<Plan> get();
-
- private:
-  Graph graph_;
-  CompileOptions opts_;
-  std::shared_ptr<TracedCore::StatsCell> stats_;
-  std::mutex mu_;
-  std::shared_ptr<Plan> plan_;
 };
 
 /// What happens to a captured tensor's or an argument's .grad after a compiled call.
@@ -75,57 +57,36 @@ struct HistoryWrite {
   bool takes = false;
 };
 
-struct TracedCore::Entry {
-  std::vector<TensorType> types;
-  std::vector<uint8_t> requires_grad;  // per argument: autograd_state (0, 1 leaf, 2 computed)
-  std::vector<double> numbers;
-  bool grad_mode = false;
-
-  Graph traced;                        // what `plan` computes
+/// What tracing made of one signature: the graph the plan computes, the
+/// tensors it captured, what a call writes besides its outputs, and for an
+/// autograd call, its backward and what the call's tape node checks.
+struct TracedProgram {
+  Graph graph;  // what the compiled plan computes
   /// For dumps (trace's `record`): the graph before the partition, and the partition's record.
   Graph as_traced;
   std::vector<PassRecord> partition_log;
-  std::shared_ptr<Plan> plan;
-  std::unique_ptr<CompileReport> report;
   std::vector<std::shared_ptr<TensorImpl>> params;
-  std::vector<TensorType> out_types;   // every output of `plan`
-  size_t user_outputs = 0;             // the first outputs go back to the caller
-  bool checked = false;
-  uint64_t last_use = 0;
+  std::vector<TensorType> out_types;  // every output of the plan
+  size_t user_outputs = 0;            // the first outputs go back to the caller
   double trace_ms = 0;
-  /// The backward, traced; compile_entry hands it to `backward`.
-  Graph backward_traced;
-  /// False while `plan` compiles in the background (settings().background_compile):
-  /// calls that find the entry meanwhile run the body eagerly. A background
-  /// compile that failed leaves its error for the next call to throw, and its
-  /// KILN_LOG=compile line for the next call to write.
-  std::atomic<bool> ready{true};
-  std::exception_ptr compile_error;
-  std::string compile_log;
 
   std::vector<GradWriteback> grad_writebacks;
   /// Gradients the plan leaves all zeros (marked after each run, see known_zero).
   std::vector<std::shared_ptr<TensorImpl>> zero_after;
   std::vector<size_t> zero_outputs;  // outputs (new .grad tensors) that are all zeros
-  std::vector<GradGuard> guards;
-  std::vector<ConstantGuard> constant_guards;  // numbers the body read as constants
-  std::vector<HostSync> host_syncs;            // numbers it reads through tensors, synced per call
-  std::vector<int64_t> arg_grads_read;  // arguments that must have no .grad at call time
   /// In-place writes to arguments: (argument position, plan output) copied into
   /// the caller's tensor after the call, as the eager ops would have written it.
   std::vector<std::pair<int64_t, size_t>> arg_writes;
   std::vector<HistoryWrite> histories;
-  /// Per captured tensor, its autograd state when traced (0: no grad, 1: a leaf
-  /// that requires grad, 2: computed by ops): a change retraces.
-  std::vector<uint8_t> param_grad_state;
 
-  // Autograd call: `plan` is the forward (user outputs, written-back grads,
-  // then saved values);
-  // `backward` maps (args, saved, output gradients) to gradients of `wrt`.
+  // Autograd call: the plan is the forward (user outputs, written-back grads,
+  // then saved values); the backward maps (args, saved, output gradients) to
+  // gradients of `wrt`.
   bool autograd_call = false;
   size_t saved_begin = 0;  // outputs from here on are the values the backward reads
   size_t saved = 0;
-  std::shared_ptr<LazyPlan> backward;  // null when backward_freed
+  /// The backward, traced (compile_program takes it); none when backward_freed.
+  std::unique_ptr<Graph> backward;
   /// Every output's gradient reads values a backward() inside the body freed
   /// (a training step returning its loss): no backward graph, nothing saved.
   bool backward_freed = false;
@@ -170,20 +131,52 @@ struct TracedCore::Entry {
   std::vector<std::vector<size_t>> wrt_reached_by;
 };
 
-/// Compiles a traced entry's plan, adds the figures to `stats`, and makes the
+/// One cached signature: its key, the conditions it holds under, the program
+/// traced for it and that program compiled (codegen/program.h).
+struct TracedCore::Entry {
+  // The key.
+  std::vector<TensorType> types;
+  std::vector<uint8_t> requires_grad;  // per argument: autograd_state (0, 1 leaf, 2 computed)
+  std::vector<double> numbers;
+  bool grad_mode = false;
+
+  // The guards: a call whose state fails one retraces.
+  std::vector<GradGuard> guards;
+  std::vector<ConstantGuard> constant_guards;  // numbers the body read as constants
+  std::vector<HostSync> host_syncs;            // numbers it reads through tensors, synced per call
+  std::vector<int64_t> arg_grads_read;         // arguments that must have no .grad at call time
+  /// Per captured tensor, its autograd state when traced (0: no grad, 1: a leaf
+  /// that requires grad, 2: computed by ops): a change retraces.
+  std::vector<uint8_t> param_grad_state;
+  uint64_t last_use = 0;
+  bool checked = false;  // KILN_CHECK compared its first call
+
+  TracedProgram traced;
+  CompiledProgram compiled;
+  /// False while `compiled` compiles in the background (settings().background_compile):
+  /// calls that find the entry meanwhile run the body eagerly. A background
+  /// compile that failed leaves its error for the next call to throw, and its
+  /// KILN_LOG=compile line for the next call to write.
+  std::atomic<bool> ready{true};
+  std::exception_ptr compile_error;
+  std::string compile_log;
+};
+
+/// Compiles a traced entry's program, adds the figures to `stats`, and makes the
 /// lazily compiled backward. Returns the KILN_LOG=compile line.
 std::string compile_entry(TracedCore::Entry& e, const CompileOptions& opts,
-                          const std::shared_ptr<TracedCore::StatsCell>& stats, const std::string& name);
-/// Runs `task` on the background compile thread (tasks run one at a time, in order).
-void post_background_compile(std::function<void()> task);
+                          const std::shared_ptr<TracedCore::StatsCell>& stats,
+                          const std::string& name);
 
 /// Parameter updates, and the .grad of captured tensors and arguments that a
 /// backward() inside the trace produced, as plan outputs or updates.
-void collect_grad_writebacks(TraceState& st, TracedCore::Entry& e, SourceLoc where);
+/// The conditions those hold under go to `guards`.
+void collect_grad_writebacks(TraceState& st, TracedProgram& prog, std::vector<GradGuard>& guards,
+                             SourceLoc where);
 /// Arguments the body wrote in place: their final values become plan outputs.
-void collect_arg_writes(TraceState& st, TracedCore::Entry& e);
-/// Arguments and captured tensors written in place with grad on (Entry::histories);
+void collect_arg_writes(TraceState& st, TracedProgram& prog);
+/// Arguments and captured tensors written in place with grad on (TracedProgram::histories);
 /// returns the values of those that take the call's history.
-std::vector<Value> collect_histories(TraceState& st, TracedCore::Entry& e);
+std::vector<Value> collect_histories(TraceState& st, TracedProgram& prog);
 
 }  // namespace kiln::detail

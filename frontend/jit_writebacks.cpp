@@ -53,12 +53,13 @@ void check_history_grads_unread(const TraceState& st, const TensorImpl& t, Sourc
 // What the call writes besides its outputs: parameter updates, and the .grad of
 // captured tensors and arguments that backward() inside the trace produced
 // (extra plan outputs, or parameter updates for grads that exist already).
-void collect_grad_writebacks(TraceState& st, TracedCore::Entry& e, SourceLoc where) {
+void collect_grad_writebacks(TraceState& st, TracedProgram& prog, std::vector<GradGuard>& guards,
+                             SourceLoc where) {
   for (auto& [p, v] : st.param_current) st.graph.updates.push_back(ParamUpdate{p, v});
   // Gradients of captured tensors are state: write them back after the call.
   for (auto& [key, slot] : st.grads) {
     if (key->symbolic()) {
-      collect_arg_grad(st, key, slot, e.grad_writebacks, e.out_types);
+      collect_arg_grad(st, key, slot, prog.grad_writebacks, prog.out_types);
       continue;
     }
     if (!slot.owner) continue;
@@ -67,15 +68,16 @@ void collect_grad_writebacks(TraceState& st, TracedCore::Entry& e, SourceLoc whe
       // call sends its gradient on through the ops that made it.
       if (!slot.current.defined()) continue;
       check_history_grads_unread(st, *slot.owner, where);
-      e.grad_writebacks.push_back({slot.owner, GradWriteback::AddOutput, st.graph.outputs.size()});
+      prog.grad_writebacks.push_back(
+          {slot.owner, GradWriteback::AddOutput, st.graph.outputs.size()});
       Value fv = st.value_of(slot.current, where);
       st.graph.outputs.push_back(fv);
-      e.out_types.push_back(st.graph.type(fv));
+      prog.out_types.push_back(st.graph.type(fv));
       continue;
     }
-    e.guards.push_back(GradGuard{slot.owner, slot.initial.get(), slot.initial_zero});
+    guards.push_back(GradGuard{slot.owner, slot.initial.get(), slot.initial_zero});
     if (!slot.current.defined()) {
-      if (slot.initial) e.grad_writebacks.push_back({slot.owner, GradWriteback::Clear, 0});
+      if (slot.initial) prog.grad_writebacks.push_back({slot.owner, GradWriteback::Clear, 0});
       continue;
     }
     Value fv = st.value_of(slot.current, where);
@@ -85,12 +87,13 @@ void collect_grad_writebacks(TraceState& st, TracedCore::Entry& e, SourceLoc whe
     if (slot.initial) {
       st.value_of(Tensor(slot.initial), where);
       st.graph.updates.push_back(ParamUpdate{st.param_index.at(slot.initial.get()), fv});
-      if (final_zero) e.zero_after.push_back(slot.initial);
+      if (final_zero) prog.zero_after.push_back(slot.initial);
     } else {
-      if (final_zero) e.zero_outputs.push_back(st.graph.outputs.size());
-      e.grad_writebacks.push_back({slot.owner, GradWriteback::FromOutput, st.graph.outputs.size()});
+      if (final_zero) prog.zero_outputs.push_back(st.graph.outputs.size());
+      prog.grad_writebacks.push_back(
+          {slot.owner, GradWriteback::FromOutput, st.graph.outputs.size()});
       st.graph.outputs.push_back(fv);
-      e.out_types.push_back(st.graph.type(fv));
+      prog.out_types.push_back(st.graph.type(fv));
     }
   }
   std::sort(st.graph.updates.begin(), st.graph.updates.end(),
@@ -99,29 +102,29 @@ void collect_grad_writebacks(TraceState& st, TracedCore::Entry& e, SourceLoc whe
 
 // Arguments the body wrote in place: their final values become plan outputs
 // that the call copies into the caller's tensors.
-void collect_arg_writes(TraceState& st, TracedCore::Entry& e) {
+void collect_arg_writes(TraceState& st, TracedProgram& prog) {
   for (NodeId id : st.graph.args()) {
     const int64_t a = st.graph[id].attrs.i(AttrKey::index);
     if (a < 0 || a >= static_cast<int64_t>(st.args.size())) continue;  // a seed of the backward
     const Value now = st.args[static_cast<size_t>(a)]->value;
     if (now == Value(id)) continue;
-    e.arg_writes.push_back({a, st.graph.outputs.size()});
+    prog.arg_writes.push_back({a, st.graph.outputs.size()});
     st.graph.outputs.push_back(now);
-    e.out_types.push_back(st.graph.type(now));
+    prog.out_types.push_back(st.graph.type(now));
   }
 }
 
 // Arguments and captured tensors written in place with grad on: their new
 // history (or its loss), and the values that become the tape node's extra outputs.
-std::vector<Value> collect_histories(TraceState& st, TracedCore::Entry& e) {
+std::vector<Value> collect_histories(TraceState& st, TracedProgram& prog) {
   std::vector<Value> roots;
   auto add = [&](const TensorImpl* key, std::shared_ptr<TensorImpl> tensor, int64_t arg, Value now) {
     auto it = st.taped_writes.find(key);
     if (it == st.taped_writes.end()) return;
-    e.histories.push_back({std::move(tensor), arg, it->second});
+    prog.histories.push_back({std::move(tensor), arg, it->second});
     if (it->second) roots.push_back(now);
   };
-  for (const auto& [a, o] : e.arg_writes) {
+  for (const auto& [a, o] : prog.arg_writes) {
     const auto& sym = st.args[static_cast<size_t>(a)];
     add(sym.get(), nullptr, a, sym->value);
   }

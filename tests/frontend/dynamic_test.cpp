@@ -7,7 +7,7 @@
 #include <iostream>
 #include <sstream>
 
-#include "frontend/jit_entry.h"
+#include "codegen/compile_queue.h"
 #include "frontend/settings.h"
 #include "runtime/llvm_jit.h"
 
@@ -116,7 +116,7 @@ TEST_CASE("a new size runs eagerly while its plan compiles in the background, th
   // Holds the background thread, so that the compiles queue behind it.
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();
-  detail::post_background_compile([released] { released.wait(); });
+  post_background_compile([released] { released.wait(); });
   auto eager = [](const Tensor& x) { return (x * 3 - 1).exp().sum(0); };
   auto f = jit([&](Tensor x) { return eager(x); }, "tiered");
   CerrCapture cerr;

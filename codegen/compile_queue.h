@@ -1,0 +1,20 @@
+// The background compile queue: one thread compiles plans while the calls that
+// need them run another way meanwhile (a traced function's new size of a
+// dynamic dimension runs its body eagerly until its plan is ready).
+#pragma once
+
+#include <functional>
+
+namespace kiln {
+
+/// Runs `task` on the background compile thread. Tasks run one at a time, in
+/// the order posted, so that a later size finds the kernel templates an earlier
+/// one made; each compiles serially (SerialScope), leaving the thread pool to
+/// the calls running meanwhile. A task keeps its own errors (it must not throw).
+/// At exit the queue finishes the task it is in and drops the rest.
+void post_background_compile(std::function<void()> task);
+
+/// Returns when no task is queued or running.
+void drain_background_compiles();
+
+}  // namespace kiln

@@ -1,0 +1,75 @@
+// A traced program compiled (codegen/program.h): the forward at once, with the
+// partition's record heading its report; the backward on its first use, once;
+// the listener told of both. And the background compile queue
+// (codegen/compile_queue.h): tasks in order, drained on request.
+#include <doctest/doctest.h>
+
+#include <mutex>
+#include <vector>
+
+#include "codegen/compile_queue.h"
+#include "codegen/program.h"
+#include "ir/parser.h"
+
+using namespace kiln;
+
+namespace {
+
+constexpr const char* kForward =
+    "%0 = arg {index=0} : f32[4,3]\n"
+    "%1 = exp %0 : f32[4,3]\n"
+    "%2 = sum %1 {dims=[1], keepdim=0} : f32[4]\n"
+    "return %2, %1\n";
+
+constexpr const char* kBackward =
+    "%0 = arg {index=0} : f32[4,3]\n"
+    "%1 = arg {index=1} : f32[4,3]\n"
+    "%2 = mul %0, %1 : f32[4,3]\n"
+    "return %2\n";
+
+}  // namespace
+
+TEST_CASE("compile_program compiles the forward now and the backward on its first use, once") {
+  std::vector<size_t> told;  // steps per compile the listener heard of
+  const CompileListener listener = [&](const CompileReport&, size_t steps, double ms) {
+    CHECK(ms >= 0);
+    told.push_back(steps);
+  };
+  const std::vector<PassRecord> partition{{"partition", true, 0.5, "", true}};
+  CompiledProgram p =
+      compile_program(parse_graph(kForward), std::make_unique<Graph>(parse_graph(kBackward)),
+                      partition, CompileOptions{}, listener, "f");
+  REQUIRE(p.plan);
+  REQUIRE(p.report);
+  REQUIRE(!p.report->passes.empty());
+  CHECK(p.report->passes.front().name == "partition");
+  CHECK(told.size() == 1);
+  CHECK(told.front() == p.plan->steps.size());
+  CHECK(p.summary().find("compiled " + std::to_string(p.plan->steps.size()) + " steps in") == 0);
+  REQUIRE(p.backward);
+  CHECK(p.backward->graph().outputs.size() == 1);
+  const std::shared_ptr<Plan> first = p.backward->get();
+  CHECK(told.size() == 2);
+  CHECK(p.backward->get() == first);  // compiled once
+  CHECK(told.size() == 2);
+}
+
+TEST_CASE("compile_program without a backward makes none") {
+  CompiledProgram p =
+      compile_program(parse_graph(kForward), nullptr, {}, CompileOptions{}, nullptr, "f");
+  CHECK(p.plan);
+  CHECK(!p.backward);
+}
+
+TEST_CASE("the background compile queue runs its tasks in order, and drains on request") {
+  std::mutex mu;
+  std::vector<int> ran;
+  for (int i = 0; i < 5; ++i)
+    post_background_compile([&, i] {
+      std::lock_guard<std::mutex> lock(mu);
+      ran.push_back(i);
+    });
+  drain_background_compiles();
+  std::lock_guard<std::mutex> lock(mu);
+  CHECK(ran == std::vector<int>{0, 1, 2, 3, 4});
+}

@@ -1,0 +1,86 @@
+// Plan verification (codegen/verify.h): a plan run kernel by kernel against the
+// reference kernels passes when its kernels compute what the graph says, names
+// the kernel, value and element that differ when one does not, and allows the
+// differences rounding alone makes.
+#include <doctest/doctest.h>
+
+#include <cstring>
+
+#include "codegen/verify.h"
+#include "ir/parser.h"
+
+using namespace kiln;
+
+namespace {
+
+constexpr const char* kScaled =
+    "%0 = arg {index=0} : f32[5,7]\n"
+    "%1 = param {index=0} : f32[7]\n"
+    "%2 = constant {value=%s} : f32[]\n"
+    "%3 = expand %2 {shape=[5,7]} : f32[5,7]\n"
+    "%4 = mul %0, %3 : f32[5,7]\n"
+    "%5 = add %4, %1 : f32[5,7]\n"
+    "%6 = exp %5 : f32[5,7]\n"
+    "%7 = sum %6 {dims=[1], keepdim=0} : f32[5]\n"
+    "return %7, %6\n";
+
+Graph scaled(const char* factor) {
+  std::string ir = kScaled;
+  ir.replace(ir.find("%s"), 2, factor);
+  return parse_graph(ir);
+}
+
+HostArray filled(const TensorType& t, float start) {
+  HostArray a = HostArray::make(t);
+  for (int64_t i = 0; i < t.numel(); ++i) a.data<float>()[i] = start + 0.01f * float(i % 13);
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("verify_plan passes a plan whose kernels compute the graph") {
+  CompileReport r;
+  const auto plan = compile_graph(scaled("0.5"), CompileOptions{}, &r);
+  const HostArray x = filled(TensorType{DType::f32, {5, 7}, {}}, -0.3f);
+  const HostArray w = filled(TensorType{DType::f32, {7}, {}}, 0.1f);
+  CHECK_NOTHROW(verify_plan(*plan, r, std::span(&x, 1), std::span(&w, 1), "f"));
+}
+
+TEST_CASE("verify_plan names the kernel, value and element a plan computes differently") {
+  // The plan of x * 0.5 checked against the report of x * 0.75: its kernel differs.
+  CompileReport wrong;
+  const auto plan = compile_graph(scaled("0.5"), CompileOptions{}, nullptr);
+  (void)compile_graph(scaled("0.75"), CompileOptions{}, &wrong);
+  const HostArray x = filled(TensorType{DType::f32, {5, 7}, {}}, -0.3f);
+  const HostArray w = filled(TensorType{DType::f32, {7}, {}}, 0.1f);
+  std::string message;
+  try {
+    verify_plan(*plan, wrong, std::span(&x, 1), std::span(&w, 1), "f");
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  CHECK(message.find("KILN_CHECK: kernel k") != std::string::npos);
+  CHECK(message.find("of 'f' (from") != std::string::npos);
+  CHECK(message.find("differs from the reference kernels: value %") != std::string::npos);
+  CHECK(message.find("element 0 is") != std::string::npos);
+}
+
+TEST_CASE("first_difference allows the dtype's tolerance and the spread given") {
+  float a[3] = {1.0f, 2.0f, 3.0f}, b[3] = {1.0f, 2.00001f, 3.1f};
+  const View va = dense_view(a, DType::f32, {3}), vb = dense_view(b, DType::f32, {3});
+  double got = 0, want = 0;
+  CHECK(first_difference(va, vb, 0, &got, &want) == 2);
+  CHECK(got == 3.0);
+  CHECK(want == doctest::Approx(3.1));
+  CHECK(first_difference(va, vb, 0.2, nullptr, nullptr) == -1);
+}
+
+TEST_CASE("step_computing finds the plan step that writes a value") {
+  CompileReport r;
+  (void)compile_graph(scaled("0.5"), CompileOptions{}, &r);
+  const Value out = r.optimized.outputs.front();
+  const int64_t k = step_computing(r, out);
+  REQUIRE(k >= 0);
+  CHECK(std::find(r.step_values[size_t(k)].begin(), r.step_values[size_t(k)].end(), out) !=
+        r.step_values[size_t(k)].end());
+}

@@ -18,8 +18,7 @@ Optimizer::Optimizer(std::vector<Tensor> params)
 }
 
 // A copy is another optimizer: guards on the original do not follow it.
-Optimizer::Optimizer(const Optimizer& o)
-    : params_(o.params_), alive_(std::make_shared<const int>(0)) {}
+Optimizer::Optimizer(const Optimizer& o) : params_(o.params_), alive_(std::make_shared<const int>(0)) {}
 
 Optimizer& Optimizer::operator=(const Optimizer& o) {
   params_ = o.params_;
@@ -155,8 +154,7 @@ class PerParam {
 Adam::Adam(std::vector<Tensor> params, AdamOptions o) : Optimizer(std::move(params)), options(o) {
   // On the parameters' device: a traced step is one graph on one device (PyTorch
   // keeps it there for capturable and fused Adam).
-  step_ =
-      zeros({}, TensorOptions(kFloat64).device(params_.empty() ? Device() : params_[0].device()));
+  step_ = zeros({}, TensorOptions(kFloat64).device(params_.empty() ? Device() : params_[0].device()));
   for (const Tensor& p : params_) {
     m_.push_back(zeros_like(p));
     v_.push_back(zeros_like(p));
@@ -252,9 +250,8 @@ void RMSprop::step() {
   begin_step();
   if ((options.centered_ && grad_avg_.size() != params_.size()) ||
       (options.momentum_ != 0 && momentum_.size() != params_.size()))
-    throw Error(
-        "RMSprop: centered or momentum was set after construction (expected them in "
-        "RMSpropOptions)");
+    throw Error("RMSprop: centered or momentum was set after construction (expected them in "
+                "RMSpropOptions)");
   NoGradGuard no_grad;
   const double a = options.alpha_;
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -300,15 +297,13 @@ double StepLR::lr_at(int64_t epoch) const {
 
 CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min)
     : LRScheduler(optimizer), t_max_(T_max), eta_min_(eta_min) {
-  if (T_max <= 0)
-    throw Error("CosineAnnealingLR: T_max must be positive, got " + std::to_string(T_max));
+  if (T_max <= 0) throw Error("CosineAnnealingLR: T_max must be positive, got " + std::to_string(T_max));
 }
 
 double CosineAnnealingLR::lr_at(int64_t epoch) const {
   const double pi = std::acos(-1.0);
-  return eta_min_ +
-         (base_lr() - eta_min_) *
-             (1 + std::cos(pi * static_cast<double>(epoch) / static_cast<double>(t_max_))) / 2;
+  return eta_min_ + (base_lr() - eta_min_) *
+                        (1 + std::cos(pi * static_cast<double>(epoch) / static_cast<double>(t_max_))) / 2;
 }
 
 }  // namespace kiln::optim

@@ -116,26 +116,11 @@ struct SGDOptions : OptimizerOptions {
   explicit SGDOptions(double lr) : lr_(lr) {}
   double get_lr() const override { return lr_; }
   void set_lr(double lr) override { lr_ = lr; }
-  SGDOptions& lr(double v) {
-    lr_ = v;
-    return *this;
-  }
-  SGDOptions& momentum(double v) {
-    momentum_ = v;
-    return *this;
-  }
-  SGDOptions& dampening(double v) {
-    dampening_ = v;
-    return *this;
-  }
-  SGDOptions& weight_decay(double v) {
-    weight_decay_ = v;
-    return *this;
-  }
-  SGDOptions& nesterov(bool v) {
-    nesterov_ = v;
-    return *this;
-  }
+  SGDOptions& lr(double v) { lr_ = v; return *this; }
+  SGDOptions& momentum(double v) { momentum_ = v; return *this; }
+  SGDOptions& dampening(double v) { dampening_ = v; return *this; }
+  SGDOptions& weight_decay(double v) { weight_decay_ = v; return *this; }
+  SGDOptions& nesterov(bool v) { nesterov_ = v; return *this; }
   double lr_, momentum_ = 0, dampening_ = 0, weight_decay_ = 0;
   bool nesterov_ = false;
 };
@@ -164,10 +149,7 @@ struct AdamOptions : OptimizerOptions {
   explicit AdamOptions(double lr = 1e-3) : lr_(lr) {}
   double get_lr() const override { return lr_; }
   void set_lr(double lr) override { lr_ = lr; }
-  AdamOptions& lr(double v) {
-    lr_ = v;
-    return *this;
-  }
+  AdamOptions& lr(double v) { lr_ = v; return *this; }
   /// (beta1, beta2): a std::tuple (libtorch's type), a std::pair or a braced pair.
   AdamOptions& betas(std::tuple<double, double> b) {
     beta1_ = std::get<0>(b);
@@ -186,19 +168,10 @@ struct AdamOptions : OptimizerOptions {
   double lr() const { return lr_; }
   double eps() const { return eps_; }
   double weight_decay() const { return weight_decay_; }
-  AdamOptions& eps(double v) {
-    eps_ = v;
-    return *this;
-  }
-  AdamOptions& weight_decay(double v) {
-    weight_decay_ = v;
-    return *this;
-  }
+  AdamOptions& eps(double v) { eps_ = v; return *this; }
+  AdamOptions& weight_decay(double v) { weight_decay_ = v; return *this; }
   /// AMSGrad (Reddi et al.): divide by the running maximum of the second moment.
-  AdamOptions& amsgrad(bool v) {
-    amsgrad_ = v;
-    return *this;
-  }
+  AdamOptions& amsgrad(bool v) { amsgrad_ = v; return *this; }
   bool amsgrad() const { return amsgrad_; }
   double lr_, beta1_ = 0.9, beta2_ = 0.999, eps_ = 1e-8, weight_decay_ = 0;
   bool amsgrad_ = false;
@@ -234,10 +207,7 @@ struct AdamWOptions : OptimizerOptions {
   explicit AdamWOptions(double lr = 1e-3) : lr_(lr) {}
   double get_lr() const override { return lr_; }
   void set_lr(double lr) override { lr_ = lr; }
-  AdamWOptions& lr(double v) {
-    lr_ = v;
-    return *this;
-  }
+  AdamWOptions& lr(double v) { lr_ = v; return *this; }
   AdamWOptions& betas(std::tuple<double, double> b) {
     beta1_ = std::get<0>(b);
     beta2_ = std::get<1>(b);
@@ -251,27 +221,15 @@ struct AdamWOptions : OptimizerOptions {
     beta2_ = v;
     return *this;
   }
-  AdamWOptions& eps(double v) {
-    eps_ = v;
-    return *this;
-  }
-  AdamWOptions& weight_decay(double v) {
-    weight_decay_ = v;
-    return *this;
-  }
-  AdamWOptions& amsgrad(bool v) {
-    amsgrad_ = v;
-    return *this;
-  }
+  AdamWOptions& eps(double v) { eps_ = v; return *this; }
+  AdamWOptions& weight_decay(double v) { weight_decay_ = v; return *this; }
+  AdamWOptions& amsgrad(bool v) { amsgrad_ = v; return *this; }
   bool amsgrad() const { return amsgrad_; }
   double lr_, beta1_ = 0.9, beta2_ = 0.999, eps_ = 1e-8, weight_decay_ = 1e-2;
   bool amsgrad_ = false;
   AdamOptions adam() const {
-    return AdamOptions(lr_)
-        .betas({beta1_, beta2_})
-        .eps(eps_)
-        .weight_decay(weight_decay_)
-        .amsgrad(amsgrad_);
+    return AdamOptions(lr_).betas({beta1_, beta2_}).eps(eps_).weight_decay(weight_decay_).amsgrad(
+        amsgrad_);
   }
 };
 
@@ -292,30 +250,12 @@ struct RMSpropOptions : OptimizerOptions {
   explicit RMSpropOptions(double lr = 1e-2) : lr_(lr) {}
   double get_lr() const override { return lr_; }
   void set_lr(double lr) override { lr_ = lr; }
-  RMSpropOptions& lr(double v) {
-    lr_ = v;
-    return *this;
-  }
-  RMSpropOptions& alpha(double v) {
-    alpha_ = v;
-    return *this;
-  }
-  RMSpropOptions& eps(double v) {
-    eps_ = v;
-    return *this;
-  }
-  RMSpropOptions& weight_decay(double v) {
-    weight_decay_ = v;
-    return *this;
-  }
-  RMSpropOptions& momentum(double v) {
-    momentum_ = v;
-    return *this;
-  }
-  RMSpropOptions& centered(bool v) {
-    centered_ = v;
-    return *this;
-  }
+  RMSpropOptions& lr(double v) { lr_ = v; return *this; }
+  RMSpropOptions& alpha(double v) { alpha_ = v; return *this; }
+  RMSpropOptions& eps(double v) { eps_ = v; return *this; }
+  RMSpropOptions& weight_decay(double v) { weight_decay_ = v; return *this; }
+  RMSpropOptions& momentum(double v) { momentum_ = v; return *this; }
+  RMSpropOptions& centered(bool v) { centered_ = v; return *this; }
   double lr_, alpha_ = 0.99, eps_ = 1e-8, weight_decay_ = 0, momentum_ = 0;
   bool centered_ = false;
 };

@@ -13,8 +13,8 @@
 #include <string>
 #include <string_view>
 #include <tuple>
-#include <type_traits>
 #include <variant>
+#include <type_traits>
 #include <vector>
 
 #include "frontend/generator.h"
@@ -102,25 +102,12 @@ struct TensorOptions {
   TensorOptions(DType d) : dtype_(d), has_dtype_(true) {}
   TensorOptions(DeviceType d) : device_(d) {}
   TensorOptions(Device d) : device_(d) {}
-  TensorOptions dtype(DType d) const {
-    auto o = *this;
-    o.dtype_ = d;
-    o.has_dtype_ = true;
-    return o;
-  }
-  TensorOptions device(Device d) const {
-    auto o = *this;
-    o.device_ = d;
-    return o;
-  }
+  TensorOptions dtype(DType d) const { auto o = *this; o.dtype_ = d; o.has_dtype_ = true; return o; }
+  TensorOptions device(Device d) const { auto o = *this; o.device_ = d; return o; }
   TensorOptions device(DeviceType t, int index) const { return device(Device(t, index)); }
   /// The layout: strided, the only one Kiln has.
   TensorOptions layout(Layout) const { return *this; }
-  TensorOptions requires_grad(bool r = true) const {
-    auto o = *this;
-    o.requires_grad_ = r;
-    return o;
-  }
+  TensorOptions requires_grad(bool r = true) const { auto o = *this; o.requires_grad_ = r; return o; }
   /// libtorch's getters: the dtype asked for (float32 when none was), the device.
   DType dtype() const { return dtype_; }
   Device device() const { return device_; }
@@ -272,11 +259,9 @@ class Tensor {
   /// (torch.index_add): source is this shape with dim of index's length.
   Tensor index_add(int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha = 1,
                    KILN_LOC) const;
-  Tensor& index_add_(int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha = 1,
-                     KILN_LOC);
+  Tensor& index_add_(int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha = 1, KILN_LOC);
   /// x[indices] += values (one 1-D index tensor along dim 0; accumulate must be true).
-  Tensor& index_put_(const std::vector<Tensor>& indices, const Tensor& values, bool accumulate,
-                     KILN_LOC);
+  Tensor& index_put_(const std::vector<Tensor>& indices, const Tensor& values, bool accumulate, KILN_LOC);
 
   // ---- elementwise ----
   Tensor neg(KILN_LOC) const;
@@ -405,8 +390,8 @@ class Tensor {
   /// O(n) per row (a radix sort), eagerly and traced.
   std::tuple<Tensor, Tensor> sort(int64_t dim = -1, bool descending = false, KILN_LOC) const;
   /// libtorch's spelling with `stable` first; every sort is stable.
-  std::tuple<Tensor, Tensor> sort(std::optional<bool> stable, int64_t dim = -1,
-                                  bool descending = false, KILN_LOC) const;
+  std::tuple<Tensor, Tensor> sort(std::optional<bool> stable, int64_t dim = -1, bool descending = false,
+                                  KILN_LOC) const;
   /// The indices of sort(dim, descending).
   Tensor argsort(int64_t dim = -1, bool descending = false, KILN_LOC) const;
   /// The k largest (smallest) elements along `dim` and their int64 indices, in
@@ -415,8 +400,7 @@ class Tensor {
                                   bool sorted = true, KILN_LOC) const;
   /// The k-th smallest element along `dim` (k from 1) and its int64 index; ties
   /// by position, NaN the largest. keepdim keeps `dim` as size 1.
-  std::tuple<Tensor, Tensor> kthvalue(int64_t k, int64_t dim = -1, bool keepdim = false,
-                                      KILN_LOC) const;
+  std::tuple<Tensor, Tensor> kthvalue(int64_t k, int64_t dim = -1, bool keepdim = false, KILN_LOC) const;
 
   // ---- linear algebra ----
   Tensor matmul(const Tensor& other, KILN_LOC) const;
@@ -633,15 +617,14 @@ std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim = -1, bool descendi
 Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false, KILN_LOC);
 std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true,
                                 bool sorted = true, KILN_LOC);
-std::tuple<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim = -1,
-                                    bool keepdim = false, KILN_LOC);
+std::tuple<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim = -1, bool keepdim = false,
+                                    KILN_LOC);
 /// The distinct values of x (flattened), ascending (each NaN distinct, last);
 /// the index of each element's value in them (x's shape) when return_inverse,
 /// and how often each occurs when return_counts (else undefined tensors). Eager
 /// only: the result's size depends on the values. No gradient (as PyTorch).
-std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& x, bool sorted = true,
-                                          bool return_inverse = false, bool return_counts = false,
-                                          KILN_LOC);
+std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& x, bool sorted = true, bool return_inverse = false,
+                                          bool return_counts = false, KILN_LOC);
 /// Joins tensors along an existing dim (cat) or a new one (stack); dtypes promote.
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0, KILN_LOC);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0, KILN_LOC);
@@ -650,8 +633,8 @@ Tensor triu(const Tensor& x, int64_t diagonal = 0, KILN_LOC);
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index, KILN_LOC);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index, KILN_LOC);
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, KILN_LOC);
-Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source,
-                 Scalar alpha = 1, KILN_LOC);
+Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha = 1,
+                 KILN_LOC);
 /// True when both have the same shape and all elements are within atol + rtol * |b|.
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
 bool equal(const Tensor& a, const Tensor& b);
@@ -694,14 +677,10 @@ Tensor tensor(std::initializer_list<double> values, TensorOptions opts = {}, KIL
 Tensor tensor(std::initializer_list<int> values, TensorOptions opts = {}, KILN_LOC);
 Tensor tensor(std::initializer_list<int64_t> values, TensorOptions opts = {}, KILN_LOC);
 Tensor tensor(std::initializer_list<bool> values, TensorOptions opts = {}, KILN_LOC);
-Tensor tensor(std::initializer_list<std::initializer_list<float>> values, TensorOptions opts = {},
-              KILN_LOC);
-Tensor tensor(std::initializer_list<std::initializer_list<double>> values, TensorOptions opts = {},
-              KILN_LOC);
-Tensor tensor(std::initializer_list<std::initializer_list<int>> values, TensorOptions opts = {},
-              KILN_LOC);
-Tensor tensor(std::initializer_list<std::initializer_list<int64_t>> values, TensorOptions opts = {},
-              KILN_LOC);
+Tensor tensor(std::initializer_list<std::initializer_list<float>> values, TensorOptions opts = {}, KILN_LOC);
+Tensor tensor(std::initializer_list<std::initializer_list<double>> values, TensorOptions opts = {}, KILN_LOC);
+Tensor tensor(std::initializer_list<std::initializer_list<int>> values, TensorOptions opts = {}, KILN_LOC);
+Tensor tensor(std::initializer_list<std::initializer_list<int64_t>> values, TensorOptions opts = {}, KILN_LOC);
 Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<float>>> values,
               TensorOptions opts = {}, KILN_LOC);
 /// A 0-d tensor.
@@ -722,8 +701,7 @@ Tensor tensor(const std::vector<uint8_t>& values, TensorOptions opts = {}, KILN_
 Tensor tensor(const std::vector<int8_t>& values, TensorOptions opts = {}, KILN_LOC);
 Tensor tensor(const std::vector<int16_t>& values, TensorOptions opts = {}, KILN_LOC);
 /// A tensor of `shape` from row-major values (dtype of opts; values converted).
-Tensor from_vector(const std::vector<double>& values, Shape shape, TensorOptions opts = {},
-                   KILN_LOC);
+Tensor from_vector(const std::vector<double>& values, Shape shape, TensorOptions opts = {}, KILN_LOC);
 /// Wraps memory the caller owns (CPU, row-major unless strides are given); no copy.
 Tensor from_blob(void* data, Shape shape, TensorOptions opts = {}, KILN_LOC);
 Tensor from_blob(void* data, Shape shape, Strides strides, TensorOptions opts = {}, KILN_LOC);

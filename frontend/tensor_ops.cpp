@@ -18,9 +18,7 @@ using detail::scalar_operand;
 
 namespace {
 
-Tensor unary(OpKind k, const Tensor& x, Loc l) {
-  return apply(k, {x}, {}, here(l));
-}
+Tensor unary(OpKind k, const Tensor& x, Loc l) { return apply(k, {x}, {}, here(l)); }
 // bool < integers < floating types, the categories of PyTorch's result_type.
 int category(DType t) {
   return t == DType::b8 ? 0 : is_floating(t) ? 2 : 1;
@@ -35,8 +33,7 @@ std::pair<Tensor, Tensor> zero_dim_rule(const Tensor& a, const Tensor& b, Loc l)
   const bool a_zero = a.dim() == 0;
   const Tensor& dims = a_zero ? b : a;
   const Tensor& zero = a_zero ? a : b;
-  if (zero.dtype() == dims.dtype() || category(zero.dtype()) > category(dims.dtype()))
-    return {a, b};
+  if (zero.dtype() == dims.dtype() || category(zero.dtype()) > category(dims.dtype())) return {a, b};
   const Tensor z = zero.to(dims.dtype(), l);
   return a_zero ? std::pair{z, b} : std::pair{a, z};
 }
@@ -113,8 +110,7 @@ Tensor Tensor::view(Shape shape, Loc l) const {
 
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim, Loc l) const {
   if (dim() == 0) return reshape({1}, l);
-  const int64_t s = checked_dim(start_dim, dim(), "flatten", l),
-                e = checked_dim(end_dim, dim(), "flatten", l);
+  const int64_t s = checked_dim(start_dim, dim(), "flatten", l), e = checked_dim(end_dim, dim(), "flatten", l);
   if (s > e) throw Error("flatten(): start_dim must not come after end_dim", here(l));
   Shape out(sizes().begin(), sizes().begin() + s);
   int64_t n = 1;
@@ -177,9 +173,7 @@ Tensor Tensor::expand(Shape shape, Loc l) const {
   return apply(OpKind::expand, {*this}, {{AttrKey::shape, shape}}, here(l));
 }
 
-Tensor Tensor::expand_as(const Tensor& other, Loc l) const {
-  return expand(other.sizes(), l);
-}
+Tensor Tensor::expand_as(const Tensor& other, Loc l) const { return expand(other.sizes(), l); }
 
 Tensor Tensor::slice(int64_t d, std::optional<int64_t> start, std::optional<int64_t> end,
                      int64_t step, Loc l) const {
@@ -210,9 +204,8 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length, Loc l) const {
   // forming start + length, which could wrap.
   const int64_t from = start < 0 && start >= -size ? start + size : start;
   if (from < 0 || from > size || length < 0 || length > size - from)
-    throw Error("narrow(): start " + std::to_string(start) + " and length " +
-                    std::to_string(length) + " do not fit dim " + std::to_string(d) + " of size " +
-                    std::to_string(size) +
+    throw Error("narrow(): start " + std::to_string(start) + " and length " + std::to_string(length) +
+                    " do not fit dim " + std::to_string(d) + " of size " + std::to_string(size) +
                     " (expected -size <= start <= size and 0 <= length <= size - start)",
                 here(l));
   return slice(nd, from, from + length, 1, l);
@@ -236,69 +229,27 @@ Tensor Tensor::select(int64_t d, int64_t index, Loc l) const {
 
 // ---- elementwise ----
 
-Tensor Tensor::neg(Loc l) const {
-  return unary(OpKind::neg, *this, l);
-}
-Tensor Tensor::abs(Loc l) const {
-  return unary(OpKind::abs, *this, l);
-}
-Tensor Tensor::sign(Loc l) const {
-  return unary(OpKind::sign, *this, l);
-}
-Tensor Tensor::exp(Loc l) const {
-  return unary(OpKind::exp, *this, l);
-}
-Tensor Tensor::log(Loc l) const {
-  return unary(OpKind::log, *this, l);
-}
-Tensor Tensor::sqrt(Loc l) const {
-  return unary(OpKind::sqrt, *this, l);
-}
-Tensor Tensor::rsqrt(Loc l) const {
-  return unary(OpKind::rsqrt, *this, l);
-}
-Tensor Tensor::sin(Loc l) const {
-  return unary(OpKind::sin, *this, l);
-}
-Tensor Tensor::cos(Loc l) const {
-  return unary(OpKind::cos, *this, l);
-}
-Tensor Tensor::tanh(Loc l) const {
-  return unary(OpKind::tanh, *this, l);
-}
-Tensor Tensor::sigmoid(Loc l) const {
-  return unary(OpKind::sigmoid, *this, l);
-}
-Tensor Tensor::relu(Loc l) const {
-  return unary(OpKind::relu, *this, l);
-}
-Tensor Tensor::gelu(Loc l) const {
-  return unary(OpKind::gelu, *this, l);
-}
-Tensor Tensor::erf(Loc l) const {
-  return unary(OpKind::erf, *this, l);
-}
-Tensor Tensor::logical_not(Loc l) const {
-  return unary(OpKind::logical_not, *this, l);
-}
-Tensor Tensor::logical_and(const Tensor& o, Loc l) const {
-  return binary(OpKind::logical_and, *this, o, l);
-}
-Tensor Tensor::logical_or(const Tensor& o, Loc l) const {
-  return binary(OpKind::logical_or, *this, o, l);
-}
-Tensor Tensor::pow(const Tensor& e, Loc l) const {
-  return binary(OpKind::pow, *this, e, l);
-}
-Tensor Tensor::pow(Scalar e, Loc l) const {
-  return binary_scalar(OpKind::pow, *this, e, l);
-}
-Tensor Tensor::maximum(const Tensor& o, Loc l) const {
-  return binary(OpKind::maximum, *this, o, l);
-}
-Tensor Tensor::minimum(const Tensor& o, Loc l) const {
-  return binary(OpKind::minimum, *this, o, l);
-}
+Tensor Tensor::neg(Loc l) const { return unary(OpKind::neg, *this, l); }
+Tensor Tensor::abs(Loc l) const { return unary(OpKind::abs, *this, l); }
+Tensor Tensor::sign(Loc l) const { return unary(OpKind::sign, *this, l); }
+Tensor Tensor::exp(Loc l) const { return unary(OpKind::exp, *this, l); }
+Tensor Tensor::log(Loc l) const { return unary(OpKind::log, *this, l); }
+Tensor Tensor::sqrt(Loc l) const { return unary(OpKind::sqrt, *this, l); }
+Tensor Tensor::rsqrt(Loc l) const { return unary(OpKind::rsqrt, *this, l); }
+Tensor Tensor::sin(Loc l) const { return unary(OpKind::sin, *this, l); }
+Tensor Tensor::cos(Loc l) const { return unary(OpKind::cos, *this, l); }
+Tensor Tensor::tanh(Loc l) const { return unary(OpKind::tanh, *this, l); }
+Tensor Tensor::sigmoid(Loc l) const { return unary(OpKind::sigmoid, *this, l); }
+Tensor Tensor::relu(Loc l) const { return unary(OpKind::relu, *this, l); }
+Tensor Tensor::gelu(Loc l) const { return unary(OpKind::gelu, *this, l); }
+Tensor Tensor::erf(Loc l) const { return unary(OpKind::erf, *this, l); }
+Tensor Tensor::logical_not(Loc l) const { return unary(OpKind::logical_not, *this, l); }
+Tensor Tensor::logical_and(const Tensor& o, Loc l) const { return binary(OpKind::logical_and, *this, o, l); }
+Tensor Tensor::logical_or(const Tensor& o, Loc l) const { return binary(OpKind::logical_or, *this, o, l); }
+Tensor Tensor::pow(const Tensor& e, Loc l) const { return binary(OpKind::pow, *this, e, l); }
+Tensor Tensor::pow(Scalar e, Loc l) const { return binary_scalar(OpKind::pow, *this, e, l); }
+Tensor Tensor::maximum(const Tensor& o, Loc l) const { return binary(OpKind::maximum, *this, o, l); }
+Tensor Tensor::minimum(const Tensor& o, Loc l) const { return binary(OpKind::minimum, *this, o, l); }
 
 Tensor Tensor::clamp(std::optional<Scalar> min, std::optional<Scalar> max, Loc l) const {
   Tensor r = *this;
@@ -319,32 +270,16 @@ Tensor Tensor::sub(const Tensor& o, Scalar alpha, Loc l) const {
   if (alpha.value == 1) return binary(OpKind::sub, *this, o, l);
   return binary(OpKind::sub, *this, binary_scalar(OpKind::mul, o, alpha, l), l);
 }
-Tensor Tensor::mul(const Tensor& o, Loc l) const {
-  return binary(OpKind::mul, *this, o, l);
-}
-Tensor Tensor::div(const Tensor& o, Loc l) const {
-  return binary(OpKind::div, *this, o, l);
-}
-Tensor Tensor::add(Scalar o, Loc l) const {
-  return binary_scalar(OpKind::add, *this, o, l);
-}
-Tensor Tensor::sub(Scalar o, Loc l) const {
-  return binary_scalar(OpKind::sub, *this, o, l);
-}
-Tensor Tensor::mul(Scalar o, Loc l) const {
-  return binary_scalar(OpKind::mul, *this, o, l);
-}
-Tensor Tensor::div(Scalar o, Loc l) const {
-  return binary_scalar(OpKind::div, *this, o, l);
-}
+Tensor Tensor::mul(const Tensor& o, Loc l) const { return binary(OpKind::mul, *this, o, l); }
+Tensor Tensor::div(const Tensor& o, Loc l) const { return binary(OpKind::div, *this, o, l); }
+Tensor Tensor::add(Scalar o, Loc l) const { return binary_scalar(OpKind::add, *this, o, l); }
+Tensor Tensor::sub(Scalar o, Loc l) const { return binary_scalar(OpKind::sub, *this, o, l); }
+Tensor Tensor::mul(Scalar o, Loc l) const { return binary_scalar(OpKind::mul, *this, o, l); }
+Tensor Tensor::div(Scalar o, Loc l) const { return binary_scalar(OpKind::div, *this, o, l); }
 
-#define KILN_COMPARE(name)                            \
-  Tensor Tensor::name(const Tensor& o, Loc l) const { \
-    return binary(OpKind::name, *this, o, l);         \
-  }                                                   \
-  Tensor Tensor::name(Scalar o, Loc l) const {        \
-    return binary_scalar(OpKind::name, *this, o, l);  \
-  }
+#define KILN_COMPARE(name)                                                                        \
+  Tensor Tensor::name(const Tensor& o, Loc l) const { return binary(OpKind::name, *this, o, l); } \
+  Tensor Tensor::name(Scalar o, Loc l) const { return binary_scalar(OpKind::name, *this, o, l); }
 KILN_COMPARE(eq)
 KILN_COMPARE(ne)
 KILN_COMPARE(lt)
@@ -355,19 +290,13 @@ KILN_COMPARE(ge)
 
 // ---- reductions ----
 
-Tensor Tensor::sum(Loc l) const {
-  return reduce(OpKind::sum, *this, all_dims(dim()), false, l);
-}
+Tensor Tensor::sum(Loc l) const { return reduce(OpKind::sum, *this, all_dims(dim()), false, l); }
 Tensor Tensor::sum(std::vector<int64_t> dims, bool keepdim, Loc l) const {
   return reduce(OpKind::sum, *this, std::move(dims), keepdim, l);
 }
-Tensor Tensor::sum(int64_t d, bool keepdim, Loc l) const {
-  return sum(std::vector<int64_t>{d}, keepdim, l);
-}
+Tensor Tensor::sum(int64_t d, bool keepdim, Loc l) const { return sum(std::vector<int64_t>{d}, keepdim, l); }
 
-Tensor Tensor::mean(Loc l) const {
-  return mean(all_dims(dim()), false, l);
-}
+Tensor Tensor::mean(Loc l) const { return mean(all_dims(dim()), false, l); }
 Tensor Tensor::mean(std::vector<int64_t> dims, bool keepdim, Loc l) const {
   if (!is_floating(dtype()))
     throw Error(std::string("mean() needs a floating-point tensor, got ") + dtype_name(dtype()) +
@@ -377,31 +306,23 @@ Tensor Tensor::mean(std::vector<int64_t> dims, bool keepdim, Loc l) const {
   Tensor s = reduce(OpKind::sum, *this, std::move(dims), keepdim, l);
   return binary_scalar(OpKind::div, s, Scalar(static_cast<double>(n)), l);
 }
-Tensor Tensor::mean(int64_t d, bool keepdim, Loc l) const {
-  return mean(std::vector<int64_t>{d}, keepdim, l);
-}
+Tensor Tensor::mean(int64_t d, bool keepdim, Loc l) const { return mean(std::vector<int64_t>{d}, keepdim, l); }
 
-Tensor Tensor::max(Loc l) const {
-  return reduce(OpKind::max, *this, all_dims(dim()), false, l);
-}
-Tensor Tensor::min(Loc l) const {
-  return reduce(OpKind::min, *this, all_dims(dim()), false, l);
-}
+Tensor Tensor::max(Loc l) const { return reduce(OpKind::max, *this, all_dims(dim()), false, l); }
+Tensor Tensor::min(Loc l) const { return reduce(OpKind::min, *this, all_dims(dim()), false, l); }
 namespace {
 
 // max(dim)/min(dim): the values and their indices. As in PyTorch, the values'
 // gradient goes to the returned index only (amax/amin split it among ties), so
 // when a gradient may flow the values are the elements at the indices.
-std::tuple<Tensor, Tensor> extremum_along(OpKind value_op, OpKind index_op, const Tensor& x,
-                                          int64_t d, bool keepdim, Loc l) {
+std::tuple<Tensor, Tensor> extremum_along(OpKind value_op, OpKind index_op, const Tensor& x, int64_t d,
+                                          bool keepdim, Loc l) {
   Tensor index = arg_reduce(index_op, x, d, keepdim, l);
-  if (!(x.requires_grad() && grad_mode_enabled()))
-    return {reduce(value_op, x, {d}, keepdim, l), index};
+  if (!(x.requires_grad() && grad_mode_enabled())) return {reduce(value_op, x, {d}, keepdim, l), index};
   const int64_t dim = checked_dim(d, x.dim(), op_name(value_op), l);
   Shape along(static_cast<size_t>(x.dim()), 1);
   along[static_cast<size_t>(dim)] = x.size(dim);
-  Tensor position =
-      arange(x.size(dim), TensorOptions(kInt64).device(x.device()), l).reshape(along, l);
+  Tensor position = arange(x.size(dim), TensorOptions(kInt64).device(x.device()), l).reshape(along, l);
   Tensor chosen = position.eq(keepdim ? index : index.unsqueeze(dim, l), l);
   Tensor zero = zeros({}, TensorOptions(x.dtype()).device(x.device()), l);
   return {where(chosen, x, zero, l).sum(std::vector<int64_t>{dim}, keepdim, l), index};
@@ -421,22 +342,12 @@ Tensor Tensor::amax(std::vector<int64_t> dims, bool keepdim, Loc l) const {
 Tensor Tensor::amin(std::vector<int64_t> dims, bool keepdim, Loc l) const {
   return reduce(OpKind::min, *this, std::move(dims), keepdim, l);
 }
-Tensor Tensor::argmax(Loc l) const {
-  return arg_reduce(OpKind::argmax, flatten(0, -1, l), 0, false, l);
-}
-Tensor Tensor::argmax(int64_t d, bool keepdim, Loc l) const {
-  return arg_reduce(OpKind::argmax, *this, d, keepdim, l);
-}
-Tensor Tensor::argmin(Loc l) const {
-  return arg_reduce(OpKind::argmin, flatten(0, -1, l), 0, false, l);
-}
-Tensor Tensor::argmin(int64_t d, bool keepdim, Loc l) const {
-  return arg_reduce(OpKind::argmin, *this, d, keepdim, l);
-}
+Tensor Tensor::argmax(Loc l) const { return arg_reduce(OpKind::argmax, flatten(0, -1, l), 0, false, l); }
+Tensor Tensor::argmax(int64_t d, bool keepdim, Loc l) const { return arg_reduce(OpKind::argmax, *this, d, keepdim, l); }
+Tensor Tensor::argmin(Loc l) const { return arg_reduce(OpKind::argmin, flatten(0, -1, l), 0, false, l); }
+Tensor Tensor::argmin(int64_t d, bool keepdim, Loc l) const { return arg_reduce(OpKind::argmin, *this, d, keepdim, l); }
 
-Tensor Tensor::var(Loc l) const {
-  return var(all_dims(dim()), true, false, l);
-}
+Tensor Tensor::var(Loc l) const { return var(all_dims(dim()), true, false, l); }
 Tensor Tensor::var(std::vector<int64_t> dims, bool unbiased, bool keepdim, Loc l) const {
   int64_t n = count_of(*this, dims, "var", l);
   Tensor mu = mean(dims, true, l);
@@ -445,9 +356,7 @@ Tensor Tensor::var(std::vector<int64_t> dims, bool unbiased, bool keepdim, Loc l
   double denom = static_cast<double>(unbiased ? n - 1 : n);
   return binary_scalar(OpKind::div, ss, Scalar(denom), l);
 }
-Tensor Tensor::std(Loc l) const {
-  return var(l).sqrt(l);
-}
+Tensor Tensor::std(Loc l) const { return var(l).sqrt(l); }
 Tensor Tensor::std(std::vector<int64_t> dims, bool unbiased, bool keepdim, Loc l) const {
   return var(std::move(dims), unbiased, keepdim, l).sqrt(l);
 }
@@ -477,8 +386,7 @@ Tensor Tensor::softmax(int64_t d, Loc l) const {
 
 Tensor Tensor::log_softmax(int64_t d, Loc l) const {
   Tensor shifted = shifted_by_max(*this, d, "log_softmax", l);
-  Tensor lse =
-      unary(OpKind::log, reduce(OpKind::sum, unary(OpKind::exp, shifted, l), {d}, true, l), l);
+  Tensor lse = unary(OpKind::log, reduce(OpKind::sum, unary(OpKind::exp, shifted, l), {d}, true, l), l);
   return binary(OpKind::sub, shifted, lse, l);
 }
 
@@ -501,17 +409,17 @@ Tensor Tensor::matmul(const Tensor& o, Loc l) const {
 
 Tensor Tensor::mm(const Tensor& o, Loc l) const {
   if (dim() != 2 || o.dim() != 2)
-    throw Error(
-        "mm: expected two 2-D tensors, got " + shape_str(sizes()) + " and " + shape_str(o.sizes()),
-        here(l));
+    throw Error("mm: expected two 2-D tensors, got " + shape_str(sizes()) + " and " +
+                    shape_str(o.sizes()),
+                here(l));
   return matmul(o, l);
 }
 
 Tensor Tensor::bmm(const Tensor& o, Loc l) const {
   if (dim() != 3 || o.dim() != 3)
-    throw Error(
-        "bmm: expected two 3-D tensors, got " + shape_str(sizes()) + " and " + shape_str(o.sizes()),
-        here(l));
+    throw Error("bmm: expected two 3-D tensors, got " + shape_str(sizes()) + " and " +
+                    shape_str(o.sizes()),
+                here(l));
   if (sizes()[0] != o.sizes()[0])
     throw Error("bmm: batch sizes differ: " + shape_str(sizes()) + " and " + shape_str(o.sizes()),
                 here(l));
@@ -527,33 +435,15 @@ Tensor& assign_to(Tensor& self, const Tensor& value, Loc l) {
 }
 }  // namespace
 
-Tensor& Tensor::add_(const Tensor& o, Scalar alpha, Loc l) {
-  return assign_to(*this, add(o, alpha, l), l);
-}
-Tensor& Tensor::add_(Scalar o, Loc l) {
-  return assign_to(*this, binary_scalar(OpKind::add, *this, o, l), l);
-}
-Tensor& Tensor::sub_(const Tensor& o, Scalar alpha, Loc l) {
-  return assign_to(*this, sub(o, alpha, l), l);
-}
-Tensor& Tensor::sub_(Scalar o, Loc l) {
-  return assign_to(*this, binary_scalar(OpKind::sub, *this, o, l), l);
-}
-Tensor& Tensor::mul_(const Tensor& o, Loc l) {
-  return assign_to(*this, mul(o, l), l);
-}
-Tensor& Tensor::mul_(Scalar o, Loc l) {
-  return assign_to(*this, binary_scalar(OpKind::mul, *this, o, l), l);
-}
-Tensor& Tensor::div_(const Tensor& o, Loc l) {
-  return assign_to(*this, div(o, l), l);
-}
-Tensor& Tensor::div_(Scalar o, Loc l) {
-  return assign_to(*this, binary_scalar(OpKind::div, *this, o, l), l);
-}
-Tensor& Tensor::zero_(Loc l) {
-  return fill_(0, l);
-}
+Tensor& Tensor::add_(const Tensor& o, Scalar alpha, Loc l) { return assign_to(*this, add(o, alpha, l), l); }
+Tensor& Tensor::add_(Scalar o, Loc l) { return assign_to(*this, binary_scalar(OpKind::add, *this, o, l), l); }
+Tensor& Tensor::sub_(const Tensor& o, Scalar alpha, Loc l) { return assign_to(*this, sub(o, alpha, l), l); }
+Tensor& Tensor::sub_(Scalar o, Loc l) { return assign_to(*this, binary_scalar(OpKind::sub, *this, o, l), l); }
+Tensor& Tensor::mul_(const Tensor& o, Loc l) { return assign_to(*this, mul(o, l), l); }
+Tensor& Tensor::mul_(Scalar o, Loc l) { return assign_to(*this, binary_scalar(OpKind::mul, *this, o, l), l); }
+Tensor& Tensor::div_(const Tensor& o, Loc l) { return assign_to(*this, div(o, l), l); }
+Tensor& Tensor::div_(Scalar o, Loc l) { return assign_to(*this, binary_scalar(OpKind::div, *this, o, l), l); }
+Tensor& Tensor::zero_(Loc l) { return fill_(0, l); }
 Tensor& Tensor::fill_(Scalar v, Loc l) {
   const TensorType& t = detail::type_of(*this);
   detail::check_fits(v, t.dtype, "fill_()", here(l));
@@ -561,27 +451,15 @@ Tensor& Tensor::fill_(Scalar v, Loc l) {
                             TensorType{t.dtype, {}, t.device}, here(l));
   return assign_to(*this, c, l);
 }
-Tensor& Tensor::copy_(const Tensor& src, Loc l) {
-  return assign_to(*this, src, l);
-}
+Tensor& Tensor::copy_(const Tensor& src, Loc l) { return assign_to(*this, src, l); }
 Tensor& Tensor::clamp_(std::optional<Scalar> min, std::optional<Scalar> max, Loc l) {
   return assign_to(*this, clamp(min, max, l), l);
 }
-Tensor& Tensor::relu_(Loc l) {
-  return assign_to(*this, relu(l), l);
-}
-Tensor& Tensor::operator+=(TensorAt o) {
-  return add_(o.t, 1, o.loc);
-}
-Tensor& Tensor::operator-=(TensorAt o) {
-  return sub_(o.t, 1, o.loc);
-}
-Tensor& Tensor::operator*=(TensorAt o) {
-  return mul_(o.t, o.loc);
-}
-Tensor& Tensor::operator/=(TensorAt o) {
-  return div_(o.t, o.loc);
-}
+Tensor& Tensor::relu_(Loc l) { return assign_to(*this, relu(l), l); }
+Tensor& Tensor::operator+=(TensorAt o) { return add_(o.t, 1, o.loc); }
+Tensor& Tensor::operator-=(TensorAt o) { return sub_(o.t, 1, o.loc); }
+Tensor& Tensor::operator*=(TensorAt o) { return mul_(o.t, o.loc); }
+Tensor& Tensor::operator/=(TensorAt o) { return div_(o.t, o.loc); }
 Tensor& Tensor::operator+=(ScalarAt o) {
   return add_(o.s, o.loc);
 }
@@ -597,51 +475,21 @@ Tensor& Tensor::operator/=(ScalarAt o) {
 
 // ---- operators and free functions ----
 
-Tensor operator+(TensorAt a, const Tensor& b) {
-  return binary(OpKind::add, a.t, b, a.loc);
-}
-Tensor operator-(TensorAt a, const Tensor& b) {
-  return binary(OpKind::sub, a.t, b, a.loc);
-}
-Tensor operator*(TensorAt a, const Tensor& b) {
-  return binary(OpKind::mul, a.t, b, a.loc);
-}
-Tensor operator/(TensorAt a, const Tensor& b) {
-  return binary(OpKind::div, a.t, b, a.loc);
-}
-Tensor operator+(TensorAt a, Scalar b) {
-  return binary_scalar(OpKind::add, a.t, b, a.loc);
-}
-Tensor operator-(TensorAt a, Scalar b) {
-  return binary_scalar(OpKind::sub, a.t, b, a.loc);
-}
-Tensor operator*(TensorAt a, Scalar b) {
-  return binary_scalar(OpKind::mul, a.t, b, a.loc);
-}
-Tensor operator/(TensorAt a, Scalar b) {
-  return binary_scalar(OpKind::div, a.t, b, a.loc);
-}
-Tensor operator+(Scalar a, TensorAt b) {
-  return scalar_binary(OpKind::add, a, b.t, b.loc);
-}
-Tensor operator-(Scalar a, TensorAt b) {
-  return scalar_binary(OpKind::sub, a, b.t, b.loc);
-}
-Tensor operator*(Scalar a, TensorAt b) {
-  return scalar_binary(OpKind::mul, a, b.t, b.loc);
-}
-Tensor operator/(Scalar a, TensorAt b) {
-  return scalar_binary(OpKind::div, a, b.t, b.loc);
-}
-Tensor operator-(TensorAt a) {
-  return unary(OpKind::neg, a.t, a.loc);
-}
-Tensor operator==(TensorAt a, const Tensor& b) {
-  return binary(OpKind::eq, a.t, b, a.loc);
-}
-Tensor operator!=(TensorAt a, const Tensor& b) {
-  return binary(OpKind::ne, a.t, b, a.loc);
-}
+Tensor operator+(TensorAt a, const Tensor& b) { return binary(OpKind::add, a.t, b, a.loc); }
+Tensor operator-(TensorAt a, const Tensor& b) { return binary(OpKind::sub, a.t, b, a.loc); }
+Tensor operator*(TensorAt a, const Tensor& b) { return binary(OpKind::mul, a.t, b, a.loc); }
+Tensor operator/(TensorAt a, const Tensor& b) { return binary(OpKind::div, a.t, b, a.loc); }
+Tensor operator+(TensorAt a, Scalar b) { return binary_scalar(OpKind::add, a.t, b, a.loc); }
+Tensor operator-(TensorAt a, Scalar b) { return binary_scalar(OpKind::sub, a.t, b, a.loc); }
+Tensor operator*(TensorAt a, Scalar b) { return binary_scalar(OpKind::mul, a.t, b, a.loc); }
+Tensor operator/(TensorAt a, Scalar b) { return binary_scalar(OpKind::div, a.t, b, a.loc); }
+Tensor operator+(Scalar a, TensorAt b) { return scalar_binary(OpKind::add, a, b.t, b.loc); }
+Tensor operator-(Scalar a, TensorAt b) { return scalar_binary(OpKind::sub, a, b.t, b.loc); }
+Tensor operator*(Scalar a, TensorAt b) { return scalar_binary(OpKind::mul, a, b.t, b.loc); }
+Tensor operator/(Scalar a, TensorAt b) { return scalar_binary(OpKind::div, a, b.t, b.loc); }
+Tensor operator-(TensorAt a) { return unary(OpKind::neg, a.t, a.loc); }
+Tensor operator==(TensorAt a, const Tensor& b) { return binary(OpKind::eq, a.t, b, a.loc); }
+Tensor operator!=(TensorAt a, const Tensor& b) { return binary(OpKind::ne, a.t, b, a.loc); }
 
 namespace {
 
@@ -673,79 +521,33 @@ Tensor operator~(TensorAt a) {
   require_bool("~", a.t, nullptr, a.loc);
   return a.t.logical_not(a.loc);
 }
-Tensor operator<(TensorAt a, const Tensor& b) {
-  return binary(OpKind::lt, a.t, b, a.loc);
-}
-Tensor operator<=(TensorAt a, const Tensor& b) {
-  return binary(OpKind::le, a.t, b, a.loc);
-}
-Tensor operator>(TensorAt a, const Tensor& b) {
-  return binary(OpKind::gt, a.t, b, a.loc);
-}
-Tensor operator>=(TensorAt a, const Tensor& b) {
-  return binary(OpKind::ge, a.t, b, a.loc);
-}
-Tensor operator==(TensorAt a, Scalar b) {
-  return binary_scalar(OpKind::eq, a.t, b, a.loc);
-}
-Tensor operator!=(TensorAt a, Scalar b) {
-  return binary_scalar(OpKind::ne, a.t, b, a.loc);
-}
-Tensor operator<(TensorAt a, Scalar b) {
-  return binary_scalar(OpKind::lt, a.t, b, a.loc);
-}
-Tensor operator<=(TensorAt a, Scalar b) {
-  return binary_scalar(OpKind::le, a.t, b, a.loc);
-}
-Tensor operator>(TensorAt a, Scalar b) {
-  return binary_scalar(OpKind::gt, a.t, b, a.loc);
-}
-Tensor operator>=(TensorAt a, Scalar b) {
-  return binary_scalar(OpKind::ge, a.t, b, a.loc);
-}
+Tensor operator<(TensorAt a, const Tensor& b) { return binary(OpKind::lt, a.t, b, a.loc); }
+Tensor operator<=(TensorAt a, const Tensor& b) { return binary(OpKind::le, a.t, b, a.loc); }
+Tensor operator>(TensorAt a, const Tensor& b) { return binary(OpKind::gt, a.t, b, a.loc); }
+Tensor operator>=(TensorAt a, const Tensor& b) { return binary(OpKind::ge, a.t, b, a.loc); }
+Tensor operator==(TensorAt a, Scalar b) { return binary_scalar(OpKind::eq, a.t, b, a.loc); }
+Tensor operator!=(TensorAt a, Scalar b) { return binary_scalar(OpKind::ne, a.t, b, a.loc); }
+Tensor operator<(TensorAt a, Scalar b) { return binary_scalar(OpKind::lt, a.t, b, a.loc); }
+Tensor operator<=(TensorAt a, Scalar b) { return binary_scalar(OpKind::le, a.t, b, a.loc); }
+Tensor operator>(TensorAt a, Scalar b) { return binary_scalar(OpKind::gt, a.t, b, a.loc); }
+Tensor operator>=(TensorAt a, Scalar b) { return binary_scalar(OpKind::ge, a.t, b, a.loc); }
 
-Tensor matmul(const Tensor& a, const Tensor& b, Loc l) {
-  return a.matmul(b, l);
-}
+Tensor matmul(const Tensor& a, const Tensor& b, Loc l) { return a.matmul(b, l); }
 Tensor where(const Tensor& c, const Tensor& a, const Tensor& b, Loc l) {
   const auto [x, y] = zero_dim_rule(a, b, l);
   return apply(OpKind::where, {c, x, y}, {}, here(l));
 }
-Tensor maximum(const Tensor& a, const Tensor& b, Loc l) {
-  return a.maximum(b, l);
-}
-Tensor minimum(const Tensor& a, const Tensor& b, Loc l) {
-  return a.minimum(b, l);
-}
-Tensor logical_and(const Tensor& a, const Tensor& b, Loc l) {
-  return a.logical_and(b, l);
-}
-Tensor logical_or(const Tensor& a, const Tensor& b, Loc l) {
-  return a.logical_or(b, l);
-}
-Tensor exp(const Tensor& x, Loc l) {
-  return x.exp(l);
-}
-Tensor log(const Tensor& x, Loc l) {
-  return x.log(l);
-}
-Tensor tanh(const Tensor& x, Loc l) {
-  return x.tanh(l);
-}
-Tensor erf(const Tensor& x, Loc l) {
-  return x.erf(l);
-}
-Tensor sigmoid(const Tensor& x, Loc l) {
-  return x.sigmoid(l);
-}
-Tensor relu(const Tensor& x, Loc l) {
-  return x.relu(l);
-}
-Tensor softmax(const Tensor& x, int64_t d, Loc l) {
-  return x.softmax(d, l);
-}
-Tensor log_softmax(const Tensor& x, int64_t d, Loc l) {
-  return x.log_softmax(d, l);
-}
+Tensor maximum(const Tensor& a, const Tensor& b, Loc l) { return a.maximum(b, l); }
+Tensor minimum(const Tensor& a, const Tensor& b, Loc l) { return a.minimum(b, l); }
+Tensor logical_and(const Tensor& a, const Tensor& b, Loc l) { return a.logical_and(b, l); }
+Tensor logical_or(const Tensor& a, const Tensor& b, Loc l) { return a.logical_or(b, l); }
+Tensor exp(const Tensor& x, Loc l) { return x.exp(l); }
+Tensor log(const Tensor& x, Loc l) { return x.log(l); }
+Tensor tanh(const Tensor& x, Loc l) { return x.tanh(l); }
+Tensor erf(const Tensor& x, Loc l) { return x.erf(l); }
+Tensor sigmoid(const Tensor& x, Loc l) { return x.sigmoid(l); }
+Tensor relu(const Tensor& x, Loc l) { return x.relu(l); }
+Tensor softmax(const Tensor& x, int64_t d, Loc l) { return x.softmax(d, l); }
+Tensor log_softmax(const Tensor& x, int64_t d, Loc l) { return x.log_softmax(d, l); }
 
 }  // namespace kiln

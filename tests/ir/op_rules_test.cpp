@@ -366,7 +366,17 @@ TEST_CASE("the op table's cost and scalar columns agree with its categories and 
     CHECK(is_elementwise(k) == (info.scalar != ScalarRule::none && !folds));
     CHECK(folds == (info.category == OpCategory::Reduce || info.category == OpCategory::Scan));
     CHECK(folds == (info.identity != Identity::none));
-    if (folds) CHECK(op_info(info.combine).category == OpCategory::Binary);
+    if (folds) {
+      // The combine op's own scalar code is what every backend folds with
+      // (kernel IR's binary op, the reference's scalar functor).
+      const ScalarRule c = op_info(info.combine).scalar;
+      CHECK(op_info(info.combine).category == OpCategory::Binary);
+      CHECK((c == ScalarRule::math || c == ScalarRule::arith || c == ScalarRule::logical));
+    }
+    // An argreduce is the position of a maximum or a minimum: the backends'
+    // position updates compare with > or < (a NaN wins).
+    if (info.scalar == ScalarRule::argreduce)
+      CHECK((info.combine == OpKind::maximum || info.combine == OpKind::minimum));
     if (is_expensive(k)) CHECK(is_elementwise(k));
     if (!is_math(k)) continue;
     // Math ops are float-only: integer and bool operands give a floating result.

@@ -131,8 +131,7 @@ std::optional<Node> fold(const Node& n, const std::vector<const Node*>& operands
   if (t.numel() == 0) return creation_node(n, HostArray{}, true);
   bool uniform = uniform_preserving(n.op);
   for (const Node* o : operands) uniform = uniform && o->op == OpKind::constant;
-  if (idempotent_reduction(n.op) && operands[0]->type().numel() == 0)
-    uniform = false;
+  if (idempotent_reduction(n.op) && operands[0]->type().numel() == 0) uniform = false;
 
   std::vector<HostArray> keep;
   std::vector<View> inputs;

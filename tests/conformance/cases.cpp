@@ -774,9 +774,10 @@ std::vector<Case> sort_cases() {
 const std::vector<Case>& cases() {
   static const std::vector<Case> all = [] {
     std::vector<Case> v;
-    for (auto group : {table_math_cases(), table_composite_cases(), table_fold_cases(), unary_cases(), binary_cases(), reduction_cases(),
-                       movement_cases(), matmul_cases(), creation_and_autograd_cases(),
-                       convention_cases(), model_cases(), conv_cases(), sort_cases()})
+    for (auto group : {table_math_cases(), table_composite_cases(), table_fold_cases(),
+                       unary_cases(), binary_cases(), reduction_cases(), movement_cases(),
+                       matmul_cases(), creation_and_autograd_cases(), convention_cases(),
+                       model_cases(), conv_cases(), sort_cases()})
       v.insert(v.end(), group.begin(), group.end());
     return v;
   }();

@@ -78,8 +78,10 @@ inline Graph every_op_graph() {
   for (OpKind k : all_ops())
     if (op_info(k).category == OpCategory::Collective)
       (void)b.op(k, {x},
-                 Attrs{{AttrKey::reduce, std::string("avg")}, {AttrKey::root, int64_t{0}},
-                       {AttrKey::world, int64_t{1}}, {AttrKey::bucket, int64_t{0}}});
+                 Attrs{{AttrKey::reduce, std::string("avg")},
+                       {AttrKey::root, int64_t{0}},
+                       {AttrKey::world, int64_t{1}},
+                       {AttrKey::bucket, int64_t{0}}});
   (void)b.op(OpKind::max, {x},
              Attrs{{AttrKey::dims, std::vector<int64_t>{0}}, {AttrKey::keepdim, int64_t{0}}});
   (void)b.op(OpKind::min, {xd},

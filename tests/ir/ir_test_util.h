@@ -90,6 +90,13 @@ inline Graph every_op_graph() {
              Attrs{{AttrKey::dim, int64_t{1}}, {AttrKey::keepdim, int64_t{0}}});
   (void)b.op(OpKind::argmin, {x},
              Attrs{{AttrKey::dim, int64_t{-1}}, {AttrKey::keepdim, int64_t{1}}});
+  for (OpKind k : all_ops())  // and every other reduction of the table
+    if (op_info(k).category == OpCategory::Reduce)
+      (void)b.op(
+          k, {x},
+          is_arg_reduction(k)
+              ? Attrs{{AttrKey::dim, int64_t{0}}, {AttrKey::keepdim, int64_t{0}}}
+              : Attrs{{AttrKey::dims, std::vector<int64_t>{1}}, {AttrKey::keepdim, int64_t{0}}});
   Value flat = b.reshape(x, {6});
   Value big = b.expand(s, {4, 2, 3});
   Value t = b.transpose_last(x);

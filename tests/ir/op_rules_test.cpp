@@ -419,6 +419,19 @@ TEST_CASE("infer_type for every op") {
     }
     covered.insert(c.op);
   }
+  // Every reduction of the table, a new row too: its shape rule over one dim,
+  // kept or not (its dtype rule is one of those the cases above check).
+  for (OpKind k : all_ops()) {
+    if (op_info(k).category != OpCategory::Reduce) continue;
+    CAPTURE(op_name(k));
+    for (int64_t keep : {0, 1}) {
+      const Attrs a = is_arg_reduction(k)
+                          ? Attrs{{AttrKey::dim, int64_t{1}}, {AttrKey::keepdim, keep}}
+                          : reduce_attrs({1}, keep);
+      CHECK(infer_type(k, std::vector<TensorType>{f23}, a).shape == (keep ? Shape{2, 1} : Shape{2}));
+    }
+    covered.insert(k);
+  }
   for (OpKind k : all_ops()) {
     CAPTURE(op_name(k));
     CHECK(covered.count(k));

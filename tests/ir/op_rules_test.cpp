@@ -428,7 +428,8 @@ TEST_CASE("infer_type for every op") {
       const Attrs a = is_arg_reduction(k)
                           ? Attrs{{AttrKey::dim, int64_t{1}}, {AttrKey::keepdim, keep}}
                           : reduce_attrs({1}, keep);
-      CHECK(infer_type(k, std::vector<TensorType>{f23}, a).shape == (keep ? Shape{2, 1} : Shape{2}));
+      CHECK(infer_type(k, std::vector<TensorType>{f23}, a).shape ==
+            (keep ? Shape{2, 1} : Shape{2}));
     }
     covered.insert(k);
   }

@@ -12,6 +12,8 @@ PyTorch's, each workload (and each Kiln mode) in a process of its own.
 Usage: python3 bench/torch_compare.py [path/to/bench_train [path/to/bench_jit [path/to/bench_scale]]]
 (bench_jit and bench_scale default to the ones next to bench_train);
 python3 bench/torch_compare.py --peak [path/to/bench_scale]: the peak-memory table only.
+python3 bench/torch_compare.py --check-ops path/to/bench_jit [path/to/ops.def]: checks (without
+PyTorch) that the unary ops read from the op table are the ones bench_jit registers (a ctest).
 Skipped with a message (exit 0) when torch is not installed. It installs
 nothing: on Debian, `apt-get install python3-torch` (1.13) and run it with
 /usr/bin/python3; elsewhere `pip install torch`.
@@ -19,9 +21,71 @@ nothing: on Debian, `apt-get install python3-torch` (1.13) and run it with
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import time
+
+
+OPS_DEF = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "ir", "ops.def")
+
+# PyTorch's spelling of a unary math op of the op table, where it is not torch.<op>.
+TORCH_SPELLING = {"gelu": "nn.functional.gelu"}
+
+
+def table_rows(ops_def=OPS_DEF):
+    """The rows of the op table (ir/ops.def), in table order: each its list of
+    fields (name, arity, category, shape, dtype, vjp, cost, scalar, domain)."""
+    with open(ops_def) as f:
+        text = re.sub(r"//[^\n]*", "", f.read())
+    rows, pos = [], 0
+    while (start := text.find("KILN_OP(", pos)) >= 0:
+        fields, field, depth, i = [], "", 0, start + len("KILN_OP(")
+        while depth > 0 or text[i] != ")":
+            c = text[i]
+            depth += {"(": 1, ")": -1}.get(c, 0)
+            if c == "," and depth == 0:
+                fields.append(field.strip())
+                field = ""
+            else:
+                field += c
+            i += 1
+        rows.append(fields + [field.strip()])
+        pos = i + 1
+    return rows
+
+
+def unary_math_ops(ops_def=OPS_DEF):
+    """The op table's unary math ops (scalar column math(k), arity 1): the ops of
+    bench_jit's BM_Unary, which registers them from the same table."""
+    return [r[0] for r in table_rows(ops_def) if r[1] == "1" and r[7].startswith("math(")]
+
+
+def torch_op(torch, name):
+    """PyTorch's function for the op table's op `name` (TORCH_SPELLING, else torch.<name>)."""
+    fn = torch
+    for part in TORCH_SPELLING.get(name, name).split("."):
+        fn = getattr(fn, part)
+    return fn
+
+
+def check_ops(bench_jit, ops_def=OPS_DEF):
+    """Fails (1), naming the op, where the unary ops read from the op table differ
+    from bench_jit's BM_Unary ops, or TORCH_SPELLING names an op that is not one."""
+    out = subprocess.run([bench_jit, "--benchmark_list_tests", "--benchmark_filter=^BM_Unary/"],
+                         check=True, capture_output=True, text=True).stdout
+    registered = {line.split("/")[1] for line in out.split()}
+    ours = set(unary_math_ops(ops_def))
+    problems = [f"{op}: bench_jit runs BM_Unary/{op} but torch_compare.py does not read it from {ops_def}"
+                for op in sorted(registered - ours)]
+    problems += [f"{op}: torch_compare.py reads it from {ops_def} but bench_jit has no BM_Unary/{op}"
+                 for op in sorted(ours - registered)]
+    problems += [f"{op}: TORCH_SPELLING names it but it is not a unary math op of the table"
+                 for op in sorted(set(TORCH_SPELLING) - ours)]
+    for p in problems:
+        print("torch_compare --check-ops: " + p)
+    print(f"torch_compare --check-ops: {len(ours)} unary math ops, {len(problems)} problem(s)")
+    return 1 if problems else 0
 
 
 def transformer_class(torch):
@@ -194,6 +258,8 @@ def peak_table(bench_scale):
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--peak-child":
         return peak_child(sys.argv[2])
+    if len(sys.argv) in (3, 4) and sys.argv[1] == "--check-ops":
+        return check_ops(*sys.argv[2:])
     try:
         import torch
     except ImportError:
@@ -277,11 +343,10 @@ def main():
             best_ms(lambda: model_step(scripted_block, block_opt, block_x, block_y), 100),
     }
 
-    # One unary op over 16M floats, eager, into a new tensor (as Kiln's BM_Unary).
+    # One unary op over 16M floats, eager, into a new tensor (as Kiln's BM_Unary):
+    # every unary math op of the op table.
     xu = torch.randn(1 << 24)
-    unary = {"exp": torch.exp, "log": torch.log, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt,
-             "sin": torch.sin, "cos": torch.cos, "tanh": torch.tanh, "sigmoid": torch.sigmoid,
-             "gelu": torch.nn.functional.gelu, "erf": torch.erf}
+    unary = {name: torch_op(torch, name) for name in unary_math_ops()}
     torch_unary_ms = {name: best_ms(lambda f=f: f(xu), 10) for name, f in unary.items()}
     del xu
 

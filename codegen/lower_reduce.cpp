@@ -185,9 +185,7 @@ bool Lowering::lower_column_reduction(const std::vector<Value>& outs,
   const Node& n = g_.node(reds[0]);
   const DType t = n.type().dtype;
   const OpKind combine = op_info(n.op).combine;
-  if (is_arg_reduce(n.op) || !is_floating(t) ||
-      (combine != OpKind::add && combine != OpKind::maximum && combine != OpKind::minimum))
-    return false;
+  if (is_arg_reduce(n.op) || !is_floating(t)) return false;
   // Reduced dims first, then the kept ones (a bias's gradient: a sum over the batch).
   for (size_t i = 0; i < rdims.size(); ++i)
     if (rdims[i] != int64_t(i)) return false;

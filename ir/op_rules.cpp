@@ -270,10 +270,14 @@ Shape shape_broadcast3(OpKind, Types in, const Attrs&) {
 }
 
 // Reduces the listed dims (an empty list reduces nothing).
-// max, min, argmax and argmin have no identity: a reduced dim of size 0 is an
-// error (as in PyTorch), eager and traced alike; sum of nothing is 0.
+// A reduction whose identity is a bound rather than a value (max's lowest,
+// min's highest) or that gives a position (argmax, argmin) has no result over
+// nothing: a reduced dim of size 0 is an error (as in PyTorch), eager and traced
+// alike; a sum of nothing is its identity, 0.
 void check_nonempty_reduction(OpKind k, const Shape& s, int64_t dim) {
-  KILN_CHECK(k == OpKind::sum || s[dim] != 0, "expected reduction dim ", dim,
+  const Identity id = op_info(k).identity;
+  const bool has_value = !is_arg_reduction(k) && (id == Identity::zero || id == Identity::one);
+  KILN_CHECK(has_value || s[dim] != 0, "expected reduction dim ", dim,
              " to have a non-zero size, got input shape ", shape_str(s), " (the ", op_name(k),
              " of no elements is undefined)");
 }

@@ -33,13 +33,21 @@ bool foldable(const Node& n) {
          c != OpCategory::Check && c != OpCategory::Collective && !n.operands.empty();
 }
 
+// A reduction that folds with an idempotent combine op (maximum, minimum:
+// combine(x, x) = x), so its result over a non-empty uniform range is that value.
+bool idempotent_reduction(OpKind k) {
+  const OpInfo& info = op_info(k);
+  return info.scalar == ScalarRule::reduce &&
+         (info.combine == OpKind::maximum || info.combine == OpKind::minimum);
+}
+
 // Ops that map uniform operands to a uniform result, so they can be evaluated on
 // one element: elementwise ops, data movement that adds no new values (not pad),
-// and max/min over a non-empty range.
+// and idempotent reductions (max, min) over a non-empty range.
 bool uniform_preserving(OpKind k) {
   OpCategory c = op_info(k).category;
-  return is_elementwise(k) || (c == OpCategory::Movement && k != OpKind::pad) || k == OpKind::max ||
-         k == OpKind::min;
+  return is_elementwise(k) || (c == OpCategory::Movement && k != OpKind::pad) ||
+         idempotent_reduction(k);
 }
 
 // A view of a creation node's value. A `constant` is one element broadcast with
@@ -123,8 +131,7 @@ std::optional<Node> fold(const Node& n, const std::vector<const Node*>& operands
   if (t.numel() == 0) return creation_node(n, HostArray{}, true);
   bool uniform = uniform_preserving(n.op);
   for (const Node* o : operands) uniform = uniform && o->op == OpKind::constant;
-  if ((n.op == OpKind::max || n.op == OpKind::min) && operands[0]->type().numel() == 0)
-    uniform = false;
+  if (idempotent_reduction(n.op) && operands[0]->type().numel() == 0) uniform = false;
 
   std::vector<HostArray> keep;
   std::vector<View> inputs;

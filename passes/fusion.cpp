@@ -100,8 +100,7 @@ GroupKind singleton_kind(OpKind k) {
 std::vector<int64_t> reduced_dims(const Graph& g, NodeId id) {
   const Node& n = g[id];
   int64_t rank = g.type(n.operands[0]).rank();
-  if (n.op == OpKind::argmax || n.op == OpKind::argmin)
-    return {normalize_dim(n.attrs.i(AttrKey::dim), rank)};
+  if (is_arg_reduction(n.op)) return {normalize_dim(n.attrs.i(AttrKey::dim), rank)};
   return normalize_dims(n.attrs.ints(AttrKey::dims), rank);
 }
 

@@ -11,6 +11,7 @@
 
 #include "ir/error.h"
 #include "runtime/reference.h"
+#include "runtime/reference_functors.h"
 #include "runtime/reference_impl.h"
 #include "runtime/reference_math.h"
 #include "runtime/strided_loop.h"
@@ -21,193 +22,6 @@ namespace {
 
 // Transcendental ops cost tens of cycles per element; split them finer.
 constexpr int64_t kMathGrain = 1 << 14;
-
-// Floats compute in their own type; integers and bool go through double.
-template <class T>
-using MathT = std::conditional_t<std::is_floating_point_v<T>, T, double>;
-
-// Integer arithmetic wraps (through the unsigned type) instead of being UB.
-template <class T, bool = std::is_integral_v<T> && !std::is_same_v<T, bool>>
-struct Wrap {
-  using type = T;
-};
-template <class T>
-struct Wrap<T, true> {
-  using type = std::make_unsigned_t<T>;
-};
-template <class T>
-using WrapT = typename Wrap<T>::type;
-
-// ---- Unary functors: T -> T ----
-
-struct Neg {
-  template <class T>
-  T operator()(T x) const {
-    if constexpr (std::is_same_v<T, bool>) {
-      return x;
-    } else {
-      return static_cast<T>(WrapT<T>(0) - static_cast<WrapT<T>>(x));
-    }
-  }
-};
-struct Abs {
-  template <class T>
-  T operator()(T x) const {
-    if constexpr (std::is_floating_point_v<T>) {
-      return std::fabs(x);
-    } else if constexpr (std::is_same_v<T, bool>) {
-      return x;
-    } else {
-      return x < 0 ? Neg{}(x) : x;
-    }
-  }
-};
-struct Sign {
-  template <class T>
-  T operator()(T x) const {
-    return static_cast<T>(int(T(0) < x) - int(x < T(0)));
-  }
-};
-struct Relu {
-  template <class T>
-  T operator()(T x) const {
-    return x < T(0) ? T(0) : x;
-  }
-};
-
-// The op table's math ops on any dtype: ref_math::k computed in MathT<T>.
-template <class T, class F>
-T math_in(T x, F f) {
-  using M = MathT<T>;
-  return convert<T>(static_cast<M>(f(static_cast<M>(x))));
-}
-template <class T, class F>
-T math_in(T x, T y, F f) {
-  using M = MathT<T>;
-  return convert<T>(static_cast<M>(f(static_cast<M>(x), static_cast<M>(y))));
-}
-
-// ---- Binary functors: (T, T) -> T ----
-
-#define KILN_WRAP_FUNCTOR(Name, op)                                                  \
-  struct Name {                                                                      \
-    template <class T>                                                               \
-    T operator()(T a, T b) const {                                                   \
-      if constexpr (std::is_same_v<T, bool>) {                                       \
-        return convert<bool>(int(a) op int(b));                                      \
-      } else {                                                                       \
-        return static_cast<T>(static_cast<WrapT<T>>(a) op static_cast<WrapT<T>>(b)); \
-      }                                                                              \
-    }                                                                                \
-  };
-KILN_WRAP_FUNCTOR(Add, +)
-KILN_WRAP_FUNCTOR(Sub, -)
-KILN_WRAP_FUNCTOR(Mul, *)
-#undef KILN_WRAP_FUNCTOR
-
-struct Div {
-  template <class T>
-  T operator()(T a, T b) const {
-    if constexpr (std::is_floating_point_v<T>) {
-      return a / b;
-    } else if constexpr (std::is_same_v<T, bool>) {
-      return b ? a : false;
-    } else {
-      // Integer outputs only arise when a caller asks for them; avoid the traps.
-      if (b == 0) return 0;
-      if (b == -1) return Neg{}(a);
-      return a / b;
-    }
-  }
-};
-
-template <class T>
-T int_pow(T base, T exp) {
-  if (exp < 0) {
-    if (base == 1) return 1;
-    if (base == -1) return (exp & 1) ? T(-1) : T(1);
-    return 0;
-  }
-  using U = std::make_unsigned_t<T>;
-  U result = 1, b = static_cast<U>(base);
-  for (auto e = static_cast<U>(exp); e; e >>= 1) {
-    if (e & 1) result *= b;
-    b *= b;
-  }
-  return static_cast<T>(result);
-}
-
-struct Pow {
-  template <class T>
-  T operator()(T a, T b) const {
-    if constexpr (std::is_floating_point_v<T>) {
-      return std::pow(a, b);
-    } else if constexpr (std::is_same_v<T, bool>) {
-      return a || !b;
-    } else {
-      return int_pow(a, b);
-    }
-  }
-};
-// C's fmod (the sign of a) and Python's % (the sign of b), as torch.fmod and
-// torch.remainder. Integers in their own type: x % 0 and x % -1 give 0 (the
-// frontend refuses a zero integer divisor before any kernel runs).
-struct Fmod {
-  template <class T>
-  T operator()(T a, T b) const {
-    if constexpr (std::is_floating_point_v<T>) {
-      return std::fmod(a, b);
-    } else if constexpr (std::is_same_v<T, bool>) {
-      return false;
-    } else {
-      // b == -1 compared as an int: never true for an unsigned b (uint8's 255).
-      return b == 0 || b == -1 ? T(0) : static_cast<T>(a % b);
-    }
-  }
-};
-struct Remainder {
-  template <class T>
-  T operator()(T a, T b) const {
-    const T r = Fmod{}(a, b);
-    if constexpr (std::is_same_v<T, bool>) {
-      return r;
-    } else {
-      return r != 0 && ((r < 0) != (b < 0)) ? static_cast<T>(r + b) : r;
-    }
-  }
-};
-// NaN-propagating, as torch.maximum/minimum.
-struct Maximum {
-  template <class T>
-  T operator()(T a, T b) const {
-    return (a > b || a != a) ? a : b;
-  }
-};
-struct Minimum {
-  template <class T>
-  T operator()(T a, T b) const {
-    return (a < b || a != a) ? a : b;
-  }
-};
-
-// ---- Predicates: (T, T) -> bool ----
-
-#define KILN_COMPARE_FUNCTOR(Name, expr) \
-  struct Name {                          \
-    template <class T>                   \
-    bool operator()(T a, T b) const {    \
-      return expr;                       \
-    }                                    \
-  };
-KILN_COMPARE_FUNCTOR(Eq, a == b)
-KILN_COMPARE_FUNCTOR(Ne, a != b)
-KILN_COMPARE_FUNCTOR(Lt, a < b)
-KILN_COMPARE_FUNCTOR(Le, a <= b)
-KILN_COMPARE_FUNCTOR(Gt, a > b)
-KILN_COMPARE_FUNCTOR(Ge, a >= b)
-KILN_COMPARE_FUNCTOR(LogicalAnd, a != T(0) && b != T(0))
-KILN_COMPARE_FUNCTOR(LogicalOr, a != T(0) || b != T(0))
-#undef KILN_COMPARE_FUNCTOR
 
 // ---- Tight loops over runs ----
 
@@ -400,9 +214,9 @@ void ref_unary(OpKind k, const View& in, const View& out) {
       return unary_same(in, out, Sign{}, kElementwiseGrain);
     case OpKind::relu:
       return unary_same(in, out, Relu{}, kElementwiseGrain);
-#define KILN_REF_MATH(k, name)                                                                \
-  case OpKind::name:                                                                          \
-    return unary_same(                                                                        \
+#define KILN_REF_MATH(k, name)                                                             \
+  case OpKind::name:                                                                       \
+    return unary_same(                                                                     \
         in, out, [](auto x) { return math_in(x, [](auto m) { return ref_math::k(m); }); }, \
         kMathGrain);
 #define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp, cost, scalar, ...) \
@@ -434,57 +248,15 @@ void ref_unary(OpKind k, const View& in, const View& out) {
 }
 
 void ref_binary(OpKind k, const Attrs& attrs, const View& a, const View& b, const View& out) {
-  switch (k) {
-    case OpKind::add:
-      return binary_same(a, b, out, Add{});
-    case OpKind::sub:
-      return binary_same(a, b, out, Sub{});
-    case OpKind::mul:
-      return binary_same(a, b, out, Mul{});
-    case OpKind::div:
-      return binary_same(a, b, out, Div{});
-    case OpKind::pow:
-      return binary_same(a, b, out, Pow{});
-    case OpKind::fmod:
-      return binary_same(a, b, out, Fmod{});
-    case OpKind::remainder:
-      return binary_same(a, b, out, Remainder{});
-#define KILN_REF_MATH(k, name)                                                            \
-  case OpKind::name:                                                                      \
-    return binary_same(a, b, out, [](auto x, auto y) {                                    \
-      return math_in(x, y, [](auto m, auto n) { return ref_math::k(m, n); });             \
-    }, kMathGrain);
-#define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp, cost, scalar, ...) \
-  KILN_SCALAR_MATH_N(2, KILN_REF_MATH, name, arity, scalar)
-#include "ir/ops.def"
-#undef KILN_OP
-#undef KILN_REF_MATH
-    case OpKind::maximum:
-      return binary_same(a, b, out, Maximum{});
-    case OpKind::minimum:
-      return binary_same(a, b, out, Minimum{});
-    case OpKind::eq:
-      return binary_predicate(a, b, out, Eq{});
-    case OpKind::ne:
-      return binary_predicate(a, b, out, Ne{});
-    case OpKind::lt:
-      return binary_predicate(a, b, out, Lt{});
-    case OpKind::le:
-      return binary_predicate(a, b, out, Le{});
-    case OpKind::gt:
-      return binary_predicate(a, b, out, Gt{});
-    case OpKind::ge:
-      return binary_predicate(a, b, out, Ge{});
-    case OpKind::logical_and:
-      return binary_predicate(a, b, out, LogicalAnd{});
-    case OpKind::logical_or:
-      return binary_predicate(a, b, out, LogicalOr{});
-    case OpKind::philox:
-      return ref_philox(attrs, a, b, out);
-    default:
-      break;
-  }
-  KILN_CHECK(false, "reference kernel: ", op_name(k), " is not an elementwise binary op");
+  if (k == OpKind::philox) return ref_philox(attrs, a, b, out);
+  const bool done = with_binary_functor(k, [&](auto f) {
+    if constexpr (std::is_same_v<decltype(f(0.0, 0.0)), bool>) {  // compare, logical
+      binary_predicate(a, b, out, f);
+    } else {
+      binary_same(a, b, out, f, is_math(k) ? kMathGrain : kElementwiseGrain);
+    }
+  });
+  KILN_CHECK(done, "reference kernel: ", op_name(k), " is not an elementwise binary op");
 }
 
 void ref_where(const View& cond, const View& a, const View& b, const View& out) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <span>
+#include <vector>
 
 #include "ir/attrs.h"
 #include "ir/op.h"
@@ -18,6 +19,12 @@ void ref_binary(OpKind k, const Attrs& attrs, const View& a, const View& b, cons
 void ref_where(const View& cond, const View& a, const View& b, const View& out);
 /// sum/max/min over attrs.dims, argmax/argmin over attrs.dim.
 void ref_reduce(OpKind k, const Attrs& attrs, const View& in, const View& out);
+/// The kernel of a reduce row (ops.def's reduce(identity, combine)) over the
+/// sorted, normalised `dims` of a non-empty `in`: each output starts at `id` in
+/// out's dtype and folds its elements in with binary op `combine`, whichever
+/// op of the table that is (tests call it with combine ops no row uses yet).
+void ref_fold(Identity id, OpKind combine, const std::vector<int64_t>& dims, const View& in,
+              const View& out);
 /// reshape, expand, permute, slice, pad.
 void ref_movement(OpKind k, const Attrs& attrs, const View& in, const View& out);
 /// cumsum, cumprod, logcumsumexp along attrs.dim (from the end when attrs.reverse).

@@ -1,5 +1,8 @@
-// Reference kernels for reductions: sum/max/min over a list of dims and
-// argmax/argmin over one dim (or all, flattened, when no dim is given).
+// Reference kernels for reductions (ir/ops.def's reduce and argreduce rows):
+// sum/max/min over a list of dims and argmax/argmin over one dim (or all,
+// flattened, when no dim is given). Each folds from its row's identity with its
+// row's combine op: a sum and a max or min have vectorised loops of their own;
+// any other combine op folds with its elementwise scalar functor.
 //
 // The input's dims split into kept (K) and reduced (R) groups, each sorted by
 // stride and coalesced. When the smallest stride is in R, each output reduces
@@ -18,6 +21,7 @@
 
 #include "ir/error.h"
 #include "runtime/reference.h"
+#include "runtime/reference_functors.h"
 #include "runtime/reference_impl.h"
 #include "runtime/strided_loop.h"
 #include "runtime/thread_pool.h"
@@ -236,6 +240,28 @@ struct ArgReducer {
   }
 };
 
+// Any other reduction: the accumulator starts at the row's identity and folds
+// each element in with the combine op's scalar functor (reference_functors.h),
+// in the result's dtype and in index order.
+template <class T>
+struct FoldReducer {
+  using State = T;
+  T start;
+  CombineFn<T> f;
+  State init() const { return start; }
+  void step(State& s, T x, int64_t) const { s = f(s, x); }
+  void merge(State& s, const State& later) const { s = f(s, later); }
+  T finish(const State& s) const { return s; }
+  void run(State& s, const T* p, int64_t n, int64_t stride, int64_t) const {
+    for (int64_t i = 0; i < n; ++i) s = f(s, p[i * stride]);
+  }
+  void rows(State* s, const T* q, int64_t rs, int64_t nr, int64_t cnt, int64_t stride,
+            int64_t) const {
+    for (int64_t r = 0; r < nr; ++r)
+      for (int64_t j = 0; j < cnt; ++j) s[j] = f(s[j], q[r * rs + j * stride]);
+  }
+};
+
 // ---- The driver ----
 
 struct Dim {
@@ -418,6 +444,53 @@ std::vector<int64_t> reduce_dims(OpKind k, const Attrs& attrs, int64_t rank) {
 
 }  // namespace
 
+void ref_fold(Identity id, OpKind combine, const std::vector<int64_t>& dims, const View& in,
+              const View& out) {
+  // Sums and max/min have vectorised loops of their own (a sum accumulates
+  // wider); any other combine op folds with its elementwise scalar functor.
+  std::vector<std::shared_ptr<Storage>> keep;
+  const bool up = combine == OpKind::maximum;
+  if (combine == OpKind::add && id == Identity::zero) {
+    if (in.dtype == out.dtype) {
+      visit_dtype(in.dtype, [&](auto t) {
+        using T = decltype(t);
+        run_reduce<T, T>(SumReducer<T, T>{}, in, out, dims, true);
+      });
+    } else if (out.dtype == DType::i64 && is_integral(in.dtype)) {
+      visit_dtype(in.dtype, [&](auto t) {
+        using T = decltype(t);
+        run_reduce<T, int64_t>(SumReducer<T, int64_t>{}, in, out, dims, true);
+      });
+    } else {
+      View x = as_dtype(in, out.dtype, keep);
+      visit_dtype(out.dtype, [&](auto t) {
+        using T = decltype(t);
+        run_reduce<T, T>(SumReducer<T, T>{}, x, out, dims, true);
+      });
+    }
+    return;
+  }
+  View x = as_dtype(in, out.dtype, keep);
+  if ((up && id == Identity::lowest) || (combine == OpKind::minimum && id == Identity::highest)) {
+    visit_dtype(out.dtype, [&](auto t) {
+      using T = decltype(t);
+      if (up) {
+        run_reduce<T, T>(ExtremeReducer<T, true>{}, x, out, dims, true);
+      } else {
+        run_reduce<T, T>(ExtremeReducer<T, false>{}, x, out, dims, true);
+      }
+    });
+    return;
+  }
+  visit_dtype(out.dtype, [&](auto t) {
+    using T = decltype(t);
+    const CombineFn<T> f = combine_fn<T>(combine);
+    KILN_CHECK(f, "reference kernel: a reduction cannot fold with ", op_name(combine),
+               ", which has no scalar functor");
+    run_reduce<T, T>(FoldReducer<T>{identity_value<T>(id), f}, x, out, dims, true);
+  });
+}
+
 void ref_reduce(OpKind k, const Attrs& attrs, const View& in, const View& out) {
   const std::vector<int64_t> dims = reduce_dims(k, attrs, in.rank());
   int64_t kept = 1;
@@ -432,20 +505,25 @@ void ref_reduce(OpKind k, const Attrs& attrs, const View& in, const View& out) {
              kept, " for input ", shape_str(in.shape), " reduced over ", dims.size(), " dim(s)");
   if (kept == 0) return;
   const OpInfo& info = op_info(k);
-  KILN_CHECK(info.identity != Identity::none, "reference kernel: ", op_name(k), " is not a reduction");
+  KILN_CHECK(info.identity != Identity::none, "reference kernel: ", op_name(k),
+             " is not a reduction");
   if (in.numel() == 0) {
     // Nothing folded in: the identity, where it is a value (0 or 1) rather than
     // a bound (an empty max has no value: PyTorch raises).
-    KILN_CHECK(!is_arg_reduction(k) && (info.identity == Identity::zero || info.identity == Identity::one),
-               op_name(k), ": cannot reduce over an empty dimension (input shape ", shape_str(in.shape), ")");
-    reference_kernel(OpKind::constant, Attrs{{AttrKey::value, info.identity == Identity::one ? 1.0 : 0.0}}, {}, out);
+    KILN_CHECK(
+        !is_arg_reduction(k) && (info.identity == Identity::zero || info.identity == Identity::one),
+        op_name(k), ": cannot reduce over an empty dimension (input shape ", shape_str(in.shape),
+        ")");
+    reference_kernel(OpKind::constant,
+                     Attrs{{AttrKey::value, info.identity == Identity::one ? 1.0 : 0.0}}, {}, out);
     return;
   }
-  // The reducers by the reduction's combine op (ops.def): each a vectorised
-  // loop for its op, NaN-propagating where the combine op is.
-  std::vector<std::shared_ptr<Storage>> keep;
-  const bool arg = is_arg_reduction(k), up = info.combine == OpKind::maximum;
-  if (arg) {
+  if (is_arg_reduction(k)) {
+    const bool up = info.combine == OpKind::maximum;
+    KILN_CHECK(up || info.combine == OpKind::minimum, "reference kernel: ", op_name(k),
+               ": an argreduce keeps the position of a maximum or a minimum, not of ",
+               op_name(info.combine));
+    std::vector<std::shared_ptr<Storage>> keep;
     View dst = out.dtype == DType::i64 ? out : scratch(out.shape, DType::i64, keep);
     visit_dtype(in.dtype, [&](auto t) {
       using T = decltype(t);
@@ -458,44 +536,7 @@ void ref_reduce(OpKind k, const Attrs& attrs, const View& in, const View& out) {
     if (dst.data != out.data) copy_to(dst, out);
     return;
   }
-  switch (info.combine) {
-    case OpKind::add: {
-      if (in.dtype == out.dtype) {
-        visit_dtype(in.dtype, [&](auto t) {
-          using T = decltype(t);
-          run_reduce<T, T>(SumReducer<T, T>{}, in, out, dims, true);
-        });
-      } else if (out.dtype == DType::i64 && is_integral(in.dtype)) {
-        visit_dtype(in.dtype, [&](auto t) {
-          using T = decltype(t);
-          run_reduce<T, int64_t>(SumReducer<T, int64_t>{}, in, out, dims, true);
-        });
-      } else {
-        View x = as_dtype(in, out.dtype, keep);
-        visit_dtype(out.dtype, [&](auto t) {
-          using T = decltype(t);
-          run_reduce<T, T>(SumReducer<T, T>{}, x, out, dims, true);
-        });
-      }
-      return;
-    }
-    case OpKind::maximum:
-    case OpKind::minimum: {
-      View x = as_dtype(in, out.dtype, keep);
-      visit_dtype(out.dtype, [&](auto t) {
-        using T = decltype(t);
-        if (up) {
-          run_reduce<T, T>(ExtremeReducer<T, true>{}, x, out, dims, true);
-        } else {
-          run_reduce<T, T>(ExtremeReducer<T, false>{}, x, out, dims, true);
-        }
-      });
-      return;
-    }
-    default:
-      break;
-  }
-  KILN_CHECK(false, "reference kernel: no reducer for ", op_name(k), "'s combine op ", op_name(info.combine));
+  ref_fold(info.identity, info.combine, dims, in, out);
 }
 
 }  // namespace kiln::detail

@@ -10,8 +10,8 @@
 #include "ir/error.h"
 #include "ir/scan_chunks.h"
 #include "runtime/reference.h"
+#include "runtime/reference_functors.h"
 #include "runtime/reference_impl.h"
-#include "runtime/reference_math.h"
 #include "runtime/strided_loop.h"
 #include "runtime/thread_pool.h"
 
@@ -19,50 +19,6 @@ namespace kiln::detail {
 namespace {
 
 constexpr int64_t kScanGrain = 1 << 14;
-
-// The combine ops a scan row may name (ops.def), on the result's dtype: as the
-// elementwise ops compute them (integers wrap, bools or/and; a binary math op's
-// ref_math on floats).
-template <class T>
-T combine(OpKind op, T a, T b) {
-  if constexpr (std::is_same_v<T, bool>) {
-    return op == OpKind::add ? (a || b) : (a && b);
-  } else if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(op == OpKind::add ? U(a) + U(b) : U(a) * U(b));
-  } else {
-    switch (op) {
-      case OpKind::add:
-        return a + b;
-      case OpKind::mul:
-        return a * b;
-#define KILN_REF_COMBINE(k, name) \
-  case OpKind::name:              \
-    return ref_math::k(a, b);
-#define KILN_OP(name, arity, category, shape_rule, dtype_rule, vjp, cost, scalar, ...) \
-  KILN_SCALAR_MATH_N(2, KILN_REF_COMBINE, name, arity, scalar)
-#include "ir/ops.def"
-#undef KILN_OP
-#undef KILN_REF_COMBINE
-      default:
-        KILN_CHECK(false, "reference scan: no combine op ", op_name(op));
-    }
-    return a;
-  }
-}
-
-template <class T>
-T identity(Identity id) {
-  switch (id) {
-    case Identity::one:
-      return T(1);
-    case Identity::lowest:
-      return std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
-                                                  : std::numeric_limits<T>::lowest();
-    default:
-      return T(0);
-  }
-}
 
 }  // namespace
 
@@ -93,32 +49,23 @@ void ref_scan(OpKind k, const Attrs& attrs, const View& in, const View& out) {
   const int64_t span = chunk == 0 ? n : chunk;
   visit_dtype(out.dtype, [&](auto t) {
     using T = decltype(t);
-    const T start = identity<T>(info.identity);
-    const int64_t xstep = reverse ? -xs : xs, ostep = reverse ? -os : os;
-    // A line's first element in the scan's order, in x and in out.
-    auto x_line = [&](int64_t line) {
-      return x.ptr<T>() + offsets_at(line, lines, x.strides, out.strides).first +
-             (reverse ? (n - 1) * xs : 0);
-    };
-    auto out_line = [&](int64_t line) {
-      return out.ptr<T>() + offsets_at(line, lines, x.strides, out.strides).second +
-             (reverse ? (n - 1) * os : 0);
-    };
-    // Calls fn(op) with the combine op known at compile time where it is add or mul.
-    auto with_combine = [&](auto fn) {
-      switch (info.combine) {
-        case OpKind::add:
-          return fn(std::integral_constant<OpKind, OpKind::add>{});
-        case OpKind::mul:
-          return fn(std::integral_constant<OpKind, OpKind::mul>{});
-        default:
-          return fn(info.combine);
-      }
-    };
-    // Every chunk (every line when lines fold whole) folded from the identity.
-    parallel_for(numel(lines) * per_line, std::max<int64_t>(1, kScanGrain / span),
-                 [&](int64_t begin, int64_t end) {
-                   with_combine([&](auto op) {
+    // Folds with f, the combine op's scalar functor (reference_functors.h).
+    auto scan_with = [&](auto f) {
+      const T start = identity_value<T>(info.identity);
+      const int64_t xstep = reverse ? -xs : xs, ostep = reverse ? -os : os;
+      // A line's first element in the scan's order, in x and in out.
+      auto x_line = [&](int64_t line) {
+        return x.ptr<T>() + offsets_at(line, lines, x.strides, out.strides).first +
+               (reverse ? (n - 1) * xs : 0);
+      };
+      auto out_line = [&](int64_t line) {
+        return out.ptr<T>() + offsets_at(line, lines, x.strides, out.strides).second +
+               (reverse ? (n - 1) * os : 0);
+      };
+      auto combine = [&](T a, T b) { return static_cast<T>(f(a, b)); };
+      // Every chunk (every line when lines fold whole) folded from the identity.
+      parallel_for(numel(lines) * per_line, std::max<int64_t>(1, kScanGrain / span),
+                   [&](int64_t begin, int64_t end) {
                      for (int64_t u = begin; u < end; ++u) {
                        const int64_t line = u / per_line, first = (u % per_line) * span;
                        const int64_t len = std::min(span, n - first), xd = xstep, od = ostep;
@@ -126,26 +73,24 @@ void ref_scan(OpKind k, const Attrs& attrs, const View& in, const View& out) {
                        T* op_out = out_line(line) + first * od;
                        T acc = start;
                        for (int64_t p = 0; p < len; ++p, xp += xd, op_out += od) {
-                         acc = combine<T>(op, acc, *xp);
+                         acc = combine(acc, *xp);
                          *op_out = acc;
                        }
                      }
                    });
-                 });
-    if (per_line == 1) return;
-    // The running value before each chunk, then each chunk after the first
-    // combined with it.
-    std::vector<T> before(size_t(numel(lines) * per_line));
-    for (int64_t line = 0; line < numel(lines); ++line) {
-      const T* op_out = out_line(line);
-      T acc = start;
-      for (int64_t c = 1; c < per_line; ++c) {
-        acc = combine<T>(info.combine, acc, op_out[(c * span - 1) * ostep]);
-        before[size_t(line * per_line + c)] = acc;
+      if (per_line == 1) return;
+      // The running value before each chunk, then each chunk after the first
+      // combined with it.
+      std::vector<T> before(size_t(numel(lines) * per_line));
+      for (int64_t line = 0; line < numel(lines); ++line) {
+        const T* op_out = out_line(line);
+        T acc = start;
+        for (int64_t c = 1; c < per_line; ++c) {
+          acc = combine(acc, op_out[(c * span - 1) * ostep]);
+          before[size_t(line * per_line + c)] = acc;
+        }
       }
-    }
-    parallel_for(numel(lines) * per_line, 1, [&](int64_t begin, int64_t end) {
-      with_combine([&](auto op) {
+      parallel_for(numel(lines) * per_line, 1, [&](int64_t begin, int64_t end) {
         for (int64_t u = begin; u < end; ++u) {
           const int64_t line = u / per_line, c = u % per_line, first = c * span;
           if (c == 0) continue;
@@ -156,13 +101,21 @@ void ref_scan(OpKind k, const Attrs& attrs, const View& in, const View& out) {
           if (ostep < 0) o += (len - 1) * ostep;
           const int64_t step = ostep < 0 ? -ostep : ostep;
           if (step == 1) {
-            for (int64_t p = 0; p < len; ++p) o[p] = combine<T>(op, b, o[p]);
+            for (int64_t p = 0; p < len; ++p) o[p] = combine(b, o[p]);
           } else {
-            for (int64_t p = 0; p < len; ++p) o[p * step] = combine<T>(op, b, o[p * step]);
+            for (int64_t p = 0; p < len; ++p) o[p * step] = combine(b, o[p * step]);
           }
         }
       });
-    });
+    };
+    // Sums and products fold with their functor inlined; any other combine op
+    // through its scalar functor's function.
+    if (info.combine == OpKind::add) return scan_with(Add{});
+    if (info.combine == OpKind::mul) return scan_with(Mul{});
+    const CombineFn<T> fn = combine_fn<T>(info.combine);
+    KILN_CHECK(fn, "reference scan: ", op_name(k), "'s combine op ", op_name(info.combine),
+               " has no scalar functor");
+    scan_with(fn);
   });
 }
 

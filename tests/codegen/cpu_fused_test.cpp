@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include "codegen_test_util.h"
+#include "op_table_util.h"
 #include "runtime/interpreter.h"
 
 using namespace kiln;
@@ -179,9 +180,7 @@ Graph random_graph(std::mt19937_64& rng, DType dt, bool with_reduction, Shape* s
   Builder b(g);
   std::vector<Value> pool = {b.arg(0, ty(dt, s)), b.arg(1, ty(dt, {s[1]})),
                              b.arg(2, ty(dt, {s[0], 1}))};
-  const OpKind unary[] = {OpKind::exp,  OpKind::tanh, OpKind::sigmoid, OpKind::neg, OpKind::abs,
-                          OpKind::relu, OpKind::sin,  OpKind::gelu,    OpKind::cos};
-  const OpKind binary[] = {OpKind::add, OpKind::sub, OpKind::mul, OpKind::maximum, OpKind::minimum};
+  static const std::vector<OpKind> unary = random_graph_ops(1), binary = random_graph_ops(2);
   const int n = 3 + pick(rng) % 10;
   for (int i = 0; i < n; ++i) {
     Value a = pool[size_t(pick(rng)) % pool.size()];
@@ -189,16 +188,17 @@ Graph random_graph(std::mt19937_64& rng, DType dt, bool with_reduction, Shape* s
     switch (pick(rng) % 5) {
       case 0:
       case 1:
-        v = b.unary(unary[pick(rng) % 9], a);
+        v = b.unary(unary[size_t(pick(rng)) % unary.size()], a);
         break;
       case 2: {
         // Keep magnitudes tame: squash before exp-like growth.
-        v = b.unary(OpKind::tanh,
-                    b.binary(binary[pick(rng) % 5], a, pool[size_t(pick(rng)) % pool.size()]));
+        v = b.unary(OpKind::tanh, b.binary(binary[size_t(pick(rng)) % binary.size()], a,
+                                           pool[size_t(pick(rng)) % pool.size()]));
         break;
       }
       case 3:
-        v = b.binary(binary[pick(rng) % 5], a, pool[size_t(pick(rng)) % pool.size()]);
+        v = b.binary(binary[size_t(pick(rng)) % binary.size()], a,
+                     pool[size_t(pick(rng)) % pool.size()]);
         break;
       default:
         v = b.where(b.binary(OpKind::gt, a, b.scalar_like(a, 0.0)), a, b.unary(OpKind::sigmoid, a));
@@ -217,6 +217,30 @@ Graph random_graph(std::mt19937_64& rng, DType dt, bool with_reduction, Shape* s
 }
 
 }  // namespace
+
+// The random graphs' ops come from the table (op_table_util.h): the ones the
+// hand-kept lists had, the newer smooth ones, and no step function.
+TEST_CASE("random fused graphs draw every smooth elementwise op of the table") {
+  const std::vector<OpKind> unary = random_graph_ops(1), binary = random_graph_ops(2);
+  auto has = [](const std::vector<OpKind>& v, OpKind k) {
+    return std::find(v.begin(), v.end(), k) != v.end();
+  };
+  for (OpKind k :
+       {OpKind::exp, OpKind::tanh, OpKind::sigmoid, OpKind::neg, OpKind::abs, OpKind::relu,
+        OpKind::sin, OpKind::gelu, OpKind::cos, OpKind::erf, OpKind::expm1})
+    CHECK_MESSAGE(has(unary, k), op_name(k));
+  for (OpKind k : {OpKind::add, OpKind::sub, OpKind::mul, OpKind::maximum, OpKind::minimum,
+                   OpKind::logaddexp, OpKind::atan2, OpKind::hypot})
+    CHECK_MESSAGE(has(binary, k), op_name(k));
+  // Steps, partial domains, bool results.
+  for (OpKind k : {OpKind::sign, OpKind::floor, OpKind::ceil, OpKind::round, OpKind::trunc,
+                   OpKind::log, OpKind::sqrt, OpKind::logical_not, OpKind::cast})
+    CHECK_MESSAGE(!has(unary, k), op_name(k));
+  for (OpKind k : {OpKind::fmod, OpKind::remainder, OpKind::div, OpKind::pow, OpKind::gt})
+    CHECK_MESSAGE(!has(binary, k), op_name(k));
+  CHECK_FALSE(continuous_on_default_range(OpKind::floor));
+  CHECK(continuous_on_default_range(OpKind::exp));
+}
 
 TEST_CASE("random fused graphs match the interpreter") {
   std::mt19937_64 rng(2024);

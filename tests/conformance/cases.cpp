@@ -103,6 +103,54 @@ std::vector<Case> table_composite_cases() {
   return v;
 }
 
+// Every reduction and scan of the op table (ops.def's reduce, argreduce and
+// scan rows) through the generic op entry, on inputs from its domain: over one
+// dim and over all of them kept, an argreduce's positions added to a sum (so a
+// gradient flows), a scan forward along one dim and from the end along another.
+std::vector<Case> table_fold_cases() {
+  std::vector<Case> v;
+  auto apply = [](OpKind k, const Tensor& x, Attrs a) {
+    return detail::apply(k, {x}, std::move(a), SourceLoc{});
+  };
+  for (OpKind k : all_ops()) {
+    const Domain& d = op_info(k).domain;
+    const std::string name =
+        std::string(op_name(k)) + " (a " + (is_scan(k) ? "scan" : "reduction") + " of the table)";
+    const Input x = in({3, 4}, d.low(0), d.high(0));
+    if (op_info(k).scalar == ScalarRule::reduce)
+      v.push_back(unary(
+          name,
+          [k, apply](const Tensor& t) {
+            return apply(k, t,
+                         {{AttrKey::dims, std::vector<int64_t>{1}}, {AttrKey::keepdim, int64_t{0}}})
+                       .sum() +
+                   apply(k, t,
+                         {{AttrKey::dims, std::vector<int64_t>{0, 1}},
+                          {AttrKey::keepdim, int64_t{1}}})
+                       .sum();
+          },
+          x));
+    if (is_arg_reduction(k))
+      v.push_back(unary(
+          name,
+          [k, apply](const Tensor& t) {
+            return apply(k, t, {{AttrKey::dim, int64_t{1}}, {AttrKey::keepdim, int64_t{0}}})
+                       .to(t.dtype()) +
+                   t.sum(1);
+          },
+          x));
+    if (is_scan(k))
+      v.push_back(unary(
+          name,
+          [k, apply](const Tensor& t) {
+            return apply(k, t, {{AttrKey::dim, int64_t{1}}, {AttrKey::reverse, int64_t{0}}}) +
+                   apply(k, t, {{AttrKey::dim, int64_t{0}}, {AttrKey::reverse, int64_t{1}}});
+          },
+          x));
+  }
+  return v;
+}
+
 std::vector<Case> unary_cases() {
   return {
       unary("neg", [](const Tensor& x) { return -x; }),
@@ -726,9 +774,10 @@ std::vector<Case> sort_cases() {
 const std::vector<Case>& cases() {
   static const std::vector<Case> all = [] {
     std::vector<Case> v;
-    for (auto group : {table_math_cases(), table_composite_cases(), unary_cases(), binary_cases(), reduction_cases(),
-                       movement_cases(), matmul_cases(), creation_and_autograd_cases(),
-                       convention_cases(), model_cases(), conv_cases(), sort_cases()})
+    for (auto group : {table_math_cases(), table_composite_cases(), table_fold_cases(),
+                       unary_cases(), binary_cases(), reduction_cases(), movement_cases(),
+                       matmul_cases(), creation_and_autograd_cases(), convention_cases(),
+                       model_cases(), conv_cases(), sort_cases()})
       v.insert(v.end(), group.begin(), group.end());
     return v;
   }();

@@ -10,6 +10,7 @@
 #include "codegen/cuda_codegen.h"
 #include "codegen/lower.h"
 #include "cuda_test_util.h"
+#include "op_table_util.h"
 #include "runtime/object_cache.h"
 
 using namespace kiln;
@@ -56,9 +57,7 @@ Graph random_graph(std::mt19937_64& rng, DType dt, bool with_reduction) {
                              permuted,
                              sliced,
                              padded};
-  const OpKind unary[] = {OpKind::exp,  OpKind::tanh, OpKind::sigmoid, OpKind::neg, OpKind::abs,
-                          OpKind::relu, OpKind::sin,  OpKind::gelu,    OpKind::cos};
-  const OpKind binary[] = {OpKind::add, OpKind::sub, OpKind::mul, OpKind::maximum, OpKind::minimum};
+  static const std::vector<OpKind> unary = random_graph_ops(1), binary = random_graph_ops(2);
   const int n = 3 + pick(rng) % 10;
   for (int i = 0; i < n; ++i) {
     Value a = pool[size_t(pick(rng)) % pool.size()];
@@ -67,13 +66,13 @@ Graph random_graph(std::mt19937_64& rng, DType dt, bool with_reduction) {
     switch (pick(rng) % 5) {
       case 0:
       case 1:
-        v = b.unary(unary[pick(rng) % 9], a);
+        v = b.unary(unary[size_t(pick(rng)) % unary.size()], a);
         break;
       case 2:
-        v = b.unary(OpKind::tanh, b.binary(binary[pick(rng) % 5], a, c));
+        v = b.unary(OpKind::tanh, b.binary(binary[size_t(pick(rng)) % binary.size()], a, c));
         break;
       case 3:
-        v = b.binary(binary[pick(rng) % 5], a, c);
+        v = b.binary(binary[size_t(pick(rng)) % binary.size()], a, c);
         break;
       default:
         v = b.where(b.binary(OpKind::gt, a, b.scalar_like(a, 0.0)), a, b.unary(OpKind::sigmoid, a));

@@ -39,7 +39,7 @@ std::vector<OpCase> cases() {
       c.push_back({k, {x, row}, {}, {}});
       c.push_back({k, {t(i64, {4, 6}), t(i64, {})}, {}, {}});
     }
-    if (cat == OpCategory::Reduce && k != OpKind::argmax && k != OpKind::argmin) {
+    if (cat == OpCategory::Reduce && !is_arg_reduction(k)) {
       c.push_back(
           {k, {x}, {{AttrKey::dims, std::vector<int64_t>{1}}, {AttrKey::keepdim, int64_t(0)}}, {}});
       c.push_back({k,
@@ -60,7 +60,8 @@ std::vector<OpCase> cases() {
   c.push_back({OpKind::logical_and, {b, b}, {}, {}});
   c.push_back({OpKind::logical_or, {b, t(kBool, {6})}, {}, {}});
   c.push_back({OpKind::where, {b, x, t(f32, {})}, {}, {}});
-  for (OpKind k : {OpKind::argmax, OpKind::argmin}) {
+  for (OpKind k : all_ops()) {
+    if (!is_arg_reduction(k)) continue;
     c.push_back({k, {x}, {{AttrKey::dim, int64_t(1)}, {AttrKey::keepdim, int64_t(0)}}, {}});
     c.push_back(
         {k, {t(f32, {8, 500})}, {{AttrKey::dim, int64_t(1)}, {AttrKey::keepdim, int64_t(1)}}, {}});

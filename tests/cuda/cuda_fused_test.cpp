@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cuda_test_util.h"
+#include "op_table_util.h"
 
 using namespace kiln;
 using namespace kiln::test;
@@ -209,12 +210,12 @@ TEST_CASE("reductions over rows of many lengths and block sizes") {
     opts.block_per_row_min_extent = 0;
     opts.max_block = block;
     for (int64_t len : {1, 2, 31, 32, 33, 63, 65, 100, 257, 1000}) {
-      for (OpKind k : {OpKind::sum, OpKind::max, OpKind::argmax, OpKind::argmin}) {
+      for (OpKind k : table_reductions()) {
         for (DType dt : {DType::f32, DType::i64}) {
           Graph g;
           Builder b(g);
           Value x = b.arg(0, ty(dt, {3, len}));
-          const bool arg = k == OpKind::argmax || k == OpKind::argmin;
+          const bool arg = is_arg_reduction(k);
           g.outputs = {
               b.op(k, {x}, arg ? Attrs{{AttrKey::dim, int64_t{1}}} : dims_attr({1}, false))};
           const std::string l = std::string(op_name(k)) + " " + dtype_name(dt) + " len " +

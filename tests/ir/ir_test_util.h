@@ -59,8 +59,11 @@ inline Graph every_op_graph() {
   (void)b.op(OpKind::check_index, {ints},
              Attrs{{AttrKey::high, int64_t{8}}, {AttrKey::name, std::string("gather")}});
   (void)b.op(OpKind::check_nonzero, {ints}, Attrs{{AttrKey::name, std::string("fmod")}});
-  for (OpKind k : {OpKind::cumsum, OpKind::cumprod, OpKind::logcumsumexp})
-    (void)b.op(k, {x}, Attrs{{AttrKey::dim, int64_t{1}}, {AttrKey::reverse, int64_t{k == OpKind::cumprod}}});
+  for (OpKind k : all_ops())
+    if (is_scan(k))
+      (void)b.op(
+          k, {x},
+          Attrs{{AttrKey::dim, int64_t{1}}, {AttrKey::reverse, int64_t{k == OpKind::cumprod}}});
   (void)b.op(OpKind::argsort, {x},
              Attrs{{AttrKey::dim, int64_t{1}}, {AttrKey::descending, int64_t{1}}, {AttrKey::count, int64_t{2}}});
   {
@@ -72,10 +75,13 @@ inline Graph every_op_graph() {
   }
   Value picked = b.op(OpKind::gather, {x, ints}, Attrs{{AttrKey::dim, int64_t{0}}});
   (void)b.op(OpKind::scatter_add, {x, ints, picked}, Attrs{{AttrKey::dim, int64_t{-1}}});
-  for (OpKind k : {OpKind::all_reduce, OpKind::all_gather, OpKind::reduce_scatter, OpKind::broadcast})
-    (void)b.op(k, {x},
-               Attrs{{AttrKey::reduce, std::string("avg")}, {AttrKey::root, int64_t{0}},
-                     {AttrKey::world, int64_t{1}}, {AttrKey::bucket, int64_t{0}}});
+  for (OpKind k : all_ops())
+    if (op_info(k).category == OpCategory::Collective)
+      (void)b.op(k, {x},
+                 Attrs{{AttrKey::reduce, std::string("avg")},
+                       {AttrKey::root, int64_t{0}},
+                       {AttrKey::world, int64_t{1}},
+                       {AttrKey::bucket, int64_t{0}}});
   (void)b.op(OpKind::max, {x},
              Attrs{{AttrKey::dims, std::vector<int64_t>{0}}, {AttrKey::keepdim, int64_t{0}}});
   (void)b.op(OpKind::min, {xd},
@@ -84,6 +90,13 @@ inline Graph every_op_graph() {
              Attrs{{AttrKey::dim, int64_t{1}}, {AttrKey::keepdim, int64_t{0}}});
   (void)b.op(OpKind::argmin, {x},
              Attrs{{AttrKey::dim, int64_t{-1}}, {AttrKey::keepdim, int64_t{1}}});
+  for (OpKind k : all_ops())  // and every other reduction of the table
+    if (op_info(k).category == OpCategory::Reduce)
+      (void)b.op(
+          k, {x},
+          is_arg_reduction(k)
+              ? Attrs{{AttrKey::dim, int64_t{0}}, {AttrKey::keepdim, int64_t{0}}}
+              : Attrs{{AttrKey::dims, std::vector<int64_t>{1}}, {AttrKey::keepdim, int64_t{0}}});
   Value flat = b.reshape(x, {6});
   Value big = b.expand(s, {4, 2, 3});
   Value t = b.transpose_last(x);

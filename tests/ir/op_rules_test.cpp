@@ -366,7 +366,17 @@ TEST_CASE("the op table's cost and scalar columns agree with its categories and 
     CHECK(is_elementwise(k) == (info.scalar != ScalarRule::none && !folds));
     CHECK(folds == (info.category == OpCategory::Reduce || info.category == OpCategory::Scan));
     CHECK(folds == (info.identity != Identity::none));
-    if (folds) CHECK(op_info(info.combine).category == OpCategory::Binary);
+    if (folds) {
+      // The combine op's own scalar code is what every backend folds with
+      // (kernel IR's binary op, the reference's scalar functor).
+      const ScalarRule c = op_info(info.combine).scalar;
+      CHECK(op_info(info.combine).category == OpCategory::Binary);
+      CHECK((c == ScalarRule::math || c == ScalarRule::arith || c == ScalarRule::logical));
+    }
+    // An argreduce is the position of a maximum or a minimum: the backends'
+    // position updates compare with > or < (a NaN wins).
+    if (info.scalar == ScalarRule::argreduce)
+      CHECK((info.combine == OpKind::maximum || info.combine == OpKind::minimum));
     if (is_expensive(k)) CHECK(is_elementwise(k));
     if (!is_math(k)) continue;
     // Math ops are float-only: integer and bool operands give a floating result.
@@ -408,6 +418,20 @@ TEST_CASE("infer_type for every op") {
       CHECK(infer_type(c.op, c.in, c.attrs) == c.want);
     }
     covered.insert(c.op);
+  }
+  // Every reduction of the table, a new row too: its shape rule over one dim,
+  // kept or not (its dtype rule is one of those the cases above check).
+  for (OpKind k : all_ops()) {
+    if (op_info(k).category != OpCategory::Reduce) continue;
+    CAPTURE(op_name(k));
+    for (int64_t keep : {0, 1}) {
+      const Attrs a = is_arg_reduction(k)
+                          ? Attrs{{AttrKey::dim, int64_t{1}}, {AttrKey::keepdim, keep}}
+                          : reduce_attrs({1}, keep);
+      CHECK(infer_type(k, std::vector<TensorType>{f23}, a).shape ==
+            (keep ? Shape{2, 1} : Shape{2}));
+    }
+    covered.insert(k);
   }
   for (OpKind k : all_ops()) {
     CAPTURE(op_name(k));

@@ -14,6 +14,7 @@
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "op_table_util.h"
 #include "runtime/interpreter.h"
 
 namespace kiln::passtest {
@@ -130,8 +131,8 @@ inline Graph random_graph(uint64_t seed, size_t size, bool custom = true) {
         std::min(pool.size() - 1, static_cast<size_t>(std::geometric_distribution<int>(0.3)(rng)));
     return pool[pool.size() - 1 - back];
   };
-  const OpKind unary[] = {OpKind::exp, OpKind::neg, OpKind::tanh, OpKind::relu, OpKind::abs};
-  const OpKind binary[] = {OpKind::add, OpKind::sub, OpKind::mul, OpKind::maximum};
+  static const std::vector<OpKind> unary = test::random_graph_ops(1),
+                                   binary = test::random_graph_ops(2);
   const OpKind with_constant[] = {OpKind::add, OpKind::sub, OpKind::mul, OpKind::div, OpKind::pow};
   const double constants[] = {0.0, 1.0, 2.0, 0.5};
   int custom_fn = 0;
@@ -143,7 +144,7 @@ inline Graph random_graph(uint64_t seed, size_t size, bool custom = true) {
       switch (pick(13)) {
         case 0:
         case 1:
-          r = b.unary(unary[pick(5)], x);
+          r = b.unary(unary[pick(unary.size())], x);
           break;
         case 2:
         case 3: {
@@ -152,7 +153,7 @@ inline Graph random_graph(uint64_t seed, size_t size, bool custom = true) {
             Value c = pool[pick(pool.size())];
             if (broadcastable(g.type(c).shape, s) || broadcastable(s, g.type(c).shape)) y = c;
           }
-          if (y) r = b.binary(binary[pick(4)], x, y);
+          if (y) r = b.binary(binary[pick(binary.size())], x, y);
           break;
         }
         case 4: {

@@ -294,6 +294,26 @@ std::vector<GradCase> gradient_cases() {
         cases.push_back(std::move(c));
       }
     }
+  // And every differentiable reduction and scan of the table, the same way.
+  for (OpKind k : all_ops()) {
+    const OpInfo& info = op_info(k);
+    if (!info.differentiable ||
+        (info.scalar != ScalarRule::reduce && info.scalar != ScalarRule::scan))
+      continue;
+    const InputSpec x = in_range({2, 3, 4}, info.domain.low(0), info.domain.high(0));
+    const std::string of =
+        info.scalar == ScalarRule::scan ? " (a scan of the table)" : " (a reduction of the table)";
+    for (int i = 0; i < 2; ++i) {
+      const Attrs a =
+          info.scalar == ScalarRule::scan
+              ? Attrs{{AttrKey::dim, int64_t{i == 0 ? 1 : 0}}, {AttrKey::reverse, int64_t{i}}}
+              : reduce_attrs(i == 0 ? std::vector<int64_t>{1} : std::vector<int64_t>{0, 2}, i == 1);
+      cases.push_back(GradCase{std::string(op_name(k)) + " [2,3,4] " + std::to_string(i) + of,
+                               k,
+                               {x},
+                               [k, a](Builder& b, Args v) { return b.op(k, {v[0]}, a); }});
+    }
+  }
   return cases;
 }
 

@@ -1,4 +1,4 @@
-// Reductions: sum/max/min over dim lists with keepdim, argmax/argmin with
+// Reductions: every reduction of the op table over dim lists with keepdim, argmax/argmin with
 // ties and NaN, integer and bool sums, non-contiguous inputs, the parallel
 // paths (inner, outer, split), and f32 accuracy.
 #include <doctest/doctest.h>
@@ -7,6 +7,8 @@
 #include <limits>
 
 #include "ir/error.h"
+#include "op_table_util.h"
+#include "runtime/reference_impl.h"
 #include "runtime_test_util.h"
 
 using namespace kiln;
@@ -23,37 +25,61 @@ Attrs dim_attr(int64_t dim, bool keepdim) {
   return Attrs{{AttrKey::dim, dim}, {AttrKey::keepdim, int64_t(keepdim)}};
 }
 
-// Brute-force sum/max/min of a dense [a,b,c] tensor over `dims`, in the kept dims' order.
+// One element folded into an accumulator by the row's combine op: the reference
+// kernel of that binary op on two 0-d f64 values.
+double combine(OpKind op, double acc, double x) {
+  return values(run(op, {arr(DType::f64, {}, {acc}), arr(DType::f64, {}, {x})}))[0];
+}
+
+// Where the row's accumulator starts (ops.def's identity column), in f64.
+double identity(Identity id) {
+  switch (id) {
+    case Identity::one:
+      return 1;
+    case Identity::lowest:
+      return -INFINITY;
+    case Identity::highest:
+      return INFINITY;
+    default:
+      return 0;
+  }
+}
+
+// Brute force of reduction k of a dense [a,b,c] tensor over `dims`, in the kept
+// dims' order, from its row of the op table: the identity, then every element
+// folded in with the combine op.
 std::vector<double> brute(const std::vector<double>& x, const Shape& s, std::vector<int64_t> dims,
                           OpKind k) {
   auto reduced = [&](int64_t d) { return std::find(dims.begin(), dims.end(), d) != dims.end(); };
   Shape kept;
   for (int64_t d = 0; d < 3; ++d)
     if (!reduced(d)) kept.push_back(s[d]);
-  std::vector<double> out(size_t(numel(kept)),
-                          k == OpKind::sum ? 0.0 : (k == OpKind::max ? -INFINITY : INFINITY));
+  std::vector<double> out(size_t(numel(kept)), identity(op_info(k).identity));
   for (int64_t i = 0; i < s[0]; ++i)
     for (int64_t j = 0; j < s[1]; ++j)
       for (int64_t l = 0; l < s[2]; ++l) {
         int64_t idx[3] = {i, j, l}, o = 0;
         for (int64_t d = 0; d < 3; ++d)
           if (!reduced(d)) o = o * s[d] + idx[d];
-        double v = x[size_t((i * s[1] + j) * s[2] + l)];
         double& r = out[size_t(o)];
-        r = k == OpKind::sum ? r + v : (k == OpKind::max ? std::max(r, v) : std::min(r, v));
+        r = combine(op_info(k).combine, r, x[size_t((i * s[1] + j) * s[2] + l)]);
       }
   return out;
 }
 
 }  // namespace
 
-TEST_CASE("sum/max/min over every dim subset, with and without keepdim") {
+// Every reduction of the op table (not argmax/argmin: below) against its row.
+TEST_CASE("every table reduction over every dim subset, with and without keepdim") {
   const Shape s = {2, 3, 4};
   std::vector<double> x;
   for (int i = 0; i < 24; ++i) x.push_back(double((i * 7) % 11) - 5);
   const std::vector<std::vector<int64_t>> subsets = {{},     {0},    {1},       {2},    {0, 1},
                                                      {0, 2}, {1, 2}, {0, 1, 2}, {-1, 0}};
-  for (OpKind k : {OpKind::sum, OpKind::max, OpKind::min}) {
+  int64_t checked = 0;
+  for (OpKind k : table_reductions()) {
+    if (is_arg_reduction(k)) continue;
+    ++checked;
     for (DType dt : {DType::f32, DType::f64, DType::i32, DType::i64}) {
       for (const auto& dims : subsets) {
         for (bool keep : {false, true}) {
@@ -69,6 +95,52 @@ TEST_CASE("sum/max/min over every dim subset, with and without keepdim") {
         }
       }
     }
+  }
+  CHECK(checked >= 3);  // sum, max, min at least
+}
+
+// A reduce row's kernel folds with whichever binary op of the table its combine
+// column names: ops no row uses yet (a product, a logsumexp, any/all, a max
+// from 0) through the op's scalar functor, inner, outer and split over cores.
+TEST_CASE("a reduction folds with any combine op of the table (ref_fold)") {
+  auto fold = [](Identity id, OpKind combine, const Arr& in, std::vector<int64_t> dims,
+                 DType out_t) {
+    Shape kept;
+    for (int64_t d = 0; d < in.v.rank(); ++d)
+      if (std::find(dims.begin(), dims.end(), d) == dims.end()) kept.push_back(in.v.shape[d]);
+    Arr out = empty(out_t, kept);
+    detail::ref_fold(id, combine, dims, in.v, out.v);
+    return values(out);
+  };
+  const Arr m = arr(DType::f64, {2, 3}, {1, 2, 3, 4, 5, 6});
+  CHECK(fold(Identity::one, OpKind::mul, m, {1}, DType::f64) == std::vector<double>{6, 120});
+  CHECK(fold(Identity::one, OpKind::mul, m, {0}, DType::f64) == std::vector<double>{4, 10, 18});
+  CHECK(fold(Identity::one, OpKind::mul, arr(DType::i32, {2, 3}, {1, 2, 3, 4, 5, 6}), {0, 1},
+             DType::i32) == std::vector<double>{720});
+  check_close(fold(Identity::lowest, OpKind::logaddexp, m, {1}, DType::f64),
+              {std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0)),
+               std::log(std::exp(4.0) + std::exp(5.0) + std::exp(6.0))},
+              1e-14, 0);
+  const Arr b = arr(DType::b8, {2, 3}, {0, 0, 1, 1, 1, 1});
+  CHECK(fold(Identity::zero, OpKind::logical_or, b, {1}, DType::b8) == std::vector<double>{1, 1});
+  CHECK(fold(Identity::one, OpKind::logical_and, b, {1}, DType::b8) == std::vector<double>{0, 1});
+  CHECK(fold(Identity::zero, OpKind::logical_or, b, {0}, DType::b8) ==
+        std::vector<double>{1, 1, 1});
+  // The identity is the row's, not the combine op's usual one: a max from 0.
+  CHECK(fold(Identity::zero, OpKind::maximum, arr(DType::f32, {2, 2}, {-3, -1, 2, -5}), {1},
+             DType::f32) == std::vector<double>{0, 2});
+  // Long lines split over cores (partial products merged in order), inner and
+  // wide outer reductions, against a serial fold.
+  for (const auto& [s, d] :
+       std::vector<std::pair<Shape, int64_t>>{{{200000, 1}, 0}, {{3000, 70}, 0}, {{70, 3000}, 1}}) {
+    CAPTURE(shape_str(s));
+    std::vector<double> x(size_t(numel(s)));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = 1 + 1e-6 * double(int(i % 5) - 2);
+    std::vector<double> want(static_cast<size_t>(s[size_t(1 - d)]), 1.0);
+    for (int64_t i = 0; i < s[0]; ++i)
+      for (int64_t j = 0; j < s[1]; ++j) want[size_t(d == 0 ? j : i)] *= x[size_t(i * s[1] + j)];
+    check_close(fold(Identity::one, OpKind::mul, arr(DType::f64, s, x), {d}, DType::f64), want,
+                1e-12, 0);
   }
 }
 

@@ -21,6 +21,7 @@ TracedBody traced_body_of(const Body& body, std::index_sequence<I...>) {
   TracedBody r;
   r.call = [t](const std::vector<Tensor>& a) { return t(a.at(I)...); };
   r.graph = [t](const std::vector<Tensor>& a) { return t.graph(a.at(I)..., true); };
+  r.recorded = [t](const std::vector<Tensor>& a) { return t.graph(a.at(I)..., false); };
   r.save = [t](const std::string& path, const std::vector<Tensor>& a) { t.save(path, a.at(I)...); };
   return r;
 }

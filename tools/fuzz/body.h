@@ -28,7 +28,8 @@ using Body = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 /// call, graph and save behind one interface.
 struct TracedBody {
   Body call;
-  std::function<Graph(const std::vector<Tensor>&)> graph;  // as optimized
+  std::function<Graph(const std::vector<Tensor>&)> graph;     // as optimized
+  std::function<Graph(const std::vector<Tensor>&)> recorded;  // as traced, before the passes
   std::function<void(const std::string&, const std::vector<Tensor>&)> save;
 };
 TracedBody traced_body(const Body& body, size_t nargs);

@@ -196,21 +196,23 @@ class Generator {
   bool unary() {
     const int a = pick_float();
     if (a < 0) return false;
-    static const Op ops[] = {Op::neg,        Op::abs,         Op::sign,       Op::exp,
-                             Op::log_safe,   Op::sqrt_safe,   Op::rsqrt_safe, Op::sin,
-                             Op::cos,        Op::tanh,        Op::sigmoid,    Op::relu,
-                             Op::gelu,       Op::clamp,       Op::pow_scalar, Op::add_scalar,
-                             Op::mul_scalar, Op::rsub_scalar, Op::div_scalar, Op::erf};
+    static const Op ops[] = {
+        Op::neg,        Op::abs,   Op::sign,       Op::exp,        Op::log_safe,   Op::sqrt_safe,
+        Op::rsqrt_safe, Op::sin,   Op::cos,        Op::tanh,       Op::sigmoid,    Op::relu,
+        Op::gelu,       Op::clamp, Op::pow_scalar, Op::add_scalar, Op::mul_scalar, Op::rsub_scalar,
+        Op::div_scalar, Op::erf,   Op::log1p_safe, Op::expm1};
     const Op op = ops[r_.below(std::size(ops))];
     const double b = val(a).bound;
     static const double numbers[] = {0.5, 1.5, -0.75, 2.0, -2.0, 0.25};
     double x = numbers[r_.below(std::size(numbers))], nb = b;
     switch (op) {
       case Op::exp:
+      case Op::expm1:
         if (b > 4) return false;
         nb = std::exp(b);
         break;
       case Op::log_safe:
+      case Op::log1p_safe:
         nb = std::log(b + 1);
         break;
       case Op::sqrt_safe:
@@ -261,8 +263,9 @@ class Generator {
     if (a < 0) return false;
     const int b = pick_broadcastable(val(a).shape);
     if (b < 0) return false;
-    static const Op ops[] = {Op::add,     Op::sub,      Op::mul,       Op::div_safe, Op::maximum,
-                             Op::minimum, Op::pow_safe, Op::add_alpha, Op::logaddexp};
+    static const Op ops[] = {Op::add,       Op::sub,        Op::mul,       Op::div_safe,
+                             Op::maximum,   Op::minimum,    Op::pow_safe,  Op::add_alpha,
+                             Op::logaddexp, Op::atan2_safe, Op::hypot_safe};
     const Op op = ops[r_.below(std::size(ops))];
     const double ba = val(a).bound, bb = val(b).bound;
     double nb = ba + bb, x = r_.chance(0.5) ? 0.5 : -2.0;
@@ -271,6 +274,8 @@ class Generator {
     if (op == Op::maximum || op == Op::minimum) nb = std::max(ba, bb);
     if (op == Op::add_alpha) nb = ba + 2 * bb;
     if (op == Op::logaddexp) nb = std::max(ba, bb) + 1;
+    if (op == Op::atan2_safe) nb = 4;
+    if (op == Op::hypot_safe) nb = ba + bb + 0.5;
     if (op == Op::pow_safe) {
       if (bb > 2 || ba > 5) return false;
       nb = std::max(std::pow(ba + 0.5, bb), std::pow(2.0, bb));
@@ -304,8 +309,8 @@ class Generator {
     }
     const int b = pick_broadcastable(val(a).shape);
     if (b < 0) return false;
-    static const Op ops[] = {Op::gt, Op::lt, Op::ge, Op::le};
-    push(Instr{ops[r_.below(4)], {a, b}, {}, 0},
+    static const Op ops[] = {Op::gt, Op::lt, Op::ge, Op::le, Op::ne};
+    push(Instr{ops[r_.below(std::size(ops))], {a, b}, {}, 0},
          fresh(broadcast_shapes(val(a).shape, val(b).shape), 1, true));
     return true;
   }

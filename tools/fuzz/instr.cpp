@@ -91,6 +91,10 @@ Tensor run_instr(const Instr& in, const std::vector<Tensor>& values) {
       return a.gelu();
     case Op::erf:
       return a.erf();
+    case Op::log1p_safe:
+      return a.abs().log1p();
+    case Op::expm1:
+      return a.expm1();
     case Op::clamp:
       return a.clamp(-x, x);
     case Op::pow_scalar:
@@ -121,6 +125,10 @@ Tensor run_instr(const Instr& in, const std::vector<Tensor>& values) {
       return a.add(operand(1), x);
     case Op::logaddexp:
       return a.logaddexp(operand(1));
+    case Op::atan2_safe:
+      return a.atan2(operand(1).abs() + 0.5);
+    case Op::hypot_safe:
+      return a.hypot(operand(1).abs() + 0.5);
     case Op::gt:
       return a > operand(1);
     case Op::lt:
@@ -129,6 +137,8 @@ Tensor run_instr(const Instr& in, const std::vector<Tensor>& values) {
       return a >= operand(1);
     case Op::le:
       return a <= operand(1);
+    case Op::ne:
+      return a != operand(1);
     case Op::gt_scalar:
       return a > x;
     case Op::logical_not:
@@ -265,6 +275,10 @@ std::string cpp(const Instr& in, const std::vector<std::string>& names) {
       return a + ".gelu()";
     case Op::erf:
       return a + ".erf()";
+    case Op::log1p_safe:
+      return a + ".abs().log1p()";
+    case Op::expm1:
+      return a + ".expm1()";
     case Op::clamp:
       return a + ".clamp(-" + x + ", " + x + ")";
     case Op::pow_scalar:
@@ -295,6 +309,10 @@ std::string cpp(const Instr& in, const std::vector<std::string>& names) {
       return a + ".add(" + v(1) + ", " + x + ")";
     case Op::logaddexp:
       return a + ".logaddexp(" + v(1) + ")";
+    case Op::atan2_safe:
+      return a + ".atan2(" + v(1) + ".abs() + 0.5)";
+    case Op::hypot_safe:
+      return a + ".hypot(" + v(1) + ".abs() + 0.5)";
     case Op::gt:
       return a + " > " + v(1);
     case Op::lt:
@@ -303,6 +321,8 @@ std::string cpp(const Instr& in, const std::vector<std::string>& names) {
       return a + " >= " + v(1);
     case Op::le:
       return a + " <= " + v(1);
+    case Op::ne:
+      return a + " != " + v(1);
     case Op::gt_scalar:
       return a + " > " + x;
     case Op::logical_not:

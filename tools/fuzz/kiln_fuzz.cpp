@@ -5,6 +5,7 @@
 //   kiln-fuzz --mutate-ir 500 --seed 3           damaged IR text into parse_graph
 //   kiln-fuzz --mutate-saved 500 --seed 3        damaged saved graphs into kiln::load
 //   kiln-fuzz --replay FILE                      one IR text or saved graph, as mutation mode does
+//   kiln-fuzz --op-coverage 400 --seed 1         each op of the table drawn, or excluded and why
 // Prints one summary line; exits 1 when anything failed, 2 on a usage error.
 #include <CLI/CLI.hpp>
 
@@ -13,6 +14,7 @@
 #include <map>
 
 #include "ir/error.h"
+#include "tools/fuzz/coverage.h"
 #include "tools/fuzz/differential.h"
 #include "tools/fuzz/mutate.h"
 #include "tools/fuzz/reproducer.h"
@@ -27,7 +29,7 @@ struct Options {
   std::string without, with, ignore, mode;
   bool verbose = false, no_shrink = false, print = false;
   int64_t max_shrunk = 10;  // kinds of failure shrunk and printed (the first of each)
-  int64_t mutate_ir = 0, mutate_saved = 0;
+  int64_t mutate_ir = 0, mutate_saved = 0, op_coverage = 0;
   double time_limit_s = 20;
   std::string replay;
 };
@@ -106,6 +108,18 @@ int run_mutation(const Options& o, MutationTarget target, int64_t n) {
   return s.failed ? 1 : 0;
 }
 
+int run_op_coverage(const Options& o) {
+  const std::set<OpKind> drawn = ops_drawn(o.seed, o.op_coverage);
+  const std::vector<std::string> problems = coverage_problems(drawn);
+  for (const std::string& p : problems) std::cout << "op coverage: " << p << "\n";
+  int64_t table = 0;
+  for (OpKind k : all_ops()) table += !is_composite(k);
+  std::cout << "kiln-fuzz: " << o.op_coverage << " programs from seed " << o.seed << " record "
+            << drawn.size() << " of the table's " << table << " ops; " << ops_not_drawn().size()
+            << " are not drawn on purpose; " << problems.size() << " problem(s)" << std::endl;
+  return problems.empty() ? 0 : 1;
+}
+
 }  // namespace
 }  // namespace kiln::fuzz
 
@@ -134,6 +148,8 @@ int main(int argc, char** argv) {
   app.add_option("--mutate-saved", o.mutate_saved, "mutation mode: N damaged saved graphs");
   app.add_option("--replay", o.replay,
                  "mutation mode: feed this one file (IR text or saved graph)");
+  app.add_option("--op-coverage", o.op_coverage,
+                 "check that N programs record every op of the table not excluded on purpose");
   app.add_option("--time-limit", o.time_limit_s, "mutation mode: seconds per input");
   CLI11_PARSE(app, argc, argv);
   try {
@@ -142,7 +158,9 @@ int main(int argc, char** argv) {
     if (o.mutate_ir > 0) rc |= run_mutation(o, MutationTarget::ir_text, o.mutate_ir);
     if (o.mutate_saved > 0) rc |= run_mutation(o, MutationTarget::saved_graph, o.mutate_saved);
     if (!o.replay.empty()) rc = run_mutation(o, MutationTarget::ir_text, 1);
-    if (o.mutate_ir == 0 && o.mutate_saved == 0 && o.replay.empty()) rc = run_programs(o);
+    if (o.op_coverage > 0) rc |= run_op_coverage(o);
+    if (o.mutate_ir == 0 && o.mutate_saved == 0 && o.replay.empty() && o.op_coverage == 0)
+      rc = run_programs(o);
     if (o.verbose)
       std::cout << "kiln-fuzz: "
                 << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()

@@ -21,12 +21,14 @@ namespace kiln {
 namespace {
 
 // Whether eager op k on these operands runs a compiled kernel: an expensive
-// elementwise op (libm one element at a time is what it would replace) on dense
-// operands of the result's shape, large enough that a compile once per process
-// (or a disk-cache load) is paid back.
+// elementwise op, or any math op (libm one element at a time is what it would
+// replace: the rounding ops too, which the base x86-64 build of the reference
+// kernels cannot inline), on dense operands of the result's shape, large enough
+// that a compile once per process (or a disk-cache load) is paid back.
 bool wants_compiled(OpKind k, const std::vector<Tensor>& operands, const TensorType& out) {
   const Settings& s = settings();
-  if (!s.eager_kernels || !is_elementwise(k) || !is_expensive(k) || !is_floating(out.dtype) ||
+  if (!s.eager_kernels || !is_elementwise(k) || !(is_expensive(k) || is_math(k)) ||
+      !is_floating(out.dtype) ||
       out.numel() < s.eager_kernel_min_elements)
     return false;
   for (const Tensor& t : operands) {

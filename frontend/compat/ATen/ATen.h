@@ -1,4 +1,4 @@
 // ATen's header on Kiln: the at:: names (the same as torch::'s).
 #pragma once
 
-#include "torch/types.h"
+#include "torch/functions.h"

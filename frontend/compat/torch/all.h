@@ -7,4 +7,4 @@
 #include "torch/nn.h"
 #include "torch/optim.h"
 #include "torch/serialize.h"
-#include "torch/types.h"
+#include "torch/functions.h"

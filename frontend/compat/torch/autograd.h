@@ -2,7 +2,7 @@
 // tensor_list, saved_data), grad(), and the grad-mode guards.
 #pragma once
 
-#include "torch/types.h"
+#include "torch/functions.h"
 
 namespace torch::autograd {
 

@@ -1,4 +1,4 @@
 // torch::cuda on Kiln (is_available, device_count): declared in torch/types.h.
 #pragma once
 
-#include "torch/types.h"
+#include "torch/functions.h"

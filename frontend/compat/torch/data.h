@@ -2,7 +2,7 @@
 // libtorch's names (DataLoaderOptions is kiln::data::LoaderOptions).
 #pragma once
 
-#include "torch/types.h"
+#include "torch/functions.h"
 
 namespace torch::data {
 

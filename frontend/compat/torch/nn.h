@@ -3,7 +3,7 @@
 // function; nothing is implemented twice).
 #pragma once
 
-#include "torch/types.h"
+#include "torch/functions.h"
 
 namespace torch::nn {
 

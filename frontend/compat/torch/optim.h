@@ -2,7 +2,7 @@
 // except StepLR, whose schedule is libtorch's own (below).
 #pragma once
 
-#include "torch/types.h"
+#include "torch/functions.h"
 
 namespace torch {
 namespace optim {

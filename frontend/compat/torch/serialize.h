@@ -8,7 +8,7 @@
 #include <istream>
 #include <ostream>
 
-#include "torch/types.h"
+#include "torch/functions.h"
 
 namespace torch {
 namespace serialize {

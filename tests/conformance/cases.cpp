@@ -559,6 +559,35 @@ std::vector<Case> model_cases() {
             return a.masked_fill(causal, -1e9).softmax(-1);
           },
           in({2, 4, 4}), in({1})),
+      unary(
+          "interpolate: nearest, linear, bilinear with and without aligned corners",
+          [](const Tensor& x) {
+            using nn::InterpolateMode;
+            using nn::InterpolateOptions;
+            using nn::functional::interpolate;
+            const InterpolateOptions twice = InterpolateOptions().scale_factor({2.0});
+            const InterpolateOptions aligned = InterpolateOptions().size({4, 6}).align_corners(true);
+            const InterpolateOptions linear = InterpolateOptions().scale_factor({1.5});
+            return interpolate(x, InterpolateOptions().size({5, 7})).sum() +
+                   interpolate(x, InterpolateOptions(twice).mode(InterpolateMode::Bilinear))
+                       .exp()
+                       .sum() +
+                   interpolate(x, InterpolateOptions(aligned).mode(InterpolateMode::Bilinear))
+                       .pow(2)
+                       .sum() +
+                   interpolate(x.flatten(2), InterpolateOptions(linear).mode(InterpolateMode::Linear))
+                       .sin()
+                       .sum();
+          },
+          in({2, 2, 3, 4})),
+      binary(
+          "huber_loss and a mask made with & | ~",
+          [](auto& a, auto& b) {
+            const Tensor mask = (a.gt(0) & b.lt(0.5)) | ~a.lt(1.5);
+            return nn::functional::huber_loss(a, b, nn::Reduction::Mean, 0.7) +
+                   where(mask, a * b, a - b).sum();
+          },
+          in({3, 4}), in({3, 4})),
       Case{"index_select and embedding",
            {in({5, 3}), indices({4}, 5)},
            [](V v) {

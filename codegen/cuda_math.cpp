@@ -160,6 +160,10 @@ __device__ __forceinline__ float kiln_exp(float x) { return expf(x); }
 __device__ __forceinline__ double kiln_exp(double x) { return exp(x); }
 __device__ __forceinline__ float kiln_log(float x) { return logf(x); }
 __device__ __forceinline__ double kiln_log(double x) { return log(x); }
+__device__ __forceinline__ float kiln_log2(float x) { return log2f(x); }
+__device__ __forceinline__ double kiln_log2(double x) { return log2(x); }
+__device__ __forceinline__ float kiln_log10(float x) { return log10f(x); }
+__device__ __forceinline__ double kiln_log10(double x) { return log10(x); }
 __device__ __forceinline__ float kiln_sqrt(float x) { return sqrtf(x); }
 __device__ __forceinline__ double kiln_sqrt(double x) { return sqrt(x); }
 __device__ __forceinline__ float kiln_rsqrt(float x) { return rsqrtf(x); }

@@ -188,7 +188,9 @@ struct M {
     return fma(s, p, sub(s, c(1.0)));
   }
 
-  llvm::Value* log(llvm::Value* x) {
+  // e log_b(2) + log_b(m) for x = 2^e m: k_hi + k_lo = log_b(2) (k_hi exact times
+  // any exponent), scale = log_b(e) (1: the natural log, lm is log(m) itself).
+  llvm::Value* log_base(llvm::Value* x, double k_hi, double k_lo, double scale) {
     const double min_normal = dbl ? 0x1p-1022 : 0x1p-126;
     const int boost = dbl ? 54 : 24;
     llvm::Value* sub_n = b.CreateFCmpOLT(x, c(min_normal));
@@ -210,12 +212,21 @@ struct M {
     llvm::Value* two_s = add(s, s);
     llvm::Value* lm = fma(two_s, mul(s2, poly(s2, q)), two_s);
     llvm::Value* ef = b.CreateSIToFP(e, ft);
-    llvm::Value* res = fma(ef, c(ln2_hi()), fma(ef, c(ln2_lo()), lm));
+    if (scale != 1.0) lm = mul(lm, c(scale));
+    llvm::Value* res = k_lo == 0.0 ? add(ef, lm) : fma(ef, c(k_hi), fma(ef, c(k_lo), lm));
     const double inf = INFINITY;
     res = sel(b.CreateFCmpOEQ(x, c(inf)), x, res);
     res = sel(b.CreateFCmpOEQ(x, c(0.0)), c(-inf), res);
     res = sel(b.CreateFCmpULT(x, c(0.0)), c(NAN), res);  // negative or NaN
     return res;
+  }
+
+  llvm::Value* log(llvm::Value* x) { return log_base(x, ln2_hi(), ln2_lo(), 1.0); }
+  // Exact at powers of two: e + log2(m), log2(m) = log(m) / ln 2.
+  llvm::Value* log2(llvm::Value* x) { return log_base(x, 1.0, 0.0, 1.4426950408889634); }
+  llvm::Value* log10(llvm::Value* x) {
+    return dbl ? log_base(x, 0x1.3441350ap-2, -1.9043128467164274e-12, 0.4342944819032518)
+               : log_base(x, 0x1.344p-2, 4.605038981195214e-06, 0.4342944819032518);
   }
 
   // sin (cos_shift = false) or cos (true).

@@ -1,5 +1,5 @@
 // Vectorisable math for the CPU backend: the op table's math ops (exp, log,
-// sin, cos, tanh, sigmoid, gelu, erf, log1p, expm1, rounding, sqrt, rsqrt,
+// log2, log10, sin, cos, tanh, sigmoid, gelu, erf, log1p, expm1, rounding, sqrt, rsqrt,
 // logaddexp, atan2, hypot) and pow emitted as straight-line LLVM IR (range reduction by bit
 // manipulation, polynomials, selects; no branches, no libm calls), so the
 // loop vectoriser widens them like any other arithmetic. Each takes and

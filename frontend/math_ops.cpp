@@ -45,6 +45,8 @@ Tensor scalar_like(const Tensor& like, Scalar s, Loc l) {
 }  // namespace
 
 Tensor Tensor::log1p(Loc l) const { return table_unary(OpKind::log1p, *this, l); }
+Tensor Tensor::log2(Loc l) const { return table_unary(OpKind::log2, *this, l); }
+Tensor Tensor::log10(Loc l) const { return table_unary(OpKind::log10, *this, l); }
 Tensor Tensor::expm1(Loc l) const { return table_unary(OpKind::expm1, *this, l); }
 Tensor Tensor::floor(Loc l) const { return rounding(OpKind::floor, *this, l); }
 Tensor Tensor::ceil(Loc l) const { return rounding(OpKind::ceil, *this, l); }
@@ -189,6 +191,8 @@ Tensor Tensor::std(int64_t d, bool unbiased, bool keepdim, Loc l) const {
 }
 
 Tensor log1p(const Tensor& x, Loc l) { return x.log1p(l); }
+Tensor log2(const Tensor& x, Loc l) { return x.log2(l); }
+Tensor log10(const Tensor& x, Loc l) { return x.log10(l); }
 Tensor expm1(const Tensor& x, Loc l) { return x.expm1(l); }
 Tensor floor(const Tensor& x, Loc l) { return x.floor(l); }
 Tensor ceil(const Tensor& x, Loc l) { return x.ceil(l); }

@@ -279,6 +279,8 @@ class Tensor {
   Tensor gelu(KILN_LOC) const;
   Tensor erf(KILN_LOC) const;
   Tensor log1p(KILN_LOC) const;
+  Tensor log2(KILN_LOC) const;
+  Tensor log10(KILN_LOC) const;
   Tensor expm1(KILN_LOC) const;
   /// Rounding (round: half to even); integer tensors come back unchanged.
   Tensor floor(KILN_LOC) const;
@@ -596,6 +598,8 @@ Tensor relu(const Tensor& x, KILN_LOC);
 Tensor softmax(const Tensor& x, int64_t dim, KILN_LOC);
 Tensor log_softmax(const Tensor& x, int64_t dim, KILN_LOC);
 Tensor log1p(const Tensor& x, KILN_LOC);
+Tensor log2(const Tensor& x, KILN_LOC);
+Tensor log10(const Tensor& x, KILN_LOC);
 Tensor expm1(const Tensor& x, KILN_LOC);
 Tensor floor(const Tensor& x, KILN_LOC);
 Tensor ceil(const Tensor& x, KILN_LOC);

@@ -80,6 +80,15 @@ Grads vjp_log(Builder& b, const Node& n, Value out, Value g, const Needs& needs)
   return unary(b, n, needs, [&](Value x) { return b.div(g, x); });
 }
 
+// d log_b(x) = 1 / (x ln b).
+Grads vjp_log2(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  return unary(b, n, needs, [&](Value x) { return b.div(g, b.mul(x, scalar(b, g, std::numbers::ln2))); });
+}
+
+Grads vjp_log10(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  return unary(b, n, needs, [&](Value x) { return b.div(g, b.mul(x, scalar(b, g, std::numbers::ln10))); });
+}
+
 Grads vjp_sqrt(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
   return unary(b, n, needs, [&](Value) { return b.div(b.mul(g, scalar(b, g, 0.5)), out); });
 }

@@ -18,6 +18,14 @@ M log(M x) {
   return std::log(x);
 }
 template <class M>
+M log2(M x) {
+  return std::log2(x);
+}
+template <class M>
+M log10(M x) {
+  return std::log10(x);
+}
+template <class M>
 M sqrt(M x) {
   return std::sqrt(x);
 }

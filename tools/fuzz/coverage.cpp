@@ -1,6 +1,7 @@
 // The fuzzer's coverage of the op table (see coverage.h).
 #include "tools/fuzz/coverage.h"
 
+#include <array>
 #include <map>
 
 #include "frontend/tensor.h"
@@ -39,6 +40,18 @@ const std::vector<std::pair<OpKind, std::string>>& ops_not_drawn() {
        "a user's autograd::Function; the conformance case 'a custom autograd function' runs it"},
   };
   return ops;
+}
+
+const std::vector<OpKind>& math_ops_drawn(int arity) {
+  static const auto drawn = [] {
+    std::map<OpKind, std::string> exempt(ops_not_drawn().begin(), ops_not_drawn().end());
+    std::vector<OpKind> by_arity[2];
+    for (OpKind k : all_ops())
+      if (is_math(k) && !exempt.count(k) && (op_info(k).arity == 1 || op_info(k).arity == 2))
+        by_arity[op_info(k).arity - 1].push_back(k);
+    return std::array<std::vector<OpKind>, 2>{by_arity[0], by_arity[1]};
+  }();
+  return drawn.at(static_cast<size_t>(arity - 1));
 }
 
 std::set<OpKind> ops_drawn(uint64_t seed, int64_t programs) {

@@ -18,6 +18,10 @@ namespace kiln::fuzz {
 /// The table's ops that no instruction of the fuzzer records, each with why.
 const std::vector<std::pair<OpKind, std::string>>& ops_not_drawn();
 
+/// The math ops of the table with `arity` operands (1 or 2) that the generic
+/// math instructions draw (tools/fuzz/ops.def): all but those ops_not_drawn() names.
+const std::vector<OpKind>& math_ops_drawn(int arity);
+
 /// The table's ops recorded by programs 0..programs-1 of `seed` (all features,
 /// traced, with backward() inside the body where an input requires grad), as
 /// traced, before the passes.

@@ -8,6 +8,8 @@
 #include <optional>
 
 #include "ir/error.h"
+#include "tools/fuzz/coverage.h"
+#include "tools/fuzz/instr.h"
 #include "tools/fuzz/program.h"
 
 namespace kiln::fuzz {
@@ -196,41 +198,17 @@ class Generator {
   bool unary() {
     const int a = pick_float();
     if (a < 0) return false;
-    static const Op ops[] = {
-        Op::neg,        Op::abs,   Op::sign,       Op::exp,        Op::log_safe,   Op::sqrt_safe,
-        Op::rsqrt_safe, Op::sin,   Op::cos,        Op::tanh,       Op::sigmoid,    Op::relu,
-        Op::gelu,       Op::clamp, Op::pow_scalar, Op::add_scalar, Op::mul_scalar, Op::rsub_scalar,
-        Op::div_scalar, Op::erf,   Op::log1p_safe, Op::expm1};
+    if (r_.chance(0.5)) return math(a);
+    static const Op ops[] = {Op::neg,        Op::abs,        Op::sign,       Op::relu,
+                             Op::clamp,      Op::pow_scalar, Op::add_scalar, Op::mul_scalar,
+                             Op::rsub_scalar, Op::div_scalar};
     const Op op = ops[r_.below(std::size(ops))];
     const double b = val(a).bound;
     static const double numbers[] = {0.5, 1.5, -0.75, 2.0, -2.0, 0.25};
     double x = numbers[r_.below(std::size(numbers))], nb = b;
     switch (op) {
-      case Op::exp:
-      case Op::expm1:
-        if (b > 4) return false;
-        nb = std::exp(b);
-        break;
-      case Op::log_safe:
-      case Op::log1p_safe:
-        nb = std::log(b + 1);
-        break;
-      case Op::sqrt_safe:
-        nb = std::sqrt(b + 0.1);
-        break;
-      case Op::rsqrt_safe:
-        nb = 1.5;
-        break;
       case Op::sign:
-      case Op::sin:
-      case Op::cos:
-      case Op::tanh:
-      case Op::sigmoid:
-      case Op::erf:
         nb = 1;
-        break;
-      case Op::gelu:
-        nb = b + 0.2;
         break;
       case Op::clamp:
         x = std::abs(x);
@@ -258,14 +236,30 @@ class Generator {
     return true;
   }
 
+  // A math op of the table (math_ops_drawn) on `a`, and on b when it has two
+  // operands: each taken into the op's domain first (instr.h, MathForm).
+  bool math(int a, int b = -1) {
+    const std::vector<OpKind>& ops = math_ops_drawn(b < 0 ? 1 : 2);
+    if (ops.empty()) return false;
+    const OpKind k = ops[static_cast<size_t>(r_.below(static_cast<int64_t>(ops.size())))];
+    const double nb = math_form(k).bound;
+    if (b < 0) {
+      push(Instr{Op::math, {a}, {static_cast<int64_t>(k)}, 0}, fresh(val(a).shape, nb));
+    } else {
+      push(Instr{Op::math2, {a, b}, {static_cast<int64_t>(k)}, 0},
+           fresh(broadcast_shapes(val(a).shape, val(b).shape), nb));
+    }
+    return true;
+  }
+
   bool binary() {
     const int a = pick_float();
     if (a < 0) return false;
     const int b = pick_broadcastable(val(a).shape);
     if (b < 0) return false;
-    static const Op ops[] = {Op::add,       Op::sub,        Op::mul,       Op::div_safe,
-                             Op::maximum,   Op::minimum,    Op::pow_safe,  Op::add_alpha,
-                             Op::logaddexp, Op::atan2_safe, Op::hypot_safe};
+    if (r_.chance(0.25)) return math(a, b);
+    static const Op ops[] = {Op::add,     Op::sub,     Op::mul,      Op::div_safe,
+                             Op::maximum, Op::minimum, Op::pow_safe, Op::add_alpha};
     const Op op = ops[r_.below(std::size(ops))];
     const double ba = val(a).bound, bb = val(b).bound;
     double nb = ba + bb, x = r_.chance(0.5) ? 0.5 : -2.0;
@@ -273,9 +267,6 @@ class Generator {
     if (op == Op::div_safe) nb = ba * 2;
     if (op == Op::maximum || op == Op::minimum) nb = std::max(ba, bb);
     if (op == Op::add_alpha) nb = ba + 2 * bb;
-    if (op == Op::logaddexp) nb = std::max(ba, bb) + 1;
-    if (op == Op::atan2_safe) nb = 4;
-    if (op == Op::hypot_safe) nb = ba + bb + 0.5;
     if (op == Op::pow_safe) {
       if (bb > 2 || ba > 5) return false;
       nb = std::max(std::pow(ba + 0.5, bb), std::pow(2.0, bb));

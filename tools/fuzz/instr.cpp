@@ -4,10 +4,13 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <optional>
 #include <string>
 
 #include "frontend/nn.h"
+#include "ir/error.h"
+#include "ir/op.h"
 
 namespace kiln::fuzz {
 
@@ -34,7 +37,87 @@ std::string flag(bool b) {
   return b ? "true" : "false";
 }
 
+Tensor math1(OpKind k, const Tensor& x) {
+  switch (k) {
+#define KILN_FUZZ_MATH(kir, name) \
+  case OpKind::name:              \
+    return x.name();
+#define KILN_OP(name, arity, category, shape, dtype, vjp, cost, scalar, domain) \
+  KILN_SCALAR_MATH_N(1, KILN_FUZZ_MATH, name, arity, scalar)
+#include "ir/ops.def"
+#undef KILN_OP
+#undef KILN_FUZZ_MATH
+    default:
+      break;
+  }
+  throw Error(std::string("fuzz: ") + op_name(k) + " is not a unary math op of the table");
+}
+
+Tensor math2(OpKind k, const Tensor& x, const Tensor& y) {
+  switch (k) {
+#define KILN_FUZZ_MATH(kir, name) \
+  case OpKind::name:              \
+    return x.name(y);
+#define KILN_OP(name, arity, category, shape, dtype, vjp, cost, scalar, domain) \
+  KILN_SCALAR_MATH_N(2, KILN_FUZZ_MATH, name, arity, scalar)
+#include "ir/ops.def"
+#undef KILN_OP
+#undef KILN_FUZZ_MATH
+    default:
+      break;
+  }
+  throw Error(std::string("fuzz: ") + op_name(k) + " is not a binary math op of the table");
+}
+
+OpKind math_kind(const Instr& in) {
+  return static_cast<OpKind>(in.ints.at(0));
+}
+
+// lo + (hi - lo) * sigmoid(a): any value into the interval, smoothly.
+Tensor into(const Tensor& a, double lo, double hi) {
+  return a.sigmoid() * (hi - lo) + lo;
+}
+std::string into_cpp(const std::string& a, double lo, double hi) {
+  return "(" + a + ".sigmoid() * " + number_literal(hi - lo) + " + " + number_literal(lo) + ")";
+}
+
+// The op on a grid that covers its intervals, as math/math2 compute it.
+double max_abs_over(OpKind k, const MathForm& f) {
+  const int64_t n = op_info(k).arity == 1 ? 2049 : 257;
+  std::vector<double> grid(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) grid[size_t(i)] = -30.0 + 60.0 * double(i) / double(n - 1);
+  const Tensor g = from_vector(grid, {n}, kFloat64);
+  const Tensor x = into(g, f.lo[0], f.hi[0]);
+  const Tensor y = op_info(k).arity == 1 ? math1(k, x)
+                                          : math2(k, x.unsqueeze(1), into(g, f.lo[1], f.hi[1]));
+  return y.abs().max().item<double>();
+}
+
 }  // namespace
+
+MathForm math_form(OpKind k) {
+  static const std::map<OpKind, MathForm> forms = [] {
+    std::map<OpKind, MathForm> m;
+    for (OpKind op : all_ops()) {
+      if (!is_math(op)) continue;
+      const Domain& d = op_info(op).domain;
+      MathForm f{{d.low(0), d.low(1)}, {d.high(0), d.high(1)}, 0};
+      // Narrowed about its middle while the op's values would pass kMathBound (exp).
+      for (int i = 0; i < 40 && (f.bound = max_abs_over(op, f)) > kMathBound; ++i)
+        for (int o = 0; o < 2; ++o) {
+          const double mid = (f.lo[o] + f.hi[o]) / 2;
+          f.lo[o] = mid + 0.9 * (f.lo[o] - mid);
+          f.hi[o] = mid + 0.9 * (f.hi[o] - mid);
+        }
+      m.emplace(op, f);
+    }
+    return m;
+  }();
+  const auto it = forms.find(k);
+  if (it == forms.end())
+    throw Error(std::string("fuzz: ") + op_name(k) + " is not a math op of the table");
+  return it->second;
+}
 
 const char* op_name(Op op) {
   return kOpNames[static_cast<int>(op)];
@@ -69,32 +152,8 @@ Tensor run_instr(const Instr& in, const std::vector<Tensor>& values) {
       return a.abs();
     case Op::sign:
       return a.sign();
-    case Op::exp:
-      return a.exp();
-    case Op::log_safe:
-      return (a.abs() + 1.0).log();
-    case Op::sqrt_safe:
-      return (a.abs() + 0.1).sqrt();
-    case Op::rsqrt_safe:
-      return (a.abs() + 0.5).rsqrt();
-    case Op::sin:
-      return a.sin();
-    case Op::cos:
-      return a.cos();
-    case Op::tanh:
-      return a.tanh();
-    case Op::sigmoid:
-      return a.sigmoid();
     case Op::relu:
       return a.relu();
-    case Op::gelu:
-      return a.gelu();
-    case Op::erf:
-      return a.erf();
-    case Op::log1p_safe:
-      return a.abs().log1p();
-    case Op::expm1:
-      return a.expm1();
     case Op::clamp:
       return a.clamp(-x, x);
     case Op::pow_scalar:
@@ -107,6 +166,14 @@ Tensor run_instr(const Instr& in, const std::vector<Tensor>& values) {
       return x - a;
     case Op::div_scalar:
       return a / x;
+    case Op::math: {
+      const MathForm f = math_form(math_kind(in));
+      return math1(math_kind(in), into(a, f.lo[0], f.hi[0]));
+    }
+    case Op::math2: {
+      const MathForm f = math_form(math_kind(in));
+      return math2(math_kind(in), into(a, f.lo[0], f.hi[0]), into(operand(1), f.lo[1], f.hi[1]));
+    }
     case Op::add:
       return a + operand(1);
     case Op::sub:
@@ -123,12 +190,6 @@ Tensor run_instr(const Instr& in, const std::vector<Tensor>& values) {
       return (a.abs() + 0.5).pow(operand(1));
     case Op::add_alpha:
       return a.add(operand(1), x);
-    case Op::logaddexp:
-      return a.logaddexp(operand(1));
-    case Op::atan2_safe:
-      return a.atan2(operand(1).abs() + 0.5);
-    case Op::hypot_safe:
-      return a.hypot(operand(1).abs() + 0.5);
     case Op::gt:
       return a > operand(1);
     case Op::lt:
@@ -253,32 +314,8 @@ std::string cpp(const Instr& in, const std::vector<std::string>& names) {
       return a + ".abs()";
     case Op::sign:
       return a + ".sign()";
-    case Op::exp:
-      return a + ".exp()";
-    case Op::log_safe:
-      return "(" + a + ".abs() + 1.0).log()";
-    case Op::sqrt_safe:
-      return "(" + a + ".abs() + 0.1).sqrt()";
-    case Op::rsqrt_safe:
-      return "(" + a + ".abs() + 0.5).rsqrt()";
-    case Op::sin:
-      return a + ".sin()";
-    case Op::cos:
-      return a + ".cos()";
-    case Op::tanh:
-      return a + ".tanh()";
-    case Op::sigmoid:
-      return a + ".sigmoid()";
     case Op::relu:
       return a + ".relu()";
-    case Op::gelu:
-      return a + ".gelu()";
-    case Op::erf:
-      return a + ".erf()";
-    case Op::log1p_safe:
-      return a + ".abs().log1p()";
-    case Op::expm1:
-      return a + ".expm1()";
     case Op::clamp:
       return a + ".clamp(-" + x + ", " + x + ")";
     case Op::pow_scalar:
@@ -291,6 +328,15 @@ std::string cpp(const Instr& in, const std::vector<std::string>& names) {
       return x + " - " + a;
     case Op::div_scalar:
       return a + " / " + x;
+    case Op::math: {
+      const MathForm f = math_form(math_kind(in));
+      return into_cpp(a, f.lo[0], f.hi[0]) + "." + op_name(math_kind(in)) + "()";
+    }
+    case Op::math2: {
+      const MathForm f = math_form(math_kind(in));
+      return into_cpp(a, f.lo[0], f.hi[0]) + "." + op_name(math_kind(in)) + "(" +
+             into_cpp(v(1), f.lo[1], f.hi[1]) + ")";
+    }
     case Op::add:
       return a + " + " + v(1);
     case Op::sub:
@@ -307,12 +353,6 @@ std::string cpp(const Instr& in, const std::vector<std::string>& names) {
       return "(" + a + ".abs() + 0.5).pow(" + v(1) + ")";
     case Op::add_alpha:
       return a + ".add(" + v(1) + ", " + x + ")";
-    case Op::logaddexp:
-      return a + ".logaddexp(" + v(1) + ")";
-    case Op::atan2_safe:
-      return a + ".atan2(" + v(1) + ".abs() + 0.5)";
-    case Op::hypot_safe:
-      return a + ".hypot(" + v(1) + ".abs() + 0.5)";
     case Op::gt:
       return a + " > " + v(1);
     case Op::lt:

@@ -8,6 +8,7 @@
 #include "frontend/tensor_impl.h"
 #include "passes/autodiff.h"
 #include "passes/grad_analysis.h"
+#include "passes/rebuild_on_device.h"
 
 namespace kiln {
 namespace {
@@ -46,47 +47,6 @@ Value TraceState::value_of(const Tensor& t, SourceLoc loc) {
   return v;
 }
 
-namespace {
-
-// v built again on `device` (memo: nodes built so far), or an invalid Value when
-// v depends on an input or on an op whose result type is not inferred from its
-// operands (a custom call, a collective, a check).
-Value rebuilt_on(Builder& b, Value v, Device device, std::unordered_map<NodeId, Value>& memo) {
-  if (auto it = memo.find(v.node); it != memo.end()) return it->second;
-  const Node& n = b.graph()[v.node];
-  if (n.results.size() != 1) return Value();
-  Value out;
-  switch (op_info(n.op).category) {
-    case OpCategory::Creation: {
-      TensorType type = n.results[0];
-      type.device = device;
-      out = b.op_typed(n.op, {}, n.attrs, type);
-      break;
-    }
-    case OpCategory::Unary:
-    case OpCategory::Binary:
-    case OpCategory::Ternary:
-    case OpCategory::Reduce:
-    case OpCategory::Scan:
-    case OpCategory::Movement: {
-      std::vector<Value> operands;
-      for (Value o : n.operands) {
-        Value r = rebuilt_on(b, o, device, memo);
-        if (!r) return Value();
-        operands.push_back(r);
-      }
-      out = b.op(n.op, std::move(operands), n.attrs);
-      break;
-    }
-    default:
-      return Value();
-  }
-  memo[v.node] = out;
-  return out;
-}
-
-}  // namespace
-
 Tensor TraceState::moved_to(const Tensor& t, Device device, SourceLoc loc) {
   const TensorImpl& impl = *t.impl();
   const std::string what = "to(" + device.str() + ") inside a traced function";
@@ -96,10 +56,9 @@ Tensor TraceState::moved_to(const Tensor& t, Device device, SourceLoc loc) {
                     "it on " + device.str() + " already: move it with .to() before the call)",
                 loc);
   const Value v = value_of(t, loc);
-  std::unordered_map<NodeId, Value> memo;
   const SourceLoc saved = builder.loc;
   builder.loc = loc;
-  const Value moved = rebuilt_on(builder, v, device, memo);
+  const Value moved = rebuild_on_device(builder, v, device);
   builder.loc = saved;
   if (!moved)
     throw Error(what + ": a compiled graph runs on one device, and this value is computed on " +

@@ -202,12 +202,12 @@ void gradient_targets(const TracedCore::Entry& e, const TraceArgs& args, std::ve
         return true;
     return false;
   };
-  for (int64_t a : e.traced.wrt_args)
+  for (int64_t a : e.traced.split.wrt_args)
     if (!written(args.tensors[static_cast<size_t>(a)].impl())) {
       wrt->push_back(args.tensors[static_cast<size_t>(a)]);
       names->push_back("the gradient w.r.t. argument " + std::to_string(a));
     }
-  for (int64_t p : e.traced.wrt_params)
+  for (int64_t p : e.traced.split.wrt_params)
     if (!written(e.traced.params[static_cast<size_t>(p)].get())) {
       wrt->emplace_back(e.traced.params[static_cast<size_t>(p)]);
       names->push_back("the gradient w.r.t. captured tensor " + std::to_string(p));

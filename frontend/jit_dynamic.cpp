@@ -24,10 +24,12 @@ void TracedCore::mark_dynamic(size_t arg, int64_t dim) {
   stats_->stats.dynamic_dims.push_back("arg " + std::to_string(arg) + " dim " + std::to_string(dim));
 }
 
-std::string TracedCore::note_dynamic(const TraceArgs& args, const std::vector<TensorType>& types,
+std::string TracedCore::note_dynamic(const TraceArgs& args, const Signature& now,
                                      const Entry& last) {
   if (!settings().auto_dynamic) return "";
-  const auto found = size_changes({args.is_tensor, types, args.numbers}, last.types, last.numbers);
+  const std::vector<TensorType>& types = now.types;
+  const auto found =
+      size_changes({args.is_tensor, types, args.numbers}, last.key.types, last.key.numbers);
   if (!found) return "";
   std::string log;
   for (const DynamicDim& f : dynamic_->add(*found, types)) {
@@ -37,17 +39,18 @@ std::string TracedCore::note_dynamic(const TraceArgs& args, const std::vector<Te
       stats_->stats.dynamic_dims.push_back(what);
     }
     log += "kiln: '" + name_ + "': " + what + " is now dynamic (" +
-           std::to_string(last.types[f.tensor].shape[size_t(f.dim)]) + " -> " +
+           std::to_string(last.key.types[f.tensor].shape[size_t(f.dim)]) + " -> " +
            std::to_string(types[f.tensor].shape[size_t(f.dim)]) +
            "): CPU kernels take it at run time; a new size retraces and shares them\n";
   }
   return log;
 }
 
-bool TracedCore::compile_in_background(const std::vector<TensorType>& types, const std::vector<uint8_t>& rg,
-                                       const TraceArgs& args, bool grad_mode, const Entry& last,
-                                       bool newly_dynamic) const {
-  if (!settings().background_compile || rg != last.requires_grad || grad_mode != last.grad_mode)
+bool TracedCore::compile_in_background(const Signature& now, const TraceArgs& args,
+                                       const Entry& last, bool newly_dynamic) const {
+  const std::vector<TensorType>& types = now.types;
+  if (!settings().background_compile || now.requires_grad != last.key.requires_grad ||
+      now.grad_mode != last.key.grad_mode)
     return false;
   // A plan and the body run eagerly may communicate differently (the plan
   // packs gradients into buckets), and each rank's compile ends at its own
@@ -65,7 +68,7 @@ bool TracedCore::compile_in_background(const std::vector<TensorType>& types, con
       }))
     return false;
   const auto changes =
-      size_changes({args.is_tensor, types, args.numbers}, last.types, last.numbers);
+      size_changes({args.is_tensor, types, args.numbers}, last.key.types, last.key.numbers);
   if (!changes || changes->empty() || !dynamic_->all_dynamic(*changes, types)) return false;
   return newly_dynamic ||
          std::any_of(entries_.begin(), entries_.end(), [](const auto& e) { return !e->ready.load(); });

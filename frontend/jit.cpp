@@ -764,21 +764,8 @@ void TracedCore::save(const std::string& path, const TraceArgs& args) {
 
 std::vector<Tensor> TracedCore::profile(const std::string& path, const TraceArgs& args) {
   io::check_write_target(path);
-  const bool was_on = plan_profiling();
-  const size_t mark = trace_size();
-  set_plan_profiling(true);
   std::vector<Tensor> out;
-  try {
-    out = call(args);
-  } catch (...) {
-    set_plan_profiling(was_on);
-    if (!was_on) truncate_trace(mark);
-    throw;
-  }
-  set_plan_profiling(was_on);
-  const std::vector<TraceEvent> events = trace_events(mark);
-  if (!was_on) truncate_trace(mark);  // KILN_LOG=profile keeps them for its file at exit
-  write_chrome_trace(path, events);
+  write_chrome_trace(path, profiled([&] { out = call(args); }));
   return out;
 }
 

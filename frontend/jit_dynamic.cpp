@@ -7,10 +7,8 @@
 #include <iostream>
 #include <optional>
 
-#include "codegen/backend.h"
 #include "codegen/compile_queue.h"
 #include "codegen/dynamic_sizes.h"
-#include "runtime/collective.h"
 
 #include "frontend/jit_entry.h"
 #include "frontend/settings.h"
@@ -52,21 +50,7 @@ bool TracedCore::compile_in_background(const Signature& now, const TraceArgs& ar
   if (!settings().background_compile || now.requires_grad != last.key.requires_grad ||
       now.grad_mode != last.key.grad_mode)
     return false;
-  // A plan and the body run eagerly may communicate differently (the plan
-  // packs gradients into buckets), and each rank's compile ends at its own
-  // time: a function with collectives compiles each size before its call, so
-  // that every rank runs the same collectives.
-  if (collectives::started() && collectives::world_size() > 1 &&
-      std::any_of(last.traced.graph.nodes().begin(), last.traced.graph.nodes().end(),
-                  [](const Node& n) { return op_info(n.op).category == OpCategory::Collective; }))
-    return false;
-  // A backend that compiles every size, or only on the caller's thread (a CUDA
-  // context), compiles before the call.
-  if (!std::all_of(types.begin(), types.end(), [](const TensorType& t) {
-        const Backend& b = backend_for(t.device);
-        return b.sizes_at_run_time() && b.compiles_off_thread();
-      }))
-    return false;
+  if (!compiles_in_background(last.traced.graph, types)) return false;
   const auto changes =
       size_changes({args.is_tensor, types, args.numbers}, last.key.types, last.key.numbers);
   if (!changes || changes->empty() || !dynamic_->all_dynamic(*changes, types)) return false;

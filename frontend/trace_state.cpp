@@ -299,35 +299,26 @@ void TraceState::keep_overwritten(const Tensor& value, const TensorImpl& target,
     if (r.which == 0 && r.storage.get() == s && r.writes == now) r.kept = true;
 }
 
-StaleRead TraceState::stale_read(const std::vector<Value>& roots) const {
-  auto stale = [&](const SavedRef& r) { return !r.kept && writes_of(r.storage.get()) != r.writes; };
-  const bool any = std::any_of(saved.begin(), saved.end(), [&](const SavedOp& op) {
-    return std::any_of(op.refs.begin(), op.refs.end(), stale);
-  });
-  if (!any) return {};
-  const std::vector<char> reach = gradient_reach(graph, roots);
-  for (NodeId id = 0; id < saved.size(); ++id) {
-    if (!reach[id]) continue;
+std::vector<std::pair<NodeId, const SavedRef*>> TraceState::saved_reads(
+    const std::vector<Value>& roots, bool stale) const {
+  std::vector<SavedValue> values;  // the saved values as passes/grad_analysis.h sees them
+  std::vector<std::pair<NodeId, const SavedRef*>> refs;
+  for (NodeId id = 0; id < saved.size(); ++id)
     for (const SavedRef& r : saved[id].refs)
-      if (stale(r) && vjp_reads(graph, id, saved[id].needs, r.which))
-        return StaleRead{&graph[id], r.writes, writes_of(r.storage.get())};
-  }
-  return {};
+      if (!r.kept && (writes_of(r.storage.get()) != r.writes) == stale) {
+        values.push_back({id, r.which, saved[id].needs});
+        refs.emplace_back(id, &r);
+      }
+  std::vector<std::pair<NodeId, const SavedRef*>> out;
+  for (size_t k : saved_values_read(graph, roots, values)) out.push_back(refs[k]);
+  return out;
 }
 
-std::vector<std::pair<NodeId, const SavedRef*>> TraceState::saved_reads(
-    const std::vector<Value>& roots) const {
-  std::vector<std::pair<NodeId, const SavedRef*>> out;
-  if (saved.empty()) return out;
-  const std::vector<char> reach = gradient_reach(graph, roots);
-  for (NodeId id = 0; id < saved.size(); ++id) {
-    if (!reach[id]) continue;
-    for (const SavedRef& r : saved[id].refs)
-      if (!r.kept && writes_of(r.storage.get()) == r.writes &&
-          vjp_reads(graph, id, saved[id].needs, r.which))
-        out.emplace_back(id, &r);
-  }
-  return out;
+StaleRead TraceState::stale_read(const std::vector<Value>& roots) const {
+  const auto read = saved_reads(roots, /*stale=*/true);
+  if (read.empty()) return {};
+  const auto& [id, r] = read.front();
+  return StaleRead{&graph[id], r->writes, writes_of(r->storage.get())};
 }
 
 void guard_constants(std::weak_ptr<const void> alive, std::function<std::vector<double>()> read,

@@ -154,10 +154,12 @@ struct TraceState {
   /// The first saved value a backward from `roots` reads although an in-place
   /// write replaced it since (eager mode's "modified by an in-place operation").
   StaleRead stale_read(const std::vector<Value>& roots) const;
-  /// The saved values a backward from `roots` reads that still hold their
-  /// storage's current contents (what a later write by the caller would make
-  /// stale), with the node that saved each.
-  std::vector<std::pair<NodeId, const SavedRef*>> saved_reads(const std::vector<Value>& roots) const;
+  /// The saved values a backward from `roots` reads (saved_values_read,
+  /// passes/grad_analysis.h) that still hold their storage's current contents
+  /// (what a later write by the caller would make stale), or with `stale`,
+  /// those an in-place write replaced; with the node that saved each.
+  std::vector<std::pair<NodeId, const SavedRef*>> saved_reads(const std::vector<Value>& roots,
+                                                              bool stale = false) const;
   /// Whether `t` requires grad at this point of the trace (a captured tensor's
   /// flag can change by an in-place write, as eager mode's would).
   bool requires_grad(const TensorImpl& t) const;

@@ -8,14 +8,11 @@
 #include <cmath>
 #include <unordered_set>
 
-#include "codegen/compile.h"
 #include "codegen/verify.h"
 #include "frontend/autograd.h"
-#include "frontend/function.h"
 #include "frontend/jit.h"
 #include "frontend/jit_entry.h"
 #include "frontend/tensor_impl.h"
-#include "runtime/interpreter.h"
 #include "runtime/reference.h"
 
 namespace kiln::detail {

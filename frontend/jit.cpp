@@ -6,10 +6,8 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
 #include <iostream>
 #include <sstream>
-#include <unordered_set>
 #include <utility>
 
 #include "codegen/backend.h"
@@ -27,12 +25,9 @@
 #include "frontend/settings.h"
 #include "frontend/tensor_impl.h"
 #include "frontend/trace_state.h"
-#include "passes/grad_analysis.h"
 #include "passes/pipeline.h"
 #include "runtime/binary_io.h"
-#include "runtime/interpreter.h"
 #include "runtime/profile.h"
-#include "runtime/reference.h"
 
 namespace kiln {
 
@@ -87,6 +82,13 @@ std::string number_str(double v) {
   return os.str();
 }
 
+// Drops the least recently used entry.
+void evict_oldest(std::vector<std::shared_ptr<TracedCore::Entry>>& entries, TraceStats& stats) {
+  entries.erase(std::min_element(entries.begin(), entries.end(),
+                                 [](auto& a, auto& b) { return a->last_use < b->last_use; }));
+  stats.evictions++;
+}
+
 }  // namespace
 
 TracedCore::TracedCore(std::string name, SourceLoc where, Body body)
@@ -106,17 +108,6 @@ TracedCore::~TracedCore() {
 }
 
 const TraceStats& TracedCore::stats() const { return stats_->stats; }
-
-namespace {
-
-// Drops the least recently used entry.
-void evict_oldest(std::vector<std::shared_ptr<TracedCore::Entry>>& entries, TraceStats& stats) {
-  entries.erase(std::min_element(entries.begin(), entries.end(),
-                                 [](auto& a, auto& b) { return a->last_use < b->last_use; }));
-  stats.evictions++;
-}
-
-}  // namespace
 
 void TracedCore::set_cache_size(size_t n) {
   if (n == 0) throw Error("set_cache_size: the cache needs room for at least one signature");
@@ -546,10 +537,6 @@ void keep_grad_buffers(const TracedCore::Entry& e, SourceLoc where) {
     t.grad = *kept;
   }
 }
-
-}  // namespace
-
-namespace {
 
 // The tensor a HistoryWrite is about: a captured tensor, or the call's argument.
 Tensor history_target(const HistoryWrite& h, const TraceArgs& args) {

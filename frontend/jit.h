@@ -118,9 +118,9 @@ class TracedCore {
   std::string note_dynamic(const TraceArgs& args, const Signature& now, const Entry& last);
   /// Whether a new signature should compile in the background while its call runs
   /// eagerly (settings().background_compile): a call that differs from `last`
-  /// only in sizes of dynamic dimensions, on backends that take sizes at run time
-  /// and compile off the caller's thread, whose templates are not made yet (a
-  /// dimension just became dynamic, or an earlier background compile still runs).
+  /// only in sizes of dynamic dimensions, whose graph may compile there
+  /// (compiles_in_background, codegen/compile_queue.h), and whose templates are not
+  /// made yet (a dimension just became dynamic, or an earlier background compile runs).
   bool compile_in_background(const Signature& now, const TraceArgs& args, const Entry& last,
                              bool newly_dynamic) const;
   std::vector<Tensor> run(Entry& e, const TraceArgs& args);

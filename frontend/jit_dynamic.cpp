@@ -1,8 +1,7 @@
-// Dynamic dimensions of a traced function: marked by the user, or found when
-// a call changes only sizes; whether a new size compiles in the background
-// (codegen/compile_queue.h) while its calls run eagerly; and the probe that
-// gives a marked function's first compile its kernel templates
-// (codegen/kernel_template.h).
+// Dynamic dimensions of a traced function (codegen/dynamic_sizes.h): marked by
+// the user, or found when a call changes only sizes; whether a new size compiles
+// in the background while its calls run eagerly; and the probe that gives a
+// marked function's first compile its kernel templates.
 #include <algorithm>
 #include <iostream>
 #include <optional>

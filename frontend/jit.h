@@ -11,7 +11,6 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -23,9 +22,7 @@
 
 namespace kiln {
 
-struct TensorImpl;
 struct CompileOptions;
-struct Plan;
 struct DynamicDim;
 class DynamicDims;
 

@@ -193,7 +193,6 @@ std::vector<Tensor> TraceState::backward(const std::vector<Tensor>& roots,
                                          const std::vector<Tensor>& wrt, bool accumulate,
                                          bool retain_graph, bool create_graph, SourceLoc loc,
                                          std::vector<Tensor>* accumulated) {
-  did_backward = true;
   std::vector<Value> root_vals, seed_vals;
   for (const Tensor& r : roots) root_vals.push_back(value_of(r, loc));
   for (const Tensor& s : seeds) seed_vals.push_back(value_of(s, loc));

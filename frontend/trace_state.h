@@ -111,8 +111,6 @@ struct TraceState {
   std::unordered_map<const TensorImpl*, GradSlot> grads;
   /// Keeps traced custom functions alive while their backward may be traced.
   std::vector<std::shared_ptr<autograd::CustomCall>> custom_calls;
-  /// True once backward() or autograd::grad() ran inside the trace.
-  bool did_backward = false;
   /// Per node: a backward() without retain_graph went through it, which in
   /// eager mode frees what its op saved.
   std::vector<char> freed;

@@ -1,12 +1,15 @@
 // The background compile queue (compile_queue.h).
 #include "codegen/compile_queue.h"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
 #include <thread>
 
+#include "codegen/backend.h"
+#include "runtime/collective.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln {
@@ -75,6 +78,17 @@ class BackgroundCompiler {
 
 void post_background_compile(std::function<void()> task) {
   BackgroundCompiler::get().post(std::move(task));
+}
+
+bool compiles_in_background(const Graph& g, std::span<const TensorType> types) {
+  if (collectives::started() && collectives::world_size() > 1 &&
+      std::any_of(g.nodes().begin(), g.nodes().end(),
+                  [](const Node& n) { return op_info(n.op).category == OpCategory::Collective; }))
+    return false;
+  return std::all_of(types.begin(), types.end(), [](const TensorType& t) {
+    const Backend& b = backend_for(t.device);
+    return b.sizes_at_run_time() && b.compiles_off_thread();
+  });
 }
 
 void drain_background_compiles() {

@@ -4,6 +4,9 @@
 #pragma once
 
 #include <functional>
+#include <span>
+
+#include "ir/graph.h"
 
 namespace kiln {
 
@@ -13,6 +16,15 @@ namespace kiln {
 /// the calls running meanwhile. A task keeps its own errors (it must not throw).
 /// At exit the queue finishes the task it is in and drops the rest.
 void post_background_compile(std::function<void()> task);
+
+/// Whether a plan of `g` (a function's graph at another size) for arguments of
+/// `types` may compile on the background thread while its calls run another
+/// way: every argument's backend takes sizes at run time and compiles off the
+/// caller's thread (a CUDA context does not), and g has no collective while
+/// several ranks run (each rank's compile ends at its own time, and the calls
+/// run meanwhile may communicate differently: every rank must run the same
+/// collectives).
+bool compiles_in_background(const Graph& g, std::span<const TensorType> types);
 
 /// Returns when no task is queued or running.
 void drain_background_compiles();

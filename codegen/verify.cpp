@@ -203,6 +203,87 @@ void verify_plan(const Plan& plan, const CompileReport& r, std::span<const HostA
   if (!failure.empty()) throw Error(failure, g[r.step_values.front().front().node].loc);
 }
 
+Value value_for(const Graph& g, PlanSource s) {
+  if (s.kind == PlanSource::Output && s.index < static_cast<int64_t>(g.outputs.size()))
+    return g.outputs[static_cast<size_t>(s.index)];
+  if (s.kind == PlanSource::Update)
+    for (const ParamUpdate& u : g.updates)
+      if (u.param == s.index) return u.value;
+  return Value();
+}
+
+void RunRecord::add(std::string w, HostArray value, int flag, PlanSource source) {
+  what.push_back(std::move(w));
+  values.push_back(std::move(value));
+  flags.push_back(flag);
+  sources.push_back(source);
+}
+
+namespace {
+
+// Per entry of `o`, the spread rounding can make in g's value for it (0 for none).
+std::vector<double> record_spreads(const Graph& g, const RunRecord& o,
+                                   std::span<const HostArray> args,
+                                   std::span<const HostArray> params) {
+  std::vector<Value> values;
+  for (const PlanSource& src : o.sources)
+    if (const Value v = value_for(g, src); v.valid()) values.push_back(v);
+  const std::vector<double> moved = rounding_spreads(g, values, args, params);
+  std::vector<double> spread(o.sources.size(), 0.0);
+  for (size_t k = 0, j = 0; k < o.sources.size(); ++k)
+    if (value_for(g, o.sources[k]).valid()) spread[k] = moved[j++];
+  return spread;
+}
+
+}  // namespace
+
+RunDifference first_run_difference(const Graph& g, const RunRecord& traced, const RunRecord& eager,
+                                   size_t n, std::span<const HostArray> args,
+                                   std::span<const HostArray> params) {
+  std::vector<double> spreads;  // made at the first difference
+  for (size_t k = 0; k < n; ++k) {
+    const HostArray &t = traced.values[k], &w = eager.values[k];
+    std::string how;
+    if (bool(t.storage) != bool(w.storage)) {
+      how = std::string("is ") + (t.storage ? "defined" : "undefined") + " traced but " +
+            (w.storage ? "defined" : "undefined") + " eagerly";
+    } else if (traced.flags[k] != eager.flags[k]) {
+      how = "has " + traced.flags_are + " " + std::to_string(traced.flags[k]) + " traced but " +
+            std::to_string(eager.flags[k]) + " eagerly" + traced.flags_legend;
+    } else if (t.storage && t.type != w.type) {
+      how = "is " + t.type.str() + " traced but " + w.type.str() + " eagerly";
+    } else if (t.storage && first_difference(t.view(), w.view(), 0, nullptr, nullptr) >= 0) {
+      // Differences that rounding alone can make are no mismatch.
+      if (spreads.empty()) spreads = record_spreads(g, traced, args, params);
+      double gv = 0, wv = 0;
+      if (const int64_t at = first_difference(t.view(), w.view(), spreads[k], &gv, &wv); at >= 0) {
+        std::ostringstream os;
+        os.precision(9);
+        os << "differs at element " << at << ": traced " << gv << ", eager " << wv
+           << " (rounding-level changes of the inputs move it by up to " << spreads[k] << ")";
+        how = os.str();
+      }
+    }
+    if (!how.empty()) return {static_cast<int64_t>(k), how};
+  }
+  return {};
+}
+
+std::string plan_value_str(const Graph& g, const CompileReport& r, PlanSource s) {
+  const Value tv = value_for(g, s);
+  if (!tv.valid()) return "";
+  std::ostringstream os;
+  const Node& n = g[tv.node];
+  os << "the traced value is %" << tv.node << " (" << op_name(n.op) << ")";
+  if (n.loc.known()) os << " from " << n.loc.str();
+  if (const int64_t k = step_computing(r, value_for(r.optimized, s)); k >= 0) {
+    os << ", computed by kernel " << r.kernels[size_t(k)].name << " (from";
+    for (const auto& src : r.kernels[size_t(k)].sources) os << " " << src;
+    os << ")";
+  }
+  return os.str();
+}
+
 int64_t step_computing(const CompileReport& r, Value v) {
   for (size_t k = 0; v.valid() && k < r.step_values.size() && k < r.kernels.size(); ++k)
     if (std::find(r.step_values[k].begin(), r.step_values[k].end(), v) != r.step_values[k].end())

@@ -41,4 +41,46 @@ void verify_plan(const Plan& plan, const CompileReport& report, std::span<const 
 /// report.optimized, or -1.
 int64_t step_computing(const CompileReport& report, Value v);
 
+/// Where a plan computes a value a run left: its graph's output `index`, or
+/// the update of parameter `index` (None: it computes none).
+struct PlanSource {
+  enum Kind : uint8_t { None, Output, Update } kind = None;
+  int64_t index = 0;
+};
+
+/// g's value for `s`, or an invalid Value (None, or one g does not have).
+Value value_for(const Graph& g, PlanSource s);
+
+/// What one run of a call left, in a fixed order that two runs of it share
+/// (KILN_CHECK's eager run and compiled run): per entry what it is ("output
+/// 0"), its value (no storage: undefined), a flag compared as it is, and
+/// where the plan computes it.
+struct RunRecord {
+  std::vector<std::string> what;
+  std::vector<HostArray> values;
+  std::vector<int> flags;
+  std::vector<PlanSource> sources;
+  /// What the flags are, for messages: "has <flags_are> 1 traced but 2 eagerly<flags_legend>".
+  std::string flags_are = "flag", flags_legend;
+  void add(std::string w, HostArray value, int flag = -1, PlanSource source = {});
+};
+
+/// The first of the first `n` entries in which a run of the plan compiled from
+/// `g` (`traced`) and another run (`eager`) differ: defined or not, flag,
+/// type, or elements further apart than first_difference allows with the
+/// spread that rounding-level changes of the inputs (`args`, `params`, as the
+/// call found them: rounding_spreads) make in g's value for the entry.
+struct RunDifference {
+  int64_t index = -1;  // -1: none
+  std::string how;     // "differs at element 3: traced 1.5, eager 1.25 (rounding-level ...)"
+};
+RunDifference first_run_difference(const Graph& g, const RunRecord& traced, const RunRecord& eager,
+                                   size_t n, std::span<const HostArray> args,
+                                   std::span<const HostArray> params);
+
+/// "the traced value is %12 (mul) from f.cpp:10, computed by kernel k3 (from
+/// f.cpp:10)": g's value for `s` and the step of the plan compiled from g
+/// (report `r`) that computes it; "" when g has none.
+std::string plan_value_str(const Graph& g, const CompileReport& r, PlanSource s);
+
 }  // namespace kiln

@@ -6,18 +6,13 @@
 // difference, the node and kernel that computed it, and the user's source line.
 #include <algorithm>
 #include <cmath>
-#include <span>
-#include <sstream>
 #include <unordered_set>
 
-#include "codegen/compile.h"
 #include "codegen/verify.h"
 #include "frontend/autograd.h"
-#include "frontend/function.h"
 #include "frontend/jit.h"
 #include "frontend/jit_entry.h"
 #include "frontend/tensor_impl.h"
-#include "runtime/interpreter.h"
 #include "runtime/reference.h"
 
 namespace kiln::detail {
@@ -84,57 +79,28 @@ class KeptState {
   std::vector<KeptTensor> kept_;
 };
 
-// Where the plan computes an observed tensor: its output `index`, or the update
-// of parameter `index`.
-struct PlanSource {
-  enum Kind : uint8_t { None, Output, Update } kind = None;
-  int64_t index = 0;
-};
-
-// What a run left, in a fixed order: outputs, then per argument and captured
-// tensor its value and .grad, then gradients w.r.t. the call's inputs.
-struct Observed {
-  std::vector<std::string> what;
-  std::vector<HostArray> values;  // empty storage: undefined
-  std::vector<int> flags;         // requires_grad of outputs; 0/1/2 autograd state of others
-  std::vector<PlanSource> sources;
+// What a run left (codegen/verify.h's RunRecord), in a fixed order: outputs,
+// then per argument and captured tensor its value and .grad, then gradients
+// w.r.t. the call's inputs.
+struct Observed : RunRecord {
   bool gradients_failed = false;
   size_t state_size = 0;  // entries before the gradients
+  Observed() {
+    flags_are = "autograd state";  // of outputs, requires_grad
+    flags_legend = " (0: no grad, 1: a leaf that requires grad, 2: computed by ops)";
+  }
   void add(std::string w, const Tensor& t, int flag = -1, PlanSource src = {}) {
-    what.push_back(std::move(w));
-    values.push_back(t.defined() ? host_copy(*t.impl()) : HostArray{});
-    flags.push_back(flag);
-    sources.push_back(src);
+    RunRecord::add(std::move(w), t.defined() ? host_copy(*t.impl()) : HostArray{}, flag, src);
   }
 };
-
-// A graph's value for a plan source (invalid when there is none).
-Value value_for(const Graph& g, PlanSource s) {
-  if (s.kind == PlanSource::Output && s.index < static_cast<int64_t>(g.outputs.size()))
-    return g.outputs[static_cast<size_t>(s.index)];
-  if (s.kind == PlanSource::Update)
-    for (const ParamUpdate& u : g.updates)
-      if (u.param == s.index) return u.value;
-  return Value();
-}
 
 // "; the traced value is %12 (mul) from f.cpp:10, computed by kernel k3 (from ...)"
 std::string blame(const TracedCore::Entry& e, PlanSource s) {
-  const Value tv = value_for(e.traced.graph, s);
-  if (!tv.valid()) return "";
-  std::ostringstream os;
-  const Node& n = e.traced.graph[tv.node];
-  os << "; the traced value is %" << tv.node << " (" << op_name(n.op) << ")";
-  if (n.loc.known()) os << " from " << n.loc.str();
-  const CompileReport& r = *e.compiled.report;
-  if (const int64_t k = step_computing(r, value_for(r.optimized, s)); k >= 0) {
-    os << ", computed by kernel " << r.kernels[size_t(k)].name << " (from";
-    for (const auto& src : r.kernels[size_t(k)].sources) os << " " << src;
-    os << ")";
-  }
-  os << " (every kernel matched the reference kernels, so the traced graph itself differs from "
-        "the eager code: is a value read on the host, or a branch taken on data?)";
-  return os.str();
+  const std::string value = plan_value_str(e.traced.graph, *e.compiled.report, s);
+  if (value.empty()) return "";
+  return "; " + value +
+         " (every kernel matched the reference kernels, so the traced graph itself differs from "
+         "the eager code: is a value read on the host, or a branch taken on data?)";
 }
 
 // Where the plan computes each argument's and captured tensor's new value and .grad.
@@ -176,22 +142,6 @@ Tensor cotangent(const Tensor& like, size_t salt) {
   return from_vector(v, like.sizes(), TensorOptions(like.dtype()));
 }
 
-// Per observed entry, how far rounding-level changes of the call's inputs
-// (`args`, `params` as the call found them) move the value the traced graph
-// computes for it (0 for entries it computes none for).
-std::vector<double> observed_spreads(const Graph& traced, const Observed& o,
-                                     std::span<const HostArray> args,
-                                     std::span<const HostArray> params) {
-  std::vector<Value> values;
-  for (const PlanSource& src : o.sources)
-    if (const Value v = value_for(traced, src); v.valid()) values.push_back(v);
-  const std::vector<double> moved = rounding_spreads(traced, values, args, params);
-  std::vector<double> spread(o.sources.size(), 0.0);
-  for (size_t k = 0, j = 0; k < o.sources.size(); ++k)
-    if (value_for(traced, o.sources[k]).valid()) spread[k] = moved[j++];
-  return spread;
-}
-
 // Gradients compared for autograd calls: of the outputs that require grad,
 // with respect to the call's inputs that the body did not overwrite.
 void gradient_targets(const TracedCore::Entry& e, const TraceArgs& args, std::vector<Tensor>* wrt,
@@ -202,12 +152,12 @@ void gradient_targets(const TracedCore::Entry& e, const TraceArgs& args, std::ve
         return true;
     return false;
   };
-  for (int64_t a : e.traced.wrt_args)
+  for (int64_t a : e.traced.split.wrt_args)
     if (!written(args.tensors[static_cast<size_t>(a)].impl())) {
       wrt->push_back(args.tensors[static_cast<size_t>(a)]);
       names->push_back("the gradient w.r.t. argument " + std::to_string(a));
     }
-  for (int64_t p : e.traced.wrt_params)
+  for (int64_t p : e.traced.split.wrt_params)
     if (!written(e.traced.params[static_cast<size_t>(p)].get())) {
       wrt->emplace_back(e.traced.params[static_cast<size_t>(p)]);
       names->push_back("the gradient w.r.t. captured tensor " + std::to_string(p));
@@ -220,43 +170,17 @@ void compare_runs(const TracedCore::Entry& e, const Observed& traced, const Obse
                   const std::vector<HostArray>& args_in, const std::vector<HostArray>& params_in,
                   const std::string& name, SourceLoc where) {
   // The state (same entries both ways), then the gradients if both runs have them.
-  std::vector<double> spreads;  // made at the first difference
   size_t n = traced.state_size;
   if (!traced.gradients_failed && !eager.gradients_failed)
     n = std::min(traced.what.size(), eager.what.size());
-  for (size_t k = 0; k < n; ++k) {
-    const HostArray& t = traced.values[k];
-    const HostArray& w = eager.values[k];
-    std::string diff;
-    if (bool(t.storage) != bool(w.storage)) {
-      diff = std::string("is ") + (t.storage ? "defined" : "undefined") + " traced but " +
-             (w.storage ? "defined" : "undefined") + " eagerly";
-    } else if (traced.flags[k] != eager.flags[k]) {
-      diff = "has autograd state " + std::to_string(traced.flags[k]) + " traced but " +
-             std::to_string(eager.flags[k]) +
-             " eagerly (0: no grad, 1: a leaf that requires grad, 2: "
-             "computed by ops)";
-    } else if (t.storage && t.type != w.type) {
-      diff = "is " + t.type.str() + " traced but " + w.type.str() + " eagerly";
-    } else if (t.storage && first_difference(t.view(), w.view(), 0, nullptr, nullptr) >= 0) {
-      // Differences that rounding alone can make are no mismatch.
-      if (spreads.empty()) spreads = observed_spreads(e.traced.graph, traced, args_in, params_in);
-      double gv = 0, wv = 0;
-      const int64_t at = first_difference(t.view(), w.view(), spreads[k], &gv, &wv);
-      if (at >= 0) {
-        std::ostringstream os;
-        os.precision(9);
-        os << "differs at element " << at << ": traced " << gv << ", eager " << wv
-           << " (rounding-level changes of the inputs move it by up to " << spreads[k] << ")";
-        diff = os.str();
-      }
-    }
-    if (diff.empty()) continue;
-    const Value v = value_for(e.traced.graph, traced.sources[k]);
-    throw Error("KILN_CHECK: after a call of '" + name + "', " + traced.what[k] + " " + diff +
-                    blame(e, traced.sources[k]),
-                v.valid() ? e.traced.graph[v.node].loc : where);
-  }
+  const RunDifference d =
+      first_run_difference(e.traced.graph, traced, eager, n, args_in, params_in);
+  if (d.index < 0) return;
+  const PlanSource src = traced.sources[static_cast<size_t>(d.index)];
+  const Value v = value_for(e.traced.graph, src);
+  throw Error("KILN_CHECK: after a call of '" + name + "', " +
+                  traced.what[static_cast<size_t>(d.index)] + " " + d.how + blame(e, src),
+              v.valid() ? e.traced.graph[v.node].loc : where);
 }
 
 }  // namespace

@@ -6,10 +6,8 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
 #include <iostream>
 #include <sstream>
-#include <unordered_set>
 #include <utility>
 
 #include "codegen/backend.h"
@@ -27,12 +25,9 @@
 #include "frontend/settings.h"
 #include "frontend/tensor_impl.h"
 #include "frontend/trace_state.h"
-#include "passes/grad_analysis.h"
 #include "passes/pipeline.h"
 #include "runtime/binary_io.h"
-#include "runtime/interpreter.h"
 #include "runtime/profile.h"
-#include "runtime/reference.h"
 
 namespace kiln {
 
@@ -44,28 +39,13 @@ std::string TraceStats::str() const {
   if (background_compiles)
     os << ", background compiles " << background_compiles << " (" << calls_while_compiling
        << " calls ran eagerly meanwhile)";
-  os << ", trace " << trace_ms << " ms, compile " << compile_ms << " ms, kernels " << kernels;
-  if (kernels_from_disk || kernels_reused)
-    os << " (" << kernels_reused << " reused, " << kernels_from_disk << " from the disk cache)";
+  os << ", trace " << trace_ms << " ms, " << CompileStats::str();
   if (!dynamic_dims.empty()) {
     os << "\n  dynamic:";
     for (const std::string& d : dynamic_dims) os << " " << d;
     os << " (" << kernels_templated << " kernels take their sizes at run time)";
   }
-  if (!kernel_compile_ms.empty()) {
-    std::vector<double> ms;  // of the recent kernels LLVM compiled
-    const KernelCompile* slowest = nullptr;
-    for (const KernelCompile& k : kernel_compile_ms) {
-      if (!k.compiled) continue;
-      ms.push_back(k.ms);
-      if (!slowest || k.ms > slowest->ms) slowest = &k;
-    }
-    std::sort(ms.begin(), ms.end());
-    os << "\n  CPU kernels: " << kernels_compiled << " compiled";
-    if (slowest)
-      os << " (median " << ms[ms.size() / 2] << " ms, slowest " << slowest->name << " " << slowest->ms << " ms)";
-    os << "; " << kernel_phases;
-  }
+  if (!kernel_compile_ms.empty()) os << "\n  " << kernels_str();
   for (const auto& r : miss_reasons) os << "\n  miss: " << r;
   return os.str();
 }
@@ -102,6 +82,13 @@ std::string number_str(double v) {
   return os.str();
 }
 
+// Drops the least recently used entry.
+void evict_oldest(std::vector<std::shared_ptr<TracedCore::Entry>>& entries, TraceStats& stats) {
+  entries.erase(std::min_element(entries.begin(), entries.end(),
+                                 [](auto& a, auto& b) { return a->last_use < b->last_use; }));
+  stats.evictions++;
+}
+
 }  // namespace
 
 TracedCore::TracedCore(std::string name, SourceLoc where, Body body)
@@ -122,35 +109,6 @@ TracedCore::~TracedCore() {
 
 const TraceStats& TracedCore::stats() const { return stats_->stats; }
 
-void TracedCore::StatsCell::add_compile(const CompileReport& r, size_t steps, double ms) {
-  std::lock_guard<std::mutex> lock(mu);
-  stats.compile_ms += ms;
-  stats.kernels += static_cast<int64_t>(steps);
-  stats.kernels_from_disk += r.kernels_from_disk;
-  stats.kernels_reused += r.kernels_reused;
-  stats.kernels_templated += r.kernels_templated;
-  for (size_t i = 0; i < r.kernels.size() && i < r.artifacts.size(); ++i)
-    if (const KernelArtifacts& a = r.artifacts[i]; a.compile_ms > 0) {
-      const bool compiled = !a.reused && !a.from_disk_cache;
-      stats.kernels_compiled += compiled;
-      keep_recent(stats.kernel_compile_ms, {r.kernels[i].name, a.compile_ms, compiled},
-                  TraceStats::kRecentKernels);
-    }
-  phases += r.kernel_times;
-  stats.kernel_phases = phases.str();
-}
-
-namespace {
-
-// Drops the least recently used entry.
-void evict_oldest(std::vector<std::shared_ptr<TracedCore::Entry>>& entries, TraceStats& stats) {
-  entries.erase(std::min_element(entries.begin(), entries.end(),
-                                 [](auto& a, auto& b) { return a->last_use < b->last_use; }));
-  stats.evictions++;
-}
-
-}  // namespace
-
 void TracedCore::set_cache_size(size_t n) {
   if (n == 0) throw Error("set_cache_size: the cache needs room for at least one signature");
   std::lock_guard<std::mutex> lock(mu_);
@@ -160,33 +118,24 @@ void TracedCore::set_cache_size(size_t n) {
 
 namespace {
 
-bool same_signature(const TracedCore& c, const std::vector<TensorType>& types,
-                    const std::vector<uint8_t>& rg, const std::vector<double>& nums, bool gm,
-                    const std::vector<TensorType>& et, const std::vector<uint8_t>& erg,
-                    const std::vector<double>& en, bool egm) {
-  if (types != et || rg != erg || gm != egm || nums.size() != en.size()) return false;
-  for (size_t i = 0; i < nums.size(); ++i)
-    if (!(nums[i] == en[i] || (std::isnan(nums[i]) && std::isnan(en[i])))) return false;
-  return true;
-}
-
 // Why a call did not match a cached signature (compared with the most recent entry).
-std::string miss_reason(const TraceArgs& a, const std::vector<TensorType>& types,
-                        const std::vector<uint8_t>& rg, bool gm, const std::vector<TensorType>& pt,
-                        const std::vector<uint8_t>& prg, const std::vector<double>& pn, bool pgm) {
+std::string miss_reason(const TraceArgs& a, const TracedCore::Signature& now,
+                        const TracedCore::Signature& was) {
+  const auto& [pt, prg, pn, pgm] = was;
   size_t ti = 0, ni = 0;
   for (size_t p = 0; p < a.is_tensor.size(); ++p) {
     std::string arg = "arg " + std::to_string(p);
     if (a.is_tensor[p]) {
-      const TensorType& now = types[ti];
       if (ti >= pt.size()) return arg + ": new argument";
-      const TensorType& was = pt[ti];
-      if (was.shape != now.shape) return arg + ": shape " + shape_str(was.shape) + " -> " + shape_str(now.shape);
-      if (was.dtype != now.dtype)
-        return arg + ": dtype " + dtype_name(was.dtype) + " -> " + dtype_name(now.dtype);
-      if (was.device != now.device) return arg + ": device " + was.device.str() + " -> " + now.device.str();
-      if (prg[ti] != rg[ti])
-        return arg + ": " + grad_state_str(prg[ti]) + " -> " + grad_state_str(rg[ti]);
+      const TensorType &n = now.types[ti], &w = pt[ti];
+      if (w.shape != n.shape)
+        return arg + ": shape " + shape_str(w.shape) + " -> " + shape_str(n.shape);
+      if (w.dtype != n.dtype)
+        return arg + ": dtype " + dtype_name(w.dtype) + " -> " + dtype_name(n.dtype);
+      if (w.device != n.device) return arg + ": device " + w.device.str() + " -> " + n.device.str();
+      if (prg[ti] != now.requires_grad[ti])
+        return arg + ": " + grad_state_str(prg[ti]) + " -> " +
+               grad_state_str(now.requires_grad[ti]);
       ++ti;
     } else {
       if (ni < pn.size() && pn[ni] != a.numbers[ni])
@@ -195,7 +144,9 @@ std::string miss_reason(const TraceArgs& a, const std::vector<TensorType>& types
       ++ni;
     }
   }
-  if (gm != pgm) return std::string("grad mode ") + (pgm ? "on" : "off") + " -> " + (gm ? "on" : "off");
+  if (now.grad_mode != pgm)
+    return std::string("grad mode ") + (pgm ? "on" : "off") + " -> " +
+           (now.grad_mode ? "on" : "off");
   return "signature evicted from the cache";
 }
 
@@ -220,18 +171,20 @@ bool constants_hold(const ConstantGuard& g, std::string* reason) {
   return false;
 }
 
-// The tensors' types and autograd states, as the signature keys them.
-void signature_of(const TraceArgs& args, const std::string& name, SourceLoc where,
-                  std::vector<TensorType>* types, std::vector<uint8_t>* rg) {
+// The call's signature, as the cache keys it.
+TracedCore::Signature signature_of(const TraceArgs& args, const std::string& name,
+                                   SourceLoc where) {
+  TracedCore::Signature sig{{}, {}, args.numbers, grad_mode_enabled()};
   for (size_t i = 0; i < args.tensors.size(); ++i) {
     const Tensor& t = args.tensors[i];
     if (!t.defined())
       throw Error(
           "traced function '" + name + "': tensor argument " + std::to_string(i) + " is undefined",
           where);
-    types->push_back(t.impl()->type);
-    rg->push_back(arg_grad_state(t));
+    sig.types.push_back(t.impl()->type);
+    sig.requires_grad.push_back(arg_grad_state(t));
   }
+  return sig;
 }
 
 // Whether the conditions an entry was traced under still hold; if not, why
@@ -293,32 +246,26 @@ void compile_later(const std::shared_ptr<TracedCore::Entry>& e, CompileOptions o
 
 }  // namespace
 
-/// A signature some thread is building now (lookup's "compile in flight").
-struct TracedCore::InFlight {
-  std::vector<TensorType> types;
-  std::vector<uint8_t> requires_grad;
-  std::vector<double> numbers;
-  bool grad_mode = false;
-};
+bool TracedCore::Signature::operator==(const Signature& o) const {
+  if (types != o.types || requires_grad != o.requires_grad || grad_mode != o.grad_mode ||
+      numbers.size() != o.numbers.size())
+    return false;
+  for (size_t i = 0; i < numbers.size(); ++i)
+    if (!(numbers[i] == o.numbers[i] || (std::isnan(numbers[i]) && std::isnan(o.numbers[i]))))
+      return false;
+  return true;
+}
 
 std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
-  std::vector<TensorType> types;
-  std::vector<uint8_t> rg;
-  signature_of(args, name_, where_, &types, &rg);
-  bool gm = grad_mode_enabled();
+  const Signature sig = signature_of(args, name_, where_);
   std::unique_lock<std::mutex> lock(mu_);
   // The same signature compiling on another thread: wait for it, then look it up.
-  auto same = [&](const InFlight* f) {
-    return same_signature(*this, types, rg, args.numbers, gm, f->types, f->requires_grad,
-                          f->numbers, f->grad_mode);
-  };
-  compiled_.wait(lock, [&] { return std::none_of(in_flight_.begin(), in_flight_.end(), same); });
+  compiled_.wait(lock, [&] {
+    return std::none_of(in_flight_.begin(), in_flight_.end(), [&](auto* f) { return *f == sig; });
+  });
   std::string guard_reason;
   for (auto& e : entries_) {
-    if (!same_signature(*this, types, rg, args.numbers, gm, e->types, e->requires_grad, e->numbers,
-                        e->grad_mode))
-      continue;
-    if (!guards_hold(*e, &guard_reason)) continue;
+    if (!(e->key == sig) || !guards_hold(*e, &guard_reason)) continue;
     finish_background(entries_, e);
     stats_->stats.hits++;
     e->last_use = ++clock_;
@@ -326,7 +273,7 @@ std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
   }
 
   // A new signature: do the marks fit it?
-  dynamic_->fit_marked(args.is_tensor, types, "traced function '" + name_ + "'", where_);
+  dynamic_->fit_marked(args.is_tensor, sig.types, "traced function '" + name_ + "'", where_);
   std::string reason = "first call", newly_dynamic;
   const bool dumping = !settings().dump_dir.empty();
   bool background = false;
@@ -335,10 +282,9 @@ std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
   } else if (!entries_.empty()) {
     auto& last = *std::max_element(entries_.begin(), entries_.end(),
                                    [](auto& a, auto& b) { return a->last_use < b->last_use; });
-    reason = miss_reason(args, types, rg, gm, last->types, last->requires_grad, last->numbers,
-                         last->grad_mode);
-    newly_dynamic = note_dynamic(args, types, *last);
-    background = !dumping && compile_in_background(types, rg, args, gm, *last, !newly_dynamic.empty());
+    reason = miss_reason(args, sig, last->key);
+    newly_dynamic = note_dynamic(args, sig, *last);
+    background = !dumping && compile_in_background(sig, args, *last, !newly_dynamic.empty());
   }
   const bool dynamic = !dynamic_->empty();
   const std::vector<DynamicDim> to_probe = dynamic_->take_probe();
@@ -349,25 +295,25 @@ std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
     std::cerr << newly_dynamic << "kiln: compiling '" << name_ << "' (" << reason << ")"
               << (background ? " in the background; until it is ready, its calls run eagerly" : "") << "\n";
 
-  const InFlight mine{types, rg, args.numbers, gm};
-  in_flight_.push_back(&mine);
+  in_flight_.push_back(&sig);
   lock.unlock();
   // However the build ends, the signature is no longer in flight (mu_ held again).
   auto landed = [&] {
     lock.lock();
-    std::erase(in_flight_, &mine);
+    std::erase(in_flight_, &sig);
     compiled_.notify_all();
   };
   std::shared_ptr<Entry> e;
   try {
-    if (!to_probe.empty()) probe(args, types, to_probe);
+    if (!to_probe.empty()) probe(args, sig.types, to_probe);
     if (background) {
       e = trace(args);  // here: the body reads the caller's objects
       compile_later(e, entry_options(false, dynamic), stats_, name_);
     } else {
       e = build(args, dumping, dynamic);
       if (dumping)
-        write_dump(settings().dump_dir, name_, e->traced.as_traced, *e->compiled.report, e->types);
+        write_dump(settings().dump_dir, name_, e->traced.as_traced, *e->compiled.report,
+                   e->key.types);
     }
   } catch (...) {
     landed();
@@ -441,29 +387,14 @@ PartitionRequest request_split(TraceState& st, TracedProgram& t, const std::vect
   return req;
 }
 
-// What the entry keeps of the partition: the forward (and backward) graphs, and
-// for the tape node, which outputs' gradients read freed values and which
-// tensors their gradients reach.
-void take_partition(const TraceState& st, TracedProgram& t, Partition p) {
+// What the entry keeps of the partition: the forward (and backward) graphs and the layout.
+void take_partition(TracedProgram& t, Partition p) {
   t.graph = std::move(p.forward);
   if (!p.split) return;
-  for (const RootRead& r : p.freed_roots)
-    t.freed_outputs.push_back({t.seeded[r.root], st.graph[r.node].op, st.graph[r.node].loc});
-  for (const RootRead& r : p.reading_roots)
-    t.reading_outputs.push_back({t.seeded[r.root], st.graph[r.node].op, st.graph[r.node].loc});
-  t.wrt_args = std::move(p.wrt_args);
-  t.wrt_params = std::move(p.wrt_params);
-  for (const std::vector<size_t>& roots : p.wrt_reached_by) {
-    t.wrt_reached_by.emplace_back();
-    for (size_t k : roots) t.wrt_reached_by.back().push_back(t.seeded[k]);
-  }
-  t.backward_freed = p.backward_freed;
-  t.backward_out_types = std::move(p.gradient_types);
-  t.saved_begin = p.saved_begin;
-  t.saved = p.saved;
-  for (size_t k = t.saved_begin; k < t.graph.outputs.size(); ++k)
+  for (size_t k = p.saved_begin; k < t.graph.outputs.size(); ++k)
     t.out_types.push_back(t.graph.type(t.graph.outputs[k]));
-  if (!t.backward_freed) t.backward = std::make_unique<Graph>(std::move(p.backward));
+  if (!p.backward_freed) t.backward = std::make_unique<Graph>(std::move(p.backward));
+  t.split = std::move(p);
 }
 
 }  // namespace
@@ -471,13 +402,9 @@ void take_partition(const TraceState& st, TracedProgram& t, Partition p) {
 std::unique_ptr<TracedCore::Entry> TracedCore::trace(const TraceArgs& args, bool record) {
   TraceSpan span("trace", "trace " + name_);
   auto e = std::make_unique<Entry>();
-  for (const Tensor& t : args.tensors) {
-    e->types.push_back(t.impl()->type);
-    e->requires_grad.push_back(arg_grad_state(t));
-  }
-  e->numbers = args.numbers;
-  e->grad_mode = grad_mode_enabled();
-  const int64_t n_args = static_cast<int64_t>(e->types.size());
+  e->key = signature_of(args, name_, where_);
+  const Signature& k = e->key;
+  const int64_t n_args = static_cast<int64_t>(k.types.size());
 
   auto t0 = std::chrono::steady_clock::now();
   TraceState st;
@@ -486,8 +413,8 @@ std::unique_ptr<TracedCore::Entry> TracedCore::trace(const TraceArgs& args, bool
   sym.is_tensor = args.is_tensor;
   st.builder.loc = where_;
   for (int64_t i = 0; i < n_args; ++i)
-    sym.tensors.push_back(st.add_arg(i, e->types[i], e->grad_mode && e->requires_grad[i] != 0,
-                                     e->requires_grad[i] == 2));
+    sym.tensors.push_back(
+        st.add_arg(i, k.types[i], k.grad_mode && k.requires_grad[i] != 0, k.requires_grad[i] == 2));
   std::vector<Tensor> outs;
   std::vector<Value> out_vals;
   bool outs_need_grad = false;
@@ -509,15 +436,14 @@ std::unique_ptr<TracedCore::Entry> TracedCore::trace(const TraceArgs& args, bool
     // Outputs that require grad get a tape node, as eager ops would give them,
     // also when the body ran backward() itself; so do tensors written in place
     // with values that require grad.
-    e->traced.autograd_call = (e->grad_mode && outs_need_grad) || !history_roots.empty();
+    e->traced.autograd_call = (k.grad_mode && outs_need_grad) || !history_roots.empty();
     const PartitionRequest req =
         e->traced.autograd_call
             ? request_split(st, e->traced, outs, out_vals, history_roots, n_args)
             : PartitionRequest{};
     if (record) e->traced.as_traced = st.graph;
-    take_partition(
-        st, e->traced,
-        run_partition(st.builder, req, record ? &e->traced.partition_log : nullptr, record));
+    take_partition(e->traced, run_partition(st.builder, req,
+                                            record ? &e->traced.partition_log : nullptr, record));
   }
   e->arg_grads_read = st.arg_grads_read;
   e->constant_guards = std::move(st.constant_guards);
@@ -547,15 +473,16 @@ std::string compile_entry(TracedCore::Entry& e, const CompileOptions& opts,
   e.compiled = compile_program(
       t.graph, std::move(t.backward), t.partition_log, opts,
       [stats](const CompileReport& r, size_t steps, double ms) {
-        stats->add_compile(r, steps, ms);
+        std::lock_guard<std::mutex> lock(stats->mu);
+        stats->stats.add(r, steps, ms);
       },
       name);
   std::ostringstream log;
   log << "kiln: '" << name << "': traced " << t.graph.size() << " nodes in " << t.trace_ms
       << " ms, " << e.compiled.summary()
-      << (!t.autograd_call   ? ""
-          : t.backward_freed ? "; no backward: the body's backward() freed what it needs"
-                             : "; the backward compiles on first use")
+      << (!t.autograd_call         ? ""
+          : t.split.backward_freed ? "; no backward: the body's backward() freed what it needs"
+                                   : "; the backward compiles on first use")
       << "\n";
   return log.str();
 }
@@ -610,10 +537,6 @@ void keep_grad_buffers(const TracedCore::Entry& e, SourceLoc where) {
     t.grad = *kept;
   }
 }
-
-}  // namespace
-
-namespace {
 
 // The tensor a HistoryWrite is about: a captured tensor, or the call's argument.
 Tensor history_target(const HistoryWrite& h, const TraceArgs& args) {
@@ -679,17 +602,19 @@ std::function<std::vector<Tensor>(autograd::Context*, std::vector<Tensor>)> tape
     const TracedCore::Entry& e, const TraceArgs& args, const std::vector<Tensor>& all,
     const std::vector<Tensor>& outs, std::weak_ptr<autograd::CustomCall> weak_call,
     const std::string& name, SourceLoc where) {
-  std::vector<Tensor> saved(all.begin() + static_cast<long>(e.traced.saved_begin), all.end());
+  std::vector<Tensor> saved(all.begin() + static_cast<long>(e.traced.split.saved_begin), all.end());
   std::vector<HeldNow> held = held_now(e, args, outs);
   return [=, bwd = e.compiled.backward, params = e.traced.params,
-          out_types = e.traced.backward_out_types, fwd_out_types = e.traced.call_out_types,
-          arg_tensors = args.tensors, seeded = e.traced.seeded, freed = e.traced.freed_outputs,
-          reading = e.traced.reading_outputs, stale = e.traced.stale_outputs,
-          reached_by = e.traced.wrt_reached_by](autograd::Context*, std::vector<Tensor> grads) {
+          out_types = e.traced.split.gradient_types, fwd_out_types = e.traced.call_out_types,
+          arg_tensors = args.tensors, seeded = e.traced.seeded, freed = e.traced.split.freed_roots,
+          reading = e.traced.split.reading_roots, stale = e.traced.stale_outputs,
+          reached_by = e.traced.split.wrt_reached_by](autograd::Context*,
+                                                      std::vector<Tensor> grads) {
     auto given = [&](size_t o) { return o < grads.size() && grads[o].defined(); };
+    auto given_root = [&](size_t k) { return given(seeded[k]); };
     auto self = weak_call.lock();
-    for (const auto& f : self && self->released ? reading : freed)
-      if (given(f.output)) throw freed_graph_error(f.op, f.loc);
+    for (const RootRead& f : self && self->released ? reading : freed)
+      if (given_root(f.root)) throw freed_graph_error(f.op, f.loc);
     for (const auto& s : stale)
       if (given(s.output)) throw modified_saved_error(s.op, s.expected, s.found, s.loc);
     for (const HeldNow& h : held)
@@ -706,7 +631,8 @@ std::function<std::vector<Tensor>(autograd::Context*, std::vector<Tensor>)> tape
     std::vector<Tensor> result = detail::run_plan(*bwd->get(), bwd->graph(), bargs, params,
                                                   out_types, "traced function", name, where);
     for (size_t j = 0; j < result.size() && j < reached_by.size(); ++j)
-      if (std::none_of(reached_by[j].begin(), reached_by[j].end(), given)) result[j] = Tensor();
+      if (std::none_of(reached_by[j].begin(), reached_by[j].end(), given_root))
+        result[j] = Tensor();
     return result;
   };
 }
@@ -722,8 +648,8 @@ std::vector<Tensor> attach_tape_node(const TracedCore::Entry& e, const TraceArgs
   call->undefined_if_unreached = true;
   call->backward = tape_backward(e, args, all, outs, call, name, where);
   std::vector<Tensor> inputs;
-  for (int64_t a : e.traced.wrt_args) inputs.push_back(args.tensors[static_cast<size_t>(a)]);
-  for (int64_t p : e.traced.wrt_params)
+  for (int64_t a : e.traced.split.wrt_args) inputs.push_back(args.tensors[static_cast<size_t>(a)]);
+  for (int64_t p : e.traced.split.wrt_params)
     inputs.emplace_back(e.traced.params[static_cast<size_t>(p)]);
   std::vector<Tensor> call_outs = outs;
   for (const HistoryWrite& h : e.traced.histories)
@@ -825,27 +751,14 @@ void TracedCore::save(const std::string& path, const TraceArgs& args) {
 
 std::vector<Tensor> TracedCore::profile(const std::string& path, const TraceArgs& args) {
   io::check_write_target(path);
-  const bool was_on = plan_profiling();
-  const size_t mark = trace_size();
-  set_plan_profiling(true);
   std::vector<Tensor> out;
-  try {
-    out = call(args);
-  } catch (...) {
-    set_plan_profiling(was_on);
-    if (!was_on) truncate_trace(mark);
-    throw;
-  }
-  set_plan_profiling(was_on);
-  const std::vector<TraceEvent> events = trace_events(mark);
-  if (!was_on) truncate_trace(mark);  // KILN_LOG=profile keeps them for its file at exit
-  write_chrome_trace(path, events);
+  write_chrome_trace(path, profiled([&] { out = call(args); }));
   return out;
 }
 
 void TracedCore::dump(const std::string& dir, const TraceArgs& args) {
   std::unique_ptr<Entry> e = build(args, true);
-  write_dump(dir, name_, e->traced.as_traced, *e->compiled.report, e->types);
+  write_dump(dir, name_, e->traced.as_traced, *e->compiled.report, e->key.types);
 }
 
 }  // namespace detail

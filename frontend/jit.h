@@ -11,26 +11,24 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <tuple>
 #include <type_traits>
 #include <vector>
 
+#include "codegen/compile_stats.h"
 #include "frontend/tensor.h"
 #include "ir/graph.h"
 
 namespace kiln {
 
-struct TensorImpl;
-struct CompileReport;
 struct CompileOptions;
-struct Plan;
 struct DynamicDim;
 class DynamicDims;
 
-/// Counters and timings of one traced function (name.stats()).
-struct TraceStats {
+/// Counters and timings of one traced function (name.stats()); the compile
+/// figures (compile_ms, kernels, ...) are codegen/compile_stats.h's.
+struct TraceStats : CompileStats {
   int64_t calls = 0, hits = 0, misses = 0, evictions = 0, eager_calls = 0;
   /// Plans compiled in the background (new sizes of a dynamic dimension), and the
   /// calls that ran the body eagerly meanwhile (settings().background_compile).
@@ -40,33 +38,9 @@ struct TraceStats {
   /// shapes keep changing stays flat (`misses` counts them all).
   std::vector<std::string> miss_reasons;
   static constexpr size_t kRecent = 64;
-  double trace_ms = 0, compile_ms = 0;
-  /// Plan steps compiled (kernels, BLAS calls, collectives); of the CPU kernels,
-  /// how many came from the disk cache and how many shared the code of an
-  /// identical kernel already loaded (another group, another batch size) or of
-  /// a kernel of the same plan that differs only in sizes and constants.
-  int64_t kernels = 0, kernels_from_disk = 0, kernels_reused = 0;
-  /// CPU kernels LLVM compiled here (not from the disk cache, not another kernel's code).
-  int64_t kernels_compiled = 0;
-  /// CPU kernels run as templates: their dynamic sizes, or the sizes and constants
-  /// in which kernels of one plan differ (KILN_SHARE_SIZES), are run-time
-  /// parameters, and the code is shared (kernels_reused counts those already loaded).
-  int64_t kernels_templated = 0;
+  double trace_ms = 0;
   /// The dynamic dimensions, marked or seen changing ("arg 0 dim 0").
   std::vector<std::string> dynamic_dims;
-  /// Per CPU kernel compiled or reused, in compile order: its name, milliseconds,
-  /// and whether LLVM compiled it here (not the disk cache, not another kernel's
-  /// code). The most recent kRecentKernels (the counters above count them all).
-  struct KernelCompile {
-    std::string name;
-    double ms = 0;
-    bool compiled = false;
-  };
-  std::vector<KernelCompile> kernel_compile_ms;
-  static constexpr size_t kRecentKernels = 256;
-  /// "lower 1.0 ms, LLVM IR 3.4 ms, optimise 67.4 ms, machine code 107.2 ms, load 2.4 ms":
-  /// the CPU kernels' compile time by phase, summed (threads compile in parallel).
-  std::string kernel_phases;
   std::string str() const;
 };
 
@@ -113,11 +87,11 @@ class TracedCore {
   void mark_dynamic(size_t arg, int64_t dim);
   void set_fusion(int on) { fusion_override_ = on; }  // -1 follows the global switch
   const std::string& name() const { return name_; }
+  struct Signature;  // a call's cache key (frontend/jit_entry.h)
   struct Entry;      // one cached signature (frontend/jit_entry.h)
   struct StatsCell;  // the stats and what adds to them (frontend/jit_entry.h)
 
  private:
-  struct InFlight;
   /// The entry for these arguments: a cached one, or one built now. When another
   /// thread is building the same signature, waits for it instead of building twice.
   std::shared_ptr<Entry> lookup(const TraceArgs& args);
@@ -138,15 +112,13 @@ class TracedCore {
              const std::vector<DynamicDim>& dims);
   /// The dimensions whose size changed between a cached signature and this call,
   /// when nothing else did, made dynamic (under mu_). Returns what to log.
-  std::string note_dynamic(const TraceArgs& args, const std::vector<TensorType>& types,
-                           const Entry& last);
+  std::string note_dynamic(const TraceArgs& args, const Signature& now, const Entry& last);
   /// Whether a new signature should compile in the background while its call runs
   /// eagerly (settings().background_compile): a call that differs from `last`
-  /// only in sizes of dynamic dimensions, on backends that take sizes at run time
-  /// and compile off the caller's thread, whose templates are not made yet (a
-  /// dimension just became dynamic, or an earlier background compile still runs).
-  bool compile_in_background(const std::vector<TensorType>& types, const std::vector<uint8_t>& rg,
-                             const TraceArgs& args, bool grad_mode, const Entry& last,
+  /// only in sizes of dynamic dimensions, whose graph may compile there
+  /// (compiles_in_background, codegen/compile_queue.h), and whose templates are not
+  /// made yet (a dimension just became dynamic, or an earlier background compile runs).
+  bool compile_in_background(const Signature& now, const TraceArgs& args, const Entry& last,
                              bool newly_dynamic) const;
   std::vector<Tensor> run(Entry& e, const TraceArgs& args);
   /// KILN_CHECK's run of a new signature (frontend/check.cpp): the body eagerly,
@@ -164,7 +136,7 @@ class TracedCore {
   std::shared_ptr<StatsCell> stats_;
   std::mutex mu_;                     // entries_, in_flight_, clock_ and the call counters
   std::condition_variable compiled_;  // an in-flight build finished
-  std::vector<const InFlight*> in_flight_;
+  std::vector<const Signature*> in_flight_;  // signatures some thread is building now
   std::unique_ptr<DynamicDims> dynamic_;  // under mu_ (codegen/dynamic_sizes.h)
   const uint64_t template_scope_;    // this function's kernel templates (CompileOptions)
 };

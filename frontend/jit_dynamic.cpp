@@ -1,16 +1,13 @@
-// Dynamic dimensions of a traced function: marked by the user, or found when
-// a call changes only sizes; whether a new size compiles in the background
-// (codegen/compile_queue.h) while its calls run eagerly; and the probe that
-// gives a marked function's first compile its kernel templates
-// (codegen/kernel_template.h).
+// Dynamic dimensions of a traced function (codegen/dynamic_sizes.h): marked by
+// the user, or found when a call changes only sizes; whether a new size compiles
+// in the background while its calls run eagerly; and the probe that gives a
+// marked function's first compile its kernel templates.
 #include <algorithm>
 #include <iostream>
 #include <optional>
 
-#include "codegen/backend.h"
 #include "codegen/compile_queue.h"
 #include "codegen/dynamic_sizes.h"
-#include "runtime/collective.h"
 
 #include "frontend/jit_entry.h"
 #include "frontend/settings.h"
@@ -24,10 +21,12 @@ void TracedCore::mark_dynamic(size_t arg, int64_t dim) {
   stats_->stats.dynamic_dims.push_back("arg " + std::to_string(arg) + " dim " + std::to_string(dim));
 }
 
-std::string TracedCore::note_dynamic(const TraceArgs& args, const std::vector<TensorType>& types,
+std::string TracedCore::note_dynamic(const TraceArgs& args, const Signature& now,
                                      const Entry& last) {
   if (!settings().auto_dynamic) return "";
-  const auto found = size_changes({args.is_tensor, types, args.numbers}, last.types, last.numbers);
+  const std::vector<TensorType>& types = now.types;
+  const auto found =
+      size_changes({args.is_tensor, types, args.numbers}, last.key.types, last.key.numbers);
   if (!found) return "";
   std::string log;
   for (const DynamicDim& f : dynamic_->add(*found, types)) {
@@ -37,35 +36,22 @@ std::string TracedCore::note_dynamic(const TraceArgs& args, const std::vector<Te
       stats_->stats.dynamic_dims.push_back(what);
     }
     log += "kiln: '" + name_ + "': " + what + " is now dynamic (" +
-           std::to_string(last.types[f.tensor].shape[size_t(f.dim)]) + " -> " +
+           std::to_string(last.key.types[f.tensor].shape[size_t(f.dim)]) + " -> " +
            std::to_string(types[f.tensor].shape[size_t(f.dim)]) +
            "): CPU kernels take it at run time; a new size retraces and shares them\n";
   }
   return log;
 }
 
-bool TracedCore::compile_in_background(const std::vector<TensorType>& types, const std::vector<uint8_t>& rg,
-                                       const TraceArgs& args, bool grad_mode, const Entry& last,
-                                       bool newly_dynamic) const {
-  if (!settings().background_compile || rg != last.requires_grad || grad_mode != last.grad_mode)
+bool TracedCore::compile_in_background(const Signature& now, const TraceArgs& args,
+                                       const Entry& last, bool newly_dynamic) const {
+  const std::vector<TensorType>& types = now.types;
+  if (!settings().background_compile || now.requires_grad != last.key.requires_grad ||
+      now.grad_mode != last.key.grad_mode)
     return false;
-  // A plan and the body run eagerly may communicate differently (the plan
-  // packs gradients into buckets), and each rank's compile ends at its own
-  // time: a function with collectives compiles each size before its call, so
-  // that every rank runs the same collectives.
-  if (collectives::started() && collectives::world_size() > 1 &&
-      std::any_of(last.traced.graph.nodes().begin(), last.traced.graph.nodes().end(),
-                  [](const Node& n) { return op_info(n.op).category == OpCategory::Collective; }))
-    return false;
-  // A backend that compiles every size, or only on the caller's thread (a CUDA
-  // context), compiles before the call.
-  if (!std::all_of(types.begin(), types.end(), [](const TensorType& t) {
-        const Backend& b = backend_for(t.device);
-        return b.sizes_at_run_time() && b.compiles_off_thread();
-      }))
-    return false;
+  if (!compiles_in_background(last.traced.graph, types)) return false;
   const auto changes =
-      size_changes({args.is_tensor, types, args.numbers}, last.types, last.numbers);
+      size_changes({args.is_tensor, types, args.numbers}, last.key.types, last.key.numbers);
   if (!changes || changes->empty() || !dynamic_->all_dynamic(*changes, types)) return false;
   return newly_dynamic ||
          std::any_of(entries_.begin(), entries_.end(), [](const auto& e) { return !e->ready.load(); });

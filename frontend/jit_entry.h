@@ -22,9 +22,6 @@ namespace kiln::detail {
 struct TracedCore::StatsCell {
   std::mutex mu;  // the compile figures (the call counters are under TracedCore::mu_)
   TraceStats stats;
-  CompileTimes phases;
-  /// Adds one compiled plan's figures.
-  void add_compile(const CompileReport& r, size_t steps, double ms);
 };
 
 /// What happens to a captured tensor's or an argument's .grad after a compiled call.
@@ -81,30 +78,14 @@ struct TracedProgram {
 
   // Autograd call: the plan is the forward (user outputs, written-back grads,
   // then saved values); the backward maps (args, saved, output gradients) to
-  // gradients of `wrt`.
+  // gradients of the wrt tensors. The split's roots are the tape node outputs
+  // `seeded` (its RootRead::root and wrt_reached_by index into `seeded`).
   bool autograd_call = false;
-  size_t saved_begin = 0;  // outputs from here on are the values the backward reads
-  size_t saved = 0;
-  /// The backward, traced (compile_program takes it); none when backward_freed.
+  SplitLayout split;
+  /// The backward, traced (compile_program takes it); none when split.backward_freed.
   std::unique_ptr<Graph> backward;
-  /// Every output's gradient reads values a backward() inside the body freed
-  /// (a training step returning its loss): no backward graph, nothing saved.
-  bool backward_freed = false;
-  std::vector<TensorType> backward_out_types;
-  std::vector<int64_t> wrt_args;       // argument positions that require grad
-  std::vector<int64_t> wrt_params;     // parameter indices that require grad
   std::vector<size_t> seeded;          // outputs whose gradient the backward takes
   std::vector<TensorType> call_out_types;  // the tape node's outputs: user outputs, then histories
-  /// Tape node outputs whose gradient reads values the forward saved (`op`
-  /// saved them). As in eager mode, a backward through them fails when those
-  /// are freed: by a backward() inside the body (freed_outputs), or by an
-  /// earlier backward through the call without retain_graph (reading_outputs).
-  struct SavedRead {
-    size_t output;
-    OpKind op;
-    SourceLoc loc;
-  };
-  std::vector<SavedRead> freed_outputs, reading_outputs;
   /// Tape node outputs whose gradient reads a value an in-place write inside
   /// the body replaced after `op` saved it: a backward through them raises, as
   /// eagerly ("modified by an in-place operation").
@@ -126,19 +107,23 @@ struct TracedProgram {
     SourceLoc loc;
   };
   std::vector<HeldRead> held_reads;
-  /// Per wrt tensor (args, then params): the tape node outputs whose gradient
-  /// reaches it. Given none of those, its gradient is undefined, as eagerly.
-  std::vector<std::vector<size_t>> wrt_reached_by;
+};
+
+/// A call's signature, as the cache keys it: per tensor argument its type and
+/// autograd state (0 no grad, 1 a leaf that requires grad, 2 computed by ops),
+/// the plain numbers, and the grad mode.
+struct TracedCore::Signature {
+  std::vector<TensorType> types;
+  std::vector<uint8_t> requires_grad;
+  std::vector<double> numbers;
+  bool grad_mode = false;
+  bool operator==(const Signature& o) const;  // NaN numbers are equal
 };
 
 /// One cached signature: its key, the conditions it holds under, the program
 /// traced for it and that program compiled (codegen/program.h).
 struct TracedCore::Entry {
-  // The key.
-  std::vector<TensorType> types;
-  std::vector<uint8_t> requires_grad;  // per argument: autograd_state (0, 1 leaf, 2 computed)
-  std::vector<double> numbers;
-  bool grad_mode = false;
+  Signature key;
 
   // The guards: a call whose state fails one retraces.
   std::vector<GradGuard> guards;

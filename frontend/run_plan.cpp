@@ -24,7 +24,7 @@ std::shared_ptr<TensorImpl> dense_input(const Tensor& t, SourceLoc where) {
 std::vector<Tensor> run_plan(const Plan& plan, const Graph& g, const std::vector<Tensor>& args,
                              const std::vector<std::shared_ptr<TensorImpl>>& params,
                              const std::vector<TensorType>& out_types, const char* kind,
-                             const std::string& name, SourceLoc where, KeptBuffers* keep) {
+                             const std::string& name, SourceLoc where) {
   std::vector<std::shared_ptr<TensorImpl>> copies;  // dense copies of strided inputs
   PointerScratch<16> argp(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
@@ -70,10 +70,8 @@ std::vector<Tensor> run_plan(const Plan& plan, const Graph& g, const std::vector
   }
   {
     TraceSpan call("call", name);
-    backend_for(plan.device).execute(plan, argp.data(), pp.data(), outp.data(), keep);
+    backend_for(plan.device).execute(plan, argp.data(), pp.data(), outp.data(), nullptr);
   }
-  if (keep)
-    for (auto& c : copies) keep->owned.push_back(std::move(c));
   for (auto& u : g.updates) params[static_cast<size_t>(u.param)]->buffer->version++;
   return outs;
 }

@@ -1,7 +1,6 @@
 // Running a compiled plan on tensors: the one place that packs tensors into the
 // buffer pointers a backend's execute takes (codegen/backend.h), for traced
-// functions (forward and backward plans), loaded graphs, KILN_CHECK's
-// kernel-by-kernel run and eager ops on CUDA.
+// functions (forward and backward plans), loaded graphs and eager ops on CUDA.
 #pragma once
 
 #include <memory>
@@ -23,13 +22,10 @@ namespace kiln::detail {
 /// returns fresh dense outputs of `out_types`, and bumps the version of every
 /// parameter g updates. A parameter whose type changed since g was traced, or an
 /// updated parameter that is not dense, is a kiln::Error naming "<kind> '<name>'"
-/// and `where`. With `keep` (KILN_CHECK, CPU plans), every slot's buffer is kept
-/// there for comparison until release_kept: temporaries and the dense copies of
-/// strided inputs are owned by `keep`; the outputs by the tensors returned.
+/// and `where`.
 std::vector<Tensor> run_plan(const Plan& plan, const Graph& g, const std::vector<Tensor>& args,
                              const std::vector<std::shared_ptr<TensorImpl>>& params,
                              const std::vector<TensorType>& out_types, const char* kind,
-                             const std::string& name, SourceLoc where,
-                             KeptBuffers* keep = nullptr);
+                             const std::string& name, SourceLoc where);
 
 }  // namespace kiln::detail

@@ -8,6 +8,7 @@
 #include "frontend/tensor_impl.h"
 #include "passes/autodiff.h"
 #include "passes/grad_analysis.h"
+#include "passes/rebuild_on_device.h"
 
 namespace kiln {
 namespace {
@@ -46,47 +47,6 @@ Value TraceState::value_of(const Tensor& t, SourceLoc loc) {
   return v;
 }
 
-namespace {
-
-// v built again on `device` (memo: nodes built so far), or an invalid Value when
-// v depends on an input or on an op whose result type is not inferred from its
-// operands (a custom call, a collective, a check).
-Value rebuilt_on(Builder& b, Value v, Device device, std::unordered_map<NodeId, Value>& memo) {
-  if (auto it = memo.find(v.node); it != memo.end()) return it->second;
-  const Node& n = b.graph()[v.node];
-  if (n.results.size() != 1) return Value();
-  Value out;
-  switch (op_info(n.op).category) {
-    case OpCategory::Creation: {
-      TensorType type = n.results[0];
-      type.device = device;
-      out = b.op_typed(n.op, {}, n.attrs, type);
-      break;
-    }
-    case OpCategory::Unary:
-    case OpCategory::Binary:
-    case OpCategory::Ternary:
-    case OpCategory::Reduce:
-    case OpCategory::Scan:
-    case OpCategory::Movement: {
-      std::vector<Value> operands;
-      for (Value o : n.operands) {
-        Value r = rebuilt_on(b, o, device, memo);
-        if (!r) return Value();
-        operands.push_back(r);
-      }
-      out = b.op(n.op, std::move(operands), n.attrs);
-      break;
-    }
-    default:
-      return Value();
-  }
-  memo[v.node] = out;
-  return out;
-}
-
-}  // namespace
-
 Tensor TraceState::moved_to(const Tensor& t, Device device, SourceLoc loc) {
   const TensorImpl& impl = *t.impl();
   const std::string what = "to(" + device.str() + ") inside a traced function";
@@ -96,10 +56,9 @@ Tensor TraceState::moved_to(const Tensor& t, Device device, SourceLoc loc) {
                     "it on " + device.str() + " already: move it with .to() before the call)",
                 loc);
   const Value v = value_of(t, loc);
-  std::unordered_map<NodeId, Value> memo;
   const SourceLoc saved = builder.loc;
   builder.loc = loc;
-  const Value moved = rebuilt_on(builder, v, device, memo);
+  const Value moved = rebuild_on_device(builder, v, device);
   builder.loc = saved;
   if (!moved)
     throw Error(what + ": a compiled graph runs on one device, and this value is computed on " +
@@ -234,7 +193,6 @@ std::vector<Tensor> TraceState::backward(const std::vector<Tensor>& roots,
                                          const std::vector<Tensor>& wrt, bool accumulate,
                                          bool retain_graph, bool create_graph, SourceLoc loc,
                                          std::vector<Tensor>* accumulated) {
-  did_backward = true;
   std::vector<Value> root_vals, seed_vals;
   for (const Tensor& r : roots) root_vals.push_back(value_of(r, loc));
   for (const Tensor& s : seeds) seed_vals.push_back(value_of(s, loc));
@@ -340,35 +298,26 @@ void TraceState::keep_overwritten(const Tensor& value, const TensorImpl& target,
     if (r.which == 0 && r.storage.get() == s && r.writes == now) r.kept = true;
 }
 
-StaleRead TraceState::stale_read(const std::vector<Value>& roots) const {
-  auto stale = [&](const SavedRef& r) { return !r.kept && writes_of(r.storage.get()) != r.writes; };
-  const bool any = std::any_of(saved.begin(), saved.end(), [&](const SavedOp& op) {
-    return std::any_of(op.refs.begin(), op.refs.end(), stale);
-  });
-  if (!any) return {};
-  const std::vector<char> reach = gradient_reach(graph, roots);
-  for (NodeId id = 0; id < saved.size(); ++id) {
-    if (!reach[id]) continue;
+std::vector<std::pair<NodeId, const SavedRef*>> TraceState::saved_reads(
+    const std::vector<Value>& roots, bool stale) const {
+  std::vector<SavedValue> values;  // the saved values as passes/grad_analysis.h sees them
+  std::vector<std::pair<NodeId, const SavedRef*>> refs;
+  for (NodeId id = 0; id < saved.size(); ++id)
     for (const SavedRef& r : saved[id].refs)
-      if (stale(r) && vjp_reads(graph, id, saved[id].needs, r.which))
-        return StaleRead{&graph[id], r.writes, writes_of(r.storage.get())};
-  }
-  return {};
+      if (!r.kept && (writes_of(r.storage.get()) != r.writes) == stale) {
+        values.push_back({id, r.which, saved[id].needs});
+        refs.emplace_back(id, &r);
+      }
+  std::vector<std::pair<NodeId, const SavedRef*>> out;
+  for (size_t k : saved_values_read(graph, roots, values)) out.push_back(refs[k]);
+  return out;
 }
 
-std::vector<std::pair<NodeId, const SavedRef*>> TraceState::saved_reads(
-    const std::vector<Value>& roots) const {
-  std::vector<std::pair<NodeId, const SavedRef*>> out;
-  if (saved.empty()) return out;
-  const std::vector<char> reach = gradient_reach(graph, roots);
-  for (NodeId id = 0; id < saved.size(); ++id) {
-    if (!reach[id]) continue;
-    for (const SavedRef& r : saved[id].refs)
-      if (!r.kept && writes_of(r.storage.get()) == r.writes &&
-          vjp_reads(graph, id, saved[id].needs, r.which))
-        out.emplace_back(id, &r);
-  }
-  return out;
+StaleRead TraceState::stale_read(const std::vector<Value>& roots) const {
+  const auto read = saved_reads(roots, /*stale=*/true);
+  if (read.empty()) return {};
+  const auto& [id, r] = read.front();
+  return StaleRead{&graph[id], r->writes, writes_of(r->storage.get())};
 }
 
 void guard_constants(std::weak_ptr<const void> alive, std::function<std::vector<double>()> read,

@@ -111,8 +111,6 @@ struct TraceState {
   std::unordered_map<const TensorImpl*, GradSlot> grads;
   /// Keeps traced custom functions alive while their backward may be traced.
   std::vector<std::shared_ptr<autograd::CustomCall>> custom_calls;
-  /// True once backward() or autograd::grad() ran inside the trace.
-  bool did_backward = false;
   /// Per node: a backward() without retain_graph went through it, which in
   /// eager mode frees what its op saved.
   std::vector<char> freed;
@@ -154,10 +152,12 @@ struct TraceState {
   /// The first saved value a backward from `roots` reads although an in-place
   /// write replaced it since (eager mode's "modified by an in-place operation").
   StaleRead stale_read(const std::vector<Value>& roots) const;
-  /// The saved values a backward from `roots` reads that still hold their
-  /// storage's current contents (what a later write by the caller would make
-  /// stale), with the node that saved each.
-  std::vector<std::pair<NodeId, const SavedRef*>> saved_reads(const std::vector<Value>& roots) const;
+  /// The saved values a backward from `roots` reads (saved_values_read,
+  /// passes/grad_analysis.h) that still hold their storage's current contents
+  /// (what a later write by the caller would make stale), or with `stale`,
+  /// those an in-place write replaced; with the node that saved each.
+  std::vector<std::pair<NodeId, const SavedRef*>> saved_reads(const std::vector<Value>& roots,
+                                                              bool stale = false) const;
   /// Whether `t` requires grad at this point of the trace (a captured tensor's
   /// flag can change by an in-place write, as eager mode's would).
   bool requires_grad(const TensorImpl& t) const;

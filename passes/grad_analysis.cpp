@@ -83,6 +83,17 @@ bool vjp_reads(const Graph& g, NodeId id, const std::vector<bool>& needs, int64_
   return vjp_reads(n.op, n.attrs, types, needs, which);
 }
 
+std::vector<size_t> saved_values_read(const Graph& g, std::span<const Value> roots,
+                                      std::span<const SavedValue> saved) {
+  std::vector<size_t> read;
+  if (saved.empty()) return read;
+  const std::vector<char> reach = gradient_reach(g, roots);
+  for (size_t k = 0; k < saved.size(); ++k)
+    if (reach[saved[k].node] && vjp_reads(g, saved[k].node, saved[k].needs, saved[k].which))
+      read.push_back(k);
+  return read;
+}
+
 NodeId freed_read(const Graph& g, std::span<const Value> roots,
                   const std::vector<char>& requires_grad, const std::vector<char>* freed) {
   if (freed && freed->empty()) return kNoNode;

@@ -36,6 +36,20 @@ bool vjp_reads(OpKind op, const Attrs& attrs, const std::vector<TensorType>& ope
 /// The same for node `id` of g.
 bool vjp_reads(const Graph& g, NodeId id, const std::vector<bool>& needs, int64_t which);
 
+/// A value recorded node `node` saved for its gradient, as eager mode's tape
+/// saves it: its operand `which`, or its result -1 - which (vjp_reads'
+/// numbering); `needs`: which of the node's operands need a gradient.
+struct SavedValue {
+  NodeId node = kNoNode;
+  int64_t which = 0;
+  std::vector<bool> needs;
+};
+
+/// Of `saved`, the indices (in order) of the values a backward from `roots`
+/// reads: those of nodes a gradient of the roots reaches whose VJP reads them.
+std::vector<size_t> saved_values_read(const Graph& g, std::span<const Value> roots,
+                                      std::span<const SavedValue> saved);
+
 /// The first node (in id order) a backward from `roots` goes through whose VJP
 /// reads a value its op saved, given which nodes require grad (requiring_grad),
 /// or kNoNode. With `freed`, only nodes marked there count (those an earlier

@@ -61,9 +61,9 @@ Partition partition(Builder& traced, const PartitionRequest& req) {
   const std::vector<char> rg = requiring_grad(g, req.arg_requires, req.param_requires);
   for (size_t k = 0; k < req.roots.size(); ++k) {
     if (const NodeId n = freed_read(g, {&req.roots[k], 1}, rg, &req.freed); n != kNoNode)
-      p.freed_roots.push_back({k, n});
+      p.freed_roots.push_back({k, n, g[n].op, g[n].loc});
     if (const NodeId n = freed_read(g, {&req.roots[k], 1}, rg); n != kNoNode)
-      p.reading_roots.push_back({k, n});
+      p.reading_roots.push_back({k, n, g[n].op, g[n].loc});
   }
   const std::vector<Value> wrt = choose_wrt(g, req, p);
   p.saved_begin = g.outputs.size();

@@ -36,19 +36,18 @@ struct PartitionRequest {
   CustomVjp custom;
 };
 
-/// A root's first node whose saved values a backward would read (grad_analysis.h's freed_read).
+/// A root's first node whose saved values a backward would read (grad_analysis.h's
+/// freed_read): its op and source line, for the error a backward through it raises.
 struct RootRead {
   size_t root = 0;  // index into PartitionRequest::roots
   NodeId node = kNoNode;
+  OpKind op{};
+  SourceLoc loc;
 };
 
-struct Partition {
-  /// Returns the traced graph's outputs, then the `saved` values the backward reads.
-  Graph forward;
-  /// Args: the call's arguments, then the saved values, then one seed per root;
-  /// outputs: one gradient per wrt tensor (wrt_args, then wrt_params). Empty
-  /// without a split or when backward_freed.
-  Graph backward;
+/// What the split made of a call besides its two graphs: what a caller that
+/// runs them keeps.
+struct SplitLayout {
   bool split = false;
   /// Every root's gradient reads what a backward() inside the body freed (a
   /// training step that returns its loss): a backward through the call can only
@@ -65,6 +64,15 @@ struct Partition {
   /// Per root whose backward reads values a backward() inside the body freed
   /// (freed_roots), or would read values a later backward frees (reading_roots).
   std::vector<RootRead> freed_roots, reading_roots;
+};
+
+struct Partition : SplitLayout {
+  /// Returns the traced graph's outputs, then the `saved` values the backward reads.
+  Graph forward;
+  /// Args: the call's arguments, then the saved values, then one seed per root;
+  /// outputs: one gradient per wrt tensor (wrt_args, then wrt_params). Empty
+  /// without a split or when backward_freed.
+  Graph backward;
 };
 
 /// Partitions the graph `traced` builds into (the graph as traced, its outputs

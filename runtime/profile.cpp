@@ -133,6 +133,23 @@ void truncate_trace(size_t mark) {
   if (mark < p.events.size()) p.events.resize(mark);
 }
 
+std::vector<TraceEvent> profiled(const std::function<void()>& run) {
+  const bool was_on = plan_profiling();
+  const size_t mark = trace_size();
+  set_plan_profiling(true);
+  try {
+    run();
+  } catch (...) {
+    set_plan_profiling(was_on);
+    if (!was_on) truncate_trace(mark);
+    throw;
+  }
+  set_plan_profiling(was_on);
+  std::vector<TraceEvent> events = trace_events(mark);
+  if (!was_on) truncate_trace(mark);
+  return events;
+}
+
 size_t trace_dropped() {
   Profile& p = profile();
   std::lock_guard<std::mutex> lock(p.mu);

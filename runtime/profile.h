@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -78,6 +79,11 @@ size_t trace_size();
 std::vector<TraceEvent> trace_events(size_t mark = 0);
 /// Forgets the events recorded since `mark`.
 void truncate_trace(size_t mark);
+/// Runs `run` with profiling on and returns the events recorded meanwhile.
+/// Profiling is restored as it was, also when `run` throws; when it was off,
+/// those events leave the trace (when on, KILN_LOG=profile keeps them for its
+/// file at exit).
+std::vector<TraceEvent> profiled(const std::function<void()>& run);
 /// Events not kept because the trace was full.
 size_t trace_dropped();
 

@@ -73,3 +73,19 @@ TEST_CASE("the background compile queue runs its tasks in order, and drains on r
   std::lock_guard<std::mutex> lock(mu);
   CHECK(ran == std::vector<int>{0, 1, 2, 3, 4});
 }
+
+TEST_CASE("compiles_in_background: CPU arguments, not CUDA ones; collectives only across ranks") {
+  const Graph g = parse_graph(kForward);
+  const std::vector<TensorType> cpu{g.type(g.outputs[1])};
+  CHECK(compiles_in_background(g, cpu));
+  // The CUDA backend compiles every size, and only on the caller's thread.
+  std::vector<TensorType> cuda = cpu;
+  cuda[0].device = Device(kCUDA);
+  CHECK_FALSE(compiles_in_background(g, cuda));
+  // A collective in a single process (no ranks started) runs nothing across ranks.
+  const Graph reduce = parse_graph(
+      "%0 = arg {index=0} : f32[4]\n"
+      "%1 = all_reduce %0 {reduce=\"avg\", world=2} : f32[4]\n"
+      "return %1\n");
+  CHECK(compiles_in_background(reduce, {&reduce.type(reduce.outputs[0]), 1}));
+}

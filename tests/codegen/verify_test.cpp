@@ -8,6 +8,7 @@
 
 #include "codegen/verify.h"
 #include "ir/parser.h"
+#include "runtime/reference.h"
 
 using namespace kiln;
 
@@ -83,4 +84,50 @@ TEST_CASE("step_computing finds the plan step that writes a value") {
   REQUIRE(k >= 0);
   CHECK(std::find(r.step_values[size_t(k)].begin(), r.step_values[size_t(k)].end(), out) !=
         r.step_values[size_t(k)].end());
+}
+
+TEST_CASE("value_for finds a plan source's value: an output, or a parameter's update") {
+  Graph g = scaled("0.5");
+  g.updates.push_back(ParamUpdate{0, g.outputs[1]});
+  CHECK(value_for(g, {PlanSource::Output, 0}) == g.outputs[0]);
+  CHECK(value_for(g, {PlanSource::Update, 0}) == g.outputs[1]);
+  CHECK_FALSE(value_for(g, {PlanSource::Output, 2}).valid());
+  CHECK_FALSE(value_for(g, {PlanSource::Update, 1}).valid());
+  CHECK_FALSE(value_for(g, {}).valid());
+}
+
+TEST_CASE("first_run_difference: definedness, flags, types, and elements beyond rounding") {
+  CompileReport r;
+  const Graph g = scaled("0.5");
+  (void)compile_graph(g, CompileOptions{}, &r);
+  const HostArray x = filled(TensorType{DType::f32, {5, 7}, {}}, -0.3f);
+  const HostArray w = filled(TensorType{DType::f32, {7}, {}}, 0.1f);
+  std::vector<HostArray> params{w};
+  const std::vector<HostArray> ref = interpret(g, std::vector<HostArray>{x}, params);
+  auto record = [&](const HostArray& out1) {
+    RunRecord rec;
+    rec.add("output 0", ref[0], 0, {PlanSource::Output, 0});
+    rec.add("output 1", out1, 0, {PlanSource::Output, 1});
+    return rec;
+  };
+  const RunRecord traced = record(ref[1]);
+  CHECK(first_run_difference(g, traced, record(ref[1]), 2, std::span(&x, 1), params).index == -1);
+  CHECK(first_run_difference(g, traced, record(HostArray{}), 2, std::span(&x, 1), params).how ==
+        "is defined traced but undefined eagerly");
+  RunRecord flagged = record(ref[1]);
+  flagged.flags[0] = 1;
+  RunDifference d = first_run_difference(g, flagged, traced, 2, std::span(&x, 1), params);
+  CHECK(d.index == 0);
+  CHECK(d.how == "has flag 1 traced but 0 eagerly");
+  HostArray off = HostArray::make(ref[1].type);
+  copy_to(ref[1].view(), off.view());
+  off.data<float>()[3] += 1.0f;
+  d = first_run_difference(g, traced, record(off), 2, std::span(&x, 1), params);
+  CHECK(d.index == 1);
+  CHECK(d.how.find("differs at element 3: traced ") == 0);
+  CHECK(first_run_difference(g, traced, record(off), 1, std::span(&x, 1), params).index == -1);
+  // The value and the kernel that computes it, for the message.
+  const std::string where = plan_value_str(g, r, {PlanSource::Output, 1});
+  CHECK(where.find("the traced value is %6 (exp), computed by kernel k") == 0);
+  CHECK(plan_value_str(g, r, {}).empty());
 }

@@ -125,3 +125,27 @@ TEST_CASE("freed_read finds the first node whose saved values a backward reads")
   const std::vector<char> rg_y = requiring_grad(g, {0, 1}, {});
   CHECK(freed_read(g, {&g.outputs[0], 1}, rg_y) == 3);
 }
+
+TEST_CASE("saved_values_read: what a backward from the roots reads of what the ops saved") {
+  Graph g = ir(R"(
+    %x = arg {index=0} : f32[3]
+    %y = arg {index=1} : f32[3]
+    %m = mul %x, %y
+    %e = exp %m
+    %s = sum %e {dims=[0], keepdim=0}
+    %t = tanh %y
+    return %s, %t
+  )");
+  const std::vector<SavedValue> saved = {
+      {2, 0, {true, true}},   // 0: mul's x, read for y's gradient
+      {2, 1, {true, true}},   // 1: mul's y, read for x's gradient
+      {2, -1, {true, true}},  // 2: mul's result: its VJP does not read it
+      {2, 1, {false, true}},  // 3: mul's y when only y needs a gradient: not read
+      {3, 0, {true}},         // 4: exp's operand: its VJP reads its result instead
+      {3, -1, {true}},        // 5: exp's result
+      {5, -1, {true}},        // 6: tanh's result, which a gradient of %s does not reach
+  };
+  CHECK(saved_values_read(g, {&g.outputs[0], 1}, saved) == std::vector<size_t>{0, 1, 5});
+  CHECK(saved_values_read(g, {&g.outputs[1], 1}, saved) == std::vector<size_t>{6});
+  CHECK(saved_values_read(g, g.outputs, {}).empty());
+}

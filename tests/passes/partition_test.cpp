@@ -145,9 +145,12 @@ TEST_CASE("partition: roots whose gradients read freed values build no backward"
   CHECK(p.backward_freed);
   REQUIRE(p.freed_roots.size() == 1);
   CHECK(p.freed_roots[0].node == 3);
+  CHECK(p.freed_roots[0].op == OpKind::exp);  // what the error a backward raises names
+  CHECK(p.freed_roots[0].loc == traced[3].loc);
   // What a later free would break first: the mul, which reads w for x's gradient.
   REQUIRE(p.reading_roots.size() == 1);
   CHECK(p.reading_roots[0].node == 2);
+  CHECK(p.reading_roots[0].op == OpKind::mul);
   CHECK(p.saved == 0);
   CHECK(p.saved_begin == 1);
   CHECK(print_graph(p.forward) == print_graph(traced));

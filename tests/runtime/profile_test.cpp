@@ -145,3 +145,26 @@ TEST_CASE("the trace keeps at most kMaxTraceEvents events and says how many it d
   fs::remove(path);
   truncate_trace(mark);
 }
+
+TEST_CASE("profiled turns profiling on for its run only and returns what the run recorded") {
+  REQUIRE_FALSE(plan_profiling());
+  const size_t mark = trace_size();
+  const std::vector<TraceEvent> events = profiled([] {
+    CHECK(plan_profiling());
+    TraceSpan span("call", "profiled run");
+  });
+  CHECK_FALSE(plan_profiling());
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].name == "profiled run");
+  CHECK(trace_size() == mark);  // profiling was off: the events leave the trace
+  CHECK_THROWS_AS(profiled([] { throw Error("in the run"); }), Error);
+  CHECK_FALSE(plan_profiling());
+
+  set_plan_profiling(true);  // on already (KILN_LOG=profile): the events stay for its file
+  const size_t on_mark = trace_size();
+  CHECK(profiled([] { TraceSpan span("call", "kept"); }).size() == 1);
+  CHECK(plan_profiling());
+  CHECK(trace_size() == on_mark + 1);
+  truncate_trace(on_mark);
+  set_plan_profiling(false);
+}

@@ -339,8 +339,4 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
   return plan;
 }
 
-void forget_template_scope(uint64_t template_scope) {
-  forget_cpu_templates(template_scope);
-}
-
 }  // namespace kiln

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "codegen/backend.h"
+#include "codegen/cpu_backend.h"
 #include "codegen/kernel_template.h"
 
 namespace kiln {
@@ -27,8 +28,10 @@ struct CpuBatch : GroupBatch {
   std::vector<std::optional<CpuKernel>> compiled;  // per family: the first member's kernel
 };
 
-CpuCompileOptions group_options(const CompileContext& ctx, size_t gi) {
+CpuCompileOptions group_options(const CompileContext& ctx, size_t gi,
+                                KernelTemplateCache& templates) {
   CpuCompileOptions o = cpu_compile_options(ctx.opts);
+  o.templates = &templates;
   o.in_place = ctx.sched.in_place[gi];
   return o;
 }
@@ -77,7 +80,9 @@ class CpuBackend final : public Backend {
   std::unique_ptr<GroupBatch> batch_groups(const CompileContext& ctx,
                                            const std::vector<size_t>& wanted) const override {
     const CompileOptions& opts = ctx.opts;
-    if (!opts.share_sizes || opts.dynamic_sizes || opts.record_kernels_only) return nullptr;
+    if (!opts.backend_options<CpuOptions>().share_sizes || opts.dynamic_sizes ||
+        opts.record_kernels_only)
+      return nullptr;
     auto b = std::make_unique<CpuBatch>();
     const size_t n = ctx.groups.size();
     b->lowered.resize(n);
@@ -89,7 +94,7 @@ class CpuBackend final : public Backend {
     for (size_t gi : wanted) {
       if (ctx.sched.accumulate[gi]) continue;
       try {
-        b->lowered[gi] = lower_cpu_group(ctx.g, ctx.groups[gi], group_options(ctx, gi));
+        b->lowered[gi] = lower_cpu_group(ctx.g, ctx.groups[gi], group_options(ctx, gi, templates_));
       } catch (const Error&) {
         continue;  // compile_group lowers it again and reports the error in its place
       }
@@ -114,7 +119,7 @@ class CpuBackend final : public Backend {
   std::unique_ptr<CompiledGroup> compile_group(const CompileContext& ctx, size_t gi,
                                                GroupBatch* batch) const override {
     if (ctx.sched.accumulate[gi]) return nullptr;  // BLAS alone
-    const CpuCompileOptions o = group_options(ctx, gi);
+    const CpuCompileOptions o = group_options(ctx, gi, templates_);
     auto c = std::make_unique<CpuCompiled>();
     auto* b = static_cast<CpuBatch*>(batch);
     if (!b || !b->lowered[gi]) {
@@ -177,25 +182,34 @@ class CpuBackend final : public Backend {
                KeptBuffers* keep) const override {
     execute_cpu_plan(plan, args, params, outputs, keep);
   }
+
+  /// Kernels of every function this backend lowered, by content, for templates
+  /// (dynamic sizes). Compiles of several plans use it at once; it locks itself.
+  mutable KernelTemplateCache templates_;
 };
 
 }  // namespace
 
 CpuCompileOptions cpu_compile_options(const CompileOptions& opts) {
+  const CpuOptions cpu = opts.backend_options<CpuOptions>();
   CpuCompileOptions c;
   c.want_artifacts = opts.want_artifacts;
   c.cache_dir = opts.cache_dir;
-  c.opt = opts.llvm_opt;
-  c.reuse_loaded = opts.reuse_kernels;
+  c.opt = cpu.llvm_opt;
+  c.reuse_loaded = cpu.reuse_kernels;
   c.dynamic_sizes = opts.dynamic_sizes;
   c.record_only = opts.record_kernels_only;
-  c.template_scope = opts.template_scope;
   return c;
 }
 
+const KernelTemplateCache& cpu_kernel_templates() {
+  return static_cast<const CpuBackend&>(cpu_backend()).templates_;
+}
+
 const Backend& cpu_backend() {
-  static const CpuBackend b;
-  return b;
+  // Never destroyed, like the JIT: a background compile may still use its cache at exit.
+  static const CpuBackend* b = new CpuBackend();
+  return *b;
 }
 
 }  // namespace kiln

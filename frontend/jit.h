@@ -166,7 +166,6 @@ class TracedCore {
   std::condition_variable compiled_;  // an in-flight build finished
   std::vector<const InFlight*> in_flight_;
   std::unique_ptr<DynamicDims> dynamic_;  // under mu_ (codegen/dynamic_sizes.h)
-  const uint64_t template_scope_;    // this function's kernel templates (CompileOptions)
 };
 
 template <class T>

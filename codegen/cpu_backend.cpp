@@ -196,7 +196,6 @@ CpuLoweredGroup lower_cpu_group(const Graph& g, const FusionGroup& group,
   const auto t0 = std::chrono::steady_clock::now();
   LowerOptions lo;
   lo.epilogue_in_place = opts.epilogue_in_place;
-  lo.in_place = opts.in_place;
   lo.column_reductions = true;
   CpuLoweredGroup l;
   l.loc = first_loc(g, group);
@@ -215,17 +214,19 @@ CpuLoweredGroup lower_cpu_group(const Graph& g, const FusionGroup& group,
     out.buffers.push_back(b.value);
     l.has_output = l.has_output || b.output;
   }
-  if (opts.want_artifacts) out.artifacts.kernel_ir = kir::print_kernel(l.kernel);
   return l;
 }
 
 namespace {
 
 // Runs `body` (which loads the code of l's kernel into l.kernel_out), adding its
-// time to the kernel's and naming the group's source line in an error.
+// time to the kernel's and naming the group's source line in an error. The
+// kernel IR for dumps is the kernel's as it is now (its in-place outputs
+// stored), unless body prints a template's instead.
 template <class Body>
-CpuKernel finish_group(CpuLoweredGroup& l, Body body) {
+CpuKernel finish_group(CpuLoweredGroup& l, const CpuCompileOptions& opts, Body body) {
   const auto t0 = std::chrono::steady_clock::now();
+  if (opts.want_artifacts) l.kernel_out.artifacts.kernel_ir = kir::print_kernel(l.kernel);
   if (l.has_output) {  // else a lone matmul: BLAS does all of it
     try {
       body();
@@ -241,7 +242,7 @@ CpuKernel finish_group(CpuLoweredGroup& l, Body body) {
 }  // namespace
 
 CpuKernel compile_cpu_group(CpuLoweredGroup l, const CpuCompileOptions& opts) {
-  return finish_group(l, [&] {
+  return finish_group(l, opts, [&] {
     const kir::Kernel& k = l.kernel;
     CpuKernel& out = l.kernel_out;
     if (!opts.templates) {
@@ -262,7 +263,7 @@ CpuKernel compile_cpu_group_as(CpuLoweredGroup l, const kir::Kernel& templ,
                                std::vector<int64_t> params, const CpuCompileOptions& opts) {
   KILN_CHECK(!opts.dynamic_sizes && !opts.record_only,
              "internal: a plan's family template with dynamic sizes");
-  return finish_group(l, [&] {
+  return finish_group(l, opts, [&] {
     if (opts.templates)  // a later size may widen it
       opts.templates->remember(kir::skeleton(l.kernel), l.kernel);
     kir::Kernel t = templ;
@@ -278,7 +279,7 @@ CpuKernel compile_cpu_group_as(CpuLoweredGroup l, const kir::Kernel& templ,
 
 CpuKernel share_cpu_code(CpuLoweredGroup l, const CpuKernel& compiled, const kir::Kernel& templ,
                          std::vector<int64_t> params, const CpuCompileOptions& opts) {
-  return finish_group(l, [&] {
+  return finish_group(l, opts, [&] {
     CpuKernel& out = l.kernel_out;
     out.fn = compiled.fn;
     out.code = compiled.code;

@@ -70,10 +70,6 @@ struct CpuCompileOptions {
   /// legal when the epilogue reads the result at the element it writes (lowering
   /// checks and throws otherwise). All other buffers must be distinct.
   bool epilogue_in_place = false;
-  /// (output, input) pairs: the output is stored in the input's buffer (the caller
-  /// passes that buffer for both). Only legal when the kernel reads the input at
-  /// the element it writes; lowering checks and throws otherwise.
-  std::vector<std::pair<Value, Value>> in_place;
   /// Dynamic sizes (a traced function whose batch size changes): when the kernel
   /// is an instance of a template in `templates`, or differs only in constants
   /// from a kernel lowered before (at another size), compile and run the template
@@ -93,7 +89,9 @@ struct CpuCompileOptions {
 CpuKernel compile_cpu_kernel(const Graph& g, const FusionGroup& group,
                              const CpuCompileOptions& opts);
 
-/// A group lowered to kernel IR, not yet compiled.
+/// A group lowered to kernel IR, not yet compiled. Outputs stored over inputs
+/// (the schedule's in_place step) are stored with store_in_place (lower.h) before
+/// it compiles.
 struct CpuLoweredGroup {
   kir::Kernel kernel;
   CpuKernel kernel_out;     // info, buffers and artifacts so far; no code yet

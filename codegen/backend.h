@@ -3,13 +3,16 @@
 // the same schedule (passes/schedule.h) and build the same kind of plan
 // (runtime/plan.h); the driver decides the order of steps, the slots, and the
 // host steps (index checks, collectives), and hands every other group to the
-// backend of the graph's device:
+// backend of the graph's device, in three calls per group: lower_group (once,
+// before the schedule's in_place step, which reads what lowering found), then,
+// with the schedule complete, compile_group and add_steps:
 //   CPU   cpu_compile.cpp   LLVM kernels (cpu_backend.h), OpenBLAS matmuls
 //   CUDA  cuda_compile.cpp  NVRTC kernels (cuda_backend.h), cuBLAS/cuBLASLt matmuls
 #pragma once
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "codegen/compile.h"
@@ -20,6 +23,8 @@ namespace kiln {
 /// What a backend is given for every group of one compile.
 struct CompileContext {
   const Graph& g;  // the optimised graph
+  /// Complete for compile_group and after; lower_group sees the steps before the
+  /// `lower` stage only (no in_place or accumulate decisions yet).
   const Schedule& sched;
   /// The schedule's groups as the steps compile them (constant data, a literal or
   /// an arange, is an elementwise group: an ordinary kernel writes it).
@@ -35,14 +40,28 @@ struct Target {
   int arch = 0;      // CUDA: the compute capability kernels are built for (sm_90: 90); 0 for the CPU
 };
 
+/// A group lowered to kernel IR (codegen/lower.h), once per compile: what the
+/// schedule's in_place step reads, then what compile_group compiles. Each
+/// backend has its own.
+struct LoweredGroup {
+  virtual ~LoweredGroup() = default;
+  /// The (output, input) pairs whose output the kernel may store over the input
+  /// (codegen/lower.h's overwritable): Schedule::overwritable.
+  std::vector<std::pair<Value, Value>> overwritable;
+  /// Stores the outputs of `pairs` (the schedule's in_place decision, each pair
+  /// one of overwritable) over their inputs in the kernel (store_in_place).
+  virtual void store_in_place(const std::vector<std::pair<Value, Value>>& pairs) = 0;
+};
+
 /// A group's code, compiled ahead of the step loop (perhaps on another thread),
 /// waiting for its steps to be added in plan order. Each backend has its own.
 struct CompiledGroup {
   virtual ~CompiledGroup() = default;
 };
 
-/// What a backend works out for the groups of one compile together, before it
-/// compiles them one by one (Backend::batch_groups). Each backend has its own.
+/// What a backend works out for the groups of one compile together, lowered and
+/// with the schedule complete, before it compiles them one by one
+/// (Backend::batch_groups). Each backend has its own.
 struct GroupBatch {
   virtual ~GroupBatch() = default;
   /// Per group: compile it in a second round, after every unmarked group (its
@@ -75,20 +94,29 @@ class Backend {
   /// lacks (for the user's error).
   virtual bool supports(const Graph& g, const FusionGroup& grp, std::string* why) const = 0;
 
-  /// Looks at the groups about to be compiled (`wanted`) together, before any
-  /// compile_group call: null when the backend compiles each on its own.
-  virtual std::unique_ptr<GroupBatch> batch_groups(const CompileContext& ctx,
-                                                   const std::vector<size_t>& wanted) const {
+  /// Lowers group `gi` (one this backend supports, not a host step of the
+  /// driver's) to kernel IR, once per compile, and says which outputs its kernel
+  /// may store over which inputs. Called from several threads at once, before
+  /// the schedule's in_place step. Throws kiln::Error (with the group's source
+  /// line) when the group cannot be lowered.
+  virtual std::unique_ptr<LoweredGroup> lower_group(const CompileContext& ctx, size_t gi) const = 0;
+
+  /// Looks at the groups about to be compiled together, lowered (`lowered`, per
+  /// group: null where not lowered) and with their in-place outputs stored,
+  /// before any compile_group call: null when the backend compiles each on its own.
+  virtual std::unique_ptr<GroupBatch> batch_groups(
+      const CompileContext& ctx, const std::vector<std::unique_ptr<LoweredGroup>>& lowered) const {
     return nullptr;
   }
 
-  /// Compiles group `gi`'s code (null, or code with nothing to run, when its
-  /// steps are library calls alone), with what batch_groups made (or null).
-  /// Called for every group this backend supports (not the driver's host steps:
-  /// index checks, collectives), from several threads at once, in any order but
-  /// for the batch's second round, which comes after the first.
-  /// With opts.record_kernels_only, only what the probe records (CPU kernels) is done.
+  /// Compiles group `gi`'s code from its lowered kernel (null, or code with
+  /// nothing to run, when its steps are library calls alone), with what
+  /// batch_groups made (or null). Called for every group lower_group lowered,
+  /// from several threads at once, in any order but for the batch's second
+  /// round, which comes after the first. With opts.record_kernels_only, only
+  /// what the probe records is done.
   virtual std::unique_ptr<CompiledGroup> compile_group(const CompileContext& ctx, size_t gi,
+                                                       std::unique_ptr<LoweredGroup> lowered,
                                                        GroupBatch* batch) const = 0;
 
   /// Appends group `gi`'s steps to the plan, with what compile_group made of it.

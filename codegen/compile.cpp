@@ -9,7 +9,6 @@
 #include <exception>
 
 #include "codegen/backend.h"
-#include "codegen/lower.h"
 #include "passes/collectives.h"
 #include "passes/pipeline.h"
 #include "runtime/reference.h"
@@ -163,48 +162,67 @@ void add_collective_step(const Graph& g, const std::vector<FusionGroup>& groups,
   pb.add(std::move(step), std::move(info), {}, std::move(written));
 }
 
-// One group's code, compiled by the backend ahead of the step loop.
+// One group's kernel, lowered, then compiled by the backend ahead of the step loop.
 struct CompileJob {
   bool wanted = false;
+  std::unique_ptr<LoweredGroup> lowered;
   std::unique_ptr<CompiledGroup> code;
   std::exception_ptr failed;  // rethrown when the step loop reaches the group
 };
 
-// Compiles the wanted jobs on the thread pool, each thread taking the next job
-// left (kernels differ a lot in cost, so equal shares would leave threads idle),
-// in the backend's two rounds (GroupBatch). LLVM compiles modules of separate
-// contexts concurrently, and NVRTC programs compile concurrently; loading code
-// is serialised inside each backend.
-void compile_groups(const Backend& backend, const CompileContext& ctx, std::vector<CompileJob>& jobs) {
+// Runs work(gi) for the jobs of `round` on the thread pool, each thread taking
+// the next job left (kernels differ a lot in cost, so equal shares would leave
+// threads idle), the biggest groups first, so the slowest does not start last.
+// A job that throws keeps its exception.
+template <class Work>
+void run_jobs(const CompileContext& ctx, std::vector<size_t> round, std::vector<CompileJob>& jobs,
+              const Work& work) {
+  std::stable_sort(round.begin(), round.end(), [&](size_t a, size_t b) {
+    return ctx.groups[a].nodes.size() > ctx.groups[b].nodes.size();
+  });
+  std::atomic<size_t> next{0};
+  auto worker = [&](int64_t, int64_t) {
+    for (size_t i = next++; i < round.size(); i = next++) {
+      try {
+        work(round[i]);
+      } catch (...) {
+        jobs[round[i]].failed = std::current_exception();
+      }
+    }
+  };
+  const int64_t threads = std::min<int64_t>(num_threads(), static_cast<int64_t>(round.size()));
+  if (threads <= 1)
+    worker(0, 1);
+  else
+    parallel_for(threads, 1, worker);
+}
+
+// Lowers every wanted group, once (the pipeline's `lower` stage).
+void lower_groups(const Backend& backend, const CompileContext& ctx,
+                  std::vector<CompileJob>& jobs) {
   std::vector<size_t> wanted;
   for (size_t gi = 0; gi < jobs.size(); ++gi)
     if (jobs[gi].wanted) wanted.push_back(gi);
-  std::unique_ptr<GroupBatch> batch = backend.batch_groups(ctx, wanted);
-  auto second = [&](size_t gi) { return batch && batch->second_round.at(gi); };
+  run_jobs(ctx, std::move(wanted), jobs,
+           [&](size_t gi) { jobs[gi].lowered = backend.lower_group(ctx, gi); });
+}
+
+// Compiles the lowered jobs in the backend's two rounds (GroupBatch). LLVM
+// compiles modules of separate contexts concurrently, and NVRTC programs compile
+// concurrently; loading code is serialised inside each backend.
+void compile_groups(const Backend& backend, const CompileContext& ctx,
+                    std::vector<CompileJob>& jobs) {
+  std::vector<std::unique_ptr<LoweredGroup>> lowered(jobs.size());
+  for (size_t gi = 0; gi < jobs.size(); ++gi) lowered[gi] = std::move(jobs[gi].lowered);
+  std::unique_ptr<GroupBatch> batch = backend.batch_groups(ctx, lowered);
   std::vector<size_t> first_round, second_round;
-  for (size_t gi : wanted) (second(gi) ? second_round : first_round).push_back(gi);
-  for (std::vector<size_t>* round : {&first_round, &second_round}) {
-    // Biggest groups first, so the slowest kernel does not start last.
-    std::stable_sort(round->begin(), round->end(), [&](size_t a, size_t b) {
-      return ctx.groups[a].nodes.size() > ctx.groups[b].nodes.size();
+  for (size_t gi = 0; gi < jobs.size(); ++gi)
+    if (lowered[gi])
+      (batch && batch->second_round.at(gi) ? second_round : first_round).push_back(gi);
+  for (std::vector<size_t>* round : {&first_round, &second_round})
+    run_jobs(ctx, std::move(*round), jobs, [&](size_t gi) {
+      jobs[gi].code = backend.compile_group(ctx, gi, std::move(lowered[gi]), batch.get());
     });
-    std::atomic<size_t> next{0};
-    auto worker = [&](int64_t, int64_t) {
-      for (size_t i = next++; i < round->size(); i = next++) {
-        CompileJob& job = jobs[(*round)[i]];
-        try {
-          job.code = backend.compile_group(ctx, (*round)[i], batch.get());
-        } catch (...) {
-          job.failed = std::current_exception();
-        }
-      }
-    };
-    const int64_t threads = std::min<int64_t>(num_threads(), static_cast<int64_t>(round->size()));
-    if (threads <= 1)
-      worker(0, 1);
-    else
-      parallel_for(threads, 1, worker);
-  }
 }
 
 // The groups as the steps compile them: constant data (a literal, an arange) is
@@ -269,29 +287,20 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
   popts.record = opts.want_artifacts;
   popts.schedule.fusion = opts.fusion;
   popts.schedule.overlap_collectives = opts.overlap_collectives;
-  popts.schedule.in_place_allowed = in_place_allowed;  // lowering's answer (codegen/lower.h)
   r.passes.clear();
-  const Pipelined p = run_pipeline(input, popts, &r.passes);
+  Pipelined p = run_pipeline(input, popts, &r.passes);
   const Graph& g = p.graph;
-  const Schedule& sched = p.schedule;
+  Schedule& sched = p.schedule;
   r.pipeline_ms = ms_since(t0);
-  r.optimized = g;
-  r.groups = sched.groups;
-  r.memory = sched.memory;
 
   auto t1 = std::chrono::steady_clock::now();
   const Device device = graph_device(g);
   const Backend& backend = backend_for(device);
+  if (opts.record_kernels_only && !backend.sizes_at_run_time())
+    throw Error("internal: a dynamic-size probe (record_kernels_only) for " + device.str() +
+                ", whose kernels do not take sizes at run time");
   const Target target = backend.target(device);
   r.target = target.name;
-  auto plan = std::make_shared<Plan>();
-  plan->device = device;
-  r.kernels.clear();
-  r.artifacts.clear();
-  r.step_values.clear();
-  r.slot_values.clear();
-  PlanBuilder pb(g, sched, *plan, r);
-  assign_slots(g, sched, pb);
 
   const CollectiveSchedule& comm = sched.comm;
   std::vector<int64_t> bucket_at(sched.groups.size(), -1);  // a bucket's first group -> bucket
@@ -303,13 +312,40 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
   const std::vector<FusionGroup> groups = step_groups(g, sched.groups);
   const CompileContext ctx{g, sched, groups, opts, device, target.arch};
 
-  // Every group the backend compiles is compiled first, in parallel; the steps
-  // below take them in order.
+  // Every group the backend compiles is lowered once (the pipeline's `lower`
+  // stage), and what lowering found decides the schedule's last steps.
   std::vector<CompileJob> jobs(groups.size());
   std::vector<std::string> unsupported(groups.size());
   for (size_t gi = 0; gi < groups.size(); ++gi)
     jobs[gi].wanted = !later_member[gi] && bucket_at[gi] < 0 && !is_library_step(g, groups[gi]) &&
                       backend.supports(g, groups[gi], &unsupported[gi]);
+  lower_groups(backend, ctx, jobs);
+  const double lower_ms = ms_since(t1);
+  sched.overwritable.assign(groups.size(), {});
+  for (size_t gi = 0; gi < groups.size(); ++gi)
+    if (jobs[gi].lowered) sched.overwritable[gi] = jobs[gi].lowered->overwritable;
+  const auto t2 = std::chrono::steady_clock::now();
+  finish_pipeline(p, popts, lower_ms, &r.passes);
+  const double finish_ms = ms_since(t2);
+  r.pipeline_ms += finish_ms;
+  for (size_t gi = 0; gi < groups.size(); ++gi)
+    if (jobs[gi].lowered && !sched.in_place[gi].empty())
+      jobs[gi].lowered->store_in_place(sched.in_place[gi]);
+  r.optimized = g;
+  r.groups = sched.groups;
+  r.memory = sched.memory;
+
+  auto plan = std::make_shared<Plan>();
+  plan->device = device;
+  r.kernels.clear();
+  r.artifacts.clear();
+  r.step_values.clear();
+  r.slot_values.clear();
+  PlanBuilder pb(g, sched, *plan, r);
+  assign_slots(g, sched, pb);
+
+  // Every group lowered is compiled first, in parallel; the steps below take
+  // them in order.
   compile_groups(backend, ctx, jobs);
   if (opts.record_kernels_only) return nullptr;
 
@@ -335,12 +371,8 @@ std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& op
   }
   for (Value v : g.outputs) plan->outputs.push_back(pb.slot(v));
   for (const ParamUpdate& u : g.updates) plan->updates.push_back({u.param, pb.slot(u.value)});
-  r.codegen_ms = ms_since(t1);
+  r.codegen_ms = ms_since(t1) - finish_ms;
   return plan;
-}
-
-void forget_template_scope(uint64_t template_scope) {
-  forget_cpu_templates(template_scope);
 }
 
 }  // namespace kiln

@@ -6,9 +6,10 @@
 
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
-#include "codegen/cpu_backend.h"
+#include "codegen/kernel_info.h"
 #include "passes/fusion.h"
 #include "passes/memory_plan.h"
 #include "passes/pipeline.h"
@@ -16,52 +17,79 @@
 
 namespace kiln {
 
+/// Options that one backend reads and the others have no use for (the CPU
+/// backend's CpuOptions, cpu_backend.h): kept in CompileOptions by their type.
+struct BackendOptions {
+  virtual ~BackendOptions() = default;
+};
+
+/// What every backend is asked to do. Each field means the same on every
+/// backend; what only one backend has (the LLVM pipeline of CPU kernels) is in
+/// that backend's options, set with set_backend_options and read by that
+/// backend alone.
 struct CompileOptions {
-  bool fusion = true;           // false: one kernel per op (the unfused baseline)
+  bool fusion = true;               // false: one kernel per op (the unfused baseline)
   bool overlap_collectives = true;  // false: each collective starts where it is waited for
-  bool want_artifacts = false;  // keep pass texts, kernel IR, LLVM IR and assembly
-  std::string cache_dir;        // on-disk kernel cache; empty disables it
-  LlvmOpt llvm_opt = LlvmOpt::Fast;  // CPU kernels' optimisation pipeline (KILN_OPT)
-  bool reuse_kernels = true;    // share identical CPU kernels already loaded (KILN_REUSE=0: never)
-  /// CPU kernels of one plan that differ only in sizes and constants (the Adam
-  /// update of each parameter) run one template, compiled once
-  /// (kernel_template.h, kir::families). KILN_SHARE_SIZES=0: each its own kernel.
-  bool share_sizes = true;
-  /// CPU kernels take the sizes that changed since a group was last lowered as
-  /// run-time parameters (kernel templates, codegen/kernel_template.h): a traced
-  /// function with a dynamic dimension. CUDA plans compile every size.
+  bool want_artifacts = false;      // keep pass texts, kernel IR and each backend's code texts
+  std::string cache_dir;            // on-disk kernel cache; empty disables it
+  /// A traced function with a dynamic dimension: a backend whose kernels take
+  /// sizes at run time (Backend::sizes_at_run_time) compiles kernel templates
+  /// where sizes changed since its kernels were last lowered, so that a new size
+  /// compiles no kernel; a backend that does not compiles every size, as that
+  /// capability says.
   bool dynamic_sizes = false;
-  /// Lower every CPU kernel and remember it for later templates, compile nothing,
-  /// return no plan: a dynamic dimension's probe at a second size.
+  /// A dynamic dimension's probe at a second size: lower every kernel and let
+  /// the backend remember it for later templates, compile nothing, return no
+  /// plan. Only asked of a backend whose sizes_at_run_time() (compile_graph
+  /// throws otherwise).
   bool record_kernels_only = false;
-  /// Whose kernels templates are made from (a traced function's id; 0: none are
-  /// remembered). Kernels of other functions never widen a function's templates.
-  uint64_t template_scope = 0;
+
+  /// Sets the options of one backend (a BackendOptions type), replacing any of
+  /// that type set before.
+  template <class T>
+  void set_backend_options(T o) {
+    static_assert(std::is_base_of_v<BackendOptions, T>,
+                  "backend options derive from BackendOptions");
+    for (auto& b : backend_)
+      if (dynamic_cast<const T*>(b.get())) {
+        b = std::make_shared<const T>(std::move(o));
+        return;
+      }
+    backend_.push_back(std::make_shared<const T>(std::move(o)));
+  }
+  /// The options of type T set before, or T's defaults.
+  template <class T>
+  T backend_options() const {
+    static_assert(std::is_base_of_v<BackendOptions, T>,
+                  "backend options derive from BackendOptions");
+    for (const auto& b : backend_)
+      if (const T* t = dynamic_cast<const T*>(b.get())) return *t;
+    return T{};
+  }
+
+ private:
+  std::vector<std::shared_ptr<const BackendOptions>> backend_;  // one of each type, immutable
 };
 
 /// What compilation did, step by step.
 struct CompileReport {
   /// The pass pipeline's passes, then the schedule's steps (passes/schedule.h).
   std::vector<PassRecord> passes;
-  Graph optimized;                    // the graph after the pass pipeline
-  std::vector<FusionGroup> groups;    // the schedule's
+  Graph optimized;                  // the graph after the pass pipeline
+  std::vector<FusionGroup> groups;  // the schedule's
   MemoryPlan memory;
-  std::vector<KernelInfo> kernels;    // per plan step, in order
+  std::vector<KernelInfo> kernels;  // per plan step, in order
   std::vector<KernelArtifacts> artifacts;
   /// For each plan step, the optimized graph's values it writes (parallel to Plan::steps).
   std::vector<std::vector<Value>> step_values;
-  std::vector<Value> slot_values;     // per plan slot
+  std::vector<Value> slot_values;  // per plan slot
   double pipeline_ms = 0, codegen_ms = 0;
-  std::string target;                 // CUDA plans: the device ("cuda:0 NVIDIA H100 ..."); "" for the CPU
+  std::string target;  // CUDA plans: the device ("cuda:0 NVIDIA H100 ..."); "" for the CPU
   int64_t kernels_from_disk = 0;
-  int64_t kernels_reused = 0;         // CPU kernels already loaded for another group or plan
-  int64_t kernels_templated = 0;      // CPU kernels run as templates, sizes as parameters
-  CompileTimes kernel_times;          // summed over the CPU kernels compiled
+  int64_t kernels_reused = 0;     // CPU kernels already loaded for another group or plan
+  int64_t kernels_templated = 0;  // CPU kernels run as templates, sizes as parameters
+  CompileTimes kernel_times;      // summed over the CPU kernels compiled
 };
-
-/// The CPU backend's options for one kernel, as `opts` asks for (compile_graph's,
-/// and eager kernels' with compile_options()).
-CpuCompileOptions cpu_compile_options(const CompileOptions& opts);
 
 /// Compiles a graph for the device its values live on, with that device's
 /// backend (backend.h): the CPU (LLVM kernels, OpenBLAS), or a CUDA device
@@ -71,9 +99,5 @@ CpuCompileOptions cpu_compile_options(const CompileOptions& opts);
 /// unavailable.
 std::shared_ptr<Plan> compile_graph(const Graph& g, const CompileOptions& opts,
                                     CompileReport* report = nullptr);
-
-/// Forgets what backends keep for later templates under `template_scope`
-/// (CompileOptions): its traced function is gone, and no compile will ask again.
-void forget_template_scope(uint64_t template_scope);
 
 }  // namespace kiln

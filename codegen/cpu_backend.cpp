@@ -7,7 +7,6 @@
 
 #include <bit>
 #include <chrono>
-#include <list>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
@@ -27,7 +26,8 @@ namespace {
 // Bump when the generated code changes meaning or shape, to retire old cache entries.
 constexpr const char* kCodegenVersion = "kiln-cpu-codegen 10";
 
-double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+double ms_between(std::chrono::steady_clock::time_point a,
+                  std::chrono::steady_clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
@@ -93,119 +93,6 @@ LlvmOpt pipeline_for(const kir::Kernel& k, LlvmOpt asked) {
   return asked;
 }
 
-// Kernels lowered in this process, by skeleton (kernel_template.h): the last few
-// seen, to generalise a new size's kernel against, and the templates made so far.
-// Only kernel IR is kept here; the templates' code is shared through
-// LoadedKernels like any other kernel's.
-class KernelTemplates {
- public:
-  static KernelTemplates& get() {
-    static KernelTemplates* t = new KernelTemplates();  // never destroyed, like the JIT
-    return *t;
-  }
-
-  void remember(const std::string& skeleton, const kir::Kernel& k) {
-    std::lock_guard<std::mutex> lock(mu_);
-    add_seen(family(skeleton), k);
-  }
-
-  /// A template that computes k with *params: one made before, or one made now
-  /// from the kernel seen before that differs from k the least (and varying where
-  /// the newest template of the skeleton varies). nullopt when k is
-  /// the first of its skeleton (or equal to every kernel seen).
-  std::optional<kir::Kernel> find_or_make(const std::string& skeleton, const kir::Kernel& k,
-                                          std::vector<int64_t>* params) {
-    std::lock_guard<std::mutex> lock(mu_);
-    Family& f = family(skeleton);
-    for (auto t = f.templates.rbegin(); t != f.templates.rend(); ++t)
-      if (auto p = kir::bind(*t, k)) {
-        *params = std::move(*p);
-        return *t;
-      }
-    const kir::Kernel* closest = nullptr;
-    int64_t fewest = 0;
-    for (const kir::Kernel& s : f.seen) {
-      const int64_t d = distance(s, k);
-      if (d == 0) continue;  // the same sizes
-      if (!closest || d <= fewest) {
-        closest = &s;
-        fewest = d;
-      }
-    }
-    if (!closest) return std::nullopt;
-    // Where the newest template varies, this one does too: two groups of one
-    // skeleton (transposes of two widths) changing with the same batch size each
-    // need the batch size as a parameter, whichever pair of kernels was closest.
-    kir::Kernel t = kir::generalize(k, *closest, f.templates.empty() ? nullptr : &f.templates.back());
-    auto p = kir::bind(t, k);
-    KILN_CHECK(p.has_value(), "internal: a kernel is not an instance of the template made from it");
-    *params = std::move(*p);
-    if (f.templates.size() == kTemplates) f.templates.erase(f.templates.begin());
-    f.templates.push_back(t);
-    add_seen(f, k);
-    return t;
-  }
-
-  /// Forgets every family of `scope`: its function is gone, nothing can use them.
-  void forget(uint64_t scope) {
-    const std::string prefix = std::to_string(scope) + "\n";
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto it = map_.begin(); it != map_.end();) {
-      if (it->first.starts_with(prefix)) {
-        used_.erase(it->second.used);
-        it = map_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
-
-  size_t families() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return map_.size();
-  }
-
- private:
-  static constexpr size_t kSeen = 4, kTemplates = 8, kFamilies = 4096;
-  struct Family {
-    std::vector<kir::Kernel> seen;
-    std::vector<kir::Kernel> templates;
-    std::list<const std::string*>::iterator used;  // its place in used_
-  };
-  // How many sites and buffer shapes of two kernels of one skeleton differ (0: the same sizes).
-  static int64_t distance(const kir::Kernel& a, const kir::Kernel& b) {
-    int64_t d = kir::count_differences(a, b);
-    for (size_t i = 0; i < a.buffers.size(); ++i) d += a.buffers[i].shape != b.buffers[i].shape;
-    return d;
-  }
-  static void add_seen(Family& f, const kir::Kernel& k) {
-    for (const kir::Kernel& s : f.seen)
-      if (distance(s, k) == 0) return;
-    if (f.seen.size() == kSeen) f.seen.erase(f.seen.begin());
-    f.seen.push_back(k);
-  }
-  // The skeleton's family, now the most recently used. A cache: past kFamilies
-  // the least recently used goes (not the current function's kernels, which a
-  // probe or the last size left for the next size to find).
-  Family& family(const std::string& skeleton) {
-    if (auto it = map_.find(skeleton); it != map_.end()) {
-      used_.splice(used_.begin(), used_, it->second.used);
-      return it->second;
-    }
-    if (map_.size() >= kFamilies) {
-      map_.erase(*used_.back());
-      used_.pop_back();
-    }
-    auto [it, added] = map_.emplace(skeleton, Family{});
-    used_.push_front(&it->first);
-    it->second.used = used_.begin();
-    return it->second;
-  }
-  std::mutex mu_;
-  std::unordered_map<std::string, Family> map_;
-  std::list<const std::string*> used_;  // map_'s keys, most recently used first
-};
-
 // "; run with p0 = 64, p1 = 0.015625" under a template's kernel IR in the dumps.
 std::string params_str(const kir::Kernel& t, const std::vector<int64_t>& p) {
   std::string s = "; run with";
@@ -214,11 +101,6 @@ std::string params_str(const kir::Kernel& t, const std::vector<int64_t>& p) {
     s += t.params[i] == DType::f64 ? float_str(std::bit_cast<double>(p[i])) : std::to_string(p[i]);
   }
   return p.empty() ? "; no parameters: the code is the same at every size\n" : s + "\n";
-}
-
-// Families of kernels are per function (template scope): "<scope>\n<skeleton>".
-std::string scoped_skeleton(uint64_t scope, const kir::Kernel& k) {
-  return std::to_string(scope) + "\n" + kir::skeleton(k);
 }
 
 }  // namespace
@@ -235,11 +117,10 @@ bool load_code(const kir::Kernel& k, const CpuCompileOptions& opts, Source from,
   LlvmJit& jit = LlvmJit::get();
   const LlvmOpt opt = pipeline_for(k, opts.opt);
   // The key: what the code means (kernel text without names) and what it was built for.
-  const std::string key_text =
-      std::string(kCodegenVersion) + "\nllvm " + LlvmJit::llvm_version() + "\ncpu " +
-      jit.cpu_name() + "\nfeatures " + jit.cpu_features() + "\naligned " +
-      (opts.assume_aligned ? "1" : "0") + "\nopt " + llvm_opt_name(opt) + "\n" +
-      kir::print_kernel(k, {.names = false});
+  const std::string key_text = std::string(kCodegenVersion) + "\nllvm " + LlvmJit::llvm_version() +
+                               "\ncpu " + jit.cpu_name() + "\nfeatures " + jit.cpu_features() +
+                               "\naligned " + (opts.assume_aligned ? "1" : "0") + "\nopt " +
+                               llvm_opt_name(opt) + "\n" + kir::print_kernel(k, {.names = false});
   const std::string key = stable_hash_hex(key_text);
   const std::string symbol = "kiln_kernel_" + key;
   LlvmEmitOptions eo;
@@ -298,22 +179,23 @@ bool load_code(const kir::Kernel& k, const CpuCompileOptions& opts, Source from,
 bool load_template_code(const kir::Kernel& k, const std::string& skeleton,
                         const CpuCompileOptions& opts, CpuKernel& out) {
   if (load_code(k, opts, Source::Loaded, out)) return true;
-  std::optional<kir::Kernel> t = KernelTemplates::get().find_or_make(skeleton, k, &out.params);
+  std::optional<kir::Kernel> t = opts.templates->find_or_make(skeleton, k, &out.params);
   if (!t) return false;
   t->name = k.name;
   load_code(*t, opts, Source::Anywhere, out);
   out.artifacts.templated = true;
-  if (opts.want_artifacts) out.artifacts.kernel_ir = kir::print_kernel(*t) + params_str(*t, out.params);
+  if (opts.want_artifacts)
+    out.artifacts.kernel_ir = kir::print_kernel(*t) + params_str(*t, out.params);
   return true;
 }
 
 }  // namespace
 
-CpuLoweredGroup lower_cpu_group(const Graph& g, const FusionGroup& group, const CpuCompileOptions& opts) {
+CpuLoweredGroup lower_cpu_group(const Graph& g, const FusionGroup& group,
+                                const CpuCompileOptions& opts) {
   const auto t0 = std::chrono::steady_clock::now();
   LowerOptions lo;
   lo.epilogue_in_place = opts.epilogue_in_place;
-  lo.in_place = opts.in_place;
   lo.column_reductions = true;
   CpuLoweredGroup l;
   l.loc = first_loc(g, group);
@@ -332,17 +214,19 @@ CpuLoweredGroup lower_cpu_group(const Graph& g, const FusionGroup& group, const 
     out.buffers.push_back(b.value);
     l.has_output = l.has_output || b.output;
   }
-  if (opts.want_artifacts) out.artifacts.kernel_ir = kir::print_kernel(l.kernel);
   return l;
 }
 
 namespace {
 
 // Runs `body` (which loads the code of l's kernel into l.kernel_out), adding its
-// time to the kernel's and naming the group's source line in an error.
+// time to the kernel's and naming the group's source line in an error. The
+// kernel IR for dumps is the kernel's as it is now (its in-place outputs
+// stored), unless body prints a template's instead.
 template <class Body>
-CpuKernel finish_group(CpuLoweredGroup& l, Body body) {
+CpuKernel finish_group(CpuLoweredGroup& l, const CpuCompileOptions& opts, Body body) {
   const auto t0 = std::chrono::steady_clock::now();
+  if (opts.want_artifacts) l.kernel_out.artifacts.kernel_ir = kir::print_kernel(l.kernel);
   if (l.has_output) {  // else a lone matmul: BLAS does all of it
     try {
       body();
@@ -358,51 +242,44 @@ CpuKernel finish_group(CpuLoweredGroup& l, Body body) {
 }  // namespace
 
 CpuKernel compile_cpu_group(CpuLoweredGroup l, const CpuCompileOptions& opts) {
-  return finish_group(l, [&] {
+  return finish_group(l, opts, [&] {
     const kir::Kernel& k = l.kernel;
     CpuKernel& out = l.kernel_out;
-    if (opts.template_scope == 0) {
+    if (!opts.templates) {
       KILN_CHECK(!opts.dynamic_sizes && !opts.record_only,
-                 "internal: dynamic sizes need a template scope");
+                 "internal: dynamic sizes need a kernel-template cache");
       load_code(k, opts, Source::Anywhere, out);
       return;
     }
-    const std::string skeleton = scoped_skeleton(opts.template_scope, k);
+    const std::string skeleton = kir::skeleton(k);
     if (opts.record_only || !opts.dynamic_sizes || !load_template_code(k, skeleton, opts, out)) {
-      KernelTemplates::get().remember(skeleton, k);
+      opts.templates->remember(skeleton, k);
       if (!opts.record_only) load_code(k, opts, Source::Anywhere, out);
     }
   });
 }
 
-void forget_cpu_templates(uint64_t template_scope) {
-  KernelTemplates::get().forget(template_scope);
-}
-
-size_t cpu_template_families() {
-  return KernelTemplates::get().families();
-}
-
-CpuKernel compile_cpu_group_as(CpuLoweredGroup l, const kir::Kernel& templ, std::vector<int64_t> params,
-                               const CpuCompileOptions& opts) {
+CpuKernel compile_cpu_group_as(CpuLoweredGroup l, const kir::Kernel& templ,
+                               std::vector<int64_t> params, const CpuCompileOptions& opts) {
   KILN_CHECK(!opts.dynamic_sizes && !opts.record_only,
              "internal: a plan's family template with dynamic sizes");
-  return finish_group(l, [&] {
-    if (opts.template_scope != 0)  // a later size of the function may widen it
-      KernelTemplates::get().remember(scoped_skeleton(opts.template_scope, l.kernel), l.kernel);
+  return finish_group(l, opts, [&] {
+    if (opts.templates)  // a later size may widen it
+      opts.templates->remember(kir::skeleton(l.kernel), l.kernel);
     kir::Kernel t = templ;
     t.name = l.kernel.name;
     CpuKernel& out = l.kernel_out;
     load_code(t, opts, Source::Anywhere, out);
     out.artifacts.templated = true;
     out.params = std::move(params);
-    if (opts.want_artifacts) out.artifacts.kernel_ir = kir::print_kernel(t) + params_str(t, out.params);
+    if (opts.want_artifacts)
+      out.artifacts.kernel_ir = kir::print_kernel(t) + params_str(t, out.params);
   });
 }
 
 CpuKernel share_cpu_code(CpuLoweredGroup l, const CpuKernel& compiled, const kir::Kernel& templ,
                          std::vector<int64_t> params, const CpuCompileOptions& opts) {
-  return finish_group(l, [&] {
+  return finish_group(l, opts, [&] {
     CpuKernel& out = l.kernel_out;
     out.fn = compiled.fn;
     out.code = compiled.code;
@@ -420,7 +297,8 @@ CpuKernel share_cpu_code(CpuLoweredGroup l, const CpuKernel& compiled, const kir
   });
 }
 
-CpuKernel compile_cpu_kernel(const Graph& g, const FusionGroup& group, const CpuCompileOptions& opts) {
+CpuKernel compile_cpu_kernel(const Graph& g, const FusionGroup& group,
+                             const CpuCompileOptions& opts) {
   return compile_cpu_group(lower_cpu_group(g, group, opts), opts);
 }
 

@@ -8,8 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "codegen/compile.h"
 #include "codegen/kernel_info.h"
 #include "codegen/kernel_ir.h"
+#include "codegen/kernel_template.h"
 #include "ir/graph.h"
 #include "passes/fusion.h"
 #include "runtime/llvm_jit.h"
@@ -39,6 +41,17 @@ struct CpuKernel {
   KernelArtifacts artifacts;
 };
 
+/// The CPU backend's own options (CompileOptions::set_backend_options): what
+/// only LLVM kernels have. The CUDA backend never reads them.
+struct CpuOptions : BackendOptions {
+  LlvmOpt llvm_opt = LlvmOpt::Fast;  // the kernels' optimisation pipeline (KILN_OPT)
+  bool reuse_kernels = true;         // share identical kernels already loaded (KILN_REUSE=0: never)
+  /// Kernels of one plan that differ only in sizes and constants (the Adam update
+  /// of each parameter) run one template, compiled once (kernel_template.h,
+  /// kir::families). KILN_SHARE_SIZES=0: each its own kernel.
+  bool share_sizes = true;
+};
+
 struct CpuCompileOptions {
   bool want_artifacts = false;  // fill KernelArtifacts' texts (costs time)
   std::string cache_dir;        // on-disk object cache; empty disables it
@@ -57,22 +70,18 @@ struct CpuCompileOptions {
   /// legal when the epilogue reads the result at the element it writes (lowering
   /// checks and throws otherwise). All other buffers must be distinct.
   bool epilogue_in_place = false;
-  /// (output, input) pairs: the output is stored in the input's buffer (the caller
-  /// passes that buffer for both). Only legal when the kernel reads the input at
-  /// the element it writes; lowering checks and throws otherwise.
-  std::vector<std::pair<Value, Value>> in_place;
   /// Dynamic sizes (a traced function whose batch size changes): when the kernel
-  /// is an instance of a template already compiled, or differs only in constants
+  /// is an instance of a template in `templates`, or differs only in constants
   /// from a kernel lowered before (at another size), compile and run the template
   /// (kernel_template.h) with this group's constants as parameters. Off: every
   /// kernel is compiled for its own sizes, which is what static shapes do best.
   bool dynamic_sizes = false;
-  /// Only lower the group and remember its kernel for later templates (a probe of a
+  /// Only lower the group and remember its kernel in `templates` (a probe of a
   /// dynamic dimension at another size); no code, CpuKernel::fn stays null.
   bool record_only = false;
-  /// Templates are made only from kernels of the same scope (a traced function):
-  /// dynamic_sizes and record_only need one; 0 remembers nothing.
-  uint64_t template_scope = 0;
+  /// Where kernels are remembered and templates made (the CPU backend's own
+  /// cache): dynamic_sizes and record_only need one; null remembers nothing.
+  KernelTemplateCache* templates = nullptr;
 };
 
 /// Compiles one group of g: lower_cpu_group, then compile_cpu_group. Throws
@@ -80,7 +89,9 @@ struct CpuCompileOptions {
 CpuKernel compile_cpu_kernel(const Graph& g, const FusionGroup& group,
                              const CpuCompileOptions& opts);
 
-/// A group lowered to kernel IR, not yet compiled.
+/// A group lowered to kernel IR, not yet compiled. Outputs stored over inputs
+/// (the schedule's in_place step) are stored with store_in_place (lower.h) before
+/// it compiles.
 struct CpuLoweredGroup {
   kir::Kernel kernel;
   CpuKernel kernel_out;     // info, buffers and artifacts so far; no code yet
@@ -106,12 +117,14 @@ CpuKernel share_cpu_code(CpuLoweredGroup l, const CpuKernel& compiled, const kir
 /// Fills fn, code and artifacts; buffers, params and info are the caller's.
 CpuKernel compile_lowered_kernel(const kir::Kernel& k, const CpuCompileOptions& opts);
 
-/// Forgets the kernels kept for templates under `template_scope`: its traced
-/// function is gone (compile.h, forget_template_scope).
-void forget_cpu_templates(uint64_t template_scope);
-/// How many families of kernels (one per scope and skeleton) are kept for
-/// templates, for tests: a destroyed function leaves none behind.
-size_t cpu_template_families();
+/// The CPU backend's options for one kernel, as `opts` asks for (with its
+/// CpuOptions; compile_graph's, and eager kernels' with compile_options()). No
+/// template cache: the backend sets its own.
+CpuCompileOptions cpu_compile_options(const CompileOptions& opts);
+
+/// The CPU backend's kernel-template cache (cpu_compile.cpp owns it), for
+/// statistics and tests.
+const KernelTemplateCache& cpu_kernel_templates();
 
 /// Host CPU name and features the JIT targets ("znver5 +avx512f ...").
 std::string cpu_target_description();

@@ -5,31 +5,39 @@
 #include <optional>
 
 #include "codegen/backend.h"
+#include "codegen/cpu_backend.h"
 #include "codegen/kernel_template.h"
+#include "codegen/lower.h"
 
 namespace kiln {
 namespace {
+
+struct CpuLowered : LoweredGroup {
+  CpuLoweredGroup l;
+  void store_in_place(const std::vector<std::pair<Value, Value>>& pairs) override {
+    kiln::store_in_place(l.kernel, pairs);
+  }
+};
 
 struct CpuCompiled : CompiledGroup {
   CpuKernel kernel;
 };
 
-// The kernels of one compile, lowered together: groups whose kernels differ
-// only in sizes and constants (a family, kernel_template.h: the Adam update of
-// each parameter) run one template, compiled for the family's first member; the
+// The kernels of one compile, seen together: groups whose kernels differ only
+// in sizes and constants (a family, kernel_template.h: the Adam update of each
+// parameter) run one template, compiled for the family's first member; the
 // others take its code in the second round, which starts after the first round
 // has written `compiled` (each family's slot by one thread).
 struct CpuBatch : GroupBatch {
-  std::vector<std::optional<CpuLoweredGroup>> lowered;  // per group, until compile_group takes it
   std::vector<int64_t> family;                          // per group: its family, or -1
   std::vector<size_t> member;                           // per group: its place in the family
   std::vector<kir::Family> families;
   std::vector<std::optional<CpuKernel>> compiled;  // per family: the first member's kernel
 };
 
-CpuCompileOptions group_options(const CompileContext& ctx, size_t gi) {
+CpuCompileOptions group_options(const CompileContext& ctx, KernelTemplateCache& templates) {
   CpuCompileOptions o = cpu_compile_options(ctx.opts);
-  o.in_place = ctx.sched.in_place[gi];
+  o.templates = &templates;
   return o;
 }
 
@@ -72,29 +80,34 @@ class CpuBackend final : public Backend {
     return false;
   }
 
+  std::unique_ptr<LoweredGroup> lower_group(const CompileContext& ctx, size_t gi) const override {
+    auto l = std::make_unique<CpuLowered>();
+    l->l = lower_cpu_group(ctx.g, ctx.groups[gi], group_options(ctx, templates_));
+    l->overwritable = overwritable(ctx.groups[gi], l->l.kernel);
+    return l;
+  }
+
   // Families only where kernels are compiled for their sizes: with dynamic
-  // sizes, the function's own templates (cpu_backend.cpp) take their place.
-  std::unique_ptr<GroupBatch> batch_groups(const CompileContext& ctx,
-                                           const std::vector<size_t>& wanted) const override {
+  // sizes, the templates of the backend's cache take their place.
+  std::unique_ptr<GroupBatch> batch_groups(
+      const CompileContext& ctx,
+      const std::vector<std::unique_ptr<LoweredGroup>>& lowered) const override {
     const CompileOptions& opts = ctx.opts;
-    if (!opts.share_sizes || opts.dynamic_sizes || opts.record_kernels_only) return nullptr;
+    if (!opts.backend_options<CpuOptions>().share_sizes || opts.dynamic_sizes ||
+        opts.record_kernels_only)
+      return nullptr;
     auto b = std::make_unique<CpuBatch>();
     const size_t n = ctx.groups.size();
-    b->lowered.resize(n);
     b->family.assign(n, -1);
     b->member.assign(n, 0);
     b->second_round.assign(n, 0);
     std::vector<const kir::Kernel*> kernels;
     std::vector<size_t> group_of;
-    for (size_t gi : wanted) {
-      if (ctx.sched.accumulate[gi]) continue;
-      try {
-        b->lowered[gi] = lower_cpu_group(ctx.g, ctx.groups[gi], group_options(ctx, gi));
-      } catch (const Error&) {
-        continue;  // compile_group lowers it again and reports the error in its place
-      }
-      if (!b->lowered[gi]->has_output) continue;
-      kernels.push_back(&b->lowered[gi]->kernel);
+    for (size_t gi = 0; gi < n; ++gi) {
+      if (!lowered[gi] || ctx.sched.accumulate[gi]) continue;
+      const CpuLoweredGroup& l = static_cast<const CpuLowered&>(*lowered[gi]).l;
+      if (!l.has_output) continue;
+      kernels.push_back(&l.kernel);
       group_of.push_back(gi);
     }
     b->families = kir::families(kernels);
@@ -112,18 +125,14 @@ class CpuBackend final : public Backend {
   }
 
   std::unique_ptr<CompiledGroup> compile_group(const CompileContext& ctx, size_t gi,
+                                               std::unique_ptr<LoweredGroup> lowered,
                                                GroupBatch* batch) const override {
     if (ctx.sched.accumulate[gi]) return nullptr;  // BLAS alone
-    const CpuCompileOptions o = group_options(ctx, gi);
+    const CpuCompileOptions o = group_options(ctx, templates_);
+    CpuLoweredGroup l = std::move(static_cast<CpuLowered&>(*lowered).l);
     auto c = std::make_unique<CpuCompiled>();
     auto* b = static_cast<CpuBatch*>(batch);
-    if (!b || !b->lowered[gi]) {
-      c->kernel = compile_cpu_kernel(ctx.g, ctx.groups[gi], o);
-      return c;
-    }
-    CpuLoweredGroup l = std::move(*b->lowered[gi]);
-    b->lowered[gi].reset();
-    const int64_t f = b->family[gi];
+    const int64_t f = b ? b->family[gi] : -1;
     if (f < 0) {
       c->kernel = compile_cpu_group(std::move(l), o);
       return c;
@@ -177,25 +186,34 @@ class CpuBackend final : public Backend {
                KeptBuffers* keep) const override {
     execute_cpu_plan(plan, args, params, outputs, keep);
   }
+
+  /// Kernels of every function this backend lowered, by content, for templates
+  /// (dynamic sizes). Compiles of several plans use it at once; it locks itself.
+  mutable KernelTemplateCache templates_;
 };
 
 }  // namespace
 
 CpuCompileOptions cpu_compile_options(const CompileOptions& opts) {
+  const CpuOptions cpu = opts.backend_options<CpuOptions>();
   CpuCompileOptions c;
   c.want_artifacts = opts.want_artifacts;
   c.cache_dir = opts.cache_dir;
-  c.opt = opts.llvm_opt;
-  c.reuse_loaded = opts.reuse_kernels;
+  c.opt = cpu.llvm_opt;
+  c.reuse_loaded = cpu.reuse_kernels;
   c.dynamic_sizes = opts.dynamic_sizes;
   c.record_only = opts.record_kernels_only;
-  c.template_scope = opts.template_scope;
   return c;
 }
 
+const KernelTemplateCache& cpu_kernel_templates() {
+  return static_cast<const CpuBackend&>(cpu_backend()).templates_;
+}
+
 const Backend& cpu_backend() {
-  static const CpuBackend b;
-  return b;
+  // Never destroyed, like the JIT: a background compile may still use its cache at exit.
+  static const CpuBackend* b = new CpuBackend();
+  return *b;
 }
 
 }  // namespace kiln

@@ -22,7 +22,8 @@ namespace kiln {
 /// over dense row-major device buffers listed in `buffers` (same convention as CpuKernel);
 /// the `buffers` argument is a device pointer to the device pointers, in that order.
 /// Inputs are read through the read-only data cache, so buffers must not overlap,
-/// except as CudaCodegenOptions::epilogue_in_place and in_place allow.
+/// except as CudaCodegenOptions::epilogue_in_place and outputs stored in place
+/// (store_in_place, lower.h) allow.
 struct CudaKernelSource {
   std::string name;
   std::string source;          // complete CUDA C translation unit
@@ -46,10 +47,6 @@ struct CudaCodegenOptions {
   /// Matmul groups: the first epilogue output overwrites the matmul's result
   /// (see CpuCompileOptions::epilogue_in_place).
   bool epilogue_in_place = false;
-  /// (output, input) pairs stored in place (LowerOptions::in_place): the store goes
-  /// through the input's pointer, which is then neither const nor read through
-  /// the read-only cache.
-  std::vector<std::pair<Value, Value>> in_place;
 };
 
 /// Generates CUDA C for one group of g (Elementwise, Reduction, Matmul epilogue, Copy).
@@ -59,6 +56,11 @@ struct CudaCodegenOptions {
 /// naming the group's first source line if the group cannot be lowered.
 CudaKernelSource generate_cuda_kernel(const Graph& g, const FusionGroup& group);
 CudaKernelSource generate_cuda_kernel(const Graph& g, const FusionGroup& group,
+                                      const CudaCodegenOptions& opts);
+/// The same for group `group` already lowered to `k` (lower_group; with outputs
+/// stored over inputs by store_in_place, each stored through the input's pointer,
+/// which is then neither const nor read through the read-only cache).
+CudaKernelSource generate_cuda_kernel(const Graph& g, const FusionGroup& group, kir::Kernel k,
                                       const CudaCodegenOptions& opts);
 
 /// The result of compiling CUDA C with NVRTC for one architecture.

@@ -540,8 +540,11 @@ CudaKernelSource generate_cuda_kernel(const Graph& g, const FusionGroup& group,
                                       const CudaCodegenOptions& opts) {
   LowerOptions lo;
   lo.epilogue_in_place = opts.epilogue_in_place;
-  lo.in_place = opts.in_place;
-  kir::Kernel k = lower_group(g, group, lo);
+  return generate_cuda_kernel(g, group, lower_group(g, group, lo), opts);
+}
+
+CudaKernelSource generate_cuda_kernel(const Graph& g, const FusionGroup& group, kir::Kernel k,
+                                      const CudaCodegenOptions& opts) {
   KernelInfo info = describe_kernel(g, group, k);
   k.name = info.name;
   bool has_output = false;

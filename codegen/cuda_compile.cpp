@@ -11,6 +11,7 @@
 #include "codegen/backend.h"
 #include "codegen/cuda_backend.h"
 #include "codegen/cuda_library.h"
+#include "codegen/lower.h"
 #include "runtime/cublas.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/cuda_executor.h"
@@ -59,6 +60,14 @@ bool match_lt_epilogue(const Graph& g, const FusionGroup& grp, LtEpilogue* e) {
   return i == grp.nodes.size() && grp.outputs.front() == cur;
 }
 
+struct CudaLowered : LoweredGroup {
+  kir::Kernel kernel;
+  double lower_ms = 0;
+  void store_in_place(const std::vector<std::pair<Value, Value>>& pairs) override {
+    kiln::store_in_place(kernel, pairs);
+  }
+};
+
 struct CudaCompiled : CompiledGroup {
   CudaKernelSource src;
   CudaBinary bin;  // empty when the group needs no kernel (a lone matmul)
@@ -80,20 +89,32 @@ class CudaBackend final : public Backend {
     return cpu_backend().supports(g, grp, why);  // the same groups: every kind but opaque
   }
 
+  // The same kernel IR the CPU lowers, without its column reductions (a GPU
+  // keeps a block of threads per output element instead).
+  std::unique_ptr<LoweredGroup> lower_group(const CompileContext& ctx, size_t gi) const override {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto l = std::make_unique<CudaLowered>();
+    l->kernel = kiln::lower_group(ctx.g, ctx.groups[gi]);
+    l->overwritable = overwritable(ctx.groups[gi], l->kernel);
+    l->lower_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    return l;
+  }
+
   // CUDA C and NVRTC (thread-safe: groups compile in parallel); loading waits for
   // add_steps. No driver call here: the workers bind no CUDA context.
   std::unique_ptr<CompiledGroup> compile_group(const CompileContext& ctx, size_t gi,
+                                               std::unique_ptr<LoweredGroup> lowered,
                                                GroupBatch*) const override {
-    if (ctx.opts.record_kernels_only) return nullptr;  // a dynamic-size probe records CPU kernels only
     auto t0 = std::chrono::steady_clock::now();
     auto c = std::make_unique<CudaCompiled>();
-    CudaCodegenOptions copts;
-    copts.in_place = ctx.sched.in_place[gi];
-    c->src = generate_cuda_kernel(ctx.g, ctx.groups[gi], copts);
+    CudaLowered& l = static_cast<CudaLowered&>(*lowered);
+    c->src = generate_cuda_kernel(ctx.g, ctx.groups[gi], std::move(l.kernel), {});
     if (c->src.needs_kernel)
       c->bin = nvrtc_compile(c->src.source, c->src.name, ctx.arch, /*want_cubin=*/true,
                              ctx.opts.cache_dir);
     c->compile_ms =
+        l.lower_ms +
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     return c;
   }

@@ -188,3 +188,154 @@ std::vector<Family> families(const std::vector<const Kernel*>& kernels) {
 }
 
 }  // namespace kiln::kir
+
+namespace kiln {
+
+namespace {
+
+// How many sites and buffer shapes of two kernels of one skeleton differ (0: the same sizes).
+int64_t distance(const kir::Kernel& a, const kir::Kernel& b) {
+  int64_t d = kir::count_differences(a, b);
+  for (size_t i = 0; i < a.buffers.size(); ++i) d += a.buffers[i].shape != b.buffers[i].shape;
+  return d;
+}
+
+size_t stmt_bytes(const std::vector<kir::Stmt>& body) {
+  size_t n = body.capacity() * sizeof(kir::Stmt);
+  for (const kir::Stmt& s : body) n += stmt_bytes(s.body);
+  return n;
+}
+
+// The memory a kernel's IR holds, near enough to bound a cache by.
+size_t kernel_bytes(const kir::Kernel& k) {
+  size_t n = sizeof(kir::Kernel) + k.name.size() + k.values.capacity() * sizeof(kir::ValueDef) +
+             k.accs.capacity() * sizeof(kir::Accumulator) + k.params.capacity() * sizeof(DType) +
+             stmt_bytes(k.body);
+  for (const kir::Buffer& b : k.buffers)
+    n += sizeof(b) + b.name.size() + b.shape.size() * sizeof(int64_t);
+  for (const kir::Table& t : k.tables)
+    n += sizeof(t) + t.fdata.size() * sizeof(double) + t.idata.size() * sizeof(int64_t);
+  return n;
+}
+
+// The template of `ts` with the fewest parameters that k is an instance of (the
+// newest of those), with its parameter values in *params; null when none is.
+const kir::Kernel* narrowest(const std::vector<kir::Kernel>& ts, const kir::Kernel& k,
+                             std::vector<int64_t>* params) {
+  const kir::Kernel* best = nullptr;
+  for (auto t = ts.rbegin(); t != ts.rend(); ++t) {
+    if (best && t->params.size() >= best->params.size()) continue;
+    if (auto p = kir::bind(*t, k)) {
+      best = &*t;
+      if (params) *params = std::move(*p);
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+void KernelTemplateCache::remember(const std::string& skeleton, const kir::Kernel& k) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Family& f = family(skeleton);
+  add_seen(f, k);
+  shrink(&f);
+}
+
+std::optional<kir::Kernel> KernelTemplateCache::find_or_make(const std::string& skeleton,
+                                                             const kir::Kernel& k,
+                                                             std::vector<int64_t>* params) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Family& f = family(skeleton);
+  if (const kir::Kernel* t = narrowest(f.templates, k, params)) return *t;
+  const kir::Kernel* nearest = nullptr;
+  int64_t fewest = 0;
+  for (const kir::Kernel& s : f.seen) {
+    const int64_t d = distance(s, k);
+    if (d == 0) continue;  // the same sizes
+    if (!nearest || d <= fewest) {
+      nearest = &s;
+      fewest = d;
+    }
+  }
+  if (!nearest) return std::nullopt;
+  // Where the template the nearest kernel runs varies, this one does too: two
+  // groups of one skeleton (transposes of two widths) changing with the same
+  // batch size each need the batch size as a parameter, whichever pair of
+  // kernels was nearest.
+  kir::Kernel t = kir::generalize(k, *nearest, narrowest(f.templates, *nearest, nullptr));
+  auto p = kir::bind(t, k);
+  KILN_CHECK(p.has_value(), "internal: a kernel is not an instance of the template made from it");
+  *params = std::move(*p);
+  add_template(f, t);
+  add_seen(f, k);
+  shrink(&f);
+  return t;
+}
+
+size_t KernelTemplateCache::families() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return map_.size();
+}
+
+size_t KernelTemplateCache::bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return bytes_;
+}
+
+void KernelTemplateCache::add_seen(Family& f, const kir::Kernel& k) {
+  for (const kir::Kernel& s : f.seen)
+    if (distance(s, k) == 0) return;
+  if (f.seen.size() == kSeen) {
+    const size_t b = kernel_bytes(f.seen.front());
+    f.bytes -= b;
+    bytes_ -= b;
+    f.seen.erase(f.seen.begin());
+  }
+  f.seen.push_back(k);
+  const size_t b = kernel_bytes(f.seen.back());
+  f.bytes += b;
+  bytes_ += b;
+}
+
+void KernelTemplateCache::add_template(Family& f, kir::Kernel t) {
+  if (f.templates.size() == kTemplates) {
+    const size_t b = kernel_bytes(f.templates.front());
+    f.bytes -= b;
+    bytes_ -= b;
+    f.templates.erase(f.templates.begin());
+  }
+  f.templates.push_back(std::move(t));
+  const size_t b = kernel_bytes(f.templates.back());
+  f.bytes += b;
+  bytes_ += b;
+}
+
+// The skeleton's family, now the most recently used.
+KernelTemplateCache::Family& KernelTemplateCache::family(const std::string& skeleton) {
+  if (auto it = map_.find(skeleton); it != map_.end()) {
+    used_.splice(used_.begin(), used_, it->second.used);
+    return it->second;
+  }
+  auto [it, added] = map_.emplace(skeleton, Family{});
+  used_.push_front(&it->first);
+  it->second.used = used_.begin();
+  it->second.bytes = sizeof(Family) + skeleton.size();
+  bytes_ += it->second.bytes;
+  return it->second;
+}
+
+// Drops the least recently used families (never `keep`, the one just used) until
+// the cache is within its bound.
+void KernelTemplateCache::shrink(const Family* keep) {
+  while (bytes_ > max_bytes_ && !used_.empty()) {
+    auto it = map_.find(*used_.back());
+    if (&it->second == keep)
+      break;  // the newest family alone is over the bound: kept until the next
+    bytes_ -= it->second.bytes;
+    used_.pop_back();
+    map_.erase(it);
+  }
+}
+
+}  // namespace kiln

@@ -16,8 +16,11 @@
 #pragma once
 
 #include <cstdint>
+#include <list>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "codegen/kernel_ir.h"
@@ -57,3 +60,66 @@ struct Family {
 std::vector<Family> families(const std::vector<const Kernel*>& kernels);
 
 }  // namespace kiln::kir
+
+namespace kiln {
+
+/// Kernels lowered before, by content, to make templates from when a size
+/// changes (a traced function with a dynamic dimension): per skeleton (a
+/// *family*), the last few kernels seen at distinct sizes and the templates made
+/// so far. Kernel IR only; the templates' code is shared like any other kernel's.
+/// The CPU backend owns one (cpu_compile.cpp); every function's kernels meet in
+/// it, so what the cache promises holds whoever lowered a kernel:
+///   - never wrong: a kernel runs a template only when it is an instance of it
+///     (kir::bind checks every constant, trip count and buffer shape);
+///   - never a template that fits with more parameters than one already made:
+///     a kernel runs the narrowest template it is an instance of (fewest
+///     parameters), and templates are never changed or widened in place, so a
+///     template widened for other kernels (another function's sizes) is chosen
+///     only where no narrower one fits, and code already compiled never changes;
+///   - a new template varies only where the new kernel differs from the seen
+///     kernel nearest to it (fewest differing sites) and where the narrowest
+///     template of that kernel varies: never where two unrelated kernels differ.
+/// Thread-safe. Bounded by the bytes of kernel IR it keeps: past `max_bytes`,
+/// the least recently used families go (a family in use was just touched).
+class KernelTemplateCache {
+ public:
+  static constexpr size_t kDefaultMaxBytes = size_t{32} << 20;
+  explicit KernelTemplateCache(size_t max_bytes = kDefaultMaxBytes) : max_bytes_(max_bytes) {}
+  KernelTemplateCache(const KernelTemplateCache&) = delete;
+  KernelTemplateCache& operator=(const KernelTemplateCache&) = delete;
+
+  /// Remembers k (whose skeleton is `skeleton`, kir::skeleton) to generalise later sizes against.
+  void remember(const std::string& skeleton, const kir::Kernel& k);
+
+  /// A template that computes k with *params: the narrowest one made before
+  /// that k is an instance of, or one made now from the kernel seen before that
+  /// is nearest to k. nullopt when k is the first of its skeleton (or equal to
+  /// every kernel seen).
+  std::optional<kir::Kernel> find_or_make(const std::string& skeleton, const kir::Kernel& k,
+                                          std::vector<int64_t>* params);
+
+  size_t families() const;  // how many skeletons are kept
+  size_t bytes() const;     // the kernel IR kept, estimated; at most max_bytes()
+  size_t max_bytes() const { return max_bytes_; }
+
+ private:
+  static constexpr size_t kSeen = 4, kTemplates = 8;
+  struct Family {
+    std::vector<kir::Kernel> seen;
+    std::vector<kir::Kernel> templates;
+    size_t bytes = 0;                              // of seen, templates and the key
+    std::list<const std::string*>::iterator used;  // its place in used_
+  };
+  Family& family(const std::string& skeleton);
+  void add_seen(Family& f, const kir::Kernel& k);
+  void add_template(Family& f, kir::Kernel t);
+  void shrink(const Family* keep);
+
+  const size_t max_bytes_;
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, Family> map_;
+  std::list<const std::string*> used_;  // map_'s keys, most recently used first
+  size_t bytes_ = 0;
+};
+
+}  // namespace kiln

@@ -27,10 +27,6 @@ struct LowerOptions {
   /// Matmul groups only: write the first epilogue output into the matmul's
   /// result buffer (see CpuCompileOptions::epilogue_in_place).
   bool epilogue_in_place = false;
-  /// Elementwise and matmul groups: (output, input) pairs whose output is stored
-  /// in the input's buffer (Buffer::alias). Lowering throws unless the kernel reads
-  /// that input only at the element it writes: ask in_place_allowed first.
-  std::vector<std::pair<Value, Value>> in_place;
   /// Reduction groups: a lone sum/max/min over leading dims whose result is the
   /// group's only output walks blocks of contiguous kept columns, folding row
   /// after row into the output block (the CPU vectorises along the block;
@@ -52,14 +48,17 @@ kir::Kernel lower_group(const Graph& g, const FusionGroup& group, const LowerOpt
 /// of every output it stores in place (Buffer::alias).
 bool reads_only_where_written(const kir::Kernel& k, int32_t out, int32_t in);
 
-/// Whether every (output, input) pair of `pairs` can be lowered in place
-/// (LowerOptions::in_place): the group is elementwise or a matmul epilogue, the
-/// output has its input's dtype and size, and the kernel reads the input only at
-/// the element it stores the output to. Decided from the kernel's index values
-/// (reads_only_where_written on the kernel lower_group returns, so the two agree);
-/// throws only where lowering the group throws.
-bool in_place_allowed(const Graph& g, const FusionGroup& group,
-                      const std::vector<std::pair<Value, Value>>& pairs);
+/// Lowering's answer to the schedule's in_place step (Schedule::overwritable):
+/// the (output, input) pairs of group `group` whose output its kernel `k`
+/// (lower_group's) may store over the input. The group is elementwise or a
+/// matmul epilogue, the output has its input's dtype and size, and k reads the
+/// input only at the element it stores the output to (reads_only_where_written).
+std::vector<std::pair<Value, Value>> overwritable(const FusionGroup& group, const kir::Kernel& k);
+
+/// Stores each pair's output over its input in k (Buffer::alias: the stores go
+/// through the input's buffer, which the caller passes for both). Throws
+/// kiln::Error unless each pair is one that overwritable(group, k) gives.
+void store_in_place(kir::Kernel& k, const std::vector<std::pair<Value, Value>>& pairs);
 
 /// What dumps report about the kernel lowered from `group`: name, nodes, user
 /// source lines, range, grain, bytes moved and flops.

@@ -1,6 +1,6 @@
-// Whether a group's outputs can be stored over its inputs (lower.h,
-// in_place_allowed, reads_only_where_written): read off the kernel that
-// lowering writes.
+// Which of a kernel's outputs can be stored over its inputs, and storing them
+// there (lower.h: overwritable, store_in_place, reads_only_where_written): read
+// off the kernel that lowering writes.
 #include <algorithm>
 
 #include "codegen/lower.h"
@@ -36,18 +36,38 @@ bool reads_only_where_written(const kir::Kernel& k, int32_t out, int32_t in) {
   return true;
 }
 
-bool in_place_allowed(const Graph& g, const FusionGroup& group,
-                      const std::vector<std::pair<Value, Value>>& pairs) {
-  if (group.kind != GroupKind::Elementwise && group.kind != GroupKind::Matmul) return false;
-  const kir::Kernel k = lower_group(g, group);
+namespace {
+
+// Whether k may store output buffer `ob` over input buffer `ib`.
+bool may_overwrite(const kir::Kernel& k, int32_t ob, int32_t ib) {
+  const kir::Buffer& o = k.buffers[size_t(ob)];
+  const kir::Buffer& i = k.buffers[size_t(ib)];
+  return o.dtype == i.dtype && o.numel() == i.numel() && reads_only_where_written(k, ob, ib);
+}
+
+}  // namespace
+
+std::vector<std::pair<Value, Value>> overwritable(const FusionGroup& group, const kir::Kernel& k) {
+  std::vector<std::pair<Value, Value>> out;
+  if (group.kind != GroupKind::Elementwise && group.kind != GroupKind::Matmul) return out;
+  for (size_t ob = 0; ob < k.buffers.size(); ++ob) {
+    if (!k.buffers[ob].output || k.buffers[ob].alias >= 0) continue;
+    for (size_t ib = 0; ib < k.buffers.size(); ++ib)
+      if (!k.buffers[ib].output && may_overwrite(k, int32_t(ob), int32_t(ib)))
+        out.push_back({k.buffers[ob].value, k.buffers[ib].value});
+  }
+  return out;
+}
+
+void store_in_place(kir::Kernel& k, const std::vector<std::pair<Value, Value>>& pairs) {
   for (const auto& [out_v, in_v] : pairs) {
     const int32_t ob = buffer_of(k, out_v, true), ib = buffer_of(k, in_v, false);
-    if (ob < 0 || ib < 0) return false;
-    if (k.buffers[ob].dtype != k.buffers[ib].dtype || k.buffers[ob].numel() != k.buffers[ib].numel())
-      return false;
-    if (!reads_only_where_written(k, ob, ib)) return false;
+    if (ob < 0 || ib < 0 || !may_overwrite(k, ob, ib))
+      throw Error("internal: kernel " + k.name + " cannot store %" + std::to_string(out_v.node) +
+                  " over %" + std::to_string(in_v.node) +
+                  " (not an output and an input it reads only where it writes)");
+    k.buffers[size_t(ob)].alias = ib;
   }
-  return true;
 }
 
 }  // namespace kiln

@@ -27,19 +27,6 @@ void Lowering::lower_map() {
            ")");
     out0.alias = 0;
   }
-  for (const auto& [out_v, in_v] : opts_.in_place) {
-    if (grp_.kind != GroupKind::Elementwise && grp_.kind != GroupKind::Matmul)
-      fail("in-place outputs need an elementwise or matmul group");
-    auto o = std::find(outs.begin(), outs.end(), out_v);
-    auto in = in_buf_.find(in_v);
-    if (o == outs.end() || in == in_buf_.end())
-      fail("an in-place pair names a value that is not an output and an input of the group");
-    kir::Buffer& ob = kb_.kernel().buffers[bufs[size_t(o - outs.begin())]];
-    const kir::Buffer& ib = kb_.kernel().buffers[in->second];
-    if (ob.dtype != ib.dtype || ob.numel() != ib.numel())
-      fail("an in-place output differs from its input in dtype or size");
-    ob.alias = in->second;
-  }
 
   Coords base;
   base.shape = space;

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "codegen/compile.h"
+#include "codegen/cpu_backend.h"
 #include "ir/dot.h"
 #include "ir/printer.h"
 #include "passes/pipeline.h"

@@ -3,9 +3,10 @@
 //     00_traced.kir                      the graph as traced
 //     01_partition.kir                   the forward, and the backward as comments, of a
 //                                        call whose outputs require grad (passes/partition.h)
-//     02_simplify.kir ... 06_<pass>.kir  the graph after each pass ("unchanged" if so)
-//     07_fusion.txt ... 12_accumulate.txt  the schedule's steps (passes/schedule.h):
-//                                        groups, folded transposes, collectives, buffers,
+//     02_simplify.kir ... 07_<pass>.kir  the graph after each pass ("unchanged" if so)
+//     08_fusion.txt ... 14_accumulate.txt  the schedule's steps (passes/schedule.h) and the
+//                                        lower stage: groups, folded transposes, collectives,
+//                                        buffers, outputs kernels may store over inputs,
 //                                        in-place updates, accumulating matmuls
 //     kernels/<kernel>.kir .ll .opt.ll .s   kernel IR, LLVM IR before/after O3, assembly
 //     kernels/<kernel>.cu .ptx           CUDA plans: generated CUDA C, NVRTC's PTX

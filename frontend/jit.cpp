@@ -96,16 +96,8 @@ TracedCore::TracedCore(std::string name, SourceLoc where, Body body)
       where_(where),
       body_(std::move(body)),
       stats_(std::make_shared<StatsCell>()),
-      dynamic_(std::make_unique<DynamicDims>()),
-      template_scope_([] {
-        static std::atomic<uint64_t> next{1};
-        return next++;
-      }()) {}
-// Its kernels kept for templates go with it (a compile still running may keep one
-// family of them, until the template cache's own bound drops it).
-TracedCore::~TracedCore() {
-  forget_template_scope(template_scope_);
-}
+      dynamic_(std::make_unique<DynamicDims>()) {}
+TracedCore::~TracedCore() = default;
 
 const TraceStats& TracedCore::stats() const { return stats_->stats; }
 
@@ -461,7 +453,6 @@ CompileOptions TracedCore::entry_options(bool artifacts, bool dynamic) const {
   opts.fusion = fusion_override_ >= 0 ? fusion_override_ == 1 : fusion_enabled();
   opts.want_artifacts = artifacts;
   opts.dynamic_sizes = dynamic;
-  opts.template_scope = template_scope_;
   return opts;
 }
 

@@ -138,7 +138,6 @@ class TracedCore {
   std::condition_variable compiled_;  // an in-flight build finished
   std::vector<const Signature*> in_flight_;  // signatures some thread is building now
   std::unique_ptr<DynamicDims> dynamic_;  // under mu_ (codegen/dynamic_sizes.h)
-  const uint64_t template_scope_;    // this function's kernel templates (CompileOptions)
 };
 
 template <class T>

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "codegen/compile.h"
+#include "codegen/cpu_backend.h"
 #include "frontend/jit.h"
 #include "runtime/env.h"
 #include "runtime/plan.h"
@@ -117,9 +118,11 @@ CompileOptions compile_options() {
   o.fusion = s.fusion;
   o.overlap_collectives = s.overlap;
   o.cache_dir = s.cache_dir;
-  o.llvm_opt = s.llvm_opt;
-  o.reuse_kernels = s.reuse_kernels;
-  o.share_sizes = s.share_sizes;
+  CpuOptions cpu;
+  cpu.llvm_opt = s.llvm_opt;
+  cpu.reuse_kernels = s.reuse_kernels;
+  cpu.share_sizes = s.share_sizes;
+  o.set_backend_options(cpu);
   return o;
 }
 

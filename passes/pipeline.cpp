@@ -18,8 +18,9 @@ namespace kiln {
 
 namespace {
 
-// A stage is a graph pass (`pass`), a schedule step (`step`, with `str`), or
-// the partition, which runs as the call is traced (run_partition), not here.
+// A stage is a graph pass (`pass`), a schedule step (`step`, with `str`), the
+// partition, which runs as the call is traced (run_partition), or `lower`,
+// which the code generator runs between the schedule's steps (finish_pipeline).
 struct Stage {
   const char* name;
   Graph (*pass)(const Graph&) = nullptr;
@@ -41,6 +42,7 @@ constexpr Stage kStages[] = {
     {"fold_transposes", nullptr, ss::fold_transposes, ss::fold_transposes_str},
     {"collectives", nullptr, ss::collectives, ss::collectives_str},
     {"memory", nullptr, ss::memory, ss::memory_str},
+    {"lower", nullptr, nullptr, ss::lower_str},
     {"in_place", nullptr, ss::in_place, ss::in_place_str},
     {"accumulate", nullptr, ss::accumulate, ss::accumulate_str},
 };
@@ -101,24 +103,46 @@ Graph optimize_graph(const Graph& g, const PipelineOptions& opts, std::vector<Pa
   return current;
 }
 
-Schedule schedule_graph(const Graph& g, const ScheduleOptions& opts, std::vector<PassRecord>* log,
-                        bool record) {
-  Schedule s;
-  for (const Stage& stage : kStages) {
-    if (!stage.step) continue;
+namespace {
+
+// Runs the schedule's steps of kStages [from, to) on s.
+void run_steps(const Graph& g, const ScheduleOptions& opts, Schedule& s, const Stage* from,
+               const Stage* to, std::vector<PassRecord>* log, bool record) {
+  for (const Stage* stage = from; stage != to; ++stage) {
+    if (!stage->step) continue;
     const auto start = std::chrono::steady_clock::now();
-    stage.step(g, opts, s);
+    stage->step(g, opts, s);
     const auto stop = std::chrono::steady_clock::now();
     if (!log) continue;
     PassRecord r;
-    r.name = stage.name;
+    r.name = stage->name;
     r.graph = false;
     r.changed = true;
     r.ms = ms_between(start, stop);
-    if (record) r.graph_text = stage.str(g, s);
+    if (record) r.graph_text = stage->str(g, s);
     log->push_back(std::move(r));
   }
+}
+
+// The `lower` stage in kStages.
+const Stage* lower_stage() {
+  for (const Stage& s : kStages)
+    if (std::string_view(s.name) == "lower") return &s;
+  throw Error("internal: no lower stage in the pipeline");
+}
+
+}  // namespace
+
+Schedule schedule_graph(const Graph& g, const ScheduleOptions& opts, std::vector<PassRecord>* log,
+                        bool record) {
+  Schedule s;
+  run_steps(g, opts, s, std::begin(kStages), lower_stage(), log, record);
   return s;
+}
+
+void finish_schedule(const Graph& g, const ScheduleOptions& opts, Schedule& s,
+                     std::vector<PassRecord>* log, bool record) {
+  run_steps(g, opts, s, lower_stage() + 1, std::end(kStages), log, record);
 }
 
 Pipelined run_pipeline(const Graph& g, const PipelineOptions& opts, std::vector<PassRecord>* log) {
@@ -126,6 +150,20 @@ Pipelined run_pipeline(const Graph& g, const PipelineOptions& opts, std::vector<
   out.graph = optimize_graph(g, opts, log);
   out.schedule = schedule_graph(out.graph, opts.schedule, log, opts.record);
   return out;
+}
+
+void finish_pipeline(Pipelined& p, const PipelineOptions& opts, double lower_ms,
+                     std::vector<PassRecord>* log) {
+  if (log) {
+    PassRecord r;
+    r.name = lower_stage()->name;
+    r.graph = false;
+    r.changed = true;
+    r.ms = lower_ms;
+    if (opts.record) r.graph_text = lower_stage()->str(p.graph, p.schedule);
+    log->push_back(std::move(r));
+  }
+  finish_schedule(p.graph, opts.schedule, p.schedule, log, opts.record);
 }
 
 const std::vector<std::string>& pipeline_pass_names() {

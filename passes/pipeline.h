@@ -4,8 +4,13 @@
 //     (as a call is traced, with the trace's builder: passes/partition.h)
 //   -> verify -> simplify -> fold_constants -> cse -> dce -> split_scans -> bucket_collectives
 //     (graph passes: a graph in, a graph out)
-//   -> fusion -> fold_transposes -> collectives -> memory -> in_place -> accumulate
+//   -> fusion -> fold_transposes -> collectives -> memory
 //     (the schedule's steps, passes/schedule.h: the same for every backend)
+//   -> lower
+//     (the code generator lowers each group once, codegen/compile.cpp: which
+//     outputs its kernel may store over which inputs, Schedule::overwritable)
+//   -> in_place -> accumulate
+//     (the schedule's steps that read what lowering found)
 // With a log, every stage is timed (a graph pass is also compared with its
 // input); with `record` its output text is kept (the graph after a pass, a
 // step's decisions).
@@ -47,17 +52,25 @@ struct Pipelined {
 Partition run_partition(Builder& traced, const PartitionRequest& req,
                         std::vector<PassRecord>* log = nullptr, bool record = false);
 
-/// Runs every stage after the partition in order (run_partition runs that one
-/// as the graph is traced); appends one record per stage to `log` if given.
+/// Runs every stage after the partition (run_partition runs that one as the
+/// graph is traced) up to the `lower` stage, in order; appends one record per
+/// stage to `log` if given. The code generator lowers the groups, then
+/// finish_pipeline runs the stages after it.
 Pipelined run_pipeline(const Graph& g, const PipelineOptions& opts = {},
                        std::vector<PassRecord>* log = nullptr);
+
+/// The `lower` stage's record (the code generator ran it, taking `ms`; its
+/// text: which outputs may be stored over which inputs), then the stages after
+/// it, run on p.schedule, whose overwritable lowering has filled in.
+void finish_pipeline(Pipelined& p, const PipelineOptions& opts, double lower_ms,
+                     std::vector<PassRecord>* log = nullptr);
 
 /// The graph passes alone (the first half of the list): the optimised graph.
 Graph optimize_graph(const Graph& g, const PipelineOptions& opts = {},
                      std::vector<PassRecord>* log = nullptr);
 
 /// Every stage's name, in order: the partition, the graph passes, then the
-/// schedule's steps.
+/// schedule's steps with the `lower` stage among them.
 const std::vector<std::string>& pipeline_pass_names();
 
 }  // namespace kiln

@@ -85,12 +85,23 @@ std::string memory_str(const Graph&, const Schedule& s) {
   return memory_plan_str(s.memory);
 }
 
+std::string lower_str(const Graph&, const Schedule& s) {
+  std::ostringstream os;
+  for (size_t gi = 0; gi < s.overwritable.size(); ++gi)
+    for (const auto& [v, in] : s.overwritable[gi])
+      os << "group " << gi << ": %" << v.node << " may be stored over %" << in.node
+         << " (its kernel reads it only where it writes)\n";
+  const std::string t = os.str();
+  return t.empty() ? "no kernel output may be stored over an input\n" : t;
+}
+
 // A parameter update is written into the parameter's buffer (no copy per call)
 // when no later group reads the old value and the update is not also returned:
 // directly when its group does not read the parameter, else stored over it when
-// the group reads it only where it writes.
-void in_place(const Graph& g, const ScheduleOptions& o, Schedule& s) {
+// lowering found that the group's kernel reads it only where it writes.
+void in_place(const Graph& g, const ScheduleOptions&, Schedule& s) {
   const size_t n = s.groups.size();
+  s.overwritable.resize(n);
   s.direct.assign(n, {});
   s.in_place.assign(n, {});
   std::unordered_set<Value, ValueHash> returned;
@@ -120,8 +131,11 @@ void in_place(const Graph& g, const ScheduleOptions& o, Schedule& s) {
       const bool reads = std::find(grp.inputs.begin(), grp.inputs.end(), p) != grp.inputs.end();
       (reads ? pairs : s.direct[gi]).push_back({v, p});
     }
-    if (!pairs.empty() && o.in_place_allowed && o.in_place_allowed(g, grp, pairs))
-      s.in_place[gi] = std::move(pairs);
+    const auto& may = s.overwritable[gi];
+    const bool all = std::all_of(pairs.begin(), pairs.end(), [&](const auto& p) {
+      return std::find(may.begin(), may.end(), p) != may.end();
+    });
+    if (!pairs.empty() && all) s.in_place[gi] = std::move(pairs);
   }
 }
 

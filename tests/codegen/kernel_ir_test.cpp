@@ -436,11 +436,22 @@ TEST_CASE("kernel info: name, sources, range, grain, bytes and flops") {
   CHECK(k.info.nodes == std::vector<NodeId>{1, 2});
 }
 
-TEST_CASE("in_place_allowed: an output may overwrite an input read only where it is written") {
+TEST_CASE("overwritable: an output may overwrite an input read only where it is written") {
   auto allowed = [](std::string_view ir) {
     Graph g = parse_graph(ir);
     FusionGroup grp = make_group(g, GroupKind::Elementwise, all_compute_nodes(g));
-    return in_place_allowed(g, grp, {{g.outputs[0], Value(1)}});
+    kir::Kernel k = lower_group(g, grp);
+    const std::pair<Value, Value> pair{g.outputs[0], Value(1)};
+    const auto may = overwritable(grp, k);
+    const bool listed = std::find(may.begin(), may.end(), pair) != may.end();
+    if (listed) {  // and then it is stored there, every store through the input's buffer
+      store_in_place(k, {pair});
+      for (const kir::Buffer& b : k.buffers)
+        if (b.output) CHECK(k.buffers[size_t(b.alias)].value == Value(1));
+    } else {
+      CHECK_THROWS_AS(store_in_place(k, {pair}), Error);
+    }
+    return listed;
   };
   // An SGD step: p - 0.1 * grad reads p at the element it writes.
   CHECK(

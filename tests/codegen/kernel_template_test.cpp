@@ -25,7 +25,8 @@ struct BatchCase {
   BatchCase(int64_t batch, int64_t width, uint64_t seed) {
     Builder b(g);
     Value x = b.arg(0, ty(DType::f32, {batch, width}));
-    Value m = b.op(OpKind::max, {x}, Attrs{{AttrKey::dims, std::vector<int64_t>{1}}, {AttrKey::keepdim, int64_t(1)}});
+    Value m = b.op(OpKind::max, {x},
+                   Attrs{{AttrKey::dims, std::vector<int64_t>{1}}, {AttrKey::keepdim, int64_t(1)}});
     Value e = b.unary(OpKind::exp, b.sub(x, m));
     Value y = b.div(e, b.sum(e, {1}, true));
     const size_t softmax_end = g.size();
@@ -50,7 +51,8 @@ kir::Kernel lowered(const BatchCase& c, const FusionGroup& grp) {
 
 TEST_CASE("kernels of one group at three batch sizes: one skeleton, one template binding all") {
   BatchCase b64(64, 10, 1), b50(50, 10, 2), b37(37, 10, 3);
-  const kir::Kernel k64 = lowered(b64, b64.mean), k50 = lowered(b50, b50.mean), k37 = lowered(b37, b37.mean);
+  const kir::Kernel k64 = lowered(b64, b64.mean), k50 = lowered(b50, b50.mean),
+                    k37 = lowered(b37, b37.mean);
   CHECK(kir::skeleton(k64) == kir::skeleton(k50));
   CHECK(kir::skeleton(k64) == kir::skeleton(k37));
   CHECK(kir::print_kernel(k64) != kir::print_kernel(k50));
@@ -70,8 +72,8 @@ TEST_CASE("kernels of one group at three batch sizes: one skeleton, one template
   bool extent = false, scale = false;
   for (size_t i = 0; i < p->size(); ++i) {
     extent = extent || (t.params[i] == DType::i64 && (*p)[i] == 37);
-    scale = scale || (t.params[i] == DType::f64 &&
-                      float(std::bit_cast<double>((*p)[i])) == float(1.0 / 37));
+    scale = scale ||
+            (t.params[i] == DType::f64 && float(std::bit_cast<double>((*p)[i])) == float(1.0 / 37));
   }
   CHECK(extent);
   CHECK(scale);
@@ -94,12 +96,13 @@ TEST_CASE("kernels of one group at three batch sizes: one skeleton, one template
 }
 
 TEST_CASE("with dynamic sizes a new batch size runs the template: compiled once, then shared") {
+  KernelTemplateCache cache;
   CpuCompileOptions fixed;  // no disk cache
-  fixed.template_scope = 1;  // as one traced function's compiles
+  fixed.templates = &cache;
   CpuCompileOptions dynamic = fixed;
   dynamic.dynamic_sizes = true;
   dynamic.want_artifacts = true;
-  // Widths of their own, so no other test's kernels are in the way.
+  // Widths of their own, so no kernel already loaded by another test is in the way.
   BatchCase b64(64, 23, 5), b50(50, 23, 6), b37(37, 23, 7), b128(128, 23, 8), b1(1, 23, 9);
   for (const FusionGroup BatchCase::*grp : {&BatchCase::softmax, &BatchCase::mean}) {
     const CpuKernel first = check_group(b64.g, b64.*grp, b64.vals, {}, fixed);
@@ -114,7 +117,8 @@ TEST_CASE("with dynamic sizes a new batch size runs the template: compiled once,
     // has no parameters. The mean has the batch as a trip count and in 1/batch.
     const bool rows = grp == &BatchCase::softmax;
     CHECK(second.params.empty() == rows);
-    CHECK(second.artifacts.kernel_ir.find(rows ? "; no parameters" : "; run with") != std::string::npos);
+    CHECK(second.artifacts.kernel_ir.find(rows ? "; no parameters" : "; run with") !=
+          std::string::npos);
     CHECK(second.info.range == (rows ? 50 : 23));
 
     for (BatchCase* c : {&b37, &b128}) {
@@ -134,32 +138,86 @@ TEST_CASE("with dynamic sizes a new batch size runs the template: compiled once,
 }
 
 TEST_CASE("a probe recorded at a second size makes the first compile a template") {
+  KernelTemplateCache cache;
   CpuCompileOptions probe;
   probe.record_only = true;
-  probe.template_scope = 2;
+  probe.templates = &cache;
   CpuCompileOptions dynamic = probe;
   dynamic.record_only = false;
   dynamic.dynamic_sizes = true;
   BatchCase at65(65, 31, 10), at64(64, 31, 11), at50(50, 31, 12);
   const CpuKernel recorded = compile_cpu_kernel(at65.g, at65.softmax, probe);
   CHECK_FALSE(static_cast<bool>(recorded.fn));
+  CHECK(cache.families() == 1);
   const CpuKernel first = check_group(at64.g, at64.softmax, at64.vals, {}, dynamic);
   CHECK(first.artifacts.templated);
   CHECK_FALSE(first.artifacts.reused);
   const CpuKernel next = check_group(at50.g, at50.softmax, at50.vals, {}, dynamic);
   CHECK(next.artifacts.reused);
   CHECK(reinterpret_cast<void*>(next.fn) == reinterpret_cast<void*>(first.fn));
-  // Another function (scope) has seen none of these kernels: its first compile is
-  // for its own sizes.
+  // A cache that has seen none of these kernels: the first compile is for its own sizes.
+  KernelTemplateCache empty;
   CpuCompileOptions elsewhere = dynamic;
-  elsewhere.template_scope = 3;
+  elsewhere.templates = &empty;
   BatchCase at40(40, 31, 13);
   CHECK_FALSE(check_group(at40.g, at40.softmax, at40.vals, {}, elsewhere).artifacts.templated);
 }
 
-TEST_CASE("families: kernels of one plan alike but for sizes share a template; index strides stay constants") {
+TEST_CASE(
+    "the cache is keyed by content: a kernel recorded for one function makes another's template") {
+  KernelTemplateCache cache;
+  CpuCompileOptions probe;
+  probe.record_only = true;
+  probe.templates = &cache;
+  CpuCompileOptions dynamic = probe;
+  dynamic.record_only = false;
+  dynamic.dynamic_sizes = true;
+  // Two graphs built apart (two traced functions) whose mean kernels print alike
+  // but for the batch size: one skeleton, one family.
+  BatchCase one(65, 37, 20), other(48, 37, 21);
+  compile_cpu_kernel(one.g, one.mean, probe);
+  const CpuKernel k = check_group(other.g, other.mean, other.vals, {}, dynamic);
+  CHECK(k.artifacts.templated);
+  CHECK(cache.families() == 1);
+}
+
+TEST_CASE("a template widened by other kernels' sizes never displaces a narrower one that fits") {
+  KernelTemplateCache cache;
+  CpuCompileOptions fixed;
+  fixed.templates = &cache;
+  CpuCompileOptions dynamic = fixed;
+  dynamic.dynamic_sizes = true;
+  // One function's mean at width 41: batch 64, then 50, makes a template
+  // varying in the batch alone.
+  BatchCase b64(64, 41, 30), b50(50, 41, 31), b128(128, 41, 32);
+  check_group(b64.g, b64.mean, b64.vals, {}, fixed);
+  const CpuKernel narrow = check_group(b50.g, b50.mean, b50.vals, {}, dynamic);
+  REQUIRE(narrow.artifacts.templated);
+  // Another function's mean at width 43 (and a batch of its own): its template
+  // varies in the width too (the row stride and the buffers' sizes).
+  BatchCase w43(37, 43, 33);
+  const CpuKernel wide = check_group(w43.g, w43.mean, w43.vals, {}, dynamic);
+  REQUIRE(wide.artifacts.templated);
+  CHECK(wide.params.size() > narrow.params.size());
+  CHECK(reinterpret_cast<void*>(wide.fn) != reinterpret_cast<void*>(narrow.fn));
+  // The first function's next batch size is an instance of both: it runs the
+  // narrow template's code, as if the other function had never been compiled.
+  const CpuKernel next = check_group(b128.g, b128.mean, b128.vals, {}, dynamic);
+  CHECK(next.artifacts.templated);
+  CHECK(next.params.size() == narrow.params.size());
+  CHECK(reinterpret_cast<void*>(next.fn) == reinterpret_cast<void*>(narrow.fn));
+  // And the wider template still computes the other function's next sizes.
+  BatchCase w43b(90, 43, 34);
+  const CpuKernel other_next = check_group(w43b.g, w43b.mean, w43b.vals, {}, dynamic);
+  CHECK(reinterpret_cast<void*>(other_next.fn) == reinterpret_cast<void*>(wide.fn));
+}
+
+TEST_CASE(
+    "families: kernels of one plan alike but for sizes share a template; index strides stay "
+    "constants") {
   BatchCase b64(64, 10, 1), b50(50, 10, 2), b37(37, 10, 3), wide(37, 12, 4);
-  const kir::Kernel k64 = lowered(b64, b64.mean), k50 = lowered(b50, b50.mean), k37 = lowered(b37, b37.mean);
+  const kir::Kernel k64 = lowered(b64, b64.mean), k50 = lowered(b50, b50.mean),
+                    k37 = lowered(b37, b37.mean);
   const kir::Kernel kw = lowered(wide, wide.mean), soft = lowered(b64, b64.softmax);
   REQUIRE(kir::skeleton(kw) == kir::skeleton(k64));
   const std::vector<kir::Family> fams = kir::families({&k64, &soft, &k50, &kw, &k37, &k64});
@@ -175,7 +233,8 @@ TEST_CASE("families: kernels of one plan alike but for sizes share a template; i
   CHECK(text.find("const 10 : i64") != std::string::npos);  // the row stride
   REQUIRE(f.params.size() == f.members.size());
   const std::vector<const kir::Kernel*> given = {&k64, &soft, &k50, &kw, &k37, &k64};
-  for (size_t m = 0; m < f.members.size(); ++m) CHECK(kir::bind(f.templ, *given[f.members[m]]) == f.params[m]);
+  for (size_t m = 0; m < f.members.size(); ++m)
+    CHECK(kir::bind(f.templ, *given[f.members[m]]) == f.params[m]);
   CHECK(f.params[0] == f.params[3]);  // k64 twice
   CHECK(f.params[1] != f.params[2]);
   // Identical kernels are a family whose template has no parameters.
@@ -185,27 +244,52 @@ TEST_CASE("families: kernels of one plan alike but for sizes share a template; i
   CHECK(kir::families({&k64, &soft, &kw}).empty());
 }
 
-TEST_CASE("the templates' cache, full, forgets the least recently used functions, not the current one") {
-  CpuCompileOptions probe;
-  probe.record_only = true;
-  BatchCase at65(65, 29, 14), at64(64, 29, 15), at50(50, 29, 16);
-  // More functions than the cache keeps (4096 skeletons), each recording one kernel.
-  for (uint64_t scope = 1000; scope < 1000 + 4200; ++scope) {
-    probe.template_scope = scope;
-    compile_cpu_kernel(at65.g, at65.mean, probe);
+namespace {
+
+// A chain of `ops` unary ops over x [batch, 8], one elementwise group: each
+// length is a skeleton of its own.
+struct Chain {
+  Graph g;
+  FusionGroup grp;
+  Chain(int64_t ops, int64_t batch) {
+    Builder b(g);
+    Value v = b.arg(0, ty(DType::f32, {batch, 8}));
+    for (int64_t i = 0; i < ops; ++i) v = b.unary(i % 2 ? OpKind::exp : OpKind::neg, v);
+    g.outputs = {v};
+    grp = make_group(g, GroupKind::Elementwise, all_compute_nodes(g));
   }
-  // A function probed at 65 compiles a template at 64, with other kernels of
-  // its own recorded in between, and 50 runs the same code.
-  probe.template_scope = 9000;
-  CpuCompileOptions dynamic = probe;
-  dynamic.record_only = false;
-  dynamic.dynamic_sizes = true;
-  compile_cpu_kernel(at65.g, at65.softmax, probe);
-  compile_cpu_kernel(at65.g, at65.mean, probe);
-  const CpuKernel first = check_group(at64.g, at64.mean, at64.vals, {}, dynamic);
-  CHECK(first.artifacts.templated);
-  check_group(at64.g, at64.softmax, at64.vals, {}, dynamic);
-  const CpuKernel next = check_group(at50.g, at50.mean, at50.vals, {}, dynamic);
-  CHECK(next.artifacts.reused);
-  CHECK(reinterpret_cast<void*>(next.fn) == reinterpret_cast<void*>(first.fn));
+  kir::Kernel kernel() const { return lower_group(g, grp, {}); }
+};
+
+}  // namespace
+
+TEST_CASE(
+    "the templates' cache keeps within its bytes, forgetting the least recently used skeletons") {
+  // Room for a few families only.
+  KernelTemplateCache sizing;
+  const kir::Kernel one = Chain(40, 16).kernel();
+  sizing.remember(kir::skeleton(one), one);
+  KernelTemplateCache cache(sizing.bytes() * 8);
+  std::vector<int64_t> params;
+  for (int64_t ops = 30; ops < 60; ++ops) {
+    const kir::Kernel k = Chain(ops, 16).kernel();
+    cache.remember(kir::skeleton(k), k);
+    CHECK(cache.bytes() <= cache.max_bytes());
+  }
+  CHECK(cache.families() < 30);
+  CHECK(cache.families() >= 2);
+  // The newest skeleton still makes a template at another size; the oldest is gone.
+  const kir::Kernel newest = Chain(59, 24).kernel(), oldest = Chain(30, 24).kernel();
+  CHECK(cache.find_or_make(kir::skeleton(newest), newest, &params).has_value());
+  CHECK_FALSE(cache.find_or_make(kir::skeleton(oldest), oldest, &params).has_value());
+  // Using a family makes it the most recently used: remembered again, 58 outlives 57.
+  const kir::Kernel k58 = Chain(58, 16).kernel();
+  cache.remember(kir::skeleton(k58), k58);
+  for (int64_t ops = 60; ops < 62; ++ops) {
+    const kir::Kernel k = Chain(ops, 16).kernel();
+    cache.remember(kir::skeleton(k), k);
+  }
+  const kir::Kernel at58 = Chain(58, 24).kernel(), at57 = Chain(57, 24).kernel();
+  CHECK(cache.find_or_make(kir::skeleton(at58), at58, &params).has_value());
+  CHECK_FALSE(cache.find_or_make(kir::skeleton(at57), at57, &params).has_value());
 }

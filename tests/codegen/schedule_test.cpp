@@ -9,10 +9,18 @@ using namespace kiln;
 
 namespace {
 
+// The schedule as compile_graph makes it: its steps before the `lower` stage,
+// each group lowered (what its kernel may store over its inputs), the rest.
 Schedule scheduled(std::string_view ir, std::vector<PassRecord>* log = nullptr) {
-  ScheduleOptions o;
-  o.in_place_allowed = in_place_allowed;  // the code generator's answer, as compile_graph passes it
-  return schedule_graph(parse_graph(ir), o, log, /*record=*/true);
+  const Graph g = parse_graph(ir);
+  Schedule s = schedule_graph(g, {}, log, /*record=*/true);
+  s.overwritable.resize(s.groups.size());
+  for (size_t gi = 0; gi < s.groups.size(); ++gi)
+    if (s.groups[gi].kind == GroupKind::Elementwise || s.groups[gi].kind == GroupKind::Matmul)
+      s.overwritable[gi] = overwritable(s.groups[gi], lower_group(g, s.groups[gi]));
+  if (log) log->push_back({"lower", true, 0, schedule_steps::lower_str(g, s), false});
+  finish_schedule(g, {}, s, log, /*record=*/true);
+  return s;
 }
 
 }  // namespace
@@ -24,8 +32,8 @@ TEST_CASE("the schedule's steps run in order and print for dumps") {
       "%1 = exp %0 : f32[8]\n"
       "return %1\n",
       &log);
-  const std::vector<std::string> steps = {"fusion", "fold_transposes", "collectives",
-                                          "memory", "in_place", "accumulate"};
+  const std::vector<std::string> steps = {"fusion", "fold_transposes", "collectives", "memory",
+                                          "lower",  "in_place",        "accumulate"};
   REQUIRE(log.size() == steps.size());
   for (size_t i = 0; i < log.size(); ++i) {
     CHECK(log[i].name == steps[i]);
@@ -33,7 +41,9 @@ TEST_CASE("the schedule's steps run in order and print for dumps") {
     CHECK_FALSE(log[i].graph_text.empty());
   }
   CHECK(log[1].graph_text == "no transposes folded\n");
-  CHECK(log[4].graph_text == "no parameter updates in place\n");
+  CHECK(log[4].graph_text ==
+        "group 0: %1 may be stored over %0 (its kernel reads it only where it writes)\n");
+  CHECK(log[5].graph_text == "no parameter updates in place\n");
 }
 
 TEST_CASE("an SGD update is stored over its parameter, which the kernel reads where it writes") {
@@ -51,7 +61,7 @@ TEST_CASE("an SGD update is stored over its parameter, which the kernel reads wh
   CHECK(s.in_place[0][0] == std::pair<Value, Value>{Value(4), Value(1)});
   CHECK(s.direct[0].empty());
   CHECK_FALSE(s.accumulate[0]);
-  CHECK(log[4].graph_text == "group 0: %4 stored over param %1 (read only where written)\n");
+  CHECK(log[5].graph_text == "group 0: %4 stored over param %1 (read only where written)\n");
 }
 
 TEST_CASE("an update that reads its parameter transposed keeps a copy") {
@@ -108,6 +118,6 @@ TEST_CASE("P - c * (a @ b) stored over P is one accumulating matmul; a transpose
   REQUIRE(s.accumulate[mm]);
   CHECK(*s.accumulate[mm] == -0.25);
   CHECK(log[1].graph_text == "%3 = transpose of %1: matmuls read %1 transposed\n");
-  CHECK(log[5].graph_text == "group " + std::to_string(mm) +
-                                 ": %2 += -0.25 * matmul %4 (one BLAS call, beta = 1)\n");
+  CHECK(log[6].graph_text ==
+        "group " + std::to_string(mm) + ": %2 += -0.25 * matmul %4 (one BLAS call, beta = 1)\n");
 }

@@ -151,10 +151,11 @@ TEST_CASE(
   g->outputs = {y};
   std::vector<Buf> vals = random_reference(*g, 9);
   FusionGroup grp = make_group(*g, GroupKind::Elementwise, all_compute_nodes(*g));
-  REQUIRE(in_place_allowed(*g, grp, {{y, p}}));
-  CudaCodegenOptions opts;
-  opts.in_place = {{y, p}};
-  const CudaKernelSource k = generate_cuda_kernel(*g, grp, opts);
+  kir::Kernel lowered = lower_group(*g, grp);
+  const auto may = overwritable(grp, lowered);
+  REQUIRE(std::find(may.begin(), may.end(), std::pair<Value, Value>{y, p}) != may.end());
+  store_in_place(lowered, {{y, p}});
+  const CudaKernelSource k = generate_cuda_kernel(*g, grp, std::move(lowered), {});
   int32_t pi = -1;
   for (size_t i = 0; i < k.buffers.size(); ++i)
     if (k.buffers[i] == p) pi = int32_t(i);

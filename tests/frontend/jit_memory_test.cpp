@@ -112,16 +112,28 @@ TEST_CASE(
         std::string::npos);
 }
 
-TEST_CASE("a destroyed traced function leaves none of its kernels kept for templates") {
+TEST_CASE(
+    "kernels kept for templates are the CPU backend's, by content: a function gone leaves them to "
+    "the next") {
   wait_for_background_compiles();  // nothing of other tests' still compiling
-  const size_t before = cpu_template_families();
+  const KernelTemplateCache& cache = cpu_kernel_templates();
+  const size_t before = cache.families();
+  // Ops of their own, so no other test's kernels are in the cache already.
+  auto body = [](Tensor x) { return ((x - 2).sin() * x).cos().sum(0); };
   {
-    auto g = jit([](Tensor x) { return (x * 3 - 1).exp().sum(0); }, "templated");
+    auto g = jit(body, "templated");
     g.mark_dynamic(0, 0);  // its kernels are remembered to make templates
     for (int64_t n : {9, 7, 5}) (void)g(randn({n, 3}));
-    CHECK(cpu_template_families() > before);
   }
-  // The families were only ever reachable through g (a leak per created function
-  // until the cache's bound of 4096 families dropped them).
-  CHECK(cpu_template_families() == before);
+  // Kept after g is gone (bounded by the cache's bytes, not by g's life): another
+  // function with the same kernels finds them.
+  const size_t after = cache.families();
+  CHECK(after > before);
+  {
+    auto h = jit(body, "templated_again");
+    h.mark_dynamic(0, 0);
+    for (int64_t n : {9, 7, 5}) (void)h(randn({n, 3}));
+  }
+  CHECK(cache.families() == after);
+  CHECK(cache.bytes() <= cache.max_bytes());
 }

@@ -292,8 +292,9 @@ TEST_CASE("dumps hold every stage and vectorized kernels") {
   CHECK(fs::exists(sig / "09_fold_transposes.txt"));
   CHECK(fs::exists(sig / "10_collectives.txt"));
   CHECK(fs::exists(sig / "11_memory.txt"));
-  CHECK(fs::exists(sig / "12_in_place.txt"));
-  CHECK(fs::exists(sig / "13_accumulate.txt"));
+  CHECK(fs::exists(sig / "12_lower.txt"));
+  CHECK(fs::exists(sig / "13_in_place.txt"));
+  CHECK(fs::exists(sig / "14_accumulate.txt"));
   CHECK(read_file(sig / "08_fusion.txt").find("// schedule step fusion") == 0);
   std::string summary = read_file(sig / "summary.txt");
   CHECK(summary.find("jit_test.cpp") != std::string::npos);

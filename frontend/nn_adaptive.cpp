@@ -4,10 +4,11 @@
 //             read at the target (shortlist) or at the target's cluster column
 //   cluster i log_softmax(input P_i^T O_i^T) for every row, read at the row's
 //             target - cutoffs[i] (where sets it to 0 for the other rows, so the
-//             gather is in range), kept by where only where the target is in
+//             index is in range), kept by where only where the target is in
 //             cluster i
 //   output    the cluster's value plus the head's: PyTorch's sum, in its order
-// A log-softmax read at one column is logits[k] - logsumexp(logits)
+// A log-softmax read at one column is that column's logit (the row's dot
+// product with the column's weights) minus the row's logsumexp
 // (log_softmax_at): no [N, cluster size] matrix of log-probabilities is kept.
 //
 // Every shape depends on the input's alone, so a trace records one graph for
@@ -98,15 +99,18 @@ Tensor cluster_output(const Tensor& input, const std::pair<Tensor, Tensor>& w, L
   return linear_no_bias(linear_no_bias(input, w.first, l), w.second, l);
 }
 
-// log_softmax(logits, 1) read at one column per row, as logits[i, k] -
-// logsumexp(logits[i]): the same value without a log-softmax matrix. Its
-// gradient is one fused pass (softmax times the row's gradient, minus it at
-// the column) instead of log_softmax's two, which matters because every row
-// computes every cluster.
-Tensor log_softmax_at(const Tensor& logits, const Tensor& columns, Loc l) {
-  return logits.gather(1, columns.unsqueeze(1, l), l)
-      .squeeze(1, l)
-      .sub(logits.logsumexp(1, false, l), 1, l);
+// log_softmax(features W^T + bias, 1) read at one column per row: the
+// column's logit, as the row's dot product with the column's weights, minus
+// the row's logsumexp. No [N, columns] matrix of log-probabilities is made,
+// and the gradient of the picked logit is N rows of weights (index_select's),
+// not a scatter into a matrix of the logits' size: the backward makes one pass
+// over the logits (softmax times the row's gradient), which matters because
+// every row computes every cluster.
+Tensor log_softmax_at(const Tensor& features, const Tensor& weight, const Tensor& bias,
+                      const Tensor& logits, const Tensor& columns, Loc l) {
+  Tensor picked = features.mul(weight.index_select(0, columns, l), l).sum(1, false, l);
+  if (bias.defined()) picked = picked.add(bias.index_select(0, columns, l), 1, l);
+  return picked.sub(logits.logsumexp(1, false, l), 1, l);
 }
 
 // log_prob from the head's output: the shortlist's columns, then each
@@ -157,14 +161,17 @@ ASMoutput adaptive_log_softmax_with_loss(const Tensor& input, const Tensor& targ
     Tensor in_cluster = t.ge(Scalar(low), l);
     if (high < n_classes) in_cluster = in_cluster & t.lt(Scalar(high), l);
     const Tensor relative = where(in_cluster, t.sub(Scalar(low), l), int_zero, l);
-    const Tensor picked = log_softmax_at(cluster_output(x, tail[i], l), relative, l);
+    const Tensor hidden = linear_no_bias(x, tail[i].first, l);
+    const Tensor picked = log_softmax_at(hidden, tail[i].second, Tensor(),
+                                         linear_no_bias(hidden, tail[i].second, l), relative, l);
     const Tensor kept = where(in_cluster, picked, zero, l);
     output = output.defined() ? output.add(kept, 1, l) : kept;
     gather_inds =
         where(in_cluster, full({}, Scalar(s.shortlist + static_cast<int64_t>(i)), ints, l),
               gather_inds, l);
   }
-  const Tensor head = log_softmax_at(head_output_of(x, head_weight, head_bias, l), gather_inds, l);
+  const Tensor head = log_softmax_at(x, head_weight, head_bias,
+                                     head_output_of(x, head_weight, head_bias, l), gather_inds, l);
   output = output.defined() ? output.add(head, 1, l) : head;
   const Tensor loss = output.neg(l).mean(l);
   return ASMoutput(batched ? output : output.squeeze(0, l), loss);

@@ -1,14 +1,16 @@
 // A tiny transformer language model (GPT-style: token and position
 // embeddings, pre-norm blocks of causal multi-head self-attention and a GELU
-// MLP, a final LayerNorm and a linear head) trained on this repository's own
+// MLP, a final LayerNorm and an output layer) trained on this repository's own
 // README with the whole training step (forward, cross-entropy, backward,
 // gradient clipping, AdamW) compiled into one plan per call, dropout drawn
 // inside it. Its tokens are the text's characters (`--vocab bytes`, the
-// default) or its words (`--vocab words`: lowercase words and punctuation, the
-// 10,000 most frequent and <unk>; the embedding and the head grow to the
-// vocabulary). It prints the text's unigram entropy (the loss of a model that
-// knows only token frequencies), the loss curve, the time per step, the losses
-// on the training text and on the held-out last 10%, and then samples a line
+// default; a Linear head) or its words (`--vocab words`: lowercase words and
+// punctuation, the 10,000 most frequent and <unk>; the embedding grows to the
+// vocabulary, and the output layer is an adaptive softmax,
+// nn::AdaptiveLogSoftmaxWithLoss, with the clusters word_cutoffs chooses). It
+// prints the text's unigram entropy (the loss of a model that knows only token
+// frequencies), the loss curve, the time per step, the losses on the training
+// text and on the held-out last 10%, and then samples a line
 // eagerly in eval mode, one token at a time. KILN_JIT=0 runs the same step
 // eagerly (the same losses, slower).
 //   build/examples/char_transformer [--vocab bytes|words] [steps] [loss.svg] [text]
@@ -40,6 +42,8 @@ constexpr int64_t kBlock = 32, kBatch = 32, kDim = 64, kHeads = 4, kLayers = 2;
 constexpr double kDropout = 0.1, kLearningRate = 1e-2, kWeightDecay = 0.01, kMaxGradNorm = 1.0;
 // --vocab words: the most frequent words kept (the rest are <unk>).
 constexpr size_t kMaxWords = 10000;
+// --vocab words: the words in the adaptive softmax's head (word_cutoffs).
+constexpr int64_t kHeadWords = 256;
 
 // The text as tokens, its vocabulary and every token's index in it; `joiner`
 // goes between tokens when a sample is printed.
@@ -128,6 +132,23 @@ Corpus read_words(const std::string& text, size_t max_words) {
   return c;
 }
 
+// The adaptive softmax's cutoffs for a vocabulary in order of frequency (ids
+// after <unk> go from the most frequent word down): the head holds the 256 most
+// frequent, then clusters of 4x as many each (256-1023, 1024-4095, ...). Words
+// follow Zipf's law: in this README the 256 most frequent are 78% of all
+// tokens, so most positions need only the head (256 + one column per cluster),
+// and the rarer a cluster's words, the smaller its projection (d_model / 4,
+// / 16, ...). Every position still computes every cluster (a traced plan has
+// static shapes), but the output layer's matrix products shrink about 5x
+// against a Linear over the whole vocabulary, which at d_model 64 is most of a
+// step's arithmetic.
+std::vector<int64_t> word_cutoffs(int64_t vocab) {
+  std::vector<int64_t> cutoffs;
+  for (int64_t c = kHeadWords; c < vocab; c *= 4) cutoffs.push_back(c);
+  if (cutoffs.empty()) cutoffs.push_back(std::max<int64_t>(1, vocab / 2));  // a tiny text
+  return cutoffs;
+}
+
 // sum -p log p over the tokens' frequencies, in nats.
 double unigram_entropy(const Corpus& c) {
   std::vector<double> count(c.vocab.size(), 0.0);
@@ -202,15 +223,20 @@ class BlockImpl : public nn::Module {
 };
 using Block = nn::ModuleHolder<BlockImpl>;
 
+// The model: token and position embeddings, the blocks, a final LayerNorm, then
+// the output layer over the vocabulary: a Linear head (`--vocab bytes`), or an
+// adaptive softmax (`--vocab words`, see word_cutoffs) when `cutoffs` is given.
 class CharTransformerImpl : public nn::Module {
  public:
-  CharTransformerImpl(int64_t vocab, int64_t block, int64_t dim, int64_t heads, int64_t layers,
-                      double p)
+  CharTransformerImpl(int64_t vocab, const std::vector<int64_t>& cutoffs, int64_t block,
+                      int64_t dim, int64_t heads, int64_t layers, double p)
       : Module("CharTransformer"),
+        vocab(vocab),
+        dim(dim),
         tok(vocab, dim),
         pos(block, dim),
         ln_f(Shape{dim}),
-        head(dim, vocab),
+        head(cutoffs.empty() ? nn::Linear(dim, vocab) : nn::Linear(nullptr)),
         drop(p) {
     register_module("tok", tok);
     register_module("pos", pos);
@@ -218,16 +244,39 @@ class CharTransformerImpl : public nn::Module {
     for (int64_t i = 0; i < layers; ++i)
       blocks.push_back(register_module("block" + std::to_string(i), Block(dim, heads, p)));
     register_module("ln_f", ln_f);
-    register_module("head", head);
+    if (head)
+      register_module("head", head);
+    else
+      adaptive = register_module(
+          "adaptive",
+          nn::AdaptiveLogSoftmaxWithLoss(
+              nn::AdaptiveLogSoftmaxWithLossOptions(dim, vocab, cutoffs).div_value(4.)));
   }
-  Tensor forward(const Tensor& idx) {  // [B, T] token indices -> [B, T, vocab] logits
+  // [B, T] token indices -> [B * T, D]: the features the output layer reads.
+  Tensor features(const Tensor& idx) {
     Tensor x = drop(tok(idx) + pos(arange(idx.size(1))));
     for (const Block& b : blocks) x = b(x);
-    return head(ln_f(x));
+    return ln_f(x).reshape({-1, dim});
   }
+  // The negative log-likelihood of the next tokens `targets` [B, T]: their
+  // mean (Reduction::Mean) or sum.
+  Tensor nll(const Tensor& idx, const Tensor& targets, nn::Reduction r) {
+    const Tensor h = features(idx), y = targets.reshape({-1});
+    if (head) return nn::functional::cross_entropy(head(h), y, r);
+    const nn::ASMoutput out = adaptive(h, y);
+    return r == nn::Reduction::Sum ? out.output.neg().sum() : out.loss;
+  }
+  // log-probabilities of the next token after each position: [B, T, vocab].
+  Tensor log_probs(const Tensor& idx) {
+    const Tensor h = features(idx);
+    const Tensor lp = head ? head(h).log_softmax(1) : adaptive->log_prob(h);
+    return lp.reshape({idx.size(0), idx.size(1), vocab});
+  }
+  int64_t vocab, dim;
   nn::Embedding tok, pos;
   nn::LayerNorm ln_f;
-  nn::Linear head;
+  nn::Linear head{nullptr};
+  nn::AdaptiveLogSoftmaxWithLoss adaptive{nullptr};
   nn::Dropout drop;
   std::vector<Block> blocks;
 };
@@ -264,19 +313,16 @@ double eval_loss(CharTransformer& model, const std::vector<int64_t>& ids, int64_
     const std::vector<int64_t> part(starts.begin() + i,
                                     starts.begin() + std::min(starts.size(), i + size_t(kBatch)));
     const Batch b = windows(ids, part);
-    const Tensor logits = model(b.x);
-    total += nn::functional::cross_entropy(logits.reshape({-1, logits.size(2)}), b.y.reshape({-1}),
-                                           nn::Reduction::Sum)
-                 .item<double>();
+    total += model->nll(b.x, b.y, nn::Reduction::Sum).item<double>();
     count += b.y.numel();
   }
   model->train();
   return total / double(std::max<int64_t>(count, 1));
 }
 
-// Samples `n` tokens after `context`, each from softmax(logits / temperature)
-// of the last position: the first index whose cumulative probability exceeds a
-// uniform draw.
+// Samples `n` tokens after `context`, each from softmax(log p / temperature)
+// of the last position (the same as softmax(logits / temperature)): the first
+// index whose cumulative probability exceeds a uniform draw.
 std::string sample(CharTransformer& model, const Corpus& c, std::vector<int64_t> context, int n,
                    double temperature) {
   NoGradGuard no_grad;
@@ -286,9 +332,9 @@ std::string sample(CharTransformer& model, const Corpus& c, std::vector<int64_t>
   for (int i = 0; i < n; ++i) {
     const int64_t t = std::min<int64_t>(static_cast<int64_t>(context.size()), kBlock);
     std::vector<double> window(context.end() - t, context.end());
-    const Tensor logits =
-        model(from_vector(window, {1, t}, kInt64)).select(1, t - 1).reshape({vocab});
-    const Tensor cdf = (logits / temperature).softmax(0).cumsum(0);
+    const Tensor log_p =
+        model->log_probs(from_vector(window, {1, t}, kInt64)).select(1, t - 1).reshape({vocab});
+    const Tensor cdf = (log_p / temperature).softmax(0).cumsum(0);
     const int64_t next = std::min(cdf.lt(rand({1})).sum().item<int64_t>(), vocab - 1);
     context.push_back(next);
     if (!out.empty() && out.back() != '\n' && c.vocab[next] != "\n") out += c.joiner;
@@ -380,7 +426,8 @@ int main(int argc, char** argv) {
                 static_cast<long long>(vocab), entropy);
 
   manual_seed(0);
-  CharTransformer model(vocab, kBlock, kDim, kHeads, kLayers, kDropout);
+  const std::vector<int64_t> cutoffs = words ? word_cutoffs(vocab) : std::vector<int64_t>{};
+  CharTransformer model(vocab, cutoffs, kBlock, kDim, kHeads, kLayers, kDropout);
   int64_t count = 0;
   for (const Tensor& p : model->parameters()) count += p.numel();
   std::printf(
@@ -389,13 +436,27 @@ int main(int argc, char** argv) {
       static_cast<long long>(kLayers), static_cast<long long>(kDim), static_cast<long long>(kHeads),
       static_cast<long long>(kBlock), static_cast<long long>(count), static_cast<long long>(kBatch),
       steps, kLearningRate, kWeightDecay, kMaxGradNorm);
+  if (words) {
+    std::string list;
+    for (size_t i = 0; i < cutoffs.size(); ++i)
+      list += (i ? ", " : "") + std::to_string(cutoffs[i]);
+    std::printf(
+        "output layer: adaptive softmax, cutoffs {%s}: a head of %lld words and %zu clusters, "
+        "projections",
+        list.c_str(), static_cast<long long>(cutoffs[0]), cutoffs.size());
+    for (const auto& [projection, out] : model->adaptive->tail_weights())
+      std::printf(" %lld", static_cast<long long>(projection.size(0)));
+    std::printf("\n");
+  } else {
+    std::printf("output layer: Linear(%lld, %lld)\n", static_cast<long long>(kDim),
+                static_cast<long long>(vocab));
+  }
   optim::AdamW opt(model->parameters(),
                    optim::AdamWOptions(kLearningRate).weight_decay(kWeightDecay));
   auto step = jit(
       [&](Tensor x, Tensor y) {
         opt.zero_grad();
-        const Tensor logits = model(x);
-        Tensor loss = nn::functional::cross_entropy(logits.reshape({-1, vocab}), y.reshape({-1}));
+        Tensor loss = model->nll(x, y, nn::Reduction::Mean);
         loss.backward();
         nn::utils::clip_grad_norm_(model->parameters(), kMaxGradNorm);
         opt.step();

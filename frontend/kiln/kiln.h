@@ -8,6 +8,7 @@
 #include "frontend/function.h"
 #include "frontend/generator.h"
 #include "frontend/nn.h"
+#include "frontend/nn_adaptive.h"
 #include "frontend/nn_conv.h"
 #include "frontend/nn_parity.h"
 #include "frontend/nn_rnn.h"

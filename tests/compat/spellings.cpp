@@ -1,4 +1,4 @@
-// The libtorch spelling probe: 118 one-line uses of libtorch's C++ API, each
+// The libtorch spelling probe: 120 one-line uses of libtorch's C++ API, each
 // compiled and run through <torch/torch.h> alone. It prints how many ran;
 // the test wants all of them. against_libtorch.sh builds the same file
 // against real libtorch, proving every line is libtorch's own spelling.
@@ -140,7 +140,7 @@ int main() {
                     F::NLLLossFuncOptions().reduction(torch::kMean)));
   S(t = F::softmax(x, F::SoftmaxFuncOptions(1)));
   S(t = F::conv2d(img, torch::randn({4, 3, 3, 3}), F::Conv2dFuncOptions().padding(1)));
-  // modules (20)
+  // modules (22)
   Probe probe;
   S(t = probe(x));
   S(t = probe->forward(x));
@@ -165,6 +165,12 @@ int main() {
   S(torch::nn::Dropout2d d2(torch::nn::Dropout2dOptions(0.3)); t = d2(img));
   S(torch::nn::LeakyReLU lr(torch::nn::LeakyReLUOptions().negative_slope(0.2)); t = lr(x));
   S(torch::nn::Functional f(torch::leaky_relu, 0.2); t = f(x));
+  S(torch::nn::AdaptiveLogSoftmaxWithLoss asm_(
+        torch::nn::AdaptiveLogSoftmaxWithLossOptions(16, 10, {4, 8}).div_value(2.).head_bias(true));
+    t = asm_(torch::randn({4, 16}), torch::tensor({0, 5, 9, 3}, torch::kLong)).output);
+  S(torch::nn::AdaptiveLogSoftmaxWithLoss asm_(
+        torch::nn::AdaptiveLogSoftmaxWithLossOptions(16, 10, {4, 8}));
+    auto h = torch::randn({4, 16}); t = asm_->log_prob(h) + asm_->predict(h).unsqueeze(1));
   // optim, autograd, data, serialize, misc (8)
   S(torch::optim::Adam adam(probe->parameters(),
                             torch::optim::AdamOptions(1e-3).betas(std::make_tuple(0.5, 0.999)));
@@ -178,6 +184,6 @@ int main() {
   S(std::stringstream ss; torch::save(x, ss); torch::Tensor y; torch::load(y, ss));
   S((void)torch::cuda::is_available());
   S((void)torch::str("a", 1, "b"));
-  std::printf("%d/118 spellings\n", ran);
-  return ran == 118 ? 0 : 1;
+  std::printf("%d/120 spellings\n", ran);
+  return ran == 120 ? 0 : 1;
 }

@@ -654,6 +654,26 @@ std::vector<Case> model_cases() {
              o.label_smoothing = 0.1;
              return cross_entropy(v[0], v[1], o);
            }},
+      // The adaptive softmax's computation (nn::AdaptiveLogSoftmaxWithLoss with its
+      // weights passed): head with a bias, clusters of 3 and 3 classes projected to 4
+      // and 2 features, all 120 weights in one captured tensor.
+      Case{"adaptive log-softmax: output, loss and log_prob (AdaptiveLogSoftmaxWithLoss)",
+           {in({6, 8}), in({120}), indices({6}, 10)},
+           [](V v) {
+             int64_t at = 0;
+             auto take = [&](Shape s) {
+               Tensor w = v[1].narrow(0, at, numel(s)).reshape(s);
+               at += numel(s);
+               return w;
+             };
+             const Tensor hw = take({6, 8}), hb = take({6});
+             const nn::functional::AdaptiveTail tail{{take({4, 8}), take({3, 4})},
+                                                     {take({2, 8}), take({3, 2})}};
+             const nn::ASMoutput r =
+                 nn::functional::adaptive_log_softmax_with_loss(v[0], v[2], hw, hb, tail);
+             const Tensor lp = nn::functional::adaptive_log_prob(v[0], hw, hb, tail);
+             return cat({r.output, r.loss.reshape({1}), lp.reshape({-1})}, 0);
+           }},
       binary(
           "binary cross entropy, with logits",
           [](auto& a, auto& b) {

@@ -104,6 +104,7 @@ TEST_CASE(
   const size_t h = out.find("unigram entropy "), f = out.find("final train loss ");
   const size_t e = out.find("eval mode: train loss "), v = out.find(", validation loss ");
   const size_t s = out.find("sample ("), c = out.find("\nloss curve: ");
+  CHECK(out.find("output layer: Linear(64, ") != std::string::npos);  // not the adaptive softmax
   REQUIRE(h != std::string::npos);
   REQUIRE(f != std::string::npos);
   REQUIRE(e != std::string::npos);
@@ -128,7 +129,9 @@ TEST_CASE(
   CHECK(std::ifstream(svg).good());
 }
 
-TEST_CASE("char_transformer --vocab words: a word-level model learns, eager and traced alike") {
+TEST_CASE(
+    "char_transformer --vocab words: a word-level model with an adaptive softmax learns, eager and "
+    "traced alike") {
   const std::string svg = std::string(KILN_BINARY_DIR) + "/tests/char_transformer_words.svg";
   const std::string cmd = example("char_transformer") + " --vocab words 20 " + svg;
   const std::string traced = run(cmd), eager = run("KILN_JIT=0 " + cmd);
@@ -157,4 +160,17 @@ TEST_CASE("char_transformer --vocab words: a word-level model learns, eager and 
   REQUIRE(le.size() == lt.size());
   CHECK(lt.back() < lt.front() - 0.5);
   for (size_t i = 0; i < lt.size(); ++i) CHECK(le[i] == doctest::Approx(lt[i]).epsilon(1e-3));
+  // The output layer is the adaptive softmax (256 words in the head, clusters
+  // of 4x as many each), in both runs.
+  const size_t a = traced.find("output layer: adaptive softmax, cutoffs {256, 1024}");
+  REQUIRE(a != std::string::npos);
+  CHECK(eager.find(traced.substr(a, traced.find('\n', a) - a)) != std::string::npos);
+  // The weights the traced steps trained are the eager steps' weights: the
+  // same losses in eval mode (computed eagerly in both runs).
+  const size_t et = traced.find("eval mode: train loss "),
+               ee = eager.find("eval mode: train loss ");
+  REQUIRE(et != std::string::npos);
+  REQUIRE(ee != std::string::npos);
+  CHECK(std::stod(eager.substr(ee + 22)) ==
+        doctest::Approx(std::stod(traced.substr(et + 22))).epsilon(1e-3));
 }

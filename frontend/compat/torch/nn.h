@@ -9,6 +9,12 @@ namespace torch::nn {
 
 using kiln::nn::AdaptiveAvgPool2d;
 using kiln::nn::AdaptiveAvgPool2dImpl;
+/// forward's loss is a 0-dim tensor (libtorch since 1.5 reads it back as a
+/// double, without a gradient): out.loss.item<double>() where libtorch has out.loss.
+using kiln::nn::AdaptiveLogSoftmaxWithLoss;
+using kiln::nn::AdaptiveLogSoftmaxWithLossImpl;
+using kiln::nn::AdaptiveLogSoftmaxWithLossOptions;
+using kiln::nn::ASMoutput;
 using kiln::nn::AvgPool2d;
 using kiln::nn::AvgPool2dImpl;
 using kiln::nn::AvgPool2dOptions;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -234,6 +235,34 @@ std::vector<Tensor> evaluate(const Graph& g, std::vector<std::vector<Tensor>>& v
   return out;
 }
 
+// The nodes of `order` (topological, inputs first) that a backward to `wrt`
+// runs: with no wrt, all; else those from which a wrt tensor is reached through
+// their operands. A non-leaf wrt's own producer runs only if it leads to another.
+std::unordered_set<TapeNode*> nodes_run(const std::vector<TapeNode*>& order,
+                                        const std::vector<Tensor>& wrt) {
+  std::unordered_set<TapeNode*> ran;
+  if (wrt.empty()) {
+    ran.insert(order.begin(), order.end());
+    return ran;
+  }
+  std::set<std::pair<const TapeNode*, uint32_t>> outputs;  // non-leaf targets
+  std::unordered_set<const TensorImpl*> leaves;            // leaf targets
+  for (const Tensor& w : wrt) {
+    if (w.impl()->grad_fn)
+      outputs.insert({w.impl()->grad_fn.get(), w.impl()->output_nr});
+    else
+      leaves.insert(w.impl());
+  }
+  for (TapeNode* n : order)
+    for (const TapeEdge& e : n->next)
+      if ((e.leaf && leaves.count(e.leaf.get())) ||
+          (e.fn && (outputs.count({e.fn.get(), e.output_nr}) || ran.count(e.fn.get())))) {
+        ran.insert(n);
+        break;
+      }
+  return ran;
+}
+
 // Runs a backward from `roots` with incoming gradients `seeds`. `wrt` lists the
 // tensors to differentiate with respect to (empty: all leaves reached, whose
 // .grad() is accumulated, and which are added to `accumulated` when given).
@@ -393,8 +422,17 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
       if (s.data && s.data->buffer->version == s.version) continue;
       check_saved(u);
     }
-    if (!kept) return;
     Tensor& cur = values[v.node][v.index];
+    if (!kept && !cur.defined()) {
+      // Its producer's copy was freed by an earlier backward that ran it, but
+      // an op reading it saved its own (each PyTorch node saves its inputs).
+      for (const SavedUse& u : it->second)
+        if (u.which >= 0 && u.saved->data && u.saved->data->buffer->version == u.saved->version) {
+          cur = Tensor(alias_of(*u.saved->data));
+          break;
+        }
+    }
+    if (!kept) return;
     auto copy = alias_of(*kept->data);
     if (cur.defined()) {  // keeps the history create_graph gave it
       copy->requires_grad = cur.impl()->requires_grad;
@@ -430,7 +468,9 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
   }
 
   if (!retain_graph && !t_retain_graphs) {
+    const std::unordered_set<TapeNode*> ran = nodes_run(order, wrt);
     for (TapeNode* n : order) {
+      if (!ran.count(n)) continue;  // kept, as PyTorch keeps the nodes it did not run
       if (n->custom) n->custom->released = true;
       for (SavedTensor& s : n->inputs) s.data = nullptr;
       for (SavedTensor& s : n->outputs) s.data = nullptr;

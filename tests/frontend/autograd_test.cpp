@@ -103,6 +103,29 @@ TEST_CASE("retain_graph and the freed-graph error") {
   KILN_CHECK_ERROR(y.backward(), "second time", "retain_graph", "autograd_test.cpp");
 }
 
+TEST_CASE("autograd::grad frees only what it ran; a later backward reads what each op saved") {
+  // As PyTorch: the gradient with respect to a non-leaf x stops at x, so x's
+  // own producer (exp, which saved its result) is neither run nor freed, and a
+  // second graph reading x differentiates after the first one was freed.
+  manual_seed(5);
+  Tensor leaf = randn({5, 4}, kFloat64).requires_grad_();
+  Tensor w = randn({3, 4}, kFloat32).requires_grad_();
+  Tensor x = leaf.exp().to(kFloat32);
+  Tensor first = x.matmul(w.t()).sum();
+  Tensor second = x.matmul(w.t()).log_softmax(1).mul(2.0).sum();
+  const std::vector<Tensor> g1 = autograd::grad({first}, {x, w});  // frees first's graph
+  const std::vector<Tensor> g2 = autograd::grad({second}, {x, w});  // used to read a freed x
+  REQUIRE(g2[0].defined());
+  REQUIRE(g2[1].defined());
+  const std::vector<Tensor> again =
+      autograd::grad({x.matmul(w.t()).log_softmax(1).mul(2.0).sum()}, {x, w});
+  check_close(g2[0], again[0]);
+  check_close(g2[1], again[1]);
+  check_close(g1[1], x.sum(0).expand({3, 4}));
+  x.sum().backward();  // through exp, which the grads above did not run
+  check_close(leaf.grad(), leaf.exp().detach());
+}
+
 TEST_CASE("create_graph gives second derivatives") {
   Tensor x = tensor({2.0, -1.0}, kFloat64).requires_grad_();
   Tensor y = x.pow(3).sum();

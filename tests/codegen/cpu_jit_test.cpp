@@ -355,37 +355,30 @@ std::vector<T> sweep(double lo, double hi, int n, bool log_scale = false) {
   return xs;
 }
 
-// The reference kernels' scalar math of a math op of the table, in long double.
-using RefLong = long double (*)(long double);
-using RefLong2 = long double (*)(long double, long double);
+// The reference kernels' scalar math of a math op of the table, in long double:
+// r1 for a unary op, r2 for a binary one.
+struct RefLong {
+  long double (*r1)(long double) = nullptr;
+  long double (*r2)(long double, long double) = nullptr;
+};
 RefLong ref_math_long(OpKind k) {
   switch (k) {
-#define KILN_REF_LONG(m, name) \
-  case OpKind::name:           \
-    return [](long double x) { return ref_math::m(x); };
+#define KILN_REF_LONG1(m, name) \
+  case OpKind::name:            \
+    return {[](long double x) { return ref_math::m(x); }, nullptr};
+#define KILN_REF_LONG2(m, name) \
+  case OpKind::name:            \
+    return {nullptr, [](long double x, long double y) { return ref_math::m(x, y); }};
 #define KILN_OP(name, arity, category, shape, dtype, vjp, cost, scalar, domain) \
-  KILN_SCALAR_MATH_N(1, KILN_REF_LONG, name, arity, scalar)
+  KILN_SCALAR_MATH_N(1, KILN_REF_LONG1, name, arity, scalar)                    \
+  KILN_SCALAR_MATH_N(2, KILN_REF_LONG2, name, arity, scalar)
 #include "ir/ops.def"
 #undef KILN_OP
-#undef KILN_REF_LONG
+#undef KILN_REF_LONG1
+#undef KILN_REF_LONG2
     default:
-      FAIL("not a unary math op: " << op_name(k));
-      return nullptr;
-  }
-}
-RefLong2 ref_math_long2(OpKind k) {
-  switch (k) {
-#define KILN_REF_LONG(m, name) \
-  case OpKind::name:           \
-    return [](long double x, long double y) { return ref_math::m(x, y); };
-#define KILN_OP(name, arity, category, shape, dtype, vjp, cost, scalar, domain) \
-  KILN_SCALAR_MATH_N(2, KILN_REF_LONG, name, arity, scalar)
-#include "ir/ops.def"
-#undef KILN_OP
-#undef KILN_REF_LONG
-    default:
-      FAIL("not a binary math op: " << op_name(k));
-      return nullptr;
+      FAIL("not a math op: " << op_name(k));
+      return {};
   }
 }
 
@@ -476,9 +469,9 @@ TEST_CASE("math accuracy over wide sweeps (max ulp error vs long double)") {
       continue;
     const Domain& d = op_info(k).domain;
     if (op_info(k).arity == 1)
-      fns.push_back({k, d.low(0), d.high(0), false, ref_math_long(k), kDefaultUlp, kDefaultUlp});
+      fns.push_back({k, d.low(0), d.high(0), false, ref_math_long(k).r1, kDefaultUlp, kDefaultUlp});
     else
-      fns2.push_back({k, d.low(0), d.high(0), false, ref_math_long2(k), kDefaultUlp, kDefaultUlp,
+      fns2.push_back({k, d.low(0), d.high(0), false, ref_math_long(k).r2, kDefaultUlp, kDefaultUlp,
                       d.low(1), d.high(1)});
   }
   for (const Fn2& f : fns2) {

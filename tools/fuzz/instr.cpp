@@ -37,36 +37,27 @@ std::string flag(bool b) {
   return b ? "true" : "false";
 }
 
-Tensor math1(OpKind k, const Tensor& x) {
+// op applied to x (and y, for a binary op) through its Tensor method: a math
+// row without one fails to compile here.
+Tensor math_call(OpKind k, const Tensor& x, const Tensor& y = Tensor()) {
   switch (k) {
-#define KILN_FUZZ_MATH(kir, name) \
-  case OpKind::name:              \
+#define KILN_FUZZ_MATH1(kir, name) \
+  case OpKind::name:               \
     return x.name();
-#define KILN_OP(name, arity, category, shape, dtype, vjp, cost, scalar, domain) \
-  KILN_SCALAR_MATH_N(1, KILN_FUZZ_MATH, name, arity, scalar)
-#include "ir/ops.def"
-#undef KILN_OP
-#undef KILN_FUZZ_MATH
-    default:
-      break;
-  }
-  throw Error(std::string("fuzz: ") + op_name(k) + " is not a unary math op of the table");
-}
-
-Tensor math2(OpKind k, const Tensor& x, const Tensor& y) {
-  switch (k) {
-#define KILN_FUZZ_MATH(kir, name) \
-  case OpKind::name:              \
+#define KILN_FUZZ_MATH2(kir, name) \
+  case OpKind::name:               \
     return x.name(y);
 #define KILN_OP(name, arity, category, shape, dtype, vjp, cost, scalar, domain) \
-  KILN_SCALAR_MATH_N(2, KILN_FUZZ_MATH, name, arity, scalar)
+  KILN_SCALAR_MATH_N(1, KILN_FUZZ_MATH1, name, arity, scalar)                   \
+  KILN_SCALAR_MATH_N(2, KILN_FUZZ_MATH2, name, arity, scalar)
 #include "ir/ops.def"
 #undef KILN_OP
-#undef KILN_FUZZ_MATH
+#undef KILN_FUZZ_MATH1
+#undef KILN_FUZZ_MATH2
     default:
       break;
   }
-  throw Error(std::string("fuzz: ") + op_name(k) + " is not a binary math op of the table");
+  throw Error(std::string("fuzz: ") + op_name(k) + " is not a math op of the table");
 }
 
 OpKind math_kind(const Instr& in) {
@@ -88,8 +79,9 @@ double max_abs_over(OpKind k, const MathForm& f) {
   for (int64_t i = 0; i < n; ++i) grid[size_t(i)] = -30.0 + 60.0 * double(i) / double(n - 1);
   const Tensor g = from_vector(grid, {n}, kFloat64);
   const Tensor x = into(g, f.lo[0], f.hi[0]);
-  const Tensor y = op_info(k).arity == 1 ? math1(k, x)
-                                          : math2(k, x.unsqueeze(1), into(g, f.lo[1], f.hi[1]));
+  const Tensor y = op_info(k).arity == 1
+                       ? math_call(k, x)
+                       : math_call(k, x.unsqueeze(1), into(g, f.lo[1], f.hi[1]));
   return y.abs().max().item<double>();
 }
 
@@ -168,11 +160,12 @@ Tensor run_instr(const Instr& in, const std::vector<Tensor>& values) {
       return a / x;
     case Op::math: {
       const MathForm f = math_form(math_kind(in));
-      return math1(math_kind(in), into(a, f.lo[0], f.hi[0]));
+      return math_call(math_kind(in), into(a, f.lo[0], f.hi[0]));
     }
     case Op::math2: {
       const MathForm f = math_form(math_kind(in));
-      return math2(math_kind(in), into(a, f.lo[0], f.hi[0]), into(operand(1), f.lo[1], f.hi[1]));
+      return math_call(math_kind(in), into(a, f.lo[0], f.hi[0]),
+                       into(operand(1), f.lo[1], f.hi[1]));
     }
     case Op::add:
       return a + operand(1);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <sstream>
 
 #include "frontend/alias.h"
@@ -159,9 +160,42 @@ std::vector<int64_t> checked_dims(const std::vector<int64_t>& dims, int64_t rank
   }
 }
 
+namespace {
+
+// PyTorch's rule for mixed devices: a 0-dim CPU tensor joins an elementwise op
+// whose other operands are on one other device, as a number would. It is
+// copied there first (a differentiable copy: its gradient comes back to the
+// CPU). Returns false, leaving `moved` alone, when no operand needs it.
+bool scalars_to_device(OpKind k, const std::vector<Tensor>& operands, std::vector<Tensor>* moved,
+                       SourceLoc loc) {
+  if (!is_elementwise(k) || operands.size() < 2) return false;
+  std::optional<Device> other;
+  bool any_scalar = false;
+  for (const Tensor& t : operands) {
+    if (!t.defined()) return false;
+    const TensorType& ty = t.impl()->type;
+    if (ty.device.is_cpu() && ty.shape.empty())
+      any_scalar = true;
+    else if (!other)
+      other = ty.device;
+    else if (*other != ty.device)
+      return false;  // the type rule names the mismatch
+  }
+  if (!any_scalar || !other || other->is_cpu()) return false;
+  *moved = operands;
+  for (Tensor& t : *moved)
+    if (t.impl()->type.device.is_cpu() && t.impl()->type.shape.empty())
+      t = device_transfer(t, *other, loc);
+  return true;
+}
+
+}  // namespace
+
 Tensor apply(OpKind k, const std::vector<Tensor>& operands, Attrs attrs, SourceLoc loc) {
   // The same expansion eagerly and in a trace, so both run the same ops.
   if (is_composite(k)) return apply_composite(k, operands, loc);
+  if (std::vector<Tensor> moved; scalars_to_device(k, operands, &moved, loc))
+    return apply(k, moved, std::move(attrs), loc);
   if (TraceState* tr = current_trace()) return trace_apply(*tr, k, operands, std::move(attrs), loc);
 
   std::vector<TensorType> types;

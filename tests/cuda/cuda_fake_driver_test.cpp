@@ -99,6 +99,18 @@ TEST_CASE("with a fake driver, the host side of the CUDA path runs") {
   CHECK(g.to_vector<float>() == x.to_vector<float>());
   CHECK(x.cuda().str().find("device='cuda:0'") != std::string::npos);
   KILN_CHECK_ERROR(g + x, "expected all operands on one device");
+  // As in PyTorch, a 0-dim CPU tensor joins an elementwise op on the GPU as a
+  // number would (copied there first); a CPU tensor with dims still does not.
+  const Tensor two = full({}, 2.0);
+  for (const Tensor& r : {g * two, two - g, where(g > two, g, two)}) {
+    CHECK(r.is_cuda());
+    CHECK(r.sizes() == g.sizes());
+  }
+  KILN_CHECK_ERROR(g + tensor({2.f}), "expected all operands on one device");
+  // Traced too: a 0-dim literal of the body is built again on the GPU.
+  const Tensor traced_scaled = jit([](Tensor a) { return a * full({}, 2.0); })(g);
+  CHECK(traced_scaled.is_cuda());
+  CHECK(traced_scaled.sizes() == g.sizes());
 
   // The caching allocator hands freed blocks out again.
   AllocatorStats s0 = cuda_allocator_stats(0);

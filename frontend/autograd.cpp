@@ -235,16 +235,12 @@ std::vector<Tensor> evaluate(const Graph& g, std::vector<std::vector<Tensor>>& v
   return out;
 }
 
-// The nodes of `order` (topological, inputs first) that a backward to `wrt`
-// runs: with no wrt, all; else those from which a wrt tensor is reached through
-// their operands. A non-leaf wrt's own producer runs only if it leads to another.
-std::unordered_set<TapeNode*> nodes_run(const std::vector<TapeNode*>& order,
-                                        const std::vector<Tensor>& wrt) {
-  std::unordered_set<TapeNode*> ran;
-  if (wrt.empty()) {
-    ran.insert(order.begin(), order.end());
-    return ran;
-  }
+// The nodes of `order` (topological, inputs first) that a backward to the
+// tensors `wrt` (not empty) runs, in that order: those from which a wrt tensor
+// is reached through their operands. A non-leaf wrt's own producer runs only if
+// it leads to another. (A backward to every leaf runs all of `order`.)
+std::vector<TapeNode*> nodes_run(const std::vector<TapeNode*>& order,
+                                 const std::vector<Tensor>& wrt) {
   std::set<std::pair<const TapeNode*, uint32_t>> outputs;  // non-leaf targets
   std::unordered_set<const TensorImpl*> leaves;            // leaf targets
   for (const Tensor& w : wrt) {
@@ -253,14 +249,17 @@ std::unordered_set<TapeNode*> nodes_run(const std::vector<TapeNode*>& order,
     else
       leaves.insert(w.impl());
   }
+  std::unordered_set<const TapeNode*> ran;
+  std::vector<TapeNode*> in_order;
   for (TapeNode* n : order)
     for (const TapeEdge& e : n->next)
       if ((e.leaf && leaves.count(e.leaf.get())) ||
           (e.fn && (outputs.count({e.fn.get(), e.output_nr}) || ran.count(e.fn.get())))) {
         ran.insert(n);
+        in_order.push_back(n);
         break;
       }
-  return ran;
+  return in_order;
 }
 
 // Runs a backward from `roots` with incoming gradients `seeds`. `wrt` lists the
@@ -468,12 +467,15 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
   }
 
   if (!retain_graph && !t_retain_graphs) {
-    const std::unordered_set<TapeNode*> ran = nodes_run(order, wrt);
-    for (TapeNode* n : order) {
-      if (!ran.count(n)) continue;  // kept, as PyTorch keeps the nodes it did not run
+    auto release = [](TapeNode* n) {
       if (n->custom) n->custom->released = true;
       for (SavedTensor& s : n->inputs) s.data = nullptr;
       for (SavedTensor& s : n->outputs) s.data = nullptr;
+    };
+    if (wrt.empty()) {
+      for (TapeNode* n : order) release(n);
+    } else {
+      for (TapeNode* n : nodes_run(order, wrt)) release(n);  // the others are kept, as PyTorch's
     }
   }
 

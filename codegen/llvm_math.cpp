@@ -213,7 +213,8 @@ struct M {
     llvm::Value* lm = fma(two_s, mul(s2, poly(s2, q)), two_s);
     llvm::Value* ef = b.CreateSIToFP(e, ft);
     if (scale != 1.0) lm = mul(lm, c(scale));
-    llvm::Value* res = k_lo == 0.0 ? add(ef, lm) : fma(ef, c(k_hi), fma(ef, c(k_lo), lm));
+    llvm::Value* res = k_hi == 1.0 && k_lo == 0.0 ? add(ef, lm)  // log2: e + log2(m), exact
+                                                : fma(ef, c(k_hi), fma(ef, c(k_lo), lm));
     const double inf = INFINITY;
     res = sel(b.CreateFCmpOEQ(x, c(inf)), x, res);
     res = sel(b.CreateFCmpOEQ(x, c(0.0)), c(-inf), res);

@@ -47,6 +47,22 @@ kir::Kernel lowered(const BatchCase& c, const FusionGroup& grp) {
   return lower_group(c.g, grp, {});
 }
 
+
+// A dynamic dimension's probe (record the kernel, compile nothing) and its
+// later compiles (templates), both with `cache`.
+CpuCompileOptions probe_options(KernelTemplateCache* cache) {
+  CpuCompileOptions o;
+  o.record_only = true;
+  o.templates = cache;
+  return o;
+}
+CpuCompileOptions dynamic_options(KernelTemplateCache* cache) {
+  CpuCompileOptions o;
+  o.dynamic_sizes = true;
+  o.templates = cache;
+  return o;
+}
+
 }  // namespace
 
 TEST_CASE("kernels of one group at three batch sizes: one skeleton, one template binding all") {
@@ -139,12 +155,7 @@ TEST_CASE("with dynamic sizes a new batch size runs the template: compiled once,
 
 TEST_CASE("a probe recorded at a second size makes the first compile a template") {
   KernelTemplateCache cache;
-  CpuCompileOptions probe;
-  probe.record_only = true;
-  probe.templates = &cache;
-  CpuCompileOptions dynamic = probe;
-  dynamic.record_only = false;
-  dynamic.dynamic_sizes = true;
+  const CpuCompileOptions probe = probe_options(&cache), dynamic = dynamic_options(&cache);
   BatchCase at65(65, 31, 10), at64(64, 31, 11), at50(50, 31, 12);
   const CpuKernel recorded = compile_cpu_kernel(at65.g, at65.softmax, probe);
   CHECK_FALSE(static_cast<bool>(recorded.fn));
@@ -166,12 +177,7 @@ TEST_CASE("a probe recorded at a second size makes the first compile a template"
 TEST_CASE(
     "the cache is keyed by content: a kernel recorded for one function makes another's template") {
   KernelTemplateCache cache;
-  CpuCompileOptions probe;
-  probe.record_only = true;
-  probe.templates = &cache;
-  CpuCompileOptions dynamic = probe;
-  dynamic.record_only = false;
-  dynamic.dynamic_sizes = true;
+  const CpuCompileOptions probe = probe_options(&cache), dynamic = dynamic_options(&cache);
   // Two graphs built apart (two traced functions) whose mean kernels print alike
   // but for the batch size: one skeleton, one family.
   BatchCase one(65, 37, 20), other(48, 37, 21);

@@ -8,9 +8,11 @@
 //   bench_train --benchmark_filter='Cnn|Transformer' --benchmark_repetitions=5
 #include <benchmark/benchmark.h>
 
+#include <array>
 #include <chrono>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <kiln/kiln.h>
 
@@ -22,13 +24,62 @@ using namespace kiln;
 
 namespace {
 
-enum Mode { kEager = 0, kTraced = 1 };
+enum Mode { kEager = 0, kTraced = 1, kGemms = 2 };
+
+// A BLAS-bound step against its matrix products alone (issue #37: a traced step
+// should take at most 1.05x their time). Each product is matmul_cpu (OpenBLAS,
+// large products split over Kiln's pool) with the layout the traced plan gives
+// it: a weight used transposed is a strided view, i.e. a BLAS trans flag.
+struct Products {
+  std::vector<std::array<Tensor, 3>> abo;  // a, b, out of each product
+
+  void add(const Tensor& a, const Tensor& b) {
+    abo.push_back({a, b, zeros({a.size(0), b.size(1)})});
+  }
+  void run() const {
+    for (const auto& [a, b, out] : abo) matmul_cpu(view(a), view(b), view(out));
+  }
+  static View view(const Tensor& t) {
+    return View{const_cast<float*>(t.data_ptr<float>()), DType::f32, t.sizes(), t.strides()};
+  }
+};
+
+// Seconds per call of each step's products alone, for its traced row's "of_gemms".
+std::map<std::string, double> g_gemm_seconds;
+
+// Times `products` under `state` (the kGemms row) and keeps the time for `name`.
+void time_products(benchmark::State& state, const Products& products, const std::string& name) {
+  products.run();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto _ : state) products.run();
+  g_gemm_seconds[name] =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
+      static_cast<double>(state.iterations());
+  state.SetLabel("gemms alone");
+}
+
+// The traced row's time over the products' alone, when both ran.
+void report_of_gemms(benchmark::State& state, const std::string& name, double seconds) {
+  if (g_gemm_seconds.count(name)) state.counters["of_gemms"] = seconds / g_gemm_seconds[name];
+}
 
 void BM_TwoLayerStep(benchmark::State& state) {
   manual_seed(0);
   Tensor x = randn({64, 1000}), y = randn({64, 10});
   Tensor w1 = randn({1000, 100}).requires_grad_(), w2 = randn({100, 10}).requires_grad_();
   const double lr = 1e-6;
+  if (state.range(0) == kGemms) {
+    // Forward x w1, h w2; backward h^T g, g w2^T, x^T dh.
+    NoGradGuard no_grad;
+    Products p;
+    const Tensor h = randn({64, 100}), g = randn({64, 10}), dh = randn({64, 100});
+    p.add(x, w1.detach());
+    p.add(h, w2.detach());
+    p.add(h.t(), g);
+    p.add(g, w2.detach().t());
+    p.add(x.t(), dh);
+    return time_products(state, p, "two_layer");
+  }
   auto step = [&](Tensor in, Tensor target) {
     Tensor loss = (in.mm(w1).clamp_min(0).mm(w2) - target).pow(2).sum();
     loss.backward();
@@ -42,13 +93,23 @@ void BM_TwoLayerStep(benchmark::State& state) {
   auto traced = jit(step, "two_layer_step");
   bool use_jit = state.range(0) == kTraced;
   for (int i = 0; i < 3; ++i) use_jit ? traced(x, y) : step(x, y);  // compile (and retrace once)
+  const auto t0 = std::chrono::steady_clock::now();
   for (auto _ : state) {
     Tensor l = use_jit ? traced(x, y) : step(x, y);
     benchmark::DoNotOptimize(l.impl());
   }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
+      static_cast<double>(state.iterations());
   state.SetLabel(use_jit ? "traced" : "eager");
+  if (use_jit) report_of_gemms(state, "two_layer", seconds);
 }
-BENCHMARK(BM_TwoLayerStep)->Arg(kEager)->Arg(kTraced)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_TwoLayerStep)
+    ->Arg(kGemms)
+    ->Arg(kEager)
+    ->Arg(kTraced)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 void BM_MlpAdamStep(benchmark::State& state) {
   manual_seed(0);
@@ -57,6 +118,26 @@ void BM_MlpAdamStep(benchmark::State& state) {
   nn::Sequential model(nn::Linear(784, 1024), nn::ReLU(), nn::Linear(1024, 1024), nn::ReLU(),
                        nn::Linear(1024, 10));
   optim::Adam opt(model->parameters(), 1e-3);
+  if (state.range(0) == kGemms) {
+    // Forward x W1^T, h1 W2^T, h2 W3^T; backward each layer's g^T h (weight
+    // gradient) and, but for the first layer's, g W (input gradient).
+    NoGradGuard no_grad;
+    Products p;
+    const Tensor h1 = randn({256, 1024}), h2 = randn({256, 1024});
+    const Tensor g3 = randn({256, 10}), g2 = randn({256, 1024}), g1 = randn({256, 1024});
+    std::vector<Tensor> w;
+    for (const Tensor& t : model->parameters())
+      if (t.dim() == 2) w.push_back(t.detach());
+    p.add(x, w[0].t());
+    p.add(h1, w[1].t());
+    p.add(h2, w[2].t());
+    p.add(g3.t(), h2);
+    p.add(g3, w[2]);
+    p.add(g2.t(), h1);
+    p.add(g2, w[1]);
+    p.add(g1.t(), x);
+    return time_products(state, p, "mlp_adam");
+  }
   auto step = [&](Tensor in, Tensor target) {
     opt.zero_grad();
     Tensor loss = nn::functional::cross_entropy(model(in), target);
@@ -67,16 +148,26 @@ void BM_MlpAdamStep(benchmark::State& state) {
   auto traced = jit(step, "mlp_adam_step");
   bool use_jit = state.range(0) == kTraced;
   for (int i = 0; i < 3; ++i) use_jit ? traced(x, labels) : step(x, labels);
+  const auto t0 = std::chrono::steady_clock::now();
   for (auto _ : state) {
     Tensor l = use_jit ? traced(x, labels) : step(x, labels);
     benchmark::DoNotOptimize(l.impl());
   }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
+      static_cast<double>(state.iterations());
   state.SetLabel(use_jit ? "traced" : "eager");
+  if (use_jit) report_of_gemms(state, "mlp_adam", seconds);
   double flops = 3 * 2.0 * 256 * (784 * 1024 + 1024 * 1024 + 1024 * 10);
   state.counters["FLOP/s"] = benchmark::Counter(flops * static_cast<double>(state.iterations()),
                                                 benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_MlpAdamStep)->Arg(kEager)->Arg(kTraced)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_MlpAdamStep)
+    ->Arg(kGemms)
+    ->Arg(kEager)
+    ->Arg(kTraced)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 // Seconds per eager step of each model, for its traced row's "speedup".
 std::map<std::string, double> g_eager_seconds;

@@ -10,7 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "codegen/cpu_backend.h"
+#include "codegen/kernel_info.h"
+#include "codegen/kernel_ir.h"
 #include "ir/graph.h"
 #include "passes/fusion.h"
 #include "runtime/plan.h"  // CudaLaunch

@@ -18,8 +18,10 @@
 #include <utility>
 #include <vector>
 
-#include "codegen/cpu_backend.h"
+#include "codegen/kernel_info.h"
 #include "codegen/kernel_ir.h"
+#include "ir/graph.h"
+#include "passes/fusion.h"
 
 namespace kiln {
 

@@ -26,6 +26,7 @@
 
 #include "frontend/autograd.h"
 #include "frontend/dispatch.h"
+#include "frontend/eager_composite.h"
 #include "frontend/settings.h"
 #include "frontend/trace_state.h"
 #include "runtime/allocator.h"
@@ -87,6 +88,28 @@ void check_sizes(const std::string& op, const char* name, ExpandingArray2 v, int
   if (v[0] < min || v[1] < min)
     throw Error(op + ": expected " + name + " >= " + std::to_string(min) + ", got " + v.str(),
                 here(l));
+}
+
+// Parts of a compiled composite's key (eager_composite.h), which also names
+// its dump directory: "3x3".
+std::string pair_key(ExpandingArray2 v) {
+  return std::to_string(v[0]) + "x" + std::to_string(v[1]);
+}
+std::string shape_key(const Shape& s) {
+  std::string k;
+  for (size_t i = 0; i < s.size(); ++i) k += (i ? "x" : "") + std::to_string(s[i]);
+  return k;
+}
+const char* conv_algo_name(ConvAlgo a) {
+  switch (a) {
+    case ConvAlgo::Im2col:
+      return "im2col";
+    case ConvAlgo::Direct:
+      return "direct";
+    case ConvAlgo::Auto:
+      break;
+  }
+  return "auto";
 }
 
 // Images [N, C, H, W] or one image [C, H, W] (run as a batch of one).
@@ -256,6 +279,18 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Exp
     const Extent e[2] = {
         extent(op, "height", x.size(2), k[0], stride[0], padding[0], dilation[0], false, l),
         extent(op, "width", x.size(3), k[1], stride[1], padding[1], dilation[1], false, l)};
+    std::vector<Tensor> operands{x, weight};
+    if (bias.defined()) operands.push_back(bias);
+    if (detail::composite_runs_compiled(operands))
+      return detail::compiled_composite(
+          op + "_w" + shape_key(weight.sizes()) + "_s" + pair_key(stride) + "_p" +
+              pair_key(padding) + "_d" + pair_key(dilation) + "_g" + std::to_string(groups) +
+              (bias.defined() ? "_bias" : "") + "_" + conv_algo_name(settings().conv),
+          [=](const std::vector<Tensor>& v) {
+            return conv2d(v[0], v[1], v.size() > 2 ? v[2] : Tensor(), stride, padding, dilation,
+                          groups, l);
+          },
+          operands, l);
     const int64_t rows = c / groups * k[0] * k[1], cols = e[0].out * e[1].out;
     const int64_t cg = c / groups, og = o / groups;
     Tensor win = windows2d(x, k, stride, dilation, e, padding, l);  // [N, C, kH, H', kW, W']
@@ -296,6 +331,14 @@ Tensor max_pool2d(const Tensor& input, ExpandingArray2 kernel_size,
   return on_images(op, input, l, [&](const Tensor& x) {
     const PoolGeometry g =
         pool_geometry(op, x, kernel_size, stride, padding, dilation, ceil_mode, l);
+    if (detail::composite_runs_compiled({x}))
+      return detail::compiled_composite(
+          op + "_k" + pair_key(kernel_size) + "_s" + pair_key(g.stride) + "_p" + pair_key(padding) +
+              "_d" + pair_key(dilation) + (ceil_mode ? "_ceil" : ""),
+          [=](const std::vector<Tensor>& v) {
+            return max_pool2d(v[0], kernel_size, stride, padding, dilation, ceil_mode, l);
+          },
+          {x}, l);
     Tensor src = x;
     if (padding[0] > 0 || padding[1] > 0 || g.e[0].high > 0 || g.e[1].high > 0) {
       // Pad with -inf: mark the input's plane, pad it like x, fill outside it.
@@ -319,6 +362,14 @@ Tensor avg_pool2d(const Tensor& input, ExpandingArray2 kernel_size,
   const std::string op = "avg_pool2d";
   return on_images(op, input, l, [&](const Tensor& x) {
     const PoolGeometry g = pool_geometry(op, x, kernel_size, stride, padding, 1, ceil_mode, l);
+    if (detail::composite_runs_compiled({x}))
+      return detail::compiled_composite(
+          op + "_k" + pair_key(kernel_size) + "_s" + pair_key(g.stride) + "_p" + pair_key(padding) +
+              (ceil_mode ? "_ceil" : "") + (count_include_pad ? "_countpad" : ""),
+          [=](const std::vector<Tensor>& v) {
+            return avg_pool2d(v[0], kernel_size, stride, padding, ceil_mode, count_include_pad, l);
+          },
+          {x}, l);
     Tensor sums = windows2d(x, kernel_size, g.stride, 1, g.e, padding, l).sum({2, 4}, false, l);
     const bool partial = g.e[0].high > padding[0] || g.e[1].high > padding[1];
     if (!partial && (count_include_pad || (padding[0] == 0 && padding[1] == 0)))

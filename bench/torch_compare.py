@@ -358,13 +358,27 @@ def main():
     torch_attention_ms = {T: best_ms(work[f"BM_Attention T={T}"](), 3 if T > 2048 else 10)
                           for T in (1024, 4096)}
 
+    # The course's matmul 10000x1024 @ (5000x1024)^T on the CPU: PyTorch and NumPy
+    # into a preallocated result (out=), and PyTorch allocating it.
+    import numpy as np
+    ca, cb = torch.randn(10000, 1024), torch.randn(5000, 1024)
+    cout = torch.empty(10000, 5000)
+    na, nb, nout = ca.numpy(), cb.numpy(), cout.numpy()
+    course_ms = {"PyTorch, out=": best_ms(lambda: torch.matmul(ca, cb.t(), out=cout), 5),
+                 "PyTorch": best_ms(lambda: torch.matmul(ca, cb.t()), 5),
+                 "NumPy, out=": best_ms(lambda: np.matmul(na, nb.T, out=nout), 5)}
+    del ca, cb, cout, na, nb, nout
+
     bench = sys.argv[1] if len(sys.argv) > 1 else "build/bench/bench_train"
     bench_jit = sys.argv[2] if len(sys.argv) > 2 else os.path.join(os.path.dirname(bench), "bench_jit")
     bench_scale = sys.argv[3] if len(sys.argv) > 3 else os.path.join(os.path.dirname(bench), "bench_scale")
+    bench_gpu = os.path.join(os.path.dirname(bench), "bench_gpu")
     kiln_ms = {}
-    for path, extra in ((bench, []), (bench_jit, ["--benchmark_filter=BM_Unary"]), (bench_scale, [])):
+    for path, extra in ((bench, []), (bench_jit, ["--benchmark_filter=BM_Unary"]), (bench_scale, []),
+                        (bench_gpu, ["--benchmark_filter=BM_Matmul10000", "--sweep_max=0"])):
         out = subprocess.run([path, "--benchmark_format=json", "--benchmark_min_time=0.5"] + extra,
                              check=True, capture_output=True, text=True).stdout
+        out = out if out.startswith("{") else out[out.find("\n{") + 1:]  # lines before the JSON
         for b in json.loads(out)["benchmarks"]:
             parts, label = b["name"].split("/"), b.get("label", "")
             name = "/".join(parts[:2]) if parts[0] == "BM_Unary" else parts[0]
@@ -380,6 +394,19 @@ def main():
         eager_ratio = f"{e / t:.2f}" if e else "-"
         print(f"{name:34} {t:11.3f} {e or float('nan'):11.3f} {tr or float('nan'):12.3f} {ratio:>13}"
               f" {eager_ratio:>12}")
+    for base, label in (("BM_TwoLayerStep", "two-layer step"), ("BM_MlpAdamStep", "MLP Adam step")):
+        g, tr = kiln_ms.get((base, "gemms alone")), kiln_ms.get((base, "traced"))
+        if g and tr:
+            print(f"{label}: Kiln traced {tr:.3f} ms, its matrix products alone {g:.3f} ms:"
+                  f" {tr / g:.2f}x (target <= 1.05)")
+    kc = kiln_ms.get(("BM_Matmul10000x1024_by_5000x1024T", "cpu (OpenBLAS via kiln)"))
+    kf = kiln_ms.get(("BM_Matmul10000x1024_by_5000x1024T", "cpu, result in fresh memory (first touch)"))
+    peers = "; ".join(f"{k} {v:.1f} ms" for k, v in course_ms.items())
+    best = min(course_ms["PyTorch, out="], course_ms["NumPy, out="])
+    if kc:
+        print(f"course matmul 10000x1024 @ (5000x1024)^T: Kiln {kc:.1f} ms"
+              + (f" ({kf:.1f} ms with the result in fresh memory)" if kf else "")
+              + f"; {peers}; the best peer's time over Kiln's: {best / kc:.2f} (target >= 1.0)")
     print()
     print(f"{'eager op, 16M floats':34} {'PyTorch ms':>11} {'Kiln eager':>11} {'Kiln traced':>12} {'eager/torch':>13}")
     for name, t in torch_unary_ms.items():

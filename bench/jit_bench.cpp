@@ -13,8 +13,11 @@
 #include "runtime/storage.h"
 #include "runtime/thread_pool.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
+#include <vector>
 
 using namespace kiln;
 
@@ -43,18 +46,22 @@ void report_bytes(benchmark::State& state, double bytes) {
       benchmark::Counter::kIsRate);
 }
 
+// Runs `body` on x in the benchmark's mode; returns seconds per iteration.
 template <class F>
-void run_mode(benchmark::State& state, F body, const Tensor& x, double bytes) {
+double run_mode(benchmark::State& state, F body, const Tensor& x, double bytes) {
   int mode = static_cast<int>(state.range(1));
   auto traced = jit(body, "bench");
   traced.set_fusion(mode == kFused);
   state.SetLabel(mode_name(mode));
   if (mode != kEager) traced(x);  // compile outside the timed loop
+  const auto t0 = std::chrono::steady_clock::now();
   for (auto _ : state) {
     Tensor y = mode == kEager ? body(x) : traced(x);
     benchmark::DoNotOptimize(y.impl());
   }
   report_bytes(state, bytes);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
+         static_cast<double>(state.iterations());
 }
 
 void BM_Triad(benchmark::State& state) {
@@ -65,10 +72,53 @@ void BM_Triad(benchmark::State& state) {
 }
 BENCHMARK(BM_Triad)->Arg(1 << 24)->UseRealTime()->Unit(benchmark::kMillisecond);
 
+// The seed chain fused by hand: one C++ loop, compiled with the project's
+// flags (the base x86-64 ISA), into a preallocated result, on one core (what
+// such a loop is: arg 1) or split over Kiln's pool (arg 2). The fused
+// BM_Chain8 row's "x_hand_fused" is the one-core loop's time over its own.
+std::map<int64_t, double> g_hand_fused_seconds;  // one core, by size
+
+void BM_Chain8HandFused(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const bool pool = state.range(1) == 2;
+  manual_seed(0);
+  Tensor x = randn({n});
+  std::vector<float> y(static_cast<size_t>(n));
+  const float* in = x.data_ptr<float>();
+  float* out = y.data();
+  auto loop = [in, out](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const float v = in[i];
+      const float t = std::fabs(v * 1.5f + 2.f - v * v);
+      out[i] = std::min(std::max(t, 0.5f), 4.f) * 0.25f;
+    }
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto _ : state) {
+    if (pool)
+      parallel_for(n, 1 << 16, loop);
+    else
+      loop(0, n);
+    benchmark::DoNotOptimize(out);
+  }
+  if (!pool)
+    g_hand_fused_seconds[n] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
+                              static_cast<double>(state.iterations());
+  state.SetLabel(pool ? "hand-fused C++, Kiln's pool" : "hand-fused C++, one core");
+  report_bytes(state, 2.0 * 4 * static_cast<double>(n));
+}
+BENCHMARK(BM_Chain8HandFused)
+    ->ArgsProduct({{1 << 24}, {1, 2}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
 void BM_Chain8(benchmark::State& state) {
   manual_seed(0);
   Tensor x = randn({state.range(0)});
-  run_mode(state, chain, x, 2.0 * 4 * static_cast<double>(x.numel()));
+  const double seconds = run_mode(state, chain, x, 2.0 * 4 * static_cast<double>(x.numel()));
+  const auto hand = g_hand_fused_seconds.find(state.range(0));
+  if (state.range(1) == kFused && hand != g_hand_fused_seconds.end())
+    state.counters["x_hand_fused"] = hand->second / seconds;
 }
 BENCHMARK(BM_Chain8)
     ->ArgsProduct({{1 << 16, 1 << 18, 1 << 20, 1 << 22, 1 << 24}, {kEager, kUnfused, kFused}})

@@ -34,17 +34,14 @@ Value TraceState::value_of(const Tensor& t, SourceLoc loc) {
   if (it != param_index.end()) {
     auto cur = param_current.find(it->second);
     if (cur != param_current.end()) return cur->second;
-    if (Value v = param_node(it->second)) return v;
+    if (Value v = graph.param_value(it->second)) return v;
   }
   // A tensor captured from outside: a parameter, read by reference at every call.
   int64_t index = static_cast<int64_t>(params.size());
   params.push_back(t.impl_ptr());
   param_index[&impl] = index;
-  SourceLoc saved = builder.loc;
-  builder.loc = loc;
-  Value v = builder.param(index, impl.type);
-  builder.loc = saved;
-  return v;
+  LocScope at(builder, loc);
+  return builder.param(index, impl.type);
 }
 
 Tensor TraceState::moved_to(const Tensor& t, Device device, SourceLoc loc) {
@@ -56,22 +53,14 @@ Tensor TraceState::moved_to(const Tensor& t, Device device, SourceLoc loc) {
                     "it on " + device.str() + " already: move it with .to() before the call)",
                 loc);
   const Value v = value_of(t, loc);
-  const SourceLoc saved = builder.loc;
-  builder.loc = loc;
+  LocScope at(builder, loc);
   const Value moved = rebuild_on_device(builder, v, device);
-  builder.loc = saved;
   if (!moved)
     throw Error(what + ": a compiled graph runs on one device, and this value is computed on " +
                     impl.type.device.str() + " from the function's arguments or captured tensors " +
                     "(expected them on " + device.str() + ": move them with .to() before the call)",
                 loc);
   return wrap(moved, impl.requires_grad);
-}
-
-Value TraceState::param_node(int64_t index) const {
-  for (NodeId id : graph.params())
-    if (graph[id].attrs.i(AttrKey::index) == index) return Value(id);
-  return Value();
 }
 
 bool TraceState::requires_grad(const TensorImpl& t) const {
@@ -81,11 +70,8 @@ bool TraceState::requires_grad(const TensorImpl& t) const {
 }
 
 Value TraceState::op_at(SourceLoc loc, OpKind k, std::vector<Value> operands) {
-  const SourceLoc saved = builder.loc;
-  builder.loc = loc;
-  const Value v = builder.op(k, std::move(operands), {});
-  builder.loc = saved;
-  return v;
+  LocScope at(builder, loc);
+  return builder.op(k, std::move(operands), {});
 }
 
 Tensor TraceState::wrap(Value v, bool requires_grad) {
@@ -141,10 +127,8 @@ Tensor TraceState::grad_of(const Tensor& t, SourceLoc loc, bool user_read) {
     // under a guard that nothing has written the buffer since.
     slot.initial_zero = true;
     const TensorType& gt = key->grad->type;
-    SourceLoc saved = builder.loc;
-    builder.loc = loc;
+    LocScope at(builder, loc);
     slot.current = wrap(builder.constant(0.0, gt.dtype, gt.shape, gt.device));
-    builder.loc = saved;
     grads[key] = slot;
     return slot.current;
   }
@@ -224,7 +208,7 @@ std::vector<Tensor> TraceState::backward(const std::vector<Tensor>& roots,
     if (!new_history && a >= 0) {
       v = arg_values[static_cast<size_t>(a)];
     } else if (auto p = param_index.find(t.impl()); !new_history && p != param_index.end()) {
-      v = param_node(p->second);
+      v = graph.param_value(p->second);
     }
     if (!v.valid()) v = value_of(t, loc);
     if (!reach[v.node]) {
@@ -234,11 +218,10 @@ std::vector<Tensor> TraceState::backward(const std::vector<Tensor>& roots,
     used.push_back(t);
     wrt_vals.push_back(v);
   }
-  SourceLoc saved = builder.loc;
-  builder.loc = loc;
-  std::vector<Value> grads_v =
-      build_gradients(builder, root_vals, seed_vals, wrt_vals, detail::custom_function_vjp());
-  builder.loc = saved;
+  const std::vector<Value> grads_v = [&] {
+    LocScope at(builder, loc);
+    return build_gradients(builder, root_vals, seed_vals, wrt_vals, detail::custom_function_vjp());
+  }();
 
   std::vector<Tensor> result;
   size_t k = 0;

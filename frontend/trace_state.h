@@ -136,9 +136,6 @@ struct TraceState {
   /// tensor with data (the call would keep the copy made while tracing), is an
   /// error naming the fix: move it before the call.
   Tensor moved_to(const Tensor& t, Device device, SourceLoc loc);
-  /// Parameter `index` as the body first read it (before any in-place update), or
-  /// an invalid Value when the trace has no node for it.
-  Value param_node(int64_t index) const;
   /// The tensor whose write count stands for t's storage (writes): a symbolic
   /// view's base, else t itself (captured tensors are parameters of their own).
   static std::shared_ptr<TensorImpl> storage_of(const std::shared_ptr<TensorImpl>& t);

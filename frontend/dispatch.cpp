@@ -336,7 +336,7 @@ void assign(const Tensor& self, const Tensor& value_in, SourceLoc loc) {
       tr->value_of(self, loc);  // registers the parameter
       tr->param_current[tr->param_index.at(&s)] = v;
     }
-    tr->writes[&s]++;  // its views are derived again
+    tr->saved.wrote(&s);  // its views are derived again, its saved values are stale
     return;
   }
 

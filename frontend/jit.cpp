@@ -307,17 +307,18 @@ namespace {
 void collect_held_reads(const TraceState& st, TracedProgram& t, const std::vector<Tensor>& outs,
                         Value root, size_t output) {
   using Held = TracedProgram::HeldRead;
-  auto holder = [&](const TensorImpl* s, Held::Kind* kind, int64_t* index) {
+  auto holder = [&](const void* s, Held::Kind* kind, int64_t* index) {
     for (size_t i = 0; i < st.args.size(); ++i)
       if (st.args[i].get() == s) return *kind = Held::Arg, *index = static_cast<int64_t>(i), true;
     for (size_t p = 0; p < st.params.size(); ++p)
-      if (st.params[p].get() == s) return *kind = Held::Param, *index = static_cast<int64_t>(p), true;
+      if (st.params[p].get() == s)
+        return *kind = Held::Param, *index = static_cast<int64_t>(p), true;
     for (size_t o = 0; o < outs.size(); ++o)
       if (TraceState::storage_of(outs[o].impl_ptr()).get() == s)
         return *kind = Held::Output, *index = static_cast<int64_t>(o), true;
     return false;
   };
-  for (const auto& [id, ref] : st.saved_reads({root})) {
+  for (const auto& [id, ref] : st.saved.reads(st.graph, {&root, 1})) {
     Held h{Held::Arg, 0, output, st.graph[id].op, st.graph[id].loc};
     if (holder(ref->storage.get(), &h.kind, &h.index)) t.held_reads.push_back(h);
   }
@@ -346,8 +347,9 @@ PartitionRequest request_split(TraceState& st, TracedProgram& t, const std::vect
     req.roots.push_back(v);
   }
   for (size_t k = 0; k < req.roots.size(); ++k) {
-    if (const StaleRead s = st.stale_read({req.roots[k]}); s.node)
-      t.stale_outputs.push_back({t.seeded[k], s.node->op, s.expected, s.found, s.node->loc});
+    if (const auto s = st.saved.first_stale(st.graph, {&req.roots[k], 1}); s.node != kNoNode)
+      t.stale_outputs.push_back(
+          {t.seeded[k], st.graph[s.node].op, s.expected, s.found, st.graph[s.node].loc});
     collect_held_reads(st, t, outs, req.roots[k], t.seeded[k]);
   }
   req.root_outputs = t.seeded;

@@ -183,8 +183,8 @@ std::vector<Tensor> TraceState::backward(const std::vector<Tensor>& roots,
   if (!freed.empty())
     if (const NodeId n = freed_read(graph, root_vals, requiring_grad(), &freed); n != kNoNode)
       throw detail::freed_graph_error(graph[n].op, graph[n].loc);
-  if (const StaleRead s = stale_read(root_vals); s.node)
-    throw detail::modified_saved_error(s.node->op, s.expected, s.found, s.node->loc);
+  if (const SavedValues::Stale s = saved.first_stale(graph, root_vals); s.node != kNoNode)
+    throw detail::modified_saved_error(graph[s.node].op, s.expected, s.found, graph[s.node].loc);
   std::vector<char> reach = gradient_reach(graph, root_vals);
   if (!retain_graph) {
     const std::vector<char> rg = requiring_grad();
@@ -250,57 +250,20 @@ std::shared_ptr<TensorImpl> TraceState::storage_of(const std::shared_ptr<TensorI
   return t->symbolic() && t->alias ? t->alias->base : t;
 }
 
-uint64_t TraceState::writes_of(const TensorImpl* s) const {
-  auto it = writes.find(s);
-  return it == writes.end() ? 0 : it->second;
-}
-
 void TraceState::record_saved(NodeId id, const std::vector<Tensor>& operands, const Tensor& result) {
-  if (saved.size() <= id) saved.resize(id + 1);
-  SavedOp& op = saved[id];
-  auto add = [&](const Tensor& t, int64_t which) {
-    std::shared_ptr<TensorImpl> s = storage_of(t.impl_ptr());
-    const uint64_t w = writes_of(s.get());
-    op.refs.push_back(SavedRef{std::move(s), w, which});
-  };
-  for (size_t i = 0; i < operands.size(); ++i) {
-    add(operands[i], static_cast<int64_t>(i));
-    op.needs.push_back(requires_grad(*operands[i].impl()));
+  std::vector<SavedValues::Storage> storages;
+  std::vector<bool> needs;
+  for (const Tensor& o : operands) {
+    storages.push_back(storage_of(o.impl_ptr()));
+    needs.push_back(requires_grad(*o.impl()));
   }
-  add(result, -1);
+  saved.record(id, storages, storage_of(result.impl_ptr()), std::move(needs));
 }
 
 void TraceState::keep_overwritten(const Tensor& value, const TensorImpl& target, SourceLoc loc) {
   if (!value.impl()->symbolic()) return;
-  const NodeId id = value_of(value, loc).node;
-  if (id >= saved.size()) return;
   const TensorImpl* s = target.symbolic() && target.alias ? target.alias->base.get() : &target;
-  const uint64_t now = writes_of(s);
-  // Only `self`, operand 0, and only for this op (autograd.cpp's keep_overwritten).
-  for (SavedRef& r : saved[id].refs)
-    if (r.which == 0 && r.storage.get() == s && r.writes == now) r.kept = true;
-}
-
-std::vector<std::pair<NodeId, const SavedRef*>> TraceState::saved_reads(
-    const std::vector<Value>& roots, bool stale) const {
-  std::vector<SavedValue> values;  // the saved values as passes/grad_analysis.h sees them
-  std::vector<std::pair<NodeId, const SavedRef*>> refs;
-  for (NodeId id = 0; id < saved.size(); ++id)
-    for (const SavedRef& r : saved[id].refs)
-      if (!r.kept && (writes_of(r.storage.get()) != r.writes) == stale) {
-        values.push_back({id, r.which, saved[id].needs});
-        refs.emplace_back(id, &r);
-      }
-  std::vector<std::pair<NodeId, const SavedRef*>> out;
-  for (size_t k : saved_values_read(graph, roots, values)) out.push_back(refs[k]);
-  return out;
-}
-
-StaleRead TraceState::stale_read(const std::vector<Value>& roots) const {
-  const auto read = saved_reads(roots, /*stale=*/true);
-  if (read.empty()) return {};
-  const auto& [id, r] = read.front();
-  return StaleRead{&graph[id], r->writes, writes_of(r->storage.get())};
+  saved.keep_overwritten(value_of(value, loc).node, s);
 }
 
 void guard_constants(std::weak_ptr<const void> alive, std::function<std::vector<double>()> read,

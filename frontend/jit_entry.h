@@ -11,10 +11,6 @@
 #include "frontend/tensor_impl.h"
 #include "frontend/trace_state.h"
 
-namespace kiln {
-struct TraceState;
-}  // namespace kiln
-
 namespace kiln::detail {
 
 struct TracedCore::StatsCell {

@@ -16,7 +16,6 @@
 
 namespace kiln {
 
-struct TensorImpl;
 namespace autograd {
 struct CustomCall;
 }

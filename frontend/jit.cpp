@@ -280,8 +280,8 @@ std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
       e = trace(args);  // here: the body reads the caller's objects
       // On the background thread, which sees only the entry: one evicted before
       // its turn (and not in a call) is not compiled.
-      e->background.post(e, [e = e.get(), opts = entry_options(false, dynamic), stats = stats_,
-                             name = name_] { return compile_entry(*e, opts, stats, name); });
+      e->background.post(e, [entry = e.get(), opts = entry_options(false, dynamic), stats = stats_,
+                             name = name_] { return compile_entry(*entry, opts, stats, name); });
     } else {
       e = build(args, dumping, dynamic);
       if (dumping)

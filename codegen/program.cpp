@@ -3,7 +3,9 @@
 
 #include <chrono>
 #include <sstream>
+#include <utility>
 
+#include "codegen/compile_queue.h"
 #include "runtime/profile.h"
 
 namespace kiln {
@@ -23,6 +25,26 @@ std::shared_ptr<Plan> LazyPlan::get() {
   plan_ = compile_graph(graph_, opts_, &report);
   if (listener_) listener_(report, plan_->steps.size(), ms_since(t0));
   return plan_;
+}
+
+void BackgroundCompile::post(std::weak_ptr<const void> owner,
+                             std::function<std::string()> compile) {
+  ready_.store(false);
+  post_background_compile([this, owner = std::move(owner), compile = std::move(compile)] {
+    const std::shared_ptr<const void> alive = owner.lock();
+    if (!alive) return;
+    try {
+      log_ = compile();
+    } catch (...) {
+      error_ = std::current_exception();
+    }
+    ready_.store(true, std::memory_order_release);
+  });
+}
+
+std::string BackgroundCompile::finish() {
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  return std::exchange(log_, std::string());
 }
 
 std::string CompiledProgram::summary() const {

@@ -4,6 +4,8 @@
 // (frontend/jit.cpp), built from the partition's graphs (passes/partition.h).
 #pragma once
 
+#include <atomic>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -53,6 +55,25 @@ CompiledProgram compile_program(const Graph& forward, std::unique_ptr<Graph> bac
                                 std::span<const PassRecord> partition_log,
                                 const CompileOptions& opts, const CompileListener& listener,
                                 const std::string& name);
+
+/// A compile run on the background thread (compile_queue.h) while its caller
+/// goes on without it: ready() once it has run. Its error, or the log line it
+/// returned, goes to the first caller that finishes it.
+class BackgroundCompile {
+ public:
+  /// Posts `compile`, which returns its log line. It runs only if `owner` (the
+  /// object this belongs to) is still alive when its turn comes.
+  void post(std::weak_ptr<const void> owner, std::function<std::string()> compile);
+  bool ready() const { return ready_.load(std::memory_order_acquire); }
+  /// Once ready: rethrows the compile's error, else returns its log line; once
+  /// (afterwards "").
+  std::string finish();
+
+ private:
+  std::atomic<bool> ready_{true};
+  std::exception_ptr error_;
+  std::string log_;
+};
 
 /// A dynamic dimension's probe at another size: lowers the kernels of `forward`
 /// and of `backward` (when given) and remembers them for later templates

@@ -284,6 +284,25 @@ std::string plan_value_str(const Graph& g, const CompileReport& r, PlanSource s)
   return os.str();
 }
 
+void check_runs(const Graph& g, const CompileReport& r, const RunRecord& traced,
+                const RunRecord& eager, size_t n, std::span<const HostArray> args,
+                std::span<const HostArray> params, const std::string& name, SourceLoc where) {
+  const RunDifference d = first_run_difference(g, traced, eager, n, args, params);
+  if (d.index < 0) return;
+  const PlanSource src = traced.sources[static_cast<size_t>(d.index)];
+  const std::string value = plan_value_str(g, r, src);
+  const std::string blame =
+      value.empty() ? ""
+                    : "; " + value +
+                          " (every kernel matched the reference kernels, so the traced graph "
+                          "itself differs from the eager code: is a value read on the host, or a "
+                          "branch taken on data?)";
+  const Value v = value_for(g, src);
+  throw Error("KILN_CHECK: after a call of '" + name + "', " +
+                  traced.what[static_cast<size_t>(d.index)] + " " + d.how + blame,
+              v.valid() ? g[v.node].loc : where);
+}
+
 int64_t step_computing(const CompileReport& r, Value v) {
   for (size_t k = 0; v.valid() && k < r.step_values.size() && k < r.kernels.size(); ++k)
     if (std::find(r.step_values[k].begin(), r.step_values[k].end(), v) != r.step_values[k].end())

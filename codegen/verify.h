@@ -83,4 +83,13 @@ RunDifference first_run_difference(const Graph& g, const RunRecord& traced, cons
 /// (report `r`) that computes it; "" when g has none.
 std::string plan_value_str(const Graph& g, const CompileReport& r, PlanSource s);
 
+/// KILN_CHECK's verdict on two runs of a call (first_run_difference's arguments;
+/// `r`: the report of the plan compiled from g): throws kiln::Error at their
+/// first difference ("KILN_CHECK: after a call of '<name>', <what> <how>; <the
+/// traced value and its kernel> (every kernel matched ...)"), at the source line
+/// of g's value for it, else at `where`.
+void check_runs(const Graph& g, const CompileReport& r, const RunRecord& traced,
+                const RunRecord& eager, size_t n, std::span<const HostArray> args,
+                std::span<const HostArray> params, const std::string& name, SourceLoc where);
+
 }  // namespace kiln

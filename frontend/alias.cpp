@@ -69,10 +69,7 @@ bool is_leaf_that_requires_grad(const TensorImpl& t) {
 }  // namespace
 
 uint64_t base_writes(const TensorImpl& base) {
-  if (TraceState* tr = current_trace()) {
-    auto it = tr->writes.find(&base);
-    return it == tr->writes.end() ? 0 : it->second;
-  }
+  if (TraceState* tr = current_trace()) return tr->saved.writes(&base);
   return base.buffer ? base.buffer->version : 0;
 }
 
@@ -100,8 +97,7 @@ void sync_view(TensorImpl& t) {
   TensorImpl& base = *link.base;
   if (t.symbolic()) {
     TraceState& tr = *t.trace;
-    auto it = tr.writes.find(&base);
-    const uint64_t writes = it == tr.writes.end() ? 0 : it->second;
+    const uint64_t writes = tr.saved.writes(&base);
     if (writes == link.synced) return;
     link.synced = writes;
     Value v = tr.value_of(Tensor(link.base), SourceLoc());

@@ -647,11 +647,12 @@ std::vector<Tensor> finish_custom(const std::shared_ptr<CustomCall>& call,
       operands.push_back(tr->value_of(o, loc));
       types.push_back(o.impl()->type);
     }
-    SourceLoc saved = tr->builder.loc;
-    tr->builder.loc = loc;
     Attrs attrs{{AttrKey::fn, call->id}, {AttrKey::name, std::string("traced")}};
-    NodeId id = tr->builder.op_multi(OpKind::custom, operands, attrs, types);
-    tr->builder.loc = saved;
+    NodeId id;
+    {
+      LocScope at(tr->builder, loc);
+      id = tr->builder.op_multi(OpKind::custom, operands, attrs, types);
+    }
     tr->custom_calls.push_back(call);
     std::vector<Tensor> outs;
     for (uint32_t i = 0; i < types.size(); ++i)

@@ -94,15 +94,6 @@ struct Observed : RunRecord {
   }
 };
 
-// "; the traced value is %12 (mul) from f.cpp:10, computed by kernel k3 (from ...)"
-std::string blame(const TracedCore::Entry& e, PlanSource s) {
-  const std::string value = plan_value_str(e.traced.graph, *e.compiled.report, s);
-  if (value.empty()) return "";
-  return "; " + value +
-         " (every kernel matched the reference kernels, so the traced graph itself differs from "
-         "the eager code: is a value read on the host, or a branch taken on data?)";
-}
-
 // Where the plan computes each argument's and captured tensor's new value and .grad.
 struct Sources {
   std::vector<PlanSource> arg, arg_grad, param, param_grad;
@@ -165,7 +156,7 @@ void gradient_targets(const TracedCore::Entry& e, const TraceArgs& args, std::ve
 }
 
 // Compares what the compiled run (`traced`) and the eager run left, and throws
-// at the first difference that rounding alone cannot make.
+// at the first difference that rounding alone cannot make (codegen/verify.h).
 void compare_runs(const TracedCore::Entry& e, const Observed& traced, const Observed& eager,
                   const std::vector<HostArray>& args_in, const std::vector<HostArray>& params_in,
                   const std::string& name, SourceLoc where) {
@@ -173,14 +164,7 @@ void compare_runs(const TracedCore::Entry& e, const Observed& traced, const Obse
   size_t n = traced.state_size;
   if (!traced.gradients_failed && !eager.gradients_failed)
     n = std::min(traced.what.size(), eager.what.size());
-  const RunDifference d =
-      first_run_difference(e.traced.graph, traced, eager, n, args_in, params_in);
-  if (d.index < 0) return;
-  const PlanSource src = traced.sources[static_cast<size_t>(d.index)];
-  const Value v = value_for(e.traced.graph, src);
-  throw Error("KILN_CHECK: after a call of '" + name + "', " +
-                  traced.what[static_cast<size_t>(d.index)] + " " + d.how + blame(e, src),
-              v.valid() ? e.traced.graph[v.node].loc : where);
+  check_runs(e.traced.graph, *e.compiled.report, traced, eager, n, args_in, params_in, name, where);
 }
 
 }  // namespace

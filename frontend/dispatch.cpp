@@ -66,14 +66,13 @@ Tensor trace_apply(TraceState& tr, OpKind k, const std::vector<Tensor>& operands
     vals.push_back(tr.value_of(operands[i], loc));
     requires_grad = requires_grad || tr.requires_grad(*operands[i].impl());
   }
-  SourceLoc saved = tr.builder.loc;
-  tr.builder.loc = loc;
   const bool movement = op_info(k).category == OpCategory::Movement;
   Attrs view_attrs = movement ? attrs : Attrs();
   // Each recorded op is a node of its own, as each eager op is a tape node of
   // its own (Builder::hash_cons).
   tr.builder.hash_cons = false;
   Value v;
+  LocScope at(tr.builder, loc);
   try {
     v = tr.builder.op(k, std::move(vals), std::move(attrs));
   } catch (...) {
@@ -86,7 +85,6 @@ Tensor trace_apply(TraceState& tr, OpKind k, const std::vector<Tensor>& operands
   // Eager mode records no tape for an op under NoGradGuard: gradients must not
   // flow through it here either, so its result is cut off as detach() would.
   if (requires_grad && !recorded && floating) v = tr.builder.op(OpKind::detach, {v}, {});
-  tr.builder.loc = saved;
   Tensor result = tr.wrap(v, requires_grad && recorded);
   if (requires_grad && recorded) tr.record_saved(v.node, operands, result);
   if (movement) {
@@ -234,11 +232,8 @@ Tensor apply(OpKind k, const std::vector<Tensor>& operands, Attrs attrs, SourceL
 
 Tensor create(OpKind k, Attrs attrs, const TensorType& type, SourceLoc loc) {
   if (TraceState* tr = current_trace()) {
-    SourceLoc saved = tr->builder.loc;
-    tr->builder.loc = loc;
-    Value v = tr->builder.op_typed(k, {}, std::move(attrs), type);
-    tr->builder.loc = saved;
-    return tr->wrap(v);
+    LocScope at(tr->builder, loc);
+    return tr->wrap(tr->builder.op_typed(k, {}, std::move(attrs), type));
   }
   try {
     return device_run(k, attrs, {}, type);
@@ -341,7 +336,7 @@ void assign(const Tensor& self, const Tensor& value_in, SourceLoc loc) {
       tr->value_of(self, loc);  // registers the parameter
       tr->param_current[tr->param_index.at(&s)] = v;
     }
-    tr->writes[&s]++;  // its views are derived again
+    tr->saved.wrote(&s);  // its views are derived again, its saved values are stale
     return;
   }
 

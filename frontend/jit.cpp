@@ -3,7 +3,6 @@
 #include "frontend/jit.h"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <iostream>
@@ -12,7 +11,6 @@
 
 #include "codegen/backend.h"
 #include "codegen/compile.h"
-#include "codegen/compile_queue.h"
 #include "codegen/dynamic_sizes.h"
 #include "frontend/alias.h"
 #include "frontend/autograd.h"
@@ -82,6 +80,12 @@ std::string number_str(double v) {
   return os.str();
 }
 
+// The same numbers, NaN equal to NaN (a number read as a constant may be NaN).
+bool same_numbers(const std::vector<double>& a, const std::vector<double>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                    [](double x, double y) { return x == y || (std::isnan(x) && std::isnan(y)); });
+}
+
 // Drops the least recently used entry.
 void evict_oldest(std::vector<std::shared_ptr<TracedCore::Entry>>& entries, TraceStats& stats) {
   entries.erase(std::min_element(entries.begin(), entries.end(),
@@ -149,10 +153,7 @@ bool constants_hold(const ConstantGuard& g, std::string* reason) {
     return false;
   }
   const std::vector<double> now = g.read();
-  if (now.size() == g.expected.size() &&
-      std::equal(now.begin(), now.end(), g.expected.begin(),
-                 [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }))
-    return true;
+  if (same_numbers(now, g.expected)) return true;
   std::string changed;
   for (size_t i = 0; i < std::min(now.size(), g.expected.size()); ++i)
     if (!(now[i] == g.expected[i]))
@@ -208,44 +209,21 @@ bool guards_hold(const TracedCore::Entry& e, std::string* reason) {
 // entry dropped), its KILN_LOG=compile line written once.
 void finish_background(std::vector<std::shared_ptr<TracedCore::Entry>>& entries,
                        const std::shared_ptr<TracedCore::Entry>& e) {
-  if (!e->ready.load(std::memory_order_acquire)) return;
-  if (e->compile_error) {
-    const std::exception_ptr error = e->compile_error;
+  if (!e->background.ready()) return;
+  try {
+    const std::string log = e->background.finish();
+    if (!log.empty() && log_enabled("compile")) std::cerr << log;
+  } catch (...) {
     std::erase(entries, e);
-    std::rethrow_exception(error);
+    throw;
   }
-  if (!e->compile_log.empty() && log_enabled("compile")) std::cerr << e->compile_log;
-  e->compile_log.clear();
-}
-
-// Compiles a traced entry on the background thread, which sees only the entry;
-// one evicted before its turn (and not in a call) is not compiled.
-void compile_later(const std::shared_ptr<TracedCore::Entry>& e, CompileOptions opts,
-                   std::shared_ptr<TracedCore::StatsCell> stats, std::string name) {
-  e->ready.store(false);
-  post_background_compile([weak = std::weak_ptr<TracedCore::Entry>(e), opts = std::move(opts),
-                           stats = std::move(stats), name = std::move(name)] {
-    const std::shared_ptr<TracedCore::Entry> entry = weak.lock();
-    if (!entry) return;
-    try {
-      entry->compile_log = compile_entry(*entry, opts, stats, name);
-    } catch (...) {
-      entry->compile_error = std::current_exception();
-    }
-    entry->ready.store(true, std::memory_order_release);
-  });
 }
 
 }  // namespace
 
 bool TracedCore::Signature::operator==(const Signature& o) const {
-  if (types != o.types || requires_grad != o.requires_grad || grad_mode != o.grad_mode ||
-      numbers.size() != o.numbers.size())
-    return false;
-  for (size_t i = 0; i < numbers.size(); ++i)
-    if (!(numbers[i] == o.numbers[i] || (std::isnan(numbers[i]) && std::isnan(o.numbers[i]))))
-      return false;
-  return true;
+  return types == o.types && requires_grad == o.requires_grad && grad_mode == o.grad_mode &&
+         same_numbers(numbers, o.numbers);
 }
 
 std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
@@ -300,7 +278,10 @@ std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
     if (!to_probe.empty()) probe(args, sig.types, to_probe);
     if (background) {
       e = trace(args);  // here: the body reads the caller's objects
-      compile_later(e, entry_options(false, dynamic), stats_, name_);
+      // On the background thread, which sees only the entry: one evicted before
+      // its turn (and not in a call) is not compiled.
+      e->background.post(e, [entry = e.get(), opts = entry_options(false, dynamic), stats = stats_,
+                             name = name_] { return compile_entry(*entry, opts, stats, name); });
     } else {
       e = build(args, dumping, dynamic);
       if (dumping)
@@ -326,17 +307,18 @@ namespace {
 void collect_held_reads(const TraceState& st, TracedProgram& t, const std::vector<Tensor>& outs,
                         Value root, size_t output) {
   using Held = TracedProgram::HeldRead;
-  auto holder = [&](const TensorImpl* s, Held::Kind* kind, int64_t* index) {
+  auto holder = [&](const void* s, Held::Kind* kind, int64_t* index) {
     for (size_t i = 0; i < st.args.size(); ++i)
       if (st.args[i].get() == s) return *kind = Held::Arg, *index = static_cast<int64_t>(i), true;
     for (size_t p = 0; p < st.params.size(); ++p)
-      if (st.params[p].get() == s) return *kind = Held::Param, *index = static_cast<int64_t>(p), true;
+      if (st.params[p].get() == s)
+        return *kind = Held::Param, *index = static_cast<int64_t>(p), true;
     for (size_t o = 0; o < outs.size(); ++o)
       if (TraceState::storage_of(outs[o].impl_ptr()).get() == s)
         return *kind = Held::Output, *index = static_cast<int64_t>(o), true;
     return false;
   };
-  for (const auto& [id, ref] : st.saved_reads({root})) {
+  for (const auto& [id, ref] : st.saved.reads(st.graph, {&root, 1})) {
     Held h{Held::Arg, 0, output, st.graph[id].op, st.graph[id].loc};
     if (holder(ref->storage.get(), &h.kind, &h.index)) t.held_reads.push_back(h);
   }
@@ -365,8 +347,9 @@ PartitionRequest request_split(TraceState& st, TracedProgram& t, const std::vect
     req.roots.push_back(v);
   }
   for (size_t k = 0; k < req.roots.size(); ++k) {
-    if (const StaleRead s = st.stale_read({req.roots[k]}); s.node)
-      t.stale_outputs.push_back({t.seeded[k], s.node->op, s.expected, s.found, s.node->loc});
+    if (const auto s = st.saved.first_stale(st.graph, {&req.roots[k], 1}); s.node != kNoNode)
+      t.stale_outputs.push_back(
+          {t.seeded[k], st.graph[s.node].op, s.expected, s.found, st.graph[s.node].loc});
     collect_held_reads(st, t, outs, req.roots[k], t.seeded[k]);
   }
   req.root_outputs = t.seeded;
@@ -696,7 +679,7 @@ std::vector<Tensor> TracedCore::call(const TraceArgs& args) {
   // Eager mode, or a traced function called inside another trace (it inlines).
   if (eager) return body_(args);
   std::shared_ptr<Entry> e = lookup(args);
-  if (!e->ready.load(std::memory_order_acquire)) {  // compiling in the background
+  if (!e->background.ready()) {  // compiling in the background
     {
       std::lock_guard<std::mutex> lock(mu_);
       stats_->stats.calls_while_compiling++;

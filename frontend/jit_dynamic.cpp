@@ -53,8 +53,8 @@ bool TracedCore::compile_in_background(const Signature& now, const TraceArgs& ar
   const auto changes =
       size_changes({args.is_tensor, types, args.numbers}, last.key.types, last.key.numbers);
   if (!changes || changes->empty() || !dynamic_->all_dynamic(*changes, types)) return false;
-  return newly_dynamic ||
-         std::any_of(entries_.begin(), entries_.end(), [](const auto& e) { return !e->ready.load(); });
+  return newly_dynamic || std::any_of(entries_.begin(), entries_.end(),
+                                      [](const auto& e) { return !e->background.ready(); });
 }
 
 void TracedCore::probe(const TraceArgs& args, const std::vector<TensorType>& types,

@@ -2,8 +2,6 @@
 // traced for it and that program compiled. Internal to frontend/jit*.cpp.
 #pragma once
 
-#include <atomic>
-#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,10 +10,6 @@
 #include "frontend/jit.h"
 #include "frontend/tensor_impl.h"
 #include "frontend/trace_state.h"
-
-namespace kiln {
-struct TraceState;
-}  // namespace kiln
 
 namespace kiln::detail {
 
@@ -138,13 +132,9 @@ struct TracedCore::Entry {
 
   TracedProgram traced;
   CompiledProgram compiled;
-  /// False while `compiled` compiles in the background (settings().background_compile):
-  /// calls that find the entry meanwhile run the body eagerly. A background
-  /// compile that failed leaves its error for the next call to throw, and its
-  /// KILN_LOG=compile line for the next call to write.
-  std::atomic<bool> ready{true};
-  std::exception_ptr compile_error;
-  std::string compile_log;
+  /// Not ready while `compiled` compiles in the background (settings().background_compile):
+  /// calls that find the entry meanwhile run the body eagerly.
+  BackgroundCompile background;
 };
 
 /// Compiles a traced entry's program, adds the figures to `stats`, and makes the

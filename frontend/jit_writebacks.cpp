@@ -17,21 +17,26 @@ bool is_zero_constant(const Graph& g, Value v) {
   return n->op == OpKind::constant && n->attrs.f(AttrKey::value) == 0.0;
 }
 
+// Makes `v` the plan's next output; returns its index.
+size_t add_output(TraceState& st, TracedProgram& prog, Value v) {
+  st.graph.outputs.push_back(v);
+  prog.out_types.push_back(st.graph.type(v));
+  return st.graph.outputs.size() - 1;
+}
+
 // An argument's gradient from backward() inside the trace: a plan output that
 // the call adds to (or, when the body assigned it, stores as) the argument's .grad.
 void collect_arg_grad(TraceState& st, const TensorImpl* key, const GradSlot& slot,
-                      std::vector<GradWriteback>& writebacks, std::vector<TensorType>& out_types) {
+                      TracedProgram& prog) {
   const int64_t arg = st.arg_position(key);
   if (arg < 0) return;  // an intermediate's .grad lives and dies inside the trace
   if (!slot.current.defined()) {
-    if (slot.assigned) writebacks.push_back({nullptr, GradWriteback::Clear, 0, arg});
+    if (slot.assigned) prog.grad_writebacks.push_back({nullptr, GradWriteback::Clear, 0, arg});
     return;
   }
-  Value v = st.value_of(slot.current, SourceLoc());
   const auto kind = slot.assigned ? GradWriteback::FromOutput : GradWriteback::AddOutput;
-  writebacks.push_back({nullptr, kind, st.graph.outputs.size(), arg});
-  st.graph.outputs.push_back(v);
-  out_types.push_back(st.graph.type(v));
+  const size_t output = add_output(st, prog, st.value_of(slot.current, SourceLoc()));
+  prog.grad_writebacks.push_back({nullptr, kind, output, arg});
 }
 
 // A captured tensor's gradient goes on through its eager history only after
@@ -59,7 +64,7 @@ void collect_grad_writebacks(TraceState& st, TracedProgram& prog, std::vector<Gr
   // Gradients of captured tensors are state: write them back after the call.
   for (auto& [key, slot] : st.grads) {
     if (key->symbolic()) {
-      collect_arg_grad(st, key, slot, prog.grad_writebacks, prog.out_types);
+      collect_arg_grad(st, key, slot, prog);
       continue;
     }
     if (!slot.owner) continue;
@@ -68,11 +73,8 @@ void collect_grad_writebacks(TraceState& st, TracedProgram& prog, std::vector<Gr
       // call sends its gradient on through the ops that made it.
       if (!slot.current.defined()) continue;
       check_history_grads_unread(st, *slot.owner, where);
-      prog.grad_writebacks.push_back(
-          {slot.owner, GradWriteback::AddOutput, st.graph.outputs.size()});
-      Value fv = st.value_of(slot.current, where);
-      st.graph.outputs.push_back(fv);
-      prog.out_types.push_back(st.graph.type(fv));
+      const size_t output = add_output(st, prog, st.value_of(slot.current, where));
+      prog.grad_writebacks.push_back({slot.owner, GradWriteback::AddOutput, output});
       continue;
     }
     guards.push_back(GradGuard{slot.owner, slot.initial.get(), slot.initial_zero});
@@ -89,11 +91,9 @@ void collect_grad_writebacks(TraceState& st, TracedProgram& prog, std::vector<Gr
       st.graph.updates.push_back(ParamUpdate{st.param_index.at(slot.initial.get()), fv});
       if (final_zero) prog.zero_after.push_back(slot.initial);
     } else {
-      if (final_zero) prog.zero_outputs.push_back(st.graph.outputs.size());
-      prog.grad_writebacks.push_back(
-          {slot.owner, GradWriteback::FromOutput, st.graph.outputs.size()});
-      st.graph.outputs.push_back(fv);
-      prog.out_types.push_back(st.graph.type(fv));
+      const size_t output = add_output(st, prog, fv);
+      if (final_zero) prog.zero_outputs.push_back(output);
+      prog.grad_writebacks.push_back({slot.owner, GradWriteback::FromOutput, output});
     }
   }
   std::sort(st.graph.updates.begin(), st.graph.updates.end(),
@@ -107,10 +107,7 @@ void collect_arg_writes(TraceState& st, TracedProgram& prog) {
     const int64_t a = st.graph[id].attrs.i(AttrKey::index);
     if (a < 0 || a >= static_cast<int64_t>(st.args.size())) continue;  // a seed of the backward
     const Value now = st.args[static_cast<size_t>(a)]->value;
-    if (now == Value(id)) continue;
-    prog.arg_writes.push_back({a, st.graph.outputs.size()});
-    st.graph.outputs.push_back(now);
-    prog.out_types.push_back(st.graph.type(now));
+    if (now != Value(id)) prog.arg_writes.push_back({a, add_output(st, prog, now)});
   }
 }
 

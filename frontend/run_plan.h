@@ -11,10 +11,6 @@
 #include "ir/graph.h"
 #include "runtime/plan.h"
 
-namespace kiln {
-struct TensorImpl;
-}  // namespace kiln
-
 namespace kiln::detail {
 
 /// Runs `plan` (compiled from g) on `args`, copied to dense buffers when strided,

@@ -34,17 +34,14 @@ Value TraceState::value_of(const Tensor& t, SourceLoc loc) {
   if (it != param_index.end()) {
     auto cur = param_current.find(it->second);
     if (cur != param_current.end()) return cur->second;
-    if (Value v = param_node(it->second)) return v;
+    if (Value v = graph.param_value(it->second)) return v;
   }
   // A tensor captured from outside: a parameter, read by reference at every call.
   int64_t index = static_cast<int64_t>(params.size());
   params.push_back(t.impl_ptr());
   param_index[&impl] = index;
-  SourceLoc saved = builder.loc;
-  builder.loc = loc;
-  Value v = builder.param(index, impl.type);
-  builder.loc = saved;
-  return v;
+  LocScope at(builder, loc);
+  return builder.param(index, impl.type);
 }
 
 Tensor TraceState::moved_to(const Tensor& t, Device device, SourceLoc loc) {
@@ -56,22 +53,14 @@ Tensor TraceState::moved_to(const Tensor& t, Device device, SourceLoc loc) {
                     "it on " + device.str() + " already: move it with .to() before the call)",
                 loc);
   const Value v = value_of(t, loc);
-  const SourceLoc saved = builder.loc;
-  builder.loc = loc;
+  LocScope at(builder, loc);
   const Value moved = rebuild_on_device(builder, v, device);
-  builder.loc = saved;
   if (!moved)
     throw Error(what + ": a compiled graph runs on one device, and this value is computed on " +
                     impl.type.device.str() + " from the function's arguments or captured tensors " +
                     "(expected them on " + device.str() + ": move them with .to() before the call)",
                 loc);
   return wrap(moved, impl.requires_grad);
-}
-
-Value TraceState::param_node(int64_t index) const {
-  for (NodeId id : graph.params())
-    if (graph[id].attrs.i(AttrKey::index) == index) return Value(id);
-  return Value();
 }
 
 bool TraceState::requires_grad(const TensorImpl& t) const {
@@ -81,11 +70,8 @@ bool TraceState::requires_grad(const TensorImpl& t) const {
 }
 
 Value TraceState::op_at(SourceLoc loc, OpKind k, std::vector<Value> operands) {
-  const SourceLoc saved = builder.loc;
-  builder.loc = loc;
-  const Value v = builder.op(k, std::move(operands), {});
-  builder.loc = saved;
-  return v;
+  LocScope at(builder, loc);
+  return builder.op(k, std::move(operands), {});
 }
 
 Tensor TraceState::wrap(Value v, bool requires_grad) {
@@ -141,10 +127,8 @@ Tensor TraceState::grad_of(const Tensor& t, SourceLoc loc, bool user_read) {
     // under a guard that nothing has written the buffer since.
     slot.initial_zero = true;
     const TensorType& gt = key->grad->type;
-    SourceLoc saved = builder.loc;
-    builder.loc = loc;
+    LocScope at(builder, loc);
     slot.current = wrap(builder.constant(0.0, gt.dtype, gt.shape, gt.device));
-    builder.loc = saved;
     grads[key] = slot;
     return slot.current;
   }
@@ -199,8 +183,8 @@ std::vector<Tensor> TraceState::backward(const std::vector<Tensor>& roots,
   if (!freed.empty())
     if (const NodeId n = freed_read(graph, root_vals, requiring_grad(), &freed); n != kNoNode)
       throw detail::freed_graph_error(graph[n].op, graph[n].loc);
-  if (const StaleRead s = stale_read(root_vals); s.node)
-    throw detail::modified_saved_error(s.node->op, s.expected, s.found, s.node->loc);
+  if (const SavedValues::Stale s = saved.first_stale(graph, root_vals); s.node != kNoNode)
+    throw detail::modified_saved_error(graph[s.node].op, s.expected, s.found, graph[s.node].loc);
   std::vector<char> reach = gradient_reach(graph, root_vals);
   if (!retain_graph) {
     const std::vector<char> rg = requiring_grad();
@@ -224,7 +208,7 @@ std::vector<Tensor> TraceState::backward(const std::vector<Tensor>& roots,
     if (!new_history && a >= 0) {
       v = arg_values[static_cast<size_t>(a)];
     } else if (auto p = param_index.find(t.impl()); !new_history && p != param_index.end()) {
-      v = param_node(p->second);
+      v = graph.param_value(p->second);
     }
     if (!v.valid()) v = value_of(t, loc);
     if (!reach[v.node]) {
@@ -234,11 +218,10 @@ std::vector<Tensor> TraceState::backward(const std::vector<Tensor>& roots,
     used.push_back(t);
     wrt_vals.push_back(v);
   }
-  SourceLoc saved = builder.loc;
-  builder.loc = loc;
-  std::vector<Value> grads_v =
-      build_gradients(builder, root_vals, seed_vals, wrt_vals, detail::custom_function_vjp());
-  builder.loc = saved;
+  const std::vector<Value> grads_v = [&] {
+    LocScope at(builder, loc);
+    return build_gradients(builder, root_vals, seed_vals, wrt_vals, detail::custom_function_vjp());
+  }();
 
   std::vector<Tensor> result;
   size_t k = 0;
@@ -267,57 +250,20 @@ std::shared_ptr<TensorImpl> TraceState::storage_of(const std::shared_ptr<TensorI
   return t->symbolic() && t->alias ? t->alias->base : t;
 }
 
-uint64_t TraceState::writes_of(const TensorImpl* s) const {
-  auto it = writes.find(s);
-  return it == writes.end() ? 0 : it->second;
-}
-
 void TraceState::record_saved(NodeId id, const std::vector<Tensor>& operands, const Tensor& result) {
-  if (saved.size() <= id) saved.resize(id + 1);
-  SavedOp& op = saved[id];
-  auto add = [&](const Tensor& t, int64_t which) {
-    std::shared_ptr<TensorImpl> s = storage_of(t.impl_ptr());
-    const uint64_t w = writes_of(s.get());
-    op.refs.push_back(SavedRef{std::move(s), w, which});
-  };
-  for (size_t i = 0; i < operands.size(); ++i) {
-    add(operands[i], static_cast<int64_t>(i));
-    op.needs.push_back(requires_grad(*operands[i].impl()));
+  std::vector<SavedValues::Storage> storages;
+  std::vector<bool> needs;
+  for (const Tensor& o : operands) {
+    storages.push_back(storage_of(o.impl_ptr()));
+    needs.push_back(requires_grad(*o.impl()));
   }
-  add(result, -1);
+  saved.record(id, storages, storage_of(result.impl_ptr()), std::move(needs));
 }
 
 void TraceState::keep_overwritten(const Tensor& value, const TensorImpl& target, SourceLoc loc) {
   if (!value.impl()->symbolic()) return;
-  const NodeId id = value_of(value, loc).node;
-  if (id >= saved.size()) return;
   const TensorImpl* s = target.symbolic() && target.alias ? target.alias->base.get() : &target;
-  const uint64_t now = writes_of(s);
-  // Only `self`, operand 0, and only for this op (autograd.cpp's keep_overwritten).
-  for (SavedRef& r : saved[id].refs)
-    if (r.which == 0 && r.storage.get() == s && r.writes == now) r.kept = true;
-}
-
-std::vector<std::pair<NodeId, const SavedRef*>> TraceState::saved_reads(
-    const std::vector<Value>& roots, bool stale) const {
-  std::vector<SavedValue> values;  // the saved values as passes/grad_analysis.h sees them
-  std::vector<std::pair<NodeId, const SavedRef*>> refs;
-  for (NodeId id = 0; id < saved.size(); ++id)
-    for (const SavedRef& r : saved[id].refs)
-      if (!r.kept && (writes_of(r.storage.get()) != r.writes) == stale) {
-        values.push_back({id, r.which, saved[id].needs});
-        refs.emplace_back(id, &r);
-      }
-  std::vector<std::pair<NodeId, const SavedRef*>> out;
-  for (size_t k : saved_values_read(graph, roots, values)) out.push_back(refs[k]);
-  return out;
-}
-
-StaleRead TraceState::stale_read(const std::vector<Value>& roots) const {
-  const auto read = saved_reads(roots, /*stale=*/true);
-  if (read.empty()) return {};
-  const auto& [id, r] = read.front();
-  return StaleRead{&graph[id], r->writes, writes_of(r->storage.get())};
+  saved.keep_overwritten(value_of(value, loc).node, s);
 }
 
 void guard_constants(std::weak_ptr<const void> alive, std::function<std::vector<double>()> read,

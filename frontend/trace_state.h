@@ -12,10 +12,10 @@
 
 #include "frontend/tensor.h"
 #include "ir/builder.h"
+#include "passes/saved_values.h"
 
 namespace kiln {
 
-struct TensorImpl;
 namespace autograd {
 struct CustomCall;
 }
@@ -30,32 +30,6 @@ struct GradSlot {
   bool initial_zero = false;            // the initial grad is known to be zeros (read as a constant)
   bool assigned = false;                // set by the user (set_grad), not only accumulated by backward()
   Tensor current;                       // symbolic, or undefined
-};
-
-/// A value a recorded op's gradient may read, as eager mode's tape saves it: the
-/// tensor (by storage) that held an operand or the result, and the number of
-/// writes into that storage when the op ran. A later in-place write makes it
-/// stale, and a backward whose gradient reads it raises, as eagerly.
-struct SavedRef {
-  std::shared_ptr<TensorImpl> storage;  // a symbolic view's base, else the tensor itself
-  uint64_t writes = 0;
-  int64_t which = 0;  // operand index, or -1 - result index (vjp_reads' numbering)
-  /// A write replaced it (operand 0, `self`) with this op's own result
-  /// (x.mul_(y) reads x for y's gradient): eager mode keeps a copy of the old
-  /// value for this op (PyTorch's original self), so it never goes stale.
-  bool kept = false;
-};
-
-/// What one recorded op saved, and which of its operands need a gradient.
-struct SavedOp {
-  std::vector<SavedRef> refs;
-  std::vector<bool> needs;
-};
-
-/// A saved value that a backward would read after an in-place write replaced it.
-struct StaleRead {
-  const Node* node = nullptr;
-  uint64_t expected = 0, found = 0;  // writes into its storage then and now
 };
 
 /// Plain numbers the body read as constants (an optimizer's learning rate): the
@@ -87,9 +61,10 @@ struct TraceState {
   /// Parameter index -> the symbolic value it currently holds (after in-place updates).
   std::unordered_map<int64_t, Value> param_current;
 
-  /// Writes so far into each tensor that has views (a symbolic tensor or a
-  /// captured one): a view derived at an older count is derived again.
-  std::unordered_map<const TensorImpl*, uint64_t> writes;
+  /// The values recorded ops saved for their gradients (record_saved), and the
+  /// writes so far into each tensor (by storage_of): a saved value written since
+  /// is stale, and a view derived at an older count is derived again.
+  SavedValues saved;
 
   /// Arguments and captured tensors given a new history by an in-place write
   /// with grad on, with the requires_grad flag eager mode would now show. After
@@ -114,8 +89,6 @@ struct TraceState {
   /// Per node: a backward() without retain_graph went through it, which in
   /// eager mode frees what its op saved.
   std::vector<char> freed;
-  /// Per node: what a recorded op saved for its gradient (record_saved).
-  std::vector<SavedOp> saved;
   /// Arguments whose .grad() the body read while it held only this call's
   /// gradient (eager mode would also see a gradient from before the call).
   std::vector<int64_t> arg_grads_read;
@@ -136,28 +109,14 @@ struct TraceState {
   /// tensor with data (the call would keep the copy made while tracing), is an
   /// error naming the fix: move it before the call.
   Tensor moved_to(const Tensor& t, Device device, SourceLoc loc);
-  /// Parameter `index` as the body first read it (before any in-place update), or
-  /// an invalid Value when the trace has no node for it.
-  Value param_node(int64_t index) const;
-  /// The tensor whose write count stands for t's storage (writes): a symbolic
+  /// The tensor whose write count stands for t's storage (saved): a symbolic
   /// view's base, else t itself (captured tensors are parameters of their own).
   static std::shared_ptr<TensorImpl> storage_of(const std::shared_ptr<TensorImpl>& t);
-  /// Writes so far into the storage `s` (storage_of).
-  uint64_t writes_of(const TensorImpl* s) const;
   /// Records what node `id` (a recorded op on `operands` giving `result`) saved.
   void record_saved(NodeId id, const std::vector<Tensor>& operands, const Tensor& result);
   /// Before an in-place write of `value` into `target`: if value's op saved
   /// target's current contents, it keeps them (keep_overwritten, eagerly).
   void keep_overwritten(const Tensor& value, const TensorImpl& target, SourceLoc loc);
-  /// The first saved value a backward from `roots` reads although an in-place
-  /// write replaced it since (eager mode's "modified by an in-place operation").
-  StaleRead stale_read(const std::vector<Value>& roots) const;
-  /// The saved values a backward from `roots` reads (saved_values_read,
-  /// passes/grad_analysis.h) that still hold their storage's current contents
-  /// (what a later write by the caller would make stale), or with `stale`,
-  /// those an in-place write replaced; with the node that saved each.
-  std::vector<std::pair<NodeId, const SavedRef*>> saved_reads(const std::vector<Value>& roots,
-                                                              bool stale = false) const;
   /// Whether `t` requires grad at this point of the trace (a captured tensor's
   /// flag can change by an in-place write, as eager mode's would).
   bool requires_grad(const TensorImpl& t) const;

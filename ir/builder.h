@@ -84,4 +84,18 @@ class Builder {
   std::unordered_map<Key, NodeId, KeyHash> index_;
 };
 
+/// Sets a builder's location for the nodes built in its scope; restores the
+/// previous one after, also when building throws.
+class LocScope {
+ public:
+  LocScope(Builder& b, SourceLoc loc) : b_(b), saved_(b.loc) { b.loc = loc; }
+  ~LocScope() { b_.loc = saved_; }
+  LocScope(const LocScope&) = delete;
+  LocScope& operator=(const LocScope&) = delete;
+
+ private:
+  Builder& b_;
+  SourceLoc saved_;
+};
+
 }  // namespace kiln

@@ -32,6 +32,12 @@ std::vector<NodeId> Graph::args() const {
 std::vector<NodeId> Graph::params() const {
   return inputs_of(nodes_, OpKind::param);
 }
+Value Graph::param_value(int64_t index) const {
+  for (NodeId id = 0; id < nodes_.size(); ++id)
+    if (nodes_[id].op == OpKind::param && nodes_[id].attrs.i(AttrKey::index, -1) == index)
+      return Value(id);
+  return Value();
+}
 
 std::vector<uint32_t> Graph::use_counts() const {
   std::vector<uint32_t> uses(nodes_.size(), 0);

@@ -73,6 +73,9 @@ class Graph {
   std::vector<NodeId> args() const;
   /// Ids of `param` nodes ordered by their index attribute.
   std::vector<NodeId> params() const;
+  /// The first `param` node of index `index` (the value a traced body first read
+  /// of that parameter, before any update), or an invalid Value when there is none.
+  Value param_value(int64_t index) const;
 
   /// Number of uses of each node (operands, outputs and updates).
   std::vector<uint32_t> use_counts() const;

@@ -14,19 +14,6 @@
 namespace kiln {
 namespace {
 
-/// Sets the builder's location for the nodes a rule builds; restores it after.
-class LocScope {
- public:
-  LocScope(Builder& b, SourceLoc loc) : b_(b), saved_(b.loc) { b.loc = loc; }
-  ~LocScope() { b_.loc = saved_; }
-  LocScope(const LocScope&) = delete;
-  LocScope& operator=(const LocScope&) = delete;
-
- private:
-  Builder& b_;
-  SourceLoc saved_;
-};
-
 /// Which values the gradient can flow through: those that depend on a `wrt`
 /// value (forward from wrt) in nodes that feed an output (backward from outputs).
 class Paths {

@@ -10,13 +10,6 @@ namespace kiln {
 
 namespace {
 
-// The first param node of index `index`, the value the body first read, or an invalid Value.
-Value param_node(const Graph& g, int64_t index) {
-  for (NodeId id : g.params())
-    if (g[id].attrs.i(AttrKey::index) == index) return Value(id);
-  return Value();
-}
-
 // The tensors whose gradients the backward gives: arguments and parameters
 // that require grad and that a gradient of the roots reaches, each at the value
 // the body first read (a write under NoGradGuard rebinds later uses to it).
@@ -33,7 +26,7 @@ std::vector<Value> choose_wrt(const Graph& g, const PartitionRequest& req, Parti
   }
   for (size_t q = 0; q < req.param_requires.size(); ++q) {
     if (!req.param_requires[q]) continue;
-    const Value v = param_node(g, static_cast<int64_t>(q));
+    const Value v = g.param_value(static_cast<int64_t>(q));
     if (!v.valid() || !reach[v.node]) continue;
     p.wrt_params.push_back(static_cast<int64_t>(q));
     wrt.push_back(v);

@@ -1,6 +1,7 @@
 // A traced program compiled (codegen/program.h): the forward at once, with the
 // partition's record heading its report; the backward on its first use, once;
-// the listener told of both. And the background compile queue
+// the listener told of both; a compile in the background handing its log or
+// error to the next caller once. And the background compile queue
 // (codegen/compile_queue.h): tasks in order, drained on request.
 #include <doctest/doctest.h>
 
@@ -72,6 +73,35 @@ TEST_CASE("the background compile queue runs its tasks in order, and drains on r
   drain_background_compiles();
   std::lock_guard<std::mutex> lock(mu);
   CHECK(ran == std::vector<int>{0, 1, 2, 3, 4});
+}
+
+TEST_CASE("BackgroundCompile: ready once run; its log line or its error handed over once") {
+  auto owner = std::make_shared<int>(0);
+  BackgroundCompile ok, failed, dropped;
+  CHECK(ok.ready());
+  std::mutex gate;
+  std::unique_lock<std::mutex> hold(gate);  // keeps the queue's first task from finishing
+  ok.post(owner, [&] {
+    std::lock_guard<std::mutex> wait(gate);
+    return std::string("compiled\n");
+  });
+  CHECK(!ok.ready());
+  failed.post(owner, []() -> std::string { throw Error("no kernel"); });
+  bool ran = false;
+  dropped.post(std::make_shared<int>(1), [&] {  // its owner is gone before its turn
+    ran = true;
+    return std::string("never");
+  });
+  hold.unlock();
+  drain_background_compiles();
+  CHECK(ok.ready());
+  CHECK(ok.finish() == "compiled\n");
+  CHECK(ok.finish().empty());
+  CHECK(failed.ready());
+  CHECK_THROWS_WITH_AS(failed.finish(), doctest::Contains("no kernel"), Error);
+  CHECK(failed.finish().empty());
+  CHECK(!ran);
+  CHECK(!dropped.ready());
 }
 
 TEST_CASE("compiles_in_background: CPU arguments, not CUDA ones; collectives only across ranks") {

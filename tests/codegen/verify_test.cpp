@@ -130,4 +130,29 @@ TEST_CASE("first_run_difference: definedness, flags, types, and elements beyond 
   const std::string where = plan_value_str(g, r, {PlanSource::Output, 1});
   CHECK(where.find("the traced value is %6 (exp), computed by kernel k") == 0);
   CHECK(plan_value_str(g, r, {}).empty());
+  // check_runs: nothing when the runs agree; else the error, at the value's line.
+  Graph located = g;
+  located.node(6).loc = SourceLoc("model.cpp", 4);
+  const SourceLoc call("call.cpp", 9);
+  check_runs(located, r, traced, record(ref[1]), 2, std::span(&x, 1), params, "f", call);
+  try {
+    check_runs(located, r, traced, record(off), 2, std::span(&x, 1), params, "f", call);
+    FAIL("expected a difference");
+  } catch (const Error& e) {
+    CHECK(e.message().find("KILN_CHECK: after a call of 'f', output 1 differs at element 3") == 0);
+    CHECK(e.message().find("; the traced value is %6 (exp) from model.cpp:4, computed by kernel") !=
+          std::string::npos);
+    CHECK(e.message().find("every kernel matched the reference kernels") != std::string::npos);
+    CHECK(e.where() == SourceLoc("model.cpp", 4));
+  }
+  // An entry the graph computes none of: no value to blame, the call's line.
+  RunRecord unsourced = traced;
+  unsourced.sources[1] = {};
+  try {
+    check_runs(located, r, unsourced, record(off), 2, std::span(&x, 1), params, "f", call);
+    FAIL("expected a difference");
+  } catch (const Error& e) {
+    CHECK(e.message().find("traced value") == std::string::npos);
+    CHECK(e.where() == call);
+  }
 }

@@ -43,7 +43,8 @@ TEST_CASE("inputs and custom calls are never merged; random draws by their count
   // same numbers, and two draws differ by their counters (the generator's offset
   // advanced in between), never by the node's identity.
   Value key = b.param(1, ty(DType::i64, {}));
-  Value counters = b.op_typed(OpKind::arange, {}, Attrs{{AttrKey::start, int64_t{0}}, {AttrKey::step, int64_t{1}}},
+  Value counters = b.op_typed(OpKind::arange, {},
+                              Attrs{{AttrKey::start, int64_t{0}}, {AttrKey::step, int64_t{1}}},
                               ty(DType::i64, {3}));
   Value next = b.binary(OpKind::add, counters, b.constant(3.0, DType::i64));
   CHECK(b.binary(OpKind::philox, key, counters) == b.binary(OpKind::philox, key, counters));
@@ -112,6 +113,24 @@ TEST_CASE("nodes carry the builder's location") {
   b.loc = SourceLoc("c.cpp", 5);
   CHECK(b.unary(OpKind::exp, x) == y);  // merged: keeps the first location
   CHECK(g[y.node].loc.line == 4);
+}
+
+TEST_CASE("LocScope sets the builder's location for its scope, also when building throws") {
+  Graph g;
+  Builder b(g);
+  b.loc = SourceLoc("outer.cpp", 1);
+  const Value x = b.arg(0, ty(DType::f32, {3}));
+  {
+    LocScope at(b, SourceLoc("inner.cpp", 2));
+    CHECK(g[b.unary(OpKind::exp, x).node].loc == SourceLoc("inner.cpp", 2));
+  }
+  CHECK(b.loc == SourceLoc("outer.cpp", 1));
+  try {
+    LocScope at(b, SourceLoc("inner.cpp", 3));
+    (void)b.op(OpKind::neg, {Value()});
+  } catch (const Error&) {
+  }
+  CHECK(b.loc == SourceLoc("outer.cpp", 1));
 }
 
 TEST_CASE("builder helpers fold no-ops away") {
@@ -188,6 +207,15 @@ TEST_CASE("graph queries") {
   g.updates = {{1, t}};
   CHECK(g.args() == std::vector<NodeId>{a0.node, a1.node});
   CHECK(g.params() == std::vector<NodeId>{p0.node, p1.node});
+  // param_value: the first param node of an index (a later one of the same
+  // index, a traced re-read, does not replace it); none for an unused index.
+  b.hash_cons = false;
+  const Value p1_again = b.param(1, ty(DType::f32, {3}));
+  CHECK(p1_again != p1);
+  CHECK(g.param_value(1) == p1);
+  CHECK(g.param_value(0) == p0);
+  CHECK(!g.param_value(2).valid());
+  b.hash_cons = true;
   std::vector<uint32_t> uses = g.use_counts();
   CHECK(uses[a0.node] == 2);
   CHECK(uses[s.node] == 2);

@@ -11,6 +11,7 @@
 #include "frontend/function.h"
 #include "frontend/jit.h"
 #include "frontend/settings.h"
+#include "frontend/tensor_impl.h"
 #include "frontend/trace_state.h"
 
 namespace kiln::detail {
@@ -82,6 +83,11 @@ std::shared_ptr<Composite> composite_of(const std::string& key, const CompositeB
   return c;
 }
 
+uint64_t buffer_version(const Tensor& t) {
+  const TensorImpl& impl = *t.impl();
+  return impl.buffer ? impl.buffer->version : 0;
+}
+
 // The gradients of the operands in `mask` laid out per operand (undefined for
 // the others), from `grads` (one per set bit, in order).
 std::vector<Tensor> per_operand(std::vector<Tensor> grads, uint32_t mask, size_t n) {
@@ -116,8 +122,23 @@ Tensor compiled_composite(const std::string& key, const CompositeBody& body,
   std::shared_ptr<TracedCore> grad = c->grad_of(key, body, mask, n);
   auto call = autograd::detail::new_custom_call(key);
   call->ctx.save_for_backward(operands);
-  call->backward = [body, grad, mask, n](autograd::Context* ctx, std::vector<Tensor> g) {
+  // The gradient reads the operands again: one written in place since is an
+  // error, as PyTorch's, never a gradient of the new values.
+  std::vector<uint64_t> versions;
+  for (const Tensor& t : operands) versions.push_back(buffer_version(t));
+  const SourceLoc loc = SourceLoc::from(l);
+  call->backward = [body, grad, mask, n, key, versions, loc](autograd::Context* ctx,
+                                                               std::vector<Tensor> g) {
     const std::vector<Tensor>& in = ctx->get_saved_variables();
+    for (size_t i = 0; i < n; ++i)
+      if (buffer_version(in[i]) != versions[i])
+        throw Error("a tensor needed for the gradient of '" + key.substr(0, key.find('_')) +
+                        "' (operand " + std::to_string(i) +
+                        ") was modified by an in-place operation after it was used (expected "
+                        "version " +
+                        std::to_string(versions[i]) + ", found version " +
+                        std::to_string(buffer_version(in[i])) + ")",
+                    loc);
     if (g.empty() || !g[0].defined()) return std::vector<Tensor>(n);
     Nested nested;
     if (grad_mode_enabled()) {
@@ -136,7 +157,7 @@ Tensor compiled_composite(const std::string& key, const CompositeBody& body,
     NoGradGuard no_grad;
     y = c->forward->call(args_of(operands))[0];
   }
-  return autograd::detail::finish_custom(call, operands, {y}, SourceLoc::from(l))[0];
+  return autograd::detail::finish_custom(call, operands, {y}, loc)[0];
 }
 
 uint64_t compiled_composite_calls() {

@@ -169,3 +169,15 @@ TEST_CASE("eager composites stay op by op inside a trace and with the JIT off") 
   (void)conv2d(x, w, Tensor(), 1, 2);
   CHECK(detail::compiled_composite_calls() == calls + 1);
 }
+
+TEST_CASE("an operand written in place before backward is an error, never a gradient of new values") {
+  manual_seed(4);
+  Tensor x = randn({2, 3, 5, 5}), w = randn({4, 3, 3, 3}).requires_grad_();
+  Tensor y = conv2d(x, w);  // the weight's gradient reads x
+  x.add_(1.0);
+  const std::string e = test::error_of([&] { y.sum().backward(); });
+  CHECK(e.find("modified by an in-place operation") != std::string::npos);
+  CHECK(e.find("conv2d") != std::string::npos);
+  CHECK(e.find("eager_composite_test.cpp") != std::string::npos);
+  CHECK_FALSE(w.grad().defined());
+}

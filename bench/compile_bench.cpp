@@ -165,8 +165,9 @@ int first_call_child(const std::string& dir, std::chrono::steady_clock::time_poi
   return 0;
 }
 
-// Runs this program as `--first-call-child=dir` and returns what it printed.
-std::string run_child(const std::string& dir) {
+// Runs this program as `--first-call-child=dir` (with KILN_WARM_UP=0 unless
+// `warm_up`) and returns what it printed.
+std::string run_child(const std::string& dir, bool warm_up = true) {
   int fds[2];
   if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
   posix_spawn_file_actions_t fa;
@@ -177,7 +178,13 @@ std::string run_child(const std::string& dir) {
   std::string flag = "--first-call-child=" + dir;
   char* argv[] = {const_cast<char*>(self.c_str()), flag.data(), nullptr};
   pid_t pid = 0;
-  const int rc = posix_spawn(&pid, self.c_str(), &fa, nullptr, argv, environ);
+  std::vector<char*> env;
+  std::string no_warm_up = "KILN_WARM_UP=0";
+  for (char** e = environ; *e; ++e)
+    if (!std::string_view(*e).starts_with("KILN_WARM_UP=")) env.push_back(*e);
+  if (!warm_up) env.push_back(no_warm_up.data());
+  env.push_back(nullptr);
+  const int rc = posix_spawn(&pid, self.c_str(), &fa, nullptr, argv, env.data());
   posix_spawn_file_actions_destroy(&fa);
   close(fds[1]);
   std::string out;
@@ -200,11 +207,14 @@ double field(const std::string& out, const std::string& name) {
 // The first call in a fresh process (a child process per iteration, whose own
 // timing of the call is the iteration's time): cold (arg 0 = kCold: no disk
 // cache, LLVM's start-up included) or with a warm disk cache (kWarmDisk: the
-// cache filled by a child before the timing). Counters: cpu_ms (the CPU time of
+// cache filled by a child before the timing); arg 1: LLVM's start-up begun on
+// another thread while the first call traces (1, the default) or not
+// (KILN_WARM_UP=0). Counters: cpu_ms (the CPU time of
 // all the child's threads during the call), since_main_ms (from the child's
 // main() to the end of its first call) and trace_ms.
 void BM_FirstCallFreshProcess(benchmark::State& state) {
   const bool warm = state.range(0) == kWarmDisk;
+  const bool warm_up = state.range(1) != 0;
   const std::string dir = warm ? temp_cache() : "";
   if (warm) {
     std::filesystem::remove_all(dir);
@@ -212,7 +222,7 @@ void BM_FirstCallFreshProcess(benchmark::State& state) {
   }
   double cpu = 0, since_main = 0, trace = 0;
   for (auto _ : state) {
-    const std::string out = run_child(dir);
+    const std::string out = run_child(dir, warm_up);
     state.SetIterationTime(field(out, "first_call_ms") / 1e3);
     cpu += field(out, "cpu_ms");
     since_main += field(out, "since_main_ms");
@@ -223,11 +233,13 @@ void BM_FirstCallFreshProcess(benchmark::State& state) {
   state.counters["cpu_ms"] = cpu / n;
   state.counters["since_main_ms"] = since_main / n;
   state.counters["trace_ms"] = trace / n;
-  state.SetLabel(std::string("fresh process, ") + (warm ? "warm disk cache" : "cold"));
+  state.SetLabel(std::string("fresh process, ") + (warm ? "warm disk cache" : "cold") +
+                 (warm_up ? "" : ", KILN_WARM_UP=0"));
 }
 BENCHMARK(BM_FirstCallFreshProcess)
-    ->Arg(kCold)
-    ->Arg(kWarmDisk)
+    ->Args({kCold, 1})
+    ->Args({kCold, 0})
+    ->Args({kWarmDisk, 1})
     ->Unit(benchmark::kMillisecond)
     ->UseManualTime()
     ->Iterations(5);

@@ -5,6 +5,7 @@
 
 #include <thread>
 
+#include "codegen/compile.h"
 #include "codegen/llvm_codegen.h"
 #include "codegen/lower.h"
 #include "codegen_test_util.h"
@@ -66,4 +67,18 @@ TEST_CASE("compiles on several threads at once each borrow a target machine of t
   // However many compiles, never more target machines than compiles at once
   // (this test's threads, and the thread pool's of other tests).
   CHECK(LlvmJit::get().target_machines() <= size_t(kThreads) + 8);
+}
+
+TEST_CASE("the compiler's warm-up starts once per process, and ends with its handle") {
+  {
+    CompilerWarmUp off(false);
+    CHECK_FALSE(off.started());
+  }
+  bool any = false;
+  for (int i = 0; i < 3; ++i) {
+    CompilerWarmUp w;
+    CHECK_FALSE((any && w.started()));
+    any = any || w.started();
+  }
+  CHECK(LlvmJit::get().target_machines() >= 1);  // the JIT made, with a target machine
 }

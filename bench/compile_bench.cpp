@@ -4,6 +4,9 @@
 //                     already loaded), warm disk cache, per LLVM pipeline, and with
 //                     kernels that differ only in sizes each compiled on its own
 //                     (KILN_SHARE_SIZES=0).
+//   BM_FirstCallFreshProcess  the same first call in a fresh process (a child
+//                     process per measurement, which reports its own timing):
+//                     cold, LLVM's start-up included, and with a warm disk cache.
 //   BM_NewBatchSizes  after a first call at batch 64, the calls at 50, 37 and 128
 //                     together (counter "of_first": their cost / the first call's),
 //                     with the batch dimension static (KILN_DYNAMIC=0), becoming
@@ -23,7 +26,14 @@
 
 #include <kiln/kiln.h>
 
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -112,8 +122,8 @@ void BM_FirstCall(benchmark::State& state) {
   std::filesystem::remove_all(dir);
   state.counters["plan_steps"] = static_cast<double>(kernels);
   state.counters["shared"] = static_cast<double>(shared);
-  state.SetLabel(std::string(warm ? "warm disk cache" : "cold") + ", " + llvm_opt_name(opt_arg(state, 1)) +
-                 (share ? "" : ", no shared templates"));
+  state.SetLabel(std::string(warm ? "warm disk cache" : "cold") + ", " +
+                 llvm_opt_name(opt_arg(state, 1)) + (share ? "" : ", no shared templates"));
 }
 BENCHMARK(BM_FirstCall)
     ->Args({kCold, 0, 1})
@@ -122,6 +132,117 @@ BENCHMARK(BM_FirstCall)
     ->Args({kWarmDisk, 0, 1})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
+
+// CPU time of every thread of this process so far, user and system.
+double process_cpu_ms() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto ms = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_usec) / 1e3;
+  };
+  return ms(u.ru_utime) + ms(u.ru_stime);
+}
+
+// The child of BM_FirstCallFreshProcess (`bench_compile --first-call-child=DIR`,
+// DIR "" for no disk cache): one first call of the MLP step in this fresh
+// process, LLVM's start-up included. Prints "first_call_ms <ms> cpu_ms <ms>
+// since_main_ms <ms> trace_ms <ms>" (cpu_ms: the CPU time of all threads during
+// the call; since_main_ms: from main() to the end of the first call).
+int first_call_child(const std::string& dir, std::chrono::steady_clock::time_point main_start) {
+  CompileSetup setup(LlvmOpt::Fast, dir);
+  manual_seed(0);
+  // The inputs without eager compiled kernels, which would start LLVM first.
+  settings().eager_kernels = false;
+  auto [x, y] = batch(64);
+  settings().eager_kernels = true;
+  MlpStep m;
+  const double cpu0 = process_cpu_ms();
+  const auto t0 = std::chrono::steady_clock::now();
+  m.step(x, y);
+  const double first = ms_since(t0);
+  std::printf("first_call_ms %.3f cpu_ms %.3f since_main_ms %.3f trace_ms %.3f\n", first,
+              process_cpu_ms() - cpu0, ms_since(main_start), m.step.stats().trace_ms);
+  return 0;
+}
+
+// Runs this program as `--first-call-child=dir` (with KILN_WARM_UP=0 unless
+// `warm_up`) and returns what it printed.
+std::string run_child(const std::string& dir, bool warm_up = true) {
+  int fds[2];
+  if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addclose(&fa, fds[0]);
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  std::string flag = "--first-call-child=" + dir;
+  char* argv[] = {const_cast<char*>(self.c_str()), flag.data(), nullptr};
+  pid_t pid = 0;
+  std::vector<char*> env;
+  std::string no_warm_up = "KILN_WARM_UP=0";
+  for (char** e = environ; *e; ++e)
+    if (!std::string_view(*e).starts_with("KILN_WARM_UP=")) env.push_back(*e);
+  if (!warm_up) env.push_back(no_warm_up.data());
+  env.push_back(nullptr);
+  const int rc = posix_spawn(&pid, self.c_str(), &fa, nullptr, argv, env.data());
+  posix_spawn_file_actions_destroy(&fa);
+  close(fds[1]);
+  std::string out;
+  char buf[256];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  if (rc != 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw std::runtime_error("the first-call child failed: " + out);
+  return out;
+}
+
+double field(const std::string& out, const std::string& name) {
+  const size_t at = out.find(name + " ");
+  if (at == std::string::npos)
+    throw std::runtime_error("the child did not print " + name + ": " + out);
+  return std::stod(out.substr(at + name.size() + 1));
+}
+
+// The first call in a fresh process (a child process per iteration, whose own
+// timing of the call is the iteration's time): cold (arg 0 = kCold: no disk
+// cache, LLVM's start-up included) or with a warm disk cache (kWarmDisk: the
+// cache filled by a child before the timing); arg 1: LLVM's start-up begun on
+// another thread while the first call traces (1, the default) or not
+// (KILN_WARM_UP=0). Counters: cpu_ms (the CPU time of
+// all the child's threads during the call), since_main_ms (from the child's
+// main() to the end of its first call) and trace_ms.
+void BM_FirstCallFreshProcess(benchmark::State& state) {
+  const bool warm = state.range(0) == kWarmDisk;
+  const bool warm_up = state.range(1) != 0;
+  const std::string dir = warm ? temp_cache() : "";
+  if (warm) {
+    std::filesystem::remove_all(dir);
+    run_child(dir);
+  }
+  double cpu = 0, since_main = 0, trace = 0;
+  for (auto _ : state) {
+    const std::string out = run_child(dir, warm_up);
+    state.SetIterationTime(field(out, "first_call_ms") / 1e3);
+    cpu += field(out, "cpu_ms");
+    since_main += field(out, "since_main_ms");
+    trace += field(out, "trace_ms");
+  }
+  if (warm) std::filesystem::remove_all(dir);
+  const double n = static_cast<double>(state.iterations());
+  state.counters["cpu_ms"] = cpu / n;
+  state.counters["since_main_ms"] = since_main / n;
+  state.counters["trace_ms"] = trace / n;
+  state.SetLabel(std::string("fresh process, ") + (warm ? "warm disk cache" : "cold") +
+                 (warm_up ? "" : ", KILN_WARM_UP=0"));
+}
+BENCHMARK(BM_FirstCallFreshProcess)
+    ->Args({kCold, 1})
+    ->Args({kCold, 0})
+    ->Args({kWarmDisk, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseManualTime()
+    ->Iterations(5);
 
 enum BatchDim { kStatic, kAutomatic, kAutomaticBackground, kMarked };
 
@@ -217,7 +338,8 @@ void BM_OneKernel(benchmark::State& state) {
   double per_kernel = 0;
   for (auto _ : state) {
     state.PauseTiming();
-    auto f = jit([](Tensor v) { return ((v * 1.5f + 2).tanh().exp() - v.sigmoid()).relu(); }, "one_kernel");
+    auto f = jit([](Tensor v) { return ((v * 1.5f + 2).tanh().exp() - v.sigmoid()).relu(); },
+                 "one_kernel");
     state.ResumeTiming();
     f(x);
     per_kernel += f.stats().kernel_compile_ms.at(0).ms;
@@ -227,19 +349,36 @@ void BM_OneKernel(benchmark::State& state) {
 }
 BENCHMARK(BM_OneKernel)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-Tensor chain(const Tensor& x) { return ((x * 1.5f + 2) - x * x).abs().clamp(0.5, 4) * 0.25f; }
+Tensor chain(const Tensor& x) {
+  return ((x * 1.5f + 2) - x * x).abs().clamp(0.5, 4) * 0.25f;
+}
 Tensor chain_transcendental(const Tensor& x) {
   return ((x * 1.5f + 2).tanh().exp() - x.sigmoid()).relu() / (x * x + 1);
 }
-Tensor softmax_rows(const Tensor& x) { return x.softmax(1); }
-Tensor bias_relu(const Tensor& x) { return (x + tensor({0.5f, -1.f, 2.f, 0.f})).relu(); }
+Tensor softmax_rows(const Tensor& x) {
+  return x.softmax(1);
+}
+Tensor bias_relu(const Tensor& x) {
+  return (x + tensor({0.5f, -1.f, 2.f, 0.f})).relu();
+}
 
-enum Workload { kChain, kTranscendental, kSoftmax, kBias, kMlpStep, kMlpStepUnshared, kMlpStepDynamic };
+enum Workload {
+  kChain,
+  kTranscendental,
+  kSoftmax,
+  kBias,
+  kMlpStep,
+  kMlpStepUnshared,
+  kMlpStepDynamic
+};
 const char* workload_name(int64_t w) {
-  return w == kChain ? "chain8" : w == kTranscendental ? "transcendental chain" : w == kSoftmax ? "softmax rows"
-       : w == kBias ? "[4] bias over [1M,4]" : w == kMlpStep ? "MLP step (batch 64)"
-       : w == kMlpStepUnshared ? "MLP step (batch 64, no shared templates)"
-       : "MLP step (batch 64, dynamic: templates)";
+  return w == kChain             ? "chain8"
+         : w == kTranscendental  ? "transcendental chain"
+         : w == kSoftmax         ? "softmax rows"
+         : w == kBias            ? "[4] bias over [1M,4]"
+         : w == kMlpStep         ? "MLP step (batch 64)"
+         : w == kMlpStepUnshared ? "MLP step (batch 64, no shared templates)"
+                                 : "MLP step (batch 64, dynamic: templates)";
 }
 
 // Arg 0: workload; arg 1: pipeline. Times the compiled code only.
@@ -262,21 +401,31 @@ void BM_KernelSpeed(benchmark::State& state) {
     for (auto _ : state) benchmark::DoNotOptimize(m.step(x, y).impl());
     return;
   }
-  Tensor (*body)(const Tensor&) = w == kChain ? chain : w == kTranscendental ? chain_transcendental
-                                 : w == kSoftmax ? softmax_rows : bias_relu;
-  Tensor x = w == kSoftmax ? randn({4096, 4096}) : w == kBias ? randn({1 << 20, 4}) : randn({1 << 24});
+  Tensor (*body)(const Tensor&) = w == kChain            ? chain
+                                  : w == kTranscendental ? chain_transcendental
+                                  : w == kSoftmax        ? softmax_rows
+                                                         : bias_relu;
+  Tensor x = w == kSoftmax ? randn({4096, 4096})
+             : w == kBias  ? randn({1 << 20, 4})
+                           : randn({1 << 24});
   auto f = jit([body](Tensor v) { return body(v); }, "kernel_speed");
   f(x);
   for (auto _ : state) benchmark::DoNotOptimize(f(x).impl());
 }
 BENCHMARK(BM_KernelSpeed)
-    ->ArgsProduct({{kChain, kTranscendental, kSoftmax, kBias, kMlpStep, kMlpStepUnshared, kMlpStepDynamic}, {0, 1}})
+    ->ArgsProduct({{kChain, kTranscendental, kSoftmax, kBias, kMlpStep, kMlpStepUnshared,
+                    kMlpStepDynamic},
+                   {0, 1}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  const auto main_start = std::chrono::steady_clock::now();
+  constexpr std::string_view kChild = "--first-call-child=";
+  if (argc == 2 && std::string_view(argv[1]).starts_with(kChild))
+    return first_call_child(std::string(argv[1] + kChild.size()), main_start);
   blas_init();
   benchmark::AddCustomContext("openblas", blas_info());
   benchmark::AddCustomContext("jit_target", cpu_target_description());

@@ -129,6 +129,10 @@ class Backend {
   /// executor runs it on the host.
   virtual void complete_library_step(const CompileContext& ctx, PlanStep& step) const {}
 
+  /// Pays the compiler's one-time start-up in this process (CompilerWarmUp
+  /// runs it on another thread while a first call traces). By default nothing.
+  virtual void warm_up() const {}
+
   /// Runs a plan this backend built (see execute_cpu_plan for the buffers). With
   /// `keep`, the slots' buffers are kept for checking (the CPU backend only).
   virtual void execute(const Plan& plan, void* const* args, void* const* params,

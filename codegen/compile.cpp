@@ -278,6 +278,15 @@ const Backend& backend_for(Device device) {
   throw Error("internal: no backend for " + device.str());
 }
 
+CompilerWarmUp::CompilerWarmUp(bool start) {
+  static std::atomic<bool> done{false};
+  if (start && !done.exchange(true)) thread_ = std::thread([] { backend_for(Device()).warm_up(); });
+}
+
+CompilerWarmUp::~CompilerWarmUp() {
+  if (thread_.joinable()) thread_.join();
+}
+
 std::shared_ptr<Plan> compile_graph(const Graph& input, const CompileOptions& opts,
                                     CompileReport* report) {
   CompileReport local;

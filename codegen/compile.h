@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -89,6 +90,24 @@ struct CompileReport {
   int64_t kernels_reused = 0;     // CPU kernels already loaded for another group or plan
   int64_t kernels_templated = 0;  // CPU kernels run as templates, sizes as parameters
   CompileTimes kernel_times;      // summed over the CPU kernels compiled
+};
+
+/// The host backend's one-time start-up (Backend::warm_up: LLVM's target, its
+/// JIT, a target machine) run on another thread while this lives, the first
+/// time in the process one is made with `start`; waited for when it goes. A
+/// traced function's first call makes one while its body traces, so that the
+/// trace and LLVM's start-up overlap. Made again, it starts nothing.
+class CompilerWarmUp {
+ public:
+  explicit CompilerWarmUp(bool start = true);
+  ~CompilerWarmUp();
+  CompilerWarmUp(const CompilerWarmUp&) = delete;
+  CompilerWarmUp& operator=(const CompilerWarmUp&) = delete;
+  /// Whether this one started the warm-up.
+  bool started() const { return thread_.joinable(); }
+
+ private:
+  std::thread thread_;
 };
 
 /// Compiles a graph for the device its values live on, with that device's

@@ -70,6 +70,7 @@ class CpuBackend final : public Backend {
  public:
   Target target(Device) const override { return {}; }
 
+  void warm_up() const override { LlvmJit::get(); }  // the target, the JIT, a target machine
   bool sizes_at_run_time() const override { return true; }
   bool compiles_off_thread() const override { return true; }
   bool keeps_slots() const override { return true; }

@@ -463,6 +463,7 @@ std::string compile_entry(TracedCore::Entry& e, const CompileOptions& opts,
 
 std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool artifacts,
                                                      bool dynamic, bool record_only) {
+  const CompilerWarmUp warm_up(settings().warm_up);  // LLVM's start-up while the body traces
   std::unique_ptr<Entry> e = trace(args, artifacts);
   CompileOptions opts = entry_options(artifacts, dynamic);
   if (record_only) {

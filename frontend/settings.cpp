@@ -74,6 +74,7 @@ Settings& settings() {
     constexpr ConvAlgo kConv[] = {ConvAlgo::Auto, ConvAlgo::Im2col, ConvAlgo::Direct};
     s.conv = kConv[env::choice("KILN_CONV", {"auto", "im2col", "direct"}, 0)];
     s.eager_kernels = env::flag("KILN_EAGER_KERNELS", true);
+    s.warm_up = env::flag("KILN_WARM_UP", true);
     return s;
   }();
   static const bool profiling = [] {

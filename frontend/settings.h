@@ -21,6 +21,8 @@
 //                      GEMM; default auto: by shape, frontend/nn_conv.cpp)
 //   KILN_EAGER_KERNELS=0  eager CPU ops all run the reference kernels (by default an
 //                      expensive elementwise op on large dense operands runs a compiled kernel)
+//   KILN_WARM_UP=0     LLVM's start-up waits for the first compile (by default the
+//                      first traced call starts it on another thread while its body traces)
 #pragma once
 
 #include <string>
@@ -56,6 +58,10 @@ struct Settings {
   /// compiled, vectorised kernel (codegen/eager_kernel.h) instead of the reference
   /// kernel. KILN_EAGER_KERNELS=0 turns this off.
   bool eager_kernels = true;
+  /// The first traced call starts the host compiler's one-time start-up (LLVM's)
+  /// on another thread while its body traces (codegen/compile.h: CompilerWarmUp).
+  /// KILN_WARM_UP=0 turns this off.
+  bool warm_up = true;
   int64_t eager_kernel_min_elements = int64_t{1} << 15;
 };
 

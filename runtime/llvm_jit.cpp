@@ -71,7 +71,8 @@ constexpr const char* kFastPipeline =
 void disable_loop_strength_reduction() {
   llvm::StringMap<llvm::cl::Option*>& opts = llvm::cl::getRegisteredOptions();
   auto it = opts.find("disable-lsr");
-  if (it == opts.end()) throw Error("LLVM JIT: LLVM " LLVM_VERSION_STRING " has no -disable-lsr option");
+  if (it == opts.end())
+    throw Error("LLVM JIT: LLVM " LLVM_VERSION_STRING " has no -disable-lsr option");
   static_cast<llvm::cl::opt<bool>*>(it->second)->setValue(true);
 }
 
@@ -94,10 +95,54 @@ struct LlvmJit::Impl {
                    error_text(std::move(e)).c_str());
   }
 
-  std::unique_ptr<llvm::TargetMachine> target_machine() const {
+  std::unique_ptr<llvm::TargetMachine> new_target_machine() const {
     llvm::orc::JITTargetMachineBuilder b = jtmb;
     return unwrap(b.createTargetMachine(), "cannot create a target machine for the host");
   }
+
+  // Target machines not in use. Making one and its subtarget (the host's
+  // features, set one by one with their implications) took longer than
+  // optimising a small kernel, and every optimisation and emission made its
+  // own; now each is made once and lent to one compile at a time (a
+  // TargetMachine is not thread-safe: it caches its subtargets), so a process
+  // makes as many as it ever compiles at once. A target machine keeps nothing
+  // of one module that changes the code of the next.
+  std::mutex tm_mu;
+  std::vector<std::unique_ptr<llvm::TargetMachine>> idle_tms;
+  size_t tms_made = 0;
+  std::string data_layout;  // the host's, as every kernel module gets it
+
+  // A target machine lent for one optimisation or emission.
+  class TargetMachineLease {
+   public:
+    explicit TargetMachineLease(Impl& impl) : impl_(impl) {
+      {
+        std::lock_guard<std::mutex> lock(impl.tm_mu);
+        if (!impl.idle_tms.empty()) {
+          tm_ = std::move(impl.idle_tms.back());
+          impl.idle_tms.pop_back();
+        }
+      }
+      if (tm_) return;
+      tm_ = impl.new_target_machine();
+      std::lock_guard<std::mutex> lock(impl.tm_mu);
+      ++impl.tms_made;
+    }
+    ~TargetMachineLease() {
+      std::lock_guard<std::mutex> lock(impl_.tm_mu);
+      impl_.idle_tms.push_back(std::move(tm_));
+    }
+    TargetMachineLease(const TargetMachineLease&) = delete;
+    TargetMachineLease& operator=(const TargetMachineLease&) = delete;
+    llvm::TargetMachine& operator*() const { return *tm_; }
+    llvm::TargetMachine* operator->() const { return tm_.get(); }
+    llvm::TargetMachine* get() const { return tm_.get(); }
+
+   private:
+    Impl& impl_;
+    std::unique_ptr<llvm::TargetMachine> tm_;
+  };
+  TargetMachineLease target_machine() { return TargetMachineLease(*this); }
 };
 
 LlvmJit::LlvmJit() : impl_(std::make_unique<Impl>()) {
@@ -118,6 +163,7 @@ LlvmJit::LlvmJit() : impl_(std::make_unique<Impl>()) {
     if (!f.empty() && f[0] == '+') I.enabled += (I.enabled.empty() ? "" : ",") + f;
   }
   I.cpu = I.jtmb.getCPU();
+  I.data_layout = I.target_machine()->createDataLayout().getStringRepresentation();
   disable_loop_strength_reduction();
   I.jit = unwrap(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(I.jtmb).create(),
                  "cannot create the ORC LLJIT");
@@ -148,7 +194,7 @@ const char* LlvmJit::llvm_version() {
 
 void LlvmJit::configure(llvm::Module& m) const {
   m.setTargetTriple(impl_->jtmb.getTargetTriple().str());
-  m.setDataLayout(impl_->target_machine()->createDataLayout());
+  m.setDataLayout(impl_->data_layout);
 }
 
 const char* llvm_opt_name(LlvmOpt o) {
@@ -156,7 +202,7 @@ const char* llvm_opt_name(LlvmOpt o) {
 }
 
 void LlvmJit::optimize(llvm::Module& m, LlvmOpt opt) const {
-  std::unique_ptr<llvm::TargetMachine> tm = impl_->target_machine();
+  const Impl::TargetMachineLease tm = impl_->target_machine();
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;
   llvm::CGSCCAnalysisManager cgam;
@@ -196,13 +242,13 @@ std::string emit(llvm::TargetMachine& tm, llvm::Module& m, llvm::CodeGenFileType
 }  // namespace
 
 std::string LlvmJit::emit_object(llvm::Module& m) const {
-  std::unique_ptr<llvm::TargetMachine> tm = impl_->target_machine();
+  const Impl::TargetMachineLease tm = impl_->target_machine();
   return emit(*tm, m, llvm::CodeGenFileType::ObjectFile);
 }
 
 std::string LlvmJit::emit_assembly(const llvm::Module& m) const {
   std::unique_ptr<llvm::Module> clone = llvm::CloneModule(m);
-  std::unique_ptr<llvm::TargetMachine> tm = impl_->target_machine();
+  const Impl::TargetMachineLease tm = impl_->target_machine();
   return emit(*tm, *clone, llvm::CodeGenFileType::AssemblyFile);
 }
 
@@ -236,6 +282,11 @@ void* LlvmJit::load_object(std::string_view object, const std::string& symbol,
   lock.unlock();
   *code = std::move(owner);
   return addr->toPtr<void*>();
+}
+
+size_t LlvmJit::target_machines() const {
+  std::lock_guard<std::mutex> lock(impl_->tm_mu);
+  return impl_->tms_made;
 }
 
 size_t LlvmJit::loaded_objects() const {

@@ -47,8 +47,8 @@ class LlvmJit {
 
   /// Sets the module's target triple and data layout to the host's.
   void configure(llvm::Module& m) const;
-  /// Runs the optimisation pipeline `opt` for the host CPU. Thread-safe: modules in different contexts may be
-  /// optimised and emitted concurrently.
+  /// Runs the optimisation pipeline `opt` for the host CPU. Thread-safe: modules in different
+  /// contexts may be optimised and emitted concurrently.
   void optimize(llvm::Module& m, LlvmOpt opt) const;
   /// Host machine code for the module as an ELF object file. Consumes nothing.
   std::string emit_object(llvm::Module& m) const;
@@ -65,6 +65,10 @@ class LlvmJit {
                     std::shared_ptr<const void>* code);
   /// Kernels loaded and not yet freed (for tests of the JIT's memory).
   size_t loaded_objects() const;
+  /// Target machines made so far: each optimisation or emission borrows one
+  /// not in use and gives it back, so this is the most compiles that ran at
+  /// once, not the number of compiles (for tests).
+  size_t target_machines() const;
 
   LlvmJit(const LlvmJit&) = delete;
   LlvmJit& operator=(const LlvmJit&) = delete;

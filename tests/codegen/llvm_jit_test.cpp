@@ -1,0 +1,84 @@
+// The process's LLVM JIT (runtime/llvm_jit.h) as compiles use it: target
+// machines made once and lent to one compile at a time, from any thread, and a
+// kernel's object the same bytes whichever target machine made it.
+#include <doctest/doctest.h>
+
+#include <thread>
+
+#include "codegen/compile.h"
+#include "codegen/llvm_codegen.h"
+#include "codegen/lower.h"
+#include "codegen_test_util.h"
+#include "runtime/llvm_jit.h"
+
+using namespace kiln;
+using namespace kiln::test;
+
+namespace {
+
+// exp(x) * y + tanh(y) over f32[rows, 40], lowered to kernel IR.
+kir::Kernel exp_chain_kernel(int64_t rows) {
+  Graph g;
+  Builder b(g);
+  Value x = b.arg(0, ty(DType::f32, {rows, 40}));
+  Value y = b.arg(1, ty(DType::f32, {rows, 40}));
+  g.outputs = {b.add(b.mul(b.unary(OpKind::exp, x), y), b.unary(OpKind::tanh, y))};
+  return lower_group(g, make_group(g, GroupKind::Elementwise, all_compute_nodes(g)));
+}
+
+// A kernel's object and its assembly.
+std::pair<std::string, std::string> compile(const kir::Kernel& k) {
+  LlvmEmitOptions o;
+  o.want_texts = true;
+  LlvmKernelBinary bin = compile_kernel_llvm(k, "kiln_kernel_llvm_jit_test", o);
+  return {bin.object, bin.assembly};
+}
+
+}  // namespace
+
+TEST_CASE("compiles one after another reuse one target machine, and the code does not change") {
+  const kir::Kernel a = exp_chain_kernel(3), b = exp_chain_kernel(1000);
+  const auto first = compile(a);
+  const size_t made = LlvmJit::get().target_machines();
+  CHECK(made >= 1);
+  compile(b);
+  const auto again = compile(a);
+  CHECK(LlvmJit::get().target_machines() == made);
+  CHECK(!first.first.empty());
+  CHECK(again.first == first.first);    // the object, byte for byte
+  CHECK(again.second == first.second);  // and its assembly
+}
+
+TEST_CASE("compiles on several threads at once each borrow a target machine of their own") {
+  const kir::Kernel a = exp_chain_kernel(7);
+  const auto alone = compile(a);
+  constexpr int kThreads = 4;
+  std::vector<std::pair<std::string, std::string>> out(kThreads);
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t)
+      threads.emplace_back([&, t] { out[size_t(t)] = compile(a); });
+    for (std::thread& th : threads) th.join();
+    for (const auto& o : out) {
+      CHECK(o.first == alone.first);
+      CHECK(o.second == alone.second);
+    }
+  }
+  // However many compiles, never more target machines than compiles at once
+  // (this test's threads, and the thread pool's of other tests).
+  CHECK(LlvmJit::get().target_machines() <= size_t(kThreads) + 8);
+}
+
+TEST_CASE("the compiler's warm-up starts once per process, and ends with its handle") {
+  {
+    CompilerWarmUp off(false);
+    CHECK_FALSE(off.started());
+  }
+  bool any = false;
+  for (int i = 0; i < 3; ++i) {
+    CompilerWarmUp w;
+    CHECK_FALSE((any && w.started()));
+    any = any || w.started();
+  }
+  CHECK(LlvmJit::get().target_machines() >= 1);  // the JIT made, with a target machine
+}

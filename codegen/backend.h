@@ -123,7 +123,7 @@ class Backend {
   virtual void add_steps(const CompileContext& ctx, size_t gi, std::unique_ptr<CompiledGroup> code,
                          PlanBuilder& pb) const = 0;
 
-  /// Completes a library step the driver made (runtime/plan.h: Sort, Attention,
+  /// Completes a library step the driver made (runtime/plan.h: Sort, Attention, ClusterLogprob,
   /// ValueCheck) with the code this backend runs it with: the CUDA backend
   /// attaches its sort and attention kernels. By default the step runs as the
   /// executor runs it on the host.

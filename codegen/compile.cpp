@@ -67,7 +67,8 @@ void assign_slots(const Graph& g, const Schedule& sched, PlanBuilder& pb) {
 
 // A check node (check_index, check_nonzero) becomes a host step of its own
 // (check, then copy); an argsort the sort library's step, attention and its
-// gradient the attention library's, each completed by the device's backend.
+// gradient the attention library's, cluster_logprob and its gradient the
+// cluster log-probability library's, each completed by the device's backend.
 void add_library_step(const Backend& backend, const CompileContext& ctx, const FusionGroup& grp,
                       PlanBuilder& pb) {
   const Graph& g = ctx.g;
@@ -82,10 +83,16 @@ void add_library_step(const Backend& backend, const CompileContext& ctx, const F
     step.slots.pop_back();
     for (size_t i = 1; i < n.operands.size(); ++i) step.slots.push_back(pb.slot(n.operands[i]));
     step.slots.push_back(pb.slot(Value(id)));
-    const bool grad = n.op == OpKind::attention_grad;
-    step.what = step::Attention{
-        attention_shape(g.type(n.operands[0]), g.type(n.operands[1]), g.type(n.operands[2]), n.attrs),
-        grad ? int(n.attrs.i(AttrKey::which)) : -1, nullptr};
+    if (n.op == OpKind::cluster_logprob || n.op == OpKind::cluster_logprob_grad) {
+      step.what = step::ClusterLogprob{
+          cluster_logprob_shape(g.type(n.operands[0]), g.type(n.operands[1]), n.attrs),
+          n.op == OpKind::cluster_logprob_grad ? int(n.attrs.i(AttrKey::which)) : -1, nullptr};
+    } else {
+      const bool grad = n.op == OpKind::attention_grad;
+      step.what = step::Attention{attention_shape(g.type(n.operands[0]), g.type(n.operands[1]),
+                                                  g.type(n.operands[2]), n.attrs),
+                                  grad ? int(n.attrs.i(AttrKey::which)) : -1, nullptr};
+    }
   } else {
     step.what = step::ValueCheck{n.op, n.attrs, n.loc};
   }

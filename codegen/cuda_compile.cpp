@@ -184,13 +184,15 @@ class CudaBackend final : public Backend {
     pb.add(std::move(step), std::move(info), std::move(a), grp.outputs);
   }
 
-  // Sort and attention steps run the library kernels (codegen/cuda_library.h),
-  // compiled once per process and architecture.
+  // Sort, attention and cluster log-probability steps run the library kernels
+  // (codegen/cuda_library.h), compiled once per process and architecture.
   void complete_library_step(const CompileContext& ctx, PlanStep& step) const override {
     if (auto* s = std::get_if<step::Sort>(&step.what))
       s->cuda = cuda_library_functions(ctx.device.index, ctx.opts.cache_dir);
     else if (auto* a = std::get_if<step::Attention>(&step.what))
       a->cuda = cuda_library_functions(ctx.device.index, ctx.opts.cache_dir);
+    else if (auto* c = std::get_if<step::ClusterLogprob>(&step.what))
+      c->cuda = cuda_library_functions(ctx.device.index, ctx.opts.cache_dir);
   }
 
   void execute(const Plan& plan, void* const* args, void* const* params, void* const* outputs,

@@ -1,5 +1,6 @@
-// The sort and attention library kernels (see cuda_library.h): their CUDA C,
-// and compiling and loading it once per architecture and device.
+// The sort, attention and cluster log-probability library kernels (see
+// cuda_library.h): their CUDA C, and compiling and loading it once per
+// architecture and device.
 //
 // Sort. Each element becomes an unsigned key whose integer order is PyTorch's
 // order (as runtime/sort.cpp: floats flip their sign bit or all their bits,
@@ -23,6 +24,14 @@
 // each query row's log-sum-exp and g . out (kiln_attention_stats_*), then
 // recomputes P = exp(S - lse) tile by tile: dq by query rows over the keys, dk
 // and dv by key rows over the queries that see them.
+//
+// Cluster log-probabilities. A block of 256 threads per row: a row that is not
+// a member writes 0 (and a zero dh row); a member's threads stride over the
+// columns with a running maximum and sum of exps each, combined by a fixed tree
+// in shared memory (kiln_cluster_lse), so a row's bits do not depend on the
+// grid. The gradient's kiln_cluster_stats_* writes each member's log-sum-exp
+// and dh; kiln_cluster_dw_* gives each column to one thread, which sums the
+// member rows in order: no atomics.
 #include "codegen/cuda_library.h"
 
 #include <mutex>
@@ -526,13 +535,167 @@ __device__ void kiln_attention_grad(const KilnAttentionArgs& a) {
   KILN_LIB_KERNEL(kiln_attention_grad_##name, KilnAttentionArgs, 128) { kiln_attention_grad<T>(a); }
 KILN_ATTENTION_KERNELS(f32, float)
 KILN_ATTENTION_KERNELS(f64, double)
+
+// ---- cluster log-probabilities ----
+
+// Whether row r is a member (start <= t[r] < start + columns, without overflow),
+// and its target relative to the cluster.
+__device__ inline bool kiln_cluster_member(const KilnClusterArgs& a, long long r, long long* rel) {
+  const unsigned long long d = (unsigned long long)a.t[r] - (unsigned long long)a.start;
+  *rel = (long long)d;
+  return d < (unsigned long long)a.columns;
+}
+
+template <class T>
+__device__ inline T kiln_cluster_dot(const T* x, const T* y, long long width) {
+  T s = T(0);
+  for (long long c = 0; c < width; ++c) s += x[c] * y[c];
+  return s;
+}
+
+// The log-sum-exp of row hr's logits, by the block's 256 threads: each a running
+// maximum and sum over its columns, then a fixed tree in shared memory.
+template <class T>
+__device__ T kiln_cluster_lse(const KilnClusterArgs& a, const T* hr, T* Ms, T* Ls) {
+  const T* W = (const T*)a.w;
+  const T inf = kiln_lib_inf<T>();
+  const int t = threadIdx.x;
+  T m = -inf, l = T(0);
+  for (long long j = t; j < a.columns; j += 256) {
+    const T z = kiln_cluster_dot(hr, W + j * a.width, a.width);
+    if (z > m) {
+      l = (m == -inf ? T(0) : l * kiln_lib_exp(m - z)) + T(1);
+      m = z;
+    } else {
+      l += z == -inf ? T(0) : kiln_lib_exp(z - m);  // a NaN z makes l NaN
+    }
+  }
+  Ms[t] = m;
+  Ls[t] = l;
+  __syncthreads();
+  for (int w = 128; w > 0; w >>= 1) {
+    if (t < w) {
+      const T m1 = Ms[t], m2 = Ms[t + w];
+      const T mx = m2 > m1 ? m2 : m1;
+      const T f1 = m1 == -inf ? T(0) : kiln_lib_exp(m1 - mx);
+      const T f2 = m2 == -inf ? T(0) : kiln_lib_exp(m2 - mx);
+      Ls[t] = Ls[t] * f1 + Ls[t + w] * f2;
+      Ms[t] = mx;
+    }
+    __syncthreads();
+  }
+  const T lse = Ms[0] + kiln_lib_log(Ls[0]);
+  __syncthreads();  // every thread has read Ms[0] and Ls[0] before the next row writes them
+  return lse;
+}
+
+// out[r] = z_t - lse for a member row, 0 for any other (its h not read).
+template <class T>
+__device__ void kiln_cluster_fwd(const KilnClusterArgs& a) {
+  __shared__ T Ms[256];
+  __shared__ T Ls[256];
+  const T* H = (const T*)a.h;
+  const T* W = (const T*)a.w;
+  T* out = (T*)a.dst;
+  for (long long r = blockIdx.x; r < a.rows; r += gridDim.x) {
+    long long rel;
+    if (!kiln_cluster_member(a, r, &rel)) {
+      if (threadIdx.x == 0) out[r] = T(0);
+      continue;
+    }
+    const T* hr = H + r * a.width;
+    const T lse = kiln_cluster_lse(a, hr, Ms, Ls);
+    if (threadIdx.x == 0) out[r] = kiln_cluster_dot(hr, W + rel * a.width, a.width) - lse;
+  }
+}
+
+// Per member row: lse, and with dh (dst, may be null) dh = g (w_t - sum_j p_j
+// w_j), the probabilities of 256 columns at a time in shared memory and each
+// feature summed over them in order by one thread. Any other row's dh is 0.
+template <class T>
+__device__ void kiln_cluster_stats(const KilnClusterArgs& a) {
+  __shared__ T Ms[256];
+  __shared__ T Ls[256];
+  __shared__ T Ps[256];
+  const T* H = (const T*)a.h;
+  const T* W = (const T*)a.w;
+  const T* G = (const T*)a.g;
+  T* dh = (T*)a.dst;
+  const int t = threadIdx.x;
+  for (long long r = blockIdx.x; r < a.rows; r += gridDim.x) {
+    long long rel;
+    T* d = dh ? dh + r * a.width : (T*)0;
+    if (!kiln_cluster_member(a, r, &rel)) {
+      if (d)
+        for (long long c = t; c < a.width; c += 256) d[c] = T(0);
+      continue;
+    }
+    const T* hr = H + r * a.width;
+    const T lse = kiln_cluster_lse(a, hr, Ms, Ls);
+    if (t == 0) ((T*)a.lse)[r] = lse;
+    if (!d) continue;
+    for (long long c = t; c < a.width; c += 256) d[c] = T(0);
+    for (long long j0 = 0; j0 < a.columns; j0 += 256) {
+      const long long j = j0 + t;
+      Ps[t] = j < a.columns ? kiln_lib_exp(kiln_cluster_dot(hr, W + j * a.width, a.width) - lse)
+                            : T(0);
+      __syncthreads();
+      const long long n = a.columns - j0 < 256 ? a.columns - j0 : 256;
+      for (long long c = t; c < a.width; c += 256) {
+        T s = d[c];
+        for (long long jj = 0; jj < n; ++jj) s += Ps[jj] * W[(j0 + jj) * a.width + c];
+        d[c] = s;
+      }
+      __syncthreads();
+    }
+    const T gr = G[r];
+    const T* wt = W + rel * a.width;
+    for (long long c = t; c < a.width; c += 256) d[c] = gr * (wt[c] - d[c]);
+  }
+}
+
+// dw (dst): a thread per column j, over the member rows in order: dw_j += g_r
+// (delta(j, t) - exp(z_rj - lse_r)) h_r.
+template <class T>
+__device__ void kiln_cluster_dw(const KilnClusterArgs& a) {
+  const T* H = (const T*)a.h;
+  const T* W = (const T*)a.w;
+  const T* G = (const T*)a.g;
+  const T* lse = (const T*)a.lse;
+  T* dw = (T*)a.dst;
+  const long long blocks = (a.columns + 255) / 256;
+  for (long long blk = blockIdx.x; blk < blocks; blk += gridDim.x) {
+    const long long j = blk * 256 + threadIdx.x;
+    if (j >= a.columns) continue;
+    T* d = dw + j * a.width;
+    const T* wj = W + j * a.width;
+    for (long long c = 0; c < a.width; ++c) d[c] = T(0);
+    for (long long r = 0; r < a.rows; ++r) {
+      long long rel;
+      if (!kiln_cluster_member(a, r, &rel)) continue;
+      const T* hr = H + r * a.width;
+      const T coef = G[r] * ((j == rel ? T(1) : T(0)) -
+                             kiln_lib_exp(kiln_cluster_dot(hr, wj, a.width) - lse[r]));
+      for (long long c = 0; c < a.width; ++c) d[c] += coef * hr[c];
+    }
+  }
+}
+
+#define KILN_CLUSTER_KERNELS(name, T)                                                          \
+  KILN_LIB_KERNEL(kiln_cluster_fwd_##name, KilnClusterArgs, 256) { kiln_cluster_fwd<T>(a); }     \
+  KILN_LIB_KERNEL(kiln_cluster_stats_##name, KilnClusterArgs, 256) { kiln_cluster_stats<T>(a); } \
+  KILN_LIB_KERNEL(kiln_cluster_dw_##name, KilnClusterArgs, 256) { kiln_cluster_dw<T>(a); }
+KILN_CLUSTER_KERNELS(f32, float)
+KILN_CLUSTER_KERNELS(f64, double)
 )";
 
 }  // namespace
 
 const std::string& cuda_library_source() {
   static const std::string source =
-      std::string("// Kiln: the sort and attention library kernels (codegen/cuda_library.cpp).\n") +
+      std::string(
+          "// Kiln: the sort, attention and cluster log-probability library kernels "
+          "(codegen/cuda_library.cpp).\n") +
       kArgs + "\n" + kKernels;
   return source;
 }

@@ -62,8 +62,9 @@ std::optional<Tensor> run_compiled(OpKind k, const Attrs& attrs,
   return Tensor(std::move(impl));
 }
 
-// A library op (argsort: runtime/sort.h; attention: runtime/attention.h) on
-// dense copies of the operands that are strided.
+// A library op (argsort: runtime/sort.h; attention: runtime/attention.h;
+// cluster_logprob: runtime/cluster_logprob.h) on dense copies of the operands
+// that are strided: the same functions as a CPU plan's library steps.
 Tensor library_run(OpKind k, const Attrs& attrs, const std::vector<Tensor>& operands, const TensorType& out) {
   std::vector<std::shared_ptr<TensorImpl>> dense;
   std::vector<const void*> data;
@@ -82,6 +83,11 @@ Tensor library_run(OpKind k, const Attrs& attrs, const std::vector<Tensor>& oper
   const TensorType& t0 = operands[0].impl()->type;
   if (op_info(k).category == OpCategory::Sort) {
     sort_lines(sort_lines_for(t0, attrs), data[0], static_cast<int64_t*>(result));
+  } else if (k == OpKind::cluster_logprob || k == OpKind::cluster_logprob_grad) {
+    const step::ClusterLogprob c{
+        cluster_logprob_shape(t0, operands[1].impl()->type, attrs),
+        k == OpKind::cluster_logprob_grad ? int(attrs.i(AttrKey::which)) : -1, nullptr};
+    run_cluster_logprob_step(c, data.data(), result);
   } else {
     const step::Attention a{attention_shape(t0, operands[1].impl()->type, operands[2].impl()->type, attrs),
                             k == OpKind::attention_grad ? int(attrs.i(AttrKey::which)) : -1, nullptr};

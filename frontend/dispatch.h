@@ -36,6 +36,13 @@ Tensor scatter_add_along(const Tensor& base, int64_t dim, const Tensor& checked,
 /// Each element folds its contributions in index order, as the op does.
 void scatter_add_into(const std::shared_ptr<TensorImpl>& dst, const Attrs& attrs, const Tensor& index,
                       const Tensor& src, SourceLoc loc);
+/// One cluster of an adaptive softmax (the cluster_logprob op, frontend/
+/// nn_attention.cpp): for each row r of h [N, H] whose target lies in [start,
+/// start + C), log_softmax(h_r w^T)[targets[r] - start] with w [C, H]; 0 for
+/// every other row, whose h row is not read. Work proportional to the member
+/// rows, eagerly and in a trace; gradients to h and w.
+Tensor cluster_log_prob(const Tensor& h, const Tensor& w, const Tensor& targets, int64_t start,
+                        Loc loc);
 /// normalize_dim(dim, rank), its error attached to the user's line and `op`.
 int64_t checked_dim(int64_t dim, int64_t rank, const char* op, Loc loc);
 /// normalize_dims(dims, rank), its error attached to the user's line and `op`.

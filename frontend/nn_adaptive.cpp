@@ -2,18 +2,21 @@
 //
 //   head      log_softmax(input W_h^T + b_h) over shortlist + n_clusters columns,
 //             read at the target (shortlist) or at the target's cluster column
-//   cluster i log_softmax(input P_i^T O_i^T) for every row, read at the row's
-//             target - cutoffs[i] (where sets it to 0 for the other rows, so the
-//             index is in range), kept by where only where the target is in
-//             cluster i
+//   cluster i log_softmax(input P_i^T O_i^T) read at the row's target -
+//             cutoffs[i], for the rows whose target is in cluster i only, 0 for
+//             the others: the projection input P_i^T for every row (small),
+//             then the cluster_logprob op (runtime/cluster_logprob.h), whose
+//             work is proportional to the cluster's rows, as PyTorch's
+//             index_select of them
 //   output    the cluster's value plus the head's: PyTorch's sum, in its order
 // A log-softmax read at one column is that column's logit (the row's dot
 // product with the column's weights) minus the row's logsumexp
 // (log_softmax_at): no [N, cluster size] matrix of log-probabilities is kept.
 //
 // Every shape depends on the input's alone, so a trace records one graph for
-// any targets; the targets' range is checked by check_index (at once eagerly,
-// by the plan when traced).
+// any targets (the row selection happens inside cluster_logprob's kernel); the
+// targets' range is checked by check_index (at once eagerly, by the plan when
+// traced). adaptive_log_prob (every class of every row) stays dense.
 #include "frontend/nn_adaptive.h"
 
 #include <cmath>
@@ -99,13 +102,12 @@ Tensor cluster_output(const Tensor& input, const std::pair<Tensor, Tensor>& w, L
   return linear_no_bias(linear_no_bias(input, w.first, l), w.second, l);
 }
 
-// log_softmax(features W^T + bias, 1) read at one column per row: the
-// column's logit, as the row's dot product with the column's weights, minus
-// the row's logsumexp. No [N, columns] matrix of log-probabilities is made,
-// and the gradient of the picked logit is N rows of weights (index_select's),
-// not a scatter into a matrix of the logits' size: the backward makes one pass
-// over the logits (softmax times the row's gradient), which matters because
-// every row computes every cluster.
+// log_softmax(features W^T + bias, 1) read at one column per row (the head):
+// the column's logit, as the row's dot product with the column's weights,
+// minus the row's logsumexp. No [N, columns] matrix of log-probabilities is
+// made, and the gradient of the picked logit is N rows of weights
+// (index_select's), not a scatter into a matrix of the logits' size: the
+// backward makes one pass over the logits (softmax times the row's gradient).
 Tensor log_softmax_at(const Tensor& features, const Tensor& weight, const Tensor& bias,
                       const Tensor& logits, const Tensor& columns, Loc l) {
   Tensor picked = features.mul(weight.index_select(0, columns, l), l).sum(1, false, l);
@@ -151,20 +153,15 @@ ASMoutput adaptive_log_softmax_with_loss(const Tensor& input, const Tensor& targ
   const Tensor t =
       detail::checked_indices(batched ? target : target.unsqueeze(0, l), n_classes, kName, l);
   const TensorOptions ints = TensorOptions(t.dtype()).device(t.device());
-  const Tensor int_zero = zeros({}, ints, l);
-  const Tensor zero = zeros({}, TensorOptions(x.dtype()).device(x.device()), l);
 
-  // Each cluster for every row; where keeps the rows whose target it holds.
+  // Each cluster for the rows whose target it holds (0 for the others).
   Tensor output, gather_inds = t;
   for (size_t i = 0; i < tail.size(); ++i) {
     const int64_t low = s.bounds[i], high = s.bounds[i + 1];
     Tensor in_cluster = t.ge(Scalar(low), l);
     if (high < n_classes) in_cluster = in_cluster & t.lt(Scalar(high), l);
-    const Tensor relative = where(in_cluster, t.sub(Scalar(low), l), int_zero, l);
     const Tensor hidden = linear_no_bias(x, tail[i].first, l);
-    const Tensor picked = log_softmax_at(hidden, tail[i].second, Tensor(),
-                                         linear_no_bias(hidden, tail[i].second, l), relative, l);
-    const Tensor kept = where(in_cluster, picked, zero, l);
+    const Tensor kept = detail::cluster_log_prob(hidden, tail[i].second, t, low, l);
     output = output.defined() ? output.add(kept, 1, l) : kept;
     gather_inds =
         where(in_cluster, full({}, Scalar(s.shortlist + static_cast<int64_t>(i)), ints, l),

@@ -8,8 +8,10 @@
 //
 // PyTorch computes each tail cluster only for the rows whose targets fall in it
 // (a data-dependent number of rows). Kiln's traced plans have static shapes, so
-// each cluster is computed for every row and the target's cluster is selected
-// with where/gather: the same output and loss (and gradients), with shapes that
+// the selection happens inside one library op per cluster (cluster_logprob,
+// runtime/cluster_logprob.h): a [N] result, 0 for the rows outside the
+// cluster, whose work (and whose gradient's) is proportional to the cluster's
+// rows. The same output and loss (and gradients) as PyTorch, with shapes that
 // depend only on the input's.
 #pragma once
 

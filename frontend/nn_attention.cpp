@@ -1,7 +1,9 @@
 // scaled_dot_product_attention (frontend/nn.h): the attention op of the table
 // (ir/ops.def; runtime/attention.h streams it over blocks of keys), or, with a
 // mask or dropout, the composite softmax(q k^T * scale + mask) v that holds
-// the scores (as PyTorch's math kernel).
+// the scores (as PyTorch's math kernel). And the other streaming-softmax
+// library op, cluster_logprob (runtime/cluster_logprob.h), which the adaptive
+// softmax (nn_adaptive.cpp) computes each tail cluster with.
 #include <cmath>
 #include <limits>
 
@@ -71,3 +73,13 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 }
 
 }  // namespace kiln::nn::functional
+
+namespace kiln::detail {
+
+Tensor cluster_log_prob(const Tensor& h, const Tensor& w, const Tensor& targets, int64_t start,
+                        Loc loc) {
+  const Tensor t = targets.dtype() == DType::i64 ? targets : targets.to(DType::i64, loc);
+  return apply(OpKind::cluster_logprob, {h, w, t}, {{AttrKey::start, start}}, here(loc));
+}
+
+}  // namespace kiln::detail

@@ -206,6 +206,41 @@ Shape shape_attention_grad(OpKind, Types in, const Attrs& a) {
   return {n};
 }
 
+// cluster_logprob(h, w, t) and cluster_logprob_grad(h, w, t, g): floating h
+// [N, H] and w [C, H] of one dtype, int64 targets t [N], g [N] of h's dtype.
+// The result is [N], or the gradients the bitmask `which` names (1 h, 2 w),
+// flattened and laid end to end in that order.
+DType dtype_cluster_logprob(OpKind k, Types in, const Attrs& a) {
+  const TensorType &h = in[0], &w = in[1], &t = in[2];
+  KILN_CHECK(is_floating(h.dtype), "expected floating-point features h, got ", dtype_name(h.dtype));
+  KILN_CHECK(w.dtype == h.dtype, "expected weights w of h's dtype ", dtype_name(h.dtype), ", got ",
+             dtype_name(w.dtype));
+  KILN_CHECK(t.dtype == DType::i64, "expected int64 targets t, got ", dtype_name(t.dtype));
+  KILN_CHECK(h.rank() == 2 && w.rank() == 2 && t.rank() == 1,
+             "expected features h [N, H], weights w [C, H] and targets t [N], got ",
+             shape_str(h.shape), ", ", shape_str(w.shape), " and ", shape_str(t.shape));
+  KILN_CHECK(w.shape[1] == h.shape[1], "expected weights w as wide as h (", h.shape[1], "), got ",
+             shape_str(w.shape));
+  KILN_CHECK(t.shape[0] == h.shape[0], "expected one target per row of h (", h.shape[0], "), got ",
+             shape_str(t.shape));
+  (void)a.i(AttrKey::start);
+  if (k == OpKind::cluster_logprob_grad) {
+    const int64_t which = a.i(AttrKey::which);
+    KILN_CHECK(which >= 1 && which <= 3, "expected which a mask in 1..3 (1 h, 2 w), got ", which);
+    KILN_CHECK(in[3].dtype == h.dtype && in[3].shape == t.shape,
+               "expected an output gradient g of dtype ", dtype_name(h.dtype), " and shape ",
+               shape_str(t.shape), ", got ", in[3].str());
+  }
+  return h.dtype;
+}
+Shape shape_cluster_logprob(OpKind, Types in, const Attrs&) {
+  return {in[0].shape[0]};
+}
+Shape shape_cluster_logprob_grad(OpKind, Types in, const Attrs& a) {
+  const int64_t which = a.i(AttrKey::which);
+  return {((which & 1) ? in[0].numel() : 0) + ((which & 2) ? in[1].numel() : 0)};
+}
+
 // argsort: `dim` names a dim (any for a scalar, a line of one), `count` is in
 // [0, size of dim]; int64 positions, `count` of them along dim.
 DType dtype_sort(OpKind, Types in, const Attrs& a) {

@@ -340,6 +340,44 @@ Grads vjp_attention_grad(Builder&, const Node& n, Value, Value, const Needs&) {
               n.loc);
 }
 
+// cluster_logprob's gradients come from one cluster_logprob_grad node for h and
+// w (its `which` mask), which recomputes each member row's softmax
+// (runtime/cluster_logprob.h); each is sliced out of its 1-D result and
+// reshaped. The targets have none. cluster_logprob_grad has no gradient of its
+// own, so a second derivative through it is an error, not zero.
+Grads vjp_cluster_logprob(Builder& b, const Node& n, Value, Value g, const Needs& needs) {
+  int64_t which = 0;
+  for (size_t i = 0; i < 2; ++i)
+    if (needs[i] && floating(b, n.operands[i])) which |= int64_t(1) << i;
+  if (which == 0) return {Value{}, Value{}, Value{}};
+  Attrs a = n.attrs;
+  a.set(AttrKey::which, which);
+  const Value all =
+      b.op(OpKind::cluster_logprob_grad, {n.operands[0], n.operands[1], n.operands[2], g}, a);
+  int64_t start = 0;
+  Grads grads;
+  for (size_t i = 0; i < 2; ++i)
+    grads.push_back(grad_for(b, n, needs, i, [&](Value x) {
+      const TensorType t = b.type(x);
+      const Value part = b.op(OpKind::slice, {all},
+                              Attrs{{AttrKey::dim, int64_t{0}},
+                                    {AttrKey::start, start},
+                                    {AttrKey::end, start + t.numel()},
+                                    {AttrKey::step, int64_t{1}}});
+      start += t.numel();
+      return b.reshape(part, t.shape);
+    }));
+  grads.push_back(Value{});
+  return grads;
+}
+
+Grads vjp_cluster_logprob_grad(Builder&, const Node& n, Value, Value, const Needs&) {
+  throw Error(
+      "adaptive_log_softmax_with_loss: second derivatives (a gradient of its gradient) "
+      "are not supported",
+      n.loc);
+}
+
 // gather and scatter_add are each other's gradient: gather's x gets the output
 // gradient added back at the gathered positions (duplicates add up); scatter_add's
 // base gets the gradient as it is, its source the gradient at the scattered positions.

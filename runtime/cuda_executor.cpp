@@ -316,6 +316,21 @@ void execute_cuda_plan(const Plan& plan, void* const* args, void* const* params,
           cuda_attention_backward(a->shape, at(0), at(1), at(2), at(3), at(4), grad[0], grad[1],
                                   grad[2], lib);
         }
+      } else if (const auto* c = std::get_if<step::ClusterLogprob>(&step.what)) {
+        DeviceLibrary lib(c->cuda, step.name, device);
+        auto at = [&](size_t i) { return ptr[static_cast<size_t>(step.slots[i])]; };
+        const auto* t = static_cast<const int64_t*>(at(2));
+        if (c->which < 0) {
+          cuda_cluster_logprob_forward(c->shape, at(0), at(1), t, at(3), lib);
+        } else {
+          // The gradients the mask asks for, end to end in one buffer.
+          void* grad[2] = {};
+          const std::array<int64_t, 2> offset = cluster_logprob_grad_offsets(c->shape, c->which);
+          for (size_t i = 0; i < 2; ++i)
+            if (offset[i] >= 0)
+              grad[i] = static_cast<char*>(at(4)) + offset[i] * int64_t(dtype_size(c->shape.dtype));
+          cuda_cluster_logprob_backward(c->shape, at(0), at(1), t, at(3), grad[0], grad[1], lib);
+        }
       } else if (const auto* s = std::get_if<step::Sort>(&step.what)) {
         DeviceLibrary lib(s->cuda, step.name, device);
         cuda_sort_lines(s->lines, ptr[static_cast<size_t>(step.slots[0])],

@@ -1,4 +1,5 @@
-// The launchers of the sort and attention library kernels (see cuda_library.h):
+// The launchers of the sort, attention and cluster log-probability library
+// kernels (see cuda_library.h):
 // which kernels run, on what grids, with what scratch memory. The kernels
 // themselves are codegen/cuda_library.cpp's.
 #include "runtime/cuda_library.h"
@@ -90,6 +91,9 @@ const std::vector<std::string>& cuda_library_kernel_names() {
       n.push_back(std::string("kiln_attention_fwd_") + t);
       n.push_back(std::string("kiln_attention_stats_") + t);
       n.push_back(std::string("kiln_attention_grad_") + t);
+      n.push_back(std::string("kiln_cluster_fwd_") + t);
+      n.push_back(std::string("kiln_cluster_stats_") + t);
+      n.push_back(std::string("kiln_cluster_dw_") + t);
     }
     return n;
   }();
@@ -216,6 +220,55 @@ void cuda_attention_backward(const AttentionShape& s, const void* q, const void*
     a.dst = grads[which];
     launch_rows(l, "kiln_attention_grad_" + t, a, which == 0 ? s.tq : s.tk,
                 which == 2 ? s.dv : s.d);
+  }
+}
+
+namespace {
+
+KilnClusterArgs cluster_args(const ClusterShape& s, const void* h, const void* w,
+                             const int64_t* t) {
+  KILN_CHECK(s.dtype == DType::f32 || s.dtype == DType::f64, "internal: CUDA cluster_logprob of ",
+             dtype_name(s.dtype));
+  KilnClusterArgs a{};
+  a.h = h;
+  a.w = w;
+  a.t = reinterpret_cast<const long long*>(t);
+  a.rows = s.rows;
+  a.width = s.width;
+  a.columns = s.columns;
+  a.start = s.start;
+  return a;
+}
+
+}  // namespace
+
+void cuda_cluster_logprob_forward(const ClusterShape& s, const void* h, const void* w,
+                                  const int64_t* t, void* out, CudaLibraryLauncher& l) {
+  if (s.rows == 0) return;
+  KilnClusterArgs a = cluster_args(s, h, w, t);
+  a.dst = out;
+  l.launch((std::string("kiln_cluster_fwd_") + dtype_name(s.dtype)).c_str(), grid_for(s.rows),
+           kClusterThreads, &a, sizeof a);
+}
+
+void cuda_cluster_logprob_backward(const ClusterShape& s, const void* h, const void* w,
+                                   const int64_t* t, const void* g, void* dh, void* dw,
+                                   CudaLibraryLauncher& l) {
+  if (!dh && !dw) return;
+  KilnClusterArgs a = cluster_args(s, h, w, t);
+  a.g = g;
+  Scratch lse(l, size_t(s.rows) * dtype_size(s.dtype));
+  a.lse = lse.get();
+  const std::string type = dtype_name(s.dtype);
+  if (s.rows > 0) {
+    a.dst = dh;
+    l.launch(("kiln_cluster_stats_" + type).c_str(), grid_for(s.rows), kClusterThreads, &a,
+             sizeof a);
+  }
+  if (dw && s.columns > 0) {
+    a.dst = dw;
+    l.launch(("kiln_cluster_dw_" + type).c_str(), grid_for(ceil_div(s.columns, kClusterThreads)),
+             kClusterThreads, &a, sizeof a);
   }
 }
 

@@ -1,12 +1,13 @@
-// The sort and attention library steps (runtime/sort.h, runtime/attention.h)
-// on a CUDA device: host-side launchers that queue the library kernels on the
-// device, with no copy through host memory. The kernels are CUDA C kept in
-// codegen (codegen/cuda_library.h), compiled with NVRTC by the CUDA backend
-// once per process and architecture and attached to the plan's Sort and
-// Attention steps as loaded functions (CudaLibraryFunctions); runtime knows
-// them only by name. A launcher runs through a CudaLibraryLauncher, so the same
-// sequence of launches runs on a GPU (the CUDA executor) and under the host
-// emulation in the tests. No CUDA header appears here.
+// The sort, attention and cluster log-probability library steps (runtime/sort.h,
+// runtime/attention.h, runtime/cluster_logprob.h) on a CUDA device: host-side
+// launchers that queue the library kernels on the device, with no copy through
+// host memory. The kernels are CUDA C kept in codegen (codegen/cuda_library.h),
+// compiled with NVRTC by the CUDA backend once per process and architecture and
+// attached to the plan's Sort, Attention and ClusterLogprob steps as loaded
+// functions (CudaLibraryFunctions); runtime knows them only by name. A launcher
+// runs through a CudaLibraryLauncher, so the same sequence of launches runs on
+// a GPU (the CUDA executor) and under the host emulation in the tests. No CUDA
+// header appears here.
 #pragma once
 
 #include <cstddef>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "runtime/attention.h"
+#include "runtime/cluster_logprob.h"
 #include "runtime/sort.h"
 
 /// The library kernels' argument structs: each kernel takes one of them by
@@ -45,6 +47,14 @@
     double scale;                                                                                  \
     int causal;                                                                                    \
     int which; /* -1 the forward, else the gradient of q (0), k (1) or v (2) */                    \
+  };                                                                                               \
+  struct KilnClusterArgs {                                                                         \
+    const void *h, *w;  /* [rows, width], [columns, width] */                                      \
+    const long long* t; /* [rows]: row r is a member when start <= t[r] < start + columns */       \
+    const void* g;      /* gradients: the output's gradient, [rows] */                             \
+    void* dst;          /* the forward's output; the stats' dh (or null); dw */                    \
+    void* lse;          /* gradients: per member row, the log-sum-exp of its logits */             \
+    long long rows, width, columns, start;                                                         \
   };
 
 namespace kiln {
@@ -60,6 +70,7 @@ constexpr int kRadixBits = 4;                        // bits per radix digit (16
 constexpr int kAttentionThreads = 128;               // 16 rows of 8 threads
 constexpr int64_t kAttentionRows = 16;               // rows (queries, or keys for dk/dv) per block
 constexpr int64_t kAttentionCols = 128;              // output columns per block
+constexpr int kClusterThreads = 256;                 // a row's columns (or dw's columns) per block
 }  // namespace cuda_library
 
 /// Runs library kernels. The CUDA executor queues them on the device's stream
@@ -83,7 +94,7 @@ class CudaLibraryLauncher {
 const std::vector<std::string>& cuda_library_kernel_names();
 
 /// The library kernels loaded on one device, by name (CUfunctions, opaque
-/// here): what a CUDA plan's Sort and Attention steps carry.
+/// here): what a CUDA plan's Sort, Attention and ClusterLogprob steps carry.
 struct CudaLibraryFunctions {
   int device = 0;
   std::vector<std::pair<std::string, void*>> functions;
@@ -110,5 +121,20 @@ void cuda_attention_forward(const AttentionShape& s, const void* q, const void* 
 void cuda_attention_backward(const AttentionShape& s, const void* q, const void* k, const void* v,
                              const void* out, const void* g, void* dq, void* dk, void* dv,
                              CudaLibraryLauncher& l);
+
+/// cluster_logprob_forward (runtime/cluster_logprob.h) on device buffers: one
+/// block per row (a member's 256 threads stride over the columns with a running
+/// maximum and sum, combined by a fixed tree); a row that is not a member gets 0.
+void cuda_cluster_logprob_forward(const ClusterShape& s, const void* h, const void* w,
+                                  const int64_t* t, void* out, CudaLibraryLauncher& l);
+
+/// The gradients of cluster_logprob (runtime/cluster_logprob.h) on device
+/// buffers: each of dh [rows, width] and dw [columns, width] that is not null.
+/// Per row (a block each) the member's log-sum-exp and dh, the probabilities a
+/// tile of 256 columns at a time; then dw a thread per column, over the member
+/// rows in order: no atomics, the same bits at every grid size.
+void cuda_cluster_logprob_backward(const ClusterShape& s, const void* h, const void* w,
+                                   const int64_t* t, const void* g, void* dh, void* dw,
+                                   CudaLibraryLauncher& l);
 
 }  // namespace kiln

@@ -21,6 +21,7 @@ const char* step_what(const PlanStep& step) {
   if (std::holds_alternative<step::Matmul>(step.what)) return "blas";
   if (std::holds_alternative<step::Sort>(step.what)) return "sort";
   if (std::holds_alternative<step::Attention>(step.what)) return "attention";
+  if (std::holds_alternative<step::ClusterLogprob>(step.what)) return "cluster_logprob";
   if (std::holds_alternative<step::ValueCheck>(step.what)) return "check";
   return "collective";
 }
@@ -122,6 +123,10 @@ void execute_cpu_plan(const Plan& plan, void* const* args, void* const* params,
         const void* in[5];
         for (size_t i = 0; i + 1 < step.slots.size(); ++i) in[i] = ptr[step.slots[i]];
         run_attention_step(*a, in, ptr[step.slots.back()]);
+      } else if (const auto* c = std::get_if<step::ClusterLogprob>(&step.what)) {
+        const void* in[4];
+        for (size_t i = 0; i + 1 < step.slots.size(); ++i) in[i] = ptr[step.slots[i]];
+        run_cluster_logprob_step(*c, in, ptr[step.slots.back()]);
       } else if (const auto* s = std::get_if<step::Sort>(&step.what)) {
         sort_lines(s->lines, ptr[step.slots[0]], static_cast<int64_t*>(ptr[step.slots[1]]));
       } else if (const auto* s = std::get_if<step::CollectiveStart>(&step.what)) {
@@ -227,6 +232,14 @@ void run_attention_step(const step::Attention& a, const void* const* in, void* o
     attention_forward(a.shape, in[0], in[1], in[2], out);
   else
     attention_backward(a.shape, a.which, in[0], in[1], in[2], in[3], in[4], out);
+}
+
+void run_cluster_logprob_step(const step::ClusterLogprob& c, const void* const* in, void* out) {
+  const auto* t = static_cast<const int64_t*>(in[2]);
+  if (c.which < 0)
+    cluster_logprob_forward(c.shape, in[0], in[1], t, out);
+  else
+    cluster_logprob_backward(c.shape, c.which, in[0], in[1], t, in[3], out);
 }
 
 void check_values_step(const step::ValueCheck& check, const void* in, const TensorType& type) {

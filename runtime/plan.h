@@ -17,8 +17,9 @@
 #include "ir/device.h"
 #include "ir/error.h"
 #include "ir/op.h"
-#include "runtime/collective.h"
 #include "runtime/attention.h"
+#include "runtime/cluster_logprob.h"
+#include "runtime/collective.h"
 #include "runtime/profile.h"
 #include "runtime/sort.h"
 #include "runtime/storage.h"
@@ -118,6 +119,16 @@ struct Attention {
   std::shared_ptr<const CudaLibraryFunctions> cuda;  // CUDA plans: the loaded library kernels
 };
 
+/// Slots {h, w, t, out}, or {h, w, t, g, grad} for a gradient: the cluster
+/// log-probability library step (runtime/cluster_logprob.h); `which` is -1 for
+/// the forward, else the mask of the gradients it computes (1 h, 2 w), laid end
+/// to end in `grad` (cluster_logprob_grad_offsets). Runs as Sort does.
+struct ClusterLogprob {
+  ClusterShape shape;
+  int which = -1;
+  std::shared_ptr<const CudaLibraryFunctions> cuda;  // CUDA plans: the loaded library kernels
+};
+
 /// Packs the inputs of plan.collectives[collective] and hands them to the
 /// communication thread (runtime/collective.h); the plan goes on. On a CUDA
 /// device whose communicator is NCCL they stay on the device: the call is
@@ -138,8 +149,8 @@ struct PlanStep {
   std::vector<int32_t> slots;
   /// What the compiler counted for the step (profiles show it); may be null.
   std::shared_ptr<const StepCost> cost;
-  std::variant<step::CpuKernel, step::CudaKernel, step::Matmul, step::ValueCheck, step::Sort, step::Attention,
-               step::CollectiveStart, step::CollectiveWait>
+  std::variant<step::CpuKernel, step::CudaKernel, step::Matmul, step::ValueCheck, step::Sort,
+               step::Attention, step::ClusterLogprob, step::CollectiveStart, step::CollectiveWait>
       what;
 };
 
@@ -213,6 +224,10 @@ void release_kept(KeptBuffers& keep);
 /// Runs an Attention step on host memory: `in` holds its operands' buffers
 /// (q, k, v, and out, g for a gradient), `out` its result's (both executors).
 void run_attention_step(const step::Attention& a, const void* const* in, void* out);
+
+/// Runs a ClusterLogprob step on host memory: `in` holds its operands' buffers
+/// (h, w, t, and g for a gradient), `out` its result's (both executors).
+void run_cluster_logprob_step(const step::ClusterLogprob& c, const void* const* in, void* out);
 
 /// Adds step `index` of a plan, run from `start_us` until now, to the profile
 /// (runtime/profile.h); a CPU kernel's outer loop [0, range) ran in `parts` parts.

@@ -131,6 +131,8 @@ void reference_kernel(OpKind k, const Attrs& attrs, std::span<const View> inputs
       return detail::ref_argsort(attrs, inputs[0], out);
     case OpCategory::Attention:
       expect(static_cast<size_t>(info.arity));
+      if (k == OpKind::cluster_logprob || k == OpKind::cluster_logprob_grad)
+        return detail::ref_cluster_logprob(k, attrs, inputs, out);
       return detail::ref_attention(k, attrs, inputs, out);
     case OpCategory::Check:
       expect(1);

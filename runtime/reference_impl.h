@@ -29,9 +29,13 @@ void ref_fold(Identity id, OpKind combine, const std::vector<int64_t>& dims, con
 void ref_movement(OpKind k, const Attrs& attrs, const View& in, const View& out);
 /// cumsum, cumprod, logcumsumexp along attrs.dim (from the end when attrs.reverse).
 void ref_scan(OpKind k, const Attrs& attrs, const View& in, const View& out);
-/// gather(x, index) {dim}.
+/// attention, attention_grad (runtime/reference_attention.cpp).
 void ref_attention(OpKind k, const Attrs& attrs, std::span<const View> in, const View& out);
+/// cluster_logprob, cluster_logprob_grad (runtime/reference_cluster_logprob.cpp).
+void ref_cluster_logprob(OpKind k, const Attrs& attrs, std::span<const View> in, const View& out);
+/// argsort {dim, descending, count}.
 void ref_argsort(const Attrs& attrs, const View& in, const View& out);
+/// gather(x, index) {dim}.
 void ref_gather(const Attrs& attrs, const View& x, const View& index, const View& out);
 /// scatter_add(base, index, src) {dim}.
 void ref_scatter_add(const Attrs& attrs, const View& base, const View& index, const View& src,

@@ -4,7 +4,9 @@
 // the reference kernels (every sort dtype, both directions, ties, NaN, -0.0,
 // counts below n, lines short and long, lines along inner dims; attention
 // forward and every gradient, causal or not, tq != tk, d != dv, several row,
-// key and column blocks, f32 and f64). On a GPU the same cases run for real.
+// key and column blocks, f32 and f64; cluster log-probabilities forward and
+// every gradient, rows outside the cluster, more columns than a block's
+// threads). On a GPU the same cases run for real.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -167,6 +169,68 @@ void check_attention(Runner& run) {
       }
 }
 
+struct ClusterSize {
+  int64_t rows, width, columns, start;
+};
+
+// More columns than a block's 256 threads (and than a dw block), width past
+// one thread's share, rows outside the cluster on both sides.
+const ClusterSize kClusterSizes[] = {{1, 1, 1, 0}, {9, 3, 20, 5}, {6, 2, 600, 100}, {5, 300, 7, 2}};
+
+// Every cluster log-probability case through `run`: the forward, then each
+// mask of gradients.
+template <class Runner>
+void check_cluster(Runner& run) {
+  std::mt19937 rng(9);
+  for (DType dt : {DType::f32, DType::f64})
+    for (const ClusterSize& z : kClusterSizes) {
+      CAPTURE(dtype_name(dt));
+      CAPTURE(z.rows);
+      CAPTURE(z.width);
+      CAPTURE(z.columns);
+      const Arr h = attention_randoms(dt, {z.rows, z.width}, rng),
+                w = attention_randoms(dt, {z.columns, z.width}, rng),
+                g = attention_randoms(dt, {z.rows}, rng);
+      std::vector<double> tv(size_t(z.rows));
+      for (int64_t r = 0; r < z.rows; ++r)  // every third row outside, below or above
+        tv[size_t(r)] = double(r % 3 == 1   ? z.start - 1 - r
+                               : r % 3 == 2 ? z.start + z.columns + r
+                                            : z.start + (r * 7) % z.columns);
+      const Arr t = arr(DType::i64, {z.rows}, tv);
+      const Attrs attrs{{AttrKey::start, z.start}};
+      const ClusterShape s = cluster_logprob_shape(h.type(), w.type(), attrs);
+      const double tol = dt == DType::f32 ? 1e-4 : 1e-11;
+      Arr want = empty(dt, {z.rows}), got = empty(dt, {z.rows});
+      const std::vector<View> fwd{h.v, w.v, t.v};
+      reference_kernel(OpKind::cluster_logprob, attrs, fwd, want.v);
+      run.cluster_forward(s, h, w, t, got);
+      const std::vector<double> a = values(want.v), b = values(got.v);
+      for (size_t i = 0; i < a.size(); ++i)
+        REQUIRE(std::abs(b[i] - a[i]) <= tol * (1 + std::abs(a[i])));
+      Arr wants[2] = {empty(dt, h.v.shape), empty(dt, w.v.shape)};
+      for (int which = 0; which < 2; ++which) {
+        Attrs ga = attrs;
+        ga.set(AttrKey::which, int64_t(1) << which);  // a mask: 1 h, 2 w
+        const std::vector<View> bwd{h.v, w.v, t.v, g.v};
+        reference_kernel(OpKind::cluster_logprob_grad, ga, bwd, wants[which].v);
+      }
+      for (int mask : {3, 1, 2}) {
+        CAPTURE(mask);
+        Arr grads[2] = {empty(dt, h.v.shape), empty(dt, w.v.shape)};
+        for (Arr& x : grads) std::memset(x.v.data, 0x7f, size_t(x.type().bytes()));
+        run.cluster_backward(s, h, w, t, g, mask & 1 ? &grads[0] : nullptr,
+                             mask & 2 ? &grads[1] : nullptr);
+        for (int which = 0; which < 2; ++which) {
+          if (!(mask >> which & 1)) continue;
+          CAPTURE(which);
+          const std::vector<double> r = values(wants[which].v), l = values(grads[which].v);
+          for (size_t i = 0; i < r.size(); ++i)
+            REQUIRE(std::abs(l[i] - r[i]) <= 5 * tol * (1 + std::abs(r[i])));
+        }
+      }
+    }
+}
+
 // The cases run on host buffers under the emulation.
 struct OnHost {
   EmulatedLauncher l;
@@ -184,6 +248,16 @@ struct OnHost {
     auto p = [](Arr* a) { return a ? a->v.data : nullptr; };
     cuda_attention_backward(s, q.v.data, k.v.data, v.v.data, out.v.data, g.v.data, p(dq), p(dk),
                             p(dv), l);
+    CHECK(l.allocs == 0);
+  }
+  void cluster_forward(const ClusterShape& s, const Arr& h, const Arr& w, const Arr& t, Arr& out) {
+    std::memset(out.v.data, 0x7f, size_t(out.type().bytes()));
+    cuda_cluster_logprob_forward(s, h.v.data, w.v.data, t.v.ptr<int64_t>(), out.v.data, l);
+  }
+  void cluster_backward(const ClusterShape& s, const Arr& h, const Arr& w, const Arr& t,
+                        const Arr& g, Arr* dh, Arr* dw) {
+    cuda_cluster_logprob_backward(s, h.v.data, w.v.data, t.v.ptr<int64_t>(), g.v.data,
+                                  dh ? dh->v.data : nullptr, dw ? dw->v.data : nullptr, l);
     CHECK(l.allocs == 0);
   }
 };
@@ -240,6 +314,22 @@ struct OnDevice {
       if (a[i]) down(*a[i], d[i]);
     done();
   }
+  void cluster_forward(const ClusterShape& s, const Arr& h, const Arr& w, const Arr& t, Arr& out) {
+    void* o = up(out);
+    cuda_cluster_logprob_forward(s, up(h), up(w), static_cast<const int64_t*>(up(t)), o, l);
+    down(out, o);
+    done();
+  }
+  void cluster_backward(const ClusterShape& s, const Arr& h, const Arr& w, const Arr& t,
+                        const Arr& g, Arr* dh, Arr* dw) {
+    void* d[2] = {dh ? up(*dh) : nullptr, dw ? up(*dw) : nullptr};
+    cuda_cluster_logprob_backward(s, up(h), up(w), static_cast<const int64_t*>(up(t)), up(g), d[0],
+                                  d[1], l);
+    Arr* a[2] = {dh, dw};
+    for (int i = 0; i < 2; ++i)
+      if (a[i]) down(*a[i], d[i]);
+    done();
+  }
 };
 
 }  // namespace
@@ -279,11 +369,19 @@ TEST_CASE(
   check_attention(host);
 }
 
+TEST_CASE(
+    "the cluster log-probability launchers under emulation equal the reference kernels: forward "
+    "and every mask of gradients, rows outside the cluster, f32 and f64") {
+  OnHost host;
+  check_cluster(host);
+}
+
 TEST_CASE("the sort and attention library kernels on a GPU equal the reference kernels") {
   KILN_REQUIRE_GPU();
   OnDevice dev;
   check_sorts(dev);
   check_attention(dev);
+  check_cluster(dev);
   // A long line (one line of 2^20 elements: 8 radix passes over 512 tiles).
   std::mt19937 rng(3);
   const int64_t n = int64_t(1) << 20;

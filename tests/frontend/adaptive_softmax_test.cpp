@@ -5,6 +5,7 @@
 // float64 and float32; its gradients against finite differences; a single
 // example; the parameter names and shapes; and every bad input an error naming
 // the user's line.
+#include "frontend/dispatch.h"
 #include "frontend/safetensors.h"
 #include "test_util.h"
 
@@ -179,4 +180,90 @@ TEST_CASE("AdaptiveLogSoftmaxWithLoss: bad options and inputs name the user's li
     CHECK_MESSAGE(msg.find(calls[i].second) != std::string::npos, msg);
     CHECK_MESSAGE(msg.find(line(at + static_cast<int>(i))) != std::string::npos, msg);
   }
+}
+
+// The op each tail cluster runs (detail::cluster_log_prob, ir/ops.def's
+// cluster_logprob): rows outside the cluster are 0 and are not read.
+TEST_CASE("cluster_log_prob: rows outside the cluster are 0 and not read; eager equals traced") {
+  manual_seed(7);
+  for (DType dt : {kFloat64, kFloat32}) {
+    CAPTURE(dtype_name(dt));
+    const int64_t rows = 10, width = 3, columns = 70, start = 20;
+    // Rows 1, 4 and 8 outside the cluster (below, above, far above).
+    const Tensor t = tensor({20, 3, 89, 25, 90, 40, 40, 21, 1000, 60});
+    const Tensor h0 = randn({rows, width}, TensorOptions(dt)),
+                 w0 = randn({columns, width}, TensorOptions(dt)),
+                 g = randn({rows}, TensorOptions(dt));
+    auto run = [&](const Tensor& h, const Tensor& w) {
+      const Tensor out = detail::cluster_log_prob(h, w, t, start, Loc::current());
+      const std::vector<Tensor> grads = autograd::grad({(out * g).sum()}, {h, w});
+      return std::vector<Tensor>{out.detach(), grads[0], grads[1]};
+    };
+    auto leaf = [](const Tensor& x) { return x.clone().requires_grad_(); };
+    auto traced = jit([&](Tensor h, Tensor w) { return run(h, w); }, "cluster");
+    const std::vector<Tensor> clean = run(leaf(h0), leaf(w0));
+    const std::vector<double> out = clean[0].to(kFloat64).to_vector<double>();
+    for (int64_t r : {1, 4, 8}) {
+      CHECK(out[size_t(r)] == 0.0);
+      for (double d : clean[1][r].to(kFloat64).to_vector<double>()) CHECK(d == 0.0);
+    }
+    // The member rows: log_softmax(h w^T) at the target, as the dense composite.
+    const Tensor dense = h0.matmul(w0.t()).log_softmax(1);
+    for (int64_t r : {0, 2, 3, 5, 6, 7, 9}) {
+      const int64_t target = t[r].item<int64_t>() - start;
+      CHECK(
+          out[size_t(r)] ==
+          doctest::Approx(dense[r][target].item<double>()).epsilon(dt == kFloat64 ? 1e-12 : 1e-5));
+    }
+    // NaN and inf in the rows outside: nothing else changes, eagerly or traced.
+    Tensor dirty = h0.clone();
+    {
+      NoGradGuard no_grad;
+      dirty[1].fill_(std::numeric_limits<double>::quiet_NaN());
+      dirty[4].fill_(std::numeric_limits<double>::infinity());
+      dirty[8].fill_(-std::numeric_limits<double>::infinity());
+    }
+    for (bool jit_on : {false, true}) {
+      CAPTURE(jit_on);
+      const std::vector<Tensor> got =
+          jit_on ? traced(leaf(dirty), leaf(w0)) : run(leaf(dirty), leaf(w0));
+      const std::vector<Tensor> ref = jit_on ? traced(leaf(h0), leaf(w0)) : clean;
+      for (size_t i = 0; i < 3; ++i) {
+        CAPTURE(i);
+        CHECK(got[i].equal(ref[i]));
+        CHECK(got[i].isfinite().all().item<bool>());
+        // Eager and traced run the same library functions: the same bits.
+        CHECK(got[i].equal(clean[i]));
+      }
+    }
+  }
+}
+
+TEST_CASE("cluster_log_prob: gradients equal central finite differences; no second derivatives") {
+  manual_seed(9);
+  const Tensor t = tensor({5, 0, 7, 7, 30, 12, 6, 9});
+  const Tensor h0 = randn({8, 4}, TensorOptions(kFloat64)),
+               w0 = randn({80, 4}, TensorOptions(kFloat64)),
+               g = randn({8}, TensorOptions(kFloat64));
+  const std::vector<std::function<Tensor(const Tensor&)>> fs = {
+      [&](const Tensor& h) {
+        return (detail::cluster_log_prob(h, w0, t, 5, Loc::current()) * g).sum();
+      },
+      [&](const Tensor& w) {
+        return (detail::cluster_log_prob(h0, w, t, 5, Loc::current()) * g).sum();
+      },
+  };
+  const std::vector<Tensor> at = {h0, w0};
+  for (size_t i = 0; i < fs.size(); ++i) {
+    CAPTURE(i);
+    test::check_close(test::autograd_grad(fs[i], at[i]), test::numeric_grad(fs[i], at[i]), 1e-5,
+                      1e-8);
+  }
+  const Tensor h = h0.clone().requires_grad_();
+  const Tensor gh = autograd::grad({detail::cluster_log_prob(h, w0, t, 5, Loc::current()).sum()},
+                                   {h}, {}, true, true)[0];
+  KILN_CHECK_ERROR(autograd::grad({gh.pow(2).sum()}, {h}), "second derivatives", "not supported");
+  KILN_CHECK_ERROR(
+      detail::cluster_log_prob(h0, randn({80, 3}, TensorOptions(kFloat64)), t, 5, Loc::current()),
+      "cluster_logprob:", "expected weights w as wide as h (4), got [80,3]");
 }

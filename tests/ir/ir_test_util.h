@@ -73,6 +73,14 @@ inline Graph every_op_graph() {
     const Value o = b.op(OpKind::attention, {q, q, q}, att);
     (void)b.op(OpKind::attention_grad, {q, q, q, o, o}, att);
   }
+  {
+    const Value t =
+        b.op_typed(OpKind::literal, {}, Attrs{{AttrKey::data, std::vector<int64_t>{2, 0}}},
+                   ty(DType::i64, {2}));
+    const Value lp = b.op(OpKind::cluster_logprob, {x, y, t}, Attrs{{AttrKey::start, int64_t{1}}});
+    (void)b.op(OpKind::cluster_logprob_grad, {x, y, t, lp},
+               Attrs{{AttrKey::start, int64_t{1}}, {AttrKey::which, int64_t{3}}});
+  }
   Value picked = b.op(OpKind::gather, {x, ints}, Attrs{{AttrKey::dim, int64_t{0}}});
   (void)b.op(OpKind::scatter_add, {x, ints, picked}, Attrs{{AttrKey::dim, int64_t{-1}}});
   for (OpKind k : all_ops())

@@ -225,6 +225,69 @@ std::vector<Case> cases() {
                grads(8),
                {},
                "expected which a mask in 1..7"});
+  // cluster_logprob: h [N, H], w [C, H], int64 t [N] -> [N] of h's dtype.
+  const Attrs cl{{AttrKey::start, int64_t{3}}};
+  const TensorType ch = ty(DType::f32, {5, 4}), cw = ty(DType::f32, {7, 4}),
+                   ct = ty(DType::i64, {5}), cg = ty(DType::f32, {5});
+  c.push_back({OpKind::cluster_logprob, {ch, cw, ct}, cl, cg});
+  c.push_back({OpKind::cluster_logprob,
+               {ty(DType::f64, {5, 4}), ty(DType::f64, {7, 4}), ct},
+               cl,
+               ty(DType::f64, {5})});
+  c.push_back({OpKind::cluster_logprob,
+               {ty(DType::i64, {5, 4}), cw, ct},
+               cl,
+               {},
+               "expected floating-point features h, got i64"});
+  c.push_back({OpKind::cluster_logprob,
+               {ch, ty(DType::f64, {7, 4}), ct},
+               cl,
+               {},
+               "expected weights w of h's dtype f32, got f64"});
+  c.push_back({OpKind::cluster_logprob,
+               {ch, cw, ty(DType::i32, {5})},
+               cl,
+               {},
+               "expected int64 targets t, got i32"});
+  c.push_back({OpKind::cluster_logprob,
+               {ch, ty(DType::f32, {7, 3}), ct},
+               cl,
+               {},
+               "expected weights w as wide as h (4), got [7,3]"});
+  c.push_back({OpKind::cluster_logprob,
+               {ch, cw, ty(DType::i64, {4})},
+               cl,
+               {},
+               "expected one target per row of h (5), got [4]"});
+  c.push_back(
+      {OpKind::cluster_logprob,
+       {ty(DType::f32, {5}), cw, ct},
+       cl,
+       {},
+       "expected features h [N, H], weights w [C, H] and targets t [N], got [5], [7,4] and [5]"});
+  c.push_back({OpKind::cluster_logprob, {ch, cw, ct}, {}, {}, "start"});
+  // cluster_logprob_grad: the gradients its mask selects (1 h, 2 w), flattened end to end.
+  auto cluster_grads = [&](int64_t which) {
+    Attrs a = cl;
+    a.set(AttrKey::which, which);
+    return a;
+  };
+  c.push_back(
+      {OpKind::cluster_logprob_grad, {ch, cw, ct, cg}, cluster_grads(1), ty(DType::f32, {20})});
+  c.push_back(
+      {OpKind::cluster_logprob_grad, {ch, cw, ct, cg}, cluster_grads(2), ty(DType::f32, {28})});
+  c.push_back(
+      {OpKind::cluster_logprob_grad, {ch, cw, ct, cg}, cluster_grads(3), ty(DType::f32, {48})});
+  c.push_back({OpKind::cluster_logprob_grad,
+               {ch, cw, ct, cg},
+               cluster_grads(4),
+               {},
+               "expected which a mask in 1..3 (1 h, 2 w), got 4"});
+  c.push_back({OpKind::cluster_logprob_grad,
+               {ch, cw, ct, ty(DType::f32, {5, 1})},
+               cluster_grads(3),
+               {},
+               "expected an output gradient g of dtype f32 and shape [5], got f32[5,1]"});
   const Attrs divisor{{AttrKey::name, std::string("fmod")}};
   c.push_back({OpKind::check_nonzero, {i23}, divisor, i23});
   c.push_back({OpKind::check_nonzero, {f23}, divisor, {}, "expected an integer divisor, got f32"});

@@ -75,6 +75,13 @@ Case tiny_case(OpKind k) {
       return {{x, arr(DType::i64, {2, 3}, {1, 0, 1, 1, 1, 0}), x}, Attrs{{AttrKey::dim, int64_t{0}}}};
     case OpCategory::Attention: {
       Attrs a{{AttrKey::scale, 0.5}, {AttrKey::causal, int64_t{1}}, {AttrKey::which, int64_t{7}}};
+      if (k == OpKind::cluster_logprob || k == OpKind::cluster_logprob_grad) {
+        // Rows 0 and 1 with targets 3 and 9: row 0 in the cluster [2, 4), row 1 not.
+        const Attrs c{{AttrKey::start, int64_t{2}}, {AttrKey::which, int64_t{3}}};
+        const Arr t = arr(DType::i64, {2}, {3, 9});
+        if (k == OpKind::cluster_logprob) return {{x, x, t}, c};
+        return {{x, x, t, f32({2}, {1, 1})}, c};
+      }
       if (k == OpKind::attention) return {{x, x, x}, a};
       return {{x, x, x, x, x}, a};
     }

@@ -542,7 +542,7 @@ class Generator {
   }
 
   bool matmul() {
-    if (r_.chance(0.5)) return attention();
+    if (r_.chance(0.5)) return r_.chance(0.3) ? adaptive() : attention();
     const int a = pick([](const ValueInfo& v) { return !v.is_bool && !v.shape.empty(); });
     if (a < 0) return false;
     const Shape& s = val(a).shape;
@@ -622,6 +622,35 @@ class Generator {
     }
     push(Instr{Op::attention, {q, kn, vn}, {causal ? 1 : 0, given ? 1 : 0}, given ? scale : 0},
          fresh(out, val(v).bound));
+    return true;
+  }
+
+  // An adaptive softmax over a [N, E] (E >= 2: a head of E - 1 shortlist
+  // classes and one cluster) with one cluster of R classes projected by b
+  // [R, E] (a itself qualifies); targets in the shortlist, in the cluster, or
+  // all in one of them. Weights through tanh keep the logits within E |a| R.
+  bool adaptive() {
+    const int a = pick([](const ValueInfo& v) {
+      return !v.is_bool && v.shape.size() == 2 && v.shape[1] >= 2 && v.shape[0] >= 1;
+    });
+    if (a < 0) return false;
+    const Shape as = val(a).shape;
+    const int b = pick([&](const ValueInfo& v) {
+      return !v.is_bool && v.shape.size() == 2 && v.shape[1] == as[1] && v.shape[0] >= 1;
+    });
+    const int64_t rows = as[0], shortlist = as[1] - 1, cluster = val(b).shape[0];
+    const double logits = val(a).bound * static_cast<double>(as[1]) *
+                          static_cast<double>(std::max<int64_t>(cluster, 1));
+    const double nb = 2 * (val(a).bound * static_cast<double>(as[1]) + logits) +
+                      std::log(static_cast<double>(shortlist + cluster)) + 1;
+    if (nb > kMaxBound) return false;
+    const int64_t mode = r_.below(3);  // mixed, all in the shortlist, all in the cluster
+    std::vector<int64_t> targets;
+    for (int64_t r = 0; r < rows; ++r) {
+      const bool in_cluster = mode == 2 || (mode == 0 && r_.chance(0.5));
+      targets.push_back(in_cluster ? shortlist + r_.below(cluster) : r_.below(shortlist));
+    }
+    push(Instr{Op::adaptive, {a, b}, targets, 0}, fresh({rows}, nb));
     return true;
   }
 

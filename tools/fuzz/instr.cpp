@@ -9,6 +9,7 @@
 #include <string>
 
 #include "frontend/nn.h"
+#include "frontend/nn_adaptive.h"
 #include "ir/error.h"
 #include "ir/op.h"
 
@@ -271,6 +272,15 @@ Tensor run_instr(const Instr& in, const std::vector<Tensor>& values) {
       return nn::functional::scaled_dot_product_attention(
           a, operand(1), operand(2), {}, 0.0, n.at(0) != 0,
           n.at(1) != 0 ? std::optional<double>(x) : std::nullopt);
+    case Op::adaptive: {
+      const Tensor b = operand(1);
+      const std::vector<double> t(n.begin(), n.end());
+      return nn::functional::adaptive_log_softmax_with_loss(
+                 a, from_vector(t, {static_cast<int64_t>(t.size())}, kInt64),
+                 a.t().matmul(a).tanh(), Tensor(),
+                 nn::functional::AdaptiveTail{{b.tanh(), b.matmul(b.t()).tanh()}})
+          .output;
+    }
     case Op::detach:
       return a.detach();
     // In place: the handle shares the operand's storage.
@@ -431,6 +441,10 @@ std::string cpp(const Instr& in, const std::vector<std::string>& names) {
     case Op::attention:
       return "nn::functional::scaled_dot_product_attention(" + a + ", " + v(1) + ", " + v(2) +
              ", {}, 0.0, " + flag(in.ints.at(0) != 0) + (in.ints.at(1) != 0 ? ", " + x : "") + ")";
+    case Op::adaptive:
+      return "nn::functional::adaptive_log_softmax_with_loss(" + a + ", tensor(" + list(n) + "), " +
+             a + ".t().matmul(" + a + ").tanh(), {}, {{" + v(1) + ".tanh(), " + v(1) + ".matmul(" +
+             v(1) + ".t()).tanh()}}).output";
     case Op::detach:
       return a + ".detach()";
     case Op::add_:

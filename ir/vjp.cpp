@@ -304,6 +304,26 @@ Grads vjp_logcumsumexp(Builder& b, const Node& n, Value out, Value g, const Need
   });
 }
 
+// The gradients of operands [0, count) that `needs` selects, laid end to end
+// in the 1-D value `all` (a library step's gradient node, its `which` mask):
+// each sliced out in order and reshaped to its operand's shape.
+Grads sliced_grads(Builder& b, const Node& n, const Needs& needs, Value all, size_t count) {
+  int64_t start = 0;
+  Grads grads;
+  for (size_t i = 0; i < count; ++i)
+    grads.push_back(grad_for(b, n, needs, i, [&](Value x) {
+      const TensorType t = b.type(x);
+      const Value part = b.op(OpKind::slice, {all},
+                              Attrs{{AttrKey::dim, int64_t{0}},
+                                    {AttrKey::start, start},
+                                    {AttrKey::end, start + t.numel()},
+                                    {AttrKey::step, int64_t{1}}});
+      start += t.numel();
+      return b.reshape(part, t.shape);
+    }));
+  return grads;
+}
+
 // Attention's gradients come from one attention_grad node, which recomputes the
 // probabilities from q, k and v (runtime/attention.h) once for all the operands
 // that need one (its `which` mask) and lays them end to end in one 1-D result;
@@ -318,20 +338,7 @@ Grads vjp_attention(Builder& b, const Node& n, Value out, Value g, const Needs& 
   a.set(AttrKey::which, which);
   const Value all =
       b.op(OpKind::attention_grad, {n.operands[0], n.operands[1], n.operands[2], out, g}, a);
-  int64_t start = 0;
-  Grads grads;
-  for (size_t i = 0; i < 3; ++i)
-    grads.push_back(grad_for(b, n, needs, i, [&](Value x) {
-      const TensorType t = b.type(x);
-      const Value part = b.op(OpKind::slice, {all},
-                              Attrs{{AttrKey::dim, int64_t{0}},
-                                    {AttrKey::start, start},
-                                    {AttrKey::end, start + t.numel()},
-                                    {AttrKey::step, int64_t{1}}});
-      start += t.numel();
-      return b.reshape(part, t.shape);
-    }));
-  return grads;
+  return sliced_grads(b, n, needs, all, 3);
 }
 
 Grads vjp_attention_grad(Builder&, const Node& n, Value, Value, const Needs&) {
@@ -354,19 +361,7 @@ Grads vjp_cluster_logprob(Builder& b, const Node& n, Value, Value g, const Needs
   a.set(AttrKey::which, which);
   const Value all =
       b.op(OpKind::cluster_logprob_grad, {n.operands[0], n.operands[1], n.operands[2], g}, a);
-  int64_t start = 0;
-  Grads grads;
-  for (size_t i = 0; i < 2; ++i)
-    grads.push_back(grad_for(b, n, needs, i, [&](Value x) {
-      const TensorType t = b.type(x);
-      const Value part = b.op(OpKind::slice, {all},
-                              Attrs{{AttrKey::dim, int64_t{0}},
-                                    {AttrKey::start, start},
-                                    {AttrKey::end, start + t.numel()},
-                                    {AttrKey::step, int64_t{1}}});
-      start += t.numel();
-      return b.reshape(part, t.shape);
-    }));
+  Grads grads = sliced_grads(b, n, needs, all, 2);
   grads.push_back(Value{});
   return grads;
 }

@@ -15,17 +15,6 @@
 using namespace kiln;
 using namespace kiln::test;
 
-namespace {
-
-Arr randoms(DType dt, const Shape& shape, std::mt19937& rng) {
-  std::normal_distribution<double> n(0, 1);
-  std::vector<double> v(static_cast<size_t>(numel(shape)));
-  for (double& x : v) x = n(rng);
-  return arr(dt, shape, v);
-}
-
-}  // namespace
-
 TEST_CASE("the streaming attention step equals the reference kernels, forward and every gradient") {
   std::mt19937 rng(7);
   struct Size {

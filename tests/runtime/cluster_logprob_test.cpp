@@ -20,13 +20,6 @@ using namespace kiln::test;
 
 namespace {
 
-Arr randoms(DType dt, const Shape& shape, std::mt19937& rng) {
-  std::normal_distribution<double> n(0, 1);
-  std::vector<double> v(static_cast<size_t>(numel(shape)));
-  for (double& x : v) x = n(rng);
-  return arr(dt, shape, v);
-}
-
 // Targets: a share `inside` of them in [start, start + columns), the rest
 // below or above it (negative ones too).
 Arr targets(int64_t rows, int64_t start, int64_t columns, double inside, std::mt19937& rng) {

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <memory>
+#include <random>
 #include <vector>
 
 #include "ir/op.h"
@@ -44,6 +45,14 @@ inline Arr arr(DType dt, const Shape& shape, const std::vector<double>& values) 
     }
   });
   return a;
+}
+
+/// An array of standard normal draws from `rng`.
+inline Arr randoms(DType dt, const Shape& shape, std::mt19937& rng) {
+  std::normal_distribution<double> n(0, 1);
+  std::vector<double> v(static_cast<size_t>(numel(shape)));
+  for (double& x : v) x = n(rng);
+  return arr(dt, shape, v);
 }
 
 inline Arr f32(const Shape& shape, const std::vector<double>& values) {

@@ -10,17 +10,11 @@
 
 #include "frontend/settings.h"
 #include "ir/printer.h"
+#include "tests/frontend/test_util.h"
 
 using namespace kiln;
 
 namespace {
-
-// The form traced CPU conv2d takes (KILN_CONV), for the scope.
-struct ConvScope {
-  ConvAlgo saved = settings().conv;
-  explicit ConvScope(ConvAlgo a) { settings().conv = a; }
-  ~ConvScope() { settings().conv = saved; }
-};
 
 double max_diff(const Tensor& a, const Tensor& b) {
   REQUIRE(a.sizes() == b.sizes());
@@ -134,7 +128,7 @@ TEST_CASE("conv2d equals direct loops: padding, stride, dilation, groups, bias; 
     // Traced in the form auto picks for the shape, and in each form.
     for (ConvAlgo algo : {ConvAlgo::Auto, ConvAlgo::Im2col, ConvAlgo::Direct}) {
       CAPTURE(static_cast<int>(algo));
-      ConvScope scope(algo);
+      test::ScopedValue scope(settings().conv, algo);  // KILN_CONV
       auto f = jit([&](Tensor in) { return conv2d(in, w, b, s, p, d, cf.groups).relu(); });
       CHECK(max_diff(f(x), want.relu()) < 1e-4);
     }
@@ -153,7 +147,7 @@ TEST_CASE("conv2d's direct form: the gradients of im2col's, and auto picks it fo
     CAPTURE(cf.groups);
     Tensor x = randn({2, cf.c, 7, 6}), w = randn({cf.o, cf.c / cf.groups, 3, 3}), b = randn({cf.o});
     auto grads = [&](bool traced, ConvAlgo algo) {
-      ConvScope scope(algo);
+      test::ScopedValue scope(settings().conv, algo);  // KILN_CONV
       Tensor xi = x.clone().set_requires_grad(true), wi = w.clone().set_requires_grad(true),
              bi = b.clone().set_requires_grad(true);
       auto body = [&](Tensor in) {

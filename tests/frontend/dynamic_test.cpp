@@ -23,13 +23,6 @@ struct CerrCapture {
   ~CerrCapture() { std::cerr.rdbuf(saved); }
 };
 
-// Turns on a KILN_LOG category for the scope.
-struct LogScope {
-  std::string saved = settings().log;
-  explicit LogScope(const char* category) { settings().log = category; }
-  ~LogScope() { settings().log = saved; }
-};
-
 bool has(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();
 }
@@ -55,7 +48,7 @@ void sizes_become_dynamic(bool background) {
   auto step = jit([&](Tensor in, Tensor target) { return train(traced_model, traced_opt, in, target); },
                   "dynamic_step");
   CerrCapture cerr;
-  LogScope log("recompiles");
+  test::ScopedValue log(settings().log, std::string("recompiles"));
   size_t objects_before = 0;
   int call = 0;
   // After the loop, sizes seen before: their plans, compiled in the background or not, run.
@@ -120,7 +113,7 @@ TEST_CASE("a new size runs eagerly while its plan compiles in the background, th
   auto eager = [](const Tensor& x) { return (x * 3 - 1).exp().sum(0); };
   auto f = jit([&](Tensor x) { return eager(x); }, "tiered");
   CerrCapture cerr;
-  LogScope log("recompiles");
+  test::ScopedValue log(settings().log, std::string("recompiles"));
   Tensor x9 = randn({9, 3}), x7 = randn({7, 3}), x5 = randn({5, 3});
   check_close(f(x9), eager(x9), 1e-5);  // the first call compiles before it returns
   const size_t objects = LlvmJit::get().loaded_objects();

@@ -16,13 +16,6 @@ using namespace kiln;
 
 namespace {
 
-// Eager composites compiled (true) or op by op (false), for the scope.
-struct EagerKernels {
-  bool saved = settings().eager_kernels;
-  explicit EagerKernels(bool on) { settings().eager_kernels = on; }
-  ~EagerKernels() { settings().eager_kernels = saved; }
-};
-
 using Op = std::function<Tensor(const std::vector<Tensor>&)>;
 
 // The op's value and the gradients of every input of (op(inputs) * g).sum().
@@ -92,7 +85,7 @@ TEST_CASE(
         CHECK(detail::compiled_composite_calls() == calls + 1);
         std::vector<Tensor> op_by_op;
         {
-          EagerKernels off(false);
+          test::ScopedValue op_by_op_path(settings().eager_kernels, false);
           op_by_op = value_and_grads(c.op, in, 11);
         }
         CHECK(detail::compiled_composite_calls() == calls + 1);
@@ -123,7 +116,7 @@ TEST_CASE("a compiled eager composite is one tape node with its own key per weig
   Tensor want = w.grad().clone();
   w.grad().zero_();
   {
-    EagerKernels off(false);
+    test::ScopedValue op_by_op_path(settings().eager_kernels, false);
     conv2d(x, w).sum().backward();
   }
   test::check_close(w.grad(), want, 1e-5, 1e-5);
@@ -146,7 +139,7 @@ TEST_CASE("double backward through compiled eager conv2d and max_pool2d (create_
   const Tensor compiled = second();
   Tensor op_by_op;
   {
-    EagerKernels off(false);
+    test::ScopedValue op_by_op_path(settings().eager_kernels, false);
     op_by_op = second();
   }
   test::check_close(compiled, op_by_op, 1e-10, 1e-10);

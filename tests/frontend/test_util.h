@@ -6,12 +6,28 @@
 #include <cmath>
 #include <functional>
 #include <string>
+#include <utility>
 
 #include <kiln/kiln.h>
 
 namespace kiln::test {
 
 /// The message of the kiln::Error that f throws ("" if it throws none).
+/// Sets a field of settings() (or any variable) for the scope and puts the old
+/// value back: `ScopedValue algo(settings().conv, ConvAlgo::Im2col);`.
+template <class T>
+class ScopedValue {
+ public:
+  ScopedValue(T& field, T value) : field_(field), saved_(field) { field_ = std::move(value); }
+  ~ScopedValue() { field_ = std::move(saved_); }
+  ScopedValue(const ScopedValue&) = delete;
+  ScopedValue& operator=(const ScopedValue&) = delete;
+
+ private:
+  T& field_;
+  T saved_;
+};
+
 inline std::string error_of(const std::function<void()>& f) {
   try {
     f();

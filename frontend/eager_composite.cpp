@@ -107,8 +107,9 @@ bool composite_runs_compiled(const std::vector<Tensor>& operands) {
   return true;
 }
 
-Tensor compiled_composite(const std::string& key, const CompositeBody& body,
-                          const std::vector<Tensor>& operands, Loc l) {
+Tensor compiled_composite(const std::string& op, const std::string& attrs,
+                          const CompositeBody& body, const std::vector<Tensor>& operands, Loc l) {
+  const std::string key = op + "_" + attrs;
   const std::shared_ptr<Composite> c = composite_of(key, body);
   g_calls.fetch_add(1, std::memory_order_relaxed);
   const size_t n = operands.size();
@@ -127,13 +128,13 @@ Tensor compiled_composite(const std::string& key, const CompositeBody& body,
   std::vector<uint64_t> versions;
   for (const Tensor& t : operands) versions.push_back(buffer_version(t));
   const SourceLoc loc = SourceLoc::from(l);
-  call->backward = [body, grad, mask, n, key, versions, loc](autograd::Context* ctx,
-                                                               std::vector<Tensor> g) {
+  call->backward = [body, grad, mask, n, op, versions, loc](autograd::Context* ctx,
+                                                            std::vector<Tensor> g) {
     const std::vector<Tensor>& in = ctx->get_saved_variables();
     for (size_t i = 0; i < n; ++i)
       if (buffer_version(in[i]) != versions[i])
-        throw Error("a tensor needed for the gradient of '" + key.substr(0, key.find('_')) +
-                        "' (operand " + std::to_string(i) +
+        throw Error("a tensor needed for the gradient of '" + op + "' (operand " +
+                        std::to_string(i) +
                         ") was modified by an in-place operation after it was used (expected "
                         "version " +
                         std::to_string(versions[i]) + ", found version " +

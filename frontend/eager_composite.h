@@ -33,11 +33,12 @@ using CompositeBody = std::function<Tensor(const std::vector<Tensor>&)>;
 /// kernels on, every operand on the CPU.
 bool composite_runs_compiled(const std::vector<Tensor>& operands);
 
-/// Runs `body` over `operands` through the compiled functions of `key` (made on
-/// first use; `key` names the composite and everything its body depends on
-/// besides the operands' types). Autograd as described above.
-Tensor compiled_composite(const std::string& key, const CompositeBody& body,
-                          const std::vector<Tensor>& operands, Loc l);
+/// Runs `body`, the composite `op` (its name in errors), over `operands` through
+/// the compiled functions of its key, op + "_" + `attrs` (made on first use;
+/// `attrs` names everything the body depends on besides the operands' types).
+/// Autograd as described above.
+Tensor compiled_composite(const std::string& op, const std::string& attrs,
+                          const CompositeBody& body, const std::vector<Tensor>& operands, Loc l);
 
 /// How many composites have compiled functions, and how many calls ran
 /// through them (tests).

@@ -283,8 +283,9 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Exp
     if (bias.defined()) operands.push_back(bias);
     if (detail::composite_runs_compiled(operands))
       return detail::compiled_composite(
-          op + "_w" + shape_key(weight.sizes()) + "_s" + pair_key(stride) + "_p" +
-              pair_key(padding) + "_d" + pair_key(dilation) + "_g" + std::to_string(groups) +
+          op,
+          "w" + shape_key(weight.sizes()) + "_s" + pair_key(stride) + "_p" + pair_key(padding) +
+              "_d" + pair_key(dilation) + "_g" + std::to_string(groups) +
               (bias.defined() ? "_bias" : "") + "_" + conv_algo_name(settings().conv),
           [=](const std::vector<Tensor>& v) {
             return conv2d(v[0], v[1], v.size() > 2 ? v[2] : Tensor(), stride, padding, dilation,
@@ -333,7 +334,8 @@ Tensor max_pool2d(const Tensor& input, ExpandingArray2 kernel_size,
         pool_geometry(op, x, kernel_size, stride, padding, dilation, ceil_mode, l);
     if (detail::composite_runs_compiled({x}))
       return detail::compiled_composite(
-          op + "_k" + pair_key(kernel_size) + "_s" + pair_key(g.stride) + "_p" + pair_key(padding) +
+          op,
+          "k" + pair_key(kernel_size) + "_s" + pair_key(g.stride) + "_p" + pair_key(padding) +
               "_d" + pair_key(dilation) + (ceil_mode ? "_ceil" : ""),
           [=](const std::vector<Tensor>& v) {
             return max_pool2d(v[0], kernel_size, stride, padding, dilation, ceil_mode, l);
@@ -364,7 +366,8 @@ Tensor avg_pool2d(const Tensor& input, ExpandingArray2 kernel_size,
     const PoolGeometry g = pool_geometry(op, x, kernel_size, stride, padding, 1, ceil_mode, l);
     if (detail::composite_runs_compiled({x}))
       return detail::compiled_composite(
-          op + "_k" + pair_key(kernel_size) + "_s" + pair_key(g.stride) + "_p" + pair_key(padding) +
+          op,
+          "k" + pair_key(kernel_size) + "_s" + pair_key(g.stride) + "_p" + pair_key(padding) +
               (ceil_mode ? "_ceil" : "") + (count_include_pad ? "_countpad" : ""),
           [=](const std::vector<Tensor>& v) {
             return avg_pool2d(v[0], kernel_size, stride, padding, ceil_mode, count_include_pad, l);

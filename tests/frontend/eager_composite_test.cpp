@@ -173,4 +173,11 @@ TEST_CASE("an operand written in place before backward is an error, never a grad
   CHECK(e.find("conv2d") != std::string::npos);
   CHECK(e.find("eager_composite_test.cpp") != std::string::npos);
   CHECK_FALSE(w.grad().defined());
+  // A pooling op's error names it (the key's attributes are not the name).
+  Tensor a = randn({1, 2, 4, 4}).requires_grad_();
+  Tensor b = a * 2.0;
+  Tensor pooled = max_pool2d(b, 2);
+  b.add_(1.0);
+  const std::string e2 = test::error_of([&] { pooled.sum().backward(); });
+  CHECK(e2.find("gradient of 'max_pool2d'") != std::string::npos);
 }

@@ -48,7 +48,7 @@ void ref_cluster_logprob(OpKind k, const Attrs& attrs, std::span<const View> in,
     const uint64_t rel = uint64_t(t[size_t(r)]) - uint64_t(s.start);
     if (rel >= uint64_t(s.columns)) continue;
     const int64_t target = int64_t(rel);
-    const double* h = &H[size_t(r * s.width)];
+    const double* h = H.data() + r * s.width;  // not &H[...]: H is empty when width is 0
     double mx = -std::numeric_limits<double>::infinity(), sum = 0;
     for (int64_t j = 0; j < s.columns; ++j) {
       double dot = 0;

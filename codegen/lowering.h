@@ -31,7 +31,7 @@ using kir::kNoValue;
 using kir::ScalarOp;
 using kir::ValueId;
 
-// Inner loops shorter than this are not worth splitting rows for.
+// The shortest innermost loop a reshape's split of the last dim may leave.
 constexpr int64_t kMinInnerExtent = 16;
 
 struct Coords {

@@ -155,6 +155,28 @@ TEST_CASE("a row index divided by a multiple of the row length divides once per 
   CHECK(got.find("idiv") != std::string::npos);  // before the loop, per row
 }
 
+TEST_CASE("short rows split too: a conv's padded image divides once per row of 10") {
+  // conv2d's first step on the digits (8x8 images, padding 1): flat, each element
+  // divided by 10 three times; as rows, only the row index is taken apart.
+  const std::string got = lowered(
+      "%0 = arg {index=0} : f32[64,1,8,8]\n"
+      "%1 = pad %0 {dim=2, high=1, interior=0, low=1} : f32[64,1,10,8]\n"
+      "%2 = pad %1 {dim=3, high=1, interior=0, low=1} : f32[64,1,10,10]\n"
+      "return %2\n",
+      GroupKind::Copy);
+  REQUIRE(got.find("parallel i0 in [0, 640)") != std::string::npos);
+  const std::string inner = got.substr(got.find("for i1 in [0, 10)"));
+  CHECK(inner.find("idiv") == std::string::npos);
+  CHECK(inner.find("imod") == std::string::npos);
+  // A single dim has no rows to split.
+  const std::string one_dim = lowered(
+      "%0 = arg {index=0} : f32[8]\n"
+      "%1 = pad %0 {dim=0, high=1, interior=0, low=1} : f32[10]\n"
+      "return %1\n",
+      GroupKind::Copy);
+  CHECK(one_dim.find("for i1") == std::string::npos);
+}
+
 TEST_CASE("softmax lowers to three inner loops and computes exp once per element") {
   // The sum's loop keeps exp(x - max) in the output buffer; the last loop reads it back.
   const std::string got = lowered(

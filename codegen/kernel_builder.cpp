@@ -360,7 +360,17 @@ ValueId KernelBuilder::fold_index(ScalarOp op, ValueId a, ValueId b) {
             const ValueId f = def(m).args[mo], k = def(m).args[1 - mo];
             if (!is_const(k)) continue;
             const int64_t kv = def(k).iimm;
-            if (kv <= 0 || c % kv != 0 || upper_bound(r) < 0 || upper_bound(r) > kv) continue;
+            if (kv <= 0 || upper_bound(r) < 0) continue;
+            // k = m*c, y >= 0 and x*k + y >= 0 (so truncation is floor):
+            // (x*k + y) / c = x*m + y / c and (x*k + y) % c = y % c. A transposed
+            // read (a weight gradient's patches) whose row index then divides
+            // once per row.
+            if (kv % c == 0 && ua >= 0) {
+              if (op == ScalarOp::imod) return binary(ScalarOp::imod, r, b);
+              return binary(ScalarOp::add, binary(ScalarOp::mul, f, iconst(kv / c)),
+                            binary(ScalarOp::idiv, r, b));
+            }
+            if (c % kv != 0 || upper_bound(r) > kv) continue;
             const ValueId q = iconst(c / kv);
             if (op == ScalarOp::idiv) return binary(ScalarOp::idiv, f, q);
             return binary(ScalarOp::add, binary(ScalarOp::mul, binary(ScalarOp::imod, f, q), k), r);

@@ -73,8 +73,9 @@ class KernelBuilder {
 
   /// Declares 0 <= v < upper for an i64 index value (loop variables get their
   /// extent automatically). Bounds let idiv/imod of `x*k + y` with y < k by a
-  /// multiple c of k fold (to x / (c/k) and (x % (c/k))*k + y), so linearising and
-  /// de-linearising coordinates cancel out.
+  /// multiple c of k fold (to x / (c/k) and (x % (c/k))*k + y), and by a divisor c
+  /// of k (to x*(k/c) + y/c and y % c), so linearising and de-linearising
+  /// coordinates cancel out.
   void set_upper_bound(ValueId v, int64_t upper);
   /// The exclusive upper bound of a non-negative index value, or -1 if unknown.
   int64_t upper_bound(ValueId v) const;

@@ -91,14 +91,16 @@ std::string Lowering::memo_key(Value v, Coords& c) {
 
 ValueId Lowering::checked_index(ValueId index, int64_t size) {
   const ValueId i = kb_.cast(index, DType::i64);
-  const ValueId r = kb_.binary(ScalarOp::max, kb_.binary(ScalarOp::min, i, kb_.iconst(size - 1)), kb_.iconst(0));
+  const ValueId r =
+      kb_.binary(ScalarOp::max, kb_.binary(ScalarOp::min, i, kb_.iconst(size - 1)), kb_.iconst(0));
   kb_.set_upper_bound(r, size);
   return r;
 }
 
 ValueId Lowering::gather(const Node& n, Coords& c) {
   const Shape& xs = g_.type(n.operands[0]).shape;
-  const int64_t d = normalize_dim(n.attrs.i(AttrKey::dim), std::max<int64_t>(int64_t(xs.size()), 1));
+  const int64_t d =
+      normalize_dim(n.attrs.i(AttrKey::dim), std::max<int64_t>(int64_t(xs.size()), 1));
   if (xs.empty()) return eval(n.operands[0], c);  // a scalar: every index is 0
   Coords xc;
   xc.shape = xs;
@@ -293,6 +295,9 @@ ValueId Lowering::pad_read(const Node& n, Coords& c, ValueId* valid) {
   ValueId pos = kb_.iconst(0);
   if (len > 1) {
     const ValueId off = kb_.select(*valid, kb_.binary(ScalarOp::sub, x, lo), kb_.iconst(0));
+    // In [0, (len-1) gap]: said, so that the operand's linear index, row * len +
+    // pos, comes apart again by folding instead of dividing per element.
+    kb_.set_upper_bound(off, (len - 1) * gap + 1);
     pos = off;
     if (gap > 1) {
       pos = kb_.binary(ScalarOp::idiv, off, kb_.iconst(gap));

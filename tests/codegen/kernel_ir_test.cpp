@@ -268,6 +268,22 @@ TEST_CASE("pad lowers to a clamped read and a select") {
   MESSAGE(got);
 }
 
+TEST_CASE("pad's clamped read is bounded, so its operand's index comes apart by folding") {
+  // col2im's pattern: a padded row read through a slice and a reshape; the read
+  // position row*28 + off, off in [0, 28), splits back into (row, off) without a
+  // division per element.
+  const std::string got = lowered(
+      "%0 = arg {index=0} : f32[8,3,28]\n"
+      "%1 = slice %0 {dim=1, start=1, end=2, step=1} : f32[8,1,28]\n"
+      "%2 = reshape %1 {shape=[8, 28]} : f32[8,28]\n"
+      "%3 = pad %2 {dim=1, high=0, interior=0, low=4} : f32[8,32]\n"
+      "return %3\n",
+      GroupKind::Copy);
+  const std::string inner = got.substr(got.find("for i1 in [0, 32)"));
+  CHECK(inner.find("idiv") == std::string::npos);
+  CHECK(inner.find("imod") == std::string::npos);
+}
+
 TEST_CASE("cat and stack choose their piece per element and read it once") {
   // Two pads of one input along dim 0 whose spans cover it (cat): one load at a
   // chosen index, no float adds. Overlapping spans still read both and add.
@@ -360,6 +376,32 @@ TEST_CASE("the builder takes x*k + y apart by k and by multiples of k") {
                        j));
   // Not a multiple: no fold.
   CHECK(kb.def(kb.binary(ScalarOp::idiv, lin, kb.iconst(30))).op == ScalarOp::idiv);
+  kb.end_loop();
+}
+
+TEST_CASE("the builder takes x*k + y apart by a divisor of k") {
+  // A [25088, 75] transpose of patches [32, 75, 784] (a conv's weight gradient):
+  // the source index j*25088 + row divides by 784 as j*32 + row/784, once per row.
+  kir::KernelBuilder kb("t");
+  using kir::ScalarOp;
+  const kir::ValueId row = kb.index(0);
+  kb.set_upper_bound(row, 25088);
+  const int32_t l = kb.begin_loop(75);
+  const kir::ValueId j = kb.index(l);
+  const kir::ValueId lin =
+      kb.binary(ScalarOp::add, kb.binary(ScalarOp::mul, j, kb.iconst(25088)), row);
+  CHECK(kb.binary(ScalarOp::imod, lin, kb.iconst(784)) ==
+        kb.binary(ScalarOp::imod, row, kb.iconst(784)));
+  CHECK(kb.binary(ScalarOp::idiv, lin, kb.iconst(784)) ==
+        kb.binary(ScalarOp::add, kb.binary(ScalarOp::mul, j, kb.iconst(32)),
+                  kb.binary(ScalarOp::idiv, row, kb.iconst(784))));
+  // A dividend of unknown sign is left alone (truncation is not floor below 0).
+  kir::KernelBuilder kb2("u");
+  const kir::ValueId x = kb2.index(0), y = kb2.index(kb2.begin_loop(8));
+  const kir::ValueId sum =
+      kb2.binary(ScalarOp::add, kb2.binary(ScalarOp::mul, x, kb2.iconst(64)), y);
+  CHECK(kb2.def(kb2.binary(ScalarOp::idiv, sum, kb2.iconst(8))).op == ScalarOp::idiv);
+  kb2.end_loop();
   kb.end_loop();
 }
 

@@ -1,6 +1,7 @@
 // Kernel IR: op names, the printer, the verifier and the builder.
 #include "codegen/kernel_ir.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -419,6 +420,44 @@ std::string print_kernel(const Kernel& k, const PrintKernelOptions& opts) {
 
 void verify_kernel(const Kernel& k) {
   Verifier(k).run();
+}
+
+int64_t divisions_per_iteration(const Kernel& k) {
+  std::vector<int> loop_depth(size_t(k.num_loops), 0);
+  std::vector<int> depth(k.values.size(), -1);  // the deepest loop a value depends on
+  auto depth_of = [&](auto& self, ValueId v) -> int {
+    if (v == kNoValue) return 0;
+    int& d = depth[size_t(v)];
+    if (d >= 0) return d;
+    const ValueDef& def = k.values[size_t(v)];
+    d = def.op == ScalarOp::index ? loop_depth[size_t(def.ref)] : 0;
+    for (ValueId a : def.args) d = std::max(d, self(self, a));
+    return d;
+  };
+  auto costly = [&](const ValueDef& def) {
+    if (def.op != ScalarOp::idiv && def.op != ScalarOp::imod) return false;
+    const ValueDef& by = k.values[size_t(def.args[1])];
+    return by.op != ScalarOp::const_ || by.iimm <= 0 || (by.iimm & (by.iimm - 1)) != 0;
+  };
+  // trips[j]: how many times the body at loop depth j runs per outer iteration.
+  std::vector<int64_t> trips{1};
+  int64_t total = 0;
+  auto walk = [&](auto& self, const std::vector<Stmt>& body) -> void {
+    for (const Stmt& s : body) {
+      if (s.kind == StmtKind::loop) {
+        loop_depth[size_t(s.ref)] = int(trips.size());
+        trips.push_back(trips.back() * std::max<int64_t>(s.extent, 1));
+        self(self, s.body);
+        trips.pop_back();
+      } else if (s.kind == StmtKind::if_) {
+        self(self, s.body);
+      } else if (s.kind == StmtKind::let && costly(k.values[size_t(s.value)])) {
+        total += trips[size_t(std::min<int>(depth_of(depth_of, s.value), int(trips.size()) - 1))];
+      }
+    }
+  };
+  walk(walk, k.body);
+  return total;
 }
 
 }  // namespace kiln::kir

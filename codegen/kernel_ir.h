@@ -104,9 +104,13 @@ int scalar_op_arity(ScalarOp op);
 /// kernel's own ops).
 ScalarRule scalar_op_rule(ScalarOp op);
 /// True for the compare ops (result bool, operands of any one type).
-inline bool is_comparison(ScalarOp op) { return scalar_op_rule(op) == ScalarRule::compare; }
+inline bool is_comparison(ScalarOp op) {
+  return scalar_op_rule(op) == ScalarRule::compare;
+}
 /// Float-only ops: the table's math ops.
-inline bool is_float_only(ScalarOp op) { return scalar_op_rule(op) == ScalarRule::math; }
+inline bool is_float_only(ScalarOp op) {
+  return scalar_op_rule(op) == ScalarRule::math;
+}
 /// The scalar op that computes one element of elementwise op `k` (ops.def's
 /// `scalar` column); throws kiln::Error for an op without one (custom, none).
 ScalarOp scalar_op_of(OpKind k);
@@ -187,8 +191,8 @@ struct Stmt {
   ValueId index = kNoValue;  // store: element index; acc_update of argmax/argmin: the position
   int32_t ref = -1;          // store: buffer; loop: loop variable; acc_init/acc_update: accumulator
   int64_t extent = 0;        // loop: trip count (the variable runs over [0, extent))
-  int32_t extent_param = -1; // loop: >= 0 when the trip count is that run-time parameter
-  std::vector<Stmt> body;    // loop, if_
+  int32_t extent_param = -1;  // loop: >= 0 when the trip count is that run-time parameter
+  std::vector<Stmt> body;     // loop, if_
 };
 
 struct Kernel {
@@ -197,8 +201,8 @@ struct Kernel {
   std::vector<Table> tables;
   std::vector<Accumulator> accs;
   std::vector<ValueDef> values;
-  int32_t num_loops = 1;   // loop variables i0 (the outer, parallel one) .. i{n-1}
-  int64_t range = 0;       // trip count of the outer loop
+  int32_t num_loops = 1;  // loop variables i0 (the outer, parallel one) .. i{n-1}
+  int64_t range = 0;      // trip count of the outer loop
   /// The inner loops run in order on one thread (a scatter's read-modify-write
   /// of one column): a backend must not split them across threads.
   bool serial_inner = false;
@@ -224,5 +228,11 @@ std::string print_kernel(const Kernel& k, const PrintKernelOptions& opts = {});
 /// operand types follow the op, and that references are in range. Throws
 /// kiln::Error naming the first problem.
 void verify_kernel(const Kernel& k);
+
+/// Integer divisions and remainders one outer iteration of `k` executes, each
+/// counted as often as the loops it depends on run (one that depends on the outer
+/// index alone counts once: it is hoisted out of the inner loops). By powers of
+/// two (shifts and masks) they are not counted. Lowering picks loop shapes by it.
+int64_t divisions_per_iteration(const Kernel& k);
 
 }  // namespace kiln::kir

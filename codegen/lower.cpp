@@ -3,6 +3,8 @@
 // in the flat mode first; per-element divisions send it to the rows mode.
 #include "codegen/lower.h"
 
+#include <algorithm>
+
 #include "codegen/lowering.h"
 
 namespace kiln {
@@ -74,19 +76,37 @@ kir::Kernel lower_in_mode(const Graph& g, const FusionGroup& group, const LowerO
   if (group.kind == GroupKind::Reduction) return Lowering(g, group, opts, Mode::flat).run();
   Lowering flat(g, group, opts, Mode::flat);
   kir::Kernel k = flat.run();
+  if (flat.delinearized() == 0 || k.buffers.empty()) return k;
+  const kir::Buffer* widest = nullptr;
+  for (const kir::Buffer& b : k.buffers)
+    if (b.output && (!widest || b.numel() > widest->numel())) widest = &b;
+  if (!widest || widest->shape.size() < 2 || widest->shape.back() < 2) return k;
   // Per-element divisions: split rows so the divisions happen once per row and the
   // inner loop is contiguous. Short rows too: a [64,1,10,10] pad divides by 10
   // three times per element flat (about 10 cycles an element, scalar), and a
   // row of 10 with its coordinates computed once runs 5-8 times faster (bench_conv's
-  // digits layers; a [4M, 4] broadcast is no slower).
-  if (flat.delinearized() > 0 && !k.buffers.empty()) {
-    const kir::Buffer* widest = nullptr;
-    for (const kir::Buffer& b : k.buffers)
-      if (b.output && (!widest || b.numel() > widest->numel())) widest = &b;
-    if (widest && widest->shape.size() >= 2 && widest->shape.back() >= 2)
-      return Lowering(g, group, opts, Mode::rows).run();
+  // digits layers; a [4M, 4] broadcast is no slower). The last dim split where a
+  // reshape splits it, unless one loop over it divides less often (a reshape
+  // whose pieces a permute has moved: a conv weight gradient's patches).
+  // Or one loop over it, or as the dims of a reshape that multiply to it, when
+  // fewer divisions.
+  auto divisions = [](const kir::Kernel& kk) {
+    return kk.range * kir::divisions_per_iteration(kk);
+  };
+  kir::Kernel best = Lowering(g, group, opts, Mode::rows).run();
+  int64_t least = divisions(best);
+  const int64_t e = widest->shape.back();
+  std::vector<std::vector<int64_t>> others;
+  if (best.num_loops > 2) others.push_back({e});  // else the rows mode's loop already is
+  for (std::vector<int64_t>& run : dim_runs_of(g, group, widest->numel(), e))
+    others.push_back(std::move(run));
+  for (std::vector<int64_t>& loops : others) {
+    if (least == 0) break;
+    kir::Kernel other = Lowering(g, group, opts, Mode::rows, std::move(loops)).run();
+    const int64_t d = divisions(other);
+    if (d < least) best = std::move(other), least = d;
   }
-  return k;
+  return best;
 }
 
 }  // namespace

@@ -37,7 +37,9 @@ void Lowering::lower_map() {
     base.linear = i0;
   } else {
     const int64_t e = space.back();
-    inner_loops_ = split_last_dim(space);
+    if (inner_loops_.empty()) inner_loops_ = split_last_dim(space);
+    if (kiln::numel(inner_loops_) != e)
+      fail("inner loops ", shape_str(inner_loops_), " do not cover the last dim ", e);
     kb_.kernel().range = n / e;
     kb_.set_upper_bound(i0, n / e);
     const Shape rows(space.begin(), space.end() - 1);
@@ -115,6 +117,30 @@ std::vector<int64_t> Lowering::split_last_dim(const Shape& space) const {
   std::vector<int64_t> loops;
   for (size_t i = cuts.size() - 1; i > 0; --i) loops.push_back(cuts[i] / cuts[i - 1]);
   return loops;
+}
+
+std::vector<std::vector<int64_t>> dim_runs_of(const Graph& g, const FusionGroup& grp, int64_t n,
+                                              int64_t e) {
+  std::vector<std::vector<int64_t>> runs;
+  for (NodeId id : grp.nodes) {
+    const Node& nd = g.node(id);
+    if (nd.op != OpKind::reshape) continue;
+    for (const Shape* s : {&g.type(nd.operands[0]).shape, &nd.type().shape}) {
+      if (kiln::numel(*s) != n) continue;
+      for (size_t last = 0; last < s->size(); ++last) {
+        int64_t p = 1;
+        size_t first = last + 1;
+        while (first > 0 && p < e) p *= (*s)[--first];
+        if (p != e || first == last) continue;
+        std::vector<int64_t> run;
+        for (size_t d = first; d <= last; ++d)
+          if ((*s)[d] > 1) run.push_back((*s)[d]);
+        if (run.size() > 1 && std::find(runs.begin(), runs.end(), run) == runs.end())
+          runs.push_back(run);
+      }
+    }
+  }
+  return runs;
 }
 
 }  // namespace kiln::lowering

@@ -41,7 +41,8 @@ struct Coords {
   bool has_dims() const { return shape.empty() || !dims.empty(); }
 };
 
-// flat: one loop on the linear index; rows: rows x inner loops over the last dim.
+// flat: one loop on the linear index; rows: rows x inner loops over the last dim
+// (split_last_dim's, or the caller's).
 enum class Mode { flat, rows };
 
 inline bool is_reduce(OpKind k) {
@@ -55,11 +56,26 @@ inline bool is_arg_reduce(OpKind k) {
 // The reduced dims of a reduction node, normalised and sorted.
 std::vector<int64_t> reduced_dims(const Node& n, int64_t rank);
 
+// Other inner loops for the rows mode over a last dim of size e: for each run of
+// a reshape's dims (operand or result shape of a reshape in the group, of n
+// elements) whose product is e, those dims as loops. The dims of the last dim
+// wherever a permute has moved them (a conv weight gradient's patches: [C, kH, kW]).
+std::vector<std::vector<int64_t>> dim_runs_of(const Graph& g, const FusionGroup& grp, int64_t n,
+                                              int64_t e);
+
 // Lowers one group in one mode (lower_group picks the mode).
 class Lowering {
  public:
-  Lowering(const Graph& g, const FusionGroup& grp, const LowerOptions& opts, Mode mode)
-      : g_(g), grp_(grp), opts_(opts), mode_(mode), kb_("kernel") {
+  // `inner_loops`: the rows mode's inner loop extents, outer to inner (their
+  // product the last dim); empty for split_last_dim's.
+  Lowering(const Graph& g, const FusionGroup& grp, const LowerOptions& opts, Mode mode,
+           std::vector<int64_t> inner_loops = {})
+      : g_(g),
+        grp_(grp),
+        opts_(opts),
+        mode_(mode),
+        kb_("kernel"),
+        inner_loops_(std::move(inner_loops)) {
     for (NodeId id : grp.nodes) members_.insert(id);
   }
 

@@ -138,6 +138,41 @@ TEST_CASE("a last dim that a reshape merges becomes nested loops with no divisio
   CHECK(short_rows.find("for i1 in [0, 32)") != std::string::npos);
 }
 
+TEST_CASE("a last dim whose dims a permute moved splits as those dims") {
+  // A conv weight gradient's patches, [N H'W', C kH kW], read from windows laid out
+  // [N, kH, C, kW, H', W']: the trailing pieces of the reshape (16, 48) do not
+  // match the last dim's own dims, which are [C, kH, kW] = [16, 3, 3] in the
+  // middle of the reshape's operand; as loops, nothing divides per element.
+  const char* ir =
+      "%0 = arg {index=0} : f32[2,3,16,3,4,4]\n"
+      "%1 = permute %0 {perm=[0, 2, 1, 3, 4, 5]} : f32[2,16,3,3,4,4]\n"
+      "%2 = reshape %1 {shape=[2, 144, 16]} : f32[2,144,16]\n"
+      "%3 = permute %2 {perm=[0, 2, 1]} : f32[2,16,144]\n"
+      "%4 = reshape %3 {shape=[32, 144]} : f32[32,144]\n"
+      "return %4\n";
+  const std::string got = lowered(ir, GroupKind::Copy);
+  Graph g = parse_graph(ir);
+  CHECK(got.find("for i1 in [0, 16)") != std::string::npos);
+  CHECK(got.find("for i2 in [0, 3)") != std::string::npos);
+  CHECK(got.find("for i3 in [0, 3)") != std::string::npos);
+  // What divides (by 16 and 4, the row's H' W') is shifts, once per row.
+  CHECK(kir::divisions_per_iteration(
+            lower_group(g, make_group(g, GroupKind::Copy, all_compute_nodes(g)))) == 0);
+}
+
+TEST_CASE("divisions per iteration: by what they depend on, powers of two free") {
+  kir::KernelBuilder kb("t");
+  using kir::ScalarOp;
+  const kir::ValueId row = kb.index(0);
+  kb.binary(ScalarOp::idiv, row, kb.iconst(3));  // once per row
+  const kir::ValueId j = kb.index(kb.begin_loop(10));
+  kb.binary(ScalarOp::imod, j, kb.iconst(5));    // 10 times
+  kb.binary(ScalarOp::imod, j, kb.iconst(8));    // a mask: free
+  kb.binary(ScalarOp::idiv, row, kb.iconst(7));  // the row's: hoisted, once
+  kb.end_loop();
+  CHECK(kir::divisions_per_iteration(kb.kernel()) == 12);
+}
+
 TEST_CASE("a row index divided by a multiple of the row length divides once per row") {
   // A bias broadcast over [N, C, H*W] written as [N, C, H, W]: the channel comes
   // from the row index alone.

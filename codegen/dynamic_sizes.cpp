@@ -35,7 +35,24 @@ std::optional<std::vector<TensorType>> probe_types(const std::vector<TensorType>
   return other;
 }
 
-bool DynamicDims::mark(size_t arg, int64_t dim) {
+std::string DynamicDim::str() const {
+  return "arg " + std::to_string(arg) + " dim " + std::to_string(dim);
+}
+
+std::string now_dynamic_str(const DynamicDim& d, const std::vector<TensorType>& was,
+                            const std::vector<TensorType>& now) {
+  return d.str() + " is now dynamic (" + std::to_string(was[d.tensor].shape[size_t(d.dim)]) +
+         " -> " + std::to_string(now[d.tensor].shape[size_t(d.dim)]) +
+         "): CPU kernels take it at run time; a new size retraces and shares them";
+}
+
+bool DynamicDims::mark(size_t arg, int64_t dim, const std::vector<bool>& is_tensor,
+                       const std::string& what) {
+  if (arg >= is_tensor.size() || !is_tensor[arg])
+    throw Error("mark_dynamic(arg " + std::to_string(arg) + ", dim " + std::to_string(dim) +
+                ") on " + what +
+                ": expected the position of a tensor argument (the function takes " +
+                std::to_string(is_tensor.size()) + " arguments)");
   for (DynamicDim& d : dims_)
     if (d.arg == arg && d.dim == dim) {
       d.marked = true;

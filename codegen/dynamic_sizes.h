@@ -22,7 +22,15 @@ struct DynamicDim {
   size_t tensor = 0;  // its index among the tensor arguments
   int64_t dim = 0;    // as marked (may be negative) or found
   bool marked = false;
+  std::string str() const;  // "arg 0 dim 1"
 };
+
+/// What the log says of `d`, a dimension found changing between a call of
+/// argument types `was` and one of `now` and made dynamic: "arg 0 dim 1 is now
+/// dynamic (64 -> 32): CPU kernels take it at run time; a new size retraces
+/// and shares them".
+std::string now_dynamic_str(const DynamicDim& d, const std::vector<TensorType>& was,
+                            const std::vector<TensorType>& now);
 
 /// The tensor arguments' types and the plain numbers of a call, in order;
 /// `is_tensor` per parameter.
@@ -49,7 +57,9 @@ std::optional<std::vector<TensorType>> probe_types(const std::vector<TensorType>
 class DynamicDims {
  public:
   /// Marks dimension `dim` of parameter `arg`; false when it was dynamic already.
-  bool mark(size_t arg, int64_t dim);
+  /// Throws kiln::Error when `arg` is not a tensor's position among the function's
+  /// parameters (`is_tensor`; `what` names the function: "'f'").
+  bool mark(size_t arg, int64_t dim, const std::vector<bool>& is_tensor, const std::string& what);
   /// Throws kiln::Error at `where` when a marked dimension does not fit the call
   /// ("<what>: mark_dynamic(arg 0, dim 2) does not fit this call (arg 0 is f32[3])").
   void fit_marked(const std::vector<bool>& is_tensor, const std::vector<TensorType>& types,

@@ -41,18 +41,6 @@ struct KeptTensor {
   uint64_t version = 0, zero_version = 0;
 };
 
-KeptTensor keep(const std::shared_ptr<TensorImpl>& t) {
-  KeptTensor k{t, *t, host_copy(*t), t->buffer->version, t->buffer->zero_version};
-  return k;
-}
-
-void put_back(const KeptTensor& k) {
-  copy_to(k.data.view(), k.t->view());
-  *k.t = k.meta;
-  k.t->buffer->version = k.version;
-  k.t->buffer->zero_version = k.zero_version;
-}
-
 // Everything a call can change: the arguments and captured tensors, their
 // .grad, and the leaves their eager histories reach (a backward inside the body
 // accumulates into those).
@@ -65,13 +53,18 @@ class KeptState {
     for (const auto& leaf : history_leaves(roots)) add(leaf, roots);
   }
   void put_back_all() const {
-    for (const KeptTensor& k : kept_) put_back(k);
+    for (const KeptTensor& k : kept_) {
+      copy_to(k.data.view(), k.t->view());
+      *k.t = k.meta;
+      k.t->buffer->version = k.version;
+      k.t->buffer->zero_version = k.zero_version;
+    }
   }
 
  private:
   void add(const std::shared_ptr<TensorImpl>& t, std::vector<const TapeNode*>& roots) {
     if (!t || !t->buffer || !seen_.insert(t.get()).second) return;
-    kept_.push_back(keep(t));
+    kept_.push_back({t, *t, host_copy(*t), t->buffer->version, t->buffer->zero_version});
     if (t->grad) add(t->grad, roots);
     roots.push_back(t->grad_fn.get());
   }
@@ -81,10 +74,8 @@ class KeptState {
 
 // What a run left (codegen/verify.h's RunRecord), in a fixed order: outputs,
 // then per argument and captured tensor its value and .grad, then gradients
-// w.r.t. the call's inputs.
+// w.r.t. the call's inputs (none when they could not be taken).
 struct Observed : RunRecord {
-  bool gradients_failed = false;
-  size_t state_size = 0;  // entries before the gradients
   Observed() {
     flags_are = "autograd state";  // of outputs, requires_grad
     flags_legend = " (0: no grad, 1: a leaf that requires grad, 2: computed by ops)";
@@ -100,11 +91,9 @@ struct Sources {
 };
 
 Sources plan_sources(const TracedCore::Entry& e, size_t n_args) {
-  Sources s;
-  s.arg.resize(n_args);
-  s.arg_grad.resize(n_args);
-  s.param.resize(e.traced.params.size());
-  s.param_grad.resize(e.traced.params.size());
+  const size_t n_params = e.traced.params.size();
+  Sources s{std::vector<PlanSource>(n_args), std::vector<PlanSource>(n_args),
+            std::vector<PlanSource>(n_params), std::vector<PlanSource>(n_params)};
   for (const auto& [a, o] : e.traced.arg_writes)
     s.arg[static_cast<size_t>(a)] = {PlanSource::Output, static_cast<int64_t>(o)};
   for (const ParamUpdate& u : e.traced.graph.updates)
@@ -112,16 +101,13 @@ Sources plan_sources(const TracedCore::Entry& e, size_t n_args) {
   for (const GradWriteback& w : e.traced.grad_writebacks) {
     if (w.kind == GradWriteback::Clear) continue;
     const PlanSource src{PlanSource::Output, static_cast<int64_t>(w.output)};
-    if (!w.tensor) {
-      s.arg_grad[static_cast<size_t>(w.arg)] = src;
-      continue;
-    }
-    for (size_t p = 0; p < e.traced.params.size(); ++p)
-      if (e.traced.params[p] == w.tensor) s.param_grad[p] = src;
+    if (!w.target.tensor) s.arg_grad[static_cast<size_t>(w.target.arg)] = src;
+    for (size_t p = 0; p < n_params; ++p)
+      if (e.traced.params[p] == w.target.tensor) s.param_grad[p] = src;
   }
   // A .grad that existed already is a parameter the plan updates in place.
-  for (size_t p = 0; p < e.traced.params.size(); ++p)
-    for (size_t q = 0; q < e.traced.params.size(); ++q)
+  for (size_t p = 0; p < n_params; ++p)
+    for (size_t q = 0; q < n_params; ++q)
       if (e.traced.params[p]->grad == e.traced.params[q]) s.param_grad[p] = s.param[q];
   return s;
 }
@@ -137,34 +123,18 @@ Tensor cotangent(const Tensor& like, size_t salt) {
 // with respect to the call's inputs that the body did not overwrite.
 void gradient_targets(const TracedCore::Entry& e, const TraceArgs& args, std::vector<Tensor>* wrt,
                       std::vector<std::string>* names) {
-  auto written = [&](const TensorImpl* t) {
-    for (const HistoryWrite& h : e.traced.histories)
-      if ((h.tensor ? h.tensor.get() : args.tensors[static_cast<size_t>(h.arg)].impl()) == t)
-        return true;
-    return false;
+  auto add = [&](const Tensor& t, const std::string& what) {
+    const auto& h = e.traced.histories;
+    if (std::any_of(h.begin(), h.end(),
+                    [&](auto& w) { return w.target.in(args).impl() == t.impl(); }))
+      return;  // the body overwrote it
+    wrt->push_back(t);
+    names->push_back("the gradient w.r.t. " + what);
   };
   for (int64_t a : e.traced.split.wrt_args)
-    if (!written(args.tensors[static_cast<size_t>(a)].impl())) {
-      wrt->push_back(args.tensors[static_cast<size_t>(a)]);
-      names->push_back("the gradient w.r.t. argument " + std::to_string(a));
-    }
+    add(args.tensors[static_cast<size_t>(a)], "argument " + std::to_string(a));
   for (int64_t p : e.traced.split.wrt_params)
-    if (!written(e.traced.params[static_cast<size_t>(p)].get())) {
-      wrt->emplace_back(e.traced.params[static_cast<size_t>(p)]);
-      names->push_back("the gradient w.r.t. captured tensor " + std::to_string(p));
-    }
-}
-
-// Compares what the compiled run (`traced`) and the eager run left, and throws
-// at the first difference that rounding alone cannot make (codegen/verify.h).
-void compare_runs(const TracedCore::Entry& e, const Observed& traced, const Observed& eager,
-                  const std::vector<HostArray>& args_in, const std::vector<HostArray>& params_in,
-                  const std::string& name, SourceLoc where) {
-  // The state (same entries both ways), then the gradients if both runs have them.
-  size_t n = traced.state_size;
-  if (!traced.gradients_failed && !eager.gradients_failed)
-    n = std::min(traced.what.size(), eager.what.size());
-  check_runs(e.traced.graph, *e.compiled.report, traced, eager, n, args_in, params_in, name, where);
+    add(Tensor(e.traced.params[static_cast<size_t>(p)]), "captured tensor " + std::to_string(p));
 }
 
 }  // namespace
@@ -198,7 +168,6 @@ std::vector<Tensor> TracedCore::checked_run(Entry& e, const TraceArgs& args) {
         o.add(name, Tensor(e.traced.params[p]), autograd_state(t), src.param[p]);
       o.add(".grad of " + name, t.grad ? Tensor(t.grad) : Tensor(), -1, src.param_grad[p]);
     }
-    o.state_size = o.what.size();
     if (!e.traced.autograd_call || wrt.empty()) return o;
     std::vector<Tensor> roots, cots;
     for (size_t i = 0; i < outs.size(); ++i)
@@ -215,7 +184,7 @@ std::vector<Tensor> TracedCore::checked_run(Entry& e, const TraceArgs& args) {
           autograd::grad(roots, wrt, cots, /*retain_graph=*/true, false, /*allow_unused=*/true);
       for (size_t j = 0; j < g.size(); ++j) o.add(wrt_names[j], g[j]);
     } catch (const Error&) {
-      o.gradients_failed = true;
+      // no gradient entries: check_runs compares the state
     }
     return o;
   };
@@ -241,7 +210,9 @@ std::vector<Tensor> TracedCore::checked_run(Entry& e, const TraceArgs& args) {
   Observed traced = observe(outs);
   verify_kernels(e, args, name_);
 
-  compare_runs(e, traced, eager, args_in, params_in, name_, where_);
+  // The state (the same entries both ways), then the gradients if both runs have them.
+  check_runs(e.traced.graph, *e.compiled.report, traced, eager,
+             std::min(traced.what.size(), eager.what.size()), args_in, params_in, name_, where_);
   return outs;
 }
 

@@ -191,7 +191,7 @@ Tensor cuda_run(OpKind k, const Attrs& attrs, const std::vector<Tensor>& operand
   std::shared_ptr<Plan> plan = plan_for(g);
   std::vector<Tensor> args;
   for (const Operand& o : ops) args.push_back(o.dense);
-  return detail::run_plan(*plan, g, args, {}, {out}, "eager op", op_name(k), {}).front();
+  return detail::run_plan(*plan, g, args, {}, "eager op", op_name(k), {}).front();
 }
 
 void cuda_copy(const View& src, TensorImpl& dst) {

@@ -52,13 +52,6 @@ namespace detail {
 
 namespace {
 
-// An argument's autograd state as the signature keys it: 0 no grad, 1 a leaf
-// that requires grad, 2 computed by ops (an in-place write into it is allowed).
-uint8_t arg_grad_state(const Tensor& t) {
-  detail::sync_view(*t.impl());
-  return autograd_state(*t.impl());
-}
-
 std::string grad_state_str(uint8_t s) {
   return s == 0 ? "requires_grad false" : s == 1 ? "a leaf that requires grad" : "computed by ops that require grad";
 }
@@ -115,13 +108,12 @@ void TracedCore::set_cache_size(size_t n) {
 namespace {
 
 // Why a call did not match a cached signature (compared with the most recent entry).
-std::string miss_reason(const TraceArgs& a, const TracedCore::Signature& now,
-                        const TracedCore::Signature& was) {
-  const auto& [pt, prg, pn, pgm] = was;
+std::string miss_reason(const TracedCore::Signature& now, const TracedCore::Signature& was) {
+  [[maybe_unused]] const auto& [pt, prg, pn, pgm, is_tensor] = was;
   size_t ti = 0, ni = 0;
-  for (size_t p = 0; p < a.is_tensor.size(); ++p) {
+  for (size_t p = 0; p < now.is_tensor.size(); ++p) {
     std::string arg = "arg " + std::to_string(p);
-    if (a.is_tensor[p]) {
+    if (now.is_tensor[p]) {
       if (ti >= pt.size()) return arg + ": new argument";
       const TensorType &n = now.types[ti], &w = pt[ti];
       if (w.shape != n.shape)
@@ -134,9 +126,9 @@ std::string miss_reason(const TraceArgs& a, const TracedCore::Signature& now,
                grad_state_str(now.requires_grad[ti]);
       ++ti;
     } else {
-      if (ni < pn.size() && pn[ni] != a.numbers[ni])
+      if (ni < pn.size() && pn[ni] != now.numbers[ni])
         return arg + " (a number, traced as a constant): " + number_str(pn[ni]) + " -> " +
-               number_str(a.numbers[ni]);
+               number_str(now.numbers[ni]);
       ++ni;
     }
   }
@@ -167,7 +159,7 @@ bool constants_hold(const ConstantGuard& g, std::string* reason) {
 // The call's signature, as the cache keys it.
 TracedCore::Signature signature_of(const TraceArgs& args, const std::string& name,
                                    SourceLoc where) {
-  TracedCore::Signature sig{{}, {}, args.numbers, grad_mode_enabled()};
+  TracedCore::Signature sig{{}, {}, args.numbers, grad_mode_enabled(), args.is_tensor};
   for (size_t i = 0; i < args.tensors.size(); ++i) {
     const Tensor& t = args.tensors[i];
     if (!t.defined())
@@ -175,7 +167,10 @@ TracedCore::Signature signature_of(const TraceArgs& args, const std::string& nam
           "traced function '" + name + "': tensor argument " + std::to_string(i) + " is undefined",
           where);
     sig.types.push_back(t.impl()->type);
-    sig.requires_grad.push_back(arg_grad_state(t));
+    // Its autograd state, a view's after writes into its base (2, computed by
+    // ops: an in-place write into it is allowed).
+    detail::sync_view(*t.impl());
+    sig.requires_grad.push_back(autograd_state(*t.impl()));
   }
   return sig;
 }
@@ -243,7 +238,7 @@ std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
   }
 
   // A new signature: do the marks fit it?
-  dynamic_->fit_marked(args.is_tensor, sig.types, "traced function '" + name_ + "'", where_);
+  dynamic_->fit_marked(sig.is_tensor, sig.types, "traced function '" + name_ + "'", where_);
   std::string reason = "first call", newly_dynamic;
   const bool dumping = !settings().dump_dir.empty();
   bool background = false;
@@ -252,9 +247,9 @@ std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
   } else if (!entries_.empty()) {
     auto& last = *std::max_element(entries_.begin(), entries_.end(),
                                    [](auto& a, auto& b) { return a->last_use < b->last_use; });
-    reason = miss_reason(args, sig, last->key);
-    newly_dynamic = note_dynamic(args, sig, *last);
-    background = !dumping && compile_in_background(sig, args, *last, !newly_dynamic.empty());
+    reason = miss_reason(sig, last->key);
+    newly_dynamic = note_dynamic(sig, *last, &background);
+    background = background && !dumping;
   }
   const bool dynamic = !dynamic_->empty();
   const std::vector<DynamicDim> to_probe = dynamic_->take_probe();
@@ -275,15 +270,15 @@ std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
   };
   std::shared_ptr<Entry> e;
   try {
-    if (!to_probe.empty()) probe(args, sig.types, to_probe);
+    if (!to_probe.empty()) probe(sig, to_probe);
     if (background) {
-      e = trace(args);  // here: the body reads the caller's objects
+      e = trace(sig);  // here: the body reads the caller's objects
       // On the background thread, which sees only the entry: one evicted before
       // its turn (and not in a call) is not compiled.
       e->background.post(e, [entry = e.get(), opts = entry_options(false, dynamic), stats = stats_,
                              name = name_] { return compile_entry(*entry, opts, stats, name); });
     } else {
-      e = build(args, dumping, dynamic);
+      e = build(sig, dumping, dynamic);
       if (dumping)
         write_dump(settings().dump_dir, name_, e->traced.as_traced, *e->compiled.report,
                    e->key.types);
@@ -301,62 +296,35 @@ std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
 
 namespace {
 
-// The values the backward from `root` (tape node output `output`) reads that
-// live on after the call in a tensor the caller holds: the arguments, the
-// captured tensors and the outputs (by storage, at their last write).
-void collect_held_reads(const TraceState& st, TracedProgram& t, const std::vector<Tensor>& outs,
-                        Value root, size_t output) {
-  using Held = TracedProgram::HeldRead;
-  auto holder = [&](const void* s, Held::Kind* kind, int64_t* index) {
-    for (size_t i = 0; i < st.args.size(); ++i)
-      if (st.args[i].get() == s) return *kind = Held::Arg, *index = static_cast<int64_t>(i), true;
-    for (size_t p = 0; p < st.params.size(); ++p)
-      if (st.params[p].get() == s)
-        return *kind = Held::Param, *index = static_cast<int64_t>(p), true;
-    for (size_t o = 0; o < outs.size(); ++o)
-      if (TraceState::storage_of(outs[o].impl_ptr()).get() == s)
-        return *kind = Held::Output, *index = static_cast<int64_t>(o), true;
-    return false;
-  };
-  for (const auto& [id, ref] : st.saved.reads(st.graph, {&root, 1})) {
-    Held h{Held::Arg, 0, output, st.graph[id].op, st.graph[id].loc};
-    if (holder(ref->storage.get(), &h.kind, &h.index)) t.held_reads.push_back(h);
-  }
-}
-
 // The partition request of a call from eager code that will differentiate the
 // result: the gradients of the outputs that require grad (and of the histories
 // the body wrote into), with respect to the arguments and captured tensors they
-// reach. Records on the entry which tape node output each root is, and the
-// saved values whose later writes a backward through it must notice.
+// reach. Records on the entry which tape node output each root is. The saved
+// values a backward through it reads are looked for in the tensors the caller
+// holds after the call: the arguments, the captured tensors and the outputs (by
+// storage, at their last write).
 PartitionRequest request_split(TraceState& st, TracedProgram& t, const std::vector<Tensor>& outs,
-                               const std::vector<Value>& out_vals,
-                               const std::vector<Value>& history_roots, int64_t n_args) {
+                               const std::vector<Value>& history_roots) {
   PartitionRequest req;
   req.split = true;
   for (size_t i = 0; i < outs.size(); ++i) {
     if (!outs[i].requires_grad()) continue;
     t.seeded.push_back(i);
-    req.roots.push_back(out_vals[i]);
+    req.roots.push_back(st.graph.outputs[i]);
   }
-  t.call_out_types.assign(t.out_types.begin(),
-                          t.out_types.begin() + static_cast<long>(outs.size()));
-  for (Value v : history_roots) {
-    t.seeded.push_back(t.call_out_types.size());
-    t.call_out_types.push_back(st.graph.type(v));
-    req.roots.push_back(v);
+  for (size_t k = 0; k < history_roots.size(); ++k) {
+    t.seeded.push_back(outs.size() + k);
+    req.roots.push_back(history_roots[k]);
   }
-  for (size_t k = 0; k < req.roots.size(); ++k) {
-    if (const auto s = st.saved.first_stale(st.graph, {&req.roots[k], 1}); s.node != kNoNode)
-      t.stale_outputs.push_back(
-          {t.seeded[k], st.graph[s.node].op, s.expected, s.found, st.graph[s.node].loc});
-    collect_held_reads(st, t, outs, req.roots[k], t.seeded[k]);
-  }
+  req.saved = &st.saved;
+  for (const auto& a : st.args) req.held.push_back(a.get());
+  for (const auto& p : st.params) req.held.push_back(p.get());
+  for (const Tensor& o : outs) req.held.push_back(TraceState::storage_of(o.impl_ptr()).get());
   req.root_outputs = t.seeded;
   req.arg_requires = st.arg_leaf;
   for (const auto& p : st.params) req.param_requires.push_back(p->requires_grad);
   req.freed = st.freed;
-  req.n_args = n_args;
+  req.n_args = static_cast<int64_t>(st.args.size());
   for (const auto& w : t.arg_writes) req.written_args.push_back(w.first);
   req.custom = detail::custom_function_vjp();
   return req;
@@ -366,32 +334,27 @@ PartitionRequest request_split(TraceState& st, TracedProgram& t, const std::vect
 void take_partition(TracedProgram& t, Partition p) {
   t.graph = std::move(p.forward);
   if (!p.split) return;
-  for (size_t k = p.saved_begin; k < t.graph.outputs.size(); ++k)
-    t.out_types.push_back(t.graph.type(t.graph.outputs[k]));
   if (!p.backward_freed) t.backward = std::make_unique<Graph>(std::move(p.backward));
   t.split = std::move(p);
 }
 
 }  // namespace
 
-std::unique_ptr<TracedCore::Entry> TracedCore::trace(const TraceArgs& args, bool record) {
+std::unique_ptr<TracedCore::Entry> TracedCore::trace(const Signature& sig, bool record) {
   TraceSpan span("trace", "trace " + name_);
   auto e = std::make_unique<Entry>();
-  e->key = signature_of(args, name_, where_);
+  e->key = sig;
   const Signature& k = e->key;
-  const int64_t n_args = static_cast<int64_t>(k.types.size());
 
   auto t0 = std::chrono::steady_clock::now();
   TraceState st;
-  TraceArgs sym;
-  sym.numbers = args.numbers;
-  sym.is_tensor = args.is_tensor;
+  TraceArgs sym{{}, k.numbers, k.is_tensor};
   st.builder.loc = where_;
-  for (int64_t i = 0; i < n_args; ++i)
-    sym.tensors.push_back(
-        st.add_arg(i, k.types[i], k.grad_mode && k.requires_grad[i] != 0, k.requires_grad[i] == 2));
+  for (size_t i = 0; i < k.types.size(); ++i)
+    sym.tensors.push_back(st.add_arg(static_cast<int64_t>(i), k.types[i],
+                                     k.grad_mode && k.requires_grad[i] != 0,
+                                     k.requires_grad[i] == 2));
   std::vector<Tensor> outs;
-  std::vector<Value> out_vals;
   bool outs_need_grad = false;
   {
     TraceScope scope(&st);
@@ -399,12 +362,10 @@ std::unique_ptr<TracedCore::Entry> TracedCore::trace(const TraceArgs& args, bool
     for (const Tensor& o : outs) {
       if (!o.defined())
         throw Error("traced function '" + name_ + "' returned an undefined tensor", where_);
-      out_vals.push_back(st.value_of(o, where_));
-      e->traced.out_types.push_back(st.graph.type(out_vals.back()));
+      st.graph.outputs.push_back(st.value_of(o, where_));
       outs_need_grad = outs_need_grad || o.requires_grad();
     }
     e->traced.user_outputs = outs.size();
-    for (Value v : out_vals) st.graph.outputs.push_back(v);
     collect_grad_writebacks(st, e->traced, e->guards, where_);
     collect_arg_writes(st, e->traced);
     const std::vector<Value> history_roots = collect_histories(st, e->traced);
@@ -412,10 +373,9 @@ std::unique_ptr<TracedCore::Entry> TracedCore::trace(const TraceArgs& args, bool
     // also when the body ran backward() itself; so do tensors written in place
     // with values that require grad.
     e->traced.autograd_call = (k.grad_mode && outs_need_grad) || !history_roots.empty();
-    const PartitionRequest req =
-        e->traced.autograd_call
-            ? request_split(st, e->traced, outs, out_vals, history_roots, n_args)
-            : PartitionRequest{};
+    const PartitionRequest req = e->traced.autograd_call
+                                     ? request_split(st, e->traced, outs, history_roots)
+                                     : PartitionRequest{};
     if (record) e->traced.as_traced = st.graph;
     take_partition(e->traced, run_partition(st.builder, req,
                                             record ? &e->traced.partition_log : nullptr, record));
@@ -461,24 +421,19 @@ std::string compile_entry(TracedCore::Entry& e, const CompileOptions& opts,
   return log.str();
 }
 
-std::unique_ptr<TracedCore::Entry> TracedCore::build(const TraceArgs& args, bool artifacts,
-                                                     bool dynamic, bool record_only) {
+std::unique_ptr<TracedCore::Entry> TracedCore::build(const Signature& sig, bool artifacts,
+                                                     bool dynamic) {
   const CompilerWarmUp warm_up(settings().warm_up);  // LLVM's start-up while the body traces
-  std::unique_ptr<Entry> e = trace(args, artifacts);
-  CompileOptions opts = entry_options(artifacts, dynamic);
-  if (record_only) {
-    record_program_kernels(e->traced.graph, e->traced.backward.get(), opts);
-    return e;
-  }
-  const std::string log = compile_entry(*e, opts, stats_, name_);
+  std::unique_ptr<Entry> e = trace(sig, artifacts);
+  const std::string log = compile_entry(*e, entry_options(artifacts, dynamic), stats_, name_);
   if (log_enabled("compile")) std::cerr << log;
   return e;
 }
 
 namespace {
 
-// Writes a gradient back as eager backward() would have: into .grad of a leaf,
-// or on through the eager ops that computed the tensor.
+// Writes a gradient back (GradWriteback::Kind): an AddOutput as eager backward()
+// would have, into .grad of a leaf, or on through the eager ops that computed the tensor.
 void add_grad(const Tensor& arg, const GradWriteback& w, const std::vector<Tensor>& outs) {
   TensorImpl& t = *arg.impl();
   if (w.kind == GradWriteback::Clear) {
@@ -513,11 +468,6 @@ void keep_grad_buffers(const TracedCore::Entry& e, SourceLoc where) {
   }
 }
 
-// The tensor a HistoryWrite is about: a captured tensor, or the call's argument.
-Tensor history_target(const HistoryWrite& h, const TraceArgs& args) {
-  return h.tensor ? Tensor(h.tensor) : args.tensors[static_cast<size_t>(h.arg)];
-}
-
 // What a compiled call writes besides its outputs (`all`: every plan output):
 // the arguments it wrote in place, the .grad write-backs, the zeros it leaves,
 // and the histories that writes without grad took away.
@@ -528,43 +478,34 @@ void write_back(const TracedCore::Entry& e, const TraceArgs& args, const std::ve
     device_copy(all[o].impl()->view(), t, where);
     t.buffer->version++;
   }
-  for (const GradWriteback& w : e.traced.grad_writebacks) {
-    if (!w.tensor || w.kind == GradWriteback::AddOutput) {
-      add_grad(w.tensor ? Tensor(w.tensor) : args.tensors[static_cast<size_t>(w.arg)], w, all);
-      continue;
-    }
-    w.tensor->grad = w.kind == GradWriteback::Clear ? nullptr : all[w.output].impl_ptr();
-  }
+  for (const GradWriteback& w : e.traced.grad_writebacks) add_grad(w.target.in(args), w, all);
   for (auto& z : e.traced.zero_after) mark_zero(*z);
   for (size_t o : e.traced.zero_outputs) mark_zero(*all[o].impl());
   for (const HistoryWrite& h : e.traced.histories)
     if (!h.takes) {
-      TensorImpl& t = *history_target(h, args).impl();
+      TensorImpl& t = *h.target.in(args).impl();
       t.grad_fn = nullptr;
       t.requires_grad = false;
     }
 }
 
-// A tensor the caller holds whose value the backward reads, at its version
-// after the call: a write into it before the backward makes it raise, as eagerly.
+// A tensor the caller holds whose value the backward reads (a HeldRead), at its
+// version after the call: a write into it before the backward makes it raise, as eagerly.
 struct HeldNow {
-  size_t output;
+  HeldRead read;
   std::shared_ptr<Buffer> buffer;
-  uint64_t version;
-  OpKind op;
-  SourceLoc loc;
+  uint64_t version = 0;
 };
 
 std::vector<HeldNow> held_now(const TracedCore::Entry& e, const TraceArgs& args,
                               const std::vector<Tensor>& outs) {
-  using HeldRead = TracedProgram::HeldRead;
+  const size_t n_args = args.tensors.size(), n_params = e.traced.params.size();
   std::vector<HeldNow> held;
-  for (const HeldRead& h : e.traced.held_reads) {
-    const TensorImpl& t =
-        h.kind == HeldRead::Arg     ? *args.tensors[static_cast<size_t>(h.index)].impl()
-        : h.kind == HeldRead::Param ? *e.traced.params[static_cast<size_t>(h.index)]
-                                    : *outs[static_cast<size_t>(h.index)].impl();
-    if (t.buffer) held.push_back({h.output, t.buffer, t.buffer->version, h.op, h.loc});
+  for (const HeldRead& h : e.traced.split.held_reads) {
+    const TensorImpl& t = h.held < n_args              ? *args.tensors[h.held].impl()
+                          : h.held < n_args + n_params ? *e.traced.params[h.held - n_args]
+                                                       : *outs[h.held - n_args - n_params].impl();
+    if (t.buffer) held.push_back({h, t.buffer, t.buffer->version});
   }
   return held;
 }
@@ -579,32 +520,32 @@ std::function<std::vector<Tensor>(autograd::Context*, std::vector<Tensor>)> tape
     const std::string& name, SourceLoc where) {
   std::vector<Tensor> saved(all.begin() + static_cast<long>(e.traced.split.saved_begin), all.end());
   std::vector<HeldNow> held = held_now(e, args, outs);
-  return [=, bwd = e.compiled.backward, params = e.traced.params,
-          out_types = e.traced.split.gradient_types, fwd_out_types = e.traced.call_out_types,
-          arg_tensors = args.tensors, seeded = e.traced.seeded, freed = e.traced.split.freed_roots,
-          reading = e.traced.split.reading_roots, stale = e.traced.stale_outputs,
-          reached_by = e.traced.split.wrt_reached_by](autograd::Context*,
-                                                      std::vector<Tensor> grads) {
-    auto given = [&](size_t o) { return o < grads.size() && grads[o].defined(); };
-    auto given_root = [&](size_t k) { return given(seeded[k]); };
+  return [=, bwd = e.compiled.backward, params = e.traced.params, split = e.traced.split,
+          arg_tensors = args.tensors,
+          seeded = e.traced.seeded](autograd::Context*, std::vector<Tensor> grads) {
+    auto given_root = [&](size_t k) {
+      return seeded[k] < grads.size() && grads[seeded[k]].defined();
+    };
     auto self = weak_call.lock();
-    for (const RootRead& f : self && self->released ? reading : freed)
+    for (const RootRead& f : self && self->released ? split.reading_roots : split.freed_roots)
       if (given_root(f.root)) throw freed_graph_error(f.op, f.loc);
-    for (const auto& s : stale)
-      if (given(s.output)) throw modified_saved_error(s.op, s.expected, s.found, s.loc);
+    for (const StaleRead& s : split.stale_roots)
+      if (given_root(s.root)) throw modified_saved_error(s.op, s.expected, s.found, s.loc);
     for (const HeldNow& h : held)
-      if (given(h.output) && h.buffer->version != h.version)
-        throw modified_saved_error(h.op, h.version, h.buffer->version, h.loc);
-    if (!bwd) return std::vector<Tensor>(out_types.size());  // every gradient freed, none given
+      if (given_root(h.read.root) && h.buffer->version != h.version)
+        throw modified_saved_error(h.read.op, h.version, h.buffer->version, h.read.loc);
+    // No backward: every root's gradient reads what was freed, and none is given.
+    if (!bwd) return std::vector<Tensor>(split.gradient_types.size());
     std::vector<Tensor> bargs = arg_tensors;
     bargs.insert(bargs.end(), saved.begin(), saved.end());
-    for (size_t i : seeded) {
-      const TensorType& t = fwd_out_types[i];
-      bargs.push_back(given(i) ? grads[i]
-                               : zeros(t.shape, TensorOptions(t.dtype).device(t.device)));
+    for (size_t k = 0; k < seeded.size(); ++k) {
+      const TensorType& t = split.root_types[k];
+      bargs.push_back(given_root(k) ? grads[seeded[k]]
+                                    : zeros(t.shape, TensorOptions(t.dtype).device(t.device)));
     }
-    std::vector<Tensor> result = detail::run_plan(*bwd->get(), bwd->graph(), bargs, params,
-                                                  out_types, "traced function", name, where);
+    std::vector<Tensor> result =
+        detail::run_plan(*bwd->get(), bwd->graph(), bargs, params, "traced function", name, where);
+    const auto& reached_by = split.wrt_reached_by;
     for (size_t j = 0; j < result.size() && j < reached_by.size(); ++j)
       if (std::none_of(reached_by[j].begin(), reached_by[j].end(), given_root))
         result[j] = Tensor();
@@ -628,7 +569,7 @@ std::vector<Tensor> attach_tape_node(const TracedCore::Entry& e, const TraceArgs
     inputs.emplace_back(e.traced.params[static_cast<size_t>(p)]);
   std::vector<Tensor> call_outs = outs;
   for (const HistoryWrite& h : e.traced.histories)
-    if (h.takes) call_outs.push_back(history_target(h, args));
+    if (h.takes) call_outs.push_back(h.target.in(args));
   std::vector<Tensor> result;
   {
     EnableGradGuard grad_on;  // the body wrote with grad on, whatever the caller's mode
@@ -661,9 +602,8 @@ std::vector<Tensor> TracedCore::run(Entry& e, const TraceArgs& args) {
               "gradient, not the sum eager mode gives (expected an argument without .grad(); "
               "clear it with set_grad(Tensor()) before the call, or capture the tensor instead)",
           where_);
-  std::vector<Tensor> all =
-      detail::run_plan(*e.compiled.plan, e.traced.graph, args.tensors, e.traced.params,
-                       e.traced.out_types, "traced function", name_, where_);
+  std::vector<Tensor> all = detail::run_plan(*e.compiled.plan, e.traced.graph, args.tensors,
+                                             e.traced.params, "traced function", name_, where_);
   write_back(e, args, all, where_);
   std::vector<Tensor> outs(all.begin(), all.begin() + static_cast<long>(e.traced.user_outputs));
   if (!e.traced.autograd_call) return outs;
@@ -703,12 +643,12 @@ std::vector<Tensor> TracedCore::call(const TraceArgs& args) {
 }
 
 Graph TracedCore::graph(const TraceArgs& args, bool optimized) {
-  std::unique_ptr<Entry> e = build(args, false);
+  std::unique_ptr<Entry> e = build(signature_of(args, name_, where_), false);
   return optimized ? e->compiled.report->optimized : e->traced.graph;
 }
 
 void TracedCore::save(const std::string& path, const TraceArgs& args) {
-  std::unique_ptr<Entry> e = build(args, false);
+  std::unique_ptr<Entry> e = build(signature_of(args, name_, where_), false);
   if (e->traced.autograd_call)
     throw Error("traced function '" + name_ + "': saving a function whose outputs require grad " +
                     "saves only its forward; call save() under NoGradGuard",
@@ -719,9 +659,7 @@ void TracedCore::save(const std::string& path, const TraceArgs& args) {
                 where_);
   std::vector<Tensor> params;
   for (auto& p : e->traced.params) params.emplace_back(p);
-  SaveOptions so;
-  so.name = name_;
-  save_graph(path, e->traced.graph, params, so);
+  save_graph(path, e->traced.graph, params, SaveOptions{.name = name_});
 }
 
 std::vector<Tensor> TracedCore::profile(const std::string& path, const TraceArgs& args) {
@@ -732,7 +670,7 @@ std::vector<Tensor> TracedCore::profile(const std::string& path, const TraceArgs
 }
 
 void TracedCore::dump(const std::string& dir, const TraceArgs& args) {
-  std::unique_ptr<Entry> e = build(args, true);
+  std::unique_ptr<Entry> e = build(signature_of(args, name_, where_), true);
   write_dump(dir, name_, e->traced.as_traced, *e->compiled.report, e->key.types);
 }
 

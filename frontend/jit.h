@@ -6,7 +6,6 @@
 // plan; later calls with that signature run the cached plan.
 #pragma once
 
-#include <array>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -83,8 +82,9 @@ class TracedCore {
   void save(const std::string& path, const TraceArgs& args);
   const TraceStats& stats() const;
   void set_cache_size(size_t n);
-  /// Dimension `dim` of argument `arg` (the parameter's position) takes any size.
-  void mark_dynamic(size_t arg, int64_t dim);
+  /// Dimension `dim` of argument `arg` (the parameter's position; `is_tensor`:
+  /// per parameter, whether it is a tensor) takes any size.
+  void mark_dynamic(size_t arg, int64_t dim, const std::vector<bool>& is_tensor);
   void set_fusion(int on) { fusion_override_ = on; }  // -1 follows the global switch
   const std::string& name() const { return name_; }
   struct Signature;  // a call's cache key (frontend/jit_entry.h)
@@ -95,31 +95,26 @@ class TracedCore {
   /// The entry for these arguments: a cached one, or one built now. When another
   /// thread is building the same signature, waits for it instead of building twice.
   std::shared_ptr<Entry> lookup(const TraceArgs& args);
-  /// Traces the body at the arguments' types: an entry whose plan is not compiled
+  /// Traces the body at a call's signature: an entry whose plan is not compiled
   /// yet (`record`: with the graph as traced and the partition's text, for dumps).
-  std::unique_ptr<Entry> trace(const TraceArgs& args, bool record = false);
+  std::unique_ptr<Entry> trace(const Signature& sig, bool record = false);
   CompileOptions entry_options(bool artifacts, bool dynamic) const;
   /// Traces and compiles. `dynamic`: CPU kernels become templates where sizes changed
-  /// (CompileOptions::dynamic_sizes). `record_only`: a probe, whose kernels are only
-  /// lowered and remembered; the entry has no plan.
-  std::unique_ptr<Entry> build(const TraceArgs& args, bool artifacts, bool dynamic = false,
-                               bool record_only = false);
+  /// (CompileOptions::dynamic_sizes).
+  std::unique_ptr<Entry> build(const Signature& sig, bool artifacts, bool dynamic = false);
   /// Before the first compile of a function with marked dimensions: traces it with
   /// each marked dimension one larger and remembers its kernels, so that the first
   /// compile already makes templates. A body that cannot trace at that size only
   /// loses the head start.
-  void probe(const TraceArgs& args, const std::vector<TensorType>& types,
-             const std::vector<DynamicDim>& dims);
-  /// The dimensions whose size changed between a cached signature and this call,
-  /// when nothing else did, made dynamic (under mu_). Returns what to log.
-  std::string note_dynamic(const TraceArgs& args, const Signature& now, const Entry& last);
-  /// Whether a new signature should compile in the background while its call runs
-  /// eagerly (settings().background_compile): a call that differs from `last`
-  /// only in sizes of dynamic dimensions, whose graph may compile there
-  /// (compiles_in_background, codegen/compile_queue.h), and whose templates are not
+  void probe(const Signature& sig, const std::vector<DynamicDim>& dims);
+  /// A new signature against the most recent, `last` (under mu_): the dimensions
+  /// whose size changed, when nothing else did, made dynamic; returns what to log.
+  /// `*background`: whether it should compile in the background while its calls
+  /// run eagerly (settings().background_compile): it differs from `last` only in
+  /// sizes of dynamic dimensions, its graph may compile there
+  /// (compiles_in_background, codegen/compile_queue.h), and its templates are not
   /// made yet (a dimension just became dynamic, or an earlier background compile runs).
-  bool compile_in_background(const Signature& now, const TraceArgs& args, const Entry& last,
-                             bool newly_dynamic) const;
+  std::string note_dynamic(const Signature& now, const Entry& last, bool* background);
   std::vector<Tensor> run(Entry& e, const TraceArgs& args);
   /// KILN_CHECK's run of a new signature (frontend/check.cpp): the body eagerly,
   /// then the same state restored and the plan run, and everything compared.
@@ -234,13 +229,7 @@ class Traced<R(A...)> {
   /// time, so a new size retraces but compiles no kernel (README: dynamic sizes).
   /// A dimension whose size changes between two calls becomes dynamic by itself.
   void mark_dynamic(size_t arg, int64_t dim) const {
-    static constexpr std::array<bool, sizeof...(A)> is_tensor{
-        std::is_same_v<std::decay_t<A>, Tensor>...};
-    if (arg >= sizeof...(A) || !is_tensor[arg])
-      throw Error("mark_dynamic(arg " + std::to_string(arg) + ", dim " + std::to_string(dim) +
-                  ") on '" + name() + "': expected the position of a tensor argument (the function takes " +
-                  std::to_string(sizeof...(A)) + " arguments)");
-    core_->mark_dynamic(arg, dim);
+    core_->mark_dynamic(arg, dim, {std::is_same_v<std::decay_t<A>, Tensor>...});
   }
   void set_fusion(bool on) const { core_->set_fusion(on ? 1 : 0); }
   const std::string& name() const { return core_->name(); }
@@ -255,18 +244,11 @@ class Traced<R(A...)> {
 };
 
 namespace detail {
-template <class F>
-struct LambdaSig : LambdaSig<decltype(&F::operator())> {};
+// The signature of a std::function with its parameters taken by value.
+template <class Fn>
+struct DecayedSig;
 template <class R, class... A>
-struct LambdaSig<R (*)(A...)> {
-  using type = R(std::decay_t<A>...);
-};
-template <class C, class R, class... A>
-struct LambdaSig<R (C::*)(A...) const> {
-  using type = R(std::decay_t<A>...);
-};
-template <class C, class R, class... A>
-struct LambdaSig<R (C::*)(A...)> {
+struct DecayedSig<std::function<R(A...)>> {
   using type = R(std::decay_t<A>...);
 };
 }  // namespace detail
@@ -274,7 +256,8 @@ struct LambdaSig<R (C::*)(A...)> {
 /// Traces a lambda (or any callable with one operator()): `auto f = jit([&](Tensor x) {...});`.
 template <class F>
 auto jit(F f, std::string name = "lambda", Loc where = Loc::current()) {
-  using Sig = typename detail::LambdaSig<F>::type;
+  // std::function's deduction guide reads the call operator's signature.
+  using Sig = typename detail::DecayedSig<decltype(std::function{f})>::type;
   return Traced<Sig>(std::move(name), std::function<Sig>(std::move(f)), where);
 }
 

@@ -14,66 +14,47 @@
 
 namespace kiln::detail {
 
-void TracedCore::mark_dynamic(size_t arg, int64_t dim) {
+void TracedCore::mark_dynamic(size_t arg, int64_t dim, const std::vector<bool>& is_tensor) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!dynamic_->mark(arg, dim)) return;
+  if (!dynamic_->mark(arg, dim, is_tensor, "'" + name_ + "'")) return;
   std::lock_guard<std::mutex> stats_lock(stats_->mu);
-  stats_->stats.dynamic_dims.push_back("arg " + std::to_string(arg) + " dim " + std::to_string(dim));
+  stats_->stats.dynamic_dims.push_back(DynamicDim{arg, 0, dim}.str());
 }
 
-std::string TracedCore::note_dynamic(const TraceArgs& args, const Signature& now,
-                                     const Entry& last) {
-  if (!settings().auto_dynamic) return "";
+std::string TracedCore::note_dynamic(const Signature& now, const Entry& last, bool* background) {
   const std::vector<TensorType>& types = now.types;
-  const auto found =
-      size_changes({args.is_tensor, types, args.numbers}, last.key.types, last.key.numbers);
-  if (!found) return "";
+  const auto changes =
+      size_changes({now.is_tensor, types, now.numbers}, last.key.types, last.key.numbers);
+  std::vector<DynamicDim> added;
+  if (changes && settings().auto_dynamic) added = dynamic_->add(*changes, types);
   std::string log;
-  for (const DynamicDim& f : dynamic_->add(*found, types)) {
-    const std::string what = "arg " + std::to_string(f.arg) + " dim " + std::to_string(f.dim);
+  for (const DynamicDim& f : added) {
     {
       std::lock_guard<std::mutex> stats_lock(stats_->mu);
-      stats_->stats.dynamic_dims.push_back(what);
+      stats_->stats.dynamic_dims.push_back(f.str());
     }
-    log += "kiln: '" + name_ + "': " + what + " is now dynamic (" +
-           std::to_string(last.key.types[f.tensor].shape[size_t(f.dim)]) + " -> " +
-           std::to_string(types[f.tensor].shape[size_t(f.dim)]) +
-           "): CPU kernels take it at run time; a new size retraces and shares them\n";
+    log += "kiln: '" + name_ + "': " + now_dynamic_str(f, last.key.types, types) + "\n";
   }
+  *background =
+      settings().background_compile && changes && !changes->empty() &&
+      now.requires_grad == last.key.requires_grad && now.grad_mode == last.key.grad_mode &&
+      dynamic_->all_dynamic(*changes, types) && compiles_in_background(last.traced.graph, types) &&
+      (!added.empty() || std::any_of(entries_.begin(), entries_.end(),
+                                     [](const auto& e) { return !e->background.ready(); }));
   return log;
 }
 
-bool TracedCore::compile_in_background(const Signature& now, const TraceArgs& args,
-                                       const Entry& last, bool newly_dynamic) const {
-  const std::vector<TensorType>& types = now.types;
-  if (!settings().background_compile || now.requires_grad != last.key.requires_grad ||
-      now.grad_mode != last.key.grad_mode)
-    return false;
-  if (!compiles_in_background(last.traced.graph, types)) return false;
-  const auto changes =
-      size_changes({args.is_tensor, types, args.numbers}, last.key.types, last.key.numbers);
-  if (!changes || changes->empty() || !dynamic_->all_dynamic(*changes, types)) return false;
-  return newly_dynamic || std::any_of(entries_.begin(), entries_.end(),
-                                      [](const auto& e) { return !e->background.ready(); });
-}
-
-void TracedCore::probe(const TraceArgs& args, const std::vector<TensorType>& types,
-                       const std::vector<DynamicDim>& dims) {
-  const std::optional<std::vector<TensorType>> at = probe_types(types, dims);
+void TracedCore::probe(const Signature& sig, const std::vector<DynamicDim>& dims) {
+  std::optional<std::vector<TensorType>> at = probe_types(sig.types, dims);
   if (!at) return;  // a backend that compiles every size
-  TraceArgs other = args;
-  for (const DynamicDim& d : dims) {
-    const Tensor& t = args.tensors[d.tensor];
-    Tensor probe =
-        empty((*at)[d.tensor].shape,
-              TensorOptions().dtype(t.dtype()).device(t.device()).requires_grad(t.requires_grad()));
-    if (!t.is_leaf()) probe = probe.clone();  // computed by ops, as the call's tensor
-    other.tensors[d.tensor] = probe;
-  }
+  Signature other = sig;
+  other.types = std::move(*at);
   // Whatever the body throws at the other size (a shape check of the user's, an
   // allocation) costs only the head start: the call itself goes on.
   try {
-    (void)build(other, false, true, true);
+    // Its kernels are only lowered and remembered: the entry gets no plan.
+    const std::unique_ptr<Entry> e = trace(other);
+    record_program_kernels(e->traced.graph, e->traced.backward.get(), entry_options(false, true));
   } catch (const std::exception& e) {
     if (log_enabled("recompiles"))
       std::cerr << "kiln: '" << name_ << "': no head start for its dynamic dimensions (tracing at "

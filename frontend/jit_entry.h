@@ -18,15 +18,24 @@ struct TracedCore::StatsCell {
   TraceStats stats;
 };
 
+/// A tensor a call writes besides its outputs: a captured tensor, or (null) the
+/// call's argument at position `arg`.
+struct CallTensor {
+  std::shared_ptr<TensorImpl> tensor;
+  int64_t arg = -1;
+  Tensor in(const TraceArgs& args) const {
+    return tensor ? Tensor(tensor) : args.tensors[static_cast<size_t>(arg)];
+  }
+};
+
 /// What happens to a captured tensor's or an argument's .grad after a compiled call.
 struct GradWriteback {
-  std::shared_ptr<TensorImpl> tensor;  // a captured tensor, or null for argument `arg`
+  CallTensor target;
   /// Clear: no gradient; FromOutput: the plan's output is the new .grad;
   /// AddOutput: the output is added as eager backward() would (into .grad of a
   /// leaf, or on through the eager graph of an argument computed by ops).
   enum Kind : uint8_t { Clear, FromOutput, AddOutput } kind = Clear;
   size_t output = 0;  // FromOutput, AddOutput: index into the plan's outputs
-  int64_t arg = -1;   // the call's argument position when `tensor` is null
 };
 
 /// A condition the cached plan was compiled under: the tensor's .grad must be
@@ -40,8 +49,7 @@ struct GradGuard {
 /// An argument or captured tensor the body wrote in place with grad on: after
 /// the call it holds the history eager mode would give it.
 struct HistoryWrite {
-  std::shared_ptr<TensorImpl> tensor;  // a captured tensor, or null for argument `arg`
-  int64_t arg = -1;
+  CallTensor target;
   /// Takes: its new value requires grad, and it becomes an output of the call's
   /// tape node (output `user_outputs + k`, k counting those that take); else it
   /// loses its history (the value written required no grad).
@@ -57,8 +65,7 @@ struct TracedProgram {
   Graph as_traced;
   std::vector<PassRecord> partition_log;
   std::vector<std::shared_ptr<TensorImpl>> params;
-  std::vector<TensorType> out_types;  // every output of the plan
-  size_t user_outputs = 0;            // the first outputs go back to the caller
+  size_t user_outputs = 0;  // the first outputs of the plan go back to the caller
   double trace_ms = 0;
 
   std::vector<GradWriteback> grad_writebacks;
@@ -73,44 +80,26 @@ struct TracedProgram {
   // Autograd call: the plan is the forward (user outputs, written-back grads,
   // then saved values); the backward maps (args, saved, output gradients) to
   // gradients of the wrt tensors. The split's roots are the tape node outputs
-  // `seeded` (its RootRead::root and wrt_reached_by index into `seeded`).
+  // `seeded` (its RootRead::root and wrt_reached_by index into `seeded`); its
+  // held_reads number the caller's tensors as the call's arguments, then the
+  // captured tensors, then the user outputs.
   bool autograd_call = false;
   SplitLayout split;
   /// The backward, traced (compile_program takes it); none when split.backward_freed.
   std::unique_ptr<Graph> backward;
-  std::vector<size_t> seeded;          // outputs whose gradient the backward takes
-  std::vector<TensorType> call_out_types;  // the tape node's outputs: user outputs, then histories
-  /// Tape node outputs whose gradient reads a value an in-place write inside
-  /// the body replaced after `op` saved it: a backward through them raises, as
-  /// eagerly ("modified by an in-place operation").
-  struct StaleOutput {
-    size_t output;
-    OpKind op;
-    uint64_t expected, found;
-    SourceLoc loc;
-  };
-  std::vector<StaleOutput> stale_outputs;
-  /// Values the backward reads that live on after the call in a tensor the
-  /// caller holds (an argument, a captured tensor, an output): as eagerly, a
-  /// backward through `output` raises if that tensor was written since the call.
-  struct HeldRead {
-    enum Kind { Arg, Param, Output } kind;
-    int64_t index;
-    size_t output;
-    OpKind op;
-    SourceLoc loc;
-  };
-  std::vector<HeldRead> held_reads;
+  /// The tape node outputs (user outputs, then histories) whose gradient the backward takes.
+  std::vector<size_t> seeded;
 };
 
 /// A call's signature, as the cache keys it: per tensor argument its type and
 /// autograd state (0 no grad, 1 a leaf that requires grad, 2 computed by ops),
-/// the plain numbers, and the grad mode.
+/// the plain numbers, and the grad mode; all a trace needs of the call.
 struct TracedCore::Signature {
   std::vector<TensorType> types;
   std::vector<uint8_t> requires_grad;
   std::vector<double> numbers;
   bool grad_mode = false;
+  std::vector<bool> is_tensor;  // per parameter (the same for every call of a function)
   bool operator==(const Signature& o) const;  // NaN numbers are equal
 };
 

@@ -18,9 +18,8 @@ bool is_zero_constant(const Graph& g, Value v) {
 }
 
 // Makes `v` the plan's next output; returns its index.
-size_t add_output(TraceState& st, TracedProgram& prog, Value v) {
+size_t add_output(TraceState& st, Value v) {
   st.graph.outputs.push_back(v);
-  prog.out_types.push_back(st.graph.type(v));
   return st.graph.outputs.size() - 1;
 }
 
@@ -31,12 +30,12 @@ void collect_arg_grad(TraceState& st, const TensorImpl* key, const GradSlot& slo
   const int64_t arg = st.arg_position(key);
   if (arg < 0) return;  // an intermediate's .grad lives and dies inside the trace
   if (!slot.current.defined()) {
-    if (slot.assigned) prog.grad_writebacks.push_back({nullptr, GradWriteback::Clear, 0, arg});
+    if (slot.assigned) prog.grad_writebacks.push_back({{nullptr, arg}, GradWriteback::Clear});
     return;
   }
   const auto kind = slot.assigned ? GradWriteback::FromOutput : GradWriteback::AddOutput;
-  const size_t output = add_output(st, prog, st.value_of(slot.current, SourceLoc()));
-  prog.grad_writebacks.push_back({nullptr, kind, output, arg});
+  const size_t output = add_output(st, st.value_of(slot.current, SourceLoc()));
+  prog.grad_writebacks.push_back({{nullptr, arg}, kind, output});
 }
 
 // A captured tensor's gradient goes on through its eager history only after
@@ -73,13 +72,13 @@ void collect_grad_writebacks(TraceState& st, TracedProgram& prog, std::vector<Gr
       // call sends its gradient on through the ops that made it.
       if (!slot.current.defined()) continue;
       check_history_grads_unread(st, *slot.owner, where);
-      const size_t output = add_output(st, prog, st.value_of(slot.current, where));
-      prog.grad_writebacks.push_back({slot.owner, GradWriteback::AddOutput, output});
+      const size_t output = add_output(st, st.value_of(slot.current, where));
+      prog.grad_writebacks.push_back({{slot.owner}, GradWriteback::AddOutput, output});
       continue;
     }
     guards.push_back(GradGuard{slot.owner, slot.initial.get(), slot.initial_zero});
     if (!slot.current.defined()) {
-      if (slot.initial) prog.grad_writebacks.push_back({slot.owner, GradWriteback::Clear, 0});
+      if (slot.initial) prog.grad_writebacks.push_back({{slot.owner}, GradWriteback::Clear});
       continue;
     }
     Value fv = st.value_of(slot.current, where);
@@ -91,9 +90,9 @@ void collect_grad_writebacks(TraceState& st, TracedProgram& prog, std::vector<Gr
       st.graph.updates.push_back(ParamUpdate{st.param_index.at(slot.initial.get()), fv});
       if (final_zero) prog.zero_after.push_back(slot.initial);
     } else {
-      const size_t output = add_output(st, prog, fv);
+      const size_t output = add_output(st, fv);
       if (final_zero) prog.zero_outputs.push_back(output);
-      prog.grad_writebacks.push_back({slot.owner, GradWriteback::FromOutput, output});
+      prog.grad_writebacks.push_back({{slot.owner}, GradWriteback::FromOutput, output});
     }
   }
   std::sort(st.graph.updates.begin(), st.graph.updates.end(),
@@ -107,7 +106,7 @@ void collect_arg_writes(TraceState& st, TracedProgram& prog) {
     const int64_t a = st.graph[id].attrs.i(AttrKey::index);
     if (a < 0 || a >= static_cast<int64_t>(st.args.size())) continue;  // a seed of the backward
     const Value now = st.args[static_cast<size_t>(a)]->value;
-    if (now != Value(id)) prog.arg_writes.push_back({a, add_output(st, prog, now)});
+    if (now != Value(id)) prog.arg_writes.push_back({a, add_output(st, now)});
   }
 }
 
@@ -118,7 +117,7 @@ std::vector<Value> collect_histories(TraceState& st, TracedProgram& prog) {
   auto add = [&](const TensorImpl* key, std::shared_ptr<TensorImpl> tensor, int64_t arg, Value now) {
     auto it = st.taped_writes.find(key);
     if (it == st.taped_writes.end()) return;
-    prog.histories.push_back({std::move(tensor), arg, it->second});
+    prog.histories.push_back({{std::move(tensor), arg}, it->second});
     if (it->second) roots.push_back(now);
   };
   for (const auto& [a, o] : prog.arg_writes) {

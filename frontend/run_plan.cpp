@@ -23,8 +23,7 @@ std::shared_ptr<TensorImpl> dense_input(const Tensor& t, SourceLoc where) {
 
 std::vector<Tensor> run_plan(const Plan& plan, const Graph& g, const std::vector<Tensor>& args,
                              const std::vector<std::shared_ptr<TensorImpl>>& params,
-                             const std::vector<TensorType>& out_types, const char* kind,
-                             const std::string& name, SourceLoc where) {
+                             const char* kind, const std::string& name, SourceLoc where) {
   std::vector<std::shared_ptr<TensorImpl>> copies;  // dense copies of strided inputs
   PointerScratch<16> argp(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
@@ -61,10 +60,10 @@ std::vector<Tensor> run_plan(const Plan& plan, const Graph& g, const std::vector
     copies.push_back(std::move(d));
   }
   std::vector<Tensor> outs;
-  PointerScratch<16> outp(out_types.size());
-  outs.reserve(out_types.size());
-  for (size_t i = 0; i < out_types.size(); ++i) {
-    auto impl = make_dense(out_types[i]);
+  PointerScratch<16> outp(g.outputs.size());
+  outs.reserve(g.outputs.size());
+  for (size_t i = 0; i < g.outputs.size(); ++i) {
+    auto impl = make_dense(g.type(g.outputs[i]));
     outp[i] = impl->view().data;
     outs.emplace_back(std::move(impl));
   }

@@ -15,13 +15,12 @@ namespace kiln::detail {
 
 /// Runs `plan` (compiled from g) on `args`, copied to dense buffers when strided,
 /// and `params`, g's parameters by index, read and updated in their own buffers;
-/// returns fresh dense outputs of `out_types`, and bumps the version of every
+/// returns fresh dense outputs of g's output types, and bumps the version of every
 /// parameter g updates. A parameter whose type changed since g was traced, or an
 /// updated parameter that is not dense, is a kiln::Error naming "<kind> '<name>'"
 /// and `where`.
 std::vector<Tensor> run_plan(const Plan& plan, const Graph& g, const std::vector<Tensor>& args,
                              const std::vector<std::shared_ptr<TensorImpl>>& params,
-                             const std::vector<TensorType>& out_types, const char* kind,
-                             const std::string& name, SourceLoc where);
+                             const char* kind, const std::string& name, SourceLoc where);
 
 }  // namespace kiln::detail

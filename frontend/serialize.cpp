@@ -328,8 +328,7 @@ std::vector<Tensor> LoadedFunction::operator()(const std::vector<Tensor>& args) 
   }
   std::vector<std::shared_ptr<TensorImpl>> params;
   for (const Tensor& p : s.params) params.push_back(p.impl_ptr());
-  return detail::run_plan(*plan, s.graph, args, params, s.out_types, "loaded graph", s.origin,
-                          SourceLoc{});
+  return detail::run_plan(*plan, s.graph, args, params, "loaded graph", s.origin, SourceLoc{});
 }
 
 LoadedFunction load(const std::string& path) {

@@ -87,7 +87,6 @@ Tensor TraceState::wrap(Value v, bool requires_grad) {
 Tensor TraceState::add_arg(int64_t index, const TensorType& t, bool requires_grad, bool computed) {
   Tensor a = wrap(builder.arg(index, t), requires_grad);
   args.push_back(a.impl_ptr());
-  arg_values.push_back(a.impl()->value);
   arg_leaf.push_back(requires_grad);
   arg_computed.push_back(requires_grad && computed);
   return a;
@@ -129,12 +128,10 @@ Tensor TraceState::grad_of(const Tensor& t, SourceLoc loc, bool user_read) {
     const TensorType& gt = key->grad->type;
     LocScope at(builder, loc);
     slot.current = wrap(builder.constant(0.0, gt.dtype, gt.shape, gt.device));
-    grads[key] = slot;
-    return slot.current;
+  } else {
+    slot.initial_value = value_of(Tensor(key->grad), loc);
+    slot.current = wrap(slot.initial_value);
   }
-  Tensor g(key->grad);
-  slot.initial_value = value_of(g, loc);
-  slot.current = wrap(slot.initial_value);
   grads[key] = slot;
   return slot.current;
 }
@@ -205,31 +202,25 @@ std::vector<Tensor> TraceState::backward(const std::vector<Tensor>& roots,
     const bool new_history = !wrt.empty() && taped_writes.count(t.impl());
     const int64_t a = arg_position(t.impl());
     Value v;
-    if (!new_history && a >= 0) {
-      v = arg_values[static_cast<size_t>(a)];
-    } else if (auto p = param_index.find(t.impl()); !new_history && p != param_index.end()) {
+    if (!new_history && a >= 0)
+      v = Value(graph.args()[static_cast<size_t>(a)]);
+    else if (auto p = param_index.find(t.impl()); !new_history && p != param_index.end())
       v = graph.param_value(p->second);
-    }
     if (!v.valid()) v = value_of(t, loc);
-    if (!reach[v.node]) {
-      used.push_back(Tensor());
-      continue;
-    }
-    used.push_back(t);
-    wrt_vals.push_back(v);
+    // A tensor no gradient of the roots reaches gets none (an undefined tensor).
+    used.push_back(reach[v.node] ? t : Tensor());
+    if (reach[v.node]) wrt_vals.push_back(v);
   }
   const std::vector<Value> grads_v = [&] {
     LocScope at(builder, loc);
     return build_gradients(builder, root_vals, seed_vals, wrt_vals, detail::custom_function_vjp());
   }();
 
-  std::vector<Tensor> result;
+  std::vector<Tensor> result(used.size());
   size_t k = 0;
-  for (const Tensor& t : used) {
-    if (!t.defined()) {
-      result.push_back(Tensor());
-      continue;
-    }
+  for (size_t i = 0; i < used.size(); ++i) {
+    const Tensor& t = used[i];
+    if (!t.defined()) continue;
     // Without create_graph a gradient is data, as eagerly: x.grad() read in the
     // body, or a result of autograd::grad, passes no gradient on itself.
     Value gv = grads_v[k++];
@@ -241,7 +232,7 @@ std::vector<Tensor> TraceState::backward(const std::vector<Tensor>& roots,
       set_grad(t, g, /*assigned=*/false);
       if (accumulated) accumulated->push_back(t);
     }
-    result.push_back(g);
+    result[i] = g;
   }
   return result;
 }

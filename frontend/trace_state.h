@@ -71,11 +71,10 @@ struct TraceState {
   /// the call they take the call's history (or lose theirs), as eagerly.
   std::unordered_map<const TensorImpl*, bool> taped_writes;
 
-  /// Symbolic argument tensors, in order, and the value each had when called
-  /// (an in-place write gives the tensor a new value; gradients are taken with
-  /// respect to this one).
+  /// Symbolic argument tensors, in order (an in-place write gives one a new
+  /// value; gradients are taken with respect to the value it had when called,
+  /// its arg node).
   std::vector<std::shared_ptr<TensorImpl>> args;
-  std::vector<Value> arg_values;
   /// Per argument: it requires grad, as called (a gradient target: the call
   /// sends its gradient to the argument's .grad, or on through its history).
   std::vector<char> arg_leaf;

@@ -1,6 +1,7 @@
 // The forward/backward partition (see partition.h).
 #include "passes/partition.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "ir/printer.h"
@@ -40,6 +41,21 @@ std::vector<Value> choose_wrt(const Graph& g, const PartitionRequest& req, Parti
   return wrt;
 }
 
+// What each root's backward reads of the values the traced ops saved: the
+// first that a write replaced since, and those the caller still holds.
+void saved_reads(const Graph& g, const PartitionRequest& req, Partition& p) {
+  for (size_t k = 0; k < req.roots.size(); ++k) {
+    const std::span<const Value> root(&req.roots[k], 1);
+    if (const SavedValues::Stale s = req.saved->first_stale(g, root); s.node != kNoNode)
+      p.stale_roots.push_back({{k, s.node, g[s.node].op, g[s.node].loc}, s.expected, s.found});
+    for (const auto& [id, ref] : req.saved->reads(g, root)) {
+      const auto h = std::find(req.held.begin(), req.held.end(), ref->storage.get());
+      if (h != req.held.end())
+        p.held_reads.push_back({{k, id, g[id].op, g[id].loc}, size_t(h - req.held.begin())});
+    }
+  }
+}
+
 }  // namespace
 
 Partition partition(Builder& traced, const PartitionRequest& req) {
@@ -51,6 +67,8 @@ Partition partition(Builder& traced, const PartitionRequest& req) {
     return p;
   }
   const size_t forward_size = g.size();
+  if (req.saved) saved_reads(g, req, p);
+  for (Value r : req.roots) p.root_types.push_back(g.type(r));
   const std::vector<char> rg = requiring_grad(g, req.arg_requires, req.param_requires);
   for (size_t k = 0; k < req.roots.size(); ++k) {
     if (const NodeId n = freed_read(g, {&req.roots[k], 1}, rg, &req.freed); n != kNoNode)

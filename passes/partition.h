@@ -12,6 +12,7 @@
 
 #include "ir/builder.h"
 #include "passes/autodiff.h"
+#include "passes/saved_values.h"
 
 namespace kiln {
 
@@ -34,6 +35,12 @@ struct PartitionRequest {
   std::vector<int64_t> written_args;
   /// The gradients of custom nodes (autograd::Function calls).
   CustomVjp custom;
+  /// What the traced ops saved and the writes into their storages since (the
+  /// tracer's record), and the storages the caller holds after the call (its
+  /// arguments, captured tensors, outputs): SplitLayout's stale_roots and
+  /// held_reads. None: neither is looked for.
+  const SavedValues* saved = nullptr;
+  std::vector<const void*> held;
 };
 
 /// A root's first node whose saved values a backward would read (grad_analysis.h's
@@ -43,6 +50,20 @@ struct RootRead {
   NodeId node = kNoNode;
   OpKind op{};
   SourceLoc loc;
+};
+
+/// A root's first saved value that an in-place write inside the body replaced
+/// (SavedValues::first_stale): a backward through it raises, as eagerly
+/// ("modified by an in-place operation"). `node` saved it.
+struct StaleRead : RootRead {
+  uint64_t expected = 0, found = 0;  // writes into its storage then and now
+};
+
+/// A value a root's backward reads that lives on after the call, still current,
+/// in storage PartitionRequest::held[held]: a backward through the root raises
+/// if that storage was written since the call, as eagerly.
+struct HeldRead : RootRead {
+  size_t held = 0;
 };
 
 /// What the split made of a call besides its two graphs: what a caller that
@@ -64,6 +85,10 @@ struct SplitLayout {
   /// Per root whose backward reads values a backward() inside the body freed
   /// (freed_roots), or would read values a later backward frees (reading_roots).
   std::vector<RootRead> freed_roots, reading_roots;
+  std::vector<StaleRead> stale_roots;  // per root, the first (PartitionRequest::saved)
+  std::vector<HeldRead> held_reads;    // in root order
+  /// Per root, its type: that of its seed, the backward's gradient of it.
+  std::vector<TensorType> root_types;
 };
 
 struct Partition : SplitLayout {

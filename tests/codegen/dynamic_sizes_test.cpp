@@ -42,9 +42,16 @@ TEST_CASE("DynamicDims: marks, changes made dynamic once, negative dims, the pro
   DynamicDims dims;
   CHECK(dims.empty());
   const std::vector<bool> is_tensor{true, true};
+  // Only a tensor's position among the parameters can be marked.
+  CHECK_THROWS_WITH_AS(dims.mark(2, 0, is_tensor, "'f'"),
+                       "mark_dynamic(arg 2, dim 0) on 'f': expected the position of a tensor "
+                       "argument (the function takes 2 arguments)",
+                       Error);
+  CHECK_THROWS_AS(dims.mark(0, 0, {false, true}, "'f'"), Error);
+  CHECK(dims.empty());
   const std::vector<TensorType> types{f32({8, 3}), f32({4, 6})};
-  CHECK(dims.mark(1, -1));
-  CHECK_FALSE(dims.mark(1, -1));  // already dynamic
+  CHECK(dims.mark(1, -1, is_tensor, "'f'"));
+  CHECK_FALSE(dims.mark(1, -1, is_tensor, "'f'"));  // already dynamic
   dims.fit_marked(is_tensor, types, "traced function 'f'", SourceLoc());
   // A change of arg 1 dim 1 is the marked -1; arg 0 dim 0 is new.
   const std::vector<DynamicDim> changes{{0, 0, 0, false}, {1, 1, 1, false}};
@@ -60,10 +67,19 @@ TEST_CASE("DynamicDims: marks, changes made dynamic once, negative dims, the pro
   CHECK(dims.take_probe().empty());
 }
 
+TEST_CASE("a dimension made dynamic, as the log names it") {
+  // Parameters: a number, then two tensors; the second tensor's dim 1 changed.
+  const DynamicDim d{2, 1, 1, false};
+  CHECK(d.str() == "arg 2 dim 1");
+  CHECK(now_dynamic_str(d, {f32({8, 3}), f32({4, 64})}, {f32({8, 3}), f32({4, 32})}) ==
+        "arg 2 dim 1 is now dynamic (64 -> 32): CPU kernels take it at run time; a new size "
+        "retraces and shares them");
+}
+
 TEST_CASE("a marked dimension that does not fit the call is an error naming it") {
   DynamicDims dims;
-  dims.mark(0, 2);
   const std::vector<bool> is_tensor{true};
+  dims.mark(0, 2, is_tensor, "'f'");
   CHECK_THROWS_WITH_AS(
       dims.fit_marked(is_tensor, {f32({3})}, "traced function 'f'", SourceLoc()),
       doctest::Contains("traced function 'f': mark_dynamic(arg 0, dim 2) does not fit "

@@ -159,6 +159,61 @@ TEST_CASE("partition: roots whose gradients read freed values build no backward"
   CHECK(partition_str(p).find("// no backward") != std::string::npos);
 }
 
+TEST_CASE("partition: per root, the saved values a write replaced and those the caller holds") {
+  // Two roots: the sum through exp(x * w), and the product itself.
+  Graph g = ir(R"(
+    %x = arg {index=0} : f32[3]
+    %w = param {index=0} : f32[3]
+    %m = mul %x, %w
+    %e = exp %m
+    %s = sum %e {dims=[0], keepdim=0}
+    return %s, %m
+  )");
+  const Graph traced = g;
+  Builder b(g);
+  // The tracer's storages: x, w, the product (written in place since) and exp's result.
+  auto x = std::make_shared<int>(0), w = std::make_shared<int>(1), m = std::make_shared<int>(2),
+       e = std::make_shared<int>(3);
+  SavedValues saved;
+  saved.record(2, {x, w}, m, {true, true});
+  saved.record(3, {m}, e, {true});
+  saved.wrote(w.get());
+  PartitionRequest req = split_all(traced, {1}, {1});
+  req.saved = &saved;
+  req.held = {x.get(), e.get()};  // what the caller holds after the call: x and exp's result
+  const Partition p = partition(b, req);
+  // Both roots' backwards read mul's w, which the write replaced.
+  REQUIRE(p.stale_roots.size() == 2);
+  for (size_t k = 0; k < 2; ++k) {
+    CHECK(p.stale_roots[k].root == k);
+    CHECK(p.stale_roots[k].node == 2);
+    CHECK(p.stale_roots[k].op == OpKind::mul);
+    CHECK(p.stale_roots[k].loc == traced[2].loc);
+    CHECK(p.stale_roots[k].expected == 0);
+    CHECK(p.stale_roots[k].found == 1);
+  }
+  // Root 0 reads mul's x (held 0) and exp's result (held 1); root 1 reads only mul's x.
+  REQUIRE(p.held_reads.size() == 3);
+  CHECK(p.held_reads[0].root == 0);
+  CHECK(p.held_reads[0].node == 2);
+  CHECK(p.held_reads[0].held == 0);
+  CHECK(p.held_reads[1].root == 0);
+  CHECK(p.held_reads[1].node == 3);
+  CHECK(p.held_reads[1].op == OpKind::exp);
+  CHECK(p.held_reads[1].held == 1);
+  CHECK(p.held_reads[2].root == 1);
+  CHECK(p.held_reads[2].node == 2);
+  CHECK(p.held_reads[2].held == 0);
+  // The seeds' types, one per root.
+  CHECK(p.root_types == std::vector<TensorType>{traced.type(Value(4)), traced.type(Value(2))});
+  // Without the tracer's record, neither is looked for.
+  Graph h = ir(kProduct);
+  Builder hb(h);
+  const Partition q = partition(hb, split_all(h, {1}, {1}));
+  CHECK(q.stale_roots.empty());
+  CHECK(q.held_reads.empty());
+}
+
 TEST_CASE("run_partition logs the pipeline's first stage, whose text parses as the forward") {
   Graph g = ir(kProduct);
   const Graph traced = g;

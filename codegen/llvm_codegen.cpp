@@ -119,6 +119,7 @@ class Emitter {
     const LlvmJit& jit = LlvmJit::get();
     f->addFnAttr("target-cpu", jit.cpu_name());
     f->addFnAttr("target-features", jit.cpu_features());
+    if (jit.vector_width()) f->addFnAttr("prefer-vector-width", std::to_string(jit.vector_width()));
     f->addFnAttr(llvm::Attribute::NoUnwind);
     f->addFnAttr(llvm::Attribute::NoFree);
     f->addFnAttr(llvm::Attribute::NoSync);
@@ -578,7 +579,8 @@ class Emitter {
 #undef KILN_OP
 #undef KILN_LLVM_MATH_CASE
         // The table's math ops: llvm_math.cpp's scalar math, of one operand or two.
-        return llvm_math::math(b_, d.op, arg(0), kir::scalar_op_arity(d.op) == 2 ? arg(1) : nullptr);
+        return llvm_math::math(b_, d.op, arg(0),
+                               kir::scalar_op_arity(d.op) == 2 ? arg(1) : nullptr);
     }
     throw Error(std::string("CPU backend: no lowering for kernel IR op ") +
                 std::string(kir::scalar_op_name(d.op)));

@@ -440,6 +440,7 @@ TEST_CASE("expm1, log1p, sigmoid and the logs over the whole range: ulps, signed
       {OpKind::log1p, [](long double x) { return std::log1p(x); }, -1, 10, +none, 2, 2.5},
       {OpKind::sigmoid, +sigmoid_ref, -90, 90, +sigmoid_skip, 2.5, 2.5},
       {OpKind::sigmoid, [](long double) { return 0.0L; }, -1e30, -89, +sigmoid32_overflow, 0, 0},
+      {OpKind::erf, [](long double x) { return std::erf(x); }, -6, 6, +none, 2.5, 5},
       {OpKind::log, [](long double x) { return std::log(x); }, 0, 10, +none, 2, 2},
       {OpKind::log2, [](long double x) { return std::log2(x); }, 0, 10, +none, 3, 3},
       {OpKind::log10, [](long double x) { return std::log10(x); }, 0, 10, +none, 3.5, 3},

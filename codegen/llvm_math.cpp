@@ -557,6 +557,20 @@ llvm::Value* math(llvm::IRBuilderBase& b, kir::ScalarOp op, llvm::Value* x, llvm
               " is not a math op");
 }
 
+bool expands(kir::ScalarOp op) {
+  switch (op) {
+    case kir::ScalarOp::sqrt:
+    case kir::ScalarOp::rsqrt:
+    case kir::ScalarOp::floor:
+    case kir::ScalarOp::ceil:
+    case kir::ScalarOp::round:
+    case kir::ScalarOp::trunc:
+      return false;
+    default:
+      return op == kir::ScalarOp::pow || kir::is_float_only(op);
+  }
+}
+
 llvm::Value* pow(llvm::IRBuilderBase& b, llvm::Value* x, llvm::Value* y) {
   if (x->getType()->isFloatTy()) {
     llvm::Type* d = b.getDoubleTy();

@@ -24,7 +24,7 @@ namespace kiln {
 namespace {
 
 // Bump when the generated code changes meaning or shape, to retire old cache entries.
-constexpr const char* kCodegenVersion = "kiln-cpu-codegen 10";
+constexpr const char* kCodegenVersion = "kiln-cpu-codegen 12";
 
 double ms_between(std::chrono::steady_clock::time_point a,
                   std::chrono::steady_clock::time_point b) {
@@ -119,6 +119,7 @@ bool load_code(const kir::Kernel& k, const CpuCompileOptions& opts, Source from,
   // The key: what the code means (kernel text without names) and what it was built for.
   const std::string key_text = std::string(kCodegenVersion) + "\nllvm " + LlvmJit::llvm_version() +
                                "\ncpu " + jit.cpu_name() + "\nfeatures " + jit.cpu_features() +
+                               "\nvector width " + std::to_string(jit.vector_width()) +
                                "\naligned " + (opts.assume_aligned ? "1" : "0") + "\nopt " +
                                llvm_opt_name(opt) + "\n" + kir::print_kernel(k, {.names = false});
   const std::string key = stable_hash_hex(key_text);

@@ -3,16 +3,19 @@
 // exp:  n = rint(x / ln2), r = x - n ln2 (Cody-Waite, two constants),
 //       e^r by its Taylor polynomial, times 2^n built in the exponent bits in
 //       two halves (so results that overflow or underflow gradually are right).
-// log:  x = m 2^e with m in [sqrt(1/2), sqrt(2)); log m = 2 atanh(s),
-//       s = (m-1)/(m+1), by its odd series; subnormals are scaled first.
+// log:  x = m 2^e with m in [sqrt(1/2), sqrt(2)) (split in integer arithmetic);
+//       log m = 2 atanh(s), s = (m-1)/(m+1), by its odd series; subnormals are
+//       scaled first. log1p: the same for 1 + x, its rounding error folded into m.
+// expm1: exp's reduction, 2^n (e^r - 1) + (2^n - 1) with an e^r - 1 polynomial.
+// sigmoid: 1 / (1 + e^-x), e^-x without exp's gradual underflow.
 // sin, cos: n = rint(x 2/pi), r = x - n pi/2 (Cody-Waite, 3-4 constants short
 //       enough that n * c is exact), Taylor polynomials on [-pi/4, pi/4], and
 //       the quadrant n mod 4 picks sin/cos and the sign.
 // tanh: -t / (t + 2) with t = expm1(-2|x|), sign restored; expm1 is exp's
 //       reduction with an e^r - 1 polynomial, exact at n = 0 for small |x|.
 // erf:  odd polynomial below 1/2; 1 - exp(-x^2) g(x) above, g a Chebyshev fit
-//       of erfc(x) exp(x^2) on [1/2, 4] (f32) or [1/2, 3] and [3, 6] (f64),
-//       coefficients generated with mpmath at 50 digits.
+//       of erfc(x) exp(x^2) on [1/2, 3] and [3, 6] (f64), coefficients generated
+//       with mpmath at 50 digits; in f32, g is gelu's rational fit (below).
 // gelu: 0.5 x (1 + erf(x/sqrt 2)) with 1 + erf(-a) taken as erfc(a) = exp(-a^2) g(a),
 //       so the negative side has no cancellation (the reference kernel's formula
 //       loses digits there; results agree to its accuracy). In f32, 1 + erf(a) is
@@ -63,12 +66,7 @@ const std::vector<double> kErfSmall64 = {
     0.00012054681918310599, -0.0008548304871782741,  0.005223977154105304,  -0.026866170586496874,
     0.11283791670580423,    -0.376126389031744,      1.1283791670955121};
 // erfc(x) exp(x^2) on [lo, hi] as a polynomial in t = (2x - lo - hi) / (hi - lo);
-// relative errors 2.9e-9 (f32, [1/2, 4]), 1.7e-18 ([1/2, 3]) and 3e-18 ([3, 6]).
-const std::vector<double> kErfcx32_05_4 = {
-    -1.9869485509778925e-05, 4.8341451795640264e-05, -3.603200863897694e-05, 7.751417025602116e-05,
-    -0.00029007176852633657, 0.0006345191475556691,  -0.0012467179205284651, 0.002562136126690412,
-    -0.0051653361358840735,  0.010016113864524721,   -0.018771854226510055,  0.03394156461387608,
-    -0.058964181806001624,   0.09797745275945154,    -0.15485137981801345,   0.23108725848545286};
+// relative errors 1.7e-18 ([1/2, 3]) and 3e-18 ([3, 6]); f64 only.
 const std::vector<double> kErfcx64_05_3 = {
     1.355765323918686e-11,  -4.940669293058982e-11,  9.268326040227135e-11,
     -3.187162898960864e-10, 1.309037855317925e-09,   -4.412254545497559e-09,
@@ -143,10 +141,11 @@ struct M {
     for (size_t i = 1; i < cs.size(); ++i) r = fma(r, x, c(cs[i]));
     return r;
   }
-  // 2^n for an integral float n whose exponent field fits (|n| below the bias).
-  llvm::Value* pow2(llvm::Value* nf) {
+  // 2^(n + k) for an integral float n whose exponent field fits (n + k + bias in
+  // [0, 2 bias]; 0 makes 0).
+  llvm::Value* pow2(llvm::Value* nf, int k = 0) {
     llvm::Value* n = b.CreateFPToSI(nf, it);
-    llvm::Value* bits = b.CreateShl(b.CreateAdd(n, ic(bias)), ic(mant));
+    llvm::Value* bits = b.CreateShl(b.CreateAdd(n, ic(bias + k)), ic(mant));
     return b.CreateBitCast(bits, ft);
   }
   // p * 2^n for integral n up to twice the exponent range, in two exact halves.
@@ -188,6 +187,30 @@ struct M {
     return fma(s, p, sub(s, c(1.0)));
   }
 
+  // x = m 2^e with m in [sqrt(1/2), sqrt(2)), for a positive normal x (other x:
+  // a value for the caller to replace): adding 1 - sqrt(1/2) to the bits carries
+  // into the exponent exactly when the mantissa is at least sqrt(2)'s, so that
+  // m's bits are the mantissa's plus sqrt(1/2)'s, in integer arithmetic only.
+  void split_mantissa(llvm::Value* x, llvm::Value** e, llvm::Value** m) {
+    const int64_t one = int64_t(bias) << mant;
+    const int64_t sqrt_half = dbl ? 0x3fe6a09e667f3bcd : 0x3f3504f3;  // the bits of sqrt(1/2)
+    const int64_t mmask = (int64_t(1) << mant) - 1;
+    llvm::Value* bits = b.CreateAdd(b.CreateBitCast(x, it), ic(one - sqrt_half));
+    *e = b.CreateSub(b.CreateLShr(bits, ic(mant)), ic(bias));
+    *m = b.CreateBitCast(b.CreateAdd(b.CreateAnd(bits, ic(mmask)), ic(sqrt_half)), ft);
+  }
+
+  // log(1 + f) for f in [sqrt(1/2) - 1, sqrt(2) - 1]: 2 atanh(s), s = f / (f + 2),
+  // by atanh's odd series.
+  llvm::Value* log1p_reduced(llvm::Value* f) {
+    llvm::Value* s = div(f, add(f, c(2.0)));
+    llvm::Value* s2 = mul(s, s);
+    std::vector<double> q;  // 1/(2k+1) for the odd series, highest first
+    for (int k = dbl ? 21 : 11; k >= 3; k -= 2) q.push_back(1.0 / k);
+    llvm::Value* two_s = add(s, s);
+    return fma(two_s, mul(s2, poly(s2, q)), two_s);
+  }
+
   // e log_b(2) + log_b(m) for x = 2^e m: k_hi + k_lo = log_b(2) (k_hi exact times
   // any exponent), scale = log_b(e) (1: the natural log, lm is log(m) itself).
   llvm::Value* log_base(llvm::Value* x, double k_hi, double k_lo, double scale) {
@@ -195,22 +218,10 @@ struct M {
     const int boost = dbl ? 54 : 24;
     llvm::Value* sub_n = b.CreateFCmpOLT(x, c(min_normal));
     llvm::Value* xs = sel(sub_n, mul(x, c(std::ldexp(1.0, boost))), x);
-    llvm::Value* bits = b.CreateBitCast(xs, it);
-    llvm::Value* e = b.CreateSub(b.CreateLShr(bits, ic(mant)), ic(bias));
+    llvm::Value *e, *m;
+    split_mantissa(xs, &e, &m);
     e = b.CreateSub(e, b.CreateSelect(sub_n, ic(boost), ic(0)));
-    const int64_t mmask = (int64_t(1) << mant) - 1;
-    llvm::Value* mbits = b.CreateOr(b.CreateAnd(bits, ic(mmask)), ic(int64_t(bias) << mant));
-    llvm::Value* m = b.CreateBitCast(mbits, ft);
-    llvm::Value* big = b.CreateFCmpOGT(m, c(1.4142135623730951));
-    m = sel(big, mul(m, c(0.5)), m);
-    e = b.CreateAdd(e, b.CreateSelect(big, ic(1), ic(0)));
-    llvm::Value* f = sub(m, c(1.0));
-    llvm::Value* s = div(f, add(f, c(2.0)));
-    llvm::Value* s2 = mul(s, s);
-    std::vector<double> q;  // 1/(2k+1) for the odd series, highest first
-    for (int k = dbl ? 21 : 11; k >= 3; k -= 2) q.push_back(1.0 / k);
-    llvm::Value* two_s = add(s, s);
-    llvm::Value* lm = fma(two_s, mul(s2, poly(s2, q)), two_s);
+    llvm::Value* lm = log1p_reduced(sub(m, c(1.0)));
     llvm::Value* ef = b.CreateSIToFP(e, ft);
     if (scale != 1.0) lm = mul(lm, c(scale));
     llvm::Value* res = k_hi == 1.0 && k_lo == 0.0 ? add(ef, lm)  // log2: e + log2(m), exact
@@ -289,12 +300,12 @@ struct M {
     *lo = add(add(e, mul(xl, yh)), mul(xl, yl));
   }
 
-  // erf(|x|) and erfc(|x|), each without cancellation where it matters. x = s z
+  // erf(|x|) and erfc(|x|) in f64, each without cancellation where it matters. x = s z
   // with s = 1 or 1/sqrt 2: exp(-x^2) is evaluated from the exact square of z,
   // as any rounding of x^2 is amplified x^2-fold in the result; s2 = s^2 exactly.
   void erf_parts(llvm::Value* z, double s, double s2, llvm::Value** erf_a, llvm::Value** erfc_a) {
     llvm::Value* a = fabs(s == 1.0 ? z : mul(z, c(s)));
-    llvm::Value* small = mul(a, poly(mul(a, a), dbl ? kErfSmall64 : kErfSmall32));
+    llvm::Value* small = mul(a, poly(mul(a, a), kErfSmall64));
     llvm::Value *sq, *sq_lo;
     two_prod(z, z, &sq, &sq_lo);
     llvm::Value* e = mul(exp(b.CreateFNeg(mul(sq, c(s2)))), sub(c(1.0), mul(sq_lo, c(s2))));
@@ -302,13 +313,9 @@ struct M {
       llvm::Value* t = fma(a, c(2.0 / (hi - lo)), c(-(lo + hi) / (hi - lo)));
       return mul(e, poly(t, cs));
     };
-    llvm::Value* big;  // erfc(a) for a >= 1/2; 0 past the last interval
-    if (dbl) {
-      big = sel(b.CreateFCmpOLT(a, c(6.0)), tail(3, 6, kErfcx64_3_6), c(0.0));
-      big = sel(b.CreateFCmpOLT(a, c(3.0)), tail(0.5, 3, kErfcx64_05_3), big);
-    } else {
-      big = sel(b.CreateFCmpOLT(a, c(4.0)), tail(0.5, 4, kErfcx32_05_4), c(0.0));
-    }
+    // erfc(a) for a >= 1/2; 0 past the last interval.
+    llvm::Value* big = sel(b.CreateFCmpOLT(a, c(6.0)), tail(3, 6, kErfcx64_3_6), c(0.0));
+    big = sel(b.CreateFCmpOLT(a, c(3.0)), tail(0.5, 3, kErfcx64_05_3), big);
     // Below 1/2, 1 - erf loses at most one bit.
     llvm::Value* lt = b.CreateFCmpOLT(a, c(0.5));
     *erf_a = sel(lt, small, sub(c(1.0), big));
@@ -316,6 +323,7 @@ struct M {
   }
 
   llvm::Value* erf(llvm::Value* x) {
+    if (!dbl) return erf32(x);
     llvm::Value *e, *ec;
     erf_parts(x, 1.0, 1.0, &e, &ec);
     return sel(isnan(x), x, call(llvm::Intrinsic::copysign, e, x));
@@ -327,6 +335,22 @@ struct M {
     llvm::Value *n, *r;
     reduce_ln2(call(llvm::Intrinsic::maxnum, y, c(-87.0)), &n, &r);
     return mul(poly(r, taylor(7, 0)), pow2(n));
+  }
+
+  // f32 erf: the odd polynomial below 1/2, 1 - erfc(a) above with erfc(a) =
+  // exp(-x^2) P(a) / Q(a) as gelu32 takes it (no erfc polynomial of degree 15,
+  // and an exp without its overflow and NaN handling); 1 past 4 (and for
+  // infinities): 1.1 -> 0.55 ns/element in cache.
+  llvm::Value* erf32(llvm::Value* x) {
+    llvm::Value* a = fabs(x);
+    llvm::Value* small = mul(a, poly(mul(a, a), kErfSmall32));
+    // x^2 rounded: its error, amplified x^2-fold in exp(-x^2), is at most 0.12
+    // ulp of 1 - erfc(a) (largest near a = 1, where erfc(a) a^2 is).
+    llvm::Value* e = exp_nonpositive32(b.CreateFNeg(mul(x, x)));
+    llvm::Value* ec = mul(e, div(poly(a, kErfcxP32), poly(a, kErfcxQ32)));
+    llvm::Value* big = sel(b.CreateFCmpOLT(a, c(4.0)), sub(c(1.0), ec), c(1.0));
+    llvm::Value* r = sel(b.CreateFCmpOLT(a, c(0.5)), small, big);
+    return sel(isnan(x), x, call(llvm::Intrinsic::copysign, r, x));
   }
 
   // f32 gelu: 0.5 x (2 - erfc(a)) for x >= 0, 0.5 x erfc(a) below, a = |x| / sqrt 2;
@@ -355,32 +379,60 @@ struct M {
   llvm::Value* rsqrt(llvm::Value* x) { return div(c(1.0), sqrt(x)); }
   llvm::Value* sin(llvm::Value* x) { return sincos(x, false); }
   llvm::Value* cos(llvm::Value* x) { return sincos(x, true); }
-  // 1 / (1 + exp(-x)), as the reference kernel computes it.
-  // log(1 + x) with the rounding of 1 + x undone (Goldberg): u = 1 + x is exact
-  // up to one rounding, and log(u) * x / (u - 1) corrects for it.
+  // log(1 + x): u = 1 + x = m 2^e rounded, its rounding error d exactly (Fast2Sum,
+  // the larger addend first), and log(1 + x) = e log 2 + log(m + d 2^-e), the
+  // mantissa's f = m - 1 + d 2^-e rounded once (x itself when e = 0). Below
+  // 2^-p, x: log1p(x) rounds to it (zeros keep their sign, subnormals their bits).
   llvm::Value* log1p(llvm::Value* x) {
     llvm::Value* u = add(c(1.0), x);
-    llvm::Value* d = sub(u, c(1.0));
-    llvm::Value* r = mul(log(u), div(x, d));
-    r = sel(b.CreateFCmpOEQ(d, c(0.0)), x, r);
-    return sel(b.CreateFCmpOEQ(x, c(INFINITY)), x, r);
+    llvm::Value* d =
+        sel(b.CreateFCmpOGT(x, c(1.0)), sub(c(1.0), sub(u, x)), sub(x, sub(u, c(1.0))));
+    llvm::Value *e, *m;
+    split_mantissa(u, &e, &m);
+    // 2^-e, e at most 1 - bias (d 2^-e is below 2^-p there: any small scale serves).
+    llvm::Value* e_lim = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, e, ic(bias - 1));
+    llvm::Value* inv = b.CreateBitCast(b.CreateShl(b.CreateSub(ic(bias), e_lim), ic(mant)), ft);
+    llvm::Value* lm = log1p_reduced(fma(d, inv, sub(m, c(1.0))));
+    llvm::Value* ef = b.CreateSIToFP(e, ft);
+    llvm::Value* r = fma(ef, c(ln2_hi()), fma(ef, c(ln2_lo()), lm));
+    r = sel(b.CreateFCmpOLT(fabs(x), c(dbl ? 0x1p-53 : 0x1p-24)), x, r);
+    r = sel(b.CreateFCmpOEQ(x, c(INFINITY)), x, r);
+    r = sel(b.CreateFCmpOEQ(x, c(-1.0)), c(-INFINITY), r);
+    return sel(b.CreateFCmpULT(x, c(-1.0)), c(NAN), r);  // below -1 or NaN
   }
 
-  // e^x - 1 by Kahan's correction of the rounding in u = e^x: (u - 1) * (x / log(u)).
+  // e^x - 1: exp's reduction x = n ln2 + r, then 2^n (e^r - 1) + (2^n - 1) with
+  // e^r - 1 = r (1 + r/2! + ...), exact in the sum at n = 0. Taken as 2 (s p +
+  // (s - 1/2)) with s = 2^(n-1), so that 2^n itself never overflows (n up to
+  // 128, 1024): the product does, where e^x - 1 does. -1 below -40 (e^-40 is
+  // under half an ulp of 1), x itself below 2^-(p+1) (signed zeros, subnormals).
   llvm::Value* expm1(llvm::Value* x) {
-    llvm::Value* u = exp(x);
-    llvm::Value* d = sub(u, c(1.0));
-    llvm::Value* r = mul(d, div(x, log(u)));
-    r = sel(b.CreateFCmpOEQ(d, c(-1.0)), d, r);
-    r = sel(b.CreateFCmpOEQ(u, c(INFINITY)), u, r);
-    return sel(b.CreateFCmpOEQ(u, c(1.0)), x, r);
+    llvm::Value* xc = clamp(x, -40.0, dbl ? 710.0 : 89.0);
+    llvm::Value *n, *r;
+    reduce_ln2(xc, &n, &r);
+    llvm::Value* p = mul(r, poly(r, taylor(dbl ? 14 : 8, 1)));
+    llvm::Value* s = pow2(n, -1);
+    llvm::Value* res = mul(fma(s, p, sub(s, c(0.5))), c(2.0));
+    res = sel(b.CreateFCmpOLT(fabs(x), c(dbl ? 0x1p-54 : 0x1p-25)), x, res);
+    return sel(isnan(x), x, res);
   }
 
   llvm::Value* ceil(llvm::Value* x) { return call(llvm::Intrinsic::ceil, x); }
   llvm::Value* round(llvm::Value* x) { return rint(x); }  // half to even
   llvm::Value* trunc(llvm::Value* x) { return call(llvm::Intrinsic::trunc, x); }
 
-  llvm::Value* sigmoid(llvm::Value* x) { return div(c(1.0), add(c(1.0), exp(b.CreateFNeg(x)))); }
+  // 1 / (1 + e^-x). e^-x needs no gradual underflow (1 + it is 1 there), nor
+  // exp's scaling in two halves: with 2 e^r times 2^(n-1) from its bits, -x
+  // clamped to [-87.5, 89] (f32; [-708, 710] f64) makes the scale 0 at the
+  // bottom, where the result is 1, and the product infinite above the range.
+  llvm::Value* sigmoid(llvm::Value* x) {
+    llvm::Value *n, *r;
+    reduce_ln2(clamp(b.CreateFNeg(x), dbl ? -708.0 : -87.5, dbl ? 710.0 : 89.0), &n, &r);
+    std::vector<double> cs = taylor(dbl ? 13 : 7, 0);
+    for (double& v : cs) v *= 2;  // exact
+    llvm::Value* e = mul(poly(r, cs), pow2(n, -1));
+    return sel(isnan(x), x, div(c(1.0), add(c(1.0), e)));
+  }
 
   // max(x, y) + log1p(exp(-|x - y|)), and x + log 2 where x == y (+-inf too).
   llvm::Value* logaddexp(llvm::Value* x, llvm::Value* y) {
@@ -505,6 +557,20 @@ llvm::Value* math(llvm::IRBuilderBase& b, kir::ScalarOp op, llvm::Value* x, llvm
               " is not a math op");
 }
 
+bool expands(kir::ScalarOp op) {
+  switch (op) {
+    case kir::ScalarOp::sqrt:
+    case kir::ScalarOp::rsqrt:
+    case kir::ScalarOp::floor:
+    case kir::ScalarOp::ceil:
+    case kir::ScalarOp::round:
+    case kir::ScalarOp::trunc:
+      return false;
+    default:
+      return op == kir::ScalarOp::pow || kir::is_float_only(op);
+  }
+}
+
 llvm::Value* pow(llvm::IRBuilderBase& b, llvm::Value* x, llvm::Value* y) {
   if (x->getType()->isFloatTy()) {
     llvm::Type* d = b.getDoubleTy();
@@ -590,9 +656,9 @@ llvm::Value* philox(llvm::IRBuilderBase& b, llvm::Value* key, llvm::Value* count
   llvm::Value* x = philox_bits(b, key, counter, b.getInt32(0));
   switch (t) {
     case DType::f32:
-      return b.CreateFMul(b.CreateUIToFP(b.CreateTrunc(b.CreateLShr(x, 40), b.getInt32Ty()),
-                                         b.getFloatTy()),
-                          llvm::ConstantFP::get(b.getFloatTy(), 0x1p-24));
+      return b.CreateFMul(
+          b.CreateUIToFP(b.CreateTrunc(b.CreateLShr(x, 40), b.getInt32Ty()), b.getFloatTy()),
+          llvm::ConstantFP::get(b.getFloatTy(), 0x1p-24));
     case DType::f64:
       return b.CreateFMul(b.CreateSIToFP(b.CreateLShr(x, 11), b.getDoubleTy()),
                           llvm::ConstantFP::get(b.getDoubleTy(), 0x1p-53));

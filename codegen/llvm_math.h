@@ -6,10 +6,11 @@
 // returns a scalar `float` or `double` value; the type picks the polynomial
 // degree. Accuracy against correctly rounded results, for arguments in the
 // ranges the tests sweep (|x| < 1e4 for sin/cos):
-//   f32: exp, log, sin, cos within 2 ulp; tanh, sigmoid, erf within 3 ulp; gelu
+//   f32: exp, log, sin, cos, log1p, expm1 within 2 ulp; tanh, sigmoid, erf within 3 ulp; gelu
 //        within 5 ulp where x > -5.6 (below, erfc flushes to 0: |error| < 5e-8);
 //        pow, atan2 and hypot are computed in f64 and rounded once (0.5 ulp + 1e-15).
-//   f64: exp, log, sin, cos, tanh, sigmoid within 4 ulp; erf within 6 ulp; gelu within 8 ulp where
+//   f64: exp, log, sin, cos, tanh, sigmoid within 4 ulp (log1p, expm1 2.5); erf within 6 ulp; gelu
+//   within 8 ulp where
 //        x > -8.4 (below, erfc flushes to 0: |error| < 1e-16); pow within |y ln x| * 4 ulp
 //        (~1e-13 near overflow). sqrt is the hardware's (0.5 ulp); rsqrt is 1 / sqrt
 //        (1.5 ulp); atan2 within 2 ulp, hypot within 2 ulp. The test suite measures
@@ -33,6 +34,10 @@ namespace kiln::llvm_math {
 /// 0.5 x (1 + erf(x / sqrt 2)).
 llvm::Value* math(llvm::IRBuilderBase& b, kir::ScalarOp op, llvm::Value* x,
                   llvm::Value* y = nullptr);
+/// Whether math(op) (or pow) is a polynomial expansion of tens of vector
+/// operations per element (exp, tanh, erf, ...: bound by arithmetic), not one
+/// instruction (sqrt, rsqrt, the rounding ops).
+bool expands(kir::ScalarOp op);
 /// C99 pow, special cases included (pow(x, 0) = 1, pow(1, y) = 1, pow(-8, 1/3) = NaN, ...).
 llvm::Value* pow(llvm::IRBuilderBase& b, llvm::Value* x, llvm::Value* y);
 /// Integer power with wrap-around (exact modulo 2^bits); negative exponents give

@@ -81,6 +81,7 @@ void disable_loop_strength_reduction() {
 struct LlvmJit::Impl {
   llvm::orc::JITTargetMachineBuilder jtmb{llvm::Triple()};
   std::string cpu, features, enabled;
+  int vector_width = 0;
   std::unique_ptr<llvm::orc::LLJIT> jit;
   std::mutex mu;        // createJITDylib + addObjectFile + lookup (or removeJITDylib), as one step
   uint64_t dylibs = 0;  // names made so far
@@ -163,6 +164,10 @@ LlvmJit::LlvmJit() : impl_(std::make_unique<Impl>()) {
     if (!f.empty() && f[0] == '+') I.enabled += (I.enabled.empty() ? "" : ",") + f;
   }
   I.cpu = I.jtmb.getCPU();
+  auto has = [&](const char* f) {
+    return std::find(feats.begin(), feats.end(), std::string("+") + f) != feats.end();
+  };
+  if (has("avx512f") && has("evex512")) I.vector_width = 512;
   I.data_layout = I.target_machine()->createDataLayout().getStringRepresentation();
   disable_loop_strength_reduction();
   I.jit = unwrap(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(I.jtmb).create(),
@@ -184,8 +189,14 @@ const std::string& LlvmJit::cpu_features() const {
   return impl_->features;
 }
 
+int LlvmJit::vector_width() const {
+  return impl_->vector_width;
+}
+
 std::string LlvmJit::target_description() const {
-  return impl_->cpu + " " + impl_->enabled;
+  const std::string width =
+      impl_->vector_width ? ", " + std::to_string(impl_->vector_width) + "-bit vectors" : "";
+  return impl_->cpu + width + " " + impl_->enabled;
 }
 
 const char* LlvmJit::llvm_version() {

@@ -40,7 +40,15 @@ class LlvmJit {
   const std::string& cpu_name() const;
   /// Host features as a sorted "+avx2,+fma,-avx512f,..." string (what the code may use).
   const std::string& cpu_features() const;
-  /// "znver3 +avx,+avx2,+fma,..." with only the enabled features, for dumps.
+  /// The vector width kernels bound by arithmetic are compiled for, in bits
+  /// (their functions' "prefer-vector-width"; llvm_codegen.cpp decides which
+  /// kernels): 512 on a host with AVX-512 (avx512f and evex512), where LLVM's
+  /// tuning for most Intel cores prefers 256 and the math kernels ran a third
+  /// faster with 512 (bench_jit: BM_Unary); else 0, LLVM's own choice for the
+  /// CPU (256 on AVX2 hosts such as Zen 3).
+  int vector_width() const;
+  /// "znver3 +avx,+avx2,+fma,..." with only the enabled features, for dumps;
+  /// "rocketlake, 512-bit vectors +avx,..." when vector_width() chose.
   std::string target_description() const;
   /// "19.1.7".
   static const char* llvm_version();

@@ -140,7 +140,9 @@ TEST_CASE(
       "update 0 = %3\n");
   for (const step::Matmul* mm : steps_of<step::Matmul>(*over_b))
     CHECK((mm->epilogue.fn == nullptr));
-  // The epilogue reads the product transposed: rows of its output are columns of the product.
+  // An output reading the product transposed (rows of it are columns of the product):
+  // fusion keeps the permute out of the matmul's group, and were it in, the
+  // epilogue could not run per block of rows (cpu_compile.cpp's epilogue_by_rows).
   auto across = compiled(
       "%0 = arg {index=0} : f32[8,8]\n"
       "%1 = arg {index=1} : f32[8,8]\n"

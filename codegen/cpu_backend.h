@@ -50,6 +50,12 @@ struct CpuOptions : BackendOptions {
   /// of each parameter) run one template, compiled once (kernel_template.h,
   /// kir::families). KILN_SHARE_SIZES=0: each its own kernel.
   bool share_sizes = true;
+  /// Fewer, fuller plan steps: a matmul's elementwise epilogue runs inside its BLAS
+  /// step, on each block of the product's rows as it is written (in cache); and
+  /// consecutive kernels running the same code with no data between them (the Adam
+  /// update of each parameter) run as one foreach step, one pool dispatch over all
+  /// their chunks. KILN_MERGE_STEPS=0: each its own step.
+  bool merge_steps = true;
 };
 
 struct CpuCompileOptions {

@@ -21,7 +21,44 @@ struct CpuLowered : LoweredGroup {
 
 struct CpuCompiled : CompiledGroup {
   CpuKernel kernel;
+  bool epilogue_by_rows = false;  // a matmul group's: see epilogue_by_rows
 };
+
+// The indices of every store to buffer `b` (loads: of every load), in order.
+void store_indices(const std::vector<kir::Stmt>& body, int32_t b, std::vector<kir::ValueId>* out) {
+  for (const kir::Stmt& s : body) {
+    if (s.kind == kir::StmtKind::store && s.ref == b) out->push_back(s.index);
+    store_indices(s.body, b, out);
+  }
+}
+
+// Whether a matmul group's epilogue kernel k may run on each block of the
+// product's rows as soon as BLAS writes it (step::Matmul::epilogue): every output
+// has the product's shape and one store, all at one index, and the product
+// (buffer 0) is loaded at that index alone. Such a kernel walks the elements of
+// its outputs in order, so iterations [r0, r1) * range / rows touch rows [r0, r1)
+// of every buffer it writes and of the product alone.
+bool epilogue_by_rows(const kir::Kernel& k) {
+  if (k.buffers.empty() || k.buffers[0].output || k.serial_inner || k.buffers[0].shape.empty())
+    return false;
+  const Shape& shape = k.buffers[0].shape;
+  const int64_t cols = shape.back(), numel = kiln::numel(shape);
+  if (cols <= 0 || numel <= 0 || k.range <= 0 || k.range % (numel / cols) != 0) return false;
+  std::vector<kir::ValueId> stores;
+  for (size_t b = 1; b < k.buffers.size(); ++b) {
+    if (!k.buffers[b].output) continue;
+    if (k.buffers[b].shape != shape || k.buffers[b].sized_at_run_time) return false;
+    const size_t before = stores.size();
+    store_indices(k.body, int32_t(b), &stores);
+    if (stores.size() != before + 1) return false;
+  }
+  if (stores.empty()) return false;
+  for (kir::ValueId s : stores)
+    if (s != stores[0]) return false;
+  for (const kir::ValueDef& d : k.values)
+    if (d.op == kir::ScalarOp::load && d.ref == 0 && d.args[0] != stores[0]) return false;
+  return true;
+}
 
 // The kernels of one compile, seen together: groups whose kernels differ only
 // in sizes and constants (a family, kernel_template.h: the Adam update of each
@@ -39,6 +76,34 @@ CpuCompileOptions group_options(const CompileContext& ctx, KernelTemplateCache& 
   CpuCompileOptions o = cpu_compile_options(ctx.opts);
   o.templates = &templates;
   return o;
+}
+
+// Whether group `grp`'s kernel writes the buffer of any of the slots `others`.
+bool writes_any(const PlanBuilder& pb, const FusionGroup& grp, const std::vector<int32_t>& others) {
+  for (Value v : grp.outputs)
+    for (int32_t o : others)
+      if (pb.same_buffer(pb.slot(v), o)) return true;
+  return false;
+}
+
+// Whether group `grp`'s kernel `run` (over `slots`) may run as one more part of
+// the plan's last step: that step is a kernel step running the same code (the
+// family of the Adam updates of a model's parameters, kernel_template.h), split
+// with the same grain, and neither reads a buffer the other writes.
+bool joins_last_step(const PlanBuilder& pb, const FusionGroup& grp, const step::CpuKernel& run,
+                     const std::vector<int32_t>& slots) {
+  const Plan& plan = pb.plan();
+  if (plan.steps.empty()) return false;
+  const PlanStep& last = plan.steps.back();
+  const auto* k = std::get_if<step::CpuKernel>(&last.what);
+  if (!k || k->fn != run.fn || k->grain != run.grain) return false;
+  // Every buffer the last step writes, and every one it touches.
+  std::vector<int32_t> last_written;
+  for (Value v : pb.last_written()) last_written.push_back(pb.slot(v));
+  for (int32_t s : slots)
+    for (int32_t w : last_written)
+      if (pb.same_buffer(s, w)) return false;
+  return !writes_any(pb, grp, last.slots);
 }
 
 // P + alpha * (a @ b) stored over P: one BLAS call accumulating into P's buffer.
@@ -132,6 +197,9 @@ class CpuBackend final : public Backend {
     const CpuCompileOptions o = group_options(ctx, templates_);
     CpuLoweredGroup l = std::move(static_cast<CpuLowered&>(*lowered).l);
     auto c = std::make_unique<CpuCompiled>();
+    c->epilogue_by_rows = ctx.groups[gi].kind == GroupKind::Matmul &&
+                          ctx.opts.backend_options<CpuOptions>().merge_steps && l.has_output &&
+                          epilogue_by_rows(l.kernel);
     auto* b = static_cast<CpuBatch*>(batch);
     const int64_t f = b ? b->family[gi] : -1;
     if (f < 0) {
@@ -163,23 +231,53 @@ class CpuBackend final : public Backend {
     if (k.artifacts.reused) r.kernels_reused++;
     if (k.artifacts.templated) r.kernels_templated++;
     r.kernel_times += k.artifacts.times;
-    if (grp.kind == GroupKind::Matmul) {
-      const NodeId mm = grp.nodes.front();
-      // The raw product lives in a buffer of its own until the epilogue consumes it.
-      PlanStep step = pb.matmul_step(mm, pb.temp_slot(Value(mm)), k.info.name + "_gemm");
-      pb.add(std::move(step), split_gemm_info(g, mm, &k.info), {}, {Value(mm)});
-    }
-    if (!k.fn) return;
-    PlanStep step;
-    step.name = k.info.name;
     step::CpuKernel run;
     run.fn = k.fn;
     run.params = std::move(k.params);
     run.range = k.info.range;
     run.grain = std::max<int64_t>(k.info.grain, 1);
-    step.what = std::move(run);
+    std::vector<int32_t> slots;
+    auto kernel_slots = [&] {
+      for (Value v : k.buffers) slots.push_back(pb.slot(v));
+    };
+    if (grp.kind == GroupKind::Matmul) {
+      const NodeId mm = grp.nodes.front();
+      // The raw product lives in a buffer of its own until the epilogue consumes it.
+      PlanStep step = pb.matmul_step(mm, pb.temp_slot(Value(mm)), k.info.name + "_gemm");
+      if (k.fn) kernel_slots();
+      if (k.fn && static_cast<CpuCompiled&>(*code).epilogue_by_rows &&
+          !writes_any(pb, grp, {step.slots[0], step.slots[1]})) {
+        // One step: BLAS, and the epilogue on each block of rows it writes.
+        step.name = k.info.name;
+        run.own_slots = static_cast<int32_t>(slots.size());
+        std::get<step::Matmul>(step.what).epilogue = std::move(run);
+        step.slots.insert(step.slots.end(), slots.begin(), slots.end());
+        pb.plan().code.push_back(std::move(k.code));
+        std::vector<Value> written{Value(mm)};
+        written.insert(written.end(), grp.outputs.begin(), grp.outputs.end());
+        pb.add(std::move(step), std::move(k.info), std::move(k.artifacts), std::move(written));
+        return;
+      }
+      pb.add(std::move(step), split_gemm_info(g, mm, &k.info), {}, {Value(mm)});
+    }
+    if (!k.fn) return;
+    if (grp.kind != GroupKind::Matmul) kernel_slots();
     pb.plan().code.push_back(std::move(k.code));
-    for (Value v : k.buffers) step.slots.push_back(pb.slot(v));
+    if (grp.kind != GroupKind::Matmul && ctx.opts.backend_options<CpuOptions>().merge_steps &&
+        joins_last_step(pb, grp, run, slots)) {
+      // A part of the last step (a foreach step): the same code on other buffers.
+      auto& last = std::get<step::CpuKernel>(pb.plan().steps.back().what);
+      if (last.more.empty())
+        last.own_slots = static_cast<int32_t>(pb.plan().steps.back().slots.size());
+      last.more.push_back(
+          {run.fn, std::move(run.params), run.range, static_cast<int32_t>(slots.size())});
+      pb.extend_last(slots, k.info, grp.outputs);
+      return;
+    }
+    PlanStep step;
+    step.name = k.info.name;
+    step.what = std::move(run);
+    step.slots = std::move(slots);
     pb.add(std::move(step), std::move(k.info), std::move(k.artifacts), grp.outputs);
   }
 

@@ -39,24 +39,57 @@ int32_t PlanBuilder::operand_slot(Value v, bool* transposed) const {
   return slot(matmul_operand(sched_, v, transposed));
 }
 
+namespace {
+
+std::shared_ptr<const StepCost> cost_of(const KernelInfo& info) {
+  auto cost = std::make_shared<StepCost>();
+  cost->kind = group_kind_name(info.kind);
+  cost->bytes_read = info.bytes_read;
+  cost->bytes_written = info.bytes_written;
+  cost->flops = info.flops;
+  for (const std::string& s : info.sources) {
+    if (!cost->source.empty()) cost->source += ' ';
+    cost->source += s;
+  }
+  return cost;
+}
+
+}  // namespace
+
 void PlanBuilder::add(PlanStep step, KernelInfo info, KernelArtifacts artifacts,
                       std::vector<Value> written) {
-  if (!step.cost) {
-    auto cost = std::make_shared<StepCost>();
-    cost->kind = group_kind_name(info.kind);
-    cost->bytes_read = info.bytes_read;
-    cost->bytes_written = info.bytes_written;
-    cost->flops = info.flops;
-    for (const std::string& s : info.sources) {
-      if (!cost->source.empty()) cost->source += ' ';
-      cost->source += s;
-    }
-    step.cost = std::move(cost);
-  }
+  if (!step.cost) step.cost = cost_of(info);
   plan_.steps.push_back(std::move(step));
   r_.kernels.push_back(std::move(info));
   r_.artifacts.push_back(std::move(artifacts));
   r_.step_values.push_back(std::move(written));
+}
+
+void PlanBuilder::extend_last(const std::vector<int32_t>& slots, const KernelInfo& info,
+                              const std::vector<Value>& written) {
+  PlanStep& step = plan_.steps.back();
+  step.slots.insert(step.slots.end(), slots.begin(), slots.end());
+  KernelInfo& k = r_.kernels.back();
+  k.nodes.insert(k.nodes.end(), info.nodes.begin(), info.nodes.end());
+  for (const std::string& s : info.sources)
+    if (std::find(k.sources.begin(), k.sources.end(), s) == k.sources.end()) k.sources.push_back(s);
+  k.range += info.range;
+  k.bytes_read += info.bytes_read;
+  k.bytes_written += info.bytes_written;
+  k.flops += info.flops;
+  step.cost = cost_of(k);
+  std::vector<Value>& w = r_.step_values.back();
+  w.insert(w.end(), written.begin(), written.end());
+}
+
+const std::vector<Value>& PlanBuilder::last_written() const {
+  return r_.step_values.back();
+}
+
+bool PlanBuilder::same_buffer(int32_t s, int32_t t) const {
+  const PlanSlot& a = plan_.slots[static_cast<size_t>(s)];
+  const PlanSlot& b = plan_.slots[static_cast<size_t>(t)];
+  return a.kind == b.kind && a.index == b.index;
 }
 
 PlanStep PlanBuilder::matmul_step(NodeId mm, int32_t out, std::string name, step::Matmul m) const {

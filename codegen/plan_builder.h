@@ -23,6 +23,7 @@ class PlanBuilder {
 
   const Graph& graph() const { return g_; }
   Plan& plan() { return plan_; }
+  const Plan& plan() const { return plan_; }
   CompileReport& report() { return r_; }
 
   /// A new slot for v (v may be invalid: a buffer no value names).
@@ -41,6 +42,17 @@ class PlanBuilder {
   /// Appends a step and its records: `info` for dumps and `kiln explain`,
   /// `artifacts` (texts, compile times), the values it writes (KILN_CHECK compares them).
   void add(PlanStep step, KernelInfo info, KernelArtifacts artifacts, std::vector<Value> written);
+
+  /// Adds one more kernel's records to the last step (a foreach step's next part,
+  /// whose slots are appended to the step's; the backend extends its `what`):
+  /// `info`'s nodes, sources and costs join the last step's, `written` its values.
+  void extend_last(const std::vector<int32_t>& slots, const KernelInfo& info,
+                   const std::vector<Value>& written);
+  /// The values the last step writes.
+  const std::vector<Value>& last_written() const;
+  /// Whether slots s and t name one buffer (the same argument, parameter,
+  /// planned temporary or output).
+  bool same_buffer(int32_t s, int32_t t) const;
 
   /// The one matmul-step builder: matmul node `mm` into slot `out`, its
   /// operands' slots and transposes filled in; `m`'s other fields are kept.

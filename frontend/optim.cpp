@@ -194,7 +194,7 @@ void Adam::adam_step(bool decoupled_weight_decay) {
   // correct; each parameter uses them in its own dtype (PyTorch: Python floats).
   const TensorOptions f64 = TensorOptions(kFloat64).device(step_.device());
   PerParam bc1(1 - full({}, b1, f64).pow(step_));
-  PerParam bc2(1 - full({}, b2, f64).pow(step_));
+  PerParam bc2_sqrt((1 - full({}, b2, f64).pow(step_)).sqrt());
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i];
     Tensor g = p.grad();
@@ -215,8 +215,11 @@ void Adam::adam_step(bool decoupled_weight_decay) {
       v_max_[i].copy_(maximum(v_max_[i], v_[i]));
       second = v_max_[i];
     }
-    Tensor denom = (second / bc2.like(p)).sqrt() + options.eps_;
-    p.sub_(m_[i] / bc1.like(p) / denom * lr_like(p));
+    // PyTorch's form: denom = sqrt(v) / sqrt(bc2) + eps, p -= (lr / bc1) * m / denom. Two
+    // divisions and a square root an element; m / bc1 / denom with sqrt(v / bc2) takes
+    // three and a root, and the divider, not memory, then bounds the update (1.3x its time).
+    Tensor denom = second.sqrt() / bc2_sqrt.like(p) + options.eps_;
+    p.sub_(m_[i] / denom * (lr_like(p) / bc1.like(p)));
   }
 }
 

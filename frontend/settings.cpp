@@ -69,6 +69,7 @@ Settings& settings() {
     s.llvm_opt = env::choice("KILN_OPT", {"fast", "full"}, 0) == 1 ? LlvmOpt::Full : LlvmOpt::Fast;
     s.reuse_kernels = env::flag("KILN_REUSE", true);
     s.share_sizes = env::flag("KILN_SHARE_SIZES", true);
+    s.merge_steps = env::flag("KILN_MERGE_STEPS", true);
     s.auto_dynamic = env::flag("KILN_DYNAMIC", true);
     s.background_compile = env::flag("KILN_BACKGROUND", true);
     constexpr ConvAlgo kConv[] = {ConvAlgo::Auto, ConvAlgo::Im2col, ConvAlgo::Direct};
@@ -123,6 +124,7 @@ CompileOptions compile_options() {
   cpu.llvm_opt = s.llvm_opt;
   cpu.reuse_kernels = s.reuse_kernels;
   cpu.share_sizes = s.share_sizes;
+  cpu.merge_steps = s.merge_steps;
   o.set_backend_options(cpu);
   return o;
 }

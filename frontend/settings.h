@@ -13,6 +13,9 @@
 //   KILN_REUSE=0       never share an identical kernel already loaded (the cold-compile baseline)
 //   KILN_SHARE_SIZES=0 kernels of one plan that differ only in sizes and constants each
 //                      compile their own code (by default they share a template)
+//   KILN_MERGE_STEPS=0 a matmul's epilogue runs as a step after its BLAS call (by default
+//                      on each block of rows as BLAS writes it), and each Adam update as a
+//                      step of its own (by default one foreach step for all parameters)
 //   KILN_DYNAMIC=0     a size that changes stays static: every size compiles its kernels
 //                      (dimensions marked with mark_dynamic stay dynamic)
 //   KILN_BACKGROUND=0  a new size of a dynamic dimension compiles before the call returns
@@ -44,6 +47,9 @@ struct Settings {
   LlvmOpt llvm_opt = LlvmOpt::Fast;
   bool reuse_kernels = true;
   bool share_sizes = true;  // KILN_SHARE_SIZES=0: kernels differing only in sizes compile apart
+  /// KILN_MERGE_STEPS=0: a matmul's epilogue and each Adam update run as steps of
+  /// their own (CpuOptions::merge_steps).
+  bool merge_steps = true;
   bool auto_dynamic = true;  // KILN_DYNAMIC=0: a changing size does not become dynamic
   /// A CPU call at a new size of a dynamic dimension traces, then runs the body
   /// eagerly while its plan compiles on a background thread; calls after that

@@ -2,7 +2,8 @@
 // dtypes through a plain loop. Batch dims broadcast; a batch whose right-hand
 // side is shared and whose left-hand rows are evenly strided folds into one
 // tall gemm. A transposed operand (strides (1, rows)) is passed to BLAS with
-// a transpose flag instead of being copied.
+// a transpose flag instead of being copied. A caller may ask to be told of each
+// block of output rows once written (an epilogue run while the block is in cache).
 #include "runtime/blas.h"
 
 #include <algorithm>
@@ -80,15 +81,21 @@ namespace {
 [[maybe_unused]] const bool kSettledAtLoad = kiln_splits_blas();
 }  // namespace
 
-// c (n x m, row stride ldc) = a (n x k) @ b (k x m).
+// c (n x m, row stride ldc) = a (n x k) @ b (k x m); with `done`, each block of
+// rows [i0, i1) is reported as rows [row0 + i0, row0 + i1) once written.
 template <class T>
-void gemm(const Mat<T>& a, const Mat<T>& b, T* c, int64_t ldc, double alpha, double beta) {
+void gemm(const Mat<T>& a, const Mat<T>& b, T* c, int64_t ldc, double alpha, double beta,
+          const RowsWritten* done, int64_t row0) {
   const int64_t n = a.rows, k = a.cols, m = b.cols;
-  if (n == 0 || m == 0) return;
+  if (n == 0) return;
+  auto written = [&](int64_t i0, int64_t i1) {
+    if (done) (*done)(row0 + i0, row0 + i1);
+  };
+  if (m == 0) return written(0, n);
   if (k == 0) {
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = 0; j < m; ++j) c[i * ldc + j] = beta == 0 ? T(0) : T(beta * double(c[i * ldc + j]));
-    return;
+    return written(0, n);
   }
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
     std::vector<std::shared_ptr<Storage>> keep;
@@ -106,6 +113,7 @@ void gemm(const Mat<T>& a, const Mat<T>& b, T* c, int64_t ldc, double alpha, dou
         cblas_dgemm(CblasRowMajor, ta, tb, blasint(i1 - i0), blasint(m), blasint(k), alpha, a0,
                     blasint(lda), B.data, blasint(ldb), beta, c + i0 * ldc, blasint(ldc));
       }
+      written(i0, i1);
     };
     const double flops = 2.0 * double(n) * double(m) * double(k);
     if (kiln_splits_blas() && num_threads() > 1 && flops >= 4e6 && n >= 32) {
@@ -134,6 +142,7 @@ void gemm(const Mat<T>& a, const Mat<T>& b, T* c, int64_t ldc, double alpha, dou
                      for (int64_t j = 0; j < m; ++j)
                        c[i * ldc + j] = detail::convert<T>(static_cast<int64_t>(acc[j]));
                    }
+                   written(i0, i1);
                  });
   }
 }
@@ -154,7 +163,8 @@ View as_matrix(const View& v, bool lhs) {
 }
 
 template <class T>
-void matmul_typed(const View& a, const View& b, const View& out, double alpha, double beta) {
+void matmul_typed(const View& a, const View& b, const View& out, double alpha, double beta,
+                  const RowsWritten* done) {
   const int64_t ra = a.rank(), rb = b.rank();
   const int64_t n = a.shape[ra - 2], k = a.shape[ra - 1], m = b.shape[rb - 1];
   KILN_CHECK(b.shape[rb - 2] == k, "matmul: inner dims differ: ", shape_str(a.shape), " @ ",
@@ -188,7 +198,8 @@ void matmul_typed(const View& a, const View& b, const View& out, double alpha, d
     int64_t esz = int64_t(sizeof(T));
     auto L = detail::make_loop<1>(rows_shape, {const_cast<T*>(A)}, {&rows_strides}, {esz});
     if (L.shape.size() == 1) {
-      gemm<T>({A, nbatch * n, k, L.strides[0][0] / esz, as1}, {B, k, m, bs0, bs1}, C, m, alpha, beta);
+      gemm<T>({A, nbatch * n, k, L.strides[0][0] / esz, as1}, {B, k, m, bs0, bs1}, C, m, alpha,
+              beta, done, 0);
       return;
     }
   }
@@ -199,7 +210,8 @@ void matmul_typed(const View& a, const View& b, const View& out, double alpha, d
       oa += idx[d] * sa[d];
       ob += idx[d] * sb[d];
     }
-    gemm<T>({A + oa, n, k, as0, as1}, {B + ob, k, m, bs0, bs1}, C + t * n * m, m, alpha, beta);
+    gemm<T>({A + oa, n, k, as0, as1}, {B + ob, k, m, bs0, bs1}, C + t * n * m, m, alpha, beta, done,
+            t * n);
     for (int64_t d = int64_t(batch.size()) - 1; d >= 0; --d) {
       if (++idx[d] < batch[d]) break;
       idx[d] = 0;
@@ -207,14 +219,24 @@ void matmul_typed(const View& a, const View& b, const View& out, double alpha, d
   }
 }
 
-}  // namespace
-
-void matmul_cpu(const View& a, const View& b, const View& out, double alpha, double beta) {
+void matmul_rows(const View& a, const View& b, const View& out, double alpha, double beta,
+                 const RowsWritten* done) {
   KILN_CHECK(out.contiguous(), "matmul: the output buffer must be dense");
   std::vector<std::shared_ptr<Storage>> keep;
   View x = detail::as_dtype(as_matrix(a, true), out.dtype, keep);
   View y = detail::as_dtype(as_matrix(b, false), out.dtype, keep);
-  visit_dtype(out.dtype, [&](auto t) { matmul_typed<decltype(t)>(x, y, out, alpha, beta); });
+  visit_dtype(out.dtype, [&](auto t) { matmul_typed<decltype(t)>(x, y, out, alpha, beta, done); });
+}
+
+}  // namespace
+
+void matmul_cpu(const View& a, const View& b, const View& out, double alpha, double beta) {
+  matmul_rows(a, b, out, alpha, beta, nullptr);
+}
+
+void matmul_cpu(const View& a, const View& b, const View& out, double alpha, double beta,
+                const RowsWritten& rows_written) {
+  matmul_rows(a, b, out, alpha, beta, rows_written ? &rows_written : nullptr);
 }
 
 std::string blas_better_core(const std::string& core, bool avx512f, bool avx2_fma) {

@@ -1,6 +1,7 @@
 // CPU matrix products through OpenBLAS.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "runtime/storage.h"
@@ -11,7 +12,19 @@ namespace kiln {
 /// float64 (other dtypes use a plain loop). `out` is dense. Strided inputs whose
 /// last two dims are not a BLAS layout are copied first.
 /// With alpha and beta: out = alpha * (a @ b) + beta * out (floating point only), as BLAS does.
-void matmul_cpu(const View& a, const View& b, const View& out, double alpha = 1.0, double beta = 0.0);
+void matmul_cpu(const View& a, const View& b, const View& out, double alpha = 1.0,
+                double beta = 0.0);
+
+/// Called by matmul_cpu with rows [row0, row1) of the output (seen as rows of its
+/// last dim, batches end to end) as soon as they are written, on the thread that
+/// wrote them; every row is passed once. May call parallel_for (it runs inline
+/// inside the product's own parallel region).
+using RowsWritten = std::function<void(int64_t row0, int64_t row1)>;
+
+/// matmul_cpu, calling `rows_written` after each block of output rows (an
+/// epilogue applied while the block is in cache).
+void matmul_cpu(const View& a, const View& b, const View& out, double alpha, double beta,
+                const RowsWritten& rows_written);
 
 /// What OpenBLAS reports about itself: version, core type of its kernels, threads.
 /// Used by benchmarks so every report says which kernels ran.

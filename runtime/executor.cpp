@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <iterator>
+#include <vector>
 
 #include "ir/error.h"
 #include "runtime/allocator.h"
@@ -25,6 +27,77 @@ const char* step_what(const PlanStep& step) {
   if (std::holds_alternative<step::ValueCheck>(step.what)) return "check";
   return "collective";
 }
+
+// The kernels of a CpuKernel step (one, or a foreach step's parts) with their
+// buffer pointers, run over a range of the parts' ranges laid end to end.
+class KernelParts {
+ public:
+  // The kernel's slots start at step.slots[first]; `scratch` holds the pointers
+  // and parts when the stack arrays are too small.
+  KernelParts(const step::CpuKernel& k, const PlanStep& step, void* const* ptr,
+              std::vector<void*>& scratch, size_t first = 0) {
+    const size_t nparts = 1 + k.more.size();
+    const size_t nslots = step.slots.size() - first;
+    bufs_ = local_bufs_;
+    if (nslots + nparts > std::size(local_bufs_)) {
+      scratch.resize(nslots + nparts);
+      bufs_ = scratch.data();
+    }
+    runs_ = local_runs_;
+    if (nparts > std::size(local_runs_)) {
+      heap_runs_.resize(nparts);
+      runs_ = heap_runs_.data();
+    }
+    size_t at = 0;  // into bufs_
+    size_t slot = first;
+    auto add = [&](CpuKernelFn fn, const std::vector<int64_t>& params, int64_t range,
+                   size_t slots) {
+      void** b = bufs_ + at;
+      for (size_t i = 0; i < slots; ++i) b[i] = ptr[step.slots[slot + i]];
+      b[slots] = const_cast<int64_t*>(params.data());  // read only by kernel templates
+      runs_[n_++] = {fn, b, range};
+      range_ += range;
+      at += slots + 1;
+      slot += slots;
+    };
+    add(k.fn, k.params, k.range, k.more.empty() ? nslots : static_cast<size_t>(k.own_slots));
+    for (const step::CpuKernel::Part& p : k.more)
+      add(p.fn, p.params, p.range, static_cast<size_t>(p.slots));
+  }
+  KernelParts(const KernelParts&) = delete;
+  KernelParts& operator=(const KernelParts&) = delete;
+
+  static int64_t range_of(const step::CpuKernel& k) {
+    int64_t r = k.range;
+    for (const step::CpuKernel::Part& p : k.more) r += p.range;
+    return r;
+  }
+  int64_t range() const { return range_; }
+  // Iterations [b, e) of the parts end to end.
+  void run(int64_t b, int64_t e) const {
+    int64_t at = 0;
+    for (size_t i = 0; i < n_ && at < e; ++i) {
+      const Run& p = runs_[i];
+      const int64_t lo = std::max(b, at), hi = std::min(e, at + p.range);
+      if (lo < hi) p.fn(p.bufs, lo - at, hi - at);
+      at += p.range;
+    }
+  }
+
+ private:
+  struct Run {
+    CpuKernelFn fn;
+    void** bufs;
+    int64_t range;
+  };
+  void* local_bufs_[24];
+  void** bufs_;
+  Run local_runs_[2];
+  std::vector<Run> heap_runs_;
+  Run* runs_;
+  size_t n_ = 0;
+  int64_t range_ = 0;
+};
 
 }  // namespace
 
@@ -71,27 +144,19 @@ void execute_cpu_plan(const Plan& plan, void* const* args, void* const* params,
     for (size_t si = 0; si < plan.steps.size(); ++si) {
       const PlanStep& step = plan.steps[si];
       const double t0 = profiling ? trace_now_us() : 0;
-      int64_t parts = 0;
+      int64_t parts_run = 0;
       if (const auto* k = std::get_if<step::CpuKernel>(&step.what)) {
-        void* local[16];
-        void** bufs = local;
-        const size_t n = step.slots.size();
-        if (n + 1 > 16) {
-          kargs.resize(n + 1);
-          bufs = kargs.data();
-        }
-        for (size_t i = 0; i < n; ++i) bufs[i] = ptr[step.slots[i]];
-        bufs[n] = const_cast<int64_t*>(k->params.data());  // read only by kernel templates
-        CpuKernelFn fn = k->fn;
-        if (k->range <= k->grain) {
-          fn(bufs, 0, k->range);
-          parts = 1;
+        const KernelParts parts(*k, step, ptr, kargs);
+        const int64_t range = parts.range();
+        if (range <= k->grain) {
+          parts.run(0, range);
+          parts_run = 1;
         } else if (profiling) {
           std::atomic<int64_t> n_parts{0};
-          parallel_for(k->range, k->grain, [&](int64_t b, int64_t e) {
+          parallel_for(range, k->grain, [&](int64_t b, int64_t e) {
             TraceEvent c;
             c.start_us = trace_now_us();
-            fn(bufs, b, e);
+            parts.run(b, e);
             c.dur_us = trace_now_us() - c.start_us;
             c.name = step.name;
             c.cat = "chunk";
@@ -101,19 +166,38 @@ void execute_cpu_plan(const Plan& plan, void* const* args, void* const* params,
             record_trace_event(std::move(c));
             n_parts++;
           });
-          parts = n_parts.load();
+          parts_run = n_parts.load();
         } else {
-          parallel_for(k->range, k->grain, [&](int64_t b, int64_t e) { fn(bufs, b, e); });
+          parallel_for(range, k->grain, [&](int64_t b, int64_t e) { parts.run(b, e); });
         }
       } else if (const auto* m = std::get_if<step::Matmul>(&step.what)) {
-        KILN_CHECK(step.slots.size() == 3 && !m->relu, "internal: ", step.name,
-                   " asks the CPU for a cuBLASLt epilogue");
+        const step::CpuKernel& ep = m->epilogue;
+        KILN_CHECK((ep.fn ? step.slots.size() > 3 : step.slots.size() == 3) && !m->relu,
+                   "internal: ", step.name, " asks the CPU for a cuBLASLt epilogue");
         const PlanSlot& a = plan.slots[step.slots[0]];
         const PlanSlot& b = plan.slots[step.slots[1]];
         const PlanSlot& o = plan.slots[step.slots[2]];
-        matmul_cpu(matmul_operand_view(ptr[step.slots[0]], a.type, m->trans_a),
-                   matmul_operand_view(ptr[step.slots[1]], b.type, m->trans_b),
-                   dense_view(ptr[step.slots[2]], o.type.dtype, o.type.shape), m->alpha, m->beta);
+        const View av = matmul_operand_view(ptr[step.slots[0]], a.type, m->trans_a);
+        const View bv = matmul_operand_view(ptr[step.slots[1]], b.type, m->trans_b);
+        const View ov = dense_view(ptr[step.slots[2]], o.type.dtype, o.type.shape);
+        if (!ep.fn) {
+          matmul_cpu(av, bv, ov, m->alpha, m->beta);
+        } else {
+          // The epilogue's iterations of each block of product rows, run as soon as
+          // BLAS has written the block.
+          const KernelParts epilogue(ep, step, ptr, kargs, 3);
+          const int64_t cols = o.type.shape.empty() ? 1 : o.type.shape.back();
+          const int64_t rows = cols ? o.type.numel() / cols : 0;
+          const int64_t per_row = rows ? ep.range / rows : 0;
+          matmul_cpu(av, bv, ov, m->alpha, m->beta, [&](int64_t r0, int64_t r1) {
+            const int64_t b = r0 * per_row, e = r1 * per_row;
+            if (e - b <= ep.grain)
+              epilogue.run(b, e);
+            else
+              parallel_for(e - b, ep.grain,
+                           [&](int64_t x, int64_t y) { epilogue.run(b + x, b + y); });
+          });
+        }
       } else if (const auto* c = std::get_if<step::ValueCheck>(&step.what)) {
         const PlanSlot& in = plan.slots[step.slots[0]];
         check_values_step(*c, ptr[step.slots[0]], in.type);
@@ -138,7 +222,7 @@ void execute_cpu_plan(const Plan& plan, void* const* args, void* const* params,
       }
       if (profiling) {
         const auto* k = std::get_if<step::CpuKernel>(&step.what);
-        record_step_event(step, si, t0, k ? k->range : 0, parts);
+        record_step_event(step, si, t0, k ? KernelParts::range_of(*k) : 0, parts_run);
       }
     }
   } catch (...) {

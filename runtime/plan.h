@@ -71,6 +71,20 @@ struct CpuKernel {
   /// buffer pointers; empty for a kernel compiled for its sizes.
   std::vector<int64_t> params;
   int64_t range = 1, grain = 1;
+
+  /// A multi-tensor ("foreach") step: more kernels run in the same pool dispatch,
+  /// the parts' ranges laid end to end and split as one (the Adam updates of every
+  /// parameter of one optimizer step). No part reads a buffer another writes. Each
+  /// part takes `slots` of PlanStep::slots, in order after this kernel's first
+  /// `own_slots`; its chunks are at least this kernel's `grain` long.
+  struct Part {
+    CpuKernelFn fn = nullptr;
+    std::vector<int64_t> params;
+    int64_t range = 1;
+    int32_t slots = 0;
+  };
+  std::vector<Part> more;
+  int32_t own_slots = 0;  // with `more`: how many of PlanStep::slots are this kernel's
 };
 
 /// A loaded CUDA kernel (a CUfunction): slots are its arguments in order.
@@ -89,6 +103,12 @@ struct Matmul {
   /// beta 1: accumulate into out (an SGD update w - lr * (x^T @ g) written straight into w).
   double alpha = 1, beta = 0;
   bool relu = false;  // CUDA only: cuBLASLt applies relu to the product
+  /// CPU only: the group's elementwise epilogue kernel (fn null: none), run on each
+  /// block of the product's rows as soon as BLAS has written it, on the thread that
+  /// wrote it, while the block is in cache. Its slots follow a, b, out; its outer
+  /// loop [0, range) walks the product's rows in order, range / rows iterations a
+  /// row (cpu_compile.cpp checks this, and that it writes no operand of the product).
+  CpuKernel epilogue;
 };
 
 /// Slots {in, out}: runs check op `op` (ir/ops.def's Check rows: check_index,

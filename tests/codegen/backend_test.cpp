@@ -3,16 +3,38 @@
 // flags (folded transposes, accumulation), and the errors of unsupported groups.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include "codegen/backend.h"
+#include "codegen/cpu_backend.h"
 #include "ir/parser.h"
 #include "runtime/cuda_driver.h"
+#include "runtime/interpreter.h"
 
 using namespace kiln;
 
 namespace {
 
-std::shared_ptr<Plan> compiled(std::string_view ir, CompileReport* r = nullptr) {
-  return compile_graph(parse_graph(ir), CompileOptions{}, r);
+std::shared_ptr<Plan> compiled(std::string_view ir, CompileReport* r = nullptr,
+                               bool merge_steps = true) {
+  CompileOptions opts;
+  CpuOptions cpu;
+  cpu.merge_steps = merge_steps;
+  opts.set_backend_options(cpu);
+  return compile_graph(parse_graph(ir), opts, r);
+}
+
+// A float32 array of `shape` whose element i is f(i).
+template <class F>
+HostArray filled(Shape shape, F f) {
+  HostArray a = HostArray::make(TensorType{DType::f32, std::move(shape)});
+  for (int64_t i = 0; i < a.type.numel(); ++i) a.data<float>()[i] = f(i);
+  return a;
+}
+
+bool same_bytes(const HostArray& a, const HostArray& b) {
+  return std::memcmp(a.data<float>(), b.data<float>(), size_t(a.type.bytes())) == 0;
 }
 
 template <class Step>
@@ -32,7 +54,9 @@ TEST_CASE("backend_for picks the backend of the device's kind") {
   CHECK(cpu_backend().target(Device(kCPU)).arch == 0);
 }
 
-TEST_CASE("a CPU plan: an OpenBLAS step into the raw product, then the epilogue kernel") {
+TEST_CASE(
+    "a CPU plan (merge_steps off): an OpenBLAS step into the raw product, then the epilogue "
+    "kernel") {
   CompileReport r;
   auto plan = compiled(
       "%0 = arg {index=0} : f32[4,8]\n"
@@ -40,7 +64,7 @@ TEST_CASE("a CPU plan: an OpenBLAS step into the raw product, then the epilogue 
       "%2 = matmul %0, %1 : f32[4,3]\n"
       "%3 = relu %2 : f32[4,3]\n"
       "return %3\n",
-      &r);
+      &r, /*merge_steps=*/false);
   REQUIRE(plan->steps.size() == 2);
   const auto* mm = std::get_if<step::Matmul>(&plan->steps[0].what);
   REQUIRE(mm);
@@ -56,6 +80,132 @@ TEST_CASE("a CPU plan: an OpenBLAS step into the raw product, then the epilogue 
   CHECK(r.kernels[0].flops == 2 * 4 * 3 * 8);
   CHECK(r.kernels[1].flops < r.kernels[0].flops);
   CHECK(steps_of<step::CudaKernel>(*plan).empty());
+}
+
+TEST_CASE("a CPU plan: the epilogue runs inside the OpenBLAS step, on each block of rows") {
+  CompileReport r;
+  const char* ir =
+      "%0 = arg {index=0} : f32[64,32]\n"
+      "%1 = arg {index=1} : f32[32,16]\n"
+      "%2 = arg {index=2} : f32[16]\n"
+      "%3 = matmul %0, %1 : f32[64,16]\n"
+      "%4 = expand %2 {shape=[64, 16]} : f32[64,16]\n"
+      "%5 = add %3, %4 : f32[64,16]\n"
+      "%6 = relu %5 : f32[64,16]\n"
+      "return %6\n";
+  auto plan = compiled(ir, &r);
+  REQUIRE(plan->steps.size() == 1);
+  const auto* mm = std::get_if<step::Matmul>(&plan->steps[0].what);
+  REQUIRE(mm);
+  REQUIRE((mm->epilogue.fn != nullptr));
+  // Slots a, b, the raw product, then the epilogue's: the product again, the bias, the result.
+  const std::vector<int32_t>& slots = plan->steps[0].slots;
+  REQUIRE(slots.size() == 6);
+  CHECK(slots[3] == slots[2]);
+  CHECK(plan->slots[slots[4]].kind == PlanSlot::Arg);
+  CHECK(plan->slots[slots[5]].kind == PlanSlot::Output);
+  CHECK(mm->epilogue.range % 64 == 0);  // whole rows of the product
+  // One record: the product's flops and the epilogue's; it writes both.
+  REQUIRE(r.kernels.size() == 1);
+  CHECK(r.kernels[0].flops > 2 * 64 * 16 * 32);
+  CHECK(r.step_values[0].size() == 2);
+  // The same values as the two steps of merge_steps off, bit for bit.
+  auto two = compiled(ir, nullptr, /*merge_steps=*/false);
+  REQUIRE(two->steps.size() == 2);
+  HostArray a = filled({64, 32}, [](int64_t i) { return float((i * 7) % 13) - 6.f; });
+  HostArray b = filled({32, 16}, [](int64_t i) { return float((i * 5) % 11) * 0.25f - 1.f; });
+  HostArray c = filled({16}, [](int64_t i) { return float(i % 3) - 1.f; });
+  HostArray one_out = filled({64, 16}, [](int64_t) { return 0.f; });
+  HostArray two_out = filled({64, 16}, [](int64_t) { return 0.f; });
+  void* args[] = {a.data<float>(), b.data<float>(), c.data<float>()};
+  void* out1[] = {one_out.data<float>()};
+  void* out2[] = {two_out.data<float>()};
+  execute_cpu_plan(*plan, args, nullptr, out1);
+  execute_cpu_plan(*two, args, nullptr, out2);
+  CHECK(same_bytes(one_out, two_out));
+  float any = 0;
+  for (int64_t i = 0; i < one_out.type.numel(); ++i) any = std::max(any, one_out.data<float>()[i]);
+  CHECK(any > 0);
+}
+
+TEST_CASE(
+    "an epilogue that writes a matmul operand, or reads the product elsewhere, is a step of its "
+    "own") {
+  // The update is stored over the parameter that BLAS reads whole as b.
+  auto over_b = compiled(
+      "%0 = arg {index=0} : f32[8,8]\n"
+      "%1 = param {index=0} : f32[8,8]\n"
+      "%2 = matmul %0, %1 : f32[8,8]\n"
+      "%3 = add %1, %2 : f32[8,8]\n"
+      "update 0 = %3\n");
+  for (const step::Matmul* mm : steps_of<step::Matmul>(*over_b))
+    CHECK((mm->epilogue.fn == nullptr));
+  // An output reading the product transposed (rows of it are columns of the product):
+  // fusion keeps the permute out of the matmul's group, and were it in, the
+  // epilogue could not run per block of rows (cpu_compile.cpp's epilogue_by_rows).
+  auto across = compiled(
+      "%0 = arg {index=0} : f32[8,8]\n"
+      "%1 = arg {index=1} : f32[8,8]\n"
+      "%2 = matmul %0, %1 : f32[8,8]\n"
+      "%3 = permute %2 {perm=[1, 0]} : f32[8,8]\n"
+      "%4 = add %2, %3 : f32[8,8]\n"
+      "return %4\n");
+  for (const step::Matmul* mm : steps_of<step::Matmul>(*across))
+    CHECK((mm->epilogue.fn == nullptr));
+  CHECK(steps_of<step::CpuKernel>(*across).size() == 1);
+}
+
+TEST_CASE("updates running the same code on other parameters are one foreach step") {
+  // Three parameters' updates (one family: the same kernel at other sizes),
+  // then one that reads another's result.
+  const char* ir =
+      "%0 = param {index=0} : f32[64]\n"
+      "%1 = param {index=1} : f32[256]\n"
+      "%2 = param {index=2} : f32[100]\n"
+      "%3 = arg {index=0} : f32[64]\n"
+      "%4 = arg {index=1} : f32[256]\n"
+      "%5 = arg {index=2} : f32[100]\n"
+      "%6 = constant {value=0.5} : f32[64]\n"
+      "%7 = mul %3, %6 : f32[64]\n"
+      "%8 = sub %0, %7 : f32[64]\n"
+      "%9 = constant {value=0.5} : f32[256]\n"
+      "%10 = mul %4, %9 : f32[256]\n"
+      "%11 = sub %1, %10 : f32[256]\n"
+      "%12 = constant {value=0.5} : f32[100]\n"
+      "%13 = mul %5, %12 : f32[100]\n"
+      "%14 = sub %2, %13 : f32[100]\n"
+      "update 0 = %8\n"
+      "update 1 = %11\n"
+      "update 2 = %14\n";
+  CompileReport r;
+  auto plan = compiled(ir, &r);
+  const auto kernels = steps_of<step::CpuKernel>(*plan);
+  REQUIRE(kernels.size() == 1);
+  CHECK(kernels[0]->more.size() == 2);
+  CHECK(kernels[0]->own_slots == 3);
+  CHECK(plan->steps.size() == 1);
+  REQUIRE(r.kernels.size() == 1);
+  CHECK(r.kernels[0].range == 64 + 256 + 100);
+  CHECK(r.step_values[0].size() == 3);
+  auto apart = compiled(ir, nullptr, /*merge_steps=*/false);
+  CHECK(steps_of<step::CpuKernel>(*apart).size() == 3);
+
+  // Values: the foreach step updates every parameter as the three steps do.
+  std::vector<HostArray> p1, p2, g;
+  for (int64_t n : {64, 256, 100}) {
+    p1.push_back(filled({n}, [](int64_t i) { return float(i % 9); }));
+    p2.push_back(filled({n}, [](int64_t i) { return float(i % 9); }));
+    g.push_back(filled({n}, [n](int64_t i) { return float(i % 5) - float(n % 7); }));
+  }
+  void* args[] = {g[0].data<float>(), g[1].data<float>(), g[2].data<float>()};
+  void* params1[] = {p1[0].data<float>(), p1[1].data<float>(), p1[2].data<float>()};
+  void* params2[] = {p2[0].data<float>(), p2[1].data<float>(), p2[2].data<float>()};
+  execute_cpu_plan(*plan, args, params1, nullptr);
+  execute_cpu_plan(*apart, args, params2, nullptr);
+  for (size_t i = 0; i < 3; ++i) {
+    CHECK(same_bytes(p1[i], p2[i]));
+    CHECK(p1[i].data<float>()[1] == 1.f - 0.5f * g[i].data<float>()[1]);
+  }
 }
 
 TEST_CASE("a transpose only matmuls read is a flag on the matmul step, not a copy") {

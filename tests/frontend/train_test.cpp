@@ -3,9 +3,12 @@
 // eager code, second derivatives, custom functions inside traces.
 #include "test_util.h"
 
+#include "frontend/settings.h"
+
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
+#include <sstream>
 
 using namespace kiln;
 using kiln::test::check_close;
@@ -230,6 +233,80 @@ TEST_CASE("an MLP (784-1024-1024-10, batch 256, cross-entropy, Adam) trains trac
     worst = std::max(worst, std::abs(eager[t] - traced[t]) / std::max(std::abs(eager[t]), 1e-3f));
   CHECK_MESSAGE(worst < 2e-3f, "largest relative difference between the loss curves: ", worst);
   CHECK(traced.back() < 0.1f * traced.front());
+}
+
+TEST_CASE(
+    "merged plan steps (epilogues per block of rows, one foreach Adam step) train as unmerged "
+    "ones") {
+  // Large enough that the products split over threads, each block's epilogue on its own.
+  manual_seed(21);
+  Tensor x = randn({128, 96});
+  Tensor labels = (rand({128}) * 10).to(kInt64);
+  auto run = [&](bool merge, std::string* summary) {
+    test::ScopedValue<bool> merged(settings().merge_steps, merge);
+    manual_seed(22);
+    nn::Sequential model(nn::Linear(96, 256), nn::ReLU(), nn::Linear(256, 192), nn::ReLU(),
+                         nn::Linear(192, 10));
+    optim::Adam opt(model->parameters(), 1e-3);
+    auto step = jit(
+        [&](Tensor in, Tensor target) {
+          opt.zero_grad();
+          Tensor loss = nn::functional::cross_entropy(model(in), target);
+          loss.backward();
+          opt.step();
+          return loss;
+        },
+        merge ? "adam_merged" : "adam_apart");
+    for (int t = 0; t < 5; ++t) step(x, labels);
+    if (summary) {
+      namespace fs = std::filesystem;
+      fs::path dir = fs::temp_directory_path() / ("kiln_merge_" + std::to_string(::getpid()));
+      step.dump(dir.string(), x, labels);
+      for (auto& e : fs::recursive_directory_iterator(dir))
+        if (e.path().filename() == "summary.txt") {
+          std::ifstream f(e.path());
+          summary->assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+        }
+      fs::remove_all(dir);
+    }
+    std::vector<Tensor> params;
+    for (const Tensor& p : model->parameters()) params.push_back(p.detach().clone());
+    return params;
+  };
+  std::string merged_summary, apart_summary;
+  std::vector<Tensor> merged = run(true, &merged_summary), apart = run(false, &apart_summary);
+  REQUIRE(merged.size() == apart.size());
+  for (size_t i = 0; i < merged.size(); ++i) {
+    CAPTURE(i);
+    CHECK(merged[i].to_vector<float>() == apart[i].to_vector<float>());
+  }
+  // The weights' three Adam updates: one step merged, three apart; no gemm step apart from its
+  // epilogue.
+  auto count = [](const std::string& text, const std::string& piece) {
+    size_t n = 0;
+    for (size_t at = text.find(piece); at != std::string::npos; at = text.find(piece, at + 1)) ++n;
+    return n;
+  };
+  // Elementwise steps over more than one element taking a square root: the weights'
+  // Adam updates (the biases' are fused into their gradients' reductions; the bias
+  // corrections are one-element steps).
+  auto adam_steps = [](const std::string& text) {
+    size_t n = 0;
+    std::istringstream lines(text);
+    std::string line, kind, nodes;
+    while (std::getline(lines, line)) {
+      if (line.find(" (") != std::string::npos && line.find("  ") != 0) kind = line;
+      if (line.find("   nodes:") == 0) nodes = line;
+      if (line.find("   range ") == 0 && line.find("   range 1,") != 0 &&
+          kind.find("(elementwise)") != std::string::npos && nodes.find("=sqrt") != std::string::npos)
+        ++n;
+    }
+    return n;
+  };
+  CHECK(adam_steps(apart_summary) == 3);
+  CHECK(adam_steps(merged_summary) == 1);
+  CHECK(count(merged_summary, "_add_relu_gemm") == 0);
+  CHECK(count(apart_summary, "_add_relu_gemm") == 2);
 }
 
 TEST_CASE("traced softmax cross-entropy gradients equal finite differences") {

@@ -2,7 +2,9 @@
 // strided views, f32/f64 through BLAS and integers through the plain loop.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cmath>
+#include <vector>
 
 #include "runtime/blas.h"
 #include "runtime_test_util.h"
@@ -130,6 +132,38 @@ TEST_CASE("batched matmul, with broadcast batch dims") {
         a_stored[size_t((t * k + p) * n + i)] = av[size_t((t * n + i) * k + p)];
   Arr a_t = transposed(f32({batch, k, n}, a_stored));
   CHECK(values(run(OpKind::matmul, {a_t, f32({k, m}, b0)})) == naive(av, b0, batch, n, k, m, true));
+}
+
+TEST_CASE("matmul_cpu reports every block of output rows once, after writing it") {
+  // Large enough to split over the pool's threads (a block per thread), and the
+  // batched forms: a tall gemm over the batch, and one gemm per batch.
+  struct Case {
+    Shape a, b;
+  };
+  for (const Case& c : {Case{{256, 128}, {128, 160}}, Case{{4, 64, 32}, {32, 48}},
+                        Case{{3, 40, 32}, {3, 32, 8}}, Case{{1, 5}, {5, 0}}}) {
+    CAPTURE(shape_str(c.a));
+    Arr a = iota(DType::f32, c.a, -100), b = iota(DType::f32, c.b, -50);
+    Arr want = run(OpKind::matmul, {a, b});
+    const int64_t cols = want.v.shape.back();
+    const int64_t rows =
+        cols ? want.v.numel() / cols : numel(Shape(want.v.shape.begin(), want.v.shape.end() - 1));
+    Arr out = empty(DType::f32, want.v.shape);
+    std::vector<std::atomic<int>> seen(static_cast<size_t>(rows));
+    std::atomic<bool> complete{true};
+    matmul_cpu(a.v, b.v, out.v, 1.0, 0.0, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        seen[size_t(r)]++;
+        // The block is written: each of its rows holds the product's values.
+        for (int64_t j = 0; j < cols; ++j)
+          if (out.v.ptr<float>()[r * cols + j] != want.v.ptr<float>()[r * cols + j])
+            complete = false;
+      }
+    });
+    CHECK(complete);
+    for (int64_t r = 0; r < rows; ++r) CHECK(seen[size_t(r)] == 1);
+    CHECK(values(out) == values(want));
+  }
 }
 
 TEST_CASE("degenerate sizes") {

@@ -27,6 +27,22 @@ struct Sigmoid2 : autograd::Function<Sigmoid2> {
   }
 };
 
+// The summary.txt that f.dump writes for these arguments.
+template <class F, class... A>
+std::string dumped_summary(const F& f, const std::string& tag, const A&... args) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / (tag + std::to_string(::getpid()));
+  f.dump(dir.string(), args...);
+  std::string summary;
+  for (auto& e : fs::recursive_directory_iterator(dir))
+    if (e.path().filename() == "summary.txt") {
+      std::ifstream in(e.path());
+      summary.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+  fs::remove_all(dir);
+  return summary;
+}
+
 }  // namespace
 
 TEST_CASE("backward() inside a trace gives the eager gradients") {
@@ -84,7 +100,8 @@ TEST_CASE("the two-layer net trains traced exactly as eager, 500 steps") {
     auto compiled = jit(step, "two_layer_step");
     std::vector<float> losses;
     const void* w1_data = w1.data_ptr<float>();
-    for (int t = 0; t < 500; ++t) losses.push_back((traced ? compiled(x, y) : step(x, y)).item<float>());
+    for (int t = 0; t < 500; ++t)
+      losses.push_back((traced ? compiled(x, y) : step(x, y)).item<float>());
     if (traced) {
       CHECK(w1.data_ptr<float>() == w1_data);  // updated in place
       CHECK(compiled.stats().misses <= 2);
@@ -115,7 +132,8 @@ TEST_CASE("nn + SGD with momentum, zero_grad and step inside a trace") {
     };
     auto compiled = jit(step, "sgd_step");
     std::vector<float> losses;
-    for (int t = 0; t < 100; ++t) losses.push_back((traced ? compiled(x, y) : step(x, y)).item<float>());
+    for (int t = 0; t < 100; ++t)
+      losses.push_back((traced ? compiled(x, y) : step(x, y)).item<float>());
     return losses;
   };
   auto eager = run(false), traced = run(true);
@@ -204,7 +222,8 @@ TEST_CASE("a traced custom function's gradient comes from the user's backward") 
   CHECK(w.grad().to_vector<double>() == std::vector<double>{4, -8, 12});
 }
 
-TEST_CASE("an MLP (784-1024-1024-10, batch 256, cross-entropy, Adam) trains traced as eager, 500 steps") {
+TEST_CASE(
+    "an MLP (784-1024-1024-10, batch 256, cross-entropy, Adam) trains traced as eager, 500 steps") {
   manual_seed(7);
   Tensor x = randn({256, 784});
   Tensor labels = (rand({256}) * 10).to(kInt64);
@@ -223,7 +242,8 @@ TEST_CASE("an MLP (784-1024-1024-10, batch 256, cross-entropy, Adam) trains trac
     };
     auto compiled = jit(step, "mlp_adam_step");
     std::vector<float> losses;
-    for (int t = 0; t < 500; ++t) losses.push_back((traced ? compiled(x, labels) : step(x, labels)).item<float>());
+    for (int t = 0; t < 500; ++t)
+      losses.push_back((traced ? compiled(x, labels) : step(x, labels)).item<float>());
     if (traced) CHECK(compiled.stats().eager_calls == 0);
     return losses;
   };
@@ -258,17 +278,7 @@ TEST_CASE(
         },
         merge ? "adam_merged" : "adam_apart");
     for (int t = 0; t < 5; ++t) step(x, labels);
-    if (summary) {
-      namespace fs = std::filesystem;
-      fs::path dir = fs::temp_directory_path() / ("kiln_merge_" + std::to_string(::getpid()));
-      step.dump(dir.string(), x, labels);
-      for (auto& e : fs::recursive_directory_iterator(dir))
-        if (e.path().filename() == "summary.txt") {
-          std::ifstream f(e.path());
-          summary->assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-        }
-      fs::remove_all(dir);
-    }
+    if (summary) *summary = dumped_summary(step, "kiln_merge_", x, labels);
     std::vector<Tensor> params;
     for (const Tensor& p : model->parameters()) params.push_back(p.detach().clone());
     return params;
@@ -298,7 +308,8 @@ TEST_CASE(
       if (line.find(" (") != std::string::npos && line.find("  ") != 0) kind = line;
       if (line.find("   nodes:") == 0) nodes = line;
       if (line.find("   range ") == 0 && line.find("   range 1,") != 0 &&
-          kind.find("(elementwise)") != std::string::npos && nodes.find("=sqrt") != std::string::npos)
+          kind.find("(elementwise)") != std::string::npos &&
+          nodes.find("=sqrt") != std::string::npos)
         ++n;
     }
     return n;
@@ -321,7 +332,9 @@ TEST_CASE("traced softmax cross-entropy gradients equal finite differences") {
     return l;
   });
   step(x);
-  auto loss_at = [&](const Tensor& wv) { return nn::functional::cross_entropy(x.matmul(wv), labels); };
+  auto loss_at = [&](const Tensor& wv) {
+    return nn::functional::cross_entropy(x.matmul(wv), labels);
+  };
   check_close(w.grad(), test::numeric_grad(loss_at, w0), 1e-6, 1e-8);
 }
 
@@ -342,17 +355,7 @@ TEST_CASE("an SGD update of a matmul's weight is one BLAS call accumulating into
     };
     auto compiled = jit(step, "sgd_accumulate");
     for (int t = 0; t < 5; ++t) traced ? compiled(x, y) : step(x, y);
-    if (summary) {
-      namespace fs = std::filesystem;
-      fs::path dir = fs::temp_directory_path() / ("kiln_acc_" + std::to_string(::getpid()));
-      compiled.dump(dir.string(), x, y);
-      for (auto& e : fs::recursive_directory_iterator(dir))
-        if (e.path().filename() == "summary.txt") {
-          std::ifstream f(e.path());
-          summary->assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-        }
-      fs::remove_all(dir);
-    }
+    if (summary) *summary = dumped_summary(compiled, "kiln_acc_", x, y);
     return w.detach().clone();
   };
   std::string summary;

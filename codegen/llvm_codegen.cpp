@@ -42,7 +42,8 @@ class Emitter {
 
   void emit(const std::string& symbol) {
     const size_t nbuf = k_.buffers.size();
-    wide_ = LlvmJit::get().vector_width() != 0 && expands_math(k_.body);
+    // A math op that expands into a polynomial (exp, tanh, ...).
+    wide_ = LlvmJit::get().vector_width() != 0 && evaluates(k_.body, llvm_math::expands);
     llvm::Type* ptr = b_.getPtrTy();
     llvm::Type* i64 = b_.getInt64Ty();
 
@@ -264,7 +265,9 @@ class Emitter {
     const kir::Stmt& first = *passes[0];
     const kir::Stmt& second = *passes[1];
     if (first.extent != second.extent || first.extent_param != second.extent_param) return;
-    if (!computes_math(second.body)) return;
+    // A pass of adds and multiplies is too short to hide the prefetches' cost (layer
+    // norm's rows got slower); a softmax's exp pass hides it and the next row's reads.
+    if (!evaluates(second.body, kir::is_float_only)) return;
     RowPrefetch p;
     int64_t elem = 0;
     for (const kir::Stmt& st : first.body) {
@@ -284,24 +287,12 @@ class Emitter {
     prefetch_ = std::move(p);
   }
 
-  // Whether a body evaluates a math op that expands into a polynomial (exp,
-  // tanh, ...; llvm_math::expands).
-  bool expands_math(const std::vector<kir::Stmt>& body) {
+  // Whether a body defines a value whose op satisfies `pred`, at any depth.
+  template <class Pred>
+  bool evaluates(const std::vector<kir::Stmt>& body, Pred pred) const {
     for (const kir::Stmt& st : body) {
-      if (st.kind == StmtKind::let && llvm_math::expands(k_.values[size_t(st.value)].op))
-        return true;
-      if (expands_math(st.body)) return true;
-    }
-    return false;
-  }
-
-  // Whether a pass evaluates a math op (exp, tanh, ...): a pass of adds and
-  // multiplies is too short to hide the prefetches' cost (layer norm's rows got
-  // slower), a softmax's exp pass hides it and the next row's reads.
-  bool computes_math(const std::vector<kir::Stmt>& body) {
-    for (const kir::Stmt& st : body) {
-      if (st.kind == StmtKind::let && is_float_only(k_.values[size_t(st.value)].op)) return true;
-      if (computes_math(st.body)) return true;
+      if (st.kind == StmtKind::let && pred(k_.values[size_t(st.value)].op)) return true;
+      if (evaluates(st.body, pred)) return true;
     }
     return false;
   }

@@ -304,10 +304,19 @@ Grads vjp_logcumsumexp(Builder& b, const Node& n, Value out, Value g, const Need
   });
 }
 
-// The gradients of operands [0, count) that `needs` selects, laid end to end
-// in the 1-D value `all` (a library step's gradient node, its `which` mask):
-// each sliced out in order and reshaped to its operand's shape.
-Grads sliced_grads(Builder& b, const Node& n, const Needs& needs, Value all, size_t count) {
+// The gradients of operands [0, count) that `needs` selects (floating ones), from
+// one node `grad_op` of `operands` and n's attributes with the `which` mask of
+// those operands: a library step's gradient, which lays them end to end in one
+// 1-D result; each is sliced out in order and reshaped to its operand's shape.
+Grads library_grads(Builder& b, const Node& n, const Needs& needs, size_t count, OpKind grad_op,
+                    std::vector<Value> operands) {
+  int64_t which = 0;
+  for (size_t i = 0; i < count; ++i)
+    if (needs[i] && floating(b, n.operands[i])) which |= int64_t(1) << i;
+  if (which == 0) return Grads(count);
+  Attrs a = n.attrs;
+  a.set(AttrKey::which, which);
+  const Value all = b.op(grad_op, std::move(operands), a);
   int64_t start = 0;
   Grads grads;
   for (size_t i = 0; i < count; ++i)
@@ -330,15 +339,8 @@ Grads sliced_grads(Builder& b, const Node& n, const Needs& needs, Value all, siz
 // each is sliced out and reshaped. attention_grad has no gradient of its own, so
 // a second derivative through attention is an error, not zero.
 Grads vjp_attention(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
-  int64_t which = 0;
-  for (size_t i = 0; i < 3; ++i)
-    if (needs[i] && floating(b, n.operands[i])) which |= int64_t(1) << i;
-  if (which == 0) return {Value{}, Value{}, Value{}};
-  Attrs a = n.attrs;
-  a.set(AttrKey::which, which);
-  const Value all =
-      b.op(OpKind::attention_grad, {n.operands[0], n.operands[1], n.operands[2], out, g}, a);
-  return sliced_grads(b, n, needs, all, 3);
+  return library_grads(b, n, needs, 3, OpKind::attention_grad,
+                       {n.operands[0], n.operands[1], n.operands[2], out, g});
 }
 
 Grads vjp_attention_grad(Builder&, const Node& n, Value, Value, const Needs&) {
@@ -353,16 +355,9 @@ Grads vjp_attention_grad(Builder&, const Node& n, Value, Value, const Needs&) {
 // reshaped. The targets have none. cluster_logprob_grad has no gradient of its
 // own, so a second derivative through it is an error, not zero.
 Grads vjp_cluster_logprob(Builder& b, const Node& n, Value, Value g, const Needs& needs) {
-  int64_t which = 0;
-  for (size_t i = 0; i < 2; ++i)
-    if (needs[i] && floating(b, n.operands[i])) which |= int64_t(1) << i;
-  if (which == 0) return {Value{}, Value{}, Value{}};
-  Attrs a = n.attrs;
-  a.set(AttrKey::which, which);
-  const Value all =
-      b.op(OpKind::cluster_logprob_grad, {n.operands[0], n.operands[1], n.operands[2], g}, a);
-  Grads grads = sliced_grads(b, n, needs, all, 2);
-  grads.push_back(Value{});
+  Grads grads = library_grads(b, n, needs, 2, OpKind::cluster_logprob_grad,
+                              {n.operands[0], n.operands[1], n.operands[2], g});
+  grads.push_back(Value{});  // the targets
   return grads;
 }
 

@@ -10,13 +10,6 @@
 namespace kiln::detail {
 namespace {
 
-// A value that is zero everywhere: a zero constant, possibly expanded or reshaped.
-bool is_zero_constant(const Graph& g, Value v) {
-  const Node* n = &g[v.node];
-  while (n->op == OpKind::expand || n->op == OpKind::reshape) n = &g[n->operands[0].node];
-  return n->op == OpKind::constant && n->attrs.f(AttrKey::value) == 0.0;
-}
-
 // Makes `v` the plan's next output; returns its index.
 size_t add_output(TraceState& st, Value v) {
   st.graph.outputs.push_back(v);
@@ -82,7 +75,7 @@ void collect_grad_writebacks(TraceState& st, TracedProgram& prog, std::vector<Gr
       continue;
     }
     Value fv = st.value_of(slot.current, where);
-    const bool final_zero = is_zero_constant(st.graph, fv);
+    const bool final_zero = st.graph.is_zero_constant(fv);
     if (slot.initial && slot.initial_value.valid() && fv == slot.initial_value) continue;
     if (slot.initial && slot.initial_zero && final_zero) continue;  // zeros stay zeros: no write
     if (slot.initial) {

@@ -39,6 +39,12 @@ Value Graph::param_value(int64_t index) const {
   return Value();
 }
 
+bool Graph::is_zero_constant(Value v) const {
+  const Node* n = &nodes_.at(v.node);
+  while (n->op == OpKind::expand || n->op == OpKind::reshape) n = &nodes_.at(n->operands[0].node);
+  return n->op == OpKind::constant && n->attrs.f(AttrKey::value) == 0.0;
+}
+
 std::vector<uint32_t> Graph::use_counts() const {
   std::vector<uint32_t> uses(nodes_.size(), 0);
   auto use = [&](Value v) {

@@ -76,6 +76,9 @@ class Graph {
   /// The first `param` node of index `index` (the value a traced body first read
   /// of that parameter, before any update), or an invalid Value when there is none.
   Value param_value(int64_t index) const;
+  /// Whether v is zero everywhere by construction: a constant 0, possibly expanded
+  /// or reshaped.
+  bool is_zero_constant(Value v) const;
 
   /// Number of uses of each node (operands, outputs and updates).
   std::vector<uint32_t> use_counts() const;

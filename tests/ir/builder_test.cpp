@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include "ir/builder.h"
+#include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "ir_test_util.h"
@@ -216,6 +217,25 @@ TEST_CASE("graph queries") {
   CHECK(g.param_value(0) == p0);
   CHECK(!g.param_value(2).valid());
   b.hash_cons = true;
+  // is_zero_constant: a constant 0, through expands and reshapes; not another
+  // constant, nor a computed value.
+  const Graph z = parse_graph(R"(
+    %x = arg {index=0} : f32[2,3]
+    %zero = constant {value=0.0} : f32[]
+    %one = constant {value=1.0} : f32[3]
+    %e = expand %zero {shape=[2, 3]}
+    %r = reshape %e {shape=[6]}
+    %o = expand %one {shape=[2, 3]}
+    %m = mul %x, %e
+    return %r, %o, %m
+  )");
+  CHECK(z.is_zero_constant(Value(1)));
+  CHECK(z.is_zero_constant(Value(3)));
+  CHECK(z.is_zero_constant(Value(4)));
+  CHECK_FALSE(z.is_zero_constant(Value(2)));
+  CHECK_FALSE(z.is_zero_constant(Value(5)));
+  CHECK_FALSE(z.is_zero_constant(Value(6)));
+  CHECK_FALSE(z.is_zero_constant(Value(0)));
   std::vector<uint32_t> uses = g.use_counts();
   CHECK(uses[a0.node] == 2);
   CHECK(uses[s.node] == 2);

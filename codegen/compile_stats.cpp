@@ -18,10 +18,7 @@ void CompileStats::add(const CompileReport& r, size_t steps, double ms) {
     if (const KernelArtifacts& a = r.artifacts[i]; a.compile_ms > 0) {
       const bool compiled = !a.reused && !a.from_disk_cache;
       kernels_compiled += compiled;
-      if (kernel_compile_ms.size() >= kRecentKernels)
-        kernel_compile_ms.erase(kernel_compile_ms.begin(),
-                                kernel_compile_ms.end() - std::ptrdiff_t(kRecentKernels - 1));
-      kernel_compile_ms.push_back({r.kernels[i].name, a.compile_ms, compiled});
+      keep_recent(kernel_compile_ms, {r.kernels[i].name, a.compile_ms, compiled}, kRecentKernels);
     }
   phases += r.kernel_times;
   kernel_phases = phases.str();

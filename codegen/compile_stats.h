@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "codegen/kernel_info.h"
@@ -12,6 +13,14 @@
 namespace kiln {
 
 struct CompileReport;
+
+/// Appends `item` to `v`, dropping the oldest beyond `limit` (at least 1): the
+/// recent records of stats a long run keeps flat.
+template <class T>
+void keep_recent(std::vector<T>& v, T item, size_t limit) {
+  if (v.size() >= limit) v.erase(v.begin(), v.end() - std::ptrdiff_t(limit - 1));
+  v.push_back(std::move(item));
+}
 
 /// Plans compiled and their kernels, summed over a function's compiles.
 struct CompileStats {

@@ -60,13 +60,6 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Appends v, dropping the oldest beyond `limit`: stats a long run keeps flat.
-template <class T>
-void keep_recent(std::vector<T>& v, T item, size_t limit) {
-  if (v.size() >= limit) v.erase(v.begin(), v.end() - std::ptrdiff_t(limit - 1));
-  v.push_back(std::move(item));
-}
-
 std::string number_str(double v) {
   std::ostringstream os;
   os << v;

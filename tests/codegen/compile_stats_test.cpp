@@ -53,3 +53,11 @@ TEST_CASE("CompileStats keeps the most recent kernels' times only") {
   CHECK(s.kernels_compiled == static_cast<int64_t>(CompileStats::kRecentKernels));
   CHECK(s.kernel_compile_ms.back().name == "k1_reduction_sum");
 }
+
+TEST_CASE("keep_recent drops the oldest records beyond its limit") {
+  std::vector<int> v;
+  for (int i = 0; i < 5; ++i) keep_recent(v, i, 3);
+  CHECK(v == std::vector<int>{2, 3, 4});
+  keep_recent(v, 5, 1);
+  CHECK(v == std::vector<int>{5});
+}

@@ -207,6 +207,31 @@ void finish_background(std::vector<std::shared_ptr<TracedCore::Entry>>& entries,
   }
 }
 
+// Compiles a traced entry's program, adds the figures to `stats`, and makes the
+// lazily compiled backward. Returns the KILN_LOG=compile line.
+std::string compile_entry(TracedCore::Entry& e, const CompileOptions& opts,
+                          const std::shared_ptr<TracedCore::StatsCell>& stats,
+                          const std::string& name) {
+  TracedProgram& t = e.traced;
+  // The backward compiles when a backward() first reaches the call: a training
+  // step that runs backward() itself and returns its loss never needs it.
+  e.compiled = compile_program(
+      t.graph, std::move(t.backward), t.partition_log, opts,
+      [stats](const CompileReport& r, size_t steps, double ms) {
+        std::lock_guard<std::mutex> lock(stats->mu);
+        stats->stats.add(r, steps, ms);
+      },
+      name);
+  std::ostringstream log;
+  log << "kiln: '" << name << "': traced " << t.graph.size() << " nodes in " << t.trace_ms
+      << " ms, " << e.compiled.summary()
+      << (!t.autograd_call         ? ""
+          : t.split.backward_freed ? "; no backward: the body's backward() freed what it needs"
+                                   : "; the backward compiles on first use")
+      << "\n";
+  return log.str();
+}
+
 }  // namespace
 
 bool TracedCore::Signature::operator==(const Signature& o) const {
@@ -390,28 +415,6 @@ CompileOptions TracedCore::entry_options(bool artifacts, bool dynamic) const {
   opts.want_artifacts = artifacts;
   opts.dynamic_sizes = dynamic;
   return opts;
-}
-
-std::string compile_entry(TracedCore::Entry& e, const CompileOptions& opts,
-                          const std::shared_ptr<TracedCore::StatsCell>& stats, const std::string& name) {
-  TracedProgram& t = e.traced;
-  // The backward compiles when a backward() first reaches the call: a training
-  // step that runs backward() itself and returns its loss never needs it.
-  e.compiled = compile_program(
-      t.graph, std::move(t.backward), t.partition_log, opts,
-      [stats](const CompileReport& r, size_t steps, double ms) {
-        std::lock_guard<std::mutex> lock(stats->mu);
-        stats->stats.add(r, steps, ms);
-      },
-      name);
-  std::ostringstream log;
-  log << "kiln: '" << name << "': traced " << t.graph.size() << " nodes in " << t.trace_ms
-      << " ms, " << e.compiled.summary()
-      << (!t.autograd_call         ? ""
-          : t.split.backward_freed ? "; no backward: the body's backward() freed what it needs"
-                                   : "; the backward compiles on first use")
-      << "\n";
-  return log.str();
 }
 
 std::unique_ptr<TracedCore::Entry> TracedCore::build(const Signature& sig, bool artifacts,

@@ -126,12 +126,6 @@ struct TracedCore::Entry {
   BackgroundCompile background;
 };
 
-/// Compiles a traced entry's program, adds the figures to `stats`, and makes the
-/// lazily compiled backward. Returns the KILN_LOG=compile line.
-std::string compile_entry(TracedCore::Entry& e, const CompileOptions& opts,
-                          const std::shared_ptr<TracedCore::StatsCell>& stats,
-                          const std::string& name);
-
 /// Parameter updates, and the .grad of captured tensors and arguments that a
 /// backward() inside the trace produced, as plan outputs or updates.
 /// The conditions those hold under go to `guards`.

@@ -629,12 +629,9 @@ std::vector<Tensor> TracedCore::call(const TraceArgs& args) {
     if (!s.alive.expired()) s.sync();
   // KILN_CHECK compares on the host against eager mode and, kernel by kernel,
   // the reference kernels: plans of backends that keep their slots' buffers.
-  bool first_check = false;
-  if (check_enabled() && backend_for(e->compiled.plan->device).keeps_slots()) {
-    std::lock_guard<std::mutex> lock(mu_);
-    first_check = !std::exchange(e->checked, true);
-  }
-  if (first_check) return checked_run(*e, args);
+  if (check_enabled() && backend_for(e->compiled.plan->device).keeps_slots() &&
+      !e->checked.exchange(true))
+    return checked_run(*e, args);
   return run(*e, args);
 }
 

@@ -2,6 +2,7 @@
 // traced for it and that program compiled. Internal to frontend/jit*.cpp.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -117,7 +118,7 @@ struct TracedCore::Entry {
   /// that requires grad, 2: computed by ops): a change retraces.
   std::vector<uint8_t> param_grad_state;
   uint64_t last_use = 0;
-  bool checked = false;  // KILN_CHECK compared its first call
+  std::atomic<bool> checked{false};  // KILN_CHECK compared its first call
 
   TracedProgram traced;
   CompiledProgram compiled;

@@ -183,6 +183,14 @@ T take_arg(const TraceArgs& a, size_t& ti, size_t& ni) {
   }
 }
 
+// The signature of a std::function with its parameters taken by value.
+template <class Fn>
+struct DecayedSig;
+template <class R, class... A>
+struct DecayedSig<std::function<R(A...)>> {
+  using type = R(std::decay_t<A>...);
+};
+
 }  // namespace detail
 
 template <class Sig>
@@ -242,16 +250,6 @@ class Traced<R(A...)> {
   }
   std::shared_ptr<detail::TracedCore> core_;
 };
-
-namespace detail {
-// The signature of a std::function with its parameters taken by value.
-template <class Fn>
-struct DecayedSig;
-template <class R, class... A>
-struct DecayedSig<std::function<R(A...)>> {
-  using type = R(std::decay_t<A>...);
-};
-}  // namespace detail
 
 /// Traces a lambda (or any callable with one operator()): `auto f = jit([&](Tensor x) {...});`.
 template <class F>

@@ -43,7 +43,7 @@ struct KeptTensor {
 
 // Everything a call can change: the arguments and captured tensors, their
 // .grad, and the leaves their eager histories reach (a backward inside the body
-// accumulates into those).
+// accumulates into those), kept while it lives and put back when it ends.
 class KeptState {
  public:
   KeptState(const std::vector<Tensor>& args, const std::vector<std::shared_ptr<TensorImpl>>& params) {
@@ -52,7 +52,7 @@ class KeptState {
     for (const auto& p : params) add(p, roots);
     for (const auto& leaf : history_leaves(roots)) add(leaf, roots);
   }
-  void put_back_all() const {
+  ~KeptState() {
     for (const KeptTensor& k : kept_) {
       copy_to(k.data.view(), k.t->view());
       *k.t = k.meta;
@@ -189,23 +189,17 @@ std::vector<Tensor> TracedCore::checked_run(Entry& e, const TraceArgs& args) {
     return o;
   };
 
-  KeptState before(args.tensors, e.traced.params);
-  // The inputs as the call found them, for observed_spreads.
+  // The inputs as the call found them, for rounding_spreads (codegen/verify.h).
   std::vector<HostArray> args_in, params_in;
   for (const Tensor& t : args.tensors) args_in.push_back(host_copy(*t.impl()));
   for (const auto& p : e.traced.params) params_in.push_back(host_copy(*p));
   Observed eager;
   {
+    // What the eager run changes is put back after it (also after a throw).
+    const KeptState before(args.tensors, e.traced.params);
     detail::RetainGraphsGuard keep_graphs;  // the compiled run may need what eager backward would free
-    try {
-      std::vector<Tensor> outs = body_(args);
-      eager = observe(outs);
-    } catch (...) {
-      before.put_back_all();
-      throw;
-    }
+    eager = observe(body_(args));
   }
-  before.put_back_all();
   std::vector<Tensor> outs = run(e, args);
   Observed traced = observe(outs);
   verify_kernels(e, args, name_);

@@ -149,12 +149,6 @@ void TraceState::set_grad(const Tensor& t, const Tensor& g, bool assigned) {
   it->second.assigned = it->second.assigned || assigned;
 }
 
-std::vector<char> TraceState::requiring_grad() const {
-  std::vector<char> param_requires;
-  for (const auto& p : params) param_requires.push_back(p->requires_grad);
-  return kiln::requiring_grad(graph, arg_leaf, param_requires);
-}
-
 namespace {
 
 // Every leaf that requires grad: the arguments called so, then the captured tensors.
@@ -177,14 +171,15 @@ std::vector<Tensor> TraceState::backward(const std::vector<Tensor>& roots,
   std::vector<Value> root_vals, seed_vals;
   for (const Tensor& r : roots) root_vals.push_back(value_of(r, loc));
   for (const Tensor& s : seeds) seed_vals.push_back(value_of(s, loc));
-  if (!freed.empty())
-    if (const NodeId n = freed_read(graph, root_vals, requiring_grad(), &freed); n != kNoNode)
-      throw detail::freed_graph_error(graph[n].op, graph[n].loc);
+  std::vector<char> param_requires;
+  for (const auto& p : params) param_requires.push_back(p->requires_grad);
+  const std::vector<char> rg = requiring_grad(graph, arg_leaf, param_requires);
+  if (const NodeId n = freed_read(graph, root_vals, rg, &freed); n != kNoNode)
+    throw detail::freed_graph_error(graph[n].op, graph[n].loc);
   if (const SavedValues::Stale s = saved.first_stale(graph, root_vals); s.node != kNoNode)
     throw detail::modified_saved_error(graph[s.node].op, s.expected, s.found, graph[s.node].loc);
   std::vector<char> reach = gradient_reach(graph, root_vals);
   if (!retain_graph) {
-    const std::vector<char> rg = requiring_grad();
     freed.resize(graph.size(), 0);
     for (NodeId id = 0; id < reach.size(); ++id) freed[id] = freed[id] || (reach[id] && rg[id]);
   }

@@ -146,9 +146,6 @@ struct TraceState {
                                const std::vector<Tensor>& wrt, bool accumulate, bool retain_graph,
                                bool create_graph, SourceLoc loc,
                                std::vector<Tensor>* accumulated = nullptr);
-  /// Per node: whether its value requires grad (eager mode would give it a
-  /// grad_fn), from the arguments' and captured tensors' flags (passes/grad_analysis.h).
-  std::vector<char> requiring_grad() const;
 };
 
 /// The trace recording on this thread, or nullptr.

@@ -89,10 +89,6 @@ std::pair<Tensor, Tensor> batch(int64_t n) {
   return {randn({n, 784}), (rand({n}) * 10).to(kInt64)};
 }
 
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
 std::string temp_cache() {
   return (std::filesystem::temp_directory_path() / "kiln_bench_compile_cache").string();
 }

@@ -11,15 +11,12 @@
 #include "codegen/backend.h"
 #include "passes/collectives.h"
 #include "passes/pipeline.h"
+#include "runtime/profile.h"
 #include "runtime/reference.h"
 #include "runtime/thread_pool.h"
 
 namespace kiln {
 namespace {
-
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
 
 // The plan's slots: arguments and parameters by index, graph outputs computed by
 // a group in the caller's buffers, parameter updates in the parameters' own

@@ -16,6 +16,7 @@
 #include "runtime/cuda_driver.h"
 #include "runtime/cuda_executor.h"
 #include "runtime/object_cache.h"
+#include "runtime/profile.h"
 
 namespace kiln {
 namespace {
@@ -96,8 +97,7 @@ class CudaBackend final : public Backend {
     auto l = std::make_unique<CudaLowered>();
     l->kernel = kiln::lower_group(ctx.g, ctx.groups[gi]);
     l->overwritable = overwritable(ctx.groups[gi], l->kernel);
-    l->lower_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    l->lower_ms = ms_since(t0);
     return l;
   }
 
@@ -113,9 +113,7 @@ class CudaBackend final : public Backend {
     if (c->src.needs_kernel)
       c->bin = nvrtc_compile(c->src.source, c->src.name, ctx.arch, /*want_cubin=*/true,
                              ctx.opts.cache_dir);
-    c->compile_ms =
-        l.lower_ms +
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    c->compile_ms = l.lower_ms + ms_since(t0);
     return c;
   }
 
@@ -171,9 +169,7 @@ class CudaBackend final : public Backend {
     for (Value v : c.src.buffers) step.slots.push_back(pb.slot(v));
 
     KernelArtifacts a;
-    a.compile_ms = c.compile_ms + std::chrono::duration<double, std::milli>(
-                                      std::chrono::steady_clock::now() - t0)
-                                      .count();
+    a.compile_ms = c.compile_ms + ms_since(t0);
     a.from_disk_cache = bin.from_disk_cache;
     if (bin.from_disk_cache) pb.report().kernels_from_disk++;
     if (ctx.opts.want_artifacts) {

@@ -9,13 +9,6 @@
 #include "runtime/profile.h"
 
 namespace kiln {
-namespace {
-
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
-}  // namespace
 
 std::shared_ptr<Plan> LazyPlan::get() {
   std::lock_guard<std::mutex> lock(mu_);

@@ -56,10 +56,6 @@ std::string grad_state_str(uint8_t s) {
   return s == 0 ? "requires_grad false" : s == 1 ? "a leaf that requires grad" : "computed by ops that require grad";
 }
 
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
 std::string number_str(double v) {
   std::ostringstream os;
   os << v;

@@ -19,6 +19,11 @@
 
 namespace kiln {
 
+/// Milliseconds of the steady clock since `t0`.
+inline double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
 /// What a plan step costs as the compiler counted it (codegen fills it from the
 /// kernel's description): what the trace shows beside its time.
 struct StepCost {

@@ -58,10 +58,6 @@ class Progress {
   size_t width_ = 0;
 };
 
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
 // Best wall time of f (ms): one warm-up run (compiles, allocates, first-touches),
 // then at least `min_runs` and until `budget_ms` has been spent (at most 20).
 double best_ms(const std::function<void()>& f, int min_runs, double budget_ms,

@@ -35,6 +35,13 @@ void double_kernel(void* const* b, int64_t begin, int64_t end) {
 
 }  // namespace
 
+TEST_CASE("ms_since gives the steady clock's milliseconds since a time point") {
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK(ms_since(t0 + std::chrono::hours(1)) < -3.5e6);  // a point ahead: negative
+  CHECK(ms_since(t0 - std::chrono::seconds(2)) >= 2000.0);
+  CHECK(ms_since(t0 - std::chrono::seconds(2)) < 2000.0 + 3.6e6);
+}
+
 TEST_CASE("trace events become a Chrome trace-event file with costs, threads and names") {
   const size_t mark = trace_size();
   set_plan_profiling(true);

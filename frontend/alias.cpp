@@ -121,9 +121,7 @@ void sync_view(TensorImpl& t) {
   EnableGradGuard grad;
   Tensor r(link.base);
   for (const ViewStep& s : link.chain) r = apply(s.op, {r}, s.attrs, SourceLoc());
-  t.requires_grad = r.impl()->requires_grad;
-  t.grad_fn = r.impl()->grad_fn;
-  t.output_nr = r.impl()->output_nr;
+  take_history(t, *r.impl());
 }
 
 void check_writable(const TensorImpl& t, SourceLoc loc) {

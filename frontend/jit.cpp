@@ -568,13 +568,8 @@ std::vector<Tensor> attach_tape_node(const TracedCore::Entry& e, const TraceArgs
     result = autograd::detail::finish_custom(call, inputs, call_outs, where);
   }
   // Tensors written with values that require grad hold the call's history now.
-  for (size_t k = outs.size(); k < result.size(); ++k) {
-    TensorImpl& t = *call_outs[k].impl();
-    const TensorImpl& r = *result[k].impl();
-    t.requires_grad = r.requires_grad;
-    t.grad_fn = r.grad_fn;
-    t.output_nr = r.output_nr;
-  }
+  for (size_t k = outs.size(); k < result.size(); ++k)
+    take_history(*call_outs[k].impl(), *result[k].impl());
   result.resize(outs.size());
   // Outputs no gradient flows to stay plain tensors, as eager ops leave them.
   for (size_t i = 0; i < outs.size(); ++i)

@@ -59,6 +59,13 @@ struct TensorImpl {
 /// A tensor's autograd state: 0 no grad, 1 a leaf that requires grad, 2 computed by ops.
 inline uint8_t autograd_state(const TensorImpl& t) { return t.grad_fn ? 2 : t.requires_grad ? 1 : 0; }
 
+/// t takes `from`'s autograd history (requires_grad, grad_fn and output_nr).
+inline void take_history(TensorImpl& t, const TensorImpl& from) {
+  t.requires_grad = from.requires_grad;
+  t.grad_fn = from.grad_fn;
+  t.output_nr = from.output_nr;
+}
+
 /// True when t is a whole dense buffer that a compiled plan left all zeros and
 /// nothing has written since.
 inline bool known_zero(const TensorImpl& t) {

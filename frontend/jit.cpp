@@ -70,8 +70,7 @@ bool same_numbers(const std::vector<double>& a, const std::vector<double>& b) {
 
 // Drops the least recently used entry.
 void evict_oldest(std::vector<std::shared_ptr<TracedCore::Entry>>& entries, TraceStats& stats) {
-  entries.erase(std::min_element(entries.begin(), entries.end(),
-                                 [](auto& a, auto& b) { return a->last_use < b->last_use; }));
+  entries.erase(std::ranges::min_element(entries, {}, [](auto& e) { return e->last_use; }));
   stats.evictions++;
 }
 
@@ -259,8 +258,7 @@ std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
   if (!guard_reason.empty()) {
     reason = guard_reason;
   } else if (!entries_.empty()) {
-    auto& last = *std::max_element(entries_.begin(), entries_.end(),
-                                   [](auto& a, auto& b) { return a->last_use < b->last_use; });
+    auto& last = *std::ranges::max_element(entries_, {}, [](auto& e) { return e->last_use; });
     reason = miss_reason(sig, last->key);
     newly_dynamic = note_dynamic(sig, *last, &background);
     background = background && !dumping;

@@ -212,6 +212,23 @@ TEST_CASE("KILN_CHECK compares a whole training step and changes nothing") {
   }
 }
 
+// KILN_CHECK's eager run throws (only that run: the trace ran the body first):
+// the error reaches the caller, and what the run wrote before it is put back.
+TEST_CASE("KILN_CHECK puts the state back when its eager run throws") {
+  Tensor w = ones({3});
+  int runs = 0;
+  auto f = jit([&](Tensor x) {
+    w.add_(x);
+    if (++runs == 2) throw std::runtime_error("the eager run fails");
+    return w * 2;
+  });
+  set_check_enabled(true);
+  CHECK_THROWS_WITH(f(ones({3})), "the eager run fails");
+  set_check_enabled(false);
+  CHECK(runs == 2);
+  check_close(w, ones({3}), 0, 0);
+}
+
 // A host value the trace baked in: eager mode and the plan update the weight
 // differently, and KILN_CHECK names the update and the line that recorded it.
 TEST_CASE("KILN_CHECK catches a parameter update that differs from eager mode") {

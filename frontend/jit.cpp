@@ -74,27 +74,6 @@ void evict_oldest(std::vector<std::shared_ptr<TracedCore::Entry>>& entries, Trac
   stats.evictions++;
 }
 
-}  // namespace
-
-TracedCore::TracedCore(std::string name, SourceLoc where, Body body)
-    : name_(std::move(name)),
-      where_(where),
-      body_(std::move(body)),
-      stats_(std::make_shared<StatsCell>()),
-      dynamic_(std::make_unique<DynamicDims>()) {}
-TracedCore::~TracedCore() = default;
-
-const TraceStats& TracedCore::stats() const { return stats_->stats; }
-
-void TracedCore::set_cache_size(size_t n) {
-  if (n == 0) throw Error("set_cache_size: the cache needs room for at least one signature");
-  std::lock_guard<std::mutex> lock(mu_);
-  cache_size_ = n;
-  while (entries_.size() > cache_size_) evict_oldest(entries_, stats_->stats);
-}
-
-namespace {
-
 // Why a call did not match a cached signature (compared with the most recent entry).
 std::string miss_reason(const TracedCore::Signature& now, const TracedCore::Signature& was) {
   [[maybe_unused]] const auto& [pt, prg, pn, pgm, is_tensor] = was;
@@ -228,6 +207,25 @@ std::string compile_entry(TracedCore::Entry& e, const CompileOptions& opts,
 }
 
 }  // namespace
+
+TracedCore::TracedCore(std::string name, SourceLoc where, Body body)
+    : name_(std::move(name)),
+      where_(where),
+      body_(std::move(body)),
+      stats_(std::make_shared<StatsCell>()),
+      dynamic_(std::make_unique<DynamicDims>()) {}
+TracedCore::~TracedCore() = default;
+
+const TraceStats& TracedCore::stats() const {
+  return stats_->stats;
+}
+
+void TracedCore::set_cache_size(size_t n) {
+  if (n == 0) throw Error("set_cache_size: the cache needs room for at least one signature");
+  std::lock_guard<std::mutex> lock(mu_);
+  cache_size_ = n;
+  while (entries_.size() > cache_size_) evict_oldest(entries_, stats_->stats);
+}
 
 bool TracedCore::Signature::operator==(const Signature& o) const {
   return types == o.types && requires_grad == o.requires_grad && grad_mode == o.grad_mode &&

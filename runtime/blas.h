@@ -1,4 +1,4 @@
-// CPU matrix products through OpenBLAS.
+// CPU matrix products through OpenBLAS, and libxsmm for small ones (small_gemm.h).
 #pragma once
 
 #include <functional>
@@ -26,8 +26,9 @@ using RowsWritten = std::function<void(int64_t row0, int64_t row1)>;
 void matmul_cpu(const View& a, const View& b, const View& out, double alpha, double beta,
                 const RowsWritten& rows_written);
 
-/// What OpenBLAS reports about itself: version, core type of its kernels, threads.
-/// Used by benchmarks so every report says which kernels ran.
+/// What OpenBLAS reports about itself: version, core type of its kernels,
+/// threads; then which small products go to libxsmm (small_gemm_info()). Used
+/// by benchmarks so every report says which kernels ran.
 std::string blas_info();
 
 /// When OpenBLAS chose kernels older than the CPU can run (`core`, its core

@@ -216,20 +216,34 @@ void matmul_typed(const View& a, const View& b, const View& out, double alpha, d
       return;
     }
   }
-  std::vector<int64_t> idx(batch.size(), 0);
-  for (int64_t t = 0; t < nbatch; ++t) {
-    int64_t oa = 0, ob = 0;
-    for (size_t d = 0; d < batch.size(); ++d) {
-      oa += idx[d] * sa[d];
-      ob += idx[d] * sb[d];
+  // Products [t0, t1) of the batch, one after another.
+  auto products = [&](int64_t t0, int64_t t1) {
+    std::vector<int64_t> idx(batch.size(), 0);
+    for (int64_t d = int64_t(batch.size()) - 1, r = t0; d >= 0; --d) {
+      idx[d] = r % batch[d];
+      r /= batch[d];
     }
-    gemm<T>({A + oa, n, k, as0, as1}, {B + ob, k, m, bs0, bs1}, C + t * n * m, m, alpha, beta, done,
-            t * n);
-    for (int64_t d = int64_t(batch.size()) - 1; d >= 0; --d) {
-      if (++idx[d] < batch[d]) break;
-      idx[d] = 0;
+    for (int64_t t = t0; t < t1; ++t) {
+      int64_t oa = 0, ob = 0;
+      for (size_t d = 0; d < batch.size(); ++d) {
+        oa += idx[d] * sa[d];
+        ob += idx[d] * sb[d];
+      }
+      gemm<T>({A + oa, n, k, as0, as1}, {B + ob, k, m, bs0, bs1}, C + t * n * m, m, alpha, beta,
+              done, t * n);
+      for (int64_t d = int64_t(batch.size()) - 1; d >= 0; --d) {
+        if (++idx[d] < batch[d]) break;
+        idx[d] = 0;
+      }
     }
-  }
+  };
+  // Products too small to split by rows (a conv's per-image GEMMs) are split
+  // by batch instead, in chunks of at least 256 KFLOP (about a microsecond).
+  const double flops = 2.0 * double(n) * double(m) * double(k);
+  if (nbatch > 1 && kiln_splits_blas() && num_threads() > 1 && !splits_rows(n, m, k) && flops > 0)
+    parallel_for(nbatch, std::max<int64_t>(1, int64_t(2.56e5 / flops)), products);
+  else
+    products(0, nbatch);
 }
 
 void matmul_rows(const View& a, const View& b, const View& out, double alpha, double beta,

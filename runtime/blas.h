@@ -9,7 +9,8 @@
 namespace kiln {
 
 /// out = a @ b for views of rank >= 2 with broadcasting batch dims, float32 or
-/// float64 (other dtypes use a plain loop). `out` is dense. Strided inputs whose
+/// float64 (other dtypes use a plain loop). A batch of products too small to
+/// split by rows is split over the pool by batch. `out` is dense. Strided inputs whose
 /// last two dims are not a BLAS layout are copied first.
 /// With alpha and beta: out = alpha * (a @ b) + beta * out (floating point only), as BLAS does.
 void matmul_cpu(const View& a, const View& b, const View& out, double alpha = 1.0,

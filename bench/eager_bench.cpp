@@ -298,6 +298,8 @@ const SmallCase kSmallCases[] = {
     {"square 256", {256, 256}, {256, 256}},
     {"square 64, a^T, beta 1", {64, 64}, {64, 64}, true, false, 1},
     {"MLP layer [256,784]x[784,1024]", {256, 784}, {784, 1024}},
+    {"MLP head [256,1024]x[1024,10]", {256, 1024}, {1024, 10}},
+    {"MLP head dW [256,1024]^T x[256,10]", {256, 1024}, {256, 10}, true},
 };
 
 std::map<int64_t, double> g_openblas_seconds;  // by case, from the Arg 0 row

@@ -209,3 +209,27 @@ TEST_CASE("scaled products (alpha other than 1) still go to OpenBLAS and are rig
     CHECK(values(out) == want);
   }
 }
+
+TEST_CASE(
+    "a broadcast batch of small products split over the pool: each chunk finds its operands") {
+  // [8,1,32,144] @ [4,144,16] -> [8,4,32,16]: 32 products of 147 KFLOP, split by
+  // batch; chunks start mid-batch, so each recovers both batch indices.
+  const int64_t n = 32, k = 144, m = 16;
+  const std::vector<double> av = whole(8 * n * k, 5), bv = whole(4 * k * m, 6);
+  for (DType dt : {DType::f32, DType::f64}) {
+    CAPTURE(dtype_name(dt));
+    Arr a = arr(dt, {8, 1, n, k}, av), b = arr(dt, {4, k, m}, bv);
+    std::vector<double> want;
+    for (int64_t t = 0; t < 8; ++t)
+      for (int64_t u = 0; u < 4; ++u) {
+        std::vector<double> at(av.begin() + t * n * k, av.begin() + (t + 1) * n * k);
+        std::vector<double> bt(bv.begin() + u * k * m, bv.begin() + (u + 1) * k * m);
+        std::vector<double> one = naive(at, bt, 1, n, k, m);
+        want.insert(want.end(), one.begin(), one.end());
+      }
+    for (bool small : {true, false}) {
+      CAPTURE(small);
+      CHECK(product(a, b, {8, 4, n, m}, 0, 0, small) == want);
+    }
+  }
+}

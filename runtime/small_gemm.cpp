@@ -38,7 +38,7 @@ static_assert(std::has_unique_object_representations_v<Key>);
 // long as the process), a null kernel too: libxsmm has none for it.
 struct Entry {
   Key key{};
-  void* kernel = nullptr;
+  libxsmm_xmmfunction kernel{nullptr};
 };
 constexpr size_t kSlots = 64;
 
@@ -58,7 +58,7 @@ __attribute__((target("avx"))) void clear_upper_state() {
 }
 
 template <class T>
-void* dispatch(const Key& key) {
+libxsmm_xmmfunction dispatch(const Key& key) {
   const T alpha = 1, beta = key.beta_one ? 1 : 0;
   const int flags =
       (key.trans_a ? LIBXSMM_GEMM_FLAG_TRANS_B : 0) | (key.beta_one ? 0 : LIBXSMM_GEMM_FLAG_BETA_0);
@@ -66,12 +66,12 @@ void* dispatch(const Key& key) {
   // Column-major: c^T (n x m) = b^T (n x k) a^T (k x m).
   const libxsmm_blasint m = key.n, n = key.m, k = key.k, lda = key.ldb, ldb = key.lda,
                         ldc = key.ldc;
+  libxsmm_xmmfunction f{nullptr};
   if constexpr (std::is_same_v<T, float>)
-    return reinterpret_cast<void*>(
-        libxsmm_smmdispatch(m, n, k, &lda, &ldb, &ldc, &alpha, &beta, &flags, &prefetch));
+    f.smm = libxsmm_smmdispatch(m, n, k, &lda, &ldb, &ldc, &alpha, &beta, &flags, &prefetch);
   else
-    return reinterpret_cast<void*>(
-        libxsmm_dmmdispatch(m, n, k, &lda, &ldb, &ldc, &alpha, &beta, &flags, &prefetch));
+    f.dmm = libxsmm_dmmdispatch(m, n, k, &lda, &ldb, &ldc, &alpha, &beta, &flags, &prefetch);
+  return f;
 }
 
 template <class T>
@@ -99,9 +99,13 @@ bool run(bool trans_a, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda,
     e.kernel = dispatch<T>(key);
     e.key = key;
   }
-  if (!e.kernel) return false;
-  using Kernel = void (*)(const T*, const T*, T*);
-  reinterpret_cast<Kernel>(e.kernel)(b, a, c);
+  if constexpr (std::is_same_v<T, float>) {
+    if (!e.kernel.smm) return false;
+    e.kernel.smm(b, a, c);
+  } else {
+    if (!e.kernel.dmm) return false;
+    e.kernel.dmm(b, a, c);
+  }
   static const bool avx = __builtin_cpu_supports("avx");
   if (avx) clear_upper_state();
   return true;

@@ -83,16 +83,17 @@ bool run(bool trans_a, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda,
   if (k * n * int64_t(sizeof(T)) > small_gemm_max_rhs_bytes()) return false;
   constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
   if (m > kMax || lda > kMax || ldb > kMax || ldc > kMax) return false;
-  Key key{int32_t(m),
-          int32_t(n),
-          int32_t(k),
-          int32_t(lda),
-          int32_t(ldb),
-          int32_t(ldc),
-          uint8_t(std::is_same_v<T, double>),
-          uint8_t(trans_a),
-          uint8_t(beta == T(1)),
-          1};
+  Key key{};
+  key.m = int32_t(m);
+  key.n = int32_t(n);
+  key.k = int32_t(k);
+  key.lda = int32_t(lda);
+  key.ldb = int32_t(ldb);
+  key.ldc = int32_t(ldc);
+  key.is_double = std::is_same_v<T, double>;
+  key.trans_a = trans_a;
+  key.beta_one = beta == T(1);
+  key.valid = 1;  // never equal to an empty slot
   thread_local Entry table[kSlots];
   Entry& e = table[slot_of(key)];
   if (!(e.key == key)) {

@@ -5,8 +5,10 @@
 // shape, then each form forced), each against a roofline measured in the same
 // run:
 //
-//   GEMM floor    OpenBLAS alone (matmul_cpu) on the conv's own products, best
-//                 of several runs: forward W [O, K] x P [K, H'W'] per image and
+//   GEMM floor    matmul_cpu alone on the conv's own products, best of several
+//                 runs, each product the faster of libxsmm's kernels where
+//                 matmul_cpu takes them and OpenBLAS alone (KILN_SMALL_GEMM=0
+//                 makes both OpenBLAS): forward W [O, K] x P [K, H'W'] per image and
 //                 group (K = C/groups kH kW); the backward adds dY [O, H'W'] x P^T (the
 //                 weight gradient) and W^T x dY (the patch gradient). Each
 //                 product counts the faster of one GEMM per image and one tall
@@ -41,6 +43,7 @@
 #include "codegen/cpu_backend.h"
 #include "frontend/settings.h"
 #include "runtime/blas.h"
+#include "runtime/small_gemm.h"
 #include "runtime/storage.h"
 
 using namespace kiln;
@@ -117,15 +120,21 @@ View view(const Tensor& t) {
   return dense_view(t.data_ptr<float>(), kFloat32, t.sizes());
 }
 
-// OpenBLAS alone (matmul_cpu) on out = a @ b for dense operands of these
-// shapes: the best of its runs, cached by shape.
+// matmul_cpu alone on out = a @ b for dense operands of these shapes: the best
+// of its runs, with its small-product kernels (libxsmm) and without (OpenBLAS
+// alone), whichever is faster; cached by shape.
 double product_seconds(const Shape& a, const Shape& b, const Shape& out) {
   static std::map<std::string, double> cache;
   const std::string key = shape_str(a) + shape_str(b);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   manual_seed(1);
   Tensor ta = randn(a), tb = randn(b), to = zeros(out);
-  return cache[key] = best_seconds([&] { matmul_cpu(view(ta), view(tb), view(to)); });
+  const bool small = small_gemm_enabled();
+  const double with = best_seconds([&] { matmul_cpu(view(ta), view(tb), view(to)); });
+  set_small_gemm_enabled(false);
+  const double without = best_seconds([&] { matmul_cpu(view(ta), view(tb), view(to)); });
+  set_small_gemm_enabled(small);
+  return cache[key] = std::min(with, without);
 }
 
 // The GEMM floor: each of the conv's products the faster of two ways, one GEMM

@@ -15,6 +15,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <iterator>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,6 +28,7 @@
 #include "ir/op.h"
 #include "runtime/blas.h"
 #include "runtime/reference.h"
+#include "runtime/small_gemm.h"
 #include "runtime/storage.h"
 #include "runtime/thread_pool.h"
 
@@ -263,6 +266,86 @@ void BM_Matmul(benchmark::State& state) {
 }
 BENCHMARK(BM_Matmul)->Arg(256)->Arg(512)->Arg(1000)->Arg(2000)->UseRealTime()->Unit(
     benchmark::kMillisecond);
+
+// Small products, as a conv and small layers make them, through matmul_cpu
+// with libxsmm's kernels where it takes them (first Arg 1) and with OpenBLAS
+// alone (first Arg 0, set_small_gemm_enabled(false)), one after the other; `speedup` is the
+// OpenBLAS row's time over this row's. Batched cases are one call (the batch
+// split over the pool either way).
+struct SmallCase {
+  const char* name;
+  Shape a, b;
+  bool trans_a = false, trans_b = false;  // a (b) is a dense buffer of this shape, read transposed
+  double beta = 0;
+};
+const SmallCase kSmallCases[] = {
+    {"digits conv1 y=WP [16,9]x[64,9,64]", {16, 9}, {64, 9, 64}},
+    {"digits conv1 dP=W^T dY [16,9]^T x[64,16,64]", {16, 9}, {64, 16, 64}, true},
+    {"digits conv1 dW tall [16,4096]x[9,4096]^T", {16, 4096}, {9, 4096}, false, true},
+    {"digits conv2 y=WP [32,144]x[64,144,16]", {32, 144}, {64, 144, 16}},
+    {"digits conv2 dP=W^T dY [32,144]^T x[64,32,16]", {32, 144}, {64, 32, 16}, true},
+    {"digits conv2 tall [1024,144]x[144,32]", {1024, 144}, {144, 32}},
+    {"5x5 conv y=WP [32,75]x[32,75,784]", {32, 75}, {32, 75, 784}},
+    {"64ch conv y=WP [64,576]x[32,576,1024]", {64, 576}, {32, 576, 1024}},
+    {"64ch conv tall [32768,576]x[576,64]", {32768, 576}, {576, 64}},
+    {"5x5 conv tall [25088,75]x[75,32]", {25088, 75}, {75, 32}},
+    {"digits conv1 tall [4096,9]x[9,16]", {4096, 9}, {9, 16}},
+    {"square 8", {8, 8}, {8, 8}},
+    {"square 16", {16, 16}, {16, 16}},
+    {"square 32", {32, 32}, {32, 32}},
+    {"square 64", {64, 64}, {64, 64}},
+    {"square 128", {128, 128}, {128, 128}},
+    {"square 256", {256, 256}, {256, 256}},
+    {"square 64, a^T, beta 1", {64, 64}, {64, 64}, true, false, 1},
+    {"MLP layer [256,784]x[784,1024]", {256, 784}, {784, 1024}},
+    {"MLP head [256,1024]x[1024,10]", {256, 1024}, {1024, 10}},
+    {"MLP head dW [256,1024]^T x[256,10]", {256, 1024}, {256, 10}, true},
+};
+
+std::map<int64_t, double> g_openblas_seconds;  // by case, from the Arg 0 row
+
+void BM_SmallMatmul(benchmark::State& state) {
+  const SmallCase& c = kSmallCases[state.range(1)];
+  const bool small = state.range(0) != 0;
+  auto operand = [](Shape s, bool trans, float seed) {
+    Buffer buf = make_buffer(s, seed);
+    if (trans) {  // the buffer holds [.., y, x]: read it as [.., x, y]
+      const int64_t r = int64_t(s.size());
+      std::swap(buf.view.shape[r - 2], buf.view.shape[r - 1]);
+      std::swap(buf.view.strides[r - 2], buf.view.strides[r - 1]);
+    }
+    return buf;
+  };
+  Buffer a = operand(c.a, c.trans_a, 1), b = operand(c.b, c.trans_b, 2);
+  const Shape& as = a.view.shape;
+  const Shape& bs = b.view.shape;
+  const int64_t n = as[as.size() - 2], k = as.back(), m = bs.back();
+  const int64_t products = std::max(numel(as) / (n * k), numel(bs) / (k * m));
+  Shape out_shape = as.size() > bs.size() ? as : bs;
+  out_shape[out_shape.size() - 2] = n;
+  out_shape.back() = m;
+  Buffer out = make_buffer(out_shape, 0);
+  const bool saved = small_gemm_enabled();
+  set_small_gemm_enabled(small);
+  const double flops = 2.0 * double(products) * double(n) * double(m) * double(k);
+  Stopwatch sw;
+  for (auto _ : state) {
+    matmul_cpu(a.view, b.view, out.view, 1.0, c.beta);
+    benchmark::ClobberMemory();
+  }
+  const double secs = sw.seconds() / double(state.iterations());
+  set_small_gemm_enabled(saved);
+  state.SetLabel(std::string(c.name) + (small ? ", small kernels" : ", OpenBLAS"));
+  state.counters["GFLOP/s"] = flops / secs / 1e9;
+  if (!small)
+    g_openblas_seconds[state.range(1)] = secs;
+  else if (g_openblas_seconds.count(state.range(1)))
+    state.counters["speedup"] = g_openblas_seconds[state.range(1)] / secs;
+}
+BENCHMARK(BM_SmallMatmul)
+    ->ArgsProduct({{0, 1}, benchmark::CreateDenseRange(0, std::size(kSmallCases) - 1, 1)})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

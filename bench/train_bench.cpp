@@ -27,8 +27,9 @@ namespace {
 enum Mode { kEager = 0, kTraced = 1, kGemms = 2 };
 
 // A BLAS-bound step against its matrix products alone (issue #37: a traced step
-// should take at most 1.05x their time). Each product is matmul_cpu (OpenBLAS,
-// large products split over Kiln's pool) with the layout the traced plan gives
+// should take at most 1.05x their time). Each product is matmul_cpu (libxsmm's
+// kernels for small ones, OpenBLAS for the rest, large products split over
+// Kiln's pool) with the layout the traced plan gives
 // it: a weight used transposed is a strided view, i.e. a BLAS trans flag.
 struct Products {
   std::vector<std::array<Tensor, 3>> abo;  // a, b, out of each product

@@ -41,5 +41,19 @@ if(NOT KILN_OPENBLAS_INCLUDE OR NOT KILN_OPENBLAS_LIB)
   message(FATAL_ERROR "Kiln needs OpenBLAS (apt-get install libopenblas-dev)")
 endif()
 
+# libxsmm for small CPU matmuls (runtime/small_gemm.cpp): JIT kernels for the
+# products OpenBLAS's per-call overhead dominates. Debian ships it as a static
+# library built with -fPIC; its fallback calls BLAS's sgemm_/dgemm_, which
+# OpenBLAS provides.
+find_package(PkgConfig QUIET)
+if(PkgConfig_FOUND)
+  pkg_check_modules(KILN_XSMM QUIET IMPORTED_TARGET libxsmm)
+endif()
+if(NOT KILN_XSMM_FOUND)
+  message(FATAL_ERROR "Kiln needs libxsmm for small matrix products, found by pkg-config as "
+                      "libxsmm (apt-get install libxsmm-dev pkg-config)")
+endif()
+message(STATUS "Kiln: libxsmm ${KILN_XSMM_VERSION} for small CPU matmuls")
+
 # nlohmann-json (header only) writes the profile's trace-event files (runtime/profile.cpp).
 find_package(nlohmann_json 3 REQUIRED CONFIG)

@@ -1,5 +1,6 @@
-// Matrix products on the CPU: float32/float64 through OpenBLAS gemm, other
-// dtypes through a plain loop. Batch dims broadcast; a batch whose right-hand
+// Matrix products on the CPU: float32/float64 through libxsmm's kernels where
+// small_gemm takes them (small_gemm.h), else OpenBLAS gemm; other dtypes
+// through a plain loop. Batch dims broadcast; a batch whose right-hand
 // side is shared and whose left-hand rows are evenly strided folds into one
 // tall gemm. A transposed operand (strides (1, rows)) is passed to BLAS with
 // a transpose flag instead of being copied. A caller may ask to be told of each
@@ -20,6 +21,7 @@
 #include "ir/error.h"
 #include "runtime/blas_layout.h"
 #include "runtime/reference.h"
+#include "runtime/small_gemm.h"
 #include "runtime/strided_loop.h"
 #include "runtime/thread_pool.h"
 
@@ -81,6 +83,14 @@ namespace {
 [[maybe_unused]] const bool kSettledAtLoad = kiln_splits_blas();
 }  // namespace
 
+// Whether one product of n x k by k x m is split by rows over Kiln's pool:
+// large enough to pay for waking it (measured: 4 MFLOP), with at least two
+// blocks of 16 rows.
+bool splits_rows(int64_t n, int64_t m, int64_t k) {
+  const double flops = 2.0 * double(n) * double(m) * double(k);
+  return kiln_splits_blas() && num_threads() > 1 && flops >= 4e6 && n >= 32;
+}
+
 // c (n x m, row stride ldc) = a (n x k) @ b (k x m); with `done`, each block of
 // rows [i0, i1) is reported as rows [row0 + i0, row0 + i1) once written.
 template <class T>
@@ -106,6 +116,10 @@ void gemm(const Mat<T>& a, const Mat<T>& b, T* c, int64_t ldc, double alpha, dou
     // Rows [i0, i1) of the product: A's rows start at i0 (a column offset when transposed).
     auto rows = [&](int64_t i0, int64_t i1) {
       const T* a0 = A.data + (ta == CblasNoTrans ? i0 * lda : i0);
+      if (alpha == 1 && tb == CblasNoTrans &&
+          small_gemm(ta == CblasTrans, i1 - i0, m, k, a0, lda, B.data, ldb, T(beta), c + i0 * ldc,
+                     ldc))
+        return written(i0, i1);
       if constexpr (std::is_same_v<T, float>) {
         cblas_sgemm(CblasRowMajor, ta, tb, blasint(i1 - i0), blasint(m), blasint(k), float(alpha), a0,
                     blasint(lda), B.data, blasint(ldb), float(beta), c + i0 * ldc, blasint(ldc));
@@ -115,8 +129,7 @@ void gemm(const Mat<T>& a, const Mat<T>& b, T* c, int64_t ldc, double alpha, dou
       }
       written(i0, i1);
     };
-    const double flops = 2.0 * double(n) * double(m) * double(k);
-    if (kiln_splits_blas() && num_threads() > 1 && flops >= 4e6 && n >= 32) {
+    if (splits_rows(n, m, k)) {
       // One block of rows per thread (the pool makes n / grain chunks), a multiple
       // of 16 rows (the kernels' tile height).
       int64_t per = std::max<int64_t>(16, n / num_threads() / 16 * 16);
@@ -203,20 +216,34 @@ void matmul_typed(const View& a, const View& b, const View& out, double alpha, d
       return;
     }
   }
-  std::vector<int64_t> idx(batch.size(), 0);
-  for (int64_t t = 0; t < nbatch; ++t) {
-    int64_t oa = 0, ob = 0;
-    for (size_t d = 0; d < batch.size(); ++d) {
-      oa += idx[d] * sa[d];
-      ob += idx[d] * sb[d];
+  // Products [t0, t1) of the batch, one after another.
+  auto products = [&](int64_t t0, int64_t t1) {
+    std::vector<int64_t> idx(batch.size(), 0);
+    for (int64_t d = int64_t(batch.size()) - 1, r = t0; d >= 0; --d) {
+      idx[d] = r % batch[d];
+      r /= batch[d];
     }
-    gemm<T>({A + oa, n, k, as0, as1}, {B + ob, k, m, bs0, bs1}, C + t * n * m, m, alpha, beta, done,
-            t * n);
-    for (int64_t d = int64_t(batch.size()) - 1; d >= 0; --d) {
-      if (++idx[d] < batch[d]) break;
-      idx[d] = 0;
+    for (int64_t t = t0; t < t1; ++t) {
+      int64_t oa = 0, ob = 0;
+      for (size_t d = 0; d < batch.size(); ++d) {
+        oa += idx[d] * sa[d];
+        ob += idx[d] * sb[d];
+      }
+      gemm<T>({A + oa, n, k, as0, as1}, {B + ob, k, m, bs0, bs1}, C + t * n * m, m, alpha, beta,
+              done, t * n);
+      for (int64_t d = int64_t(batch.size()) - 1; d >= 0; --d) {
+        if (++idx[d] < batch[d]) break;
+        idx[d] = 0;
+      }
     }
-  }
+  };
+  // Products too small to split by rows (a conv's per-image GEMMs) are split
+  // by batch instead, in chunks of at least 256 KFLOP (about a microsecond).
+  const double flops = 2.0 * double(n) * double(m) * double(k);
+  if (nbatch > 1 && kiln_splits_blas() && num_threads() > 1 && !splits_rows(n, m, k) && flops > 0)
+    parallel_for(nbatch, std::max<int64_t>(1, int64_t(2.56e5 / flops)), products);
+  else
+    products(0, nbatch);
 }
 
 void matmul_rows(const View& a, const View& b, const View& out, double alpha, double beta,
@@ -241,11 +268,11 @@ void matmul_cpu(const View& a, const View& b, const View& out, double alpha, dou
 
 std::string blas_better_core(const std::string& core, bool avx512f, bool avx2_fma) {
   // Kernels that use neither AVX2 nor AVX-512 (OpenBLAS's x86-64 names).
-  static const char* const kOld[] = {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem",
-                                     "Atom", "Katmai", "Coppermine", "Northwood", "Banias",
-                                     "Opteron", "Opteron_SSE3", "Barcelona", "Nano"};
-  const bool old = std::any_of(std::begin(kOld), std::end(kOld),
-                               [&](const char* n) { return core == n; });
+  static const char* const kOld[] = {
+      "Prescott",   "Core2",     "Penryn", "Dunnington", "Nehalem",      "Atom",      "Katmai",
+      "Coppermine", "Northwood", "Banias", "Opteron",    "Opteron_SSE3", "Barcelona", "Nano"};
+  const bool old =
+      std::any_of(std::begin(kOld), std::end(kOld), [&](const char* n) { return core == n; });
   const bool avx2_only = core == "Haswell" || core == "Zen";
   if (avx512f && (old || avx2_only)) return "SkylakeX";
   if (avx2_fma && old) return "Haswell";
@@ -258,7 +285,8 @@ std::string blas_info() {
   const char* core = openblas_get_corename();
   os << (config ? config : "OpenBLAS") << "; kernels: " << (core ? core : "?")
      << "; threads: " << openblas_get_num_threads()
-     << (kiln_splits_blas() ? " (large products split over Kiln's pool)" : " (OpenBLAS's own threads)")
+     << (kiln_splits_blas() ? " (large products split over Kiln's pool)"
+                            : " (OpenBLAS's own threads)")
      << "; OPENBLAS_CORETYPE=";
   if (const char* env = std::getenv("OPENBLAS_CORETYPE"); env && *env) {
     os << env << " (set by the user, respected)";
@@ -271,6 +299,7 @@ std::string blas_info() {
       os << "; OpenBLAS did not recognise this CPU and runs older kernels than it can: set "
          << "OPENBLAS_CORETYPE=" << better;
   }
+  os << "; small products: " << small_gemm_info();
   return os.str();
 }
 

@@ -1,4 +1,4 @@
-// CPU matrix products through OpenBLAS.
+// CPU matrix products through OpenBLAS, and libxsmm for small ones (small_gemm.h).
 #pragma once
 
 #include <functional>
@@ -9,7 +9,8 @@
 namespace kiln {
 
 /// out = a @ b for views of rank >= 2 with broadcasting batch dims, float32 or
-/// float64 (other dtypes use a plain loop). `out` is dense. Strided inputs whose
+/// float64 (other dtypes use a plain loop). A batch of products too small to
+/// split by rows is split over the pool by batch. `out` is dense. Strided inputs whose
 /// last two dims are not a BLAS layout are copied first.
 /// With alpha and beta: out = alpha * (a @ b) + beta * out (floating point only), as BLAS does.
 void matmul_cpu(const View& a, const View& b, const View& out, double alpha = 1.0,
@@ -26,8 +27,9 @@ using RowsWritten = std::function<void(int64_t row0, int64_t row1)>;
 void matmul_cpu(const View& a, const View& b, const View& out, double alpha, double beta,
                 const RowsWritten& rows_written);
 
-/// What OpenBLAS reports about itself: version, core type of its kernels, threads.
-/// Used by benchmarks so every report says which kernels ran.
+/// What OpenBLAS reports about itself: version, core type of its kernels,
+/// threads; then which small products go to libxsmm (small_gemm_info()). Used
+/// by benchmarks so every report says which kernels ran.
 std::string blas_info();
 
 /// When OpenBLAS chose kernels older than the CPU can run (`core`, its core

@@ -20,7 +20,7 @@ case "$mode" in
 esac
 
 packages=(cmake ninja-build g++ ccache pkg-config python3
-  llvm-19-dev libopenblas-dev doctest-dev libbenchmark-dev libfmt-dev libcli11-dev
+  llvm-19-dev libopenblas-dev libxsmm-dev doctest-dev libbenchmark-dev libfmt-dev libcli11-dev
   zlib1g-dev libzstd-dev libxml2-dev libedit-dev libcurl4-openssl-dev libffi-dev
   libopenmpi-dev openmpi-bin nlohmann-json3-dev graphviz python3-matplotlib)
 missing=()

@@ -12,32 +12,7 @@
 using namespace kiln;
 using namespace kiln::test;
 
-namespace {
-
-// out[b][i][j] = sum_p a[b][i][p] * b[b][p][j] over dense row-major [batch, n, k] and [batch, k,
-// m].
-std::vector<double> naive(const std::vector<double>& a, const std::vector<double>& b, int64_t batch,
-                          int64_t n, int64_t k, int64_t m, bool b_shared) {
-  std::vector<double> out(size_t(batch * n * m), 0);
-  for (int64_t t = 0; t < batch; ++t)
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < m; ++j) {
-        double s = 0;
-        for (int64_t p = 0; p < k; ++p)
-          s += a[size_t((t * n + i) * k + p)] * b[size_t(((b_shared ? 0 : t) * k + p) * m + j)];
-        out[size_t((t * n + i) * m + j)] = s;
-      }
-  return out;
-}
-
-std::vector<double> pseudo_random(int64_t count, int seed) {
-  std::vector<double> v(static_cast<size_t>(count));
-  for (int64_t i = 0; i < count; ++i)
-    v[size_t(i)] = double(((i + 1) * (seed * 7919 + 13)) % 17) - 8;
-  return v;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("2-D matmul by hand") {
   Arr a = f32({2, 3}, {1, 2, 3, 4, 5, 6});
@@ -61,8 +36,8 @@ TEST_CASE("2-D matmul by hand") {
 
 TEST_CASE("transposed operands go to BLAS with transpose flags") {
   const int64_t n = 37, k = 53, m = 29;
-  std::vector<double> av = pseudo_random(n * k, 1), bv = pseudo_random(k * m, 2);
-  std::vector<double> want = naive(av, bv, 1, n, k, m, true);
+  std::vector<double> av = whole_numbers(n * k, 1), bv = whole_numbers(k * m, 2);
+  std::vector<double> want = naive_matmul(av, bv, 1, n, k, m);
   for (DType dt : {DType::f32, DType::f64, DType::i32}) {
     CAPTURE(dtype_name(dt));
     Arr a = arr(dt, {n, k}, av), b = arr(dt, {k, m}, bv);
@@ -82,8 +57,8 @@ TEST_CASE("transposed operands go to BLAS with transpose flags") {
 
 TEST_CASE("strided views BLAS cannot read are copied first") {
   const int64_t n = 6, k = 5, m = 4;
-  std::vector<double> av = pseudo_random(n * k, 3), bv = pseudo_random(k * m, 4);
-  std::vector<double> want = naive(av, bv, 1, n, k, m, true);
+  std::vector<double> av = whole_numbers(n * k, 3), bv = whole_numbers(k * m, 4);
+  std::vector<double> want = naive_matmul(av, bv, 1, n, k, m);
   // a's columns interleaved with junk: a view with column stride 2.
   std::vector<double> wide(size_t(n * k * 2), 99);
   for (int64_t i = 0; i < n; ++i)
@@ -103,14 +78,14 @@ TEST_CASE("strided views BLAS cannot read are copied first") {
 
 TEST_CASE("batched matmul, with broadcast batch dims") {
   const int64_t batch = 3, n = 4, k = 5, m = 2;
-  std::vector<double> av = pseudo_random(batch * n * k, 5), bv = pseudo_random(batch * k * m, 6);
+  std::vector<double> av = whole_numbers(batch * n * k, 5), bv = whole_numbers(batch * k * m, 6);
   // [3,4,5] @ [3,5,2]
   CHECK(values(run(OpKind::matmul, {f32({batch, n, k}, av), f32({batch, k, m}, bv)})) ==
-        naive(av, bv, batch, n, k, m, false));
+        naive_matmul(av, bv, batch, n, k, m));
   // [3,4,5] @ [5,2]: b shared, folds into one tall gemm.
   std::vector<double> b0(bv.begin(), bv.begin() + k * m);
   CHECK(values(run(OpKind::matmul, {f32({batch, n, k}, av), f32({k, m}, b0)})) ==
-        naive(av, b0, batch, n, k, m, true));
+        naive_matmul(av, b0, batch, n, k, m));
   // [3,1,4,5] @ [2,5,2] -> [3,2,4,2]
   std::vector<double> b2(bv.begin(), bv.begin() + 2 * k * m);
   Arr c = run(OpKind::matmul, {f32({batch, 1, n, k}, av), f32({2, k, m}, b2)});
@@ -120,7 +95,7 @@ TEST_CASE("batched matmul, with broadcast batch dims") {
     for (int64_t u = 0; u < 2; ++u) {
       std::vector<double> at(av.begin() + t * n * k, av.begin() + (t + 1) * n * k);
       std::vector<double> bt(b2.begin() + u * k * m, b2.begin() + (u + 1) * k * m);
-      std::vector<double> one = naive(at, bt, 1, n, k, m, true);
+      std::vector<double> one = naive_matmul(at, bt, 1, n, k, m);
       want.insert(want.end(), one.begin(), one.end());
     }
   CHECK(got == want);
@@ -131,7 +106,8 @@ TEST_CASE("batched matmul, with broadcast batch dims") {
       for (int64_t p = 0; p < k; ++p)
         a_stored[size_t((t * k + p) * n + i)] = av[size_t((t * n + i) * k + p)];
   Arr a_t = transposed(f32({batch, k, n}, a_stored));
-  CHECK(values(run(OpKind::matmul, {a_t, f32({k, m}, b0)})) == naive(av, b0, batch, n, k, m, true));
+  CHECK(values(run(OpKind::matmul, {a_t, f32({k, m}, b0)})) ==
+        naive_matmul(av, b0, batch, n, k, m));
 }
 
 TEST_CASE("matmul_cpu reports every block of output rows once, after writing it") {

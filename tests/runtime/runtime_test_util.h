@@ -133,4 +133,31 @@ inline void check_close(const std::vector<double>& got, const std::vector<double
   }
 }
 
+// Whole numbers in [-8, 8], a fixed pattern per seed: every product of them in the
+// matmul tests is exact in f32 and f64, so results compare with ==.
+inline std::vector<double> whole_numbers(int64_t count, int seed) {
+  std::vector<double> v(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i)
+    v[size_t(i)] = double(((i + 1) * (seed * 7919 + 13)) % 17) - 8;
+  return v;
+}
+
+// out[t] = a[t or 0] @ b[t or 0] over dense row-major batches [batch, n, k] and
+// [batch, k, m] (an operand of one batch's size is shared by all).
+inline std::vector<double> naive_matmul(const std::vector<double>& a, const std::vector<double>& b,
+                                        int64_t batch, int64_t n, int64_t k, int64_t m) {
+  const bool a_shared = int64_t(a.size()) == n * k, b_shared = int64_t(b.size()) == k * m;
+  std::vector<double> out(size_t(batch * n * m), 0);
+  for (int64_t t = 0; t < batch; ++t)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < m; ++j) {
+        double s = 0;
+        for (int64_t p = 0; p < k; ++p)
+          s += a[size_t(((a_shared ? 0 : t) * n + i) * k + p)] *
+               b[size_t(((b_shared ? 0 : t) * k + p) * m + j)];
+        out[size_t((t * n + i) * m + j)] = s;
+      }
+  return out;
+}
+
 }  // namespace kiln::test

@@ -20,32 +20,6 @@ using namespace kiln::test;
 
 namespace {
 
-// Whole numbers in [-8, 8]: every product below is exact in f32 and f64, so
-// results compare with ==.
-std::vector<double> whole(int64_t count, int seed) {
-  std::vector<double> v(static_cast<size_t>(count));
-  for (int64_t i = 0; i < count; ++i)
-    v[size_t(i)] = double(((i + 1) * (seed * 7919 + 13)) % 17) - 8;
-  return v;
-}
-
-// out[t] = a[t or 0] @ b[t or 0] over dense row-major batches (a batch of 1 is shared).
-std::vector<double> naive(const std::vector<double>& a, const std::vector<double>& b, int64_t batch,
-                          int64_t n, int64_t k, int64_t m) {
-  const bool a_shared = int64_t(a.size()) == n * k, b_shared = int64_t(b.size()) == k * m;
-  std::vector<double> out(size_t(batch * n * m), 0);
-  for (int64_t t = 0; t < batch; ++t)
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < m; ++j) {
-        double s = 0;
-        for (int64_t p = 0; p < k; ++p)
-          s += a[size_t(((a_shared ? 0 : t) * n + i) * k + p)] *
-               b[size_t(((b_shared ? 0 : t) * k + p) * m + j)];
-        out[size_t((t * n + i) * m + j)] = s;
-      }
-  return out;
-}
-
 // The same values stored as the transpose of the last two dims ([.., c, r] for [.., r, c]).
 std::vector<double> stored_transposed(const std::vector<double>& v, int64_t r, int64_t c) {
   std::vector<double> t(v.size());
@@ -79,8 +53,9 @@ void check_forms(DType dt, Sizes s) {
   const Shape a_shape = {s.n, s.k};
   const Shape b_shape = s.batch > 1 ? Shape{s.batch, s.k, s.m} : Shape{s.k, s.m};
   const Shape out_shape = s.batch > 1 ? Shape{s.batch, s.n, s.m} : Shape{s.n, s.m};
-  const std::vector<double> av = whole(s.n * s.k, 1), bv = whole(s.batch * s.k * s.m, 2);
-  const std::vector<double> want = naive(av, bv, s.batch, s.n, s.k, s.m);
+  const std::vector<double> av = whole_numbers(s.n * s.k, 1),
+                            bv = whole_numbers(s.batch * s.k * s.m, 2);
+  const std::vector<double> want = naive_matmul(av, bv, s.batch, s.n, s.k, s.m);
   for (bool ta : {false, true})
     for (bool tb : {false, true}) {
       Arr a = ta ? transposed(arr(dt, {s.k, s.n}, stored_transposed(av, s.n, s.k)))
@@ -200,8 +175,8 @@ TEST_CASE("a batch of small products split over the pool reports each block of r
 }
 
 TEST_CASE("scaled products (alpha other than 1) still go to OpenBLAS and are right") {
-  const std::vector<double> av = whole(6 * 5, 3), bv = whole(5 * 4, 4);
-  std::vector<double> want = naive(av, bv, 1, 6, 5, 4);
+  const std::vector<double> av = whole_numbers(6 * 5, 3), bv = whole_numbers(5 * 4, 4);
+  std::vector<double> want = naive_matmul(av, bv, 1, 6, 5, 4);
   for (double& x : want) x = 2 * x + 0.5 * 1;
   for (DType dt : {DType::f32, DType::f64}) {
     Arr out = arr(dt, {6, 4}, std::vector<double>(24, 1));
@@ -215,7 +190,7 @@ TEST_CASE(
   // [8,1,32,144] @ [4,144,16] -> [8,4,32,16]: 32 products of 147 KFLOP, split by
   // batch; chunks start mid-batch, so each recovers both batch indices.
   const int64_t n = 32, k = 144, m = 16;
-  const std::vector<double> av = whole(8 * n * k, 5), bv = whole(4 * k * m, 6);
+  const std::vector<double> av = whole_numbers(8 * n * k, 5), bv = whole_numbers(4 * k * m, 6);
   for (DType dt : {DType::f32, DType::f64}) {
     CAPTURE(dtype_name(dt));
     Arr a = arr(dt, {8, 1, n, k}, av), b = arr(dt, {4, k, m}, bv);
@@ -224,7 +199,7 @@ TEST_CASE(
       for (int64_t u = 0; u < 4; ++u) {
         std::vector<double> at(av.begin() + t * n * k, av.begin() + (t + 1) * n * k);
         std::vector<double> bt(bv.begin() + u * k * m, bv.begin() + (u + 1) * k * m);
-        std::vector<double> one = naive(at, bt, 1, n, k, m);
+        std::vector<double> one = naive_matmul(at, bt, 1, n, k, m);
         want.insert(want.end(), one.begin(), one.end());
       }
     for (bool small : {true, false}) {

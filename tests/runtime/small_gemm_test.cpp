@@ -155,25 +155,6 @@ TEST_CASE("matmul_cpu with small kernels: f32 and f64, at the size limit's edges
   }
 }
 
-TEST_CASE("a batch of small products split over the pool reports each block of rows once") {
-  // [16,9] @ [64,9,64]: 64 products, each too small to split by rows.
-  Arr a = iota(DType::f32, {16, 9}, -70), b = iota(DType::f32, {64, 9, 64}, -5000);
-  Arr want = run(OpKind::matmul, {a, b});
-  Arr out = empty(DType::f32, want.v.shape);
-  const int64_t cols = 64, rows = 64 * 16;
-  std::vector<std::atomic<int>> seen(static_cast<size_t>(rows));
-  std::atomic<bool> complete{true};
-  matmul_cpu(a.v, b.v, out.v, 1.0, 0.0, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      seen[size_t(r)]++;
-      for (int64_t j = 0; j < cols; ++j)
-        if (out.v.ptr<float>()[r * cols + j] != want.v.ptr<float>()[r * cols + j]) complete = false;
-    }
-  });
-  CHECK(complete);
-  for (int64_t r = 0; r < rows; ++r) CHECK(seen[size_t(r)] == 1);
-}
-
 TEST_CASE("scaled products (alpha other than 1) still go to OpenBLAS and are right") {
   const std::vector<double> av = whole_numbers(6 * 5, 3), bv = whole_numbers(5 * 4, 4);
   std::vector<double> want = naive_matmul(av, bv, 1, 6, 5, 4);

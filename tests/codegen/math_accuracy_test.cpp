@@ -278,7 +278,8 @@ TEST_CASE("special values of every math op match the reference") {
             static_cast<T*>(in1.data())[i] = T(specials[size_t(i)]);
           }
       });
-      std::vector<Buf> vals = reference_eval(g, binary ? std::vector<Buf>{in, in1} : std::vector<Buf>{in});
+      std::vector<Buf> vals =
+          reference_eval(g, binary ? std::vector<Buf>{in, in1} : std::vector<Buf>{in});
       CAPTURE(std::string(op_name(op)));
       CAPTURE(std::string(dtype_name(dt)));
       // sin/cos of huge arguments are not reduced exactly; skip 1e30 for them.
@@ -414,7 +415,9 @@ double whole_range_error(OpKind op, long double (*ref)(long double), double lo, 
 
 }  // namespace
 
-TEST_CASE("expm1, log1p, sigmoid and the logs over the whole range: ulps, signed zeros, edges") {
+TEST_CASE(
+    "expm1, log1p, sigmoid, erf, exp, tanh and the logs over the whole range: ulps, signed zeros, "
+    "edges") {
   auto none = [](long double, bool) { return false; };
   // 1 / (1 + e^-x) is 0 where e^-x overflows, in the reference kernels too:
   // checked there exactly; the edge itself (where rounding decides) is left out.
@@ -442,6 +445,10 @@ TEST_CASE("expm1, log1p, sigmoid and the logs over the whole range: ulps, signed
       {OpKind::sigmoid, [](long double) { return 0.0L; }, -1e30, -89, +sigmoid32_overflow, 0, 0},
       {OpKind::erf, [](long double x) { return std::erf(x); }, -6, 6, +none, 2.5, 5},
       {OpKind::log, [](long double x) { return std::log(x); }, 0, 10, +none, 2, 2},
+      // exp (f32: a minimax e^r of degree 6, was Taylor's of 7) and tanh (expm1's
+      // (e^r - 1) / r likewise; NaN now passes its clamp instead of a select).
+      {OpKind::exp, [](long double x) { return std::exp(x); }, -110, 90, +none, 2, 2},
+      {OpKind::tanh, [](long double x) { return std::tanh(x); }, -20, 20, +none, 3, 3},
       {OpKind::log2, [](long double x) { return std::log2(x); }, 0, 10, +none, 3, 3},
       {OpKind::log10, [](long double x) { return std::log10(x); }, 0, 10, +none, 3.5, 3},
   };

@@ -152,13 +152,6 @@ struct M {
     for (size_t i = 1; i < cs.size(); ++i) r = fma(r, x, c(cs[i]));
     return r;
   }
-  // 2^(n + k) for an integral float n whose exponent field fits (n + k + bias in
-  // [0, 2 bias]; 0 makes 0).
-  llvm::Value* pow2(llvm::Value* nf, int k = 0) {
-    llvm::Value* n = b.CreateFPToSI(nf, it);
-    llvm::Value* bits = b.CreateShl(b.CreateAdd(n, ic(bias + k)), ic(mant));
-    return b.CreateBitCast(bits, ft);
-  }
   // p * 2^n for integral n up to twice the exponent range, in two exact halves.
   llvm::Value* scale(llvm::Value* p, llvm::Value* nf) {
     llvm::Value* n = b.CreateFPToSI(nf, it);
@@ -180,6 +173,20 @@ struct M {
     *r = fma(nn, c(ln2_lo()), fma(nn, c(ln2_hi()), x));
   }
 
+  // reduce_ln2 and 2^(n + k) at once, for |x| / ln2 well inside 2^(p-2) and n + k
+  // + bias in [0, 2 bias]: t = x / ln2 + (1.5 2^p + bias + k) is an integer whose
+  // low mantissa bits are n + k + bias (n rounded to nearest), so t's bits shifted
+  // into the exponent field are 2^(n + k): no rint, no conversion to an integer,
+  // no addition of the bias.
+  void reduce_ln2_pow2(llvm::Value* x, int k, llvm::Value** n, llvm::Value** r, llvm::Value** s) {
+    const double magic = (dbl ? 0x1.8p52 : 0x1.8p23) + (bias + k);
+    llvm::Value* t = fma(x, c(1.4426950408889634), c(magic));
+    *n = sub(t, c(magic));
+    llvm::Value* nn = b.CreateFNeg(*n);
+    *r = fma(nn, c(ln2_lo()), fma(nn, c(ln2_hi()), x));
+    *s = b.CreateBitCast(b.CreateShl(b.CreateBitCast(t, it), ic(mant)), ft);
+  }
+
   llvm::Value* exp(llvm::Value* x) {
     llvm::Value* xc = dbl ? clamp(x, -746.0, 710.0) : clamp(x, -104.0, 89.0);
     llvm::Value *n, *r;
@@ -190,11 +197,10 @@ struct M {
 
   // e^x - 1 for x in [-40, 0], accurate near 0.
   llvm::Value* expm1_neg(llvm::Value* x) {
-    llvm::Value *n, *r;
-    reduce_ln2(x, &n, &r);
+    llvm::Value *n, *r, *s;
+    reduce_ln2_pow2(x, 0, &n, &r, &s);
     // r + r^2/2! + ... = r * (1 + r/2! + r^2/3! + ...)
     llvm::Value* p = mul(r, poly(r, dbl ? taylor(14, 1) : kExpm1Over32));
-    llvm::Value* s = pow2(n);
     return fma(s, p, sub(s, c(1.0)));
   }
 
@@ -341,24 +347,34 @@ struct M {
     return sel(isnan(x), x, call(llvm::Intrinsic::copysign, e, x));
   }
 
-  // e^y for y <= 0 (f32): exp without its overflow, NaN and gradual-underflow
-  // handling; below -87 (where e^y leaves the normal range) the result is e^-87.
-  llvm::Value* exp_nonpositive32(llvm::Value* y) {
-    llvm::Value *n, *r;
-    reduce_ln2(call(llvm::Intrinsic::maxnum, y, c(-87.0)), &n, &r);
-    return mul(poly(r, kExp32), pow2(n));
+  // e^(-w (q + q_lo)) for w q in [0, 87] (f32; other q: a value for the caller
+  // to discard), q_lo a correction of q far below its ulp (or null), w = 1 or
+  // 1/2: exp's reduction taken of q itself, n = rint(-w q / ln2) and r2 = q + q_lo
+  // + n ln2 / w (exact but for the last addition), e^r = P(-w r2) with P's
+  // coefficients scaled by powers of -w (exactly), times 2^n from t's bits
+  // (reduce_ln2_pow2): no negation, no clamp, no multiplication by w.
+  llvm::Value* exp_neg32(llvm::Value* q, llvm::Value* q_lo, double w) {
+    const double magic = 0x1.8p23 + bias;
+    llvm::Value* t = fma(q, c(-w * 1.4426950408889634), c(magic));
+    llvm::Value* n = sub(t, c(magic));
+    llvm::Value* r2 = fma(n, c(ln2_lo() / w), fma(n, c(ln2_hi() / w), q));
+    if (q_lo) r2 = add(r2, q_lo);
+    std::vector<double> cs = kExp32;
+    for (size_t i = 0; i < cs.size(); ++i) cs[i] *= std::pow(-w, double(cs.size() - 1 - i));
+    llvm::Value* s = b.CreateBitCast(b.CreateShl(b.CreateBitCast(t, it), ic(mant)), ft);
+    return mul(poly(r2, cs), s);
   }
 
   // f32 erf: the odd polynomial below 1/2, 1 - erfc(a) above with erfc(a) =
   // exp(-x^2) P(a) / Q(a) as gelu32 takes it (no erfc polynomial of degree 15,
-  // and an exp without its overflow and NaN handling); 1 past 4 (and for
-  // infinities): 1.1 -> 0.55 ns/element in cache.
+  // and exp_neg32: no overflow, NaN or clamp handling); 1 past 4 (and for
+  // infinities), where exp_neg32's value is discarded: 1.1 -> 0.55 ns/element in cache.
   llvm::Value* erf32(llvm::Value* x) {
     llvm::Value* a = fabs(x);
     llvm::Value* small = mul(a, poly(mul(a, a), kErfSmall32));
     // x^2 rounded: its error, amplified x^2-fold in exp(-x^2), is at most 0.12
     // ulp of 1 - erfc(a) (largest near a = 1, where erfc(a) a^2 is).
-    llvm::Value* e = exp_nonpositive32(b.CreateFNeg(mul(x, x)));
+    llvm::Value* e = exp_neg32(mul(x, x), nullptr, 1.0);
     llvm::Value* ec = mul(e, div(poly(a, kErfcxP32), poly(a, kErfcxQ32)));
     // Compared so that a NaN a takes 1 - ec and then big, both NaN: no select of its own.
     llvm::Value* big = sel(b.CreateFCmpOGE(a, c(4.0)), c(1.0), sub(c(1.0), ec));
@@ -366,17 +382,19 @@ struct M {
     return call(llvm::Intrinsic::copysign, r, x);
   }
 
-  // f32 gelu: 0.5 x (2 - erfc(a)) for x >= 0, 0.5 x erfc(a) below, a = |x| / sqrt 2;
-  // erfc(a) = exp(-x^2 / 2) P(a) / Q(a), with x^2 exact as in erf_parts; 0 past a = 4.
+  // f32 gelu: x (1 - h) for x >= 0, x h below, h = erfc(a) / 2, a = |x| / sqrt 2;
+  // h = exp(-x^2 / 2) P(a) / 2 Q(a), with x^2 exact as in erf_parts (its low part
+  // folded into exp_neg32's reduced argument); 0 past a = 4 (where exp_neg32's
+  // value is discarded).
   llvm::Value* gelu32(llvm::Value* x) {
     llvm::Value* a = fabs(mul(x, c(0.70710678118654752440)));
     llvm::Value *sq, *sq_lo;
     two_prod(x, x, &sq, &sq_lo);
-    llvm::Value* e = mul(exp_nonpositive32(mul(sq, c(-0.5))), fma(sq_lo, c(-0.5), c(1.0)));
-    llvm::Value* ec = mul(e, div(poly(a, kErfcxP32), poly(a, kErfcxQ32)));
-    ec = sel(b.CreateFCmpOLT(a, c(4.0)), ec, c(0.0));
-    llvm::Value* one_plus = sel(b.CreateFCmpOGE(x, c(0.0)), sub(c(2.0), ec), ec);
-    return mul(mul(c(0.5), x), one_plus);
+    std::vector<double> half_p = kErfcxP32;
+    for (double& v : half_p) v *= 0.5;  // exact
+    llvm::Value* h = mul(exp_neg32(sq, sq_lo, 0.5), div(poly(a, half_p), poly(a, kErfcxQ32)));
+    h = sel(b.CreateFCmpOLT(a, c(4.0)), h, c(0.0));
+    return mul(x, sel(b.CreateFCmpOGE(x, c(0.0)), sub(c(1.0), h), h));
   }
 
   // 0.5 x (1 + erf(x / sqrt 2)); for x < 0, 1 + erf(-a) is erfc(a), computed directly.
@@ -421,10 +439,9 @@ struct M {
   // under half an ulp of 1), x itself below 2^-(p+1) (signed zeros, subnormals).
   llvm::Value* expm1(llvm::Value* x) {
     llvm::Value* xc = clamp(x, -40.0, dbl ? 710.0 : 89.0);
-    llvm::Value *n, *r;
-    reduce_ln2(xc, &n, &r);
+    llvm::Value *n, *r, *s;
+    reduce_ln2_pow2(xc, -1, &n, &r, &s);
     llvm::Value* p = mul(r, poly(r, dbl ? taylor(14, 1) : kExpm1Over32));
-    llvm::Value* s = pow2(n, -1);
     llvm::Value* res = mul(fma(s, p, sub(s, c(0.5))), c(2.0));
     res = sel(b.CreateFCmpOLT(fabs(x), c(dbl ? 0x1p-54 : 0x1p-25)), x, res);
     return sel(isnan(x), x, res);
@@ -439,11 +456,12 @@ struct M {
   // clamped to [-87.5, 89] (f32; [-708, 710] f64) makes the scale 0 at the
   // bottom, where the result is 1, and the product infinite above the range.
   llvm::Value* sigmoid(llvm::Value* x) {
-    llvm::Value *n, *r;
-    reduce_ln2(clamp(b.CreateFNeg(x), dbl ? -708.0 : -87.5, dbl ? 710.0 : 89.0), &n, &r);
+    llvm::Value *n, *r, *s;
+    reduce_ln2_pow2(clamp(b.CreateFNeg(x), dbl ? -708.0 : -87.5, dbl ? 710.0 : 89.0), -1, &n, &r,
+                    &s);
     std::vector<double> cs = dbl ? taylor(13, 0) : kExp32;
     for (double& v : cs) v *= 2;  // exact
-    llvm::Value* e = mul(poly(r, cs), pow2(n, -1));
+    llvm::Value* e = mul(poly(r, cs), s);
     return sel(isnan(x), x, div(c(1.0), add(c(1.0), e)));
   }
 

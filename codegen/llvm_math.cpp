@@ -416,8 +416,10 @@ struct M {
   // 2^-p, x: log1p(x) rounds to it (zeros keep their sign, subnormals their bits).
   llvm::Value* log1p(llvm::Value* x) {
     llvm::Value* u = add(c(1.0), x);
-    llvm::Value* d =
-        sel(b.CreateFCmpOGT(x, c(1.0)), sub(c(1.0), sub(u, x)), sub(x, sub(u, c(1.0))));
+    // max(1, x) and min(1, x) as vmaxps and vminps (a NaN x makes d NaN, replaced below).
+    llvm::Value* big = sel(b.CreateFCmpOGT(x, c(1.0)), x, c(1.0));
+    llvm::Value* small = sel(b.CreateFCmpOGT(x, c(1.0)), c(1.0), x);
+    llvm::Value* d = sub(small, sub(u, big));
     llvm::Value *e, *m;
     split_mantissa(u, &e, &m);
     // 2^-e, e at most 1 - bias (d 2^-e is below 2^-p there: any small scale serves).

@@ -222,8 +222,14 @@ struct M {
   llvm::Value* log1p_reduced(llvm::Value* f) {
     llvm::Value* s = div(f, add(f, c(2.0)));
     llvm::Value* s2 = mul(s, s);
-    std::vector<double> q;  // 1/(2k+1) for the odd series, highest first
-    for (int k = dbl ? 21 : 11; k >= 3; k -= 2) q.push_back(1.0 / k);
+    // 1/(2k+1) for the odd series, highest first; in f32, a minimax fit of degree
+    // 2 in s^2 (relative error 2.8e-7 of the correction, under 1e-8 of the sum)
+    // instead of the series to 1/11: two terms shorter.
+    std::vector<double> q = {0.14789787378791888, 0.19994400535121204, 0.33333342406713734};
+    if (dbl) {
+      q.clear();
+      for (int k = 21; k >= 3; k -= 2) q.push_back(1.0 / k);
+    }
     llvm::Value* two_s = add(s, s);
     return fma(two_s, mul(s2, poly(s2, q)), two_s);
   }

@@ -230,7 +230,9 @@ struct M {
       q.clear();
       for (int k = 21; k >= 3; k -= 2) q.push_back(1.0 / k);
     }
-    llvm::Value* two_s = add(s, s);
+    // 2s as f - f s (equal: s = f / (f + 2)), which rounds once from f's side:
+    // f itself for tiny f, its sign and subnormal bits included.
+    llvm::Value* two_s = fma(b.CreateFNeg(f), s, f);
     return fma(two_s, mul(s2, poly(s2, q)), two_s);
   }
 
@@ -418,8 +420,9 @@ struct M {
   llvm::Value* cos(llvm::Value* x) { return sincos(x, true); }
   // log(1 + x): u = 1 + x = m 2^e rounded, its rounding error d exactly (Fast2Sum,
   // the larger addend first), and log(1 + x) = e log 2 + log(m + d 2^-e), the
-  // mantissa's f = m - 1 + d 2^-e rounded once (x itself when e = 0). Below
-  // 2^-p, x: log1p(x) rounds to it (zeros keep their sign, subnormals their bits).
+  // mantissa's f = m - 1 + d 2^-e rounded once (x itself when e = 0, and then
+  // log1p_reduced(f) is f while |f| < 2^-p, subnormals included); the sign is x's
+  // (copysign: -0 for -0), with no select for small x.
   llvm::Value* log1p(llvm::Value* x) {
     llvm::Value* u = add(c(1.0), x);
     // max(1, x) and min(1, x) as vmaxps and vminps (a NaN x makes d NaN, replaced below).
@@ -434,7 +437,8 @@ struct M {
     llvm::Value* lm = log1p_reduced(fma(d, inv, sub(m, c(1.0))));
     llvm::Value* ef = b.CreateSIToFP(e, ft);
     llvm::Value* r = fma(ef, c(ln2_hi()), fma(ef, c(ln2_lo()), lm));
-    r = sel(b.CreateFCmpOLT(fabs(x), c(dbl ? 0x1p-53 : 0x1p-24)), x, r);
+    // log1p(x) has x's sign: -0 for x = -0 (e ln2 + f would be +0 there).
+    r = call(llvm::Intrinsic::copysign, r, x);
     r = sel(b.CreateFCmpOEQ(x, c(INFINITY)), x, r);
     r = sel(b.CreateFCmpOEQ(x, c(-1.0)), c(-INFINITY), r);
     return sel(b.CreateFCmpULT(x, c(-1.0)), c(NAN), r);  // below -1 or NaN

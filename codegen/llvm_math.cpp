@@ -403,13 +403,17 @@ struct M {
   // folded into exp_neg32's reduced argument); 0 past a = 4 (where exp_neg32's
   // value is discarded).
   llvm::Value* gelu32(llvm::Value* x) {
-    llvm::Value* a = fabs(mul(x, c(0.70710678118654752440)));
+    // P(a) / Q(a) taken as polynomials in |x| (coefficients scaled by powers of
+    // 1/sqrt 2 in double, then rounded), P also halved.
+    llvm::Value* ax = fabs(x);
     llvm::Value *sq, *sq_lo;
     two_prod(x, x, &sq, &sq_lo);
-    std::vector<double> half_p = kErfcxP32;
-    for (double& v : half_p) v *= 0.5;  // exact
-    llvm::Value* h = mul(exp_neg32(sq, sq_lo, 0.5), div(poly(a, half_p), poly(a, kErfcxQ32)));
-    h = sel(b.CreateFCmpOLT(a, c(4.0)), h, c(0.0));
+    std::vector<double> p = kErfcxP32, q = kErfcxQ32;
+    for (size_t i = 0; i < p.size(); ++i)
+      p[i] *= 0.5 * std::pow(0.5, 0.5 * double(p.size() - 1 - i));
+    for (size_t i = 0; i < q.size(); ++i) q[i] *= std::pow(0.5, 0.5 * double(q.size() - 1 - i));
+    llvm::Value* h = mul(exp_neg32(sq, sq_lo, 0.5), div(poly(ax, p), poly(ax, q)));
+    h = sel(b.CreateFCmpOLT(ax, c(4.0 * 1.41421356237309504880)), h, c(0.0));
     return mul(x, sel(b.CreateFCmpOGE(x, c(0.0)), sub(c(1.0), h), h));
   }
 

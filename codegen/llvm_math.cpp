@@ -227,8 +227,9 @@ struct M {
 
   // log(1 + f) for f in [sqrt(1/2) - 1, sqrt(2) - 1]: 2 atanh(s), s = f / (f + 2),
   // by atanh's odd series.
-  llvm::Value* log1p_reduced(llvm::Value* f) {
-    llvm::Value* s = div(f, add(f, c(2.0)));
+  // With `scale` k, f is k times log1p's argument and so is the result (s = f / (f + 2k)).
+  llvm::Value* log1p_reduced(llvm::Value* f, double scale = 1.0) {
+    llvm::Value* s = div(f, add(f, c(2.0 * scale)));
     llvm::Value* s2 = mul(s, s);
     // 1/(2k+1) for the odd series, highest first; in f32, a minimax fit of degree
     // 2 in s^2 (relative error 2.8e-7 of the correction, under 1e-8 of the sum)
@@ -430,26 +431,25 @@ struct M {
   llvm::Value* rsqrt(llvm::Value* x) { return div(c(1.0), sqrt(x)); }
   llvm::Value* sin(llvm::Value* x) { return sincos(x, false); }
   llvm::Value* cos(llvm::Value* x) { return sincos(x, true); }
-  // log(1 + x): u = 1 + x = m 2^e rounded, its rounding error d exactly (Fast2Sum,
-  // the larger addend first), and log(1 + x) = e log 2 + log(m + d 2^-e), the
-  // mantissa's f = m - 1 + d 2^-e rounded once (x itself when e = 0, and then
-  // log1p_reduced(f) is f while |f| < 2^-p, subnormals included); the sign is x's
-  // (copysign: -0 for -0), with no select for small x.
+  // log(1 + x): u = 1 + x rounded gives e (u = m 2^e, m in [sqrt(1/2), sqrt(2)) as
+  // split_mantissa), and then g = 4 f = (1 + x) 2^(2-e) - 4 = fma(x, t, t - 4) with
+  // t = 2^(2-e) from e's bits: the reduced f of the exact 1 + x, rounded once (t - 4
+  // is exact while e <= p; beyond, its rounding is below 2^-p of e ln2). No rounding
+  // error of 1 + x to recover, and no mantissa: log(1 + x) = e ln2 + log1p(f),
+  // log1p_reduced taken of g = 4f (s = g / (g + 8)). 2^(2-e) is normal for every
+  // finite u (e from -p to bias + 1); 4x and its quarter are exact for subnormal x.
+  // The sign is x's (copysign: -0 for -0).
   llvm::Value* log1p(llvm::Value* x) {
     llvm::Value* u = add(c(1.0), x);
-    // max(1, x) and min(1, x) as vmaxps and vminps (a NaN x makes d NaN, replaced below).
-    llvm::Value* big = sel(b.CreateFCmpOGT(x, c(1.0)), x, c(1.0));
-    llvm::Value* small = sel(b.CreateFCmpOGT(x, c(1.0)), c(1.0), x);
-    llvm::Value* d = sub(small, sub(u, big));
-    llvm::Value *e, *m;
-    split_mantissa(u, &e, &m);
-    // 2^-e, e at most 1 - bias (d 2^-e is below 2^-p there: any small scale serves).
-    llvm::Value* e_lim = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, e, ic(bias - 1));
-    llvm::Value* inv = b.CreateBitCast(b.CreateShl(b.CreateSub(ic(bias), e_lim), ic(mant)), ft);
-    llvm::Value* lm = log1p_reduced(fma(d, inv, sub(m, c(1.0))));
-    llvm::Value* ef = b.CreateSIToFP(e, ft);
+    const int64_t one = int64_t(bias) << mant;
+    const int64_t sqrt_half = dbl ? 0x3fe6a09e667f3bcd : 0x3f3504f3;
+    // k = e + bias (split_mantissa's exponent, unbiased below).
+    llvm::Value* k = b.CreateLShr(b.CreateAdd(b.CreateBitCast(u, it), ic(one - sqrt_half)), ic(mant));
+    llvm::Value* t = b.CreateBitCast(b.CreateShl(b.CreateSub(ic(2 * bias + 2), k), ic(mant)), ft);
+    llvm::Value* g = fma(x, t, sub(t, c(4.0)));
+    llvm::Value* lm = mul(log1p_reduced(g, 4.0), c(0.25));
+    llvm::Value* ef = b.CreateSIToFP(b.CreateSub(k, ic(bias)), ft);
     llvm::Value* r = fma(ef, c(ln2_hi()), fma(ef, c(ln2_lo()), lm));
-    // log1p(x) has x's sign: -0 for x = -0 (e ln2 + f would be +0 there).
     r = call(llvm::Intrinsic::copysign, r, x);
     r = sel(b.CreateFCmpOEQ(x, c(INFINITY)), x, r);
     r = sel(b.CreateFCmpOEQ(x, c(-1.0)), c(-INFINITY), r);

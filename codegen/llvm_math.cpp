@@ -1,22 +1,25 @@
 // Vectorisable transcendental functions as LLVM IR (see llvm_math.h).
 //
 // exp:  n = rint(x / ln2), r = x - n ln2 (Cody-Waite, two constants),
-//       e^r by its Taylor polynomial, times 2^n built in the exponent bits in
-//       two halves (so results that overflow or underflow gradually are right).
+//       e^r by a polynomial, times 2^n built in the exponent bits in two halves
+//       (so results that overflow or underflow gradually are right). Where 2^n
+//       fits one exponent field (expm1, sigmoid, tanh, erf, gelu), n and 2^n come
+//       from one magic-number addition (reduce_ln2_pow2).
 // log:  x = m 2^e with m in [sqrt(1/2), sqrt(2)) (split in integer arithmetic);
-//       log m = 2 atanh(s), s = (m-1)/(m+1), by its odd series; subnormals are
-//       scaled first. log1p: the same for 1 + x, its rounding error folded into m.
+//       log m = 2 atanh(s), s = (m-1)/(m+1), 2s taken as f - f s (f = m - 1);
+//       subnormals are scaled first. log1p: f of the exact 1 + x from u = 1 + x's
+//       exponent alone, 4f = fma(x, 2^(2-e), 2^(2-e) - 4).
 // expm1: exp's reduction, 2^n (e^r - 1) + (2^n - 1) with an e^r - 1 polynomial.
 // sigmoid: 1 / (1 + e^-x), e^-x without exp's gradual underflow.
 // sin, cos: n = rint(x 2/pi), r = x - n pi/2 (Cody-Waite, 3-4 constants short
-//       enough that n * c is exact), Taylor polynomials on [-pi/4, pi/4], and
-//       the quadrant n mod 4 picks sin/cos and the sign.
+//       enough that n * c is exact), polynomials on [-pi/4, pi/4], and the
+//       quadrant n mod 4 picks sin/cos and the sign.
 // tanh: t / (-2 - t) with t = expm1(-2|x|), sign restored (a NaN passes the
 //       clamp of |x|); expm1 is exp's reduction with an e^r - 1 polynomial,
 //       exact at n = 0 for small |x|.
-// erf:  odd polynomial below 1/2; 1 - exp(-x^2) g(x) above, g a Chebyshev fit
+// erf:  a + a (P(a^2) - 1) below 1/2; 1 - exp(-x^2) g(x) above, g a Chebyshev fit
 //       of erfc(x) exp(x^2) on [1/2, 3] and [3, 6] (f64), coefficients generated
-//       with mpmath at 50 digits; in f32, g is gelu's rational fit (below).
+//       with mpmath at 50 digits; in f32, g is a rational fit on [1/2, 4].
 // gelu: 0.5 x (1 + erf(x/sqrt 2)) with 1 + erf(-a) taken as erfc(a) = exp(-a^2) g(a),
 //       so the negative side has no cancellation (the reference kernel's formula
 //       loses digits there; results agree to its accuracy). In f32, 1 + erf(a) is
@@ -24,9 +27,10 @@
 //       exp(a^2) over [0, 4] serves both sides (no erf polynomial, and an exp
 //       whose argument is never positive): a third fewer operations.
 // pow:  exp(y log|x|) in double, with the C99 special cases and signs.
-// Taylor coefficients are 1/k!: longer by a term or two than minimax fits,
-// and obviously right; f32 e^r and (e^r - 1) / r (exp, sigmoid, erf, gelu,
-// expm1, tanh) are minimax fits of degree 6 instead, a term shorter.
+// f64 polynomials are Taylor's (coefficients 1/k!: a term or two longer than
+// minimax fits, and obviously right); f32's are minimax fits (a term or two
+// shorter), fitted against mpmath (tools: relative-error Lawson iterations of
+// least squares at Chebyshev nodes, as kErfcxP32).
 #include "codegen/llvm_math.h"
 
 #include <llvm/IR/IRBuilder.h>

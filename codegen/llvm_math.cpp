@@ -28,9 +28,8 @@
 //       whose argument is never positive): a third fewer operations.
 // pow:  exp(y log|x|) in double, with the C99 special cases and signs.
 // f64 polynomials are Taylor's (coefficients 1/k!: a term or two longer than
-// minimax fits, and obviously right); f32's are minimax fits (a term or two
-// shorter), fitted against mpmath (tools: relative-error Lawson iterations of
-// least squares at Chebyshev nodes, as kErfcxP32).
+// minimax fits, and obviously right); f32's are minimax fits, a term or two
+// shorter, that codegen/math_fits.py regenerates (mpmath).
 #include "codegen/llvm_math.h"
 
 #include <llvm/IR/IRBuilder.h>
@@ -64,12 +63,12 @@ std::vector<double> taylor(int hi, int lo, int step = 1, bool alternate = false)
 }
 
 // erf(x)/x as a polynomial in u = x^2: on [0, 1/2] in f32 (degree 4, relative
-// error 1.4e-9, fitted as kErfcxP32; it was degree 6 on [0, 1]), on [0, 1] in f64.
+// error 1.4e-9, codegen/math_fits.py; it was degree 6 on [0, 1]), on [0, 1] in f64.
 const std::vector<double> kErfSmall32 = {0.0047181413225938365, -0.02675726908507238,
                                          0.11282824391904986, -0.37612608681605075,
                                          1.1283791655872342};
 // erfc(a) exp(a^2) on [1/2, 4] as P(a) / Q(a), degree 4 over 3 (relative error
-// 3.9e-8): f32 erf, whose erfc is at most 0.48 there.
+// 3.9e-8, codegen/math_fits.py): f32 erf, whose erfc is at most 0.48 there.
 const std::vector<double> kErfcxP32Erf = {2.664361064342357e-05, -0.0005474265195648467,
                                           0.17904781941985703, 0.6225579613062774,
                                           1.0001117770742307};
@@ -110,7 +109,7 @@ const std::vector<double> kErfcxQ32 = {0.11046695329319409, 0.6445992907878291, 
 
 // f32 e^r and (e^r - 1) / r on |r| <= ln2 / 2 (exp's reduced argument), degree 6:
 // minimax fits (relative errors 1.9e-9 and 2.3e-10), one term shorter than the
-// Taylor polynomials of degree 7 they replace (5e-9 and 6e-10), fitted as kErfcxP32.
+// Taylor polynomials of degree 7 they replace (5e-9 and 6e-10), codegen/math_fits.py.
 const std::vector<double> kExp32 = {
     0.001383680023558181, 0.008374823858397523, 0.041668226823638695, 0.16666420074995,
     0.49999992072272564,  1.0000000363438577,   1.0000000005547895};

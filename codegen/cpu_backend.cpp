@@ -24,7 +24,7 @@ namespace kiln {
 namespace {
 
 // Bump when the generated code changes meaning or shape, to retire old cache entries.
-constexpr const char* kCodegenVersion = "kiln-cpu-codegen 12";
+constexpr const char* kCodegenVersion = "kiln-cpu-codegen 15";
 
 double ms_between(std::chrono::steady_clock::time_point a,
                   std::chrono::steady_clock::time_point b) {

@@ -1,21 +1,25 @@
 // Vectorisable transcendental functions as LLVM IR (see llvm_math.h).
 //
 // exp:  n = rint(x / ln2), r = x - n ln2 (Cody-Waite, two constants),
-//       e^r by its Taylor polynomial, times 2^n built in the exponent bits in
-//       two halves (so results that overflow or underflow gradually are right).
+//       e^r by a polynomial, times 2^n built in the exponent bits in two halves
+//       (so results that overflow or underflow gradually are right). Where 2^n
+//       fits one exponent field (expm1, sigmoid, tanh, erf, gelu), n and 2^n come
+//       from one magic-number addition (reduce_ln2_pow2).
 // log:  x = m 2^e with m in [sqrt(1/2), sqrt(2)) (split in integer arithmetic);
-//       log m = 2 atanh(s), s = (m-1)/(m+1), by its odd series; subnormals are
-//       scaled first. log1p: the same for 1 + x, its rounding error folded into m.
+//       log m = 2 atanh(s), s = (m-1)/(m+1), 2s taken as f - f s (f = m - 1);
+//       subnormals are scaled first. log1p: f of the exact 1 + x from u = 1 + x's
+//       exponent alone, 4f = fma(x, 2^(2-e), 2^(2-e) - 4).
 // expm1: exp's reduction, 2^n (e^r - 1) + (2^n - 1) with an e^r - 1 polynomial.
 // sigmoid: 1 / (1 + e^-x), e^-x without exp's gradual underflow.
 // sin, cos: n = rint(x 2/pi), r = x - n pi/2 (Cody-Waite, 3-4 constants short
-//       enough that n * c is exact), Taylor polynomials on [-pi/4, pi/4], and
-//       the quadrant n mod 4 picks sin/cos and the sign.
-// tanh: -t / (t + 2) with t = expm1(-2|x|), sign restored; expm1 is exp's
-//       reduction with an e^r - 1 polynomial, exact at n = 0 for small |x|.
-// erf:  odd polynomial below 1/2; 1 - exp(-x^2) g(x) above, g a Chebyshev fit
+//       enough that n * c is exact), polynomials on [-pi/4, pi/4], and the
+//       quadrant n mod 4 picks sin/cos and the sign.
+// tanh: t / (-2 - t) with t = expm1(-2|x|), sign restored (a NaN passes the
+//       clamp of |x|); expm1 is exp's reduction with an e^r - 1 polynomial,
+//       exact at n = 0 for small |x|.
+// erf:  a + a (P(a^2) - 1) below 1/2; 1 - exp(-x^2) g(x) above, g a Chebyshev fit
 //       of erfc(x) exp(x^2) on [1/2, 3] and [3, 6] (f64), coefficients generated
-//       with mpmath at 50 digits; in f32, g is gelu's rational fit (below).
+//       with mpmath at 50 digits; in f32, g is a rational fit on [1/2, 4].
 // gelu: 0.5 x (1 + erf(x/sqrt 2)) with 1 + erf(-a) taken as erfc(a) = exp(-a^2) g(a),
 //       so the negative side has no cancellation (the reference kernel's formula
 //       loses digits there; results agree to its accuracy). In f32, 1 + erf(a) is
@@ -23,8 +27,9 @@
 //       exp(a^2) over [0, 4] serves both sides (no erf polynomial, and an exp
 //       whose argument is never positive): a third fewer operations.
 // pow:  exp(y log|x|) in double, with the C99 special cases and signs.
-// Taylor coefficients are 1/k!: longer by a term or two than minimax fits,
-// and obviously right.
+// f64 polynomials are Taylor's (coefficients 1/k!: a term or two longer than
+// minimax fits, and obviously right); f32's are minimax fits, a term or two
+// shorter, that codegen/math_fits.py regenerates (mpmath).
 #include "codegen/llvm_math.h"
 
 #include <llvm/IR/IRBuilder.h>
@@ -57,10 +62,18 @@ std::vector<double> taylor(int hi, int lo, int step = 1, bool alternate = false)
   return c;
 }
 
-// erf(x)/x on [0, 1] as a polynomial in u = x^2.
-const std::vector<double> kErfSmall32 = {
-    7.875875062685488e-05, -0.000801686428716587, 0.005189087423433974, -0.026854212010626412,
-    0.11283594715160218,   -0.37612626666720334,  1.1283791658483509};
+// erf(x)/x as a polynomial in u = x^2: on [0, 1/2] in f32 (degree 4, relative
+// error 1.4e-9, codegen/math_fits.py; it was degree 6 on [0, 1]), on [0, 1] in f64.
+const std::vector<double> kErfSmall32 = {0.0047181413225938365, -0.02675726908507238,
+                                         0.11282824391904986, -0.37612608681605075,
+                                         1.1283791655872342};
+// erfc(a) exp(a^2) on [1/2, 4] as P(a) / Q(a), degree 4 over 3 (relative error
+// 3.9e-8, codegen/math_fits.py): f32 erf, whose erfc is at most 0.48 there.
+const std::vector<double> kErfcxP32Erf = {2.664361064342357e-05, -0.0005474265195648467,
+                                          0.17904781941985703, 0.6225579613062774,
+                                          1.0001117770742307};
+const std::vector<double> kErfcxQ32Erf = {0.30842861904455326, 1.1521803474928622,
+                                          1.7518933524600018, 1.0};
 const std::vector<double> kErfSmall64 = {
     9.428596956834164e-09,  -1.5188281247335167e-07, 1.631035651387174e-06, -1.4913300906316395e-05,
     0.00012054681918310599, -0.0008548304871782741,  0.005223977154105304,  -0.026866170586496874,
@@ -90,10 +103,19 @@ const std::vector<double> kErfcx64_3_6 = {
 // 1.3e-8), fitted by iterated weighted least squares at 6000 Chebyshev nodes
 // against mpmath at 30 digits; f32 gelu only.
 const std::vector<double> kErfcxP32 = {1.129853299164374e-05, 0.06208395499709049,
-                                       0.36600944035978134, 0.8688926290520643,
-                                       0.9999999874447242};
-const std::vector<double> kErfcxQ32 = {0.11046695329319409, 0.6445992907878291,
-                                       1.61970608899897, 1.997270612001423, 1.0};
+                                       0.36600944035978134, 0.8688926290520643, 0.9999999874447242};
+const std::vector<double> kErfcxQ32 = {0.11046695329319409, 0.6445992907878291, 1.61970608899897,
+                                       1.997270612001423, 1.0};
+
+// f32 e^r and (e^r - 1) / r on |r| <= ln2 / 2 (exp's reduced argument), degree 6:
+// minimax fits (relative errors 1.9e-9 and 2.3e-10), one term shorter than the
+// Taylor polynomials of degree 7 they replace (5e-9 and 6e-10), codegen/math_fits.py.
+const std::vector<double> kExp32 = {
+    0.001383680023558181, 0.008374823858397523, 0.041668226823638695, 0.16666420074995,
+    0.49999992072272564,  1.0000000363438577,   1.0000000005547895};
+const std::vector<double> kExpm1Over32 = {
+    0.0001984095598437615, 0.0013941014546220852, 0.008333403457176519, 0.04166635433693977,
+    0.16666666246990378,   0.5000000046676496,    1.0000000000313796};
 
 // Emission helpers for one floating type.
 struct M {
@@ -141,13 +163,6 @@ struct M {
     for (size_t i = 1; i < cs.size(); ++i) r = fma(r, x, c(cs[i]));
     return r;
   }
-  // 2^(n + k) for an integral float n whose exponent field fits (n + k + bias in
-  // [0, 2 bias]; 0 makes 0).
-  llvm::Value* pow2(llvm::Value* nf, int k = 0) {
-    llvm::Value* n = b.CreateFPToSI(nf, it);
-    llvm::Value* bits = b.CreateShl(b.CreateAdd(n, ic(bias + k)), ic(mant));
-    return b.CreateBitCast(bits, ft);
-  }
   // p * 2^n for integral n up to twice the exponent range, in two exact halves.
   llvm::Value* scale(llvm::Value* p, llvm::Value* nf) {
     llvm::Value* n = b.CreateFPToSI(nf, it);
@@ -169,21 +184,34 @@ struct M {
     *r = fma(nn, c(ln2_lo()), fma(nn, c(ln2_hi()), x));
   }
 
+  // reduce_ln2 and 2^(n + k) at once, for |x| / ln2 well inside 2^(p-2) and n + k
+  // + bias in [0, 2 bias]: t = x / ln2 + (1.5 2^p + bias + k) is an integer whose
+  // low mantissa bits are n + k + bias (n rounded to nearest), so t's bits shifted
+  // into the exponent field are 2^(n + k): no rint, no conversion to an integer,
+  // no addition of the bias.
+  void reduce_ln2_pow2(llvm::Value* x, int k, llvm::Value** n, llvm::Value** r, llvm::Value** s) {
+    const double magic = (dbl ? 0x1.8p52 : 0x1.8p23) + (bias + k);
+    llvm::Value* t = fma(x, c(1.4426950408889634), c(magic));
+    *n = sub(t, c(magic));
+    llvm::Value* nn = b.CreateFNeg(*n);
+    *r = fma(nn, c(ln2_lo()), fma(nn, c(ln2_hi()), x));
+    *s = b.CreateBitCast(b.CreateShl(b.CreateBitCast(t, it), ic(mant)), ft);
+  }
+
   llvm::Value* exp(llvm::Value* x) {
     llvm::Value* xc = dbl ? clamp(x, -746.0, 710.0) : clamp(x, -104.0, 89.0);
     llvm::Value *n, *r;
     reduce_ln2(xc, &n, &r);
-    llvm::Value* p = poly(r, taylor(dbl ? 13 : 7, 0));
+    llvm::Value* p = poly(r, dbl ? taylor(13, 0) : kExp32);
     return sel(isnan(x), x, scale(p, n));
   }
 
   // e^x - 1 for x in [-40, 0], accurate near 0.
   llvm::Value* expm1_neg(llvm::Value* x) {
-    llvm::Value *n, *r;
-    reduce_ln2(x, &n, &r);
+    llvm::Value *n, *r, *s;
+    reduce_ln2_pow2(x, 0, &n, &r, &s);
     // r + r^2/2! + ... = r * (1 + r/2! + r^2/3! + ...)
-    llvm::Value* p = mul(r, poly(r, taylor(dbl ? 14 : 8, 1)));
-    llvm::Value* s = pow2(n);
+    llvm::Value* p = mul(r, poly(r, dbl ? taylor(14, 1) : kExpm1Over32));
     return fma(s, p, sub(s, c(1.0)));
   }
 
@@ -202,12 +230,21 @@ struct M {
 
   // log(1 + f) for f in [sqrt(1/2) - 1, sqrt(2) - 1]: 2 atanh(s), s = f / (f + 2),
   // by atanh's odd series.
-  llvm::Value* log1p_reduced(llvm::Value* f) {
-    llvm::Value* s = div(f, add(f, c(2.0)));
+  // With `scale` k, f is k times log1p's argument and so is the result (s = f / (f + 2k)).
+  llvm::Value* log1p_reduced(llvm::Value* f, double scale = 1.0) {
+    llvm::Value* s = div(f, add(f, c(2.0 * scale)));
     llvm::Value* s2 = mul(s, s);
-    std::vector<double> q;  // 1/(2k+1) for the odd series, highest first
-    for (int k = dbl ? 21 : 11; k >= 3; k -= 2) q.push_back(1.0 / k);
-    llvm::Value* two_s = add(s, s);
+    // 1/(2k+1) for the odd series, highest first; in f32, a minimax fit of degree
+    // 2 in s^2 (relative error 2.8e-7 of the correction, under 1e-8 of the sum)
+    // instead of the series to 1/11: two terms shorter.
+    std::vector<double> q = {0.14789787378791888, 0.19994400535121204, 0.33333342406713734};
+    if (dbl) {
+      q.clear();
+      for (int k = 21; k >= 3; k -= 2) q.push_back(1.0 / k);
+    }
+    // 2s as f - f s (equal: s = f / (f + 2)), which rounds once from f's side:
+    // f itself for tiny f, its sign and subnormal bits included.
+    llvm::Value* two_s = fma(b.CreateFNeg(f), s, f);
     return fma(two_s, mul(s2, poly(s2, q)), two_s);
   }
 
@@ -225,7 +262,7 @@ struct M {
     llvm::Value* ef = b.CreateSIToFP(e, ft);
     if (scale != 1.0) lm = mul(lm, c(scale));
     llvm::Value* res = k_hi == 1.0 && k_lo == 0.0 ? add(ef, lm)  // log2: e + log2(m), exact
-                                                : fma(ef, c(k_hi), fma(ef, c(k_lo), lm));
+                                                  : fma(ef, c(k_hi), fma(ef, c(k_lo), lm));
     const double inf = INFINITY;
     res = sel(b.CreateFCmpOEQ(x, c(inf)), x, res);
     res = sel(b.CreateFCmpOEQ(x, c(0.0)), c(-inf), res);
@@ -258,8 +295,14 @@ struct M {
     }
     llvm::Value* z = mul(r, r);
     // sin r = r + r^3 S(z); cos r = 1 - z/2 + z^2 C(z).
-    llvm::Value* sn = fma(mul(r, z), poly(z, taylor(dbl ? 17 : 9, 3, 2, true)), r);
-    std::vector<double> cc = taylor(dbl ? 18 : 10, 0, 2, true);
+    // f32: minimax fits of degree 2 in z for (sin r - r) / r^3 and (cos r - 1 + z/2) / z^2
+    // (weighted relative errors 1.3e-8 and 1.1e-9), a term shorter than Taylor's each.
+    const std::vector<double> sin32 = {-0.00019587131717872723, 0.008332744763893214,
+                                       -0.16666664656915753};
+    const std::vector<double> cos32 = {2.454737927301665e-05, -0.0013888300745960556,
+                                       0.0416666646635203, -0.5, 1.0};
+    llvm::Value* sn = fma(mul(r, z), poly(z, dbl ? taylor(17, 3, 2, true) : sin32), r);
+    std::vector<double> cc = dbl ? taylor(18, 0, 2, true) : cos32;
     llvm::Value* cs = poly(z, cc);
     // Quadrant q = n mod 4 in floating point (exact; NaN for NaN/inf, giving NaN).
     llvm::Value* q = sub(n, mul(c(4.0), floor(mul(n, c(0.25)))));
@@ -272,11 +315,12 @@ struct M {
   }
 
   llvm::Value* tanh(llvm::Value* x) {
-    llvm::Value* a = call(llvm::Intrinsic::minnum, fabs(x), c(20.0));
+    // |x| clamped to 20 so that a NaN passes (vminps keeps its second operand).
+    llvm::Value* a = fabs(x);
+    a = sel(b.CreateFCmpOGT(a, c(20.0)), c(20.0), a);
     llvm::Value* t = expm1_neg(mul(a, c(-2.0)));
-    llvm::Value* r = div(b.CreateFNeg(t), add(t, c(2.0)));
-    r = call(llvm::Intrinsic::copysign, r, x);
-    return sel(isnan(x), x, r);
+    llvm::Value* r = div(t, sub(c(-2.0), t));
+    return call(llvm::Intrinsic::copysign, r, x);
   }
 
   // x * y as an unevaluated sum hi + lo, exactly: with an FMA where the target
@@ -305,7 +349,9 @@ struct M {
   // as any rounding of x^2 is amplified x^2-fold in the result; s2 = s^2 exactly.
   void erf_parts(llvm::Value* z, double s, double s2, llvm::Value** erf_a, llvm::Value** erfc_a) {
     llvm::Value* a = fabs(s == 1.0 ? z : mul(z, c(s)));
-    llvm::Value* small = mul(a, poly(mul(a, a), kErfSmall64));
+    std::vector<double> p1 = kErfSmall64;  // a (1 + (P - 1)), as erf32
+    p1.back() -= 1.0;
+    llvm::Value* small = fma(a, poly(mul(a, a), p1), a);
     llvm::Value *sq, *sq_lo;
     two_prod(z, z, &sq, &sq_lo);
     llvm::Value* e = mul(exp(b.CreateFNeg(mul(sq, c(s2)))), sub(c(1.0), mul(sq_lo, c(s2))));
@@ -329,41 +375,65 @@ struct M {
     return sel(isnan(x), x, call(llvm::Intrinsic::copysign, e, x));
   }
 
-  // e^y for y <= 0 (f32): exp without its overflow, NaN and gradual-underflow
-  // handling; below -87 (where e^y leaves the normal range) the result is e^-87.
-  llvm::Value* exp_nonpositive32(llvm::Value* y) {
-    llvm::Value *n, *r;
-    reduce_ln2(call(llvm::Intrinsic::maxnum, y, c(-87.0)), &n, &r);
-    return mul(poly(r, taylor(7, 0)), pow2(n));
+  // e^(-w (q + q_lo)) for w q in [0, 87] (f32; other q: a value for the caller
+  // to discard), q_lo a correction of q far below its ulp (or null), w = 1 or
+  // 1/2: exp's reduction taken of q itself, n = rint(-w q / ln2) and r2 = q + q_lo
+  // + n ln2 / w (exact but for the last addition), e^r = P(-w r2) with P's
+  // coefficients scaled by powers of -w (exactly), times 2^n from t's bits
+  // (reduce_ln2_pow2): no negation, no clamp, no multiplication by w.
+  llvm::Value* exp_neg32(llvm::Value* q, llvm::Value* q_lo, double w) {
+    const double magic = 0x1.8p23 + bias;
+    llvm::Value* t = fma(q, c(-w * 1.4426950408889634), c(magic));
+    llvm::Value* n = sub(t, c(magic));
+    llvm::Value* r2 = fma(n, c(ln2_lo() / w), fma(n, c(ln2_hi() / w), q));
+    if (q_lo) r2 = add(r2, q_lo);
+    std::vector<double> cs = kExp32;
+    for (size_t i = 0; i < cs.size(); ++i) cs[i] *= std::pow(-w, double(cs.size() - 1 - i));
+    llvm::Value* s = b.CreateBitCast(b.CreateShl(b.CreateBitCast(t, it), ic(mant)), ft);
+    return mul(poly(r2, cs), s);
   }
 
   // f32 erf: the odd polynomial below 1/2, 1 - erfc(a) above with erfc(a) =
   // exp(-x^2) P(a) / Q(a) as gelu32 takes it (no erfc polynomial of degree 15,
-  // and an exp without its overflow and NaN handling); 1 past 4 (and for
-  // infinities): 1.1 -> 0.55 ns/element in cache.
+  // and exp_neg32: no overflow, NaN or clamp handling); 1 past 4 (and for
+  // infinities), where exp_neg32's value is discarded: 1.1 -> 0.55 -> 0.35 ns/element
+  // in cache.
   llvm::Value* erf32(llvm::Value* x) {
     llvm::Value* a = fabs(x);
-    llvm::Value* small = mul(a, poly(mul(a, a), kErfSmall32));
-    // x^2 rounded: its error, amplified x^2-fold in exp(-x^2), is at most 0.12
-    // ulp of 1 - erfc(a) (largest near a = 1, where erfc(a) a^2 is).
-    llvm::Value* e = exp_nonpositive32(b.CreateFNeg(mul(x, x)));
-    llvm::Value* ec = mul(e, div(poly(a, kErfcxP32), poly(a, kErfcxQ32)));
-    llvm::Value* big = sel(b.CreateFCmpOLT(a, c(4.0)), sub(c(1.0), ec), c(1.0));
-    llvm::Value* r = sel(b.CreateFCmpOLT(a, c(0.5)), small, big);
-    return sel(isnan(x), x, call(llvm::Intrinsic::copysign, r, x));
+    // x^2 rounded, for both branches: its error, amplified x^2-fold in exp(-x^2),
+    // is at most 0.12 ulp of 1 - erfc(a) (largest near a = 1, where erfc(a) a^2 is).
+    llvm::Value* sq = mul(x, x);
+    // a (1 + (P(x^2) - 1)): the rounding of P's constant 2/sqrt(pi) and of its
+    // Horner steps weighs 0.13 instead of 1 (erf f32 2.16 -> 1.92 ulp, the maximum
+    // now above 1/2; 0.62 on [-1e-3, 1e-3]).
+    std::vector<double> p1 = kErfSmall32;
+    p1.back() -= 1.0;
+    llvm::Value* small = fma(a, poly(sq, p1), a);
+    llvm::Value* e = exp_neg32(sq, nullptr, 1.0);
+    llvm::Value* ec = mul(e, div(poly(a, kErfcxP32Erf), poly(a, kErfcxQ32Erf)));
+    // Compared so that a NaN a takes 1 - ec and then big, both NaN: no select of its own.
+    llvm::Value* big = sel(b.CreateFCmpOGE(a, c(4.0)), c(1.0), sub(c(1.0), ec));
+    llvm::Value* r = sel(b.CreateFCmpOGE(a, c(0.5)), big, small);
+    return call(llvm::Intrinsic::copysign, r, x);
   }
 
-  // f32 gelu: 0.5 x (2 - erfc(a)) for x >= 0, 0.5 x erfc(a) below, a = |x| / sqrt 2;
-  // erfc(a) = exp(-x^2 / 2) P(a) / Q(a), with x^2 exact as in erf_parts; 0 past a = 4.
+  // f32 gelu: x (1 - h) for x >= 0, x h below, h = erfc(a) / 2, a = |x| / sqrt 2;
+  // h = exp(-x^2 / 2) P(a) / 2 Q(a), with x^2 exact as in erf_parts (its low part
+  // folded into exp_neg32's reduced argument); 0 past a = 4 (where exp_neg32's
+  // value is discarded).
   llvm::Value* gelu32(llvm::Value* x) {
-    llvm::Value* a = fabs(mul(x, c(0.70710678118654752440)));
+    // P(a) / Q(a) taken as polynomials in |x| (coefficients scaled by powers of
+    // 1/sqrt 2 in double, then rounded), P also halved.
+    llvm::Value* ax = fabs(x);
     llvm::Value *sq, *sq_lo;
     two_prod(x, x, &sq, &sq_lo);
-    llvm::Value* e = mul(exp_nonpositive32(mul(sq, c(-0.5))), fma(sq_lo, c(-0.5), c(1.0)));
-    llvm::Value* ec = mul(e, div(poly(a, kErfcxP32), poly(a, kErfcxQ32)));
-    ec = sel(b.CreateFCmpOLT(a, c(4.0)), ec, c(0.0));
-    llvm::Value* one_plus = sel(b.CreateFCmpOGE(x, c(0.0)), sub(c(2.0), ec), ec);
-    return mul(mul(c(0.5), x), one_plus);
+    std::vector<double> p = kErfcxP32, q = kErfcxQ32;
+    for (size_t i = 0; i < p.size(); ++i)
+      p[i] *= 0.5 * std::pow(0.5, 0.5 * double(p.size() - 1 - i));
+    for (size_t i = 0; i < q.size(); ++i) q[i] *= std::pow(0.5, 0.5 * double(q.size() - 1 - i));
+    llvm::Value* h = mul(exp_neg32(sq, sq_lo, 0.5), div(poly(ax, p), poly(ax, q)));
+    h = sel(b.CreateFCmpOLT(ax, c(4.0 * 1.41421356237309504880)), h, c(0.0));
+    return mul(x, sel(b.CreateFCmpOGE(x, c(0.0)), sub(c(1.0), h), h));
   }
 
   // 0.5 x (1 + erf(x / sqrt 2)); for x < 0, 1 + erf(-a) is erfc(a), computed directly.
@@ -379,23 +449,27 @@ struct M {
   llvm::Value* rsqrt(llvm::Value* x) { return div(c(1.0), sqrt(x)); }
   llvm::Value* sin(llvm::Value* x) { return sincos(x, false); }
   llvm::Value* cos(llvm::Value* x) { return sincos(x, true); }
-  // log(1 + x): u = 1 + x = m 2^e rounded, its rounding error d exactly (Fast2Sum,
-  // the larger addend first), and log(1 + x) = e log 2 + log(m + d 2^-e), the
-  // mantissa's f = m - 1 + d 2^-e rounded once (x itself when e = 0). Below
-  // 2^-p, x: log1p(x) rounds to it (zeros keep their sign, subnormals their bits).
+  // log(1 + x): u = 1 + x rounded gives e (u = m 2^e, m in [sqrt(1/2), sqrt(2)) as
+  // split_mantissa), and then g = 4 f = (1 + x) 2^(2-e) - 4 = fma(x, t, t - 4) with
+  // t = 2^(2-e) from e's bits: the reduced f of the exact 1 + x, rounded once (t - 4
+  // is exact while e < p; beyond, its rounding, 2^-p in f, is far below e ln2's ulp). No rounding
+  // error of 1 + x to recover, and no mantissa: log(1 + x) = e ln2 + log1p(f),
+  // log1p_reduced taken of g = 4f (s = g / (g + 8)). 2^(2-e) is normal for every
+  // finite u (e from -p to bias + 1); 4x and its quarter are exact for subnormal x.
+  // The sign is x's (copysign: -0 for -0).
   llvm::Value* log1p(llvm::Value* x) {
     llvm::Value* u = add(c(1.0), x);
-    llvm::Value* d =
-        sel(b.CreateFCmpOGT(x, c(1.0)), sub(c(1.0), sub(u, x)), sub(x, sub(u, c(1.0))));
-    llvm::Value *e, *m;
-    split_mantissa(u, &e, &m);
-    // 2^-e, e at most 1 - bias (d 2^-e is below 2^-p there: any small scale serves).
-    llvm::Value* e_lim = b.CreateBinaryIntrinsic(llvm::Intrinsic::smin, e, ic(bias - 1));
-    llvm::Value* inv = b.CreateBitCast(b.CreateShl(b.CreateSub(ic(bias), e_lim), ic(mant)), ft);
-    llvm::Value* lm = log1p_reduced(fma(d, inv, sub(m, c(1.0))));
-    llvm::Value* ef = b.CreateSIToFP(e, ft);
+    const int64_t one = int64_t(bias) << mant;
+    const int64_t sqrt_half = dbl ? 0x3fe6a09e667f3bcd : 0x3f3504f3;
+    // k = e + bias (split_mantissa's exponent, unbiased below).
+    llvm::Value* k =
+        b.CreateLShr(b.CreateAdd(b.CreateBitCast(u, it), ic(one - sqrt_half)), ic(mant));
+    llvm::Value* t = b.CreateBitCast(b.CreateShl(b.CreateSub(ic(2 * bias + 2), k), ic(mant)), ft);
+    llvm::Value* g = fma(x, t, sub(t, c(4.0)));
+    llvm::Value* lm = mul(log1p_reduced(g, 4.0), c(0.25));
+    llvm::Value* ef = b.CreateSIToFP(b.CreateSub(k, ic(bias)), ft);
     llvm::Value* r = fma(ef, c(ln2_hi()), fma(ef, c(ln2_lo()), lm));
-    r = sel(b.CreateFCmpOLT(fabs(x), c(dbl ? 0x1p-53 : 0x1p-24)), x, r);
+    r = call(llvm::Intrinsic::copysign, r, x);
     r = sel(b.CreateFCmpOEQ(x, c(INFINITY)), x, r);
     r = sel(b.CreateFCmpOEQ(x, c(-1.0)), c(-INFINITY), r);
     return sel(b.CreateFCmpULT(x, c(-1.0)), c(NAN), r);  // below -1 or NaN
@@ -408,10 +482,9 @@ struct M {
   // under half an ulp of 1), x itself below 2^-(p+1) (signed zeros, subnormals).
   llvm::Value* expm1(llvm::Value* x) {
     llvm::Value* xc = clamp(x, -40.0, dbl ? 710.0 : 89.0);
-    llvm::Value *n, *r;
-    reduce_ln2(xc, &n, &r);
-    llvm::Value* p = mul(r, poly(r, taylor(dbl ? 14 : 8, 1)));
-    llvm::Value* s = pow2(n, -1);
+    llvm::Value *n, *r, *s;
+    reduce_ln2_pow2(xc, -1, &n, &r, &s);
+    llvm::Value* p = mul(r, poly(r, dbl ? taylor(14, 1) : kExpm1Over32));
     llvm::Value* res = mul(fma(s, p, sub(s, c(0.5))), c(2.0));
     res = sel(b.CreateFCmpOLT(fabs(x), c(dbl ? 0x1p-54 : 0x1p-25)), x, res);
     return sel(isnan(x), x, res);
@@ -426,11 +499,12 @@ struct M {
   // clamped to [-87.5, 89] (f32; [-708, 710] f64) makes the scale 0 at the
   // bottom, where the result is 1, and the product infinite above the range.
   llvm::Value* sigmoid(llvm::Value* x) {
-    llvm::Value *n, *r;
-    reduce_ln2(clamp(b.CreateFNeg(x), dbl ? -708.0 : -87.5, dbl ? 710.0 : 89.0), &n, &r);
-    std::vector<double> cs = taylor(dbl ? 13 : 7, 0);
+    llvm::Value *n, *r, *s;
+    reduce_ln2_pow2(clamp(b.CreateFNeg(x), dbl ? -708.0 : -87.5, dbl ? 710.0 : 89.0), -1, &n, &r,
+                    &s);
+    std::vector<double> cs = dbl ? taylor(13, 0) : kExp32;
     for (double& v : cs) v *= 2;  // exact
-    llvm::Value* e = mul(poly(r, cs), pow2(n, -1));
+    llvm::Value* e = mul(poly(r, cs), s);
     return sel(isnan(x), x, div(c(1.0), add(c(1.0), e)));
   }
 

@@ -11,6 +11,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "codegen/codegen_source_hash.h"
 #include "codegen/kernel_template.h"
 #include "codegen/llvm_codegen.h"
 #include "codegen/lower.h"
@@ -23,7 +24,10 @@ namespace kiln {
 
 namespace {
 
-// Bump when the generated code changes meaning or shape, to retire old cache entries.
+// Bump when the generated code changes meaning or shape, to retire old cache
+// entries. The key also carries KILN_CODEGEN_SOURCE_HASH, a hash of the sources
+// that turn kernel IR into machine code (llvm_codegen, llvm_math, llvm_jit),
+// made at build time: an edit there retires old entries by itself.
 constexpr const char* kCodegenVersion = "kiln-cpu-codegen 15";
 
 double ms_between(std::chrono::steady_clock::time_point a,
@@ -117,11 +121,12 @@ bool load_code(const kir::Kernel& k, const CpuCompileOptions& opts, Source from,
   LlvmJit& jit = LlvmJit::get();
   const LlvmOpt opt = pipeline_for(k, opts.opt);
   // The key: what the code means (kernel text without names) and what it was built for.
-  const std::string key_text = std::string(kCodegenVersion) + "\nllvm " + LlvmJit::llvm_version() +
-                               "\ncpu " + jit.cpu_name() + "\nfeatures " + jit.cpu_features() +
-                               "\nvector width " + std::to_string(jit.vector_width()) +
-                               "\naligned " + (opts.assume_aligned ? "1" : "0") + "\nopt " +
-                               llvm_opt_name(opt) + "\n" + kir::print_kernel(k, {.names = false});
+  const std::string key_text = std::string(kCodegenVersion) + " " + KILN_CODEGEN_SOURCE_HASH +
+                               "\nllvm " + LlvmJit::llvm_version() + "\ncpu " + jit.cpu_name() +
+                               "\nfeatures " + jit.cpu_features() + "\nvector width " +
+                               std::to_string(jit.vector_width()) + "\naligned " +
+                               (opts.assume_aligned ? "1" : "0") + "\nopt " + llvm_opt_name(opt) +
+                               "\n" + kir::print_kernel(k, {.names = false});
   const std::string key = stable_hash_hex(key_text);
   const std::string symbol = "kiln_kernel_" + key;
   LlvmEmitOptions eo;

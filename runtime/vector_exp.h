@@ -16,8 +16,15 @@
 
 /// On a function whose loops call vector_exp: compiled for AVX-512, AVX2+FMA and
 /// the base ISA, and the CPU picks one at load time (the runtime is built for the
-/// base ISA). Nothing on other compilers and targets.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
+/// base ISA). Nothing on other compilers and targets, nor under ThreadSanitizer:
+/// GCC (12) instruments the clones' ifunc resolver with __tsan_func_entry, and the
+/// dynamic loader runs that resolver while relocating the executable, before
+/// libtsan has set up its thread state, so every TSan-built binary that links a
+/// cloned function crashed at load, before main (in gdb: `row_grad(...) [clone
+/// .resolver] at runtime/cluster_logprob.cpp:291`, GCC's line for the resolver,
+/// under _dl_relocate_object). TSan builds take the base ISA's code.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11 && \
+    !defined(__SANITIZE_THREAD__)
 #define KILN_VECTOR_CLONES \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else

@@ -85,11 +85,10 @@ kir::Kernel lower_in_mode(const Graph& g, const FusionGroup& group, const LowerO
   // inner loop is contiguous. Short rows too: a [64,1,10,10] pad divides by 10
   // three times per element flat (about 10 cycles an element, scalar), and a
   // row of 10 with its coordinates computed once runs 5-8 times faster (bench_conv's
-  // digits layers; a [4M, 4] broadcast is no slower). The last dim split where a
-  // reshape splits it, unless one loop over it divides less often (a reshape
-  // whose pieces a permute has moved: a conv weight gradient's patches).
-  // Or one loop over it, or as the dims of a reshape that multiply to it, when
-  // fewer divisions.
+  // digits layers; a [4M, 4] broadcast is no slower). The last dim is split where a
+  // reshape splits it (split_last_dim), unless one loop over it, or the dims of a
+  // reshape that multiply to it (pieces a permute moved: a conv weight gradient's
+  // patches), divide less often.
   auto divisions = [](const kir::Kernel& kk) {
     return kk.range * kir::divisions_per_iteration(kk);
   };

@@ -309,28 +309,28 @@ namespace {
 // The partition request of a call from eager code that will differentiate the
 // result: the gradients of the outputs that require grad (and of the histories
 // the body wrote into), with respect to the arguments and captured tensors they
-// reach. Records on the entry which tape node output each root is. The saved
-// values a backward through it reads are looked for in the tensors the caller
-// holds after the call: the arguments, the captured tensors and the outputs (by
+// reach; each root numbered by the tape node output it is. The saved values a
+// backward through it reads are looked for in the tensors the caller holds
+// after the call: the arguments, the captured tensors and the outputs (by
 // storage, at their last write).
-PartitionRequest request_split(TraceState& st, TracedProgram& t, const std::vector<Tensor>& outs,
+PartitionRequest request_split(TraceState& st, const TracedProgram& t,
+                               const std::vector<Tensor>& outs,
                                const std::vector<Value>& history_roots) {
   PartitionRequest req;
   req.split = true;
   for (size_t i = 0; i < outs.size(); ++i) {
     if (!outs[i].requires_grad()) continue;
-    t.seeded.push_back(i);
+    req.root_outputs.push_back(i);
     req.roots.push_back(st.graph.outputs[i]);
   }
   for (size_t k = 0; k < history_roots.size(); ++k) {
-    t.seeded.push_back(outs.size() + k);
+    req.root_outputs.push_back(outs.size() + k);
     req.roots.push_back(history_roots[k]);
   }
   req.saved = &st.saved;
   for (const auto& a : st.args) req.held.push_back(a.get());
   for (const auto& p : st.params) req.held.push_back(p.get());
   for (const Tensor& o : outs) req.held.push_back(TraceState::storage_of(o.impl_ptr()).get());
-  req.root_outputs = t.seeded;
   req.arg_requires = st.arg_leaf;
   for (const auto& p : st.params) req.param_requires.push_back(p->requires_grad);
   req.freed = st.freed;
@@ -509,8 +509,8 @@ std::function<std::vector<Tensor>(autograd::Context*, std::vector<Tensor>)> tape
   std::vector<Tensor> saved(all.begin() + static_cast<long>(e.traced.split.saved_begin), all.end());
   std::vector<HeldNow> held = held_now(e, args, outs);
   return [=, bwd = e.compiled.backward, params = e.traced.params, split = e.traced.split,
-          arg_tensors = args.tensors,
-          seeded = e.traced.seeded](autograd::Context*, std::vector<Tensor> grads) {
+          arg_tensors = args.tensors](autograd::Context*, std::vector<Tensor> grads) {
+    const std::vector<size_t>& seeded = split.root_outputs;  // per root, its tape node output
     auto given_root = [&](size_t k) {
       return seeded[k] < grads.size() && grads[seeded[k]].defined();
     };
@@ -569,7 +569,7 @@ std::vector<Tensor> attach_tape_node(const TracedCore::Entry& e, const TraceArgs
   result.resize(outs.size());
   // Outputs no gradient flows to stay plain tensors, as eager ops leave them.
   for (size_t i = 0; i < outs.size(); ++i)
-    if (std::find(e.traced.seeded.begin(), e.traced.seeded.end(), i) == e.traced.seeded.end())
+    if (std::ranges::find(e.traced.split.root_outputs, i) == e.traced.split.root_outputs.end())
       result[i] = outs[i];
   return result;
 }

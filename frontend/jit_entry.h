@@ -81,15 +81,13 @@ struct TracedProgram {
   // Autograd call: the plan is the forward (user outputs, written-back grads,
   // then saved values); the backward maps (args, saved, output gradients) to
   // gradients of the wrt tensors. The split's roots are the tape node outputs
-  // `seeded` (its RootRead::root and wrt_reached_by index into `seeded`); its
-  // held_reads number the caller's tensors as the call's arguments, then the
-  // captured tensors, then the user outputs.
+  // split.root_outputs (user outputs, then histories; its RootRead::root and
+  // wrt_reached_by index into them); its held_reads number the caller's tensors
+  // as the call's arguments, then the captured tensors, then the user outputs.
   bool autograd_call = false;
   SplitLayout split;
   /// The backward, traced (compile_program takes it); none when split.backward_freed.
   std::unique_ptr<Graph> backward;
-  /// The tape node outputs (user outputs, then histories) whose gradient the backward takes.
-  std::vector<size_t> seeded;
 };
 
 /// A call's signature, as the cache keys it: per tensor argument its type and

@@ -69,6 +69,7 @@ Partition partition(Builder& traced, const PartitionRequest& req) {
   const size_t forward_size = g.size();
   if (req.saved) saved_reads(g, req, p);
   for (Value r : req.roots) p.root_types.push_back(g.type(r));
+  p.root_outputs = req.root_outputs;
   const std::vector<char> rg = requiring_grad(g, req.arg_requires, req.param_requires);
   for (size_t k = 0; k < req.roots.size(); ++k) {
     if (const NodeId n = freed_read(g, {&req.roots[k], 1}, rg, &req.freed); n != kNoNode)

@@ -89,6 +89,8 @@ struct SplitLayout {
   std::vector<HeldRead> held_reads;    // in root order
   /// Per root, its type: that of its seed, the backward's gradient of it.
   std::vector<TensorType> root_types;
+  /// Per root, the call output it is (PartitionRequest::root_outputs).
+  std::vector<size_t> root_outputs;
 };
 
 struct Partition : SplitLayout {

@@ -123,6 +123,27 @@ TEST_CASE("partition: only tensors a gradient reaches and that require grad are 
   check_gradients(traced, p, {Value(0), Value(3)});
 }
 
+TEST_CASE("partition: the layout numbers each root by the call output it is") {
+  // Output 0 requires no grad: the only root is output 1.
+  Graph g = ir(R"(
+    %x = arg {index=0} : f32[3]
+    %w = param {index=0} : f32[3]
+    %n = neg %x
+    %t = tanh %w
+    return %n, %t
+  )");
+  const Graph traced = g;
+  Builder b(g);
+  PartitionRequest req = split_all(traced, {0}, {1});
+  req.roots = {traced.outputs[1]};
+  req.root_outputs = {1};
+  const Partition p = partition(b, req);
+  CHECK(p.root_outputs == std::vector<size_t>{1});
+  CHECK(p.root_types == std::vector<TensorType>{traced.type(traced.outputs[1])});
+  CHECK(p.wrt_params == std::vector<int64_t>{0});
+  CHECK(p.wrt_reached_by == std::vector<std::vector<size_t>>{{0}});
+}
+
 TEST_CASE("partition: without a split the graph stays one plan") {
   Graph g = ir(kProduct);
   const std::string text = print_graph(g);

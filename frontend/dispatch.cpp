@@ -15,6 +15,7 @@
 #include "frontend/trace_state.h"
 #include "ir/decompose.h"
 #include "runtime/reference.h"
+#include "runtime/scope_exit.h"
 
 namespace kiln {
 
@@ -70,16 +71,13 @@ Tensor trace_apply(TraceState& tr, OpKind k, const std::vector<Tensor>& operands
   Attrs view_attrs = movement ? attrs : Attrs();
   // Each recorded op is a node of its own, as each eager op is a tape node of
   // its own (Builder::hash_cons).
-  tr.builder.hash_cons = false;
   Value v;
   LocScope at(tr.builder, loc);
-  try {
+  {
+    tr.builder.hash_cons = false;
+    const ScopeExit restore([&] { tr.builder.hash_cons = true; });
     v = tr.builder.op(k, std::move(vals), std::move(attrs));
-  } catch (...) {
-    tr.builder.hash_cons = true;
-    throw;
   }
-  tr.builder.hash_cons = true;
   const bool floating = is_floating(tr.graph.type(v).dtype);
   const bool recorded = grad_mode_enabled() && op_info(k).differentiable && floating;
   // Eager mode records no tape for an op under NoGradGuard: gradients must not

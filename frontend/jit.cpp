@@ -26,6 +26,7 @@
 #include "passes/pipeline.h"
 #include "runtime/binary_io.h"
 #include "runtime/profile.h"
+#include "runtime/scope_exit.h"
 
 namespace kiln {
 
@@ -272,14 +273,14 @@ std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
 
   in_flight_.push_back(&sig);
   lock.unlock();
-  // However the build ends, the signature is no longer in flight (mu_ held again).
-  auto landed = [&] {
-    lock.lock();
-    std::erase(in_flight_, &sig);
-    compiled_.notify_all();
-  };
   std::shared_ptr<Entry> e;
-  try {
+  {
+    // However the build ends, the signature is no longer in flight (mu_ held again).
+    const ScopeExit landed([&] {
+      lock.lock();
+      std::erase(in_flight_, &sig);
+      compiled_.notify_all();
+    });
     if (!to_probe.empty()) probe(sig, to_probe);
     if (background) {
       e = trace(sig);  // here: the body reads the caller's objects
@@ -293,11 +294,7 @@ std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
         write_dump(settings().dump_dir, name_, e->traced.as_traced, *e->compiled.report,
                    e->key.types);
     }
-  } catch (...) {
-    landed();
-    throw;
   }
-  landed();
   if (entries_.size() >= cache_size_) evict_oldest(entries_, stats_->stats);
   e->last_use = ++clock_;
   entries_.push_back(e);

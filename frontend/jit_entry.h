@@ -91,8 +91,8 @@ struct TracedProgram {
 };
 
 /// A call's signature, as the cache keys it: per tensor argument its type and
-/// autograd state (0 no grad, 1 a leaf that requires grad, 2 computed by ops),
-/// the plain numbers, and the grad mode; all a trace needs of the call.
+/// autograd_state (tensor_impl.h), the plain numbers, and the grad mode; all a
+/// trace needs of the call.
 struct TracedCore::Signature {
   std::vector<TensorType> types;
   std::vector<uint8_t> requires_grad;
@@ -112,8 +112,7 @@ struct TracedCore::Entry {
   std::vector<ConstantGuard> constant_guards;  // numbers the body read as constants
   std::vector<HostSync> host_syncs;            // numbers it reads through tensors, synced per call
   std::vector<int64_t> arg_grads_read;         // arguments that must have no .grad at call time
-  /// Per captured tensor, its autograd state when traced (0: no grad, 1: a leaf
-  /// that requires grad, 2: computed by ops): a change retraces.
+  /// Per captured tensor, its autograd_state when traced: a change retraces.
   std::vector<uint8_t> param_grad_state;
   uint64_t last_use = 0;
   std::atomic<bool> checked{false};  // KILN_CHECK compared its first call
@@ -126,14 +125,16 @@ struct TracedCore::Entry {
 };
 
 /// Parameter updates, and the .grad of captured tensors and arguments that a
-/// backward() inside the trace produced, as plan outputs or updates.
-/// The conditions those hold under go to `guards`.
+/// backward() inside the trace produced: extra plan outputs, or parameter updates
+/// for grads that exist already. The conditions those hold under go to `guards`.
 void collect_grad_writebacks(TraceState& st, TracedProgram& prog, std::vector<GradGuard>& guards,
                              SourceLoc where);
-/// Arguments the body wrote in place: their final values become plan outputs.
+/// Arguments the body wrote in place: their final values become plan outputs
+/// that the call copies into the caller's tensors.
 void collect_arg_writes(TraceState& st, TracedProgram& prog);
-/// Arguments and captured tensors written in place with grad on (TracedProgram::histories);
-/// returns the values of those that take the call's history.
+/// Arguments and captured tensors written in place with grad on: their new history
+/// or its loss (TracedProgram::histories). Returns the values of those that take the
+/// call's history: the tape node's extra outputs.
 std::vector<Value> collect_histories(TraceState& st, TracedProgram& prog);
 
 }  // namespace kiln::detail

@@ -47,9 +47,6 @@ void check_history_grads_unread(const TraceState& st, const TensorImpl& t, Sourc
 
 }  // namespace
 
-// What the call writes besides its outputs: parameter updates, and the .grad of
-// captured tensors and arguments that backward() inside the trace produced
-// (extra plan outputs, or parameter updates for grads that exist already).
 void collect_grad_writebacks(TraceState& st, TracedProgram& prog, std::vector<GradGuard>& guards,
                              SourceLoc where) {
   for (auto& [p, v] : st.param_current) st.graph.updates.push_back(ParamUpdate{p, v});
@@ -92,19 +89,13 @@ void collect_grad_writebacks(TraceState& st, TracedProgram& prog, std::vector<Gr
             [](auto& a, auto& b) { return a.param < b.param; });
 }
 
-// Arguments the body wrote in place: their final values become plan outputs
-// that the call copies into the caller's tensors.
 void collect_arg_writes(TraceState& st, TracedProgram& prog) {
-  for (NodeId id : st.graph.args()) {
-    const int64_t a = st.graph[id].attrs.i(AttrKey::index);
-    if (a < 0 || a >= static_cast<int64_t>(st.args.size())) continue;  // a seed of the backward
-    const Value now = st.args[static_cast<size_t>(a)]->value;
-    if (now != Value(id)) prog.arg_writes.push_back({a, add_output(st, now)});
-  }
+  const std::vector<NodeId> called = st.graph.args();  // the values as called, in order
+  for (size_t a = 0; a < st.args.size(); ++a)
+    if (const Value now = st.args[a]->value; now != Value(called[a]))
+      prog.arg_writes.push_back({static_cast<int64_t>(a), add_output(st, now)});
 }
 
-// Arguments and captured tensors written in place with grad on: their new
-// history (or its loss), and the values that become the tape node's extra outputs.
 std::vector<Value> collect_histories(TraceState& st, TracedProgram& prog) {
   std::vector<Value> roots;
   auto add = [&](const TensorImpl* key, std::shared_ptr<TensorImpl> tensor, int64_t arg, Value now) {

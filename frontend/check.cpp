@@ -24,14 +24,14 @@ HostArray host_copy(const TensorImpl& t) {
   return h;
 }
 
-// The plan compared kernel by kernel with the reference kernels
-// (codegen/verify.h), on the state the compiled call left.
-void verify_kernels(const TracedCore::Entry& e, const TraceArgs& args, const std::string& name) {
-  std::vector<HostArray> hargs, hparams;
-  for (const Tensor& t : args.tensors) hargs.push_back(host_copy(*t.impl()));
-  for (auto& p : e.traced.params) hparams.push_back(host_copy(*p));
-  verify_plan(*e.compiled.plan, *e.compiled.report, hargs, hparams, name);
-}
+// Host copies of a call's arguments and captured tensors, as they are now.
+struct HostInputs {
+  std::vector<HostArray> args, params;
+  HostInputs(const TracedCore::Entry& e, const TraceArgs& call) {
+    for (const Tensor& t : call.tensors) args.push_back(host_copy(*t.impl()));
+    for (const auto& p : e.traced.params) params.push_back(host_copy(*p));
+  }
+};
 
 // A tensor's whole state (data, .grad, history), to be put back after the eager run.
 struct KeptTensor {
@@ -124,9 +124,8 @@ Tensor cotangent(const Tensor& like, size_t salt) {
 void gradient_targets(const TracedCore::Entry& e, const TraceArgs& args, std::vector<Tensor>* wrt,
                       std::vector<std::string>* names) {
   auto add = [&](const Tensor& t, const std::string& what) {
-    const auto& h = e.traced.histories;
-    if (std::any_of(h.begin(), h.end(),
-                    [&](auto& w) { return w.target.in(args).impl() == t.impl(); }))
+    if (std::ranges::any_of(e.traced.histories,
+                            [&](auto& w) { return w.target.in(args).impl() == t.impl(); }))
       return;  // the body overwrote it
     wrt->push_back(t);
     names->push_back("the gradient w.r.t. " + what);
@@ -189,10 +188,7 @@ std::vector<Tensor> TracedCore::checked_run(Entry& e, const TraceArgs& args) {
     return o;
   };
 
-  // The inputs as the call found them, for rounding_spreads (codegen/verify.h).
-  std::vector<HostArray> args_in, params_in;
-  for (const Tensor& t : args.tensors) args_in.push_back(host_copy(*t.impl()));
-  for (const auto& p : e.traced.params) params_in.push_back(host_copy(*p));
+  const HostInputs in(e, args);  // as the call found them, for rounding_spreads (codegen/verify.h)
   Observed eager;
   {
     // What the eager run changes is put back after it (also after a throw).
@@ -202,11 +198,13 @@ std::vector<Tensor> TracedCore::checked_run(Entry& e, const TraceArgs& args) {
   }
   std::vector<Tensor> outs = run(e, args);
   Observed traced = observe(outs);
-  verify_kernels(e, args, name_);
+  // The plan compared kernel by kernel with the reference kernels, on the state the call left.
+  const HostInputs left(e, args);
+  verify_plan(*e.compiled.plan, *e.compiled.report, left.args, left.params, name_);
 
   // The state (the same entries both ways), then the gradients if both runs have them.
   check_runs(e.traced.graph, *e.compiled.report, traced, eager,
-             std::min(traced.what.size(), eager.what.size()), args_in, params_in, name_, where_);
+             std::min(traced.what.size(), eager.what.size()), in.args, in.params, name_, where_);
   return outs;
 }
 

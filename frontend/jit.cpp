@@ -340,8 +340,7 @@ PartitionRequest request_split(TraceState& st, const TracedProgram& t,
 // What the entry keeps of the partition: the forward (and backward) graphs and the layout.
 void take_partition(TracedProgram& t, Partition p) {
   t.graph = std::move(p.forward);
-  if (!p.split) return;
-  if (!p.backward_freed) t.backward = std::make_unique<Graph>(std::move(p.backward));
+  if (p.split && !p.backward_freed) t.backward = std::make_unique<Graph>(std::move(p.backward));
   t.split = std::move(p);
 }
 
@@ -351,26 +350,22 @@ std::unique_ptr<TracedCore::Entry> TracedCore::trace(const Signature& sig, bool 
   TraceSpan span("trace", "trace " + name_);
   auto e = std::make_unique<Entry>();
   e->key = sig;
-  const Signature& k = e->key;
 
   auto t0 = std::chrono::steady_clock::now();
   TraceState st;
-  TraceArgs sym{{}, k.numbers, k.is_tensor};
+  TraceArgs sym{{}, sig.numbers, sig.is_tensor};
   st.builder.loc = where_;
-  for (size_t i = 0; i < k.types.size(); ++i)
-    sym.tensors.push_back(st.add_arg(static_cast<int64_t>(i), k.types[i],
-                                     k.grad_mode && k.requires_grad[i] != 0,
-                                     k.requires_grad[i] == 2));
-  std::vector<Tensor> outs;
-  bool outs_need_grad = false;
+  for (size_t i = 0; i < sig.types.size(); ++i)
+    sym.tensors.push_back(st.add_arg(static_cast<int64_t>(i), sig.types[i],
+                                     sig.grad_mode && sig.requires_grad[i] != 0,
+                                     sig.requires_grad[i] == 2));
   {
     TraceScope scope(&st);
-    outs = body_(sym);
+    const std::vector<Tensor> outs = body_(sym);
     for (const Tensor& o : outs) {
       if (!o.defined())
         throw Error("traced function '" + name_ + "' returned an undefined tensor", where_);
       st.graph.outputs.push_back(st.value_of(o, where_));
-      outs_need_grad = outs_need_grad || o.requires_grad();
     }
     e->traced.user_outputs = outs.size();
     collect_grad_writebacks(st, e->traced, e->guards, where_);
@@ -379,7 +374,9 @@ std::unique_ptr<TracedCore::Entry> TracedCore::trace(const Signature& sig, bool 
     // Outputs that require grad get a tape node, as eager ops would give them,
     // also when the body ran backward() itself; so do tensors written in place
     // with values that require grad.
-    e->traced.autograd_call = (k.grad_mode && outs_need_grad) || !history_roots.empty();
+    e->traced.autograd_call =
+        (sig.grad_mode && std::ranges::any_of(outs, &Tensor::requires_grad)) ||
+        !history_roots.empty();
     const PartitionRequest req = e->traced.autograd_call
                                      ? request_split(st, e->traced, outs, history_roots)
                                      : PartitionRequest{};
@@ -530,10 +527,8 @@ std::function<std::vector<Tensor>(autograd::Context*, std::vector<Tensor>)> tape
     }
     std::vector<Tensor> result =
         detail::run_plan(*bwd->get(), bwd->graph(), bargs, params, "traced function", name, where);
-    const auto& reached_by = split.wrt_reached_by;
-    for (size_t j = 0; j < result.size() && j < reached_by.size(); ++j)
-      if (std::none_of(reached_by[j].begin(), reached_by[j].end(), given_root))
-        result[j] = Tensor();
+    for (size_t j = 0; j < result.size() && j < split.wrt_reached_by.size(); ++j)
+      if (std::ranges::none_of(split.wrt_reached_by[j], given_root)) result[j] = Tensor();
     return result;
   };
 }

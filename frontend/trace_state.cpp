@@ -118,9 +118,7 @@ Tensor TraceState::grad_of(const Tensor& t, SourceLoc loc, bool user_read) {
   if (it != grads.end()) return it->second.current;
   if (key->symbolic() || !key->grad) return Tensor();
   // A gradient accumulated before the call: read it as a parameter.
-  GradSlot slot;
-  slot.owner = t.impl_ptr();
-  slot.initial = key->grad;
+  GradSlot slot{.owner = t.impl_ptr(), .initial = key->grad};
   if (known_zero(*key->grad)) {
     // Zeros a compiled plan left (zero_() at the end of a traced step): a constant,
     // under a guard that nothing has written the buffer since.
@@ -138,15 +136,10 @@ Tensor TraceState::grad_of(const Tensor& t, SourceLoc loc, bool user_read) {
 
 void TraceState::set_grad(const Tensor& t, const Tensor& g, bool assigned) {
   const TensorImpl* key = t.impl();
-  auto it = grads.find(key);
-  if (it == grads.end()) {
-    GradSlot slot;
-    slot.owner = t.impl_ptr();
-    if (!key->symbolic()) slot.initial = key->grad;
-    it = grads.emplace(key, slot).first;
-  }
-  it->second.current = g;
-  it->second.assigned = it->second.assigned || assigned;
+  GradSlot fresh{.owner = t.impl_ptr(), .initial = key->symbolic() ? nullptr : key->grad};
+  GradSlot& slot = grads.try_emplace(key, std::move(fresh)).first->second;
+  slot.current = g;
+  slot.assigned = slot.assigned || assigned;
 }
 
 namespace {
@@ -206,10 +199,9 @@ std::vector<Tensor> TraceState::backward(const std::vector<Tensor>& roots,
     used.push_back(reach[v.node] ? t : Tensor());
     if (reach[v.node]) wrt_vals.push_back(v);
   }
-  const std::vector<Value> grads_v = [&] {
-    LocScope at(builder, loc);
-    return build_gradients(builder, root_vals, seed_vals, wrt_vals, detail::custom_function_vjp());
-  }();
+  LocScope at(builder, loc);  // the gradients, and what the rest adds, are recorded at `loc`
+  const std::vector<Value> grads_v =
+      build_gradients(builder, root_vals, seed_vals, wrt_vals, detail::custom_function_vjp());
 
   std::vector<Tensor> result(used.size());
   size_t k = 0;

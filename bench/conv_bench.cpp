@@ -21,7 +21,11 @@
 //                 written, W read, dW written
 //
 // Counters: roofline_ratio = max(GEMM floor, memory floor) / the achieved time
-// (1 = at the roofline); gemm_ratio and mem_ratio, each floor alone over the
+// (1 = at the roofline); cpu_roofline_ratio, the same in the calling thread's
+// CPU time, floors and run alike: with KILN_NUM_THREADS=1 all the work runs on
+// that thread, and on a loaded machine this ratio stays put while the wall
+// clock's does not (other processes' time slices fall outside both sides of
+// it); gemm_ratio and mem_ratio, each floor alone over the
 // achieved time; GFLOP/s achieved and blas_GFLOP/s (the GEMM floor's rate); on
 // traced rows, speedup = the eager row's time / this row's, from this run
 // (absent when the eager row was filtered out; with repetitions it uses the
@@ -34,6 +38,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <map>
 #include <string>
 
@@ -100,17 +105,38 @@ double im2col_bytes(const ConvShape& s, int pass) {
   return 4 * (pass == kForward ? forward : forward + backward);
 }
 
+// The calling thread's CPU time, in seconds.
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+// Seconds, by the wall clock and in the calling thread's CPU time.
+struct Seconds {
+  double wall = 0, cpu = 0;
+};
+Seconds operator+(Seconds a, Seconds b) {
+  return {a.wall + b.wall, a.cpu + b.cpu};
+}
+Seconds min(Seconds a, Seconds b) {
+  return {std::min(a.wall, b.wall), std::min(a.cpu, b.cpu)};
+}
+
 // Best time of `f` over at least 5 runs and 0.2 s, after one warm-up run (on a
-// shared machine other processes only ever slow a run down).
+// shared machine other processes only ever slow a run down), by each clock.
 template <class F>
-double best_seconds(F f) {
+Seconds best_seconds(F f) {
   f();
-  double best = 1e30, total = 0;
+  Seconds best{1e30, 1e30};
+  double total = 0;
   for (int rep = 0; rep < 5 || total < 0.2; ++rep) {
     const auto t0 = Clock::now();
+    const double c0 = thread_cpu_seconds();
     f();
+    const double c = thread_cpu_seconds() - c0;
     const double t = std::chrono::duration<double>(Clock::now() - t0).count();
-    best = std::min(best, t);
+    best = min(best, {t, c});
     total += t;
   }
   return best;
@@ -123,38 +149,39 @@ View view(const Tensor& t) {
 // matmul_cpu alone on out = a @ b for dense operands of these shapes: the best
 // of its runs, with its small-product kernels (libxsmm) and without (OpenBLAS
 // alone), whichever is faster; cached by shape.
-double product_seconds(const Shape& a, const Shape& b, const Shape& out) {
-  static std::map<std::string, double> cache;
+Seconds product_seconds(const Shape& a, const Shape& b, const Shape& out) {
+  static std::map<std::string, Seconds> cache;
   const std::string key = shape_str(a) + shape_str(b);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   manual_seed(1);
   Tensor ta = randn(a), tb = randn(b), to = zeros(out);
   const bool small = small_gemm_enabled();
-  const double with = best_seconds([&] { matmul_cpu(view(ta), view(tb), view(to)); });
+  const Seconds with = best_seconds([&] { matmul_cpu(view(ta), view(tb), view(to)); });
   set_small_gemm_enabled(false);
-  const double without = best_seconds([&] { matmul_cpu(view(ta), view(tb), view(to)); });
+  const Seconds without = best_seconds([&] { matmul_cpu(view(ta), view(tb), view(to)); });
   set_small_gemm_enabled(small);
-  return cache[key] = std::min(with, without);
+  return cache[key] = min(with, without);
 }
 
 // The GEMM floor: each of the conv's products the faster of two ways, one GEMM
 // per image (as the im2col layout [N, K, H'W'] gives) or one tall GEMM over the
 // whole batch (the layout [N H'W', K]).
 // Grouped: each group's products, times the groups.
-double gemm_floor_seconds(const ConvShape& s, int pass) {
+Seconds gemm_floor_seconds(const ConvShape& s, int pass) {
   const int64_t n = s.n, o = s.og(), kk = s.rows(), cols = s.cols(), all = n * cols;
   // y = W P
-  double t = std::min(product_seconds({o, kk}, {n, kk, cols}, {n, o, cols}),
+  Seconds t = min(product_seconds({o, kk}, {n, kk, cols}, {n, o, cols}),
                       product_seconds({all, kk}, {kk, o}, {all, o}));
   if (pass == kTrain) {
     // dW = dY P^T
-    t += std::min(product_seconds({n, o, cols}, {n, cols, kk}, {n, o, kk}),
+    t = t + min(product_seconds({n, o, cols}, {n, cols, kk}, {n, o, kk}),
                   product_seconds({o, all}, {all, kk}, {o, kk}));
     // dP = W^T dY
-    t += std::min(product_seconds({kk, o}, {n, o, cols}, {n, kk, cols}),
+    t = t + min(product_seconds({kk, o}, {n, o, cols}, {n, kk, cols}),
                   product_seconds({all, o}, {o, kk}, {all, kk}));
   }
-  return t * double(s.groups);
+  const double g = double(s.groups);
+  return {t.wall * g, t.cpu * g};
 }
 
 // Seconds per eager iteration, by shape and pass, for the traced rows' speedup.
@@ -201,16 +228,20 @@ void BM_Conv2d(benchmark::State& state, ConvShape s, int pass) {
   };
   run();  // compile outside the timed loop
   run();
-  const double floor_gemm = gemm_floor_seconds(s, pass);
+  const Seconds floors = gemm_floor_seconds(s, pass);
+  const double floor_gemm = floors.wall;
   const double floor_mem = im2col_bytes(s, pass) / bench::triad_bytes_per_second();
 
   const auto t0 = Clock::now();
+  const double c0 = thread_cpu_seconds();
   for (auto _ : state) run();
-  const double t = std::chrono::duration<double>(Clock::now() - t0).count() /
-                   static_cast<double>(state.iterations());
+  const double iterations = static_cast<double>(state.iterations());
+  const double cpu = (thread_cpu_seconds() - c0) / iterations;
+  const double t = std::chrono::duration<double>(Clock::now() - t0).count() / iterations;
 
   state.SetLabel(s.str() + ", " + mode_name(mode));
   state.counters["roofline_ratio"] = std::max(floor_gemm, floor_mem) / t;
+  state.counters["cpu_roofline_ratio"] = std::max(floors.cpu, floor_mem) / cpu;
   state.counters["gemm_ratio"] = floor_gemm / t;
   state.counters["mem_ratio"] = floor_mem / t;
   state.counters["GFLOP/s"] = gemm_flops(s, pass) / t / 1e9;

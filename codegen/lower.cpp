@@ -105,6 +105,18 @@ kir::Kernel lower_in_mode(const Graph& g, const FusionGroup& group, const LowerO
     const int64_t d = divisions(other);
     if (d < least) best = std::move(other), least = d;
   }
+  // Longer rows where a reshape merges the output's trailing dims, one loop over
+  // them, dividing as little or less: a bias added to a conv's [N, O, H'W'] product and written as
+  // [N, O, H', W'] takes its channel apart once per H'W' elements, not once per
+  // W', and its inner loop is H'W' long (bench_conv).
+  if (group.kind == GroupKind::Elementwise || group.kind == GroupKind::Copy ||
+      group.kind == GroupKind::Matmul)
+    for (Shape& space : merged_spaces_of(g, group, widest->shape)) {
+      const int64_t merged = space.back();
+      kir::Kernel other = Lowering(g, group, opts, Mode::rows, {merged}, std::move(space)).run();
+      const int64_t d = divisions(other);
+      if (d < least || (d == least && other.range < best.range)) best = std::move(other), least = d;
+    }
   return best;
 }
 

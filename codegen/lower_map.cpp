@@ -13,6 +13,11 @@ void Lowering::lower_map() {
   Shape space = g_.type(outs[0]).shape;
   for (Value v : outs)
     if (g_.type(v).numel() > kiln::numel(space)) space = g_.type(v).shape;
+  if (!space_.empty()) {
+    if (mode_ != Mode::rows || kiln::numel(space_) != kiln::numel(space))
+      fail("the iteration space ", shape_str(space_), " is not the rows of ", shape_str(space));
+    space = space_;
+  }
   const int64_t n = kiln::numel(space);
 
   std::vector<int32_t> bufs;
@@ -117,6 +122,27 @@ std::vector<int64_t> Lowering::split_last_dim(const Shape& space) const {
   std::vector<int64_t> loops;
   for (size_t i = cuts.size() - 1; i > 0; --i) loops.push_back(cuts[i] / cuts[i - 1]);
   return loops;
+}
+
+std::vector<Shape> merged_spaces_of(const Graph& g, const FusionGroup& grp, const Shape& out) {
+  std::vector<Shape> spaces;
+  if (out.size() < 2) return spaces;
+  const int64_t n = kiln::numel(out);
+  for (NodeId id : grp.nodes) {
+    const Node& nd = g.node(id);
+    if (nd.op != OpKind::reshape) continue;
+    for (const Shape* s : {&g.type(nd.operands[0]).shape, &nd.type().shape}) {
+      if (kiln::numel(*s) != n || s->empty() || s->back() <= out.back()) continue;
+      int64_t p = 1;
+      size_t first = out.size();
+      while (first > 0 && p < s->back()) p *= out[--first];
+      if (p != s->back() || first + 1 >= out.size()) continue;
+      Shape space(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(first));
+      space.push_back(p);
+      if (std::find(spaces.begin(), spaces.end(), space) == spaces.end()) spaces.push_back(space);
+    }
+  }
+  return spaces;
 }
 
 std::vector<std::vector<int64_t>> dim_runs_of(const Graph& g, const FusionGroup& grp, int64_t n,

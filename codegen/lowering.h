@@ -63,19 +63,30 @@ std::vector<int64_t> reduced_dims(const Node& n, int64_t rank);
 std::vector<std::vector<int64_t>> dim_runs_of(const Graph& g, const FusionGroup& grp, int64_t n,
                                               int64_t e);
 
+// Coarser iteration spaces for the rows mode over an output `out`: out's
+// leading dims and, as one last dim, a run of its trailing dims whose product
+// is the last dim of a reshape's operand or result in the group (of out's
+// size), so the rows are longer and fewer. A conv's [N, O, H', W'] output
+// computed as [N, O, H'W'] gives [N, O, H'W'].
+std::vector<Shape> merged_spaces_of(const Graph& g, const FusionGroup& grp, const Shape& out);
+
 // Lowers one group in one mode (lower_group picks the mode).
 class Lowering {
  public:
   // `inner_loops`: the rows mode's inner loop extents, outer to inner (their
-  // product the last dim); empty for split_last_dim's.
+  // product the last dim); empty for split_last_dim's. `space`: the rows mode's
+  // iteration space for an elementwise, copy or epilogue kernel, a shape of its
+  // widest output's size (trailing dims merged: merged_spaces_of); empty for
+  // that output's own shape.
   Lowering(const Graph& g, const FusionGroup& grp, const LowerOptions& opts, Mode mode,
-           std::vector<int64_t> inner_loops = {})
+           std::vector<int64_t> inner_loops = {}, Shape space = {})
       : g_(g),
         grp_(grp),
         opts_(opts),
         mode_(mode),
         kb_("kernel"),
-        inner_loops_(std::move(inner_loops)) {
+        inner_loops_(std::move(inner_loops)),
+        space_(std::move(space)) {
     for (NodeId id : grp.nodes) members_.insert(id);
   }
 
@@ -251,6 +262,7 @@ class Lowering {
   ValueId row_ = kNoValue;  // the outer index of a reduction kernel
   std::vector<ValueId> row_dims_;
   std::vector<int64_t> inner_loops_;  // rows mode of lower_map: see split_last_dim
+  Shape space_;                       // rows mode of lower_map: see the constructor
   int delinearized_ = 0;
 };
 

@@ -184,6 +184,25 @@ Tensor windows2d(const Tensor& x, ExpandingArray2 k, ExpandingArray2 s, Expandin
   return windows(windows(xp, 2, k[0], s[0], d[0], e[0].out, l), 4, k[1], s[1], d[1], e[1].out, l);
 }
 
+// The same windows as conv2d's patches, [N, C, kH, kW, H', W']. Traced, where
+// windows() stacks the width's taps, they are stacked straight into their
+// place before H': the gradient then reads the patch gradient in the GEMM's own
+// layout, where a permute of windows2d's would copy it (a kernel of its own,
+// since each tap reads it at its own places).
+Tensor conv_patches(const Tensor& x, ExpandingArray2 k, ExpandingArray2 s, ExpandingArray2 d,
+                    const Extent (&e)[2], ExpandingArray2 p, Loc l) {
+  const int64_t width = x.size(3) + p[1] + e[1].high, span = (k[1] - 1) * d[1] + 1;
+  const bool own_stride = s[1] >= span && e[1].out * s[1] <= width;  // windows()' first form
+  if (!current_trace() || own_stride)
+    return windows2d(x, k, s, d, e, p, l).permute({0, 1, 2, 4, 3, 5}, l);
+  Tensor rows =
+      windows(pad2d(x, 2, p, e, l), 2, k[0], s[0], d[0], e[0].out, l);  // [N, C, kH, H', W]
+  std::vector<Tensor> taps;
+  for (int64_t a = 0; a < k[1]; ++a)
+    taps.push_back(rows.slice(4, a * d[1], a * d[1] + (e[1].out - 1) * s[1] + 1, s[1], l));
+  return stack(taps, 3, l);
+}
+
 struct PoolGeometry {
   ExpandingArray2 stride;
   Extent e[2];
@@ -294,16 +313,17 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Exp
           operands, l);
     const int64_t rows = c / groups * k[0] * k[1], cols = e[0].out * e[1].out;
     const int64_t cg = c / groups, og = o / groups;
-    Tensor win = windows2d(x, k, stride, dilation, e, padding, l);  // [N, C, kH, H', kW, W']
     Tensor y;  // [N, G, O/G, H' W']
     if (direct_conv(x, rows, og)) {
+      Tensor win = windows2d(x, k, stride, dilation, e, padding, l);  // [N, C, kH, H', kW, W']
       // Each output a sum of `rows` products, read from the windows in place:
       // [N, G, 1, C/G, kH, H', kW, W'] x [1, G, O/G, C/G, kH, 1, kW, 1] summed over C/G, kH, kW.
       Tensor wv = weight.reshape({1, groups, og, cg, k[0], 1, k[1], 1}, l);
       Tensor xv = win.reshape({n, groups, 1, cg, k[0], e[0].out, k[1], e[1].out}, l);
       y = xv.mul(wv, l).sum({3, 4, 6}, false, l).reshape({n, groups, og, cols}, l);
     } else {
-      Tensor patches = win.permute({0, 1, 2, 4, 3, 5}, l).reshape({n, groups, rows, cols}, l);
+      Tensor patches = conv_patches(x, k, stride, dilation, e, padding, l)
+                           .reshape({n, groups, rows, cols}, l);
       y = weight.reshape({groups, og, rows}, l).matmul(patches, l);
     }
     if (bias.defined()) y = y.add(bias.reshape({groups, og, 1}, l), 1, l);

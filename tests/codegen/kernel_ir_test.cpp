@@ -190,7 +190,10 @@ TEST_CASE("a row index divided by a multiple of the row length divides once per 
       GroupKind::Elementwise);
   const std::string inner = got.substr(got.find("for i1"));
   CHECK(!divides(inner));
-  CHECK(got.find("idiv") != std::string::npos);  // before the loop, per row
+  CHECK(got.find("imod") != std::string::npos);  // before the loop, per row
+  // The rows are the product's [2, 3] of 80, not [2, 3, 4] of 20.
+  CHECK(got.find("parallel i0 in [0, 6)") != std::string::npos);
+  CHECK(got.find("for i1 in [0, 80)") != std::string::npos);
 }
 
 TEST_CASE("short rows split too: a conv's padded image divides once per row of 10") {

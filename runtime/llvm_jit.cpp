@@ -5,6 +5,7 @@
 #include <llvm/Analysis/CGSCCPassManager.h>
 #include <llvm/Analysis/LoopAnalysisManager.h>
 #include <llvm/Config/llvm-config.h>
+#include <llvm/ExecutionEngine/Orc/CompileUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/IR/LegacyPassManager.h>
@@ -170,8 +171,24 @@ LlvmJit::LlvmJit() : impl_(std::make_unique<Impl>()) {
   if (has("avx512f") && has("evex512")) I.vector_width = 512;
   I.data_layout = I.target_machine()->createDataLayout().getStringRepresentation();
   disable_loop_strength_reduction();
-  I.jit = unwrap(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(I.jtmb).create(),
-                 "cannot create the ORC LLJIT");
+  // LLJIT only loads objects here (Kiln compiles with its own target machines),
+  // so it gets the data layout rather than a target machine to find it, a
+  // compiler that would make its target machine only when asked to compile, and
+  // no platform: the default one builds an IR module of initialiser functions in
+  // a new LLVMContext for every JITDylib (one per kernel), for static
+  // constructors that kernels never have.
+  I.jit =
+      unwrap(llvm::orc::LLJITBuilder()
+                 .setJITTargetMachineBuilder(I.jtmb)
+                 .setDataLayout(llvm::DataLayout(I.data_layout))
+                 .setCompileFunctionCreator(
+                     [](llvm::orc::JITTargetMachineBuilder b)
+                         -> llvm::Expected<std::unique_ptr<llvm::orc::IRCompileLayer::IRCompiler>> {
+                       return std::make_unique<llvm::orc::ConcurrentIRCompiler>(std::move(b));
+                     })
+                 .setPlatformSetUp(llvm::orc::setUpInactivePlatform)
+                 .create(),
+             "cannot create the ORC LLJIT");
 }
 
 LlvmJit::~LlvmJit() = default;

@@ -1,13 +1,16 @@
 // Small products through libxsmm (runtime/small_gemm.h): which products it
 // takes (the size limit's edges, beta, a transposed right operand), and that
 // matmul_cpu gives the naive product's values with it on and off, for f32 and
-// f64, transposed and strided operands, accumulation (beta 1), and batches of
-// small products split over the pool (a conv's per-image GEMMs).
+// f64, transposed and strided operands, accumulation (beta 1), batches of
+// small products split over the pool (a conv's per-image GEMMs), and kernels
+// first asked for by several threads at once.
 #include <doctest/doctest.h>
 
 #include <atomic>
 #include <cmath>
+#include <latch>
 #include <limits>
+#include <thread>
 #include <vector>
 
 #include "runtime/blas.h"
@@ -188,4 +191,48 @@ TEST_CASE(
       CHECK(product(a, b, {8, 4, n, m}, 0, 0, small) == want);
     }
   }
+}
+
+TEST_CASE(
+    "small_gemm: kernels first asked for by several threads at once give the right products") {
+  // Sizes no other case here uses, so their kernels are made in this case: four
+  // threads start together and run every product, each in its own order, f32
+  // and f64, beta 0 and 1, a plain and read transposed.
+  const std::vector<Sizes> sizes = {{1, 19, 23, 29}, {1, 31, 37, 11}, {1, 41, 3, 43},
+                                    {1, 2, 47, 53},  {1, 59, 61, 7},  {1, 67, 13, 5}};
+  constexpr int kThreads = 4;
+  std::latch start(kThreads);
+  std::atomic<int> wrong{0}, declined{0};
+  auto run_all = [&](int t) {
+    start.arrive_and_wait();
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      const Sizes s = sizes[(i + size_t(t)) % sizes.size()];
+      const std::vector<double> av = whole_numbers(s.n * s.k, 7), bv = whole_numbers(s.k * s.m, 8);
+      const std::vector<double> want = naive_matmul(av, bv, 1, s.n, s.k, s.m);
+      auto check = [&](auto zero, bool trans_a, double beta) {
+        using T = decltype(zero);
+        std::vector<T> a(av.size()), b(bv.begin(), bv.end()), c(want.size(), T(3));
+        for (int64_t r = 0; r < s.n; ++r)
+          for (int64_t p = 0; p < s.k; ++p)
+            a[size_t(trans_a ? p * s.n + r : r * s.k + p)] = T(av[size_t(r * s.k + p)]);
+        if (!small_gemm(trans_a, s.n, s.m, s.k, a.data(), trans_a ? s.n : s.k, b.data(), s.m,
+                        T(beta), c.data(), s.m)) {
+          declined++;
+          return;
+        }
+        for (size_t j = 0; j < want.size(); ++j)
+          if (c[j] != T(want[j] + 3 * beta)) wrong++;
+      };
+      for (bool trans_a : {false, true})
+        for (double beta : {0.0, 1.0}) {
+          check(float(0), trans_a, beta);
+          check(double(0), trans_a, beta);
+        }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) threads.emplace_back(run_all, t);
+  for (std::thread& t : threads) t.join();
+  CHECK(declined == 0);
+  CHECK(wrong == 0);
 }

@@ -1,12 +1,13 @@
-// The pipeline, as one straight list. A graph pass is timed, compared with its
-// input (by printed text) and, when asked, verified and recorded; a schedule
-// step is timed and, when asked, its decisions are printed.
+// The pipeline, as one straight list. A graph pass is timed and, when asked,
+// verified and recorded (its text, and whether it changed its input's text); a
+// schedule step is timed and, when asked, its decisions are printed.
 #include "passes/pipeline.h"
 
 #include <chrono>
 
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "runtime/env.h"
 #include "passes/collectives.h"
 #include "passes/constant_fold.h"
 #include "passes/cse.h"
@@ -61,18 +62,30 @@ double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_c
 
 }  // namespace
 
+bool verify_passes_by_default() {
+#ifdef NDEBUG
+  constexpr bool kDebugBuild = false;
+#else
+  constexpr bool kDebugBuild = true;
+#endif
+  static const bool on = env::flag("KILN_VERIFY", kDebugBuild);
+  return on;
+}
+
 Partition run_partition(Builder& traced, const PartitionRequest& req, std::vector<PassRecord>* log,
                         bool record) {
-  const std::string before = log ? print_graph(traced.graph()) : std::string();
+  const std::string before = log && record ? print_graph(traced.graph()) : std::string();
   const auto start = std::chrono::steady_clock::now();
   Partition p = partition(traced, req);
   const auto stop = std::chrono::steady_clock::now();
   if (log) {
     PassRecord r;
     r.name = kStages[0].name;
-    r.changed = p.split || print_graph(p.forward) != before;
     r.ms = ms_between(start, stop);
-    if (record) r.graph_text = partition_str(p);
+    if (record) {
+      r.changed = p.split || print_graph(p.forward) != before;
+      r.graph_text = partition_str(p);
+    }
     log->push_back(std::move(r));
   }
   return p;
@@ -81,7 +94,9 @@ Partition run_partition(Builder& traced, const PartitionRequest& req, std::vecto
 Graph optimize_graph(const Graph& g, const PipelineOptions& opts, std::vector<PassRecord>* log) {
   if (opts.verify) verify_after(g, "given to the pipeline");
   Graph current = g;
-  std::string text = log ? print_graph(current) : std::string();
+  // Printing a graph per pass costs as much as a pass: only for a record.
+  const bool texts = log && opts.record;
+  std::string text = texts ? print_graph(current) : std::string();
   for (const Stage& stage : kStages) {
     if (!stage.pass) continue;
     auto start = std::chrono::steady_clock::now();
@@ -89,14 +104,15 @@ Graph optimize_graph(const Graph& g, const PipelineOptions& opts, std::vector<Pa
     auto stop = std::chrono::steady_clock::now();
     if (opts.verify) verify_after(next, (std::string("after pass ") + stage.name).c_str());
     if (log) {
-      std::string next_text = print_graph(next);
       PassRecord r;
       r.name = stage.name;
-      r.changed = next_text != text;
       r.ms = ms_between(start, stop);
-      if (opts.record) r.graph_text = next_text;
+      if (texts) {
+        r.graph_text = print_graph(next);
+        r.changed = r.graph_text != text;
+        text = r.graph_text;
+      }
       log->push_back(std::move(r));
-      text = std::move(next_text);
     }
     current = std::move(next);
   }

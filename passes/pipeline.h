@@ -34,9 +34,16 @@ struct PassRecord {
   bool graph = true;
 };
 
+/// Whether the verifier runs after every graph pass unless told otherwise:
+/// KILN_VERIFY (default: on in builds without NDEBUG, off in release builds;
+/// the test suites run with it on, tests/CMakeLists.txt).
+bool verify_passes_by_default();
+
 struct PipelineOptions {
-  bool record = false;  // keep each stage's output text in the log
-  bool verify = true;   // run the verifier after every graph pass
+  /// Keep each stage's output text in the log, and say in it whether a graph
+  /// pass changed its input (PassRecord::changed; without record it stays false).
+  bool record = false;
+  bool verify = verify_passes_by_default();  // run the verifier after every graph pass
   ScheduleOptions schedule;
 };
 

@@ -1,10 +1,11 @@
 // Vectorisable transcendental functions as LLVM IR (see llvm_math.h).
 //
-// exp:  n = rint(x / ln2), r = x - n ln2 (Cody-Waite, two constants),
-//       e^r by a polynomial, times 2^n built in the exponent bits in two halves
-//       (so results that overflow or underflow gradually are right). Where 2^n
-//       fits one exponent field (expm1, sigmoid, tanh, erf, gelu), n and 2^n come
-//       from one magic-number addition (reduce_ln2_pow2).
+// exp:  n = rint(x / ln2), r = x - n ln2 (Cody-Waite, two constants), n from
+//       one magic-number addition (reduce_ln2_magic), e^r by a polynomial, times
+//       2^n built in the exponent bits in two halves from that sum's bits (so
+//       results that overflow or underflow gradually are right). Where 2^n fits
+//       one exponent field (expm1, sigmoid, tanh, erf, gelu), the sum's bits
+//       shifted are 2^n itself.
 // log:  x = m 2^e with m in [sqrt(1/2), sqrt(2)) (split in integer arithmetic);
 //       log m = 2 atanh(s), s = (m-1)/(m+1), 2s taken as f - f s (f = m - 1);
 //       subnormals are scaled first. log1p: f of the exact 1 + x from u = 1 + x's
@@ -154,8 +155,11 @@ struct M {
   llvm::Value* fabs(llvm::Value* x) { return call(llvm::Intrinsic::fabs, x); }
   llvm::Value* rint(llvm::Value* x) { return call(llvm::Intrinsic::rint, x); }
   llvm::Value* floor(llvm::Value* x) { return call(llvm::Intrinsic::floor, x); }
+  // x clamped to [lo, hi], a NaN passed through (x86: vmaxps and vminps with x
+  // second, no select of its own), so that the formula after it gives NaN.
   llvm::Value* clamp(llvm::Value* x, double lo, double hi) {
-    return call(llvm::Intrinsic::minnum, call(llvm::Intrinsic::maxnum, x, c(lo)), c(hi));
+    x = sel(b.CreateFCmpOLT(x, c(lo)), c(lo), x);
+    return sel(b.CreateFCmpOGT(x, c(hi)), c(hi), x);
   }
   // Polynomial in x, coefficients highest degree first (Horner, fused where the target can).
   llvm::Value* poly(llvm::Value* x, const std::vector<double>& cs) {
@@ -163,47 +167,49 @@ struct M {
     for (size_t i = 1; i < cs.size(); ++i) r = fma(r, x, c(cs[i]));
     return r;
   }
-  // p * 2^n for integral n up to twice the exponent range, in two exact halves.
-  llvm::Value* scale(llvm::Value* p, llvm::Value* nf) {
-    llvm::Value* n = b.CreateFPToSI(nf, it);
-    llvm::Value* n1 = b.CreateAShr(n, ic(1));
-    llvm::Value* n2 = b.CreateSub(n, n1);
-    auto two_to = [&](llvm::Value* k) {
-      return b.CreateBitCast(b.CreateShl(b.CreateAdd(k, ic(bias)), ic(mant)), ft);
-    };
-    return mul(mul(p, two_to(n1)), two_to(n2));
+  // p * 2^n for t = x / ln2 + (1.5 2^p + 2 bias) as reduce_ln2_magic makes it (with
+  // k = bias): n + 2 bias (in [0, 4 bias]) in t's low bits. 2^n1 2^n2 in two exact
+  // halves, n1 = floor(n / 2) and n2 = n - n1, from t's bits alone: half of them
+  // shifted into the exponent field is n1 + bias there (1.5 2^p's bits, even,
+  // shift out), all of them less that is n2 + bias. Four integer operations, no
+  // conversion.
+  llvm::Value* scale(llvm::Value* p, llvm::Value* t) {
+    llvm::Value* bits = b.CreateBitCast(t, it);
+    llvm::Value* e1 = b.CreateShl(b.CreateLShr(bits, ic(1)), ic(mant));
+    llvm::Value* e2 = b.CreateSub(b.CreateShl(bits, ic(mant)), e1);
+    return mul(mul(p, b.CreateBitCast(e1, ft)), b.CreateBitCast(e2, ft));
   }
   // ln2 split so that n * hi is exact for every n the reductions produce.
   double ln2_hi() const { return dbl ? 0x1.62e42fefa2000p-1 : 0x1.63p-1; }
   double ln2_lo() const { return dbl ? 7.371002565167799e-13 : -2.12194440054690583e-4; }
 
-  // x - n ln2 with n = rint(x / ln2).
-  void reduce_ln2(llvm::Value* x, llvm::Value** n, llvm::Value** r) {
-    *n = rint(mul(x, c(1.4426950408889634)));
-    llvm::Value* nn = b.CreateFNeg(*n);
-    *r = fma(nn, c(ln2_lo()), fma(nn, c(ln2_hi()), x));
-  }
-
-  // reduce_ln2 and 2^(n + k) at once, for |x| / ln2 well inside 2^(p-2) and n + k
-  // + bias in [0, 2 bias]: t = x / ln2 + (1.5 2^p + bias + k) is an integer whose
-  // low mantissa bits are n + k + bias (n rounded to nearest), so t's bits shifted
-  // into the exponent field are 2^(n + k): no rint, no conversion to an integer,
-  // no addition of the bias.
-  void reduce_ln2_pow2(llvm::Value* x, int k, llvm::Value** n, llvm::Value** r, llvm::Value** s) {
+  // x - n ln2 with n = rint(x / ln2), for |x| / ln2 well inside 2^(p-2): returns
+  // t = x / ln2 + (1.5 2^p + bias + k), an integer whose low mantissa bits are
+  // n + k + bias (n rounded to nearest), so that no rint, conversion to an
+  // integer or addition of the bias is needed to build 2^n from it.
+  llvm::Value* reduce_ln2_magic(llvm::Value* x, int k, llvm::Value** n, llvm::Value** r) {
     const double magic = (dbl ? 0x1.8p52 : 0x1.8p23) + (bias + k);
     llvm::Value* t = fma(x, c(1.4426950408889634), c(magic));
     *n = sub(t, c(magic));
     llvm::Value* nn = b.CreateFNeg(*n);
     *r = fma(nn, c(ln2_lo()), fma(nn, c(ln2_hi()), x));
+    return t;
+  }
+
+  // reduce_ln2_magic and 2^(n + k) at once, for n + k + bias in [0, 2 bias]: t's
+  // bits shifted into the exponent field.
+  void reduce_ln2_pow2(llvm::Value* x, int k, llvm::Value** n, llvm::Value** r, llvm::Value** s) {
+    llvm::Value* t = reduce_ln2_magic(x, k, n, r);
     *s = b.CreateBitCast(b.CreateShl(b.CreateBitCast(t, it), ic(mant)), ft);
   }
 
+  // A NaN passes the clamp and every step after it.
   llvm::Value* exp(llvm::Value* x) {
     llvm::Value* xc = dbl ? clamp(x, -746.0, 710.0) : clamp(x, -104.0, 89.0);
     llvm::Value *n, *r;
-    reduce_ln2(xc, &n, &r);
+    llvm::Value* t = reduce_ln2_magic(xc, bias, &n, &r);
     llvm::Value* p = poly(r, dbl ? taylor(13, 0) : kExp32);
-    return sel(isnan(x), x, scale(p, n));
+    return scale(p, t);
   }
 
   // e^x - 1 for x in [-40, 0], accurate near 0.
@@ -486,8 +492,7 @@ struct M {
     reduce_ln2_pow2(xc, -1, &n, &r, &s);
     llvm::Value* p = mul(r, poly(r, dbl ? taylor(14, 1) : kExpm1Over32));
     llvm::Value* res = mul(fma(s, p, sub(s, c(0.5))), c(2.0));
-    res = sel(b.CreateFCmpOLT(fabs(x), c(dbl ? 0x1p-54 : 0x1p-25)), x, res);
-    return sel(isnan(x), x, res);
+    return sel(b.CreateFCmpOLT(fabs(x), c(dbl ? 0x1p-54 : 0x1p-25)), x, res);
   }
 
   llvm::Value* ceil(llvm::Value* x) { return call(llvm::Intrinsic::ceil, x); }
@@ -505,7 +510,7 @@ struct M {
     std::vector<double> cs = dbl ? taylor(13, 0) : kExp32;
     for (double& v : cs) v *= 2;  // exact
     llvm::Value* e = mul(poly(r, cs), s);
-    return sel(isnan(x), x, div(c(1.0), add(c(1.0), e)));
+    return div(c(1.0), add(c(1.0), e));
   }
 
   // max(x, y) + log1p(exp(-|x - y|)), and x + log 2 where x == y (+-inf too).

@@ -200,11 +200,33 @@ struct M {
     return t;
   }
 
-  // reduce_ln2_magic and 2^(n + k) at once, for n + k + bias in [0, 2 bias]: t's
-  // bits shifted into the exponent field.
+  // 2^(n + k) from reduce_ln2_magic's t, for n + k + bias in [0, 2 bias]: t's bits
+  // shifted into the exponent field.
+  llvm::Value* pow2_bits(llvm::Value* t) {
+    return b.CreateBitCast(b.CreateShl(b.CreateBitCast(t, it), ic(mant)), ft);
+  }
+
+  // reduce_ln2_magic and 2^(n + k) at once.
   void reduce_ln2_pow2(llvm::Value* x, int k, llvm::Value** n, llvm::Value** r, llvm::Value** s) {
-    llvm::Value* t = reduce_ln2_magic(x, k, n, r);
-    *s = b.CreateBitCast(b.CreateShl(b.CreateBitCast(t, it), ic(mant)), ft);
+    *s = pow2_bits(reduce_ln2_magic(x, k, n, r));
+  }
+
+  // e^(-w q)'s reduction taken of q itself, for a power of two w: t as
+  // reduce_ln2_magic makes it for -w q, and r2 = q + n ln2 / w, so that -w r2 is
+  // the reduced argument (n ln2 / w as exact as n ln2). The caller evaluates its
+  // polynomial in r2 with coefficients scaled by powers of -w (in_neg): the same
+  // values as of -w q, scaled exactly, with no negation or multiplication by w.
+  llvm::Value* reduce_ln2_neg(llvm::Value* q, double w, int k, llvm::Value** r2) {
+    const double magic = (dbl ? 0x1.8p52 : 0x1.8p23) + (bias + k);
+    llvm::Value* t = fma(q, c(-w * 1.4426950408889634), c(magic));
+    llvm::Value* n = sub(t, c(magic));
+    *r2 = fma(n, c(ln2_lo() / w), fma(n, c(ln2_hi() / w), q));
+    return t;
+  }
+  // P(-w r) (cs highest degree first) as a polynomial in r, times (-w)^extra.
+  static std::vector<double> in_neg(std::vector<double> cs, double w, int extra = 0) {
+    for (size_t i = 0; i < cs.size(); ++i) cs[i] *= std::pow(-w, double(cs.size() - 1 - i) + extra);
+    return cs;
   }
 
   // A NaN passes the clamp and every step after it.
@@ -216,12 +238,12 @@ struct M {
     return scale(p, t);
   }
 
-  // e^x - 1 for x in [-40, 0], accurate near 0.
-  llvm::Value* expm1_neg(llvm::Value* x) {
-    llvm::Value *n, *r, *s;
-    reduce_ln2_pow2(x, 0, &n, &r, &s);
-    // r + r^2/2! + ... = r * (1 + r/2! + r^2/3! + ...)
-    llvm::Value* p = mul(r, poly(r, dbl ? taylor(14, 1) : kExpm1Over32));
+  // e^(-w q) - 1 for w q in [0, 40], accurate near 0 (reduce_ln2_neg).
+  llvm::Value* expm1_neg(llvm::Value* q, double w) {
+    llvm::Value* r2;
+    llvm::Value* s = pow2_bits(reduce_ln2_neg(q, w, 0, &r2));
+    // r + r^2/2! + ... = r * (1 + r/2! + r^2/3! + ...), r = -w r2
+    llvm::Value* p = mul(r2, poly(r2, in_neg(dbl ? taylor(14, 1) : kExpm1Over32, w, 1)));
     return fma(s, p, sub(s, c(1.0)));
   }
 
@@ -328,7 +350,7 @@ struct M {
     // |x| clamped to 20 so that a NaN passes (vminps keeps its second operand).
     llvm::Value* a = fabs(x);
     a = sel(b.CreateFCmpOGT(a, c(20.0)), c(20.0), a);
-    llvm::Value* t = expm1_neg(mul(a, c(-2.0)));
+    llvm::Value* t = expm1_neg(a, 2.0);
     llvm::Value* r = div(t, sub(c(-2.0), t));
     return call(llvm::Intrinsic::copysign, r, x);
   }
@@ -390,17 +412,12 @@ struct M {
   // 1/2: exp's reduction taken of q itself, n = rint(-w q / ln2) and r2 = q + q_lo
   // + n ln2 / w (exact but for the last addition), e^r = P(-w r2) with P's
   // coefficients scaled by powers of -w (exactly), times 2^n from t's bits
-  // (reduce_ln2_pow2): no negation, no clamp, no multiplication by w.
+  // (reduce_ln2_neg): no negation, no clamp, no multiplication by w.
   llvm::Value* exp_neg32(llvm::Value* q, llvm::Value* q_lo, double w) {
-    const double magic = 0x1.8p23 + bias;
-    llvm::Value* t = fma(q, c(-w * 1.4426950408889634), c(magic));
-    llvm::Value* n = sub(t, c(magic));
-    llvm::Value* r2 = fma(n, c(ln2_lo() / w), fma(n, c(ln2_hi() / w), q));
+    llvm::Value* r2;
+    llvm::Value* s = pow2_bits(reduce_ln2_neg(q, w, 0, &r2));
     if (q_lo) r2 = add(r2, q_lo);
-    std::vector<double> cs = kExp32;
-    for (size_t i = 0; i < cs.size(); ++i) cs[i] *= std::pow(-w, double(cs.size() - 1 - i));
-    llvm::Value* s = b.CreateBitCast(b.CreateShl(b.CreateBitCast(t, it), ic(mant)), ft);
-    return mul(poly(r2, cs), s);
+    return mul(poly(r2, in_neg(kExp32, w)), s);
   }
 
   // f32 erf: the odd polynomial below 1/2, 1 - erfc(a) above with erfc(a) =
@@ -507,13 +524,14 @@ struct M {
   // exp's scaling in two halves: with 2 e^r times 2^(n-1) from its bits, -x
   // clamped to [-87.5, 89] (f32; [-708, 710] f64) makes the scale 0 at the
   // bottom, where the result is 1, and the product infinite above the range.
+  // The reduction is taken of x (reduce_ln2_neg): no negation.
   llvm::Value* sigmoid(llvm::Value* x) {
-    llvm::Value *n, *r, *s;
-    reduce_ln2_pow2(clamp(b.CreateFNeg(x), dbl ? -708.0 : -87.5, dbl ? 710.0 : 89.0), -1, &n, &r,
-                    &s);
+    llvm::Value* r2;
+    llvm::Value* s =
+        pow2_bits(reduce_ln2_neg(clamp(x, dbl ? -710.0 : -89.0, dbl ? 708.0 : 87.5), 1.0, -1, &r2));
     std::vector<double> cs = dbl ? taylor(13, 0) : kExp32;
     for (double& v : cs) v *= 2;  // exact
-    llvm::Value* e = mul(poly(r, cs), s);
+    llvm::Value* e = mul(poly(r2, in_neg(cs, 1.0)), s);
     return div(c(1.0), add(c(1.0), e));
   }
 

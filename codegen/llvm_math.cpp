@@ -14,7 +14,7 @@
 // sigmoid: 1 / (1 + e^-x), e^-x without exp's gradual underflow.
 // sin, cos: n = rint(x 2/pi), r = x - n pi/2 (Cody-Waite, 3-4 constants short
 //       enough that n * c is exact), polynomials on [-pi/4, pi/4], and the
-//       quadrant n mod 4 picks sin/cos and the sign.
+//       quadrant n mod 4, n's low bits as an integer, picks sin/cos and the sign.
 // tanh: t / (-2 - t) with t = expm1(-2|x|), sign restored (a NaN passes the
 //       clamp of |x|); expm1 is exp's reduction with an e^r - 1 polynomial,
 //       exact at n = 0 for small |x|.
@@ -336,14 +336,16 @@ struct M {
     llvm::Value* sn = fma(mul(r, z), poly(z, dbl ? taylor(17, 3, 2, true) : sin32), r);
     std::vector<double> cc = dbl ? taylor(18, 0, 2, true) : cos32;
     llvm::Value* cs = poly(z, cc);
-    // Quadrant q = n mod 4 in floating point (exact; NaN for NaN/inf, giving NaN).
-    llvm::Value* q = sub(n, mul(c(4.0), floor(mul(n, c(0.25)))));
-    if (cos_shift) q = add(q, c(1.0));
-    llvm::Value* odd = b.CreateOr(b.CreateFCmpOEQ(q, c(1.0)), b.CreateFCmpOEQ(q, c(3.0)));
-    llvm::Value* neg = b.CreateFCmpOGE(q, c(2.0));
-    if (cos_shift) neg = b.CreateAnd(neg, b.CreateFCmpOLT(q, c(4.0)));
-    llvm::Value* v = sel(odd, cs, sn);
-    return sel(neg, b.CreateFNeg(v), v);
+    // Quadrant q = n mod 4 (+1 for cos), the low bits of n as an integer: bit 0
+    // picks cos r, bit 1 flips the sign. n past the integer's range (|x| over 3e9
+    // in f32, where r is no longer reduced exactly anyway), inf or NaN (r and the
+    // result NaN) give some integer, frozen: no poison.
+    llvm::Value* q = b.CreateFreeze(b.CreateFPToSI(n, it));
+    if (cos_shift) q = b.CreateAdd(q, ic(1));
+    llvm::Value* odd = b.CreateICmpNE(b.CreateAnd(q, ic(1)), ic(0));
+    llvm::Value* sign = b.CreateShl(b.CreateAnd(q, ic(2)), ic(dbl ? 62 : 30));
+    llvm::Value* v = b.CreateBitCast(sel(odd, cs, sn), it);
+    return b.CreateBitCast(b.CreateXor(v, sign), ft);
   }
 
   llvm::Value* tanh(llvm::Value* x) {

@@ -1,10 +1,11 @@
 // Vectorisable transcendental functions as LLVM IR (see llvm_math.h).
 //
-// exp:  n = rint(x / ln2), r = x - n ln2 (Cody-Waite, two constants),
-//       e^r by a polynomial, times 2^n built in the exponent bits in two halves
-//       (so results that overflow or underflow gradually are right). Where 2^n
-//       fits one exponent field (expm1, sigmoid, tanh, erf, gelu), n and 2^n come
-//       from one magic-number addition (reduce_ln2_pow2).
+// exp:  n = rint(x / ln2), r = x - n ln2 (Cody-Waite, two constants), n from
+//       one magic-number addition (reduce_ln2_magic), e^r by a polynomial, times
+//       2^n built in the exponent bits in two halves from that sum's bits (so
+//       results that overflow or underflow gradually are right). Where 2^n fits
+//       one exponent field (expm1, sigmoid, tanh, erf, gelu), the sum's bits
+//       shifted are 2^n itself.
 // log:  x = m 2^e with m in [sqrt(1/2), sqrt(2)) (split in integer arithmetic);
 //       log m = 2 atanh(s), s = (m-1)/(m+1), 2s taken as f - f s (f = m - 1);
 //       subnormals are scaled first. log1p: f of the exact 1 + x from u = 1 + x's
@@ -13,7 +14,7 @@
 // sigmoid: 1 / (1 + e^-x), e^-x without exp's gradual underflow.
 // sin, cos: n = rint(x 2/pi), r = x - n pi/2 (Cody-Waite, 3-4 constants short
 //       enough that n * c is exact), polynomials on [-pi/4, pi/4], and the
-//       quadrant n mod 4 picks sin/cos and the sign.
+//       quadrant n mod 4, n's low bits as an integer, picks sin/cos and the sign.
 // tanh: t / (-2 - t) with t = expm1(-2|x|), sign restored (a NaN passes the
 //       clamp of |x|); expm1 is exp's reduction with an e^r - 1 polynomial,
 //       exact at n = 0 for small |x|.
@@ -107,15 +108,19 @@ const std::vector<double> kErfcxP32 = {1.129853299164374e-05, 0.0620839549970904
 const std::vector<double> kErfcxQ32 = {0.11046695329319409, 0.6445992907878291, 1.61970608899897,
                                        1.997270612001423, 1.0};
 
-// f32 e^r and (e^r - 1) / r on |r| <= ln2 / 2 (exp's reduced argument), degree 6:
-// minimax fits (relative errors 1.9e-9 and 2.3e-10), one term shorter than the
-// Taylor polynomials of degree 7 they replace (5e-9 and 6e-10), codegen/math_fits.py.
+// f32 e^r on |r| <= ln2 / 2 (exp's reduced argument), degree 6: a minimax fit
+// (relative error 1.9e-9), one term shorter than the Taylor polynomial of degree 7
+// it replaced (5e-9), codegen/math_fits.py. Degree 5 (7.5e-8) took exp to 2.5 ulp,
+// past its bound of 2.
 const std::vector<double> kExp32 = {
     0.001383680023558181, 0.008374823858397523, 0.041668226823638695, 0.16666420074995,
     0.49999992072272564,  1.0000000363438577,   1.0000000005547895};
-const std::vector<double> kExpm1Over32 = {
-    0.0001984095598437615, 0.0013941014546220852, 0.008333403457176519, 0.04166635433693977,
-    0.16666666246990378,   0.5000000046676496,    1.0000000000313796};
+// f32 (e^r - 1) / r on |r| <= ln2 / 2, degree 5: a minimax fit (relative error
+// 1.1e-8; it was degree 6, 2.3e-10, and Taylor's of degree 7 before that, 6e-10),
+// codegen/math_fits.py.
+const std::vector<double> kExpm1Over32 = {0.0013888606925417748, 0.00836907500564689,
+                                          0.041667140377943515,  0.166665061638945,
+                                          0.4999999811177934,    1.0000000106330649};
 
 // Emission helpers for one floating type.
 struct M {
@@ -154,8 +159,11 @@ struct M {
   llvm::Value* fabs(llvm::Value* x) { return call(llvm::Intrinsic::fabs, x); }
   llvm::Value* rint(llvm::Value* x) { return call(llvm::Intrinsic::rint, x); }
   llvm::Value* floor(llvm::Value* x) { return call(llvm::Intrinsic::floor, x); }
+  // x clamped to [lo, hi], a NaN passed through (x86: vmaxps and vminps with x
+  // second, no select of its own), so that the formula after it gives NaN.
   llvm::Value* clamp(llvm::Value* x, double lo, double hi) {
-    return call(llvm::Intrinsic::minnum, call(llvm::Intrinsic::maxnum, x, c(lo)), c(hi));
+    x = sel(b.CreateFCmpOLT(x, c(lo)), c(lo), x);
+    return sel(b.CreateFCmpOGT(x, c(hi)), c(hi), x);
   }
   // Polynomial in x, coefficients highest degree first (Horner, fused where the target can).
   llvm::Value* poly(llvm::Value* x, const std::vector<double>& cs) {
@@ -163,55 +171,79 @@ struct M {
     for (size_t i = 1; i < cs.size(); ++i) r = fma(r, x, c(cs[i]));
     return r;
   }
-  // p * 2^n for integral n up to twice the exponent range, in two exact halves.
-  llvm::Value* scale(llvm::Value* p, llvm::Value* nf) {
-    llvm::Value* n = b.CreateFPToSI(nf, it);
-    llvm::Value* n1 = b.CreateAShr(n, ic(1));
-    llvm::Value* n2 = b.CreateSub(n, n1);
-    auto two_to = [&](llvm::Value* k) {
-      return b.CreateBitCast(b.CreateShl(b.CreateAdd(k, ic(bias)), ic(mant)), ft);
-    };
-    return mul(mul(p, two_to(n1)), two_to(n2));
+  // p * 2^n for t = x / ln2 + (1.5 2^p + 2 bias) as reduce_ln2_magic makes it (with
+  // k = bias): n + 2 bias (in [0, 4 bias]) in t's low bits. 2^n1 2^n2 in two exact
+  // halves, n1 = floor(n / 2) and n2 = n - n1, from t's bits alone: half of them
+  // shifted into the exponent field is n1 + bias there (1.5 2^p's bits, even,
+  // shift out), all of them less that is n2 + bias. Four integer operations, no
+  // conversion.
+  llvm::Value* scale(llvm::Value* p, llvm::Value* t) {
+    llvm::Value* bits = b.CreateBitCast(t, it);
+    llvm::Value* e1 = b.CreateShl(b.CreateLShr(bits, ic(1)), ic(mant));
+    llvm::Value* e2 = b.CreateSub(b.CreateShl(bits, ic(mant)), e1);
+    return mul(mul(p, b.CreateBitCast(e1, ft)), b.CreateBitCast(e2, ft));
   }
   // ln2 split so that n * hi is exact for every n the reductions produce.
   double ln2_hi() const { return dbl ? 0x1.62e42fefa2000p-1 : 0x1.63p-1; }
   double ln2_lo() const { return dbl ? 7.371002565167799e-13 : -2.12194440054690583e-4; }
 
-  // x - n ln2 with n = rint(x / ln2).
-  void reduce_ln2(llvm::Value* x, llvm::Value** n, llvm::Value** r) {
-    *n = rint(mul(x, c(1.4426950408889634)));
-    llvm::Value* nn = b.CreateFNeg(*n);
-    *r = fma(nn, c(ln2_lo()), fma(nn, c(ln2_hi()), x));
-  }
-
-  // reduce_ln2 and 2^(n + k) at once, for |x| / ln2 well inside 2^(p-2) and n + k
-  // + bias in [0, 2 bias]: t = x / ln2 + (1.5 2^p + bias + k) is an integer whose
-  // low mantissa bits are n + k + bias (n rounded to nearest), so t's bits shifted
-  // into the exponent field are 2^(n + k): no rint, no conversion to an integer,
-  // no addition of the bias.
-  void reduce_ln2_pow2(llvm::Value* x, int k, llvm::Value** n, llvm::Value** r, llvm::Value** s) {
+  // x - n ln2 with n = rint(x / ln2), for |x| / ln2 well inside 2^(p-2): returns
+  // t = x / ln2 + (1.5 2^p + bias + k), an integer whose low mantissa bits are
+  // n + k + bias (n rounded to nearest), so that no rint, conversion to an
+  // integer or addition of the bias is needed to build 2^n from it.
+  llvm::Value* reduce_ln2_magic(llvm::Value* x, int k, llvm::Value** n, llvm::Value** r) {
     const double magic = (dbl ? 0x1.8p52 : 0x1.8p23) + (bias + k);
     llvm::Value* t = fma(x, c(1.4426950408889634), c(magic));
     *n = sub(t, c(magic));
     llvm::Value* nn = b.CreateFNeg(*n);
     *r = fma(nn, c(ln2_lo()), fma(nn, c(ln2_hi()), x));
-    *s = b.CreateBitCast(b.CreateShl(b.CreateBitCast(t, it), ic(mant)), ft);
+    return t;
   }
 
+  // 2^(n + k) from reduce_ln2_magic's t, for n + k + bias in [0, 2 bias]: t's bits
+  // shifted into the exponent field.
+  llvm::Value* pow2_bits(llvm::Value* t) {
+    return b.CreateBitCast(b.CreateShl(b.CreateBitCast(t, it), ic(mant)), ft);
+  }
+
+  // reduce_ln2_magic and 2^(n + k) at once.
+  void reduce_ln2_pow2(llvm::Value* x, int k, llvm::Value** n, llvm::Value** r, llvm::Value** s) {
+    *s = pow2_bits(reduce_ln2_magic(x, k, n, r));
+  }
+
+  // e^(-w q)'s reduction taken of q itself, for a power of two w: t as
+  // reduce_ln2_magic makes it for -w q, and r2 = q + n ln2 / w, so that -w r2 is
+  // the reduced argument (n ln2 / w as exact as n ln2). The caller evaluates its
+  // polynomial in r2 with coefficients scaled by powers of -w (in_neg): the same
+  // values as of -w q, scaled exactly, with no negation or multiplication by w.
+  llvm::Value* reduce_ln2_neg(llvm::Value* q, double w, int k, llvm::Value** r2) {
+    const double magic = (dbl ? 0x1.8p52 : 0x1.8p23) + (bias + k);
+    llvm::Value* t = fma(q, c(-w * 1.4426950408889634), c(magic));
+    llvm::Value* n = sub(t, c(magic));
+    *r2 = fma(n, c(ln2_lo() / w), fma(n, c(ln2_hi() / w), q));
+    return t;
+  }
+  // P(-w r) (cs highest degree first) as a polynomial in r, times (-w)^extra.
+  static std::vector<double> in_neg(std::vector<double> cs, double w, int extra = 0) {
+    for (size_t i = 0; i < cs.size(); ++i) cs[i] *= std::pow(-w, double(cs.size() - 1 - i) + extra);
+    return cs;
+  }
+
+  // A NaN passes the clamp and every step after it.
   llvm::Value* exp(llvm::Value* x) {
     llvm::Value* xc = dbl ? clamp(x, -746.0, 710.0) : clamp(x, -104.0, 89.0);
     llvm::Value *n, *r;
-    reduce_ln2(xc, &n, &r);
+    llvm::Value* t = reduce_ln2_magic(xc, bias, &n, &r);
     llvm::Value* p = poly(r, dbl ? taylor(13, 0) : kExp32);
-    return sel(isnan(x), x, scale(p, n));
+    return scale(p, t);
   }
 
-  // e^x - 1 for x in [-40, 0], accurate near 0.
-  llvm::Value* expm1_neg(llvm::Value* x) {
-    llvm::Value *n, *r, *s;
-    reduce_ln2_pow2(x, 0, &n, &r, &s);
-    // r + r^2/2! + ... = r * (1 + r/2! + r^2/3! + ...)
-    llvm::Value* p = mul(r, poly(r, dbl ? taylor(14, 1) : kExpm1Over32));
+  // e^(-w q) - 1 for w q in [0, 40], accurate near 0 (reduce_ln2_neg).
+  llvm::Value* expm1_neg(llvm::Value* q, double w) {
+    llvm::Value* r2;
+    llvm::Value* s = pow2_bits(reduce_ln2_neg(q, w, 0, &r2));
+    // r + r^2/2! + ... = r * (1 + r/2! + r^2/3! + ...), r = -w r2
+    llvm::Value* p = mul(r2, poly(r2, in_neg(dbl ? taylor(14, 1) : kExpm1Over32, w, 1)));
     return fma(s, p, sub(s, c(1.0)));
   }
 
@@ -304,21 +336,23 @@ struct M {
     llvm::Value* sn = fma(mul(r, z), poly(z, dbl ? taylor(17, 3, 2, true) : sin32), r);
     std::vector<double> cc = dbl ? taylor(18, 0, 2, true) : cos32;
     llvm::Value* cs = poly(z, cc);
-    // Quadrant q = n mod 4 in floating point (exact; NaN for NaN/inf, giving NaN).
-    llvm::Value* q = sub(n, mul(c(4.0), floor(mul(n, c(0.25)))));
-    if (cos_shift) q = add(q, c(1.0));
-    llvm::Value* odd = b.CreateOr(b.CreateFCmpOEQ(q, c(1.0)), b.CreateFCmpOEQ(q, c(3.0)));
-    llvm::Value* neg = b.CreateFCmpOGE(q, c(2.0));
-    if (cos_shift) neg = b.CreateAnd(neg, b.CreateFCmpOLT(q, c(4.0)));
-    llvm::Value* v = sel(odd, cs, sn);
-    return sel(neg, b.CreateFNeg(v), v);
+    // Quadrant q = n mod 4 (+1 for cos), the low bits of n as an integer: bit 0
+    // picks cos r, bit 1 flips the sign. n past the integer's range (|x| over 3e9
+    // in f32, where r is no longer reduced exactly anyway), inf or NaN (r and the
+    // result NaN) give some integer, frozen: no poison.
+    llvm::Value* q = b.CreateFreeze(b.CreateFPToSI(n, it));
+    if (cos_shift) q = b.CreateAdd(q, ic(1));
+    llvm::Value* odd = b.CreateICmpNE(b.CreateAnd(q, ic(1)), ic(0));
+    llvm::Value* sign = b.CreateShl(b.CreateAnd(q, ic(2)), ic(dbl ? 62 : 30));
+    llvm::Value* v = b.CreateBitCast(sel(odd, cs, sn), it);
+    return b.CreateBitCast(b.CreateXor(v, sign), ft);
   }
 
   llvm::Value* tanh(llvm::Value* x) {
     // |x| clamped to 20 so that a NaN passes (vminps keeps its second operand).
     llvm::Value* a = fabs(x);
     a = sel(b.CreateFCmpOGT(a, c(20.0)), c(20.0), a);
-    llvm::Value* t = expm1_neg(mul(a, c(-2.0)));
+    llvm::Value* t = expm1_neg(a, 2.0);
     llvm::Value* r = div(t, sub(c(-2.0), t));
     return call(llvm::Intrinsic::copysign, r, x);
   }
@@ -380,17 +414,12 @@ struct M {
   // 1/2: exp's reduction taken of q itself, n = rint(-w q / ln2) and r2 = q + q_lo
   // + n ln2 / w (exact but for the last addition), e^r = P(-w r2) with P's
   // coefficients scaled by powers of -w (exactly), times 2^n from t's bits
-  // (reduce_ln2_pow2): no negation, no clamp, no multiplication by w.
+  // (reduce_ln2_neg): no negation, no clamp, no multiplication by w.
   llvm::Value* exp_neg32(llvm::Value* q, llvm::Value* q_lo, double w) {
-    const double magic = 0x1.8p23 + bias;
-    llvm::Value* t = fma(q, c(-w * 1.4426950408889634), c(magic));
-    llvm::Value* n = sub(t, c(magic));
-    llvm::Value* r2 = fma(n, c(ln2_lo() / w), fma(n, c(ln2_hi() / w), q));
+    llvm::Value* r2;
+    llvm::Value* s = pow2_bits(reduce_ln2_neg(q, w, 0, &r2));
     if (q_lo) r2 = add(r2, q_lo);
-    std::vector<double> cs = kExp32;
-    for (size_t i = 0; i < cs.size(); ++i) cs[i] *= std::pow(-w, double(cs.size() - 1 - i));
-    llvm::Value* s = b.CreateBitCast(b.CreateShl(b.CreateBitCast(t, it), ic(mant)), ft);
-    return mul(poly(r2, cs), s);
+    return mul(poly(r2, in_neg(kExp32, w)), s);
   }
 
   // f32 erf: the odd polynomial below 1/2, 1 - erfc(a) above with erfc(a) =
@@ -486,8 +515,7 @@ struct M {
     reduce_ln2_pow2(xc, -1, &n, &r, &s);
     llvm::Value* p = mul(r, poly(r, dbl ? taylor(14, 1) : kExpm1Over32));
     llvm::Value* res = mul(fma(s, p, sub(s, c(0.5))), c(2.0));
-    res = sel(b.CreateFCmpOLT(fabs(x), c(dbl ? 0x1p-54 : 0x1p-25)), x, res);
-    return sel(isnan(x), x, res);
+    return sel(b.CreateFCmpOLT(fabs(x), c(dbl ? 0x1p-54 : 0x1p-25)), x, res);
   }
 
   llvm::Value* ceil(llvm::Value* x) { return call(llvm::Intrinsic::ceil, x); }
@@ -498,14 +526,15 @@ struct M {
   // exp's scaling in two halves: with 2 e^r times 2^(n-1) from its bits, -x
   // clamped to [-87.5, 89] (f32; [-708, 710] f64) makes the scale 0 at the
   // bottom, where the result is 1, and the product infinite above the range.
+  // The reduction is taken of x (reduce_ln2_neg): no negation.
   llvm::Value* sigmoid(llvm::Value* x) {
-    llvm::Value *n, *r, *s;
-    reduce_ln2_pow2(clamp(b.CreateFNeg(x), dbl ? -708.0 : -87.5, dbl ? 710.0 : 89.0), -1, &n, &r,
-                    &s);
+    llvm::Value* r2;
+    llvm::Value* s =
+        pow2_bits(reduce_ln2_neg(clamp(x, dbl ? -710.0 : -89.0, dbl ? 708.0 : 87.5), 1.0, -1, &r2));
     std::vector<double> cs = dbl ? taylor(13, 0) : kExp32;
     for (double& v : cs) v *= 2;  // exact
-    llvm::Value* e = mul(poly(r, cs), s);
-    return sel(isnan(x), x, div(c(1.0), add(c(1.0), e)));
+    llvm::Value* e = mul(poly(r2, in_neg(cs, 1.0)), s);
+    return div(c(1.0), add(c(1.0), e));
   }
 
   // max(x, y) + log1p(exp(-|x - y|)), and x + log 2 where x == y (+-inf too).

@@ -59,7 +59,7 @@ h = mp.log(2) / 2 * mp.mpf("1.0001")  # exp's reduced argument, with margin
 s_max = (mp.sqrt(2) - 1) / (mp.sqrt(2) + 1)  # log's s = f / (f + 2)
 show("kExp32: e^r", fit(mp.exp, -h, h, 6, squared=False, nodes=200))
 show("kExpm1Over32: (e^r - 1) / r",
-     fit(lambda r: mp.expm1(r) / r, -h, h, 6, squared=False, nodes=200))
+     fit(lambda r: mp.expm1(r) / r, -h, h, 5, squared=False, nodes=200))
 show("log1p_reduced (f32): (atanh(s) / s - 1) / s^2 in s^2",
      fit(lambda s: (mp.atanh(s) / s - 1) / s**2, "1e-4", s_max * mp.mpf("1.0001"), 2,
          nodes=150, iters=15))

@@ -140,10 +140,25 @@ Tensor pad2d(const Tensor& x, int64_t dim, ExpandingArray2 p, const Extent (&e)[
 }
 
 // x [..., i, ...] at dim -> [..., k, out, ...], element [a, j] = x[a d + j s].
+// Whether each of `out` windows of k taps (dilation d, stride s) lies inside
+// its own stride of a dim of size i: windows()' reshape form.
+bool own_stride(int64_t i, int64_t k, int64_t s, int64_t d, int64_t out) {
+  return s >= (k - 1) * d + 1 && out * s <= i;
+}
+
+// The k strided slices of dim `dim` of x, stacked as dim `at`.
+Tensor stacked_taps(const Tensor& x, int64_t dim, int64_t k, int64_t s, int64_t d, int64_t out,
+                    int64_t at, Loc l) {
+  std::vector<Tensor> taps;
+  for (int64_t a = 0; a < k; ++a)
+    taps.push_back(x.slice(dim, a * d, a * d + (out - 1) * s + 1, s, l));
+  return stack(taps, at, l);
+}
+
 Tensor windows(const Tensor& x, int64_t dim, int64_t k, int64_t s, int64_t d, int64_t out, Loc l) {
   const int64_t i = x.size(dim);
   Shape split = x.sizes();
-  if (s >= (k - 1) * d + 1 && out * s <= i) {
+  if (own_stride(i, k, s, d, out)) {
     // Each window inside its own stride: a reshape to [out, s], a strided
     // slice of the taps and a transpose to put them first.
     split[dim] = out;
@@ -158,10 +173,7 @@ Tensor windows(const Tensor& x, int64_t dim, int64_t k, int64_t s, int64_t d, in
     // test and load in the fused kernel (the repeat below needs a division per
     // reshape), and the gradient is a fused sum of k pads rather than a
     // reduction over the copies (measured: bench/conv_bench.cpp).
-    std::vector<Tensor> taps;
-    for (int64_t a = 0; a < k; ++a)
-      taps.push_back(x.slice(dim, a * d, a * d + (out - 1) * s + 1, s, l));
-    return stack(taps, dim, l);
+    return stacked_taps(x, dim, k, s, d, out, dim, l);
   }
   const int64_t span = k * (i + d), copies = (span + i - 1) / i;
   Shape repeated = x.sizes(), flat = x.sizes();
@@ -191,16 +203,12 @@ Tensor windows2d(const Tensor& x, ExpandingArray2 k, ExpandingArray2 s, Expandin
 // since each tap reads it at its own places).
 Tensor conv_patches(const Tensor& x, ExpandingArray2 k, ExpandingArray2 s, ExpandingArray2 d,
                     const Extent (&e)[2], ExpandingArray2 p, Loc l) {
-  const int64_t width = x.size(3) + p[1] + e[1].high, span = (k[1] - 1) * d[1] + 1;
-  const bool own_stride = s[1] >= span && e[1].out * s[1] <= width;  // windows()' first form
-  if (!current_trace() || own_stride)
+  const int64_t width = x.size(3) + p[1] + e[1].high;  // padded
+  if (!current_trace() || own_stride(width, k[1], s[1], d[1], e[1].out))
     return windows2d(x, k, s, d, e, p, l).permute({0, 1, 2, 4, 3, 5}, l);
   Tensor rows =
       windows(pad2d(x, 2, p, e, l), 2, k[0], s[0], d[0], e[0].out, l);  // [N, C, kH, H', W]
-  std::vector<Tensor> taps;
-  for (int64_t a = 0; a < k[1]; ++a)
-    taps.push_back(rows.slice(4, a * d[1], a * d[1] + (e[1].out - 1) * s[1] + 1, s[1], l));
-  return stack(taps, 3, l);
+  return stacked_taps(rows, 4, k[1], s[1], d[1], e[1].out, 3, l);
 }
 
 struct PoolGeometry {

@@ -755,6 +755,7 @@ LlvmKernelBinary compile_kernel_llvm(const kir::Kernel& k, const std::string& sy
   if (opts.want_texts) out.llvm_ir = module_text(*m);
   out.irgen_ms = lap();
   jit.optimize(*m, opts.opt);
+  llvm_math::define_vector_variants(*m);
   out.optimize_ms = lap();
   if (opts.want_texts) {
     out.llvm_ir_opt = module_text(*m);

@@ -2,10 +2,12 @@
 // log2, log10, sin, cos, tanh, sigmoid, gelu, erf, log1p, expm1, rounding, sqrt, rsqrt,
 // logaddexp, atan2, hypot) and pow emitted as straight-line LLVM IR (range reduction by bit
 // manipulation, polynomials, selects; no branches, no libm calls), so the
-// loop vectoriser widens them like any other arithmetic. Each takes and
-// returns a scalar `float` or `double` value; the type picks the polynomial
-// degree. Accuracy against correctly rounded results, for arguments in the
-// ranges the tests sweep (|x| < 1e4 for sin/cos):
+// loop vectoriser widens them like any other arithmetic; sin and cos alone are
+// calls of module functions with vector variants, whose lanes past |x| = 1e4
+// take libm's (one branch a vector). Each takes and returns a scalar `float` or
+// `double` value; the type picks the polynomial degree. Accuracy against
+// correctly rounded results, for arguments in the ranges the tests sweep (sin
+// and cos: their fast path's up to |x| = 1e4, libm's 0.56 ulp past it):
 //   f32: exp, log, sin, cos, log1p, expm1 within 2 ulp; tanh, sigmoid, erf within 3 ulp; gelu
 //        within 4.5 ulp where x > -5.6 (below, erfc flushes to 0: |error| < 5e-8);
 //        pow, atan2 and hypot are computed in f64 and rounded once (0.5 ulp + 1e-15).
@@ -22,6 +24,7 @@
 
 namespace llvm {
 class IRBuilderBase;
+class Module;
 class Value;
 }  // namespace llvm
 
@@ -34,6 +37,10 @@ namespace kiln::llvm_math {
 /// 0.5 x (1 + erf(x / sqrt 2)).
 llvm::Value* math(llvm::IRBuilderBase& b, kir::ScalarOp op, llvm::Value* x,
                   llvm::Value* y = nullptr);
+/// After the optimisation pipeline: gives the vector variants of sin and cos that
+/// the loop vectoriser called their bodies, inlines them, and drops the rest
+/// (llvm_math.cpp, "sin and cos of large arguments").
+void define_vector_variants(llvm::Module& m);
 /// Whether math(op) (or pow) is a polynomial expansion of tens of vector
 /// operations per element (exp, tanh, erf, ...: bound by arithmetic), not one
 /// instruction (sqrt, rsqrt, the rounding ops).

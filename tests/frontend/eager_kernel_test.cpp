@@ -33,14 +33,16 @@ Tensor with_kernels(bool on, const std::function<Tensor()>& f) {
   return r;
 }
 
-// |got - want| <= atol + rtol |want|, NaN where the reference has NaN, equal infinities.
+// |got - want| <= atol + rtol |want|, NaN where the reference has NaN, equal
+// infinities, and a zero where both are zero with the reference's sign.
 void check_same(const Tensor& got, const Tensor& want, double rtol, double atol) {
   REQUIRE(got.sizes() == want.sizes());
   const std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
   for (size_t i = 0; i < g.size(); ++i) {
-    const bool ok = std::isnan(w[i])   ? std::isnan(g[i])
-                    : std::isinf(w[i]) ? g[i] == w[i]
-                                       : std::abs(g[i] - w[i]) <= atol + rtol * std::abs(w[i]);
+    const bool ok = std::isnan(w[i])              ? std::isnan(g[i])
+                    : std::isinf(w[i])            ? g[i] == w[i]
+                    : w[i] == 0 && g[i] == 0      ? std::signbit(g[i]) == std::signbit(w[i])
+                                                  : std::abs(g[i] - w[i]) <= atol + rtol * std::abs(w[i]);
     CHECK_MESSAGE(ok, "element ", i, ": ", g[i], " vs ", w[i]);
   }
 }
@@ -106,16 +108,21 @@ TEST_CASE("every math op of the table on eager compiled kernels matches the refe
         auto run = [&] { return detail::apply(k, args, {}, SourceLoc{}); };
         check_same(with_kernels(true, run), with_kernels(false, run), rtol, atol);
       }
-      if (exact) {  // halves (round: to even), signed zero, huge values, NaN, infinities
-        const double inf = std::numeric_limits<double>::infinity();
-        const Tensor specials = tensor({-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, -0.0, 0.49999999999999994,
-                                        1e20, -1e20, std::nan(""), inf, -inf, 4503599627370497.0},
-                                       kFloat64)
-                                    .repeat({5})
-                                    .to(dt);
-        auto run = [&] { return detail::apply(k, {specials}, {}, SourceLoc{}); };
-        check_same(with_kernels(true, run), with_kernels(false, run), 0, 0);
-      }
+      // Halves (round: to even), signed zeros, tiny and huge values, NaN,
+      // infinities; a binary op gets them in both operands, shifted.
+      const double inf = std::numeric_limits<double>::infinity();
+      const Tensor specials = tensor({-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, -0.0, 0.0,
+                                      0.49999999999999994, 1e-30, -1e-30, 1e20, -1e20,
+                                      std::nan(""), inf, -inf, 4503599627370497.0},
+                                     kFloat64)
+                                  .repeat({5})
+                                  .to(dt);
+      std::vector<Tensor> args = {specials};
+      if (op_info(k).arity == 2) args.push_back(specials.roll({3}, {0}));
+      auto run = [&] { return detail::apply(k, args, {}, SourceLoc{}); };
+      CAPTURE(std::string(op_name(k)));
+      CAPTURE(std::string(dtype_name(dt)));
+      check_same(with_kernels(true, run), with_kernels(false, run), rtol, atol);
     }
   }
   CHECK(checked >= 14);
@@ -184,6 +191,24 @@ TEST_CASE("strided and broadcast operands, small tensors and the switch keep the
   const Tensor small = m.cos();
   CHECK(eager_cpu_kernels_compiled() == before);
   (void)small;
+}
+
+// sin and cos fused with other work, over arguments past their fast path's
+// range (libm's, lane by lane) mixed with ordinary ones and signed zeros.
+KILN_TRACE(Tensor, trig_mix, Tensor x) { return x.sin() * 2 + x.cos(); }
+
+TEST_CASE("traced sin and cos of huge arguments and signed zeros match the reference") {
+  for (DType dt : {kFloat32, kFloat64}) {
+    // sin(1e20) was -inf and sin(-0) was +0 in compiled kernels.
+    std::vector<double> v = {-0.0, 0.0, 1e20, -1e20, 3e38, 12345.678, 9999.5, 10000.5, 0.5};
+    for (int i = 0; i < 100; ++i) v.push_back(std::ldexp(1.0 + i / 100.0, i % 40) * (i % 2 ? -1 : 1));
+    const Tensor x = tensor(v, kFloat64).to(dt);
+    const double rtol = dt == kFloat32 ? 3e-6 : 1e-13, atol = dt == kFloat32 ? 1e-6 : 1e-14;
+    CAPTURE(std::string(dtype_name(dt)));
+    check_same(trig_mix(x), with_kernels(false, [&] { return x.sin() * 2 + x.cos(); }), rtol, atol);
+    check_same(with_kernels(true, [&] { return x.sin(); }),
+               with_kernels(false, [&] { return x.sin(); }), rtol, atol);
+  }
 }
 
 }  // namespace

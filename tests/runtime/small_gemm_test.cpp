@@ -2,7 +2,8 @@
 // takes (the size limit's edges, beta, a transposed right operand), and that
 // matmul_cpu gives the naive product's values with it on and off, for f32 and
 // f64, transposed and strided operands, accumulation (beta 1), batches of
-// small products split over the pool (a conv's per-image GEMMs), and kernels
+// small products split over the pool (a conv's per-image GEMMs), products run
+// in blocks of columns (a right operand over the limit, a left one in L1), and kernels
 // first asked for by several threads at once.
 #include <doctest/doctest.h>
 
@@ -145,10 +146,15 @@ TEST_CASE("matmul_cpu with small kernels: f32 and f64, at the size limit's edges
     CAPTURE(dtype_name(dt));
     const int64_t size = int64_t(dtype_size(dt));
     const int64_t m = 32, k_edge = limit / (m * size);  // k x m at the limit
+    const int64_t wide = limit / (75 * size) + 37;      // 75 x wide over it
     for (Sizes s : {Sizes{1, 1, 1, 1}, Sizes{1, 8, 8, 8}, Sizes{1, 13, 7, 5}, Sizes{1, 64, 64, 64},
                     Sizes{1, 3, k_edge, m}, Sizes{1, 3, k_edge + 1, m},
                     // a conv's per-image products, split over the pool by batch
-                    Sizes{64, 16, 9, 64}, Sizes{64, 32, 144, 16}, Sizes{5, 7, 3, 2}}) {
+                    Sizes{64, 16, 9, 64}, Sizes{64, 32, 144, 16}, Sizes{5, 7, 3, 2},
+                    // a right operand over the limit with a left one in L1 (the 5x5
+                    // conv's [32,75] weight): libxsmm on blocks of columns, the last
+                    // one narrower
+                    Sizes{2, 32, 75, wide}, Sizes{1, 3, 75, wide}}) {
       CAPTURE(s.batch);
       CAPTURE(s.n);
       CAPTURE(s.k);

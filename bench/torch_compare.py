@@ -12,6 +12,8 @@ PyTorch's, each workload (and each Kiln mode) in a process of its own.
 Usage: python3 bench/torch_compare.py [path/to/bench_train [path/to/bench_jit [path/to/bench_scale]]]
 (bench_jit and bench_scale default to the ones next to bench_train);
 python3 bench/torch_compare.py --peak [path/to/bench_scale]: the peak-memory table only.
+python3 bench/torch_compare.py --steps [path/to/bench_train [rounds]]: the training steps only,
+PyTorch and Kiln alternated for `rounds` rounds (default 3), each round's ratios printed.
 python3 bench/torch_compare.py --check-ops path/to/bench_jit [path/to/ops.def]: checks (without
 PyTorch) that the unary ops read from the op table are the ones bench_jit registers (a ctest).
 Skipped with a message (exit 0) when torch is not installed. It installs
@@ -90,6 +92,8 @@ def check_ops(bench_jit, ops_def=OPS_DEF):
 
 def transformer_class(torch):
     """bench/models.h's transformer block, written so that TorchScript compiles it."""
+    # --steps [bench_train [rounds]]: the training steps alone, alternated.
+    steps = sys.argv[2:] or ["build/bench/bench_train"] if sys.argv[1:2] == ["--steps"] else None
     nn, F = torch.nn, torch.nn.functional
 
     class TinyTransformer(nn.Module):
@@ -255,6 +259,38 @@ def peak_table(bench_scale):
     return lines
 
 
+def kiln_rows(path, extra, kiln_ms):
+    """Runs one of Kiln's benchmarks and keeps each row's best time in ms, by (name, label)."""
+    out = subprocess.run([path, "--benchmark_format=json", "--benchmark_min_time=0.5"] + extra,
+                         check=True, capture_output=True, text=True).stdout
+    out = out if out.startswith("{") else out[out.find("\n{") + 1:]  # lines before the JSON
+    for b in json.loads(out)["benchmarks"]:
+        if b.get("run_type") == "aggregate":
+            continue  # repeated rows: the best repetition, as best_ms takes PyTorch's
+        parts, label = b["name"].split("/"), b.get("label", "")
+        name = "/".join(parts[:2]) if parts[0] == "BM_Unary" else parts[0]
+        unit = {"ns": 1e-6, "us": 1e-3, "ms": 1.0}[b["time_unit"]]
+        kiln_ms[(name, label)] = min(kiln_ms.get((name, label), float("inf")), b["real_time"] * unit)
+
+
+def steps_rounds(torch_ms_of, bench, rounds):
+    """--steps: the training steps only, PyTorch and Kiln alternated `rounds` times,
+    each round's ratios printed (the figures a loaded machine can still give)."""
+    print(f"{'round':>5} {'workload':34} {'PyTorch ms':>11} {'Kiln eager':>11} {'Kiln traced':>12}"
+          f" {'traced/torch':>13} {'eager/torch':>12}")
+    for r in range(rounds):
+        torch_ms = torch_ms_of()
+        kiln_ms = {}
+        kiln_rows(bench, [], kiln_ms)
+        for name, t in torch_ms.items():
+            base = name.split(" ")[0]
+            e, tr = kiln_ms.get((base, "eager")), kiln_ms.get((base, "traced"))
+            print(f"{r + 1:5} {name:34} {t:11.3f} {e or float('nan'):11.3f} {tr or float('nan'):12.3f}"
+                  f" {(f'{tr / t:.2f}' if tr else '-'):>13} {(f'{e / t:.2f}' if e else '-'):>12}",
+                  flush=True)
+    return 0
+
+
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--peak-child":
         return peak_child(sys.argv[2])
@@ -272,6 +308,8 @@ def main():
         bench_scale = sys.argv[2] if len(sys.argv) > 2 else "build/bench/bench_scale"
         print("\n".join(peak_table(bench_scale)))
         return 0
+    # --steps [bench_train [rounds]]: the training steps alone, alternated.
+    steps = sys.argv[2:] or ["build/bench/bench_train"] if sys.argv[1:2] == ["--steps"] else None
     nn, F = torch.nn, torch.nn.functional
     torch.manual_seed(0)
     torch.set_num_threads(os.cpu_count() or 1)
@@ -331,7 +369,7 @@ def main():
 
     scripted = torch.jit.script(model)
     scripted_cnn, scripted_block = torch.jit.script(cnn), torch.jit.script(block)
-    torch_ms = {
+    torch_ms_of = lambda: {
         "BM_TwoLayerStep": best_ms(two_layer, 200),
         "BM_MlpAdamStep": best_ms(lambda: mlp_step(model)),
         "BM_MlpAdamStep (TorchScript)": best_ms(lambda: mlp_step(scripted)),
@@ -342,6 +380,10 @@ def main():
         "BM_TransformerStep (TorchScript)":
             best_ms(lambda: model_step(scripted_block, block_opt, block_x, block_y), 100),
     }
+    if steps:
+        return steps_rounds(torch_ms_of, steps[0] if steps else "build/bench/bench_train",
+                            int(steps[1]) if len(steps) > 1 else 3)
+    torch_ms = torch_ms_of()
 
     # One unary op over 16M floats, eager, into a new tensor (as Kiln's BM_Unary):
     # every unary math op of the op table.
@@ -377,16 +419,7 @@ def main():
     for path, extra in ((bench, []), (bench_jit, ["--benchmark_filter=BM_Unary"]), (bench_scale, []),
                         (bench_gpu, ["--benchmark_filter=BM_Matmul10000", "--sweep_max=0",
                                      "--benchmark_repetitions=5"])):
-        out = subprocess.run([path, "--benchmark_format=json", "--benchmark_min_time=0.5"] + extra,
-                             check=True, capture_output=True, text=True).stdout
-        out = out if out.startswith("{") else out[out.find("\n{") + 1:]  # lines before the JSON
-        for b in json.loads(out)["benchmarks"]:
-            if b.get("run_type") == "aggregate":
-                continue  # repeated rows: the best repetition, as best_ms takes PyTorch's
-            parts, label = b["name"].split("/"), b.get("label", "")
-            name = "/".join(parts[:2]) if parts[0] == "BM_Unary" else parts[0]
-            unit = {"ns": 1e-6, "us": 1e-3, "ms": 1.0}[b["time_unit"]]
-            kiln_ms[(name, label)] = min(kiln_ms.get((name, label), float("inf")), b["real_time"] * unit)
+        kiln_rows(path, extra, kiln_ms)
 
     print(f"{'workload':34} {'PyTorch ms':>11} {'Kiln eager':>11} {'Kiln traced':>12} {'traced/torch':>13}"
           f" {'eager/torch':>12}")

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <string>
 
 #include "codegen/cpu_backend.h"
@@ -54,6 +55,24 @@ double triad_bytes_per_second() {
     return 3.0 * 4.0 * static_cast<double>(buf.n) / best;
   }();
   return bw;
+}
+
+namespace {
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+double wall_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+CoresHeld::CoresHeld() : cpu0_(process_cpu_seconds()), wall0_(wall_seconds()) {}
+
+double CoresHeld::fraction() const {
+  const double wall = wall_seconds() - wall0_;
+  return wall > 0 ? (process_cpu_seconds() - cpu0_) / wall / num_threads() : 0;
 }
 
 int run_benchmarks(int argc, char** argv, void (*registered)()) {

@@ -22,6 +22,20 @@ void triad(TriadBuffers& buf);
 /// per process on 16M floats (best of several passes) and cached.
 double triad_bytes_per_second();
 
+/// How much of the machine's cores this process held since it was made: process
+/// CPU time (every thread's, spin-waits included) over wall time, per core that
+/// parallel_for uses. Under 1 when other processes took the cores: an op bound
+/// by its arithmetic then slows by that much, a memory-bound one (the triad) far
+/// less, because one core alone nearly saturates memory bandwidth on a small VM.
+class CoresHeld {
+ public:
+  CoresHeld();
+  double fraction() const;
+
+ private:
+  double cpu0_, wall0_;
+};
+
 /// Runs the benchmarks `registered` adds, under the context lines every JIT
 /// benchmark reports: the OpenBLAS kernels, the LLVM target and triad bandwidth.
 int run_benchmarks(int argc, char** argv, void (*registered)());

@@ -7,7 +7,9 @@
 #include <kiln/kiln.h>
 
 #include "bench/bandwidth.h"
+#include "frontend/device_ops.h"
 #include "frontend/dispatch.h"
+#include "frontend/tensor_impl.h"
 #include "codegen/cpu_backend.h"
 #include "runtime/blas.h"
 #include "runtime/storage.h"
@@ -38,12 +40,26 @@ Tensor layer_norm(const Tensor& x) {
 enum Mode { kEager = 0, kUnfused = 1, kFused = 2 };
 const char* mode_name(int m) { return m == kEager ? "eager" : m == kUnfused ? "unfused" : "fused"; }
 
-// Reports bandwidth and the fraction of the triad bandwidth for `bytes` moved per iteration.
-void report_bytes(benchmark::State& state, double bytes) {
+// BM_Triad's own bandwidth in this run (bytes/s), measured as every row is: the
+// mean over its timed loop. 0 until BM_Triad has run.
+double g_bm_triad_bytes_per_second = 0;
+
+// Reports bandwidth and the fraction of the triad bandwidth for `bytes` moved per
+// iteration: "of_triad" against the probe (the best of ten passes at start-up),
+// "of_BM_Triad" against BM_Triad's mean in the same run (like with like: both
+// timed loops, both with ordinary stores, a store's line read before it is
+// written; so a memory-bound unary op, 12 bytes moved for 8 counted against the
+// triad's 16 for 12, reads at most 0.89); "cores": the share of parallel_for's
+// cores the process held while the loop ran (bandwidth.h: CoresHeld).
+void report_bytes(benchmark::State& state, double bytes, const bench::CoresHeld& held) {
+  const double moved = bytes * static_cast<double>(state.iterations());
   state.SetBytesProcessed(static_cast<int64_t>(bytes) * state.iterations());
-  state.counters["of_triad"] = benchmark::Counter(
-      bytes * static_cast<double>(state.iterations()) / bench::triad_bytes_per_second(),
-      benchmark::Counter::kIsRate);
+  state.counters["of_triad"] =
+      benchmark::Counter(moved / bench::triad_bytes_per_second(), benchmark::Counter::kIsRate);
+  if (g_bm_triad_bytes_per_second > 0)
+    state.counters["of_BM_Triad"] =
+        benchmark::Counter(moved / g_bm_triad_bytes_per_second, benchmark::Counter::kIsRate);
+  state.counters["cores"] = held.fraction();
 }
 
 // Runs `body` on x in the benchmark's mode; returns seconds per iteration.
@@ -54,12 +70,13 @@ double run_mode(benchmark::State& state, F body, const Tensor& x, double bytes) 
   traced.set_fusion(mode == kFused);
   state.SetLabel(mode_name(mode));
   if (mode != kEager) traced(x);  // compile outside the timed loop
+  const bench::CoresHeld held;
   const auto t0 = std::chrono::steady_clock::now();
   for (auto _ : state) {
     Tensor y = mode == kEager ? body(x) : traced(x);
     benchmark::DoNotOptimize(y.impl());
   }
-  report_bytes(state, bytes);
+  report_bytes(state, bytes, held);
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
          static_cast<double>(state.iterations());
 }
@@ -67,8 +84,15 @@ double run_mode(benchmark::State& state, F body, const Tensor& x, double bytes) 
 void BM_Triad(benchmark::State& state) {
   const int64_t n = state.range(0);
   bench::TriadBuffers buf(n);
+  const bench::CoresHeld held;
+  const auto t0 = std::chrono::steady_clock::now();
   for (auto _ : state) bench::triad(buf);
-  report_bytes(state, 3.0 * 4 * static_cast<double>(n));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  g_bm_triad_bytes_per_second =
+      3.0 * 4 * static_cast<double>(n) * static_cast<double>(state.iterations()) / seconds;
+  report_bytes(state, 3.0 * 4 * static_cast<double>(n), held);
+  state.SetLabel("ordinary stores, base x86-64 ISA (SSE2)");
 }
 BENCHMARK(BM_Triad)->Arg(1 << 24)->UseRealTime()->Unit(benchmark::kMillisecond);
 
@@ -93,6 +117,7 @@ void BM_Chain8HandFused(benchmark::State& state) {
       out[i] = std::min(std::max(t, 0.5f), 4.f) * 0.25f;
     }
   };
+  const bench::CoresHeld held;
   const auto t0 = std::chrono::steady_clock::now();
   for (auto _ : state) {
     if (pool)
@@ -105,7 +130,7 @@ void BM_Chain8HandFused(benchmark::State& state) {
     g_hand_fused_seconds[n] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
                               static_cast<double>(state.iterations());
   state.SetLabel(pool ? "hand-fused C++, Kiln's pool" : "hand-fused C++, one core");
-  report_bytes(state, 2.0 * 4 * static_cast<double>(n));
+  report_bytes(state, 2.0 * 4 * static_cast<double>(n), held);
 }
 BENCHMARK(BM_Chain8HandFused)
     ->ArgsProduct({{1 << 24}, {1, 2}})
@@ -138,19 +163,34 @@ BENCHMARK(BM_Chain8Transcendental)
 // One math op over 16M floats: eager (the op's own kernel) against the same op
 // traced. Registered in main() for every math op of the op table (ir/ops.def):
 // BM_Unary/<op>, and BM_Binary/<op> whose second operand (captured) is as large.
+// "znver3, AVX2, 256-bit vectors": the host's CPU and the vector ISA its kernels use.
+std::string cpu_target_name() {
+  const std::string d = cpu_target_description();
+  return d.substr(0, d.find(" +"));
+}
+
+// The label of an eager row names the kernel that ran: the op's compiled kernel
+// (for the CPU and vector ISA of the context's jit_target line) or its reference
+// kernel.
 void BM_Math(benchmark::State& state, OpKind k) {
   manual_seed(0);
   Tensor x = randn({state.range(0)});
+  std::vector<Tensor> operands{x};
   if (op_info(k).arity == 1) {
     run_mode(
         state, [k](const Tensor& t) { return detail::apply(k, {t}, {}, SourceLoc{}); }, x,
         2.0 * 4 * static_cast<double>(x.numel()));
-    return;
+  } else {
+    Tensor y = randn({state.range(0)});
+    operands.push_back(y);
+    run_mode(
+        state, [k, y](const Tensor& t) { return detail::apply(k, {t, y}, {}, SourceLoc{}); }, x,
+        3.0 * 4 * static_cast<double>(x.numel()));
   }
-  Tensor y = randn({state.range(0)});
-  run_mode(
-      state, [k, y](const Tensor& t) { return detail::apply(k, {t, y}, {}, SourceLoc{}); }, x,
-      3.0 * 4 * static_cast<double>(x.numel()));
+  if (state.range(1) == kEager)
+    state.SetLabel(runs_compiled_kernel(k, {}, operands, x.impl()->type)
+                       ? "eager, compiled kernel (" + cpu_target_name() + ")"
+                       : std::string("eager, reference kernel"));
 }
 
 // A composite of the op table (ops.def's decomp) over 16M floats, traced: its
@@ -189,6 +229,7 @@ void BM_Composite(benchmark::State& state, OpKind k) {
   traced.set_fusion(mode == kFused);
   state.SetLabel(mode_name(mode));
   if (mode != kEager) traced(x);
+  const bench::CoresHeld held;
   double total = 0;
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -196,7 +237,7 @@ void BM_Composite(benchmark::State& state, OpKind k) {
     benchmark::DoNotOptimize(y.impl());
     total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
-  report_bytes(state, 2.0 * 4 * static_cast<double>(x.numel()));
+  report_bytes(state, 2.0 * 4 * static_cast<double>(x.numel()), held);
   state.counters["handwritten_ms"] = hand * 1e3;
   state.counters["of_handwritten"] = total / static_cast<double>(state.iterations()) / hand;
 }

@@ -38,20 +38,27 @@ bool wants_compiled(OpKind k, const std::vector<Tensor>& operands, const TensorT
   return true;
 }
 
-// The op on its compiled kernel, or nullopt when it has none: a kernel that
-// cannot be compiled (reported once per op and dtypes) leaves the op on its
-// reference kernel, which is correct, only slower.
-std::optional<Tensor> run_compiled(OpKind k, const Attrs& attrs,
-                                   const std::vector<Tensor>& operands, const TensorType& out) {
+// The op's compiled kernel, or null when it has none: a kernel that cannot be
+// compiled (reported once per op and dtypes) leaves the op on its reference
+// kernel, which is correct, only slower.
+std::shared_ptr<const EagerKernel> compiled_kernel(OpKind k, const Attrs& attrs,
+                                                   const std::vector<Tensor>& operands,
+                                                   const TensorType& out) {
   std::vector<DType> in;
   for (const Tensor& t : operands) in.push_back(t.impl()->type.dtype);
-  std::shared_ptr<const EagerKernel> kernel;
   try {
-    kernel = eager_cpu_kernel(k, attrs, in, out.dtype, cpu_compile_options(compile_options()));
+    return eager_cpu_kernel(k, attrs, in, out.dtype, cpu_compile_options(compile_options()));
   } catch (const Error& e) {  // the first failure for these dtypes; later calls get null
     std::fprintf(stderr, "kiln: eager %s (%s): no compiled kernel, the reference kernel runs: %s\n",
                  op_name(k), dtype_name(out.dtype), e.what());
+    return nullptr;
   }
+}
+
+// The op on its compiled kernel, or nullopt when it has none.
+std::optional<Tensor> run_compiled(OpKind k, const Attrs& attrs,
+                                   const std::vector<Tensor>& operands, const TensorType& out) {
+  std::shared_ptr<const EagerKernel> kernel = compiled_kernel(k, attrs, operands, out);
   if (!kernel) return std::nullopt;
   auto impl = make_dense(out);
   std::vector<void*> bufs;
@@ -97,6 +104,12 @@ Tensor library_run(OpKind k, const Attrs& attrs, const std::vector<Tensor>& oper
 }
 
 }  // namespace
+
+bool runs_compiled_kernel(OpKind k, const Attrs& attrs, const std::vector<Tensor>& operands,
+                          const TensorType& out) {
+  return out.device.is_cpu() && wants_compiled(k, operands, out) &&
+         compiled_kernel(k, attrs, operands, out) != nullptr;
+}
 
 Tensor device_run(OpKind k, const Attrs& attrs, const std::vector<Tensor>& operands,
                   const TensorType& out) {

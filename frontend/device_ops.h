@@ -19,6 +19,11 @@ struct TensorImpl;
 /// Computes op k into a new dense tensor of type `out` on out.device.
 Tensor device_run(OpKind k, const Attrs& attrs, const std::vector<Tensor>& operands,
                   const TensorType& out);
+/// Whether device_run would compute op k on these CPU operands with a compiled,
+/// vectorised kernel (codegen/eager_kernel.h) rather than its reference kernel:
+/// what benchmarks print beside an eager figure.
+bool runs_compiled_kernel(OpKind k, const Attrs& attrs, const std::vector<Tensor>& operands,
+                          const TensorType& out);
 /// Writes `src` (same shape and dtype as dst, on dst's device) into dst's elements.
 void device_copy(const View& src, TensorImpl& dst, SourceLoc loc);
 /// Moves or copies a tensor to another device (dense result).

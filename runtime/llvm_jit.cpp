@@ -211,9 +211,19 @@ int LlvmJit::vector_width() const {
 }
 
 std::string LlvmJit::target_description() const {
-  const std::string width =
-      impl_->vector_width ? ", " + std::to_string(impl_->vector_width) + "-bit vectors" : "";
-  return impl_->cpu + width + " " + impl_->enabled;
+  const std::string& f = impl_->features;
+  auto has = [&](const char* feature) {
+    return ("," + f + ",").find(std::string(",+") + feature + ",") != std::string::npos;
+  };
+  // The widest vector ISA the kernels may use, and the width math kernels get.
+  std::string isa = has("avx512f") ? "AVX-512" : has("avx2") ? "AVX2" : has("avx") ? "AVX" : "SSE";
+  if (impl_->vector_width)
+    isa += ", " + std::to_string(impl_->vector_width) + "-bit vectors";
+  else
+    isa += has("avx512f") ? ", LLVM's vector width"
+           : has("avx")   ? ", 256-bit vectors"
+                          : ", 128-bit vectors";
+  return impl_->cpu + ", " + isa + " " + impl_->enabled;
 }
 
 const char* LlvmJit::llvm_version() {

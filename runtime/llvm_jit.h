@@ -47,8 +47,9 @@ class LlvmJit {
   /// faster with 512 (bench_jit: BM_Unary); else 0, LLVM's own choice for the
   /// CPU (256 on AVX2 hosts such as Zen 3).
   int vector_width() const;
-  /// "znver3 +avx,+avx2,+fma,..." with only the enabled features, for dumps;
-  /// "rocketlake, 512-bit vectors +avx,..." when vector_width() chose.
+  /// "znver3, AVX2, 256-bit vectors +avx,+avx2,+fma,...": the CPU, its widest vector
+  /// ISA and the width kernels get, then only the enabled features, for dumps and
+  /// benchmarks; "rocketlake, AVX-512, 512-bit vectors +avx,..." when vector_width() chose.
   std::string target_description() const;
   /// "19.1.7".
   static const char* llvm_version();

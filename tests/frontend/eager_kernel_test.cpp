@@ -9,7 +9,9 @@
 #include <limits>
 
 #include "codegen/eager_kernel.h"
+#include "frontend/device_ops.h"
 #include "frontend/dispatch.h"
+#include "frontend/tensor_impl.h"
 #include "frontend/settings.h"
 #include "test_util.h"
 
@@ -209,6 +211,24 @@ TEST_CASE("traced sin and cos of huge arguments and signed zeros match the refer
     check_same(with_kernels(true, [&] { return x.sin(); }),
                with_kernels(false, [&] { return x.sin(); }), rtol, atol);
   }
+}
+
+TEST_CASE("runs_compiled_kernel says which kernel an eager op runs") {
+  const int64_t n = settings().eager_kernel_min_elements;
+  const Tensor big = randn({n / 64, 64}), small = randn({8}), t = big.transpose(0, 1);
+  auto compiled = [](OpKind k, const Tensor& x) {
+    return runs_compiled_kernel(k, {}, {x}, x.impl()->type);
+  };
+  CHECK(compiled(OpKind::sigmoid, big));
+  CHECK(compiled(OpKind::floor, big));
+  CHECK_FALSE(compiled(OpKind::sigmoid, small));
+  CHECK_FALSE(compiled(OpKind::sigmoid, t));
+  Settings& s = settings();
+  const Settings saved = s;
+  s.eager_kernels = false;
+  const bool off = compiled(OpKind::sigmoid, big);
+  s = saved;
+  CHECK_FALSE(off);
 }
 
 }  // namespace

@@ -756,6 +756,9 @@ LlvmKernelBinary compile_kernel_llvm(const kir::Kernel& k, const std::string& sy
   out.irgen_ms = lap();
   jit.optimize(*m, opts.opt);
   llvm_math::define_vector_variants(*m);
+  if (llvm::verifyModule(*m, &err))
+    throw Error("CPU backend produced invalid LLVM IR for " + k.name +
+                " after defining sin's and cos's vector variants: " + err.str());
   out.optimize_ms = lap();
   if (opts.want_texts) {
     out.llvm_ir_opt = module_text(*m);

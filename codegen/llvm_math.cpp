@@ -12,10 +12,12 @@
 //       exponent alone, 4f = fma(x, 2^(2-e), 2^(2-e) - 4).
 // expm1: exp's reduction, 2^n (e^r - 1) + (2^n - 1) with an e^r - 1 polynomial.
 // sigmoid: 1 / (1 + e^-x), e^-x without exp's gradual underflow.
-// sin, cos: n = rint(x 2/pi), r = x - n pi/2 (Cody-Waite, 4 constants, the first
-//       short enough that n * c is exact), polynomials on [-pi/4, pi/4], and the
-//       quadrant n mod 4, n's low bits as an integer, picks sin/cos and the sign;
-//       past |x| = 1e4, libm's (see "sin and cos of large arguments").
+// sin, cos: n = rint(x 2/pi), r = x - n pi/2 (Cody-Waite: in f64 4 constants, the
+//       first short enough that n * c is exact; in f32 3 full-width ones where
+//       the target fuses multiply-adds, else 4 short ones), polynomials on
+//       [-pi/4, pi/4], and the quadrant n mod 4, n's low bits as an integer,
+//       picks sin/cos and the sign; past |x| = 1e4, libm's (see "sin and cos
+//       of large arguments").
 // tanh: t / (-2 - t) with t = expm1(-2|x|), sign restored (a NaN passes the
 //       clamp of |x|); expm1 is exp's reduction with an e^r - 1 polynomial,
 //       exact at n = 0 for small |x|.
@@ -36,6 +38,7 @@
 
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/MDBuilder.h>
 #include <llvm/IR/Module.h>
 #include <llvm/Support/ModRef.h>
 #include <llvm/Transforms/Utils/Cloning.h>
@@ -127,6 +130,11 @@ const std::vector<double> kExpm1Over32 = {0.0013888606925417748, 0.0083690750056
                                           0.4999999811177934,    1.0000000106330649};
 
 llvm::Value* trig_call(llvm::IRBuilderBase& b, llvm::Value* x, bool cos);
+
+// Whether f's target fuses llvm.fmuladd into one rounding (x86: FMA3).
+bool fuses_multiply_add(const llvm::Function& f) {
+  return f.getFnAttribute("target-features").getValueAsString().contains("+fma");
+}
 
 // Emission helpers for one floating type.
 struct M {
@@ -334,6 +342,14 @@ struct M {
       r = fma(nn, c(0x1.0b4611a6p-34), r);
       r = fma(nn, c(0x1.3198a2ep-69), r);
       r = fma(nn, c(0x1.b839a252049c1p-104), r);
+    } else if (fuses_multiply_add(*b.GetInsertBlock()->getParent())) {
+      // pi/2 in three floats: fma(-n, c1, x) is exact (x and n c1 are both
+      // multiples of 2^-23 and differ by at most pi/4), and the residue is
+      // 1e-23, as the four short constants' below: the same bits (every 64th
+      // float up to 1e4 compared), one operation fewer.
+      r = fma(nn, c(0x1.921fb6p+0), x);
+      r = fma(nn, c(-0x1.777a5cp-25), r);
+      r = fma(nn, c(-0x1.ee59dap-50), r);
     } else {
       r = fma(nn, c(1.5703125), x);
       r = fma(nn, c(4.837512969970703125e-4), r);
@@ -381,8 +397,7 @@ struct M {
   // has one, else by Dekker's splitting (no libm fma call either way).
   void two_prod(llvm::Value* x, llvm::Value* y, llvm::Value** hi, llvm::Value** lo) {
     *hi = mul(x, y);
-    llvm::Function* f = b.GetInsertBlock()->getParent();
-    if (f->getFnAttribute("target-features").getValueAsString().contains("+fma")) {
+    if (fuses_multiply_add(*b.GetInsertBlock()->getParent())) {
       *lo = b.CreateIntrinsic(llvm::Intrinsic::fma, {ft}, {x, y, b.CreateFNeg(*hi)});
       return;
     }
@@ -682,14 +697,26 @@ std::string variant_name(const std::string& scalar_fn, unsigned lanes) {
   return scalar_fn + ".v" + std::to_string(lanes);
 }
 
-// sin or cos of x: the fast path, or libm's past the limit; x a scalar.
-llvm::Function* trig_function(llvm::Module& m, llvm::Type* ft, bool cos) {
+// The caller's target (CPU and features) on f, so that f, its variants and
+// the kernel choose the same arithmetic (fuses_multiply_add) and instructions.
+void copy_target(llvm::Function& f, const llvm::Function& from) {
+  for (const char* a : {"target-cpu", "target-features"})
+    if (from.hasFnAttribute(a)) f.addFnAttr(from.getFnAttribute(a));
+}
+
+// sin or cos of x: the fast path, or libm's past the limit; x a scalar; for
+// kernel, whose target it takes.
+llvm::Function* trig_function(llvm::Module& m, llvm::Type* ft, bool cos,
+                              const llvm::Function& kernel) {
   const std::string name = trig_name(cos, ft);
   if (llvm::Function* f = m.getFunction(name)) return f;
   llvm::LLVMContext& ctx = m.getContext();
   auto* type = llvm::FunctionType::get(ft, {ft}, false);
   auto* f = llvm::Function::Create(type, llvm::Function::InternalLinkage, name, m);
-  // libm's sinf/sin set errno only for an infinite argument, which never reaches it.
+  copy_target(*f, kernel);
+  // libm's sinf/sin set errno only for an infinite argument, which never
+  // reaches it (the fast path's NaN is the result), so they read and write no
+  // memory here.
   for (llvm::Attribute::AttrKind a : {llvm::Attribute::NoUnwind, llvm::Attribute::WillReturn,
                                       llvm::Attribute::NoInline})
     f->addFnAttr(a);
@@ -708,7 +735,10 @@ llvm::Function* trig_function(llvm::Module& m, llvm::Type* ft, bool cos) {
   llvm::Value* x = f->getArg(0);
   M mm(b, x);
   llvm::Value* fast = mm.sincos(x, cos);
-  b.CreateCondBr(b.CreateFCmpOGT(mm.fabs(x), mm.c(kTrigFastLimit)), slow, done);
+  llvm::Value* a = mm.fabs(x);
+  b.CreateCondBr(b.CreateAnd(b.CreateFCmpOGT(a, mm.c(kTrigFastLimit)),
+                             b.CreateFCmpONE(a, mm.c(std::numeric_limits<double>::infinity()))),
+                 slow, done);
   b.SetInsertPoint(slow);
   llvm::Value* exact = b.CreateCall(libm, {x});
   b.CreateBr(done);
@@ -736,7 +766,8 @@ llvm::Function* trig_function(llvm::Module& m, llvm::Type* ft, bool cos) {
 }
 
 llvm::Value* trig_call(llvm::IRBuilderBase& b, llvm::Value* x, bool cos) {
-  return b.CreateCall(trig_function(*b.GetInsertBlock()->getModule(), x->getType(), cos), {x});
+  llvm::Function& kernel = *b.GetInsertBlock()->getParent();
+  return b.CreateCall(trig_function(*kernel.getParent(), x->getType(), cos, kernel), {x});
 }
 
 // f lane by lane on a vector of type vt: kiln.sin.f32.v8.lanes. It preserves
@@ -750,6 +781,7 @@ llvm::Function* lanes_function(llvm::Function& f, llvm::FixedVectorType* vt) {
   if (llvm::Function* g = m.getFunction(name)) return g;
   auto* g = llvm::Function::Create(llvm::FunctionType::get(vt, {vt}, false),
                                    llvm::Function::InternalLinkage, name, m);
+  copy_target(*g, f);
   g->setCallingConv(llvm::CallingConv::PreserveAll);
   g->addFnAttr(llvm::Attribute::NoInline);
   g->addFnAttr(llvm::Attribute::NoUnwind);
@@ -767,6 +799,7 @@ llvm::Function* lanes_function(llvm::Function& f, llvm::FixedVectorType* vt) {
 void define_variant(llvm::Function& v, llvm::Function& f, bool cos) {
   llvm::LLVMContext& ctx = v.getContext();
   v.setLinkage(llvm::Function::InternalLinkage);
+  copy_target(v, f);
   v.addFnAttr(llvm::Attribute::NoUnwind);
   v.setMemoryEffects(llvm::MemoryEffects::none());
   auto* entry = llvm::BasicBlock::Create(ctx, "entry", &v);
@@ -777,7 +810,17 @@ void define_variant(llvm::Function& v, llvm::Function& f, bool cos) {
   M mm(b, x);
   llvm::Value* fast = mm.sincos(x, cos);
   llvm::Value* big = b.CreateFCmpOGT(mm.fabs(x), mm.c(kTrigFastLimit));
-  b.CreateCondBr(b.CreateOrReduce(big), slow, done);
+  // In 512-bit vectors the branch is marked rare: preserve_allcc keeps ymm0-15
+  // only, so the call clobbers every zmm register, and without the weights
+  // the register allocator kept the loop's constants on the stack, loaded
+  // again each iteration (f32 sin for skylake-avx512 and znver4: 49 stack
+  // operands in the loop's blocks without the call, 5 with the weights; the
+  // spills move around the call). Not in 256-bit vectors: on a Zen 3 the
+  // weights made the loop slower (0.45 -> 0.47 ns an element).
+  llvm::MDNode* weights = nullptr;
+  if (x->getType()->getPrimitiveSizeInBits() >= 512)
+    weights = llvm::MDBuilder(ctx).createBranchWeights(1, (1u << 20) - 1);
+  b.CreateCondBr(b.CreateOrReduce(big), slow, done, weights);
   b.SetInsertPoint(slow);
   llvm::CallInst* lanes =
       b.CreateCall(lanes_function(f, llvm::cast<llvm::FixedVectorType>(x->getType())), {x});

@@ -26,10 +26,10 @@ class BackgroundCompiler {
   }
   static bool made() { return made_.load(); }
 
-  void post(std::function<void()> task) {
+  void post(std::function<void()> task, bool finish_at_exit) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
-    tasks_.push_back(std::move(task));
+    tasks_.push_back({std::move(task), finish_at_exit});
     work_.notify_one();
   }
 
@@ -42,7 +42,7 @@ class BackgroundCompiler {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
-      tasks_.clear();
+      std::erase_if(tasks_, [](const Task& t) { return !t.finish_at_exit; });
       work_.notify_one();
     }
     if (thread_.joinable()) thread_.join();
@@ -51,11 +51,12 @@ class BackgroundCompiler {
  private:
   void loop() {
     SerialScope serial;
+    on_thread_ = true;
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
       work_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
-      if (stop_) return;
-      std::function<void()> task = std::move(tasks_.front());
+      if (tasks_.empty()) return;  // stopped, and nothing left to finish
+      std::function<void()> task = std::move(tasks_.front().run);
       tasks_.pop_front();
       busy_ = true;
       lock.unlock();
@@ -68,16 +69,27 @@ class BackgroundCompiler {
 
   std::mutex mu_;
   std::condition_variable work_, idle_;
-  std::deque<std::function<void()>> tasks_;
+  struct Task {
+    std::function<void()> run;
+    bool finish_at_exit = false;
+  };
+  std::deque<Task> tasks_;
   bool busy_ = false, stop_ = false;
   std::thread thread_;
   static inline std::atomic<bool> made_{false};
+
+ public:
+  static inline thread_local bool on_thread_ = false;
 };
 
 }  // namespace
 
-void post_background_compile(std::function<void()> task) {
-  BackgroundCompiler::get().post(std::move(task));
+void post_background_compile(std::function<void()> task, bool finish_at_exit) {
+  BackgroundCompiler::get().post(std::move(task), finish_at_exit);
+}
+
+bool on_background_compile_thread() {
+  return BackgroundCompiler::on_thread_;
 }
 
 bool compiles_in_background(const Graph& g, std::span<const TensorType> types) {

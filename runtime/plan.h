@@ -7,6 +7,7 @@
 // cuBLAS, on the device's stream (cuda_executor.h).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -31,6 +32,15 @@ struct CudaLibraryFunctions;  // runtime/cuda_library.h
 /// A compiled CPU kernel over dense buffers (then, for a kernel template, a pointer
 /// to its parameters): computes outer-loop iterations [begin, end).
 using CpuKernelFn = void (*)(void* const* buffers, int64_t begin, int64_t end);
+
+/// A kernel compiled in tiers (CodeTier, runtime/llvm_jit.h) runs `fn`, its quick
+/// code, until the optimised code compiled in the background is stored in
+/// `*better`; both compute the same bits. Null `better`: fn is all there is.
+inline CpuKernelFn kernel_to_run(CpuKernelFn fn, const std::atomic<CpuKernelFn>* better) {
+  if (better)
+    if (CpuKernelFn b = better->load(std::memory_order_acquire)) return b;
+  return fn;
+}
 
 struct PlanSlot {
   enum Kind : uint8_t { Arg, Param, Temp, Output };
@@ -67,6 +77,7 @@ namespace step {
 /// [0, range) is split across threads in chunks of at least `grain`.
 struct CpuKernel {
   CpuKernelFn fn = nullptr;
+  const std::atomic<CpuKernelFn>* better = nullptr;  // see kernel_to_run
   /// A kernel template's run-time parameters (sizes, constants), passed after the
   /// buffer pointers; empty for a kernel compiled for its sizes.
   std::vector<int64_t> params;
@@ -79,6 +90,7 @@ struct CpuKernel {
   /// `own_slots`; its chunks are at least this kernel's `grain` long.
   struct Part {
     CpuKernelFn fn = nullptr;
+    const std::atomic<CpuKernelFn>* better = nullptr;
     std::vector<int64_t> params;
     int64_t range = 1;
     int32_t slots = 0;

@@ -35,6 +35,18 @@ struct TierScope {
   Settings saved_;
 };
 
+// Whether the elements at x and y of type T are both NaN; else says which
+// values differ in `where`.
+template <class T>
+bool both_nan(const unsigned char* x, const unsigned char* y, int64_t i, std::string* where) {
+  T a, b;
+  std::memcpy(&a, x, sizeof(T));
+  std::memcpy(&b, y, sizeof(T));
+  if (std::isnan(a) && std::isnan(b)) return true;
+  *where = "element " + std::to_string(i) + ": " + std::to_string(a) + " vs " + std::to_string(b);
+  return false;
+}
+
 // Whether a and b hold the same bits (any NaN equals any NaN: LLVM keeps no NaN
 // payload, and neither do the reference kernels).
 bool same_bits(const Tensor& a, const Tensor& b, std::string* where) {
@@ -50,26 +62,10 @@ bool same_bits(const Tensor& a, const Tensor& b, std::string* where) {
     const unsigned char* x = pa + static_cast<size_t>(i) * size;
     const unsigned char* y = pb + static_cast<size_t>(i) * size;
     if (std::memcmp(x, y, size) == 0) continue;
-    if (a.dtype() == kFloat32) {
-      float fx, fy;
-      std::memcpy(&fx, x, 4);
-      std::memcpy(&fy, y, 4);
-      if (std::isnan(fx) && std::isnan(fy)) continue;
-      *where =
-          "element " + std::to_string(i) + ": " + std::to_string(fx) + " vs " + std::to_string(fy);
-      return false;
-    }
-    if (a.dtype() == kFloat64) {
-      double fx, fy;
-      std::memcpy(&fx, x, 8);
-      std::memcpy(&fy, y, 8);
-      if (std::isnan(fx) && std::isnan(fy)) continue;
-      *where =
-          "element " + std::to_string(i) + ": " + std::to_string(fx) + " vs " + std::to_string(fy);
-      return false;
-    }
-    *where = "element " + std::to_string(i);
-    return false;
+    const bool nan = a.dtype() == kFloat32   ? both_nan<float>(x, y, i, where)
+                     : a.dtype() == kFloat64 ? both_nan<double>(x, y, i, where)
+                                             : (*where = "element " + std::to_string(i), false);
+    if (!nan) return false;
   }
   return true;
 }

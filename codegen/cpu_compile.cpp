@@ -271,8 +271,8 @@ class CpuBackend final : public Backend {
       auto& last = std::get<step::CpuKernel>(pb.plan().steps.back().what);
       if (last.more.empty())
         last.own_slots = static_cast<int32_t>(pb.plan().steps.back().slots.size());
-      last.more.push_back({run.fn, run.better, std::move(run.params), run.range,
-                           static_cast<int32_t>(slots.size())});
+      last.more.push_back({run.fn, std::move(run.params), run.range,
+                           static_cast<int32_t>(slots.size()), run.better});
       pb.extend_last(slots, k.info, grp.outputs);
       return;
     }

@@ -77,7 +77,6 @@ namespace step {
 /// [0, range) is split across threads in chunks of at least `grain`.
 struct CpuKernel {
   CpuKernelFn fn = nullptr;
-  const std::atomic<CpuKernelFn>* better = nullptr;  // see kernel_to_run
   /// A kernel template's run-time parameters (sizes, constants), passed after the
   /// buffer pointers; empty for a kernel compiled for its sizes.
   std::vector<int64_t> params;
@@ -90,13 +89,14 @@ struct CpuKernel {
   /// `own_slots`; its chunks are at least this kernel's `grain` long.
   struct Part {
     CpuKernelFn fn = nullptr;
-    const std::atomic<CpuKernelFn>* better = nullptr;
     std::vector<int64_t> params;
     int64_t range = 1;
     int32_t slots = 0;
+    const std::atomic<CpuKernelFn>* better = nullptr;  // see kernel_to_run
   };
   std::vector<Part> more;
   int32_t own_slots = 0;  // with `more`: how many of PlanStep::slots are this kernel's
+  const std::atomic<CpuKernelFn>* better = nullptr;  // see kernel_to_run
 };
 
 /// A loaded CUDA kernel (a CUfunction): slots are its arguments in order.

@@ -26,10 +26,10 @@ class BackgroundCompiler {
   }
   static bool made() { return made_.load(); }
 
-  void post(std::function<void()> task, bool finish_at_exit) {
+  void post(std::function<void()> task) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
-    tasks_.push_back({std::move(task), finish_at_exit});
+    tasks_.push_back(std::move(task));
     work_.notify_one();
   }
 
@@ -42,7 +42,7 @@ class BackgroundCompiler {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
-      std::erase_if(tasks_, [](const Task& t) { return !t.finish_at_exit; });
+      tasks_.clear();
       work_.notify_one();
     }
     if (thread_.joinable()) thread_.join();
@@ -55,8 +55,8 @@ class BackgroundCompiler {
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
       work_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
-      if (tasks_.empty()) return;  // stopped, and nothing left to finish
-      std::function<void()> task = std::move(tasks_.front().run);
+      if (stop_) return;
+      std::function<void()> task = std::move(tasks_.front());
       tasks_.pop_front();
       busy_ = true;
       lock.unlock();
@@ -69,11 +69,7 @@ class BackgroundCompiler {
 
   std::mutex mu_;
   std::condition_variable work_, idle_;
-  struct Task {
-    std::function<void()> run;
-    bool finish_at_exit = false;
-  };
-  std::deque<Task> tasks_;
+  std::deque<std::function<void()>> tasks_;
   bool busy_ = false, stop_ = false;
   std::thread thread_;
   static inline std::atomic<bool> made_{false};
@@ -84,8 +80,8 @@ class BackgroundCompiler {
 
 }  // namespace
 
-void post_background_compile(std::function<void()> task, bool finish_at_exit) {
-  BackgroundCompiler::get().post(std::move(task), finish_at_exit);
+void post_background_compile(std::function<void()> task) {
+  BackgroundCompiler::get().post(std::move(task));
 }
 
 bool on_background_compile_thread() {

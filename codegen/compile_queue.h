@@ -14,10 +14,9 @@ namespace kiln {
 /// the order posted, so that a later size finds the kernel templates an earlier
 /// one made; each compiles serially (SerialScope), leaving the thread pool to
 /// the calls running meanwhile. A task keeps its own errors (it must not throw).
-/// At exit the queue finishes the task it is in, then the tasks posted with
-/// `finish_at_exit` (a kernel's optimised tier, which the disk cache should keep
-/// for the next process), and drops the rest.
-void post_background_compile(std::function<void()> task, bool finish_at_exit = false);
+/// At exit the queue finishes the task it is in and drops the rest (LLVM's own
+/// statics may be gone by then: a compile at exit crashed).
+void post_background_compile(std::function<void()> task);
 
 /// Whether the caller is the background compile thread: a compile there has no
 /// caller waiting for it.

@@ -131,8 +131,8 @@ CodeTier tier_now(const CpuCompileOptions& opts) {
 // Posts the optimised compile of kernel k (its quick code in `tiered`) to the
 // background compile thread: written to the disk cache, then loaded and stored
 // in tiered->better. A plan freed meanwhile needs only the disk cache's copy
-// (none without a disk cache: then nothing is compiled). Finished at exit when
-// there is a disk cache, so that the next process finds it.
+// (none without a disk cache: then nothing is compiled). A process that exits
+// first leaves it out of the disk cache (the queue drops it at exit).
 void post_optimised_compile(const kir::Kernel& k, const std::string& key, const std::string& symbol,
                             LlvmEmitOptions eo, const std::string& cache_dir,
                             const std::shared_ptr<TieredCode>& tiered) {
@@ -155,8 +155,7 @@ void post_optimised_compile(const kir::Kernel& k, const std::string& key, const 
           std::fprintf(stderr, "kiln: kernel %s keeps its quick code: %s\n", k.name.c_str(),
                        e.what());
         }
-      },
-      /*finish_at_exit=*/!cache_dir.empty());
+      });
 }
 
 }  // namespace

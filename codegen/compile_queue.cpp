@@ -51,6 +51,7 @@ class BackgroundCompiler {
  private:
   void loop() {
     SerialScope serial;
+    on_thread_ = true;
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
       work_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
@@ -72,12 +73,19 @@ class BackgroundCompiler {
   bool busy_ = false, stop_ = false;
   std::thread thread_;
   static inline std::atomic<bool> made_{false};
+
+ public:
+  static inline thread_local bool on_thread_ = false;
 };
 
 }  // namespace
 
 void post_background_compile(std::function<void()> task) {
   BackgroundCompiler::get().post(std::move(task));
+}
+
+bool on_background_compile_thread() {
+  return BackgroundCompiler::on_thread_;
 }
 
 bool compiles_in_background(const Graph& g, std::span<const TensorType> types) {

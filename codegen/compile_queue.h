@@ -14,8 +14,13 @@ namespace kiln {
 /// the order posted, so that a later size finds the kernel templates an earlier
 /// one made; each compiles serially (SerialScope), leaving the thread pool to
 /// the calls running meanwhile. A task keeps its own errors (it must not throw).
-/// At exit the queue finishes the task it is in and drops the rest.
+/// At exit the queue finishes the task it is in and drops the rest (LLVM's own
+/// statics may be gone by then: a compile at exit crashed).
 void post_background_compile(std::function<void()> task);
+
+/// Whether the caller is the background compile thread: a compile there has no
+/// caller waiting for it.
+bool on_background_compile_thread();
 
 /// Whether a plan of `g` (a function's graph at another size) for arguments of
 /// `types` may compile on the background thread while its calls run another

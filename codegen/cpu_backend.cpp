@@ -7,11 +7,13 @@
 
 #include <bit>
 #include <chrono>
+#include <cstdio>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
 
 #include "codegen/codegen_source_hash.h"
+#include "codegen/compile_queue.h"
 #include "codegen/kernel_template.h"
 #include "codegen/llvm_codegen.h"
 #include "codegen/lower.h"
@@ -56,29 +58,32 @@ class LoadedKernels {
     return *k;
   }
 
-  bool find(const std::string& key, CpuKernelFn* fn, std::shared_ptr<const void>* code) {
+  // The code of the kernel loaded under `key` in out.fn, out.better and out.code.
+  bool find(const std::string& key, CpuKernel& out) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = map_.find(key);
     if (it == map_.end()) return false;
-    *code = it->second.code.lock();
-    if (!*code) {
+    out.code = it->second.code.lock();
+    if (!out.code) {
       map_.erase(it);
       return false;
     }
-    *fn = it->second.fn;
+    out.fn = it->second.fn;
+    out.better = it->second.better;
     return true;
   }
 
-  void add(const std::string& key, CpuKernelFn fn, const std::shared_ptr<const void>& code) {
+  void add(const std::string& key, const CpuKernel& k) {
     std::lock_guard<std::mutex> lock(mu_);
     if (++adds_ % 256 == 0)  // forget freed kernels now and then
       std::erase_if(map_, [](const auto& e) { return e.second.code.expired(); });
-    map_[key] = Entry{fn, code};
+    map_[key] = Entry{k.fn, k.better, k.code};
   }
 
  private:
   struct Entry {
     CpuKernelFn fn;
+    const std::atomic<CpuKernelFn>* better;
     std::weak_ptr<const void> code;
   };
   std::mutex mu_;
@@ -107,6 +112,52 @@ std::string params_str(const kir::Kernel& t, const std::vector<int64_t>& p) {
   return p.empty() ? "; no parameters: the code is the same at every size\n" : s + "\n";
 }
 
+// A kernel compiled in tiers (CodeTier::Tiered): its quick code, and its
+// optimised code once the background compile thread has loaded it. Held by
+// CpuKernel::code (so by the plans that run it), better by CpuKernel::better.
+struct TieredCode {
+  std::atomic<CpuKernelFn> better{nullptr};
+  std::shared_ptr<const void> quick, optimised;
+};
+
+// The tier a kernel compiled now gets: a compile with no caller waiting (on the
+// background thread) or one that keeps texts for dumps gets the optimised code.
+CodeTier tier_now(const CpuCompileOptions& opts) {
+  if (opts.tier == CodeTier::Tiered && (opts.want_artifacts || on_background_compile_thread()))
+    return CodeTier::Optimised;
+  return opts.tier;
+}
+
+// Posts the optimised compile of kernel k (its quick code in `tiered`) to the
+// background compile thread: written to the disk cache, then loaded and stored
+// in tiered->better. A plan freed meanwhile needs only the disk cache's copy
+// (none without a disk cache: then nothing is compiled). A process that exits
+// first leaves it out of the disk cache (the queue drops it at exit).
+void post_optimised_compile(const kir::Kernel& k, const std::string& key, const std::string& symbol,
+                            LlvmEmitOptions eo, const std::string& cache_dir,
+                            const std::shared_ptr<TieredCode>& tiered) {
+  eo.quick = false;
+  eo.want_texts = false;
+  eo.want_object = true;
+  post_background_compile(
+      [k, key, symbol, eo, cache_dir, weak = std::weak_ptr<TieredCode>(tiered)] {
+        const std::shared_ptr<TieredCode> alive = weak.lock();
+        if (!alive && cache_dir.empty()) return;
+        try {
+          LlvmKernelBinary bin = compile_kernel_llvm(k, symbol, eo);
+          if (!cache_dir.empty()) ObjectCache(cache_dir).store(key, bin.object);
+          if (!alive) return;
+          std::shared_ptr<const void> code;
+          void* fn = LlvmJit::get().load_object(bin.object, symbol, &code);
+          alive->optimised = std::move(code);
+          alive->better.store(reinterpret_cast<CpuKernelFn>(fn), std::memory_order_release);
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "kiln: kernel %s keeps its quick code: %s\n", k.name.c_str(),
+                       e.what());
+        }
+      });
+}
+
 }  // namespace
 
 namespace {
@@ -120,13 +171,17 @@ enum class Source { Loaded, Anywhere };
 bool load_code(const kir::Kernel& k, const CpuCompileOptions& opts, Source from, CpuKernel& out) {
   LlvmJit& jit = LlvmJit::get();
   const LlvmOpt opt = pipeline_for(k, opts.opt);
+  const CodeTier tier = tier_now(opts);
   // The key: what the code means (kernel text without names) and what it was built for.
+  // The quick tier's own code (KILN_TIER=0) is never on disk; it has a key of its own
+  // so that a process loads either tier's code under the right key.
   const std::string key_text = std::string(kCodegenVersion) + " " + KILN_CODEGEN_SOURCE_HASH +
                                "\nllvm " + LlvmJit::llvm_version() + "\ncpu " + jit.cpu_name() +
                                "\nfeatures " + jit.cpu_features() + "\nvector width " +
                                std::to_string(jit.vector_width()) + "\naligned " +
                                (opts.assume_aligned ? "1" : "0") + "\nopt " + llvm_opt_name(opt) +
-                               "\n" + kir::print_kernel(k, {.names = false});
+                               (tier == CodeTier::Quick ? "\ntier quick" : "") + "\n" +
+                               kir::print_kernel(k, {.names = false});
   const std::string key = stable_hash_hex(key_text);
   const std::string symbol = "kiln_kernel_" + key;
   LlvmEmitOptions eo;
@@ -141,15 +196,16 @@ bool load_code(const kir::Kernel& k, const CpuCompileOptions& opts, Source from,
     eo.want_object = false;
     take_binary(compile_kernel_llvm(k, symbol, eo), out.artifacts);
   };
-  if (opts.reuse_loaded && LoadedKernels::get().find(key, &out.fn, &out.code)) {
+  if (opts.reuse_loaded && LoadedKernels::get().find(key, out)) {
     out.artifacts.reused = true;
     regenerate_texts();
     return true;
   }
   if (from == Source::Loaded) return false;
   const auto t_load = std::chrono::steady_clock::now();
-  if (!opts.cache_dir.empty()) {
-    const ObjectCache cache(opts.cache_dir);
+  const std::string cache_dir = tier == CodeTier::Quick ? "" : opts.cache_dir;
+  if (!cache_dir.empty()) {
+    const ObjectCache cache(cache_dir);
     if (std::optional<std::string> object = cache.load(key)) {
       // An entry whose header and checksum are right may still hold the wrong
       // object (another kernel's, or garbage): it is damaged like any other.
@@ -166,15 +222,24 @@ bool load_code(const kir::Kernel& k, const CpuCompileOptions& opts, Source from,
     regenerate_texts();
   }
   if (!out.artifacts.from_disk_cache) {
+    eo.quick = tier != CodeTier::Optimised;
     LlvmKernelBinary bin = compile_kernel_llvm(k, symbol, eo);
     std::string object = std::move(bin.object);
     take_binary(std::move(bin), out.artifacts);
-    if (!opts.cache_dir.empty()) ObjectCache(opts.cache_dir).store(key, object);
+    if (!eo.quick && !cache_dir.empty()) ObjectCache(cache_dir).store(key, object);
     const auto t = std::chrono::steady_clock::now();
     out.fn = reinterpret_cast<CpuKernelFn>(jit.load_object(object, symbol, &out.code));
     out.artifacts.times.load_ms = ms_between(t, std::chrono::steady_clock::now());
+    out.artifacts.quick = eo.quick;
+    if (tier == CodeTier::Tiered) {
+      auto tiered = std::make_shared<TieredCode>();
+      tiered->quick = std::move(out.code);
+      out.better = &tiered->better;
+      out.code = tiered;
+      post_optimised_compile(k, key, symbol, eo, cache_dir, tiered);
+    }
   }
-  if (opts.reuse_loaded) LoadedKernels::get().add(key, out.fn, out.code);
+  if (opts.reuse_loaded) LoadedKernels::get().add(key, out);
   return true;
 }
 
@@ -288,6 +353,7 @@ CpuKernel share_cpu_code(CpuLoweredGroup l, const CpuKernel& compiled, const kir
   return finish_group(l, opts, [&] {
     CpuKernel& out = l.kernel_out;
     out.fn = compiled.fn;
+    out.better = compiled.better;
     out.code = compiled.code;
     out.params = std::move(params);
     out.artifacts.templated = true;

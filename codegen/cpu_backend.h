@@ -3,6 +3,7 @@
 // inside codegen/*.cpp and runtime/llvm_jit.cpp.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -28,7 +29,11 @@ using CpuKernelFn = void (*)(void* const* buffers, int64_t begin, int64_t end);
 
 struct CpuKernel {
   CpuKernelFn fn = nullptr;  // null when the group needs no kernel (a lone matmul)
-  /// Owns fn's code: the JIT frees it when the last copy goes (kept by the plan).
+  /// Compiled in tiers (CodeTier::Tiered): where the optimised code goes when
+  /// it is ready (plan.h: kernel_to_run); fn is the quick tier's. Else null.
+  const std::atomic<CpuKernelFn>* better = nullptr;
+  /// Owns fn's code (and better's): the JIT frees it when the last copy goes
+  /// (kept by the plan).
   std::shared_ptr<const void> code;
   /// The values whose buffers the kernel reads and writes, in argument order. For
   /// Matmul groups the matmul's own result is the first entry (the caller computes
@@ -45,6 +50,7 @@ struct CpuKernel {
 /// only LLVM kernels have. The CUDA backend never reads them.
 struct CpuOptions : BackendOptions {
   LlvmOpt llvm_opt = LlvmOpt::Fast;  // the kernels' optimisation pipeline (KILN_OPT)
+  CodeTier tier = CodeTier::Optimised;  // one tier only, or quick code first (KILN_TIER)
   bool reuse_kernels = true;         // share identical kernels already loaded (KILN_REUSE=0: never)
   /// Kernels of one plan that differ only in sizes and constants (the Adam update
   /// of each parameter) run one template, compiled once (kernel_template.h,
@@ -62,6 +68,12 @@ struct CpuCompileOptions {
   bool want_artifacts = false;  // fill KernelArtifacts' texts (costs time)
   std::string cache_dir;        // on-disk object cache; empty disables it
   LlvmOpt opt = LlvmOpt::Fast;  // the LLVM optimisation pipeline (KILN_OPT)
+  /// Which code a kernel compiled now runs (KILN_TIER; plans get CpuOptions::tier,
+  /// a kernel compiled on its own the optimised code). Tiered compiles only the
+  /// quick tier now, and the optimised code on the background compile thread,
+  /// except for a compile that runs on that thread already or keeps texts for
+  /// dumps (want_artifacts): those compile the optimised code at once.
+  CodeTier tier = CodeTier::Optimised;
   /// Share the code of an identical kernel already loaded in this process (false:
   /// always compile or read the disk cache, as the cold-compile benchmark does).
   bool reuse_loaded = true;

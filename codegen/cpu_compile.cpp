@@ -230,9 +230,11 @@ class CpuBackend final : public Backend {
     if (k.artifacts.from_disk_cache) r.kernels_from_disk++;
     if (k.artifacts.reused) r.kernels_reused++;
     if (k.artifacts.templated) r.kernels_templated++;
+    if (k.artifacts.quick) r.kernels_quick++;
     r.kernel_times += k.artifacts.times;
     step::CpuKernel run;
     run.fn = k.fn;
+    run.better = k.better;
     run.params = std::move(k.params);
     run.range = k.info.range;
     run.grain = std::max<int64_t>(k.info.grain, 1);
@@ -269,8 +271,8 @@ class CpuBackend final : public Backend {
       auto& last = std::get<step::CpuKernel>(pb.plan().steps.back().what);
       if (last.more.empty())
         last.own_slots = static_cast<int32_t>(pb.plan().steps.back().slots.size());
-      last.more.push_back(
-          {run.fn, std::move(run.params), run.range, static_cast<int32_t>(slots.size())});
+      last.more.push_back({run.fn, std::move(run.params), run.range,
+                           static_cast<int32_t>(slots.size()), run.better});
       pb.extend_last(slots, k.info, grp.outputs);
       return;
     }
@@ -299,6 +301,7 @@ CpuCompileOptions cpu_compile_options(const CompileOptions& opts) {
   c.want_artifacts = opts.want_artifacts;
   c.cache_dir = opts.cache_dir;
   c.opt = cpu.llvm_opt;
+  c.tier = cpu.tier;
   c.reuse_loaded = cpu.reuse_kernels;
   c.dynamic_sizes = opts.dynamic_sizes;
   c.record_only = opts.record_kernels_only;

@@ -56,7 +56,9 @@ std::shared_ptr<const EagerKernel> compile(OpKind k, const Attrs& attrs, const s
   KILN_CHECK(t.params.empty(), "internal: the eager kernel of ", op_name(k),
              " depends on its length");
   t.name = "eager_" + std::string(op_name(k));
-  CpuKernel compiled = compile_lowered_kernel(t, opts);
+  CpuCompileOptions o = opts;
+  o.tier = CodeTier::Optimised;  // compiled once per op and dtypes, run by every later call
+  CpuKernel compiled = compile_lowered_kernel(t, o);
   auto e = std::make_shared<EagerKernel>();
   e->fn = compiled.fn;
   e->code = std::move(compiled.code);

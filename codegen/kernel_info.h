@@ -49,6 +49,9 @@ struct KernelArtifacts {
   /// CPU kernels compiled with dynamic sizes: the code is a template's (kernel_template.h),
   /// compiled now (`reused` false) or already loaded for another size.
   bool templated = false;
+  /// CPU kernels: compiled now in the quick tier (CodeTier; the optimised code,
+  /// with CodeTier::Tiered, follows from the background compile thread).
+  bool quick = false;
 };
 
 }  // namespace kiln

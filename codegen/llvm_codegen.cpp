@@ -733,6 +733,12 @@ std::string module_text(const llvm::Module& m) {
 
 }  // namespace
 
+bool reorders_sums(const kir::Kernel& k) {
+  for (const kir::Accumulator& a : k.accs)
+    if (is_floating(a.type) && !a.arg() && !a.ordered) return true;
+  return false;
+}
+
 LlvmKernelBinary compile_kernel_llvm(const kir::Kernel& k, const std::string& symbol,
                                      const LlvmEmitOptions& opts) {
   LlvmJit& jit = LlvmJit::get();
@@ -754,7 +760,7 @@ LlvmKernelBinary compile_kernel_llvm(const kir::Kernel& k, const std::string& sy
     throw Error("CPU backend produced invalid LLVM IR for " + k.name + ": " + err.str());
   if (opts.want_texts) out.llvm_ir = module_text(*m);
   out.irgen_ms = lap();
-  jit.optimize(*m, opts.opt);
+  jit.optimize(*m, opts.quick && !reorders_sums(k) ? LlvmOpt::None : opts.opt);
   llvm_math::define_vector_variants(*m);
   if (llvm::verifyModule(*m, &err))
     throw Error("CPU backend produced invalid LLVM IR for " + k.name +
@@ -764,7 +770,7 @@ LlvmKernelBinary compile_kernel_llvm(const kir::Kernel& k, const std::string& sy
     out.llvm_ir_opt = module_text(*m);
     out.assembly = jit.emit_assembly(*m);
   }
-  if (opts.want_object) out.object = jit.emit_object(*m);
+  if (opts.want_object) out.object = jit.emit_object(*m, opts.quick);
   out.machine_code_ms = lap();
   return out;
 }

@@ -36,7 +36,16 @@ struct LlvmEmitOptions {
   bool assume_aligned = false;  // buffers are 64-byte aligned
   bool want_object = true;      // false: texts only (a disk-cache hit that wants dumps)
   LlvmOpt opt = LlvmOpt::Fast;  // the optimisation pipeline
+  /// The quick tier (CodeTier): -O0 machine code, and no IR optimisation
+  /// unless the kernel has a floating-point reduction the vectoriser may
+  /// split across lanes (reorders_sums): that one keeps `opt`'s pipeline, so both
+  /// tiers add its elements in the order the vectoriser chose.
+  bool quick = false;
 };
+
+/// Whether k has a floating-point reduction the optimiser may reassociate (an
+/// unordered sum, product, max or min: its adds carry LLVM's `reassoc` flag).
+bool reorders_sums(const kir::Kernel& k);
 
 /// Compiles `k` for the host CPU (see LlvmOpt). Throws kiln::Error if LLVM rejects the module.
 LlvmKernelBinary compile_kernel_llvm(const kir::Kernel& k, const std::string& symbol,

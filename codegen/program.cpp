@@ -44,7 +44,8 @@ std::string CompiledProgram::summary() const {
   std::ostringstream os;
   os << "compiled " << plan->steps.size() << " steps in " << compile_ms << " ms ("
      << report->kernels_reused << " kernels reused, " << report->kernels_from_disk
-     << " from the disk cache; kernels: " << report->kernel_times.str() << ")";
+     << " from the disk cache, " << report->kernels_quick
+     << " quick; kernels: " << report->kernel_times.str() << ")";
   return os.str();
 }
 

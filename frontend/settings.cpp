@@ -67,6 +67,8 @@ Settings& settings() {
     s.log = log_from_env();
     s.cache_dir = default_cache_dir();
     s.llvm_opt = env::choice("KILN_OPT", {"fast", "full"}, 0) == 1 ? LlvmOpt::Full : LlvmOpt::Fast;
+    constexpr CodeTier kTier[] = {CodeTier::Tiered, CodeTier::Quick, CodeTier::Optimised};
+    s.tier = kTier[env::choice("KILN_TIER", {"tiered", "0", "1"}, 2)];
     s.reuse_kernels = env::flag("KILN_REUSE", true);
     s.share_sizes = env::flag("KILN_SHARE_SIZES", true);
     s.merge_steps = env::flag("KILN_MERGE_STEPS", true);
@@ -122,6 +124,7 @@ CompileOptions compile_options() {
   o.cache_dir = s.cache_dir;
   CpuOptions cpu;
   cpu.llvm_opt = s.llvm_opt;
+  cpu.tier = s.tier;
   cpu.reuse_kernels = s.reuse_kernels;
   cpu.share_sizes = s.share_sizes;
   cpu.merge_steps = s.merge_steps;

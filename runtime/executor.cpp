@@ -50,19 +50,20 @@ class KernelParts {
     }
     size_t at = 0;  // into bufs_
     size_t slot = first;
-    auto add = [&](CpuKernelFn fn, const std::vector<int64_t>& params, int64_t range,
-                   size_t slots) {
+    auto add = [&](CpuKernelFn fn, const std::atomic<CpuKernelFn>* better,
+                   const std::vector<int64_t>& params, int64_t range, size_t slots) {
       void** b = bufs_ + at;
       for (size_t i = 0; i < slots; ++i) b[i] = ptr[step.slots[slot + i]];
       b[slots] = const_cast<int64_t*>(params.data());  // read only by kernel templates
-      runs_[n_++] = {fn, b, range};
+      runs_[n_++] = {kernel_to_run(fn, better), b, range};
       range_ += range;
       at += slots + 1;
       slot += slots;
     };
-    add(k.fn, k.params, k.range, k.more.empty() ? nslots : static_cast<size_t>(k.own_slots));
+    add(k.fn, k.better, k.params, k.range,
+        k.more.empty() ? nslots : static_cast<size_t>(k.own_slots));
     for (const step::CpuKernel::Part& p : k.more)
-      add(p.fn, p.params, p.range, static_cast<size_t>(p.slots));
+      add(p.fn, p.better, p.params, p.range, static_cast<size_t>(p.slots));
   }
   KernelParts(const KernelParts&) = delete;
   KernelParts& operator=(const KernelParts&) = delete;

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "ir/error.h"
+#include "runtime/scope_exit.h"
 
 namespace kiln {
 
@@ -236,10 +237,15 @@ void LlvmJit::configure(llvm::Module& m) const {
 }
 
 const char* llvm_opt_name(LlvmOpt o) {
-  return o == LlvmOpt::Full ? "full" : "fast";
+  return o == LlvmOpt::Full ? "full" : o == LlvmOpt::None ? "none" : "fast";
+}
+
+const char* code_tier_name(CodeTier t) {
+  return t == CodeTier::Quick ? "0" : t == CodeTier::Optimised ? "1" : "tiered";
 }
 
 void LlvmJit::optimize(llvm::Module& m, LlvmOpt opt) const {
+  if (opt == LlvmOpt::None) return;
   const Impl::TargetMachineLease tm = impl_->target_machine();
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;
@@ -267,7 +273,20 @@ void LlvmJit::optimize(llvm::Module& m, LlvmOpt opt) const {
 
 namespace {
 
-std::string emit(llvm::TargetMachine& tm, llvm::Module& m, llvm::CodeGenFileType type) {
+// `quick`: the borrowed target machine emits at -O0 (TargetPassConfig reads the
+// level, and at -O0 selects FastISel, which it records in the machine's options
+// and leaves there), and is given back as it was lent: at -O3, which the
+// optimisation pipeline also reads, and without FastISel.
+std::string emit(llvm::TargetMachine& tm, llvm::Module& m, llvm::CodeGenFileType type,
+                 bool quick = false) {
+  const llvm::CodeGenOptLevel level = tm.getOptLevel();
+  const bool fast_isel = tm.Options.EnableFastISel, global_isel = tm.Options.EnableGlobalISel;
+  if (quick) tm.setOptLevel(llvm::CodeGenOptLevel::None);
+  const ScopeExit restore([&] {
+    tm.setOptLevel(level);
+    tm.setFastISel(fast_isel);
+    tm.setGlobalISel(global_isel);
+  });
   llvm::SmallVector<char, 0> buf;
   llvm::raw_svector_ostream os(buf);
   llvm::legacy::PassManager pm;
@@ -279,9 +298,9 @@ std::string emit(llvm::TargetMachine& tm, llvm::Module& m, llvm::CodeGenFileType
 
 }  // namespace
 
-std::string LlvmJit::emit_object(llvm::Module& m) const {
+std::string LlvmJit::emit_object(llvm::Module& m, bool quick) const {
   const Impl::TargetMachineLease tm = impl_->target_machine();
-  return emit(*tm, m, llvm::CodeGenFileType::ObjectFile);
+  return emit(*tm, m, llvm::CodeGenFileType::ObjectFile, quick);
 }
 
 std::string LlvmJit::emit_assembly(const llvm::Module& m) const {

@@ -28,8 +28,24 @@ namespace kiln {
 ///   Full: LLVM's O3 as clang runs it (KILN_OPT=full).
 /// Code generation is LLVM's at -O3 for both, without loop strength reduction
 /// (a quarter of the machine-code time, for no measured speed).
-enum class LlvmOpt { Fast, Full };
-const char* llvm_opt_name(LlvmOpt o);  // "fast", "full"
+///   None: no IR optimisation at all (the entry point calls the body): the quick
+///         tier of a kernel whose results do not depend on the optimiser (CodeTier,
+///         codegen/llvm_codegen.h: LlvmEmitOptions::quick).
+enum class LlvmOpt { Fast, Full, None };
+const char* llvm_opt_name(LlvmOpt o);  // "fast", "full", "none"
+
+/// Which code a CPU kernel compiled while its caller waits runs (KILN_TIER):
+///   Tiered: first the quick tier (LLVM's machine code at -O0, FastISel, and no IR
+///           optimisation where that gives the same results), loaded at once; the
+///           optimised code is compiled on the background compile thread, written to
+///           the disk cache and swapped in when ready. The two tiers compute the
+///           same bits (tests/codegen/tier_test.cpp), so no result depends on when the
+///           swap happens. A kernel found in the disk cache is the optimised one.
+///   Quick: the quick tier only, never swapped, the disk cache neither read nor
+///          written (KILN_TIER=0: to test the quick tier's code on its own).
+///   Optimised: the optimised code only, compiled before the call goes on (KILN_TIER=1).
+enum class CodeTier { Tiered, Quick, Optimised };
+const char* code_tier_name(CodeTier t);  // "tiered", "0", "1"
 
 class LlvmJit {
  public:
@@ -60,7 +76,9 @@ class LlvmJit {
   /// contexts may be optimised and emitted concurrently.
   void optimize(llvm::Module& m, LlvmOpt opt) const;
   /// Host machine code for the module as an ELF object file. Consumes nothing.
-  std::string emit_object(llvm::Module& m) const;
+  /// `quick`: LLVM's -O0 code generator (FastISel, the fast register allocator):
+  /// a fraction of the time, the same operations in the same order.
+  std::string emit_object(llvm::Module& m, bool quick = false) const;
   /// Host assembly text for a clone of the module.
   std::string emit_assembly(const llvm::Module& m) const;
 

@@ -7,6 +7,7 @@
 // cuBLAS, on the device's stream (cuda_executor.h).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -31,6 +32,15 @@ struct CudaLibraryFunctions;  // runtime/cuda_library.h
 /// A compiled CPU kernel over dense buffers (then, for a kernel template, a pointer
 /// to its parameters): computes outer-loop iterations [begin, end).
 using CpuKernelFn = void (*)(void* const* buffers, int64_t begin, int64_t end);
+
+/// A kernel compiled in tiers (CodeTier, runtime/llvm_jit.h) runs `fn`, its quick
+/// code, until the optimised code compiled in the background is stored in
+/// `*better`; both compute the same bits. Null `better`: fn is all there is.
+inline CpuKernelFn kernel_to_run(CpuKernelFn fn, const std::atomic<CpuKernelFn>* better) {
+  if (better)
+    if (CpuKernelFn b = better->load(std::memory_order_acquire)) return b;
+  return fn;
+}
 
 struct PlanSlot {
   enum Kind : uint8_t { Arg, Param, Temp, Output };
@@ -82,9 +92,11 @@ struct CpuKernel {
     std::vector<int64_t> params;
     int64_t range = 1;
     int32_t slots = 0;
+    const std::atomic<CpuKernelFn>* better = nullptr;  // see kernel_to_run
   };
   std::vector<Part> more;
   int32_t own_slots = 0;  // with `more`: how many of PlanStep::slots are this kernel's
+  const std::atomic<CpuKernelFn>* better = nullptr;  // see kernel_to_run
 };
 
 /// A loaded CUDA kernel (a CUfunction): slots are its arguments in order.

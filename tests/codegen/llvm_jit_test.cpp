@@ -49,6 +49,20 @@ TEST_CASE("compiles one after another reuse one target machine, and the code doe
   CHECK(again.second == first.second);  // and its assembly
 }
 
+TEST_CASE("a quick-tier emission leaves its target machine as it was lent") {
+  const kir::Kernel a = exp_chain_kernel(9);
+  const auto before = compile(a);
+  const size_t made = LlvmJit::get().target_machines();
+  LlvmEmitOptions quick;
+  quick.quick = true;
+  const LlvmKernelBinary q = compile_kernel_llvm(a, "kiln_kernel_llvm_jit_test", quick);
+  CHECK(LlvmJit::get().target_machines() == made);  // the same machine, lent again
+  CHECK(q.object != before.first);                  // -O0 code
+  const auto after = compile(a);
+  CHECK(after.first == before.first);  // -O3 again, and no FastISel
+  CHECK(after.second == before.second);
+}
+
 TEST_CASE("compiles on several threads at once each borrow a target machine of their own") {
   const kir::Kernel a = exp_chain_kernel(7);
   const auto alone = compile(a);

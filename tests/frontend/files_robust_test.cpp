@@ -242,6 +242,7 @@ TEST_CASE(
   auto f = jit([](Tensor x) { return (x * 3).exp(); }, "cached");
   Tensor x = randn({16});
   const Tensor want = f(x);
+  wait_for_background_compiles();    // the optimised objects, on disk
   settings().reuse_kernels = false;  // the next function reads the disk cache
   int entries = 0;
   for (const auto& e : fs::directory_iterator(cache.dir.path)) {
@@ -254,6 +255,7 @@ TEST_CASE(
   CHECK_NOTHROW(got = g(x));
   settings().reuse_kernels = true;
   CHECK(got.to_vector<float>() == want.to_vector<float>());
+  wait_for_background_compiles();  // the recompiled objects, on disk
   for (const auto& e : fs::directory_iterator(cache.dir.path))
     CHECK(fs::file_size(e.path()) < (uint64_t(1) << 20));  // rewritten by the recompile
 }

@@ -16,8 +16,7 @@
 //       first short enough that n * c is exact; in f32 3 full-width ones where
 //       the target fuses multiply-adds, else 4 short ones), polynomials on
 //       [-pi/4, pi/4], and the quadrant n mod 4, n's low bits as an integer,
-//       picks sin/cos and the sign; past |x| = 1e4, libm's (see "sin and cos
-//       of large arguments").
+//       picks sin/cos and the sign; past |x| = 1e4, libm's (llvm_trig.cpp).
 // tanh: t / (-2 - t) with t = expm1(-2|x|), sign restored (a NaN passes the
 //       clamp of |x|); expm1 is exp's reduction with an e^r - 1 polynomial,
 //       exact at n = 0 for small |x|.
@@ -38,11 +37,7 @@
 
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
-#include <llvm/IR/MDBuilder.h>
 #include <llvm/IR/Module.h>
-#include <llvm/Support/ModRef.h>
-#include <llvm/Transforms/Utils/Cloning.h>
-#include <llvm/Transforms/Utils/ModuleUtils.h>
 
 #include <cmath>
 #include <limits>
@@ -128,8 +123,6 @@ const std::vector<double> kExp32 = {
 const std::vector<double> kExpm1Over32 = {0.0013888606925417748, 0.00836907500564689,
                                           0.041667140377943515,  0.166665061638945,
                                           0.4999999811177934,    1.0000000106330649};
-
-llvm::Value* trig_call(llvm::IRBuilderBase& b, llvm::Value* x, bool cos);
 
 // Whether f's target fuses llvm.fmuladd into one rounding (x86: FMA3).
 bool fuses_multiply_add(const llvm::Function& f) {
@@ -379,7 +372,8 @@ struct M {
     llvm::Value* sign = b.CreateShl(b.CreateAnd(q, ic(2)), ic(dbl ? 62 : 30));
     if (!cos_shift)
       sign = b.CreateXor(sign, b.CreateAnd(b.CreateBitCast(x_signed, it),
-                                           ic(dbl ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int32_t>::min())));
+                                           ic(dbl ? std::numeric_limits<int64_t>::min()
+                                                  : std::numeric_limits<int32_t>::min())));
     llvm::Value* v = b.CreateBitCast(sel(odd, cs, sn), it);
     return b.CreateBitCast(b.CreateXor(v, sign), ft);
   }
@@ -511,8 +505,8 @@ struct M {
 
   llvm::Value* sqrt(llvm::Value* x) { return call(llvm::Intrinsic::sqrt, x); }
   llvm::Value* rsqrt(llvm::Value* x) { return div(c(1.0), sqrt(x)); }
-  llvm::Value* sin(llvm::Value* x) { return trig_call(b, x, false); }
-  llvm::Value* cos(llvm::Value* x) { return trig_call(b, x, true); }
+  llvm::Value* sin(llvm::Value* x) { return sin_or_cos(b, x, false); }
+  llvm::Value* cos(llvm::Value* x) { return sin_or_cos(b, x, true); }
   // log(1 + x): u = 1 + x rounded gives e (u = m 2^e, m in [sqrt(1/2), sqrt(2)) as
   // split_mantissa), and then g = 4 f = (1 + x) 2^(2-e) - 4 = fma(x, t, t - 4) with
   // t = 2^(2-e) from e's bits: the reduced f of the exact 1 + x, rounded once (t - 4
@@ -670,209 +664,10 @@ struct M {
   }
 };
 
-// sin and cos of large arguments. M::sincos's reduction is exact while n =
-// rint(x 2/pi) times its constants is: up to |x| = kTrigFastLimit it keeps
-// the accuracy in llvm_math.h, far beyond it the result is garbage (sin(1e20)
-// came out as -inf). Past the limit a lane takes libm's sinf/sin (cosf/cos),
-// as the reference kernels do. A branch per element would stop the loop
-// vectoriser, so sin is a call of kiln.sin.f32 (kiln.cos.f64, ...): a
-// function of the module, not inlined, whose vector variants (kiln.sin.f32.v8:
-// the same arithmetic in lanes, and one branch per vector to the scalar
-// function lane by lane, taken only when some lane is past the limit) the
-// vectoriser calls through the "vector-function-abi-variant" attribute.
-// define_vector_variants gives the variants it used their bodies and inlines
-// them. Scalar and vector paths compute the same bits.
-constexpr double kTrigFastLimit = 1e4;
-
-std::string trig_name(bool cos, llvm::Type* scalar) {
-  return std::string(cos ? "kiln.cos." : "kiln.sin.") + (scalar->isDoubleTy() ? "f64" : "f32");
-}
-
-// The vector widths a variant is declared for: a 128-, 256- and 512-bit vector.
-std::vector<unsigned> variant_widths(llvm::Type* scalar) {
-  return scalar->isDoubleTy() ? std::vector<unsigned>{2, 4, 8} : std::vector<unsigned>{4, 8, 16};
-}
-
-std::string variant_name(const std::string& scalar_fn, unsigned lanes) {
-  return scalar_fn + ".v" + std::to_string(lanes);
-}
-
-// The caller's target (CPU and features) on f, so that f, its variants and
-// the kernel choose the same arithmetic (fuses_multiply_add) and instructions.
-void copy_target(llvm::Function& f, const llvm::Function& from) {
-  for (const char* a : {"target-cpu", "target-features"})
-    if (from.hasFnAttribute(a)) f.addFnAttr(from.getFnAttribute(a));
-}
-
-// sin or cos of x: the fast path, or libm's past the limit; x a scalar; for
-// kernel, whose target it takes.
-llvm::Function* trig_function(llvm::Module& m, llvm::Type* ft, bool cos,
-                              const llvm::Function& kernel) {
-  const std::string name = trig_name(cos, ft);
-  if (llvm::Function* f = m.getFunction(name)) return f;
-  llvm::LLVMContext& ctx = m.getContext();
-  auto* type = llvm::FunctionType::get(ft, {ft}, false);
-  auto* f = llvm::Function::Create(type, llvm::Function::InternalLinkage, name, m);
-  copy_target(*f, kernel);
-  // libm's sinf/sin set errno only for an infinite argument, which never
-  // reaches it (the fast path's NaN is the result), so they read and write no
-  // memory here.
-  for (llvm::Attribute::AttrKind a : {llvm::Attribute::NoUnwind, llvm::Attribute::WillReturn,
-                                      llvm::Attribute::NoInline})
-    f->addFnAttr(a);
-  f->setMemoryEffects(llvm::MemoryEffects::none());
-  const bool dbl = ft->isDoubleTy();
-  llvm::FunctionCallee libm = m.getOrInsertFunction(
-      cos ? (dbl ? "cos" : "cosf") : (dbl ? "sin" : "sinf"), type);
-  if (auto* lf = llvm::dyn_cast<llvm::Function>(libm.getCallee())) {
-    lf->setMemoryEffects(llvm::MemoryEffects::none());
-    lf->addFnAttr(llvm::Attribute::NoUnwind);
-  }
-  auto* entry = llvm::BasicBlock::Create(ctx, "entry", f);
-  auto* slow = llvm::BasicBlock::Create(ctx, "libm", f);
-  auto* done = llvm::BasicBlock::Create(ctx, "done", f);
-  llvm::IRBuilder<> b(entry);
-  llvm::Value* x = f->getArg(0);
-  M mm(b, x);
-  llvm::Value* fast = mm.sincos(x, cos);
-  llvm::Value* a = mm.fabs(x);
-  b.CreateCondBr(b.CreateAnd(b.CreateFCmpOGT(a, mm.c(kTrigFastLimit)),
-                             b.CreateFCmpONE(a, mm.c(std::numeric_limits<double>::infinity()))),
-                 slow, done);
-  b.SetInsertPoint(slow);
-  llvm::Value* exact = b.CreateCall(libm, {x});
-  b.CreateBr(done);
-  b.SetInsertPoint(done);
-  llvm::PHINode* r = b.CreatePHI(ft, 2);
-  r->addIncoming(fast, entry);
-  r->addIncoming(exact, slow);
-  b.CreateRet(r);
-
-  // The variants, declared; they and f are kept in llvm.compiler.used until
-  // define_vector_variants (else a loop vectorised whole leaves f without a call).
-  std::string mappings;
-  std::vector<llvm::GlobalValue*> declared = {f};
-  for (unsigned lanes : variant_widths(ft)) {
-    const std::string vname = variant_name(name, lanes);
-    auto* vt = llvm::FixedVectorType::get(ft, lanes);
-    declared.push_back(llvm::Function::Create(llvm::FunctionType::get(vt, {vt}, false),
-                                              llvm::Function::ExternalLinkage, vname, m));
-    if (!mappings.empty()) mappings += ",";
-    mappings += "_ZGV_LLVM_N" + std::to_string(lanes) + "v_" + name + "(" + vname + ")";
-  }
-  f->addFnAttr("vector-function-abi-variant", mappings);
-  llvm::appendToCompilerUsed(m, declared);
-  return f;
-}
-
-llvm::Value* trig_call(llvm::IRBuilderBase& b, llvm::Value* x, bool cos) {
-  llvm::Function& kernel = *b.GetInsertBlock()->getParent();
-  return b.CreateCall(trig_function(*kernel.getParent(), x->getType(), cos, kernel), {x});
-}
-
-// f lane by lane on a vector of type vt: kiln.sin.f32.v8.lanes. It preserves
-// every register (preserve_allcc), so that the vector loop that calls it, rarely,
-// keeps its constants in registers rather than loading them again each
-// iteration (a call with the C convention clobbers every vector register):
-// sin over 32K floats ran at 0.64 ns an element that way, against 0.42.
-llvm::Function* lanes_function(llvm::Function& f, llvm::FixedVectorType* vt) {
-  llvm::Module& m = *f.getParent();
-  const std::string name = variant_name(f.getName().str(), vt->getNumElements()) + ".lanes";
-  if (llvm::Function* g = m.getFunction(name)) return g;
-  auto* g = llvm::Function::Create(llvm::FunctionType::get(vt, {vt}, false),
-                                   llvm::Function::InternalLinkage, name, m);
-  copy_target(*g, f);
-  g->setCallingConv(llvm::CallingConv::PreserveAll);
-  g->addFnAttr(llvm::Attribute::NoInline);
-  g->addFnAttr(llvm::Attribute::NoUnwind);
-  g->setMemoryEffects(llvm::MemoryEffects::none());
-  llvm::IRBuilder<> b(llvm::BasicBlock::Create(m.getContext(), "entry", g));
-  llvm::Value* x = g->getArg(0);
-  llvm::Value* r = llvm::PoisonValue::get(vt);
-  for (unsigned i = 0; i < vt->getNumElements(); ++i)
-    r = b.CreateInsertElement(r, b.CreateCall(&f, {b.CreateExtractElement(x, i)}), i);
-  b.CreateRet(r);
-  return g;
-}
-
-// The body of a variant of scalar function f (kiln.sin.f32.v8 of kiln.sin.f32).
-void define_variant(llvm::Function& v, llvm::Function& f, bool cos) {
-  llvm::LLVMContext& ctx = v.getContext();
-  v.setLinkage(llvm::Function::InternalLinkage);
-  copy_target(v, f);
-  v.addFnAttr(llvm::Attribute::NoUnwind);
-  v.setMemoryEffects(llvm::MemoryEffects::none());
-  auto* entry = llvm::BasicBlock::Create(ctx, "entry", &v);
-  auto* slow = llvm::BasicBlock::Create(ctx, "lanes", &v);
-  auto* done = llvm::BasicBlock::Create(ctx, "done", &v);
-  llvm::IRBuilder<> b(entry);
-  llvm::Value* x = v.getArg(0);
-  M mm(b, x);
-  llvm::Value* fast = mm.sincos(x, cos);
-  llvm::Value* big = b.CreateFCmpOGT(mm.fabs(x), mm.c(kTrigFastLimit));
-  // In 512-bit vectors the branch is marked rare: preserve_allcc keeps ymm0-15
-  // only, so the call clobbers every zmm register, and without the weights
-  // the register allocator kept the loop's constants on the stack, loaded
-  // again each iteration (f32 sin for skylake-avx512 and znver4: 49 stack
-  // operands in the loop's blocks without the call, 5 with the weights; the
-  // spills move around the call). Not in 256-bit vectors: on a Zen 3 the
-  // weights made the loop slower (0.45 -> 0.47 ns an element).
-  llvm::MDNode* weights = nullptr;
-  if (x->getType()->getPrimitiveSizeInBits() >= 512)
-    weights = llvm::MDBuilder(ctx).createBranchWeights(1, (1u << 20) - 1);
-  b.CreateCondBr(b.CreateOrReduce(big), slow, done, weights);
-  b.SetInsertPoint(slow);
-  llvm::CallInst* lanes =
-      b.CreateCall(lanes_function(f, llvm::cast<llvm::FixedVectorType>(x->getType())), {x});
-  lanes->setCallingConv(llvm::CallingConv::PreserveAll);
-  b.CreateBr(done);
-  b.SetInsertPoint(done);
-  llvm::PHINode* r = b.CreatePHI(x->getType(), 2);
-  r->addIncoming(fast, entry);
-  r->addIncoming(lanes, slow);
-  b.CreateRet(r);
-}
-
 }  // namespace
 
-void define_vector_variants(llvm::Module& m) {
-  std::vector<llvm::Function*> scalars;
-  std::vector<std::pair<llvm::Function*, llvm::Function*>> variants;  // (variant, scalar)
-  for (bool cos : {false, true})
-    for (llvm::Type* t : {llvm::Type::getFloatTy(m.getContext()),
-                          llvm::Type::getDoubleTy(m.getContext())})
-      if (llvm::Function* f = m.getFunction(trig_name(cos, t))) {
-        scalars.push_back(f);
-        for (unsigned lanes : variant_widths(t))
-          if (llvm::Function* v = m.getFunction(variant_name(f->getName().str(), lanes)))
-            variants.emplace_back(v, f);
-      }
-  if (scalars.empty()) return;
-  llvm::removeFromUsedLists(m, [&](llvm::Constant* c) {
-    for (llvm::Function* f : scalars)
-      if (c == f) return true;
-    for (auto& [v, f] : variants)
-      if (c == v) return true;
-    return false;
-  });
-  for (llvm::Function* f : scalars) f->removeDeadConstantUsers();  // the old used list
-  for (auto& [v, f] : variants) {
-    v->removeDeadConstantUsers();
-    if (!v->use_empty()) {
-      define_variant(*v, *f, f->getName().starts_with("kiln.cos"));
-      std::vector<llvm::CallBase*> calls;
-      for (llvm::User* u : v->users())
-        if (auto* call = llvm::dyn_cast<llvm::CallBase>(u)) calls.push_back(call);
-      for (llvm::CallBase* call : calls) {
-        llvm::InlineFunctionInfo info;
-        if (!llvm::InlineFunction(*call, info).isSuccess())
-          throw Error("CPU backend: cannot inline " + v->getName().str());
-      }
-    }
-    if (v->use_empty()) v->eraseFromParent();
-  }
-  for (llvm::Function* f : scalars)
-    if (f->use_empty()) f->eraseFromParent();
+llvm::Value* sincos_fast(llvm::IRBuilderBase& b, llvm::Value* x, bool cos) {
+  return M(b, x).sincos(x, cos);
 }
 
 llvm::Value* math(llvm::IRBuilderBase& b, kir::ScalarOp op, llvm::Value* x, llvm::Value* y) {
@@ -920,122 +715,6 @@ llvm::Value* pow(llvm::IRBuilderBase& b, llvm::Value* x, llvm::Value* y) {
     return b.CreateFPTrunc(r, x->getType());
   }
   return M(b, x).pow(x, y);
-}
-
-namespace {
-
-// Words 0 and 1 (word 0 high, as an i64) of the Philox-4x32-10 block at counter
-// (lo, hi, attempt, 0) of an i64 counter and key (lo, hi) of an i64 key.
-llvm::Value* philox_bits(llvm::IRBuilderBase& b, llvm::Value* key, llvm::Value* counter,
-                         llvm::Value* attempt) {
-  llvm::Type* i32 = b.getInt32Ty();
-  llvm::Type* i64 = b.getInt64Ty();
-  auto lo = [&](llvm::Value* v) { return b.CreateTrunc(v, i32); };
-  auto hi = [&](llvm::Value* v) { return b.CreateTrunc(b.CreateLShr(v, 32), i32); };
-  auto k32 = [&](uint32_t v) { return llvm::ConstantInt::get(i32, v); };
-  llvm::Value *c0 = lo(counter), *c1 = hi(counter), *c2 = attempt, *c3 = k32(0);
-  llvm::Value *k0 = lo(key), *k1 = hi(key);
-  for (int r = 0; r < 10; ++r) {
-    // 32 x 32 -> 64-bit products: the high word and the low word of each.
-    llvm::Value* p0 = b.CreateMul(llvm::ConstantInt::get(i64, 0xD2511F53u), b.CreateZExt(c0, i64));
-    llvm::Value* p1 = b.CreateMul(llvm::ConstantInt::get(i64, 0xCD9E8D57u), b.CreateZExt(c2, i64));
-    llvm::Value* n0 = b.CreateXor(b.CreateXor(hi(p1), c1), k0);
-    llvm::Value* n2 = b.CreateXor(b.CreateXor(hi(p0), c3), k1);
-    c0 = n0;
-    c1 = lo(p1);
-    c2 = n2;
-    c3 = lo(p0);
-    k0 = b.CreateAdd(k0, k32(0x9E3779B9u));
-    k1 = b.CreateAdd(k1, k32(0xBB67AE85u));
-  }
-  return b.CreateOr(b.CreateShl(b.CreateZExt(c0, i64), 32), b.CreateZExt(c1, i64));
-}
-
-// kiln.philox_below(key, counter, bound), defined once per module: attempts
-// 0, 1, ... until Lemire's test accepts one (a loop, so it is a function of
-// its own rather than straight-line code).
-llvm::Function* philox_below_function(llvm::Module& m) {
-  const char* name = "kiln.philox_below";
-  if (llvm::Function* f = m.getFunction(name)) return f;
-  llvm::LLVMContext& ctx = m.getContext();
-  llvm::Type* i64 = llvm::Type::getInt64Ty(ctx);
-  llvm::Type* i128 = llvm::Type::getInt128Ty(ctx);
-  auto* f = llvm::Function::Create(llvm::FunctionType::get(i64, {i64, i64, i64}, false),
-                                   llvm::Function::InternalLinkage, name, m);
-  f->addFnAttr(llvm::Attribute::NoUnwind);
-  f->setMemoryEffects(llvm::MemoryEffects::none());
-  llvm::Value *key = f->getArg(0), *counter = f->getArg(1), *bound = f->getArg(2);
-  auto* entry = llvm::BasicBlock::Create(ctx, "entry", f);
-  auto* loop = llvm::BasicBlock::Create(ctx, "attempt", f);
-  auto* check = llvm::BasicBlock::Create(ctx, "check", f);
-  auto* retry = llvm::BasicBlock::Create(ctx, "retry", f);
-  auto* done = llvm::BasicBlock::Create(ctx, "done", f);
-  llvm::IRBuilder<> b(entry);
-  b.CreateBr(loop);
-  b.SetInsertPoint(loop);
-  llvm::PHINode* attempt = b.CreatePHI(b.getInt32Ty(), 2);
-  attempt->addIncoming(b.getInt32(0), entry);
-  llvm::Value* x = philox_bits(b, key, counter, attempt);
-  llvm::Value* product = b.CreateMul(b.CreateZExt(x, i128), b.CreateZExt(bound, i128));
-  llvm::Value* low = b.CreateTrunc(product, i64);
-  llvm::Value* high = b.CreateTrunc(b.CreateLShr(product, 64), i64);
-  b.CreateCondBr(b.CreateICmpUGE(low, bound), done, check);
-  b.SetInsertPoint(check);
-  llvm::Value* threshold = b.CreateURem(b.CreateSub(b.getInt64(0), bound), bound);
-  b.CreateCondBr(b.CreateICmpUGE(low, threshold), done, retry);
-  b.SetInsertPoint(retry);
-  attempt->addIncoming(b.CreateAdd(attempt, b.getInt32(1)), retry);
-  b.CreateBr(loop);
-  b.SetInsertPoint(done);
-  b.CreateRet(high);
-  return f;
-}
-
-}  // namespace
-
-llvm::Value* philox(llvm::IRBuilderBase& b, llvm::Value* key, llvm::Value* counter, DType t) {
-  llvm::Value* x = philox_bits(b, key, counter, b.getInt32(0));
-  switch (t) {
-    case DType::f32:
-      return b.CreateFMul(
-          b.CreateUIToFP(b.CreateTrunc(b.CreateLShr(x, 40), b.getInt32Ty()), b.getFloatTy()),
-          llvm::ConstantFP::get(b.getFloatTy(), 0x1p-24));
-    case DType::f64:
-      return b.CreateFMul(b.CreateSIToFP(b.CreateLShr(x, 11), b.getDoubleTy()),
-                          llvm::ConstantFP::get(b.getDoubleTy(), 0x1p-53));
-    case DType::i64:
-      return x;
-    default:
-      throw Error(std::string("CPU backend: no philox draw of type ") + dtype_name(t));
-  }
-}
-
-llvm::Value* philox_below(llvm::IRBuilderBase& b, llvm::Value* key, llvm::Value* counter,
-                          llvm::Value* bound) {
-  llvm::Function* f = philox_below_function(*b.GetInsertBlock()->getModule());
-  return b.CreateCall(f, {key, counter, bound});
-}
-
-llvm::Value* ipow(llvm::IRBuilderBase& b, llvm::Value* x, llvm::Value* y, bool is_unsigned) {
-  llvm::Type* t = x->getType();
-  const unsigned bits = t->getIntegerBitWidth();
-  auto k = [&](int64_t v) { return llvm::ConstantInt::get(t, uint64_t(v), true); };
-  llvm::Value* result = k(1);
-  llvm::Value* base = x;
-  // Every exponent bit of an unsigned type counts; a signed type's top bit is its sign.
-  const unsigned used = is_unsigned ? bits : bits - 1;
-  for (unsigned i = 0; i < used; ++i) {
-    llvm::Value* bit = b.CreateTrunc(b.CreateLShr(y, k(i)), b.getInt1Ty());
-    result = b.CreateSelect(bit, b.CreateMul(result, base), result);
-    if (i + 1 < used) base = b.CreateMul(base, base);
-  }
-  if (is_unsigned) return result;
-  // Negative exponents: 1 for x = 1, +-1 for x = -1, else 0.
-  llvm::Value* odd = b.CreateTrunc(y, b.getInt1Ty());
-  llvm::Value* neg_one = b.CreateSelect(odd, k(-1), k(1));
-  llvm::Value* negative = b.CreateSelect(b.CreateICmpEQ(x, k(1)), k(1),
-                                         b.CreateSelect(b.CreateICmpEQ(x, k(-1)), neg_one, k(0)));
-  return b.CreateSelect(b.CreateICmpSLT(y, k(0)), negative, result);
 }
 
 }  // namespace kiln::llvm_math

@@ -37,9 +37,16 @@ namespace kiln::llvm_math {
 /// 0.5 x (1 + erf(x / sqrt 2)).
 llvm::Value* math(llvm::IRBuilderBase& b, kir::ScalarOp op, llvm::Value* x,
                   llvm::Value* y = nullptr);
+/// sin (cos with `cos`) of x, a float or double or a vector of them, by the
+/// reduction and polynomials alone: accurate up to |x| = 1e4, not past it.
+llvm::Value* sincos_fast(llvm::IRBuilderBase& b, llvm::Value* x, bool cos);
+/// sin or cos of a scalar x for a kernel: a call of the module's kiln.sin.f32
+/// (kiln.cos.f64, ...), sincos_fast up to |x| = 1e4 and libm's past it, whose
+/// vector variants the loop vectoriser calls (llvm_trig.cpp).
+llvm::Value* sin_or_cos(llvm::IRBuilderBase& b, llvm::Value* x, bool cos);
 /// After the optimisation pipeline: gives the vector variants of sin and cos that
 /// the loop vectoriser called their bodies, inlines them, and drops the rest
-/// (llvm_math.cpp, "sin and cos of large arguments").
+/// (llvm_trig.cpp).
 void define_vector_variants(llvm::Module& m);
 /// Whether math(op) (or pow) is a polynomial expansion of tens of vector
 /// operations per element (exp, tanh, erf, ...: bound by arithmetic), not one

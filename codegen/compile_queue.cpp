@@ -8,6 +8,8 @@
 #include <mutex>
 #include <thread>
 
+#include <unistd.h>
+
 #include "codegen/backend.h"
 #include "runtime/collective.h"
 #include "runtime/thread_pool.h"
@@ -15,8 +17,9 @@
 namespace kiln {
 namespace {
 
-// Made on first use, after the first plan compiled: at exit it is destroyed
-// before what compiles, finishing the task it is in and dropping the rest.
+// Made on first use, after the first plan compiled. At exit the process's main
+// thread drains it (DrainAtExit) before any static is destroyed; its destructor
+// (an exit from another thread) finishes the task it is in and drops the rest.
 class BackgroundCompiler {
  public:
   static BackgroundCompiler& get() {
@@ -26,19 +29,40 @@ class BackgroundCompiler {
   }
   static bool made() { return made_.load(); }
 
+  // A forked child drops what it posts and does not wait: the thread stayed in
+  // the parent (its tiered kernels keep their quick code, new sizes run eagerly).
   void post(std::function<void()> task) {
+    if (forked()) return;
     std::lock_guard<std::mutex> lock(mu_);
-    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+    if (exiting_) return;  // the process is ending: nothing would run the result
+    if (!thread_.joinable()) {
+      thread_ = std::thread([this] { loop(); });
+      owner_.store(::getpid());
+    }
     tasks_.push_back(std::move(task));
     work_.notify_one();
   }
 
   void wait_idle() {
+    if (forked()) return;
     std::unique_lock<std::mutex> lock(mu_);
     idle_.wait(lock, [&] { return tasks_.empty() && !busy_; });
   }
 
+  // Runs the queued tasks to the end (their kernels reach the disk cache, so the
+  // next process starts warm) and takes no more.
+  void finish_at_exit() {
+    if (forked()) return;  // the thread, and what it ran, stayed in the parent
+    std::unique_lock<std::mutex> lock(mu_);
+    exiting_ = true;
+    idle_.wait(lock, [&] { return tasks_.empty() && !busy_; });
+  }
+
   ~BackgroundCompiler() {
+    if (forked()) {
+      thread_.detach();  // no such thread here: only its handle (and maybe mu_ held) was copied
+      return;
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
@@ -67,20 +91,48 @@ class BackgroundCompiler {
     }
   }
 
+  // A child forked after the thread started has the queue's state but not the thread.
+  bool forked() const {
+    const pid_t owner = owner_.load();
+    return owner != 0 && owner != ::getpid();
+  }
+
   std::mutex mu_;
   std::condition_variable work_, idle_;
   std::deque<std::function<void()>> tasks_;
-  bool busy_ = false, stop_ = false;
+  bool busy_ = false, stop_ = false, exiting_ = false;
   std::thread thread_;
+  std::atomic<pid_t> owner_{0};  // the process that started thread_
   static inline std::atomic<bool> made_{false};
 
  public:
   static inline thread_local bool on_thread_ = false;
 };
 
+// A compile needs LLVM's function-local statics, and the compile thread makes
+// some of them after the queue itself (the first optimised compile of a tiered
+// process runs there), so they are destroyed before it. glibc's exit() runs the
+// exiting thread's thread_local destructors before its atexit list and the static
+// destructors: one armed on the main thread drains the queue while every static
+// is alive. The main thread's thread_locals end only with the process (or with
+// pthread_exit of main, after which the queue takes no new tasks: tiered kernels
+// keep their quick code and new sizes keep running eagerly, the same values).
+struct DrainAtExit {
+  ~DrainAtExit() {
+    if (BackgroundCompiler::made()) BackgroundCompiler::get().finish_at_exit();
+  }
+};
+
+void arm_drain_at_exit() {
+  if (::gettid() != ::getpid()) return;  // only the main thread's end is the process's
+  thread_local DrainAtExit drain;
+  (void)drain;
+}
+
 }  // namespace
 
 void post_background_compile(std::function<void()> task) {
+  arm_drain_at_exit();
   BackgroundCompiler::get().post(std::move(task));
 }
 

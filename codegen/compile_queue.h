@@ -14,8 +14,10 @@ namespace kiln {
 /// the order posted, so that a later size finds the kernel templates an earlier
 /// one made; each compiles serially (SerialScope), leaving the thread pool to
 /// the calls running meanwhile. A task keeps its own errors (it must not throw).
-/// At exit the queue finishes the task it is in and drops the rest (LLVM's own
-/// statics may be gone by then: a compile at exit crashed).
+/// When the main thread exits the process, the queue runs what it holds to the
+/// end before any static is destroyed (so optimised kernels reach the disk cache)
+/// and takes no more; an exit from another thread finishes the task it is in
+/// and drops the rest.
 void post_background_compile(std::function<void()> task);
 
 /// Whether the caller is the background compile thread: a compile there has no

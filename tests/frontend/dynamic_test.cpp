@@ -3,9 +3,14 @@
 // templates taking the sizes at run time. Traced still equals eager at every size.
 #include "test_util.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <future>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
 #include "codegen/compile_queue.h"
 #include "frontend/settings.h"
@@ -141,6 +146,35 @@ TEST_CASE("a new size runs eagerly while its plan compiles in the background, th
   CAPTURE(logged);
   CHECK(logged.find("arg 0: shape [9,3] -> [7,3]) in the background; until it is ready, its calls run eagerly") !=
         std::string::npos);
+}
+
+// The exit of a process drains the compile queue (compile_queue.h); a child
+// forked while it works has the queue's state but not its thread.
+TEST_CASE("a child forked while the background thread compiles neither waits for it nor hangs") {
+  wait_for_background_compiles();
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  post_background_compile([released] { released.wait(); });  // busy until released
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // What a child may do: post (dropped), wait (returns), and exit (no drain).
+    post_background_compile([] {});
+    wait_for_background_compiles();
+    std::exit(0);
+  }
+  int status = -1;
+  pid_t done = 0;
+  for (int i = 0; i < 200 && done == 0; ++i) {  // up to 20 s
+    done = ::waitpid(child, &status, WNOHANG);
+    if (done == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (done == 0) ::kill(child, SIGKILL), ::waitpid(child, &status, 0);
+  release.set_value();
+  wait_for_background_compiles();
+  CHECK_MESSAGE(done == child, "the forked child hung at exit");
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
 
 TEST_CASE("a new size whose templates exist (mark_dynamic) compiles before the call returns") {

@@ -8,6 +8,7 @@
 #include <ctime>
 #include <string>
 
+#include "bench/steady_code.h"
 #include "codegen/cpu_backend.h"
 #include "runtime/blas.h"
 
@@ -80,6 +81,7 @@ int run_benchmarks(int argc, char** argv, void (*registered)()) {
   benchmark::AddCustomContext("openblas", blas_info());
   benchmark::AddCustomContext("jit_target", cpu_target_description());
   benchmark::AddCustomContext("triad_GBps", std::to_string(triad_bytes_per_second() / 1e9));
+  time_steady_code();
   registered();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

@@ -1,12 +1,14 @@
 // Compile cost, and what the compile-time choices cost at run time.
 //   BM_FirstCall      the first call of a traced MLP training step (784-256-128-10,
 //                     ReLU/Tanh, cross-entropy, Adam): cold (no disk cache, no kernel
-//                     already loaded), warm disk cache, per LLVM pipeline, and with
+//                     already loaded), warm disk cache, per LLVM pipeline, with
 //                     kernels that differ only in sizes each compiled on its own
-//                     (KILN_SHARE_SIZES=0).
+//                     (KILN_SHARE_SIZES=0), and in tiers (the default) or with the
+//                     optimised code only (KILN_TIER=1).
 //   BM_FirstCallFreshProcess  the same first call in a fresh process (a child
 //                     process per measurement, which reports its own timing):
-//                     cold, LLVM's start-up included, and with a warm disk cache.
+//                     cold, LLVM's start-up included, and with a warm disk cache;
+//                     in tiers (the default) and with the optimised code only.
 //   BM_NewBatchSizes  after a first call at batch 64, the calls at 50, 37 and 128
 //                     together (counter "of_first": their cost / the first call's),
 //                     with the batch dimension static (KILN_DYNAMIC=0), becoming
@@ -18,7 +20,7 @@
 //   BM_CompilePerKernel  the MLP step compiled cold: each kernel's compile time by
 //                     phase (counters "<kernel>/<phase>_ms"; bench/plot.py draws them).
 //   BM_OneKernel      a one-kernel function compiled cold, per pipeline.
-//   BM_KernelSpeed    the compiled kernels' run time per pipeline, for the JIT's
+//   BM_KernelSpeed    the compiled (optimised) kernels' run time per pipeline, for the JIT's
 //                     workloads (fast must be no slower than full, shared templates
 //                     no slower than kernels compiled each for its sizes).
 // Every figure that matters is a ratio of two cases of the same run.
@@ -49,12 +51,14 @@ using namespace kiln;
 namespace {
 
 // What a case compiles with: the LLVM pipeline, the disk cache, kernel sharing
-// across functions (reuse) and within a plan (share_sizes).
+// across functions (reuse) and within a plan (share_sizes), and the code tier
+// (the optimised code only unless a case times the tiers).
 struct CompileSetup {
   explicit CompileSetup(LlvmOpt opt, std::string cache = "", bool reuse = false,
-                        bool share_sizes = true)
+                        bool share_sizes = true, CodeTier tier = CodeTier::Optimised)
       : saved_(settings()) {
     settings().llvm_opt = opt;
+    settings().tier = tier;
     settings().reuse_kernels = reuse;
     settings().share_sizes = share_sizes;
     set_cache_dir(std::move(cache));
@@ -96,13 +100,15 @@ std::string temp_cache() {
 enum Cache { kCold = 0, kWarmDisk = 1 };
 
 // Arg 0: cold or warm disk cache; arg 1: pipeline (0 fast, 1 full); arg 2:
-// kernels that differ only in sizes share a template (1) or not (0).
+// kernels that differ only in sizes share a template (1) or not (0); arg 3: in
+// tiers (0, the default) or the optimised code only (1, KILN_TIER=1).
 void BM_FirstCall(benchmark::State& state) {
   const bool warm = state.range(0) == kWarmDisk;
   const bool share = state.range(2) != 0;
+  const CodeTier tier = state.range(3) == 0 ? CodeTier::Tiered : CodeTier::Optimised;
   const std::string dir = temp_cache();
   std::filesystem::remove_all(dir);
-  CompileSetup setup(opt_arg(state, 1), warm ? dir : "", /*reuse=*/false, share);
+  CompileSetup setup(opt_arg(state, 1), warm ? dir : "", /*reuse=*/false, share, tier);
   manual_seed(0);
   auto [x, y] = batch(64);
   if (warm) {
@@ -115,6 +121,9 @@ void BM_FirstCall(benchmark::State& state) {
     MlpStep m;
     state.ResumeTiming();
     m.step(x, y);
+    state.PauseTiming();
+    wait_for_background_compiles();  // the optimised code, out of the next iteration
+    state.ResumeTiming();
     kernels = m.step.stats().kernels;
     shared = m.step.stats().kernels_reused;
   }
@@ -122,13 +131,15 @@ void BM_FirstCall(benchmark::State& state) {
   state.counters["plan_steps"] = static_cast<double>(kernels);
   state.counters["shared"] = static_cast<double>(shared);
   state.SetLabel(std::string(warm ? "warm disk cache" : "cold") + ", " +
-                 llvm_opt_name(opt_arg(state, 1)) + (share ? "" : ", no shared templates"));
+                 llvm_opt_name(opt_arg(state, 1)) + (share ? "" : ", no shared templates") +
+                 (tier == CodeTier::Tiered ? ", tiered" : ", optimised only"));
 }
 BENCHMARK(BM_FirstCall)
-    ->Args({kCold, 0, 1})
-    ->Args({kCold, 0, 0})
-    ->Args({kCold, 1, 1})
-    ->Args({kWarmDisk, 0, 1})
+    ->Args({kCold, 0, 1, 0})
+    ->Args({kCold, 0, 1, 1})
+    ->Args({kCold, 0, 0, 0})
+    ->Args({kCold, 1, 1, 0})
+    ->Args({kWarmDisk, 0, 1, 0})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
@@ -150,7 +161,7 @@ double process_cpu_ms() {
 // waits for the optimised kernels compiled in the background (CodeTier), which
 // go into DIR's disk cache for the warm children.
 int first_call_child(const std::string& dir, std::chrono::steady_clock::time_point main_start) {
-  CompileSetup setup(LlvmOpt::Fast, dir);
+  CompileSetup setup(LlvmOpt::Fast, dir, /*reuse=*/false, /*share_sizes=*/true, settings().tier);
   manual_seed(0);
   // The inputs without eager compiled kernels, which would start LLVM first.
   settings().eager_kernels = false;
@@ -169,8 +180,8 @@ int first_call_child(const std::string& dir, std::chrono::steady_clock::time_poi
 }
 
 // Runs this program as `--first-call-child=dir` (with KILN_WARM_UP=0 unless
-// `warm_up`) and returns what it printed.
-std::string run_child(const std::string& dir, bool warm_up = true) {
+// `warm_up`, and KILN_TIER=1 when `optimised_only`) and returns what it printed.
+std::string run_child(const std::string& dir, bool warm_up = true, bool optimised_only = false) {
   int fds[2];
   if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
   posix_spawn_file_actions_t fa;
@@ -182,10 +193,14 @@ std::string run_child(const std::string& dir, bool warm_up = true) {
   char* argv[] = {const_cast<char*>(self.c_str()), flag.data(), nullptr};
   pid_t pid = 0;
   std::vector<char*> env;
-  std::string no_warm_up = "KILN_WARM_UP=0";
-  for (char** e = environ; *e; ++e)
-    if (!std::string_view(*e).starts_with("KILN_WARM_UP=")) env.push_back(*e);
+  std::string no_warm_up = "KILN_WARM_UP=0", tier_1 = "KILN_TIER=1";
+  for (char** e = environ; *e; ++e) {
+    const std::string_view v(*e);
+    if (!v.starts_with("KILN_WARM_UP=") && !(optimised_only && v.starts_with("KILN_TIER=")))
+      env.push_back(*e);
+  }
   if (!warm_up) env.push_back(no_warm_up.data());
+  if (optimised_only) env.push_back(tier_1.data());
   env.push_back(nullptr);
   const int rc = posix_spawn(&pid, self.c_str(), &fa, nullptr, argv, env.data());
   posix_spawn_file_actions_destroy(&fa);
@@ -212,12 +227,14 @@ double field(const std::string& out, const std::string& name) {
 // cache, LLVM's start-up included) or with a warm disk cache (kWarmDisk: the
 // cache filled by a child before the timing); arg 1: LLVM's start-up begun on
 // another thread while the first call traces (1, the default) or not
-// (KILN_WARM_UP=0). Counters: cpu_ms (the CPU time of
+// (KILN_WARM_UP=0); arg 2: in tiers (0, the default) or the optimised code only
+// (1, KILN_TIER=1). Counters: cpu_ms (the CPU time of
 // all the child's threads during the call), since_main_ms (from the child's
 // main() to the end of its first call) and trace_ms.
 void BM_FirstCallFreshProcess(benchmark::State& state) {
   const bool warm = state.range(0) == kWarmDisk;
   const bool warm_up = state.range(1) != 0;
+  const bool optimised_only = state.range(2) != 0;
   const std::string dir = warm ? temp_cache() : "";
   if (warm) {
     std::filesystem::remove_all(dir);
@@ -225,7 +242,7 @@ void BM_FirstCallFreshProcess(benchmark::State& state) {
   }
   double cpu = 0, since_main = 0, trace = 0;
   for (auto _ : state) {
-    const std::string out = run_child(dir, warm_up);
+    const std::string out = run_child(dir, warm_up, optimised_only);
     state.SetIterationTime(field(out, "first_call_ms") / 1e3);
     cpu += field(out, "cpu_ms");
     since_main += field(out, "since_main_ms");
@@ -237,28 +254,32 @@ void BM_FirstCallFreshProcess(benchmark::State& state) {
   state.counters["since_main_ms"] = since_main / n;
   state.counters["trace_ms"] = trace / n;
   state.SetLabel(std::string("fresh process, ") + (warm ? "warm disk cache" : "cold") +
-                 (warm_up ? "" : ", KILN_WARM_UP=0"));
+                 (warm_up ? "" : ", KILN_WARM_UP=0") + (optimised_only ? ", KILN_TIER=1" : ""));
 }
 BENCHMARK(BM_FirstCallFreshProcess)
-    ->Args({kCold, 1})
-    ->Args({kCold, 0})
-    ->Args({kWarmDisk, 1})
+    ->Args({kCold, 1, 0})
+    ->Args({kCold, 1, 1})
+    ->Args({kCold, 0, 0})
+    ->Args({kWarmDisk, 1, 0})
     ->Unit(benchmark::kMillisecond)
     ->UseManualTime()
     ->Iterations(5);
 
 enum BatchDim { kStatic, kAutomatic, kAutomaticBackground, kMarked };
 
-// Arg 0: how the batch dimension is treated.
+// Arg 0: how the batch dimension is treated; arg 1: in tiers (0, the default) or
+// the optimised code only (1, KILN_TIER=1).
 void BM_NewBatchSizes(benchmark::State& state) {
-  CompileSetup setup(LlvmOpt::Fast, "", /*reuse=*/true);
+  const CodeTier tier = state.range(1) == 0 ? CodeTier::Tiered : CodeTier::Optimised;
+  CompileSetup setup(LlvmOpt::Fast, "", /*reuse=*/true, /*share_sizes=*/true, tier);
   const int64_t how = state.range(0);
   settings().auto_dynamic = how != kStatic;
   settings().background_compile = how == kAutomaticBackground;
-  state.SetLabel(how == kStatic      ? "static"
-                 : how == kAutomatic ? "automatic dynamic, compiled before the call returns"
-                 : how == kMarked    ? "mark_dynamic"
-                                     : "automatic dynamic, compiled in the background");
+  state.SetLabel(std::string(how == kStatic      ? "static"
+                             : how == kAutomatic ? "automatic dynamic, compiled before the call returns"
+                             : how == kMarked    ? "mark_dynamic"
+                                                 : "automatic dynamic, compiled in the background") +
+                 (tier == CodeTier::Tiered ? ", tiered" : ", optimised only"));
   manual_seed(0);
   auto first = batch(64);
   std::vector<std::pair<Tensor, Tensor>> later = {batch(50), batch(37), batch(128)};
@@ -295,10 +316,11 @@ void BM_NewBatchSizes(benchmark::State& state) {
   state.counters["ran_eagerly"] = static_cast<double>(eager);
 }
 BENCHMARK(BM_NewBatchSizes)
-    ->Arg(kStatic)
-    ->Arg(kAutomatic)
-    ->Arg(kAutomaticBackground)
-    ->Arg(kMarked)
+    ->Args({kStatic, 0})
+    ->Args({kAutomatic, 0})
+    ->Args({kAutomaticBackground, 0})
+    ->Args({kAutomaticBackground, 1})
+    ->Args({kMarked, 0})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

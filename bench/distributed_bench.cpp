@@ -16,6 +16,7 @@
 
 #include <kiln/kiln.h>
 
+#include "bench/steady_code.h"
 #include "frontend/settings.h"
 #include "runtime/blas.h"
 #include "runtime/collective.h"
@@ -111,6 +112,7 @@ int main(int argc, char** argv) {
   opts.backend = "mpi";
   dist::init(opts);
   set_num_threads(1);  // one core per rank: 2 ranks on this 2-core machine
+  bench::time_steady_code();
   benchmark::Initialize(&argc, argv);
   if (dist::rank() == 0) {
     std::printf("kiln distributed: %d ranks (%s); CPU kernels: %s\n", dist::world_size(),

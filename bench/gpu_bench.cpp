@@ -31,6 +31,7 @@
 #include <sstream>
 #include <string>
 
+#include "bench/steady_code.h"
 #include "runtime/allocator.h"
 #include "runtime/binary_io.h"
 #include "runtime/blas.h"
@@ -582,6 +583,7 @@ int main(int argc, char** argv) {
   }
   blas_init();
   benchmark::AddCustomContext("openblas", blas_info());
+  bench::time_steady_code();
   if (gpu()) {
     benchmark::AddCustomContext("cuda_device", cuda::device_info(0).str());
     benchmark::AddCustomContext("cublas", cublas_info());

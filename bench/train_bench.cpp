@@ -17,6 +17,7 @@
 #include <kiln/kiln.h>
 
 #include "bench/models.h"
+#include "bench/steady_code.h"
 #include "codegen/cpu_backend.h"
 #include "runtime/blas.h"
 
@@ -218,6 +219,7 @@ int main(int argc, char** argv) {
   blas_init();
   benchmark::AddCustomContext("openblas", blas_info());
   benchmark::AddCustomContext("jit_target", cpu_target_description());
+  bench::time_steady_code();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

@@ -68,7 +68,7 @@ Settings& settings() {
     s.cache_dir = default_cache_dir();
     s.llvm_opt = env::choice("KILN_OPT", {"fast", "full"}, 0) == 1 ? LlvmOpt::Full : LlvmOpt::Fast;
     constexpr CodeTier kTier[] = {CodeTier::Tiered, CodeTier::Quick, CodeTier::Optimised};
-    s.tier = kTier[env::choice("KILN_TIER", {"tiered", "0", "1"}, 2)];
+    s.tier = kTier[env::choice("KILN_TIER", {"tiered", "0", "1"}, 0)];
     s.reuse_kernels = env::flag("KILN_REUSE", true);
     s.share_sizes = env::flag("KILN_SHARE_SIZES", true);
     s.merge_steps = env::flag("KILN_MERGE_STEPS", true);

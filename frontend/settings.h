@@ -10,9 +10,10 @@
 //   KILN_CACHE_DIR=d   on-disk kernel cache ("off" disables)
 //   KILN_OPT=full      CPU kernels get LLVM's whole O3 (default "fast": a short pipeline
 //                      for Kiln's loop nests; runtime/llvm_jit.h)
-//   KILN_TIER=tiered   CPU kernels run the quick tier first, the optimised code swapped in
-//                      when the background compile thread has it; 0: the quick tier only;
-//                      1 (the default): the optimised code only (runtime/llvm_jit.h)
+//   KILN_TIER=1        CPU kernels compiled while a call waits get the optimised code only
+//                      (by default, "tiered", they run a quick tier first and the optimised
+//                      code is swapped in when the background compile thread has it;
+//                      0: the quick tier only; runtime/llvm_jit.h)
 //   KILN_REUSE=0       never share an identical kernel already loaded (the cold-compile baseline)
 //   KILN_SHARE_SIZES=0 kernels of one plan that differ only in sizes and constants each
 //                      compile their own code (by default they share a template)
@@ -49,11 +50,10 @@ struct Settings {
   std::string cache_dir;
   LlvmOpt llvm_opt = LlvmOpt::Fast;
   /// Which code a CPU kernel compiled while a call waits runs first (runtime/llvm_jit.h:
-  /// CodeTier): the optimised code only (the default, KILN_TIER=1); KILN_TIER=tiered the
-  /// quick tier, then the optimised code compiled in the background; KILN_TIER=0 the
-  /// quick tier only. Tiered is not the default yet: a process that exits while the
-  /// background thread compiles can crash in LLVM's static destructors.
-  CodeTier tier = CodeTier::Optimised;
+  /// CodeTier): by default the quick tier, then the optimised code compiled in the
+  /// background (KILN_TIER=tiered); KILN_TIER=1 the optimised code only; KILN_TIER=0
+  /// the quick tier only.
+  CodeTier tier = CodeTier::Tiered;
   bool reuse_kernels = true;
   bool share_sizes = true;  // KILN_SHARE_SIZES=0: kernels differing only in sizes compile apart
   /// KILN_MERGE_STEPS=0: a matmul's epilogue and each Adam update run as steps of

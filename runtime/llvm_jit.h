@@ -35,7 +35,7 @@ enum class LlvmOpt { Fast, Full, None };
 const char* llvm_opt_name(LlvmOpt o);  // "fast", "full", "none"
 
 /// Which code a CPU kernel compiled while its caller waits runs (KILN_TIER):
-///   Tiered: first the quick tier (LLVM's machine code at -O0, FastISel, and no IR
+///   Tiered (the default): first the quick tier (LLVM's machine code at -O0, FastISel, and no IR
 ///           optimisation where that gives the same results), loaded at once; the
 ///           optimised code is compiled on the background compile thread, written to
 ///           the disk cache and swapped in when ready. The two tiers compute the

@@ -366,7 +366,18 @@ struct M {
     // picks cos r, bit 1 flips the sign. n past the integer's range (|x| over 3e9
     // in f32, where r is no longer reduced exactly anyway), inf or NaN (r and the
     // result NaN) give some integer, frozen: no poison.
-    llvm::Value* q = b.CreateFreeze(b.CreateFPToSI(n, it));
+    // f64 converts n to 32 bits (one vcvttpd2dq a vector where 64 bits take a
+    // scalar conversion a lane on AVX2): n fits wherever r is the result, |x| up
+    // to 1e4 (past it sin_or_cos takes libm's).
+    llvm::Value* q;
+    if (dbl) {
+      llvm::Type* i32 = b.getInt32Ty();
+      if (auto* v = llvm::dyn_cast<llvm::VectorType>(ft))
+        i32 = llvm::VectorType::get(i32, v->getElementCount());
+      q = b.CreateZExt(b.CreateFreeze(b.CreateFPToSI(n, i32)), it);
+    } else {
+      q = b.CreateFreeze(b.CreateFPToSI(n, it));
+    }
     if (cos_shift) q = b.CreateAdd(q, ic(1));
     llvm::Value* odd = b.CreateICmpNE(b.CreateAnd(q, ic(1)), ic(0));
     llvm::Value* sign = b.CreateShl(b.CreateAnd(q, ic(2)), ic(dbl ? 62 : 30));

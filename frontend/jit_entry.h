@@ -124,6 +124,14 @@ struct TracedCore::Entry {
   BackgroundCompile background;
 };
 
+/// The call's signature, as the cache keys it (jit_signature.cpp).
+TracedCore::Signature signature_of(const TraceArgs& args, const std::string& name, SourceLoc where);
+/// Why a call did not match a cached signature (compared with the most recent entry).
+std::string miss_reason(const TracedCore::Signature& now, const TracedCore::Signature& was);
+/// Whether the conditions an entry was traced under still hold; if not, why
+/// (of its .grad guards, the last that fails).
+bool guards_hold(const TracedCore::Entry& e, std::string* reason);
+
 /// Parameter updates, and the .grad of captured tensors and arguments that a
 /// backward() inside the trace produced: extra plan outputs, or parameter updates
 /// for grads that exist already. The conditions those hold under go to `guards`.

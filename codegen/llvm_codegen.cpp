@@ -141,7 +141,7 @@ class Emitter {
     for (size_t i = 0; i < k_.params.size(); ++i) {
       llvm::Type* t = k_.params[i] == DType::f64 ? b_.getDoubleTy() : b_.getInt64Ty();
       llvm::Value* slot = b_.CreateConstInBoundsGEP1_64(t, table, i);
-      params_.push_back(b_.CreateAlignedLoad(t, slot, llvm::Align(8), "p" + std::to_string(i)));
+      params_.push_back(b_.CreateAlignedLoad(t, slot, llvm::Align(8), "p" + llvm::Twine(i)));
     }
   }
 
@@ -205,7 +205,7 @@ class Emitter {
 
   // for (i = lo; i < hi; i += step) emit_body(i), the loop named `name`.
   template <class Body>
-  void counted_loop(const std::string& name, llvm::Value* lo, llvm::Value* hi, int64_t step,
+  void counted_loop(const llvm::Twine& name, llvm::Value* lo, llvm::Value* hi, int64_t step,
                     Body emit_body) {
     llvm::Function* f = b_.GetInsertBlock()->getParent();
     llvm::BasicBlock* pre = b_.GetInsertBlock();
@@ -226,7 +226,7 @@ class Emitter {
   }
 
   void loop(int32_t var, llvm::Value* lo, llvm::Value* hi, const std::vector<kir::Stmt>& body) {
-    counted_loop("i" + std::to_string(var), lo, hi, 1, [&](llvm::Value* i) {
+    counted_loop("i" + llvm::Twine(var), lo, hi, 1, [&](llvm::Value* i) {
       loopvar_[size_t(var)] = i;
       block(body);
     });

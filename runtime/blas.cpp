@@ -36,21 +36,31 @@ struct Mat {
 };
 
 // m with its BLAS layout, or a dense row-major copy of m (kept alive by `keep`)
-// when BLAS cannot read it as is.
+// when BLAS cannot read it as is, or when `dense` asks for one in place of a
+// transposed layout.
 template <class T>
 Mat<T> blas_operand(const Mat<T>& m, CBLAS_TRANSPOSE* trans, int64_t* ld,
-                    std::vector<std::shared_ptr<Storage>>& keep) {
-  if (std::optional<BlasLayout> l = blas_layout({m.rows, m.cols, m.rs, m.cs})) {
+                    std::vector<std::shared_ptr<Storage>>& keep, bool dense = false) {
+  std::optional<BlasLayout> l = blas_layout({m.rows, m.cols, m.rs, m.cs});
+  if (l && !(dense && l->trans)) {
     *trans = l->trans ? CblasTrans : CblasNoTrans;
     *ld = l->ld;
     return m;
+  }
+  *trans = CblasNoTrans;
+  *ld = std::max<int64_t>(m.cols, 1);
+  if (l) {  // a small transposed operand: a plain loop, into this thread's buffer
+    thread_local std::vector<T> copy;
+    copy.resize(size_t(m.rows * m.cols));
+    for (int64_t i = 0; i < m.rows; ++i)
+      for (int64_t j = 0; j < m.cols; ++j)
+        copy[size_t(i * m.cols + j)] = m.data[i * m.rs + j * m.cs];
+    return {copy.data(), m.rows, m.cols, m.cols, 1};
   }
   DType dt = dtype_of<T>();
   View src{const_cast<T*>(m.data), dt, {m.rows, m.cols}, {m.rs, m.cs}};
   View dst = detail::scratch({m.rows, m.cols}, dt, keep);
   copy_to(src, dst);
-  *trans = CblasNoTrans;
-  *ld = std::max<int64_t>(m.cols, 1);
   return {dst.ptr<T>(), m.rows, m.cols, m.cols, 1};
 }
 
@@ -131,30 +141,39 @@ void gemm(const Mat<T>& a, const Mat<T>& b, T* c, int64_t ldc, double alpha, dou
     CBLAS_TRANSPOSE ta, tb;
     int64_t lda, ldb;
     Mat<T> A = blas_operand(a, &ta, &lda, keep);
-    Mat<T> B = blas_operand(b, &tb, &ldb, keep);
-    // Columns [j0, j0 + cols) of rows [i0, i1): A's rows start at i0 (a column
-    // offset when transposed). libxsmm when it takes them, else BLAS.
-    auto block = [&](int64_t i0, int64_t i1, int64_t j0, int64_t cols) {
-      const T* a0 = A.data + (ta == CblasNoTrans ? i0 * lda : i0);
-      const T* b0 = B.data + (tb == CblasNoTrans ? j0 : j0 * ldb);
-      T* c0 = c + i0 * ldc + j0;
-      if (alpha == 1 && tb == CblasNoTrans &&
-          small_gemm(ta == CblasTrans, i1 - i0, cols, k, a0, lda, b0, ldb, T(beta), c0, ldc))
+    // libxsmm has no kernel for a right operand read transposed: a small one
+    // (within its limit, 16 rows of product or more a row of it) is copied
+    // dense so that it does. The two-layer step's g w2^T (64 x 10 by 10 x 100):
+    // OpenBLAS 5.9 us, the copy and libxsmm 2.1 (Zen 3, one thread).
+    const bool copy_b = alpha == 1 && n >= 16 && small_gemm_enabled() &&
+                        k * m * int64_t(sizeof(T)) <= small_gemm_max_rhs_bytes() &&
+                        small_gemm_full_speed(m, int64_t(sizeof(T)));
+    Mat<T> B = blas_operand(b, &tb, &ldb, keep, copy_b);
+    // Columns [j0, j0 + cols) of rows [i0, i1), over the inner dim's [p0, p1):
+    // A's rows start at i0 (a column offset when transposed), its columns at p0.
+    // libxsmm when it takes them, else BLAS.
+    auto block = [&](int64_t i0, int64_t i1, int64_t j0, int64_t cols, int64_t p0, int64_t p1,
+                     T* cc, int64_t ldcc, double be) {
+      const T* a0 = A.data + (ta == CblasNoTrans ? i0 * lda + p0 : i0 + p0 * lda);
+      const T* b0 = B.data + (tb == CblasNoTrans ? j0 + p0 * ldb : j0 * ldb + p0);
+      T* c0 = cc + i0 * ldcc + j0;
+      if (alpha == 1 && tb == CblasNoTrans && small_gemm_full_speed(cols, int64_t(sizeof(T))) &&
+          small_gemm(ta == CblasTrans, i1 - i0, cols, p1 - p0, a0, lda, b0, ldb, T(be), c0, ldcc))
         return;
       if constexpr (std::is_same_v<T, float>) {
-        cblas_sgemm(CblasRowMajor, ta, tb, blasint(i1 - i0), blasint(cols), blasint(k),
-                    float(alpha), a0, blasint(lda), b0, blasint(ldb), float(beta), c0,
-                    blasint(ldc));
+        cblas_sgemm(CblasRowMajor, ta, tb, blasint(i1 - i0), blasint(cols), blasint(p1 - p0),
+                    float(alpha), a0, blasint(lda), b0, blasint(ldb), float(be), c0, blasint(ldcc));
       } else {
-        cblas_dgemm(CblasRowMajor, ta, tb, blasint(i1 - i0), blasint(cols), blasint(k), alpha, a0,
-                    blasint(lda), b0, blasint(ldb), beta, c0, blasint(ldc));
+        cblas_dgemm(CblasRowMajor, ta, tb, blasint(i1 - i0), blasint(cols), blasint(p1 - p0), alpha,
+                    a0, blasint(lda), b0, blasint(ldb), be, c0, blasint(ldcc));
       }
     };
     const int64_t width =
         column_block(n, m, k, int64_t(sizeof(T)), alpha == 1 && tb == CblasNoTrans);
     // Rows [i0, i1) of the product, a block of columns at a time.
     auto rows = [&](int64_t i0, int64_t i1) {
-      for (int64_t j0 = 0; j0 < m; j0 += width) block(i0, i1, j0, std::min(width, m - j0));
+      for (int64_t j0 = 0; j0 < m; j0 += width)
+        block(i0, i1, j0, std::min(width, m - j0), 0, k, c, ldc, beta);
       written(i0, i1);
     };
     if (splits_rows(n, m, k)) {

@@ -2,6 +2,7 @@
 // strided views, f32/f64 through BLAS and integers through the plain loop.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <vector>
@@ -142,6 +143,30 @@ TEST_CASE("matmul_cpu reports every block of output rows once, after writing it"
     CHECK(complete);
     for (int64_t r = 0; r < rows; ++r) CHECK(seen[size_t(r)] == 1);
     CHECK(values(out) == values(want));
+  }
+}
+
+TEST_CASE("a small right operand read transposed: the same values as stored dense") {
+  // 64 x 10 by (100 x 10)^T (the two-layer step's g w2^T): small enough for
+  // libxsmm once copied dense; and wider and narrower products around it.
+  for (const auto& [n, k, m] :
+       {std::array<int64_t, 3>{64, 10, 100}, {16, 7, 8}, {15, 7, 8}, {32, 33, 12}}) {
+    CAPTURE(n);
+    CAPTURE(m);
+    std::vector<double> av = whole_numbers(n * k, 8), bv = whole_numbers(k * m, 9);
+    std::vector<double> bt(size_t(k * m));
+    for (int64_t p = 0; p < k; ++p)
+      for (int64_t j = 0; j < m; ++j) bt[size_t(j * k + p)] = bv[size_t(p * m + j)];
+    for (DType dt : {DType::f32, DType::f64}) {
+      Arr a = arr(dt, {n, k}, av), b_t = transposed(arr(dt, {m, k}, bt));
+      CHECK(values(run(OpKind::matmul, {a, b_t})) == naive_matmul(av, bv, 1, n, k, m));
+      // Accumulating (beta 1) into an output already holding values.
+      Arr out = arr(dt, {n, m}, whole_numbers(n * m, 10));
+      matmul_cpu(a.v, b_t.v, out.v, 1.0, 1.0);
+      std::vector<double> want = naive_matmul(av, bv, 1, n, k, m), init = whole_numbers(n * m, 10);
+      for (size_t i = 0; i < want.size(); ++i) want[i] += init[i];
+      CHECK(values(out) == want);
+    }
   }
 }
 

@@ -101,6 +101,20 @@ bool splits_rows(int64_t n, int64_t m, int64_t k) {
   return kiln_splits_blas() && num_threads() > 1 && flops >= 4e6 && n >= 32;
 }
 
+// How many parts of its inner dim an n x k by k x m product is split into over
+// Kiln's pool (0: none). Split by rows, every thread reads all of the right
+// operand; split by depth, each reads its share of both operands and writes a
+// partial product, added up at the end: cheaper when the right operand is large
+// (at least 128 KiB) and the product small (at most 64 KiB), as in the two-layer
+// step's x w1 (64 x 1000 by 1000 x 100).
+int64_t depth_parts(int64_t n, int64_t m, int64_t k, int64_t elem) {
+  const double flops = 2.0 * double(n) * double(m) * double(k);
+  const int64_t parts = num_threads();
+  if (!kiln_splits_blas() || parts < 2 || flops < 4e6) return 0;
+  if (k * m * elem < (128 << 10) || n * m * elem > (64 << 10) || k < 64 * parts) return 0;
+  return parts;
+}
+
 // How many columns of an n x k by k x m product each libxsmm call takes: all m,
 // unless the right operand is over small_gemm's limit (so OpenBLAS would take
 // it) while the left one fits in a core's L1 (32 KiB): then blocks of columns
@@ -176,7 +190,32 @@ void gemm(const Mat<T>& a, const Mat<T>& b, T* c, int64_t ldc, double alpha, dou
         block(i0, i1, j0, std::min(width, m - j0), 0, k, c, ldc, beta);
       written(i0, i1);
     };
-    if (splits_rows(n, m, k)) {
+    if (const int64_t parts = depth_parts(n, m, k, int64_t(sizeof(T)))) {
+      // Part 0 of the inner dim accumulates into c as asked; every other part
+      // into a partial product of its own, added to c once all are done, in
+      // order (the same sums whichever thread ran a part).
+      thread_local std::vector<T> partials;  // the calling thread's: workers write into it
+      partials.resize(size_t((parts - 1) * n * m));
+      T* const partial = partials.data();
+      parallel_for(parts, 1, [&](int64_t q0, int64_t q1) {
+        for (int64_t q = q0; q < q1; ++q) {
+          const int64_t p0 = q * k / parts, p1 = (q + 1) * k / parts;
+          for (int64_t j0 = 0; j0 < m; j0 += width) {
+            const int64_t cols = std::min(width, m - j0);
+            if (q == 0)
+              block(0, n, j0, cols, p0, p1, c, ldc, beta);
+            else
+              block(0, n, j0, cols, p0, p1, partial + (q - 1) * n * m, m, 0);
+          }
+        }
+      });
+      for (int64_t q = 1; q < parts; ++q) {
+        const T* part = partial + (q - 1) * n * m;
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < m; ++j) c[i * ldc + j] += part[i * m + j];
+      }
+      written(0, n);
+    } else if (splits_rows(n, m, k)) {
       // One block of rows per thread (the pool makes n / grain chunks), a multiple
       // of 16 rows (the kernels' tile height).
       int64_t per = std::max<int64_t>(16, n / num_threads() / 16 * 16);

@@ -271,6 +271,8 @@ def kiln_rows(path, extra, kiln_ms):
         name = "/".join(parts[:2]) if parts[0] == "BM_Unary" else parts[0]
         unit = {"ns": 1e-6, "us": 1e-3, "ms": 1.0}[b["time_unit"]]
         kiln_ms[(name, label)] = min(kiln_ms.get((name, label), float("inf")), b["real_time"] * unit)
+        if "of_gemms" in b and "alternated" in label:  # a ratio: every repetition's, for a median
+            kiln_ms.setdefault((name, "of_gemms alternated"), []).append(b["of_gemms"])
 
 
 def steps_rounds(torch_ms_of, bench, rounds):
@@ -435,6 +437,10 @@ def main():
         if g and tr:
             print(f"{label}: Kiln traced {tr:.3f} ms, its matrix products alone {g:.3f} ms:"
                   f" {tr / g:.2f}x (target <= 1.05)")
+        alternated = sorted(kiln_ms.get((base, "of_gemms alternated"), []))
+        if alternated:
+            print(f"{label}, a traced call and the products alone in turn: the median pair's ratio"
+                  f" {alternated[len(alternated) // 2]:.2f}x")
     kc = kiln_ms.get(("BM_Matmul10000x1024_by_5000x1024T", "cpu (OpenBLAS via kiln)"))
     kf = kiln_ms.get(("BM_Matmul10000x1024_by_5000x1024T", "cpu, result in fresh memory (first touch)"))
     peers = "; ".join(f"{k} {v:.1f} ms" for k, v in course_ms.items())

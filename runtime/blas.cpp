@@ -36,21 +36,31 @@ struct Mat {
 };
 
 // m with its BLAS layout, or a dense row-major copy of m (kept alive by `keep`)
-// when BLAS cannot read it as is.
+// when BLAS cannot read it as is, or when `dense` asks for one in place of a
+// transposed layout.
 template <class T>
 Mat<T> blas_operand(const Mat<T>& m, CBLAS_TRANSPOSE* trans, int64_t* ld,
-                    std::vector<std::shared_ptr<Storage>>& keep) {
-  if (std::optional<BlasLayout> l = blas_layout({m.rows, m.cols, m.rs, m.cs})) {
+                    std::vector<std::shared_ptr<Storage>>& keep, bool dense = false) {
+  std::optional<BlasLayout> l = blas_layout({m.rows, m.cols, m.rs, m.cs});
+  if (l && !(dense && l->trans)) {
     *trans = l->trans ? CblasTrans : CblasNoTrans;
     *ld = l->ld;
     return m;
+  }
+  *trans = CblasNoTrans;
+  *ld = std::max<int64_t>(m.cols, 1);
+  if (l) {  // a small transposed operand: a plain loop, into this thread's buffer
+    thread_local std::vector<T> copy;
+    copy.resize(size_t(m.rows * m.cols));
+    for (int64_t i = 0; i < m.rows; ++i)
+      for (int64_t j = 0; j < m.cols; ++j)
+        copy[size_t(i * m.cols + j)] = m.data[i * m.rs + j * m.cs];
+    return {copy.data(), m.rows, m.cols, m.cols, 1};
   }
   DType dt = dtype_of<T>();
   View src{const_cast<T*>(m.data), dt, {m.rows, m.cols}, {m.rs, m.cs}};
   View dst = detail::scratch({m.rows, m.cols}, dt, keep);
   copy_to(src, dst);
-  *trans = CblasNoTrans;
-  *ld = std::max<int64_t>(m.cols, 1);
   return {dst.ptr<T>(), m.rows, m.cols, m.cols, 1};
 }
 
@@ -89,6 +99,20 @@ namespace {
 bool splits_rows(int64_t n, int64_t m, int64_t k) {
   const double flops = 2.0 * double(n) * double(m) * double(k);
   return kiln_splits_blas() && num_threads() > 1 && flops >= 4e6 && n >= 32;
+}
+
+// How many parts of its inner dim an n x k by k x m product is split into over
+// Kiln's pool (0: none). Split by rows, every thread reads all of the right
+// operand; split by depth, each reads its share of both operands and writes a
+// partial product, added up at the end: cheaper when the right operand is large
+// (at least 128 KiB) and the product small (at most 64 KiB), as in the two-layer
+// step's x w1 (64 x 1000 by 1000 x 100).
+int64_t depth_parts(int64_t n, int64_t m, int64_t k, int64_t elem) {
+  const double flops = 2.0 * double(n) * double(m) * double(k);
+  const int64_t parts = num_threads();
+  if (!kiln_splits_blas() || parts < 2 || flops < 4e6) return 0;
+  if (k * m * elem < (128 << 10) || n * m * elem > (64 << 10) || k < 64 * parts) return 0;
+  return parts;
 }
 
 // How many columns of an n x k by k x m product each libxsmm call takes: all m,
@@ -131,33 +155,67 @@ void gemm(const Mat<T>& a, const Mat<T>& b, T* c, int64_t ldc, double alpha, dou
     CBLAS_TRANSPOSE ta, tb;
     int64_t lda, ldb;
     Mat<T> A = blas_operand(a, &ta, &lda, keep);
-    Mat<T> B = blas_operand(b, &tb, &ldb, keep);
-    // Columns [j0, j0 + cols) of rows [i0, i1): A's rows start at i0 (a column
-    // offset when transposed). libxsmm when it takes them, else BLAS.
-    auto block = [&](int64_t i0, int64_t i1, int64_t j0, int64_t cols) {
-      const T* a0 = A.data + (ta == CblasNoTrans ? i0 * lda : i0);
-      const T* b0 = B.data + (tb == CblasNoTrans ? j0 : j0 * ldb);
-      T* c0 = c + i0 * ldc + j0;
-      if (alpha == 1 && tb == CblasNoTrans &&
-          small_gemm(ta == CblasTrans, i1 - i0, cols, k, a0, lda, b0, ldb, T(beta), c0, ldc))
+    // libxsmm has no kernel for a right operand read transposed: a small one
+    // (within its limit, 16 rows of product or more a row of it) is copied
+    // dense so that it does. The two-layer step's g w2^T (64 x 10 by 10 x 100):
+    // OpenBLAS 5.9 us, the copy and libxsmm 2.1 (Zen 3, one thread).
+    const bool copy_b = alpha == 1 && n >= 16 && small_gemm_enabled() &&
+                        k * m * int64_t(sizeof(T)) <= small_gemm_max_rhs_bytes() &&
+                        small_gemm_full_speed(m, int64_t(sizeof(T)));
+    Mat<T> B = blas_operand(b, &tb, &ldb, keep, copy_b);
+    // Columns [j0, j0 + cols) of rows [i0, i1), over the inner dim's [p0, p1):
+    // A's rows start at i0 (a column offset when transposed), its columns at p0.
+    // libxsmm when it takes them, else BLAS.
+    auto block = [&](int64_t i0, int64_t i1, int64_t j0, int64_t cols, int64_t p0, int64_t p1,
+                     T* cc, int64_t ldcc, double be) {
+      const T* a0 = A.data + (ta == CblasNoTrans ? i0 * lda + p0 : i0 + p0 * lda);
+      const T* b0 = B.data + (tb == CblasNoTrans ? j0 + p0 * ldb : j0 * ldb + p0);
+      T* c0 = cc + i0 * ldcc + j0;
+      if (alpha == 1 && tb == CblasNoTrans && small_gemm_full_speed(cols, int64_t(sizeof(T))) &&
+          small_gemm(ta == CblasTrans, i1 - i0, cols, p1 - p0, a0, lda, b0, ldb, T(be), c0, ldcc))
         return;
       if constexpr (std::is_same_v<T, float>) {
-        cblas_sgemm(CblasRowMajor, ta, tb, blasint(i1 - i0), blasint(cols), blasint(k),
-                    float(alpha), a0, blasint(lda), b0, blasint(ldb), float(beta), c0,
-                    blasint(ldc));
+        cblas_sgemm(CblasRowMajor, ta, tb, blasint(i1 - i0), blasint(cols), blasint(p1 - p0),
+                    float(alpha), a0, blasint(lda), b0, blasint(ldb), float(be), c0, blasint(ldcc));
       } else {
-        cblas_dgemm(CblasRowMajor, ta, tb, blasint(i1 - i0), blasint(cols), blasint(k), alpha, a0,
-                    blasint(lda), b0, blasint(ldb), beta, c0, blasint(ldc));
+        cblas_dgemm(CblasRowMajor, ta, tb, blasint(i1 - i0), blasint(cols), blasint(p1 - p0), alpha,
+                    a0, blasint(lda), b0, blasint(ldb), be, c0, blasint(ldcc));
       }
     };
     const int64_t width =
         column_block(n, m, k, int64_t(sizeof(T)), alpha == 1 && tb == CblasNoTrans);
     // Rows [i0, i1) of the product, a block of columns at a time.
     auto rows = [&](int64_t i0, int64_t i1) {
-      for (int64_t j0 = 0; j0 < m; j0 += width) block(i0, i1, j0, std::min(width, m - j0));
+      for (int64_t j0 = 0; j0 < m; j0 += width)
+        block(i0, i1, j0, std::min(width, m - j0), 0, k, c, ldc, beta);
       written(i0, i1);
     };
-    if (splits_rows(n, m, k)) {
+    if (const int64_t parts = depth_parts(n, m, k, int64_t(sizeof(T)))) {
+      // Part 0 of the inner dim accumulates into c as asked; every other part
+      // into a partial product of its own, added to c once all are done, in
+      // order (the same sums whichever thread ran a part).
+      thread_local std::vector<T> partials;  // the calling thread's: workers write into it
+      partials.resize(size_t((parts - 1) * n * m));
+      T* const partial = partials.data();
+      parallel_for(parts, 1, [&](int64_t q0, int64_t q1) {
+        for (int64_t q = q0; q < q1; ++q) {
+          const int64_t p0 = q * k / parts, p1 = (q + 1) * k / parts;
+          for (int64_t j0 = 0; j0 < m; j0 += width) {
+            const int64_t cols = std::min(width, m - j0);
+            if (q == 0)
+              block(0, n, j0, cols, p0, p1, c, ldc, beta);
+            else
+              block(0, n, j0, cols, p0, p1, partial + (q - 1) * n * m, m, 0);
+          }
+        }
+      });
+      for (int64_t q = 1; q < parts; ++q) {
+        const T* part = partial + (q - 1) * n * m;
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < m; ++j) c[i * ldc + j] += part[i * m + j];
+      }
+      written(0, n);
+    } else if (splits_rows(n, m, k)) {
       // One block of rows per thread (the pool makes n / grain chunks), a multiple
       // of 16 rows (the kernels' tile height).
       int64_t per = std::max<int64_t>(16, n / num_threads() / 16 * 16);

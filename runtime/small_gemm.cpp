@@ -222,12 +222,21 @@ void set_small_gemm_enabled(bool on) {
   enabled_flag().store(on);
 }
 
+bool small_gemm_full_speed(int64_t cols, int64_t elem) {
+  static const bool slow_masks =
+      __builtin_cpu_is("amd") && KernelStore::get().arch() < LIBXSMM_X86_AVX512;
+  return !slow_masks || cols * elem % 16 == 0;
+}
+
 std::string small_gemm_info() {
   std::ostringstream os;
   os << "libxsmm " << LIBXSMM_VERSION << " (" << libxsmm_cpuid_name(KernelStore::get().arch())
      << ") for products whose "
      << "right operand is at most " << (small_gemm_max_rhs_bytes() >> 10) << " KiB"
-     << (small_gemm_enabled() ? "" : ", off (KILN_SMALL_GEMM=0)");
+     << (small_gemm_enabled() ? "" : ", off (KILN_SMALL_GEMM=0)")
+     << (small_gemm_full_speed(1, 4) ? ""
+                                     : "; rows ending in part of a 16-byte register go to OpenBLAS "
+                                       "(libxsmm's masked stores are slow on this CPU)");
   return os.str();
 }
 

@@ -24,6 +24,16 @@ bool small_gemm(bool trans_a, int64_t m, int64_t n, int64_t k, const float* a, i
 bool small_gemm(bool trans_a, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
                 const double* b, int64_t ldb, double beta, double* c, int64_t ldc);
 
+/// Whether small_gemm's kernel for an output `cols` columns wide, of `elem`-byte
+/// elements, runs at full speed on this CPU. Not where each row ends in part of
+/// a 16-byte register (cols * elem not a multiple of 16) and libxsmm writes that
+/// part with masked stores the CPU runs slowly: its AVX2 kernels on AMD's cores.
+/// Measured on Zen 3, one thread: 64 x 100 by 100 x 10, libxsmm 7.7-7.9 us and
+/// OpenBLAS 3.9; widths 2, 6, 9-18, 26, 42 and 49 (a conv's 7 x 7 image) all
+/// slower through libxsmm (1.2-2.3x), widths 4, 12, 20, 60 and 100 even or faster.
+/// matmul_cpu offers small_gemm only the products this says yes to.
+bool small_gemm_full_speed(int64_t cols, int64_t elem);
+
 /// The largest right operand, in bytes, that small_gemm takes: a quarter of
 /// this core's L2 cache (512 KiB when the system does not say). A libxsmm
 /// kernel reads the whole right operand for every block of rows, from cache;

@@ -2,11 +2,14 @@
 // strided views, f32/f64 through BLAS and integers through the plain loop.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <vector>
 
 #include "runtime/blas.h"
+#include "runtime/thread_pool.h"
 #include "runtime_test_util.h"
 
 using namespace kiln;
@@ -142,6 +145,74 @@ TEST_CASE("matmul_cpu reports every block of output rows once, after writing it"
     CHECK(complete);
     for (int64_t r = 0; r < rows; ++r) CHECK(seen[size_t(r)] == 1);
     CHECK(values(out) == values(want));
+  }
+}
+
+TEST_CASE("a short product with a deep inner dim, split by depth over the pool, is exact") {
+  // 64 x 1000 by 1000 x 100 (the two-layer step's x w1): a right operand of 400 KB
+  // and a product of 25 KB, split over the inner dim; 10 x 256 by 256 x 1024 too.
+  // Whole numbers, so every order of summation gives the same floats.
+  const int saved = num_threads();
+  for (int threads : {2, 3}) {
+    set_num_threads(threads);
+    for (const auto& [n, k, m] : {std::array<int64_t, 3>{64, 1000, 100}, {10, 256, 1024}}) {
+      CAPTURE(threads);
+      CAPTURE(n);
+      std::vector<double> av = whole_numbers(n * k, 5), bv = whole_numbers(k * m, 6);
+      std::vector<double> cv = whole_numbers(n * m, 7);
+      std::vector<double> want = naive_matmul(av, bv, 1, n, k, m);
+      std::vector<double> at(size_t(n * k));
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t p = 0; p < k; ++p) at[size_t(p * n + i)] = av[size_t(i * k + p)];
+      for (bool trans_a : {false, true}) {
+        CAPTURE(trans_a);
+        Arr a = trans_a ? transposed(f32({k, n}, at)) : f32({n, k}, av);
+        Arr b = f32({k, m}, bv);
+        // out = 2 (a @ b) + 0.5 out, every row reported once, after it is complete.
+        Arr out = f32({n, m}, cv);
+        std::vector<int> seen(size_t(n), 0);
+        bool complete = true;
+        std::vector<double> scaled(want.size());
+        for (size_t i = 0; i < want.size(); ++i) scaled[i] = 2 * want[i] + 0.5 * cv[i];
+        matmul_cpu(a.v, b.v, out.v, 2.0, 0.5, [&](int64_t r0, int64_t r1) {
+          for (int64_t r = r0; r < r1; ++r) {
+            seen[size_t(r)]++;
+            for (int64_t j = 0; j < m; ++j)
+              if (out.v.ptr<float>()[r * m + j] != float(scaled[size_t(r * m + j)]))
+                complete = false;
+          }
+        });
+        CHECK(complete);
+        CHECK(std::count(seen.begin(), seen.end(), 1) == n);
+        CHECK(values(out) == scaled);
+        CHECK(values(run(OpKind::matmul, {a, b})) == want);
+      }
+    }
+  }
+  set_num_threads(saved);
+}
+
+TEST_CASE("a small right operand read transposed: the same values as stored dense") {
+  // 64 x 10 by (100 x 10)^T (the two-layer step's g w2^T): small enough for
+  // libxsmm once copied dense; and wider and narrower products around it.
+  for (const auto& [n, k, m] :
+       {std::array<int64_t, 3>{64, 10, 100}, {16, 7, 8}, {15, 7, 8}, {32, 33, 12}}) {
+    CAPTURE(n);
+    CAPTURE(m);
+    std::vector<double> av = whole_numbers(n * k, 8), bv = whole_numbers(k * m, 9);
+    std::vector<double> bt(size_t(k * m));
+    for (int64_t p = 0; p < k; ++p)
+      for (int64_t j = 0; j < m; ++j) bt[size_t(j * k + p)] = bv[size_t(p * m + j)];
+    for (DType dt : {DType::f32, DType::f64}) {
+      Arr a = arr(dt, {n, k}, av), b_t = transposed(arr(dt, {m, k}, bt));
+      CHECK(values(run(OpKind::matmul, {a, b_t})) == naive_matmul(av, bv, 1, n, k, m));
+      // Accumulating (beta 1) into an output already holding values.
+      Arr out = arr(dt, {n, m}, whole_numbers(n * m, 10));
+      matmul_cpu(a.v, b_t.v, out.v, 1.0, 1.0);
+      std::vector<double> want = naive_matmul(av, bv, 1, n, k, m), init = whole_numbers(n * m, 10);
+      for (size_t i = 0; i < want.size(); ++i) want[i] += init[i];
+      CHECK(values(out) == want);
+    }
   }
 }
 

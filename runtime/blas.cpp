@@ -106,13 +106,15 @@ bool splits_rows(int64_t n, int64_t m, int64_t k) {
 // operand; split by depth, each reads its share of both operands and writes a
 // partial product, added up at the end: cheaper when the right operand is large
 // (at least 128 KiB) and the product small (at most 64 KiB), as in the two-layer
-// step's x w1 (64 x 1000 by 1000 x 100).
+// step's x w1 (64 x 1000 by 1000 x 100). Always two parts, whatever the thread
+// count (one thread runs them in turn), so that the sums, and so the bits, are
+// the same on every thread count, as the row split's are.
 int64_t depth_parts(int64_t n, int64_t m, int64_t k, int64_t elem) {
+  constexpr int64_t kParts = 2;
   const double flops = 2.0 * double(n) * double(m) * double(k);
-  const int64_t parts = num_threads();
-  if (!kiln_splits_blas() || parts < 2 || flops < 4e6) return 0;
-  if (k * m * elem < (128 << 10) || n * m * elem > (64 << 10) || k < 64 * parts) return 0;
-  return parts;
+  if (!kiln_splits_blas() || flops < 4e6) return 0;
+  if (k * m * elem < (128 << 10) || n * m * elem > (64 << 10) || k < 64 * kParts) return 0;
+  return kParts;
 }
 
 // How many columns of an n x k by k x m product each libxsmm call takes: all m,

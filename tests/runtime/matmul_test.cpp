@@ -192,6 +192,23 @@ TEST_CASE("a short product with a deep inner dim, split by depth over the pool, 
   set_num_threads(saved);
 }
 
+TEST_CASE("a product split by depth gives the same bits on every thread count") {
+  // Fractions, so that the order of the sums shows in the bits.
+  const int saved = num_threads();
+  const int64_t n = 64, k = 1000, m = 100;
+  std::vector<double> av(size_t(n * k)), bv(size_t(k * m));
+  for (size_t i = 0; i < av.size(); ++i) av[i] = std::sin(double(i) * 0.37) / 3;
+  for (size_t i = 0; i < bv.size(); ++i) bv[i] = std::cos(double(i) * 0.11) / 7;
+  Arr a = f32({n, k}, av), b = f32({k, m}, bv);
+  std::vector<std::vector<double>> got;
+  for (int threads : {1, 2, 3, 8}) {
+    set_num_threads(threads);
+    got.push_back(values(run(OpKind::matmul, {a, b})));
+  }
+  set_num_threads(saved);
+  for (size_t t = 1; t < got.size(); ++t) CHECK(got[t] == got[0]);
+}
+
 TEST_CASE("a small right operand read transposed: the same values as stored dense") {
   // 64 x 10 by (100 x 10)^T (the two-layer step's g w2^T): small enough for
   // libxsmm once copied dense; and wider and narrower products around it.

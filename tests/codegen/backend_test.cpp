@@ -128,6 +128,37 @@ TEST_CASE("a CPU plan: the epilogue runs inside the OpenBLAS step, on each block
   CHECK(any > 0);
 }
 
+TEST_CASE("an epilogue whose output is a reshape of the product runs on each block of rows") {
+  // conv2d's per-image product [N, O, H'W'] plus the bias, written as [N, O, H', W'].
+  const char* ir =
+      "%0 = arg {index=0} : f32[4,18]\n"
+      "%1 = arg {index=1} : f32[3,18,20]\n"
+      "%2 = arg {index=2} : f32[4,1]\n"
+      "%3 = matmul %0, %1 : f32[3,4,20]\n"
+      "%4 = expand %2 {shape=[3, 4, 20]} : f32[3,4,20]\n"
+      "%5 = add %3, %4 : f32[3,4,20]\n"
+      "%6 = reshape %5 {shape=[3, 4, 4, 5]} : f32[3,4,4,5]\n"
+      "return %6\n";
+  auto plan = compiled(ir);
+  REQUIRE(plan->steps.size() == 1);
+  const auto* mm = std::get_if<step::Matmul>(&plan->steps[0].what);
+  REQUIRE(mm);
+  CHECK((mm->epilogue.fn != nullptr));
+  auto two = compiled(ir, nullptr, /*merge_steps=*/false);
+  REQUIRE(two->steps.size() == 2);
+  HostArray a = filled({4, 18}, [](int64_t i) { return float((i * 7) % 13) - 6.f; });
+  HostArray b = filled({3, 18, 20}, [](int64_t i) { return float((i * 5) % 11) * 0.25f - 1.f; });
+  HostArray c = filled({4, 1}, [](int64_t i) { return float(i) - 1.5f; });
+  HostArray one_out = filled({3, 4, 4, 5}, [](int64_t) { return 0.f; });
+  HostArray two_out = filled({3, 4, 4, 5}, [](int64_t) { return 0.f; });
+  void* args[] = {a.data<float>(), b.data<float>(), c.data<float>()};
+  void* out1[] = {one_out.data<float>()};
+  void* out2[] = {two_out.data<float>()};
+  execute_cpu_plan(*plan, args, nullptr, out1);
+  execute_cpu_plan(*two, args, nullptr, out2);
+  CHECK(same_bytes(one_out, two_out));
+}
+
 TEST_CASE(
     "an epilogue that writes a matmul operand, or reads the product elsewhere, is a step of its "
     "own") {

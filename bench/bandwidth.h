@@ -18,8 +18,12 @@ struct TriadBuffers {
 /// One pass of a[i] = b[i] + 3 * c[i], split over the thread pool.
 void triad(TriadBuffers& buf);
 
-/// Triad bandwidth (bytes/s, counting 3 arrays of 4-byte floats), measured once
-/// per process on 16M floats (best of several passes) and cached.
+/// Triad bandwidth (bytes/s, counting 3 arrays of 4-byte floats) on `buf`, the
+/// best of `passes` passes, measured now.
+double measure_triad_bytes_per_second(TriadBuffers& buf, int passes);
+
+/// Triad bandwidth measured once per process on 16M floats (best of 10 passes)
+/// and cached.
 double triad_bytes_per_second();
 
 /// How much of the machine's cores this process held since it was made: process

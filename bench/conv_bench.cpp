@@ -25,12 +25,20 @@
 // CPU time, floors and run alike: with KILN_NUM_THREADS=1 all the work runs on
 // that thread, and on a loaded machine this ratio stays put while the wall
 // clock's does not (other processes' time slices fall outside both sides of
-// it); gemm_ratio and mem_ratio, each floor alone over the
-// achieved time; GFLOP/s achieved and blas_GFLOP/s (the GEMM floor's rate); on
+// it); gemm_ratio and mem_ratio, each floor alone over the achieved time;
+// GFLOP/s achieved (the mean time) and blas_GFLOP/s (the GEMM floor's rate); on
 // traced rows, speedup = the eager row's time / this row's, from this run
 // (absent when the eager row was filtered out; with repetitions it uses the
-// last eager one, so compare the medians' times). The floors are measured
-// outside the timed loop, once per shape and product, and count their best run.
+// last eager one, so compare the medians' times).
+//
+// Both sides of every ratio are a best, since other processes only ever slow a
+// run down: the achieved time is the best chunk of the timed loop (chunks of at
+// least 1 ms of iterations, each chunk's mean), and the floors are measured
+// afresh by each run, before and after its timed loop, each product the best
+// of its runs (the triad, which runs by the wall clock, the best of all its
+// passes in the process). So one unlucky floor measurement no longer decides a
+// row; run it several times and read each ratio's spread (bench/conv_ratios.py
+// runs builds in turn and summarises them).
 //
 //   bench_conv --benchmark_min_time=0.2
 //   bench_conv --benchmark_filter='digits' --benchmark_counters_tabular=true
@@ -41,6 +49,7 @@
 #include <ctime>
 #include <map>
 #include <string>
+#include <utility>
 
 #include <kiln/kiln.h>
 
@@ -123,14 +132,14 @@ Seconds min(Seconds a, Seconds b) {
   return {std::min(a.wall, b.wall), std::min(a.cpu, b.cpu)};
 }
 
-// Best time of `f` over at least 5 runs and 0.2 s, after one warm-up run (on a
+// Best time of `f` over at least 5 runs and 0.1 s, after one warm-up run (on a
 // shared machine other processes only ever slow a run down), by each clock.
 template <class F>
 Seconds best_seconds(F f) {
   f();
   Seconds best{1e30, 1e30};
   double total = 0;
-  for (int rep = 0; rep < 5 || total < 0.2; ++rep) {
+  for (int rep = 0; rep < 5 || total < 0.1; ++rep) {
     const auto t0 = Clock::now();
     const double c0 = thread_cpu_seconds();
     f();
@@ -148,11 +157,8 @@ View view(const Tensor& t) {
 
 // matmul_cpu alone on out = a @ b for dense operands of these shapes: the best
 // of its runs, with its small-product kernels (libxsmm) and without (OpenBLAS
-// alone), whichever is faster; cached by shape.
+// alone), whichever is faster.
 Seconds product_seconds(const Shape& a, const Shape& b, const Shape& out) {
-  static std::map<std::string, Seconds> cache;
-  const std::string key = shape_str(a) + shape_str(b);
-  if (auto it = cache.find(key); it != cache.end()) return it->second;
   manual_seed(1);
   Tensor ta = randn(a), tb = randn(b), to = zeros(out);
   const bool small = small_gemm_enabled();
@@ -160,7 +166,7 @@ Seconds product_seconds(const Shape& a, const Shape& b, const Shape& out) {
   set_small_gemm_enabled(false);
   const Seconds without = best_seconds([&] { matmul_cpu(view(ta), view(tb), view(to)); });
   set_small_gemm_enabled(small);
-  return cache[key] = min(with, without);
+  return min(with, without);
 }
 
 // The GEMM floor: each of the conv's products the faster of two ways, one GEMM
@@ -171,14 +177,14 @@ Seconds gemm_floor_seconds(const ConvShape& s, int pass) {
   const int64_t n = s.n, o = s.og(), kk = s.rows(), cols = s.cols(), all = n * cols;
   // y = W P
   Seconds t = min(product_seconds({o, kk}, {n, kk, cols}, {n, o, cols}),
-                      product_seconds({all, kk}, {kk, o}, {all, o}));
+                  product_seconds({all, kk}, {kk, o}, {all, o}));
   if (pass == kTrain) {
     // dW = dY P^T
     t = t + min(product_seconds({n, o, cols}, {n, cols, kk}, {n, o, kk}),
-                  product_seconds({o, all}, {all, kk}, {o, kk}));
+                product_seconds({o, all}, {all, kk}, {o, kk}));
     // dP = W^T dY
     t = t + min(product_seconds({kk, o}, {n, o, cols}, {n, kk, cols}),
-                  product_seconds({all, o}, {o, kk}, {all, kk}));
+                product_seconds({all, o}, {o, kk}, {all, kk}));
   }
   const double g = double(s.groups);
   return {t.wall * g, t.cpu * g};
@@ -191,7 +197,8 @@ void BM_Conv2d(benchmark::State& state, ConvShape s, int pass) {
   const int mode = static_cast<int>(state.range(0));
   manual_seed(0);
   const int64_t pad = s.pad;
-  Tensor x = randn({s.n, s.c, s.h, s.w}), w = randn({s.o, s.c / s.groups, s.k, s.k}) * 0.1, b = randn({s.o});
+  Tensor x = randn({s.n, s.c, s.h, s.w}), w = randn({s.o, s.c / s.groups, s.k, s.k}) * 0.1,
+         b = randn({s.o});
   Tensor dy = randn({s.n, s.o, s.oh(), s.ow()});
   if (pass == kTrain) {
     x.requires_grad_();
@@ -203,7 +210,8 @@ void BM_Conv2d(benchmark::State& state, ConvShape s, int pass) {
   auto forward = [&](Tensor in) { return conv2d(in, w, b, 1, pad, 1, groups); };
   // Forward and backward: the gradients for x, w and b, given dy.
   auto train = [pad, groups](Tensor in, Tensor weight, Tensor bias, Tensor grad) {
-    return autograd::grad({conv2d(in, weight, bias, 1, pad, 1, groups)}, {in, weight, bias}, {grad});
+    return autograd::grad({conv2d(in, weight, bias, 1, pad, 1, groups)}, {in, weight, bias},
+                          {grad});
   };
   auto traced_forward = jit(forward, "conv_forward");
   auto traced_train = jit(train, "conv_train");
@@ -227,23 +235,55 @@ void BM_Conv2d(benchmark::State& state, ConvShape s, int pass) {
     }
   };
   run();  // compile outside the timed loop
+  const auto w0 = Clock::now();
   run();
-  const Seconds floors = gemm_floor_seconds(s, pass);
-  const double floor_gemm = floors.wall;
-  const double floor_mem = im2col_bytes(s, pass) / bench::triad_bytes_per_second();
+  const double warm = std::chrono::duration<double>(Clock::now() - w0).count();
+  // The floors, measured now: the best of a measurement before the timed loop
+  // and one after it.
+  static bench::TriadBuffers triad_buffers(1 << 24);
+  auto floors_now = [&] {
+    const Seconds gemm = gemm_floor_seconds(s, pass);
+    return std::pair{gemm, bench::measure_triad_bytes_per_second(triad_buffers, 10)};
+  };
+  auto [floors, triad] = floors_now();
 
-  const auto t0 = Clock::now();
+  // Chunks of at least 1 ms of iterations; the best chunk's mean counts.
+  const int64_t chunk = std::max<int64_t>(1, static_cast<int64_t>(1e-3 / std::max(warm, 1e-9)) + 1);
+  Seconds best{1e30, 1e30};
+  int64_t in_chunk = 0;
+  auto t0 = Clock::now(), chunk_t0 = t0;
   const double c0 = thread_cpu_seconds();
-  for (auto _ : state) run();
+  double chunk_c0 = c0;
+  for (auto _ : state) {
+    run();
+    if (++in_chunk == chunk) {
+      const auto t = Clock::now();
+      const double c = thread_cpu_seconds();
+      best = min(best, {std::chrono::duration<double>(t - chunk_t0).count() / double(chunk),
+                        (c - chunk_c0) / double(chunk)});
+      in_chunk = 0, chunk_t0 = t, chunk_c0 = c;
+    }
+  }
   const double iterations = static_cast<double>(state.iterations());
-  const double cpu = (thread_cpu_seconds() - c0) / iterations;
   const double t = std::chrono::duration<double>(Clock::now() - t0).count() / iterations;
+  if (best.wall > 1e29) best = {t, (thread_cpu_seconds() - c0) / iterations};  // under one chunk
+
+  const auto [floors_after, triad_after] = floors_now();  // the timer stopped with the loop
+  floors = min(floors, floors_after);
+  const double floor_gemm = floors.wall;
+  // The triad runs by the wall clock, so under load it reads low: the best seen
+  // in this process counts.
+  static double best_triad = bench::triad_bytes_per_second();
+  best_triad = std::max({best_triad, triad, triad_after});
+  const double floor_mem = im2col_bytes(s, pass) / best_triad;
 
   state.SetLabel(s.str() + ", " + mode_name(mode));
-  state.counters["roofline_ratio"] = std::max(floor_gemm, floor_mem) / t;
-  state.counters["cpu_roofline_ratio"] = std::max(floors.cpu, floor_mem) / cpu;
-  state.counters["gemm_ratio"] = floor_gemm / t;
-  state.counters["mem_ratio"] = floor_mem / t;
+  state.counters["roofline_ratio"] = std::max(floor_gemm, floor_mem) / best.wall;
+  state.counters["cpu_roofline_ratio"] = std::max(floors.cpu, floor_mem) / best.cpu;
+  state.counters["cpu_floor_us"] = 1e6 * std::max(floors.cpu, floor_mem);
+  state.counters["cpu_best_us"] = 1e6 * best.cpu;
+  state.counters["gemm_ratio"] = floor_gemm / best.wall;
+  state.counters["mem_ratio"] = floor_mem / best.wall;
   state.counters["GFLOP/s"] = gemm_flops(s, pass) / t / 1e9;
   state.counters["blas_GFLOP/s"] = gemm_flops(s, pass) / floor_gemm / 1e9;
   const std::string key = std::string(s.name) + "/" + pass_name(pass);

@@ -34,10 +34,11 @@ void store_indices(const std::vector<kir::Stmt>& body, int32_t b, std::vector<ki
 
 // Whether a matmul group's epilogue kernel k may run on each block of the
 // product's rows as soon as BLAS writes it (step::Matmul::epilogue): every output
-// has the product's shape and one store, all at one index, and the product
-// (buffer 0) is loaded at that index alone. Such a kernel walks the elements of
-// its outputs in order, so iterations [r0, r1) * range / rows touch rows [r0, r1)
-// of every buffer it writes and of the product alone.
+// has the product's number of elements (its shape, or a reshape of it: a conv's
+// [N, O, H'W'] product written as [N, O, H', W']) and one store, all at one
+// index, and the product (buffer 0) is loaded at that index alone. Such a kernel
+// walks the elements of its outputs in order, so iterations [r0, r1) * range /
+// rows touch rows [r0, r1) of every buffer it writes and of the product alone.
 bool epilogue_by_rows(const kir::Kernel& k) {
   if (k.buffers.empty() || k.buffers[0].output || k.serial_inner || k.buffers[0].shape.empty())
     return false;
@@ -47,7 +48,7 @@ bool epilogue_by_rows(const kir::Kernel& k) {
   std::vector<kir::ValueId> stores;
   for (size_t b = 1; b < k.buffers.size(); ++b) {
     if (!k.buffers[b].output) continue;
-    if (k.buffers[b].shape != shape || k.buffers[b].sized_at_run_time) return false;
+    if (kiln::numel(k.buffers[b].shape) != numel || k.buffers[b].sized_at_run_time) return false;
     const size_t before = stores.size();
     store_indices(k.body, int32_t(b), &stores);
     if (stores.size() != before + 1) return false;

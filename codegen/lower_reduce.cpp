@@ -43,6 +43,38 @@ void Lowering::row_prefix() {
       ScalarOp::add, kb_.binary(ScalarOp::mul, outer, kb_.iconst(rs_.inner * rs_.extent)), rest);
 }
 
+void Lowering::last_reduced_block() {
+  rs_.red_last.clear();
+  if (rs_.row_base != kNoValue) return;
+  const size_t rank = rs_.in_shape.size();
+  size_t d = rank;
+  while (d > 0 && rs_.reduced[d - 1]) --d;
+  if (d == rank || d == 0) return;
+  bool others = false;
+  for (size_t e = 0; e < d; ++e) others = others || (rs_.reduced[e] && rs_.in_shape[e] > 1);
+  Shape last(rs_.in_shape.begin() + ptrdiff_t(d), rs_.in_shape.end());
+  if (others && kiln::numel(last) >= 8) rs_.red_last = std::move(last);
+}
+
+Coords Lowering::row_coords(ValueId jo, ValueId ji) {
+  Coords c;
+  c.shape = rs_.in_shape;
+  Shape outer(rs_.red.begin(), rs_.red.end() - ptrdiff_t(rs_.red_last.size()));
+  std::vector<ValueId> rd = delinearize(jo, outer);
+  const std::vector<ValueId> in = delinearize(ji, rs_.red_last);
+  rd.insert(rd.end(), in.begin(), in.end());
+  size_t ki = 0, ri = 0;
+  std::vector<ValueId> first = {};  // the block's first element: its dims 0
+  for (size_t d = 0; d < rs_.in_shape.size(); ++d) {
+    const bool block = d + rs_.red_last.size() >= rs_.in_shape.size();
+    c.dims.push_back(rs_.reduced[d] ? rd[ri++] : row_dims_[ki++]);
+    first.push_back(block ? kb_.iconst(0) : c.dims.back());
+  }
+  // The block is the shape's last dims: its elements follow the first in order.
+  c.linear = kb_.binary(ScalarOp::add, linearize(first, rs_.in_shape), ji);
+  return c;
+}
+
 ValueId Lowering::reduced_index(int32_t loop) {
   return rs_.extent == 1 ? kb_.iconst(0) : kb_.index(loop);
 }
@@ -114,6 +146,7 @@ void Lowering::lower_reduction() {
   row_ = r;
   row_dims_ = delinearize(r, rs_.kept);
   row_prefix();
+  last_reduced_block();
   auto store_full = [&](const std::vector<std::pair<Value, int32_t>>& list, Coords& c) {
     std::vector<ValueId> vals;
     for (const auto& [v, b] : list) vals.push_back(eval(v, c));
@@ -133,14 +166,26 @@ void Lowering::lower_reduction() {
       acc_t = !is_floating(out_t) ? DType::i64 : rs_.extent <= 65536 ? out_t : DType::f64;
     const int32_t acc = kb_.add_accumulator(n.op, acc_t);
     kb_.acc_init(acc);
-    const int32_t loop = kb_.begin_loop(rs_.extent);
-    const ValueId j = reduced_index(loop);
-    Coords c = row_coords(j);
+    ValueId j = kNoValue;
+    Coords c;
+    const bool nested = !rs_.red_last.empty();
+    if (nested) {
+      const int64_t last = kiln::numel(rs_.red_last);
+      const ValueId jo = kb_.index(kb_.begin_loop(rs_.extent / last));
+      const ValueId ji = kb_.index(kb_.begin_loop(last));
+      c = row_coords(jo, ji);
+      if (is_arg_reduce(n.op))
+        j = kb_.binary(ScalarOp::add, kb_.binary(ScalarOp::mul, jo, kb_.iconst(last)), ji);
+    } else {
+      j = reduced_index(kb_.begin_loop(rs_.extent));
+      c = row_coords(j);
+    }
     const ValueId operand = eval(n.operands[0], c);
     kb_.acc_update(acc, kb_.cast(operand, acc_t), is_arg_reduce(n.op) ? j : kNoValue);
     if (i == 0) store_full(full_now, c);
     if (keep[i] >= 0) kb_.store(keep[i], linear(c), operand);
     kb_.end_loop();
+    if (nested) kb_.end_loop();
     red_acc_[reds[i]] = acc;
   }
   if (!full_later.empty()) {

@@ -181,6 +181,7 @@ class Lowering {
     int64_t rows = 1, extent = 1;
     int64_t inner = 1;            // elements after the reduced block
     ValueId row_base = kNoValue;  // see row_prefix
+    Shape red_last;               // see last_reduced_block
   };
 
   ValueId reduction_result(NodeId id, const Node& n, Coords& c);
@@ -197,6 +198,16 @@ class Lowering {
 
   // Coordinates of the reduction input for the current row and reduced position j.
   Coords row_coords(ValueId j);
+
+  // When the reduced dims are not one block but end the shape (a conv's bias
+  // gradient, [N, C, H'W'] summed over N and H'W'), the dims of that last block:
+  // the reduction loops over the other reduced dims, then over the block, so the
+  // inner loop reads consecutive elements (one flat loop takes its position apart
+  // by division and reads gathered elements). Empty otherwise.
+  void last_reduced_block();
+  // Coordinates for the position jo over the reduced dims before the last
+  // block and ji within it.
+  Coords row_coords(ValueId jo, ValueId ji);
   void lower_reduction();
   // The column form of LowerOptions::column_reductions when it applies (true).
   bool lower_column_reduction(const std::vector<Value>& outs, const std::vector<NodeId>& reds,

@@ -37,6 +37,27 @@ bool same_bytes(const HostArray& a, const HostArray& b) {
   return std::memcmp(a.data<float>(), b.data<float>(), size_t(a.type.bytes())) == 0;
 }
 
+// Runs `ir`'s plan with merge_steps on (`merged`) and off on the same arguments
+// (a, b, c: float arrays of these shapes, each element from its index) and checks
+// the results are the same bytes; returns the merged plan's result.
+HostArray same_as_two_steps(std::string_view ir, const Plan& merged, Shape a_shape, Shape b_shape,
+                            Shape c_shape, Shape out_shape) {
+  auto two = compiled(ir, nullptr, /*merge_steps=*/false);
+  REQUIRE(two->steps.size() == 2);
+  HostArray a = filled(a_shape, [](int64_t i) { return float((i * 7) % 13) - 6.f; });
+  HostArray b = filled(b_shape, [](int64_t i) { return float((i * 5) % 11) * 0.25f - 1.f; });
+  HostArray c = filled(c_shape, [](int64_t i) { return float(i % 3) - 1.f; });
+  HostArray one_out = filled(out_shape, [](int64_t) { return 0.f; });
+  HostArray two_out = filled(out_shape, [](int64_t) { return 0.f; });
+  void* args[] = {a.data<float>(), b.data<float>(), c.data<float>()};
+  void* out1[] = {one_out.data<float>()};
+  void* out2[] = {two_out.data<float>()};
+  execute_cpu_plan(merged, args, nullptr, out1);
+  execute_cpu_plan(*two, args, nullptr, out2);
+  CHECK(same_bytes(one_out, two_out));
+  return one_out;
+}
+
 template <class Step>
 std::vector<const Step*> steps_of(const Plan& p) {
   std::vector<const Step*> out;
@@ -110,22 +131,29 @@ TEST_CASE("a CPU plan: the epilogue runs inside the OpenBLAS step, on each block
   CHECK(r.kernels[0].flops > 2 * 64 * 16 * 32);
   CHECK(r.step_values[0].size() == 2);
   // The same values as the two steps of merge_steps off, bit for bit.
-  auto two = compiled(ir, nullptr, /*merge_steps=*/false);
-  REQUIRE(two->steps.size() == 2);
-  HostArray a = filled({64, 32}, [](int64_t i) { return float((i * 7) % 13) - 6.f; });
-  HostArray b = filled({32, 16}, [](int64_t i) { return float((i * 5) % 11) * 0.25f - 1.f; });
-  HostArray c = filled({16}, [](int64_t i) { return float(i % 3) - 1.f; });
-  HostArray one_out = filled({64, 16}, [](int64_t) { return 0.f; });
-  HostArray two_out = filled({64, 16}, [](int64_t) { return 0.f; });
-  void* args[] = {a.data<float>(), b.data<float>(), c.data<float>()};
-  void* out1[] = {one_out.data<float>()};
-  void* out2[] = {two_out.data<float>()};
-  execute_cpu_plan(*plan, args, nullptr, out1);
-  execute_cpu_plan(*two, args, nullptr, out2);
-  CHECK(same_bytes(one_out, two_out));
+  HostArray one_out = same_as_two_steps(ir, *plan, {64, 32}, {32, 16}, {16}, {64, 16});
   float any = 0;
   for (int64_t i = 0; i < one_out.type.numel(); ++i) any = std::max(any, one_out.data<float>()[i]);
   CHECK(any > 0);
+}
+
+TEST_CASE("an epilogue whose output is a reshape of the product runs on each block of rows") {
+  // conv2d's per-image product [N, O, H'W'] plus the bias, written as [N, O, H', W'].
+  const char* ir =
+      "%0 = arg {index=0} : f32[4,18]\n"
+      "%1 = arg {index=1} : f32[3,18,20]\n"
+      "%2 = arg {index=2} : f32[4,1]\n"
+      "%3 = matmul %0, %1 : f32[3,4,20]\n"
+      "%4 = expand %2 {shape=[3, 4, 20]} : f32[3,4,20]\n"
+      "%5 = add %3, %4 : f32[3,4,20]\n"
+      "%6 = reshape %5 {shape=[3, 4, 4, 5]} : f32[3,4,4,5]\n"
+      "return %6\n";
+  auto plan = compiled(ir);
+  REQUIRE(plan->steps.size() == 1);
+  const auto* mm = std::get_if<step::Matmul>(&plan->steps[0].what);
+  REQUIRE(mm);
+  CHECK((mm->epilogue.fn != nullptr));
+  same_as_two_steps(ir, *plan, {4, 18}, {3, 18, 20}, {4, 1}, {3, 4, 4, 5});
 }
 
 TEST_CASE(

@@ -290,6 +290,29 @@ TEST_CASE("a reduction over leading dims walks blocks of contiguous columns") {
   }
 }
 
+TEST_CASE("a reduction over leading dims and the last ones loops over the last block inside") {
+  // A conv's bias gradient: [N, C, H', W'] summed over N, H' and W', with a
+  // full-size output beside it; and the same with a max (its maximum over the
+  // block of the last dims, then the rest).
+  for (OpKind op : {OpKind::sum, OpKind::max}) {
+    CAPTURE(std::string(op_name(op)));
+    Graph g;
+    Builder b(g);
+    Value x = b.unary(OpKind::exp, b.arg(0, ty(DType::f32, {6, 5, 3, 16})));
+    Value r = b.op(op, {x}, Attrs{{AttrKey::dims, std::vector<int64_t>{0, 2, 3}},
+                                  {AttrKey::keepdim, int64_t(0)}});
+    g.outputs = {r, x};
+    check_whole_graph(g, GroupKind::Reduction, 41, {}, Tolerance{1e-5, 1e-6});
+    const FusionGroup grp = make_group(g, GroupKind::Reduction, all_compute_nodes(g));
+    // The reduced dims: 6 outer positions, then the block of 3 x 16 in order.
+    const std::string ir = print_kernel(lower_group(g, grp, {}));
+    CHECK(ir.find("in [0, 6)") != std::string::npos);
+    CHECK(ir.find("in [0, 48)") != std::string::npos);
+    CpuKernel k = compile_cpu_kernel(g, grp, with_texts());
+    CHECK(has_vectors(k.artifacts.llvm_ir_opt, "float"));
+  }
+}
+
 TEST_CASE("a multi-pass row kernel prefetches the next row during its second pass") {
   auto prefetches = [](const Graph& g, GroupKind kind) {
     CpuKernel k = compile_cpu_kernel(g, make_group(g, kind, all_compute_nodes(g)), with_texts());

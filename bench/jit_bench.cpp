@@ -9,8 +9,10 @@
 #include "bench/bandwidth.h"
 #include "frontend/device_ops.h"
 #include "frontend/dispatch.h"
+#include "frontend/settings.h"
 #include "frontend/tensor_impl.h"
 #include "codegen/cpu_backend.h"
+#include "codegen/eager_kernel.h"
 #include "runtime/blas.h"
 #include "runtime/storage.h"
 #include "runtime/thread_pool.h"
@@ -242,6 +244,58 @@ void BM_Composite(benchmark::State& state, OpKind k) {
   state.counters["of_handwritten"] = total / static_cast<double>(state.iterations()) / hand;
 }
 
+// Core clock cycles per second, from a chain of dependent one-cycle integer
+// additions (the VM has no cycle counters): best of several timings, once.
+double cycles_per_second() {
+  static const double hz = [] {
+    double best = 0;
+    for (int r = 0; r < 5; ++r) {
+      uint64_t v = 0;
+      constexpr int64_t kIters = 1 << 22;
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int64_t i = 0; i < kIters; ++i)
+        asm volatile(
+            "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\t"
+            "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0"
+            : "+r"(v));
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      best = std::max(best, 8.0 * double(kIters) / s);
+    }
+    return best;
+  }();
+  return hz;
+}
+
+// A unary math op's arithmetic alone: its eager kernel called on this thread
+// over 4096 floats that stay in L1 (16 KiB in, 16 KiB out). Counters: ns and
+// core cycles an element (cycles_per_second). Against the memory time a row of
+// BM_Unary allows, this says whether an op can keep the triad's pace: at 0.8 of
+// a 30 GB/s triad an element (8 bytes counted) has 0.33 ns.
+void BM_UnaryInCache(benchmark::State& state, OpKind k) {
+  constexpr int64_t kN = 4096;
+  manual_seed(0);
+  Tensor x = randn({kN});
+  std::vector<float> out(static_cast<size_t>(kN));
+  const auto kernel =
+      eager_cpu_kernel(k, {}, {DType::f32}, DType::f32, cpu_compile_options(compile_options()));
+  if (!kernel || !kernel->fn) {
+    state.SkipWithError("no compiled kernel for this op");
+    return;
+  }
+  void* ptrs[] = {x.data_ptr(), out.data()};
+  for (auto _ : state) {
+    kernel->fn(ptrs, 0, kN);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["ns_per_element"] =
+      benchmark::Counter(double(kN) * 1e-9, benchmark::Counter::kIsIterationInvariantRate |
+                                                benchmark::Counter::kInvert);
+  state.counters["cycles_per_element"] = benchmark::Counter(
+      double(kN) / cycles_per_second(),
+      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  state.SetLabel("one thread, in L1, " + cpu_target_name());
+}
+
 void register_table_benchmarks() {
   for (OpKind k : all_ops())
     if (is_composite(k))
@@ -257,6 +311,10 @@ void register_table_benchmarks() {
           ->ArgsProduct({{1 << 24}, {kEager, kFused}})
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);
+  for (OpKind k : all_ops())
+    if (is_math(k) && op_info(k).arity == 1)
+      benchmark::RegisterBenchmark((std::string("BM_UnaryInCache/") + op_name(k)).c_str(),
+                                   BM_UnaryInCache, k);
 }
 
 // A small broadcast inner dimension: a [4] bias over [4M, 4], then relu.

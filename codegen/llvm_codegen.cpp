@@ -449,6 +449,10 @@ class Emitter {
       llvm::IRBuilderBase::FastMathFlagGuard guard(b_);
       llvm::FastMathFlags fmf;
       fmf.setAllowReassoc(!a.ordered);
+      // Which zero a max or min keeps is unspecified (binary's max, min): without
+      // the order of -0 and +0, a vector max is vmaxps, a check for NaN and a
+      // blend (x86), not five operations.
+      fmf.setNoSignedZeros(combine == ScalarOp::max || combine == ScalarOp::min);
       b_.setFastMathFlags(fmf);
       b_.CreateStore(binary(combine, acc, x, a.type), slot);
       return;

@@ -8,8 +8,10 @@
 //       shifted are 2^n itself.
 // log:  x = m 2^e with m in [sqrt(1/2), sqrt(2)) (split in integer arithmetic);
 //       log m = 2 atanh(s), s = (m-1)/(m+1), 2s taken as f - f s (f = m - 1);
-//       subnormals are scaled first. log1p: f of the exact 1 + x from u = 1 + x's
-//       exponent alone, 4f = fma(x, 2^(2-e), 2^(2-e) - 4).
+//       subnormals are scaled first. Summed as e k_hi + ((e k_lo + 2s) + 2s q),
+//       so that only two multiply-adds wait on the division's result.
+//       log1p: f of the exact 1 + x from u = 1 + x's exponent alone,
+//       4f = fma(x, 2^(2-e), 2^(2-e) - 4).
 // expm1: exp's reduction, 2^n (e^r - 1) + (2^n - 1) with an e^r - 1 polynomial.
 // sigmoid: 1 / (1 + e^-x), e^-x without exp's gradual underflow.
 // sin, cos: n = rint(x 2/pi), r = x - n pi/2 (Cody-Waite: in f64 4 constants, the
@@ -168,6 +170,14 @@ struct M {
   }
   llvm::Value* isnan(llvm::Value* x) { return b.CreateFCmpUNO(x, x); }
   llvm::Value* fabs(llvm::Value* x) { return call(llvm::Intrinsic::fabs, x); }
+  // copysign(r, x) for an r with its sign bit clear (+0, a positive value, a
+  // NaN): x's sign bit or-ed in, two operations where copysign is three (x86).
+  llvm::Value* with_sign_of(llvm::Value* r, llvm::Value* x) {
+    const int64_t sign =
+        dbl ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int32_t>::min();
+    llvm::Value* s = b.CreateAnd(b.CreateBitCast(x, it), ic(sign));
+    return b.CreateBitCast(b.CreateOr(b.CreateBitCast(r, it), s), ft);
+  }
   llvm::Value* rint(llvm::Value* x) { return call(llvm::Intrinsic::rint, x); }
   llvm::Value* floor(llvm::Value* x) { return call(llvm::Intrinsic::floor, x); }
   // x clamped to [lo, hi], a NaN passed through (x86: vmaxps and vminps with x
@@ -271,24 +281,44 @@ struct M {
     *m = b.CreateBitCast(b.CreateAdd(b.CreateAnd(bits, ic(mmask)), ic(sqrt_half)), ft);
   }
 
-  // log(1 + f) for f in [sqrt(1/2) - 1, sqrt(2) - 1]: 2 atanh(s), s = f / (f + 2),
-  // by atanh's odd series.
-  // With `scale` k, f is k times log1p's argument and so is the result (s = f / (f + 2k)).
-  llvm::Value* log1p_reduced(llvm::Value* f, double scale = 1.0) {
-    llvm::Value* s = div(f, add(f, c(2.0 * scale)));
+  // log(1 + f) = 2s + 2s q(s^2) for f in [sqrt(1/2) - 1, sqrt(2) - 1]: 2 atanh(s),
+  // s = f / den, den = f + 2, by atanh's odd series. Returns 2s and sets *q
+  // (log_sum adds them up). The caller computes den, in parallel with f where it
+  // can (m + 1 for f = m - 1); f may be k times log1p's argument, with den = f +
+  // 2k: then 2s is k times too.
+  llvm::Value* log1p_parts(llvm::Value* f, llvm::Value* den, llvm::Value** q) {
+    llvm::Value* s = div(f, den);
     llvm::Value* s2 = mul(s, s);
-    // 1/(2k+1) for the odd series, highest first; in f32, a minimax fit of degree
-    // 2 in s^2 (relative error 2.8e-7 of the correction, under 1e-8 of the sum)
-    // instead of the series to 1/11: two terms shorter.
-    std::vector<double> q = {0.14789787378791888, 0.19994400535121204, 0.33333342406713734};
     if (dbl) {
-      q.clear();
-      for (int k = 21; k >= 3; k -= 2) q.push_back(1.0 / k);
+      std::vector<double> cs;  // 1/(2k+1) for the odd series, highest first
+      for (int k = 21; k >= 3; k -= 2) cs.push_back(1.0 / k);
+      *q = mul(s2, poly(s2, cs));
+    } else {
+      // A minimax fit of degree 2 in s^2 (relative error 2.8e-7 of the
+      // correction, under 1e-8 of the sum) instead of the series to 1/11: two
+      // terms shorter. s^2 (c0 + s^2 (c1 + c2 s^2)) as c0 s^2 + s^4 (c1 + c2
+      // s^2): two multiply-adds deep after s^2 instead of three steps.
+      llvm::Value* s4 = mul(s2, s2);
+      *q = fma(s4, fma(s2, c(0.14789787378791888), c(0.19994400535121204)),
+               mul(s2, c(0.33333342406713734)));
     }
     // 2s as f - f s (equal: s = f / (f + 2)), which rounds once from f's side:
     // f itself for tiny f, its sign and subnormal bits included.
-    llvm::Value* two_s = fma(b.CreateFNeg(f), s, f);
-    return fma(two_s, mul(s2, poly(s2, q)), two_s);
+    return fma(b.CreateFNeg(f), s, f);
+  }
+
+  // e k_hi + (e k_lo + 2s w) + 2s w q: e log_b(2) + w log(1 + f) for the parts of
+  // log1p_parts, ef = e as a float (null: none), k_hi + k_lo = log_b(2) (k_hi
+  // exact times any exponent; k_lo 0 for log2, whose sum e + log2(m) is then
+  // exact), w = log_b(e) (or 1/4 for log1p's 4f). e k_lo + 2s w waits on the
+  // division but not on q, so that after q two multiply-adds are left (three
+  // steps before; the loops are bound by how many operations are in flight).
+  llvm::Value* log_sum(llvm::Value* two_s, llvm::Value* q, llvm::Value* ef, double k_hi,
+                       double k_lo, double w) {
+    if (w != 1.0) two_s = mul(two_s, c(w));
+    llvm::Value* lo = ef && k_lo != 0.0 ? fma(ef, c(k_lo), two_s) : two_s;
+    llvm::Value* r = fma(two_s, q, lo);
+    return ef ? (k_hi == 1.0 ? add(ef, r) : fma(ef, c(k_hi), r)) : r;
   }
 
   // e log_b(2) + log_b(m) for x = 2^e m: k_hi + k_lo = log_b(2) (k_hi exact times
@@ -301,11 +331,10 @@ struct M {
     llvm::Value *e, *m;
     split_mantissa(xs, &e, &m);
     e = b.CreateSub(e, b.CreateSelect(sub_n, ic(boost), ic(0)));
-    llvm::Value* lm = log1p_reduced(sub(m, c(1.0)));
+    llvm::Value* q;
+    llvm::Value* two_s = log1p_parts(sub(m, c(1.0)), add(m, c(1.0)), &q);
     llvm::Value* ef = b.CreateSIToFP(e, ft);
-    if (scale != 1.0) lm = mul(lm, c(scale));
-    llvm::Value* res = k_hi == 1.0 && k_lo == 0.0 ? add(ef, lm)  // log2: e + log2(m), exact
-                                                  : fma(ef, c(k_hi), fma(ef, c(k_lo), lm));
+    llvm::Value* res = log_sum(two_s, q, ef, k_hi, k_lo, scale);
     const double inf = INFINITY;
     res = sel(b.CreateFCmpOEQ(x, c(inf)), x, res);
     res = sel(b.CreateFCmpOEQ(x, c(0.0)), c(-inf), res);
@@ -468,10 +497,14 @@ struct M {
   // infinities), where exp_neg32's value is discarded: 1.1 -> 0.55 -> 0.35 ns/element
   // in cache.
   llvm::Value* erf32(llvm::Value* x) {
+    // |x| clamped to 4, where 1 - erfc rounds to 1 (a NaN passes): one operation
+    // where a compare and a select of 1 past 4 were two.
     llvm::Value* a = fabs(x);
-    // x^2 rounded, for both branches: its error, amplified x^2-fold in exp(-x^2),
-    // is at most 0.12 ulp of 1 - erfc(a) (largest near a = 1, where erfc(a) a^2 is).
-    llvm::Value* sq = mul(x, x);
+    a = sel(b.CreateFCmpOGT(a, c(4.0)), c(4.0), a);
+    // a^2 (x^2 below 4) rounded, for both branches: its error, amplified x^2-fold in
+    // exp(-x^2), is at most 0.12 ulp of 1 - erfc(a) (largest near a = 1, where
+    // erfc(a) a^2 is).
+    llvm::Value* sq = mul(a, a);
     // a (1 + (P(x^2) - 1)): the rounding of P's constant 2/sqrt(pi) and of its
     // Horner steps weighs 0.13 instead of 1 (erf f32 2.16 -> 1.92 ulp, the maximum
     // now above 1/2; 0.62 on [-1e-3, 1e-3]).
@@ -480,10 +513,9 @@ struct M {
     llvm::Value* small = fma(a, poly(sq, p1), a);
     llvm::Value* e = exp_neg32(sq, nullptr, 1.0);
     llvm::Value* ec = mul(e, div(poly(a, kErfcxP32Erf), poly(a, kErfcxQ32Erf)));
-    // Compared so that a NaN a takes 1 - ec and then big, both NaN: no select of its own.
-    llvm::Value* big = sel(b.CreateFCmpOGE(a, c(4.0)), c(1.0), sub(c(1.0), ec));
-    llvm::Value* r = sel(b.CreateFCmpOGE(a, c(0.5)), big, small);
-    return call(llvm::Intrinsic::copysign, r, x);
+    // Compared so that a NaN a takes small, NaN: no select of its own.
+    llvm::Value* r = sel(b.CreateFCmpOGE(a, c(0.5)), sub(c(1.0), ec), small);
+    return with_sign_of(r, x);
   }
 
   // f32 gelu: x (1 - h) for x >= 0, x h below, h = erfc(a) / 2, a = |x| / sqrt 2;
@@ -523,7 +555,7 @@ struct M {
   // t = 2^(2-e) from e's bits: the reduced f of the exact 1 + x, rounded once (t - 4
   // is exact while e < p; beyond, its rounding, 2^-p in f, is far below e ln2's ulp). No rounding
   // error of 1 + x to recover, and no mantissa: log(1 + x) = e ln2 + log1p(f),
-  // log1p_reduced taken of g = 4f (s = g / (g + 8)). 2^(2-e) is normal for every
+  // log1p_parts taken of g = 4f (s = g / (g + 8)). 2^(2-e) is normal for every
   // finite u (e from -p to bias + 1); 4x and its quarter are exact for subnormal x.
   // The sign is x's (copysign: -0 for -0).
   llvm::Value* log1p(llvm::Value* x) {
@@ -535,9 +567,10 @@ struct M {
         b.CreateLShr(b.CreateAdd(b.CreateBitCast(u, it), ic(one - sqrt_half)), ic(mant));
     llvm::Value* t = b.CreateBitCast(b.CreateShl(b.CreateSub(ic(2 * bias + 2), k), ic(mant)), ft);
     llvm::Value* g = fma(x, t, sub(t, c(4.0)));
-    llvm::Value* lm = mul(log1p_reduced(g, 4.0), c(0.25));
+    llvm::Value* q;
+    llvm::Value* two_s = log1p_parts(g, add(g, c(8.0)), &q);  // 4 times log1p's
     llvm::Value* ef = b.CreateSIToFP(b.CreateSub(k, ic(bias)), ft);
-    llvm::Value* r = fma(ef, c(ln2_hi()), fma(ef, c(ln2_lo()), lm));
+    llvm::Value* r = log_sum(two_s, q, ef, ln2_hi(), ln2_lo(), 0.25);
     r = call(llvm::Intrinsic::copysign, r, x);
     r = sel(b.CreateFCmpOEQ(x, c(INFINITY)), x, r);
     r = sel(b.CreateFCmpOEQ(x, c(-1.0)), c(-INFINITY), r);

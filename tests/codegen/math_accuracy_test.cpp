@@ -464,8 +464,11 @@ TEST_CASE(
       // f32 before (the wide sweep's 20000 points found 4.4), 4.07 after.
       {OpKind::gelu, [](long double x) { return 0.5L * x * std::erfc(-x / std::sqrt(2.0L)); }, -8,
        8, +gelu_skip, 4.5, 8},
-      {OpKind::log2, [](long double x) { return std::log2(x); }, 0, 10, +none, 3, 3},
-      {OpKind::log10, [](long double x) { return std::log10(x); }, 0, 10, +none, 3.5, 3},
+      // log2 and log10: 1.93 / 2.01 and 2.41 / 2.16 ulp when log_b(m) was log(m)
+      // rounded, then scaled; log_sum scales 2s before its correction is fused in
+      // (1.64 / 1.72 and 2.10 / 1.85).
+      {OpKind::log2, [](long double x) { return std::log2(x); }, 0, 10, +none, 1.75, 1.875},
+      {OpKind::log10, [](long double x) { return std::log10(x); }, 0, 10, +none, 2.25, 2},
   };
   for (const Case& c : cases) {
     CAPTURE(std::string(op_name(c.op)));

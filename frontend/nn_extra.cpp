@@ -24,7 +24,8 @@ namespace functional {
 Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias,
                   double eps, Loc l) {
   if (!is_floating(x.dtype()))
-    throw Error(std::string("group_norm: expected a floating tensor, got ") + dtype_name(x.dtype()), here(l));
+    throw Error(std::string("group_norm: expected a floating tensor, got ") + dtype_name(x.dtype()),
+                here(l));
   if (x.dim() < 2)
     throw Error("group_norm: expected an input [N, C, ...], got " + shape_str(x.sizes()), here(l));
   const int64_t c = x.size(1);
@@ -56,9 +57,8 @@ Tensor prelu(const Tensor& x, const Tensor& weight, Loc l) {
   Tensor w = weight;
   if (weight.numel() != 1) {
     if (x.dim() < 2 || x.size(1) != weight.numel())
-      throw Error("prelu: " + std::to_string(weight.numel()) +
-                      " slopes for an input of shape " + shape_str(x.sizes()) +
-                      " (expected one slope, or one per channel: dim 1)",
+      throw Error("prelu: " + std::to_string(weight.numel()) + " slopes for an input of shape " +
+                      shape_str(x.sizes()) + " (expected one slope, or one per channel: dim 1)",
                   here(l));
     Shape per_channel(size_t(x.dim()), 1);
     per_channel[1] = weight.numel();
@@ -93,9 +93,11 @@ Tensor adaptive_max_pool2d(const Tensor& input, ExpandingArray2 output_size, Loc
   const int64_t oh = output_size[0], ow = output_size[1];
   const int64_t h = input.size(-2), w = input.size(-1);
   if (oh <= 0 || ow <= 0 || h <= 0 || w <= 0)
-    throw Error("adaptive_max_pool2d: expected a positive output size and a non-empty input, got "
-                "output_size " + output_size.str() + " for input " + shape_str(input.sizes()),
-                here(l));
+    throw Error(
+        "adaptive_max_pool2d: expected a positive output size and a non-empty input, got "
+        "output_size " +
+            output_size.str() + " for input " + shape_str(input.sizes()),
+        here(l));
   if (h % oh == 0 && w % ow == 0)
     return kiln::max_pool2d(input, {h / oh, w / ow}, std::nullopt, 0, 1, false, l);
   const int64_t hd = input.dim() - 2, wd = input.dim() - 1;
@@ -105,7 +107,8 @@ Tensor adaptive_max_pool2d(const Tensor& input, ExpandingArray2 output_size, Loc
 Tensor kl_div(const Tensor& input, const Tensor& target, KLDivReduction reduction, bool log_target,
               Loc l) {
   if (!is_floating(input.dtype()))
-    throw Error(std::string("kl_div: expected floating log-probabilities, got ") + dtype_name(input.dtype()),
+    throw Error(std::string("kl_div: expected floating log-probabilities, got ") +
+                    dtype_name(input.dtype()),
                 here(l));
   Tensor per;
   if (log_target) {
@@ -145,12 +148,12 @@ Tensor unflatten(const Tensor& x, int64_t dim, const std::vector<int64_t>& sizes
     else
       known *= s;
   }
-  const bool fits = unknown == 0 ? known == x.size(d)
-                                 : unknown == 1 && known > 0 && x.size(d) % known == 0;
+  const bool fits =
+      unknown == 0 ? known == x.size(d) : unknown == 1 && known > 0 && x.size(d) % known == 0;
   if (sizes.empty() || !fits)
     throw Error("unflatten: sizes " + shape_str(sizes) + " do not multiply to dim " +
-                    std::to_string(dim) + "'s size " + std::to_string(x.size(d)) +
-                    " (input " + shape_str(x.sizes()) + ")",
+                    std::to_string(dim) + "'s size " + std::to_string(x.size(d)) + " (input " +
+                    shape_str(x.sizes()) + ")",
                 here(l));
   Shape shape(x.sizes().begin(), x.sizes().begin() + d);
   shape.insert(shape.end(), sizes.begin(), sizes.end());
@@ -184,12 +187,18 @@ std::string GroupNormImpl::repr() const {
   return s.str();
 }
 
-Tensor ELUImpl::forward(const Tensor& x, Loc l) { return functional::elu(x, options.alpha(), l); }
-Tensor SELUImpl::forward(const Tensor& x, Loc l) { return functional::selu(x, l); }
+Tensor ELUImpl::forward(const Tensor& x, Loc l) {
+  return functional::elu(x, options.alpha(), l);
+}
+Tensor SELUImpl::forward(const Tensor& x, Loc l) {
+  return functional::selu(x, l);
+}
 Tensor SoftplusImpl::forward(const Tensor& x, Loc l) {
   return functional::softplus(x, options.beta(), options.threshold(), l);
 }
-Tensor MishImpl::forward(const Tensor& x, Loc l) { return functional::mish(x, l); }
+Tensor MishImpl::forward(const Tensor& x, Loc l) {
+  return functional::mish(x, l);
+}
 
 HardtanhImpl::HardtanhImpl(const HardtanhOptions& o) : Module("Hardtanh"), options(o) {
   if (!(o.max_val() > o.min_val()))
@@ -205,7 +214,9 @@ PReLUImpl::PReLUImpl(const PReLUOptions& o) : Module("PReLU"), options(o) {
     throw Error("PReLU: expected num_parameters > 0, got " + std::to_string(o.num_parameters()));
   weight = register_parameter("weight", full({o.num_parameters()}, o.init()));
 }
-Tensor PReLUImpl::forward(const Tensor& x, Loc l) { return functional::prelu(x, weight, l); }
+Tensor PReLUImpl::forward(const Tensor& x, Loc l) {
+  return functional::prelu(x, weight, l);
+}
 std::string PReLUImpl::repr() const {
   return "PReLU(num_parameters=" + std::to_string(options.num_parameters()) + ")";
 }

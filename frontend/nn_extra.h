@@ -19,7 +19,9 @@ struct KLDivReduction {
   enum Kind { None, Mean, Sum, BatchMean };
   KLDivReduction(Kind k = Mean) : kind(k) {}  // NOLINT: implicit, as libtorch's variant
   KLDivReduction(Reduction r)                 // NOLINT
-      : kind(r == Reduction::None ? None : r == Reduction::Sum ? Sum : Mean) {}
+      : kind(r == Reduction::None  ? None
+             : r == Reduction::Sum ? Sum
+                                   : Mean) {}
   Kind kind;
 };
 
@@ -106,7 +108,8 @@ class SELUImpl : public Module {
 };
 class SoftplusImpl : public Module {
  public:
-  explicit SoftplusImpl(const SoftplusOptions& options = {}) : Module("Softplus"), options(options) {}
+  explicit SoftplusImpl(const SoftplusOptions& options = {})
+      : Module("Softplus"), options(options) {}
   Tensor forward(const Tensor& x, KILN_LOC);
   SoftplusOptions options;
 };
@@ -163,7 +166,8 @@ struct KLDivLossOptions {
 };
 class KLDivLossImpl : public Module {
  public:
-  explicit KLDivLossImpl(const KLDivLossOptions& options = {}) : Module("KLDivLoss"), options(options) {}
+  explicit KLDivLossImpl(const KLDivLossOptions& options = {})
+      : Module("KLDivLoss"), options(options) {}
   Tensor forward(const Tensor& input, const Tensor& target, KILN_LOC);
   KLDivLossOptions options;
 };

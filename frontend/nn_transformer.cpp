@@ -52,7 +52,8 @@ MultiheadAttentionImpl::MultiheadAttentionImpl(const MultiheadAttentionOptions& 
     throw Error("MultiheadAttention: expected kdim and vdim > 0, got " + std::to_string(o.kdim()) +
                 " and " + std::to_string(o.vdim()));
   if (!(o.dropout() >= 0 && o.dropout() <= 1))
-    throw Error("MultiheadAttention: expected dropout in [0, 1], got " + std::to_string(o.dropout()));
+    throw Error("MultiheadAttention: expected dropout in [0, 1], got " +
+                std::to_string(o.dropout()));
   head_dim = e / h;
   _qkv_same_embed_dim = o.kdim() == e && o.vdim() == e;
   if (_qkv_same_embed_dim) {
@@ -75,12 +76,9 @@ MultiheadAttentionImpl::MultiheadAttentionImpl(const MultiheadAttentionOptions& 
   if (o.bias()) init::zeros_(out_proj->bias);
 }
 
-std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward(const Tensor& query, const Tensor& key,
-                                                           const Tensor& value,
-                                                           const Tensor& key_padding_mask,
-                                                           bool need_weights,
-                                                           const Tensor& attn_mask,
-                                                           bool average_attn_weights, Loc l) {
+std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward(
+    const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& key_padding_mask,
+    bool need_weights, const Tensor& attn_mask, bool average_attn_weights, Loc l) {
   const int64_t e = options.embed_dim(), heads = options.num_heads();
   if (query.dim() != 3 || query.size(2) != e)
     fail("expected a query [L, N, " + std::to_string(e) + "], got " + shape_str(query.sizes()), l);
@@ -108,7 +106,8 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward(const Tensor& query, 
 
   Tensor mask = attn_mask, pad = key_padding_mask;
   if (mask.defined() && !is_floating(mask.dtype()))
-    fail(std::string("expected a float attn_mask (added to the scores: 0 keeps, -inf blocks), got ") +
+    fail(std::string(
+             "expected a float attn_mask (added to the scores: 0 keeps, -inf blocks), got ") +
              dtype_name(mask.dtype()),
          l);
   if (pad.defined()) {
@@ -143,8 +142,8 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward(const Tensor& query, 
   if (mask.defined()) {
     if (mask.sizes() != Shape{len, src} && mask.sizes() != Shape{n * heads, len, src})
       fail("expected an attn_mask [" + std::to_string(len) + ", " + std::to_string(src) + "] or [" +
-               std::to_string(n * heads) + ", " + std::to_string(len) + ", " +
-               std::to_string(src) + "], got " + shape_str(mask.sizes()),
+               std::to_string(n * heads) + ", " + std::to_string(len) + ", " + std::to_string(src) +
+               "], got " + shape_str(mask.sizes()),
            l);
     scores = scores.add(mask.to(scores.dtype(), l), 1, l);
   }
@@ -165,8 +164,8 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward(const Tensor& query, 
 
 std::string MultiheadAttentionImpl::repr() const {
   std::ostringstream s;
-  s << "MultiheadAttention(embed_dim=" << options.embed_dim() << ", num_heads=" << options.num_heads()
-    << ", dropout=" << options.dropout() << ")";
+  s << "MultiheadAttention(embed_dim=" << options.embed_dim()
+    << ", num_heads=" << options.num_heads() << ", dropout=" << options.dropout() << ")";
   return s.str();
 }
 
@@ -197,8 +196,8 @@ Tensor TransformerEncoderLayerImpl::forward(const Tensor& src, const Tensor& src
   Tensor attended = std::get<0>(
       self_attn->forward(src, src, src, src_key_padding_mask, false, src_mask, true, l));
   Tensor x = norm1->forward(src.add(dropout1->forward(attended, l), 1, l), l);
-  Tensor ff = linear2->forward(
-      dropout->forward(options.activation()(linear1->forward(x, l), l), l), l);
+  Tensor ff =
+      linear2->forward(dropout->forward(options.activation()(linear1->forward(x, l), l), l), l);
   return norm2->forward(x.add(dropout2->forward(ff, l), 1, l), l);
 }
 

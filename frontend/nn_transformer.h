@@ -49,8 +49,8 @@ class MultiheadAttentionImpl : public Module {
   explicit MultiheadAttentionImpl(const MultiheadAttentionOptions& options);
   std::tuple<Tensor, Tensor> forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                      const Tensor& key_padding_mask = {}, bool need_weights = true,
-                                     const Tensor& attn_mask = {},
-                                     bool average_attn_weights = true, KILN_LOC);
+                                     const Tensor& attn_mask = {}, bool average_attn_weights = true,
+                                     KILN_LOC);
   std::string repr() const override;
 
   MultiheadAttentionOptions options;
@@ -67,11 +67,12 @@ using MultiheadAttention = ModuleHolder<MultiheadAttentionImpl>;
 class TransformerActivation {
  public:
   enum Kind { ReLU, GELU };
-  TransformerActivation(Kind kind = ReLU) : kind_(kind) {}  // NOLINT: implicit, as libtorch's variant
+  TransformerActivation(Kind kind = ReLU)
+      : kind_(kind) {}  // NOLINT: implicit, as libtorch's variant
   template <class F>
-    requires(!std::is_same_v<F, TransformerActivation> &&
-             std::is_invocable_r_v<Tensor, const F&, const Tensor&>)
-  TransformerActivation(F f)  // NOLINT
+  requires(!std::is_same_v<F, TransformerActivation> &&
+           std::is_invocable_r_v<Tensor, const F&, const Tensor&>)
+      TransformerActivation(F f)  // NOLINT
       : fn_([f = std::move(f)](const Tensor& x) { return Tensor(f(x)); }) {}
   Tensor operator()(const Tensor& x, KILN_LOC) const;
 

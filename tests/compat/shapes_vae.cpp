@@ -50,8 +50,8 @@ std::tuple<torch::Tensor, torch::Tensor> make_shapes(int64_t n) {
   torch::Tensor in_c = cols.ge(c).logical_and(cols.lt(c + 5));
   torch::Tensor hbar = rows.eq(r).logical_and(cols.ge(2)).logical_and(cols.lt(kSide - 2));
   torch::Tensor vbar = cols.eq(c).logical_and(rows.ge(2)).logical_and(rows.lt(kSide - 2));
-  torch::Tensor edge = rows.eq(r).logical_or(rows.eq(r + 4)).logical_or(cols.eq(c)).logical_or(
-      cols.eq(c + 4));
+  torch::Tensor edge =
+      rows.eq(r).logical_or(rows.eq(r + 4)).logical_or(cols.eq(c)).logical_or(cols.eq(c + 4));
   torch::Tensor box = in_r.logical_and(in_c).logical_and(edge);
   torch::Tensor k = kind.view({n, 1, 1});
   torch::Tensor img = torch::where(k.eq(0), hbar, torch::where(k.eq(1), vbar, box));
@@ -64,7 +64,8 @@ struct VAEImpl : torch::nn::Module {
                 torch::nn::GroupNorm(torch::nn::GroupNormOptions(4, 16)),
                 torch::nn::ELU(torch::nn::ELUOptions().alpha(1.0)),
                 torch::nn::Conv2d(torch::nn::Conv2dOptions(16, 32, 3).stride(2).padding(1)),
-                torch::nn::GroupNorm(torch::nn::GroupNormOptions(8, 32).eps(1e-4)), torch::nn::Mish(),
+                torch::nn::GroupNorm(torch::nn::GroupNormOptions(8, 32).eps(1e-4)),
+                torch::nn::Mish(),
                 torch::nn::AdaptiveMaxPool2d(torch::nn::AdaptiveMaxPool2dOptions(3)),
                 torch::nn::Flatten()),
         to_stats(32 * 3 * 3, 2 * kLatent),
@@ -119,11 +120,11 @@ STEP(torch::Tensor, train_step, torch::Tensor x, torch::Tensor soft_kind) {
   torch::Tensor z = mu + torch::randn_like(mu) * torch::exp(0.5 * logvar);
   torch::Tensor logits = model->decoder->forward(z);
   const double n = static_cast<double>(x.size(0));
-  torch::Tensor recon = torch::nn::functional::binary_cross_entropy_with_logits(
-                            logits, x,
-                            torch::nn::functional::BinaryCrossEntropyWithLogitsFuncOptions()
-                                .reduction(torch::kSum)) /
-                        n;
+  torch::Tensor recon =
+      torch::nn::functional::binary_cross_entropy_with_logits(
+          logits, x,
+          torch::nn::functional::BinaryCrossEntropyWithLogitsFuncOptions().reduction(torch::kSum)) /
+      n;
   torch::Tensor kl_dim = -0.5 * (1 + logvar - mu.pow(2) - logvar.exp());  // [N, latent]
   torch::Tensor kl = kl_dim.sum() / n;
   torch::Tensor kind = kind_loss(model->classify(mu), soft_kind);
@@ -152,8 +153,8 @@ int main() {
   std::printf("parameters: %lld tensors, %lld numbers; buffers: %lld\n",
               static_cast<long long>(model->parameters().size()), static_cast<long long>(numel),
               static_cast<long long>(model->buffers().size()));
-  optimizer = std::make_unique<torch::optim::Adam>(model->parameters(),
-                                                   torch::optim::AdamOptions(2e-3));
+  optimizer =
+      std::make_unique<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(2e-3));
 
   for (int64_t epoch = 0; epoch < kEpochs; ++epoch) {
     model->train();

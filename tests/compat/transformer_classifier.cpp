@@ -140,7 +140,8 @@ std::unique_ptr<torch::optim::AdamW> optimizer;
 STEP(torch::Tensor, train_step, torch::Tensor tokens, torch::Tensor labels) {
   optimizer->zero_grad();
   torch::Tensor loss = torch::nn::functional::cross_entropy(
-      model(tokens), labels, torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(0.05));
+      model(tokens), labels,
+      torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(0.05));
   loss.backward();
   torch::nn::utils::clip_grad_norm_(model->parameters(), 1.0);
   optimizer->step();
@@ -179,7 +180,8 @@ int main() {
     int64_t batches = 0;
     for (int64_t b = 0; b < kTrain; b += kBatch) {
       torch::Tensor idx = order.slice(0, b, b + kBatch);
-      total += train_step(train_x.index_select(0, idx), train_y.index_select(0, idx)).item<double>();
+      total +=
+          train_step(train_x.index_select(0, idx), train_y.index_select(0, idx)).item<double>();
       ++batches;
     }
     scheduler.step();
@@ -199,9 +201,9 @@ int main() {
   // The attention of the first block on the first test sequences, averaged over heads.
   torch::Tensor tokens = test_x.index({Slice(None, 8)});
   torch::Tensor pad = tokens.eq(0);
-  torch::Tensor x = (model->embed(tokens) * std::sqrt(static_cast<double>(kModel)) +
-                     model->pos.unsqueeze(0))
-                        .transpose(0, 1);
+  torch::Tensor x =
+      (model->embed(tokens) * std::sqrt(static_cast<double>(kModel)) + model->pos.unsqueeze(0))
+          .transpose(0, 1);
   torch::Tensor h = model->block->norm1(x);
   auto [out, weights] = model->block->attn(h, h, h, pad);
   std::printf("attention output %lld x %lld x %lld, weights %lld x %lld x %lld\n",

@@ -48,14 +48,16 @@ std::vector<std::string> names_of(const nn::Module& m) {
 }
 
 Tensor causal_mask(int64_t len) {
-  return zeros({len, len}).masked_fill(ones({len, len}).triu(1).to(kBool),
-                                       Scalar(-std::numeric_limits<double>::infinity()));
+  return zeros({len, len})
+      .masked_fill(ones({len, len}).triu(1).to(kBool),
+                   Scalar(-std::numeric_limits<double>::infinity()));
 }
 
-TEST_CASE("MultiheadAttention equals PyTorch's: self-attention with both masks, eagerly and traced") {
+TEST_CASE(
+    "MultiheadAttention equals PyTorch's: self-attention with both masks, eagerly and traced") {
   nn::MultiheadAttention m(8, 2);
-  CHECK(names_of(*m) ==
-        std::vector<std::string>{"in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"});
+  CHECK(names_of(*m) == std::vector<std::string>{"in_proj_weight", "in_proj_bias",
+                                                 "out_proj.weight", "out_proj.bias"});
   set_parameters(*m, 0.37, 0.11, 0.3);
   Tensor pad = tensor({0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 1}).reshape({3, 5}).to(kBool);
   Tensor mask = causal_mask(5);
@@ -83,10 +85,31 @@ TEST_CASE("MultiheadAttention equals PyTorch's: self-attention with both masks, 
     check_prefix(r[4], {0.15808244, 0.17401332, 0.18077946, 0.17802438, 0.16589335, 0.14502503,
                         0.11651874, 0.081875734});
     // The key bias moves every score of a query alike: its gradient is zero.
-    check_prefix(r[5], {0.094882026, -0.19233316, 0.28345942, -0.36526388, -0.084169462,
-                        0.047614742, -0.0094941342, -0.028938562, 0, 0, 0, 0, 0, 0, 0, 0,
-                        13.574394, 15.851934, 12.769648, 5.3697019, -3.8458366, -11.761031,
-                        -15.699595, -14.329832},
+    check_prefix(r[5],
+                 {0.094882026,
+                  -0.19233316,
+                  0.28345942,
+                  -0.36526388,
+                  -0.084169462,
+                  0.047614742,
+                  -0.0094941342,
+                  -0.028938562,
+                  0,
+                  0,
+                  0,
+                  0,
+                  0,
+                  0,
+                  0,
+                  0,
+                  13.574394,
+                  15.851934,
+                  12.769648,
+                  5.3697019,
+                  -3.8458366,
+                  -11.761031,
+                  -15.699595,
+                  -14.329832},
                  1e-4);
   }
   // need_weights false: the same output, no weights.
@@ -96,7 +119,8 @@ TEST_CASE("MultiheadAttention equals PyTorch's: self-attention with both masks, 
 }
 
 TEST_CASE("MultiheadAttention with kdim, vdim, add_bias_kv, add_zero_attn and per-head weights") {
-  nn::MultiheadAttention m(nn::MultiheadAttentionOptions(8, 2).kdim(6).vdim(4).add_bias_kv(true).add_zero_attn(true));
+  nn::MultiheadAttention m(
+      nn::MultiheadAttentionOptions(8, 2).kdim(6).vdim(4).add_bias_kv(true).add_zero_attn(true));
   CHECK(names_of(*m) == std::vector<std::string>{"q_proj_weight", "k_proj_weight", "v_proj_weight",
                                                  "in_proj_bias", "bias_k", "bias_v",
                                                  "out_proj.weight", "out_proj.bias"});
@@ -119,11 +143,13 @@ TEST_CASE("MultiheadAttention with kdim, vdim, add_bias_kv, add_zero_attn and pe
     check_prefix(r[1], {0.17840232, 0.15793271, 0.17292261, 0.16303574, 0.17116933, 0.15653722,
                         0.035658393, 0.39758688});
     check_sum(r[2], -0.110413492, 1e-3);
-    check_prefix(r[2], {0.00057686609, 0.00097018603, 0.0012321974, 0.0013274356, 0.00124301,
-                        0.00099035189, 0.00060365227, 0.00013525138},
+    check_prefix(r[2],
+                 {0.00057686609, 0.00097018603, 0.0012321974, 0.0013274356, 0.00124301,
+                  0.00099035189, 0.00060365227, 0.00013525138},
                  1e-3);
-    check_prefix(r[3], {0.023665151, -0.06140919, -0.03760644, -0.070724621, 0.010593,
-                        -0.0053430041, 0.02364921, 0.017787945},
+    check_prefix(r[3],
+                 {0.023665151, -0.06140919, -0.03760644, -0.070724621, 0.010593, -0.0053430041,
+                  0.02364921, 0.017787945},
                  1e-4);
   }
 }
@@ -183,16 +209,19 @@ TEST_CASE("TransformerEncoderLayer equals PyTorch's (GELU, masks), eagerly and t
     check_prefix(r[0], {1.3424205, -0.16916898, 2.0616269, 1.0407517, -0.6785605, -0.76117814,
                         -0.34386107, -1.6383071});
     check_sum(r[1], 4.75197744, 1e-4);
-    check_prefix(r[1], {-1.2540451, 1.1889542, 0.47295535, -0.12668079, 0.24620697, -0.057393678,
-                        -0.66157448, -0.4192667},
+    check_prefix(r[1],
+                 {-1.2540451, 1.1889542, 0.47295535, -0.12668079, 0.24620697, -0.057393678,
+                  -0.66157448, -0.4192667},
                  1e-4);
-    check_prefix(r[2], {-0.16430378, -0.045483422, -0.17122456, -0.096219957, 0.076845244,
-                        0.019328667, 0.19074887, 0.04094924},
+    check_prefix(r[2],
+                 {-0.16430378, -0.045483422, -0.17122456, -0.096219957, 0.076845244, 0.019328667,
+                  0.19074887, 0.04094924},
                  1e-4);
   }
   // A function as the activation.
-  nn::TransformerEncoderLayer custom(nn::TransformerEncoderLayerOptions(8, 2).dim_feedforward(12).dropout(0.0).activation(
-      [](const Tensor& x) { return x.tanh(); }));
+  nn::TransformerEncoderLayer custom(
+      nn::TransformerEncoderLayerOptions(8, 2).dim_feedforward(12).dropout(0.0).activation(
+          [](const Tensor& x) { return x.tanh(); }));
   CHECK(custom(src.detach()).sizes() == Shape{5, 3, 8});
 }
 
@@ -210,11 +239,13 @@ TEST_CASE("group_norm and GroupNorm equal PyTorch's, with gradients, eagerly and
     check_sum(r[0], 1.25848579, 1e-4);
     check_prefix(r[0], {-0.22052781, 0.8103472, 1.3563856, 1.1607771, 0.31551921, -0.78184998,
                         -1.4293284, -1.5949384});
-    check_prefix(r[1], {1.6942232, 1.3240176, 0.95775515, 0.68843895, 0.51853001, 0.36988428,
-                        0.1588338, -0.20445028},
+    check_prefix(r[1],
+                 {1.6942232, 1.3240176, 0.95775515, 0.68843895, 0.51853001, 0.36988428, 0.1588338,
+                  -0.20445028},
                  1e-4);
     check_prefix(r[2], {2.8205569, -3.4662187, 2.5793288, 1.112727, -2.000546, 2.3480115}, 1e-4);
-    check_prefix(r[3], {6.5949583, -0.63791609, -6.3050871, 3.5029755, 4.7133193, -5.6447277}, 1e-4);
+    check_prefix(r[3], {6.5949583, -0.63791609, -6.3050871, 3.5029755, 4.7133193, -5.6447277},
+                 1e-4);
   }
   auto f = [](const Tensor& x) {
     return nn::functional::group_norm(x, 2).mul(iota_cos(x.sizes(), 0.3).to(kFloat64)).sum();
@@ -258,7 +289,8 @@ TEST_CASE("prelu, PReLU and the activation modules") {
   check_close(nn::Mish()(a), nn::functional::mish(a));
   check_close(nn::Hardtanh(nn::HardtanhOptions().min_val(-1.0).max_val(2.0))(a),
               tensor({-1.0f, -0.5f, 0.0f, 0.5f, 2.0f}));
-  KILN_CHECK_ERROR(nn::Hardtanh(nn::HardtanhOptions().min_val(1.0).max_val(0.0)), "max_val > min_val");
+  KILN_CHECK_ERROR(nn::Hardtanh(nn::HardtanhOptions().min_val(1.0).max_val(0.0)),
+                   "max_val > min_val");
 }
 
 TEST_CASE("adaptive_max_pool2d equals PyTorch's over overlapping bins, with its gradient") {
@@ -274,8 +306,9 @@ TEST_CASE("adaptive_max_pool2d equals PyTorch's over overlapping bins, with its 
     check_prefix(r[0], {0.99979293, 0.99979293, 0.99979293, 0.99979293, 0.94042844, 0.98560071,
                         0.8920117, 0.99885792, 0.8920117, 0.99885792, 0.99482679, 0.91509354});
     check_sum(r[1], 2.19076324, 1e-4);
-    check_prefix(r[1], {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1.9604912, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                        -0.9899925, 0, 0, 0, -0.7373938, 0, 0, 0, 0, 0, 0, 0},
+    check_prefix(r[1],
+                 {0, 0, 0, 0, 0, 0,          0, 0, 0, 0,          0, 0, 1.9604912, 0, 0, 0, 0, 0,
+                  0, 0, 0, 0, 0, -0.9899925, 0, 0, 0, -0.7373938, 0, 0, 0,         0, 0, 0, 0},
                  1e-4);
   }
   // Dividing sizes take max_pool2d's path: the same values as the bins.

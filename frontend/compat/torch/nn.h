@@ -252,27 +252,17 @@ struct ReLUFuncOptions {
   KILN_ARG(bool, inplace);
 };
 using ReLU6FuncOptions = ReLUFuncOptions;
-using SELUFuncOptions = ReLUFuncOptions;
+using SELUFuncOptions = kiln::nn::SELUOptions;
 struct LeakyReLUFuncOptions {
   KILN_ARG(double, negative_slope) = 1e-2;
   KILN_ARG(bool, inplace) = false;
 };
-struct ELUFuncOptions {
-  KILN_ARG(double, alpha) = 1.0;
-  KILN_ARG(bool, inplace) = false;
-};
+using ELUFuncOptions = kiln::nn::ELUOptions;
 struct GELUFuncOptions {
   KILN_ARG(std::string, approximate) = "none";
 };
-struct HardtanhFuncOptions {
-  KILN_ARG(double, min_val) = -1.0;
-  KILN_ARG(double, max_val) = 1.0;
-  KILN_ARG(bool, inplace) = false;
-};
-struct SoftplusFuncOptions {
-  KILN_ARG(double, beta) = 1.0;
-  KILN_ARG(double, threshold) = 20.0;
-};
+using HardtanhFuncOptions = kiln::nn::HardtanhOptions;
+using SoftplusFuncOptions = kiln::nn::SoftplusOptions;
 struct SoftmaxFuncOptions {
   SoftmaxFuncOptions(int64_t dim) : dim_(dim) {}  // NOLINT
   KILN_ARG(int64_t, dim);

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -396,23 +397,34 @@ class BatchNorm2dImpl : public BatchNormImpl {
       : BatchNormImpl(num_features, 2, eps, momentum) {}
   explicit BatchNorm2dImpl(const BatchNormOptions& o) : BatchNormImpl(o, 2) {}
 };
-/// A table of num_embeddings vectors of size embedding_dim, initialised N(0, 1).
+/// A table of num_embeddings vectors of size embedding_dim, initialised N(0, 1)
+/// (or given as _weight). With padding_idx (negative counts from the end), that
+/// row starts at zero and receives no gradient. max_norm, scale_grad_by_freq
+/// and sparse are not supported: the module refuses them.
 struct EmbeddingOptions {
   EmbeddingOptions(int64_t num_embeddings, int64_t embedding_dim)
       : num_embeddings_(num_embeddings), embedding_dim_(embedding_dim) {}
   KILN_ARG(int64_t, num_embeddings);
   KILN_ARG(int64_t, embedding_dim);
+  KILN_ARG(std::optional<int64_t>, padding_idx);
+  KILN_ARG(std::optional<double>, max_norm);
+  KILN_ARG(double, norm_type) = 2.0;
+  KILN_ARG(bool, scale_grad_by_freq) = false;
+  KILN_ARG(bool, sparse) = false;
+  KILN_ARG(Tensor, _weight);
 };
 
 class EmbeddingImpl : public Module {
  public:
-  EmbeddingImpl(int64_t num_embeddings, int64_t embedding_dim);
-  explicit EmbeddingImpl(const EmbeddingOptions& o)
-      : EmbeddingImpl(o.num_embeddings(), o.embedding_dim()) {}
+  EmbeddingImpl(int64_t num_embeddings, int64_t embedding_dim)
+      : EmbeddingImpl(EmbeddingOptions(num_embeddings, embedding_dim)) {}
+  explicit EmbeddingImpl(const EmbeddingOptions& o);
   Tensor forward(const Tensor& indices, KILN_LOC);
   std::string repr() const override;
   Tensor weight;
   int64_t num_embeddings, embedding_dim;
+  /// The padding row, in [0, num_embeddings), or -1 for none.
+  int64_t padding_idx = -1;
 };
 struct FlattenOptions {
   KILN_ARG(int64_t, start_dim) = 1;
@@ -509,8 +521,10 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
                   bool training = false, double momentum = 0.1, double eps = 1e-5, KILN_LOC);
-/// Rows of `weight` [V, D] at integer indices of any shape: [..., D].
+/// Rows of `weight` [V, D] at integer indices of any shape: [..., D]. The rows
+/// read at padding_idx (when >= 0) pass no gradient to the weight.
 Tensor embedding(const Tensor& indices, const Tensor& weight, KILN_LOC);
+Tensor embedding(const Tensor& indices, const Tensor& weight, int64_t padding_idx, KILN_LOC);
 /// softmax(q k^T * scale + mask) v over the last two dims, as PyTorch's
 /// F.scaled_dot_product_attention: q [..., L, E], k [..., S, E], v [..., S, Ev]
 /// (leading dims broadcast) -> [..., L, Ev]; scale defaults to 1/sqrt(E);

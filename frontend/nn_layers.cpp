@@ -191,6 +191,14 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, Loc l) {
   return detail::gather_along(weight, 0, idx.expand({n, dim}, l), l).reshape(out, l);
 }
 
+Tensor embedding(const Tensor& indices, const Tensor& weight, int64_t padding_idx, Loc l) {
+  Tensor rows = embedding(indices, weight, l);
+  if (padding_idx < 0) return rows;
+  // The padding rows' values as they are, their gradient cut.
+  Tensor at_pad = indices.eq(Scalar(static_cast<long long>(padding_idx)), l).unsqueeze(-1, l);
+  return where(at_pad, rows.detach(), rows, l);
+}
+
 namespace {
 
 // Per row of log-probabilities [N, C]: minus the entry at the row's class index,
@@ -373,15 +381,35 @@ std::string BatchNormImpl::repr() const {
   return s.str();
 }
 
-EmbeddingImpl::EmbeddingImpl(int64_t n, int64_t dim)
-    : Module("Embedding"), num_embeddings(n), embedding_dim(dim) {
-  if (n <= 0 || dim <= 0)
-    throw Error("Embedding(" + std::to_string(n) + ", " + std::to_string(dim) +
-                "): expected sizes > 0");
-  weight = register_parameter("weight", randn({n, dim}));
+EmbeddingImpl::EmbeddingImpl(const EmbeddingOptions& o)
+    : Module("Embedding"), num_embeddings(o.num_embeddings()), embedding_dim(o.embedding_dim()) {
+  const int64_t n = num_embeddings, dim = embedding_dim;
+  const std::string what = "Embedding(" + std::to_string(n) + ", " + std::to_string(dim) + ")";
+  if (n <= 0 || dim <= 0) throw Error(what + ": expected sizes > 0");
+  if (o.max_norm() || o.scale_grad_by_freq() || o.sparse())
+    throw Error(what + ": max_norm, scale_grad_by_freq and sparse are not supported (Kiln's "
+                "embedding has dense gradients and leaves the table's norms alone)");
+  if (o.padding_idx()) {
+    const int64_t p = *o.padding_idx();
+    if (p < -n || p >= n)
+      throw Error(what + ": padding_idx " + std::to_string(p) + " is not a row of the table");
+    padding_idx = p < 0 ? p + n : p;
+  }
+  if (o._weight().defined()) {
+    if (o._weight().sizes() != Shape{n, dim})
+      throw Error(what + ": expected _weight of shape [" + std::to_string(n) + ", " +
+                  std::to_string(dim) + "], got " + shape_str(o._weight().sizes()));
+    weight = register_parameter("weight", o._weight());
+  } else {
+    weight = register_parameter("weight", randn({n, dim}));
+    if (padding_idx >= 0) {
+      NoGradGuard no_grad;
+      weight.select(0, padding_idx).fill_(Scalar(0.0));
+    }
+  }
 }
 Tensor EmbeddingImpl::forward(const Tensor& indices, Loc l) {
-  return functional::embedding(indices, weight, l);
+  return functional::embedding(indices, weight, padding_idx, l);
 }
 std::string EmbeddingImpl::repr() const {
   return "Embedding(" + std::to_string(num_embeddings) + ", " + std::to_string(embedding_dim) + ")";

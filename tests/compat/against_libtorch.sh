@@ -27,7 +27,7 @@ build() {
   g++ -std=c++17 -O1 -I"$inc" "$root/tests/compat/$1.cpp" -o "$work/$1" -ltorch -ltorch_cpu -lc10 -pthread
 }
 programs=(spellings autograd_tutorial mnist_lenet dcgan_step custom_dataset sequence_rnn uint8_images
-          tabular_regression denoising_autoencoder)
+          tabular_regression denoising_autoencoder transformer_classifier shapes_vae)
 if grep -q "define USE_C10D_MPI" /usr/include/torch/csrc/distributed/c10d/*.h* 2>/dev/null; then
   programs+=(ddp_mpi)
 else

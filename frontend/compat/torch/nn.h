@@ -14,6 +14,9 @@ using kiln::nn::AdaptiveAvgPool2dImpl;
 using kiln::nn::AdaptiveLogSoftmaxWithLoss;
 using kiln::nn::AdaptiveLogSoftmaxWithLossImpl;
 using kiln::nn::AdaptiveLogSoftmaxWithLossOptions;
+using kiln::nn::AdaptiveMaxPool2d;
+using kiln::nn::AdaptiveMaxPool2dImpl;
+using kiln::nn::AdaptiveMaxPool2dOptions;
 using kiln::nn::ASMoutput;
 using kiln::nn::AvgPool2d;
 using kiln::nn::AvgPool2dImpl;
@@ -47,6 +50,9 @@ using kiln::nn::Dropout2d;
 using kiln::nn::Dropout2dImpl;
 using kiln::nn::DropoutImpl;
 using kiln::nn::DropoutOptions;
+using kiln::nn::ELU;
+using kiln::nn::ELUImpl;
+using kiln::nn::ELUOptions;
 using kiln::nn::Embedding;
 using kiln::nn::EmbeddingImpl;
 using kiln::nn::EmbeddingOptions;
@@ -57,17 +63,26 @@ using kiln::nn::Functional;
 using kiln::nn::FunctionalImpl;
 using kiln::nn::GELU;
 using kiln::nn::GELUImpl;
+using kiln::nn::GroupNorm;
+using kiln::nn::GroupNormImpl;
+using kiln::nn::GroupNormOptions;
 using kiln::nn::GRU;
 using kiln::nn::GRUCell;
 using kiln::nn::GRUCellImpl;
 using kiln::nn::GRUCellOptions;
 using kiln::nn::GRUImpl;
 using kiln::nn::GRUOptions;
+using kiln::nn::Hardtanh;
+using kiln::nn::HardtanhImpl;
+using kiln::nn::HardtanhOptions;
 using kiln::nn::HuberLoss;
 using kiln::nn::HuberLossImpl;
 using kiln::nn::HuberLossOptions;
 using kiln::nn::Identity;
 using kiln::nn::IdentityImpl;
+using kiln::nn::KLDivLoss;
+using kiln::nn::KLDivLossImpl;
+using kiln::nn::KLDivLossOptions;
 using kiln::nn::L1Loss;
 using kiln::nn::L1LossImpl;
 using kiln::nn::L1LossOptions;
@@ -91,6 +106,8 @@ using kiln::nn::LSTMOptions;
 using kiln::nn::MaxPool2d;
 using kiln::nn::MaxPool2dImpl;
 using kiln::nn::MaxPool2dOptions;
+using kiln::nn::Mish;
+using kiln::nn::MishImpl;
 using kiln::nn::Module;
 using kiln::nn::ModuleDict;
 using kiln::nn::ModuleDictImpl;
@@ -99,9 +116,15 @@ using kiln::nn::ModuleList;
 using kiln::nn::ModuleListImpl;
 using kiln::nn::MSELoss;
 using kiln::nn::MSELossImpl;
+using kiln::nn::MultiheadAttention;
+using kiln::nn::MultiheadAttentionImpl;
+using kiln::nn::MultiheadAttentionOptions;
 using kiln::nn::NLLLoss;
 using kiln::nn::NLLLossImpl;
 using kiln::nn::NLLLossOptions;
+using kiln::nn::PReLU;
+using kiln::nn::PReLUImpl;
+using kiln::nn::PReLUOptions;
 using kiln::nn::ReLU;
 using kiln::nn::ReLUImpl;
 using kiln::nn::ReLUOptions;
@@ -111,6 +134,9 @@ using kiln::nn::RNNCellImpl;
 using kiln::nn::RNNCellOptions;
 using kiln::nn::RNNImpl;
 using kiln::nn::RNNOptions;
+using kiln::nn::SELU;
+using kiln::nn::SELUImpl;
+using kiln::nn::SELUOptions;
 using kiln::nn::Sequential;
 using kiln::nn::SequentialImpl;
 using kiln::nn::Sigmoid;
@@ -122,8 +148,17 @@ using kiln::nn::SmoothL1LossImpl;
 using kiln::nn::SmoothL1LossOptions;
 using kiln::nn::Softmax;
 using kiln::nn::SoftmaxImpl;
+using kiln::nn::Softplus;
+using kiln::nn::SoftplusImpl;
+using kiln::nn::SoftplusOptions;
 using kiln::nn::Tanh;
 using kiln::nn::TanhImpl;
+using kiln::nn::TransformerEncoderLayer;
+using kiln::nn::TransformerEncoderLayerImpl;
+using kiln::nn::TransformerEncoderLayerOptions;
+using kiln::nn::Unflatten;
+using kiln::nn::UnflattenImpl;
+using kiln::nn::UnflattenOptions;
 using kiln::nn::Upsample;
 using kiln::nn::UpsampleImpl;
 using kiln::nn::UpsampleOptions;
@@ -217,27 +252,17 @@ struct ReLUFuncOptions {
   KILN_ARG(bool, inplace);
 };
 using ReLU6FuncOptions = ReLUFuncOptions;
-using SELUFuncOptions = ReLUFuncOptions;
+using SELUFuncOptions = kiln::nn::SELUOptions;
 struct LeakyReLUFuncOptions {
   KILN_ARG(double, negative_slope) = 1e-2;
   KILN_ARG(bool, inplace) = false;
 };
-struct ELUFuncOptions {
-  KILN_ARG(double, alpha) = 1.0;
-  KILN_ARG(bool, inplace) = false;
-};
+using ELUFuncOptions = kiln::nn::ELUOptions;
 struct GELUFuncOptions {
   KILN_ARG(std::string, approximate) = "none";
 };
-struct HardtanhFuncOptions {
-  KILN_ARG(double, min_val) = -1.0;
-  KILN_ARG(double, max_val) = 1.0;
-  KILN_ARG(bool, inplace) = false;
-};
-struct SoftplusFuncOptions {
-  KILN_ARG(double, beta) = 1.0;
-  KILN_ARG(double, threshold) = 20.0;
-};
+using HardtanhFuncOptions = kiln::nn::HardtanhOptions;
+using SoftplusFuncOptions = kiln::nn::SoftplusOptions;
 struct SoftmaxFuncOptions {
   SoftmaxFuncOptions(int64_t dim) : dim_(dim) {}  // NOLINT
   KILN_ARG(int64_t, dim);
@@ -265,7 +290,23 @@ struct BatchNormFuncOptions {
   KILN_ARG(double, momentum) = 0.1;
   KILN_ARG(double, eps) = 1e-5;
 };
-struct EmbeddingFuncOptions {};
+struct EmbeddingFuncOptions {
+  KILN_ARG(std::optional<int64_t>, padding_idx);
+};
+struct GroupNormFuncOptions {
+  GroupNormFuncOptions(int64_t num_groups) : num_groups_(num_groups) {}  // NOLINT
+  KILN_ARG(int64_t, num_groups);
+  KILN_ARG(Tensor, weight);
+  KILN_ARG(Tensor, bias);
+  KILN_ARG(double, eps) = 1e-5;
+};
+using KLDivFuncOptions = kiln::nn::KLDivLossOptions;
+struct AdaptiveMaxPool2dFuncOptions {
+  AdaptiveMaxPool2dFuncOptions(kiln::ExpandingArray2 output_size)  // NOLINT
+      : output_size_(output_size) {}
+  KILN_ARG(kiln::ExpandingArray2, output_size);
+};
+using UnflattenFuncOptions = kiln::nn::UnflattenOptions;
 using AdaptiveAvgPool2dFuncOptions = kiln::ExpandingArray2;
 struct NLLLossFuncOptions {
   KILN_ARG(Tensor, weight);
@@ -361,9 +402,28 @@ inline Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tens
   return kiln::nn::functional::batch_norm(x, running_mean, running_var, o.weight(), o.bias(),
                                           o.training(), o.momentum(), o.eps(), l);
 }
-inline Tensor embedding(const Tensor& input, const Tensor& weight, const EmbeddingFuncOptions&,
+inline Tensor embedding(const Tensor& input, const Tensor& weight, const EmbeddingFuncOptions& o,
                         Loc l = Loc::current()) {
-  return kiln::nn::functional::embedding(input, weight, l);
+  if (!o.padding_idx()) return kiln::nn::functional::embedding(input, weight, l);
+  const int64_t p = *o.padding_idx();
+  return kiln::nn::functional::embedding(input, weight, p < 0 ? p + weight.size(0) : p, l);
+}
+inline Tensor group_norm(const Tensor& x, const GroupNormFuncOptions& o, Loc l = Loc::current()) {
+  return kiln::nn::functional::group_norm(x, o.num_groups(), o.weight(), o.bias(), o.eps(), l);
+}
+inline Tensor kl_div(const Tensor& input, const Tensor& target, const KLDivFuncOptions& o = {},
+                     Loc l = Loc::current()) {
+  return kiln::nn::functional::kl_div(input, target, o.reduction(), o.log_target(), l);
+}
+inline Tensor adaptive_max_pool2d(const Tensor& x, const AdaptiveMaxPool2dFuncOptions& o,
+                                  Loc l = Loc::current()) {
+  return kiln::nn::functional::adaptive_max_pool2d(x, o.output_size(), l);
+}
+inline Tensor mish(const Tensor& x, Loc l = Loc::current()) {
+  return kiln::nn::functional::mish(x, l);
+}
+inline Tensor prelu(const Tensor& x, const Tensor& weight, Loc l = Loc::current()) {
+  return kiln::nn::functional::prelu(x, weight, l);
 }
 inline Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
                      Loc l = Loc::current()) {

@@ -137,14 +137,24 @@ enum Reduction { None, Mean, Sum, END };
 /// libtorch's enum-like option values (torch::kMean, torch::kReLU, torch::kFanIn, ...):
 /// each converts to the Kiln enum the option takes.
 namespace enumtype {
-struct kNone {
-  operator kiln::nn::Reduction() const { return kiln::nn::Reduction::None; }  // NOLINT
+#define KILN_TORCH_REDUCTION(T, value)                                                        \
+  struct T {                                                                                  \
+    operator kiln::nn::Reduction() const { return kiln::nn::Reduction::value; }               \
+    operator kiln::nn::KLDivReduction() const { return kiln::nn::KLDivReduction::value; }     \
+  };
+KILN_TORCH_REDUCTION(kNone, None)
+KILN_TORCH_REDUCTION(kMean, Mean)
+KILN_TORCH_REDUCTION(kSum, Sum)
+#undef KILN_TORCH_REDUCTION
+/// kl_div's reduction: the sum divided by the batch size.
+struct kBatchMean {
+  operator kiln::nn::KLDivReduction() const { return kiln::nn::KLDivReduction::BatchMean; }
 };
-struct kMean {
-  operator kiln::nn::Reduction() const { return kiln::nn::Reduction::Mean; }  // NOLINT
-};
-struct kSum {
-  operator kiln::nn::Reduction() const { return kiln::nn::Reduction::Sum; }  // NOLINT
+/// A transformer layer's activation (TransformerEncoderLayerOptions::activation).
+struct kGELU {
+  operator kiln::nn::TransformerActivation() const {  // NOLINT
+    return kiln::nn::TransformerActivation::GELU;
+  }
 };
 #define KILN_TORCH_NONLINEARITY(T, value)                                                         \
   struct T {                                                                                      \
@@ -161,8 +171,15 @@ KILN_TORCH_NONLINEARITY(kLeakyReLU, LeakyReLU)
     operator kiln::nn::RNNNonlinearity() const { return kiln::nn::RNNNonlinearity::value; }       \
   };
 KILN_TORCH_NONLINEARITY(kTanh, Tanh)
-KILN_TORCH_NONLINEARITY(kReLU, ReLU)
 #undef KILN_TORCH_NONLINEARITY
+// Also a transformer layer's activation.
+struct kReLU {
+  operator kiln::nn::init::Nonlinearity() const { return kiln::nn::init::Nonlinearity::ReLU; }
+  operator kiln::nn::RNNNonlinearity() const { return kiln::nn::RNNNonlinearity::ReLU; }
+  operator kiln::nn::TransformerActivation() const {  // NOLINT
+    return kiln::nn::TransformerActivation::ReLU;
+  }
+};
 struct kFanIn {
   operator kiln::nn::init::FanMode() const { return kiln::nn::init::FanMode::FanIn; }  // NOLINT
 };
@@ -189,6 +206,8 @@ inline constexpr enumtype::kBilinear kBilinear{};
 inline constexpr enumtype::kNone kNone{};
 inline constexpr enumtype::kMean kMean{};
 inline constexpr enumtype::kSum kSum{};
+inline constexpr enumtype::kBatchMean kBatchMean{};
+inline constexpr enumtype::kGELU kGELU{};
 inline constexpr enumtype::kLinear kLinear{};
 inline constexpr enumtype::kConv2D kConv2D{};
 inline constexpr enumtype::kSigmoid kSigmoid{};

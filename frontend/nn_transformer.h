@@ -1,0 +1,117 @@
+// MultiheadAttention and TransformerEncoderLayer as libtorch's (1.13): the same
+// options, parameter names, initialisation rules, sequence-first shapes
+// ([L, N, E]) and masks, computed as libtorch's multi_head_attention_forward
+// does (projections, scaled q k^T, the masks, softmax, dropout, the weighted
+// values, the output projection), from table ops (frontend/nn_transformer.cpp).
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <tuple>
+
+#include "frontend/nn.h"
+
+namespace kiln::nn {
+
+struct MultiheadAttentionOptions {
+  MultiheadAttentionOptions(int64_t embed_dim, int64_t num_heads)
+      : embed_dim_(embed_dim), num_heads_(num_heads), kdim_(embed_dim), vdim_(embed_dim) {}
+  KILN_ARG(int64_t, embed_dim);
+  KILN_ARG(int64_t, num_heads);
+  /// Dropout on the attention weights (when training).
+  KILN_ARG(double, dropout) = 0.0;
+  /// Biases of the input and output projections.
+  KILN_ARG(bool, bias) = true;
+  /// Learned key and value rows appended to every sequence (bias_k, bias_v).
+  KILN_ARG(bool, add_bias_kv) = false;
+  /// A row of zeros appended to every key and value sequence after projection.
+  KILN_ARG(bool, add_zero_attn) = false;
+  /// Features of the key and the value inputs (embed_dim by default); when
+  /// either differs, q, k and v have their own projection weights.
+  KILN_ARG(int64_t, kdim);
+  KILN_ARG(int64_t, vdim);
+};
+
+/// Attention over num_heads heads of embed_dim / num_heads features.
+/// forward(query [L, N, E], key [S, N, kdim], value [S, N, vdim],
+/// key_padding_mask [N, S] bool (true: the key is ignored), need_weights,
+/// attn_mask [L, S] or [N * heads, L, S] float (added to the scores: 0 keeps,
+/// -inf blocks), average_attn_weights) returns the output [L, N, E] and, when
+/// need_weights, the attention weights [N, L, S] (averaged over heads) or
+/// [N, heads, L, S]; else an undefined tensor. Parameters: in_proj_weight
+/// [3E, E] (xavier uniform; or q_proj_weight, k_proj_weight, v_proj_weight when
+/// kdim or vdim differ from E), in_proj_bias [3E] (zeros), out_proj (a Linear
+/// whose bias starts at zero), bias_k and bias_v [1, 1, E] (xavier normal).
+class MultiheadAttentionImpl : public Module {
+ public:
+  MultiheadAttentionImpl(int64_t embed_dim, int64_t num_heads)
+      : MultiheadAttentionImpl(MultiheadAttentionOptions(embed_dim, num_heads)) {}
+  explicit MultiheadAttentionImpl(const MultiheadAttentionOptions& options);
+  std::tuple<Tensor, Tensor> forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                                     const Tensor& key_padding_mask = {}, bool need_weights = true,
+                                     const Tensor& attn_mask = {}, bool average_attn_weights = true,
+                                     KILN_LOC);
+  std::string repr() const override;
+
+  MultiheadAttentionOptions options;
+  bool _qkv_same_embed_dim;
+  int64_t head_dim;
+  Tensor in_proj_weight, in_proj_bias, bias_k, bias_v;
+  Tensor q_proj_weight, k_proj_weight, v_proj_weight;
+  ModuleHolder<LinearImpl> out_proj{nullptr};
+};
+using MultiheadAttention = ModuleHolder<MultiheadAttentionImpl>;
+
+/// The feed-forward activation of a transformer layer: ReLU, GELU or any
+/// function of a tensor (libtorch's activation_t).
+class TransformerActivation {
+ public:
+  enum Kind { ReLU, GELU };
+  TransformerActivation(Kind kind = ReLU)
+      : kind_(kind) {}  // NOLINT: implicit, as libtorch's variant
+  template <class F>
+  requires(!std::is_same_v<F, TransformerActivation> &&
+           std::is_invocable_r_v<Tensor, const F&, const Tensor&>)
+      TransformerActivation(F f)  // NOLINT
+      : fn_([f = std::move(f)](const Tensor& x) { return Tensor(f(x)); }) {}
+  Tensor operator()(const Tensor& x, KILN_LOC) const;
+
+ private:
+  Kind kind_ = ReLU;
+  std::function<Tensor(const Tensor&)> fn_;
+};
+
+struct TransformerEncoderLayerOptions {
+  TransformerEncoderLayerOptions(int64_t d_model, int64_t nhead)  // NOLINT: implicit, as libtorch
+      : d_model_(d_model), nhead_(nhead) {}
+  KILN_ARG(int64_t, d_model);
+  KILN_ARG(int64_t, nhead);
+  KILN_ARG(int64_t, dim_feedforward) = 2048;
+  KILN_ARG(double, dropout) = 0.1;
+  KILN_ARG(TransformerActivation, activation) = TransformerActivation::ReLU;
+};
+
+/// libtorch 1.13's post-norm encoder layer:
+///   x = norm1(src + dropout1(self_attn(src, src, src, src_key_padding_mask, src_mask)))
+///   out = norm2(x + dropout2(linear2(dropout(activation(linear1(x))))))
+/// on [L, N, d_model]; children self_attn, linear1, dropout, linear2, norm1,
+/// norm2, dropout1, dropout2.
+class TransformerEncoderLayerImpl : public Module {
+ public:
+  TransformerEncoderLayerImpl(int64_t d_model, int64_t nhead)
+      : TransformerEncoderLayerImpl(TransformerEncoderLayerOptions(d_model, nhead)) {}
+  explicit TransformerEncoderLayerImpl(const TransformerEncoderLayerOptions& options);
+  Tensor forward(const Tensor& src, const Tensor& src_mask = {},
+                 const Tensor& src_key_padding_mask = {}, KILN_LOC);
+
+  TransformerEncoderLayerOptions options;
+  MultiheadAttention self_attn{nullptr};
+  ModuleHolder<LinearImpl> linear1{nullptr};
+  ModuleHolder<DropoutImpl> dropout{nullptr};
+  ModuleHolder<LinearImpl> linear2{nullptr};
+  ModuleHolder<LayerNormImpl> norm1{nullptr}, norm2{nullptr};
+  ModuleHolder<DropoutImpl> dropout1{nullptr}, dropout2{nullptr};
+};
+using TransformerEncoderLayer = ModuleHolder<TransformerEncoderLayerImpl>;
+
+}  // namespace kiln::nn

@@ -217,7 +217,7 @@ int main() {
   torch::Tensor w0 = weights[0];
   auto [top_w, top_i] = w0.topk(2, /*dim=*/-1);
   auto [sorted, order] = w0.index({0}).sort(/*dim=*/0, /*descending=*/true);
-  std::printf("query 0 looks most at key %lld (%.4f), next at key %lld (%.4f); sorted first %.4f\n",
+  std::printf("query 0 looks most at key %lld (%.6f), next at key %lld (%.6f); sorted first %.6f\n",
               static_cast<long long>(top_i.index({0, 0}).item<int64_t>()),
               top_w.index({0, 0}).item<float>(),
               static_cast<long long>(top_i.index({0, 1}).item<int64_t>()),

@@ -16,7 +16,13 @@
 //                     returns (KILN_BACKGROUND=0) or in the background while the
 //                     calls run eagerly (counter "ready_of_first": until the last
 //                     background compile is done / the first call), or marked with
-//                     mark_dynamic (counter "first_ms": the first call, probe included).
+//                     mark_dynamic (counter "first_ms": the first call, probe included);
+//                     counter "of_plain_eager": their cost / the same three calls of
+//                     the body run eagerly, not traced (measured in the same iteration).
+//                     A size's first call runs eagerly untraced unless the case sets
+//                     KILN_COMPILE_AFTER=0 (compile at the first call, as before); the
+//                     "each twice" cases call every new size twice in a row (so it
+//                     compiles), timing the six calls.
 //   BM_CompilePerKernel  the MLP step compiled cold: each kernel's compile time by
 //                     phase (counters "<kernel>/<phase>_ms"; bench/plot.py draws them).
 //   BM_OneKernel      a one-kernel function compiled cold, per pipeline.
@@ -78,15 +84,15 @@ struct MlpStep {
   nn::Sequential model{nn::Linear(784, 256), nn::ReLU(), nn::Linear(256, 128), nn::Tanh(),
                        nn::Linear(128, 10)};
   optim::Adam opt{model->parameters(), 1e-3};
-  Traced<Tensor(Tensor, Tensor)> step = jit(
-      [this](Tensor in, Tensor target) {
-        opt.zero_grad();
-        Tensor loss = nn::functional::cross_entropy(model(in), target);
-        loss.backward();
-        opt.step();
-        return loss;
-      },
-      "mlp_step");
+  Tensor body(const Tensor& in, const Tensor& target) {
+    opt.zero_grad();
+    Tensor loss = nn::functional::cross_entropy(model(in), target);
+    loss.backward();
+    opt.step();
+    return loss;
+  }
+  Traced<Tensor(Tensor, Tensor)> step =
+      jit([this](Tensor in, Tensor target) { return body(in, target); }, "mlp_step");
 };
 
 std::pair<Tensor, Tensor> batch(int64_t n) {
@@ -268,22 +274,27 @@ BENCHMARK(BM_FirstCallFreshProcess)
 enum BatchDim { kStatic, kAutomatic, kAutomaticBackground, kMarked };
 
 // Arg 0: how the batch dimension is treated; arg 1: in tiers (0, the default) or
-// the optimised code only (1, KILN_TIER=1).
+// the optimised code only (1, KILN_TIER=1); arg 2: settings().compile_after (1,
+// the default: a size's first call runs eagerly); arg 3: calls at each new size.
 void BM_NewBatchSizes(benchmark::State& state) {
   const CodeTier tier = state.range(1) == 0 ? CodeTier::Tiered : CodeTier::Optimised;
   CompileSetup setup(LlvmOpt::Fast, "", /*reuse=*/true, /*share_sizes=*/true, tier);
   const int64_t how = state.range(0);
   settings().auto_dynamic = how != kStatic;
   settings().background_compile = how == kAutomaticBackground;
+  settings().compile_after = static_cast<int>(state.range(2));
+  const int64_t repeats = state.range(3);
   state.SetLabel(std::string(how == kStatic      ? "static"
                              : how == kAutomatic ? "automatic dynamic, compiled before the call returns"
                              : how == kMarked    ? "mark_dynamic"
                                                  : "automatic dynamic, compiled in the background") +
-                 (tier == CodeTier::Tiered ? ", tiered" : ", optimised only"));
+                 (tier == CodeTier::Tiered ? ", tiered" : ", optimised only") +
+                 (state.range(2) == 0 ? ", KILN_COMPILE_AFTER=0" : "") +
+                 (repeats > 1 ? ", each twice" : ""));
   manual_seed(0);
   auto first = batch(64);
   std::vector<std::pair<Tensor, Tensor>> later = {batch(50), batch(37), batch(128)};
-  double first_ms = 0, later_ms = 0, ready_ms = 0;
+  double first_ms = 0, later_ms = 0, ready_ms = 0, plain_ms = 0;
   int64_t reused = 0, kernels = 0, eager = 0;
   for (auto _ : state) {
     state.PauseTiming();
@@ -298,7 +309,8 @@ void BM_NewBatchSizes(benchmark::State& state) {
     const int64_t before = m.step.stats().kernels;
     state.ResumeTiming();
     auto t1 = std::chrono::steady_clock::now();
-    for (auto& b : later) m.step(b.first, b.second);
+    for (auto& b : later)
+      for (int64_t r = 0; r < repeats; ++r) m.step(b.first, b.second);
     later_ms += ms_since(t1);
     state.PauseTiming();
     wait_for_background_compiles();
@@ -307,7 +319,16 @@ void BM_NewBatchSizes(benchmark::State& state) {
     reused = m.step.stats().kernels_reused;
     kernels = m.step.stats().kernels - before;
     eager = m.step.stats().calls_while_compiling;
+    state.PauseTiming();
+    MlpStep plain;
+    plain.body(first.first, first.second);
+    auto t2 = std::chrono::steady_clock::now();
+    for (auto& b : later)
+      for (int64_t r = 0; r < repeats; ++r) plain.body(b.first, b.second);
+    plain_ms += ms_since(t2);
+    state.ResumeTiming();
   }
+  state.counters["of_plain_eager"] = later_ms / plain_ms;
   state.counters["of_first"] = later_ms / first_ms;
   state.counters["ready_of_first"] = ready_ms / first_ms;
   state.counters["first_ms"] = first_ms / static_cast<double>(state.iterations());
@@ -316,11 +337,14 @@ void BM_NewBatchSizes(benchmark::State& state) {
   state.counters["ran_eagerly"] = static_cast<double>(eager);
 }
 BENCHMARK(BM_NewBatchSizes)
-    ->Args({kStatic, 0})
-    ->Args({kAutomatic, 0})
-    ->Args({kAutomaticBackground, 0})
-    ->Args({kAutomaticBackground, 1})
-    ->Args({kMarked, 0})
+    ->Args({kStatic, 0, 0, 1})
+    ->Args({kAutomatic, 0, 0, 1})
+    ->Args({kAutomaticBackground, 0, 1, 1})
+    ->Args({kAutomaticBackground, 0, 0, 1})
+    ->Args({kAutomaticBackground, 1, 0, 1})
+    ->Args({kAutomaticBackground, 0, 1, 2})
+    ->Args({kAutomaticBackground, 0, 0, 2})
+    ->Args({kMarked, 0, 0, 1})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -31,7 +32,7 @@ class BackgroundCompiler {
 
   // A forked child drops what it posts and does not wait: the thread stayed in
   // the parent (its tiered kernels keep their quick code, new sizes run eagerly).
-  void post(std::function<void()> task) {
+  void post(std::function<void()> task, CompileUrgency urgency) {
     if (forked()) return;
     std::lock_guard<std::mutex> lock(mu_);
     if (exiting_) return;  // the process is ending: nothing would run the result
@@ -39,14 +40,14 @@ class BackgroundCompiler {
       thread_ = std::thread([this] { loop(); });
       owner_.store(::getpid());
     }
-    tasks_.push_back(std::move(task));
+    (urgency == CompileUrgency::Needed ? needed_ : improvements_).push_back(std::move(task));
     work_.notify_one();
   }
 
   void wait_idle() {
     if (forked()) return;
     std::unique_lock<std::mutex> lock(mu_);
-    idle_.wait(lock, [&] { return tasks_.empty() && !busy_; });
+    idle_.wait(lock, [&] { return idle(); });
   }
 
   // Runs the queued tasks to the end (their kernels reach the disk cache, so the
@@ -55,7 +56,17 @@ class BackgroundCompiler {
     if (forked()) return;  // the thread, and what it ran, stayed in the parent
     std::unique_lock<std::mutex> lock(mu_);
     exiting_ = true;
-    idle_.wait(lock, [&] { return tasks_.empty() && !busy_; });
+    work_.notify_one();  // improvements waiting for an eager call go on
+    idle_.wait(lock, [&] { return idle(); });
+  }
+
+  void eager_call(int delta) {
+    std::lock_guard<std::mutex> lock(mu_);
+    eager_calls_ += delta;
+    if (eager_calls_ == 0) {
+      last_eager_end_ = Clock::now();
+      work_.notify_one();
+    }
   }
 
   ~BackgroundCompiler() {
@@ -66,7 +77,8 @@ class BackgroundCompiler {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
-      tasks_.clear();
+      needed_.clear();
+      improvements_.clear();
       work_.notify_one();
     }
     if (thread_.joinable()) thread_.join();
@@ -78,10 +90,20 @@ class BackgroundCompiler {
     on_thread_ = true;
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
-      work_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
+      work_.wait(lock, [&] {
+        return stop_ || !needed_.empty() ||
+               (!improvements_.empty() && (eager_calls_ == 0 || exiting_));
+      });
       if (stop_) return;
-      std::function<void()> task = std::move(tasks_.front());
-      tasks_.pop_front();
+      // Calls that run eagerly back to back leave gaps of microseconds: an
+      // improvement started in one would take the core from the next call.
+      if (needed_.empty() && !exiting_ && Clock::now() < last_eager_end_ + kEagerQuiet) {
+        work_.wait_until(lock, last_eager_end_ + kEagerQuiet);
+        continue;
+      }
+      std::deque<std::function<void()>>& from = needed_.empty() ? improvements_ : needed_;
+      std::function<void()> task = std::move(from.front());
+      from.pop_front();
       busy_ = true;
       lock.unlock();
       task();  // keeps its own error
@@ -91,6 +113,8 @@ class BackgroundCompiler {
     }
   }
 
+  bool idle() const { return needed_.empty() && improvements_.empty() && !busy_; }
+
   // A child forked after the thread started has the queue's state but not the thread.
   bool forked() const {
     const pid_t owner = owner_.load();
@@ -99,8 +123,13 @@ class BackgroundCompiler {
 
   std::mutex mu_;
   std::condition_variable work_, idle_;
-  std::deque<std::function<void()>> tasks_;
+  std::deque<std::function<void()>> needed_, improvements_;
   bool busy_ = false, stop_ = false, exiting_ = false;
+  using Clock = std::chrono::steady_clock;
+  // How long after the last eager call ends improvements wait for the next one.
+  static constexpr std::chrono::milliseconds kEagerQuiet{2};
+  int eager_calls_ = 0;  // EagerCallScopes held
+  Clock::time_point last_eager_end_{};
   std::thread thread_;
   std::atomic<pid_t> owner_{0};  // the process that started thread_
   static inline std::atomic<bool> made_{false};
@@ -131,9 +160,17 @@ void arm_drain_at_exit() {
 
 }  // namespace
 
-void post_background_compile(std::function<void()> task) {
+void post_background_compile(std::function<void()> task, CompileUrgency urgency) {
   arm_drain_at_exit();
-  BackgroundCompiler::get().post(std::move(task));
+  BackgroundCompiler::get().post(std::move(task), urgency);
+}
+
+EagerCallScope::EagerCallScope() {
+  BackgroundCompiler::get().eager_call(+1);
+}
+
+EagerCallScope::~EagerCallScope() {
+  BackgroundCompiler::get().eager_call(-1);
 }
 
 bool on_background_compile_thread() {

@@ -155,7 +155,8 @@ void post_optimised_compile(const kir::Kernel& k, const std::string& key, const 
           std::fprintf(stderr, "kiln: kernel %s keeps its quick code: %s\n", k.name.c_str(),
                        e.what());
         }
-      });
+      },
+      CompileUrgency::Improvement);
 }
 
 }  // namespace

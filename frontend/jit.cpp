@@ -12,6 +12,7 @@
 
 #include "codegen/backend.h"
 #include "codegen/compile.h"
+#include "codegen/compile_queue.h"
 #include "codegen/dynamic_sizes.h"
 #include "frontend/alias.h"
 #include "frontend/autograd.h"
@@ -39,6 +40,8 @@ std::string TraceStats::str() const {
   if (background_compiles)
     os << ", background compiles " << background_compiles << " (" << calls_while_compiling
        << " calls ran eagerly meanwhile)";
+  if (calls_before_compiling)
+    os << ", " << calls_before_compiling << " calls at new sizes ran eagerly before compiling";
   os << ", trace " << trace_ms << " ms, " << CompileStats::str();
   if (!dynamic_dims.empty()) {
     os << "\n  dynamic:";
@@ -120,7 +123,7 @@ void TracedCore::set_cache_size(size_t n) {
   while (entries_.size() > cache_size_) evict_oldest(entries_, stats_->stats);
 }
 
-std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
+std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args, bool* eagerly) {
   const Signature sig = signature_of(args, name_, where_);
   std::unique_lock<std::mutex> lock(mu_);
   // The same signature compiling on another thread: wait for it, then look it up.
@@ -148,8 +151,18 @@ std::shared_ptr<TracedCore::Entry> TracedCore::lookup(const TraceArgs& args) {
     reason = miss_reason(sig, last->key);
     newly_dynamic = note_dynamic(sig, *last, &background);
     background = background && !dumping;
+    if (background && !compiles_now(sig)) {
+      stats_->stats.calls_before_compiling++;
+      if (log_enabled("recompiles"))
+        std::cerr << newly_dynamic << "kiln: '" << name_ << "' (" << reason
+                  << ") runs eagerly: a new size compiles when it comes "
+                  << settings().compile_after + 1 << " times (KILN_COMPILE_AFTER)\n";
+      *eagerly = true;
+      return last;
+    }
   }
   const bool dynamic = !dynamic_->empty();
+  templates_started_ = templates_started_ || dynamic;
   const std::vector<DynamicDim> to_probe = dynamic_->take_probe();
   stats_->stats.misses++;
   keep_recent(stats_->stats.miss_reasons, reason, TraceStats::kRecent);
@@ -481,12 +494,14 @@ std::vector<Tensor> TracedCore::call(const TraceArgs& args) {
   }
   // Eager mode, or a traced function called inside another trace (it inlines).
   if (eager) return body_(args);
-  std::shared_ptr<Entry> e = lookup(args);
-  if (!e->background.ready()) {  // compiling in the background
-    {
+  bool eagerly = false;
+  std::shared_ptr<Entry> e = lookup(args, &eagerly);
+  if (eagerly || !e->background.ready()) {  // a size seen once, or compiling in the background
+    if (!eagerly) {
       std::lock_guard<std::mutex> lock(mu_);
       stats_->stats.calls_while_compiling++;
     }
+    const EagerCallScope running_eagerly;
     std::vector<Tensor> outs = body_(args);
     keep_grad_buffers(*e, where_);
     return outs;

@@ -32,6 +32,9 @@ struct TraceStats : CompileStats {
   /// Plans compiled in the background (new sizes of a dynamic dimension), and the
   /// calls that ran the body eagerly meanwhile (settings().background_compile).
   int64_t background_compiles = 0, calls_while_compiling = 0;
+  /// Calls at a new size that ran the body eagerly before the size compiled
+  /// (settings().compile_after): they are not misses, nothing was traced.
+  int64_t calls_before_compiling = 0;
   /// The reasons of the most recent misses ("first call", "arg 0: shape [64,1000] ->
   /// [32,1000]"), oldest first: at most kRecent, so that a long-lived function whose
   /// shapes keep changing stays flat (`misses` counts them all).
@@ -94,7 +97,10 @@ class TracedCore {
  private:
   /// The entry for these arguments: a cached one, or one built now. When another
   /// thread is building the same signature, waits for it instead of building twice.
-  std::shared_ptr<Entry> lookup(const TraceArgs& args);
+  /// `*eagerly`: a new size that runs eagerly before it compiles
+  /// (settings().compile_after); the entry returned is then the most recent one,
+  /// whose gradient buffers the eager call keeps.
+  std::shared_ptr<Entry> lookup(const TraceArgs& args, bool* eagerly);
   /// Traces the body at a call's signature: an entry whose plan is not compiled
   /// yet (`record`: with the graph as traced and the partition's text, for dumps).
   std::unique_ptr<Entry> trace(const Signature& sig, bool record = false);
@@ -113,8 +119,12 @@ class TracedCore {
   /// run eagerly (settings().background_compile): it differs from `last` only in
   /// sizes of dynamic dimensions, its graph may compile there
   /// (compiles_in_background, codegen/compile_queue.h), and its templates are not
-  /// made yet (a dimension just became dynamic, or an earlier background compile runs).
+  /// started yet (a dimension just became dynamic, or the size that made it dynamic
+  /// ran eagerly), or an earlier background compile runs.
   std::string note_dynamic(const Signature& now, const Entry& last, bool* background);
+  /// Whether a new size that would compile in the background compiles at this
+  /// call, or runs eagerly untraced (settings().compile_after; counts the call).
+  bool compiles_now(const Signature& sig);
   std::vector<Tensor> run(Entry& e, const TraceArgs& args);
   /// KILN_CHECK's run of a new signature (frontend/check.cpp): the body eagerly,
   /// then the same state restored and the plan run, and everything compared.
@@ -133,6 +143,12 @@ class TracedCore {
   std::condition_variable compiled_;  // an in-flight build finished
   std::vector<const Signature*> in_flight_;  // signatures some thread is building now
   std::unique_ptr<DynamicDims> dynamic_;  // under mu_ (codegen/dynamic_sizes.h)
+  /// Whether a compile with the dynamic dimensions' templates has started: until
+  /// then a new size would compile templates, not only reuse them (under mu_).
+  bool templates_started_ = false;
+  /// New sizes that ran eagerly, and how many times (settings().compile_after):
+  /// the most recent few, forgotten once they compile (under mu_).
+  std::vector<std::pair<Signature, int>> eager_sizes_;
 };
 
 template <class T>

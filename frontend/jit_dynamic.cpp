@@ -39,9 +39,27 @@ std::string TracedCore::note_dynamic(const Signature& now, const Entry& last, bo
       settings().background_compile && changes && !changes->empty() &&
       now.requires_grad == last.key.requires_grad && now.grad_mode == last.key.grad_mode &&
       dynamic_->all_dynamic(*changes, types) && compiles_in_background(last.traced.graph, types) &&
-      (!added.empty() || std::any_of(entries_.begin(), entries_.end(),
-                                     [](const auto& e) { return !e->background.ready(); }));
+      (!added.empty() || !templates_started_ ||
+       std::any_of(entries_.begin(), entries_.end(),
+                   [](const auto& e) { return !e->background.ready(); }));
   return log;
+}
+
+bool TracedCore::compiles_now(const Signature& sig) {
+  const int after = settings().compile_after;
+  if (after <= 0) return true;
+  auto seen = std::ranges::find_if(eager_sizes_, [&](const auto& s) { return s.first == sig; });
+  if (seen == eager_sizes_.end()) {
+    if (eager_sizes_.size() >= 4 * cache_size_) eager_sizes_.erase(eager_sizes_.begin());
+    eager_sizes_.emplace_back(sig, 0);
+    seen = eager_sizes_.end() - 1;
+  }
+  if (seen->second < after) {
+    seen->second++;
+    return false;
+  }
+  eager_sizes_.erase(seen);
+  return true;
 }
 
 void TracedCore::probe(const Signature& sig, const std::vector<DynamicDim>& dims) {

@@ -74,6 +74,7 @@ Settings& settings() {
     s.merge_steps = env::flag("KILN_MERGE_STEPS", true);
     s.auto_dynamic = env::flag("KILN_DYNAMIC", true);
     s.background_compile = env::flag("KILN_BACKGROUND", true);
+    s.compile_after = static_cast<int>(env::integer("KILN_COMPILE_AFTER", 0, 1000, 1));
     constexpr ConvAlgo kConv[] = {ConvAlgo::Auto, ConvAlgo::Im2col, ConvAlgo::Direct};
     s.conv = kConv[env::choice("KILN_CONV", {"auto", "im2col", "direct"}, 0)];
     s.eager_kernels = env::flag("KILN_EAGER_KERNELS", true);

@@ -64,6 +64,13 @@ struct Settings {
   /// eagerly while its plan compiles on a background thread; calls after that
   /// run the plan. KILN_BACKGROUND=0 compiles before the call returns.
   bool background_compile = true;
+  /// How many calls at a new size of a dynamic dimension run the body eagerly,
+  /// untraced, before that size compiles (KILN_COMPILE_AFTER, 0-1000): a size that
+  /// comes once (a ragged last batch, one evaluation batch) costs one eager call
+  /// and no trace or compile; one that comes again compiles as background_compile
+  /// says. 0 compiles every new size at its first call. Only calls that would run
+  /// eagerly while compiling anyway wait so (not a first call, not CUDA's).
+  int compile_after = 1;
   /// How a traced CPU conv2d computes (frontend/nn_conv.cpp): im2col and a GEMM, a
   /// direct fused sum over the window, or (auto) the one measured faster for its
   /// shape. KILN_CONV=im2col|direct|auto.

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <future>
 #include <iostream>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -33,41 +34,22 @@ bool has(const std::vector<std::string>& v, const std::string& s) {
 }
 
 // The MLP step of the dynamic tests: traced, and an eager twin from the same seed.
-void sizes_become_dynamic(bool background) {
-  namespace F = nn::functional;
-  Settings saved = settings();
-  settings().background_compile = background;
-  auto make = [] {
+struct TwinSteps {
+  static nn::Sequential make() {
     manual_seed(3);
     return nn::Sequential(nn::Linear(12, 16), nn::Tanh(), nn::Linear(16, 5));
-  };
-  nn::Sequential traced_model = make(), eager_model = make();
-  optim::Adam traced_opt(traced_model->parameters(), 1e-2), eager_opt(eager_model->parameters(), 1e-2);
-  auto train = [](nn::Sequential& m, optim::Adam& opt, const Tensor& in, const Tensor& target) {
+  }
+  static Tensor train(nn::Sequential& m, optim::Adam& opt, const Tensor& in, const Tensor& target) {
     opt.zero_grad();
-    Tensor loss = F::cross_entropy(m(in), target);
+    Tensor loss = nn::functional::cross_entropy(m(in), target);
     loss.backward();
     opt.step();
     return loss;
-  };
-  auto step = jit([&](Tensor in, Tensor target) { return train(traced_model, traced_opt, in, target); },
-                  "dynamic_step");
-  CerrCapture cerr;
-  test::ScopedValue log(settings().log, std::string("recompiles"));
-  size_t objects_before = 0;
-  int call = 0;
-  // After the loop, sizes seen before: their plans, compiled in the background or not, run.
-  for (int64_t n : {64, 50, 37, 128, 50, -1, 37, 50, 64}) {
+  }
+  // One call at batch size n both ways: the same loss, parameters and gradients.
+  void call(int64_t n) {
     CAPTURE(n);
-    if (n < 0) {
-      wait_for_background_compiles();
-      continue;
-    }
     Tensor in = randn({n, 12}), target = (rand({n}) * 5).to(kInt64);
-    if (call == 2) {
-      wait_for_background_compiles();  // size 50's templates
-      objects_before = LlvmJit::get().loaded_objects();
-    }
     Tensor traced_loss = step(in, target);
     Tensor eager_loss = train(eager_model, eager_opt, in, target);
     check_close(traced_loss, eager_loss, 1e-5);
@@ -76,9 +58,37 @@ void sizes_become_dynamic(bool background) {
       check_close(tp[i], ep[i], 1e-5, 1e-6);
       check_close(tp[i].grad(), ep[i].grad(), 1e-5, 1e-6);
     }
+  }
+  nn::Sequential traced_model = make(), eager_model = make();
+  optim::Adam traced_opt{traced_model->parameters(), 1e-2}, eager_opt{eager_model->parameters(), 1e-2};
+  Traced<Tensor(Tensor, Tensor)> step =
+      jit([this](Tensor in, Tensor target) { return train(traced_model, traced_opt, in, target); },
+          "dynamic_step");
+};
+
+void sizes_become_dynamic(bool background) {
+  Settings saved = settings();
+  settings().background_compile = background;
+  TwinSteps twins;
+  CerrCapture cerr;
+  test::ScopedValue log(settings().log, std::string("recompiles"));
+  size_t objects_before = 0;
+  int call = 0;
+  // After the loop, sizes seen before: their plans, compiled in the background or not, run.
+  for (int64_t n : {64, 50, 37, 128, 50, -1, 37, 50, 64}) {
+    if (n < 0) {
+      wait_for_background_compiles();
+      continue;
+    }
+    if (call == 2) {
+      wait_for_background_compiles();  // size 50's templates
+      objects_before = LlvmJit::get().loaded_objects();
+    }
+    twins.call(n);
     ++call;
   }
   settings() = saved;
+  const auto& step = twins.step;
   // Sizes 37 and 128 lowered their kernels and ran the templates made at 50.
   CHECK(LlvmJit::get().loaded_objects() == objects_before);
   const TraceStats& s = step.stats();
@@ -104,6 +114,39 @@ void sizes_become_dynamic(bool background) {
 TEST_CASE("a batch size that changes becomes dynamic: later sizes compile no kernel, traced equals eager") {
   SUBCASE("compiled before the call returns") { sizes_become_dynamic(false); }
   SUBCASE("compiled in the background, the call running eagerly") { sizes_become_dynamic(true); }
+}
+
+// KILN_COMPILE_AFTER=1 (the default outside the tests): a size's first call runs
+// the body eagerly, untraced; its second compiles (in the background, running
+// eagerly meanwhile), and then its plan runs. Traced equals eager throughout.
+TEST_CASE("a new size runs eagerly untraced at its first call and compiles at its second") {
+  Settings saved = settings();
+  settings().compile_after = 1;
+  settings().background_compile = true;
+  wait_for_background_compiles();
+  TwinSteps twins;
+  CerrCapture cerr;
+  test::ScopedValue log(settings().log, std::string("recompiles"));
+  for (int64_t n : {64, 50, 37, 50})  // 50, 37: eagerly; 50 again: compiles the templates
+    twins.call(n);
+  const TraceStats& s = twins.step.stats();
+  CHECK(s.calls_before_compiling == 2);
+  CHECK(s.background_compiles == 1);
+  CHECK(has(s.dynamic_dims, "arg 0 dim 0"));
+  wait_for_background_compiles();
+  // With the templates made, a new size compiles at its first call (no kernel, before
+  // it returns): it would not run eagerly while compiling.
+  const int64_t misses = s.misses;
+  for (int64_t n : {128, 37, 50, 64, 128}) twins.call(n);
+  settings() = saved;
+  CHECK(s.calls_before_compiling == 2);
+  CHECK(s.background_compiles == 1);
+  CHECK(s.misses == misses + 3);  // 128, 37, and 64 (its first trace saw no .grad yet)
+  CHECK(s.str().find("2 calls at new sizes ran eagerly before compiling") != std::string::npos);
+  const std::string logged = cerr.text.str();
+  CAPTURE(logged);
+  CHECK(logged.find("'dynamic_step' (arg 0: shape [64,12] -> [50,12]) runs eagerly: a new size "
+                    "compiles when it comes 2 times (KILN_COMPILE_AFTER)") != std::string::npos);
 }
 
 TEST_CASE("a new size runs eagerly while its plan compiles in the background, then runs the plan") {
@@ -146,6 +189,28 @@ TEST_CASE("a new size runs eagerly while its plan compiles in the background, th
   CAPTURE(logged);
   CHECK(logged.find("arg 0: shape [9,3] -> [7,3]) in the background; until it is ready, its calls run eagerly") !=
         std::string::npos);
+}
+
+TEST_CASE("the background queue runs the plans calls wait for before the tier-up compiles") {
+  wait_for_background_compiles();
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  post_background_compile([released] { released.wait(); });  // busy until released
+  std::mutex mu;
+  std::string order;
+  auto record = [&](const char* what) {
+    return [&, what] {
+      std::lock_guard<std::mutex> lock(mu);
+      order += what;
+    };
+  };
+  post_background_compile(record("i1 "), CompileUrgency::Improvement);
+  post_background_compile(record("n1 "), CompileUrgency::Needed);
+  post_background_compile(record("i2 "), CompileUrgency::Improvement);
+  post_background_compile(record("n2 "), CompileUrgency::Needed);
+  release.set_value();
+  wait_for_background_compiles();
+  CHECK(order == "n1 n2 i1 i2 ");
 }
 
 // A child forked while the compile thread works has the queue's state but not

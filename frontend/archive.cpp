@@ -5,6 +5,8 @@
 // every state tensor, restored in place).
 #include "frontend/archive.h"
 
+#include <algorithm>
+
 #include <cstring>
 #include <istream>
 #include <iterator>
@@ -352,17 +354,16 @@ void nn::Module::load(serialize::InputArchive& archive) {
   }
 }
 
-std::vector<optim::OptimizerParamGroup>& optim::Optimizer::param_groups() {
-  groups_.clear();
-  groups_.emplace_back(params_, options_base());
-  return groups_;
-}
-
 void optim::Optimizer::save(serialize::OutputArchive& archive) const {
   archive.write("kind", std::string(name()));
   archive.write("lr", lr());
+  // Every group's rate (the first is "lr" too, as one-group archives hold it).
+  const std::vector<OptimizerParamGroup>& groups = param_groups();
+  archive.write("group_count", static_cast<int64_t>(groups.size()));
+  for (size_t g = 0; g < groups.size(); ++g)
+    archive.write("lr_of_group_" + std::to_string(g), groups[g].options().get_lr());
   serialize::OutputArchive hyper;
-  for (const Hyperparameter& h : hyperparameters()) hyper.write(h.name, h.value);
+  for (const Hyperparameter& h : all_hyperparameters()) hyper.write(h.name, h.value);
   archive.write("hyperparameters", hyper);
   const std::vector<Tensor> s = state();
   archive.write("state_count", static_cast<int64_t>(s.size()));
@@ -374,6 +375,14 @@ void optim::Optimizer::load(serialize::InputArchive& archive) {
   archive.read("kind", kind);
   KILN_CHECK(kind == name(), "Optimizer::load: the archive holds the state of a ", kind,
              " optimizer, this is a ", name());
+  const std::vector<std::string> keys = archive.keys();
+  const bool one_group = std::find(keys.begin(), keys.end(), "group_count") == keys.end();
+  if (!one_group) {
+    int64_t groups = 0;
+    archive.read("group_count", groups);
+    KILN_CHECK(groups == static_cast<int64_t>(param_groups().size()), "Optimizer::load: the archive holds ",
+               groups, " parameter groups, this ", name(), " has ", param_groups().size());
+  }
   int64_t count = 0;
   archive.read("state_count", count);
   std::vector<Tensor> s = state();
@@ -391,9 +400,17 @@ void optim::Optimizer::load(serialize::InputArchive& archive) {
                shape_str(s[i].sizes()), " here");
   }
   for (size_t i = 0; i < s.size(); ++i) archive.read("state." + std::to_string(i), s[i]);
-  double lr = 0;
-  archive.read("lr", lr);
-  set_lr(lr);
+  if (one_group) {
+    double lr = 0;
+    archive.read("lr", lr);
+    set_lr(lr);
+    return;
+  }
+  for (size_t g = 0; g < param_groups().size(); ++g) {
+    double lr = 0;
+    archive.read("lr_of_group_" + std::to_string(g), lr);
+    param_groups()[g].options().set_lr(lr);
+  }
 }
 
 }  // namespace kiln

@@ -126,9 +126,15 @@ void write_file(const std::string& path, const io::FrameFormat& f, size_t count,
   io::write_file_durable(path, w.str());
 }
 
-// A 0-d f64 tensor holding the learning rate, as files store it.
+// 0-d f64 tensors holding the learning rates, as files store them: "lr" (the
+// first group's), then "lr.group<g>" for each further group.
 NamedTensors lr_entry(const optim::Optimizer& o) {
-  return {{"lr", scalar_tensor(Scalar(o.lr()), TensorOptions(kFloat64))}};
+  NamedTensors out;
+  const std::vector<optim::OptimizerParamGroup>& groups = o.param_groups();
+  for (size_t g = 0; g < groups.size(); ++g)
+    out.emplace_back(g == 0 ? std::string("lr") : "lr.group" + std::to_string(g),
+                     scalar_tensor(Scalar(groups[g].options().get_lr()), TensorOptions(kFloat64)));
+  return out;
 }
 
 // The entries whose names start with `prefix`, by name without it. Entries
@@ -196,23 +202,27 @@ void copy_in(const Entries& in_file, const NamedTensors& into) {
   }
 }
 
-// A loaded optimizer's learning rate: the value of its checked "lr" entry.
-double lr_value(const Entries& in_file) {
-  double lr = 0;
-  std::memcpy(&lr, in_file.at("lr").data.data(), sizeof lr);
-  return lr;
+// Sets a loaded optimizer's learning rates from its checked lr entries.
+void set_lrs(const Entries& in_file, optim::Optimizer& o) {
+  std::vector<optim::OptimizerParamGroup>& groups = o.param_groups();
+  const NamedTensors names = lr_entry(o);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    double lr = 0;
+    std::memcpy(&lr, in_file.at(names[g].first).data.data(), sizeof lr);
+    groups[g].options().set_lr(lr);
+  }
 }
 
 // The optimizer's entries (state and lr) against the file's.
 void check_optimizer(const std::string& path, const Entries& in_file, const optim::Optimizer& o) {
   NamedTensors want = optimizer_state(o);
-  want.push_back(lr_entry(o)[0]);
+  for (auto& entry : lr_entry(o)) want.push_back(entry);
   check_match(path, in_file, want, "optimizer", kSameOptimizer);
 }
 
 void load_optimizer(const Entries& in_file, optim::Optimizer& o) {
   copy_in(in_file, optimizer_state(o));
-  o.set_lr(lr_value(in_file));
+  set_lrs(in_file, o);
 }
 
 // "cpu" or "cuda:<index>" (Device::str), or nullopt.
@@ -281,7 +291,7 @@ void save(const optim::Optimizer& optimizer, const std::string& path) {
   KILN_CHECK(!current_trace(), "save(optimizer, ", path,
              ") inside a traced function (expected it outside, where the state holds data)");
   const NamedTensors state = optimizer_state(optimizer), lr = lr_entry(optimizer);
-  write_file(path, kOptimizer, state.size() + 1, [&](io::ByteWriter& w) {
+  write_file(path, kOptimizer, state.size() + lr.size(), [&](io::ByteWriter& w) {
     write_named(w, "", state);
     write_named(w, "", lr);
   });
@@ -307,7 +317,7 @@ void detail::save_checkpoint(const std::string& path, const nn::Module& module,
   NamedTensors opt;
   if (optimizer) {
     opt = optimizer_state(*optimizer);
-    opt.push_back(lr_entry(*optimizer)[0]);
+    for (auto& entry : lr_entry(*optimizer)) opt.push_back(entry);
   }
   const DefaultRngStates rng = default_rng_states();
   NamedTensors rng_entries{

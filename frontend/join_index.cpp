@@ -288,6 +288,45 @@ Tensor Tensor::scatter_add(int64_t dim, const Tensor& index, const Tensor& src, 
   return detail::scatter_add_along(*this, d, idx, source.to(dtype(), l), l);
 }
 
+namespace {
+
+// Where `count` (how many writes reached each place) is positive: the mean of
+// the values `sum` added there (the value itself where one write reached it, or
+// where every write carried the same value); elsewhere `base`. The divisor is
+// at least 1, so the branch where() drops never holds 0/0 (its gradient would).
+Tensor written_or(const Tensor& base, const Tensor& count, const Tensor& sum, Loc l) {
+  Tensor written = count.gt(Scalar(0), l);
+  if (base.is_floating_point()) return where(written, sum.div(count.clamp_min(1, l), l), base, l);
+  // Integers: a single write keeps its value exactly; only a place written
+  // several times goes through the (floating) mean.
+  Tensor mean = sum.div(count.clamp_min(1, l), l).to(base.dtype(), l);
+  return where(written, where(count.gt(Scalar(1), l), mean, sum, l), base, l);
+}
+
+}  // namespace
+
+Tensor Tensor::scatter(int64_t dim, const Tensor& index, const Tensor& src, Loc l) const {
+  // Two scatter_adds over zeros (they check the dims, shapes and indices): how
+  // many writes reach each place, and the sum of what they write.
+  Tensor zero = zeros(sizes(), TensorOptions(dtype()).device(device()), l);
+  Tensor count = zero.scatter_add(dim, index, ones(index.sizes(), TensorOptions(dtype()).device(device()), l), l);
+  return written_or(*this, count, zero.scatter_add(dim, index, src, l), l);
+}
+
+Tensor Tensor::scatter(int64_t dim, const Tensor& index, Scalar value, Loc l) const {
+  Tensor zero = zeros(sizes(), TensorOptions(dtype()).device(device()), l);
+  Tensor count = zero.scatter_add(dim, index, ones(index.sizes(), TensorOptions(dtype()).device(device()), l), l);
+  return where(count.gt(Scalar(0), l), full({}, value, TensorOptions(dtype()).device(device()), l), *this, l);
+}
+
+Tensor& Tensor::scatter_(int64_t dim, const Tensor& index, const Tensor& src, Loc l) {
+  return copy_(scatter(dim, index, src, l), l);
+}
+
+Tensor& Tensor::scatter_(int64_t dim, const Tensor& index, Scalar value, Loc l) {
+  return copy_(scatter(dim, index, value, l), l);
+}
+
 Tensor Tensor::index_add(int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha,
                          Loc l) const {
   const int64_t d = checked_dim(dim, std::max<int64_t>(this->dim(), 1), "index_add", l);
@@ -323,15 +362,16 @@ Tensor& Tensor::index_put_(const std::vector<Tensor>& indices, const Tensor& val
     throw Error("index_put_: expected one 1-D integer index tensor, got " +
                     std::to_string(indices.size()) + " index tensor(s)",
                 here(l));
-  if (!accumulate)
-    throw Error(
-        "index_put_: only accumulate=true is supported (it adds; assigning through duplicate "
-        "indices has no defined result); use index_add_, or masked_fill/where to assign",
-        here(l));
   Shape rows = sizes();
   if (rows.empty()) throw Error("index_put_: expected a tensor of at least one dim", here(l));
   rows[0] = indices[0].size(0);
-  return index_add_(0, indices[0], values.expand(rows, l).to(dtype(), l), 1, l);
+  Tensor rows_values = values.expand(rows, l).to(dtype(), l);
+  if (accumulate) return index_add_(0, indices[0], rows_values, 1, l);
+  // Assignment: each indexed row gets its value (rows named twice: the mean of
+  // their values; PyTorch leaves which one wins undefined).
+  Tensor zero = zeros(sizes(), TensorOptions(dtype()).device(device()), l);
+  Tensor count = zero.index_add(0, indices[0], ones(rows, TensorOptions(dtype()).device(device()), l), 1, l);
+  return copy_(written_or(*this, count, zero.index_add(0, indices[0], rows_values, 1, l), l), l);
 }
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index, Loc l) {
@@ -342,6 +382,12 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index, Loc l) {
 }
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, Loc l) {
   return x.scatter_add(dim, index, src, l);
+}
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, Loc l) {
+  return x.scatter(dim, index, src, l);
+}
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, Scalar value, Loc l) {
+  return x.scatter(dim, index, value, l);
 }
 Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source,
                  Scalar alpha, Loc l) {

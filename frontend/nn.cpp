@@ -303,6 +303,41 @@ void clip_grad_value_(const std::vector<Tensor>& params, double clip_value, Loc 
 
 }  // namespace utils
 
+std::shared_ptr<Module> Module::clone(const std::optional<Device>&) const {
+  throw Error(name_ + ": clone() is not defined for this module (Kiln copies Linear, LayerNorm, "
+              "Dropout, MultiheadAttention, TransformerEncoderLayer and TransformerEncoder; a "
+              "module of one's own overrides clone(), returning copied_into(a new module))");
+}
+
+std::shared_ptr<Module> Module::copied_into(std::shared_ptr<Module> fresh,
+                                            const std::optional<Device>& device) const {
+  NoGradGuard no_grad;
+  auto copy = [&](const OrderedDict<std::string, Tensor>& from, OrderedDict<std::string, Tensor> to,
+                  const char* what) {
+    if (from.size() != to.size())
+      throw Error(name_ + ": clone() made a module with " + std::to_string(to.size()) + " " + what +
+                  ", this one has " + std::to_string(from.size()));
+    for (const auto& item : from) {
+      Tensor* t = to.find(item.key());
+      if (!t || !t->defined() || !item.value().defined() || t->sizes() != item.value().sizes())
+        throw Error(name_ + ": clone() made a module whose " + what + " '" + item.key() +
+                    "' is missing or of another shape");
+      t->copy_(item.value().to(t->device()).to(item.value().dtype()));
+      if (t->requires_grad() != item.value().requires_grad())
+        t->requires_grad_(item.value().requires_grad());
+    }
+  };
+  copy(named_parameters(), fresh->named_parameters(), "parameters");
+  copy(named_buffers(), fresh->named_buffers(), "buffers");
+  // The training mode of every descendant, in the same order.
+  std::vector<std::shared_ptr<Module>> mine = const_cast<Module*>(this)->modules(),
+                                       theirs = fresh->modules();
+  for (size_t i = 0; i < mine.size() && i < theirs.size(); ++i)
+    theirs[i]->training_ = mine[i]->training_;
+  if (device) fresh->to(*device);
+  return fresh;
+}
+
 std::string Module::repr() const {
   std::string name = name_;
   if (name == "Module") {  // a class of the user's: its own name

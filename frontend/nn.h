@@ -106,6 +106,14 @@ class Module : public std::enable_shared_from_this<Module> {
   /// and its children, one per line, as libtorch prints a module.
   virtual std::string repr() const;
 
+  /// A deep copy (libtorch's clone()): a new module of this type and options,
+  /// its parameters and buffers copies of these (and their requires_grad, and the
+  /// training mode), moved to `device` when given. Linear, LayerNorm, Dropout,
+  /// MultiheadAttention, TransformerEncoderLayer and TransformerEncoder have one;
+  /// the default throws (a module of one's own: override it, returning
+  /// copied_into(a new module of the type)).
+  virtual std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const;
+
   Tensor& register_parameter(std::string name, Tensor t, bool requires_grad = true);
   Tensor& register_buffer(std::string name, Tensor t);
   template <class Holder>
@@ -134,6 +142,12 @@ class Module : public std::enable_shared_from_this<Module> {
   }
 
  protected:
+  /// clone()'s second half: copies this module's parameter and buffer values,
+  /// their requires_grad and the training modes into `fresh` (a new module of
+  /// this type and options: the same names and shapes), then moves it to `device`.
+  std::shared_ptr<Module> copied_into(std::shared_ptr<Module> fresh,
+                                      const std::optional<Device>& device) const;
+
   std::string name_;
   bool training_ = true;
   std::vector<std::pair<std::string, Tensor>> params_;
@@ -209,6 +223,9 @@ class LinearImpl : public Module {
       : LinearImpl(o.in_features(), o.out_features(), o.bias()) {}
   Tensor forward(const Tensor& x, KILN_LOC);
   std::string repr() const override;
+  std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const override {
+    return copied_into(std::make_shared<LinearImpl>(in_features, out_features, bias.defined()), device);
+  }
   Tensor weight, bias;
   int64_t in_features, out_features;
 };
@@ -338,6 +355,9 @@ class DropoutImpl : public Module {
   explicit DropoutImpl(const DropoutOptions& o) : DropoutImpl(o.p()) {}
   Tensor forward(const Tensor& x, KILN_LOC);
   std::string repr() const override;
+  std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const override {
+    return copied_into(std::make_shared<DropoutImpl>(p), device);
+  }
   double p;
 };
 struct LayerNormOptions {
@@ -355,6 +375,10 @@ class LayerNormImpl : public Module {
       : LayerNormImpl(o.normalized_shape(), o.eps(), o.elementwise_affine()) {}
   Tensor forward(const Tensor& x, KILN_LOC);
   std::string repr() const override;
+  std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const override {
+    return copied_into(std::make_shared<LayerNormImpl>(normalized_shape, eps, weight.defined()),
+                       device);
+  }
   Tensor weight, bias;
   Shape normalized_shape;
   double eps;

@@ -486,6 +486,43 @@ Tensor kaiming_normal_(Tensor t, double a, FanMode mode, Nonlinearity n) {
                  calculate_gain(n, a) / std::sqrt(mode == FanMode::FanIn ? fan_in : fan_out));
 }
 
+Tensor eye_(Tensor t) {
+  if (t.dim() != 2)
+    throw Error("nn::init::eye_: expected a 2-dim tensor, got " + shape_str(t.sizes()));
+  const int64_t rows = t.size(0), cols = t.size(1);
+  return fill(t, eye(std::max(rows, cols), like(t)).narrow(0, 0, rows).narrow(1, 0, cols));
+}
+
+Tensor orthogonal_(Tensor t, double gain) {
+  if (t.dim() < 2)
+    throw Error("nn::init::orthogonal_: expected a tensor of 2 or more dims, got " +
+                shape_str(t.sizes()));
+  // PyTorch's rule: the QR factors of a normal [rows, cols] matrix (transposed
+  // when wide), Q's columns signed so R's diagonal is positive. Gram-Schmidt
+  // (twice, for orthogonality in rounding) gives that Q, in double.
+  const int64_t rows = t.size(0), cols = t.numel() / rows;
+  const int64_t m = std::max(rows, cols), n = std::min(rows, cols);
+  std::vector<double> a = randn({n, m}, TensorOptions(kFloat64)).to_vector<double>();  // column j: a[j*m..]
+  for (int64_t j = 0; j < n; ++j) {
+    double* q = &a[static_cast<size_t>(j * m)];
+    for (int pass = 0; pass < 2; ++pass)
+      for (int64_t k = 0; k < j; ++k) {
+        const double* p = &a[static_cast<size_t>(k * m)];
+        double dot = 0;
+        for (int64_t i = 0; i < m; ++i) dot += p[i] * q[i];
+        for (int64_t i = 0; i < m; ++i) q[i] -= dot * p[i];
+      }
+    double norm = 0;
+    for (int64_t i = 0; i < m; ++i) norm += q[i] * q[i];
+    norm = std::sqrt(norm);
+    for (int64_t i = 0; i < m; ++i) q[i] /= norm;
+  }
+  // a holds Q^T [n, m]: the rows of t when it is wide, its columns when tall.
+  Tensor q = tensor(a, TensorOptions(kFloat64)).reshape({n, m});
+  if (rows >= cols) q = q.t();
+  return fill(t, q.mul(Scalar(gain)).reshape(t.sizes()).to(t.dtype()).to(t.device()));
+}
+
 }  // namespace init
 
 }  // namespace nn

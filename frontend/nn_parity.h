@@ -391,6 +391,11 @@ Tensor kaiming_uniform_(Tensor t, double a = 0, FanMode mode = FanMode::FanIn,
                         Nonlinearity nonlinearity = Nonlinearity::LeakyReLU);
 Tensor kaiming_normal_(Tensor t, double a = 0, FanMode mode = FanMode::FanIn,
                        Nonlinearity nonlinearity = Nonlinearity::LeakyReLU);
+/// The identity in a 2-dim tensor (ones on the main diagonal of a rectangle).
+Tensor eye_(Tensor t);
+/// A (semi-)orthogonal matrix, times gain, in t viewed as [size(0), rest]:
+/// PyTorch's rule (the Q of a normal matrix's QR, R's diagonal positive).
+Tensor orthogonal_(Tensor t, double gain = 1.0);
 }  // namespace init
 
 }  // namespace nn

@@ -201,4 +201,36 @@ Tensor TransformerEncoderLayerImpl::forward(const Tensor& src, const Tensor& src
   return norm2->forward(x.add(dropout2->forward(ff, l), 1, l), l);
 }
 
+AnyModule AnyModule::clone(const std::optional<Device>& device) const {
+  AnyModule copy;
+  if (module_) copy.module_ = module_->clone(device);
+  copy.forward_ = forward_;
+  return copy;
+}
+
+TransformerEncoderImpl::TransformerEncoderImpl(TransformerEncoderOptions o)
+    : Module("TransformerEncoder"), options(std::move(o)) {
+  if (options.encoder_layer().is_empty())
+    throw Error("TransformerEncoder: expected an encoder layer, got an empty holder");
+  if (options.num_layers() < 0)
+    throw Error("TransformerEncoder: expected num_layers >= 0, got " +
+                std::to_string(options.num_layers()));
+  layers = register_module("layers", ModuleHolder<ModuleListImpl>());
+  for (int64_t i = 0; i < options.num_layers(); ++i)
+    layers->push_back(options.encoder_layer()->clone());
+  if (!options.norm().is_empty()) {
+    norm = options.norm().clone();
+    register_module_ptr("norm", norm.ptr());
+  }
+}
+
+Tensor TransformerEncoderImpl::forward(const Tensor& src, const Tensor& src_mask,
+                                       const Tensor& src_key_padding_mask, Loc l) {
+  Tensor out = src;
+  for (size_t i = 0; i < layers->size(); ++i)
+    out =
+        layers->at<TransformerEncoderLayerImpl>(i).forward(out, src_mask, src_key_padding_mask, l);
+  return norm.is_empty() ? out : norm.forward(out, l);
+}
+
 }  // namespace kiln::nn

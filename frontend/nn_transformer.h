@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "frontend/nn.h"
+#include "frontend/nn_parity.h"
 
 namespace kiln::nn {
 
@@ -52,6 +53,9 @@ class MultiheadAttentionImpl : public Module {
                                      const Tensor& attn_mask = {}, bool average_attn_weights = true,
                                      KILN_LOC);
   std::string repr() const override;
+  std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const override {
+    return copied_into(std::make_shared<MultiheadAttentionImpl>(options), device);
+  }
 
   MultiheadAttentionOptions options;
   bool _qkv_same_embed_dim;
@@ -103,6 +107,9 @@ class TransformerEncoderLayerImpl : public Module {
   explicit TransformerEncoderLayerImpl(const TransformerEncoderLayerOptions& options);
   Tensor forward(const Tensor& src, const Tensor& src_mask = {},
                  const Tensor& src_key_padding_mask = {}, KILN_LOC);
+  std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const override {
+    return copied_into(std::make_shared<TransformerEncoderLayerImpl>(options), device);
+  }
 
   TransformerEncoderLayerOptions options;
   MultiheadAttention self_attn{nullptr};
@@ -113,5 +120,78 @@ class TransformerEncoderLayerImpl : public Module {
   ModuleHolder<DropoutImpl> dropout1{nullptr}, dropout2{nullptr};
 };
 using TransformerEncoderLayer = ModuleHolder<TransformerEncoderLayerImpl>;
+
+/// A module of any type whose forward takes a tensor and returns one (libtorch's
+/// AnyModule, for that signature; made from a holder: `AnyModule(LayerNorm(...))`).
+class AnyModule {
+ public:
+  AnyModule() = default;
+  template <class Impl>
+  requires requires(Impl& m, const Tensor& x) { Tensor(m.forward(x)); }
+  AnyModule(const ModuleHolder<Impl>& m)  // NOLINT: implicit, as libtorch's
+      : AnyModule(m.ptr()) {}
+  template <class Impl>
+  requires requires(Impl& m, const Tensor& x) { Tensor(m.forward(x)); }
+  explicit AnyModule(std::shared_ptr<Impl> m)
+      : module_(std::move(m)), forward_([](Module& mod, const Tensor& x, Loc loc) -> Tensor {
+          Impl& impl = static_cast<Impl&>(mod);
+          if constexpr (requires { impl.forward(x, loc); })
+            return impl.forward(x, loc);
+          else
+            return impl.forward(x);
+        }) {}
+  /// The module's forward (libtorch's forward<Tensor>).
+  template <class Return = Tensor>
+  Return forward(const Tensor& x, KILN_LOC) const;
+  bool is_empty() const { return module_ == nullptr; }
+  const std::shared_ptr<Module>& ptr() const { return module_; }
+  /// A deep copy of the module (Module::clone).
+  AnyModule clone(const std::optional<Device>& device = std::nullopt) const;
+
+ private:
+  std::shared_ptr<Module> module_;
+  std::function<Tensor(Module&, const Tensor&, Loc)> forward_;
+};
+
+template <class Return>
+Return AnyModule::forward(const Tensor& x, Loc loc) const {
+  static_assert(std::is_same_v<Return, Tensor>, "AnyModule::forward returns a Tensor");
+  if (!module_) throw Error("AnyModule: forward of an empty AnyModule");
+  return forward_(*module_, x, loc);
+}
+
+struct TransformerEncoderOptions {
+  /// Layers that start as copies (clone()) of `encoder_layer`.
+  TransformerEncoderOptions(TransformerEncoderLayer encoder_layer, int64_t num_layers)
+      : encoder_layer_(std::move(encoder_layer)), num_layers_(num_layers) {}
+  /// Layers that start as copies of a new layer made with these options.
+  TransformerEncoderOptions(const TransformerEncoderLayerOptions& layer_options, int64_t num_layers)
+      : encoder_layer_(layer_options), num_layers_(num_layers) {}
+  KILN_ARG(TransformerEncoderLayer, encoder_layer);
+  KILN_ARG(int64_t, num_layers);
+  /// Applied to the last layer's output when given (a LayerNorm, say).
+  KILN_ARG(AnyModule, norm);
+};
+
+/// libtorch 1.13's stack of encoder layers: num_layers copies of one layer (the
+/// same starting weights, as libtorch's clone and PyTorch's deepcopy give), as
+/// the ModuleList `layers` ("layers.0.self_attn.in_proj_weight", ...), each
+/// applied in turn with the same masks, then `norm` ("norm.weight") when given.
+class TransformerEncoderImpl : public Module {
+ public:
+  TransformerEncoderImpl(TransformerEncoderLayer encoder_layer, int64_t num_layers)
+      : TransformerEncoderImpl(TransformerEncoderOptions(std::move(encoder_layer), num_layers)) {}
+  explicit TransformerEncoderImpl(TransformerEncoderOptions options);
+  Tensor forward(const Tensor& src, const Tensor& src_mask = {},
+                 const Tensor& src_key_padding_mask = {}, KILN_LOC);
+  std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const override {
+    return copied_into(std::make_shared<TransformerEncoderImpl>(options), device);
+  }
+
+  TransformerEncoderOptions options;
+  ModuleHolder<ModuleListImpl> layers{nullptr};
+  AnyModule norm;
+};
+using TransformerEncoder = ModuleHolder<TransformerEncoderImpl>;
 
 }  // namespace kiln::nn

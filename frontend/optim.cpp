@@ -9,21 +9,98 @@
 
 namespace kiln::optim {
 
+// ---- parameter groups ----
+
+OptimizerParamGroup::OptimizerParamGroup(const OptimizerParamGroup& g) : params_(g.params_) {
+  if (g.has_options()) options_ = g.options().clone();
+}
+
+OptimizerParamGroup& OptimizerParamGroup::operator=(const OptimizerParamGroup& g) {
+  if (this != &g) {
+    params_ = g.params_;
+    options_ = g.has_options() ? g.options().clone() : nullptr;
+    defaults_ = nullptr;
+  }
+  return *this;
+}
+
+OptimizerOptions& OptimizerParamGroup::options() {
+  if (options_) return *options_;
+  if (defaults_) return *defaults_;
+  throw Error(
+      "OptimizerParamGroup::options: the group has no options (made without them, "
+      "and not in an optimizer)");
+}
+
+const OptimizerOptions& OptimizerParamGroup::options() const {
+  return const_cast<OptimizerParamGroup*>(this)->options();
+}
+
+// ---- Optimizer ----
+
 Optimizer::Optimizer(std::vector<Tensor> params)
-    : params_(std::move(params)), alive_(std::make_shared<const int>(0)) {
-  for (size_t i = 0; i < params_.size(); ++i)
-    if (!params_[i].defined() || !params_[i].requires_grad())
-      throw Error("optimizer parameter " + std::to_string(i) +
-                  " does not require grad (expected tensors with requires_grad(true))");
+    : Optimizer(std::vector<OptimizerParamGroup>{OptimizerParamGroup(std::move(params))}) {}
+
+Optimizer::Optimizer(std::vector<OptimizerParamGroup> groups)
+    : alive_(std::make_shared<const int>(0)) {
+  for (OptimizerParamGroup& g : groups) {
+    for (const Tensor& p : g.params()) {
+      if (!p.defined() || !p.requires_grad())
+        throw Error("optimizer parameter " + std::to_string(params_.size()) +
+                    " does not require grad (expected tensors with requires_grad(true))");
+      params_.push_back(p);
+    }
+    groups_.push_back(std::move(g));
+    groups_.back().defaults_ = nullptr;
+  }
 }
 
 // A copy is another optimizer: guards on the original do not follow it.
-Optimizer::Optimizer(const Optimizer& o) : params_(o.params_), alive_(std::make_shared<const int>(0)) {}
+Optimizer::Optimizer(const Optimizer& o)
+    : params_(o.params_), groups_(o.groups_), alive_(std::make_shared<const int>(0)) {}
 
 Optimizer& Optimizer::operator=(const Optimizer& o) {
   params_ = o.params_;
+  groups_ = o.groups_;
+  lr_.clear();
+  lr_in_tensor_.clear();
   alive_ = std::make_shared<const int>(0);
   return *this;
+}
+
+std::vector<OptimizerParamGroup>& Optimizer::param_groups() {
+  for (OptimizerParamGroup& g : groups_) g.defaults_ = &options_base();
+  return groups_;
+}
+
+const std::vector<OptimizerParamGroup>& Optimizer::param_groups() const {
+  return const_cast<Optimizer*>(this)->param_groups();
+}
+
+void Optimizer::add_param_group(const OptimizerParamGroup& group) {
+  if (current_trace())
+    throw Error(std::string(name()) +
+                ": add_param_group inside a traced function (expected it "
+                "between calls)");
+  if (group.owns_options()) check_options(group.options());
+  for (const Tensor& p : group.params())
+    if (!p.defined() || !p.requires_grad())
+      throw Error(std::string(name()) + ": add_param_group: parameter " +
+                  std::to_string(&p - group.params().data()) +
+                  " does not require grad (expected tensors with requires_grad(true))");
+  OptimizerParamGroup g(group.params(), group.owns_options() ? group.options().clone() : nullptr);
+  params_.insert(params_.end(), g.params().begin(), g.params().end());
+  groups_.push_back(std::move(g));
+  lr_.clear();  // the next step makes every group's rate tensors
+  lr_in_tensor_.clear();
+  add_state(groups_.size() - 1);
+}
+
+void Optimizer::add_all_state() {
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    if (groups_[g].owns_options()) check_options(groups_[g].options());
+    add_state(g);
+  }
 }
 
 void Optimizer::zero_grad(bool set_to_none) {
@@ -37,44 +114,69 @@ void Optimizer::zero_grad(bool set_to_none) {
 }
 
 double Optimizer::lr() const {
-  return const_cast<Optimizer*>(this)->lr_field();
+  return param_groups().at(0).options().get_lr();
 }
 
 void Optimizer::set_lr(double lr) {
   if (!(lr >= 0) || !std::isfinite(lr))
     throw Error(std::string(name()) + ": learning rate must be a finite number >= 0, got " +
                 std::to_string(lr));
-  lr_field() = lr;
+  for (OptimizerParamGroup& g : param_groups()) g.options().set_lr(lr);
+}
+
+std::vector<Optimizer::Hyperparameter> Optimizer::all_hyperparameters() const {
+  std::vector<Hyperparameter> all;
+  const std::vector<OptimizerParamGroup>& groups = param_groups();
+  for (size_t g = 0; g < groups.size(); ++g)
+    for (Hyperparameter& h : hyperparameters(groups[g].options())) {
+      if (g > 0) h.name = "group " + std::to_string(g) + ": " + h.name;
+      all.push_back(std::move(h));
+    }
+  return all;
 }
 
 void Optimizer::sync_lr() {
-  const double lr = lr_field();
-  const bool same = lr == lr_in_tensor_ || (std::isnan(lr) && std::isnan(lr_in_tensor_));
-  if (!lr_.empty() && same) return;
+  const std::vector<OptimizerParamGroup>& groups = param_groups();
+  const bool made = lr_.size() == groups.size();
+  bool same = made;
+  for (size_t g = 0; same && g < groups.size(); ++g) {
+    const double lr = groups[g].options().get_lr();
+    same = lr == lr_in_tensor_[g] || (std::isnan(lr) && std::isnan(lr_in_tensor_[g]));
+  }
+  if (same) return;
   // The plan reads the tensors once per call: every step it holds must see one value.
   if (const TraceState* st = current_trace())
-    for (const Tensor& t : lr_)
-      if (st->param_index.count(t.impl()))
-        throw Error(std::string(name()) +
-                    ": the learning rate changed inside a traced function after a step read it "
-                    "(expected set_lr and scheduler steps between calls, outside the traced "
-                    "function)");
+    for (const std::vector<Tensor>& group : lr_)
+      for (const Tensor& t : group)
+        if (st->param_index.count(t.impl()))
+          throw Error(std::string(name()) +
+                      ": the learning rate changed inside a traced function after a step read it "
+                      "(expected set_lr and scheduler steps between calls, outside the traced "
+                      "function)");
   TraceScope outside(nullptr);  // a concrete write, never part of a traced step
   NoGradGuard no_grad;
-  if (lr_.empty()) {
-    for (const Tensor& p : params_)
-      if (std::none_of(lr_.begin(), lr_.end(), [&](const Tensor& t) {
-            return t.dtype() == p.dtype() && t.device() == p.device();
-          }))
-        lr_.push_back(full({}, lr, TensorOptions(p.dtype()).device(p.device())));
-  } else {
-    for (Tensor& t : lr_) t.fill_(lr);
+  if (!made) {
+    lr_.assign(groups.size(), {});
+    lr_in_tensor_.assign(groups.size(), 0);
   }
-  lr_in_tensor_ = lr;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const double lr = groups[g].options().get_lr();
+    std::vector<Tensor>& tensors = lr_[g];
+    if (!made) {
+      for (const Tensor& p : groups[g].params())
+        if (std::none_of(tensors.begin(), tensors.end(), [&](const Tensor& t) {
+              return t.dtype() == p.dtype() && t.device() == p.device();
+            }))
+          tensors.push_back(full({}, lr, TensorOptions(p.dtype()).device(p.device())));
+    } else if (lr != lr_in_tensor_[g]) {
+      for (Tensor& t : tensors) t.fill_(lr);
+    }
+    lr_in_tensor_[g] = lr;
+  }
 }
 
-const Tensor& Optimizer::lr_like(const Tensor& p) const {
-  for (const Tensor& t : lr_)
+const Tensor& Optimizer::lr_like(size_t g, const Tensor& p) const {
+  for (const Tensor& t : lr_.at(g))
     if (t.dtype() == p.dtype() && t.device() == p.device()) return t;
   throw Error(std::string(name()) + ": a parameter changed dtype or device after the first step " +
               "(now " + dtype_name(p.dtype()) + " on " + p.device().str() + ")");
@@ -85,45 +187,92 @@ void Optimizer::begin_step() {
   if (!current_trace()) return;
   sync_before_call(alive_, [this] { sync_lr(); });
   std::vector<std::string> names;
-  for (const Hyperparameter& h : hyperparameters()) names.push_back(h.name);
+  for (const Hyperparameter& h : all_hyperparameters()) names.push_back(h.name);
   auto values = [this] {
     std::vector<double> v;
-    for (const Hyperparameter& h : hyperparameters()) v.push_back(h.value);
+    for (const Hyperparameter& h : all_hyperparameters()) v.push_back(h.value);
     return v;
   };
   guard_constants(alive_, values, std::string(name()) + "'s hyperparameters", std::move(names));
 }
 
+namespace {
+
+// Throws unless a group's own options are of the optimizer's kind.
+template <class Options>
+void check_kind(const OptimizerOptions& o, const char* optimizer) {
+  if (!dynamic_cast<const Options*>(&o))
+    throw Error(std::string(optimizer) + ": a parameter group's options are of another " +
+                "optimizer's kind (expected " + optimizer + "Options)");
+}
+
+// A zero tensor like p when `needed`, else an undefined one (a per-parameter
+// state slot that the group's options do not use).
+Tensor zeros_if(bool needed, const Tensor& p) {
+  return needed ? zeros_like(p) : Tensor();
+}
+
+// The defined tensors of `slots`, in order.
+void append_defined(std::vector<Tensor>& out, const std::vector<Tensor>& slots) {
+  for (const Tensor& t : slots)
+    if (t.defined()) out.push_back(t);
+}
+
+}  // namespace
+
 // ---- SGD ----
 
 SGD::SGD(std::vector<Tensor> params, SGDOptions o) : Optimizer(std::move(params)), options(o) {
-  if (o.momentum_ != 0)
-    for (const Tensor& p : params_) momentum_.push_back(zeros_like(p));
+  add_all_state();
 }
 
-std::vector<Optimizer::Hyperparameter> SGD::hyperparameters() const {
-  return {{"momentum", options.momentum_},
-          {"dampening", options.dampening_},
-          {"weight_decay", options.weight_decay_},
-          {"nesterov", options.nesterov_ ? 1.0 : 0.0}};
+SGD::SGD(std::vector<OptimizerParamGroup> groups, SGDOptions o)
+    : Optimizer(std::move(groups)), options(o) {
+  add_all_state();
+}
+
+void SGD::check_options(const OptimizerOptions& o) const {
+  check_kind<SGDOptions>(o, "SGD");
+}
+
+void SGD::add_state(size_t g) {
+  const bool momentum = group_options<SGDOptions>(g).momentum_ != 0;
+  for (const Tensor& p : param_groups()[g].params()) momentum_.push_back(zeros_if(momentum, p));
+}
+
+std::vector<Tensor> SGD::state() const {
+  std::vector<Tensor> s;
+  append_defined(s, momentum_);
+  return s;
+}
+
+std::vector<Optimizer::Hyperparameter> SGD::hyperparameters(const OptimizerOptions& base) const {
+  const auto& o = static_cast<const SGDOptions&>(base);
+  return {{"momentum", o.momentum_},
+          {"dampening", o.dampening_},
+          {"weight_decay", o.weight_decay_},
+          {"nesterov", o.nesterov_ ? 1.0 : 0.0}};
 }
 
 void SGD::step() {
   begin_step();
-  if (options.momentum_ != 0 && momentum_.size() != params_.size())
-    throw Error("SGD: momentum was set after construction (expected it in SGDOptions)");
   NoGradGuard no_grad;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    Tensor& p = params_[i];
-    Tensor g = p.grad();
-    if (!g.defined()) continue;
-    if (options.weight_decay_ != 0) g = g + options.weight_decay_ * p;
-    if (options.momentum_ != 0) {
-      Tensor& buf = momentum_[i];
-      buf.mul_(options.momentum_).add_(g, 1 - options.dampening_);
-      g = options.nesterov_ ? g + options.momentum_ * buf : buf;
+  size_t i = 0;
+  for (size_t gi = 0; gi < param_groups().size(); ++gi) {
+    const SGDOptions& o = group_options<SGDOptions>(gi);
+    for (Tensor& p : param_groups()[gi].params()) {
+      Tensor& buf = momentum_[i++];
+      Tensor g = p.grad();
+      if (!g.defined()) continue;
+      if (o.momentum_ != 0 && !buf.defined())
+        throw Error("SGD: momentum was set after construction (expected it in SGDOptions)");
+      if (o.weight_decay_ != 0) g = g + o.weight_decay_ * p;
+      if (o.momentum_ != 0) {
+        buf.mul_(o.momentum_).add_(g, 1 - o.dampening_);
+        g = o.nesterov_ ? g + o.momentum_ * buf : buf;
+      }
+      p.sub_(g * lr_like(gi, p));
     }
-    p.sub_(g * lr_like(p));
   }
 }
 
@@ -151,75 +300,102 @@ class PerParam {
 
 }  // namespace
 
-Adam::Adam(std::vector<Tensor> params, AdamOptions o) : Optimizer(std::move(params)), options(o) {
+AdamBase::AdamBase(std::vector<OptimizerParamGroup> groups, bool decoupled_weight_decay)
+    : Optimizer(std::move(groups)), decoupled_(decoupled_weight_decay) {
   // On the parameters' device: a traced step is one graph on one device (PyTorch
   // keeps it there for capturable and fused Adam).
-  step_ = zeros({}, TensorOptions(kFloat64).device(params_.empty() ? Device() : params_[0].device()));
-  for (const Tensor& p : params_) {
+  step_ =
+      zeros({}, TensorOptions(kFloat64).device(params_.empty() ? Device() : params_[0].device()));
+}
+
+void AdamBase::add_state(size_t g) {
+  const bool amsgrad = group_options<AdamOptions>(g).amsgrad_;
+  for (const Tensor& p : param_groups()[g].params()) {
     m_.push_back(zeros_like(p));
     v_.push_back(zeros_like(p));
-    if (o.amsgrad_) v_max_.push_back(zeros_like(p));
+    v_max_.push_back(zeros_if(amsgrad, p));
   }
 }
 
-std::vector<Tensor> Adam::state() const {
+std::vector<Tensor> AdamBase::state() const {
   std::vector<Tensor> s{step_};
   s.insert(s.end(), m_.begin(), m_.end());
   s.insert(s.end(), v_.begin(), v_.end());
-  s.insert(s.end(), v_max_.begin(), v_max_.end());
+  append_defined(s, v_max_);
   return s;
 }
 
-std::vector<Optimizer::Hyperparameter> Adam::hyperparameters() const {
-  return {{"beta1", options.beta1_},
-          {"beta2", options.beta2_},
-          {"eps", options.eps_},
-          {"weight_decay", options.weight_decay_}};
+std::vector<Optimizer::Hyperparameter> AdamBase::hyperparameters(
+    const OptimizerOptions& base) const {
+  const auto& o = static_cast<const AdamOptions&>(base);
+  return {
+      {"beta1", o.beta1_}, {"beta2", o.beta2_}, {"eps", o.eps_}, {"weight_decay", o.weight_decay_}};
 }
 
-void Adam::step() {
-  adam_step(/*decoupled_weight_decay=*/false);
+Adam::Adam(std::vector<Tensor> params, AdamOptions o)
+    : Adam(std::vector<OptimizerParamGroup>{OptimizerParamGroup(std::move(params))}, o) {}
+
+Adam::Adam(std::vector<OptimizerParamGroup> groups, AdamOptions o)
+    : AdamBase(std::move(groups), /*decoupled_weight_decay=*/false), options(o) {
+  add_all_state();
 }
 
-void AdamW::step() {
-  adam_step(/*decoupled_weight_decay=*/true);
+void Adam::check_options(const OptimizerOptions& o) const {
+  check_kind<AdamOptions>(o, "Adam");
 }
 
-void Adam::adam_step(bool decoupled_weight_decay) {
+AdamW::AdamW(std::vector<Tensor> params, AdamWOptions o)
+    : AdamW(std::vector<OptimizerParamGroup>{OptimizerParamGroup(std::move(params))}, o) {}
+
+AdamW::AdamW(std::vector<OptimizerParamGroup> groups, AdamWOptions o)
+    : AdamBase(std::move(groups), /*decoupled_weight_decay=*/true), options(o) {
+  add_all_state();
+}
+
+void AdamW::check_options(const OptimizerOptions& o) const {
+  check_kind<AdamWOptions>(o, "AdamW");
+}
+
+void AdamBase::step_adam() {
   begin_step();
   NoGradGuard no_grad;
-  const double b1 = options.beta1_, b2 = options.beta2_;
   step_.add_(1);
-  // Bias corrections as f64 tensor ops of the step count, so a traced step stays
-  // correct; each parameter uses them in its own dtype (PyTorch: Python floats).
   const TensorOptions f64 = TensorOptions(kFloat64).device(step_.device());
-  PerParam bc1(1 - full({}, b1, f64).pow(step_));
-  PerParam bc2_sqrt((1 - full({}, b2, f64).pow(step_)).sqrt());
-  for (size_t i = 0; i < params_.size(); ++i) {
-    Tensor& p = params_[i];
-    Tensor g = p.grad();
-    if (!g.defined()) continue;
-    if (options.weight_decay_ != 0) {
-      if (decoupled_weight_decay)
-        p.mul_(1 - lr_like(p) * options.weight_decay_);
-      else
-        g = g + options.weight_decay_ * p;
+  size_t i = 0;
+  for (size_t gi = 0; gi < param_groups().size(); ++gi) {
+    const AdamOptions& o = group_options<AdamOptions>(gi);
+    const double b1 = o.beta1_, b2 = o.beta2_;
+    // Bias corrections as f64 tensor ops of the step count, so a traced step
+    // stays correct; each parameter uses them in its own dtype (PyTorch: Python
+    // floats).
+    PerParam bc1(1 - full({}, b1, f64).pow(step_));
+    PerParam bc2_sqrt((1 - full({}, b2, f64).pow(step_)).sqrt());
+    for (Tensor& p : param_groups()[gi].params()) {
+      const size_t k = i++;
+      Tensor g = p.grad();
+      if (!g.defined()) continue;
+      if (o.weight_decay_ != 0) {
+        if (decoupled_)
+          p.mul_(1 - lr_like(gi, p) * o.weight_decay_);
+        else
+          g = g + o.weight_decay_ * p;
+      }
+      m_[k].mul_(b1).add_(g, 1 - b1);
+      v_[k].mul_(b2).add_(g * g, 1 - b2);
+      Tensor second = v_[k];
+      if (o.amsgrad_) {  // PyTorch: the maximum of the uncorrected second moments
+        if (!v_max_[k].defined())
+          throw Error(std::string(name()) + ": amsgrad was turned on after the optimizer was " +
+                      "made (expected it in the options it was made with)");
+        v_max_[k].copy_(maximum(v_max_[k], v_[k]));
+        second = v_max_[k];
+      }
+      // PyTorch's form: denom = sqrt(v) / sqrt(bc2) + eps, p -= (lr / bc1) * m / denom. Two
+      // divisions and a square root an element; m / bc1 / denom with sqrt(v / bc2) takes
+      // three and a root, and the divider, not memory, then bounds the update (1.3x its time).
+      Tensor denom = second.sqrt() / bc2_sqrt.like(p) + o.eps_;
+      p.sub_(m_[k] / denom * (lr_like(gi, p) / bc1.like(p)));
     }
-    m_[i].mul_(b1).add_(g, 1 - b1);
-    v_[i].mul_(b2).add_(g * g, 1 - b2);
-    Tensor second = v_[i];
-    if (options.amsgrad_) {  // PyTorch: the maximum of the uncorrected second moments
-      if (v_max_.size() != params_.size())
-        throw Error(std::string(name()) + ": amsgrad was turned on after the optimizer was made " +
-                    "(expected it in the options it was made with)");
-      v_max_[i].copy_(maximum(v_max_[i], v_[i]));
-      second = v_max_[i];
-    }
-    // PyTorch's form: denom = sqrt(v) / sqrt(bc2) + eps, p -= (lr / bc1) * m / denom. Two
-    // divisions and a square root an element; m / bc1 / denom with sqrt(v / bc2) takes
-    // three and a root, and the divider, not memory, then bounds the update (1.3x its time).
-    Tensor denom = second.sqrt() / bc2_sqrt.like(p) + options.eps_;
-    p.sub_(m_[i] / denom * (lr_like(p) / bc1.like(p)));
   }
 }
 
@@ -227,65 +403,99 @@ void Adam::adam_step(bool decoupled_weight_decay) {
 
 RMSprop::RMSprop(std::vector<Tensor> params, RMSpropOptions o)
     : Optimizer(std::move(params)), options(o) {
-  for (const Tensor& p : params_) {
+  add_all_state();
+}
+
+RMSprop::RMSprop(std::vector<OptimizerParamGroup> groups, RMSpropOptions o)
+    : Optimizer(std::move(groups)), options(o) {
+  add_all_state();
+}
+
+void RMSprop::check_options(const OptimizerOptions& o) const {
+  check_kind<RMSpropOptions>(o, "RMSprop");
+}
+
+void RMSprop::add_state(size_t g) {
+  const RMSpropOptions& o = group_options<RMSpropOptions>(g);
+  for (const Tensor& p : param_groups()[g].params()) {
     square_avg_.push_back(zeros_like(p));
-    if (o.centered_) grad_avg_.push_back(zeros_like(p));
-    if (o.momentum_ != 0) momentum_.push_back(zeros_like(p));
+    grad_avg_.push_back(zeros_if(o.centered_, p));
+    momentum_.push_back(zeros_if(o.momentum_ != 0, p));
   }
 }
 
 std::vector<Tensor> RMSprop::state() const {
   std::vector<Tensor> s = square_avg_;
-  s.insert(s.end(), grad_avg_.begin(), grad_avg_.end());
-  s.insert(s.end(), momentum_.begin(), momentum_.end());
+  append_defined(s, grad_avg_);
+  append_defined(s, momentum_);
   return s;
 }
 
-std::vector<Optimizer::Hyperparameter> RMSprop::hyperparameters() const {
-  return {{"alpha", options.alpha_},
-          {"eps", options.eps_},
-          {"weight_decay", options.weight_decay_},
-          {"momentum", options.momentum_},
-          {"centered", options.centered_ ? 1.0 : 0.0}};
+std::vector<Optimizer::Hyperparameter> RMSprop::hyperparameters(
+    const OptimizerOptions& base) const {
+  const auto& o = static_cast<const RMSpropOptions&>(base);
+  return {{"alpha", o.alpha_},
+          {"eps", o.eps_},
+          {"weight_decay", o.weight_decay_},
+          {"momentum", o.momentum_},
+          {"centered", o.centered_ ? 1.0 : 0.0}};
 }
 
 void RMSprop::step() {
   begin_step();
-  if ((options.centered_ && grad_avg_.size() != params_.size()) ||
-      (options.momentum_ != 0 && momentum_.size() != params_.size()))
-    throw Error("RMSprop: centered or momentum was set after construction (expected them in "
-                "RMSpropOptions)");
   NoGradGuard no_grad;
-  const double a = options.alpha_;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    Tensor& p = params_[i];
-    Tensor g = p.grad();
-    if (!g.defined()) continue;
-    if (options.weight_decay_ != 0) g = g + options.weight_decay_ * p;
-    square_avg_[i].mul_(a).add_(g * g, 1 - a);
-    Tensor avg;
-    if (options.centered_) {
-      grad_avg_[i].mul_(a).add_(g, 1 - a);
-      avg = (square_avg_[i] - grad_avg_[i] * grad_avg_[i]).sqrt() + options.eps_;
-    } else {
-      avg = square_avg_[i].sqrt() + options.eps_;
-    }
-    if (options.momentum_ != 0) {
-      momentum_[i].mul_(options.momentum_).add_(g / avg);
-      p.sub_(momentum_[i] * lr_like(p));
-    } else {
-      p.sub_(g / avg * lr_like(p));
+  size_t i = 0;
+  for (size_t gi = 0; gi < param_groups().size(); ++gi) {
+    const RMSpropOptions& o = group_options<RMSpropOptions>(gi);
+    const double a = o.alpha_;
+    for (Tensor& p : param_groups()[gi].params()) {
+      const size_t k = i++;
+      Tensor g = p.grad();
+      if (!g.defined()) continue;
+      if ((o.centered_ && !grad_avg_[k].defined()) || (o.momentum_ != 0 && !momentum_[k].defined()))
+        throw Error(
+            "RMSprop: centered or momentum was set after construction (expected them in "
+            "RMSpropOptions)");
+      if (o.weight_decay_ != 0) g = g + o.weight_decay_ * p;
+      square_avg_[k].mul_(a).add_(g * g, 1 - a);
+      Tensor avg;
+      if (o.centered_) {
+        grad_avg_[k].mul_(a).add_(g, 1 - a);
+        avg = (square_avg_[k] - grad_avg_[k] * grad_avg_[k]).sqrt() + o.eps_;
+      } else {
+        avg = square_avg_[k].sqrt() + o.eps_;
+      }
+      if (o.momentum_ != 0) {
+        momentum_[k].mul_(o.momentum_).add_(g / avg);
+        p.sub_(momentum_[k] * lr_like(gi, p));
+      } else {
+        p.sub_(g / avg * lr_like(gi, p));
+      }
     }
   }
 }
 
 // ---- Learning-rate schedulers ----
 
-LRScheduler::LRScheduler(Optimizer& optimizer) : opt_(optimizer), base_lr_(optimizer.lr()) {}
+LRScheduler::LRScheduler(Optimizer& optimizer) : opt_(optimizer) {
+  for (const OptimizerParamGroup& g : optimizer.param_groups())
+    base_lrs_.push_back(g.options().get_lr());
+}
 
 void LRScheduler::step() {
   ++epoch_;
-  opt_.set_lr(lr_at(epoch_));
+  std::vector<OptimizerParamGroup>& groups = opt_.param_groups();
+  if (groups.size() != base_lrs_.size())
+    throw Error("LRScheduler: the optimizer has " + std::to_string(groups.size()) +
+                " parameter groups, " + std::to_string(base_lrs_.size()) +
+                " when the scheduler was made (expected groups added before the scheduler)");
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const double lr = lr_at(epoch_, base_lrs_[g]);
+    if (!(lr >= 0) || !std::isfinite(lr))
+      throw Error("LRScheduler: learning rate must be a finite number >= 0, got " +
+                  std::to_string(lr));
+    groups[g].options().set_lr(lr);
+  }
 }
 
 StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma)
@@ -294,19 +504,21 @@ StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma)
     throw Error("StepLR: step_size must be positive, got " + std::to_string(step_size));
 }
 
-double StepLR::lr_at(int64_t epoch) const {
-  return base_lr() * std::pow(gamma_, static_cast<double>(epoch / step_size_));
+double StepLR::lr_at(int64_t epoch, double base_lr) const {
+  return base_lr * std::pow(gamma_, static_cast<double>(epoch / step_size_));
 }
 
 CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min)
     : LRScheduler(optimizer), t_max_(T_max), eta_min_(eta_min) {
-  if (T_max <= 0) throw Error("CosineAnnealingLR: T_max must be positive, got " + std::to_string(T_max));
+  if (T_max <= 0)
+    throw Error("CosineAnnealingLR: T_max must be positive, got " + std::to_string(T_max));
 }
 
-double CosineAnnealingLR::lr_at(int64_t epoch) const {
+double CosineAnnealingLR::lr_at(int64_t epoch, double base_lr) const {
   const double pi = std::acos(-1.0);
-  return eta_min_ + (base_lr() - eta_min_) *
-                        (1 + std::cos(pi * static_cast<double>(epoch) / static_cast<double>(t_max_))) / 2;
+  return eta_min_ +
+         (base_lr - eta_min_) *
+             (1 + std::cos(pi * static_cast<double>(epoch) / static_cast<double>(t_max_))) / 2;
 }
 
 }  // namespace kiln::optim

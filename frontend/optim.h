@@ -25,102 +25,182 @@ namespace kiln::optim {
 
 /// The base of every optimizer's options (libtorch's OptimizerOptions): the
 /// learning rate through a virtual interface, so a program can change it
-/// through param_groups() without knowing the optimizer's kind.
+/// through param_groups() without knowing the optimizer's kind, and a copy.
 class OptimizerOptions {
  public:
   virtual ~OptimizerOptions() = default;
   virtual double get_lr() const = 0;
   virtual void set_lr(double lr) = 0;
+  virtual std::unique_ptr<OptimizerOptions> clone() const = 0;
 };
 
-/// The parameters an optimizer updates and its options (every Kiln optimizer
-/// has one group): `static_cast<optim::SGDOptions&>(group.options()).lr(0.01)`
-/// changes the optimizer's own options.
+/// Options of kind `Derived`: the copy (libtorch's OptimizerCloneableOptions).
+template <class Derived>
+struct OptimizerCloneableOptions : OptimizerOptions {
+  std::unique_ptr<OptimizerOptions> clone() const override {
+    return std::make_unique<Derived>(static_cast<const Derived&>(*this));
+  }
+};
+
+/// Parameters and, optionally, options of their own (libtorch's
+/// OptimizerParamGroup): `SGD({OptimizerParamGroup(fc->parameters(),
+/// std::make_unique<SGDOptions>(0.1)), OptimizerParamGroup(head->parameters())},
+/// SGDOptions(0.01))`. In an optimizer, a group made without options uses the
+/// optimizer's own (its `options` member, libtorch's defaults(); libtorch gives
+/// the group a copy of them when it joins), so options() changes what the group's
+/// steps use: `static_cast<SGDOptions&>(group.options()).lr(0.01)`. A copy of a
+/// group copies its options.
 class OptimizerParamGroup {
  public:
-  OptimizerParamGroup(std::vector<Tensor>& params, OptimizerOptions& options)
-      : params_(&params), options_(&options) {}
-  std::vector<Tensor>& params() { return *params_; }
-  const std::vector<Tensor>& params() const { return *params_; }
-  OptimizerOptions& options() { return *options_; }
-  const OptimizerOptions& options() const { return *options_; }
-  bool has_options() const { return true; }
+  OptimizerParamGroup(std::vector<Tensor> params)  // NOLINT: implicit, as libtorch
+      : params_(std::move(params)) {}
+  OptimizerParamGroup(std::vector<Tensor> params, std::unique_ptr<OptimizerOptions> options)
+      : params_(std::move(params)), options_(std::move(options)) {}
+  OptimizerParamGroup(const OptimizerParamGroup& g);
+  OptimizerParamGroup& operator=(const OptimizerParamGroup& g);
+  OptimizerParamGroup(OptimizerParamGroup&&) = default;
+  OptimizerParamGroup& operator=(OptimizerParamGroup&&) = default;
+  std::vector<Tensor>& params() { return params_; }
+  const std::vector<Tensor>& params() const { return params_; }
+  /// Options of its own, or (in an optimizer) the optimizer's.
+  bool has_options() const { return options_ || defaults_; }
+  OptimizerOptions& options();
+  const OptimizerOptions& options() const;
+  void set_options(std::unique_ptr<OptimizerOptions> options) { options_ = std::move(options); }
+  /// Whether the options are the group's own (not the optimizer's).
+  bool owns_options() const { return options_ != nullptr; }
 
  private:
-  std::vector<Tensor>* params_;
-  OptimizerOptions* options_;
+  friend class Optimizer;
+  std::vector<Tensor> params_;
+  std::unique_ptr<OptimizerOptions> options_;
+  OptimizerOptions* defaults_ = nullptr;  // the optimizer's options, set by the optimizer
 };
 
 class Optimizer {
  public:
   explicit Optimizer(std::vector<Tensor> params);
+  /// Groups with options of their own (each checked against the optimizer's
+  /// kind by the optimizer's constructor) or without.
+  explicit Optimizer(std::vector<OptimizerParamGroup> groups);
   Optimizer(const Optimizer& o);
   Optimizer& operator=(const Optimizer& o);
   virtual ~Optimizer() = default;
   virtual void step() = 0;
   /// Drops (set_to_none, the default, as in PyTorch 2) or zeroes every gradient.
   void zero_grad(bool set_to_none = true);
+  /// Every parameter, group after group.
   const std::vector<Tensor>& parameters() const { return params_; }
   /// Every state tensor (for tracing and saving).
   virtual std::vector<Tensor> state() const = 0;
-  /// Writes the optimizer's kind, learning rate, hyperparameters and state
+  /// Writes the optimizer's kind, learning rates, hyperparameters and state
   /// tensors (torch::save(optimizer, path)); load restores the state in place
-  /// and the learning rate, after checking the kind and every state shape
+  /// and the learning rates, after checking the kind and every state shape
   /// (the other hyperparameters stay as constructed). frontend/archive.cpp.
   virtual void save(serialize::OutputArchive& archive) const;
   virtual void load(serialize::InputArchive& archive);
-  /// The learning rate (options.lr_); schedulers set it. A traced step reads it
-  /// through a tensor, so a new value, set here or written into options.lr_,
-  /// takes effect at the next call without a retrace.
+  /// The learning rate of the first group; set_lr sets every group's.
+  /// Schedulers set each group's through its options. A traced step reads the
+  /// rates through tensors, so a new value, set here, through a group's options
+  /// or written into options.lr_, takes effect at the next call without a retrace.
   double lr() const;
   void set_lr(double lr);
-  /// libtorch's view of the parameters and options: one group, holding every
-  /// parameter and the optimizer's options (frontend/archive.cpp).
+  /// The parameter groups (one, holding every parameter, unless the optimizer
+  /// was made from groups or given more).
   std::vector<OptimizerParamGroup>& param_groups();
+  const std::vector<OptimizerParamGroup>& param_groups() const;
+  /// Adds parameters (not inside a trace), with options of their own or the
+  /// optimizer's; their state starts as a new parameter's.
+  void add_param_group(const OptimizerParamGroup& group);
+  /// The optimizer's own options (the `options` member; libtorch's defaults()).
+  OptimizerOptions& defaults() { return options_base(); }
 
  protected:
-  /// The learning-rate field of the options.
-  virtual double& lr_field() = 0;
   /// The options as libtorch's base class.
   virtual OptimizerOptions& options_base() = 0;
-  /// The numbers step() reads as constants, by name (all but the learning
-  /// rate): a traced step is guarded on them.
+  const OptimizerOptions& options_base() const {
+    return const_cast<Optimizer*>(this)->options_base();
+  }
+  /// The options group g's steps use, as the optimizer's kind.
+  template <class Options>
+  const Options& group_options(size_t g) const {
+    return static_cast<const Options&>(param_groups()[g].options());
+  }
+  /// Throws unless `o` is the optimizer's kind of options (a group's own).
+  virtual void check_options(const OptimizerOptions& o) const = 0;
+  /// Makes the state of group g's parameters (the constructor and add_param_group).
+  virtual void add_state(size_t group) = 0;
+  /// The numbers step() reads as constants (all but the learning rate), by
+  /// name, of one group's options: a traced step is guarded on them.
   struct Hyperparameter {
-    const char* name;
+    std::string name;
     double value;
   };
-  virtual std::vector<Hyperparameter> hyperparameters() const = 0;
+  virtual std::vector<Hyperparameter> hyperparameters(const OptimizerOptions& o) const = 0;
+  /// Every group's hyperparameters ("group 1: momentum" beyond the first).
+  std::vector<Hyperparameter> all_hyperparameters() const;
   virtual const char* name() const = 0;
-  /// Called first by step(): copies the learning rate into the tensors the step
+  /// Called first by step(): copies the learning rates into the tensors the step
   /// reads (and, under a trace, has the plan do so before every call), and
   /// guards the other hyperparameters.
   void begin_step();
-  /// The learning rate as a 0-dim tensor of `p`'s dtype on `p`'s device.
-  const Tensor& lr_like(const Tensor& p) const;
+  /// Group g's learning rate as a 0-dim tensor of `p`'s dtype on `p`'s device.
+  const Tensor& lr_like(size_t g, const Tensor& p) const;
+  /// Calls the constructor's add_state for every group (the derived
+  /// constructor, once its own members exist).
+  void add_all_state();
 
-  std::vector<Tensor> params_;
+  std::vector<Tensor> params_;  // every group's, in order
 
  private:
   std::vector<OptimizerParamGroup> groups_;
-  /// Writes lr_field() into lr_ when it changed (outside any trace).
+  /// Writes each group's learning rate into its tensors when it changed
+  /// (outside any trace).
   void sync_lr();
 
   std::shared_ptr<const int> alive_;  // expires with this optimizer (the guards' weak_ptr)
-  /// The learning rate, 0-dim, one per parameter dtype and device (made by the
-  /// first step): a traced step reads it as a captured tensor, not a constant.
-  std::vector<Tensor> lr_;
-  double lr_in_tensor_ = 0;  // what lr_ holds
+  /// Per group, the learning rate, 0-dim, one per parameter dtype and device
+  /// (made by the first step): a traced step reads it as a captured tensor, not a
+  /// constant.
+  std::vector<std::vector<Tensor>> lr_;
+  std::vector<double> lr_in_tensor_;  // what lr_ holds, per group
 };
 
-struct SGDOptions : OptimizerOptions {
+/// A getter for each option (`SGDOptions::momentum()`), beside the setter.
+#define KILN_OPTIM_GET(T, name) \
+  T name() const {              \
+    return name##_;             \
+  }
+
+struct SGDOptions : OptimizerCloneableOptions<SGDOptions> {
   explicit SGDOptions(double lr) : lr_(lr) {}
   double get_lr() const override { return lr_; }
   void set_lr(double lr) override { lr_ = lr; }
-  SGDOptions& lr(double v) { lr_ = v; return *this; }
-  SGDOptions& momentum(double v) { momentum_ = v; return *this; }
-  SGDOptions& dampening(double v) { dampening_ = v; return *this; }
-  SGDOptions& weight_decay(double v) { weight_decay_ = v; return *this; }
-  SGDOptions& nesterov(bool v) { nesterov_ = v; return *this; }
+  SGDOptions& lr(double v) {
+    lr_ = v;
+    return *this;
+  }
+  SGDOptions& momentum(double v) {
+    momentum_ = v;
+    return *this;
+  }
+  SGDOptions& dampening(double v) {
+    dampening_ = v;
+    return *this;
+  }
+  SGDOptions& weight_decay(double v) {
+    weight_decay_ = v;
+    return *this;
+  }
+  SGDOptions& nesterov(bool v) {
+    nesterov_ = v;
+    return *this;
+  }
+  KILN_OPTIM_GET(double, lr)
+  KILN_OPTIM_GET(double, momentum)
+  KILN_OPTIM_GET(double, dampening)
+  KILN_OPTIM_GET(double, weight_decay)
+  KILN_OPTIM_GET(bool, nesterov)
   double lr_, momentum_ = 0, dampening_ = 0, weight_decay_ = 0;
   bool nesterov_ = false;
 };
@@ -131,25 +211,35 @@ class SGD : public Optimizer {
  public:
   SGD(std::vector<Tensor> params, double lr) : SGD(std::move(params), SGDOptions(lr)) {}
   SGD(std::vector<Tensor> params, SGDOptions options);
+  SGD(std::vector<OptimizerParamGroup> groups, SGDOptions options);
   void step() override;
-  std::vector<Tensor> state() const override { return momentum_; }
+  std::vector<Tensor> state() const override;
   SGDOptions options;
 
  protected:
-  double& lr_field() override { return options.lr_; }
   OptimizerOptions& options_base() override { return options; }
-  std::vector<Hyperparameter> hyperparameters() const override;
+  void check_options(const OptimizerOptions& o) const override;
+  void add_state(size_t group) override;
+  std::vector<Hyperparameter> hyperparameters(const OptimizerOptions& o) const override;
   const char* name() const override { return "SGD"; }
 
  private:
-  std::vector<Tensor> momentum_;
+  std::vector<Tensor> momentum_;  // per parameter; undefined in groups without momentum
 };
 
+/// Adam's and AdamW's options (AdamWOptions is this with a default weight decay
+/// of 0.01, and setters that return it).
 struct AdamOptions : OptimizerOptions {
   explicit AdamOptions(double lr = 1e-3) : lr_(lr) {}
   double get_lr() const override { return lr_; }
   void set_lr(double lr) override { lr_ = lr; }
-  AdamOptions& lr(double v) { lr_ = v; return *this; }
+  std::unique_ptr<OptimizerOptions> clone() const override {
+    return std::make_unique<AdamOptions>(*this);
+  }
+  AdamOptions& lr(double v) {
+    lr_ = v;
+    return *this;
+  }
   /// (beta1, beta2): a std::tuple (libtorch's type), a std::pair or a braced pair.
   AdamOptions& betas(std::tuple<double, double> b) {
     beta1_ = std::get<0>(b);
@@ -168,94 +258,131 @@ struct AdamOptions : OptimizerOptions {
   double lr() const { return lr_; }
   double eps() const { return eps_; }
   double weight_decay() const { return weight_decay_; }
-  AdamOptions& eps(double v) { eps_ = v; return *this; }
-  AdamOptions& weight_decay(double v) { weight_decay_ = v; return *this; }
+  AdamOptions& eps(double v) {
+    eps_ = v;
+    return *this;
+  }
+  AdamOptions& weight_decay(double v) {
+    weight_decay_ = v;
+    return *this;
+  }
   /// AMSGrad (Reddi et al.): divide by the running maximum of the second moment.
-  AdamOptions& amsgrad(bool v) { amsgrad_ = v; return *this; }
+  AdamOptions& amsgrad(bool v) {
+    amsgrad_ = v;
+    return *this;
+  }
   bool amsgrad() const { return amsgrad_; }
   double lr_, beta1_ = 0.9, beta2_ = 0.999, eps_ = 1e-8, weight_decay_ = 0;
   bool amsgrad_ = false;
 };
 
+/// AdamW's options: Adam's, with a default weight decay of 0.01.
+struct AdamWOptions : AdamOptions {
+  explicit AdamWOptions(double lr = 1e-3) : AdamOptions(lr) { weight_decay_ = 1e-2; }
+  std::unique_ptr<OptimizerOptions> clone() const override {
+    return std::make_unique<AdamWOptions>(*this);
+  }
+  using AdamOptions::amsgrad;
+  using AdamOptions::betas;
+  using AdamOptions::eps;
+  using AdamOptions::lr;
+  using AdamOptions::weight_decay;
+  AdamWOptions& lr(double v) { return self(AdamOptions::lr(v)); }
+  AdamWOptions& betas(std::tuple<double, double> b) { return self(AdamOptions::betas(b)); }
+  AdamWOptions& beta1(double v) { return self(AdamOptions::beta1(v)); }
+  AdamWOptions& beta2(double v) { return self(AdamOptions::beta2(v)); }
+  AdamWOptions& eps(double v) { return self(AdamOptions::eps(v)); }
+  AdamWOptions& weight_decay(double v) { return self(AdamOptions::weight_decay(v)); }
+  AdamWOptions& amsgrad(bool v) { return self(AdamOptions::amsgrad(v)); }
+
+ private:
+  AdamWOptions& self(AdamOptions&) { return *this; }
+};
+
+/// Adam's and AdamW's step and state.
+class AdamBase : public Optimizer {
+ public:
+  std::vector<Tensor> state() const override;
+
+ protected:
+  AdamBase(std::vector<OptimizerParamGroup> groups, bool decoupled_weight_decay);
+  void step_adam();
+  void add_state(size_t group) override;
+  std::vector<Hyperparameter> hyperparameters(const OptimizerOptions& o) const override;
+
+ private:
+  bool decoupled_;  // AdamW: the weight decay applied to the parameter, not the gradient
+  Tensor step_;     // f64 scalar: steps taken (exact to 2^53)
+  std::vector<Tensor> m_, v_;
+  std::vector<Tensor> v_max_;  // per parameter, with amsgrad: the largest v so far
+};
+
 /// Adam (Kingma & Ba), bias-corrected, as torch.optim.Adam (weight decay is L2:
-/// added to the gradient). AdamW is the same with decoupled weight decay.
-class Adam : public Optimizer {
+/// added to the gradient).
+class Adam : public AdamBase {
  public:
   Adam(std::vector<Tensor> params, double lr) : Adam(std::move(params), AdamOptions(lr)) {}
   Adam(std::vector<Tensor> params, AdamOptions options);
-  void step() override;
-  std::vector<Tensor> state() const override;
+  Adam(std::vector<OptimizerParamGroup> groups, AdamOptions options);
+  void step() override { step_adam(); }
   AdamOptions options;
 
  protected:
-  /// Adam's step with the weight decay added to the gradient (L2) or, decoupled,
-  /// applied to the parameter before the update (AdamW).
-  void adam_step(bool decoupled_weight_decay);
-  double& lr_field() override { return options.lr_; }
   OptimizerOptions& options_base() override { return options; }
-  std::vector<Hyperparameter> hyperparameters() const override;
+  void check_options(const OptimizerOptions& o) const override;
   const char* name() const override { return "Adam"; }
-
- private:
-  Tensor step_;  // f64 scalar: steps taken (exact to 2^53)
-  std::vector<Tensor> m_, v_;
-  std::vector<Tensor> v_max_;  // with amsgrad: the largest v so far
-};
-
-/// AdamW's options: Adam's, with a default weight decay of 0.01.
-struct AdamWOptions : OptimizerOptions {
-  explicit AdamWOptions(double lr = 1e-3) : lr_(lr) {}
-  double get_lr() const override { return lr_; }
-  void set_lr(double lr) override { lr_ = lr; }
-  AdamWOptions& lr(double v) { lr_ = v; return *this; }
-  AdamWOptions& betas(std::tuple<double, double> b) {
-    beta1_ = std::get<0>(b);
-    beta2_ = std::get<1>(b);
-    return *this;
-  }
-  AdamWOptions& beta1(double v) {
-    beta1_ = v;
-    return *this;
-  }
-  AdamWOptions& beta2(double v) {
-    beta2_ = v;
-    return *this;
-  }
-  AdamWOptions& eps(double v) { eps_ = v; return *this; }
-  AdamWOptions& weight_decay(double v) { weight_decay_ = v; return *this; }
-  AdamWOptions& amsgrad(bool v) { amsgrad_ = v; return *this; }
-  bool amsgrad() const { return amsgrad_; }
-  double lr_, beta1_ = 0.9, beta2_ = 0.999, eps_ = 1e-8, weight_decay_ = 1e-2;
-  bool amsgrad_ = false;
-  AdamOptions adam() const {
-    return AdamOptions(lr_).betas({beta1_, beta2_}).eps(eps_).weight_decay(weight_decay_).amsgrad(
-        amsgrad_);
-  }
 };
 
 /// AdamW (Loshchilov & Hutter), as torch.optim.AdamW: p -= lr * weight_decay * p,
 /// then Adam's update. The default weight decay is 0.01.
-class AdamW : public Adam {
+class AdamW : public AdamBase {
  public:
   AdamW(std::vector<Tensor> params, double lr) : AdamW(std::move(params), AdamWOptions(lr)) {}
-  AdamW(std::vector<Tensor> params, AdamWOptions options)
-      : Adam(std::move(params), options.adam()) {}
-  void step() override;
+  AdamW(std::vector<Tensor> params, AdamWOptions options);
+  AdamW(std::vector<OptimizerParamGroup> groups, AdamWOptions options);
+  void step() override { step_adam(); }
+  AdamWOptions options;
 
  protected:
+  OptimizerOptions& options_base() override { return options; }
+  void check_options(const OptimizerOptions& o) const override;
   const char* name() const override { return "AdamW"; }
 };
 
-struct RMSpropOptions : OptimizerOptions {
+struct RMSpropOptions : OptimizerCloneableOptions<RMSpropOptions> {
   explicit RMSpropOptions(double lr = 1e-2) : lr_(lr) {}
   double get_lr() const override { return lr_; }
   void set_lr(double lr) override { lr_ = lr; }
-  RMSpropOptions& lr(double v) { lr_ = v; return *this; }
-  RMSpropOptions& alpha(double v) { alpha_ = v; return *this; }
-  RMSpropOptions& eps(double v) { eps_ = v; return *this; }
-  RMSpropOptions& weight_decay(double v) { weight_decay_ = v; return *this; }
-  RMSpropOptions& momentum(double v) { momentum_ = v; return *this; }
-  RMSpropOptions& centered(bool v) { centered_ = v; return *this; }
+  RMSpropOptions& lr(double v) {
+    lr_ = v;
+    return *this;
+  }
+  RMSpropOptions& alpha(double v) {
+    alpha_ = v;
+    return *this;
+  }
+  RMSpropOptions& eps(double v) {
+    eps_ = v;
+    return *this;
+  }
+  RMSpropOptions& weight_decay(double v) {
+    weight_decay_ = v;
+    return *this;
+  }
+  RMSpropOptions& momentum(double v) {
+    momentum_ = v;
+    return *this;
+  }
+  RMSpropOptions& centered(bool v) {
+    centered_ = v;
+    return *this;
+  }
+  KILN_OPTIM_GET(double, lr)
+  KILN_OPTIM_GET(double, alpha)
+  KILN_OPTIM_GET(double, eps)
+  KILN_OPTIM_GET(double, weight_decay)
+  KILN_OPTIM_GET(double, momentum)
+  KILN_OPTIM_GET(bool, centered)
   double lr_, alpha_ = 0.99, eps_ = 1e-8, weight_decay_ = 0, momentum_ = 0;
   bool centered_ = false;
 };
@@ -266,22 +393,26 @@ class RMSprop : public Optimizer {
  public:
   RMSprop(std::vector<Tensor> params, double lr) : RMSprop(std::move(params), RMSpropOptions(lr)) {}
   RMSprop(std::vector<Tensor> params, RMSpropOptions options);
+  RMSprop(std::vector<OptimizerParamGroup> groups, RMSpropOptions options);
   void step() override;
   std::vector<Tensor> state() const override;
   RMSpropOptions options;
 
  protected:
-  double& lr_field() override { return options.lr_; }
   OptimizerOptions& options_base() override { return options; }
-  std::vector<Hyperparameter> hyperparameters() const override;
+  void check_options(const OptimizerOptions& o) const override;
+  void add_state(size_t group) override;
+  std::vector<Hyperparameter> hyperparameters(const OptimizerOptions& o) const override;
   const char* name() const override { return "RMSprop"; }
 
  private:
+  // Per parameter; undefined where the group's options need none.
   std::vector<Tensor> square_avg_, grad_avg_, momentum_;
 };
 
 /// A learning-rate schedule: step() once per epoch (after the optimizer's
-/// steps) sets the optimizer's learning rate for the next epoch.
+/// steps) sets each group's learning rate for the next epoch from the rate the
+/// group had when the scheduler was made.
 class LRScheduler {
  public:
   explicit LRScheduler(Optimizer& optimizer);
@@ -289,15 +420,17 @@ class LRScheduler {
   void step();
   /// Epochs stepped so far.
   int64_t last_epoch() const { return epoch_; }
-  double base_lr() const { return base_lr_; }
+  /// The first group's starting rate.
+  double base_lr() const { return base_lrs_.at(0); }
 
  protected:
-  /// The learning rate for epoch `epoch` (closed form, as PyTorch's _get_closed_form_lr).
-  virtual double lr_at(int64_t epoch) const = 0;
+  /// The learning rate for epoch `epoch` of a group that started at `base_lr`
+  /// (closed form, as PyTorch's _get_closed_form_lr).
+  virtual double lr_at(int64_t epoch, double base_lr) const = 0;
 
  private:
   Optimizer& opt_;
-  double base_lr_;
+  std::vector<double> base_lrs_;
   int64_t epoch_ = 0;
 };
 
@@ -307,7 +440,7 @@ class StepLR : public LRScheduler {
   StepLR(Optimizer& optimizer, int64_t step_size, double gamma = 0.1);
 
  protected:
-  double lr_at(int64_t epoch) const override;
+  double lr_at(int64_t epoch, double base_lr) const override;
 
  private:
   int64_t step_size_;
@@ -321,7 +454,7 @@ class CosineAnnealingLR : public LRScheduler {
   CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min = 0);
 
  protected:
-  double lr_at(int64_t epoch) const override;
+  double lr_at(int64_t epoch, double base_lr) const override;
 
  private:
   int64_t t_max_;

@@ -255,12 +255,22 @@ class Tensor {
   /// A copy with src[i][j] added at [i][index[i][j]] for dim 1 (torch.scatter_add);
   /// index and src have this tensor's shape except in `dim`.
   Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src, KILN_LOC) const;
+  /// A copy with src[i][j] written at [i][index[i][j]] for dim 1 (torch.scatter;
+  /// shapes as scatter_add's), or `value` written there. A place that several
+  /// indices name gets the mean of their values (PyTorch: one of them,
+  /// undefined which), so equal values, as in a one-hot, stay exact.
+  Tensor scatter(int64_t dim, const Tensor& index, const Tensor& src, KILN_LOC) const;
+  Tensor scatter(int64_t dim, const Tensor& index, Scalar value, KILN_LOC) const;
+  Tensor& scatter_(int64_t dim, const Tensor& index, const Tensor& src, KILN_LOC);
+  Tensor& scatter_(int64_t dim, const Tensor& index, Scalar value, KILN_LOC);
   /// A copy with alpha * source's slice k added at index[k] along dim
   /// (torch.index_add): source is this shape with dim of index's length.
   Tensor index_add(int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha = 1,
                    KILN_LOC) const;
   Tensor& index_add_(int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha = 1, KILN_LOC);
-  /// x[indices] += values (one 1-D index tensor along dim 0; accumulate must be true).
+  /// x[indices] += values (accumulate) or x[indices] = values: one 1-D index
+  /// tensor along dim 0; a row indexed twice gets the mean of its values when
+  /// assigned (PyTorch: one of them, undefined which).
   Tensor& index_put_(const std::vector<Tensor>& indices, const Tensor& values, bool accumulate, KILN_LOC);
 
   // ---- elementwise ----
@@ -637,6 +647,8 @@ Tensor triu(const Tensor& x, int64_t diagonal = 0, KILN_LOC);
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index, KILN_LOC);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index, KILN_LOC);
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, KILN_LOC);
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, KILN_LOC);
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, Scalar value, KILN_LOC);
 Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha = 1,
                  KILN_LOC);
 /// True when both have the same shape and all elements are within atol + rtol * |b|.
@@ -768,6 +780,7 @@ struct Slice {
   Slice(NoneIndex, std::optional<int64_t> stop = std::nullopt, int64_t step = 1)
       : stop(stop), step(step) {}
   Slice(int64_t start, NoneIndex, int64_t step = 1) : start(start), step(step) {}
+  Slice(NoneIndex, NoneIndex, int64_t step = 1) : step(step) {}
 };
 struct TensorIndex {
   std::variant<int64_t, Slice, NoneIndex, EllipsisIndex, Tensor> what;

@@ -27,7 +27,8 @@ build() {
   g++ -std=c++17 -O1 -I"$inc" "$root/tests/compat/$1.cpp" -o "$work/$1" -ltorch -ltorch_cpu -lc10 -pthread
 }
 programs=(spellings autograd_tutorial mnist_lenet dcgan_step custom_dataset sequence_rnn uint8_images
-          tabular_regression denoising_autoencoder transformer_classifier shapes_vae)
+          tabular_regression denoising_autoencoder transformer_classifier shapes_vae grouped_finetune
+          encoder_tagger)
 if grep -q "define USE_C10D_MPI" /usr/include/torch/csrc/distributed/c10d/*.h* 2>/dev/null; then
   programs+=(ddp_mpi)
 else
@@ -43,6 +44,7 @@ for p in "${programs[@]}"; do
     dcgan_step) (cd "$work" && ./"$p" "$work/data" 6) ;;
     ddp_mpi) (cd "$work" && ./"$p" "$work/data" 1) ;;
     sequence_rnn) (cd "$work" && ./"$p" "$work/data" 30) ;;
+    grouped_finetune) (cd "$work" && ./"$p" "$work") ;;
     *) (cd "$work" && ./"$p" "$work/data") ;;
   esac
 done

@@ -253,8 +253,10 @@ TEST_CASE("repeat, index_put_, addmm, param_groups and printing") {
   z.index_put_({1, indexing::Slice(1, indexing::None)}, 7);
   z.index_put_({0, 0}, tensor({5.f}));
   CHECK(z.to_vector<float>() == std::vector<float>{5, 0, 0, 0, 7, 7});
-  // Integer tensor indices are index_put_(indices, value, accumulate = false)'s.
-  KILN_CHECK_ERROR(z.index_put_({tensor({0})}, 1), "index_put_: only accumulate=true is supported");
+  // Integer tensor indices are index_put_(indices, value, accumulate = false)'s:
+  // they assign rows.
+  z.index_put_({tensor({0})}, 1);
+  CHECK(z.to_vector<float>() == std::vector<float>{1, 1, 1, 0, 7, 7});
   KILN_CHECK_ERROR(z.index_put_({tensor({0}), 1}, 1), "a tensor index with other indices");
   // A bool mask assigns where it is true (libtorch's x.index_put_({x < 0}, 0)),
   // eagerly and traced.

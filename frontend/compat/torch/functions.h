@@ -455,6 +455,14 @@ struct scatter_add_fn {
     return x.t.scatter_add(dim, index, src, x.loc);
   }
 };
+struct scatter_fn {
+  Tensor operator()(TensorAt x, int64_t dim, const Tensor& index, const Tensor& src) const {
+    return x.t.scatter(dim, index, src, x.loc);
+  }
+  Tensor operator()(TensorAt x, int64_t dim, const Tensor& index, Scalar value) const {
+    return x.t.scatter(dim, index, value, x.loc);
+  }
+};
 struct flip_fn {
   Tensor operator()(TensorAt x, IntList dims) const { return x.t.flip(dims.vec(), x.loc); }
 };
@@ -706,6 +714,7 @@ inline constexpr detail::select_fn select{};
 inline constexpr detail::index_select_fn index_select{};
 inline constexpr detail::gather_fn gather{};
 inline constexpr detail::scatter_add_fn scatter_add{};
+inline constexpr detail::scatter_fn scatter{};
 inline constexpr detail::flip_fn flip{};
 inline constexpr detail::roll_fn roll{};
 inline constexpr detail::chunk_fn chunk{};

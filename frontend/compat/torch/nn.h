@@ -156,6 +156,10 @@ using kiln::nn::TanhImpl;
 using kiln::nn::TransformerEncoderLayer;
 using kiln::nn::TransformerEncoderLayerImpl;
 using kiln::nn::TransformerEncoderLayerOptions;
+using kiln::nn::TransformerEncoder;
+using kiln::nn::TransformerEncoderImpl;
+using kiln::nn::TransformerEncoderOptions;
+using kiln::nn::AnyModule;
 using kiln::nn::Unflatten;
 using kiln::nn::UnflattenImpl;
 using kiln::nn::UnflattenOptions;
@@ -194,15 +198,27 @@ struct CrossEntropyLossOptions {
 };
 
 namespace utils {
-using kiln::nn::utils::clip_grad_norm_;
 using kiln::nn::utils::clip_grad_value_;
+/// clip_grad_norm_'s result: libtorch's is a double (read back from the
+/// device). Here it converts to one when used as a number, and is read only
+/// then, so a traced step that ignores it clips inside its plan; `.tensor` is
+/// the 0-dim norm.
+struct GradNorm {
+  Tensor tensor;
+  operator double() const { return tensor.item<double>(); }  // NOLINT: implicit, as libtorch's double
+};
+inline std::ostream& operator<<(std::ostream& os, const GradNorm& n) { return os << double(n); }
+inline GradNorm clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm,
+                                double norm_type = 2.0, kiln::Loc l = kiln::Loc::current()) {
+  return {kiln::nn::utils::clip_grad_norm_(parameters, max_norm, norm_type, l)};
+}
 inline void clip_grad_value_(const Tensor& parameter, double clip_value,
                              kiln::Loc l = kiln::Loc::current()) {
   kiln::nn::utils::clip_grad_value_(std::vector<Tensor>{parameter}, clip_value, l);
 }
-inline Tensor clip_grad_norm_(const Tensor& parameter, double max_norm, double norm_type = 2.0,
-                              kiln::Loc l = kiln::Loc::current()) {
-  return kiln::nn::utils::clip_grad_norm_(std::vector<Tensor>{parameter}, max_norm, norm_type, l);
+inline GradNorm clip_grad_norm_(const Tensor& parameter, double max_norm, double norm_type = 2.0,
+                                kiln::Loc l = kiln::Loc::current()) {
+  return clip_grad_norm_(std::vector<Tensor>{parameter}, max_norm, norm_type, l);
 }
 }  // namespace utils
 

@@ -266,34 +266,76 @@ double cycles_per_second() {
   return hz;
 }
 
-// A unary math op's arithmetic alone: its eager kernel called on this thread
-// over 4096 floats that stay in L1 (16 KiB in, 16 KiB out). Counters: ns and
-// core cycles an element (cycles_per_second). Against the memory time a row of
-// BM_Unary allows, this says whether an op can keep the triad's pace: at 0.8 of
-// a 30 GB/s triad an element (8 bytes counted) has 0.33 ns.
+// The triad bandwidth rows are read against: BM_Triad's in this run where it
+// ran first, else the start-up probe's.
+double triad_for_rows() {
+  return g_bm_triad_bytes_per_second > 0 ? g_bm_triad_bytes_per_second
+                                         : bench::triad_bytes_per_second();
+}
+
+// The roofline's arithmetic side: a unary math op's eager kernel (the one traced
+// plans share) on arg 0 threads of the pool at once (1, and all of the pool's,
+// as the triad runs: on this 2-vCPU VM the two hyperthreads of one core, which
+// share its FMA ports), each calling it over its own 4096 floats (16 KiB in, 16
+// KiB out: L1 for one thread, L1 and L2 for two), so that memory plays no part. Each thread calls
+// the kernel until a common deadline 2 ms after the iteration starts, so that a thread the pool
+// starts late does not stretch the time of the one that ran. Counters: ns_per_element (wall time an
+// element, the threads together), cycles_per_element (core cycles, cycles_per_second), lanes (how
+// many of the threads ran the kernel more than once, on average), cores (bandwidth.h: CoresHeld),
+// and max_of_triad: the fraction of the triad a row of BM_Unary would read if arithmetic alone
+// bounded it, counted as those rows count it: 8 bytes an element (4 read, 4 written) against the
+// triad's 12 (two floats read, one written; write-allocate counted by neither), so 0.8 of triad
+// needs an element every 10 / triad_bytes_per_ns ns. A memory-bound row reads at most 0.89 of the
+// triad (report_bytes), so an op whose max_of_triad, with both threads of the core, is under 0.8
+// cannot reach 0.8 here however its loads and its arithmetic overlap.
 void BM_UnaryInCache(benchmark::State& state, OpKind k) {
   constexpr int64_t kN = 4096;
+  const int threads = static_cast<int>(state.range(0));
+  if (threads > num_threads()) {
+    state.SkipWithError("more threads than the pool runs");
+    return;
+  }
   manual_seed(0);
-  Tensor x = randn({kN});
-  std::vector<float> out(static_cast<size_t>(kN));
+  Tensor x = randn({threads * kN});
+  std::vector<float> out(static_cast<size_t>(threads * kN));
   const auto kernel =
       eager_cpu_kernel(k, {}, {DType::f32}, DType::f32, cpu_compile_options(compile_options()));
   if (!kernel || !kernel->fn) {
     state.SkipWithError("no compiled kernel for this op");
     return;
   }
-  void* ptrs[] = {x.data_ptr(), out.data()};
+  using Clock = std::chrono::steady_clock;
+  std::vector<int64_t> calls(static_cast<size_t>(threads));
+  double elements = 0, seconds = 0, lanes = 0;
+  const bench::CoresHeld held;
   for (auto _ : state) {
-    kernel->fn(ptrs, 0, kN);
-    benchmark::DoNotOptimize(out.data());
+    std::fill(calls.begin(), calls.end(), 0);
+    const auto t0 = Clock::now();
+    const auto deadline = t0 + std::chrono::milliseconds(2);
+    parallel_for(threads, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t t = lo; t < hi; ++t) {
+        void* ptrs[] = {static_cast<float*>(x.data_ptr()) + t * kN, out.data() + t * kN};
+        do {
+          kernel->fn(ptrs, 0, kN);
+          ++calls[static_cast<size_t>(t)];
+        } while (Clock::now() < deadline);
+      }
+    });
+    seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+    for (int64_t c : calls) {
+      elements += static_cast<double>(c * kN);
+      lanes += c > 1 ? 1 : 0;
+    }
   }
-  state.counters["ns_per_element"] =
-      benchmark::Counter(double(kN) * 1e-9, benchmark::Counter::kIsIterationInvariantRate |
-                                                benchmark::Counter::kInvert);
-  state.counters["cycles_per_element"] = benchmark::Counter(
-      double(kN) / cycles_per_second(),
-      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
-  state.SetLabel("one thread, in L1, " + cpu_target_name());
+  benchmark::DoNotOptimize(out.data());
+  const double per_element = seconds / elements;
+  state.counters["ns_per_element"] = per_element * 1e9;
+  state.counters["cycles_per_element"] = per_element * cycles_per_second();
+  state.counters["lanes"] = lanes / static_cast<double>(state.iterations());
+  state.counters["cores"] = held.fraction();
+  state.counters["max_of_triad"] = 8.0 / per_element / triad_for_rows();
+  state.SetLabel(std::to_string(threads) + (threads == 1 ? " thread" : " threads") + " in cache, " +
+                 cpu_target_name());
 }
 
 void register_table_benchmarks() {
@@ -312,9 +354,14 @@ void register_table_benchmarks() {
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);
   for (OpKind k : all_ops())
-    if (is_math(k) && op_info(k).arity == 1)
-      benchmark::RegisterBenchmark((std::string("BM_UnaryInCache/") + op_name(k)).c_str(),
-                                   BM_UnaryInCache, k);
+    if (is_math(k) && op_info(k).arity == 1) {
+      auto* row = benchmark::RegisterBenchmark(
+                      (std::string("BM_UnaryInCache/") + op_name(k)).c_str(), BM_UnaryInCache, k)
+                      ->ArgName("threads")
+                      ->Arg(1)
+                      ->UseRealTime();
+      if (num_threads() > 1) row->Arg(num_threads());
+    }
 }
 
 // A small broadcast inner dimension: a [4] bias over [4M, 4], then relu.
@@ -348,6 +395,39 @@ BENCHMARK(BM_LayerNormRows)
     ->ArgsProduct({{256, 1024, 4096, 16384}, {kEager, kUnfused, kFused}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
+
+// BM_UnaryInCache's roofline for the row kernels: softmax rows of 4096 and
+// layer-norm rows of 1024 (BM_SoftmaxRows, BM_LayerNormRows), traced and fused,
+// over 256 KiB of rows (in and out: L2) on the pool, so that memory plays no
+// part. The time includes each call's own cost (an output from the caching
+// allocator, the pool's fork and join: about BM_TinyCall's time, a few percent
+// of a call here), so max_of_triad (as BM_UnaryInCache's, 8 bytes an element)
+// is a little under the arithmetic's own bound.
+void BM_RowsInCache(benchmark::State& state, bool softmax) {
+  const int64_t cols = softmax ? 4096 : 1024;
+  manual_seed(0);
+  Tensor x = randn({(int64_t(1) << 15) / cols, cols});
+  auto traced =
+      softmax ? jit([](Tensor t) { return t.softmax(1); }, "bench") : jit(layer_norm, "bench");
+  traced(x);
+  const bench::CoresHeld held;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto _ : state) {
+    Tensor y = traced(x);
+    benchmark::DoNotOptimize(y.impl());
+  }
+  const double per_element =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
+      static_cast<double>(state.iterations() * x.numel());
+  state.counters["ns_per_element"] = per_element * 1e9;
+  state.counters["cycles_per_element"] = per_element * cycles_per_second();
+  state.counters["cores"] = held.fraction();
+  state.counters["max_of_triad"] = 8.0 / per_element / triad_for_rows();
+  state.SetLabel(std::string(softmax ? "softmax rows of 4096" : "layer-norm rows of 1024") +
+                 ", fused, in cache, " + std::to_string(num_threads()) + " threads");
+}
+BENCHMARK_CAPTURE(BM_RowsInCache, softmax, true)->UseRealTime();
+BENCHMARK_CAPTURE(BM_RowsInCache, layer_norm, false)->UseRealTime();
 
 // MLP forward, batch 256, 784-1024-1024-10, against OpenBLAS alone for its three matmuls.
 struct Mlp {

@@ -19,8 +19,8 @@
 //       the target fuses multiply-adds, else 4 short ones), polynomials on
 //       [-pi/4, pi/4], and the quadrant n mod 4, n's low bits as an integer,
 //       picks sin/cos and the sign; past |x| = 1e4, libm's (llvm_trig.cpp).
-// tanh: t / (-2 - t) with t = expm1(-2|x|), sign restored (a NaN passes the
-//       clamp of |x|); expm1 is exp's reduction with an e^r - 1 polynomial,
+// tanh: u / (2 - u) with u = -expm1(-2|x|), x's sign or-ed in (a NaN passes
+//       the clamp of |x|); expm1 is exp's reduction with an e^r - 1 polynomial,
 //       exact at n = 0 for small |x|.
 // erf:  a + a (P(a^2) - 1) below 1/2; 1 - exp(-x^2) g(x) above, g a Chebyshev fit
 //       of erfc(x) exp(x^2) on [1/2, 3] and [3, 6] (f64), coefficients generated
@@ -259,13 +259,14 @@ struct M {
     return scale(p, t);
   }
 
-  // e^(-w q) - 1 for w q in [0, 40], accurate near 0 (reduce_ln2_neg).
-  llvm::Value* expm1_neg(llvm::Value* q, double w) {
+  // 1 - e^(-w q) for w q in [0, 40], accurate near 0 (reduce_ln2_neg): -expm1,
+  // negated exactly (-s p + (1 - s)), so that it is +0, not -0, at q = 0.
+  llvm::Value* one_minus_exp_neg(llvm::Value* q, double w) {
     llvm::Value* r2;
     llvm::Value* s = pow2_bits(reduce_ln2_neg(q, w, 0, &r2));
     // r + r^2/2! + ... = r * (1 + r/2! + r^2/3! + ...), r = -w r2
     llvm::Value* p = mul(r2, poly(r2, in_neg(dbl ? taylor(14, 1) : kExpm1Over32, w, 1)));
-    return fma(s, p, sub(s, c(1.0)));
+    return fma(b.CreateFNeg(s), p, sub(c(1.0), s));
   }
 
   // x = m 2^e with m in [sqrt(1/2), sqrt(2)), for a positive normal x (other x:
@@ -422,9 +423,10 @@ struct M {
     // |x| clamped to 20 so that a NaN passes (vminps keeps its second operand).
     llvm::Value* a = fabs(x);
     a = sel(b.CreateFCmpOGT(a, c(20.0)), c(20.0), a);
-    llvm::Value* t = expm1_neg(a, 2.0);
-    llvm::Value* r = div(t, sub(c(-2.0), t));
-    return call(llvm::Intrinsic::copysign, r, x);
+    // u / (2 - u) with u = 1 - e^(-2a): the bits of t / (-2 - t) for t = -u, but
+    // never -0, so that x's sign is or-ed in (two operations, copysign three).
+    llvm::Value* u = one_minus_exp_neg(a, 2.0);
+    return with_sign_of(div(u, sub(c(2.0), u)), x);
   }
 
   // x * y as an unevaluated sum hi + lo, exactly: with an FMA where the target

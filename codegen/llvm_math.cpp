@@ -171,7 +171,8 @@ struct M {
   llvm::Value* isnan(llvm::Value* x) { return b.CreateFCmpUNO(x, x); }
   llvm::Value* fabs(llvm::Value* x) { return call(llvm::Intrinsic::fabs, x); }
   // copysign(r, x) for an r with its sign bit clear (+0, a positive value, a
-  // NaN): x's sign bit or-ed in, two operations where copysign is three (x86).
+  // NaN) or already x's: x's sign bit or-ed in, two operations where copysign is
+  // three (x86).
   llvm::Value* with_sign_of(llvm::Value* r, llvm::Value* x) {
     const int64_t sign =
         dbl ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int32_t>::min();
@@ -587,14 +588,16 @@ struct M {
   // e^r - 1 = r (1 + r/2! + ...), exact in the sum at n = 0. Taken as 2 (s p +
   // (s - 1/2)) with s = 2^(n-1), so that 2^n itself never overflows (n up to
   // 128, 1024): the product does, where e^x - 1 does. -1 below -40 (e^-40 is
-  // under half an ulp of 1), x itself below 2^-(p+1) (signed zeros, subnormals).
+  // under half an ulp of 1). Small x need no select of their own: at n = 0, r =
+  // x and p = x (1 + x/2 + ...) rounds to x below 2^-(p+1), and halving it
+  // rounds only where it is subnormal (by one unit, 1 ulp there); the result
+  // has x's sign, or-ed in for -0 (where r is +0).
   llvm::Value* expm1(llvm::Value* x) {
     llvm::Value* xc = clamp(x, -40.0, dbl ? 710.0 : 89.0);
     llvm::Value *n, *r, *s;
     reduce_ln2_pow2(xc, -1, &n, &r, &s);
     llvm::Value* p = mul(r, poly(r, dbl ? taylor(14, 1) : kExpm1Over32));
-    llvm::Value* res = mul(fma(s, p, sub(s, c(0.5))), c(2.0));
-    return sel(b.CreateFCmpOLT(fabs(x), c(dbl ? 0x1p-54 : 0x1p-25)), x, res);
+    return with_sign_of(mul(fma(s, p, sub(s, c(0.5))), c(2.0)), x);
   }
 
   llvm::Value* ceil(llvm::Value* x) { return call(llvm::Intrinsic::ceil, x); }

@@ -245,13 +245,14 @@ void BM_Composite(benchmark::State& state, OpKind k) {
 }
 
 // Core clock cycles per second, from a chain of dependent one-cycle integer
-// additions (the VM has no cycle counters): best of several timings, once.
+// additions (the VM has no cycle counters): best of 50 timings of 0.7 ms each
+// (short, so that on a shared machine some run unpreempted), once.
 double cycles_per_second() {
   static const double hz = [] {
     double best = 0;
-    for (int r = 0; r < 5; ++r) {
+    for (int r = 0; r < 50; ++r) {
       uint64_t v = 0;
-      constexpr int64_t kIters = 1 << 22;
+      constexpr int64_t kIters = 1 << 18;
       const auto t0 = std::chrono::steady_clock::now();
       for (int64_t i = 0; i < kIters; ++i)
         asm volatile(
@@ -277,17 +278,25 @@ double triad_for_rows() {
 // plans share) on arg 0 threads of the pool at once (1, and all of the pool's,
 // as the triad runs: on this 2-vCPU VM the two hyperthreads of one core, which
 // share its FMA ports), each calling it over its own 4096 floats (16 KiB in, 16
-// KiB out: L1 for one thread, L1 and L2 for two), so that memory plays no part. Each thread calls
-// the kernel until a common deadline 2 ms after the iteration starts, so that a thread the pool
-// starts late does not stretch the time of the one that ran. Counters: ns_per_element (wall time an
-// element, the threads together), cycles_per_element (core cycles, cycles_per_second), lanes (how
-// many of the threads ran the kernel more than once, on average), cores (bandwidth.h: CoresHeld),
-// and max_of_triad: the fraction of the triad a row of BM_Unary would read if arithmetic alone
-// bounded it, counted as those rows count it: 8 bytes an element (4 read, 4 written) against the
-// triad's 12 (two floats read, one written; write-allocate counted by neither), so 0.8 of triad
-// needs an element every 10 / triad_bytes_per_ns ns. A memory-bound row reads at most 0.89 of the
-// triad (report_bytes), so an op whose max_of_triad, with both threads of the core, is under 0.8
-// cannot reach 0.8 here however its loads and its arithmetic overlap.
+// KiB out: L1 for one thread, L1 and L2 for two), so that memory plays no part.
+// Each thread calls the kernel until a common deadline 2 ms after the iteration
+// starts and times every call. A call counts where every other thread was
+// calling the kernel from before it began until after it ended (co_run: the
+// share of calls that did; 1 on one thread), so that on a machine other
+// processes share, the core's throughput is read from calls during which all of
+// it ran this kernel; the time is the 20th percentile of those calls (a call
+// preempted, or sharing its core with another process, is slower). Counters:
+// ns_per_element (the threads together: a call's time over threads x 4096),
+// cycles_per_element (core cycles, cycles_per_second), co_run, cores
+// (bandwidth.h: CoresHeld), and max_of_triad: the fraction of the triad a row of
+// BM_Unary would read if arithmetic alone bounded it, counted as those rows
+// count it: 8 bytes an element (4 read, 4 written) against the triad's 12 (two
+// floats read, one written; write-allocate counted by neither), so 0.8 of the
+// triad needs an element every 10 / triad_bytes_per_ns ns. A memory-bound row
+// reads at most 0.89 of the triad (report_bytes), so an op whose max_of_triad on
+// all threads is under 0.8 cannot reach 0.8 here however its loads and its
+// arithmetic overlap. max_of_probe: the same against the start-up probe (best
+// of ten triad passes, steadier than BM_Triad's mean on a shared machine).
 void BM_UnaryInCache(benchmark::State& state, OpKind k) {
   constexpr int64_t kN = 4096;
   const int threads = static_cast<int>(state.range(0));
@@ -305,35 +314,56 @@ void BM_UnaryInCache(benchmark::State& state, OpKind k) {
     return;
   }
   using Clock = std::chrono::steady_clock;
-  std::vector<int64_t> calls(static_cast<size_t>(threads));
-  double elements = 0, seconds = 0, lanes = 0;
+  struct Call {
+    int64_t begin, end;  // ns since the iteration started
+  };
+  std::vector<std::vector<Call>> calls(static_cast<size_t>(threads));
+  std::vector<double> counted;  // ns of the calls that count
+  double all_calls = 0;
   const bench::CoresHeld held;
   for (auto _ : state) {
-    std::fill(calls.begin(), calls.end(), 0);
     const auto t0 = Clock::now();
     const auto deadline = t0 + std::chrono::milliseconds(2);
+    auto ns = [t0](Clock::time_point t) {
+      return std::chrono::duration_cast<std::chrono::nanoseconds>(t - t0).count();
+    };
     parallel_for(threads, 1, [&](int64_t lo, int64_t hi) {
       for (int64_t t = lo; t < hi; ++t) {
         void* ptrs[] = {static_cast<float*>(x.data_ptr()) + t * kN, out.data() + t * kN};
-        do {
+        std::vector<Call>& mine = calls[static_cast<size_t>(t)];
+        mine.clear();
+        for (Clock::time_point now = Clock::now(); now < deadline;) {
+          const int64_t begin = ns(now);
           kernel->fn(ptrs, 0, kN);
-          ++calls[static_cast<size_t>(t)];
-        } while (Clock::now() < deadline);
+          now = Clock::now();
+          mine.push_back({begin, ns(now)});
+        }
       }
     });
-    seconds += std::chrono::duration<double>(Clock::now() - t0).count();
-    for (int64_t c : calls) {
-      elements += static_cast<double>(c * kN);
-      lanes += c > 1 ? 1 : 0;
-    }
+    for (size_t t = 0; t < calls.size(); ++t)
+      for (const Call& c : calls[t]) {
+        bool all_ran = true;
+        for (size_t o = 0; o < calls.size(); ++o)
+          all_ran = all_ran && (o == t || (!calls[o].empty() && calls[o].front().begin <= c.begin &&
+                                           calls[o].back().end >= c.end));
+        all_calls += 1;
+        if (all_ran) counted.push_back(static_cast<double>(c.end - c.begin));
+      }
   }
   benchmark::DoNotOptimize(out.data());
-  const double per_element = seconds / elements;
+  if (counted.empty()) {
+    state.SkipWithError("the threads never ran together");
+    return;
+  }
+  auto at = counted.begin() + static_cast<ptrdiff_t>(counted.size() / 5);
+  std::nth_element(counted.begin(), at, counted.end());
+  const double per_element = *at * 1e-9 / static_cast<double>(threads * kN);
   state.counters["ns_per_element"] = per_element * 1e9;
   state.counters["cycles_per_element"] = per_element * cycles_per_second();
-  state.counters["lanes"] = lanes / static_cast<double>(state.iterations());
+  state.counters["co_run"] = static_cast<double>(counted.size()) / all_calls;
   state.counters["cores"] = held.fraction();
   state.counters["max_of_triad"] = 8.0 / per_element / triad_for_rows();
+  state.counters["max_of_probe"] = 8.0 / per_element / bench::triad_bytes_per_second();
   state.SetLabel(std::to_string(threads) + (threads == 1 ? " thread" : " threads") + " in cache, " +
                  cpu_target_name());
 }
@@ -399,10 +429,12 @@ BENCHMARK(BM_LayerNormRows)
 // BM_UnaryInCache's roofline for the row kernels: softmax rows of 4096 and
 // layer-norm rows of 1024 (BM_SoftmaxRows, BM_LayerNormRows), traced and fused,
 // over 256 KiB of rows (in and out: L2) on the pool, so that memory plays no
-// part. The time includes each call's own cost (an output from the caching
-// allocator, the pool's fork and join: about BM_TinyCall's time, a few percent
-// of a call here), so max_of_triad (as BM_UnaryInCache's, 8 bytes an element)
-// is a little under the arithmetic's own bound.
+// part. Every call is timed and the 20th percentile taken (as BM_UnaryInCache
+// does: a call whose threads did not all run, or shared their core with another
+// process, is slower). A call's time includes its own cost (an output from the
+// caching allocator, the pool's fork and join: about BM_TinyCall's time, a few
+// percent of a call here), so max_of_triad (as BM_UnaryInCache's, 8 bytes an
+// element) is a little under the arithmetic's own bound.
 void BM_RowsInCache(benchmark::State& state, bool softmax) {
   const int64_t cols = softmax ? 4096 : 1024;
   manual_seed(0);
@@ -410,19 +442,22 @@ void BM_RowsInCache(benchmark::State& state, bool softmax) {
   auto traced =
       softmax ? jit([](Tensor t) { return t.softmax(1); }, "bench") : jit(layer_norm, "bench");
   traced(x);
+  std::vector<double> seconds;
   const bench::CoresHeld held;
-  const auto t0 = std::chrono::steady_clock::now();
   for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
     Tensor y = traced(x);
     benchmark::DoNotOptimize(y.impl());
+    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
-  const double per_element =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
-      static_cast<double>(state.iterations() * x.numel());
+  auto at = seconds.begin() + static_cast<ptrdiff_t>(seconds.size() / 5);
+  std::nth_element(seconds.begin(), at, seconds.end());
+  const double per_element = *at / static_cast<double>(x.numel());
   state.counters["ns_per_element"] = per_element * 1e9;
   state.counters["cycles_per_element"] = per_element * cycles_per_second();
   state.counters["cores"] = held.fraction();
   state.counters["max_of_triad"] = 8.0 / per_element / triad_for_rows();
+  state.counters["max_of_probe"] = 8.0 / per_element / bench::triad_bytes_per_second();
   state.SetLabel(std::string(softmax ? "softmax rows of 4096" : "layer-norm rows of 1024") +
                  ", fused, in cache, " + std::to_string(num_threads()) + " threads");
 }

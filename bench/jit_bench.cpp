@@ -284,7 +284,7 @@ double triad_for_rows() {
 // calling the kernel from before it began until after it ended (co_run: the
 // share of calls that did; 1 on one thread), so that on a machine other
 // processes share, the core's throughput is read from calls during which all of
-// it ran this kernel; the time is the 20th percentile of those calls (a call
+// it ran this kernel; the time is the 5th percentile of those calls (a call
 // preempted, or sharing its core with another process, is slower). Counters:
 // ns_per_element (the threads together: a call's time over threads x 4096),
 // cycles_per_element (core cycles, cycles_per_second), co_run, cores
@@ -355,7 +355,7 @@ void BM_UnaryInCache(benchmark::State& state, OpKind k) {
     state.SkipWithError("the threads never ran together");
     return;
   }
-  auto at = counted.begin() + static_cast<ptrdiff_t>(counted.size() / 5);
+  auto at = counted.begin() + static_cast<ptrdiff_t>(counted.size() / 20);
   std::nth_element(counted.begin(), at, counted.end());
   const double per_element = *at * 1e-9 / static_cast<double>(threads * kN);
   state.counters["ns_per_element"] = per_element * 1e9;
@@ -429,7 +429,7 @@ BENCHMARK(BM_LayerNormRows)
 // BM_UnaryInCache's roofline for the row kernels: softmax rows of 4096 and
 // layer-norm rows of 1024 (BM_SoftmaxRows, BM_LayerNormRows), traced and fused,
 // over 256 KiB of rows (in and out: L2) on the pool, so that memory plays no
-// part. Every call is timed and the 20th percentile taken (as BM_UnaryInCache
+// part. Every call is timed and the 5th percentile taken (as BM_UnaryInCache
 // does: a call whose threads did not all run, or shared their core with another
 // process, is slower). A call's time includes its own cost (an output from the
 // caching allocator, the pool's fork and join: about BM_TinyCall's time, a few
@@ -450,7 +450,7 @@ void BM_RowsInCache(benchmark::State& state, bool softmax) {
     benchmark::DoNotOptimize(y.impl());
     seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
-  auto at = seconds.begin() + static_cast<ptrdiff_t>(seconds.size() / 5);
+  auto at = seconds.begin() + static_cast<ptrdiff_t>(seconds.size() / 20);
   std::nth_element(seconds.begin(), at, seconds.end());
   const double per_element = *at / static_cast<double>(x.numel());
   state.counters["ns_per_element"] = per_element * 1e9;

@@ -578,7 +578,7 @@ struct M {
     llvm::Value* two_s = log1p_parts(g, add(g, c(8.0)), &q);  // 4 times log1p's
     llvm::Value* ef = b.CreateSIToFP(b.CreateSub(k, ic(bias)), ft);
     llvm::Value* r = log_sum(two_s, q, ef, ln2_hi(), ln2_lo(), 0.25);
-    r = call(llvm::Intrinsic::copysign, r, x);
+    r = with_sign_of(r, x);  // r has x's sign but at x = -0 (+0)
     r = sel(b.CreateFCmpOEQ(x, c(INFINITY)), x, r);
     r = sel(b.CreateFCmpOEQ(x, c(-1.0)), c(-INFINITY), r);
     return sel(b.CreateFCmpULT(x, c(-1.0)), c(NAN), r);  // below -1 or NaN

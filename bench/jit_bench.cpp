@@ -285,7 +285,8 @@ double triad_for_rows() {
 // share of calls that did; 1 on one thread), so that on a machine other
 // processes share, the core's throughput is read from calls during which all of
 // it ran this kernel; the time is the 5th percentile of those calls (a call
-// preempted, or sharing its core with another process, is slower). Counters:
+// preempted, or sharing its core with another process, is slower; the figure
+// errs fast, so max_of_triad errs high: an op under 0.8 by it is). Counters:
 // ns_per_element (the threads together: a call's time over threads x 4096),
 // cycles_per_element (core cycles, cycles_per_second), co_run, cores
 // (bandwidth.h: CoresHeld), and max_of_triad: the fraction of the triad a row of

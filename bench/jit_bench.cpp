@@ -280,11 +280,10 @@ double triad_for_rows() {
 // share its FMA ports), each calling it over its own 4096 floats (16 KiB in, 16
 // KiB out: L1 for one thread, L1 and L2 for two), so that memory plays no part.
 // Each thread calls the kernel until a common deadline 2 ms after the iteration
-// starts and times every call. A call counts where every other thread was
-// calling the kernel from before it began until after it ended (co_run: the
-// share of calls that did; 1 on one thread), so that on a machine other
-// processes share, the core's throughput is read from calls during which all of
-// it ran this kernel; the time is the 5th percentile of those calls (a call
+// starts and times every call. A call counts where every other thread ran the
+// kernel throughout it (ran_throughout; co_run: the share of calls that
+// counted, 1 on one thread), so that on a machine other processes share, the
+// core's throughput is read from calls during which all of it ran this kernel; the time is the 5th percentile of those calls (a call
 // preempted, or sharing its core with another process, is slower; the figure
 // errs fast, so max_of_triad errs high: an op under 0.8 by it is). Counters:
 // ns_per_element (the threads together: a call's time over threads x 4096),
@@ -298,6 +297,27 @@ double triad_for_rows() {
 // all threads is under 0.8 cannot reach 0.8 here however its loads and its
 // arithmetic overlap. max_of_probe: the same against the start-up probe (best
 // of ten triad passes, steadier than BM_Triad's mean on a shared machine).
+struct KernelCall {
+  int64_t begin, end;  // ns since the iteration started
+};
+
+// Whether a thread whose calls (in order) are `calls` was running the kernel
+// throughout c, another thread's call: calls cover c with no gap and none took
+// over twice c's time (a thread preempted within a call, or between two, would
+// have left c's core to its own thread alone).
+bool ran_throughout(const std::vector<KernelCall>& calls, const KernelCall& c) {
+  const int64_t length = c.end - c.begin, slack = length / 8;
+  auto it = std::lower_bound(calls.begin(), calls.end(), c.begin,
+                             [](const KernelCall& a, int64_t t) { return a.end <= t; });
+  if (it == calls.end() || it->begin > c.begin + slack) return false;
+  for (int64_t covered = it->begin; it != calls.end() && it->begin < c.end; ++it) {
+    if (it->begin > covered + slack || it->end - it->begin > 2 * length) return false;
+    covered = it->end;
+    if (covered >= c.end - slack) return true;
+  }
+  return false;
+}
+
 void BM_UnaryInCache(benchmark::State& state, OpKind k) {
   constexpr int64_t kN = 4096;
   const int threads = static_cast<int>(state.range(0));
@@ -315,10 +335,7 @@ void BM_UnaryInCache(benchmark::State& state, OpKind k) {
     return;
   }
   using Clock = std::chrono::steady_clock;
-  struct Call {
-    int64_t begin, end;  // ns since the iteration started
-  };
-  std::vector<std::vector<Call>> calls(static_cast<size_t>(threads));
+  std::vector<std::vector<KernelCall>> calls(static_cast<size_t>(threads));
   std::vector<double> counted;  // ns of the calls that count
   double all_calls = 0;
   const bench::CoresHeld held;
@@ -331,7 +348,7 @@ void BM_UnaryInCache(benchmark::State& state, OpKind k) {
     parallel_for(threads, 1, [&](int64_t lo, int64_t hi) {
       for (int64_t t = lo; t < hi; ++t) {
         void* ptrs[] = {static_cast<float*>(x.data_ptr()) + t * kN, out.data() + t * kN};
-        std::vector<Call>& mine = calls[static_cast<size_t>(t)];
+        std::vector<KernelCall>& mine = calls[static_cast<size_t>(t)];
         mine.clear();
         for (Clock::time_point now = Clock::now(); now < deadline;) {
           const int64_t begin = ns(now);
@@ -342,11 +359,10 @@ void BM_UnaryInCache(benchmark::State& state, OpKind k) {
       }
     });
     for (size_t t = 0; t < calls.size(); ++t)
-      for (const Call& c : calls[t]) {
+      for (const KernelCall& c : calls[t]) {
         bool all_ran = true;
-        for (size_t o = 0; o < calls.size(); ++o)
-          all_ran = all_ran && (o == t || (!calls[o].empty() && calls[o].front().begin <= c.begin &&
-                                           calls[o].back().end >= c.end));
+        for (size_t o = 0; o < calls.size() && all_ran; ++o)
+          if (o != t) all_ran = ran_throughout(calls[o], c);
         all_calls += 1;
         if (all_ran) counted.push_back(static_cast<double>(c.end - c.begin));
       }

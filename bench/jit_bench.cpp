@@ -245,13 +245,14 @@ void BM_Composite(benchmark::State& state, OpKind k) {
 }
 
 // Core clock cycles per second, from a chain of dependent one-cycle integer
-// additions (the VM has no cycle counters): best of several timings, once.
+// additions (the VM has no cycle counters): best of 50 timings of 0.7 ms each
+// (short, so that on a shared machine some run unpreempted), once.
 double cycles_per_second() {
   static const double hz = [] {
     double best = 0;
-    for (int r = 0; r < 5; ++r) {
+    for (int r = 0; r < 50; ++r) {
       uint64_t v = 0;
-      constexpr int64_t kIters = 1 << 22;
+      constexpr int64_t kIters = 1 << 18;
       const auto t0 = std::chrono::steady_clock::now();
       for (int64_t i = 0; i < kIters; ++i)
         asm volatile(
@@ -266,34 +267,131 @@ double cycles_per_second() {
   return hz;
 }
 
-// A unary math op's arithmetic alone: its eager kernel called on this thread
-// over 4096 floats that stay in L1 (16 KiB in, 16 KiB out). Counters: ns and
-// core cycles an element (cycles_per_second). Against the memory time a row of
-// BM_Unary allows, this says whether an op can keep the triad's pace: at 0.8 of
-// a 30 GB/s triad an element (8 bytes counted) has 0.33 ns.
+// The triad bandwidth rows are read against: BM_Triad's in this run where it
+// ran first, else the start-up probe's.
+double triad_for_rows() {
+  return g_bm_triad_bytes_per_second > 0 ? g_bm_triad_bytes_per_second
+                                         : bench::triad_bytes_per_second();
+}
+
+// The roofline's arithmetic side: a unary math op's eager kernel (the one traced
+// plans share) on arg 0 threads of the pool at once (1, and all of the pool's,
+// as the triad runs: on this 2-vCPU VM the two hyperthreads of one core, which
+// share its FMA ports), each calling it over its own 4096 floats (16 KiB in, 16
+// KiB out: L1 for one thread, L1 and L2 for two), so that memory plays no part.
+// Each thread calls the kernel until a common deadline 10 ms after the iteration
+// starts and times every call. A call counts where every other thread ran the
+// kernel throughout it (ran_throughout; co_run: the share of calls that
+// counted, 1 on one thread), so that on a machine other processes share, the
+// core's throughput is read from calls during which all of it ran this kernel;
+// the time is the 5th percentile of those calls (a call preempted, or sharing
+// its core with another process, is slower; the figure
+// errs fast, so max_of_triad errs high: an op under 0.8 by it is). Counters:
+// ns_per_element (the threads together: a call's time over threads x 4096),
+// cycles_per_element (core cycles, cycles_per_second), co_run, cores
+// (bandwidth.h: CoresHeld), and max_of_triad: the fraction of the triad a row of
+// BM_Unary would read if arithmetic alone bounded it, counted as those rows
+// count it: 8 bytes an element (4 read, 4 written) against the triad's 12 (two
+// floats read, one written; write-allocate counted by neither), so 0.8 of the
+// triad needs an element every 10 / triad_bytes_per_ns ns. A memory-bound row
+// reads at most 0.89 of the triad (report_bytes), so an op whose max_of_triad on
+// all threads is under 0.8 cannot reach 0.8 here however its loads and its
+// arithmetic overlap. max_of_probe: the same against the start-up probe (best
+// of ten triad passes, steadier than BM_Triad's mean on a shared machine).
+struct KernelCall {
+  int64_t begin, end;  // ns since the iteration started
+};
+
+// Whether a thread whose calls (in order) are `calls` was running the kernel
+// throughout c, another thread's call, both unpreempted: calls cover c with no
+// gap and each took between half and twice c's time (a thread preempted within
+// a call, or between two, would have left c's core to c's thread alone; c
+// preempted is far longer than the calls beside it).
+bool ran_throughout(const std::vector<KernelCall>& calls, const KernelCall& c) {
+  const int64_t length = c.end - c.begin, slack = length / 8;
+  auto it = std::lower_bound(calls.begin(), calls.end(), c.begin,
+                             [](const KernelCall& a, int64_t t) { return a.end <= t; });
+  if (it == calls.end() || it->begin > c.begin + slack) return false;
+  for (int64_t covered = it->begin; it != calls.end() && it->begin < c.end; ++it) {
+    const int64_t other = it->end - it->begin;
+    if (it->begin > covered + slack || other > 2 * length || 2 * other < length) return false;
+    covered = it->end;
+    if (covered >= c.end - slack) return true;
+  }
+  return false;
+}
+
 void BM_UnaryInCache(benchmark::State& state, OpKind k) {
   constexpr int64_t kN = 4096;
+  const int threads = static_cast<int>(state.range(0));
+  if (threads > num_threads()) {
+    state.SkipWithError("more threads than the pool runs");
+    return;
+  }
   manual_seed(0);
-  Tensor x = randn({kN});
-  std::vector<float> out(static_cast<size_t>(kN));
+  Tensor x = randn({threads * kN});
+  std::vector<float> out(static_cast<size_t>(threads * kN));
   const auto kernel =
       eager_cpu_kernel(k, {}, {DType::f32}, DType::f32, cpu_compile_options(compile_options()));
   if (!kernel || !kernel->fn) {
     state.SkipWithError("no compiled kernel for this op");
     return;
   }
-  void* ptrs[] = {x.data_ptr(), out.data()};
+  using Clock = std::chrono::steady_clock;
+  std::vector<std::vector<KernelCall>> calls(static_cast<size_t>(threads));
+  std::vector<double> counted;  // ns of the calls that count
+  double all_calls = 0;
+  const bench::CoresHeld held;
   for (auto _ : state) {
-    kernel->fn(ptrs, 0, kN);
-    benchmark::DoNotOptimize(out.data());
+    const auto t0 = Clock::now();
+    const auto deadline = t0 + std::chrono::milliseconds(10);
+    auto ns = [t0](Clock::time_point t) {
+      return std::chrono::duration_cast<std::chrono::nanoseconds>(t - t0).count();
+    };
+    parallel_for(threads, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t t = lo; t < hi; ++t) {
+        void* ptrs[] = {static_cast<float*>(x.data_ptr()) + t * kN, out.data() + t * kN};
+        std::vector<KernelCall>& mine = calls[static_cast<size_t>(t)];
+        mine.clear();
+        for (Clock::time_point now = Clock::now(); now < deadline;) {
+          const int64_t begin = ns(now);
+          kernel->fn(ptrs, 0, kN);
+          now = Clock::now();
+          mine.push_back({begin, ns(now)});
+        }
+      }
+    });
+    for (size_t t = 0; t < calls.size(); ++t) {
+      // Both threads preempted at once would leave calls that cover each other:
+      // a call counts only within 3x its thread's fastest (a thread alone on the
+      // core is at most twice as fast as beside another).
+      int64_t fastest = INT64_MAX;
+      for (const KernelCall& c : calls[t]) fastest = std::min(fastest, c.end - c.begin);
+      for (const KernelCall& c : calls[t]) {
+        bool all_ran = c.end - c.begin <= 3 * fastest;
+        for (size_t o = 0; o < calls.size() && all_ran; ++o)
+          if (o != t) all_ran = ran_throughout(calls[o], c);
+        all_calls += 1;
+        if (all_ran) counted.push_back(static_cast<double>(c.end - c.begin));
+      }
+    }
   }
-  state.counters["ns_per_element"] =
-      benchmark::Counter(double(kN) * 1e-9, benchmark::Counter::kIsIterationInvariantRate |
-                                                benchmark::Counter::kInvert);
-  state.counters["cycles_per_element"] = benchmark::Counter(
-      double(kN) / cycles_per_second(),
-      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
-  state.SetLabel("one thread, in L1, " + cpu_target_name());
+  benchmark::DoNotOptimize(out.data());
+  if (counted.empty()) {
+    state.SkipWithError("the threads never ran together");
+    return;
+  }
+  auto at = counted.begin() + static_cast<ptrdiff_t>(counted.size() / 20);
+  std::nth_element(counted.begin(), at, counted.end());
+  const double per_element = *at * 1e-9 / static_cast<double>(threads * kN);
+  state.counters["ns_per_element"] = per_element * 1e9;
+  state.counters["cycles_per_element"] = per_element * cycles_per_second();
+  state.counters["co_run"] = static_cast<double>(counted.size()) / all_calls;
+  state.counters["cores"] = held.fraction();
+  state.counters["max_of_triad"] = 8.0 / per_element / triad_for_rows();
+  state.counters["max_of_probe"] = 8.0 / per_element / bench::triad_bytes_per_second();
+  state.SetLabel(std::to_string(threads) + (threads == 1 ? " thread" : " threads") + " in cache, " +
+                 cpu_target_name());
 }
 
 void register_table_benchmarks() {
@@ -312,9 +410,14 @@ void register_table_benchmarks() {
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);
   for (OpKind k : all_ops())
-    if (is_math(k) && op_info(k).arity == 1)
-      benchmark::RegisterBenchmark((std::string("BM_UnaryInCache/") + op_name(k)).c_str(),
-                                   BM_UnaryInCache, k);
+    if (is_math(k) && op_info(k).arity == 1) {
+      auto* row = benchmark::RegisterBenchmark(
+                      (std::string("BM_UnaryInCache/") + op_name(k)).c_str(), BM_UnaryInCache, k)
+                      ->ArgName("threads")
+                      ->Arg(1)
+                      ->UseRealTime();
+      if (num_threads() > 1) row->Arg(num_threads());
+    }
 }
 
 // A small broadcast inner dimension: a [4] bias over [4M, 4], then relu.
@@ -348,6 +451,44 @@ BENCHMARK(BM_LayerNormRows)
     ->ArgsProduct({{256, 1024, 4096, 16384}, {kEager, kUnfused, kFused}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
+
+// BM_UnaryInCache's roofline for the row kernels: softmax rows of 4096 and
+// layer-norm rows of 1024 (BM_SoftmaxRows, BM_LayerNormRows), traced and fused,
+// over 256 KiB of rows (in and out: L2) on the pool, so that memory plays no
+// part. Every call is timed and the 5th percentile taken (as BM_UnaryInCache
+// does: a call whose threads did not all run, or shared their core with another
+// process, is slower). A call's time includes its own cost (an output from the
+// caching allocator, the pool's fork and join: about BM_TinyCall's time, a few
+// percent of a call here), so max_of_triad (as BM_UnaryInCache's, 8 bytes an
+// element) is a little under the arithmetic's own bound.
+void BM_RowsInCache(benchmark::State& state, bool softmax) {
+  const int64_t cols = softmax ? 4096 : 1024;
+  manual_seed(0);
+  Tensor x = randn({(int64_t(1) << 15) / cols, cols});
+  auto traced =
+      softmax ? jit([](Tensor t) { return t.softmax(1); }, "bench") : jit(layer_norm, "bench");
+  traced(x);
+  std::vector<double> seconds;
+  const bench::CoresHeld held;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    Tensor y = traced(x);
+    benchmark::DoNotOptimize(y.impl());
+    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  auto at = seconds.begin() + static_cast<ptrdiff_t>(seconds.size() / 20);
+  std::nth_element(seconds.begin(), at, seconds.end());
+  const double per_element = *at / static_cast<double>(x.numel());
+  state.counters["ns_per_element"] = per_element * 1e9;
+  state.counters["cycles_per_element"] = per_element * cycles_per_second();
+  state.counters["cores"] = held.fraction();
+  state.counters["max_of_triad"] = 8.0 / per_element / triad_for_rows();
+  state.counters["max_of_probe"] = 8.0 / per_element / bench::triad_bytes_per_second();
+  state.SetLabel(std::string(softmax ? "softmax rows of 4096" : "layer-norm rows of 1024") +
+                 ", fused, in cache, " + std::to_string(num_threads()) + " threads");
+}
+BENCHMARK_CAPTURE(BM_RowsInCache, softmax, true)->UseRealTime();
+BENCHMARK_CAPTURE(BM_RowsInCache, layer_norm, false)->UseRealTime();
 
 // MLP forward, batch 256, 784-1024-1024-10, against OpenBLAS alone for its three matmuls.
 struct Mlp {

@@ -19,8 +19,8 @@
 //       the target fuses multiply-adds, else 4 short ones), polynomials on
 //       [-pi/4, pi/4], and the quadrant n mod 4, n's low bits as an integer,
 //       picks sin/cos and the sign; past |x| = 1e4, libm's (llvm_trig.cpp).
-// tanh: t / (-2 - t) with t = expm1(-2|x|), sign restored (a NaN passes the
-//       clamp of |x|); expm1 is exp's reduction with an e^r - 1 polynomial,
+// tanh: u / (2 - u) with u = -expm1(-2|x|), x's sign or-ed in (a NaN passes
+//       the clamp of |x|); expm1 is exp's reduction with an e^r - 1 polynomial,
 //       exact at n = 0 for small |x|.
 // erf:  a + a (P(a^2) - 1) below 1/2; 1 - exp(-x^2) g(x) above, g a Chebyshev fit
 //       of erfc(x) exp(x^2) on [1/2, 3] and [3, 6] (f64), coefficients generated
@@ -171,7 +171,8 @@ struct M {
   llvm::Value* isnan(llvm::Value* x) { return b.CreateFCmpUNO(x, x); }
   llvm::Value* fabs(llvm::Value* x) { return call(llvm::Intrinsic::fabs, x); }
   // copysign(r, x) for an r with its sign bit clear (+0, a positive value, a
-  // NaN): x's sign bit or-ed in, two operations where copysign is three (x86).
+  // NaN) or already x's: x's sign bit or-ed in, two operations where copysign is
+  // three (x86).
   llvm::Value* with_sign_of(llvm::Value* r, llvm::Value* x) {
     const int64_t sign =
         dbl ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int32_t>::min();
@@ -259,13 +260,14 @@ struct M {
     return scale(p, t);
   }
 
-  // e^(-w q) - 1 for w q in [0, 40], accurate near 0 (reduce_ln2_neg).
-  llvm::Value* expm1_neg(llvm::Value* q, double w) {
+  // 1 - e^(-w q) for w q in [0, 40], accurate near 0 (reduce_ln2_neg): -expm1,
+  // negated exactly (-s p + (1 - s)), so that it is +0, not -0, at q = 0.
+  llvm::Value* one_minus_exp_neg(llvm::Value* q, double w) {
     llvm::Value* r2;
     llvm::Value* s = pow2_bits(reduce_ln2_neg(q, w, 0, &r2));
     // r + r^2/2! + ... = r * (1 + r/2! + r^2/3! + ...), r = -w r2
     llvm::Value* p = mul(r2, poly(r2, in_neg(dbl ? taylor(14, 1) : kExpm1Over32, w, 1)));
-    return fma(s, p, sub(s, c(1.0)));
+    return fma(b.CreateFNeg(s), p, sub(c(1.0), s));
   }
 
   // x = m 2^e with m in [sqrt(1/2), sqrt(2)), for a positive normal x (other x:
@@ -422,9 +424,10 @@ struct M {
     // |x| clamped to 20 so that a NaN passes (vminps keeps its second operand).
     llvm::Value* a = fabs(x);
     a = sel(b.CreateFCmpOGT(a, c(20.0)), c(20.0), a);
-    llvm::Value* t = expm1_neg(a, 2.0);
-    llvm::Value* r = div(t, sub(c(-2.0), t));
-    return call(llvm::Intrinsic::copysign, r, x);
+    // u / (2 - u) with u = 1 - e^(-2a): the bits of t / (-2 - t) for t = -u, but
+    // never -0, so that x's sign is or-ed in (two operations, copysign three).
+    llvm::Value* u = one_minus_exp_neg(a, 2.0);
+    return with_sign_of(div(u, sub(c(2.0), u)), x);
   }
 
   // x * y as an unevaluated sum hi + lo, exactly: with an FMA where the target
@@ -534,7 +537,11 @@ struct M {
     for (size_t i = 0; i < q.size(); ++i) q[i] *= std::pow(0.5, 0.5 * double(q.size() - 1 - i));
     llvm::Value* h = mul(exp_neg32(sq, sq_lo, 0.5), div(poly(ax, p), poly(ax, q)));
     h = sel(b.CreateFCmpOLT(ax, c(4.0 * 1.41421356237309504880)), h, c(0.0));
-    return mul(x, sel(b.CreateFCmpOGE(x, c(0.0)), sub(c(1.0), h), h));
+    // 1 - h for x >= 0, h below: |k - h| with k = 1 or 0 (the compare's mask and
+    // 1's bits), the same values; and, subtract and abs where a blend was, which
+    // leaves the multiply-add ports (the loop's bound) one operation fewer.
+    llvm::Value* k = sel(b.CreateFCmpOGE(x, c(0.0)), c(1.0), c(0.0));
+    return mul(x, fabs(sub(k, h)));
   }
 
   // 0.5 x (1 + erf(x / sqrt 2)); for x < 0, 1 + erf(-a) is erfc(a), computed directly.
@@ -571,7 +578,7 @@ struct M {
     llvm::Value* two_s = log1p_parts(g, add(g, c(8.0)), &q);  // 4 times log1p's
     llvm::Value* ef = b.CreateSIToFP(b.CreateSub(k, ic(bias)), ft);
     llvm::Value* r = log_sum(two_s, q, ef, ln2_hi(), ln2_lo(), 0.25);
-    r = call(llvm::Intrinsic::copysign, r, x);
+    r = with_sign_of(r, x);  // r has x's sign but at x = -0 (+0)
     r = sel(b.CreateFCmpOEQ(x, c(INFINITY)), x, r);
     r = sel(b.CreateFCmpOEQ(x, c(-1.0)), c(-INFINITY), r);
     return sel(b.CreateFCmpULT(x, c(-1.0)), c(NAN), r);  // below -1 or NaN
@@ -581,14 +588,16 @@ struct M {
   // e^r - 1 = r (1 + r/2! + ...), exact in the sum at n = 0. Taken as 2 (s p +
   // (s - 1/2)) with s = 2^(n-1), so that 2^n itself never overflows (n up to
   // 128, 1024): the product does, where e^x - 1 does. -1 below -40 (e^-40 is
-  // under half an ulp of 1), x itself below 2^-(p+1) (signed zeros, subnormals).
+  // under half an ulp of 1). Small x need no select of their own: at n = 0, r =
+  // x and p = x (1 + x/2 + ...) rounds to x below 2^-(p+1), and halving it
+  // rounds only where it is subnormal (by one unit, 1 ulp there); the result
+  // has x's sign, or-ed in for -0 (where r is +0).
   llvm::Value* expm1(llvm::Value* x) {
     llvm::Value* xc = clamp(x, -40.0, dbl ? 710.0 : 89.0);
     llvm::Value *n, *r, *s;
     reduce_ln2_pow2(xc, -1, &n, &r, &s);
     llvm::Value* p = mul(r, poly(r, dbl ? taylor(14, 1) : kExpm1Over32));
-    llvm::Value* res = mul(fma(s, p, sub(s, c(0.5))), c(2.0));
-    return sel(b.CreateFCmpOLT(fabs(x), c(dbl ? 0x1p-54 : 0x1p-25)), x, res);
+    return with_sign_of(mul(fma(s, p, sub(s, c(0.5))), c(2.0)), x);
   }
 
   llvm::Value* ceil(llvm::Value* x) { return call(llvm::Intrinsic::ceil, x); }

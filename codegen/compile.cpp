@@ -66,8 +66,9 @@ void assign_slots(const Graph& g, const Schedule& sched, PlanBuilder& pb) {
   std::sort(folded.begin(), folded.end(),
             [](const auto& a, const auto& b) { return a.first.node < b.first.node; });
   for (const auto& [v, src] : folded) {
-    const PlanSlot s = plan.slots[static_cast<size_t>(pb.slot(src))];
-    pb.add_slot(s.kind, s.index, g.type(v), v);
+    const int32_t of = pb.slot(src);
+    const PlanSlot s = plan.slots[static_cast<size_t>(of)];
+    plan.slots[static_cast<size_t>(pb.add_slot(s.kind, s.index, g.type(v), v))].view_of = of;
   }
 }
 

@@ -26,14 +26,19 @@ namespace {
 // and the copy goes. The depthwise conv's input gradient copied its 75 MB of
 // tap products so (bench_conv). A graph input's reshape is still copied (a
 // parameter's buffer may be updated in place while the reshape is read), as is
-// a collective's result (the collectives step waits for it at its first reader).
+// a collective's result. Runs after the collectives step, which orders groups
+// by what they read and write (a reader of the reshape must stay after the
+// source's writer), and renumbers the groups its buckets name.
 void fold_reshapes(const Graph& g, Schedule& s) {
   std::vector<char> escapes(g.size(), 0);
   for (Value v : g.outputs) escapes[v.node] = 1;
   for (const ParamUpdate& u : g.updates) escapes[u.value.node] = 1;
   std::unordered_map<Value, GroupKind, ValueHash> written_by;
   std::vector<FusionGroup> kept;
+  // Per group: its new index, or for a folded one its last kept predecessor's.
+  std::vector<size_t> renumbered;
   for (FusionGroup& grp : s.groups) {
+    renumbered.push_back(kept.empty() ? CollectiveSchedule::kBeforeAll : kept.size() - 1);
     const bool reshapes = grp.kind == GroupKind::Copy && grp.inputs.size() == 1 &&
                           grp.outputs.size() == 1 && !escapes[grp.outputs[0].node] &&
                           std::all_of(grp.nodes.begin(), grp.nodes.end(),
@@ -48,9 +53,14 @@ void fold_reshapes(const Graph& g, Schedule& s) {
       }
     }
     for (Value v : grp.outputs) written_by[v] = grp.kind;
+    renumbered.back() = kept.size();
     kept.push_back(std::move(grp));
   }
   s.groups = std::move(kept);
+  for (CollectiveSchedule::Bucket& b : s.comm.buckets) {
+    for (size_t& gi : b.groups) gi = renumbered[gi];
+    if (b.start_after != CollectiveSchedule::kBeforeAll) b.start_after = renumbered[b.start_after];
+  }
 }
 
 std::string fold_reshapes_str(const Schedule& s) {
@@ -67,8 +77,7 @@ std::string fold_reshapes_str(const Schedule& s) {
 
 // A copy group of one permute that swaps the last two dims, read only by matmuls
 // and not an output: its readers read the untransposed value instead (so the
-// memory plan sees that value's true last use) and the copy goes. Then the
-// reshapes that need no copy (fold_reshapes).
+// memory plan sees that value's true last use) and the copy goes.
 void fold_transposes(const Graph& g, const ScheduleOptions&, Schedule& s) {
   std::vector<std::vector<NodeId>> users(g.size());
   for (NodeId id = 0; id < g.size(); ++id)
@@ -103,7 +112,6 @@ void fold_transposes(const Graph& g, const ScheduleOptions&, Schedule& s) {
     kept.push_back(std::move(grp));
   }
   s.groups = std::move(kept);
-  fold_reshapes(g, s);
 }
 
 std::string fold_transposes_str(const Graph&, const Schedule& s) {
@@ -114,7 +122,7 @@ std::string fold_transposes_str(const Graph&, const Schedule& s) {
   for (const auto& [t, src] : folds)
     os << "%" << t << " = transpose of %" << src << ": matmuls read %" << src << " transposed\n";
   if (folds.empty()) os << "no transposes folded\n";
-  return os.str() + fold_reshapes_str(s);
+  return os.str();
 }
 
 void collectives(const Graph& g, const ScheduleOptions& o, Schedule& s) {
@@ -127,11 +135,12 @@ std::string collectives_str(const Graph& g, const Schedule& s) {
 }
 
 void memory(const Graph& g, const ScheduleOptions&, Schedule& s) {
+  fold_reshapes(g, s);
   s.memory = plan_memory(g, s.groups, s.folded_reshape);
 }
 
 std::string memory_str(const Graph&, const Schedule& s) {
-  return memory_plan_str(s.memory);
+  return fold_reshapes_str(s) + memory_plan_str(s.memory);
 }
 
 std::string lower_str(const Graph&, const Schedule& s) {

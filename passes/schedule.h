@@ -4,11 +4,11 @@
 // passes, each timed and, for dumps, printed:
 //   fusion           the fusion groups (passes/fusion.h)
 //   fold_transposes  transposes of the last two dims that only matmuls read are
-//                    not copied: BLAS reads the operand transposed; nor are
-//                    reshapes of a value a kernel writes: their readers read
-//                    that value's buffer
+//                    not copied: BLAS reads the operand transposed
 //   collectives      where each bucket of collectives starts and is waited for
-//   memory           the buffers of intermediates (passes/memory_plan.h)
+//   memory           reshapes of a value a kernel writes folded (not copied:
+//                    their readers read that value's buffer), then the buffers
+//                    of intermediates (passes/memory_plan.h)
 //   (lower           the code generator lowers each group, once: which of its
 //                    outputs its kernel may store over which input, overwritable)
 //   in_place         parameter updates written into the parameter's own buffer

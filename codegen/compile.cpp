@@ -60,6 +60,16 @@ void assign_slots(const Graph& g, const Schedule& sched, PlanBuilder& pb) {
         pb.add_slot(PlanSlot::Temp, sched.memory.group_output_buffer[gi][oi], g.type(v), v);
     }
   }
+  // A folded reshape: a slot of its own shape on its source's buffer.
+  std::vector<std::pair<Value, Value>> folded(sched.folded_reshape.begin(),
+                                              sched.folded_reshape.end());
+  std::sort(folded.begin(), folded.end(),
+            [](const auto& a, const auto& b) { return a.first.node < b.first.node; });
+  for (const auto& [v, src] : folded) {
+    const int32_t of = pb.slot(src);
+    const PlanSlot s = plan.slots[static_cast<size_t>(of)];
+    plan.slots[static_cast<size_t>(pb.add_slot(s.kind, s.index, g.type(v), v))].view_of = of;
+  }
 }
 
 // A check node (check_index, check_nonzero) becomes a host step of its own

@@ -83,15 +83,18 @@ Graph computing(const Graph& g, const std::vector<Value>& values) {
 }
 
 // The plan with every intermediate in a buffer of its own, so that none is
-// overwritten by the memory plan's reuse before it is compared.
+// overwritten by the memory plan's reuse before it is compared; a view of
+// another slot (a folded reshape) stays on that slot's buffer.
 Plan unshared(const Plan& plan) {
   Plan p = plan;
   p.temp_bytes.clear();
   for (PlanSlot& slot : p.slots)
-    if (slot.kind == PlanSlot::Temp) {
+    if (slot.kind == PlanSlot::Temp && slot.view_of < 0) {
       slot.index = static_cast<int64_t>(p.temp_bytes.size());
       p.temp_bytes.push_back(slot.bytes());
     }
+  for (PlanSlot& slot : p.slots)
+    if (slot.view_of >= 0) slot.index = p.slots[static_cast<size_t>(slot.view_of)].index;
   return p;
 }
 

@@ -61,12 +61,17 @@ int64_t MemoryPlan::planned_bytes() const {
   return total;
 }
 
-MemoryPlan plan_memory(const Graph& g, const std::vector<FusionGroup>& groups) {
+MemoryPlan plan_memory(const Graph& g, const std::vector<FusionGroup>& groups,
+                       const std::unordered_map<Value, Value, ValueHash>& kept_in) {
   std::unordered_set<Value, ValueHash> dedicated(g.outputs.begin(), g.outputs.end());
   for (const ParamUpdate& u : g.updates) dedicated.insert(u.value);
   std::unordered_map<Value, size_t, ValueHash> last_read;
+  auto held = [&](Value v) {
+    auto k = kept_in.find(v);
+    return k == kept_in.end() ? v : k->second;
+  };
   for (size_t i = 0; i < groups.size(); ++i)
-    for (Value v : groups[i].inputs) last_read[v] = i;
+    for (Value v : groups[i].inputs) last_read[held(v)] = i;
 
   MemoryPlan plan;
   Planner planner(plan);
@@ -91,7 +96,7 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<FusionGroup>& groups) {
         buffer_of.erase(buf);
       }
     };
-    for (Value v : groups[i].inputs) release_if_done(v);
+    for (Value v : groups[i].inputs) release_if_done(held(v));
     for (Value v : groups[i].outputs)
       if (!last_read.count(v)) release_if_done(v);
   }

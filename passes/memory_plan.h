@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "passes/fusion.h"
@@ -24,8 +25,11 @@ struct MemoryPlan {
 };
 
 /// Plans buffers for the group outputs in order. Values that are graph outputs
-/// never share a buffer with anything else.
-MemoryPlan plan_memory(const Graph& g, const std::vector<FusionGroup>& groups);
+/// never share a buffer with anything else. `kept_in` maps a value no group
+/// writes to the value whose buffer holds it (a folded reshape,
+/// schedule.h): a group that reads the one reads the other's buffer.
+MemoryPlan plan_memory(const Graph& g, const std::vector<FusionGroup>& groups,
+                       const std::unordered_map<Value, Value, ValueHash>& kept_in = {});
 
 std::string memory_plan_str(const MemoryPlan& p);
 

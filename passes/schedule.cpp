@@ -18,6 +18,63 @@ std::string fuse_str(const Graph& g, const Schedule& s) {
   return fusion_plan_str(g, s.groups);
 }
 
+namespace {
+
+// A copy group of reshapes alone (one input, one output, the same elements in
+// the same order) that reads a value a kernel group writes, and is not an
+// output: its readers read that value's buffer, seen with the reshape's shape,
+// and the copy goes. The depthwise conv's input gradient copied its 75 MB of
+// tap products so (bench_conv). A graph input's reshape is still copied (a
+// parameter's buffer may be updated in place while the reshape is read), as is
+// a collective's result. Runs after the collectives step, which orders groups
+// by what they read and write (a reader of the reshape must stay after the
+// source's writer), and renumbers the groups its buckets name.
+void fold_reshapes(const Graph& g, Schedule& s) {
+  std::vector<char> escapes(g.size(), 0);
+  for (Value v : g.outputs) escapes[v.node] = 1;
+  for (const ParamUpdate& u : g.updates) escapes[u.value.node] = 1;
+  std::unordered_map<Value, GroupKind, ValueHash> written_by;
+  std::vector<FusionGroup> kept;
+  // Per group: its new index, or for a folded one its last kept predecessor's.
+  std::vector<size_t> renumbered;
+  for (FusionGroup& grp : s.groups) {
+    renumbered.push_back(kept.empty() ? CollectiveSchedule::kBeforeAll : kept.size() - 1);
+    const bool reshapes = grp.kind == GroupKind::Copy && grp.inputs.size() == 1 &&
+                          grp.outputs.size() == 1 && !escapes[grp.outputs[0].node] &&
+                          std::all_of(grp.nodes.begin(), grp.nodes.end(),
+                                      [&](NodeId id) { return g[id].op == OpKind::reshape; });
+    if (reshapes) {
+      auto f = s.folded_reshape.find(grp.inputs[0]);
+      const Value src = f == s.folded_reshape.end() ? grp.inputs[0] : f->second;
+      auto w = written_by.find(src);
+      if (w != written_by.end() && w->second != GroupKind::Opaque) {
+        s.folded_reshape[grp.outputs[0]] = src;
+        continue;
+      }
+    }
+    for (Value v : grp.outputs) written_by[v] = grp.kind;
+    renumbered.back() = kept.size();
+    kept.push_back(std::move(grp));
+  }
+  s.groups = std::move(kept);
+  for (CollectiveSchedule::Bucket& b : s.comm.buckets) {
+    for (size_t& gi : b.groups) gi = renumbered[gi];
+    if (b.start_after != CollectiveSchedule::kBeforeAll) b.start_after = renumbered[b.start_after];
+  }
+}
+
+std::string fold_reshapes_str(const Schedule& s) {
+  std::vector<std::pair<NodeId, NodeId>> folds;
+  for (const auto& [v, src] : s.folded_reshape) folds.push_back({v.node, src.node});
+  std::sort(folds.begin(), folds.end());
+  std::ostringstream os;
+  for (const auto& [v, src] : folds)
+    os << "%" << v << " = reshape of %" << src << ": kept in %" << src << "'s buffer\n";
+  return os.str();
+}
+
+}  // namespace
+
 // A copy group of one permute that swaps the last two dims, read only by matmuls
 // and not an output: its readers read the untransposed value instead (so the
 // memory plan sees that value's true last use) and the copy goes.
@@ -78,11 +135,12 @@ std::string collectives_str(const Graph& g, const Schedule& s) {
 }
 
 void memory(const Graph& g, const ScheduleOptions&, Schedule& s) {
-  s.memory = plan_memory(g, s.groups);
+  fold_reshapes(g, s);
+  s.memory = plan_memory(g, s.groups, s.folded_reshape);
 }
 
 std::string memory_str(const Graph&, const Schedule& s) {
-  return memory_plan_str(s.memory);
+  return fold_reshapes_str(s) + memory_plan_str(s.memory);
 }
 
 std::string lower_str(const Graph&, const Schedule& s) {

@@ -6,7 +6,9 @@
 //   fold_transposes  transposes of the last two dims that only matmuls read are
 //                    not copied: BLAS reads the operand transposed
 //   collectives      where each bucket of collectives starts and is waited for
-//   memory           the buffers of intermediates (passes/memory_plan.h)
+//   memory           reshapes of a value a kernel writes folded (not copied:
+//                    their readers read that value's buffer), then the buffers
+//                    of intermediates (passes/memory_plan.h)
 //   (lower           the code generator lowers each group, once: which of its
 //                    outputs its kernel may store over which input, overwritable)
 //   in_place         parameter updates written into the parameter's own buffer
@@ -32,6 +34,9 @@ struct Schedule {
   std::vector<FusionGroup> groups;  // in plan order
   /// A folded transpose -> the value it transposes (matmuls read that instead).
   std::unordered_map<Value, Value, ValueHash> folded_transpose;
+  /// A folded reshape -> the value whose buffer holds it (a group output, never
+  /// a graph input): the same elements in the same order, so no copy is made.
+  std::unordered_map<Value, Value, ValueHash> folded_reshape;
   CollectiveSchedule comm;
   MemoryPlan memory;
   /// Per group: the (output, input) pairs whose output the group's kernel may

@@ -47,6 +47,9 @@ struct PlanSlot {
   Kind kind = Temp;
   int64_t index = 0;  // arg/param index, temp buffer id, or output position
   TensorType type;
+  /// A view of another slot's buffer (a folded reshape, passes/schedule.h):
+  /// that slot's number, else -1. Its elements are that slot's, in order.
+  int32_t view_of = -1;
   int64_t bytes() const { return type.bytes(); }
 };
 

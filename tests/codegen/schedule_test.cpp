@@ -1,9 +1,12 @@
 // The schedule (passes/schedule.h): its steps in order, stated on IR text.
 #include <doctest/doctest.h>
 
+#include "codegen/compile.h"
 #include "codegen/lower.h"
 #include "passes/pipeline.h"
 #include "ir/parser.h"
+#include "runtime/interpreter.h"
+#include "runtime/plan.h"
 
 using namespace kiln;
 
@@ -120,4 +123,71 @@ TEST_CASE("P - c * (a @ b) stored over P is one accumulating matmul; a transpose
   CHECK(log[1].graph_text == "%3 = transpose of %1: matmuls read %1 transposed\n");
   CHECK(log[6].graph_text ==
         "group " + std::to_string(mm) + ": %2 += -0.25 * matmul %4 (one BLAS call, beta = 1)\n");
+}
+
+// A reduction group's full-size side output (%4), reshaped and read at two
+// places by the next group: the reshape is its own copy group, which folds.
+constexpr std::string_view kReshapedSideOutput =
+    "%0 = arg {index=0} : f32[4,6]\n"
+    "%1 = exp %0 : f32[4,6]\n"
+    "%2 = sum %1 {dims=[0], keepdim=0} : f32[6]\n"
+    "%3 = neg %1 : f32[4,6]\n"
+    "%4 = reshape %3 {shape=[24]} : f32[24]\n"
+    "%5 = slice %4 {dim=0, start=0, end=23, step=1} : f32[23]\n"
+    "%6 = slice %4 {dim=0, start=1, end=24, step=1} : f32[23]\n"
+    "%7 = add %5, %6 : f32[23]\n"
+    "return %2, %7\n";
+
+TEST_CASE("a reshape of a value a kernel writes is kept in that value's buffer, not copied") {
+  std::vector<PassRecord> log;
+  const Schedule s = scheduled(kReshapedSideOutput, &log);
+  REQUIRE(s.folded_reshape.count(Value(4)));
+  CHECK(s.folded_reshape.at(Value(4)) == Value(3));
+  for (const FusionGroup& g : s.groups) CHECK(g.kind != GroupKind::Copy);
+  CHECK(log[3].graph_text.rfind("%4 = reshape of %3: kept in %3's buffer\nmemory plan: ", 0) ==
+        0);
+  // The reduction's side output stays live until the reshape's last reader.
+  REQUIRE(s.groups.size() == 2);
+  CHECK(s.memory.group_output_buffer[0].size() == 2);
+  CHECK(s.memory.group_output_buffer[1].size() == 1);
+  const int32_t side = s.memory.group_output_buffer[0][1];
+  CHECK(s.memory.group_output_buffer[1][0] != side);
+}
+
+TEST_CASE("a reshape returned, or of a graph input, is still copied") {
+  const Schedule returned = scheduled(
+      "%0 = arg {index=0} : f32[4,6]\n"
+      "%1 = exp %0 : f32[4,6]\n"
+      "%2 = sum %1 {dims=[0], keepdim=0} : f32[6]\n"
+      "%3 = neg %1 : f32[4,6]\n"
+      "%4 = reshape %3 {shape=[24]} : f32[24]\n"
+      "return %2, %4\n");
+  CHECK(returned.folded_reshape.empty());
+  const Schedule of_input = scheduled(
+      "%0 = param {index=0} : f32[4,6]\n"
+      "%1 = reshape %0 {shape=[24]} : f32[24]\n"
+      "%2 = slice %1 {dim=0, start=0, end=23, step=1} : f32[23]\n"
+      "%3 = slice %1 {dim=0, start=1, end=24, step=1} : f32[23]\n"
+      "%4 = add %2, %3 : f32[23]\n"
+      "return %4\n");
+  CHECK(of_input.folded_reshape.empty());
+}
+
+TEST_CASE("a folded reshape's readers read its source's buffer, with the reshape's shape") {
+  const std::shared_ptr<Plan> plan = compile_graph(parse_graph(kReshapedSideOutput), {});
+  CHECK(plan->steps.size() == 2);  // the reduction and its reader: no copy
+  HostArray x = HostArray::make(TensorType{DType::f32, {4, 6}});
+  for (int64_t i = 0; i < 24; ++i) x.data<float>()[i] = float(i % 7) * 0.25f - 0.75f;
+  HostArray sum = HostArray::make(TensorType{DType::f32, {6}});
+  HostArray out = HostArray::make(TensorType{DType::f32, {23}});
+  void* args[] = {x.data<float>()};
+  void* outs[] = {sum.data<float>(), out.data<float>()};
+  execute_cpu_plan(*plan, args, nullptr, outs);
+  const std::vector<HostArray> want =
+      interpret(parse_graph(kReshapedSideOutput), std::vector<HostArray>{x});
+  REQUIRE(want.size() == 2);
+  for (int64_t i = 0; i < 6; ++i)
+    CHECK(sum.data<float>()[i] == doctest::Approx(want[0].data<float>()[i]));
+  for (int64_t i = 0; i < 23; ++i)
+    CHECK(out.data<float>()[i] == doctest::Approx(want[1].data<float>()[i]));
 }

@@ -402,8 +402,9 @@ std::function<std::vector<Tensor>(autograd::Context*, std::vector<Tensor>)> tape
     const std::string& name, SourceLoc where) {
   std::vector<Tensor> saved(all.begin() + static_cast<long>(e.traced.split.saved_begin), all.end());
   std::vector<HeldNow> held = held_now(e, args, outs);
-  return [=, bwd = e.compiled.backward, params = e.traced.params, split = e.traced.split,
+  return [=, bwd = e.compiled.backward, tape = e.tape_shared(),
           arg_tensors = args.tensors](autograd::Context*, std::vector<Tensor> grads) {
+    const SplitLayout& split = tape->split;
     const std::vector<size_t>& seeded = split.root_outputs;  // per root, its tape node output
     auto given_root = [&](size_t k) {
       return seeded[k] < grads.size() && grads[seeded[k]].defined();
@@ -426,7 +427,7 @@ std::function<std::vector<Tensor>(autograd::Context*, std::vector<Tensor>)> tape
                                     : zeros(t.shape, TensorOptions(t.dtype).device(t.device)));
     }
     std::vector<Tensor> result =
-        detail::run_plan(*bwd->get(), bwd->graph(), bargs, params, "traced function", name, where);
+        detail::run_plan(*bwd->get(), bwd->graph(), bargs, tape->params, "traced function", name, where);
     for (size_t j = 0; j < result.size() && j < split.wrt_reached_by.size(); ++j)
       if (std::ranges::none_of(split.wrt_reached_by[j], given_root)) result[j] = Tensor();
     return result;

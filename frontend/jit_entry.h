@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -122,6 +123,24 @@ struct TracedCore::Entry {
   /// Not ready while `compiled` compiles in the background (settings().background_compile):
   /// calls that find the entry meanwhile run the body eagerly.
   BackgroundCompile background;
+
+  /// What the tape node of each call keeps for its backward (the split and the
+  /// captured tensors): made at the first call that needs it and shared by the
+  /// nodes, not copied into each (a dozen vectors a call).
+  struct TapeShared {
+    SplitLayout split;
+    std::vector<std::shared_ptr<TensorImpl>> params;
+  };
+  const std::shared_ptr<const TapeShared>& tape_shared() const {
+    std::call_once(tape_once_, [&] {
+      tape_ = std::make_shared<const TapeShared>(traced.split, traced.params);
+    });
+    return tape_;
+  }
+
+ private:
+  mutable std::once_flag tape_once_;
+  mutable std::shared_ptr<const TapeShared> tape_;
 };
 
 /// The call's signature, as the cache keys it (jit_signature.cpp).

@@ -329,6 +329,10 @@ TEST_CASE("kernels of one plan that differ only in sizes share a template: fewer
     settings().jit = jit_mode != 0;
     settings().share_sizes = share;
     settings().reuse_kernels = false;  // nothing from other tests' kernels
+    // The objects a first call loads, counted: no tier-up compile of this run's
+    // kernels or an earlier one's may load its object in the background meanwhile.
+    settings().tier = CodeTier::Optimised;
+    wait_for_background_compiles();
     // Steps as compiled: merged, the updates sharing a template would be one
     // foreach step, and the two plans' step counts would differ.
     settings().merge_steps = false;

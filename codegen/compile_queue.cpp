@@ -44,10 +44,15 @@ class BackgroundCompiler {
     work_.notify_one();
   }
 
+  // Improvements do not wait for eager calls while someone waits for the queue
+  // (the waiter may itself be inside an eager call: it would wait for itself).
   void wait_idle() {
     if (forked()) return;
     std::unique_lock<std::mutex> lock(mu_);
+    ++waiters_;
+    work_.notify_one();
     idle_.wait(lock, [&] { return idle(); });
+    --waiters_;
   }
 
   // Runs the queued tasks to the end (their kernels reach the disk cache, so the
@@ -92,12 +97,13 @@ class BackgroundCompiler {
     for (;;) {
       work_.wait(lock, [&] {
         return stop_ || !needed_.empty() ||
-               (!improvements_.empty() && (eager_calls_ == 0 || exiting_));
+               (!improvements_.empty() && (eager_calls_ == 0 || exiting_ || waiters_ > 0));
       });
       if (stop_) return;
       // Calls that run eagerly back to back leave gaps of microseconds: an
       // improvement started in one would take the core from the next call.
-      if (needed_.empty() && !exiting_ && Clock::now() < last_eager_end_ + kEagerQuiet) {
+      if (needed_.empty() && !exiting_ && waiters_ == 0 &&
+          Clock::now() < last_eager_end_ + kEagerQuiet) {
         work_.wait_until(lock, last_eager_end_ + kEagerQuiet);
         continue;
       }
@@ -129,6 +135,7 @@ class BackgroundCompiler {
   // How long after the last eager call ends improvements wait for the next one.
   static constexpr std::chrono::milliseconds kEagerQuiet{2};
   int eager_calls_ = 0;  // EagerCallScopes held
+  int waiters_ = 0;      // threads in wait_idle
   Clock::time_point last_eager_end_{};
   std::thread thread_;
   std::atomic<pid_t> owner_{0};  // the process that started thread_

@@ -45,7 +45,8 @@ bool compiles_in_background(const Graph& g, std::span<const TensorType> types);
 /// ready (a size seen once, or one compiling): improvements do not start while
 /// one is held or within 2 ms after (calls back to back), so such a call does not
 /// share the cores with a tier-up compile it has no use for (a needed compile
-/// still runs: it is the call's own plan). At exit improvements no longer wait.
+/// still runs: it is the call's own plan). At exit, or while a thread waits for
+/// the queue (drain_background_compiles), improvements no longer wait.
 class EagerCallScope {
  public:
   EagerCallScope();

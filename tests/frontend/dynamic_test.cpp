@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <iostream>
@@ -211,6 +212,25 @@ TEST_CASE("the background queue runs the plans calls wait for before the tier-up
   release.set_value();
   wait_for_background_compiles();
   CHECK(order == "n1 n2 i1 i2 ");
+}
+
+// Tier-ups wait while a call runs eagerly, but not for a thread that waits for
+// the queue from inside such a call (it would wait for itself).
+TEST_CASE("waiting for the background queue inside an eager call does not wait for itself") {
+  wait_for_background_compiles();
+  auto ran = std::make_shared<std::atomic<bool>>(false);
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> finished = done->get_future();
+  // Detached: if it hung, the test fails rather than hangs (at exit the queue
+  // stops waiting for eager calls, so the thread's wait ends then).
+  std::thread([ran, done] {
+    const EagerCallScope eager_call;
+    post_background_compile([ran] { *ran = true; }, CompileUrgency::Improvement);
+    wait_for_background_compiles();
+    done->set_value();
+  }).detach();
+  REQUIRE(finished.wait_for(std::chrono::seconds(20)) == std::future_status::ready);
+  CHECK(ran->load());
 }
 
 // A child forked while the compile thread works has the queue's state but not

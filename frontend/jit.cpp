@@ -427,7 +427,8 @@ std::function<std::vector<Tensor>(autograd::Context*, std::vector<Tensor>)> tape
                                     : zeros(t.shape, TensorOptions(t.dtype).device(t.device)));
     }
     std::vector<Tensor> result =
-        detail::run_plan(*bwd->get(), bwd->graph(), bargs, tape->params, "traced function", name, where);
+        detail::run_plan(*bwd->get(), bwd->graph(), bargs, tape->params, "traced function", name,
+                         where);
     for (size_t j = 0; j < result.size() && j < split.wrt_reached_by.size(); ++j)
       if (std::ranges::none_of(split.wrt_reached_by[j], given_root)) result[j] = Tensor();
     return result;

@@ -303,20 +303,26 @@ Tensor written_or(const Tensor& base, const Tensor& count, const Tensor& sum, Lo
   return where(written, where(count.gt(Scalar(1), l), mean, sum, l), base, l);
 }
 
+// How many writes a scatter of `index` along `dim` makes at each place of a
+// tensor like x (a scatter_add of ones over zeros, which checks the dims, shapes
+// and indices).
+Tensor scatter_counts(const Tensor& x, int64_t dim, const Tensor& index, Loc l) {
+  const TensorOptions like = TensorOptions(x.dtype()).device(x.device());
+  return zeros(x.sizes(), like, l).scatter_add(dim, index, ones(index.sizes(), like, l), l);
+}
+
 }  // namespace
 
 Tensor Tensor::scatter(int64_t dim, const Tensor& index, const Tensor& src, Loc l) const {
-  // Two scatter_adds over zeros (they check the dims, shapes and indices): how
-  // many writes reach each place, and the sum of what they write.
+  // How many writes reach each place, and the sum of what they write.
   Tensor zero = zeros(sizes(), TensorOptions(dtype()).device(device()), l);
-  Tensor count = zero.scatter_add(dim, index, ones(index.sizes(), TensorOptions(dtype()).device(device()), l), l);
-  return written_or(*this, count, zero.scatter_add(dim, index, src, l), l);
+  return written_or(*this, scatter_counts(*this, dim, index, l), zero.scatter_add(dim, index, src, l),
+                    l);
 }
 
 Tensor Tensor::scatter(int64_t dim, const Tensor& index, Scalar value, Loc l) const {
-  Tensor zero = zeros(sizes(), TensorOptions(dtype()).device(device()), l);
-  Tensor count = zero.scatter_add(dim, index, ones(index.sizes(), TensorOptions(dtype()).device(device()), l), l);
-  return where(count.gt(Scalar(0), l), full({}, value, TensorOptions(dtype()).device(device()), l), *this, l);
+  const Tensor written = scatter_counts(*this, dim, index, l).gt(Scalar(0), l);
+  return where(written, full({}, value, TensorOptions(dtype()).device(device()), l), *this, l);
 }
 
 Tensor& Tensor::scatter_(int64_t dim, const Tensor& index, const Tensor& src, Loc l) {

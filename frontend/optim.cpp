@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "frontend/autograd.h"
+#include "frontend/optim_fused.h"
 #include "frontend/trace_state.h"
 
 namespace kiln::optim {
@@ -361,6 +362,9 @@ void AdamBase::step_adam() {
   NoGradGuard no_grad;
   step_.add_(1);
   const TensorOptions f64 = TensorOptions(kFloat64).device(step_.device());
+  // Eagerly on the CPU, the dense float parameters update in one fused pass
+  // (frontend/optim_fused.h), the others op by op below: the same bits.
+  detail::FusedAdamStep fused(decoupled_);
   size_t i = 0;
   for (size_t gi = 0; gi < param_groups().size(); ++gi) {
     const AdamOptions& o = group_options<AdamOptions>(gi);
@@ -374,6 +378,12 @@ void AdamBase::step_adam() {
       const size_t k = i++;
       Tensor g = p.grad();
       if (!g.defined()) continue;
+      if (o.amsgrad_ && !v_max_[k].defined())
+        throw Error(std::string(name()) + ": amsgrad was turned on after the optimizer was " +
+                    "made (expected it in the options it was made with)");
+      if (fused.add(p, g, m_[k], v_[k], v_max_[k], o, lr_like(gi, p), bc1.like(p),
+                    bc2_sqrt.like(p)))
+        continue;
       if (o.weight_decay_ != 0) {
         if (decoupled_)
           p.mul_(1 - lr_like(gi, p) * o.weight_decay_);
@@ -384,9 +394,6 @@ void AdamBase::step_adam() {
       v_[k].mul_(b2).add_(g * g, 1 - b2);
       Tensor second = v_[k];
       if (o.amsgrad_) {  // PyTorch: the maximum of the uncorrected second moments
-        if (!v_max_[k].defined())
-          throw Error(std::string(name()) + ": amsgrad was turned on after the optimizer was " +
-                      "made (expected it in the options it was made with)");
         v_max_[k].copy_(maximum(v_max_[k], v_[k]));
         second = v_max_[k];
       }
@@ -397,6 +404,7 @@ void AdamBase::step_adam() {
       p.sub_(m_[k] / denom * (lr_like(gi, p) / bc1.like(p)));
     }
   }
+  fused.run();
 }
 
 // ---- RMSprop ----

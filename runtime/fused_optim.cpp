@@ -1,0 +1,96 @@
+// Multi-tensor Adam for eager steps (fused_optim.h). Built with
+// -fno-math-errno and -ffp-contract=off (runtime/CMakeLists.txt): sqrt is the
+// instruction, correctly rounded like the reference kernels' std::sqrt and the
+// traced kernels' llvm.sqrt (without the flag GCC keeps a scalar call for errno
+// and the loop does not vectorise), and no multiply-add is contracted into an
+// FMA, which rounds once where the other kernels round twice.
+#include "runtime/fused_optim.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "runtime/thread_pool.h"
+#include "runtime/vector_exp.h"  // KILN_VECTOR_CLONES
+
+namespace kiln {
+namespace {
+
+// One slot's elements [begin, end), with the weight decay and amsgrad chosen
+// at compile time so the loop has no branch.
+template <class T, bool kL2, bool kDecoupled, bool kAmsgrad>
+[[gnu::always_inline]] inline void adam_loop(const AdamSlot<T>& s, const AdamScalars<T>& c,
+                                             int64_t begin, int64_t end) {
+  T* __restrict p = s.p;
+  const T* __restrict g = s.g;
+  T* __restrict m = s.m;
+  T* __restrict v = s.v;
+  T* __restrict v_max = s.v_max;
+  for (int64_t i = begin; i < end; ++i) {
+    T pi = p[i];
+    T gi = g[i];
+    if constexpr (kDecoupled) pi = pi * c.decay;
+    if constexpr (kL2) gi = gi + c.weight_decay * pi;
+    const T mi = m[i] * c.beta1 + gi * c.one_minus_beta1;
+    const T vi = v[i] * c.beta2 + (gi * gi) * c.one_minus_beta2;
+    T second = vi;
+    if constexpr (kAmsgrad) {
+      const T old = v_max[i];
+      second = (old > vi || old != old) ? old : vi;  // NaN-propagating, as maximum
+      v_max[i] = second;
+    }
+    const T denom = std::sqrt(second) / c.bc2_sqrt + c.eps;
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = pi - (mi / denom) * c.step_size;
+  }
+}
+
+template <class T>
+[[gnu::always_inline]] inline void adam_range_impl(const AdamSlot<T>& s, const AdamScalars<T>& c,
+                                                   int64_t begin, int64_t end) {
+  const bool ams = s.v_max != nullptr;
+  if (c.decoupled) {
+    if (ams) adam_loop<T, false, true, true>(s, c, begin, end);
+    else adam_loop<T, false, true, false>(s, c, begin, end);
+  } else if (c.l2) {
+    if (ams) adam_loop<T, true, false, true>(s, c, begin, end);
+    else adam_loop<T, true, false, false>(s, c, begin, end);
+  } else {
+    if (ams) adam_loop<T, false, false, true>(s, c, begin, end);
+    else adam_loop<T, false, false, false>(s, c, begin, end);
+  }
+}
+
+KILN_VECTOR_CLONES void adam_range(const AdamSlot<float>& s, const AdamScalars<float>& c,
+                                   int64_t begin, int64_t end) {
+  adam_range_impl(s, c, begin, end);
+}
+KILN_VECTOR_CLONES void adam_range(const AdamSlot<double>& s, const AdamScalars<double>& c,
+                                   int64_t begin, int64_t end) {
+  adam_range_impl(s, c, begin, end);
+}
+
+}  // namespace
+
+template <class T>
+void adam_update(const std::vector<AdamSlot<T>>& slots, const std::vector<AdamScalars<T>>& scalars) {
+  // The slots laid end to end: chunk [b, e) of the whole covers parts of
+  // consecutive slots; `starts[k]` is where slot k begins.
+  std::vector<int64_t> starts(slots.size() + 1, 0);
+  for (size_t k = 0; k < slots.size(); ++k) starts[k + 1] = starts[k] + slots[k].n;
+  parallel_for(starts.back(), kElementwiseGrain, [&](int64_t b, int64_t e) {
+    size_t k = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), b) - starts.begin()) - 1;
+    for (; k < slots.size() && starts[k] < e; ++k) {
+      const int64_t lo = std::max(b, starts[k]) - starts[k];
+      const int64_t hi = std::min(e, starts[k + 1]) - starts[k];
+      if (lo < hi) adam_range(slots[k], scalars[k], lo, hi);
+    }
+  });
+}
+
+template void adam_update<float>(const std::vector<AdamSlot<float>>&,
+                                 const std::vector<AdamScalars<float>>&);
+template void adam_update<double>(const std::vector<AdamSlot<double>>&,
+                                  const std::vector<AdamScalars<double>>&);
+
+}  // namespace kiln

@@ -164,5 +164,21 @@ TEST_CASE("copy_to: strided sources, casts, transposed tiles") {
   copy_to(view_as(big, OpKind::permute, perm_attr({0, 2, 1})).v, outd.v);
   CHECK(values(outd) == values(out));
 
+  // 4-byte elements move in 8x8 register blocks: sizes just past a block, and
+  // a batch whose matrices start at offsets that are not multiples of 8.
+  for (auto [rr, cc] : {std::pair<int64_t, int64_t>{9, 13}, {41, 19}, {64, 8}}) {
+    CAPTURE(rr);
+    CAPTURE(cc);
+    Arr src = iota(DType::i32, {3, rr, cc});
+    Arr dsti = empty(DType::i32, {3, cc, rr});
+    copy_to(view_as(src, OpKind::permute, perm_attr({0, 2, 1})).v, dsti.v);
+    int64_t wrong = 0;
+    for (int64_t n = 0; n < 3; ++n)
+      for (int64_t i = 0; i < cc; ++i)
+        for (int64_t j = 0; j < rr; ++j)
+          wrong += dsti.v.ptr<int32_t>()[(n * cc + i) * rr + j] != (n * rr + j) * cc + i;
+    CHECK(wrong == 0);
+  }
+
   CHECK_THROWS_AS(copy_to(m.v, empty(DType::f64, {5, 3}).v), Error);
 }

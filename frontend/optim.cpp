@@ -258,6 +258,7 @@ std::vector<Optimizer::Hyperparameter> SGD::hyperparameters(const OptimizerOptio
 void SGD::step() {
   begin_step();
   NoGradGuard no_grad;
+  detail::FusedSgdStep fused;  // as Adam's (frontend/optim_fused.h)
   size_t i = 0;
   for (size_t gi = 0; gi < param_groups().size(); ++gi) {
     const SGDOptions& o = group_options<SGDOptions>(gi);
@@ -267,6 +268,7 @@ void SGD::step() {
       if (!g.defined()) continue;
       if (o.momentum_ != 0 && !buf.defined())
         throw Error("SGD: momentum was set after construction (expected it in SGDOptions)");
+      if (fused.add(p, g, buf, o, lr_like(gi, p))) continue;
       if (o.weight_decay_ != 0) g = g + o.weight_decay_ * p;
       if (o.momentum_ != 0) {
         buf.mul_(o.momentum_).add_(g, 1 - o.dampening_);
@@ -275,6 +277,7 @@ void SGD::step() {
       p.sub_(g * lr_like(gi, p));
     }
   }
+  fused.run();
 }
 
 // ---- Adam, AdamW ----

@@ -23,11 +23,25 @@ bool dense_cpu(const Tensor& t, DType dt, int64_t n) {
   return !i.symbolic() && i.buffer && t.is_contiguous();
 }
 
-// The scalars of one (learning rate, bias corrections) triple, read from the
-// 0-dim tensors the op-by-op step computes with, so they are its values.
+// The slots and scalars of one dtype, for runtime/fused_optim.h.
+template <class Slot, class Scalars>
+struct Batch {
+  std::vector<Slot> slots;
+  std::vector<Scalars> scalars;
+};
+
+// Calls f(batch, T*{}) with the batch of p's dtype (f32 or f64: can_take's).
+template <class F, class B32, class B64>
+void with_batch(const Tensor& p, B32& f32, B64& f64, F f) {
+  if (p.dtype() == DType::f32) f(f32, static_cast<float*>(nullptr));
+  else f(f64, static_cast<double*>(nullptr));
+}
+
+// Adam's scalars, read from the 0-dim tensors the op-by-op step computes with,
+// so they are its values.
 template <class T>
-AdamScalars<T> scalars_of(const optim::AdamOptions& o, bool decoupled, const Tensor& lr, const Tensor& bc1,
-                          const Tensor& bc2_sqrt) {
+AdamScalars<T> adam_scalars(const optim::AdamOptions& o, bool decoupled, const Tensor& lr,
+                            const Tensor& bc1, const Tensor& bc2_sqrt) {
   AdamScalars<T> c{};
   c.beta1 = static_cast<T>(o.beta1_);
   c.one_minus_beta1 = static_cast<T>(1 - o.beta1_);
@@ -44,88 +58,139 @@ AdamScalars<T> scalars_of(const optim::AdamOptions& o, bool decoupled, const Ten
 }
 
 template <class T>
-struct Batch {
-  std::vector<AdamSlot<T>> slots;
-  std::vector<AdamScalars<T>> scalars;
-  // Whose scalars the last slot took (the same for every parameter of a group
-  // and dtype), so they are computed once.
-  const TensorImpl* lr = nullptr;
-  const TensorImpl* bc1 = nullptr;
-  const TensorImpl* bc2_sqrt = nullptr;
-  const optim::AdamOptions* options = nullptr;
-};
+SgdScalars<T> sgd_scalars(const optim::SGDOptions& o, const Tensor& lr) {
+  SgdScalars<T> c{};
+  c.lr = lr.item<T>();
+  c.weight_decay = static_cast<T>(o.weight_decay_);
+  c.momentum = static_cast<T>(o.momentum_);
+  c.one_minus_dampening = static_cast<T>(1 - o.dampening_);
+  c.l2 = o.weight_decay_ != 0;
+  c.dampening = 1 - o.dampening_ != 1;  // add_(g, alpha) multiplies unless alpha is 1
+  c.nesterov = o.nesterov_;
+  return c;
+}
 
 }  // namespace
 
+// ---- FusedStep ----
+
+FusedStep::FusedStep() : enabled_(!current_trace() && settings().eager_kernels) {}
+
+FusedStep::~FusedStep() = default;
+
+uint64_t FusedStep::fused_updates() {
+  return g_fused.load(std::memory_order_relaxed);
+}
+
+bool FusedStep::can_take(const Tensor& p, std::initializer_list<const Tensor*> others) const {
+  if (!enabled_) return false;
+  const DType dt = p.dtype();
+  const int64_t n = p.numel();
+  if ((dt != DType::f32 && dt != DType::f64) || !dense_cpu(p, dt, n)) return false;
+  std::vector<const Buffer*> buffers{p.impl()->buffer.get()};
+  for (const Tensor* t : others) {
+    if (!t->defined()) continue;
+    if (!dense_cpu(*t, dt, n)) return false;
+    buffers.push_back(t->impl()->buffer.get());
+  }
+  for (size_t a = 0; a < buffers.size(); ++a)
+    for (size_t b = a + 1; b < buffers.size(); ++b)
+      if (buffers[a] == buffers[b]) return false;
+  return true;
+}
+
+void FusedStep::will_write(std::initializer_list<const Tensor*> tensors) {
+  for (const Tensor* t : tensors) {
+    if (!t->defined()) continue;
+    sync_view(*t->impl());
+    written_.push_back(t->impl()->buffer);
+  }
+}
+
+void FusedStep::finish(size_t updates) {
+  for (const std::shared_ptr<Buffer>& b : written_) b->version++;  // as an in-place write
+  written_.clear();
+  g_fused.fetch_add(updates, std::memory_order_relaxed);
+}
+
+// ---- Adam, AdamW ----
+
 struct FusedAdamStep::State {
-  Batch<float> f32;
-  Batch<double> f64;
-  std::vector<std::shared_ptr<Buffer>> written;
+  Batch<AdamSlot<float>, AdamScalars<float>> f32;
+  Batch<AdamSlot<double>, AdamScalars<double>> f64;
+  // Whose scalars the last slot of each dtype took (the same for every
+  // parameter of a group), so they are computed once a group.
+  const TensorImpl* lr[2] = {nullptr, nullptr};
+  const optim::AdamOptions* options[2] = {nullptr, nullptr};
 };
 
-FusedAdamStep::FusedAdamStep(bool decoupled) : decoupled_(decoupled) {
-  if (!current_trace() && settings().eager_kernels) state_ = std::make_unique<State>();
-}
+FusedAdamStep::FusedAdamStep(bool decoupled)
+    : decoupled_(decoupled), state_(std::make_unique<State>()) {}
 
 FusedAdamStep::~FusedAdamStep() = default;
 
 bool FusedAdamStep::add(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
                         const Tensor& v_max, const optim::AdamOptions& o, const Tensor& lr,
                         const Tensor& bc1, const Tensor& bc2_sqrt) {
-  if (!state_) return false;
-  const DType dt = p.dtype();
-  if (dt != DType::f32 && dt != DType::f64) return false;
-  const int64_t n = p.numel();
+  const Tensor none;
   const bool ams = o.amsgrad_;
-  if (!dense_cpu(p, dt, n) || !dense_cpu(g, dt, n) || !dense_cpu(m, dt, n) ||
-      !dense_cpu(v, dt, n) || (ams && !dense_cpu(v_max, dt, n)))
-    return false;
-  // Every array its own storage: the loop reads each element once, in place.
-  std::vector<const Buffer*> buffers{p.impl()->buffer.get(), g.impl()->buffer.get(),
-                                     m.impl()->buffer.get(), v.impl()->buffer.get()};
-  if (ams) buffers.push_back(v_max.impl()->buffer.get());
-  for (size_t a = 0; a < buffers.size(); ++a)
-    for (size_t b = a + 1; b < buffers.size(); ++b)
-      if (buffers[a] == buffers[b]) return false;
-
-  auto take = [&](auto& batch, auto* data) {
-    using T = std::remove_pointer_t<decltype(data)>;
-    if (batch.scalars.empty() || batch.lr != lr.impl() || batch.bc1 != bc1.impl() ||
-        batch.bc2_sqrt != bc2_sqrt.impl() || batch.options != &o) {
-      batch.scalars.push_back(scalars_of<T>(o, decoupled_, lr, bc1, bc2_sqrt));
-      batch.lr = lr.impl();
-      batch.bc1 = bc1.impl();
-      batch.bc2_sqrt = bc2_sqrt.impl();
-      batch.options = &o;
+  if (!can_take(p, {&g, &m, &v, ams ? &v_max : &none})) return false;
+  with_batch(p, state_->f32, state_->f64, [&](auto& batch, auto* type) {
+    using T = std::remove_pointer_t<decltype(type)>;
+    const int d = std::is_same_v<T, float> ? 0 : 1;
+    // bc1 and bc2_sqrt are made with lr once a group and dtype: lr names them.
+    if (batch.scalars.empty() || state_->lr[d] != lr.impl() || state_->options[d] != &o) {
+      batch.scalars.push_back(adam_scalars<T>(o, decoupled_, lr, bc1, bc2_sqrt));
+      state_->lr[d] = lr.impl();
+      state_->options[d] = &o;
     } else {
       batch.scalars.push_back(batch.scalars.back());
     }
     batch.slots.push_back({p.data_ptr<T>(), g.data_ptr<T>(), m.data_ptr<T>(), v.data_ptr<T>(),
-                           ams ? v_max.data_ptr<T>() : nullptr, n});
-  };
-  if (dt == DType::f32) take(state_->f32, static_cast<float*>(nullptr));
-  else take(state_->f64, static_cast<double*>(nullptr));
-  // As assign() before an in-place write: a view takes its base's history.
-  std::vector<const Tensor*> written{&p, &m, &v};
-  if (ams) written.push_back(&v_max);
-  for (const Tensor* t : written) {
-    sync_view(*t->impl());
-    state_->written.push_back(t->impl()->buffer);
-  }
+                           ams ? v_max.data_ptr<T>() : nullptr, p.numel()});
+  });
+  will_write({&p, &m, &v, ams ? &v_max : &none});
   return true;
 }
 
 void FusedAdamStep::run() {
-  if (!state_) return;
   if (!state_->f32.slots.empty()) adam_update(state_->f32.slots, state_->f32.scalars);
   if (!state_->f64.slots.empty()) adam_update(state_->f64.slots, state_->f64.scalars);
-  g_fused.fetch_add(state_->f32.slots.size() + state_->f64.slots.size(), std::memory_order_relaxed);
-  for (const std::shared_ptr<Buffer>& b : state_->written) b->version++;  // as an in-place write
+  finish(state_->f32.slots.size() + state_->f64.slots.size());
   state_ = std::make_unique<State>();
 }
 
-uint64_t FusedAdamStep::fused_updates() {
-  return g_fused.load(std::memory_order_relaxed);
+// ---- SGD ----
+
+struct FusedSgdStep::State {
+  Batch<SgdSlot<float>, SgdScalars<float>> f32;
+  Batch<SgdSlot<double>, SgdScalars<double>> f64;
+};
+
+FusedSgdStep::FusedSgdStep() : state_(std::make_unique<State>()) {}
+
+FusedSgdStep::~FusedSgdStep() = default;
+
+bool FusedSgdStep::add(const Tensor& p, const Tensor& g, const Tensor& buf,
+                       const optim::SGDOptions& o, const Tensor& lr) {
+  const Tensor none;
+  const bool momentum = o.momentum_ != 0;
+  if (!can_take(p, {&g, momentum ? &buf : &none})) return false;
+  with_batch(p, state_->f32, state_->f64, [&](auto& batch, auto* type) {
+    using T = std::remove_pointer_t<decltype(type)>;
+    batch.scalars.push_back(sgd_scalars<T>(o, lr));
+    batch.slots.push_back(
+        {p.data_ptr<T>(), g.data_ptr<T>(), momentum ? buf.data_ptr<T>() : nullptr, p.numel()});
+  });
+  will_write({&p, momentum ? &buf : &none});
+  return true;
+}
+
+void FusedSgdStep::run() {
+  if (!state_->f32.slots.empty()) sgd_update(state_->f32.slots, state_->f32.scalars);
+  if (!state_->f64.slots.empty()) sgd_update(state_->f64.slots, state_->f64.scalars);
+  finish(state_->f32.slots.size() + state_->f64.slots.size());
+  state_ = std::make_unique<State>();
 }
 
 }  // namespace kiln::detail

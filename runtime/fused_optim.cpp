@@ -1,4 +1,4 @@
-// Multi-tensor Adam for eager steps (fused_optim.h). Built with
+// Multi-tensor Adam and SGD for eager steps (fused_optim.h). Built with
 // -fno-math-errno and -ffp-contract=off (runtime/CMakeLists.txt): sqrt is the
 // instruction, correctly rounded like the reference kernels' std::sqrt and the
 // traced kernels' llvm.sqrt (without the flag GCC keeps a scalar call for errno
@@ -70,27 +70,92 @@ KILN_VECTOR_CLONES void adam_range(const AdamSlot<double>& s, const AdamScalars<
   adam_range_impl(s, c, begin, end);
 }
 
-}  // namespace
+template <class T, bool kL2, bool kMomentum, bool kDampening, bool kNesterov>
+[[gnu::always_inline]] inline void sgd_loop(const SgdSlot<T>& s, const SgdScalars<T>& c,
+                                            int64_t begin, int64_t end) {
+  T* __restrict p = s.p;
+  const T* __restrict g = s.g;
+  T* __restrict buf = s.buf;
+  for (int64_t i = begin; i < end; ++i) {
+    const T pi = p[i];
+    T gi = g[i];
+    if constexpr (kL2) gi = gi + c.weight_decay * pi;
+    if constexpr (kMomentum) {
+      const T b = buf[i] * c.momentum + (kDampening ? gi * c.one_minus_dampening : gi);
+      buf[i] = b;
+      gi = kNesterov ? gi + c.momentum * b : b;
+    }
+    p[i] = pi - gi * c.lr;
+  }
+}
+
+template <class T, bool kL2>
+[[gnu::always_inline]] inline void sgd_range_l2(const SgdSlot<T>& s, const SgdScalars<T>& c,
+                                                int64_t begin, int64_t end) {
+  if (!s.buf) return sgd_loop<T, kL2, false, false, false>(s, c, begin, end);
+  if (c.dampening) {
+    if (c.nesterov) sgd_loop<T, kL2, true, true, true>(s, c, begin, end);
+    else sgd_loop<T, kL2, true, true, false>(s, c, begin, end);
+  } else {
+    if (c.nesterov) sgd_loop<T, kL2, true, false, true>(s, c, begin, end);
+    else sgd_loop<T, kL2, true, false, false>(s, c, begin, end);
+  }
+}
 
 template <class T>
-void adam_update(const std::vector<AdamSlot<T>>& slots, const std::vector<AdamScalars<T>>& scalars) {
-  // The slots laid end to end: chunk [b, e) of the whole covers parts of
-  // consecutive slots; `starts[k]` is where slot k begins.
-  std::vector<int64_t> starts(slots.size() + 1, 0);
+[[gnu::always_inline]] inline void sgd_range_impl(const SgdSlot<T>& s, const SgdScalars<T>& c,
+                                                  int64_t begin, int64_t end) {
+  if (c.l2) sgd_range_l2<T, true>(s, c, begin, end);
+  else sgd_range_l2<T, false>(s, c, begin, end);
+}
+
+KILN_VECTOR_CLONES void sgd_range(const SgdSlot<float>& s, const SgdScalars<float>& c,
+                                  int64_t begin, int64_t end) {
+  sgd_range_impl(s, c, begin, end);
+}
+KILN_VECTOR_CLONES void sgd_range(const SgdSlot<double>& s, const SgdScalars<double>& c,
+                                  int64_t begin, int64_t end) {
+  sgd_range_impl(s, c, begin, end);
+}
+
+// Runs range(slot k, scalars k, lo, hi) over every slot's elements, the slots
+// laid end to end and cut into parallel chunks that may cross from one slot
+// into the next.
+template <class Slot, class Scalars, class Range>
+void for_slots(const std::vector<Slot>& slots, const std::vector<Scalars>& scalars, Range range) {
+  std::vector<int64_t> starts(slots.size() + 1, 0);  // where slot k begins
   for (size_t k = 0; k < slots.size(); ++k) starts[k + 1] = starts[k] + slots[k].n;
   parallel_for(starts.back(), kElementwiseGrain, [&](int64_t b, int64_t e) {
     size_t k = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), b) - starts.begin()) - 1;
     for (; k < slots.size() && starts[k] < e; ++k) {
       const int64_t lo = std::max(b, starts[k]) - starts[k];
       const int64_t hi = std::min(e, starts[k + 1]) - starts[k];
-      if (lo < hi) adam_range(slots[k], scalars[k], lo, hi);
+      if (lo < hi) range(slots[k], scalars[k], lo, hi);
     }
   });
+}
+
+}  // namespace
+
+template <class T>
+void adam_update(const std::vector<AdamSlot<T>>& slots, const std::vector<AdamScalars<T>>& scalars) {
+  for_slots(slots, scalars, [](const AdamSlot<T>& s, const AdamScalars<T>& c, int64_t lo,
+                               int64_t hi) { adam_range(s, c, lo, hi); });
+}
+
+template <class T>
+void sgd_update(const std::vector<SgdSlot<T>>& slots, const std::vector<SgdScalars<T>>& scalars) {
+  for_slots(slots, scalars, [](const SgdSlot<T>& s, const SgdScalars<T>& c, int64_t lo,
+                               int64_t hi) { sgd_range(s, c, lo, hi); });
 }
 
 template void adam_update<float>(const std::vector<AdamSlot<float>>&,
                                  const std::vector<AdamScalars<float>>&);
 template void adam_update<double>(const std::vector<AdamSlot<double>>&,
                                   const std::vector<AdamScalars<double>>&);
+template void sgd_update<float>(const std::vector<SgdSlot<float>>&,
+                                const std::vector<SgdScalars<float>>&);
+template void sgd_update<double>(const std::vector<SgdSlot<double>>&,
+                                 const std::vector<SgdScalars<double>>&);
 
 }  // namespace kiln

@@ -1,8 +1,8 @@
-// Multi-tensor optimizer updates for eager steps, as torch's fused Adam: every
-// parameter's update in one pass over its elements (p, g, m, v read once, p, m,
-// v written once), all parameters in one parallel region. Op by op, an eager
-// Adam step makes ten passes and nine temporaries a parameter; it took a third
-// of a small MLP's eager training step.
+// Multi-tensor optimizer updates for eager steps, as torch's fused Adam and
+// SGD: every parameter's update in one pass over its elements (Adam: p, g, m,
+// v read once, p, m, v written once), all parameters in one parallel region.
+// Op by op, an eager Adam step makes ten passes and nine temporaries a
+// parameter; it took a third of a small MLP's eager training step.
 //
 // The arithmetic is the op-by-op step's (frontend/optim.cpp), in the same
 // order and the same type, each operation rounded as the reference kernels and
@@ -54,5 +54,34 @@ extern template void adam_update<float>(const std::vector<AdamSlot<float>>&,
                                         const std::vector<AdamScalars<float>>&);
 extern template void adam_update<double>(const std::vector<AdamSlot<double>>&,
                                          const std::vector<AdamScalars<double>>&);
+
+/// One parameter's SGD update; `buf` (the momentum buffer) is null without momentum.
+template <class T>
+struct SgdSlot {
+  T* p;
+  const T* g;
+  T* buf;
+  int64_t n;
+};
+
+/// SGD's scalars in the parameter's type. Per element, in this order:
+///   g = g + weight_decay * p                   (weight decay only)
+///   buf = buf * momentum + g * one_minus_dampening   (momentum only; without
+///                                              dampening, + g)
+///   g = g + momentum * buf (nesterov), else g = buf   (momentum only)
+///   p = p - g * lr
+template <class T>
+struct SgdScalars {
+  T lr, weight_decay, momentum, one_minus_dampening;
+  bool l2 = false, dampening = false, nesterov = false;
+};
+
+template <class T>
+void sgd_update(const std::vector<SgdSlot<T>>& slots, const std::vector<SgdScalars<T>>& scalars);
+
+extern template void sgd_update<float>(const std::vector<SgdSlot<float>>&,
+                                       const std::vector<SgdScalars<float>>&);
+extern template void sgd_update<double>(const std::vector<SgdSlot<double>>&,
+                                        const std::vector<SgdScalars<double>>&);
 
 }  // namespace kiln

@@ -15,13 +15,13 @@ namespace {
 
 enum class Mode { Fused, OpByOp, Traced };
 
-using MakeAdam = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>;
+using MakeOptimizer = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>;
 
 // Parameters, then optimizer state, after three steps whose gradients are the
 // coefficients c_t of loss = sum(p * c_t): random, with a NaN, an inf and a 0
 // in the small parameter. The large parameter spans several of the parallel
 // region's chunks, which then also cross from one parameter into the next.
-std::vector<Tensor> run_adam(Mode mode, DType dt, const MakeAdam& make) {
+std::vector<Tensor> run_steps(Mode mode, DType dt, const MakeOptimizer& make) {
   manual_seed(11);
   std::vector<Tensor> ps{randn({300, 500}, dt).requires_grad_(), randn({7}, dt).requires_grad_(),
                          randn({3, 4}, dt).requires_grad_()};
@@ -68,10 +68,29 @@ void check_same_bits(const std::vector<Tensor>& a, const std::vector<Tensor>& b)
   }
 }
 
+using Configs = std::vector<std::pair<std::string, MakeOptimizer>>;
+
+// Each configuration's fused steps have the bits of its op-by-op and traced steps.
+void check_fused_configs(const Configs& configs) {
+  for (const auto& [name, make] : configs)
+    for (DType dt : {DType::f32, DType::f64}) {
+      CAPTURE(name);
+      const std::string dtype = dtype_name(dt);
+      CAPTURE(dtype);
+      const uint64_t before = detail::FusedStep::fused_updates();
+      const std::vector<Tensor> fused = run_steps(Mode::Fused, dt, make);
+      CHECK(detail::FusedStep::fused_updates() - before == 3 * 3);  // 3 steps, 3 parameters
+      const uint64_t after = detail::FusedStep::fused_updates();
+      check_same_bits(fused, run_steps(Mode::OpByOp, dt, make));
+      check_same_bits(fused, run_steps(Mode::Traced, dt, make));
+      CHECK(detail::FusedStep::fused_updates() == after);  // neither of those fused
+    }
+}
+
 }  // namespace
 
 TEST_CASE("an eager Adam step updates fused, with the op-by-op step's bits and the traced step's") {
-  const std::vector<std::pair<std::string, MakeAdam>> configs = {
+  check_fused_configs({
       {"Adam", [](std::vector<Tensor> ps) { return std::make_unique<optim::Adam>(ps, 1e-2); }},
       {"Adam, L2 weight decay",
        [](std::vector<Tensor> ps) {
@@ -90,20 +109,21 @@ TEST_CASE("an eager Adam step updates fused, with the op-by-op step's bits and t
        [](std::vector<Tensor> ps) {
          return std::make_unique<optim::AdamW>(ps, optim::AdamWOptions(1e-2).amsgrad(true));
        }},
+  });
+}
+
+TEST_CASE("an eager SGD step updates fused, with the op-by-op step's bits and the traced step's") {
+  auto sgd = [](optim::SGDOptions o) -> MakeOptimizer {
+    return [o](std::vector<Tensor> ps) { return std::make_unique<optim::SGD>(ps, o); };
   };
-  for (const auto& [name, make] : configs)
-    for (DType dt : {DType::f32, DType::f64}) {
-      CAPTURE(name);
-      const std::string dtype = dtype_name(dt);
-      CAPTURE(dtype);
-      const uint64_t before = detail::FusedAdamStep::fused_updates();
-      const std::vector<Tensor> fused = run_adam(Mode::Fused, dt, make);
-      CHECK(detail::FusedAdamStep::fused_updates() - before == 3 * 3);  // 3 steps, 3 parameters
-      const uint64_t after = detail::FusedAdamStep::fused_updates();
-      check_same_bits(fused, run_adam(Mode::OpByOp, dt, make));
-      check_same_bits(fused, run_adam(Mode::Traced, dt, make));
-      CHECK(detail::FusedAdamStep::fused_updates() == after);  // neither of those fused
-    }
+  check_fused_configs({
+      {"SGD", sgd(optim::SGDOptions(0.1))},
+      {"SGD, weight decay", sgd(optim::SGDOptions(0.05).weight_decay(0.01))},
+      {"SGD, momentum", sgd(optim::SGDOptions(0.05).momentum(0.9))},
+      {"SGD, momentum, dampening, weight decay",
+       sgd(optim::SGDOptions(0.05).momentum(0.8).dampening(0.3).weight_decay(1e-3))},
+      {"SGD, nesterov", sgd(optim::SGDOptions(0.02).momentum(0.9).nesterov(true))},
+  });
 }
 
 TEST_CASE("a fused eager Adam step counts as an in-place write of the parameter") {
@@ -112,9 +132,9 @@ TEST_CASE("a fused eager Adam step counts as an in-place write of the parameter"
   optim::Adam opt({p}, 0.1);
   (p * p).sum().backward();
   Tensor later = (p * p).sum();  // saves p
-  const uint64_t before = detail::FusedAdamStep::fused_updates();
+  const uint64_t before = detail::FusedStep::fused_updates();
   opt.step();
-  CHECK(detail::FusedAdamStep::fused_updates() == before + 1);
+  CHECK(detail::FusedStep::fused_updates() == before + 1);
   CHECK_THROWS_WITH_AS(later.backward(), doctest::Contains("modified by an in-place operation"),
                        Error);
 }
@@ -141,8 +161,8 @@ TEST_CASE("parameters the fused step cannot take update op by op beside those it
     for (const Tensor& t : opt.state()) out.push_back(t.clone());
     return out;
   };
-  const uint64_t before = detail::FusedAdamStep::fused_updates();
+  const uint64_t before = detail::FusedStep::fused_updates();
   const std::vector<Tensor> fused = run(true);
-  CHECK(detail::FusedAdamStep::fused_updates() == before + 2);  // a, at each of two steps
+  CHECK(detail::FusedStep::fused_updates() == before + 2);  // a, at each of two steps
   check_same_bits(fused, run(false));
 }

@@ -78,7 +78,7 @@ struct Settings {
   /// Eager CPU ops that are expensive and elementwise (exp, tanh, div, ...) on dense
   /// operands of one shape with at least `eager_kernel_min_elements` elements run a
   /// compiled, vectorised kernel (codegen/eager_kernel.h) instead of the reference
-  /// kernel, and an eager Adam/AdamW step updates its dense float parameters in one
+  /// kernel, and an eager Adam, AdamW or SGD step updates its dense float parameters in one
   /// multi-tensor pass (frontend/optim_fused.h). KILN_EAGER_KERNELS=0 turns this off:
   /// op by op on the reference kernels, the oracle.
   bool eager_kernels = true;

@@ -25,6 +25,7 @@
 #include <limits>
 
 #include "codegen/llvm_math.h"
+#include "codegen/row_facts.h"
 #include "ir/error.h"
 #include "runtime/llvm_jit.h"
 
@@ -307,26 +308,9 @@ class Emitter {
       return a.op == ScalarOp::index && a.ref == var;
     };
     for (int i = 0; i < 2; ++i)
-      if (is_var(d.args[size_t(i)]) && offset_arithmetic(d.args[size_t(1 - i)]))
+      if (is_var(d.args[size_t(i)]) && kir::is_row_offset(k_, d.args[size_t(1 - i)]))
         return d.args[size_t(1 - i)];
     return kir::kNoValue;
-  }
-
-  bool offset_arithmetic(kir::ValueId v) {
-    const kir::ValueDef& d = k_.values[size_t(v)];
-    switch (d.op) {
-      case ScalarOp::const_:
-      case ScalarOp::param:
-        return d.type == DType::i64;
-      case ScalarOp::index:  // the outer index only: the prefetching pass sees no other
-        return d.ref == 0;
-      case ScalarOp::add:
-      case ScalarOp::sub:
-      case ScalarOp::mul:
-        return offset_arithmetic(d.args[0]) && offset_arithmetic(d.args[1]);
-      default:
-        return false;
-    }
   }
 
   // The row offset `v` at the next outer iteration (i0 + 1), emitted afresh.
@@ -343,7 +327,7 @@ class Emitter {
         return b_.CreateAdd(next_row_offset(d.args[0]), next_row_offset(d.args[1]));
       case ScalarOp::sub:
         return b_.CreateSub(next_row_offset(d.args[0]), next_row_offset(d.args[1]));
-      default:  // mul; offset_arithmetic admitted nothing else
+      default:  // mul; is_row_offset admitted nothing else
         return b_.CreateMul(next_row_offset(d.args[0]), next_row_offset(d.args[1]));
     }
   }
@@ -548,10 +532,11 @@ class Emitter {
       case ScalarOp::not_:
         return b_.CreateNot(arg(0));
       case ScalarOp::div:
-        // By a finished reduction (softmax's sum): times its reciprocal, which LICM
-        // computes once per row instead of a division per element (within an ulp
-        // and a half of the quotient, as PyTorch's softmax does).
-        if (fp && k_.values[size_t(d.args[1])].op == ScalarOp::acc)
+        // By a row's value made of finished reductions (softmax's sum, layer norm's
+        // sqrt(var + eps)): times its reciprocal, which LICM computes once per row
+        // instead of a division per element (within an ulp and a half of the
+        // quotient, as PyTorch's softmax does).
+        if (fp && kir::row_invariant(k_, d.args[1]))
           return b_.CreateFMul(arg(0), b_.CreateFDiv(llvm::ConstantFP::get(ty, 1.0), arg(1)));
         return binary(d.op, arg(0), arg(1), t);
       case ScalarOp::add:
@@ -589,6 +574,8 @@ class Emitter {
 #undef KILN_OP
 #undef KILN_LLVM_MATH_CASE
         // The table's math ops: llvm_math.cpp's scalar math, of one operand or two.
+        if (d.op == ScalarOp::exp && kir::below_row_max(k_, d.args[0]))
+          return llvm_math::exp_nonpositive(b_, arg(0));
         return llvm_math::math(b_, d.op, arg(0),
                                kir::scalar_op_arity(d.op) == 2 ? arg(1) : nullptr);
     }

@@ -242,15 +242,18 @@ class Emitter {
   // A row-parallel kernel that passes over its row more than once (softmax: the
   // max, then exp and the sum, then the scale) reads the row from memory in its
   // first pass and from cache in the others, so memory and arithmetic take turns.
-  // While the second pass runs, the first pass's loads of the next row are
-  // prefetched, 16 cache lines at the top of each block of 16 lines' elements:
-  // the second pass becomes two loops, the blocks outside, the unchanged body
-  // inside (vectorised as before; a block of one line cost a horizontal
-  // reduction per line). Only when the second pass computes a math op, and
-  // only loads at `row offset + first pass index`, the row offset made of i0,
-  // constants, parameters, +, - and *.
+  // While a later pass runs (the carrier: the last pass over the row that
+  // computes a math op, softmax's exp pass, layer norm's output pass with its
+  // sqrt), the first pass's loads of the next row are prefetched, 16 cache
+  // lines at the top of each block of 16 lines' elements: the carrier becomes
+  // two loops, the blocks outside, the unchanged body inside (vectorised as
+  // before; a block of one line cost a horizontal reduction per line). A pass of
+  // adds and multiplies alone is too short to hide the prefetches (layer norm's
+  // second pass as carrier made its rows 25% slower; its output pass made them
+  // faster). Only loads at `row offset + first pass index`, the row offset made
+  // of i0, constants, parameters, +, - and *.
   struct RowPrefetch {
-    const kir::Stmt* carrier = nullptr;                   // the second pass
+    const kir::Stmt* carrier = nullptr;                   // the pass that prefetches
     int64_t elem_bytes = 0;                               // of every prefetched load
     std::vector<std::pair<int32_t, kir::ValueId>> loads;  // buffer, row offset
   };
@@ -264,11 +267,12 @@ class Emitter {
       if (s.kind == StmtKind::loop) passes.push_back(&s);
     if (passes.size() < 2) return;
     const kir::Stmt& first = *passes[0];
-    const kir::Stmt& second = *passes[1];
-    if (first.extent != second.extent || first.extent_param != second.extent_param) return;
-    // A pass of adds and multiplies is too short to hide the prefetches' cost (layer
-    // norm's rows got slower); a softmax's exp pass hides it and the next row's reads.
-    if (!evaluates(second.body, kir::is_float_only)) return;
+    const kir::Stmt* carrier = nullptr;
+    for (size_t i = passes.size(); i-- > 1 && !carrier;)
+      if (passes[i]->extent == first.extent && passes[i]->extent_param == first.extent_param &&
+          evaluates(passes[i]->body, kir::is_float_only))
+        carrier = passes[i];
+    if (!carrier) return;
     RowPrefetch p;
     int64_t elem = 0;
     for (const kir::Stmt& st : first.body) {
@@ -284,7 +288,7 @@ class Emitter {
     if (p.loads.empty()) return;
     if (first.extent_param < 0 && first.extent * elem < kMinRowBytes) return;
     p.elem_bytes = elem;
-    p.carrier = &second;
+    p.carrier = carrier;
     prefetch_ = std::move(p);
   }
 

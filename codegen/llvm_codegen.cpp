@@ -25,6 +25,7 @@
 #include <limits>
 
 #include "codegen/llvm_math.h"
+#include "codegen/row_facts.h"
 #include "ir/error.h"
 #include "runtime/llvm_jit.h"
 
@@ -241,15 +242,18 @@ class Emitter {
   // A row-parallel kernel that passes over its row more than once (softmax: the
   // max, then exp and the sum, then the scale) reads the row from memory in its
   // first pass and from cache in the others, so memory and arithmetic take turns.
-  // While the second pass runs, the first pass's loads of the next row are
-  // prefetched, 16 cache lines at the top of each block of 16 lines' elements:
-  // the second pass becomes two loops, the blocks outside, the unchanged body
-  // inside (vectorised as before; a block of one line cost a horizontal
-  // reduction per line). Only when the second pass computes a math op, and
-  // only loads at `row offset + first pass index`, the row offset made of i0,
-  // constants, parameters, +, - and *.
+  // While a later pass runs (the carrier: the last pass over the row that
+  // computes a math op, softmax's exp pass, layer norm's output pass with its
+  // sqrt), the first pass's loads of the next row are prefetched, 16 cache
+  // lines at the top of each block of 16 lines' elements: the carrier becomes
+  // two loops, the blocks outside, the unchanged body inside (vectorised as
+  // before; a block of one line cost a horizontal reduction per line). A pass of
+  // adds and multiplies alone is too short to hide the prefetches (layer norm's
+  // second pass as carrier made its rows 25% slower; its output pass made them
+  // faster). Only loads at `row offset + first pass index`, the row offset made
+  // of i0, constants, parameters, +, - and *.
   struct RowPrefetch {
-    const kir::Stmt* carrier = nullptr;                   // the second pass
+    const kir::Stmt* carrier = nullptr;                   // the pass that prefetches
     int64_t elem_bytes = 0;                               // of every prefetched load
     std::vector<std::pair<int32_t, kir::ValueId>> loads;  // buffer, row offset
   };
@@ -263,11 +267,12 @@ class Emitter {
       if (s.kind == StmtKind::loop) passes.push_back(&s);
     if (passes.size() < 2) return;
     const kir::Stmt& first = *passes[0];
-    const kir::Stmt& second = *passes[1];
-    if (first.extent != second.extent || first.extent_param != second.extent_param) return;
-    // A pass of adds and multiplies is too short to hide the prefetches' cost (layer
-    // norm's rows got slower); a softmax's exp pass hides it and the next row's reads.
-    if (!evaluates(second.body, kir::is_float_only)) return;
+    const kir::Stmt* carrier = nullptr;
+    for (size_t i = passes.size(); i-- > 1 && !carrier;)
+      if (passes[i]->extent == first.extent && passes[i]->extent_param == first.extent_param &&
+          evaluates(passes[i]->body, kir::is_float_only))
+        carrier = passes[i];
+    if (!carrier) return;
     RowPrefetch p;
     int64_t elem = 0;
     for (const kir::Stmt& st : first.body) {
@@ -283,7 +288,7 @@ class Emitter {
     if (p.loads.empty()) return;
     if (first.extent_param < 0 && first.extent * elem < kMinRowBytes) return;
     p.elem_bytes = elem;
-    p.carrier = &second;
+    p.carrier = carrier;
     prefetch_ = std::move(p);
   }
 
@@ -307,26 +312,9 @@ class Emitter {
       return a.op == ScalarOp::index && a.ref == var;
     };
     for (int i = 0; i < 2; ++i)
-      if (is_var(d.args[size_t(i)]) && offset_arithmetic(d.args[size_t(1 - i)]))
+      if (is_var(d.args[size_t(i)]) && kir::is_row_offset(k_, d.args[size_t(1 - i)]))
         return d.args[size_t(1 - i)];
     return kir::kNoValue;
-  }
-
-  bool offset_arithmetic(kir::ValueId v) {
-    const kir::ValueDef& d = k_.values[size_t(v)];
-    switch (d.op) {
-      case ScalarOp::const_:
-      case ScalarOp::param:
-        return d.type == DType::i64;
-      case ScalarOp::index:  // the outer index only: the prefetching pass sees no other
-        return d.ref == 0;
-      case ScalarOp::add:
-      case ScalarOp::sub:
-      case ScalarOp::mul:
-        return offset_arithmetic(d.args[0]) && offset_arithmetic(d.args[1]);
-      default:
-        return false;
-    }
   }
 
   // The row offset `v` at the next outer iteration (i0 + 1), emitted afresh.
@@ -343,7 +331,7 @@ class Emitter {
         return b_.CreateAdd(next_row_offset(d.args[0]), next_row_offset(d.args[1]));
       case ScalarOp::sub:
         return b_.CreateSub(next_row_offset(d.args[0]), next_row_offset(d.args[1]));
-      default:  // mul; offset_arithmetic admitted nothing else
+      default:  // mul; is_row_offset admitted nothing else
         return b_.CreateMul(next_row_offset(d.args[0]), next_row_offset(d.args[1]));
     }
   }
@@ -548,10 +536,11 @@ class Emitter {
       case ScalarOp::not_:
         return b_.CreateNot(arg(0));
       case ScalarOp::div:
-        // By a finished reduction (softmax's sum): times its reciprocal, which LICM
-        // computes once per row instead of a division per element (within an ulp
-        // and a half of the quotient, as PyTorch's softmax does).
-        if (fp && k_.values[size_t(d.args[1])].op == ScalarOp::acc)
+        // By a row's value made of finished reductions (softmax's sum, layer norm's
+        // sqrt(var + eps)): times its reciprocal, which LICM computes once per row
+        // instead of a division per element (within an ulp and a half of the
+        // quotient, as PyTorch's softmax does).
+        if (fp && kir::row_invariant(k_, d.args[1]))
           return b_.CreateFMul(arg(0), b_.CreateFDiv(llvm::ConstantFP::get(ty, 1.0), arg(1)));
         return binary(d.op, arg(0), arg(1), t);
       case ScalarOp::add:
@@ -589,6 +578,8 @@ class Emitter {
 #undef KILN_OP
 #undef KILN_LLVM_MATH_CASE
         // The table's math ops: llvm_math.cpp's scalar math, of one operand or two.
+        if (d.op == ScalarOp::exp && kir::below_row_max(k_, d.args[0]))
+          return llvm_math::exp_nonpositive(b_, arg(0));
         return llvm_math::math(b_, d.op, arg(0),
                                kir::scalar_op_arity(d.op) == 2 ? arg(1) : nullptr);
     }

@@ -253,7 +253,14 @@ struct M {
 
   // A NaN passes the clamp and every step after it.
   llvm::Value* exp(llvm::Value* x) {
-    llvm::Value* xc = dbl ? clamp(x, -746.0, 710.0) : clamp(x, -104.0, 89.0);
+    return exp_clamped(dbl ? clamp(x, -746.0, 710.0) : clamp(x, -104.0, 89.0));
+  }
+  // exp of an x that is at most 0 or NaN: the lower clamp alone, the same values.
+  llvm::Value* exp_nonpositive(llvm::Value* x) {
+    const double lo = dbl ? -746.0 : -104.0;
+    return exp_clamped(sel(b.CreateFCmpOLT(x, c(lo)), c(lo), x));
+  }
+  llvm::Value* exp_clamped(llvm::Value* xc) {
     llvm::Value *n, *r;
     llvm::Value* t = reduce_ln2_magic(xc, bias, &n, &r);
     llvm::Value* p = poly(r, dbl ? taylor(13, 0) : kExp32);
@@ -744,6 +751,10 @@ llvm::Value* math(llvm::IRBuilderBase& b, kir::ScalarOp op, llvm::Value* x, llvm
   }
   throw Error(std::string("CPU backend: ") + std::string(kir::scalar_op_name(op)) +
               " is not a math op");
+}
+
+llvm::Value* exp_nonpositive(llvm::IRBuilderBase& b, llvm::Value* x) {
+  return M(b, x).exp_nonpositive(x);
 }
 
 bool expands(kir::ScalarOp op) {

@@ -37,6 +37,9 @@ namespace kiln::llvm_math {
 /// 0.5 x (1 + erf(x / sqrt 2)).
 llvm::Value* math(llvm::IRBuilderBase& b, kir::ScalarOp op, llvm::Value* x,
                   llvm::Value* y = nullptr);
+/// exp(x) for an x known to be at most 0 or NaN (softmax's x - max(x)): math's
+/// exp without the upper clamp, the same values for every such x.
+llvm::Value* exp_nonpositive(llvm::IRBuilderBase& b, llvm::Value* x);
 /// sin (cos with `cos`) of x, a float or double or a vector of them, by the
 /// reduction and polynomials alone: accurate up to |x| = 1e4, not past it.
 llvm::Value* sincos_fast(llvm::IRBuilderBase& b, llvm::Value* x, bool cos);

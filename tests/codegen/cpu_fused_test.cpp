@@ -139,6 +139,72 @@ TEST_CASE("softmax, log-softmax and layer norm are one kernel each") {
   }
 }
 
+TEST_CASE(
+    "exp of x less its row's max skips exp's upper clamp; less another row's max it keeps it") {
+  auto buf = [](DType dt, Shape s, std::vector<double> v) {
+    Buf b = make_buf(ty(dt, std::move(s)));
+    visit_dtype(dt, [&](auto t) {
+      using T = decltype(t);
+      for (size_t i = 0; i < v.size(); ++i) static_cast<T*>(b.data())[i] = static_cast<T>(v[i]);
+    });
+    return b;
+  };
+  const double inf = INFINITY, nan = NAN;
+  for (DType dt : {DType::f32, DType::f64}) {
+    CAPTURE(dt);
+    // Softmax's rows: extremes, infinities and a NaN give the reference's values.
+    const std::vector<double> rows = {200,  -200,  0,   88,   -inf, -inf, -inf,  -inf,
+                                      -inf, 1,     inf, 2,    3,    nan,  4,     -900,
+                                      1e30, -1e30, 720, -750, 0.5,  0.25, 0.125, -0.5};
+    {
+      Graph g;
+      Builder b(g);
+      Value x = b.arg(0, ty(dt, {6, 4}));
+      Value m = b.op(OpKind::max, {x}, dims_attr({1}, true));
+      Value e = b.unary(OpKind::exp, b.sub(x, m));
+      g.outputs = {b.div(e, b.sum(e, {1}, true))};
+      check_group(g, make_group(g, GroupKind::Reduction, all_compute_nodes(g)),
+                  reference_eval(g, {buf(dt, {6, 4}, rows)}));
+    }
+    // The max of another buffer bounds nothing: x - max(y) may be large, and exp
+    // of it overflows to inf as exp does.
+    {
+      Graph g;
+      Builder b(g);
+      Value x = b.arg(0, ty(dt, {2, 4}));
+      Value y = b.arg(1, ty(dt, {2, 4}));
+      Value m = b.op(OpKind::max, {y}, dims_attr({1}, true));
+      g.outputs = {b.unary(OpKind::exp, b.sub(x, m))};
+      check_group(g, make_group(g, GroupKind::Reduction, all_compute_nodes(g)),
+                  reference_eval(g, {buf(dt, {2, 4}, {200, 1000, 1e6, 3000, 95, 2, 1e5, 4}),
+                                     buf(dt, {2, 4}, {0, -1, -2, -3, 1, 0, 0, 0})}));
+    }
+  }
+}
+
+TEST_CASE(
+    "a division by a row's value is a multiplication by its reciprocal; by a constant it is not") {
+  for (DType dt : {DType::f32, DType::f64}) {
+    CAPTURE(dt);
+    // Layer norm dividing by sqrt(var + eps): within an ulp and a half of the quotient.
+    Graph g;
+    Builder b(g);
+    Value x = b.arg(0, ty(dt, {37, 1000}));
+    const double inv_n = 1.0 / 1000;
+    Value xc = b.sub(x, b.mul(b.sum(x, {1}, true), b.constant(inv_n, dt)));
+    Value var = b.mul(b.sum(b.mul(xc, xc), {1}, true), b.constant(inv_n, dt));
+    g.outputs = {b.div(xc, b.unary(OpKind::sqrt, b.add(var, b.constant(1e-5, dt))))};
+    check_whole_graph(g, GroupKind::Reduction, 24);
+    // x / 3 and x / y are divisions, bit for bit.
+    Graph h;
+    Builder c(h);
+    Value u = c.arg(0, ty(dt, {5, 67}));
+    Value v = c.arg(1, ty(dt, {5, 67}));
+    h.outputs = {c.div(u, c.constant(3.0, dt)), c.div(u, v)};
+    check_whole_graph(h, GroupKind::Elementwise, 25, {}, Tolerance{0, 0});
+  }
+}
+
 TEST_CASE("reductions with producers, epilogues and non-trailing dims") {
   Graph g;
   Builder b(g);

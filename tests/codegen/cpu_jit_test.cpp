@@ -299,8 +299,9 @@ TEST_CASE("a reduction over leading dims and the last ones loops over the last b
     Graph g;
     Builder b(g);
     Value x = b.unary(OpKind::exp, b.arg(0, ty(DType::f32, {6, 5, 3, 16})));
-    Value r = b.op(op, {x}, Attrs{{AttrKey::dims, std::vector<int64_t>{0, 2, 3}},
-                                  {AttrKey::keepdim, int64_t(0)}});
+    Value r =
+        b.op(op, {x},
+             Attrs{{AttrKey::dims, std::vector<int64_t>{0, 2, 3}}, {AttrKey::keepdim, int64_t(0)}});
     g.outputs = {r, x};
     check_whole_graph(g, GroupKind::Reduction, 41, {}, Tolerance{1e-5, 1e-6});
     const FusionGroup grp = make_group(g, GroupKind::Reduction, all_compute_nodes(g));
@@ -313,7 +314,7 @@ TEST_CASE("a reduction over leading dims and the last ones loops over the last b
   }
 }
 
-TEST_CASE("a multi-pass row kernel prefetches the next row during its second pass") {
+TEST_CASE("a multi-pass row kernel prefetches the next row during its last pass with a math op") {
   auto prefetches = [](const Graph& g, GroupKind kind) {
     CpuKernel k = compile_cpu_kernel(g, make_group(g, kind, all_compute_nodes(g)), with_texts());
     CHECK(has_vectors(k.artifacts.llvm_ir_opt, "float"));  // the blocked pass still vectorises
@@ -328,13 +329,21 @@ TEST_CASE("a multi-pass row kernel prefetches the next row during its second pas
   Builder b(sum);
   sum.outputs = {b.sum(b.unary(OpKind::exp, b.arg(0, ty(DType::f32, {16, 4096}))), {1}, true)};
   CHECK_FALSE(prefetches(sum, GroupKind::Reduction));
-  // Layer-norm-like rows: the second pass (the variance) has no math op to hide behind.
+  // Layer-norm-like rows: no pass after the first has a math op to hide behind.
   Graph ln;
   Builder c(ln);
   Value x = c.arg(0, ty(DType::f32, {16, 4096}));
   Value xc = c.sub(x, c.mul(c.sum(x, {1}, true), c.constant(1.0 / 4096, DType::f32)));
   ln.outputs = {c.mul(xc, c.sum(c.mul(xc, xc), {1}, true))};
   CHECK_FALSE(prefetches(ln, GroupKind::Reduction));
+  // Layer norm itself: its output pass (the division by sqrt(var + eps)) carries them.
+  Graph norm;
+  Builder d(norm);
+  Value y = d.arg(0, ty(DType::f32, {16, 1024}));
+  Value yc = d.sub(y, d.mul(d.sum(y, {1}, true), d.constant(1.0 / 1024, DType::f32)));
+  Value var = d.mul(d.sum(d.mul(yc, yc), {1}, true), d.constant(1.0 / 1024, DType::f32));
+  norm.outputs = {d.div(yc, d.unary(OpKind::sqrt, d.add(var, d.constant(1e-5, DType::f32))))};
+  CHECK(prefetches(norm, GroupKind::Reduction));
 }
 
 // The exp chain as one elementwise group, with random inputs and the reference's values.

@@ -239,20 +239,30 @@ class GroupChecker {
     }
 
     if (mm != kNoNode) {
-      // The matmul reads dense buffers and writes only into its epilogue.
-      if (is_output(mm)) return std::nullopt;
+      // The matmul reads dense buffers, and only its epilogue reads its product,
+      // unless the product is returned or updated anyway (a weight gradient kept
+      // in `.grad` that the optimizer's update reads): then the library call
+      // writes it into that output's buffer, where the epilogue reads it.
+      if (is_output(mm) && !a_.external[mm]) return std::nullopt;
       for (Value v : g_[mm].operands)
         if (in_group(v.node)) return std::nullopt;
       return GroupKind::Matmul;
     }
-    if (scatter != kNoNode) return a_.role[scatter] == Role::Scan ? GroupKind::Scan : GroupKind::Scatter;
+    if (scatter != kNoNode)
+      return a_.role[scatter] == Role::Scan ? GroupKind::Scan : GroupKind::Scatter;
     if (reduction_) return GroupKind::Reduction;
     return all_movement ? GroupKind::Copy : GroupKind::Elementwise;
   }
 
  private:
   static constexpr int kFull = 0, kRowLabel = 1;
-  enum EdgeTag : int64_t { kBroadcast = -1, kPermute = -2, kSlice = -3, kPad = -4, kScatterIndex = -5 };
+  enum EdgeTag : int64_t {
+    kBroadcast = -1,
+    kPermute = -2,
+    kSlice = -3,
+    kPad = -4,
+    kScatterIndex = -5
+  };
 
   bool in_group(NodeId id) const { return mark_[id] == stamp_; }
 
@@ -518,7 +528,8 @@ SourceLoc first_loc(const Graph& g, const FusionGroup& group) {
 }
 
 const char* group_kind_name(GroupKind k) {
-  constexpr const char* kNames[] = {"elementwise", "reduction", "matmul", "copy", "opaque", "scatter", "scan"};
+  constexpr const char* kNames[] = {"elementwise", "reduction", "matmul", "copy",
+                                    "opaque",      "scatter",   "scan"};
   return kNames[static_cast<int>(k)];
 }
 
@@ -534,8 +545,8 @@ std::vector<FusionGroup> plan_fusion(const Graph& g, const FusionOptions& opts) 
       // A scatter_add or a scan takes producers in; nothing takes one in.
       if (!an.grouped(c) || an.role[c] == Role::Opaque) continue;
       for (Value v : g[c].operands) {
-        if (!an.grouped(v.node) || an.role[v.node] == Role::Opaque || an.role[v.node] == Role::Scatter ||
-            an.role[v.node] == Role::Scan)
+        if (!an.grouped(v.node) || an.role[v.node] == Role::Opaque ||
+            an.role[v.node] == Role::Scatter || an.role[v.node] == Role::Scan)
           continue;
         NodeId a = groups.find(v.node), b = groups.find(c);
         if (a == b || groups.members(a).size() + groups.members(b).size() > kMaxFusionGroupNodes)

@@ -19,9 +19,11 @@
 //   feed each other through row values broadcast back over R (softmax's max,
 //   then sum of exp(x - max)). Outputs have shape S or a row shape.
 // - Matmul: nodes[0] is the only matmul; its operands are inputs (dense
-//   buffers) and its result is read only inside the group, at the same index;
-//   the rest is an epilogue over the matmul's result shape, which every output
-//   has (or its size, as above).
+//   buffers) and its result is read only inside the group, at the same index,
+//   unless it is returned or a parameter update (then it is an output too,
+//   written by the library call into that buffer); the rest is an epilogue
+//   over the matmul's result shape, which every output has (or its size, as
+//   above).
 // - Opaque: one custom, check, sort or literal node. A literal is
 //   materialised once by its own group and read by others as an input; a check
 //   or a sort becomes a plan step of its own (a host step, a library call).

@@ -137,6 +137,51 @@ TEST_CASE("a CPU plan: the epilogue runs inside the OpenBLAS step, on each block
   CHECK(any > 0);
 }
 
+TEST_CASE("a product kept as an update runs its epilogue on each block of rows, written in place") {
+  // A weight gradient kept in `.grad` (param 1) that the weight's update reads:
+  // BLAS writes the product into the gradient's buffer, and the update is
+  // stored over the weight (param 0) block by block.
+  const char* ir =
+      "%0 = arg {index=0} : f32[64,32]\n"
+      "%1 = arg {index=1} : f32[32,16]\n"
+      "%2 = param {index=0} : f32[64,16]\n"
+      "%3 = param {index=1} : f32[64,16]\n"
+      "%4 = matmul %0, %1 : f32[64,16]\n"
+      "%5 = constant {value=0.5} : f32[]\n"
+      "%6 = mul %4, %5 : f32[64,16]\n"
+      "%7 = sub %2, %6 : f32[64,16]\n"
+      "return %0\n"
+      "update 0 = %7\n"
+      "update 1 = %4\n";
+  auto plan = compiled(ir);
+  const auto mms = steps_of<step::Matmul>(*plan);
+  REQUIRE(mms.size() == 1);
+  CHECK((mms[0]->epilogue.fn != nullptr));
+  CHECK(steps_of<step::CpuKernel>(*plan).empty());
+  auto apart = compiled(ir, nullptr, /*merge_steps=*/false);
+  CHECK(steps_of<step::CpuKernel>(*apart).size() == 1);
+  HostArray a = filled({64, 32}, [](int64_t i) { return float((i * 7) % 13) - 6.f; });
+  HostArray b = filled({32, 16}, [](int64_t i) { return float((i * 5) % 11) * 0.25f - 1.f; });
+  auto run = [&](const Plan& p) {
+    std::vector<HostArray> params = {filled({64, 16}, [](int64_t i) { return float(i % 9); }),
+                                     filled({64, 16}, [](int64_t) { return 7.f; })};
+    HostArray out = filled({64, 32}, [](int64_t) { return 0.f; });
+    void* args[] = {a.data<float>(), b.data<float>()};
+    void* ps[] = {params[0].data<float>(), params[1].data<float>()};
+    void* outs[] = {out.data<float>()};
+    execute_cpu_plan(p, args, ps, outs);
+    return params;
+  };
+  const std::vector<HostArray> one = run(*plan), two = run(*apart);
+  CHECK(same_bytes(one[0], two[0]));
+  CHECK(same_bytes(one[1], two[1]));
+  // Element (1, 2): the product, and the weight less half of it.
+  float d = 0;
+  for (int64_t k = 0; k < 32; ++k) d += a.data<float>()[32 + k] * b.data<float>()[k * 16 + 2];
+  CHECK(one[1].data<float>()[16 + 2] == doctest::Approx(d));
+  CHECK(one[0].data<float>()[16 + 2] == doctest::Approx(float(18 % 9) - 0.5f * d));
+}
+
 TEST_CASE("an epilogue whose output is a reshape of the product runs on each block of rows") {
   // conv2d's per-image product [N, O, H'W'] plus the bias, written as [N, O, H', W'].
   const char* ir =
@@ -295,6 +340,5 @@ TEST_CASE("the CPU executor refuses a CUDA step, and the CUDA backend checks for
   p.steps.push_back(s);
   CHECK_THROWS_WITH_AS(cpu_backend().execute(p, nullptr, nullptr, nullptr),
                        doctest::Contains("a CPU plan holds a CUDA step ('k0_gpu')"), Error);
-  if (!cuda::available())
-    CHECK_THROWS_AS(cuda_backend().target(Device(kCUDA, 0)), Error);
+  if (!cuda::available()) CHECK_THROWS_AS(cuda_backend().target(Device(kCUDA, 0)), Error);
 }

@@ -288,7 +288,7 @@ TEST_CASE("fusion: an MLP layer, matmul + bias + relu, is one matmul group") {
   )") == "group 0 (matmul): %3 %4 %5 <- %0 %1 %2 -> %5\n");
 }
 
-TEST_CASE("fusion: a matmul whose result is also used elsewhere takes no epilogue") {
+TEST_CASE("fusion: a matmul whose result another group reads takes no epilogue") {
   CHECK(plan_text(R"(
     %x = arg {index=0} : f32[8,16]
     %w = param {index=0} : f32[16,4]
@@ -300,15 +300,33 @@ TEST_CASE("fusion: a matmul whose result is also used elsewhere takes no epilogu
   )") == "group 0 (matmul): %2 <- %0 %1 -> %2\n"
          "group 1 (elementwise): %3 <- %2 -> %3\n"
          "group 2 (reduction): %4 %5 <- %2 -> %5\n");
-  // Returning the matmul itself also keeps its epilogue out.
+}
+
+TEST_CASE("fusion: a matmul returned or updated keeps its epilogue, both outputs of its group") {
   CHECK(plan_text(R"(
     %x = arg {index=0} : f32[8,16]
     %w = param {index=0} : f32[16,4]
     %h = matmul %x, %w
     %r = relu %h
     return %h, %r
-  )") == "group 0 (matmul): %2 <- %0 %1 -> %2\n"
-         "group 1 (elementwise): %3 <- %2 -> %3\n");
+  )") == "group 0 (matmul): %2 %3 <- %0 %1 -> %2 %3\n");
+  // A weight gradient kept as the `.grad` parameter and read by the
+  // optimizer's update of the weight: one group.
+  CHECK(plan_text(R"(
+    %x = arg {index=0} : f32[8,16]
+    %g = arg {index=1} : f32[8,4]
+    %w = param {index=0} : f32[16,4]
+    %wg = param {index=1} : f32[16,4]
+    %xt = permute %x {perm=[1,0]} : f32[16,8]
+    %d = matmul %xt, %g
+    %c = constant {value=0.5} : f32[]
+    %s = mul %d, %c
+    %n = sub %w, %s
+    return %x
+    update 0 = %n
+    update 1 = %d
+  )") == "group 0 (copy): %4 <- %0 -> %4\n"
+         "group 1 (matmul): %5 %6 %7 %8 <- %4 %1 %2 -> %5 %8\n");
 }
 
 TEST_CASE("fusion: a diamond fuses into one group") {

@@ -237,7 +237,7 @@ class GroupChecker {
             if (!add(edge_label(user, index, at))) return std::nullopt;
       if (labels.empty()) return std::nullopt;
       // Read at several places (the taps of a conv's windows): see recomputable.
-      if (labels.size() > 1 && !recomputable(m)) return std::nullopt;
+      if (labels.size() > 1 && (!recompute_ || !recomputable(m))) return std::nullopt;
       recomputes_ = recomputes_ || labels.size() > 1;
       for (int label : labels) {
         if (a_.role[m] == Role::Matmul && label != kFull) return std::nullopt;
@@ -261,6 +261,8 @@ class GroupChecker {
   /// Whether the last group check() accepted evaluates some member at several
   /// labels (see recomputable).
   bool recomputes() const { return recomputes_; }
+  /// Whether check() may accept such groups at all.
+  void allow_recompute(bool v) { recompute_ = v; }
 
  private:
   static constexpr int kFull = 0, kRowLabel = 1;
@@ -408,7 +410,7 @@ class GroupChecker {
   std::vector<uint32_t> mark_;
   uint32_t stamp_ = 0;
   std::vector<std::vector<int>> labels_;  // per member, the labels it is evaluated at
-  bool recomputes_ = false;
+  bool recomputes_ = false, recompute_ = true;
   std::map<std::vector<int64_t>, int> derived_;
   std::vector<bool> label_dup_;
   bool reduction_ = false;
@@ -580,9 +582,12 @@ std::vector<FusionGroup> plan_fusion(const Graph& g, const FusionOptions& opts) 
     // A second sweep merges whole groups the first could not: a producer read
     // at several places (a conv's taps) joins its consumer only once all of
     // them are in the consumer's group, which the first sweep builds a reader
-    // at a time. It takes only such merges (a member evaluated at several
-    // labels), so that other groups stay as the one sweep made them.
-    for (int sweep = 0; sweep < 2; ++sweep)
+    // at a time. Only it takes such merges (a member evaluated at several
+    // labels), and only those, so the first sweep's groups are the ones a
+    // single sweep makes: kernels that do not read a value at several places
+    // keep their members, and so their rounding.
+    for (int sweep = 0; sweep < 2; ++sweep) {
+      checker.allow_recompute(sweep > 0);
       for (NodeId c = 0; c < g.size(); ++c) {
         // A scatter_add or a scan takes producers in; nothing takes one in.
         if (!an.grouped(c) || an.role[c] == Role::Opaque) continue;
@@ -600,6 +605,7 @@ std::vector<FusionGroup> plan_fusion(const Graph& g, const FusionOptions& opts) 
           groups.unite(a, b, std::move(merged));
         }
       }
+    }
   }
 
   // The groups, plus one for each constant that must be materialised.

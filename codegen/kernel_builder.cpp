@@ -495,6 +495,7 @@ ValueId KernelBuilder::select(ValueId c, ValueId a, ValueId b) {
   if (is_op(a, ScalarOp::load) && is_op(b, ScalarOp::load) && def(a).ref == def(b).ref)
     return load(def(a).ref, select(c, def(a).args[0], def(b).args[0]));
   if (ValueId f = factor_select(c, a, b); f != kNoValue) return f;
+  if (ValueId f = fold_masked_loads(c, a, b); f != kNoValue) return f;
   ValueDef d;
   d.op = ScalarOp::select;
   d.type = type(a);
@@ -538,6 +539,42 @@ void KernelBuilder::add_terms(ValueId v, std::vector<ValueId>& terms, int64_t& c
   } else {
     terms.push_back(v);
   }
+}
+
+bool KernelBuilder::same_const(ValueId a, ValueId b) const {
+  return a == b || (is_const(a) && is_const(b) && type(a) == type(b) &&
+                    def(a).fimm == def(b).fimm && def(a).iimm == def(b).iimm);
+}
+
+// Reads behind masks, as a pad reads its operand (select(valid, load, 0)), stay
+// one read behind one mask when masked again or chosen between: a padded image's
+// windows stacked tap by tap (a conv's patches) are one load an element, where
+// each tap would otherwise be a load of its own.
+//   select(c, select(m, x, z), z)                  -> select(c and m, x, z)
+//   select(c, select(m, load(i), z), select(n, load(j), z))
+//                                                  -> select(c ? m : n, load(c ? i : j), z)
+// (either side may be an unmasked load of the same buffer).
+ValueId KernelBuilder::fold_masked_loads(ValueId c, ValueId a, ValueId b) {
+  struct Masked {
+    ValueId mask = kNoValue, value = kNoValue, fill = kNoValue;  // fill: none when unmasked
+  };
+  auto split = [&](ValueId x) {
+    if (is_op(x, ScalarOp::select) && is_const(def(x).args[2]))
+      return Masked{def(x).args[0], def(x).args[1], def(x).args[2]};
+    return Masked{kNoValue, x, kNoValue};
+  };
+  const Masked ma = split(a), mb = split(b);
+  if (ma.fill != kNoValue && same_const(ma.fill, b))
+    return select(binary(ScalarOp::and_, c, ma.mask), ma.value, b);
+  if (ma.fill == kNoValue && mb.fill == kNoValue) return kNoValue;
+  if (ma.fill != kNoValue && mb.fill != kNoValue && !same_const(ma.fill, mb.fill)) return kNoValue;
+  if (!is_op(ma.value, ScalarOp::load) || !is_op(mb.value, ScalarOp::load) ||
+      def(ma.value).ref != def(mb.value).ref)
+    return kNoValue;
+  const ValueId yes = constant(DType::b8, 1);
+  const ValueId mask =
+      select(c, ma.fill != kNoValue ? ma.mask : yes, mb.fill != kNoValue ? mb.mask : yes);
+  return select(mask, select(c, ma.value, mb.value), ma.fill != kNoValue ? ma.fill : mb.fill);
 }
 
 ValueId KernelBuilder::factor_select(ValueId c, ValueId a, ValueId b) {

@@ -88,6 +88,8 @@ class KernelBuilder {
   // The terms of an i64 sum (nested adds), its constants added into `constant`.
   void add_terms(ValueId v, std::vector<ValueId>& terms, int64_t& constant, int depth) const;
   ValueId factor_select(ValueId c, ValueId a, ValueId b);
+  ValueId fold_masked_loads(ValueId c, ValueId a, ValueId b);
+  bool same_const(ValueId a, ValueId b) const;
   bool is_op(ValueId v, ScalarOp op) const { return def(v).op == op; }
   void push_stmt(Stmt s);
   void open_block(Stmt s);

@@ -143,11 +143,12 @@ struct Analysis {
 class GroupChecker {
  public:
   explicit GroupChecker(const Analysis& a)
-      : a_(a), g_(a.g), mark_(a.g.size(), 0), label_(a.g.size(), -1) {}
+      : a_(a), g_(a.g), mark_(a.g.size(), 0), labels_(a.g.size()) {}
 
   /// The kind of a group with these members (ascending ids, no constants), or
   /// nothing when they cannot form one kernel.
   std::optional<GroupKind> check(std::span<const NodeId> members) {
+    recomputes_ = false;
     if (members.size() == 1) return singleton_kind(g_[members[0]].op);
     ++stamp_;
     for (NodeId m : members) mark_[m] = stamp_;
@@ -222,20 +223,27 @@ class GroupChecker {
     label_dup_ = {false, false};
     for (size_t k = members.size(); k-- > 0;) {
       NodeId m = members[k];
-      int label = -1;
-      auto agree = [&](int l) {
-        if (l < 0 || (label >= 0 && l != label)) return false;
-        label = l;
+      std::vector<int>& labels = labels_[m];
+      labels.clear();
+      auto add = [&](int l) {
+        if (l < 0) return false;
+        if (std::find(labels.begin(), labels.end(), l) == labels.end()) labels.push_back(l);
         return true;
       };
-      if (is_output(m) && !agree(base_label(g_[m].type().shape))) return std::nullopt;
+      if (is_output(m) && !add(base_label(g_[m].type().shape))) return std::nullopt;
       for (auto [user, index] : a_.users[m])
-        if (in_group(user) && !agree(edge_label(user, index))) return std::nullopt;
-      if (label < 0) return std::nullopt;
-      label_[m] = label;
-      if (a_.role[m] == Role::Matmul && label != kFull) return std::nullopt;
-      if (a_.role[m] == Role::Reduce && label != row_) return std::nullopt;
-      if (label_dup_[label] && (!is_cheap(g_[m].op) || a_.consumers(m) != 1)) return std::nullopt;
+        if (in_group(user))
+          for (int at : labels_[user])
+            if (!add(edge_label(user, index, at))) return std::nullopt;
+      if (labels.empty()) return std::nullopt;
+      // Read at several places (the taps of a conv's windows): see recomputable.
+      if (labels.size() > 1 && (!recompute_ || !recomputable(m))) return std::nullopt;
+      recomputes_ = recomputes_ || labels.size() > 1;
+      for (int label : labels) {
+        if (a_.role[m] == Role::Matmul && label != kFull) return std::nullopt;
+        if (a_.role[m] == Role::Reduce && label != row_) return std::nullopt;
+        if (label_dup_[label] && (!is_cheap(g_[m].op) || a_.consumers(m) != 1)) return std::nullopt;
+      }
     }
 
     if (mm != kNoNode) {
@@ -254,6 +262,12 @@ class GroupChecker {
     return all_movement ? GroupKind::Copy : GroupKind::Elementwise;
   }
 
+  /// Whether the last group check() accepted evaluates some member at several
+  /// labels (see recomputable).
+  bool recomputes() const { return recomputes_; }
+  /// Whether check() may accept such groups at all.
+  void allow_recompute(bool v) { recompute_ = v; }
+
  private:
   static constexpr int kFull = 0, kRowLabel = 1;
   enum EdgeTag : int64_t {
@@ -271,6 +285,39 @@ class GroupChecker {
     for (auto [user, index] : a_.users[m])
       if (!in_group(user)) return true;
     return false;
+  }
+
+  // Whether member m may be evaluated at several labels (read at several
+  // places, as a conv's windows read the padded image once per tap): its
+  // every evaluation is index arithmetic and one load (index_only), and its
+  // rows are long enough that the kernel's inner loop runs a vector's worth of
+  // contiguous elements per evaluation. Shorter rows are copied once, by a
+  // kernel of their own. Measured (bench_conv, one thread): the fused windows
+  // of rows of 28-34 elements took 0.32-0.96 of the separate kernels' time
+  // (3x3 depthwise 32x32, 5x5 rgb 32x32); of rows of 6 and 10 (the digits
+  // convs' padded 4x4 and 8x8 images), 1.6-2.1x, every tap's index a chain
+  // of scalar selects.
+  bool recomputable(NodeId m) const {
+    constexpr int64_t kMinRow = 16;
+    const Shape& s = g_[m].type().shape;
+    return index_only(m) && !s.empty() && s.back() >= kMinRow;
+  }
+
+  // Whether every evaluation of member m is index arithmetic and one load: a
+  // movement op, or a concatenation (an add of pads of one shape, which codegen
+  // turns into a select of the pieces' positions). Such a value can be
+  // evaluated at several labels without repeating any arithmetic on data; the
+  // members it reads are checked at their own labels.
+  bool index_only(NodeId m) const {
+    const Node& n = g_[m];
+    if (is_movement(n.op)) return true;
+    if (n.op != OpKind::add) return false;
+    for (Value v : n.operands) {
+      if (!in_group(v.node) || g_.type(v) != n.type()) return false;
+      const Node& p = g_[v.node];
+      if (p.op != OpKind::pad && !(p.op == OpKind::add && index_only(v.node))) return false;
+    }
+    return true;
   }
 
   // The label of a value the group writes, from its shape.
@@ -305,10 +352,10 @@ class GroupChecker {
     return derived(at, std::move(key), from, numel(from) < numel(to));
   }
 
-  // The label operand `index` of member `user` gets from that use.
-  int edge_label(NodeId user, uint32_t index) {
+  // The label operand `index` of member `user`, evaluated at label `at`, gets
+  // from that use.
+  int edge_label(NodeId user, uint32_t index, int at) {
     const Node& c = g_[user];
-    int at = label_[user];
     const Shape& from = g_.type(c.operands[index]).shape;
     const Shape& to = c.type().shape;
     const Attrs& attrs = c.attrs;
@@ -372,7 +419,8 @@ class GroupChecker {
   const Graph& g_;
   std::vector<uint32_t> mark_;
   uint32_t stamp_ = 0;
-  std::vector<int> label_;
+  std::vector<std::vector<int>> labels_;  // per member, the labels it is evaluated at
+  bool recomputes_ = false, recompute_ = true;
   std::map<std::vector<int64_t>, int> derived_;
   std::vector<bool> label_dup_;
   bool reduction_ = false;
@@ -415,7 +463,8 @@ class Groups {
 // while visiting consumers in program order, so when `c` (a member of b) is
 // visited every group but a singleton has all its members at or before c; a node
 // after c is a singleton group whose readers are after it too, so no path
-// through it comes back, and the search skips it.
+// through it comes back, and the search skips it. Later sweeps, when groups
+// reach past c, pass the graph's size as c: the whole search.
 bool creates_cycle(const Analysis& an, Groups& groups, NodeId a, NodeId b, NodeId c,
                    std::vector<uint32_t>& seen, uint32_t stamp) {
   std::vector<NodeId> stack;
@@ -541,20 +590,31 @@ std::vector<FusionGroup> plan_fusion(const Graph& g, const FusionOptions& opts) 
     GroupChecker checker(an);
     std::vector<uint32_t> seen(g.size(), 0);
     uint32_t stamp = 0;
-    for (NodeId c = 0; c < g.size(); ++c) {
-      // A scatter_add or a scan takes producers in; nothing takes one in.
-      if (!an.grouped(c) || an.role[c] == Role::Opaque) continue;
-      for (Value v : g[c].operands) {
-        if (!an.grouped(v.node) || an.role[v.node] == Role::Opaque ||
-            an.role[v.node] == Role::Scatter || an.role[v.node] == Role::Scan)
-          continue;
-        NodeId a = groups.find(v.node), b = groups.find(c);
-        if (a == b || groups.members(a).size() + groups.members(b).size() > kMaxFusionGroupNodes)
-          continue;
-        std::vector<NodeId> merged = groups.merged(a, b);
-        if (!checker.check(merged)) continue;
-        if (creates_cycle(an, groups, a, b, c, seen, ++stamp)) continue;
-        groups.unite(a, b, std::move(merged));
+    // A second sweep merges whole groups the first could not: a producer read
+    // at several places (a conv's taps) joins its consumer only once all of
+    // them are in the consumer's group, which the first sweep builds a reader
+    // at a time. Only it takes such merges (a member evaluated at several
+    // labels), and only those, so the first sweep's groups are the ones a
+    // single sweep makes: kernels that do not read a value at several places
+    // keep their members, and so their rounding.
+    for (int sweep = 0; sweep < 2; ++sweep) {
+      checker.allow_recompute(sweep > 0);
+      for (NodeId c = 0; c < g.size(); ++c) {
+        // A scatter_add or a scan takes producers in; nothing takes one in.
+        if (!an.grouped(c) || an.role[c] == Role::Opaque) continue;
+        for (Value v : g[c].operands) {
+          if (!an.grouped(v.node) || an.role[v.node] == Role::Opaque ||
+              an.role[v.node] == Role::Scatter || an.role[v.node] == Role::Scan)
+            continue;
+          NodeId a = groups.find(v.node), b = groups.find(c);
+          if (a == b || groups.members(a).size() + groups.members(b).size() > kMaxFusionGroupNodes)
+            continue;
+          std::vector<NodeId> merged = groups.merged(a, b);
+          if (!checker.check(merged) || (sweep > 0 && !checker.recomputes())) continue;
+          const NodeId last = sweep == 0 ? c : NodeId(g.size());
+          if (creates_cycle(an, groups, a, b, last, seen, ++stamp)) continue;
+          groups.unite(a, b, std::move(merged));
+        }
       }
     }
   }

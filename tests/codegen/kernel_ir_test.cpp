@@ -444,13 +444,20 @@ TEST_CASE("the builder takes x*k + y apart by a divisor of k") {
   kb.end_loop();
 }
 
+namespace {
+// A float buffer of n elements for a kernel built by hand.
+int32_t f32_buffer(kir::KernelBuilder& kb, int64_t n) {
+  kir::Buffer in;
+  in.dtype = DType::f32;
+  in.shape = {n};
+  return kb.add_buffer(in);
+}
+}  // namespace
+
 TEST_CASE("the builder selects an index rather than a loaded value, and keeps it contiguous") {
   using kir::ScalarOp;
   kir::KernelBuilder kb("t");
-  kir::Buffer in;
-  in.dtype = DType::f32;
-  in.shape = {64};
-  const int32_t b0 = kb.add_buffer(in);
+  const int32_t b0 = f32_buffer(kb, 64);
   const kir::ValueId row = kb.index(0);
   const kir::ValueId c = kb.binary(ScalarOp::lt, row, kb.iconst(2));
   const kir::ValueId j = kb.index(kb.begin_loop(16));
@@ -466,6 +473,72 @@ TEST_CASE("the builder selects an index rather than a loaded value, and keeps it
   CHECK(kb.def(chosen).op == ScalarOp::select);
   CHECK(kb.def(chosen).args[1] == kb.iconst(3));
   kb.end_loop();
+}
+
+TEST_CASE("the builder keeps reads behind masks one read behind one mask") {
+  using kir::ScalarOp;
+  kir::KernelBuilder kb("t");
+  const int32_t b0 = f32_buffer(kb, 64);
+  const kir::ValueId row = kb.index(0);
+  const kir::ValueId zero = kb.constant(DType::f32, 0);
+  const kir::ValueId m = kb.binary(ScalarOp::lt, row, kb.iconst(5));
+  const kir::ValueId n = kb.binary(ScalarOp::gt, row, kb.iconst(1));
+  const kir::ValueId c = kb.binary(ScalarOp::lt, row, kb.iconst(3));
+  const kir::ValueId i = kb.binary(ScalarOp::add, row, kb.iconst(2));
+  const kir::ValueId j = kb.binary(ScalarOp::add, row, kb.iconst(9));
+  // A pad's read masked again (a pad of a pad): one select, both masks.
+  const kir::ValueId twice = kb.select(c, kb.select(m, kb.load(b0, i), zero), zero);
+  REQUIRE(kb.def(twice).op == ScalarOp::select);
+  CHECK(kb.def(twice).args[0] == kb.binary(ScalarOp::and_, c, m));
+  CHECK(kb.def(kb.def(twice).args[1]).op == ScalarOp::load);
+  // Two taps chosen between (a stack of pads' reads): one load at the chosen
+  // index, behind the chosen mask.
+  const kir::ValueId v =
+      kb.select(c, kb.select(m, kb.load(b0, i), zero), kb.select(n, kb.load(b0, j), zero));
+  REQUIRE(kb.def(v).op == ScalarOp::select);
+  CHECK(kb.def(v).args[2] == zero);
+  const kir::ValueDef& load = kb.def(kb.def(v).args[1]);
+  REQUIRE(load.op == ScalarOp::load);
+  CHECK((load.args[0] != i && load.args[0] != j));  // row + select(c, 2, 9)
+  const kir::ValueDef& mask = kb.def(kb.def(v).args[0]);
+  REQUIRE(mask.op == ScalarOp::select);
+  CHECK(mask.args[0] == c);
+  CHECK(mask.args[1] == m);
+  CHECK(mask.args[2] == n);
+  // Masks filling with different values are not merged.
+  const kir::ValueId one = kb.constant(DType::f32, 1);
+  const kir::ValueId mixed =
+      kb.select(c, kb.select(m, kb.load(b0, i), zero), kb.select(n, kb.load(b0, j), one));
+  CHECK(kb.def(kb.def(mixed).args[1]).op == ScalarOp::select);
+}
+
+TEST_CASE("a padded image's windows, stacked by tap in both dims, are one load an element") {
+  // conv2d's patches traced (nn_conv.cpp's stacked_taps): the padded image read
+  // at three rows and three columns, in one kernel (fusion's recomputable).
+  const char* ir =
+      "%0 = arg {index=0} : f32[2,20,20]\n"
+      "%1 = pad %0 {dim=1, low=1, high=1, interior=0} : f32[2,22,20]\n"
+      "%2 = pad %1 {dim=2, low=1, high=1, interior=0} : f32[2,22,22]\n"
+      "%3 = slice %2 {dim=1, start=0, end=20, step=1} : f32[2,20,22]\n"
+      "%4 = slice %2 {dim=1, start=1, end=21, step=1} : f32[2,20,22]\n"
+      "%5 = reshape %3 {shape=[2,1,20,22]} : f32[2,1,20,22]\n"
+      "%6 = reshape %4 {shape=[2,1,20,22]} : f32[2,1,20,22]\n"
+      "%7 = pad %5 {dim=1, low=0, high=1, interior=0} : f32[2,2,20,22]\n"
+      "%8 = pad %6 {dim=1, low=1, high=0, interior=0} : f32[2,2,20,22]\n"
+      "%9 = add %7, %8 : f32[2,2,20,22]\n"
+      "%10 = slice %9 {dim=3, start=0, end=20, step=1} : f32[2,2,20,20]\n"
+      "%11 = slice %9 {dim=3, start=1, end=21, step=1} : f32[2,2,20,20]\n"
+      "%12 = reshape %10 {shape=[2,2,1,20,20]} : f32[2,2,1,20,20]\n"
+      "%13 = reshape %11 {shape=[2,2,1,20,20]} : f32[2,2,1,20,20]\n"
+      "%14 = pad %12 {dim=2, low=0, high=1, interior=0} : f32[2,2,2,20,20]\n"
+      "%15 = pad %13 {dim=2, low=1, high=0, interior=0} : f32[2,2,2,20,20]\n"
+      "%16 = add %14, %15 : f32[2,2,2,20,20]\n"
+      "return %16\n";
+  Graph g = parse_graph(ir);
+  const std::vector<FusionGroup> groups = plan_fusion(g, FusionOptions{});
+  REQUIRE(groups.size() == 1);
+  const std::string got = lowered(ir, groups[0].kind);
+  CHECK(got.find("load") == got.rfind("load"));
 }
 
 TEST_CASE("the verifier rejects values used out of scope and type errors") {

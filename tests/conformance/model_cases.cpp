@@ -286,6 +286,16 @@ std::vector<Case> conv_cases() {
            [](V v) {
              return conv2d(v[0], v[1], v[2], {2, 1}, 1, 1, 3).tanh();
            }},
+      // Images whose padded rows (18) are long enough for the windows to be
+      // read in place by the kernel that uses them (passes/fusion.cpp's
+      // recomputable): the patches and their gradient, and the depthwise
+      // direct form's, each one kernel.
+      Case{"conv2d: padding 1, rows of 18",
+           {in({1, 2, 16, 16}), in({2, 2, 3, 3}), in({2})},
+           [](V v) { return conv2d(v[0], v[1], v[2], 1, 1).tanh(); }},
+      Case{"conv2d: 3x3 depthwise, padding 1, rows of 18",
+           {in({1, 2, 16, 16}), in({2, 1, 3, 3}), in({2})},
+           [](V v) { return conv2d(v[0], v[1], v[2], 1, 1, 1, 2).tanh(); }},
       unary(
           "max_pool2d: kernel 3, stride 2, padding 1, ceil_mode",
           [](const Tensor& x) { return max_pool2d(x, 3, ExpandingArray2(2), 1, 1, true) * 2; },

@@ -429,6 +429,35 @@ TEST_CASE("fusion: outputs of an elementwise group share one size, reshapes writ
          "group 1 (copy): %2 <- %1 -> %2\n");
 }
 
+// A padded row's taps (a conv's windows, one dim): the pad is read at three
+// places. Rows of 34 are recomputed at each (index arithmetic and one load);
+// rows of 6 are padded once by a copy kernel; a value computed by arithmetic is
+// never recomputed, whatever its rows.
+TEST_CASE(
+    "fusion: a padded row read at several taps fuses into its reader when its rows are long") {
+  // %p, of rows of `n` + 2, read at taps 0, 1 and 2 of each output element.
+  auto taps = [](int n, const std::string& producer) {
+    const std::string w = std::to_string(n);
+    auto tap = [&](int a) {
+      return "{dim=1, start=" + std::to_string(a) + ", end=" + std::to_string(a + n) +
+             ", step=1}\n";
+    };
+    return plan_text(("%x = arg {index=0} : f32[4," + w + "]\n" + producer + "%a = slice %p " +
+                      tap(0) + "%b = slice %p " + tap(1) + "%c = slice %p " + tap(2) +
+                      "%s = add %a, %b\n%t = add %s, %c\nreturn %t\n")
+                         .c_str());
+  };
+  const std::string pad = "%p = pad %x {dim=1, low=1, high=1, interior=0}\n";
+  CHECK(taps(32, pad) == "group 0 (elementwise): %1 %2 %3 %4 %5 %6 <- %0 -> %6\n");
+  CHECK(taps(4, pad) ==
+        "group 0 (copy): %1 <- %0 -> %1\n"
+        "group 1 (elementwise): %2 %3 %4 %5 %6 <- %1 -> %6\n");
+  // Padded after an exp: computed once, written, and read at each tap.
+  CHECK(taps(32, "%e = exp %x\n%p = pad %e {dim=1, low=1, high=1, interior=0}\n") ==
+        "group 0 (elementwise): %1 %2 <- %0 -> %2\n"
+        "group 1 (elementwise): %3 %4 %5 %6 %7 <- %2 -> %7\n");
+}
+
 TEST_CASE("fusion: conv2d's bias and relu after the GEMM's reshape are its epilogue") {
   CHECK(plan_text(R"(
     %w = param {index=0} : f32[1,8,36]

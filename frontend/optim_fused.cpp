@@ -13,7 +13,7 @@
 namespace kiln::detail {
 namespace {
 
-std::atomic<uint64_t> g_fused{0};
+std::atomic<uint64_t> g_fused{0}, g_passes{0};
 
 // A tensor the fused loop may read or write as `n` dense elements of `dt`:
 // eager, on the CPU, contiguous (a view too: a large randn is one).
@@ -82,6 +82,10 @@ uint64_t FusedStep::fused_updates() {
   return g_fused.load(std::memory_order_relaxed);
 }
 
+uint64_t FusedStep::fused_passes() {
+  return g_passes.load(std::memory_order_relaxed);
+}
+
 bool FusedStep::can_take(const Tensor& p, std::initializer_list<const Tensor*> others) const {
   if (!enabled_) return false;
   const DType dt = p.dtype();
@@ -99,6 +103,14 @@ bool FusedStep::can_take(const Tensor& p, std::initializer_list<const Tensor*> o
   return true;
 }
 
+bool FusedStep::pending(std::initializer_list<const Tensor*> tensors) const {
+  for (const Tensor* t : tensors)
+    if (t->defined())
+      for (const std::shared_ptr<Buffer>& b : written_)
+        if (b == t->impl()->buffer) return true;
+  return false;
+}
+
 void FusedStep::will_write(std::initializer_list<const Tensor*> tensors) {
   for (const Tensor* t : tensors) {
     if (!t->defined()) continue;
@@ -107,10 +119,11 @@ void FusedStep::will_write(std::initializer_list<const Tensor*> tensors) {
   }
 }
 
-void FusedStep::finish(size_t updates) {
+void FusedStep::finish(size_t updates, size_t passes) {
   for (const std::shared_ptr<Buffer>& b : written_) b->version++;  // as an in-place write
   written_.clear();
   g_fused.fetch_add(updates, std::memory_order_relaxed);
+  g_passes.fetch_add(passes, std::memory_order_relaxed);
 }
 
 // ---- Adam, AdamW ----
@@ -135,6 +148,7 @@ bool FusedAdamStep::add(const Tensor& p, const Tensor& g, const Tensor& m, const
   const Tensor none;
   const bool ams = o.amsgrad_;
   if (!can_take(p, {&g, &m, &v, ams ? &v_max : &none})) return false;
+  if (pending({&p, &g, &m, &v, ams ? &v_max : &none})) run();
   with_batch(p, state_->f32, state_->f64, [&](auto& batch, auto* type) {
     using T = std::remove_pointer_t<decltype(type)>;
     const int d = std::is_same_v<T, float> ? 0 : 1;
@@ -156,7 +170,8 @@ bool FusedAdamStep::add(const Tensor& p, const Tensor& g, const Tensor& m, const
 void FusedAdamStep::run() {
   if (!state_->f32.slots.empty()) adam_update(state_->f32.slots, state_->f32.scalars);
   if (!state_->f64.slots.empty()) adam_update(state_->f64.slots, state_->f64.scalars);
-  finish(state_->f32.slots.size() + state_->f64.slots.size());
+  finish(state_->f32.slots.size() + state_->f64.slots.size(),
+         size_t{!state_->f32.slots.empty()} + size_t{!state_->f64.slots.empty()});
   state_ = std::make_unique<State>();
 }
 
@@ -176,6 +191,7 @@ bool FusedSgdStep::add(const Tensor& p, const Tensor& g, const Tensor& buf,
   const Tensor none;
   const bool momentum = o.momentum_ != 0;
   if (!can_take(p, {&g, momentum ? &buf : &none})) return false;
+  if (pending({&p, &g, momentum ? &buf : &none})) run();
   with_batch(p, state_->f32, state_->f64, [&](auto& batch, auto* type) {
     using T = std::remove_pointer_t<decltype(type)>;
     batch.scalars.push_back(sgd_scalars<T>(o, lr));
@@ -189,7 +205,8 @@ bool FusedSgdStep::add(const Tensor& p, const Tensor& g, const Tensor& buf,
 void FusedSgdStep::run() {
   if (!state_->f32.slots.empty()) sgd_update(state_->f32.slots, state_->f32.scalars);
   if (!state_->f64.slots.empty()) sgd_update(state_->f64.slots, state_->f64.scalars);
-  finish(state_->f32.slots.size() + state_->f64.slots.size());
+  finish(state_->f32.slots.size() + state_->f64.slots.size(),
+         size_t{!state_->f32.slots.empty()} + size_t{!state_->f64.slots.empty()});
   state_ = std::make_unique<State>();
 }
 

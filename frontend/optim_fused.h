@@ -27,19 +27,27 @@ class FusedStep {
   FusedStep(const FusedStep&) = delete;
   FusedStep& operator=(const FusedStep&) = delete;
 
-  /// How many parameters eager steps updated fused in this process (tests).
+  /// How many parameters eager steps updated fused in this process, and in
+  /// how many passes (parallel regions) (tests).
   static uint64_t fused_updates();
+  static uint64_t fused_passes();
 
  protected:
   /// True when p and every defined one of `others` is an eager dense CPU array
   /// of p's numel and float dtype (f32 or f64), each with its own storage (the
   /// loop reads every element once, in place).
   bool can_take(const Tensor& p, std::initializer_list<const Tensor*> others) const;
+  /// Whether an update taken but not yet run writes the storage of any of
+  /// `tensors` (a parameter listed twice, or a gradient that is another
+  /// parameter's storage): the caller runs those first, so the order of the
+  /// updates stays the op-by-op step's.
+  bool pending(std::initializer_list<const Tensor*> tensors) const;
   /// The tensors a taken update writes: views take their base's history now,
   /// as assign() does, and each buffer's version moves at finish().
   void will_write(std::initializer_list<const Tensor*> tensors);
-  /// After the update ran: the writes counted, `updates` parameters counted.
-  void finish(size_t updates);
+  /// After the update ran: the writes counted, `updates` parameters in
+  /// `passes` passes counted.
+  void finish(size_t updates, size_t passes);
 
   bool enabled_;
 

@@ -166,3 +166,41 @@ TEST_CASE("parameters the fused step cannot take update op by op beside those it
   CHECK(detail::FusedStep::fused_updates() == before + 2);  // a, at each of two steps
   check_same_bits(fused, run(false));
 }
+
+TEST_CASE("a parameter listed twice updates twice, in order, as op by op") {
+  // The second update reads what the first wrote: the fused step runs the
+  // first before taking the second. In one parallel region the two would race:
+  // with c first, the second half of the work (one thread's) starts on a's
+  // second update while the other thread is still on c, before a's first.
+  auto run = [](bool fused) {
+    manual_seed(8);
+    Tensor c = randn({200, 400}).requires_grad_(), a = randn({200, 400}).requires_grad_();
+    const Tensor cc = randn({200, 400}), ca = randn({200, 400});
+    optim::Adam adam({c, a, a}, optim::AdamOptions(0.01).weight_decay(0.1));
+    optim::SGD sgd({c, a, a}, optim::SGDOptions(0.05).momentum(0.9));
+    Settings& s = settings();
+    const Settings saved = s;
+    s.eager_kernels = fused;
+    for (int t = 0; t < 2; ++t) {
+      adam.zero_grad();
+      // Gradients the eager kernels do not compute (a sin's would differ by
+      // ulps with them off): products and sums only.
+      ((c * cc).sum() + (a * ca).sum()).backward();
+      adam.step();
+      sgd.step();
+    }
+    s = saved;
+    std::vector<Tensor> out{c.detach().clone(), a.detach().clone()};
+    for (const Tensor& t : adam.state()) out.push_back(t.clone());
+    for (const Tensor& t : sgd.state()) out.push_back(t.clone());
+    return out;
+  };
+  const uint64_t before = detail::FusedStep::fused_updates();
+  const uint64_t passes = detail::FusedStep::fused_passes();
+  const std::vector<Tensor> fused = run(true);
+  CHECK(detail::FusedStep::fused_updates() == before + 12);  // 2 steps of 3 + 3
+  // Each step of each optimizer: {c, a} in one pass, then a again in another
+  // (whether two threads would have raced on a is up to timing; this is not).
+  CHECK(detail::FusedStep::fused_passes() == passes + 8);
+  check_same_bits(fused, run(false));
+}

@@ -147,8 +147,10 @@ bool FusedAdamStep::add(const Tensor& p, const Tensor& g, const Tensor& m, const
                         const Tensor& bc1, const Tensor& bc2_sqrt) {
   const Tensor none;
   const bool ams = o.amsgrad_;
-  if (!can_take(p, {&g, &m, &v, ams ? &v_max : &none})) return false;
+  // Whether taken or left to the ops, an update reading or writing a pending
+  // one's storage runs after it.
   if (pending({&p, &g, &m, &v, ams ? &v_max : &none})) run();
+  if (!can_take(p, {&g, &m, &v, ams ? &v_max : &none})) return false;
   with_batch(p, state_->f32, state_->f64, [&](auto& batch, auto* type) {
     using T = std::remove_pointer_t<decltype(type)>;
     const int d = std::is_same_v<T, float> ? 0 : 1;
@@ -190,8 +192,8 @@ bool FusedSgdStep::add(const Tensor& p, const Tensor& g, const Tensor& buf,
                        const optim::SGDOptions& o, const Tensor& lr) {
   const Tensor none;
   const bool momentum = o.momentum_ != 0;
-  if (!can_take(p, {&g, momentum ? &buf : &none})) return false;
   if (pending({&p, &g, momentum ? &buf : &none})) run();
+  if (!can_take(p, {&g, momentum ? &buf : &none})) return false;
   with_batch(p, state_->f32, state_->f64, [&](auto& batch, auto* type) {
     using T = std::remove_pointer_t<decltype(type)>;
     batch.scalars.push_back(sgd_scalars<T>(o, lr));

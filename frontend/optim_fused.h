@@ -38,9 +38,10 @@ class FusedStep {
   /// loop reads every element once, in place).
   bool can_take(const Tensor& p, std::initializer_list<const Tensor*> others) const;
   /// Whether an update taken but not yet run writes the storage of any of
-  /// `tensors` (a parameter listed twice, or a gradient that is another
-  /// parameter's storage): the caller runs those first, so the order of the
-  /// updates stays the op-by-op step's.
+  /// `tensors` (a parameter listed twice, a strided view of a parameter listed
+  /// as another, a gradient in another parameter's storage): add() runs those
+  /// first, whether it takes the next update or leaves it to the ops, so the
+  /// updates keep the op-by-op step's order.
   bool pending(std::initializer_list<const Tensor*> tensors) const;
   /// The tensors a taken update writes: views take their base's history now,
   /// as assign() does, and each buffer's version moves at finish().

@@ -139,6 +139,32 @@ TEST_CASE("a fused eager Adam step counts as an in-place write of the parameter"
                        Error);
 }
 
+TEST_CASE("a strided view of a parameter, listed as another, updates after it, as op by op") {
+  // d shares a's storage, transposed: the ops update it at once, and the fused
+  // pass holding a runs before them.
+  auto run = [](bool fused) {
+    manual_seed(4);
+    Tensor a = randn({6, 5}).requires_grad_();
+    Tensor d = a.detach().t().requires_grad_();  // a's storage, strided
+    const Tensor ca = randn({6, 5}), cd = randn({5, 6});
+    optim::Adam opt({a, d}, 0.1);
+    Settings& s = settings();
+    const Settings saved = s;
+    s.eager_kernels = fused;
+    for (int t = 0; t < 2; ++t) {
+      opt.zero_grad();
+      ((a * ca).sum() + (d * cd).sum()).backward();
+      opt.step();
+    }
+    s = saved;
+    return std::vector<Tensor>{a.detach().clone()};
+  };
+  const uint64_t passes = detail::FusedStep::fused_passes();
+  const std::vector<Tensor> fused = run(true);
+  CHECK(detail::FusedStep::fused_passes() == passes + 2);  // a, before d's ops, each step
+  check_same_bits(fused, run(false));
+}
+
 TEST_CASE("parameters the fused step cannot take update op by op beside those it takes") {
   // A strided parameter and one whose gradient is strided keep the ops; the
   // dense one beside them updates fused; all three as op by op.

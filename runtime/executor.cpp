@@ -76,13 +76,9 @@ class KernelParts {
   int64_t range() const { return range_; }
   // Iterations [b, e) of the parts end to end.
   void run(int64_t b, int64_t e) const {
-    int64_t at = 0;
-    for (size_t i = 0; i < n_ && at < e; ++i) {
-      const Run& p = runs_[i];
-      const int64_t lo = std::max(b, at), hi = std::min(e, at + p.range);
-      if (lo < hi) p.fn(p.bufs, lo - at, hi - at);
-      at += p.range;
-    }
+    for_each_part(
+        n_, [&](size_t i) { return runs_[i].range; }, b, e,
+        [&](size_t i, int64_t lo, int64_t hi) { runs_[i].fn(runs_[i].bufs, lo, hi); });
   }
 
  private:

@@ -6,7 +6,6 @@
 // FMA, which rounds once where the other kernels round twice.
 #include "runtime/fused_optim.h"
 
-#include <algorithm>
 #include <cmath>
 
 #include "runtime/thread_pool.h"
@@ -123,15 +122,12 @@ KILN_VECTOR_CLONES void sgd_range(const SgdSlot<double>& s, const SgdScalars<dou
 // into the next.
 template <class Slot, class Scalars, class Range>
 void for_slots(const std::vector<Slot>& slots, const std::vector<Scalars>& scalars, Range range) {
-  std::vector<int64_t> starts(slots.size() + 1, 0);  // where slot k begins
-  for (size_t k = 0; k < slots.size(); ++k) starts[k + 1] = starts[k] + slots[k].n;
-  parallel_for(starts.back(), kElementwiseGrain, [&](int64_t b, int64_t e) {
-    size_t k = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), b) - starts.begin()) - 1;
-    for (; k < slots.size() && starts[k] < e; ++k) {
-      const int64_t lo = std::max(b, starts[k]) - starts[k];
-      const int64_t hi = std::min(e, starts[k + 1]) - starts[k];
-      if (lo < hi) range(slots[k], scalars[k], lo, hi);
-    }
+  int64_t total = 0;
+  for (const Slot& s : slots) total += s.n;
+  parallel_for(total, kElementwiseGrain, [&](int64_t b, int64_t e) {
+    for_each_part(
+        slots.size(), [&](size_t k) { return slots[k].n; }, b, e,
+        [&](size_t k, int64_t lo, int64_t hi) { range(slots[k], scalars[k], lo, hi); });
   });
 }
 

@@ -2,6 +2,8 @@
 // a sleeping thread costs ~80 us here and most parallel regions are short.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 
@@ -38,5 +40,19 @@ class SerialScope {
 
 /// Default grain for elementwise work (elements per chunk below which one thread is faster).
 inline constexpr int64_t kElementwiseGrain = 1 << 16;
+
+/// Work made of `n` parts laid end to end (part i is size(i) long; a foreach
+/// step's kernels, a multi-tensor update's tensors): calls f(i, lo, hi) for
+/// each part that [b, e) of the whole covers, [lo, hi) within part i. How one
+/// chunk of parallel_for over the whole is cut.
+template <class Size, class F>
+void for_each_part(size_t n, Size size, int64_t b, int64_t e, F f) {
+  int64_t at = 0;
+  for (size_t i = 0; i < n && at < e; ++i) {
+    const int64_t len = size(i), lo = std::max(b, at), hi = std::min(e, at + len);
+    if (lo < hi) f(i, lo - at, hi - at);
+    at += len;
+  }
+}
 
 }  // namespace kiln

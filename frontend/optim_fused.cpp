@@ -30,6 +30,16 @@ struct Batch {
   std::vector<Scalars> scalars;
 };
 
+// Runs update(slots, scalars) over each dtype's batch that has slots; returns
+// how many parameters and passes that was (for FusedStep::finish).
+template <class State, class Update>
+std::pair<size_t, size_t> run_batches(const State& s, Update update) {
+  if (!s.f32.slots.empty()) update(s.f32.slots, s.f32.scalars);
+  if (!s.f64.slots.empty()) update(s.f64.slots, s.f64.scalars);
+  return {s.f32.slots.size() + s.f64.slots.size(),
+          size_t{!s.f32.slots.empty()} + size_t{!s.f64.slots.empty()}};
+}
+
 // Calls f(batch, T*{}) with the batch of p's dtype (f32 or f64: can_take's).
 template <class F, class B32, class B64>
 void with_batch(const Tensor& p, B32& f32, B64& f64, F f) {
@@ -119,7 +129,8 @@ void FusedStep::will_write(std::initializer_list<const Tensor*> tensors) {
   }
 }
 
-void FusedStep::finish(size_t updates, size_t passes) {
+void FusedStep::finish(std::pair<size_t, size_t> updates_and_passes) {
+  const auto [updates, passes] = updates_and_passes;
   for (const std::shared_ptr<Buffer>& b : written_) b->version++;  // as an in-place write
   written_.clear();
   g_fused.fetch_add(updates, std::memory_order_relaxed);
@@ -128,13 +139,17 @@ void FusedStep::finish(size_t updates, size_t passes) {
 
 // ---- Adam, AdamW ----
 
+template <class T>
+struct AdamBatch : Batch<AdamSlot<T>, AdamScalars<T>> {
+  // Whose scalars the last slot took (the same for every parameter of a group),
+  // so they are computed once a group.
+  const TensorImpl* lr = nullptr;
+  const optim::AdamOptions* options = nullptr;
+};
+
 struct FusedAdamStep::State {
-  Batch<AdamSlot<float>, AdamScalars<float>> f32;
-  Batch<AdamSlot<double>, AdamScalars<double>> f64;
-  // Whose scalars the last slot of each dtype took (the same for every
-  // parameter of a group), so they are computed once a group.
-  const TensorImpl* lr[2] = {nullptr, nullptr};
-  const optim::AdamOptions* options[2] = {nullptr, nullptr};
+  AdamBatch<float> f32;
+  AdamBatch<double> f64;
 };
 
 FusedAdamStep::FusedAdamStep(bool decoupled)
@@ -153,12 +168,11 @@ bool FusedAdamStep::add(const Tensor& p, const Tensor& g, const Tensor& m, const
   if (!can_take(p, {&g, &m, &v, ams ? &v_max : &none})) return false;
   with_batch(p, state_->f32, state_->f64, [&](auto& batch, auto* type) {
     using T = std::remove_pointer_t<decltype(type)>;
-    const int d = std::is_same_v<T, float> ? 0 : 1;
     // bc1 and bc2_sqrt are made with lr once a group and dtype: lr names them.
-    if (batch.scalars.empty() || state_->lr[d] != lr.impl() || state_->options[d] != &o) {
+    if (batch.scalars.empty() || batch.lr != lr.impl() || batch.options != &o) {
       batch.scalars.push_back(adam_scalars<T>(o, decoupled_, lr, bc1, bc2_sqrt));
-      state_->lr[d] = lr.impl();
-      state_->options[d] = &o;
+      batch.lr = lr.impl();
+      batch.options = &o;
     } else {
       batch.scalars.push_back(batch.scalars.back());
     }
@@ -170,10 +184,9 @@ bool FusedAdamStep::add(const Tensor& p, const Tensor& g, const Tensor& m, const
 }
 
 void FusedAdamStep::run() {
-  if (!state_->f32.slots.empty()) adam_update(state_->f32.slots, state_->f32.scalars);
-  if (!state_->f64.slots.empty()) adam_update(state_->f64.slots, state_->f64.scalars);
-  finish(state_->f32.slots.size() + state_->f64.slots.size(),
-         size_t{!state_->f32.slots.empty()} + size_t{!state_->f64.slots.empty()});
+  finish(run_batches(*state_, [](const auto& slots, const auto& scalars) {
+    adam_update(slots, scalars);
+  }));
   state_ = std::make_unique<State>();
 }
 
@@ -205,10 +218,9 @@ bool FusedSgdStep::add(const Tensor& p, const Tensor& g, const Tensor& buf,
 }
 
 void FusedSgdStep::run() {
-  if (!state_->f32.slots.empty()) sgd_update(state_->f32.slots, state_->f32.scalars);
-  if (!state_->f64.slots.empty()) sgd_update(state_->f64.slots, state_->f64.scalars);
-  finish(state_->f32.slots.size() + state_->f64.slots.size(),
-         size_t{!state_->f32.slots.empty()} + size_t{!state_->f64.slots.empty()});
+  finish(run_batches(*state_, [](const auto& slots, const auto& scalars) {
+    sgd_update(slots, scalars);
+  }));
   state_ = std::make_unique<State>();
 }
 

@@ -7,6 +7,7 @@
 
 #include <initializer_list>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "frontend/optim.h"
@@ -46,9 +47,9 @@ class FusedStep {
   /// The tensors a taken update writes: views take their base's history now,
   /// as assign() does, and each buffer's version moves at finish().
   void will_write(std::initializer_list<const Tensor*> tensors);
-  /// After the update ran: the writes counted, `updates` parameters in
-  /// `passes` passes counted.
-  void finish(size_t updates, size_t passes);
+  /// After the update ran: the writes counted, and how many parameters it
+  /// updated in how many passes.
+  void finish(std::pair<size_t, size_t> updates_and_passes);
 
   bool enabled_;
 

@@ -15,6 +15,19 @@ namespace {
 
 enum class Mode { Fused, OpByOp, Traced };
 
+// settings().eager_kernels as given while alive (KILN_EAGER_KERNELS=0 when
+// off: the op-by-op oracle); the settings come back even when a step throws.
+class EagerKernels {
+ public:
+  explicit EagerKernels(bool on) : saved_(settings()) { settings().eager_kernels = on; }
+  ~EagerKernels() { settings() = saved_; }
+  EagerKernels(const EagerKernels&) = delete;
+  EagerKernels& operator=(const EagerKernels&) = delete;
+
+ private:
+  Settings saved_;
+};
+
 using MakeOptimizer = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>;
 
 // Parameters, then optimizer state, after three steps whose gradients are the
@@ -43,12 +56,11 @@ std::vector<Tensor> run_steps(Mode mode, DType dt, const MakeOptimizer& make) {
     return loss;
   };
   auto traced = jit(body, "fused_adam_oracle");
-  Settings& s = settings();
-  const Settings saved = s;
-  s.eager_kernels = mode != Mode::OpByOp;
-  for (const std::vector<Tensor>& c : coeffs)
-    mode == Mode::Traced ? traced(c[0], c[1], c[2]) : body(c[0], c[1], c[2]);
-  s = saved;
+  {
+    const EagerKernels kernels(mode != Mode::OpByOp);
+    for (const std::vector<Tensor>& c : coeffs)
+      mode == Mode::Traced ? traced(c[0], c[1], c[2]) : body(c[0], c[1], c[2]);
+  }
   std::vector<Tensor> out;
   for (const Tensor& p : ps) out.push_back(p.detach().clone());
   for (const Tensor& t : opt->state()) out.push_back(t.clone());
@@ -148,15 +160,12 @@ TEST_CASE("a strided view of a parameter, listed as another, updates after it, a
     Tensor d = a.detach().t().requires_grad_();  // a's storage, strided
     const Tensor ca = randn({6, 5}), cd = randn({5, 6});
     optim::Adam opt({a, d}, 0.1);
-    Settings& s = settings();
-    const Settings saved = s;
-    s.eager_kernels = fused;
+    const EagerKernels kernels(fused);
     for (int t = 0; t < 2; ++t) {
       opt.zero_grad();
       ((a * ca).sum() + (d * cd).sum()).backward();
       opt.step();
     }
-    s = saved;
     return std::vector<Tensor>{a.detach().clone()};
   };
   const uint64_t passes = detail::FusedStep::fused_passes();
@@ -173,16 +182,13 @@ TEST_CASE("parameters the fused step cannot take update op by op beside those it
     Tensor a = randn({5, 6}).requires_grad_(), b = randn({6, 5}).t().detach().requires_grad_();
     Tensor c = randn({4, 3}).requires_grad_();
     optim::Adam opt({a, b, c}, 0.05);
-    Settings& s = settings();
-    const Settings saved = s;
-    s.eager_kernels = fused;
+    const EagerKernels kernels(fused);
     for (int t = 0; t < 2; ++t) {
       opt.zero_grad();
       (a.pow(2).sum() + b.sin().sum() + c.exp().sum()).backward();
       c.set_grad(c.grad().t().contiguous().t());  // a strided gradient
       opt.step();
     }
-    s = saved;
     std::vector<Tensor> out{a.detach().clone(), b.detach().clone(), c.detach().clone()};
     for (const Tensor& t : opt.state()) out.push_back(t.clone());
     return out;
@@ -204,9 +210,7 @@ TEST_CASE("a parameter listed twice updates twice, in order, as op by op") {
     const Tensor cc = randn({200, 400}), ca = randn({200, 400});
     optim::Adam adam({c, a, a}, optim::AdamOptions(0.01).weight_decay(0.1));
     optim::SGD sgd({c, a, a}, optim::SGDOptions(0.05).momentum(0.9));
-    Settings& s = settings();
-    const Settings saved = s;
-    s.eager_kernels = fused;
+    const EagerKernels kernels(fused);
     for (int t = 0; t < 2; ++t) {
       adam.zero_grad();
       // Gradients the eager kernels do not compute (a sin's would differ by
@@ -215,7 +219,6 @@ TEST_CASE("a parameter listed twice updates twice, in order, as op by op") {
       adam.step();
       sgd.step();
     }
-    s = saved;
     std::vector<Tensor> out{c.detach().clone(), a.detach().clone()};
     for (const Tensor& t : adam.state()) out.push_back(t.clone());
     for (const Tensor& t : sgd.state()) out.push_back(t.clone());

@@ -1,6 +1,7 @@
 // copy_to: strided copies with optional dtype conversion. Dense same-dtype
 // copies are a parallel memcpy; a transposed source (stride 1 along the
-// second-to-last dim) is copied in cache-sized tiles; anything else goes
+// second-to-last dim) is copied in cache-sized tiles (4-byte elements in 8x8
+// blocks in registers); anything else goes
 // through the strided loop.
 #include <immintrin.h>
 
@@ -43,7 +44,7 @@ void copy_strided(const StridedLoop<2>& L) {
 // A row-major 8x8 block of 4-byte elements from a column-major source: d(i, j)
 // = s[i + j * scol] for i, j < 8, in registers (eight loads, the standard 24
 // shuffles, eight stores: bits move, nothing is computed). Element by element
-// the strided side took a cycle or more an element (a third of a small MLP's
+// the strided side took a cycle or more an element (a sixth of a small MLP's
 // eager step went to transposing Linear weight gradients).
 __attribute__((target("avx"))) void transpose_8x8(const uint32_t* s, int64_t scol, uint32_t* d,
                                                   int64_t drow) {
@@ -67,7 +68,11 @@ __attribute__((target("avx"))) void transpose_8x8(const uint32_t* s, int64_t sco
   }
 }
 
-const bool g_has_avx = __builtin_cpu_supports("avx");
+// Read at first use, after the CPU model is known (not in a static initializer).
+bool has_avx() {
+  static const bool avx = __builtin_cpu_supports("avx");
+  return avx;
+}
 
 // The last two loop dims form a matrix that is row-major in dst and
 // column-major in src; walk it in square tiles so both sides stay in cache.
@@ -103,7 +108,7 @@ void copy_transposed(const StridedLoop<2>& L) {
                          // srow == 1: copy_typed's test), then its ragged edges.
                          int64_t i8 = i0, j8 = j0;
                          if constexpr (std::is_same_v<D, uint32_t> && std::is_same_v<S, D>) {
-                           if (g_has_avx) {
+                           if (has_avx()) {
                              i8 = i0 + (i1 - i0) / 8 * 8;
                              j8 = j0 + (j1 - j0) / 8 * 8;
                              for (int64_t i = i0; i < i8; i += 8)

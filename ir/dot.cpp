@@ -68,9 +68,12 @@ class DotWriter {
 
   std::string write() {
     assign_homes();
+    // newrank: Graphviz's default ranking, cluster by cluster, fails on some
+    // kernel pictures ("trouble in init_rank"; a CNN training step's, with
+    // dot 2.43); ranking the whole graph at once lays out every one we draw.
     os_ << "digraph kiln {\n"
         << "  graph [fontname=\"Helvetica\", fontsize=11, labelloc=t, labeljust=l, "
-           "nodesep=0.25, ranksep=0.35];\n"
+           "nodesep=0.25, ranksep=0.35, newrank=true];\n"
         << "  node [fontname=\"Helvetica\", fontsize=10, shape=box, style=\"rounded,filled\", "
            "fillcolor=\"#ffffff\", margin=\"0.08,0.03\"];\n"
         << "  edge [fontname=\"Helvetica\", fontsize=9, color=\"#555555\", arrowsize=0.6];\n";

@@ -7,6 +7,8 @@
 //                        narrow and max(dim) per bin, width first, then height
 //                        (so a tie goes to the row-major first maximum)
 //   kl_div               xlogy(t, t) - t x with the log taken of a safe t
+//   cosine_similarity    each input over its clamped norm, multiplied and summed
+//   pairwise_distance    norm(x1 - x2 + eps) over the last dim
 #include "frontend/nn_extra.h"
 
 #include <sstream>
@@ -14,6 +16,7 @@
 #include "frontend/autograd.h"
 #include "frontend/dispatch.h"
 #include "frontend/nn_parity.h"
+#include "ir/shape.h"
 
 namespace kiln::nn {
 
@@ -161,6 +164,35 @@ Tensor unflatten(const Tensor& x, int64_t dim, const std::vector<int64_t>& sizes
   return x.reshape(shape, l);
 }
 
+Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim, double eps, Loc l) {
+  const Shape shape = broadcast_shapes(x1.sizes(), x2.sizes());
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  const int64_t d = dim < 0 ? dim + rank : dim;
+  if (d < 0 || d >= rank)
+    throw Error("cosine_similarity: dim " + std::to_string(dim) +
+                    " out of range for inputs broadcast to " + shape_str(shape),
+                here(l));
+  // Each squared norm clamped to at least eps^2 in value only: the gradient is
+  // the unclamped one's (PyTorch clamps in place under no_grad).
+  auto unit = [&](const Tensor& x) {
+    Tensor xe = x.expand(shape, l);
+    Tensor sq = xe.mul(xe, l).sum({d}, true, l);
+    Tensor floor_gap = sq.detach().clamp_min(Scalar(eps * eps), l).sub(sq.detach(), 1, l);
+    return xe.div(sq.add(floor_gap, 1, l).sqrt(l), l);
+  };
+  return unit(x1).mul(unit(x2), l).sum({d}, false, l);
+}
+
+Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p, double eps, bool keepdim,
+                         Loc l) {
+  const int64_t last = std::max(x1.dim(), x2.dim()) - 1;
+  if (last < 0)
+    throw Error("pairwise_distance: expected inputs of at least one dim, got " +
+                    shape_str(x1.sizes()) + " and " + shape_str(x2.sizes()),
+                here(l));
+  return x1.sub(x2, 1, l).add(Scalar(eps), l).norm(p, last, keepdim, l);
+}
+
 }  // namespace functional
 
 GroupNormImpl::GroupNormImpl(const GroupNormOptions& o) : Module("GroupNorm"), options(o) {
@@ -229,6 +261,14 @@ Tensor AdaptiveMaxPool2dImpl::forward(const Tensor& x, Loc l) {
 }
 Tensor KLDivLossImpl::forward(const Tensor& input, const Tensor& target, Loc l) {
   return functional::kl_div(input, target, options.reduction(), options.log_target(), l);
+}
+
+Tensor CosineSimilarityImpl::forward(const Tensor& x1, const Tensor& x2, Loc l) {
+  return functional::cosine_similarity(x1, x2, options.dim(), options.eps(), l);
+}
+
+Tensor PairwiseDistanceImpl::forward(const Tensor& x1, const Tensor& x2, Loc l) {
+  return functional::pairwise_distance(x1, x2, options.p(), options.eps(), options.keepdim(), l);
 }
 
 }  // namespace kiln::nn

@@ -1,9 +1,9 @@
 // libtorch's modules and functions that nn.h, nn_conv.h and nn_parity.h do
 // not have: GroupNorm, the activation modules (ELU, SELU, Softplus, Mish,
-// Hardtanh, PReLU), Unflatten, AdaptiveMaxPool2d and KLDivLoss, with their
-// options and functional forms. Each is a composite of table ops
-// (frontend/nn_extra.cpp), so it runs eagerly, traces and differentiates like
-// the rest.
+// Hardtanh, PReLU), Unflatten, AdaptiveMaxPool2d, KLDivLoss, CosineSimilarity
+// and PairwiseDistance, with their options and functional forms. Each is a
+// composite of table ops (frontend/nn_extra.cpp), so it runs eagerly, traces
+// and differentiates like the rest.
 #pragma once
 
 #include <vector>
@@ -47,6 +47,15 @@ Tensor kl_div(const Tensor& input, const Tensor& target, KLDivReduction reductio
               bool log_target = false, KILN_LOC);
 /// x with dim `dim` split into `sizes` (one may be -1).
 Tensor unflatten(const Tensor& x, int64_t dim, const std::vector<int64_t>& sizes, KILN_LOC);
+/// The cosine of the angle between x1 and x2 (broadcast) along `dim`:
+/// sum(x1 / max(|x1|, eps) * x2 / max(|x2|, eps)) (PyTorch 1.13's form: each
+/// norm clamped on its own; the gradient flows through the clamped norm as
+/// through the norm).
+Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim = 1, double eps = 1e-8,
+                         KILN_LOC);
+/// The p-norm of x1 - x2 + eps over the last dim (torch.nn.functional.pairwise_distance).
+Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p = 2.0, double eps = 1e-6,
+                         bool keepdim = false, KILN_LOC);
 
 }  // namespace functional
 
@@ -160,6 +169,30 @@ class AdaptiveMaxPool2dImpl : public Module {
   AdaptiveMaxPool2dOptions options;
 };
 
+struct CosineSimilarityOptions {
+  KILN_ARG(int64_t, dim) = 1;
+  KILN_ARG(double, eps) = 1e-8;
+};
+struct PairwiseDistanceOptions {
+  KILN_ARG(double, p) = 2.0;
+  KILN_ARG(double, eps) = 1e-6;
+  KILN_ARG(bool, keepdim) = false;
+};
+class CosineSimilarityImpl : public Module {
+ public:
+  explicit CosineSimilarityImpl(const CosineSimilarityOptions& options = {})
+      : Module("CosineSimilarity"), options(options) {}
+  Tensor forward(const Tensor& x1, const Tensor& x2, KILN_LOC);
+  CosineSimilarityOptions options;
+};
+class PairwiseDistanceImpl : public Module {
+ public:
+  explicit PairwiseDistanceImpl(const PairwiseDistanceOptions& options = {})
+      : Module("PairwiseDistance"), options(options) {}
+  Tensor forward(const Tensor& x1, const Tensor& x2, KILN_LOC);
+  PairwiseDistanceOptions options;
+};
+
 struct KLDivLossOptions {
   KILN_ARG(KLDivReduction, reduction) = KLDivReduction::Mean;
   KILN_ARG(bool, log_target) = false;
@@ -182,5 +215,7 @@ using PReLU = ModuleHolder<PReLUImpl>;
 using Unflatten = ModuleHolder<UnflattenImpl>;
 using AdaptiveMaxPool2d = ModuleHolder<AdaptiveMaxPool2dImpl>;
 using KLDivLoss = ModuleHolder<KLDivLossImpl>;
+using CosineSimilarity = ModuleHolder<CosineSimilarityImpl>;
+using PairwiseDistance = ModuleHolder<PairwiseDistanceImpl>;
 
 }  // namespace kiln::nn

@@ -1,4 +1,4 @@
-// SGD, Adam, AdamW, RMSprop and the learning-rate schedulers.
+// SGD, Adam, AdamW, RMSprop and Adagrad (the schedulers: optim_schedule.cpp).
 #include "frontend/optim.h"
 
 #include <algorithm>
@@ -486,50 +486,63 @@ void RMSprop::step() {
   }
 }
 
-// ---- Learning-rate schedulers ----
+// ---- Adagrad ----
 
-LRScheduler::LRScheduler(Optimizer& optimizer) : opt_(optimizer) {
-  for (const OptimizerParamGroup& g : optimizer.param_groups())
-    base_lrs_.push_back(g.options().get_lr());
+Adagrad::Adagrad(std::vector<Tensor> params, AdagradOptions o)
+    : Adagrad(std::vector<OptimizerParamGroup>{OptimizerParamGroup(std::move(params))}, o) {}
+
+Adagrad::Adagrad(std::vector<OptimizerParamGroup> groups, AdagradOptions o)
+    : Optimizer(std::move(groups)), options(o) {
+  step_ =
+      zeros({}, TensorOptions(kFloat64).device(params_.empty() ? Device() : params_[0].device()));
+  add_all_state();
 }
 
-void LRScheduler::step() {
-  ++epoch_;
-  std::vector<OptimizerParamGroup>& groups = opt_.param_groups();
-  if (groups.size() != base_lrs_.size())
-    throw Error("LRScheduler: the optimizer has " + std::to_string(groups.size()) +
-                " parameter groups, " + std::to_string(base_lrs_.size()) +
-                " when the scheduler was made (expected groups added before the scheduler)");
-  for (size_t g = 0; g < groups.size(); ++g) {
-    const double lr = lr_at(epoch_, base_lrs_[g]);
-    if (!(lr >= 0) || !std::isfinite(lr))
-      throw Error("LRScheduler: learning rate must be a finite number >= 0, got " +
-                  std::to_string(lr));
-    groups[g].options().set_lr(lr);
+void Adagrad::check_options(const OptimizerOptions& o) const {
+  check_kind<AdagradOptions>(o, "Adagrad");
+}
+
+void Adagrad::add_state(size_t g) {
+  const AdagradOptions& o = group_options<AdagradOptions>(g);
+  for (const Tensor& p : param_groups()[g].params())
+    sum_.push_back(full_like(p, Scalar(o.initial_accumulator_value_)));
+}
+
+std::vector<Tensor> Adagrad::state() const {
+  std::vector<Tensor> s{step_};
+  s.insert(s.end(), sum_.begin(), sum_.end());
+  return s;
+}
+
+std::vector<Optimizer::Hyperparameter> Adagrad::hyperparameters(
+    const OptimizerOptions& base) const {
+  const auto& o = static_cast<const AdagradOptions&>(base);
+  return {{"lr_decay", o.lr_decay_},
+          {"weight_decay", o.weight_decay_},
+          {"eps", o.eps_},
+          {"initial_accumulator_value", o.initial_accumulator_value_}};
+}
+
+void Adagrad::step() {
+  begin_step();
+  NoGradGuard no_grad;
+  step_.add_(1);
+  size_t i = 0;
+  for (size_t gi = 0; gi < param_groups().size(); ++gi) {
+    const AdagradOptions& o = group_options<AdagradOptions>(gi);
+    // libtorch's clr = lr / (1 + (step - 1) lr_decay): the divisor as f64 tensor
+    // ops of the step count (so a traced step stays correct), then, as Adam's
+    // bias corrections, in each parameter's dtype.
+    PerParam decay(1 + (step_ - 1) * o.lr_decay_);
+    for (Tensor& p : param_groups()[gi].params()) {
+      const size_t k = i++;
+      Tensor g = p.grad();
+      if (!g.defined()) continue;
+      if (o.weight_decay_ != 0) g = g + o.weight_decay_ * p;
+      sum_[k].add_(g * g);
+      p.sub_(g / (sum_[k].sqrt() + o.eps_) * (lr_like(gi, p) / decay.like(p)));
+    }
   }
-}
-
-StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma)
-    : LRScheduler(optimizer), step_size_(step_size), gamma_(gamma) {
-  if (step_size <= 0)
-    throw Error("StepLR: step_size must be positive, got " + std::to_string(step_size));
-}
-
-double StepLR::lr_at(int64_t epoch, double base_lr) const {
-  return base_lr * std::pow(gamma_, static_cast<double>(epoch / step_size_));
-}
-
-CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min)
-    : LRScheduler(optimizer), t_max_(T_max), eta_min_(eta_min) {
-  if (T_max <= 0)
-    throw Error("CosineAnnealingLR: T_max must be positive, got " + std::to_string(T_max));
-}
-
-double CosineAnnealingLR::lr_at(int64_t epoch, double base_lr) const {
-  const double pi = std::acos(-1.0);
-  return eta_min_ +
-         (base_lr - eta_min_) *
-             (1 + std::cos(pi * static_cast<double>(epoch) / static_cast<double>(t_max_))) / 2;
 }
 
 }  // namespace kiln::optim

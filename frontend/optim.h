@@ -410,6 +410,63 @@ class RMSprop : public Optimizer {
   std::vector<Tensor> square_avg_, grad_avg_, momentum_;
 };
 
+struct AdagradOptions : OptimizerCloneableOptions<AdagradOptions> {
+  explicit AdagradOptions(double lr = 1e-2) : lr_(lr) {}
+  double get_lr() const override { return lr_; }
+  void set_lr(double lr) override { lr_ = lr; }
+  AdagradOptions& lr(double v) {
+    lr_ = v;
+    return *this;
+  }
+  AdagradOptions& lr_decay(double v) {
+    lr_decay_ = v;
+    return *this;
+  }
+  AdagradOptions& weight_decay(double v) {
+    weight_decay_ = v;
+    return *this;
+  }
+  AdagradOptions& initial_accumulator_value(double v) {
+    initial_accumulator_value_ = v;
+    return *this;
+  }
+  AdagradOptions& eps(double v) {
+    eps_ = v;
+    return *this;
+  }
+  KILN_OPTIM_GET(double, lr)
+  KILN_OPTIM_GET(double, lr_decay)
+  KILN_OPTIM_GET(double, weight_decay)
+  KILN_OPTIM_GET(double, initial_accumulator_value)
+  KILN_OPTIM_GET(double, eps)
+  double lr_, lr_decay_ = 0, weight_decay_ = 0, initial_accumulator_value_ = 0, eps_ = 1e-10;
+};
+
+/// Adagrad as libtorch's torch::optim::Adagrad: each parameter's sum of squared
+/// gradients (starting at initial_accumulator_value) scales its step, the rate
+/// decaying as lr / (1 + (step - 1) lr_decay). One step count for the optimizer
+/// (libtorch: one per parameter, advancing only with a gradient), as Adam's.
+class Adagrad : public Optimizer {
+ public:
+  Adagrad(std::vector<Tensor> params, double lr) : Adagrad(std::move(params), AdagradOptions(lr)) {}
+  Adagrad(std::vector<Tensor> params, AdagradOptions options);
+  Adagrad(std::vector<OptimizerParamGroup> groups, AdagradOptions options);
+  void step() override;
+  std::vector<Tensor> state() const override;
+  AdagradOptions options;
+
+ protected:
+  OptimizerOptions& options_base() override { return options; }
+  void check_options(const OptimizerOptions& o) const override;
+  void add_state(size_t group) override;
+  std::vector<Hyperparameter> hyperparameters(const OptimizerOptions& o) const override;
+  const char* name() const override { return "Adagrad"; }
+
+ private:
+  Tensor step_;               // f64 scalar: steps taken
+  std::vector<Tensor> sum_;  // per parameter
+};
+
 /// A learning-rate schedule: step() once per epoch (after the optimizer's
 /// steps) sets each group's learning rate for the next epoch from the rate the
 /// group had when the scheduler was made.

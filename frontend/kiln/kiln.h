@@ -11,6 +11,7 @@
 #include "frontend/nn_adaptive.h"
 #include "frontend/nn_conv.h"
 #include "frontend/nn_extra.h"
+#include "frontend/nn_image.h"
 #include "frontend/nn_parity.h"
 #include "frontend/nn_rnn.h"
 #include "frontend/nn_transformer.h"

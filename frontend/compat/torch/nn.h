@@ -17,6 +17,7 @@ using kiln::nn::AdaptiveLogSoftmaxWithLossOptions;
 using kiln::nn::AdaptiveMaxPool2d;
 using kiln::nn::AdaptiveMaxPool2dImpl;
 using kiln::nn::AdaptiveMaxPool2dOptions;
+using kiln::nn::AnyModule;
 using kiln::nn::ASMoutput;
 using kiln::nn::AvgPool2d;
 using kiln::nn::AvgPool2dImpl;
@@ -34,6 +35,15 @@ using kiln::nn::BCELossOptions;
 using kiln::nn::BCEWithLogitsLoss;
 using kiln::nn::BCEWithLogitsLossImpl;
 using kiln::nn::BCEWithLogitsLossOptions;
+using kiln::nn::ConstantPad1d;
+using kiln::nn::ConstantPad1dImpl;
+using kiln::nn::ConstantPad1dOptions;
+using kiln::nn::ConstantPad2d;
+using kiln::nn::ConstantPad2dImpl;
+using kiln::nn::ConstantPad2dOptions;
+using kiln::nn::ConstantPad3d;
+using kiln::nn::ConstantPad3dImpl;
+using kiln::nn::ConstantPad3dOptions;
 using kiln::nn::Conv1d;
 using kiln::nn::Conv1dImpl;
 using kiln::nn::Conv1dOptions;
@@ -43,6 +53,9 @@ using kiln::nn::Conv2dOptions;
 using kiln::nn::ConvTranspose2d;
 using kiln::nn::ConvTranspose2dImpl;
 using kiln::nn::ConvTranspose2dOptions;
+using kiln::nn::CosineSimilarity;
+using kiln::nn::CosineSimilarityImpl;
+using kiln::nn::CosineSimilarityOptions;
 using kiln::nn::CrossEntropyLoss;
 using kiln::nn::CrossEntropyLossImpl;
 using kiln::nn::Dropout;
@@ -80,6 +93,16 @@ using kiln::nn::HuberLossImpl;
 using kiln::nn::HuberLossOptions;
 using kiln::nn::Identity;
 using kiln::nn::IdentityImpl;
+using kiln::nn::InstanceNorm1d;
+using kiln::nn::InstanceNorm1dImpl;
+using kiln::nn::InstanceNorm1dOptions;
+using kiln::nn::InstanceNorm2d;
+using kiln::nn::InstanceNorm2dImpl;
+using kiln::nn::InstanceNorm2dOptions;
+using kiln::nn::InstanceNorm3d;
+using kiln::nn::InstanceNorm3dImpl;
+using kiln::nn::InstanceNorm3dOptions;
+using kiln::nn::InstanceNormOptions;
 using kiln::nn::KLDivLoss;
 using kiln::nn::KLDivLossImpl;
 using kiln::nn::KLDivLossOptions;
@@ -122,12 +145,39 @@ using kiln::nn::MultiheadAttentionOptions;
 using kiln::nn::NLLLoss;
 using kiln::nn::NLLLossImpl;
 using kiln::nn::NLLLossOptions;
+using kiln::nn::PairwiseDistance;
+using kiln::nn::PairwiseDistanceImpl;
+using kiln::nn::PairwiseDistanceOptions;
+using kiln::nn::PixelShuffle;
+using kiln::nn::PixelShuffleImpl;
+using kiln::nn::PixelShuffleOptions;
+using kiln::nn::PixelUnshuffle;
+using kiln::nn::PixelUnshuffleImpl;
+using kiln::nn::PixelUnshuffleOptions;
 using kiln::nn::PReLU;
 using kiln::nn::PReLUImpl;
 using kiln::nn::PReLUOptions;
+using kiln::nn::ReflectionPad1d;
+using kiln::nn::ReflectionPad1dImpl;
+using kiln::nn::ReflectionPad1dOptions;
+using kiln::nn::ReflectionPad2d;
+using kiln::nn::ReflectionPad2dImpl;
+using kiln::nn::ReflectionPad2dOptions;
+using kiln::nn::ReflectionPad3d;
+using kiln::nn::ReflectionPad3dImpl;
+using kiln::nn::ReflectionPad3dOptions;
 using kiln::nn::ReLU;
 using kiln::nn::ReLUImpl;
 using kiln::nn::ReLUOptions;
+using kiln::nn::ReplicationPad1d;
+using kiln::nn::ReplicationPad1dImpl;
+using kiln::nn::ReplicationPad1dOptions;
+using kiln::nn::ReplicationPad2d;
+using kiln::nn::ReplicationPad2dImpl;
+using kiln::nn::ReplicationPad2dOptions;
+using kiln::nn::ReplicationPad3d;
+using kiln::nn::ReplicationPad3dImpl;
+using kiln::nn::ReplicationPad3dOptions;
 using kiln::nn::RNN;
 using kiln::nn::RNNCell;
 using kiln::nn::RNNCellImpl;
@@ -153,19 +203,21 @@ using kiln::nn::SoftplusImpl;
 using kiln::nn::SoftplusOptions;
 using kiln::nn::Tanh;
 using kiln::nn::TanhImpl;
+using kiln::nn::TransformerEncoder;
+using kiln::nn::TransformerEncoderImpl;
 using kiln::nn::TransformerEncoderLayer;
 using kiln::nn::TransformerEncoderLayerImpl;
 using kiln::nn::TransformerEncoderLayerOptions;
-using kiln::nn::TransformerEncoder;
-using kiln::nn::TransformerEncoderImpl;
 using kiln::nn::TransformerEncoderOptions;
-using kiln::nn::AnyModule;
 using kiln::nn::Unflatten;
 using kiln::nn::UnflattenImpl;
 using kiln::nn::UnflattenOptions;
 using kiln::nn::Upsample;
 using kiln::nn::UpsampleImpl;
 using kiln::nn::UpsampleOptions;
+using kiln::nn::ZeroPad2d;
+using kiln::nn::ZeroPad2dImpl;
+using kiln::nn::ZeroPad2dOptions;
 /// The old name of Dropout2d (channels dropped whole).
 using FeatureDropout = Dropout2d;
 using Dropout2dOptions = DropoutOptions;
@@ -368,9 +420,22 @@ struct PadFuncOptions {
   PadFuncOptions(std::vector<int64_t> pad) : pad_(std::move(pad)) {}  // NOLINT
   KILN_ARG(std::vector<int64_t>, pad);
   KILN_ARG(double, value) = 0.0;
-  /// Only constant padding.
-  PadFuncOptions& mode(::torch::enumtype::kConstant) { return *this; }
+  /// torch::kConstant, kReflect, kReplicate or kCircular.
+  KILN_ARG(kiln::nn::PadMode, mode) = kiln::nn::PadMode::Constant;
 };
+struct InstanceNormFuncOptions {
+  KILN_ARG(Tensor, running_mean);
+  KILN_ARG(Tensor, running_var);
+  KILN_ARG(Tensor, weight);
+  KILN_ARG(Tensor, bias);
+  KILN_ARG(bool, use_input_stats) = true;
+  KILN_ARG(double, momentum) = 0.1;
+  KILN_ARG(double, eps) = 1e-5;
+};
+using PixelShuffleFuncOptions = kiln::nn::PixelShuffleOptions;
+using PixelUnshuffleFuncOptions = kiln::nn::PixelUnshuffleOptions;
+using CosineSimilarityFuncOptions = kiln::nn::CosineSimilarityOptions;
+using PairwiseDistanceFuncOptions = kiln::nn::PairwiseDistanceOptions;
 
 // The calls with an options struct (the defaulted forms are Kiln's, above).
 inline Tensor relu(const Tensor& x, const ReLUFuncOptions&, Loc l = Loc::current()) {
@@ -491,12 +556,44 @@ inline Tensor normalize(const Tensor& x, const NormalizeFuncOptions& o, Loc l = 
   return kiln::nn::functional::normalize(x, o.p(), o.dim(), o.eps(), l);
 }
 inline Tensor pad(const Tensor& x, const PadFuncOptions& o, Loc l = Loc::current()) {
-  return kiln::nn::functional::pad(x, o.pad(), o.value(), l);
+  return kiln::nn::functional::pad(x, o.pad(), o.mode(), o.value(), l);
+}
+inline Tensor instance_norm(const Tensor& x, const InstanceNormFuncOptions& o = {},
+                            Loc l = Loc::current()) {
+  return kiln::nn::functional::instance_norm(x, o.running_mean(), o.running_var(), o.weight(),
+                                             o.bias(), o.use_input_stats(), o.momentum(), o.eps(),
+                                             l);
+}
+inline Tensor pixel_shuffle(const Tensor& x, const PixelShuffleFuncOptions& o,
+                            Loc l = Loc::current()) {
+  return kiln::nn::functional::pixel_shuffle(x, o.upscale_factor(), l);
+}
+inline Tensor pixel_unshuffle(const Tensor& x, const PixelUnshuffleFuncOptions& o,
+                              Loc l = Loc::current()) {
+  return kiln::nn::functional::pixel_unshuffle(x, o.downscale_factor(), l);
+}
+inline Tensor cosine_similarity(const Tensor& x1, const Tensor& x2,
+                                const CosineSimilarityFuncOptions& o = {},
+                                Loc l = Loc::current()) {
+  return kiln::nn::functional::cosine_similarity(x1, x2, o.dim(), o.eps(), l);
+}
+inline Tensor pairwise_distance(const Tensor& x1, const Tensor& x2,
+                                const PairwiseDistanceFuncOptions& o = {},
+                                Loc l = Loc::current()) {
+  return kiln::nn::functional::pairwise_distance(x1, x2, o.p(), o.eps(), o.keepdim(), l);
 }
 
 }  // namespace functional
 
 }  // namespace torch::nn
+
+namespace torch {
+// At namespace level, as libtorch's (torch::pixel_shuffle(x, 2), ...).
+using kiln::nn::functional::cosine_similarity;
+using kiln::nn::functional::pairwise_distance;
+using kiln::nn::functional::pixel_shuffle;
+using kiln::nn::functional::pixel_unshuffle;
+}  // namespace torch
 
 /// Defines `Name`, a module holder for `Name##Impl` (libtorch's TORCH_MODULE):
 ///   struct NetImpl : torch::nn::Module { ... };  TORCH_MODULE(Net);

@@ -186,7 +186,16 @@ struct kFanIn {
 struct kFanOut {
   operator kiln::nn::init::FanMode() const { return kiln::nn::init::FanMode::FanOut; }  // NOLINT
 };
-struct kConstant {};
+// pad's modes.
+#define KILN_TORCH_PAD_MODE(T, value)                                       \
+  struct T {                                                                \
+    operator kiln::nn::PadMode() const { return kiln::nn::PadMode::value; } \
+  };
+KILN_TORCH_PAD_MODE(kConstant, Constant)
+KILN_TORCH_PAD_MODE(kReflect, Reflect)
+KILN_TORCH_PAD_MODE(kReplicate, Replicate)
+KILN_TORCH_PAD_MODE(kCircular, Circular)
+#undef KILN_TORCH_PAD_MODE
 #define KILN_TORCH_INTERPOLATE(T, value)                                                    \
   struct T {                                                                                \
     operator kiln::nn::InterpolateMode() const { return kiln::nn::InterpolateMode::value; } \
@@ -201,6 +210,9 @@ struct kLinear {
 };
 }  // namespace enumtype
 inline constexpr enumtype::kConstant kConstant{};
+inline constexpr enumtype::kReflect kReflect{};
+inline constexpr enumtype::kReplicate kReplicate{};
+inline constexpr enumtype::kCircular kCircular{};
 inline constexpr enumtype::kNearest kNearest{};
 inline constexpr enumtype::kBilinear kBilinear{};
 inline constexpr enumtype::kNone kNone{};

@@ -3,6 +3,7 @@
 // records it on the autograd tape; inside a trace it adds a graph node.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "frontend/tensor.h"
@@ -18,6 +19,12 @@ Tensor create(OpKind k, Attrs attrs, const TensorType& type, SourceLoc loc);
 /// A 0-d constant for a plain number used with `like`, typed by PyTorch's
 /// scalar promotion (int tensor * 2.5 -> float32 constant).
 Tensor scalar_operand(const Tensor& like, Scalar s, SourceLoc loc);
+/// x clamped to [lo, hi] (either may be absent) with PyTorch's gradient at a
+/// bound: clamp's flows to x there (grad_at_bounds), hardtanh's does not.
+/// Where a gradient is recorded the bound is picked by `where`; maximum and
+/// minimum, which split a tie's gradient, serve otherwise (the same values).
+Tensor clamp_bounds(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi,
+                    bool grad_at_bounds, Loc loc);
 /// In-place write: self's elements become `value` (broadcast to self's shape and
 /// cast to its dtype). Eagerly copies into self's storage; in a trace rebinds
 /// self to the new value (a parameter update for captured tensors).

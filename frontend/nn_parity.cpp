@@ -239,7 +239,8 @@ Tensor selu(const Tensor& x, Loc l) {
 }
 
 Tensor hardtanh(const Tensor& x, double min_val, double max_val, Loc l) {
-  return x.clamp(Scalar(min_val), Scalar(max_val), l);
+  // PyTorch's gradient: none at either bound (clamp's flows there).
+  return detail::clamp_bounds(x, Scalar(min_val), Scalar(max_val), /*grad_at_bounds=*/false, l);
 }
 Tensor relu6(const Tensor& x, Loc l) {
   return hardtanh(x, 0.0, 6.0, l);

@@ -252,13 +252,30 @@ Tensor Tensor::maximum(const Tensor& o, Loc l) const { return binary(OpKind::max
 Tensor Tensor::minimum(const Tensor& o, Loc l) const { return binary(OpKind::minimum, *this, o, l); }
 
 Tensor Tensor::clamp(std::optional<Scalar> min, std::optional<Scalar> max, Loc l) const {
-  Tensor r = *this;
   // A bound converts to the result's dtype as fill_'s value does (checked).
   for (const std::optional<Scalar>& bound : {min, max})
     if (bound && defined())
       detail::check_fits(*bound, promote_with_scalar(dtype(), bound->kind), "clamp()", here(l));
-  if (min) r = binary_scalar(OpKind::maximum, r, *min, l);
-  if (max) r = binary_scalar(OpKind::minimum, r, *max, l);
+  return detail::clamp_bounds(*this, min, max, /*grad_at_bounds=*/true, l);
+}
+
+Tensor detail::clamp_bounds(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi,
+                            bool grad_at_bounds, Loc l) {
+  Tensor r = x;
+  if (!(grad_mode_enabled() && x.requires_grad())) {
+    if (lo) r = binary_scalar(OpKind::maximum, r, *lo, l);
+    if (hi) r = binary_scalar(OpKind::minimum, r, *hi, l);
+    return r;
+  }
+  // A NaN fails both comparisons and stays, as with maximum and minimum.
+  if (lo) {
+    const Tensor bound = scalar_operand(r, *lo, here(l));
+    r = where(grad_at_bounds ? r.lt(bound, l) : r.le(bound, l), bound, r, l);
+  }
+  if (hi) {
+    const Tensor bound = scalar_operand(r, *hi, here(l));
+    r = where(grad_at_bounds ? r.gt(bound, l) : r.ge(bound, l), bound, r, l);
+  }
   return r;
 }
 

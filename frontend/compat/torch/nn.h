@@ -7,6 +7,9 @@
 
 namespace torch::nn {
 
+using kiln::nn::AdaptiveAvgPool1d;
+using kiln::nn::AdaptiveAvgPool1dImpl;
+using kiln::nn::AdaptiveAvgPool1dOptions;
 using kiln::nn::AdaptiveAvgPool2d;
 using kiln::nn::AdaptiveAvgPool2dImpl;
 /// forward's loss is a 0-dim tensor (libtorch since 1.5 reads it back as a
@@ -14,11 +17,17 @@ using kiln::nn::AdaptiveAvgPool2dImpl;
 using kiln::nn::AdaptiveLogSoftmaxWithLoss;
 using kiln::nn::AdaptiveLogSoftmaxWithLossImpl;
 using kiln::nn::AdaptiveLogSoftmaxWithLossOptions;
+using kiln::nn::AdaptiveMaxPool1d;
+using kiln::nn::AdaptiveMaxPool1dImpl;
+using kiln::nn::AdaptiveMaxPool1dOptions;
 using kiln::nn::AdaptiveMaxPool2d;
 using kiln::nn::AdaptiveMaxPool2dImpl;
 using kiln::nn::AdaptiveMaxPool2dOptions;
 using kiln::nn::AnyModule;
 using kiln::nn::ASMoutput;
+using kiln::nn::AvgPool1d;
+using kiln::nn::AvgPool1dImpl;
+using kiln::nn::AvgPool1dOptions;
 using kiln::nn::AvgPool2d;
 using kiln::nn::AvgPool2dImpl;
 using kiln::nn::AvgPool2dOptions;
@@ -35,6 +44,9 @@ using kiln::nn::BCELossOptions;
 using kiln::nn::BCEWithLogitsLoss;
 using kiln::nn::BCEWithLogitsLossImpl;
 using kiln::nn::BCEWithLogitsLossOptions;
+using kiln::nn::CELU;
+using kiln::nn::CELUImpl;
+using kiln::nn::CELUOptions;
 using kiln::nn::ConstantPad1d;
 using kiln::nn::ConstantPad1dImpl;
 using kiln::nn::ConstantPad1dOptions;
@@ -76,6 +88,9 @@ using kiln::nn::Functional;
 using kiln::nn::FunctionalImpl;
 using kiln::nn::GELU;
 using kiln::nn::GELUImpl;
+using kiln::nn::GLU;
+using kiln::nn::GLUImpl;
+using kiln::nn::GLUOptions;
 using kiln::nn::GroupNorm;
 using kiln::nn::GroupNormImpl;
 using kiln::nn::GroupNormOptions;
@@ -85,6 +100,9 @@ using kiln::nn::GRUCellImpl;
 using kiln::nn::GRUCellOptions;
 using kiln::nn::GRUImpl;
 using kiln::nn::GRUOptions;
+using kiln::nn::Hardshrink;
+using kiln::nn::HardshrinkImpl;
+using kiln::nn::HardshrinkOptions;
 using kiln::nn::Hardtanh;
 using kiln::nn::HardtanhImpl;
 using kiln::nn::HardtanhOptions;
@@ -118,6 +136,8 @@ using kiln::nn::LeakyReLUOptions;
 using kiln::nn::Linear;
 using kiln::nn::LinearImpl;
 using kiln::nn::LinearOptions;
+using kiln::nn::LogSigmoid;
+using kiln::nn::LogSigmoidImpl;
 using kiln::nn::LogSoftmax;
 using kiln::nn::LogSoftmaxImpl;
 using kiln::nn::LSTM;
@@ -126,6 +146,9 @@ using kiln::nn::LSTMCellImpl;
 using kiln::nn::LSTMCellOptions;
 using kiln::nn::LSTMImpl;
 using kiln::nn::LSTMOptions;
+using kiln::nn::MaxPool1d;
+using kiln::nn::MaxPool1dImpl;
+using kiln::nn::MaxPool1dOptions;
 using kiln::nn::MaxPool2d;
 using kiln::nn::MaxPool2dImpl;
 using kiln::nn::MaxPool2dOptions;
@@ -167,6 +190,9 @@ using kiln::nn::ReflectionPad3d;
 using kiln::nn::ReflectionPad3dImpl;
 using kiln::nn::ReflectionPad3dOptions;
 using kiln::nn::ReLU;
+using kiln::nn::ReLU6;
+using kiln::nn::ReLU6Impl;
+using kiln::nn::ReLU6Options;
 using kiln::nn::ReLUImpl;
 using kiln::nn::ReLUOptions;
 using kiln::nn::ReplicationPad1d;
@@ -198,11 +224,24 @@ using kiln::nn::SmoothL1LossImpl;
 using kiln::nn::SmoothL1LossOptions;
 using kiln::nn::Softmax;
 using kiln::nn::SoftmaxImpl;
+using kiln::nn::Softmin;
+using kiln::nn::SoftminImpl;
+using kiln::nn::SoftminOptions;
 using kiln::nn::Softplus;
 using kiln::nn::SoftplusImpl;
 using kiln::nn::SoftplusOptions;
+using kiln::nn::Softshrink;
+using kiln::nn::SoftshrinkImpl;
+using kiln::nn::SoftshrinkOptions;
+using kiln::nn::Softsign;
+using kiln::nn::SoftsignImpl;
 using kiln::nn::Tanh;
 using kiln::nn::TanhImpl;
+using kiln::nn::Tanhshrink;
+using kiln::nn::TanhshrinkImpl;
+using kiln::nn::Threshold;
+using kiln::nn::ThresholdImpl;
+using kiln::nn::ThresholdOptions;
 using kiln::nn::TransformerEncoder;
 using kiln::nn::TransformerEncoderImpl;
 using kiln::nn::TransformerEncoderLayer;
@@ -432,6 +471,16 @@ struct InstanceNormFuncOptions {
   KILN_ARG(double, momentum) = 0.1;
   KILN_ARG(double, eps) = 1e-5;
 };
+using kiln::nn::functional::AvgPool1dFuncOptions;
+using kiln::nn::functional::MaxPool1dFuncOptions;
+using AdaptiveAvgPool1dFuncOptions = kiln::nn::AdaptivePool1dOptions;
+using AdaptiveMaxPool1dFuncOptions = kiln::nn::AdaptivePool1dOptions;
+using SoftminFuncOptions = kiln::nn::SoftminOptions;
+using SoftshrinkFuncOptions = kiln::nn::SoftshrinkOptions;
+using HardshrinkFuncOptions = kiln::nn::HardshrinkOptions;
+using ThresholdFuncOptions = kiln::nn::ThresholdOptions;
+using CELUFuncOptions = kiln::nn::CELUOptions;
+using GLUFuncOptions = kiln::nn::GLUOptions;
 using PixelShuffleFuncOptions = kiln::nn::PixelShuffleOptions;
 using PixelUnshuffleFuncOptions = kiln::nn::PixelUnshuffleOptions;
 using CosineSimilarityFuncOptions = kiln::nn::CosineSimilarityOptions;
@@ -557,6 +606,45 @@ inline Tensor normalize(const Tensor& x, const NormalizeFuncOptions& o, Loc l = 
 }
 inline Tensor pad(const Tensor& x, const PadFuncOptions& o, Loc l = Loc::current()) {
   return kiln::nn::functional::pad(x, o.pad(), o.mode(), o.value(), l);
+}
+using kiln::nn::functional::adaptive_avg_pool1d;
+using kiln::nn::functional::adaptive_max_pool1d;
+using kiln::nn::functional::avg_pool1d;
+using kiln::nn::functional::celu;
+using kiln::nn::functional::glu;
+using kiln::nn::functional::hardshrink;
+using kiln::nn::functional::logsigmoid;
+using kiln::nn::functional::max_pool1d;
+using kiln::nn::functional::softmin;
+using kiln::nn::functional::softsign;
+using kiln::nn::functional::softshrink;
+using kiln::nn::functional::tanhshrink;
+using kiln::nn::functional::threshold;
+inline Tensor adaptive_avg_pool1d(const Tensor& x, const AdaptiveAvgPool1dFuncOptions& o,
+                                  Loc l = Loc::current()) {
+  return kiln::nn::functional::adaptive_avg_pool1d(x, o.output_size(), l);
+}
+inline Tensor adaptive_max_pool1d(const Tensor& x, const AdaptiveMaxPool1dFuncOptions& o,
+                                  Loc l = Loc::current()) {
+  return kiln::nn::functional::adaptive_max_pool1d(x, o.output_size(), l);
+}
+inline Tensor softmin(const Tensor& x, const SoftminFuncOptions& o, Loc l = Loc::current()) {
+  return kiln::nn::functional::softmin(x, o.dim(), l);
+}
+inline Tensor softshrink(const Tensor& x, const SoftshrinkFuncOptions& o, Loc l = Loc::current()) {
+  return kiln::nn::functional::softshrink(x, o.lambda(), l);
+}
+inline Tensor hardshrink(const Tensor& x, const HardshrinkFuncOptions& o, Loc l = Loc::current()) {
+  return kiln::nn::functional::hardshrink(x, o.lambda(), l);
+}
+inline Tensor threshold(const Tensor& x, const ThresholdFuncOptions& o, Loc l = Loc::current()) {
+  return kiln::nn::functional::threshold(x, o.threshold(), o.value(), l);
+}
+inline Tensor celu(const Tensor& x, const CELUFuncOptions& o, Loc l = Loc::current()) {
+  return kiln::nn::functional::celu(x, o.alpha(), l);
+}
+inline Tensor glu(const Tensor& x, const GLUFuncOptions& o, Loc l = Loc::current()) {
+  return kiln::nn::functional::glu(x, o.dim(), l);
 }
 inline Tensor instance_norm(const Tensor& x, const InstanceNormFuncOptions& o = {},
                             Loc l = Loc::current()) {

@@ -122,8 +122,14 @@ Tensor Tensor::norm(double p, std::vector<int64_t> dims, bool keepdim, Loc l) co
   if (std::isinf(p)) return p > 0 ? a.amax(dims, keepdim, l) : a.amin(dims, keepdim, l);
   if (p == 0) return ne(Scalar(0), l).to(dtype(), l).sum(dims, keepdim, l);
   if (p == 1) return a.sum(dims, keepdim, l);
-  if (p == 2) return mul(*this, l).sum(dims, keepdim, l).sqrt(l);
-  return a.pow(p, l).sum(dims, keepdim, l).pow(1.0 / p, l);
+  const Tensor sum = p == 2 ? mul(*this, l).sum(dims, keepdim, l) : a.pow(p, l).sum(dims, keepdim, l);
+  auto root = [&](const Tensor& s) { return p == 2 ? s.sqrt(l) : s.pow(1.0 / p, l); };
+  if (!(grad_mode_enabled() && sum.requires_grad())) return root(sum);
+  // PyTorch's gradient where the norm is 0 is 0; the root's own is infinite
+  // there, and times the powers' 0 it would be NaN. So the root is taken of 1
+  // there and multiplied by 0: the same values (+ 0 and * 1 elsewhere are exact).
+  const Tensor zero = sum.eq(Scalar(0), l).to(sum.dtype(), l);
+  return root(sum.add(zero, 1, l)).mul(sum.ne(Scalar(0), l).to(sum.dtype(), l), l);
 }
 Tensor Tensor::norm(double p, Loc l) const { return norm(p, std::vector<int64_t>{}, false, l); }
 

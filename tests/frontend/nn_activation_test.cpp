@@ -3,7 +3,8 @@
 // (tests/frontend/data/make_nn_activation_reference.py prints them), eagerly
 // and traced: on linspace(-3, 3, 13), which holds each function's kink, so
 // the gradient there is PyTorch's choice; the smooth ones also against finite
-// differences (f64).
+// differences (f64). Also PyTorch's gradients where clamp, hardtanh, norm and
+// sign had differed.
 #include <map>
 #include <string>
 
@@ -158,6 +159,31 @@ TEST_CASE("clamp's gradient flows at its bounds and hardtanh's does not, as PyTo
   CHECK(without.isnan().to_vector<bool>() == std::vector<bool>{true, false, false, false});
   CHECK(with_grad.narrow(0, 1, 3).to_vector<float>() == std::vector<float>{-1, 6, 0});
   CHECK(without.narrow(0, 1, 3).to_vector<float>() == std::vector<float>{-1, 6, 0});
+}
+
+TEST_CASE("norm's gradient at a zero norm and sign's gradient are 0, as PyTorch's") {
+  auto grads = [](const Tensor& z0, const Tensor& v0) {
+    Tensor z = z0.detach().requires_grad_(), v = v0.detach().requires_grad_();
+    Tensor loss = z.norm().add(v.norm(2, 1).sum()).add(v.norm(3.0)).add(z.norm(3.0, 0).sum())
+                      .add(v.sign().sum());
+    auto g = autograd::grad({loss}, {z, v});
+    return std::vector<Tensor>{g[0], g[1], v.norm(2, 1), z.norm()};
+  };
+  auto traced = jit([&](Tensor z, Tensor v) { return grads(z, v); }, "norm_grads");
+  const Tensor z = zeros({3}), v = tensor({0.0f, 0.0f, 3.0f, 4.0f}).reshape({2, 2});
+  for (const auto& r : {grads(z, v), traced(z, v)}) {
+    CHECK(r[0].to_vector<float>() == std::vector<float>{0, 0, 0});
+    // Row 0's norm is 0 (gradient 0); row 1's is 5: (3, 4) / 5, plus the
+    // 3-norm's x^2 / |v|_3^2 (v's 3-norm is 91^(1/3)).
+    const double n3 = std::cbrt(91.0);
+    const std::vector<float> g = r[1].to_vector<float>();
+    CHECK(g[0] == 0.0f);
+    CHECK(g[1] == 0.0f);
+    CHECK(g[2] == doctest::Approx(0.6 + 9 / (n3 * n3)).epsilon(1e-6));
+    CHECK(g[3] == doctest::Approx(0.8 + 16 / (n3 * n3)).epsilon(1e-6));
+    CHECK(r[2].to_vector<float>() == std::vector<float>{0, 5});  // the values are unchanged
+    CHECK(r[3].item<float>() == 0.0f);
+  }
 }
 
 TEST_CASE("1-d pools equal PyTorch's, values and gradients, eagerly and traced") {

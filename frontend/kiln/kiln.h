@@ -13,6 +13,7 @@
 #include "frontend/nn_conv.h"
 #include "frontend/nn_extra.h"
 #include "frontend/nn_image.h"
+#include "frontend/nn_losses.h"
 #include "frontend/nn_pool1d.h"
 #include "frontend/nn_parity.h"
 #include "frontend/nn_rnn.h"

@@ -126,11 +126,15 @@ bool joins_last_step(const PlanBuilder& pb, const FusionGroup& grp, const step::
   return !writes_any(pb, grp, last.slots);
 }
 
-// The most bytes of a batched product's right operand one element of its
-// leading dim may take for the kernel writing it to run as the product's
-// prologue: within a core's L2 (512 KiB on the Zen 3 and Xeon measured), so the
-// block is still there when multiplied.
-constexpr int64_t kPrologueBlockBytes = 512 << 10;
+// A batched product's right operand b is written by its prologue
+// (step::Matmul::prologue) when b is larger than a core's L2 (512 KiB on the
+// Zen 3 and Xeon measured), so that written whole it would leave the core's
+// caches before it is read, and one element of its leading dim fits there. A b
+// within L2 gains nothing and pays a kernel call and a product call per block:
+// digits conv2's forward (patches of 576 KiB, 9 KiB an image, in blocks of 7
+// images) took 1.07x its time with a prologue, the 5x5 conv's (7.5 MB, 235 KiB
+// an image) 0.87x (one thread, three rounds, medians).
+constexpr int64_t kPrologueL2Bytes = 512 << 10;
 // How far back the kernel writing b is looked for (a conv's weight reshape
 // comes between its patches and its product).
 constexpr size_t kPrologueLookBack = 3;
@@ -138,7 +142,7 @@ constexpr size_t kPrologueLookBack = 3;
 // Makes an earlier step the prologue of `step`, a matmul about to be added
 // (step::Matmul::prologue), when it is an in-order kernel writing exactly the
 // product's right operand b, whose leading dim is the product's (not
-// broadcast), one element of it small enough to stay in cache; no step between
+// broadcast), larger than L2 but one element of it within; no step between
 // shares a buffer with it (it moves past them), and no buffer it reads is
 // written by `step` (its product and epilogue write block by block while it
 // still reads).
@@ -152,7 +156,7 @@ void take_prologue(PlanBuilder& pb, PlanStep& step) {
       o.shape[0] != b.shape[0])
     return;
   const int64_t nb = b.shape[0];
-  if (nb < 2 || b.bytes() / nb > kPrologueBlockBytes) return;
+  if (nb < 2 || b.bytes() <= kPrologueL2Bytes || b.bytes() / nb > kPrologueL2Bytes) return;
   if (a.shape.size() == o.shape.size() && a.shape[0] != 1 && a.shape[0] != nb) return;
   auto shares = [&](const std::vector<int32_t>& x, const std::vector<int32_t>& y) {
     for (int32_t s : x)

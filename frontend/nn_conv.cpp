@@ -375,13 +375,9 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Exp
       Tensor xv = win.reshape({n, groups, 1, cg, k[0], e[0].out, k[1], e[1].out}, l);
       y = xv.mul(wv, l).sum({3, 4, 6}, false, l).reshape({n, groups, og, cols}, l);
     } else {
-      // The weight first: traced, its copy then comes before the patch kernels,
-      // whose last one can then run inside the product's step, image by image
-      // (step::Matmul::prologue), with no kernel between them.
-      Tensor w = weight.reshape({groups, og, rows}, l);
       Tensor patches = conv_patches(x, k, stride, dilation, e, padding, l)
                            .reshape({n, groups, rows, cols}, l);
-      y = w.matmul(patches, l);
+      y = weight.reshape({groups, og, rows}, l).matmul(patches, l);
     }
     if (bias.defined()) y = y.add(bias.reshape({groups, og, 1}, l), 1, l);
     return y.reshape({n, o, e[0].out, e[1].out}, l);

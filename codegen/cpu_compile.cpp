@@ -127,14 +127,15 @@ bool joins_last_step(const PlanBuilder& pb, const FusionGroup& grp, const step::
 }
 
 // A batched product's right operand b is written by its prologue
-// (step::Matmul::prologue) when b is larger than a core's L2 (512 KiB on the
-// Zen 3 and Xeon measured), so that written whole it would leave the core's
-// caches before it is read, and one element of its leading dim fits there. A b
-// within L2 gains nothing and pays a kernel call and a product call per block:
-// digits conv2's forward (patches of 576 KiB, 9 KiB an image, in blocks of 7
-// images) took 1.07x its time with a prologue, the 5x5 conv's (7.5 MB, 235 KiB
-// an image) 0.87x (one thread, three rounds, medians).
-constexpr int64_t kPrologueL2Bytes = 512 << 10;
+// (step::Matmul::prologue) when one element of its leading dim fits in a core's
+// L2 (512 KiB on the Zen 3 and Xeon measured) and all of b is over 1 MiB, so
+// that written whole it would have left the core's caches before it is read.
+// Measured (one thread, three rounds, medians): the 5x5 conv's forward (patches
+// of 7.5 MB, 235 KiB an image) 0.82-0.87x its time with a prologue, digits
+// conv2's (576 KiB, 9 KiB an image, blocks of 7 images) 1.07x: a kernel call
+// and a product call per block, and nothing to gain from the cache.
+constexpr int64_t kPrologueBlockBytes = 512 << 10;
+constexpr int64_t kPrologueMinBytes = 1 << 20;
 // How far back the kernel writing b is looked for (a conv's weight reshape
 // comes between its patches and its product).
 constexpr size_t kPrologueLookBack = 3;
@@ -142,7 +143,7 @@ constexpr size_t kPrologueLookBack = 3;
 // Makes an earlier step the prologue of `step`, a matmul about to be added
 // (step::Matmul::prologue), when it is an in-order kernel writing exactly the
 // product's right operand b, whose leading dim is the product's (not
-// broadcast), larger than L2 but one element of it within; no step between
+// broadcast), over 1 MiB but one element of it within L2; no step between
 // shares a buffer with it (it moves past them), and no buffer it reads is
 // written by `step` (its product and epilogue write block by block while it
 // still reads).
@@ -156,7 +157,7 @@ void take_prologue(PlanBuilder& pb, PlanStep& step) {
       o.shape[0] != b.shape[0])
     return;
   const int64_t nb = b.shape[0];
-  if (nb < 2 || b.bytes() <= kPrologueL2Bytes || b.bytes() / nb > kPrologueL2Bytes) return;
+  if (nb < 2 || b.bytes() <= kPrologueMinBytes || b.bytes() / nb > kPrologueBlockBytes) return;
   if (a.shape.size() == o.shape.size() && a.shape[0] != 1 && a.shape[0] != nb) return;
   auto shares = [&](const std::vector<int32_t>& x, const std::vector<int32_t>& y) {
     for (int32_t s : x)

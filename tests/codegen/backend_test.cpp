@@ -203,18 +203,18 @@ TEST_CASE("an epilogue whose output is a reshape of the product runs on each blo
 }
 
 TEST_CASE("the kernel writing a batched product's right operand runs inside its step, by image") {
-  // conv2d's patches [N, K, H'W'] (here a square of the input, 563 KiB, over
-  // L2), the per-image product with its bias epilogue: the patch kernel is the
-  // product's prologue, run on each block of images just before their products.
+  // conv2d's patches [N, K, H'W'] (here a square of the input, 1.1 MiB), the
+  // per-image product with its bias epilogue: the patch kernel is the product's
+  // prologue, run on each block of images just before their products.
   const char* ir =
       "%0 = arg {index=0} : f32[4,18]\n"
-      "%1 = arg {index=1} : f32[400,18,20]\n"
+      "%1 = arg {index=1} : f32[800,18,20]\n"
       "%2 = arg {index=2} : f32[4,1]\n"
-      "%3 = mul %1, %1 : f32[400,18,20]\n"
-      "%4 = matmul %0, %3 : f32[400,4,20]\n"
-      "%5 = expand %2 {shape=[400, 4, 20]} : f32[400,4,20]\n"
-      "%6 = add %4, %5 : f32[400,4,20]\n"
-      "%7 = reshape %6 {shape=[400, 4, 4, 5]} : f32[400,4,4,5]\n"
+      "%3 = mul %1, %1 : f32[800,18,20]\n"
+      "%4 = matmul %0, %3 : f32[800,4,20]\n"
+      "%5 = expand %2 {shape=[800, 4, 20]} : f32[800,4,20]\n"
+      "%6 = add %4, %5 : f32[800,4,20]\n"
+      "%7 = reshape %6 {shape=[800, 4, 4, 5]} : f32[800,4,4,5]\n"
       "return %7\n";
   auto plan = compiled(ir);
   REQUIRE(plan->steps.size() == 2);
@@ -229,10 +229,10 @@ TEST_CASE("the kernel writing a batched product's right operand runs inside its 
   REQUIRE(three->steps.size() == 3);
   for (const step::Matmul* m : steps_of<step::Matmul>(*three)) CHECK(m->prologue == -1);
   HostArray a = filled({4, 18}, [](int64_t i) { return float((i * 7) % 13) - 6.f; });
-  HostArray b = filled({400, 18, 20}, [](int64_t i) { return float((i * 5) % 11) * 0.25f - 1.f; });
+  HostArray b = filled({800, 18, 20}, [](int64_t i) { return float((i * 5) % 11) * 0.25f - 1.f; });
   HostArray c = filled({4, 1}, [](int64_t i) { return float(i % 3) - 1.f; });
-  HostArray merged = filled({400, 4, 4, 5}, [](int64_t) { return 0.f; });
-  HostArray apart = filled({400, 4, 4, 5}, [](int64_t) { return 0.f; });
+  HostArray merged = filled({800, 4, 4, 5}, [](int64_t) { return 0.f; });
+  HostArray apart = filled({800, 4, 4, 5}, [](int64_t) { return 0.f; });
   void* args[] = {a.data<float>(), b.data<float>(), c.data<float>()};
   void* out1[] = {merged.data<float>()};
   void* out2[] = {apart.data<float>()};
@@ -241,7 +241,7 @@ TEST_CASE("the kernel writing a batched product's right operand runs inside its 
   CHECK(same_bytes(merged, apart));
   // And the values: sum over k of a[o, k] b[n, k, j]^2, plus the bias.
   double worst = 0;
-  for (int64_t n = 0; n < 400; ++n)
+  for (int64_t n = 0; n < 800; ++n)
     for (int64_t o = 0; o < 4; ++o)
       for (int64_t j = 0; j < 20; ++j) {
         double want = c.data<float>()[o];
@@ -254,7 +254,7 @@ TEST_CASE("the kernel writing a batched product's right operand runs inside its 
   CHECK(worst < 1e-3);
 }
 
-TEST_CASE("a right operand shared by the batch, within L2, or too large a block, has no prologue") {
+TEST_CASE("a right operand shared by the batch, of 1 MiB or less, or too large a block, has no prologue") {
   // b broadcast over the batch: its kernel writes no block per image.
   auto shared = compiled(
       "%0 = arg {index=0} : f32[6,4,18]\n"
@@ -263,7 +263,7 @@ TEST_CASE("a right operand shared by the batch, within L2, or too large a block,
       "%3 = matmul %0, %2 : f32[6,4,20]\n"
       "return %3\n");
   for (const step::Matmul* m : steps_of<step::Matmul>(*shared)) CHECK(m->prologue == -1);
-  // All of b within L2 (digits conv2's patches): it stays in cache written whole.
+  // All of b within 1 MiB (digits conv2's patches): it stays in cache written whole.
   auto small = compiled(
       "%0 = arg {index=0} : f32[4,18]\n"
       "%1 = arg {index=1} : f32[6,18,20]\n"

@@ -255,31 +255,23 @@ TEST_CASE("the kernel writing a batched product's right operand runs inside its 
 }
 
 TEST_CASE("a right operand shared by the batch, of 1 MiB or less, or too large a block, has no prologue") {
-  // b broadcast over the batch: its kernel writes no block per image.
-  auto shared = compiled(
-      "%0 = arg {index=0} : f32[6,4,18]\n"
-      "%1 = arg {index=1} : f32[18,20]\n"
-      "%2 = mul %1, %1 : f32[18,20]\n"
-      "%3 = matmul %0, %2 : f32[6,4,20]\n"
-      "return %3\n");
-  for (const step::Matmul* m : steps_of<step::Matmul>(*shared)) CHECK(m->prologue == -1);
-  // All of b within 1 MiB (digits conv2's patches): it stays in cache written whole.
-  auto small = compiled(
-      "%0 = arg {index=0} : f32[4,18]\n"
-      "%1 = arg {index=1} : f32[6,18,20]\n"
-      "%2 = mul %1, %1 : f32[6,18,20]\n"
-      "%3 = matmul %0, %2 : f32[6,4,20]\n"
-      "return %3\n");
-  for (const step::Matmul* m : steps_of<step::Matmul>(*small)) CHECK(m->prologue == -1);
-  // One image's block of b over 512 KiB (a 64-channel conv's patches): left as a step.
-  auto large = compiled(
-      "%0 = arg {index=0} : f32[4,576]\n"
-      "%1 = arg {index=1} : f32[2,576,1024]\n"
-      "%2 = mul %1, %1 : f32[2,576,1024]\n"
-      "%3 = matmul %0, %2 : f32[2,4,1024]\n"
-      "return %3\n");
-  for (const step::Matmul* m : steps_of<step::Matmul>(*large)) CHECK(m->prologue == -1);
-  for (const step::CpuKernel* k : steps_of<step::CpuKernel>(*large)) CHECK_FALSE(k->deferred);
+  // A matmul of a [n, k] by b = x * x for x [k, m] or [batch, k, m].
+  auto plan_of = [](const std::string& a, const std::string& x, const std::string& out) {
+    return compiled("%0 = arg {index=0} : f32" + a + "\n%1 = arg {index=1} : f32" + x +
+                    "\n%2 = mul %1, %1 : f32" + x + "\n%3 = matmul %0, %2 : f32" + out +
+                    "\nreturn %3\n");
+  };
+  const std::shared_ptr<Plan> plans[] = {
+      // b broadcast over the batch: its kernel writes no block per image.
+      plan_of("[6,4,18]", "[18,20]", "[6,4,20]"),
+      // All of b within 1 MiB (digits conv2's patches): it stays in cache written whole.
+      plan_of("[4,18]", "[6,18,20]", "[6,4,20]"),
+      // One image's block of b over 512 KiB (a 64-channel conv's patches).
+      plan_of("[4,576]", "[2,576,1024]", "[2,4,1024]")};
+  for (const std::shared_ptr<Plan>& p : plans) {
+    for (const step::Matmul* m : steps_of<step::Matmul>(*p)) CHECK(m->prologue == -1);
+    for (const step::CpuKernel* k : steps_of<step::CpuKernel>(*p)) CHECK_FALSE(k->deferred);
+  }
 }
 
 TEST_CASE(

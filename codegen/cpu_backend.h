@@ -60,7 +60,10 @@ struct CpuOptions : BackendOptions {
   /// step, on each block of the product's rows as it is written (in cache); and
   /// consecutive kernels running the same code with no data between them (the Adam
   /// update of each parameter) run as one foreach step, one pool dispatch over all
-  /// their chunks. KILN_MERGE_STEPS=0: each its own step.
+  /// their chunks; and the kernel that writes a batched matmul's right operand
+  /// just before it (a conv's patches) runs inside its step, block by block of the
+  /// batch, each block of the operand multiplied while in cache. KILN_MERGE_STEPS=0:
+  /// each its own step.
   bool merge_steps = true;
 };
 

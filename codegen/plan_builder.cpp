@@ -86,6 +86,10 @@ const std::vector<Value>& PlanBuilder::last_written() const {
   return r_.step_values.back();
 }
 
+const std::vector<Value>& PlanBuilder::written(size_t i) const {
+  return r_.step_values[i];
+}
+
 bool PlanBuilder::same_buffer(int32_t s, int32_t t) const {
   const PlanSlot& a = plan_.slots[static_cast<size_t>(s)];
   const PlanSlot& b = plan_.slots[static_cast<size_t>(t)];

@@ -50,6 +50,8 @@ class PlanBuilder {
                    const std::vector<Value>& written);
   /// The values the last step writes.
   const std::vector<Value>& last_written() const;
+  /// The values step `i` writes.
+  const std::vector<Value>& written(size_t i) const;
   /// Whether slots s and t name one buffer (the same argument, parameter,
   /// planned temporary or output).
   bool same_buffer(int32_t s, int32_t t) const;

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstring>
 #include <iterator>
+#include <optional>
 #include <vector>
 
 #include "ir/error.h"
@@ -96,6 +97,17 @@ class KernelParts {
   int64_t range_ = 0;
 };
 
+// Elements [t0, t1) of the leading dim of v, an operand or output of a product
+// whose output has rank `rank` and nb there; v itself when v is broadcast over
+// that dim (a shared operand).
+View leading_slice(const View& v, int64_t rank, int64_t nb, int64_t t0, int64_t t1) {
+  if (v.rank() != rank || v.shape[0] != nb) return v;
+  View s = v;
+  s.data = static_cast<char*>(v.data) + t0 * v.strides[0] * int64_t(dtype_size(v.dtype));
+  s.shape[0] = t1 - t0;
+  return s;
+}
+
 }  // namespace
 
 void record_step_event(const PlanStep& step, size_t index, double start_us, int64_t range,
@@ -132,7 +144,7 @@ void execute_cpu_plan(const Plan& plan, void* const* args, void* const* params,
     for (size_t t = 0; t < nt; ++t)
       cpu_free(temps[t], static_cast<size_t>(std::max<int64_t>(plan.temp_bytes[t], 1)));
   };
-  std::vector<void*> kargs;
+  std::vector<void*> kargs, prologue_args;
   CollectiveRuns comms(
       plan, ptr, [](void* host, const void* slot, size_t bytes, int) { std::memcpy(host, slot, bytes); },
       [](void* slot, const void* host, size_t bytes, int) { std::memcpy(slot, host, bytes); });
@@ -142,7 +154,9 @@ void execute_cpu_plan(const Plan& plan, void* const* args, void* const* params,
       const PlanStep& step = plan.steps[si];
       const double t0 = profiling ? trace_now_us() : 0;
       int64_t parts_run = 0;
-      if (const auto* k = std::get_if<step::CpuKernel>(&step.what)) {
+      if (const auto* k = std::get_if<step::CpuKernel>(&step.what); k && k->deferred) {
+        continue;  // a later matmul's prologue: it runs there
+      } else if (k) {
         const KernelParts parts(*k, step, ptr, kargs);
         const int64_t range = parts.range();
         if (range <= k->grain) {
@@ -177,22 +191,46 @@ void execute_cpu_plan(const Plan& plan, void* const* args, void* const* params,
         const View av = matmul_operand_view(ptr[step.slots[0]], a.type, m->trans_a);
         const View bv = matmul_operand_view(ptr[step.slots[1]], b.type, m->trans_b);
         const View ov = dense_view(ptr[step.slots[2]], o.type.dtype, o.type.shape);
-        if (!ep.fn) {
-          matmul_cpu(av, bv, ov, m->alpha, m->beta);
-        } else {
-          // The epilogue's iterations of each block of product rows, run as soon as
-          // BLAS has written the block.
-          const KernelParts epilogue(ep, step, ptr, kargs, 3);
-          const int64_t cols = o.type.shape.empty() ? 1 : o.type.shape.back();
-          const int64_t rows = cols ? o.type.numel() / cols : 0;
-          const int64_t per_row = rows ? ep.range / rows : 0;
-          matmul_cpu(av, bv, ov, m->alpha, m->beta, [&](int64_t r0, int64_t r1) {
-            const int64_t b = r0 * per_row, e = r1 * per_row;
+        std::optional<KernelParts> epilogue;
+        if (ep.fn) epilogue.emplace(ep, step, ptr, kargs, 3);
+        const int64_t cols = o.type.shape.empty() ? 1 : o.type.shape.back();
+        const int64_t rows = cols ? o.type.numel() / cols : 0;
+        const int64_t per_row = rows ? ep.range / rows : 0;
+        // The epilogue's iterations of each block of product rows (from row0 on),
+        // run as soon as BLAS has written the block.
+        auto product = [&](const View& x, const View& y, const View& out, int64_t row0) {
+          if (!epilogue) return matmul_cpu(x, y, out, m->alpha, m->beta);
+          matmul_cpu(x, y, out, m->alpha, m->beta, [&](int64_t r0, int64_t r1) {
+            const int64_t b = (row0 + r0) * per_row, e = (row0 + r1) * per_row;
             if (e - b <= ep.grain)
-              epilogue.run(b, e);
+              epilogue->run(b, e);
             else
               parallel_for(e - b, ep.grain,
-                           [&](int64_t x, int64_t y) { epilogue.run(b + x, b + y); });
+                           [&](int64_t x, int64_t y) { epilogue->run(b + x, b + y); });
+          });
+        };
+        if (m->prologue < 0) {
+          product(av, bv, ov, 0);
+        } else {
+          // An earlier step writes b: each block of b's leading dim is written,
+          // then multiplied while in cache (step::Matmul::prologue).
+          const PlanStep& before = plan.steps[static_cast<size_t>(m->prologue)];
+          const KernelParts prologue(std::get<step::CpuKernel>(before.what), before, ptr,
+                                     prologue_args);
+          const int64_t nb = ov.shape[0];
+          const int64_t per_block = prologue.range() / nb, rows_per_block = rows / nb;
+          const int64_t block_bytes = b.type.bytes() / nb;
+          // Blocks of at least 64 KiB of b a chunk (a conv's 16-channel 4x4
+          // patches are 9 KiB an image), one block at a time.
+          const int64_t grain = std::max<int64_t>(1, (64 << 10) / std::max<int64_t>(block_bytes, 1));
+          parallel_for(nb, grain, [&](int64_t t0, int64_t t1) {
+            for (int64_t t = t0; t < t1; t += grain) {
+              const int64_t t2 = std::min(t1, t + grain);
+              prologue.run(t * per_block, t2 * per_block);
+              const int64_t r = ov.rank();
+              product(leading_slice(av, r, nb, t, t2), leading_slice(bv, r, nb, t, t2),
+                      leading_slice(ov, r, nb, t, t2), t * rows_per_block);
+            }
           });
         }
       } else if (const auto* c = std::get_if<step::ValueCheck>(&step.what)) {

@@ -100,6 +100,13 @@ struct CpuKernel {
   std::vector<Part> more;
   int32_t own_slots = 0;  // with `more`: how many of PlanStep::slots are this kernel's
   const std::atomic<CpuKernelFn>* better = nullptr;  // see kernel_to_run
+  /// Its outer loop [0, range) walks the elements of its one output in order, the
+  /// same count each iteration (cpu_compile.cpp checks), so a block of the
+  /// output's leading dim is a block of iterations: it may be a matmul's prologue.
+  bool in_order = false;
+  /// Run by a later step, a Matmul whose `prologue` names this step, block by
+  /// block of its batch; the executor skips it where it stands.
+  bool deferred = false;
 };
 
 /// A loaded CUDA kernel (a CUfunction): slots are its arguments in order.
@@ -124,6 +131,13 @@ struct Matmul {
   /// loop [0, range) walks the product's rows in order, range / rows iterations a
   /// row (cpu_compile.cpp checks this, and that it writes no operand of the product).
   CpuKernel epilogue;
+  /// CPU only: the index in Plan::steps of an earlier step (a CpuKernel,
+  /// `deferred`) that writes operand b, or -1. It runs here instead, on each block
+  /// of the batch's leading dim just before that block's products, so each block
+  /// of b is multiplied while in cache (an implicit-GEMM conv: an image's patches
+  /// built, then multiplied). No step between shares a buffer with it, and it
+  /// reads no buffer this step writes (cpu_compile.cpp checks).
+  int32_t prologue = -1;
 };
 
 /// Slots {in, out}: runs check op `op` (ir/ops.def's Check rows: check_index,

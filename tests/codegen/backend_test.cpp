@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "codegen/backend.h"
@@ -199,6 +200,78 @@ TEST_CASE("an epilogue whose output is a reshape of the product runs on each blo
   REQUIRE(mm);
   CHECK((mm->epilogue.fn != nullptr));
   same_as_two_steps(ir, *plan, {4, 18}, {3, 18, 20}, {4, 1}, {3, 4, 4, 5});
+}
+
+TEST_CASE("the kernel writing a batched product's right operand runs inside its step, by image") {
+  // conv2d's patches [N, K, H'W'] (here a square of the input, 1.1 MiB), the
+  // per-image product with its bias epilogue: the patch kernel is the product's
+  // prologue, run on each block of images just before their products.
+  const char* ir =
+      "%0 = arg {index=0} : f32[4,18]\n"
+      "%1 = arg {index=1} : f32[800,18,20]\n"
+      "%2 = arg {index=2} : f32[4,1]\n"
+      "%3 = mul %1, %1 : f32[800,18,20]\n"
+      "%4 = matmul %0, %3 : f32[800,4,20]\n"
+      "%5 = expand %2 {shape=[800, 4, 20]} : f32[800,4,20]\n"
+      "%6 = add %4, %5 : f32[800,4,20]\n"
+      "%7 = reshape %6 {shape=[800, 4, 4, 5]} : f32[800,4,4,5]\n"
+      "return %7\n";
+  auto plan = compiled(ir);
+  REQUIRE(plan->steps.size() == 2);
+  const auto* k = std::get_if<step::CpuKernel>(&plan->steps[0].what);
+  const auto* mm = std::get_if<step::Matmul>(&plan->steps[1].what);
+  REQUIRE(k);
+  REQUIRE(mm);
+  CHECK(k->deferred);
+  CHECK(mm->prologue == 0);
+  CHECK((mm->epilogue.fn != nullptr));
+  auto three = compiled(ir, nullptr, /*merge_steps=*/false);
+  REQUIRE(three->steps.size() == 3);
+  for (const step::Matmul* m : steps_of<step::Matmul>(*three)) CHECK(m->prologue == -1);
+  HostArray a = filled({4, 18}, [](int64_t i) { return float((i * 7) % 13) - 6.f; });
+  HostArray b = filled({800, 18, 20}, [](int64_t i) { return float((i * 5) % 11) * 0.25f - 1.f; });
+  HostArray c = filled({4, 1}, [](int64_t i) { return float(i % 3) - 1.f; });
+  HostArray merged = filled({800, 4, 4, 5}, [](int64_t) { return 0.f; });
+  HostArray apart = filled({800, 4, 4, 5}, [](int64_t) { return 0.f; });
+  void* args[] = {a.data<float>(), b.data<float>(), c.data<float>()};
+  void* out1[] = {merged.data<float>()};
+  void* out2[] = {apart.data<float>()};
+  execute_cpu_plan(*plan, args, nullptr, out1);
+  execute_cpu_plan(*three, args, nullptr, out2);
+  CHECK(same_bytes(merged, apart));
+  // And the values: sum over k of a[o, k] b[n, k, j]^2, plus the bias.
+  double worst = 0;
+  for (int64_t n = 0; n < 800; ++n)
+    for (int64_t o = 0; o < 4; ++o)
+      for (int64_t j = 0; j < 20; ++j) {
+        double want = c.data<float>()[o];
+        for (int64_t q = 0; q < 18; ++q) {
+          const double x = b.data<float>()[(n * 18 + q) * 20 + j];
+          want += double(a.data<float>()[o * 18 + q]) * x * x;
+        }
+        worst = std::max(worst, std::abs(want - merged.data<float>()[(n * 4 + o) * 20 + j]));
+      }
+  CHECK(worst < 1e-3);
+}
+
+TEST_CASE("a right operand shared by the batch, of 1 MiB or less, or too large a block, has no prologue") {
+  // A matmul of a [n, k] by b = x * x for x [k, m] or [batch, k, m].
+  auto plan_of = [](const std::string& a, const std::string& x, const std::string& out) {
+    return compiled("%0 = arg {index=0} : f32" + a + "\n%1 = arg {index=1} : f32" + x +
+                    "\n%2 = mul %1, %1 : f32" + x + "\n%3 = matmul %0, %2 : f32" + out +
+                    "\nreturn %3\n");
+  };
+  const std::shared_ptr<Plan> plans[] = {
+      // b broadcast over the batch: its kernel writes no block per image.
+      plan_of("[6,4,18]", "[18,20]", "[6,4,20]"),
+      // All of b within 1 MiB (digits conv2's patches): it stays in cache written whole.
+      plan_of("[4,18]", "[6,18,20]", "[6,4,20]"),
+      // One image's block of b over 512 KiB (a 64-channel conv's patches).
+      plan_of("[4,576]", "[2,576,1024]", "[2,4,1024]")};
+  for (const std::shared_ptr<Plan>& p : plans) {
+    for (const step::Matmul* m : steps_of<step::Matmul>(*p)) CHECK(m->prologue == -1);
+    for (const step::CpuKernel* k : steps_of<step::CpuKernel>(*p)) CHECK_FALSE(k->deferred);
+  }
 }
 
 TEST_CASE(

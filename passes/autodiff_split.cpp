@@ -51,15 +51,20 @@ ForwardBackward split_forward_backward(const Graph& full, size_t forward_size,
     return false;
   };
   std::vector<Value> saved;
+  auto save_if_forward = [&](Value o) {
+    if (o.node >= forward_size) return;
+    const OpCategory c = op_info(full[o.node].op).category;
+    if ((c == OpCategory::Input && !updated(full[o.node])) || c == OpCategory::Creation) return;
+    if (std::find(saved.begin(), saved.end(), o) == saved.end()) saved.push_back(o);
+  };
   for (NodeId id = static_cast<NodeId>(forward_size); id < full.size(); ++id) {
     if (is_seed(id)) continue;
-    for (Value o : full[id].operands) {
-      if (o.node >= forward_size) continue;
-      const OpCategory c = op_info(full[o.node].op).category;
-      if ((c == OpCategory::Input && !updated(full[o.node])) || c == OpCategory::Creation) continue;
-      if (std::find(saved.begin(), saved.end(), o) == saved.end()) saved.push_back(o);
-    }
+    for (Value o : full[id].operands) save_if_forward(o);
   }
+  // A gradient may be a forward value itself: the builder reuses an equal node,
+  // and a gradient made of zeros (floor, sign) can equal one that a backward()
+  // inside the traced function computed.
+  for (Value g : grads) save_if_forward(g);
   ForwardBackward r;
   ValueMap fm(full);
   for (NodeId id = 0; id < forward_size; ++id) copy_node(full, id, r.forward, fm);

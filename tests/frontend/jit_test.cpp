@@ -448,3 +448,23 @@ TEST_CASE("an update that reads its parameter through a matmul matches eager") {
   }
   CHECK(allclose(w_traced, w_eager, 1e-10, 1e-10));
 }
+
+TEST_CASE("a gradient equal to a value the traced function computed is saved for the backward") {
+  // floor's and sign's gradients are zeros, so a's is 0 + 0: the node the
+  // backward() inside the function already built. The gradient the plan's own
+  // backward returns is then a forward value, which must be saved for it
+  // (found by kiln-fuzz, seed 1, program 1859).
+  auto body = [](Tensor a) -> std::vector<Tensor> {
+    Tensor v1 = a.floor(), v2 = a.sign();
+    Tensor loss = v2.sum() + v1.sum();
+    loss.backward();
+    return {v1, loss};
+  };
+  auto traced = jit(body);
+  Tensor ae = from_vector({1.75}, {}, TensorOptions(kFloat64).requires_grad(true));
+  Tensor at = from_vector({1.75}, {}, TensorOptions(kFloat64).requires_grad(true));
+  std::vector<Tensor> e = body(ae), t = traced(at);
+  CHECK(equal(e[1], t[1]));
+  CHECK(at.grad().item<double>() == 0.0);
+  CHECK(ae.grad().item<double>() == 0.0);
+}

@@ -84,6 +84,8 @@ std::vector<GradCase> gradient_cases() {
       unary_case(K::ceil, in_range(s, 0.1, 0.9)),
       unary_case(K::round, in_range(s, 0.1, 0.4)),
       unary_case(K::trunc, in_range(s, 0.1, 0.9)),
+      // sign: constant on each side of 0 (PyTorch's zero gradient).
+      unary_case(K::sign, in_range(s, 0.1, 0.9)),
       // Around 0.
       GradCase{"gelu near 0",
                K::gelu,

@@ -545,6 +545,16 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
                   bool training = false, double momentum = 0.1, double eps = 1e-5, KILN_LOC);
+/// batch_norm's and instance_norm's shared body, their checks done: x [N, C,
+/// ...] normalised by the mean and biased variance over `dims` when
+/// use_input_stats (running_mean and running_var, when given, then updated
+/// with those statistics averaged over the dims but the channels', the
+/// variance unbiased), else by running_mean and running_var; then scaled and
+/// shifted per channel by weight and bias when given. `op` names errors.
+Tensor norm_per_channel(const char* op, const Tensor& x, const std::vector<int64_t>& dims,
+                        const Tensor& running_mean, const Tensor& running_var,
+                        const Tensor& weight, const Tensor& bias, bool use_input_stats,
+                        double momentum, double eps, Loc l);
 /// Rows of `weight` [V, D] at integer indices of any shape: [..., D]. The rows
 /// read at padding_idx (when >= 0) pass no gradient to the weight.
 Tensor embedding(const Tensor& indices, const Tensor& weight, KILN_LOC);

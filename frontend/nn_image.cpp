@@ -4,13 +4,12 @@
 //   pad (replicate)  [x[0] expanded left times, x, x[n - 1] expanded right times]
 //   pad (circular)   [x[n - left : n], x, x[0 : right]]
 //   pixel_shuffle    reshape [B, C, r, r, H, W], permute to [B, C, H, r, W, r], reshape
-//   instance_norm    the mean and biased variance over the spatial dims, per plane
+//   instance_norm    batch_norm's body (nn.h: norm_per_channel) over the spatial dims
 // so each differentiates through narrow, flip, expand, cat and the reductions.
 #include "frontend/nn_image.h"
 
 #include <sstream>
 
-#include "frontend/autograd.h"
 #include "frontend/dispatch.h"
 #include "frontend/nn_parity.h"
 
@@ -154,46 +153,18 @@ Tensor instance_norm(const Tensor& x, const Tensor& running_mean, const Tensor& 
       throw Error("instance_norm: expected per-channel tensors of shape [" + std::to_string(c) +
                       "], got " + shape_str(p->sizes()),
                   here(l));
-  Shape per_channel(size_t(x.dim()), 1);
-  per_channel[1] = c;
   std::vector<int64_t> spatial;
   int64_t count = 1;
   for (int64_t i = 2; i < x.dim(); ++i) {
     spatial.push_back(i);
     count *= x.size(i);
   }
-  Tensor mean, var;
-  if (use_input_stats) {
-    if (count <= 1)
-      throw Error("instance_norm: expected more than 1 spatial element per channel, got input " +
-                      shape_str(x.sizes()),
-                  here(l));
-    mean = x.mean(spatial, true, l);
-    Tensor centered = x.sub(mean, 1, l);
-    var = centered.mul(centered, l).mean(spatial, true, l);
-    if (running_mean.defined() && running_var.defined()) {
-      // PyTorch's: each plane updates its copy of the running statistics, then
-      // the copies are averaged over the batch.
-      NoGradGuard no_grad;
-      const double unbias = double(count) / double(count - 1);
-      Tensor m = mean.detach().mean({0}, false, l).reshape({c}, l);
-      Tensor v = var.detach().mean({0}, false, l).reshape({c}, l);
-      Tensor rm = running_mean, rv = running_var;  // handles sharing the buffers
-      rm.mul_(Scalar(1 - momentum), l).add_(m.mul(Scalar(momentum), l), 1, l);
-      rv.mul_(Scalar(1 - momentum), l).add_(v.mul(Scalar(momentum * unbias), l), 1, l);
-    }
-  } else {
-    if (!running_mean.defined() || !running_var.defined())
-      throw Error("instance_norm: without the input's statistics it needs running_mean and "
-                  "running_var",
-                  here(l));
-    mean = running_mean.reshape(per_channel, l);
-    var = running_var.reshape(per_channel, l);
-  }
-  Tensor y = x.sub(mean, 1, l).mul(var.add(Scalar(eps), l).rsqrt(l), l);
-  if (weight.defined()) y = y.mul(weight.reshape(per_channel, l), l);
-  if (bias.defined()) y = y.add(bias.reshape(per_channel, l), 1, l);
-  return y;
+  if (use_input_stats && count <= 1)
+    throw Error("instance_norm: expected more than 1 spatial element per channel, got input " +
+                    shape_str(x.sizes()),
+                here(l));
+  return norm_per_channel("instance_norm", x, spatial, running_mean, running_var, weight,
+                                  bias, use_input_stats, momentum, eps, l);
 }
 
 }  // namespace functional

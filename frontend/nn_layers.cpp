@@ -141,34 +141,55 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
       throw Error("batch_norm: expected per-channel tensors of shape [" + std::to_string(c) +
                       "], got " + shape_str(p->sizes()),
                   here(l));
-  Shape per_channel(size_t(x.dim()), 1);
-  per_channel[1] = c;
   std::vector<int64_t> dims = {0};
   int64_t count = x.size(0);
   for (int64_t i = 2; i < x.dim(); ++i) {
     dims.push_back(i);
     count *= x.size(i);
   }
+  if (training && count <= 1)
+    throw Error("batch_norm: expected more than 1 value per channel when training, got input " +
+                    shape_str(x.sizes()),
+                here(l));
+  return norm_per_channel("batch_norm", x, dims, running_mean, running_var, weight, bias,
+                                  training, momentum, eps, l);
+}
+
+Tensor norm_per_channel(const char* op, const Tensor& x, const std::vector<int64_t>& dims,
+                                const Tensor& running_mean, const Tensor& running_var,
+                                const Tensor& weight, const Tensor& bias, bool use_input_stats,
+                                double momentum, double eps, Loc l) {
+  const int64_t c = x.size(1);
+  Shape per_channel(size_t(x.dim()), 1);
+  per_channel[1] = c;
   Tensor mean, var;
-  if (training) {
-    if (count <= 1)
-      throw Error("batch_norm: expected more than 1 value per channel when training, got input " +
-                      shape_str(x.sizes()),
-                  here(l));
+  if (use_input_stats) {
     mean = x.mean(dims, true, l);
     Tensor centered = x.sub(mean, 1, l);
     var = centered.mul(centered, l).mean(dims, true, l);
     if (running_mean.defined() && running_var.defined()) {
       NoGradGuard no_grad;
+      int64_t count = 1;
+      for (int64_t d : dims) count *= x.size(d);
       const double unbias = double(count) / double(count - 1);
-      Tensor m = mean.detach().reshape({c}, l), v = var.detach().reshape({c}, l);
+      // The statistics as [C]: averaged first over any other dim they still
+      // have (instance_norm's batch: PyTorch updates a copy per plane, then
+      // averages the copies).
+      auto per_c = [&](const Tensor& s) {
+        std::vector<int64_t> rest;
+        for (int64_t d = 0; d < s.dim(); ++d)
+          if (d != 1 && s.size(d) != 1) rest.push_back(d);
+        return (rest.empty() ? s : s.mean(rest, true, l)).reshape({c}, l);
+      };
+      Tensor m = per_c(mean.detach()), v = per_c(var.detach());
       Tensor rm = running_mean, rv = running_var;  // handles sharing the buffers
       rm.mul_(Scalar(1 - momentum), l).add_(m.mul(Scalar(momentum), l), 1, l);
       rv.mul_(Scalar(1 - momentum), l).add_(v.mul(Scalar(momentum * unbias), l), 1, l);
     }
   } else {
     if (!running_mean.defined() || !running_var.defined())
-      throw Error("batch_norm: evaluation mode needs running_mean and running_var", here(l));
+      throw Error(std::string(op) + ": evaluation mode needs running_mean and running_var",
+                  here(l));
     mean = running_mean.reshape(per_channel, l);
     var = running_var.reshape(per_channel, l);
   }

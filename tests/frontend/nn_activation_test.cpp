@@ -54,12 +54,7 @@ const std::map<std::string, std::vector<double>> kReference = {
 
 void check_values(const Tensor& t, const std::string& key, double tol = 2e-6) {
   CAPTURE(key);
-  const std::vector<double>& want = kReference.at(key);
-  const std::vector<double> got = t.detach().to(kFloat32).flatten().to_vector<double>();
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < want.size(); ++i)
-    CHECK_MESSAGE(std::abs(got[i] - want[i]) <= tol * (1 + std::abs(want[i])), "element ", i,
-                  ": ", got[i], " vs ", want[i]);
+  test::check_near(t, kReference.at(key), tol);
 }
 
 using Fn = std::function<Tensor(const Tensor&)>;

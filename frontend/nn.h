@@ -504,6 +504,12 @@ struct CrossEntropyOptions {
   double label_smoothing = 0.0;
 };
 
+/// How pad fills the new border: a constant; the input mirrored about its
+/// edge element (reflect: the edge is not repeated); the edge element repeated
+/// (replicate); or the other end of the input (circular: wrapping around).
+enum class PadMode { Constant, Reflect, Replicate, Circular };
+const char* pad_mode_name(PadMode mode);
+
 namespace functional {
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction r = Reduction::Mean, KILN_LOC);
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, Reduction r = Reduction::Mean, KILN_LOC);

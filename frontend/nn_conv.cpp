@@ -27,6 +27,7 @@
 #include "frontend/autograd.h"
 #include "frontend/dispatch.h"
 #include "frontend/eager_composite.h"
+#include "frontend/nn_image.h"
 #include "frontend/settings.h"
 #include "frontend/trace_state.h"
 #include "runtime/allocator.h"
@@ -522,8 +523,11 @@ Conv2dImpl::Conv2dImpl(const Conv2dOptions& o) : Module("Conv2d"), options(o) {
 }
 
 Tensor Conv2dImpl::forward(const Tensor& x, Loc l) {
-  return kiln::conv2d(x, weight, bias, options.stride_, options.padding_, options.dilation_,
-                      options.groups_, l);
+  const ExpandingArray2 p = options.padding_;
+  if (options.padding_mode_ != PadMode::Constant && (p[0] || p[1]))
+    return kiln::conv2d(functional::pad(x, {p[1], p[1], p[0], p[0]}, options.padding_mode_, 0.0, l),
+                        weight, bias, options.stride_, 0, options.dilation_, options.groups_, l);
+  return kiln::conv2d(x, weight, bias, options.stride_, p, options.dilation_, options.groups_, l);
 }
 
 Conv1dImpl::Conv1dImpl(const Conv1dOptions& o) : Module("Conv1d"), options(o) {
@@ -539,8 +543,11 @@ Conv1dImpl::Conv1dImpl(const Conv1dOptions& o) : Module("Conv1d"), options(o) {
 }
 
 Tensor Conv1dImpl::forward(const Tensor& x, Loc l) {
-  return kiln::conv1d(x, weight, bias, options.stride_, options.padding_, options.dilation_,
-                      options.groups_, l);
+  const int64_t p = options.padding_;
+  if (options.padding_mode_ != PadMode::Constant && p)
+    return kiln::conv1d(functional::pad(x, {p, p}, options.padding_mode_, 0.0, l), weight, bias,
+                        options.stride_, 0, options.dilation_, options.groups_, l);
+  return kiln::conv1d(x, weight, bias, options.stride_, p, options.dilation_, options.groups_, l);
 }
 
 std::string Conv1dImpl::repr() const {
@@ -551,6 +558,8 @@ std::string Conv1dImpl::repr() const {
   if (options.dilation_ != 1) s << ", dilation=" << options.dilation_;
   if (options.groups_ != 1) s << ", groups=" << options.groups_;
   if (!options.bias_) s << ", bias=false";
+  if (options.padding_mode_ != PadMode::Constant)
+    s << ", padding_mode=" << pad_mode_name(options.padding_mode_);
   s << ")";
   return s.str();
 }
@@ -564,6 +573,8 @@ std::string Conv2dImpl::repr() const {
     s << ", dilation=" << options.dilation_.str();
   if (options.groups_ != 1) s << ", groups=" << options.groups_;
   if (!options.bias_) s << ", bias=false";
+  if (options.padding_mode_ != PadMode::Constant)
+    s << ", padding_mode=" << pad_mode_name(options.padding_mode_);
   s << ")";
   return s.str();
 }

@@ -117,10 +117,15 @@ struct Conv2dOptions {
   Conv2dOptions& dilation(ExpandingArray2 v) { dilation_ = v; return *this; }
   Conv2dOptions& groups(int64_t v) { groups_ = v; return *this; }
   Conv2dOptions& bias(bool v) { bias_ = v; return *this; }
+  /// How `padding` fills the border (libtorch's kZeros, kReflect, kReplicate,
+  /// kCircular): other than zeros, the input is padded so (nn_image.h) and
+  /// then convolved without padding, as PyTorch does.
+  Conv2dOptions& padding_mode(PadMode v) { padding_mode_ = v; return *this; }
   int64_t in_channels_, out_channels_;
   ExpandingArray2 kernel_size_, stride_ = 1, padding_ = 0, dilation_ = 1;
   int64_t groups_ = 1;
   bool bias_ = true;
+  PadMode padding_mode_ = PadMode::Constant;
 };
 struct Conv1dOptions {
   Conv1dOptions(int64_t in_channels, int64_t out_channels, int64_t kernel_size)
@@ -133,6 +138,7 @@ struct Conv1dOptions {
   KILN_ARG(int64_t, dilation) = 1;
   KILN_ARG(int64_t, groups) = 1;
   KILN_ARG(bool, bias) = true;
+  KILN_ARG(PadMode, padding_mode) = PadMode::Constant;
 };
 using MaxPool2dOptions = functional::MaxPool2dFuncOptions;
 using AvgPool2dOptions = functional::AvgPool2dFuncOptions;

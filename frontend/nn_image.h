@@ -16,12 +16,6 @@
 
 namespace kiln::nn {
 
-/// How pad fills the new border: a constant; the input mirrored about its
-/// edge element (reflect: the edge is not repeated); the edge element repeated
-/// (replicate); or the other end of the input (circular: wrapping around).
-enum class PadMode { Constant, Reflect, Replicate, Circular };
-const char* pad_mode_name(PadMode mode);
-
 /// N sizes given as one number for all or as a list of exactly N, as
 /// libtorch's ExpandingArray<N> (a pad module's {left, right, top, bottom}).
 template <size_t N>

@@ -105,6 +105,35 @@ TEST_CASE("pad's modes refuse pads they cannot make, naming the line") {
                     doctest::Contains("ReflectionPad2d: expected an input of 3 or 4 dims"));
 }
 
+TEST_CASE("Conv2d's and Conv1d's padding_mode pad the input so, then convolve without padding") {
+  manual_seed(4);
+  const Tensor x = iota_sin({2, 3, 6, 5}, 0.37), x1 = iota_sin({2, 3, 9}, 0.41);
+  for (nn::PadMode mode : {nn::PadMode::Reflect, nn::PadMode::Replicate, nn::PadMode::Circular}) {
+    CAPTURE(nn::pad_mode_name(mode));
+    nn::Conv2d conv(nn::Conv2dOptions(3, 4, 3).padding({1, 2}).padding_mode(mode));
+    auto run = [&](const Tensor& in) {
+      Tensor xi = in.detach().requires_grad_();
+      Tensor y = conv(xi);
+      return std::vector<Tensor>{y, autograd::grad({y.mul(y).sum()}, {xi})[0]};
+    };
+    auto traced = jit([&](Tensor in) { return run(in); }, "padded_conv");
+    const Tensor want = conv2d(F::pad(x, {2, 2, 1, 1}, mode), conv->weight, conv->bias);
+    for (const auto& r : {run(x), traced(x)}) {
+      CHECK(r[0].sizes() == Shape{2, 4, 6, 7});
+      check_close(r[0], want, 1e-5, 1e-6);
+    }
+    check_close(traced(x)[1], run(x)[1], 1e-5, 1e-6);
+    CHECK(conv->repr().find(std::string("padding_mode=") + nn::pad_mode_name(mode)) !=
+          std::string::npos);
+    nn::Conv1d conv1(nn::Conv1dOptions(3, 2, 3).padding(2).padding_mode(mode));
+    check_close(conv1(x1), conv1d(F::pad(x1, {2, 2}, mode), conv1->weight, conv1->bias), 1e-5,
+                1e-6);
+  }
+  // Zeros, the default, is the convolution's own padding.
+  nn::Conv2d zeros_conv(nn::Conv2dOptions(3, 4, 3).padding(1));
+  CHECK(equal(zeros_conv(x), conv2d(x, zeros_conv->weight, zeros_conv->bias, 1, 1)));
+}
+
 TEST_CASE("pixel_shuffle and pixel_unshuffle equal PyTorch's and undo each other") {
   const Tensor a = iota_sin({2, 8, 3, 3}, 0.19), b = iota_sin({2, 2, 6, 4}, 0.19);
   auto run = [&] {

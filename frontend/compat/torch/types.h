@@ -186,7 +186,7 @@ struct kFanIn {
 struct kFanOut {
   operator kiln::nn::init::FanMode() const { return kiln::nn::init::FanMode::FanOut; }  // NOLINT
 };
-// pad's modes.
+// pad's modes, and a convolution's padding_mode.
 #define KILN_TORCH_PAD_MODE(T, value)                                       \
   struct T {                                                                \
     operator kiln::nn::PadMode() const { return kiln::nn::PadMode::value; } \
@@ -195,6 +195,7 @@ KILN_TORCH_PAD_MODE(kConstant, Constant)
 KILN_TORCH_PAD_MODE(kReflect, Reflect)
 KILN_TORCH_PAD_MODE(kReplicate, Replicate)
 KILN_TORCH_PAD_MODE(kCircular, Circular)
+KILN_TORCH_PAD_MODE(kZeros, Constant)  // a convolution's padding_mode
 #undef KILN_TORCH_PAD_MODE
 #define KILN_TORCH_INTERPOLATE(T, value)                                                    \
   struct T {                                                                                \
@@ -213,6 +214,7 @@ inline constexpr enumtype::kConstant kConstant{};
 inline constexpr enumtype::kReflect kReflect{};
 inline constexpr enumtype::kReplicate kReplicate{};
 inline constexpr enumtype::kCircular kCircular{};
+inline constexpr enumtype::kZeros kZeros{};
 inline constexpr enumtype::kNearest kNearest{};
 inline constexpr enumtype::kBilinear kBilinear{};
 inline constexpr enumtype::kNone kNone{};

@@ -137,6 +137,14 @@ Tensor apply_composite(OpKind k, const std::vector<Tensor>& operands, SourceLoc 
 
 const TensorType& type_of(const Tensor& t) { return t.impl()->type; }
 
+void check_size_static(const char* op, const char* what, Loc l) {
+  if (current_trace())
+    throw Error(std::string(op) + ": " + what +
+                    " decides the result's size, which a traced function cannot have (its plan has "
+                    "static shapes, as jax.jit's): call " + op + " outside the traced function",
+                here(l));
+}
+
 int64_t checked_dim(int64_t dim, int64_t rank, const char* op, Loc l) {
   try {
     return normalize_dim(dim, rank);

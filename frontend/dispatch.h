@@ -50,6 +50,10 @@ void scatter_add_into(const std::shared_ptr<TensorImpl>& dst, const Attrs& attrs
 /// rows, eagerly and in a trace; gradients to h and w.
 Tensor cluster_log_prob(const Tensor& h, const Tensor& w, const Tensor& targets, int64_t start,
                         Loc loc);
+/// Throws, naming `op` and the user's line, inside a trace: for the eager-only
+/// functions whose result's size the data decides (`what`: "the number of
+/// distinct values"), which a traced plan (static shapes, as jax.jit's) cannot have.
+void check_size_static(const char* op, const char* what, Loc loc);
 /// normalize_dim(dim, rank), its error attached to the user's line and `op`.
 int64_t checked_dim(int64_t dim, int64_t rank, const char* op, Loc loc);
 /// normalize_dims(dims, rank), its error attached to the user's line and `op`.

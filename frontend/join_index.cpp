@@ -10,6 +10,7 @@
 // Integer indices are range-checked: eagerly at once, traced by a check_index
 // node that the compiled plan runs at every call (a clear error, never a read
 // out of bounds).
+#include <algorithm>
 #include <limits>
 #include <numeric>
 
@@ -362,22 +363,79 @@ Tensor& Tensor::index_add_(int64_t dim, const Tensor& index, const Tensor& sourc
   return copy_(index_add(dim, index, source, alpha, l), l);
 }
 
-Tensor& Tensor::index_put_(const std::vector<Tensor>& indices, const Tensor& values,
-                           bool accumulate, Loc l) {
-  if (indices.size() != 1 || indices[0].dim() != 1 || indices[0].dtype() == DType::b8)
-    throw Error("index_put_: expected one 1-D integer index tensor, got " +
-                    std::to_string(indices.size()) + " index tensor(s)",
+Tensor& Tensor::index_put_(const std::vector<Tensor>& indices_, const Tensor& values, bool accumulate,
+                           Loc l) {
+  if (indices_.empty() || static_cast<int64_t>(indices_.size()) > dim())
+    throw Error("index_put_: expected 1 to " + std::to_string(dim()) + " index tensors for a tensor of shape " +
+                    shape_str(sizes()) + ", got " + std::to_string(indices_.size()),
                 here(l));
-  Shape rows = sizes();
-  if (rows.empty()) throw Error("index_put_: expected a tensor of at least one dim", here(l));
-  rows[0] = indices[0].size(0);
-  Tensor rows_values = values.expand(rows, l).to(dtype(), l);
-  if (accumulate) return index_add_(0, indices[0], rows_values, 1, l);
-  // Assignment: each indexed row gets its value (rows named twice: the mean of
-  // their values; PyTorch leaves which one wins undefined).
-  Tensor zero = zeros(sizes(), TensorOptions(dtype()).device(device()), l);
-  Tensor count = zero.index_add(0, indices[0], ones(rows, TensorOptions(dtype()).device(device()), l), 1, l);
-  return copy_(written_or(*this, count, zero.index_add(0, indices[0], rows_values, 1, l), l), l);
+  // Bool masks stand for the positions of their true elements (eager only).
+  std::vector<Tensor> indices;
+  for (const Tensor& t : indices_) {
+    if (is_floating(t.dtype()))
+      throw Error(std::string("index_put_: index tensors must be integer or bool tensors, got ") +
+                      dtype_name(t.dtype()),
+                  here(l));
+    if (t.dtype() != kBool) {
+      indices.push_back(t);
+      continue;
+    }
+    detail::check_size_static("index_put_", "a bool mask's number of true elements", l);
+    const Tensor at = t.nonzero(l);
+    for (int64_t j = 0; j < t.dim(); ++j) indices.push_back(at.select(1, j, l));
+  }
+  // The indexed leading dims flattened into one: each place's row-major
+  // position among them, from indices checked against their own dims.
+  const int64_t k = static_cast<int64_t>(indices.size());
+  if (k > dim())
+    throw Error("index_put_: masks and indices cover " + std::to_string(k) + " dims of a tensor of shape " +
+                    shape_str(sizes()),
+                here(l));
+  Shape b = indices[0].sizes();
+  for (const Tensor& t : indices) b = broadcast_shapes(b, t.sizes());
+  const int64_t n = kiln::numel(b);
+  Tensor flat_index;
+  int64_t places = 1;
+  for (int64_t j = k - 1; j >= 0; --j) {
+    const Tensor& t = indices[size_t(j)];
+    const Tensor wrapped = where(t.lt(Scalar(0), l), t.add(Scalar(size(j)), l), t, l);
+    const Tensor idx = detail::checked_indices(wrapped, size(j), "index_put_", l).to(kInt64, l).expand(b, l).reshape({n}, l);
+    const Tensor term = places == 1 ? idx : idx.mul(Scalar(places), l);
+    flat_index = flat_index.defined() ? flat_index.add(term, 1, l) : term;
+    places *= size(j);
+  }
+  Shape flat = {places}, rows = {n};
+  flat.insert(flat.end(), sizes().begin() + k, sizes().end());
+  rows.insert(rows.end(), sizes().begin() + k, sizes().end());
+  Shape value_shape = b;
+  value_shape.insert(value_shape.end(), sizes().begin() + k, sizes().end());
+  const Tensor base = reshape(flat, l);
+  const Tensor rows_values = values.expand(value_shape, l).reshape(rows, l).to(dtype(), l);
+  Tensor result;
+  if (accumulate) {
+    result = base.index_add(0, flat_index, rows_values, 1, l);
+  } else {
+    // Assignment: each indexed place gets its value (a place named twice: the
+    // mean of its values; PyTorch leaves which one wins undefined).
+    const Tensor zero = zeros(flat, TensorOptions(dtype()).device(device()), l);
+    const Tensor count = zero.index_add(0, flat_index, ones(rows, TensorOptions(dtype()).device(device()), l), 1, l);
+    result = written_or(base, count, zero.index_add(0, flat_index, rows_values, 1, l), l);
+  }
+  return copy_(result.reshape(sizes(), l), l);
+}
+
+Tensor Tensor::index_copy(int64_t dim_, const Tensor& index, const Tensor& source, Loc l) const {
+  const int64_t d = detail::checked_dim(dim_, dim(), "index_copy", l);
+  if (index.dim() > 1 || source.dim() != dim() || source.size(d) != index.numel())
+    throw Error("index_copy: expected a 1-D index and a source of the input's rank with " +
+                    std::to_string(index.numel()) + " slices along dim " + std::to_string(dim_) +
+                    ", got index " + shape_str(index.sizes()) + " and source " + shape_str(source.sizes()),
+                here(l));
+  const Tensor i = index.reshape({-1}, l);
+  const TensorOptions o = TensorOptions(dtype()).device(device());
+  const Tensor zero = zeros(sizes(), o, l);
+  const Tensor count = zero.index_add(d, i, ones(source.sizes(), o, l), 1, l);
+  return written_or(*this, count, zero.index_add(d, i, source.to(dtype(), l), 1, l), l);
 }
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index, Loc l) {
@@ -402,13 +460,69 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
 
 // ---- x.index({...}) ----
 
+namespace {
+
+/// Negative positions counted from the end of a dim of `size`, as advanced
+/// indexing does (index_select and gather then check the range).
+Tensor wrap_negative(const Tensor& idx, int64_t size, Loc l) {
+  return where(idx.lt(Scalar(0), l), idx.add(Scalar(size), l), idx, l);
+}
+
+/// Advanced indexing (NumPy's and PyTorch's): the integer tensors `picks[j]`,
+/// broadcast together to B, pick the elements r[.., picks[0][b], .., picks[1][b],
+/// ..] at the dims `at[j]`. The result has B's dims where the first picked dim
+/// was when the picked dims are adjacent, else in front, then r's other dims.
+Tensor advanced_index(const Tensor& r, const std::vector<int64_t>& at, const std::vector<Tensor>& picks,
+                      Loc l) {
+  Shape b = picks[0].sizes();
+  for (const Tensor& p : picks) b = broadcast_shapes(b, p.sizes());
+  std::vector<int64_t> perm = at;
+  Shape rest;
+  for (int64_t d = 0; d < r.dim(); ++d)
+    if (std::find(at.begin(), at.end(), d) == at.end()) {
+      perm.push_back(d);
+      rest.push_back(r.size(d));
+    }
+  Shape out = b;
+  out.insert(out.end(), rest.begin(), rest.end());
+  const int64_t n = numel(b);
+  Tensor y;
+  if (n == 0) {
+    y = zeros(out, TensorOptions(r.dtype()).device(r.device()), l);
+  } else {
+    auto flat = [&](size_t j) { return wrap_negative(picks[j], r.size(at[j]), l).expand(b, l).reshape({n}, l); };
+    y = r.permute(perm, l).index_select(0, flat(0), l);  // [n, s_1, .., s_k-1, rest..]
+    for (size_t j = 1; j < picks.size(); ++j) {
+      // y is [n, s_j, ...]: pick element idx_j[i] of row i along dim 1.
+      Shape picked = y.sizes(), column(static_cast<size_t>(y.dim()), 1);
+      picked[1] = 1;
+      column[0] = n;
+      y = y.gather(1, flat(j).reshape(column, l).expand(picked, l), l).squeeze(1, l);
+    }
+    y = y.reshape(out, l);
+  }
+  bool adjacent = true;
+  for (size_t j = 1; j < at.size(); ++j) adjacent = adjacent && at[j] == at[0] + int64_t(j);
+  if (!adjacent || at[0] == 0 || b.empty()) return y;
+  std::vector<int64_t> from(b.size()), to(b.size());
+  for (size_t i = 0; i < b.size(); ++i) {
+    from[i] = int64_t(i);
+    to[i] = at[0] + int64_t(i);
+  }
+  return y.movedim(from, to, l);
+}
+
+}  // namespace
+
+Tensor Tensor::operator[](const Tensor& index) const { return this->index({index}); }
+
 Tensor Tensor::index(const std::vector<indexing::TensorIndex>& indices, Loc l) const {
   using indexing::TensorIndex;
   int64_t consumed = 0, ellipses = 0;
   for (const TensorIndex& i : indices) {
-    if (std::holds_alternative<int64_t>(i.what) ||
-        std::holds_alternative<indexing::Slice>(i.what) || std::holds_alternative<Tensor>(i.what))
+    if (std::holds_alternative<int64_t>(i.what) || std::holds_alternative<indexing::Slice>(i.what))
       ++consumed;
+    if (const Tensor* t = std::get_if<Tensor>(&i.what)) consumed += t->dtype() == kBool ? t->dim() : 1;
     if (std::holds_alternative<indexing::EllipsisIndex>(i.what)) ++ellipses;
   }
   if (ellipses > 1) throw Error("index: expected at most one Ellipsis", here(l));
@@ -418,6 +532,10 @@ Tensor Tensor::index(const std::vector<indexing::TensorIndex>& indices, Loc l) c
                 here(l));
   Tensor r = *this;
   int64_t d = 0;
+  // Tensor indices are applied together at the end (advanced indexing); an
+  // integer selects at once (PyTorch's order: x[0, :, idx] is [.., len(idx)]).
+  std::vector<int64_t> at;
+  std::vector<Tensor> picks;
   for (const TensorIndex& i : indices) {
     if (const auto* k = std::get_if<int64_t>(&i.what)) {
       r = r.select(d, *k, l);
@@ -431,15 +549,35 @@ Tensor Tensor::index(const std::vector<indexing::TensorIndex>& indices, Loc l) c
       d += dim() - consumed;
     } else {
       const Tensor& t = std::get<Tensor>(i.what);
-      if (t.dtype() == DType::b8 || t.dim() != 1)
-        throw Error("index: tensor indices must be 1-D integer tensors, got " +
-                        std::string(dtype_name(t.dtype())) + " " + shape_str(t.sizes()),
+      if (t.dtype() == kBool) {
+        // A mask over the next t.dim() dims: the positions of its true elements.
+        const Shape covered(r.sizes().begin() + d, r.sizes().begin() + d + t.dim());
+        if (t.dim() == 0 || covered != t.sizes())
+          throw Error("index: a bool mask of shape " + shape_str(t.sizes()) + " for dims of sizes " +
+                          shape_str(covered) + " (expected the mask to match the dims it covers)",
+                      here(l));
+        detail::check_size_static("index", "a bool mask's number of true elements", l);
+        const Tensor where_true = t.nonzero(l);
+        for (int64_t j = 0; j < t.dim(); ++j) {
+          at.push_back(d + j);
+          picks.push_back(where_true.select(1, j, l));
+        }
+        d += t.dim();
+      } else if (is_floating(t.dtype())) {
+        throw Error(std::string("index: tensor indices must be integer or bool tensors, got ") +
+                        dtype_name(t.dtype()) + " " + shape_str(t.sizes()),
                     here(l));
-      r = r.index_select(d, t, l);
-      ++d;
+      } else {
+        at.push_back(d);
+        picks.push_back(t);
+        ++d;
+      }
     }
   }
-  return r;
+  if (picks.empty()) return r;
+  if (picks.size() == 1 && picks[0].dim() == 1)
+    return r.index_select(at[0], wrap_negative(picks[0], r.size(at[0]), l), l);
+  return advanced_index(r, at, picks, l);
 }
 
 }  // namespace kiln

@@ -139,29 +139,7 @@ Tensor kl_div(const Tensor& input, const Tensor& target, KLDivReduction reductio
 }
 
 Tensor unflatten(const Tensor& x, int64_t dim, const std::vector<int64_t>& sizes, Loc l) {
-  const int64_t d = dim < 0 ? dim + x.dim() : dim;
-  if (d < 0 || d >= x.dim())
-    throw Error("unflatten: dim " + std::to_string(dim) + " out of range for an input of shape " +
-                    shape_str(x.sizes()),
-                here(l));
-  int64_t known = 1, unknown = 0;
-  for (int64_t s : sizes) {
-    if (s == -1)
-      ++unknown;
-    else
-      known *= s;
-  }
-  const bool fits =
-      unknown == 0 ? known == x.size(d) : unknown == 1 && known > 0 && x.size(d) % known == 0;
-  if (sizes.empty() || !fits)
-    throw Error("unflatten: sizes " + shape_str(sizes) + " do not multiply to dim " +
-                    std::to_string(dim) + "'s size " + std::to_string(x.size(d)) + " (input " +
-                    shape_str(x.sizes()) + ")",
-                here(l));
-  Shape shape(x.sizes().begin(), x.sizes().begin() + d);
-  shape.insert(shape.end(), sizes.begin(), sizes.end());
-  shape.insert(shape.end(), x.sizes().begin() + d + 1, x.sizes().end());
-  return x.reshape(shape, l);
+  return x.unflatten(dim, sizes, l);
 }
 
 Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim, double eps, Loc l) {

@@ -96,11 +96,7 @@ std::tuple<Tensor, Tensor> Tensor::kthvalue(int64_t k, int64_t dim, bool keepdim
 std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& x, bool sorted, bool return_inverse, bool return_counts,
                                           Loc l) {
   (void)sorted;  // always sorted, as PyTorch on the CPU
-  if (current_trace())
-    throw Error("unique: the number of distinct values decides the result's size, which a traced function "
-                "cannot have (expected unique() outside the traced function, as jax.numpy.unique needs a "
-                "static size)",
-                here(l));
+  detail::check_size_static("unique", "the number of distinct values", l);
   Tensor flat, order;
   {
     NoGradGuard no_grad;

@@ -231,6 +231,8 @@ class Tensor {
   Tensor narrow(int64_t dim, int64_t start, int64_t length, KILN_LOC) const;
   Tensor select(int64_t dim, int64_t index, KILN_LOC) const;
   Tensor operator[](IndexAt i) const { return select(0, i.index, i.loc); }
+  /// x[index] with an integer or bool tensor: index({index}).
+  Tensor operator[](const Tensor& index) const;
   /// Basic indexing, x.index({Slice(1, None), 0, None, Ellipsis}) (libtorch's
   /// spelling; see kiln::indexing): integers select, slices keep the dim, None
   /// inserts a dim, Ellipsis stands for the dims not named, a 1-D integer
@@ -268,9 +270,10 @@ class Tensor {
   Tensor index_add(int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha = 1,
                    KILN_LOC) const;
   Tensor& index_add_(int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha = 1, KILN_LOC);
-  /// x[indices] += values (accumulate) or x[indices] = values: one 1-D index
-  /// tensor along dim 0; a row indexed twice gets the mean of its values when
-  /// assigned (PyTorch: one of them, undefined which).
+  /// x[i0, i1, ...] += values (accumulate) or x[i0, i1, ...] = values: integer
+  /// tensors for the leading dims, broadcast together (bool masks stand for
+  /// their true positions, eagerly); a place named twice gets the mean of its
+  /// values when assigned (PyTorch: one of them, undefined which).
   Tensor& index_put_(const std::vector<Tensor>& indices, const Tensor& values, bool accumulate, KILN_LOC);
 
   // ---- elementwise ----
@@ -508,6 +511,9 @@ class Tensor {
   /// The elements shifted by shifts[i] along dims[i], wrapping around
   /// (torch.roll); with no dims, over the flattened tensor, reshaped back.
   Tensor roll(std::vector<int64_t> shifts, std::vector<int64_t> dims = {}, KILN_LOC) const;
+  Tensor roll(int64_t shift, int64_t dim, KILN_LOC) const {
+    return roll(std::vector<int64_t>{shift}, std::vector<int64_t>{dim}, loc);
+  }
   /// Writes `value` (broadcast) into the elements basic indexing selects
   /// (integers, slices, None, Ellipsis): x.index_put_({0, Slice()}, 1).
   Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, const Tensor& value,
@@ -516,6 +522,165 @@ class Tensor {
   /// beta * this + alpha * (mat1 @ mat2).
   Tensor addmm(const Tensor& mat1, const Tensor& mat2, Scalar beta = 1, Scalar alpha = 1,
                KILN_LOC) const;
+  // ---- more of libtorch's tensor functions (frontend/tensor_extra.cpp) ----
+  // Composites of table ops: they run eagerly, trace and differentiate like
+  // the ops they are made of.
+  /// A 1-D tensor's values on the `diagonal`-th diagonal of a square matrix, or
+  /// a 2-D tensor's diagonal as a 1-D tensor (torch.diag).
+  Tensor diag(int64_t diagonal = 0, KILN_LOC) const;
+  /// The diagonal of the dims dim1 and dim2 (offset above (> 0) or below the
+  /// main one), as the last dim (torch.diagonal; a copy, not a view).
+  Tensor diagonal(int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1, KILN_LOC) const;
+  /// The sum of a 2-D tensor's main diagonal.
+  Tensor trace(KILN_LOC) const;
+  /// this + weight * (end - this), in PyTorch's two-sided form (from `end` when
+  /// |weight| >= 0.5).
+  Tensor lerp(const Tensor& end, Scalar weight, KILN_LOC) const;
+  Tensor lerp(const Tensor& end, const Tensor& weight, KILN_LOC) const;
+  /// beta * this + alpha * (batch1 @ batch2), batched [B, n, m] (torch.baddbmm);
+  /// addbmm sums the batch; addmv and addr take a matrix-vector product and an
+  /// outer product. beta = 0 ignores this tensor (NaN included).
+  Tensor baddbmm(const Tensor& batch1, const Tensor& batch2, Scalar beta = 1, Scalar alpha = 1,
+                 KILN_LOC) const;
+  Tensor addbmm(const Tensor& batch1, const Tensor& batch2, Scalar beta = 1, Scalar alpha = 1,
+                KILN_LOC) const;
+  Tensor addmv(const Tensor& mat, const Tensor& vec, Scalar beta = 1, Scalar alpha = 1,
+               KILN_LOC) const;
+  Tensor addr(const Tensor& vec1, const Tensor& vec2, Scalar beta = 1, Scalar alpha = 1,
+              KILN_LOC) const;
+  /// The lower median (of an even count, the smaller middle value); NaN when
+  /// the elements (the row) hold a NaN, as torch.median. With a dim, the
+  /// values and their int64 indices.
+  Tensor median(KILN_LOC) const;
+  std::tuple<Tensor, Tensor> median(int64_t dim, bool keepdim = false, KILN_LOC) const;
+  /// Each element repeated `repeats` times along `dim` (the flattened tensor
+  /// without one). A tensor of repeats (one per element of `dim`) decides the
+  /// result's size from its values, so it is eager only, as nonzero.
+  Tensor repeat_interleave(int64_t repeats, std::optional<int64_t> dim = std::nullopt,
+                           KILN_LOC) const;
+  Tensor repeat_interleave(const Tensor& repeats, std::optional<int64_t> dim = std::nullopt,
+                           KILN_LOC) const;
+  /// NaN, +inf and -inf replaced (by 0 and the dtype's largest and lowest finite
+  /// values unless given).
+  Tensor nan_to_num(std::optional<double> nan = std::nullopt,
+                    std::optional<double> posinf = std::nullopt,
+                    std::optional<double> neginf = std::nullopt, KILN_LOC) const;
+  /// |this - other| <= atol + rtol * |other| elementwise (infinities equal
+  /// when they are the same; NaN equal to NaN only with equal_nan).
+  Tensor isclose(const Tensor& other, double rtol = 1e-5, double atol = 1e-8,
+                 bool equal_nan = false, KILN_LOC) const;
+  /// The smallest and largest elements, of all or along `dim`.
+  std::tuple<Tensor, Tensor> aminmax(std::optional<int64_t> dim = std::nullopt,
+                                     bool keepdim = false, KILN_LOC) const;
+  /// Dim `dim` split into `sizes` (one may be -1).
+  Tensor unflatten(int64_t dim, std::vector<int64_t> sizes, KILN_LOC) const;
+  /// The dims `source` moved to positions `destination`, the others in order.
+  Tensor movedim(std::vector<int64_t> source, std::vector<int64_t> destination, KILN_LOC) const;
+  Tensor movedim(int64_t source, int64_t destination, KILN_LOC) const {
+    return movedim(std::vector<int64_t>{source}, std::vector<int64_t>{destination}, loc);
+  }
+  Tensor moveaxis(int64_t source, int64_t destination, KILN_LOC) const {
+    return movedim(source, destination, loc);
+  }
+  Tensor swapaxes(int64_t dim0, int64_t dim1, KILN_LOC) const { return transpose(dim0, dim1, loc); }
+  Tensor swapdims(int64_t dim0, int64_t dim1, KILN_LOC) const { return transpose(dim0, dim1, loc); }
+  /// The n-th forward difference along dim, after prepending and appending.
+  Tensor diff(int64_t n = 1, int64_t dim = -1, const Tensor& prepend = Tensor(),
+              const Tensor& append = Tensor(), KILN_LOC) const;
+  /// New tensors with this tensor's dtype and device unless the options say.
+  Tensor new_zeros(Shape size, std::optional<TensorOptions> options = std::nullopt, KILN_LOC) const;
+  Tensor new_ones(Shape size, std::optional<TensorOptions> options = std::nullopt, KILN_LOC) const;
+  Tensor new_empty(Shape size, std::optional<TensorOptions> options = std::nullopt, KILN_LOC) const;
+  Tensor new_full(Shape size, Scalar value, std::optional<TensorOptions> options = std::nullopt,
+                  KILN_LOC) const;
+  /// 0 where this < 0, `values` where it is 0, 1 where > 0 (no gradient).
+  Tensor heaviside(const Tensor& values, KILN_LOC) const;
+  /// Whether exactly one of the two is non-zero.
+  Tensor logical_xor(const Tensor& other, KILN_LOC) const;
+  /// floor(this / other), in this dtype for integers (PyTorch 1.13's rounding).
+  Tensor floor_divide(const Tensor& other, KILN_LOC) const;
+  Tensor floor_divide(Scalar other, KILN_LOC) const;
+  /// The cross product of 3-vectors along `dim` (the first dim of size 3
+  /// without one).
+  Tensor cross(const Tensor& other, std::optional<int64_t> dim = std::nullopt, KILN_LOC) const;
+  /// The Kronecker product (the lower rank padded with leading 1s).
+  Tensor kron(const Tensor& other, KILN_LOC) const;
+  /// Rotated k quarter turns in the plane of dims (from the first towards the second).
+  Tensor rot90(int64_t k = 1, std::vector<int64_t> dims = {0, 1}, KILN_LOC) const;
+  /// The count of elements in each of `bins` equal bins over [min, max] (the
+  /// data's range when min = max); elements outside are not counted.
+  Tensor histc(int64_t bins = 100, Scalar min = 0, Scalar max = 0, KILN_LOC) const;
+  /// this + value * t1 * t2, and this + value * t1 / t2.
+  Tensor addcmul(const Tensor& t1, const Tensor& t2, Scalar value = 1, KILN_LOC) const;
+  Tensor addcdiv(const Tensor& t1, const Tensor& t2, Scalar value = 1, KILN_LOC) const;
+  /// A copy with `value` in the slices `index` along dim (torch.index_fill).
+  Tensor index_fill(int64_t dim, const Tensor& index, Scalar value, KILN_LOC) const;
+  /// A copy with source's slices written at `index` along dim (torch.index_copy;
+  /// a slice named twice gets the mean, as scatter).
+  Tensor index_copy(int64_t dim, const Tensor& index, const Tensor& source, KILN_LOC) const;
+  /// The elements at flat positions `index` (negative from the end), in index's shape.
+  Tensor take(const Tensor& index, KILN_LOC) const;
+  /// The windows of `size` elements every `step` along dim: that dim becomes the
+  /// window count and a last dim of `size` is added (Tensor.unfold; a copy).
+  Tensor unfold(int64_t dim, int64_t size, int64_t step, KILN_LOC) const;
+  /// repeat() with leading 1s added to `reps` when it is shorter than dim().
+  Tensor tile(std::vector<int64_t> reps, KILN_LOC) const;
+  /// The number of non-zero elements, of all or over dims (int64).
+  Tensor count_nonzero(std::vector<int64_t> dims = {}, KILN_LOC) const;
+  /// Sum and mean that skip NaN (nanmean of only NaN is NaN).
+  Tensor nansum(std::vector<int64_t> dims = {}, bool keepdim = false, KILN_LOC) const;
+  Tensor nanmean(std::vector<int64_t> dims = {}, bool keepdim = false, KILN_LOC) const;
+  /// log(p / (1 - p)), p clamped to [eps, 1 - eps] when eps is given.
+  Tensor logit(std::optional<double> eps = std::nullopt, KILN_LOC) const;
+  /// this * log(other), 0 where this is 0 (NaN where other is NaN).
+  Tensor xlogy(const Tensor& other, KILN_LOC) const;
+  /// sin(pi x) / (pi x), 1 at 0.
+  Tensor sinc(KILN_LOC) const;
+  Tensor deg2rad(KILN_LOC) const;
+  Tensor rad2deg(KILN_LOC) const;
+  /// x - trunc(x).
+  Tensor frac(KILN_LOC) const;
+  /// Whether the sign bit is set (true for -0.0).
+  Tensor signbit(KILN_LOC) const;
+  /// |this| with the sign of other (its sign bit: -0.0 counts as negative).
+  Tensor copysign(const Tensor& other, KILN_LOC) const;
+  /// pow in float64.
+  Tensor float_power(const Tensor& exponent, KILN_LOC) const;
+  Tensor float_power(Scalar exponent, KILN_LOC) const;
+  // libtorch's other names.
+  Tensor true_divide(const Tensor& other, KILN_LOC) const { return div(other, loc); }
+  Tensor clip(std::optional<Scalar> min, std::optional<Scalar> max, KILN_LOC) const {
+    return clamp(min, max, loc);
+  }
+  Tensor absolute(KILN_LOC) const { return abs(loc); }
+  Tensor negative(KILN_LOC) const { return neg(loc); }
+  Tensor sgn(KILN_LOC) const { return sign(loc); }
+  // In place (frontend/tensor_inplace.cpp): the op above, then one write.
+  Tensor& lerp_(const Tensor& end, Scalar weight, KILN_LOC);
+  Tensor& lerp_(const Tensor& end, const Tensor& weight, KILN_LOC);
+  Tensor& addcmul_(const Tensor& t1, const Tensor& t2, Scalar value = 1, KILN_LOC);
+  Tensor& addcdiv_(const Tensor& t1, const Tensor& t2, Scalar value = 1, KILN_LOC);
+  Tensor& index_fill_(int64_t dim, const Tensor& index, Scalar value, KILN_LOC);
+  Tensor& index_copy_(int64_t dim, const Tensor& index, const Tensor& source, KILN_LOC);
+  /// `value` on the main diagonal of a matrix (of a tensor whose dims are all
+  /// equal); with wrap, a tall matrix's diagonal starts again below every
+  /// (columns + 1)-th row, as PyTorch's.
+  Tensor& fill_diagonal_(Scalar value, bool wrap = false, KILN_LOC);
+  Tensor& clip_(std::optional<Scalar> min, std::optional<Scalar> max, KILN_LOC) { return clamp_(min, max, loc); }
+
+  // ---- selections whose size the data decides (frontend/tensor_select.cpp) ----
+  // Eager only: inside a trace they are an error naming the line, as unique
+  // (a traced plan has static shapes, as jax.jit's).
+  /// The elements where the (broadcast) bool mask is true, as a 1-D tensor; the
+  /// gradient goes back to those elements.
+  Tensor masked_select(const Tensor& mask, KILN_LOC) const;
+  /// The int64 indices [n, dim()] of the non-zero elements, in row-major order.
+  Tensor nonzero(KILN_LOC) const;
+  Tensor argwhere(KILN_LOC) const { return nonzero(loc); }
+  /// How often each value 0..max occurs in a 1-D non-negative integer tensor
+  /// (at least minlength bins), or the sum of `weights` falling in each.
+  Tensor bincount(const Tensor& weights = Tensor(), int64_t minlength = 0, KILN_LOC) const;
+
   // In place: fills from the global generator (manual_seed), and ops whose
   // result is written back in this tensor's dtype (x.eq_(y) leaves 1 and 0).
   Tensor& uniform_(double from = 0, double to = 1, KILN_LOC);
@@ -725,3 +890,4 @@ struct TensorIndex {
 
 #include "frontend/creation.h"
 #include "frontend/tensor_accessor.h"
+#include "frontend/tensor_extra.h"

@@ -182,12 +182,16 @@ Tensor& Tensor::index_put_(const std::vector<indexing::TensorIndex>& indices, co
       trailing.resize(sizes().size(), 1);
       return copy_(masked_fill(t->reshape(trailing, l), value.reshape({}, l), l), l);
     }
+  // Tensors alone: advanced assignment, x[rows, cols] = v.
+  std::vector<Tensor> tensors;
   for (const indexing::TensorIndex& i : indices)
-    if (std::holds_alternative<Tensor>(i.what))
-      throw Error(
-          "index_put_: a tensor index with other indices is not supported (expected integers, "
-          "slices, None or Ellipsis, or one tensor alone)",
-          here(l));
+    if (const Tensor* t = std::get_if<Tensor>(&i.what)) tensors.push_back(*t);
+  if (!tensors.empty() && tensors.size() == indices.size()) return index_put_(tensors, value, false, l);
+  if (!tensors.empty())
+    throw Error(
+        "index_put_: tensor indices mixed with other indices are not supported (expected integers, "
+        "slices, None or Ellipsis, or tensors alone)",
+        here(l));
   Tensor view = index(indices, l);
   // Leading dims of size 1 beyond the target's rank are dropped, as libtorch's
   // indexing assignment does (x[0][0] = tensor({5.f})).
@@ -201,11 +205,45 @@ Tensor& Tensor::index_put_(const std::vector<indexing::TensorIndex>& indices, Sc
   return index_put_(indices, full({}, value, TensorOptions(dtype()).device(device()), l), l);
 }
 
-Tensor Tensor::addmm(const Tensor& mat1, const Tensor& mat2, Scalar beta, Scalar alpha,
-                     Loc l) const {
-  Tensor prod = mat1.mm(mat2, l);
-  if (alpha.toDouble() != 1) prod = prod.mul(alpha, l);
-  return (beta.toDouble() == 1 ? *this : mul(beta, l)).add(prod, 1, l);
+Tensor& Tensor::lerp_(const Tensor& end, Scalar weight, Loc l) {
+  return write(*this, lerp(end, weight, l), l);
+}
+Tensor& Tensor::lerp_(const Tensor& end, const Tensor& weight, Loc l) {
+  return write(*this, lerp(end, weight, l), l);
+}
+Tensor& Tensor::addcmul_(const Tensor& t1, const Tensor& t2, Scalar value, Loc l) {
+  return write(*this, addcmul(t1, t2, value, l), l);
+}
+Tensor& Tensor::addcdiv_(const Tensor& t1, const Tensor& t2, Scalar value, Loc l) {
+  return write(*this, addcdiv(t1, t2, value, l), l);
+}
+Tensor& Tensor::index_fill_(int64_t dim, const Tensor& index, Scalar value, Loc l) {
+  return write(*this, index_fill(dim, index, value, l), l);
+}
+Tensor& Tensor::index_copy_(int64_t dim, const Tensor& index, const Tensor& source, Loc l) {
+  return write(*this, index_copy(dim, index, source, l), l);
+}
+Tensor& Tensor::fill_diagonal_(Scalar value, bool wrap, Loc l) {
+  if (dim() < 2)
+    throw Error("fill_diagonal_: expected a tensor of at least 2 dims, got shape " + shape_str(sizes()), here(l));
+  for (int64_t d = 1; d < dim() && dim() > 2; ++d)
+    if (size(d) != size(0))
+      throw Error("fill_diagonal_: a tensor of more than 2 dims needs all dims equal, got shape " +
+                      shape_str(sizes()),
+                  here(l));
+  // Row-major positions of the diagonal: a step of the strides' sum. A tall
+  // matrix stops after its columns unless wrap; with wrap the same step goes
+  // on, which leaves one row blank after each square.
+  int64_t step = 0, stride = 1;
+  for (int64_t d = dim() - 1; d >= 0; --d) {
+    step += stride;
+    stride *= size(d);
+  }
+  const int64_t count = dim() == 2 && !wrap ? std::min(size(0), size(1)) : numel();
+  std::vector<double> mask(static_cast<size_t>(numel()), 0.0);
+  for (int64_t k = 0; k < count && k * step < numel(); ++k) mask[size_t(k * step)] = 1.0;
+  const Tensor m = from_vector(mask, sizes(), TensorOptions(kBool).device(device()), l);
+  return write(*this, where(m, full({}, value, like(*this), l), *this, l), l);
 }
 
 Tensor& Tensor::uniform_(double from, double to, Loc l) {

@@ -257,7 +257,7 @@ TEST_CASE("repeat, index_put_, addmm, param_groups and printing") {
   // they assign rows.
   z.index_put_({tensor({0})}, 1);
   CHECK(z.to_vector<float>() == std::vector<float>{1, 1, 1, 0, 7, 7});
-  KILN_CHECK_ERROR(z.index_put_({tensor({0}), 1}, 1), "a tensor index with other indices");
+  KILN_CHECK_ERROR(z.index_put_({tensor({0}), 1}, 1), "tensor indices mixed with other indices");
   // A bool mask assigns where it is true (libtorch's x.index_put_({x < 0}, 0)),
   // eagerly and traced.
   auto clip = [](Tensor x) {

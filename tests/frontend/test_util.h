@@ -75,13 +75,16 @@ inline Tensor autograd_grad(const std::function<Tensor(const Tensor&)>& f, const
 }
 
 /// t's values (as f32, flattened) against reference values `want`, each within
-/// tol * (1 + |want|).
+/// tol * (1 + |want|); a NaN or an infinity wanted must be there exactly.
 inline void check_near(const Tensor& t, const std::vector<double>& want, double tol) {
   const std::vector<double> got = t.detach().to(kFloat32).flatten().to_vector<double>();
   REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < want.size(); ++i)
-    CHECK_MESSAGE(std::abs(got[i] - want[i]) <= tol * (1 + std::abs(want[i])), "element ", i,
-                  ": ", got[i], " vs ", want[i]);
+  for (size_t i = 0; i < want.size(); ++i) {
+    const bool ok = std::isnan(want[i])   ? std::isnan(got[i])
+                    : std::isinf(want[i]) ? got[i] == want[i]
+                                          : std::abs(got[i] - want[i]) <= tol * (1 + std::abs(want[i]));
+    CHECK_MESSAGE(ok, "element ", i, ": ", got[i], " vs ", want[i]);
+  }
 }
 
 inline void check_close(const Tensor& a, const Tensor& b, double rtol = 1e-6, double atol = 1e-7) {

@@ -135,6 +135,51 @@ using kiln::allclose;
 using kiln::einsum;
 using kiln::equal;
 
+// More tensor functions (frontend/tensor_extra.h): Kiln's plain functions.
+using kiln::addbmm;
+using kiln::addmv;
+using kiln::addr;
+using kiln::aminmax;
+using kiln::argwhere;
+using kiln::baddbmm;
+using kiln::bincount;
+using kiln::block_diag;
+using kiln::bucketize;
+using kiln::cartesian_prod;
+using kiln::cdist;
+using kiln::combinations;
+using kiln::cross;
+using kiln::diag;
+using kiln::diagonal;
+using kiln::diff;
+using kiln::floor_divide;
+using kiln::heaviside;
+using kiln::histc;
+using kiln::isclose;
+using kiln::kron;
+using kiln::kthvalue;
+using kiln::lerp;
+using kiln::logical_xor;
+using kiln::masked_select;
+using kiln::median;
+using kiln::meshgrid;
+using kiln::moveaxis;
+using kiln::movedim;
+using kiln::nan_to_num;
+using kiln::nonzero;
+using kiln::repeat_interleave;
+using kiln::rot90;
+using kiln::searchsorted;
+using kiln::swapaxes;
+using kiln::swapdims;
+using kiln::tensordot;
+using kiln::trace;
+namespace linalg {
+using kiln::linalg::matrix_norm;
+using kiln::linalg::norm;
+using kiln::linalg::vector_norm;
+}  // namespace linalg
+
 namespace detail {
 
 using kiln::Loc;

@@ -220,7 +220,7 @@ Tensor conv_patches(const Tensor& x, ExpandingArray2 k, ExpandingArray2 s, Expan
 // channels (the patches' rows, channels last, a vector or more). Measured (one
 // thread, Zen 3), digits conv2 [64,16,4,4]x[32,16,3,3]: its 64 products of
 // [32,144]x[144,16] take 132 us, the tall [1024,144]x[144,32] 96 us, and the
-// forward 0.66x main's time; digits conv1 (1 channel, 8x8) 3x slower tall.
+// forward 0.70x main's time; digits conv1 (1 channel, 8x8) 3x slower tall.
 // With gradients the tall form's backward (dY permuted, col2im channels last)
 // took 1.4x the per-image one's, so training keeps that.
 constexpr int64_t kMaxTallPixels = 16, kMinTallChannels = 8;

@@ -296,11 +296,16 @@ class GroupChecker {
   // of rows of 28-34 elements took 0.32-0.96 of the separate kernels' time
   // (3x3 depthwise 32x32, 5x5 rgb 32x32); of rows of 6 and 10 (the digits
   // convs' padded 4x4 and 8x8 images), 1.6-2.1x, every tap's index a chain
-  // of scalar selects.
+  // of scalar selects. A permute that moves the last dim reads each row at a
+  // stride, one scalar load an element, so it is copied once, and the taps
+  // read that copy's rows (conv2d's channels-last patches, nn_conv.cpp: digits
+  // conv2's patch kernel 56 -> 26 us and the copy 23 us, one thread).
   bool recomputable(NodeId m) const {
     constexpr int64_t kMinRow = 16;
-    const Shape& s = g_[m].type().shape;
-    return index_only(m) && !s.empty() && s.back() >= kMinRow;
+    const Node& n = g_[m];
+    const Shape& s = n.type().shape;
+    if (s.empty() || s.back() < kMinRow || !index_only(m)) return false;
+    return n.op != OpKind::permute || n.attrs.ints(AttrKey::perm).back() == int64_t(s.size()) - 1;
   }
 
   // Whether every evaluation of member m is index arithmetic and one load: a

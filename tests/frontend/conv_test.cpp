@@ -185,6 +185,59 @@ TEST_CASE("conv2d's direct form: the gradients of im2col's, and auto picks it fo
   }
 }
 
+// Small images of several channels, without gradients: traced, the products
+// are one tall product over the batch, patches channels last [N H' W', kW kH C]
+// by the weight [kW kH C, O] (nn_conv.cpp's tall_conv), whatever the batch.
+TEST_CASE("conv2d's tall form for small images: one product over the batch, equal to direct loops") {
+  struct Config {
+    int64_t c, o, h, w, kh, kw;
+    Geo gh, gw;
+    bool bias;
+    bool tall;  // the form it takes traced
+  };
+  const Config configs[] = {
+      {16, 32, 4, 4, 3, 3, {3, 1, 1, 1}, {3, 1, 1, 1}, true, true},   // digits' second layer
+      {8, 5, 5, 7, 3, 2, {3, 2, 1, 1}, {2, 1, 0, 2}, false, true},    // stride, dilation, 3 x 5 out
+      {9, 3, 2, 3, 2, 2, {2, 1, 0, 1}, {2, 1, 1, 1}, true, true},     // 1 x 4 out
+      {4, 8, 4, 4, 3, 3, {3, 1, 1, 1}, {3, 1, 1, 1}, true, false},    // too few channels
+      {16, 8, 5, 5, 3, 3, {3, 1, 1, 1}, {3, 1, 1, 1}, true, false},   // 25 pixels out
+  };
+  for (const Config& cf : configs) {
+    for (int64_t n : {1, 3, 7, 64}) {
+      CAPTURE(cf.c);
+      CAPTURE(cf.h);
+      CAPTURE(n);
+      manual_seed(11);
+      Tensor x = randn({n, cf.c, cf.h, cf.w});
+      Tensor w = randn({cf.o, cf.c, cf.kh, cf.kw});
+      Tensor b = cf.bias ? randn({cf.o}) : Tensor();
+      const ExpandingArray2 s{cf.gh.s, cf.gw.s}, p{cf.gh.p, cf.gw.p}, d{cf.gh.d, cf.gw.d};
+      const Tensor want = reference_conv(x, w, b, cf.gh, cf.gw, 1);
+      auto f = jit([&](Tensor in) { return conv2d(in, w, b, s, p, d, 1); });
+      CHECK(max_diff(f(x), want) < 1e-4);
+      CHECK(max_diff(conv2d(x, w, b, s, p, d, 1), want) < 1e-4);  // eager: compiled the same way
+      const int64_t pixels = want.size(2) * want.size(3);
+      const std::string text = print_graph(f.graph(x));
+      // The product's line: [N H' W', O] when tall.
+      const std::string shape =
+          ": f32[" + std::to_string(n * pixels) + "," + std::to_string(cf.o) + "]";
+      const size_t at = text.find(" = matmul ");
+      REQUIRE(at != std::string::npos);
+      const std::string line = text.substr(at, text.find('\n', at) - at);
+      CHECK((line.find(shape) != std::string::npos) == cf.tall);
+    }
+  }
+  // With a gradient to take, the per-image products: the gradients equal eager's.
+  manual_seed(12);
+  Tensor x = randn({3, 16, 4, 4}).set_requires_grad(true), w = randn({8, 16, 3, 3}),
+         b = randn({8});
+  auto loss = [&](Tensor in) { return conv2d(in, w, b, 1, 1, 1, 1).tanh().sum(); };
+  Tensor gx = autograd::grad({loss(x)}, {x})[0];
+  auto f = jit([&](Tensor in) { return autograd::grad({loss(in)}, {in})[0]; });
+  CHECK(max_diff(f(x), gx) < 1e-4);
+  CHECK(print_graph(f.graph(x)).find(": f32[48,8]") == std::string::npos);
+}
+
 TEST_CASE("max_pool2d and avg_pool2d equal direct loops, ceil_mode and padding included") {
   struct Config {
     Geo g;

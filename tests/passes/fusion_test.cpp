@@ -458,6 +458,31 @@ TEST_CASE(
         "group 1 (elementwise): %3 %4 %5 %6 %7 <- %2 -> %7\n");
 }
 
+// Taps of a channels-last view (conv2d's tall patches, nn_conv.cpp): a permute
+// that moves the last dim makes each row a strided gather, one scalar load an
+// element, so it is copied once by a kernel of its own and the taps read its
+// contiguous rows; a permute that keeps the last dim is recomputed at each tap.
+TEST_CASE("fusion: a permute moving the last dim is copied once, not recomputed at each tap") {
+  auto taps = [](const std::string& x, const std::string& perm) {
+    auto tap = [&](int a) {
+      return "{dim=1, start=" + std::to_string(a) + ", end=" + std::to_string(a + 32) +
+             ", step=1}\n";
+    };
+    return plan_text(("%x = arg {index=0} : " + x + "\n%q = permute %x {perm=" + perm +
+                      "}\n%p = pad %q {dim=1, low=1, high=1, interior=0}\n%a = slice %p " +
+                      tap(0) + "%b = slice %p " + tap(1) + "%c = slice %p " + tap(2) +
+                      "%s = add %a, %b\n%t = add %s, %c\nreturn %t\n")
+                         .c_str());
+  };
+  // [32, 4] seen as [4, 32]: rows of 32 read at stride 4.
+  CHECK(taps("f32[32,4]", "[1,0]") ==
+        "group 0 (copy): %1 %2 <- %0 -> %2\n"
+        "group 1 (elementwise): %3 %4 %5 %6 %7 <- %2 -> %7\n");
+  // [32, 4, 32] seen as [4, 32, 32]: rows of 32 still contiguous.
+  CHECK(taps("f32[32,4,32]", "[1,0,2]") ==
+        "group 0 (elementwise): %1 %2 %3 %4 %5 %6 %7 <- %0 -> %7\n");
+}
+
 TEST_CASE("fusion: conv2d's bias and relu after the GEMM's reshape are its epilogue") {
   CHECK(plan_text(R"(
     %w = param {index=0} : f32[1,8,36]

@@ -508,6 +508,7 @@ BENCHMARK(BM_ColumnSum)
     ->Args({256, 1024})
     ->Args({4096, 1024})
     ->Args({16384, 256})
+    ->Args({4099, 33})
     ->Args({2049, 33})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);

@@ -15,7 +15,7 @@ int64_t column_sum_rows_per_chunk(const Shape& shape, const std::vector<int64_t>
   for (size_t d = 0; d < shape.size(); ++d) (d < dims.size() ? rows : cols) *= shape[d];
   if (cols < 16 || cols > kColumnSumMaxColumns) return 0;
   const int64_t target = kColumnSumChunk / cols;  // >= 8
-  if (rows < 2 * target) return 0;
+  if (rows < 4 * target) return 0;
   const int64_t chunks = (rows + target - 1) / target;
   return (rows + chunks - 1) / chunks;
 }

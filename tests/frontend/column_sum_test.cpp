@@ -30,14 +30,15 @@ struct Case {
 
 const std::vector<Case> kCases = {
     {{256, 1024}, {0}, true},      // the MLP's bias gradient: 8 chunks of 32 rows
-    {{2049, 33}, {0}, true},       // odd sizes: 3 chunks of 683 rows
-    {{5000, 17}, {0}, true},       // 3 chunks of 1667 rows, the last padded by one
+    {{4099, 33}, {0}, true},       // odd sizes: 5 chunks of 820 rows, the last padded by one
+    {{7711, 17}, {0}, true},       // 5 chunks of 1543 rows, the last padded by four
+    {{2049, 33}, {0}, false},      // too few elements for four chunks
     {{70, 9, 600}, {0, 1}, true},  // two leading dims: 12 chunks of 53 rows, padded by 6
     {{300, 10001}, {0}, false},    // rows wider than 4096 columns
     {{1, 1024}, {0}, false},       // one row
     {{4096, 1}, {0}, false},       // one column
     {{999, 7}, {0}, false},        // few columns
-    {{37, 129}, {0}, false},       // too few rows for two chunks
+    {{37, 129}, {0}, false},       // too few rows
 };
 
 void check_case(const Case& c, DType dt, bool prologue) {

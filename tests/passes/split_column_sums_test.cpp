@@ -41,8 +41,8 @@ TEST_CASE("split_column_sums pads the last chunk with zero rows and keeps the su
 
 TEST_CASE("split_column_sums leaves other sums alone") {
   for (const char* text : {
-           // too few rows for two chunks, rows wider than 4096 columns, few columns
-           "%0 = arg {index=0} : f32[63,1024]\n%1 = sum %0 {dims=[0], keepdim=0} : "
+           // too few rows for four chunks, rows wider than 4096 columns, few columns
+           "%0 = arg {index=0} : f32[127,1024]\n%1 = sum %0 {dims=[0], keepdim=0} : "
            "f32[1024]\nreturn %1\n",
            "%0 = arg {index=0} : f32[300,4097]\n%1 = sum %0 {dims=[0], keepdim=0} : "
            "f32[4097]\nreturn %1\n",
@@ -62,14 +62,15 @@ TEST_CASE("split_column_sums leaves other sums alone") {
     CHECK(run_on(split_column_sums, text) == text);
   }
   CHECK(column_sum_rows_per_chunk({256, 1024}, {0}) == 32);
-  CHECK(column_sum_rows_per_chunk({64, 1024}, {0}) == 32);
-  CHECK(column_sum_rows_per_chunk({63, 1024}, {0}) == 0);
-  CHECK(column_sum_rows_per_chunk({5000, 17}, {0}) == 1667);
+  CHECK(column_sum_rows_per_chunk({128, 1024}, {0}) == 32);
+  CHECK(column_sum_rows_per_chunk({127, 1024}, {0}) == 0);
+  CHECK(column_sum_rows_per_chunk({7711, 17}, {0}) == 1543);
+  CHECK(column_sum_rows_per_chunk({2049, 33}, {0}) == 0);
   CHECK(column_sum_rows_per_chunk({256, 1024}, {1}) == 0);
 }
 
 TEST_CASE("a split column sum computes the one sum's values, f32 and f64") {
-  for (const char* type : {"f32[256,1024]", "f32[5000,17]", "f64[2049,33]", "f64[70,9,600]"}) {
+  for (const char* type : {"f32[256,1024]", "f32[7711,17]", "f64[4099,33]", "f64[70,9,600]"}) {
     const std::string t = type;
     const std::string dims = t.find(",9,") != std::string::npos ? "[0,1]" : "[0]";
     const std::string text =

@@ -239,6 +239,7 @@ bool Lowering::lower_column_reduction(const std::vector<Value>& outs,
     if (rdims[i] != rdims[0] + int64_t(i)) return false;
   int64_t sums = 1;
   for (int64_t d = 0; d < rdims[0]; ++d) sums *= rs_.in_shape[size_t(d)];
+  if (sums == 0) return false;
   const int64_t inner = rs_.rows / sums, extent = rs_.extent;
   // A long sum would fold in f64 (as the row form does); rows of few columns
   // are as well served one element per iteration.

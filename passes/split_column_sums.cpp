@@ -55,23 +55,13 @@ std::vector<int64_t> split_dims(const Graph& g, const Node& n) {
 }  // namespace
 
 Graph split_column_sums(const Graph& g) {
-  Graph out;
-  Builder b(out);
-  ValueMap map(g);
-  for (NodeId id = 0; id < g.size(); ++id) {
-    const Node& n = g[id];
+  return replace_nodes(g, [&](Builder& b, const Node& n, Value x) -> std::optional<Value> {
     const std::vector<int64_t> dims = split_dims(g, n);
     const int64_t h =
         dims.empty() ? 0 : column_sum_rows_per_chunk(g.type(n.operands[0]).shape, dims);
-    if (h > 0) {
-      b.loc = n.loc;
-      map.set(Value(id), split(b, n, map(n.operands[0]), int64_t(dims.size()), h));
-      continue;
-    }
-    copy_node(g, id, out, map);
-  }
-  copy_outputs(g, out, map);
-  return out;
+    if (h == 0) return std::nullopt;
+    return split(b, n, x, int64_t(dims.size()), h);
+  });
 }
 
 }  // namespace kiln

@@ -7,20 +7,12 @@
 // backward (behind tanh). A traced sum has the same bits at every thread count.
 #include "test_util.h"
 
-#include <cstring>
-
 #include "passes/split_column_sums.h"
 #include "runtime/thread_pool.h"
 
 using namespace kiln;
 
 namespace {
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  Tensor x = a.contiguous(), y = b.contiguous();
-  return x.sizes() == y.sizes() && x.dtype() == y.dtype() &&
-         std::memcmp(x.data_ptr(), y.data_ptr(), size_t(x.numel() * x.element_size())) == 0;
-}
 
 struct Case {
   std::vector<int64_t> shape;
@@ -69,7 +61,7 @@ void check_case(const Case& c, DType dt, bool prologue) {
   const int threads = num_threads();
   for (int n : {1, 3}) {
     set_num_threads(n);
-    CHECK(same_bits(traced(dy, h), t1));
+    CHECK(test::same_bits(traced(dy, h), t1));
   }
   set_num_threads(threads);
 }

@@ -484,6 +484,35 @@ BENCHMARK(BM_LayerNormRows)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
+// A sum over the rows of [rows, cols] (a bias's gradient), traced: chunks of
+// rows into partial sums, then the partials (passes/split_column_sums.h), where
+// the shape splits. Bytes: the input once.
+void BM_ColumnSum(benchmark::State& state) {
+  manual_seed(0);
+  const Tensor x = randn({state.range(0), state.range(1)});
+  auto traced = jit([](Tensor t) { return t.sum(0); }, "bench");
+  traced(x);
+  const bench::CoresHeld held;
+  for (auto _ : state) {
+    Tensor y = traced(x);
+    benchmark::DoNotOptimize(y.impl());
+  }
+  const double bytes = 4.0 * static_cast<double>(x.numel());
+  report_bytes(state, bytes, held);
+  report_paired_triad(state, bytes, [&] {
+    Tensor y = traced(x);
+    benchmark::DoNotOptimize(y.impl());
+  });
+}
+BENCHMARK(BM_ColumnSum)
+    ->Args({256, 1024})
+    ->Args({4096, 1024})
+    ->Args({16384, 256})
+    ->Args({4099, 33})
+    ->Args({2049, 33})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
 // BM_UnaryInCache's roofline for the row kernels: softmax rows of 4096 and
 // layer-norm rows of 1024 (BM_SoftmaxRows, BM_LayerNormRows), traced and fused,
 // over 256 KiB of rows (in and out: L2) on the pool, so that memory plays no

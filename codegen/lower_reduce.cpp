@@ -231,18 +231,27 @@ bool Lowering::lower_column_reduction(const std::vector<Value>& outs,
   const DType t = n.type().dtype;
   const OpKind combine = op_info(n.op).combine;
   if (is_arg_reduce(n.op) || !is_floating(t)) return false;
-  // Reduced dims first, then the kept ones (a bias's gradient: a sum over the batch).
+  // The reduced dims are one block: after it the kept columns (a bias's
+  // gradient: a sum over the batch), before it kept dims that number
+  // independent column sums (split_column_sums' chunks of rows).
+  if (rdims.empty()) return false;
   for (size_t i = 0; i < rdims.size(); ++i)
-    if (rdims[i] != int64_t(i)) return false;
-  const int64_t inner = rs_.rows, extent = rs_.extent;
+    if (rdims[i] != rdims[0] + int64_t(i)) return false;
+  int64_t sums = 1;
+  for (int64_t d = 0; d < rdims[0]; ++d) sums *= rs_.in_shape[size_t(d)];
+  if (sums == 0) return false;
+  const int64_t inner = rs_.rows / sums, extent = rs_.extent;
   // A long sum would fold in f64 (as the row form does); rows of few columns
   // are as well served one element per iteration.
   if (inner < 16 || extent < 2 || (combine == OpKind::add && extent > 65536)) return false;
   // Blocks of the largest divisor of the columns in [8, 256]; when none divides
   // them (a prime count), blocks of 128 with the last one's spare columns
-  // skipped by a guard.
+  // skipped by a guard. With several sums, blocks of up to 4096 columns (whole
+  // rows, as a rule): the sums keep the threads busy, and a block is read as
+  // runs of whole rows, which the prefetcher follows.
+  const int64_t widest = sums > 1 ? 4096 : 256;
   int64_t block = 0;
-  for (int64_t b = std::min<int64_t>(256, inner); b >= 8 && block == 0; --b)
+  for (int64_t b = std::min<int64_t>(widest, inner); b >= 8 && block == 0; --b)
     if (inner % b == 0) block = b;
   const bool ragged = block == 0;
   if (ragged) block = 128;
@@ -256,10 +265,19 @@ bool Lowering::lower_column_reduction(const std::vector<Value>& outs,
                          : column_bufs.emplace_back()) = add_output(v);
   }
   kir::Kernel& kernel = kb_.kernel();
-  kernel.range = (inner + block - 1) / block;
+  const int64_t blocks = (inner + block - 1) / block;
+  kernel.range = sums * blocks;
   const ValueId i0 = kb_.index(0);
   kb_.set_upper_bound(i0, kernel.range);
-  const ValueId first = kb_.binary(ScalarOp::mul, i0, kb_.iconst(block));
+  // Outer iteration i0 is block i0 % blocks of sum i0 / blocks: its columns
+  // start at `first` (counted in the sum), its outputs at `out0` + first, its
+  // input rows at `in0` + row * inner + first.
+  // (With one sum, i0 < blocks: the division folds to 0 and the remainder to i0.)
+  const ValueId sum = kb_.binary(ScalarOp::idiv, i0, kb_.iconst(blocks));
+  const ValueId first = kb_.binary(
+      ScalarOp::mul, kb_.binary(ScalarOp::imod, i0, kb_.iconst(blocks)), kb_.iconst(block));
+  const ValueId out0 = kb_.binary(ScalarOp::mul, sum, kb_.iconst(inner));
+  const ValueId in0 = kb_.binary(ScalarOp::mul, sum, kb_.iconst(inner * extent));
   const kir::Immediate id_v = kir::identity_of(n.op, t);
   const ScalarOp fold = kir::combine_of(n.op);
   // A loop over the block's columns (inside the guard when ragged); the column.
@@ -268,19 +286,22 @@ bool Lowering::lower_column_reduction(const std::vector<Value>& outs,
     if (ragged) kb_.begin_if(kb_.binary(ScalarOp::lt, col, kb_.iconst(inner)));
     return col;
   };
+  auto output_at = [&](ValueId col) { return kb_.binary(ScalarOp::add, out0, col); };
   auto end_columns = [&] {
     if (ragged) kb_.end_if();
     kb_.end_loop();
   };
   {  // the block starts at the identity
     const ValueId col = begin_columns();
-    kb_.store(ob, col, kb_.constant(t, id_v.f));
+    kb_.store(ob, output_at(col), kb_.constant(t, id_v.f));
     end_columns();
   }
   // then each row's run of the block's columns is folded in, in row order
   const ValueId r = kb_.index(kb_.begin_loop(extent));
-  const ValueId row_start = kb_.binary(ScalarOp::mul, r, kb_.iconst(inner));
+  const ValueId row_start =
+      kb_.binary(ScalarOp::add, in0, kb_.binary(ScalarOp::mul, r, kb_.iconst(inner)));
   const ValueId col = begin_columns();
+  const ValueId at = output_at(col);
   Coords c;
   c.shape = rs_.in_shape;
   c.linear = kb_.binary(ScalarOp::add, row_start, col);
@@ -288,12 +309,12 @@ bool Lowering::lower_column_reduction(const std::vector<Value>& outs,
   std::vector<ValueId> vals;
   for (Value v : full) vals.push_back(eval(v, c));
   for (size_t i = 0; i < full.size(); ++i) kb_.store(full_bufs[i], linear(c), vals[i]);
-  kb_.store(ob, col, kb_.binary(fold, kb_.load(ob, col), x));
+  kb_.store(ob, at, kb_.binary(fold, kb_.load(ob, at), x));
   end_columns();
   kb_.end_loop();
   if (!per_column.empty()) {
     in_buf_[Value(reds[0])] = ob;  // the result, read back like an input
-    const ValueId at = begin_columns();
+    const ValueId at = output_at(begin_columns());
     std::vector<ValueId> vals;
     for (Value v : per_column) {
       Coords rc;

@@ -3,8 +3,8 @@
 //     00_traced.kir                      the graph as traced
 //     01_partition.kir                   the forward, and the backward as comments, of a
 //                                        call whose outputs require grad (passes/partition.h)
-//     02_simplify.kir ... 07_<pass>.kir  the graph after each pass ("unchanged" if so)
-//     08_fusion.txt ... 14_accumulate.txt  the schedule's steps (passes/schedule.h) and the
+//     02_simplify.kir ... 08_<pass>.kir  the graph after each pass ("unchanged" if so)
+//     09_fusion.txt ... 15_accumulate.txt  the schedule's steps (passes/schedule.h) and the
 //                                        lower stage: groups, folded transposes, collectives,
 //                                        buffers, outputs kernels may store over inputs,
 //                                        in-place updates, accumulating matmuls

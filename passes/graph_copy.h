@@ -2,8 +2,10 @@
 // skeleton the graph-to-graph passes (dce, cse, fold_constants, simplify) share.
 #pragma once
 
+#include <optional>
 #include <vector>
 
+#include "ir/builder.h"
 #include "ir/graph.h"
 
 namespace kiln {
@@ -40,6 +42,31 @@ inline void copy_outputs(const Graph& src, Graph& dst, const ValueMap& map) {
   for (Value v : src.outputs) dst.outputs.push_back(map(v));
   dst.updates.clear();
   for (const ParamUpdate& u : src.updates) dst.updates.push_back({u.param, map(u.value)});
+}
+
+/// A copy of g in which `replace(b, n, x)` may stand for a one-result node n with
+/// operand x (g's first operand, mapped into the copy): it builds the
+/// replacement with b (whose loc is n's) and returns it, or returns
+/// std::nullopt to copy n as it is. The skeleton of the passes that rewrite one
+/// kind of node into several (split_scans, split_column_sums).
+template <class F>
+Graph replace_nodes(const Graph& g, F replace) {
+  Graph out;
+  Builder b(out);
+  ValueMap map(g);
+  for (NodeId id = 0; id < g.size(); ++id) {
+    const Node& n = g[id];
+    if (!n.operands.empty() && n.results.size() == 1) {
+      b.loc = n.loc;
+      if (std::optional<Value> v = replace(b, n, map(n.operands[0]))) {
+        map.set(Value(id), *v);
+        continue;
+      }
+    }
+    copy_node(g, id, out, map);
+  }
+  copy_outputs(g, out, map);
+  return out;
 }
 
 }  // namespace kiln

@@ -13,6 +13,7 @@
 #include "passes/cse.h"
 #include "passes/dce.h"
 #include "passes/simplify.h"
+#include "passes/split_column_sums.h"
 #include "passes/split_scans.h"
 
 namespace kiln {
@@ -38,6 +39,7 @@ constexpr Stage kStages[] = {
     {"cse", cse},
     {"dce", dce},
     {"split_scans", split_scans},
+    {"split_column_sums", split_column_sums},
     {"bucket_collectives", bucket_collectives},
     {"fusion", nullptr, ss::fuse, ss::fuse_str},
     {"fold_transposes", nullptr, ss::fold_transposes, ss::fold_transposes_str},

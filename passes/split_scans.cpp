@@ -63,23 +63,13 @@ Value split(Builder& b, const Node& n, Value x, int64_t chunk) {
 }  // namespace
 
 Graph split_scans(const Graph& g) {
-  Graph out;
-  Builder b(out);
-  ValueMap map(g);
-  for (NodeId id = 0; id < g.size(); ++id) {
-    const Node& n = g[id];
-    if (op_info(n.op).category == OpCategory::Scan && n.type().rank() > 0) {
-      const int64_t d = normalize_dim(n.attrs.i(AttrKey::dim), n.type().rank());
-      if (const int64_t chunk = scan_chunk(n.type().shape, d)) {
-        b.loc = n.loc;
-        map.set(Value(id), split(b, n, map(n.operands[0]), chunk));
-        continue;
-      }
-    }
-    copy_node(g, id, out, map);
-  }
-  copy_outputs(g, out, map);
-  return out;
+  return replace_nodes(g, [](Builder& b, const Node& n, Value x) -> std::optional<Value> {
+    if (op_info(n.op).category != OpCategory::Scan || n.type().rank() == 0) return std::nullopt;
+    const int64_t d = normalize_dim(n.attrs.i(AttrKey::dim), n.type().rank());
+    const int64_t chunk = scan_chunk(n.type().shape, d);
+    if (chunk == 0) return std::nullopt;
+    return split(b, n, x, chunk);
+  });
 }
 
 }  // namespace kiln

@@ -252,8 +252,12 @@ TEST_CASE("a reduction over leading dims walks blocks of contiguous columns") {
       {OpKind::min, {33, 2, 64}, {0}, true},
       {OpKind::sum, {40, 257}, {0}, true},  // 257 columns (prime): blocks of 128, the last guarded
       {OpKind::max, {9, 2741}, {0}, true},
-      {OpKind::sum, {6, 64, 5}, {1}, false},   // a middle dim: the row form
-      {OpKind::sum, {70000, 16}, {0}, false},  // a long sum folds in f64
+      {OpKind::sum, {8, 32, 1024}, {1}, true},     // chunks of rows (split_column_sums): whole rows
+      {OpKind::sum, {3, 50, 257}, {1}, true},      // several sums of a prime count of columns
+      {OpKind::max, {4, 5, 7, 40}, {1, 2}, true},  // several sums over two dims
+      {OpKind::sum, {2, 3, 8200}, {1}, true},      // rows wider than 4096: blocks of 4100
+      {OpKind::sum, {6, 64, 5}, {1}, false},       // a middle dim of few columns: the row form
+      {OpKind::sum, {70000, 16}, {0}, false},      // a long sum folds in f64
   };
   for (const Case& c : cases) {
     for (DType dt : {DType::f32, DType::f64}) {

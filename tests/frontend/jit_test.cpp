@@ -305,14 +305,14 @@ TEST_CASE("dumps hold every stage and vectorized kernels") {
   // The partition, the pipeline's passes, then the schedule's steps, numbered in order.
   CHECK(read_file(sig / "01_partition.kir").find("// pass partition: unchanged") == 0);
   CHECK(fs::exists(sig / "02_simplify.kir"));
-  CHECK(fs::exists(sig / "08_fusion.txt"));
-  CHECK(fs::exists(sig / "09_fold_transposes.txt"));
-  CHECK(fs::exists(sig / "10_collectives.txt"));
-  CHECK(fs::exists(sig / "11_memory.txt"));
-  CHECK(fs::exists(sig / "12_lower.txt"));
-  CHECK(fs::exists(sig / "13_in_place.txt"));
-  CHECK(fs::exists(sig / "14_accumulate.txt"));
-  CHECK(read_file(sig / "08_fusion.txt").find("// schedule step fusion") == 0);
+  CHECK(fs::exists(sig / "09_fusion.txt"));
+  CHECK(fs::exists(sig / "10_fold_transposes.txt"));
+  CHECK(fs::exists(sig / "11_collectives.txt"));
+  CHECK(fs::exists(sig / "12_memory.txt"));
+  CHECK(fs::exists(sig / "13_lower.txt"));
+  CHECK(fs::exists(sig / "14_in_place.txt"));
+  CHECK(fs::exists(sig / "15_accumulate.txt"));
+  CHECK(read_file(sig / "09_fusion.txt").find("// schedule step fusion") == 0);
   std::string summary = read_file(sig / "summary.txt");
   CHECK(summary.find("jit_test.cpp") != std::string::npos);
   bool vector_asm = false, vector_ir = false;

@@ -6,19 +6,7 @@
 // reference kernel's scalar math and LLVM's, as its elementwise op does.)
 #include "test_util.h"
 
-#include <cstring>
-
 using namespace kiln;
-
-namespace {
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  Tensor x = a.contiguous(), y = b.contiguous();
-  return x.sizes() == y.sizes() && x.dtype() == y.dtype() &&
-         std::memcmp(x.data_ptr(), y.data_ptr(), size_t(x.numel() * x.element_size())) == 0;
-}
-
-}  // namespace
 
 TEST_CASE(
     "long scans: eager and traced give the same values and gradients, cumsum and cumprod the same "
@@ -57,8 +45,8 @@ TEST_CASE(
         test::check_close(ye, yt, 1e-6, 1e-6);
         test::check_close(xe.grad(), xt.grad(), 1e-4, 1e-4);  // cancellation in the gradient
       } else {
-        CHECK(same_bits(ye, yt));
-        CHECK(same_bits(xe.grad(), xt.grad()));
+        CHECK(test::same_bits(ye, yt));
+        CHECK(test::same_bits(xe.grad(), xt.grad()));
       }
       // Against a fold in double: the chunked rounding stays small.
       if (name == "cumsum") {

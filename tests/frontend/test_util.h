@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <utility>
@@ -85,6 +86,13 @@ inline void check_near(const Tensor& t, const std::vector<double>& want, double 
                                           : std::abs(got[i] - want[i]) <= tol * (1 + std::abs(want[i]));
     CHECK_MESSAGE(ok, "element ", i, ": ", got[i], " vs ", want[i]);
   }
+}
+
+/// Same sizes, dtype and bytes (a NaN equals itself; +0 and -0 differ).
+inline bool same_bits(const Tensor& a, const Tensor& b) {
+  Tensor x = a.contiguous(), y = b.contiguous();
+  return x.sizes() == y.sizes() && x.dtype() == y.dtype() &&
+         std::memcmp(x.data_ptr(), y.data_ptr(), size_t(x.numel() * x.element_size())) == 0;
 }
 
 inline void check_close(const Tensor& a, const Tensor& b, double rtol = 1e-6, double atol = 1e-7) {

@@ -11,8 +11,9 @@ TEST_CASE(
     "the pipeline is one named list: the partition, the graph passes, then the schedule's steps") {
   CHECK(pipeline_pass_names() ==
         std::vector<std::string>{"partition", "simplify", "fold_constants", "cse", "dce",
-                                 "split_scans", "bucket_collectives", "fusion", "fold_transposes",
-                                 "collectives", "memory", "lower", "in_place", "accumulate"});
+                                 "split_scans", "split_column_sums", "bucket_collectives", "fusion",
+                                 "fold_transposes", "collectives", "memory", "lower", "in_place",
+                                 "accumulate"});
   Graph g = ir(R"(
     %x = arg {index=0} : f32[4]
     %y = exp %x
@@ -29,7 +30,7 @@ TEST_CASE(
   for (size_t i = 0; i < log.size(); ++i) {
     CAPTURE(i);
     CHECK(log[i].name == pipeline_pass_names()[i + 1]);
-    CHECK(log[i].graph == (i < 6));
+    CHECK(log[i].graph == (i < 7));
     CHECK_FALSE(log[i].graph_text.empty());
   }
   CHECK(print_graph(p.graph) == print_graph(g));
@@ -64,11 +65,11 @@ TEST_CASE("the pipeline simplifies, folds, merges and cleans up, logging each pa
       "return %3\n";
   CHECK(print_graph(out) == want);
   passtest::check_same_results(g, out);
-  REQUIRE(log.size() == 6);
+  REQUIRE(log.size() == 7);
   for (size_t i = 0; i < log.size(); ++i) {
     CHECK(log[i].name == pipeline_pass_names()[i + 1]);
     CHECK(log[i].ms >= 0);
-    CHECK(log[i].changed == (i < 4));  // no collectives to bucket
+    CHECK(log[i].changed == (i < 4));  // no long scans or column sums, no collectives
     verify(ir(log[i].graph_text));
   }
   CHECK(log[3].graph_text == want);
@@ -76,10 +77,10 @@ TEST_CASE("the pipeline simplifies, folds, merges and cleans up, logging each pa
   // Running it again changes nothing; without `record` no text is kept.
   std::vector<PassRecord> again, unrecorded;
   CHECK(print_graph(optimize_graph(out, PipelineOptions{true, true, {}}, &again)) == want);
-  REQUIRE(again.size() == 6);
+  REQUIRE(again.size() == 7);
   for (const PassRecord& r : again) CHECK_FALSE(r.changed);
   optimize_graph(g, PipelineOptions{false, true, {}}, &unrecorded);
-  REQUIRE(unrecorded.size() == 6);
+  REQUIRE(unrecorded.size() == 7);
   for (const PassRecord& r : unrecorded) {
     CHECK(r.ms >= 0);
     CHECK(r.graph_text.empty());

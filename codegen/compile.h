@@ -89,6 +89,7 @@ struct CompileReport {
   int64_t kernels_from_disk = 0;
   int64_t kernels_reused = 0;     // CPU kernels already loaded for another group or plan
   int64_t kernels_templated = 0;  // CPU kernels run as templates, sizes as parameters
+  int64_t kernels_streaming = 0;  // CPU kernels with streaming stores (llvm_codegen.h)
   int64_t kernels_quick = 0;      // CPU kernels compiled in the quick tier (CodeTier)
   CompileTimes kernel_times;      // summed over the CPU kernels compiled
 };

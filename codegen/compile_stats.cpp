@@ -14,6 +14,7 @@ void CompileStats::add(const CompileReport& r, size_t steps, double ms) {
   kernels_from_disk += r.kernels_from_disk;
   kernels_reused += r.kernels_reused;
   kernels_templated += r.kernels_templated;
+  kernels_streaming += r.kernels_streaming;
   for (size_t i = 0; i < r.kernels.size() && i < r.artifacts.size(); ++i)
     if (const KernelArtifacts& a = r.artifacts[i]; a.compile_ms > 0) {
       const bool compiled = !a.reused && !a.from_disk_cache;
@@ -29,6 +30,7 @@ std::string CompileStats::str() const {
   os << "compile " << compile_ms << " ms, kernels " << kernels;
   if (kernels_from_disk || kernels_reused)
     os << " (" << kernels_reused << " reused, " << kernels_from_disk << " from the disk cache)";
+  if (kernels_streaming) os << ", " << kernels_streaming << " with streaming stores";
   return os.str();
 }
 

@@ -36,6 +36,9 @@ struct CompileStats {
   /// in which kernels of one plan differ (KILN_SHARE_SIZES), are run-time
   /// parameters, and the code is shared (kernels_reused counts those already loaded).
   int64_t kernels_templated = 0;
+  /// CPU kernels that write an output with streaming (non-temporal) stores
+  /// (codegen/llvm_codegen.h: streams_stores).
+  int64_t kernels_streaming = 0;
   /// Per CPU kernel compiled or reused, in compile order: its name, milliseconds,
   /// and whether LLVM compiled it here (not the disk cache, not another kernel's
   /// code). The most recent kRecentKernels (the counters above count them all).

@@ -173,22 +173,26 @@ bool load_code(const kir::Kernel& k, const CpuCompileOptions& opts, Source from,
   LlvmJit& jit = LlvmJit::get();
   const LlvmOpt opt = pipeline_for(k, opts.opt);
   const CodeTier tier = tier_now(opts);
-  // The key: what the code means (kernel text without names) and what it was built for.
-  // The quick tier's own code (KILN_TIER=0) is never on disk; it has a key of its own
-  // so that a process loads either tier's code under the right key.
-  const std::string key_text = std::string(kCodegenVersion) + " " + KILN_CODEGEN_SOURCE_HASH +
-                               "\nllvm " + LlvmJit::llvm_version() + "\ncpu " + jit.cpu_name() +
-                               "\nfeatures " + jit.cpu_features() + "\nvector width " +
-                               std::to_string(jit.vector_width()) + "\naligned " +
-                               (opts.assume_aligned ? "1" : "0") + "\nopt " + llvm_opt_name(opt) +
-                               (tier == CodeTier::Quick ? "\ntier quick" : "") + "\n" +
-                               kir::print_kernel(k, {.names = false});
-  const std::string key = stable_hash_hex(key_text);
-  const std::string symbol = "kiln_kernel_" + key;
   LlvmEmitOptions eo;
   eo.want_texts = opts.want_artifacts;
   eo.assume_aligned = opts.assume_aligned;
   eo.opt = opt;
+  eo.stream_min_bytes = opts.stream_min_bytes;
+  eo.stream_all = opts.stream_all;
+  const bool streams = streams_stores(k, eo);
+  // The key: what the code means (kernel text without names) and what it was built for.
+  // The quick tier's own code (KILN_TIER=0) is never on disk; it has a key of its own
+  // so that a process loads either tier's code under the right key.
+  const std::string key_text =
+      std::string(kCodegenVersion) + " " + KILN_CODEGEN_SOURCE_HASH + "\nllvm " +
+      LlvmJit::llvm_version() + "\ncpu " + jit.cpu_name() + "\nfeatures " + jit.cpu_features() +
+      "\nvector width " + std::to_string(jit.vector_width()) + "\naligned " +
+      (opts.assume_aligned ? "1" : "0") + "\nopt " + llvm_opt_name(opt) +
+      (tier == CodeTier::Quick ? "\ntier quick" : "") + (streams ? "\nstreaming stores" : "") +
+      "\n" + kir::print_kernel(k, {.names = false});
+  const std::string key = stable_hash_hex(key_text);
+  const std::string symbol = "kiln_kernel_" + key;
+  out.artifacts.streaming_stores = streams;
 
   // Dumps want the texts of a kernel that is not compiled now: regenerate them
   // (the code already loaded, or the object from disk, is what runs).

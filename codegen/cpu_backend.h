@@ -65,6 +65,11 @@ struct CpuOptions : BackendOptions {
   /// batch, each block of the operand multiplied while in cache. KILN_MERGE_STEPS=0:
   /// each its own step.
   bool merge_steps = true;
+  /// Outputs of at least this many bytes are written with streaming
+  /// (non-temporal) stores where their loop allows (llvm_codegen.h:
+  /// streams_stores); 0: never (KILN_NT_STORES=0). Settings: the host's
+  /// last-level cache (frontend/settings.h).
+  int64_t stream_min_bytes = 0;
 };
 
 struct CpuCompileOptions {
@@ -103,6 +108,12 @@ struct CpuCompileOptions {
   /// Where kernels are remembered and templates made (the CPU backend's own
   /// cache): dynamic_sizes and record_only need one; null remembers nothing.
   KernelTemplateCache* templates = nullptr;
+  /// Streaming (non-temporal) stores (CpuOptions::stream_min_bytes): outputs of
+  /// at least stream_min_bytes bytes, sizes known at compile time; 0: none.
+  int64_t stream_min_bytes = 0;
+  /// Every output whose loop allows streams: an eager kernel's variant for the
+  /// calls whose outputs its caller found large (eager_kernel.h).
+  bool stream_all = false;
 };
 
 /// Compiles one group of g: lower_cpu_group, then compile_cpu_group. Throws

@@ -313,6 +313,7 @@ class CpuBackend final : public Backend {
     if (k.artifacts.reused) r.kernels_reused++;
     if (k.artifacts.templated) r.kernels_templated++;
     if (k.artifacts.quick) r.kernels_quick++;
+    if (k.artifacts.streaming_stores) r.kernels_streaming++;
     r.kernel_times += k.artifacts.times;
     step::CpuKernel run;
     run.fn = k.fn;
@@ -390,6 +391,7 @@ CpuCompileOptions cpu_compile_options(const CompileOptions& opts) {
   c.reuse_loaded = cpu.reuse_kernels;
   c.dynamic_sizes = opts.dynamic_sizes;
   c.record_only = opts.record_kernels_only;
+  c.stream_min_bytes = cpu.stream_min_bytes;
   return c;
 }
 

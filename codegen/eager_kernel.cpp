@@ -63,6 +63,7 @@ std::shared_ptr<const EagerKernel> compile(OpKind k, const Attrs& attrs, const s
   e->fn = compiled.fn;
   e->code = std::move(compiled.code);
   e->grain = info.grain;
+  e->streams = compiled.artifacts.streaming_stores;
   return e;
 }
 
@@ -76,6 +77,7 @@ std::shared_ptr<const EagerKernel> eager_cpu_kernel(OpKind k, const Attrs& attrs
   std::string key = std::string(op_name(k)) + " " + attrs_str(attrs) + " ->" + dtype_name(out);
   for (DType t : in) key += std::string(" ") + dtype_name(t);
   key += std::string(" opt ") + llvm_opt_name(opts.opt);
+  if (opts.stream_all) key += " streaming stores";
   Cache& c = cache();
   // One lock for lookups and compiles: compiles are rare (one per op, dtypes and
   // pipeline), and a second thread wanting the same kernel must wait for it anyway.

@@ -28,6 +28,7 @@ struct EagerKernel {
   CpuKernelFn fn = nullptr;
   std::shared_ptr<const void> code;  // keeps fn's code loaded
   int64_t grain = 1;                 // elements worth a thread
+  bool streams = false;  // writes with streaming stores (llvm_codegen.h: streams_stores)
 };
 
 /// The kernel of elementwise op `k` (unary, binary or ternary) with operands of
@@ -35,6 +36,9 @@ struct EagerKernel {
 /// the process (per LLVM pipeline). Throws kiln::Error if the op is not
 /// elementwise, the types do not fit it, or it cannot be compiled; a failed
 /// compile is remembered, and later calls for the same key return null at once.
+/// With opts.stream_all, the variant that writes its output with streaming
+/// (non-temporal) stores where the op allows (for calls whose output the caller
+/// found larger than the cache; llvm_codegen.h: streams_stores), a kernel of its own.
 std::shared_ptr<const EagerKernel> eager_cpu_kernel(OpKind k, const Attrs& attrs,
                                                     const std::vector<DType>& in, DType out,
                                                     const CpuCompileOptions& opts);

@@ -52,6 +52,9 @@ struct KernelArtifacts {
   /// CPU kernels: compiled now in the quick tier (CodeTier; the optimised code,
   /// with CodeTier::Tiered, follows from the background compile thread).
   bool quick = false;
+  /// CPU kernels: an output written with streaming (non-temporal) stores
+  /// (codegen/llvm_codegen.h: streams_stores).
+  bool streaming_stores = false;
 };
 
 }  // namespace kiln

@@ -15,17 +15,21 @@
 #include <llvm/IR/GlobalVariable.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsX86.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "codegen/llvm_math.h"
 #include "codegen/row_facts.h"
+#include "codegen/streamed_loop.h"
 #include "ir/error.h"
 #include "runtime/llvm_jit.h"
 
@@ -35,6 +39,25 @@ namespace {
 using kir::ScalarOp;
 using kir::StmtKind;
 using kir::ValueId;
+
+// Whether the host stores past its caches with an instruction LLVM emits for
+// `!nontemporal` (x86: movntps and its kin), and orders them with sfence.
+bool host_streams() {
+  return LlvmJit::get().cpu_features().find("+sse2") != std::string::npos;
+}
+
+// The element width, in bits, of a streamed loop's vectors: the host's widest.
+int stream_vector_bits() {
+  const LlvmJit& jit = LlvmJit::get();
+  if (jit.vector_width() != 0) return jit.vector_width();
+  return jit.cpu_features().find("+avx") != std::string::npos ? 256 : 128;
+}
+
+// The loop of k whose store streams under opts (streams_stores), if any.
+std::optional<kir::StreamedLoop> streamed_loop(const kir::Kernel& k, const LlvmEmitOptions& opts) {
+  if ((opts.stream_min_bytes <= 0 && !opts.stream_all) || !host_streams()) return std::nullopt;
+  return kir::streamed_loop(k, opts.stream_all ? 0 : opts.stream_min_bytes);
+}
 
 class Emitter {
  public:
@@ -93,7 +116,14 @@ class Emitter {
     vals_.assign(k_.values.size(), nullptr);
     loopvar_.assign(size_t(k_.num_loops), nullptr);
     plan_row_prefetch();
-    loop(0, begin, end, k_.body);
+    stream_ = streamed_loop(k_, opts_);
+    if (stream_ && !stream_->stmt)
+      streamed_pass(begin, end);
+    else
+      loop(0, begin, end, k_.body);
+    // Streaming stores are weakly ordered: fenced before the pool's join can
+    // publish them to the thread that reads the output.
+    if (stream_) b_.CreateIntrinsic(llvm::Intrinsic::x86_sse_sfence, {}, {});
     b_.CreateRetVoid();
 
     // The entry point: read the pointer table, call the body.
@@ -154,7 +184,12 @@ class Emitter {
     return t == DType::i64 ? p : b_.CreateTrunc(p, reg_type(t));
   }
 
+  // A value's type: a vector of lanes_ inside a streamed loop's vector body.
   llvm::Type* reg_type(DType t) {
+    llvm::Type* scalar = scalar_type(t);
+    return lanes_ ? llvm::FixedVectorType::get(scalar, unsigned(lanes_)) : scalar;
+  }
+  llvm::Type* scalar_type(DType t) {
     switch (t) {
       case DType::f32:
         return b_.getFloatTy();
@@ -174,7 +209,7 @@ class Emitter {
     }
     return nullptr;
   }
-  llvm::Type* mem_type(DType t) { return t == DType::b8 ? b_.getInt8Ty() : reg_type(t); }
+  llvm::Type* mem_type(DType t) { return t == DType::b8 ? b_.getInt8Ty() : scalar_type(t); }
 
   llvm::Constant* constant(DType t, double f, int64_t i) {
     if (is_floating(t)) return llvm::ConstantFP::get(reg_type(t), f);
@@ -358,8 +393,101 @@ class Emitter {
         }
       }
       llvm::Value* end = b_.CreateAdd(block, b_.getInt64(block_elems), "", true, true);
-      loop(s.ref, block, b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, end, hi), s.body);
+      pass(s, block, b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, end, hi));
     });
+  }
+
+  // Inner loop s over [lo, hi): streamed when it is the streamed loop.
+  void pass(const kir::Stmt& s, llvm::Value* lo, llvm::Value* hi) {
+    if (stream_ && stream_->stmt == &s)
+      streamed_pass(lo, hi);
+    else
+      loop(s.ref, lo, hi, s.body);
+  }
+
+  // ---- Streaming stores (streams_stores) ----
+  //
+  // The streamed loop over [lo, hi): scalar steps (the ordinary loop) up to the
+  // first element whose store address is aligned to a vector, vectors of the
+  // host's width with aligned non-temporal stores, scalar steps for the rest.
+  void streamed_pass(llvm::Value* lo, llvm::Value* hi) {
+    const kir::StreamedLoop& s = *stream_;
+    const kir::Stmt* store = nullptr;
+    for (const kir::Stmt& st : *s.body)
+      if (st.kind == StmtKind::store) store = &st;
+    const int64_t elem = dtype_size(k_.buffers[size_t(s.buffer)].dtype);
+    const int64_t vec_bytes = stream_vector_bits() / 8, lanes = vec_bytes / elem;
+    llvm::Type* i64 = b_.getInt64Ty();
+    llvm::Value* first =
+        b_.CreatePtrToInt(address(s.buffer, linear_index(store->index, lo)), i64, "nt.first");
+    // Elements before the aligned one; all of them when elements are not even
+    // aligned to their size (a view at an odd byte offset).
+    llvm::Value* to_aligned = b_.CreateAnd(b_.CreateSub(b_.getInt64(0), first), vec_bytes - 1);
+    llvm::Value* peel =
+        b_.CreateSelect(b_.CreateICmpEQ(b_.CreateAnd(first, elem - 1), b_.getInt64(0)),
+                        b_.CreateLShr(to_aligned, uint64_t(std::countr_zero(uint64_t(elem)))),
+                        b_.CreateSub(hi, lo));
+    llvm::Value* vec_lo = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b_.CreateAdd(lo, peel),
+                                                   hi, nullptr, "nt.lo");
+    llvm::Value* vec_hi =
+        b_.CreateAdd(vec_lo, b_.CreateAnd(b_.CreateSub(hi, vec_lo), -lanes), "nt.hi");
+    loop(s.var, lo, vec_lo, *s.body);
+    counted_loop("nt" + llvm::Twine(s.var), vec_lo, vec_hi, lanes, [&](llvm::Value* i) {
+      loopvar_[size_t(s.var)] = i;
+      lanes_ = int(lanes);
+      for (const kir::Stmt& st : *s.body) {
+        if (st.kind == StmtKind::store) {
+          llvm::StoreInst* out =
+              b_.CreateAlignedStore(operand(st.value), address(st.ref, linear_index(st.index, i)),
+                                    llvm::Align(uint64_t(vec_bytes)));
+          out->setMetadata(llvm::LLVMContext::MD_nontemporal,
+                           llvm::MDNode::get(ctx_, llvm::ConstantAsMetadata::get(b_.getInt32(1))));
+          continue;
+        }
+        const kir::ValueDef& d = k_.values[size_t(st.value)];
+        switch (s.lanes[size_t(st.value)]) {
+          case kir::Lanes::linear:  // computed where a load or the store uses it
+            break;
+          case kir::Lanes::uniform:
+            lanes_ = 0;
+            vals_[size_t(st.value)] = value(d);
+            lanes_ = int(lanes);
+            break;
+          default:
+            vals_[size_t(st.value)] = d.op == ScalarOp::load ? vector_load(d, i) : value(d);
+        }
+      }
+      lanes_ = 0;
+    });
+    loop(s.var, vec_hi, hi, *s.body);
+  }
+
+  // Linear value v (row offset + index) at index i.
+  llvm::Value* linear_index(kir::ValueId v, llvm::Value* i) {
+    const kir::ValueDef& d = k_.values[size_t(v)];
+    if (d.op == ScalarOp::index) return i;
+    const bool first = stream_->lanes[size_t(d.args[0])] == kir::Lanes::linear;
+    const kir::ValueId offset = d.args[first ? 1 : 0];
+    const kir::ValueDef& o = k_.values[size_t(offset)];
+    llvm::Value* off = o.op == ScalarOp::const_  ? b_.getInt64(o.iimm)
+                       : o.op == ScalarOp::param ? params_[size_t(o.ref)]
+                                                 : vals_[size_t(offset)];
+    return b_.CreateAdd(linear_index(d.args[first ? 0 : 1], i), off);
+  }
+
+  // Load d (at a linear index) for lanes_ consecutive elements from index i.
+  llvm::Value* vector_load(const kir::ValueDef& d, llvm::Value* i) {
+    llvm::Type* t = llvm::FixedVectorType::get(mem_type(d.type), unsigned(lanes_));
+    llvm::Value* v =
+        b_.CreateAlignedLoad(t, address(d.ref, linear_index(d.args[0], i)), elem_align(d.type));
+    return d.type == DType::b8 ? b_.CreateICmpNE(v, llvm::Constant::getNullValue(t)) : v;
+  }
+
+  // Value a as an operand: splat across the lanes when a vector body uses a scalar.
+  llvm::Value* operand(kir::ValueId a) {
+    llvm::Value* v = vals_[size_t(a)];
+    if (lanes_ && !v->getType()->isVectorTy()) return b_.CreateVectorSplat(unsigned(lanes_), v);
+    return v;
   }
 
   // A buffer's pointer: its alias's, when it has one (stores in place go through it).
@@ -392,7 +520,7 @@ class Emitter {
           prefetching_loop(s);
           break;
         }
-        loop(s.ref, b_.getInt64(0), extent(s), s.body);
+        pass(s, b_.getInt64(0), extent(s));
         break;
       case StmtKind::if_: {
         llvm::Function* f = b_.GetInsertBlock()->getParent();
@@ -470,7 +598,7 @@ class Emitter {
     if (is_floating(to)) return from == DType::u8 ? b_.CreateUIToFP(x, t) : b_.CreateSIToFP(x, t);
     // A float becomes a small integer through int64, wrapping (runtime/strided_loop.h: convert).
     if (is_floating(from))
-      return dtype_size(to) < 4 ? b_.CreateTrunc(b_.CreateFPToSI(x, b_.getInt64Ty()), t)
+      return dtype_size(to) < 4 ? b_.CreateTrunc(b_.CreateFPToSI(x, reg_type(DType::i64)), t)
                                 : b_.CreateFPToSI(x, t);
     return from == DType::u8 ? b_.CreateZExtOrTrunc(x, t) : b_.CreateSExtOrTrunc(x, t);
   }
@@ -478,7 +606,7 @@ class Emitter {
   llvm::Value* value(const kir::ValueDef& d) {
     const DType t = d.type;
     const bool fp = is_floating(t), boolean = t == DType::b8;
-    auto arg = [&](int i) { return vals_[size_t(d.args[i])]; };
+    auto arg = [&](int i) { return operand(d.args[i]); };
     auto arg_type = [&](int i) { return k_.values[size_t(d.args[i])].type; };
     llvm::Type* ty = reg_type(t);
     switch (d.op) {
@@ -652,7 +780,7 @@ class Emitter {
   // fmod (the sign of a) or, with `floor`, remainder (the sign of c), as the
   // reference kernels: integers by srem with x % 0 = x % -1 = 0, never trapping.
   llvm::Value* modulo(llvm::Value* a, llvm::Value* c, DType t, bool floor) {
-    if (t == DType::b8) return b_.getFalse();
+    if (t == DType::b8) return llvm::ConstantInt::getFalse(a->getType());
     llvm::Type* ty = a->getType();
     llvm::Value* zero = llvm::Constant::getNullValue(ty);
     llvm::Value* r;
@@ -714,6 +842,8 @@ class Emitter {
   std::vector<llvm::Value*> loopvar_;
   std::vector<llvm::Value*> params_;  // the run-time parameters, loaded at entry
   RowPrefetch prefetch_;
+  std::optional<kir::StreamedLoop> stream_;  // the loop whose store streams (streams_stores)
+  int lanes_ = 0;      // > 0: emitting a streamed loop's vector body (reg_type's vectors)
   bool wide_ = false;  // the kernel gets the host's vector width (target_attrs)
   std::vector<llvm::AllocaInst*> acc_val_, acc_pos_;
   std::vector<llvm::GlobalVariable*> tables_;
@@ -727,6 +857,10 @@ std::string module_text(const llvm::Module& m) {
 }
 
 }  // namespace
+
+bool streams_stores(const kir::Kernel& k, const LlvmEmitOptions& opts) {
+  return streamed_loop(k, opts).has_value();
+}
 
 bool reorders_sums(const kir::Kernel& k) {
   for (const kir::Accumulator& a : k.accs)

@@ -41,7 +41,25 @@ struct LlvmEmitOptions {
   /// split across lanes (reorders_sums): that one keeps `opt`'s pipeline, so both
   /// tiers add its elements in the order the vectoriser chose.
   bool quick = false;
+  /// Streaming (non-temporal) stores: an output of at least `stream_min_bytes`
+  /// bytes (its size known at compile time; 0: none), or with `stream_all` any
+  /// output, whose loop streams_stores admits, is stored past the cache.
+  int64_t stream_min_bytes = 0;
+  bool stream_all = false;
 };
+
+/// Whether the kernel, compiled with `opts`, writes an output with streaming
+/// (non-temporal) stores: 8 bytes moved an element of a unary op instead of 12,
+/// no read for ownership of the output's lines. An x86 host, and one loop that
+/// writes the output once, at `row offset + its index`, from lets and loads at
+/// such indices (no reduction, no branch, no inner loop, no sin or cos, no index
+/// used as data), and nowhere reads it back: the kernel's flat loop, or its last
+/// pass over a row (layer norm's output pass). That loop becomes scalar steps up
+/// to the output's first vector-aligned element, a vector loop of the host's
+/// width with aligned `!nontemporal` stores, and scalar steps for the rest; an
+/// sfence before the kernel returns makes the stores visible to the thread that
+/// joins it. The values are the ordinary stores' bit for bit.
+bool streams_stores(const kir::Kernel& k, const LlvmEmitOptions& opts);
 
 /// Whether k has a floating-point reduction the optimiser may reassociate (an
 /// unordered sum, product, max or min: its adds carry LLVM's `reassoc` flag).

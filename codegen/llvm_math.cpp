@@ -140,7 +140,8 @@ struct M {
   int mant;  // explicit mantissa bits
   int bias;
 
-  // x a float or double, or a vector of them (sin's and cos's vector variants).
+  // x a float or double, or a vector of them (sin's and cos's vector variants,
+  // a streaming-store loop's lanes: llvm_codegen.cpp).
   M(llvm::IRBuilderBase& b, llvm::Value* x)
       : b(b),
         ft(x->getType()),
@@ -666,7 +667,7 @@ struct M {
   template <class F>
   llvm::Value* in_double(llvm::Value* x, llvm::Value* y, F f) {
     if (dbl) return f(*this, x, y);
-    llvm::Type* d = b.getDoubleTy();
+    llvm::Type* d = ft->getWithNewType(b.getDoubleTy());
     llvm::Value* xd = b.CreateFPExt(x, d);
     M md(b, xd);
     return b.CreateFPTrunc(f(md, xd, b.CreateFPExt(y, d)), ft);
@@ -718,7 +719,7 @@ struct M {
     llvm::Value* ay = fabs(y);
     llvm::Value* h;
     if (!dbl) {
-      llvm::Type* d = b.getDoubleTy();
+      llvm::Type* d = ft->getWithNewType(b.getDoubleTy());
       llvm::Value* xd = b.CreateFPExt(x, d);
       llvm::Value* yd = b.CreateFPExt(y, d);
       M md(b, xd);
@@ -801,8 +802,8 @@ bool expands(kir::ScalarOp op) {
 }
 
 llvm::Value* pow(llvm::IRBuilderBase& b, llvm::Value* x, llvm::Value* y) {
-  if (x->getType()->isFloatTy()) {
-    llvm::Type* d = b.getDoubleTy();
+  if (x->getType()->getScalarType()->isFloatTy()) {
+    llvm::Type* d = x->getType()->getWithNewType(b.getDoubleTy());
     llvm::Value* xd = b.CreateFPExt(x, d);
     llvm::Value* r = M(b, xd).pow(xd, b.CreateFPExt(y, d));
     return b.CreateFPTrunc(r, x->getType());

@@ -4,8 +4,9 @@
 // manipulation, polynomials, selects; no branches, no libm calls), so the
 // loop vectoriser widens them like any other arithmetic; sin and cos alone are
 // calls of module functions with vector variants, whose lanes past |x| = 1e4
-// take libm's (one branch a vector). Each takes and returns a scalar `float` or
-// `double` value; the type picks the polynomial degree. Accuracy against
+// take libm's (one branch a vector). Each takes and returns a `float` or
+// `double` value, or (all but sin and cos) a vector of them, lane by lane the
+// scalar's bits; the type picks the polynomial degree. Accuracy against
 // correctly rounded results, for arguments in the ranges the tests sweep (sin
 // and cos: their fast path's up to |x| = 1e4, libm's 0.56 ulp past it):
 //   f32: exp, log, sin, cos, log1p, expm1 within 2 ulp; tanh, sigmoid, erf within 3 ulp; gelu

@@ -45,7 +45,7 @@ std::string CompiledProgram::summary() const {
   os << "compiled " << plan->steps.size() << " steps in " << compile_ms << " ms ("
      << report->kernels_reused << " kernels reused, " << report->kernels_from_disk
      << " from the disk cache, " << report->kernels_quick
-     << " quick; kernels: " << report->kernel_times.str() << ")";
+     << " quick, " << report->kernels_streaming << " with streaming stores; kernels: " << report->kernel_times.str() << ")";
   return os.str();
 }
 

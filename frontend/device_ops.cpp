@@ -12,8 +12,8 @@
 #include "frontend/settings.h"
 #include "frontend/tensor_impl.h"
 #include "frontend/trace_state.h"
-#include "runtime/reference.h"
 #include "runtime/plan.h"
+#include "runtime/reference.h"
 #include "runtime/sort.h"
 #include "runtime/thread_pool.h"
 
@@ -28,8 +28,7 @@ namespace {
 bool wants_compiled(OpKind k, const std::vector<Tensor>& operands, const TensorType& out) {
   const Settings& s = settings();
   if (!s.eager_kernels || !is_elementwise(k) || !(is_expensive(k) || is_math(k)) ||
-      !is_floating(out.dtype) ||
-      out.numel() < s.eager_kernel_min_elements)
+      !is_floating(out.dtype) || out.numel() < s.eager_kernel_min_elements)
     return false;
   for (const Tensor& t : operands) {
     const TensorImpl& i = *t.impl();
@@ -46,8 +45,12 @@ std::shared_ptr<const EagerKernel> compiled_kernel(OpKind k, const Attrs& attrs,
                                                    const TensorType& out) {
   std::vector<DType> in;
   for (const Tensor& t : operands) in.push_back(t.impl()->type.dtype);
+  CpuCompileOptions opts = cpu_compile_options(compile_options());
+  // The kernel is shared by every size: this call's size picks its variant.
+  opts.stream_all = opts.stream_min_bytes > 0 &&
+                    out.numel() * int64_t(dtype_size(out.dtype)) >= opts.stream_min_bytes;
   try {
-    return eager_cpu_kernel(k, attrs, in, out.dtype, cpu_compile_options(compile_options()));
+    return eager_cpu_kernel(k, attrs, in, out.dtype, opts);
   } catch (const Error& e) {  // the first failure for these dtypes; later calls get null
     std::fprintf(stderr, "kiln: eager %s (%s): no compiled kernel, the reference kernel runs: %s\n",
                  op_name(k), dtype_name(out.dtype), e.what());
@@ -72,7 +75,8 @@ std::optional<Tensor> run_compiled(OpKind k, const Attrs& attrs,
 // A library op (argsort: runtime/sort.h; attention: runtime/attention.h;
 // cluster_logprob: runtime/cluster_logprob.h) on dense copies of the operands
 // that are strided: the same functions as a CPU plan's library steps.
-Tensor library_run(OpKind k, const Attrs& attrs, const std::vector<Tensor>& operands, const TensorType& out) {
+Tensor library_run(OpKind k, const Attrs& attrs, const std::vector<Tensor>& operands,
+                   const TensorType& out) {
   std::vector<std::shared_ptr<TensorImpl>> dense;
   std::vector<const void*> data;
   for (const Tensor& t : operands) {
@@ -96,8 +100,9 @@ Tensor library_run(OpKind k, const Attrs& attrs, const std::vector<Tensor>& oper
         k == OpKind::cluster_logprob_grad ? int(attrs.i(AttrKey::which)) : -1, nullptr};
     run_cluster_logprob_step(c, data.data(), result);
   } else {
-    const step::Attention a{attention_shape(t0, operands[1].impl()->type, operands[2].impl()->type, attrs),
-                            k == OpKind::attention_grad ? int(attrs.i(AttrKey::which)) : -1, nullptr};
+    const step::Attention a{
+        attention_shape(t0, operands[1].impl()->type, operands[2].impl()->type, attrs),
+        k == OpKind::attention_grad ? int(attrs.i(AttrKey::which)) : -1, nullptr};
     run_attention_step(a, data.data(), result);
   }
   return Tensor(std::move(impl));

@@ -249,7 +249,8 @@ std::string write_dump(const std::string& dir, const std::string& function, cons
     for (const auto& s : info.sources) sum << " " << s;
     sum << "\n   range " << info.range << ", grain " << info.grain << "; reads " << info.bytes_read
         << " B, writes " << info.bytes_written << " B, " << info.flops << " flops; compile "
-        << a.compile_ms << " ms" << (a.from_disk_cache ? " (disk cache)" : "") << "\n";
+        << a.compile_ms << " ms" << (a.from_disk_cache ? " (disk cache)" : "")
+        << (a.streaming_stores ? "; nontemporal stores" : "") << "\n";
     fs::path kd = root / "kernels";
     if (!a.kernel_ir.empty())
       io::write_file_durable((kd / (info.name + ".kir")).string(), a.kernel_ir);

@@ -79,6 +79,7 @@ Settings& settings() {
     s.conv = kConv[env::choice("KILN_CONV", {"auto", "im2col", "direct"}, 0)];
     s.eager_kernels = env::flag("KILN_EAGER_KERNELS", true);
     s.warm_up = env::flag("KILN_WARM_UP", true);
+    s.stream_min_bytes = env::flag("KILN_NT_STORES", true) ? host_last_level_cache_bytes() : 0;
     return s;
   }();
   static const bool profiling = [] {
@@ -129,6 +130,7 @@ CompileOptions compile_options() {
   cpu.reuse_kernels = s.reuse_kernels;
   cpu.share_sizes = s.share_sizes;
   cpu.merge_steps = s.merge_steps;
+  cpu.stream_min_bytes = s.stream_min_bytes;
   o.set_backend_options(cpu);
   return o;
 }

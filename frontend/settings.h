@@ -30,6 +30,9 @@
 //                      expensive elementwise op on large dense operands runs a compiled kernel)
 //   KILN_WARM_UP=0     LLVM's start-up waits for the first compile (by default the
 //                      first traced call starts it on another thread while its body traces)
+//   KILN_NT_STORES=0   CPU kernels write every output with ordinary stores (by default an
+//                      output at least as large as the last-level cache, written once,
+//                      streams past the cache: codegen/llvm_codegen.h, streams_stores)
 #pragma once
 
 #include <string>
@@ -87,6 +90,14 @@ struct Settings {
   /// KILN_WARM_UP=0 turns this off.
   bool warm_up = true;
   int64_t eager_kernel_min_elements = int64_t{1} << 15;
+  /// CPU kernels (traced, and eager ops' compiled kernels) write an output of at
+  /// least this many bytes with streaming (non-temporal) stores where its loop
+  /// allows (codegen/llvm_codegen.h: streams_stores): no read of the output's
+  /// lines before they are written, so a third less memory traffic for a unary
+  /// op. The default is the host's last-level cache (an output that large is out
+  /// of cache by the time anything reads it); smaller outputs keep ordinary
+  /// stores, which leave them in cache for the next op. KILN_NT_STORES=0: 0, never.
+  int64_t stream_min_bytes = 0;
 };
 
 struct CompileOptions;

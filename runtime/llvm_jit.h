@@ -9,6 +9,7 @@
 // runtime file that includes LLVM (DESIGN.md, "Layers").
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -46,6 +47,12 @@ const char* llvm_opt_name(LlvmOpt o);  // "fast", "full", "none"
 ///   Optimised: the optimised code only, compiled before the call goes on (KILN_TIER=1).
 enum class CodeTier { Tiered, Quick, Optimised };
 const char* code_tier_name(CodeTier t);  // "tiered", "0", "1"
+
+/// The host's last-level cache in bytes (one cache's: Linux's
+/// /sys/devices/system/cpu/cpu0/cache, else the C library's; 32 MiB when neither
+/// says): the size
+/// past which an output streams (frontend/settings.h: stream_min_bytes).
+int64_t host_last_level_cache_bytes();
 
 class LlvmJit {
  public:

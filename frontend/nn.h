@@ -150,7 +150,7 @@ class Module : public std::enable_shared_from_this<Module> {
 
   std::string name_;
   bool training_ = true;
-  std::vector<std::pair<std::string, Tensor>> params_;
+  OrderedDict<std::string, Tensor> params_ = OrderedDict<std::string, Tensor>("Parameter");
   std::vector<std::pair<std::string, Tensor>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
 };

@@ -9,6 +9,7 @@
 #include "frontend/autograd.h"
 #include "frontend/dispatch.h"
 #include "frontend/nn.h"
+#include "frontend/nn_bag.h"
 #include "frontend/trace_state.h"
 
 namespace kiln::nn {
@@ -404,30 +405,10 @@ std::string BatchNormImpl::repr() const {
 
 EmbeddingImpl::EmbeddingImpl(const EmbeddingOptions& o)
     : Module("Embedding"), num_embeddings(o.num_embeddings()), embedding_dim(o.embedding_dim()) {
-  const int64_t n = num_embeddings, dim = embedding_dim;
-  const std::string what = "Embedding(" + std::to_string(n) + ", " + std::to_string(dim) + ")";
-  if (n <= 0 || dim <= 0) throw Error(what + ": expected sizes > 0");
-  if (o.max_norm() || o.scale_grad_by_freq() || o.sparse())
-    throw Error(what + ": max_norm, scale_grad_by_freq and sparse are not supported (Kiln's "
-                "embedding has dense gradients and leaves the table's norms alone)");
-  if (o.padding_idx()) {
-    const int64_t p = *o.padding_idx();
-    if (p < -n || p >= n)
-      throw Error(what + ": padding_idx " + std::to_string(p) + " is not a row of the table");
-    padding_idx = p < 0 ? p + n : p;
-  }
-  if (o._weight().defined()) {
-    if (o._weight().sizes() != Shape{n, dim})
-      throw Error(what + ": expected _weight of shape [" + std::to_string(n) + ", " +
-                  std::to_string(dim) + "], got " + shape_str(o._weight().sizes()));
-    weight = register_parameter("weight", o._weight());
-  } else {
-    weight = register_parameter("weight", randn({n, dim}));
-    if (padding_idx >= 0) {
-      NoGradGuard no_grad;
-      weight.select(0, padding_idx).fill_(Scalar(0.0));
-    }
-  }
+  padding_idx = detail::register_embedding_table(
+      *this, "Embedding(" + std::to_string(num_embeddings) + ", " + std::to_string(embedding_dim) + ")",
+      num_embeddings, embedding_dim, o.padding_idx(), o._weight(),
+      o.max_norm() || o.scale_grad_by_freq() || o.sparse(), weight);
 }
 Tensor EmbeddingImpl::forward(const Tensor& indices, Loc l) {
   return functional::embedding(indices, weight, padding_idx, l);

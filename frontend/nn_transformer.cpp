@@ -210,18 +210,9 @@ AnyModule AnyModule::clone(const std::optional<Device>& device) const {
 
 TransformerEncoderImpl::TransformerEncoderImpl(TransformerEncoderOptions o)
     : Module("TransformerEncoder"), options(std::move(o)) {
-  if (options.encoder_layer().is_empty())
-    throw Error("TransformerEncoder: expected an encoder layer, got an empty holder");
-  if (options.num_layers() < 0)
-    throw Error("TransformerEncoder: expected num_layers >= 0, got " +
-                std::to_string(options.num_layers()));
-  layers = register_module("layers", ModuleHolder<ModuleListImpl>());
-  for (int64_t i = 0; i < options.num_layers(); ++i)
-    layers->push_back(options.encoder_layer()->clone());
-  if (!options.norm().is_empty()) {
-    norm = options.norm().clone();
-    register_module_ptr("norm", norm.ptr());
-  }
+  std::tie(layers, norm) =
+      detail::register_layer_stack(*this, "TransformerEncoder", options.encoder_layer().ptr(),
+                                   options.num_layers(), options.norm());
 }
 
 Tensor TransformerEncoderImpl::forward(const Tensor& src, const Tensor& src_mask,
@@ -230,7 +221,29 @@ Tensor TransformerEncoderImpl::forward(const Tensor& src, const Tensor& src_mask
   for (size_t i = 0; i < layers->size(); ++i)
     out =
         layers->at<TransformerEncoderLayerImpl>(i).forward(out, src_mask, src_key_padding_mask, l);
-  return norm.is_empty() ? out : norm.forward(out, l);
+  return norm.is_empty() ? out : norm.forward(TensorAt(out, l));
 }
 
 }  // namespace kiln::nn
+
+namespace kiln {
+
+std::pair<nn::ModuleHolder<nn::ModuleListImpl>, nn::AnyModule> detail::register_layer_stack(
+    nn::Module& owner, const char* what, const std::shared_ptr<nn::Module>& layer,
+    int64_t num_layers, const nn::AnyModule& norm) {
+  if (!layer) throw Error(std::string(what) + ": expected a layer, got an empty holder");
+  if (num_layers < 0)
+    throw Error(std::string(what) + ": expected num_layers >= 0, got " +
+                std::to_string(num_layers));
+  auto layers = owner.register_module("layers", nn::ModuleHolder<nn::ModuleListImpl>());
+  for (int64_t i = 0; i < num_layers; ++i) layers->push_back(layer->clone());
+  nn::AnyModule copy;
+  if (!norm.is_empty()) {
+    copy = norm.clone();
+    owner.register_module_ptr("norm", copy.ptr());
+  }
+  // Moved: from an lvalue, ModuleHolder's forwarding constructor would make a new list holding it.
+  return {std::move(layers), std::move(copy)};
+}
+
+}  // namespace kiln

@@ -8,6 +8,8 @@
 #include <functional>
 #include <optional>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "frontend/nn.h"
 #include "frontend/nn_parity.h"
@@ -121,44 +123,87 @@ class TransformerEncoderLayerImpl : public Module {
 };
 using TransformerEncoderLayer = ModuleHolder<TransformerEncoderLayerImpl>;
 
-/// A module of any type whose forward takes a tensor and returns one (libtorch's
-/// AnyModule, for that signature; made from a holder: `AnyModule(LayerNorm(...))`).
+/// A module of any type whose forward takes one or more tensors and returns a
+/// tensor (libtorch's AnyModule, for those signatures; made from a holder:
+/// `AnyModule(LayerNorm(...))`). forward(x, ...) passes its tensors on; a
+/// module whose forward does not take that many tensors is an error naming it.
 class AnyModule {
  public:
+  /// The most tensors forward() passes on.
+  static constexpr size_t kMaxArguments = 8;
   AnyModule() = default;
   template <class Impl>
-  requires requires(Impl& m, const Tensor& x) { Tensor(m.forward(x)); }
-  AnyModule(const ModuleHolder<Impl>& m)  // NOLINT: implicit, as libtorch's
+  requires std::is_base_of_v<Module, Impl> AnyModule(
+      const ModuleHolder<Impl>& m)  // NOLINT: implicit, as libtorch's
       : AnyModule(m.ptr()) {}
   template <class Impl>
-  requires requires(Impl& m, const Tensor& x) { Tensor(m.forward(x)); }
+  requires std::is_base_of_v<Module, Impl>
   explicit AnyModule(std::shared_ptr<Impl> m)
-      : module_(std::move(m)), forward_([](Module& mod, const Tensor& x, Loc loc) -> Tensor {
-          Impl& impl = static_cast<Impl&>(mod);
-          if constexpr (requires { impl.forward(x, loc); })
-            return impl.forward(x, loc);
-          else
-            return impl.forward(x);
-        }) {}
-  /// The module's forward (libtorch's forward<Tensor>).
-  template <class Return = Tensor>
-  Return forward(const Tensor& x, KILN_LOC) const;
+      : module_(std::move(m)), forward_(&forward_of<Impl>) {}
+  /// The module's forward (libtorch's forward<Tensor>(...)); the first tensor
+  /// carries the caller's source line.
+  template <class Return = Tensor, class... Rest>
+  requires(std::is_convertible_v<const Rest&, const Tensor&>&&...) Return
+      forward(TensorAt first, const Rest&... rest)
+  const {
+    static_assert(std::is_same_v<Return, Tensor>, "AnyModule::forward returns a Tensor");
+    static_assert(sizeof...(Rest) < kMaxArguments, "AnyModule::forward: too many tensors");
+    if (!module_) throw Error("AnyModule: forward of an empty AnyModule");
+    return forward_(*module_, {first.t, Tensor(rest)...}, first.loc);
+  }
   bool is_empty() const { return module_ == nullptr; }
   const std::shared_ptr<Module>& ptr() const { return module_; }
   /// A deep copy of the module (Module::clone).
   AnyModule clone(const std::optional<Device>& device = std::nullopt) const;
 
  private:
+  using Forward = Tensor (*)(Module&, const std::vector<Tensor>&, Loc);
+  // Impl's forward with args.size() tensors (and the source line when it takes one).
+  template <class Impl>
+  static Tensor forward_of(Module& mod, const std::vector<Tensor>& args, Loc loc) {
+    return forward_with<Impl>(static_cast<Impl&>(mod), args, loc,
+                              std::make_index_sequence<kMaxArguments + 1>());
+  }
+  template <class Impl, size_t... N>
+  static Tensor forward_with(Impl& impl, const std::vector<Tensor>& args, Loc loc,
+                             std::index_sequence<N...>) {
+    Tensor out;
+    const bool called =
+        ((args.size() == N &&
+          (out = forward_n<Impl>(impl, args, loc, std::make_index_sequence<N>()), true)) ||
+         ...);
+    if (!called) throw Error("AnyModule: too many tensors for forward");
+    return out;
+  }
+  template <class Impl, size_t... I>
+  static Tensor forward_n(Impl& impl, const std::vector<Tensor>& a, Loc loc,
+                          std::index_sequence<I...>) {
+    if constexpr (requires { Tensor(impl.forward(a[I]..., loc)); })
+      return impl.forward(a[I]..., loc);
+    else if constexpr (requires { Tensor(impl.forward(a[I]...)); })
+      return impl.forward(a[I]...);
+    else
+      throw Error("AnyModule: the " + impl.name() + " module has no forward of " +
+                  std::to_string(sizeof...(I)) + " tensors returning a tensor");
+  }
+
   std::shared_ptr<Module> module_;
-  std::function<Tensor(Module&, const Tensor&, Loc)> forward_;
+  Forward forward_ = nullptr;
 };
 
-template <class Return>
-Return AnyModule::forward(const Tensor& x, Loc loc) const {
-  static_assert(std::is_same_v<Return, Tensor>, "AnyModule::forward returns a Tensor");
-  if (!module_) throw Error("AnyModule: forward of an empty AnyModule");
-  return forward_(*module_, x, loc);
-}
+}  // namespace kiln::nn
+
+namespace kiln::detail {
+/// The encoder's and decoder's shared construction: registers `num_layers`
+/// clones of `layer` as `owner`'s ModuleList "layers" and, when `norm` is not
+/// empty, a clone of it as "norm" (returned, else an empty AnyModule). `what`
+/// names errors.
+std::pair<nn::ModuleHolder<nn::ModuleListImpl>, nn::AnyModule> register_layer_stack(
+    nn::Module& owner, const char* what, const std::shared_ptr<nn::Module>& layer,
+    int64_t num_layers, const nn::AnyModule& norm);
+}  // namespace kiln::detail
+
+namespace kiln::nn {
 
 struct TransformerEncoderOptions {
   /// Layers that start as copies (clone()) of `encoder_layer`.

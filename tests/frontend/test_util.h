@@ -3,6 +3,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -93,6 +94,25 @@ inline bool same_bits(const Tensor& a, const Tensor& b) {
   Tensor x = a.contiguous(), y = b.contiguous();
   return x.sizes() == y.sizes() && x.dtype() == y.dtype() &&
          std::memcmp(x.data_ptr(), y.data_ptr(), size_t(x.numel() * x.element_size())) == 0;
+}
+
+/// t against a reference summary that a script printed: its first values (up
+/// to 6), its sum and its sum weighted by cos(0.7 i), each within tol * (1 +
+/// |want|) (tests/frontend/data/make_nn_more_reference.py's show()).
+inline void check_summary(const Tensor& t, const std::vector<double>& want, double tol) {
+  const std::vector<double> v = t.detach().to(kFloat64).flatten().to_vector<double>();
+  std::vector<double> got(v.begin(), v.begin() + std::min<size_t>(v.size(), 6));
+  double sum = 0, weighted = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    sum += v[i];
+    weighted += v[i] * std::cos(0.7 * static_cast<double>(i));
+  }
+  got.push_back(sum);
+  got.push_back(weighted);
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    CHECK_MESSAGE(std::abs(got[i] - want[i]) <= tol * (1 + std::abs(want[i])), "entry ", i, ": ",
+                  got[i], " vs ", want[i]);
 }
 
 inline void check_close(const Tensor& a, const Tensor& b, double rtol = 1e-6, double atol = 1e-7) {

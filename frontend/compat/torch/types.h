@@ -137,15 +137,24 @@ enum Reduction { None, Mean, Sum, END };
 /// libtorch's enum-like option values (torch::kMean, torch::kReLU, torch::kFanIn, ...):
 /// each converts to the Kiln enum the option takes.
 namespace enumtype {
-#define KILN_TORCH_REDUCTION(T, value)                                                        \
+// (kMean and kSum are also an EmbeddingBag's mode.)
+#define KILN_TORCH_REDUCTION(T, value, ...)                                                   \
   struct T {                                                                                  \
     operator kiln::nn::Reduction() const { return kiln::nn::Reduction::value; }               \
     operator kiln::nn::KLDivReduction() const { return kiln::nn::KLDivReduction::value; }     \
+    __VA_ARGS__                                                                               \
   };
+#define KILN_TORCH_BAG_MODE(value) \
+  operator kiln::nn::EmbeddingBagMode() const { return kiln::nn::EmbeddingBagMode::value; }
 KILN_TORCH_REDUCTION(kNone, None)
-KILN_TORCH_REDUCTION(kMean, Mean)
-KILN_TORCH_REDUCTION(kSum, Sum)
+KILN_TORCH_REDUCTION(kMean, Mean, KILN_TORCH_BAG_MODE(Mean))
+KILN_TORCH_REDUCTION(kSum, Sum, KILN_TORCH_BAG_MODE(Sum))
 #undef KILN_TORCH_REDUCTION
+/// An EmbeddingBag's mode: the largest row of each bag.
+struct kMax {
+  KILN_TORCH_BAG_MODE(Max)
+};
+#undef KILN_TORCH_BAG_MODE
 /// kl_div's reduction: the sum divided by the batch size.
 struct kBatchMean {
   operator kiln::nn::KLDivReduction() const { return kiln::nn::KLDivReduction::BatchMean; }
@@ -220,6 +229,7 @@ inline constexpr enumtype::kBilinear kBilinear{};
 inline constexpr enumtype::kNone kNone{};
 inline constexpr enumtype::kMean kMean{};
 inline constexpr enumtype::kSum kSum{};
+inline constexpr enumtype::kMax kMax{};
 inline constexpr enumtype::kBatchMean kBatchMean{};
 inline constexpr enumtype::kGELU kGELU{};
 inline constexpr enumtype::kLinear kLinear{};

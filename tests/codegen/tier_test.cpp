@@ -275,55 +275,66 @@ Tensor relu_grad(Tensor h, Tensor dy) {
   return autograd::grad({relu(a)}, {a}, {dy})[0];
 }
 
-// LLVM's FastISel (the quick tier's instruction selector) once lowered a float
+struct NamedFn {
+  const char* name;
+  Fn f;
+};
+
+// Each of `cases` on copies of h and dy that end at a page's end: eagerly, and
+// traced in each tier (tiered: its quick code, then its optimised code), as
+// on h and dy themselves.
+void check_at_page_end(const std::vector<NamedFn>& cases, const Tensor& h, const Tensor& dy) {
+  const AtPageEnd h_end(h), dy_end(dy);
+  for (const NamedFn& c : cases) {
+    CAPTURE(c.name);
+    const Tensor expected = c.f(h, dy);
+    // Eagerly: the reference kernels, and exp's compiled eager kernel.
+    CHECK(allclose(c.f(h_end.tensor(), dy_end.tensor()), expected));
+    for (CodeTier tier : {CodeTier::Quick, CodeTier::Optimised, CodeTier::Tiered}) {
+      CAPTURE(code_tier_name(tier));
+      TierScope scope(tier);
+      auto traced = jit([&](Tensor a, Tensor b) { return c.f(a, b); });
+      const Tensor first = traced(h_end.tensor(), dy_end.tensor());
+      wait_for_background_compiles();  // tiered: the optimised code swapped in
+      const Tensor second = traced(h_end.tensor(), dy_end.tensor());
+      CHECK(allclose(first, expected, 1e-4, 1e-5));
+      std::string where;
+      CHECK_MESSAGE(same_bits(first, second, &where), where);
+    }
+  }
+}
+
+// LLVM's FastISel (the quick tier's instruction selector) lowered a float
 // select on a compare as a 16-byte vblendvpd/vblendvps and folded the scalar
 // load of the selected value into it: a read 8 or 12 bytes past the element,
 // which faulted on the last element of a buffer ending at a page's end.
 TEST_CASE("tier: no kernel reads past a buffer that ends at a page's end") {
   wait_for_background_compiles();
-  struct Case {
-    const char* name;
-    Fn f;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<NamedFn> selects = {
       {"where", [](Tensor h, Tensor dy) { return where(h > 0, dy, zeros_like(dy)); }},
       {"where, sum of columns",
        [](Tensor h, Tensor dy) { return where(h > 0, dy, zeros_like(dy)).sum(0); }},
       {"where, sum of rows",
        [](Tensor h, Tensor dy) { return where(h > 0, dy, zeros_like(dy)).sum(1); }},
       {"where of two inputs", [](Tensor h, Tensor dy) { return where(dy < h, h, dy); }},
-      {"relu backward", relu_grad},
-      {"relu backward, bias gradient",
-       [](Tensor h, Tensor dy) { return relu_grad(h, dy).sum(0); }},
-      {"relu, clamp, exp", [](Tensor h, Tensor dy) { return h.relu() + dy.clamp(-0.5, 0.5).exp(); }},
   };
+  std::vector<NamedFn> floats = selects;
+  floats.push_back({"relu backward", relu_grad});
+  floats.push_back(
+      {"relu backward, bias gradient", [](Tensor h, Tensor dy) { return relu_grad(h, dy).sum(0); }});
+  floats.push_back({"relu, clamp, exp",
+                    [](Tensor h, Tensor dy) { return h.relu() + dy.clamp(-0.5, 0.5).exp(); }});
   for (const Shape& shape : std::vector<Shape>{{256, 1024}, {37, 129}, {3, 4099}}) {
-    for (DType dt : {kFloat32, kFloat64}) {
-      CAPTURE(shape[1]);
-      CAPTURE(dt == kFloat32 ? "f32" : "f64");
+    CAPTURE(shape[1]);
+    for (DType dt : {kFloat32, kFloat64, kBool, kUInt8, kInt8, kInt16, kInt32, kInt64}) {
+      CAPTURE(dtype_name(dt));
       manual_seed(13);
-      const Tensor h = randn(shape).to(dt), dy = randn(shape).to(dt);
-      const AtPageEnd h_end(h), dy_end(dy);
-      for (const Case& c : cases) {
-        CAPTURE(c.name);
-        const Tensor expected = c.f(h, dy);
-        // Eagerly (reference kernels, and the compiled eager kernels of exp).
-        CHECK(allclose(c.f(h_end.tensor(), dy_end.tensor()), expected));
-        for (CodeTier tier : {CodeTier::Quick, CodeTier::Optimised, CodeTier::Tiered}) {
-          CAPTURE(code_tier_name(tier));
-          TierScope scope(tier);
-          auto traced = jit([&](Tensor a, Tensor b) { return c.f(a, b); });
-          const Tensor first = traced(h_end.tensor(), dy_end.tensor());
-          wait_for_background_compiles();  // tiered: the optimised code swapped in
-          const Tensor second = traced(h_end.tensor(), dy_end.tensor());
-          CHECK(allclose(first, expected, 1e-4, 1e-5));
-          std::string where;
-          CHECK_MESSAGE(same_bits(first, second, &where), where);
-        }
-      }
+      const bool fp = dt == kFloat32 || dt == kFloat64;
+      const Tensor h = fp ? randn(shape).to(dt) : (rand(shape) * 100).to(dt);
+      const Tensor dy = fp ? randn(shape).to(dt) : (rand(shape) * 100).to(dt);
+      check_at_page_end(fp ? floats : selects, h, dy);
     }
   }
 }
-
 }  // namespace
 }  // namespace kiln

@@ -8,6 +8,8 @@
 #include <llvm/ExecutionEngine/Orc/CompileUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Instructions.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/PassManager.h>
@@ -291,6 +293,32 @@ void LlvmJit::optimize(llvm::Module& m, LlvmOpt opt) const {
 
 namespace {
 
+// LLVM 19's FastISel (the quick tier's instruction selector) lowers a float or
+// double `select` whose condition is a compare of the same type, on an AVX
+// machine without AVX-512, to vcmpsd + vblendvpd (vcmpss + vblendvps) on
+// 16-byte registers, and then folds the scalar load feeding the select into
+// the blend's memory operand: a 16-byte read of a 4- or 8-byte element, past
+// the end of a buffer whose last element ends at a page's end (user memory,
+// or a large buffer mmap gave whole pages). A select on the values' bits is
+// selected as a cmov of 4- or 8-byte values instead, which reads nothing it
+// should not and gives the same bits. Only the quick tier's modules are
+// rewritten: the optimised code is selected by SelectionDAG, which does not
+// widen such a load.
+void select_bits_not_floats(llvm::Module& m) {
+  for (llvm::Function& f : m)
+    for (llvm::BasicBlock& bb : f)
+      for (llvm::Instruction& inst : llvm::make_early_inc_range(bb)) {
+        auto* s = llvm::dyn_cast<llvm::SelectInst>(&inst);
+        if (s == nullptr || !(s->getType()->isFloatTy() || s->getType()->isDoubleTy())) continue;
+        llvm::IRBuilder<> b(s);
+        llvm::Type* bits = b.getIntNTy(s->getType()->getPrimitiveSizeInBits().getFixedValue());
+        llvm::Value* r = b.CreateSelect(s->getCondition(), b.CreateBitCast(s->getTrueValue(), bits),
+                                        b.CreateBitCast(s->getFalseValue(), bits));
+        s->replaceAllUsesWith(b.CreateBitCast(r, s->getType()));
+        s->eraseFromParent();
+      }
+}
+
 // `quick`: the borrowed target machine emits at -O0 (TargetPassConfig reads the
 // level, and at -O0 selects FastISel, which it records in the machine's options
 // and leaves there), and is given back as it was lent: at -O3, which the
@@ -299,7 +327,10 @@ std::string emit(llvm::TargetMachine& tm, llvm::Module& m, llvm::CodeGenFileType
                  bool quick = false) {
   const llvm::CodeGenOptLevel level = tm.getOptLevel();
   const bool fast_isel = tm.Options.EnableFastISel, global_isel = tm.Options.EnableGlobalISel;
-  if (quick) tm.setOptLevel(llvm::CodeGenOptLevel::None);
+  if (quick) {
+    tm.setOptLevel(llvm::CodeGenOptLevel::None);
+    select_bits_not_floats(m);
+  }
   const ScopeExit restore([&] {
     tm.setOptLevel(level);
     tm.setFastISel(fast_isel);

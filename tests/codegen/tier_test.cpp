@@ -16,6 +16,9 @@
 #include <string>
 #include <vector>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "frontend/settings.h"
 #include "runtime/llvm_jit.h"
 
@@ -234,5 +237,104 @@ TEST_CASE("tier: quick code first, the optimised code swapped in, only it on dis
   std::filesystem::remove_all(dir);
 }
 
+// A copy of `values` placed so that its last element ends where a page the
+// process may not touch (PROT_NONE) begins: a kernel reading past its end
+// faults. User memory (from_blob) and Kiln's own large buffers, which mmap
+// gives whole pages, both end there.
+class AtPageEnd {
+ public:
+  explicit AtPageEnd(const Tensor& values) {
+    const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    const Tensor c = values.contiguous();
+    const size_t bytes = static_cast<size_t>(c.numel()) * c.element_size();
+    size_ = (bytes + page - 1) / page * page + page;
+    base_ = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(base_ != MAP_FAILED);
+    char* guard = static_cast<char*>(base_) + size_ - page;
+    REQUIRE(::mprotect(guard, page, PROT_NONE) == 0);
+    std::memcpy(guard - bytes, c.data_ptr(), bytes);
+    tensor_ = from_blob(guard - bytes, c.sizes(), TensorOptions(c.dtype()));
+  }
+  AtPageEnd(const AtPageEnd&) = delete;
+  AtPageEnd& operator=(const AtPageEnd&) = delete;
+  ~AtPageEnd() {
+    tensor_ = Tensor();
+    ::munmap(base_, size_);
+  }
+  const Tensor& tensor() const { return tensor_; }
+
+ private:
+  void* base_ = nullptr;
+  size_t size_ = 0;
+  Tensor tensor_;
+};
+
+// ReLU's gradient at pre-activation h for the output gradient dy.
+Tensor relu_grad(Tensor h, Tensor dy) {
+  const Tensor a = h.detach().requires_grad_();
+  return autograd::grad({relu(a)}, {a}, {dy})[0];
+}
+
+struct NamedFn {
+  const char* name;
+  Fn f;
+};
+
+// Each of `cases` on copies of h and dy that end at a page's end: eagerly, and
+// traced in each tier (tiered: its quick code, then its optimised code), as
+// on h and dy themselves.
+void check_at_page_end(const std::vector<NamedFn>& cases, const Tensor& h, const Tensor& dy) {
+  const AtPageEnd h_end(h), dy_end(dy);
+  for (const NamedFn& c : cases) {
+    CAPTURE(c.name);
+    const Tensor expected = c.f(h, dy);
+    // Eagerly: the reference kernels, and exp's compiled eager kernel.
+    CHECK(allclose(c.f(h_end.tensor(), dy_end.tensor()), expected));
+    for (CodeTier tier : {CodeTier::Quick, CodeTier::Optimised, CodeTier::Tiered}) {
+      CAPTURE(code_tier_name(tier));
+      TierScope scope(tier);
+      auto traced = jit([&](Tensor a, Tensor b) { return c.f(a, b); });
+      const Tensor first = traced(h_end.tensor(), dy_end.tensor());
+      wait_for_background_compiles();  // tiered: the optimised code swapped in
+      const Tensor second = traced(h_end.tensor(), dy_end.tensor());
+      CHECK(allclose(first, expected, 1e-4, 1e-5));
+      std::string where;
+      CHECK_MESSAGE(same_bits(first, second, &where), where);
+    }
+  }
+}
+
+// LLVM's FastISel (the quick tier's instruction selector) lowered a float
+// select on a compare as a 16-byte vblendvpd/vblendvps and folded the scalar
+// load of the selected value into it: a read 8 or 12 bytes past the element,
+// which faulted on the last element of a buffer ending at a page's end.
+TEST_CASE("tier: no kernel reads past a buffer that ends at a page's end") {
+  wait_for_background_compiles();
+  const std::vector<NamedFn> selects = {
+      {"where", [](Tensor h, Tensor dy) { return where(h > 0, dy, zeros_like(dy)); }},
+      {"where, sum of columns",
+       [](Tensor h, Tensor dy) { return where(h > 0, dy, zeros_like(dy)).sum(0); }},
+      {"where, sum of rows",
+       [](Tensor h, Tensor dy) { return where(h > 0, dy, zeros_like(dy)).sum(1); }},
+      {"where of two inputs", [](Tensor h, Tensor dy) { return where(dy < h, h, dy); }},
+  };
+  std::vector<NamedFn> floats = selects;
+  floats.push_back({"relu backward", relu_grad});
+  floats.push_back(
+      {"relu backward, bias gradient", [](Tensor h, Tensor dy) { return relu_grad(h, dy).sum(0); }});
+  floats.push_back({"relu, clamp, exp",
+                    [](Tensor h, Tensor dy) { return h.relu() + dy.clamp(-0.5, 0.5).exp(); }});
+  for (const Shape& shape : std::vector<Shape>{{256, 1024}, {37, 129}, {3, 4099}}) {
+    CAPTURE(shape[1]);
+    for (DType dt : {kFloat32, kFloat64, kBool, kUInt8, kInt8, kInt16, kInt32, kInt64}) {
+      CAPTURE(dtype_name(dt));
+      manual_seed(13);
+      const bool fp = dt == kFloat32 || dt == kFloat64;
+      const Tensor h = fp ? randn(shape).to(dt) : (rand(shape) * 100).to(dt);
+      const Tensor dy = fp ? randn(shape).to(dt) : (rand(shape) * 100).to(dt);
+      check_at_page_end(fp ? floats : selects, h, dy);
+    }
+  }
+}
 }  // namespace
 }  // namespace kiln

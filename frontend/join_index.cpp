@@ -463,8 +463,15 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
 namespace {
 
 /// Negative positions counted from the end of a dim of `size`, as advanced
-/// indexing does (index_select and gather then check the range).
+/// indexing does (index_select and gather then check the range). Eagerly,
+/// host indices with no negative element are returned as they are, so an
+/// embedding-style lookup pays no elementwise ops for the wrap.
 Tensor wrap_negative(const Tensor& idx, int64_t size, Loc l) {
+  if (!current_trace() && !idx.impl()->symbolic() && !idx.device().is_cuda()) {
+    std::vector<int64_t> values(static_cast<size_t>(idx.numel()));
+    copy_to(idx.impl()->view(), dense_view(values.data(), DType::i64, idx.sizes()));
+    if (std::none_of(values.begin(), values.end(), [](int64_t v) { return v < 0; })) return idx;
+  }
   return where(idx.lt(Scalar(0), l), idx.add(Scalar(size), l), idx, l);
 }
 

@@ -199,6 +199,7 @@ bool load_code(const kir::Kernel& k, const CpuCompileOptions& opts, Source from,
   auto regenerate_texts = [&] {
     if (!opts.want_artifacts) return;
     eo.want_object = false;
+    eo.quick = tier == CodeTier::Quick;
     take_binary(compile_kernel_llvm(k, symbol, eo), out.artifacts);
   };
   if (opts.reuse_loaded && LoadedKernels::get().find(key, out)) {

@@ -897,7 +897,7 @@ LlvmKernelBinary compile_kernel_llvm(const kir::Kernel& k, const std::string& sy
   out.optimize_ms = lap();
   if (opts.want_texts) {
     out.llvm_ir_opt = module_text(*m);
-    out.assembly = jit.emit_assembly(*m);
+    out.assembly = jit.emit_assembly(*m, opts.quick);
   }
   if (opts.want_object) out.object = jit.emit_object(*m, opts.quick);
   out.machine_code_ms = lap();

@@ -352,10 +352,10 @@ std::string LlvmJit::emit_object(llvm::Module& m, bool quick) const {
   return emit(*tm, m, llvm::CodeGenFileType::ObjectFile, quick);
 }
 
-std::string LlvmJit::emit_assembly(const llvm::Module& m) const {
+std::string LlvmJit::emit_assembly(const llvm::Module& m, bool quick) const {
   std::unique_ptr<llvm::Module> clone = llvm::CloneModule(m);
   const Impl::TargetMachineLease tm = impl_->target_machine();
-  return emit(*tm, *clone, llvm::CodeGenFileType::AssemblyFile);
+  return emit(*tm, *clone, llvm::CodeGenFileType::AssemblyFile, quick);
 }
 
 void* LlvmJit::load_object(std::string_view object, const std::string& symbol,

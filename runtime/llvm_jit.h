@@ -86,8 +86,9 @@ class LlvmJit {
   /// `quick`: LLVM's -O0 code generator (FastISel, the fast register allocator):
   /// a fraction of the time, the same operations in the same order.
   std::string emit_object(llvm::Module& m, bool quick = false) const;
-  /// Host assembly text for a clone of the module.
-  std::string emit_assembly(const llvm::Module& m) const;
+  /// Host assembly text for a clone of the module, from the same code
+  /// generator as emit_object with the same `quick`.
+  std::string emit_assembly(const llvm::Module& m, bool quick = false) const;
 
   /// Loads an object file into a JITDylib of its own and returns the address of
   /// `symbol` in it, with the handle that owns the code: when the last copy of

@@ -63,6 +63,26 @@ TEST_CASE("a quick-tier emission leaves its target machine as it was lent") {
   CHECK(after.second == before.second);
 }
 
+TEST_CASE("a quick-tier kernel's assembly text is its quick code, not the optimised code") {
+  const kir::Kernel a = exp_chain_kernel(64);
+  const std::string optimised = compile(a).second;
+  LlvmEmitOptions quick;
+  quick.quick = true;
+  quick.want_texts = true;
+  const std::string text = compile_kernel_llvm(a, "kiln_kernel_llvm_jit_test", quick).assembly;
+  // The optimised loop is vectorised (ymm registers with AVX); the quick tier
+  // neither optimises the IR nor vectorises, so its loop works on scalars.
+  if (LlvmJit::get().target_description().find("AVX") != std::string::npos)
+    CHECK(optimised.find("ymm") != std::string::npos);
+  CHECK(text != optimised);
+  CHECK(text.find("ymm") == std::string::npos);
+  CHECK(text.find("xmm") != std::string::npos);
+  // The quick tier selects floats by their bits (runtime/llvm_jit.cpp,
+  // select_bits_not_floats): exp's range clamps become integer cmovs there,
+  // where the optimising code generator keeps float selects.
+  CHECK(text.find("cmov") != std::string::npos);
+}
+
 TEST_CASE("compiles on several threads at once each borrow a target machine of their own") {
   const kir::Kernel a = exp_chain_kernel(7);
   const auto alone = compile(a);

@@ -1,4 +1,4 @@
-// The libtorch spelling probe: 120 one-line uses of libtorch's C++ API, each
+// The libtorch spelling probe: 121 one-line uses of libtorch's C++ API, each
 // compiled and run through <torch/torch.h> alone. It prints how many ran;
 // the test wants all of them. against_libtorch.sh builds the same file
 // against real libtorch, proving every line is libtorch's own spelling.
@@ -171,7 +171,7 @@ int main() {
   S(torch::nn::AdaptiveLogSoftmaxWithLoss asm_(
         torch::nn::AdaptiveLogSoftmaxWithLossOptions(16, 10, {4, 8}));
     auto h = torch::randn({4, 16}); t = asm_->log_prob(h) + asm_->predict(h).unsqueeze(1));
-  // optim, autograd, data, serialize, misc (8)
+  // optim, autograd, data, serialize, misc (9)
   S(torch::optim::Adam adam(probe->parameters(),
                             torch::optim::AdamOptions(1e-3).betas(std::make_tuple(0.5, 0.999)));
     adam.zero_grad());
@@ -183,7 +183,8 @@ int main() {
   S({ torch::NoGradGuard no_grad; });
   S(std::stringstream ss; torch::save(x, ss); torch::Tensor y; torch::load(y, ss));
   S((void)torch::cuda::is_available());
+  S(std::ostringstream os; os << x.device(); TORCH_CHECK(os.str() == "cpu", os.str()));
   S((void)torch::str("a", 1, "b"));
-  std::printf("%d/120 spellings\n", ran);
-  return ran == 120 ? 0 : 1;
+  std::printf("%d/121 spellings\n", ran);
+  return ran == 121 ? 0 : 1;
 }

@@ -291,6 +291,12 @@ inline std::ostream& operator<<(std::ostream& os, const std::vector<int64_t>& si
   for (size_t i = 0; i < sizes.size(); ++i) os << (i ? ", " : "") << sizes[i];
   return os << "]";
 }
+/// Devices print as libtorch's do: std::cout << x.device() shows cpu or cuda:0.
+namespace kiln {
+inline std::ostream& operator<<(std::ostream& os, const Device& d) {
+  return os << d.str();
+}
+}  // namespace kiln
 namespace torch {
 inline std::ostream& operator<<(std::ostream& os, const IntArrayRef& sizes) {
   return ::operator<<(os, sizes.vec());

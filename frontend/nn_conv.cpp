@@ -27,6 +27,7 @@
 #include "frontend/autograd.h"
 #include "frontend/dispatch.h"
 #include "frontend/eager_composite.h"
+#include "frontend/function.h"
 #include "frontend/nn_image.h"
 #include "frontend/settings.h"
 #include "frontend/trace_state.h"
@@ -340,6 +341,61 @@ Tensor tap_sum(const Tensor& x, const Tensor& weight, ExpandingArray2 k, Expandi
   return y;
 }
 
+// Where a depthwise conv's windows lie: its kernel, dilation and padding, and
+// the output's extents, at stride 1.
+struct TapGeometry {
+  ExpandingArray2 k, d, p;
+  Extent e[2];
+  int64_t groups;
+  Loc l;
+};
+
+// Whether the depthwise conv (one input and one output channel per group, at
+// most kMaxTapTerms taps) can take its gradients as tap sums: stride 1, and
+// padding the full conv of dY does not crop (p <= d (k - 1)).
+bool tap_gradients(int64_t cg, int64_t og, int64_t rows, ExpandingArray2 k, ExpandingArray2 s,
+                   ExpandingArray2 d, ExpandingArray2 p) {
+  return cg == 1 && og == 1 && rows <= kMaxTapTerms && s[0] == 1 && s[1] == 1 &&
+         p[0] <= d[0] * (k[0] - 1) && p[1] <= d[1] * (k[1] - 1);
+}
+
+// A depthwise conv computed by taps both ways, with a VJP of its own. Forward,
+// the tap sum. Backward:
+// - dx is the full conv of dY with the kernel turned round: the tap sum of dY
+//   padded by d (k - 1) - p, one elementwise kernel like the forward's;
+// - dW[c, a, b] is the sum over batch and pixels of dY times the input's window
+//   (a, b), one reduction read from the windows in place.
+// The windows form's own autodiff instead wrote the tap products dY w (kH kW
+// times the input's size: 75 MB for bench_conv's [32, 64, 32, 32]) out of the
+// weight gradient's reduction and read them back for dx.
+struct DepthwiseTaps : autograd::Function<DepthwiseTaps> {
+  static Tensor forward(autograd::Context* ctx, Tensor x, Tensor weight, TapGeometry g) {
+    ctx->save_for_backward({x, weight});
+    // [N, C, H', W'] (tap_sum's [N, G, 1, H', W'] with a group's one channel).
+    Tensor y = tap_sum(x, weight, g.k, {1, 1}, g.d, g.e, g.p, g.groups, g.l)
+                   .reshape({x.size(0), x.size(1), g.e[0].out, g.e[1].out}, g.l);
+    ctx->saved_data["geometry"] = std::move(g);
+    return y;
+  }
+  static std::vector<Tensor> backward(autograd::Context* ctx, std::vector<Tensor> grads) {
+    const Tensor& dy = grads[0];
+    if (!dy.defined()) return {Tensor(), Tensor()};
+    const auto& g = std::any_cast<const TapGeometry&>(ctx->saved_data["geometry"]);
+    const Tensor &x = ctx->get_saved_variables()[0], &weight = ctx->get_saved_variables()[1];
+    const ExpandingArray2 q{g.d[0] * (g.k[0] - 1) - g.p[0], g.d[1] * (g.k[1] - 1) - g.p[1]};
+    const Extent full[2] = {
+        extent("conv2d", "height", dy.size(2), g.k[0], 1, q[0], g.d[0], false, g.l),
+        extent("conv2d", "width", dy.size(3), g.k[1], 1, q[1], g.d[1], false, g.l)};
+    Tensor dx = tap_sum(dy, weight.flip({2, 3}, g.l), g.k, {1, 1}, g.d, full, q, g.groups, g.l);
+    const int64_t n = x.size(0), c = x.size(1);
+    Tensor win = windows2d(x, g.k, {1, 1}, g.d, g.e, g.p, g.l);  // [N, C, kH, H', kW, W']
+    Tensor dw = win.mul(dy.reshape({n, c, 1, g.e[0].out, 1, g.e[1].out}, g.l), g.l)
+                    .sum({0, 3, 5}, false, g.l)
+                    .reshape(weight.sizes(), g.l);
+    return {dx.reshape(x.sizes(), g.l), dw};
+  }
+};
+
 }  // namespace
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, ExpandingArray2 stride,
@@ -394,6 +450,9 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Exp
                                                     (bias.defined() && bias.requires_grad()));
     if (direct_conv(x, rows, og) && rows <= kMaxTapTerms && !needs_grad) {
       y = tap_sum(x, weight, k, stride, dilation, e, padding, groups, l)
+              .reshape({n, groups, og, cols}, l);
+    } else if (direct_conv(x, rows, og) && tap_gradients(cg, og, rows, k, stride, dilation, padding)) {
+      y = DepthwiseTaps::apply(x, weight, TapGeometry{k, dilation, padding, {e[0], e[1]}, groups, l})
               .reshape({n, groups, og, cols}, l);
     } else if (direct_conv(x, rows, og)) {
       Tensor win = windows2d(x, k, stride, dilation, e, padding, l);  // [N, C, kH, H', kW, W']

@@ -185,6 +185,63 @@ TEST_CASE("conv2d's direct form: the gradients of im2col's, and auto picks it fo
   }
 }
 
+// Traced on the CPU, a depthwise conv with gradients takes them as tap sums
+// (nn_conv.cpp's DepthwiseTaps: dx the full conv of dY with the kernel turned
+// round, dW one reduction over the windows), wherever the stride is 1 and the
+// padding is at most d (k - 1); elsewhere the windows form's autodiff. Both
+// give eager's gradients, for every kernel shape, dilation and padding.
+TEST_CASE("conv2d's depthwise gradients by taps equal eager's: kernels, dilation, padding, stride") {
+  manual_seed(9);
+  struct Config {
+    int64_t kh, kw, ph, pw, dh, dw, s;
+  };
+  const Config configs[] = {
+      {3, 3, 1, 1, 1, 1, 1},  // MobileNet's
+      {3, 3, 0, 0, 1, 1, 1},  // no padding
+      {3, 3, 2, 2, 2, 2, 1},  // dilated
+      {2, 3, 1, 0, 1, 2, 1},  // uneven kernel, padding and dilation
+      {1, 5, 0, 2, 1, 1, 1},  // one row of taps
+      {3, 3, 1, 1, 1, 1, 2},  // stride 2: the windows form
+      {3, 1, 3, 0, 1, 1, 1},  // padding past d (k - 1): the windows form
+  };
+  for (const Config& cf : configs) {
+    CAPTURE(cf.kh);
+    CAPTURE(cf.kw);
+    CAPTURE(cf.ph);
+    CAPTURE(cf.pw);
+    CAPTURE(cf.dh);
+    CAPTURE(cf.dw);
+    CAPTURE(cf.s);
+    for (DType dt : {kFloat32, kFloat64}) {
+      CAPTURE(dtype_name(dt));
+      const int64_t c = 5;
+      Tensor x = randn({3, c, 9, 8}).to(dt), w = randn({c, 1, cf.kh, cf.kw}).to(dt),
+             b = randn({c}).to(dt), dy;
+      const ExpandingArray2 stride{cf.s, cf.s}, pad{cf.ph, cf.pw}, dil{cf.dh, cf.dw};
+      auto grads = [&](bool traced) {
+        Tensor xi = x.clone().set_requires_grad(true), wi = w.clone().set_requires_grad(true),
+               bi = b.clone().set_requires_grad(true);
+        auto body = [&](Tensor in) {
+          Tensor y = conv2d(in, wi, bi, stride, pad, dil, c);
+          Tensor loss = (y.tanh() * y).sum();
+          loss.backward();
+          return loss;
+        };
+        std::vector<Tensor> out{traced ? jit(body)(xi) : body(xi)};
+        for (Tensor* t : {&xi, &wi, &bi}) out.push_back(t->grad());
+        return out;
+      };
+      const std::vector<Tensor> eager = grads(false), traced = grads(true);
+      const double tol = dt == kFloat64 ? 1e-10 : 1e-4;
+      for (size_t i = 0; i < eager.size(); ++i) {
+        CAPTURE(i);
+        REQUIRE(traced[i].sizes() == eager[i].sizes());
+        CHECK(max_diff(traced[i], eager[i]) < tol * (1 + eager[i].abs().max().item<double>()));
+      }
+    }
+  }
+}
+
 // Small images of several channels, without gradients: traced, the products
 // are one tall product over the batch, patches channels last [N H' W', kW kH C]
 // by the weight [kW kH C, O] (nn_conv.cpp's tall_conv), whatever the batch.

@@ -1,5 +1,7 @@
 // Kernel IR -> LLVM IR with IRBuilder, then O3 and machine code through the
-// process-wide LlvmJit (see llvm_codegen.h for the function's shape).
+// process-wide LlvmJit (see llvm_codegen.h for the function's shape). The
+// Emitter (llvm_emitter.h) is defined here, but for the loop whose output
+// streams past the cache (llvm_streamed_pass.cpp).
 //
 // Loops are plain counted loops (header phi, `slt` test, `nuw nsw` increment);
 // accumulators are allocas that SROA turns into phis. Sums are `fadd reassoc`

@@ -141,7 +141,7 @@ struct M {
   int bias;
 
   // x a float or double, or a vector of them (sin's and cos's vector variants,
-  // a streaming-store loop's lanes: llvm_codegen.cpp).
+  // a streaming-store loop's lanes: llvm_streamed_pass.cpp).
   M(llvm::IRBuilderBase& b, llvm::Value* x)
       : b(b),
         ft(x->getType()),

@@ -1,9 +1,9 @@
 // Which loop of a kernel may write its output with streaming (non-temporal)
 // stores, and how each value of that loop's body varies with its index: the
-// facts the CPU backend (llvm_codegen.cpp) needs to emit the loop's vector body
-// itself, as LLVM's loop vectoriser will not widen a `!nontemporal` store that
-// is aligned to its element only. Kernel IR in, the loop and its values'
-// kinds out.
+// facts the CPU backend (llvm_streamed_pass.cpp) needs to emit the loop's
+// vector body itself, as LLVM's loop vectoriser will not widen a `!nontemporal`
+// store that is aligned to its element only. Kernel IR in, the loop and its
+// values' kinds out.
 #pragma once
 
 #include <cstdint>

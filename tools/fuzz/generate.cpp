@@ -893,8 +893,7 @@ class Generator {
         for (size_t i = 0; i < r; ++i)
           out[i] = (i + rank >= r ? s[i + rank - r] : 1) * (i + n >= r ? reps[i + n - r] : 1);
         if (numel(out) > kMaxNumel) return false;
-        // All repeats 1 gives a view of a.
-        push(Instr{Op::tile, {a}, reps, 0}, view_of(a, out));
+        push(Instr{Op::tile, {a}, reps, 0}, fresh(out, ba));
         return true;
       }
       case 10: {  // diff, n times along d

@@ -752,7 +752,7 @@ class Generator {
     const size_t rank = s.size();
     const double ba = val(a).bound;
     const auto sp = [&](int64_t d) { return spelled(d, rank); };
-    switch (r_.below(25)) {
+    switch (r_.below(34)) {
       case 0: {  // movedim
         if (rank == 0) return false;
         const size_t k = static_cast<size_t>(r_.range(1, static_cast<int64_t>(rank)));
@@ -1050,6 +1050,99 @@ class Generator {
         std::vector<int64_t> ints;
         const Shape out = index_payload(ints, index_shape(), numel(s));
         push(Instr{Op::take, {a}, ints, 0}, fresh(out, ba));
+        return true;
+      }
+      case 25:
+      case 26: {  // addr, addmv: c broadcast to the product, beta 0 leaves it out
+        const bool mv = r_.chance(0.5);
+        if (rank != (mv ? 2u : 1u)) return false;
+        const int b = pick([&](const ValueInfo& v) {
+          return !v.is_bool && v.shape.size() == 1 && (!mv || v.shape[0] == s[1]);
+        });
+        if (b < 0) return false;
+        const Shape out = mv ? Shape{s[0]} : Shape{s[0], val(b).shape[0]};
+        const int c = pick([&](const ValueInfo& v) { return !v.is_bool && broadcastable(v.shape, out); });
+        if (c < 0) return false;
+        static const double betas[] = {0.0, 1.0, 0.5};
+        const double beta = betas[r_.below(3)];
+        const int64_t alpha = r_.chance(0.5) ? 1 : -2;
+        const double nb = beta * val(c).bound + std::abs(double(alpha)) * ba * val(b).bound *
+                                                    (mv ? static_cast<double>(s[1]) : 1.0);
+        if (nb > kMaxBound) return false;
+        push(Instr{mv ? Op::addmv : Op::addr, {c, a, b}, {alpha}, beta}, fresh(out, nb));
+        return true;
+      }
+      case 27:
+      case 28: {  // index_fill, index_copy (a place named twice: the mean)
+        if (rank == 0) return false;
+        const int64_t d = dim_of(a), size = s[static_cast<size_t>(d)];
+        std::vector<int64_t> ints{sp(d)};
+        const int64_t count = r_.range(1, 3);
+        for (int64_t k = 0; k < count; ++k) ints.push_back(r_.below(size));
+        if (r_.chance(0.5)) {
+          const double value = r_.chance(0.5) ? 0.5 : -1.25;
+          push(Instr{Op::index_fill, {a}, ints, value}, fresh(s, std::max(ba, 1.25)));
+          return true;
+        }
+        Shape src = s;
+        src[static_cast<size_t>(d)] = count;
+        const int b = pick([&](const ValueInfo& v) { return !v.is_bool && broadcastable(v.shape, src); });
+        if (b < 0) return false;
+        push(Instr{Op::index_copy, {a, b}, ints, 0}, fresh(s, std::max(ba, val(b).bound)));
+        return true;
+      }
+      case 29: {  // copysign, sinc
+        if (r_.chance(0.5)) {
+          push(Instr{Op::sinc, {a}, {}, 0}, fresh(s, 1));
+          return true;
+        }
+        const int b = pick_broadcastable(s);
+        if (b < 0) return false;
+        push(Instr{Op::copysign, {a, b}, {}, 0}, fresh(broadcast_shapes(s, val(b).shape), ba));
+        return true;
+      }
+      case 30:
+      case 31: {  // nanmean over some dims, aminmax over all or one dim
+        if (rank == 0) return false;
+        const bool keep = r_.chance(0.4);
+        if (r_.chance(0.5)) {
+          const std::vector<int64_t> dims = some_dims(rank, static_cast<size_t>(r_.range(1, int64_t(rank))));
+          Shape out;
+          std::vector<int64_t> ints;
+          for (int64_t d : dims) ints.push_back(sp(d));
+          for (size_t d = 0; d < rank; ++d) {
+            const bool reduced = std::find(dims.begin(), dims.end(), int64_t(d)) != dims.end();
+            if (!reduced || keep) out.push_back(reduced ? 1 : s[d]);
+          }
+          push(Instr{Op::nanmean, {a}, ints, keep ? 1.0 : 0.0}, fresh(out, ba));
+          return true;
+        }
+        if (r_.chance(0.3)) {
+          push(Instr{Op::aminmax, {a}, {}, 0}, fresh({}, 2 * ba));
+          return true;
+        }
+        const int64_t d = dim_of(a);
+        Shape out = s;
+        if (keep)
+          out[static_cast<size_t>(d)] = 1;
+        else
+          out.erase(out.begin() + d);
+        push(Instr{Op::aminmax, {a}, {sp(d)}, keep ? 1.0 : 0.0}, fresh(out, 2 * ba));
+        return true;
+      }
+      case 32:
+      case 33: {  // repeat_interleave, 1 to 3 times, along a dim or flattened
+        const int64_t times = r_.range(1, 3);
+        if (rank == 0 || r_.chance(0.3)) {
+          if (numel(s) * times > kMaxNumel) return false;
+          push(Instr{Op::repeat_interleave, {a}, {times}, 0}, fresh({numel(s) * times}, ba));
+          return true;
+        }
+        const int64_t d = dim_of(a);
+        Shape out = s;
+        out[static_cast<size_t>(d)] *= times;
+        if (numel(out) > kMaxNumel) return false;
+        push(Instr{Op::repeat_interleave, {a}, {times, sp(d)}, 0}, fresh(out, ba));
         return true;
       }
       default: {  // searchsorted, bucketize: positions, no gradient

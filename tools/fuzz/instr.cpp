@@ -187,6 +187,18 @@ std::string ord_cpp(double ord) {
   if (std::isinf(ord)) return ord > 0 ? "INFINITY" : "-INFINITY";
   return number_literal(ord);
 }
+
+// index_copy's source: b expanded to a's shape with `count` along dim d.
+Tensor copy_source(const Tensor& a, const Tensor& b, int64_t d, int64_t count) {
+  Shape s = a.sizes();
+  s.at(static_cast<size_t>(d < 0 ? d + a.dim() : d)) = count;
+  return b.expand(s);
+}
+std::string copy_source_cpp(const std::string& a, const std::string& b, int64_t d, int64_t count) {
+  return "[&] { Shape s = " + a + ".sizes(); s[" + std::to_string(d) + " < 0 ? " + std::to_string(d) +
+         " + " + a + ".dim() : " + std::to_string(d) + "] = " + std::to_string(count) + "; return " + b +
+         ".expand(s); }()";
+}
 }  // namespace
 
 MathForm math_form(OpKind k) {
@@ -446,6 +458,31 @@ Tensor run_instr(const Instr& in, const std::vector<Tensor>& values) {
       return searchsorted(std::get<0>(a.sort(-1)), operand(1), false, x != 0).to(a.dtype());
     case Op::bucketize:
       return bucketize(operand(1), std::get<0>(a.flatten().sort(0)), false, x != 0).to(a.dtype());
+    case Op::addr:
+      return a.addr(operand(1), operand(2), x, n.at(0));
+    case Op::addmv:
+      return a.addmv(operand(1), operand(2), x, n.at(0));
+    case Op::index_fill: {
+      const std::vector<double> index(n.begin() + 1, n.end());
+      return a.index_fill(n.at(0), from_vector(index, {int64_t(index.size())}, kInt64), x);
+    }
+    case Op::index_copy: {
+      const std::vector<double> index(n.begin() + 1, n.end());
+      return a.index_copy(n.at(0), from_vector(index, {int64_t(index.size())}, kInt64),
+                          copy_source(a, operand(1), n.at(0), int64_t(index.size())));
+    }
+    case Op::copysign:
+      return a.copysign(operand(1));
+    case Op::sinc:
+      return a.sinc();
+    case Op::nanmean:
+      return a.nanmean(n, keep);
+    case Op::aminmax: {
+      auto [lo, hi] = a.aminmax(n.empty() ? std::nullopt : std::optional<int64_t>(n[0]), keep);
+      return lo + hi;
+    }
+    case Op::repeat_interleave:
+      return a.repeat_interleave(n.at(0), n.size() > 1 ? std::optional<int64_t>(n[1]) : std::nullopt);
     case Op::detach:
       return a.detach();
     // In place: the handle shares the operand's storage.
@@ -683,6 +720,26 @@ std::string cpp(const Instr& in, const std::vector<std::string>& names) {
     case Op::bucketize:
       return "bucketize(" + v(1) + ", std::get<0>(" + a + ".flatten().sort(0)), false, " +
              flag(in.number != 0) + ").to(" + a + ".dtype())";
+    case Op::addr:
+      return a + ".addr(" + v(1) + ", " + v(2) + ", " + x + ", " + i(0) + ")";
+    case Op::addmv:
+      return a + ".addmv(" + v(1) + ", " + v(2) + ", " + x + ", " + i(0) + ")";
+    case Op::index_fill:
+      return a + ".index_fill(" + i(0) + ", tensor(" + list(n, 1) + "), " + x + ")";
+    case Op::index_copy:
+      return a + ".index_copy(" + i(0) + ", tensor(" + list(n, 1) + "), " +
+             copy_source_cpp(a, v(1), n.at(0), int64_t(n.size()) - 1) + ")";
+    case Op::copysign:
+      return a + ".copysign(" + v(1) + ")";
+    case Op::sinc:
+      return a + ".sinc()";
+    case Op::nanmean:
+      return a + ".nanmean(" + list(n) + ", " + keep + ")";
+    case Op::aminmax:
+      return "std::apply(std::plus<>(), " + a + ".aminmax(" + (n.empty() ? "std::nullopt" : i(0)) +
+             ", " + keep + "))";
+    case Op::repeat_interleave:
+      return a + ".repeat_interleave(" + i(0) + (n.size() > 1 ? ", " + i(1) : "") + ")";
     case Op::detach:
       return a + ".detach()";
     case Op::add_:

@@ -54,6 +54,11 @@ Tensor cluster_log_prob(const Tensor& h, const Tensor& w, const Tensor& targets,
 /// functions whose result's size the data decides (`what`: "the number of
 /// distinct values"), which a traced plan (static shapes, as jax.jit's) cannot have.
 void check_size_static(const char* op, const char* what, Loc loc);
+/// `r`, or a copy of it where it shares x's storage: for functions that are
+/// copies in PyTorch (repeat, repeat_interleave, diff) built from views, which
+/// with every repeat 1 (or n = 0) are x itself, and repeating a dim of size 1
+/// an expand of it. A traced clone is only a new name for the value.
+Tensor own_storage(const Tensor& r, const Tensor& x, Loc loc);
 /// normalize_dim(dim, rank), its error attached to the user's line and `op`.
 int64_t checked_dim(int64_t dim, int64_t rank, const char* op, Loc loc);
 /// normalize_dims(dims, rank), its error attached to the user's line and `op`.

@@ -507,7 +507,7 @@ Tensor Tensor::diff(int64_t n, int64_t dim_, const Tensor& prepend, const Tensor
     const Tensor hi = r.narrow(d, 1, len, l), lo = r.narrow(d, 0, len, l);
     r = r.dtype() == kBool ? hi.ne(lo, l) : hi.sub(lo, 1, l);
   }
-  return r;
+  return detail::own_storage(r, *this, l);
 }
 
 namespace {
@@ -544,7 +544,7 @@ Tensor Tensor::repeat_interleave(int64_t repeats, std::optional<int64_t> dim_, L
   wide.insert(wide.begin() + d + 1, repeats);
   Shape out = x.sizes();
   out[size_t(d)] *= repeats;
-  return x.unsqueeze(d + 1, l).expand(wide, l).reshape(out, l);
+  return detail::own_storage(x.unsqueeze(d + 1, l).expand(wide, l).reshape(out, l), *this, l);
 }
 
 Tensor Tensor::cross(const Tensor& other, std::optional<int64_t> dim_, Loc l) const {

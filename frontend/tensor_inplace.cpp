@@ -16,6 +16,10 @@ namespace kiln {
 
 using detail::here;
 
+Tensor detail::own_storage(const Tensor& r, const Tensor& x, Loc l) {
+  return r.is_symbolic() || r.impl()->buffer == x.impl()->buffer ? r.clone(l) : r;
+}
+
 namespace {
 
 Tensor& write(Tensor& self, const Tensor& value, Loc l) {
@@ -124,7 +128,7 @@ Tensor Tensor::repeat(std::vector<int64_t> repeats, Loc l) const {
     expanded.insert(expanded.end(), {repeats[d], s[d]});
     out.push_back(repeats[d] * s[d]);
   }
-  return reshape(spread, l).expand(expanded, l).reshape(out, l);
+  return detail::own_storage(reshape(spread, l).expand(expanded, l).reshape(out, l), *this, l);
 }
 
 Tensor Tensor::flip(std::vector<int64_t> dims, Loc l) const {

@@ -5,6 +5,7 @@
 // selections whose size the data decides are eager only, and say so in a
 // trace. Smooth composites also against finite differences (f64).
 #include <cmath>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -542,6 +543,37 @@ TEST_CASE("tensor functions and advanced indexing equal PyTorch's, values and gr
     else
       KILN_CHECK_ERROR(traced(in[0], in[1], in[2]), "decides the result's size",
                        "outside the traced function");
+  }
+}
+
+TEST_CASE("repeat, tile, repeat_interleave and diff(n = 0) return new storage, as PyTorch's") {
+  // With every repeat 1 (or n = 0) the result had been a view of the input, so
+  // an in-place write to it changed the input; repeating a dim of size 1 had
+  // given a view of an expand, which refused in-place writes.
+  const std::vector<std::function<Tensor(const Tensor&)>> fns = {
+      [](const Tensor& x) { return x.tile({1}); },
+      [](const Tensor& x) { return x.repeat({1, 1}); },
+      [](const Tensor& x) { return x.reshape({3, 1}).repeat({1, 2}); },
+      [](const Tensor& x) { return x.narrow(0, 0, 1).repeat({3}); },
+      [](const Tensor& x) { return x.repeat_interleave(1, 0); },
+      [](const Tensor& x) { return x.narrow(0, 0, 1).repeat_interleave(2); },
+      [](const Tensor& x) { return x.diff(0); },
+  };
+  for (size_t i = 0; i < fns.size(); ++i) {
+    CAPTURE(i);
+    const auto fn = fns[i];
+    auto body = [fn](Tensor x) {
+      Tensor y = fn(x);
+      y.add_(1);
+      return std::vector<Tensor>{x * 1, y};
+    };
+    const std::vector<double> want_x{1, 2, 3};
+    std::vector<Tensor> eager = body(tensor({1.0, 2.0, 3.0}));
+    CHECK(eager[0].to_vector<double>() == want_x);
+    auto traced = jit(body);
+    std::vector<Tensor> t = traced(tensor({1.0, 2.0, 3.0}));
+    CHECK(t[0].to_vector<double>() == want_x);
+    CHECK(t[1].to_vector<double>() == eager[1].to_vector<double>());
   }
 }
 

@@ -227,6 +227,7 @@ Verdict check_program(const Program& p, const CheckOptions& o) {
     const RunResult traced = run(p, true);
     v.failure = compare(p, eager, traced, o);
     v.both_threw = !v.failure && eager.error.has_value();
+    if (v.both_threw) v.error = *eager.error;
   } catch (const std::exception& e) {
     v.failure =
         Failure{"exception", std::string("an exception other than kiln::Error: ") + e.what()};

@@ -21,6 +21,7 @@ struct Failure {
 struct Verdict {
   std::optional<Failure> failure;
   bool both_threw = false;  // eager and traced raised a kiln::Error (not a failure)
+  std::string error;        // then the eager one's message
 };
 
 /// Differences that a run may be told to let pass (--ignore).

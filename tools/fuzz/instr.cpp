@@ -2,6 +2,7 @@
 // for the meaning of an instruction's ints and number.
 #include "tools/fuzz/instr.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -86,6 +87,118 @@ double max_abs_over(OpKind k, const MathForm& f) {
   return y.abs().max().item<double>();
 }
 
+
+// An int64 index tensor from n[at...]: its rank r, r sizes, then its values
+// (the payload of an index entry, ops.def); `at` moves past it.
+Tensor index_tensor(const std::vector<int64_t>& n, size_t& at) {
+  const size_t rank = static_cast<size_t>(n.at(at++));
+  const Shape shape(n.begin() + static_cast<long>(at), n.begin() + static_cast<long>(at + rank));
+  at += rank;
+  const size_t count = static_cast<size_t>(numel(shape));
+  const std::vector<double> v(n.begin() + static_cast<long>(at),
+                              n.begin() + static_cast<long>(at + count));
+  at += count;
+  return from_vector(v, shape, kInt64);
+}
+std::string index_tensor_cpp(const std::vector<int64_t>& n, size_t& at) {
+  const size_t rank = static_cast<size_t>(n.at(at++));
+  const std::vector<int64_t> shape(n.begin() + static_cast<long>(at),
+                                   n.begin() + static_cast<long>(at + rank));
+  at += rank;
+  const size_t count = static_cast<size_t>(numel(shape));
+  const std::vector<int64_t> v(n.begin() + static_cast<long>(at),
+                               n.begin() + static_cast<long>(at + count));
+  at += count;
+  return "tensor(" + list(v) + ").reshape(" + list(shape) + ")";
+}
+
+// The entries of an index_adv instruction (ops.def), run and printed.
+std::vector<indexing::TensorIndex> index_entries(const std::vector<int64_t>& n) {
+  std::vector<indexing::TensorIndex> r;
+  for (size_t at = 0; at < n.size();) {
+    switch (n[at++]) {
+      case 0:
+        r.emplace_back(indexing::Slice());
+        break;
+      case 1:
+        r.emplace_back(n.at(at++));
+        break;
+      case 2:
+        r.emplace_back(indexing::Slice(n.at(at), n.at(at + 1), n.at(at + 2)));
+        at += 3;
+        break;
+      default:
+        r.emplace_back(index_tensor(n, at));
+        break;
+    }
+  }
+  return r;
+}
+std::string index_entries_cpp(const std::vector<int64_t>& n) {
+  std::string r;
+  for (size_t at = 0; at < n.size();) {
+    r += r.empty() ? "" : ", ";
+    switch (n[at++]) {
+      case 0:
+        r += "indexing::Slice()";
+        break;
+      case 1:
+        r += std::to_string(n.at(at++));
+        break;
+      case 2:
+        r += "indexing::Slice(" + std::to_string(n.at(at)) + ", " + std::to_string(n.at(at + 1)) +
+             ", " + std::to_string(n.at(at + 2)) + ")";
+        at += 3;
+        break;
+      default:
+        r += index_tensor_cpp(n, at);
+        break;
+    }
+  }
+  return "{" + r + "}";
+}
+
+// index_put_'s index tensors: their count, then each one's payload.
+std::vector<Tensor> put_indices(const std::vector<int64_t>& n) {
+  std::vector<Tensor> r;
+  size_t at = 1;
+  for (int64_t k = 0; k < n.at(0); ++k) r.push_back(index_tensor(n, at));
+  return r;
+}
+std::string put_indices_cpp(const std::vector<int64_t>& n) {
+  std::string r;
+  size_t at = 1;
+  for (int64_t k = 0; k < n.at(0); ++k) r += (k ? ", " : "") + index_tensor_cpp(n, at);
+  return "{" + r + "}";
+}
+
+// The first `count` ints from n[from], and the next `count`.
+std::vector<int64_t> ints_at(const std::vector<int64_t>& n, size_t from, size_t count) {
+  return std::vector<int64_t>(n.begin() + static_cast<long>(from),
+                              n.begin() + static_cast<long>(from + count));
+}
+
+// matrix_norm's ord: "fro" (number 0) or the number.
+Tensor matrix_norm_call(const Tensor& a, double ord, std::vector<int64_t> dims, bool keep) {
+  if (ord == 0) return linalg::matrix_norm(a, "fro", std::move(dims), keep);
+  return linalg::matrix_norm(a, ord, std::move(dims), keep);
+}
+std::string ord_cpp(double ord) {
+  if (std::isinf(ord)) return ord > 0 ? "INFINITY" : "-INFINITY";
+  return number_literal(ord);
+}
+
+// index_copy's source: b expanded to a's shape with `count` along dim d.
+Tensor copy_source(const Tensor& a, const Tensor& b, int64_t d, int64_t count) {
+  Shape s = a.sizes();
+  s.at(static_cast<size_t>(d < 0 ? d + a.dim() : d)) = count;
+  return b.expand(s);
+}
+std::string copy_source_cpp(const std::string& a, const std::string& b, int64_t d, int64_t count) {
+  return "[&] { Shape s = " + a + ".sizes(); s[" + std::to_string(d) + " < 0 ? " + std::to_string(d) +
+         " + " + a + ".dim() : " + std::to_string(d) + "] = " + std::to_string(count) + "; return " + b +
+         ".expand(s); }()";
+}
 }  // namespace
 
 MathForm math_form(OpKind k) {
@@ -281,6 +394,95 @@ Tensor run_instr(const Instr& in, const std::vector<Tensor>& values) {
                  nn::functional::AdaptiveTail{{b.tanh(), b.matmul(b.t()).tanh()}})
           .output;
     }
+    case Op::index_adv:
+      return a.index(index_entries(n));
+    case Op::movedim: {
+      const size_t k = static_cast<size_t>(n.at(0));
+      return a.movedim(ints_at(n, 1, k), ints_at(n, 1 + k, k));
+    }
+    case Op::tensordot: {
+      const size_t k = static_cast<size_t>(n.at(0));
+      return tensordot(a, operand(1), ints_at(n, 1, k), ints_at(n, 1 + k, k));
+    }
+    case Op::rot90:
+      return a.rot90(n.at(0), {n.at(1), n.at(2)});
+    case Op::diag:
+      return a.diag(n.at(0));
+    case Op::diagonal:
+      return a.diagonal(n.at(0), n.at(1), n.at(2));
+    case Op::trace:
+      return a.trace();
+    case Op::cross:
+      return a.cross(operand(1), n.at(0));
+    case Op::kron:
+      return a.kron(operand(1));
+    case Op::unfold:
+      return a.unfold(n.at(0), n.at(1), n.at(2));
+    case Op::tile:
+      return a.tile(n);
+    case Op::diff:
+      return a.diff(n.at(0), n.at(1));
+    case Op::cdist:
+      return cdist(a, operand(1), x);
+    case Op::logit:
+      return x != 0 ? a.logit(x) : into(a, 0.05, 0.95).logit();
+    case Op::xlogy:
+      return a.xlogy(into(operand(1), 0.125, 4));
+    case Op::lerp:
+      return a.lerp(operand(1), operand(2));
+    case Op::lerp_scalar:
+      return a.lerp(operand(1), x);
+    case Op::addcmul:
+      return a.addcmul(operand(1), operand(2), x);
+    case Op::addcdiv:
+      return a.addcdiv(operand(1), operand(2).abs() + 0.5, x);
+    case Op::median:
+      return n.empty() ? a.median() : std::get<0>(a.median(n.at(0), keep));
+    case Op::std_mean: {
+      auto [sd, mean] = std_mean(a, n, (static_cast<int>(x) & 2) != 0, (static_cast<int>(x) & 1) != 0);
+      return sd + mean;
+    }
+    case Op::var_mean: {
+      auto [var, mean] = var_mean(a, n, (static_cast<int>(x) & 2) != 0, (static_cast<int>(x) & 1) != 0);
+      return var + mean;
+    }
+    case Op::vector_norm:
+      return linalg::vector_norm(a, x, ints_at(n, 1, n.size() - 1), n.at(0) != 0);
+    case Op::matrix_norm:
+      return matrix_norm_call(a, x, {n.at(1), n.at(2)}, n.at(0) != 0);
+    case Op::take: {
+      size_t at = 0;
+      return a.take(index_tensor(n, at));
+    }
+    case Op::searchsorted:
+      return searchsorted(std::get<0>(a.sort(-1)), operand(1), false, x != 0).to(a.dtype());
+    case Op::bucketize:
+      return bucketize(operand(1), std::get<0>(a.flatten().sort(0)), false, x != 0).to(a.dtype());
+    case Op::addr:
+      return a.addr(operand(1), operand(2), x, n.at(0));
+    case Op::addmv:
+      return a.addmv(operand(1), operand(2), x, n.at(0));
+    case Op::index_fill: {
+      const std::vector<double> index(n.begin() + 1, n.end());
+      return a.index_fill(n.at(0), from_vector(index, {int64_t(index.size())}, kInt64), x);
+    }
+    case Op::index_copy: {
+      const std::vector<double> index(n.begin() + 1, n.end());
+      return a.index_copy(n.at(0), from_vector(index, {int64_t(index.size())}, kInt64),
+                          copy_source(a, operand(1), n.at(0), int64_t(index.size())));
+    }
+    case Op::copysign:
+      return a.copysign(operand(1));
+    case Op::sinc:
+      return a.sinc();
+    case Op::nanmean:
+      return a.nanmean(n, keep);
+    case Op::aminmax: {
+      auto [lo, hi] = a.aminmax(n.empty() ? std::nullopt : std::optional<int64_t>(n[0]), keep);
+      return lo + hi;
+    }
+    case Op::repeat_interleave:
+      return a.repeat_interleave(n.at(0), n.size() > 1 ? std::optional<int64_t>(n[1]) : std::nullopt);
     case Op::detach:
       return a.detach();
     // In place: the handle shares the operand's storage.
@@ -296,6 +498,10 @@ Tensor run_instr(const Instr& in, const std::vector<Tensor>& values) {
       return Tensor(a).mul_(x);
     case Op::relu_:
       return Tensor(a).relu_();
+    case Op::index_put_: {
+      const Tensor src = (static_cast<int>(x) & 2) != 0 ? operand(1).mean() : operand(1);
+      return Tensor(a).index_put_(put_indices(n), src, (static_cast<int>(x) & 1) != 0);
+    }
     case Op::nograd_begin:
     case Op::nograd_end:
       break;
@@ -445,6 +651,95 @@ std::string cpp(const Instr& in, const std::vector<std::string>& names) {
       return "nn::functional::adaptive_log_softmax_with_loss(" + a + ", tensor(" + list(n) + "), " +
              a + ".t().matmul(" + a + ").tanh(), {}, {{" + v(1) + ".tanh(), " + v(1) + ".matmul(" +
              v(1) + ".t()).tanh()}}).output";
+    case Op::index_adv:
+      return a + ".index(" + index_entries_cpp(n) + ")";
+    case Op::movedim: {
+      const size_t k = static_cast<size_t>(n.at(0));
+      return a + ".movedim(" + list(ints_at(n, 1, k)) + ", " + list(ints_at(n, 1 + k, k)) + ")";
+    }
+    case Op::tensordot: {
+      const size_t k = static_cast<size_t>(n.at(0));
+      return "tensordot(" + a + ", " + v(1) + ", " + list(ints_at(n, 1, k)) + ", " +
+             list(ints_at(n, 1 + k, k)) + ")";
+    }
+    case Op::rot90:
+      return a + ".rot90(" + i(0) + ", {" + i(1) + ", " + i(2) + "})";
+    case Op::diag:
+      return a + ".diag(" + i(0) + ")";
+    case Op::diagonal:
+      return a + ".diagonal(" + i(0) + ", " + i(1) + ", " + i(2) + ")";
+    case Op::trace:
+      return a + ".trace()";
+    case Op::cross:
+      return a + ".cross(" + v(1) + ", " + i(0) + ")";
+    case Op::kron:
+      return a + ".kron(" + v(1) + ")";
+    case Op::unfold:
+      return a + ".unfold(" + i(0) + ", " + i(1) + ", " + i(2) + ")";
+    case Op::tile:
+      return a + ".tile(" + list(n) + ")";
+    case Op::diff:
+      return a + ".diff(" + i(0) + ", " + i(1) + ")";
+    case Op::cdist:
+      return "cdist(" + a + ", " + v(1) + ", " + x + ")";
+    case Op::logit:
+      return in.number != 0 ? a + ".logit(" + x + ")" : into_cpp(a, 0.05, 0.95) + ".logit()";
+    case Op::xlogy:
+      return a + ".xlogy(" + into_cpp(v(1), 0.125, 4) + ")";
+    case Op::lerp:
+      return a + ".lerp(" + v(1) + ", " + v(2) + ")";
+    case Op::lerp_scalar:
+      return a + ".lerp(" + v(1) + ", " + x + ")";
+    case Op::addcmul:
+      return a + ".addcmul(" + v(1) + ", " + v(2) + ", " + x + ")";
+    case Op::addcdiv:
+      return a + ".addcdiv(" + v(1) + ", " + v(2) + ".abs() + 0.5, " + x + ")";
+    case Op::median:
+      return n.empty() ? a + ".median()" : "std::get<0>(" + a + ".median(" + i(0) + ", " + keep + "))";
+    case Op::std_mean:
+    case Op::var_mean: {
+      const char* f = in.op == Op::std_mean ? "std_mean" : "var_mean";
+      return std::string("std::apply(std::plus<>(), ") + f + "(" + a + ", " + list(n) + ", " +
+             flag((static_cast<int>(in.number) & 2) != 0) + ", " +
+             flag((static_cast<int>(in.number) & 1) != 0) + "))";
+    }
+    case Op::vector_norm:
+      return "linalg::vector_norm(" + a + ", " + ord_cpp(in.number) + ", " + list(n, 1) + ", " +
+             flag(n.at(0) != 0) + ")";
+    case Op::matrix_norm:
+      return "linalg::matrix_norm(" + a + ", " +
+             (in.number == 0 ? std::string("\"fro\"") : ord_cpp(in.number)) + ", {" + i(1) + ", " +
+             i(2) + "}, " + flag(n.at(0) != 0) + ")";
+    case Op::take: {
+      size_t at = 0;
+      return a + ".take(" + index_tensor_cpp(n, at) + ")";
+    }
+    case Op::searchsorted:
+      return "searchsorted(std::get<0>(" + a + ".sort(-1)), " + v(1) + ", false, " +
+             flag(in.number != 0) + ").to(" + a + ".dtype())";
+    case Op::bucketize:
+      return "bucketize(" + v(1) + ", std::get<0>(" + a + ".flatten().sort(0)), false, " +
+             flag(in.number != 0) + ").to(" + a + ".dtype())";
+    case Op::addr:
+      return a + ".addr(" + v(1) + ", " + v(2) + ", " + x + ", " + i(0) + ")";
+    case Op::addmv:
+      return a + ".addmv(" + v(1) + ", " + v(2) + ", " + x + ", " + i(0) + ")";
+    case Op::index_fill:
+      return a + ".index_fill(" + i(0) + ", tensor(" + list(n, 1) + "), " + x + ")";
+    case Op::index_copy:
+      return a + ".index_copy(" + i(0) + ", tensor(" + list(n, 1) + "), " +
+             copy_source_cpp(a, v(1), n.at(0), int64_t(n.size()) - 1) + ")";
+    case Op::copysign:
+      return a + ".copysign(" + v(1) + ")";
+    case Op::sinc:
+      return a + ".sinc()";
+    case Op::nanmean:
+      return a + ".nanmean(" + list(n) + ", " + keep + ")";
+    case Op::aminmax:
+      return "std::apply(std::plus<>(), " + a + ".aminmax(" + (n.empty() ? "std::nullopt" : i(0)) +
+             ", " + keep + "))";
+    case Op::repeat_interleave:
+      return a + ".repeat_interleave(" + i(0) + (n.size() > 1 ? ", " + i(1) : "") + ")";
     case Op::detach:
       return a + ".detach()";
     case Op::add_:
@@ -459,6 +754,10 @@ std::string cpp(const Instr& in, const std::vector<std::string>& names) {
       return a + ".mul_(" + x + ")";
     case Op::relu_:
       return a + ".relu_()";
+    case Op::index_put_:
+      return a + ".index_put_(" + put_indices_cpp(n) + ", " + v(1) +
+             ((static_cast<int>(in.number) & 2) != 0 ? ".mean()" : "") + ", " +
+             flag((static_cast<int>(in.number) & 1) != 0) + ")";
     case Op::nograd_begin:
     case Op::nograd_end:
       break;

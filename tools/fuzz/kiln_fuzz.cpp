@@ -34,6 +34,10 @@ struct Options {
   std::string replay;
 };
 
+std::string error_first_line(const std::string& message) {
+  return message.substr(0, message.find('\n'));
+}
+
 uint64_t program_seed(uint64_t seed, int64_t i) {
   Rng r(seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(i));
   return r.next();
@@ -62,9 +66,9 @@ int run_programs(const Options& o) {
     const Verdict v = check_program(p, checks);
     if (o.verbose)
       std::cout << "program " << i << ": " << p.instrs.size() << " instructions, "
-                << (v.failure      ? "FAILED"
-                    : v.both_threw ? "kiln::Error both ways"
-                                   : "passed")
+                << (v.failure      ? std::string("FAILED")
+                    : v.both_threw ? "kiln::Error both ways: " + error_first_line(v.error)
+                                   : std::string("passed"))
                 << std::endl;
     if (!v.failure) {
       ++passed;

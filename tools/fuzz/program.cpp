@@ -36,6 +36,8 @@ constexpr FeatureName kFeatureNames[] = {
     {"optimizer", kOptimizer},
     {"compare", kCompare},
     {"inplace-recorded", kInPlaceRecorded},
+    {"indexing", kIndexing},
+    {"composites", kComposites},
 };
 }  // namespace
 

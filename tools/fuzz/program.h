@@ -53,7 +53,9 @@ enum Feature : uint32_t {
   // In-place writes to storage the autograd tape saved: a backward that reads
   // the old value raises "modified by an in-place operation", eagerly and traced.
   kInPlaceRecorded = 1u << 12,
-  kAllFeatures = (1u << 13) - 1,
+  kIndexing = 1u << 13,    // advanced indexing, x.index({...}) and index_put_
+  kComposites = 1u << 14,  // libtorch's tensor functions of frontend/tensor_extra.h
+  kAllFeatures = (1u << 15) - 1,
   kDefaultFeatures = kAllFeatures,
 };
 

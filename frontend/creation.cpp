@@ -30,10 +30,6 @@ Tensor finish(Tensor t, const TensorOptions& o, SourceLoc loc) {
   return t;
 }
 
-// Values as a literal's data: integers (and bools) exactly as int64, floats as double.
-template <class T>
-using LiteralT = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
-
 Tensor literal(AttrValue data, Shape shape, const TensorOptions& o, SourceLoc loc) {
   check_dtype(o.dtype_, "tensor()", loc);
   if (const auto* ints = std::get_if<std::vector<int64_t>>(&data))
@@ -46,96 +42,54 @@ Tensor literal(AttrValue data, Shape shape, const TensorOptions& o, SourceLoc lo
   return finish(r, o, loc);
 }
 
-template <class T>
-Tensor tensor_1d(std::initializer_list<T> values, TensorOptions o, DType natural, Loc l) {
-  std::vector<LiteralT<T>> data(values.begin(), values.end());
-  if (!o.has_dtype_) o.dtype_ = natural;
-  return literal(std::move(data), {static_cast<int64_t>(values.size())}, o, here(l));
-}
-
-template <class T>
-Tensor tensor_vec(const std::vector<T>& values, TensorOptions o, DType natural, Loc l) {
-  std::vector<LiteralT<T>> data(values.begin(), values.end());
-  if (!o.has_dtype_) o.dtype_ = natural;
-  return literal(std::move(data), {static_cast<int64_t>(values.size())}, o, here(l));
-}
-
-template <class T>
-Tensor tensor_2d(std::initializer_list<std::initializer_list<T>> rows, TensorOptions o,
-                 DType natural, Loc l) {
-  std::vector<LiteralT<T>> data;
-  size_t cols = rows.size() ? rows.begin()->size() : 0;
-  for (const auto& r : rows) {
-    if (r.size() != cols)
-      throw Error("tensor(): rows of different lengths (" + std::to_string(cols) + " and " +
-                      std::to_string(r.size()) + "); expected a rectangular nested list",
-                  here(l));
-    data.insert(data.end(), r.begin(), r.end());
-  }
-  if (!o.has_dtype_) o.dtype_ = natural;
-  return literal(std::move(data), {static_cast<int64_t>(rows.size()), static_cast<int64_t>(cols)},
-                 o, here(l));
-}
-
 }  // namespace
 
-// A plain `TensorOptions{}` means "the natural dtype" for integer and bool lists.
-Tensor tensor(std::initializer_list<float> v, TensorOptions o, Loc l) { return tensor_1d(v, o, DType::f32, l); }
-Tensor tensor(std::initializer_list<double> v, TensorOptions o, Loc l) { return tensor_1d(v, o, DType::f32, l); }
-Tensor tensor(std::initializer_list<int> v, TensorOptions o, Loc l) { return tensor_1d(v, o, DType::i64, l); }
-Tensor tensor(std::initializer_list<int64_t> v, TensorOptions o, Loc l) { return tensor_1d(v, o, DType::i64, l); }
-Tensor tensor(std::initializer_list<bool> v, TensorOptions o, Loc l) { return tensor_1d(v, o, DType::b8, l); }
-Tensor tensor(const std::vector<float>& v, TensorOptions o, Loc l) {
-  return tensor_vec(v, o, DType::f32, l);
-}
-Tensor tensor(const std::vector<double>& v, TensorOptions o, Loc l) {
-  return tensor_vec(v, o, DType::f32, l);
-}
-Tensor tensor(const std::vector<int>& v, TensorOptions o, Loc l) {
-  return tensor_vec(v, o, DType::i64, l);
-}
-Tensor tensor(const std::vector<int64_t>& v, TensorOptions o, Loc l) {
-  return tensor_vec(v, o, DType::i64, l);
-}
-Tensor tensor(const std::vector<bool>& v, TensorOptions o, Loc l) {
-  return tensor_vec(v, o, DType::b8, l);
-}
-Tensor tensor(const std::vector<uint8_t>& v, TensorOptions o, Loc l) {
-  return tensor_vec(v, o, DType::u8, l);
-}
-Tensor tensor(const std::vector<int8_t>& v, TensorOptions o, Loc l) {
-  return tensor_vec(v, o, DType::i8, l);
-}
-Tensor tensor(const std::vector<int16_t>& v, TensorOptions o, Loc l) {
-  return tensor_vec(v, o, DType::i16, l);
-}
-Tensor tensor(std::initializer_list<std::initializer_list<float>> v, TensorOptions o, Loc l) {
-  return tensor_2d(v, o, DType::f32, l);
-}
-Tensor tensor(std::initializer_list<std::initializer_list<double>> v, TensorOptions o, Loc l) {
-  return tensor_2d(v, o, DType::f32, l);
-}
-Tensor tensor(std::initializer_list<std::initializer_list<int>> v, TensorOptions o, Loc l) {
-  return tensor_2d(v, o, DType::i64, l);
-}
-Tensor tensor(std::initializer_list<std::initializer_list<int64_t>> v, TensorOptions o, Loc l) {
-  return tensor_2d(v, o, DType::i64, l);
-}
-Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<float>>> v,
-              TensorOptions o, Loc l) {
-  std::vector<double> data;
-  int64_t d1 = v.size() ? static_cast<int64_t>(v.begin()->size()) : 0;
-  int64_t d2 = d1 ? static_cast<int64_t>(v.begin()->begin()->size()) : 0;
-  for (const auto& m : v) {
-    if (static_cast<int64_t>(m.size()) != d1)
-      throw Error("tensor(): nested lists of different lengths (expected a rectangular list)", here(l));
-    for (const auto& r : m) {
-      if (static_cast<int64_t>(r.size()) != d2)
-        throw Error("tensor(): nested lists of different lengths (expected a rectangular list)", here(l));
-      data.insert(data.end(), r.begin(), r.end());
-    }
+TensorLiteral::TensorLiteral(Scalar v)
+    : values_{v},
+      natural_(v.kind == ScalarKind::floating  ? DType::f32
+               : v.kind == ScalarKind::integer ? DType::i64
+                                               : DType::b8) {}
+
+// The children's shapes must agree (the first one's decides); their dtypes
+// join: all the same keeps it, floating with anything is float32, else int64.
+TensorLiteral::TensorLiteral(std::initializer_list<TensorLiteral> list) {
+  sizes_ = {static_cast<int64_t>(list.size())};
+  if (list.size() == 0) return;
+  const TensorLiteral& first = *list.begin();
+  sizes_.insert(sizes_.end(), first.sizes_.begin(), first.sizes_.end());
+  natural_ = first.natural_;
+  values_.reserve(list.size() * first.values_.size());
+  int64_t i = 0;
+  for (const TensorLiteral& e : list) {
+    if (error_.empty() && !e.error_.empty()) error_ = e.error_;
+    if (error_.empty() && e.sizes_ != first.sizes_)
+      error_ = "tensor(): a ragged nested list: element " + std::to_string(i) + " has shape " +
+               shape_str(e.sizes_) + " but element 0 has " + shape_str(first.sizes_) +
+               " (expected every sub-list of one level to have the same length)";
+    if (e.natural_ != natural_)
+      natural_ = is_floating(e.natural_) || is_floating(natural_) ? DType::f32 : DType::i64;
+    values_.insert(values_.end(), e.values_.begin(), e.values_.end());
+    ++i;
   }
-  return literal(std::move(data), {static_cast<int64_t>(v.size()), d1, d2}, o, here(l));
+}
+
+Tensor tensor(const TensorLiteral& v, TensorOptions o, Loc l) {
+  if (!v.error().empty()) throw Error(v.error(), here(l));
+  if (!o.has_dtype_) o.dtype_ = v.natural_dtype();
+  if (v.sizes().empty()) return scalar_tensor(v.values()[0], o, l);
+  AttrValue data;
+  if (is_floating(v.natural_dtype())) {
+    std::vector<double> d;
+    d.reserve(v.values().size());
+    for (const Scalar& s : v.values()) d.push_back(s.toDouble());
+    data = std::move(d);
+  } else {
+    std::vector<int64_t> d;
+    d.reserve(v.values().size());
+    for (const Scalar& s : v.values()) d.push_back(s.integer);
+    data = std::move(d);
+  }
+  return literal(std::move(data), v.sizes(), o, here(l));
 }
 
 Tensor scalar_tensor(Scalar value, TensorOptions o, Loc l) { return full({}, value, o, l); }

@@ -4,41 +4,76 @@
 
 #include <initializer_list>
 #include <optional>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 #include "frontend/tensor.h"
 
 namespace kiln {
 
-/// A tensor holding a nested list of values (float32 for floats, int64 for ints).
-Tensor tensor(std::initializer_list<float> values, TensorOptions opts = {}, KILN_LOC);
-Tensor tensor(std::initializer_list<double> values, TensorOptions opts = {}, KILN_LOC);
-Tensor tensor(std::initializer_list<int> values, TensorOptions opts = {}, KILN_LOC);
-Tensor tensor(std::initializer_list<int64_t> values, TensorOptions opts = {}, KILN_LOC);
-Tensor tensor(std::initializer_list<bool> values, TensorOptions opts = {}, KILN_LOC);
-Tensor tensor(std::initializer_list<std::initializer_list<float>> values, TensorOptions opts = {}, KILN_LOC);
-Tensor tensor(std::initializer_list<std::initializer_list<double>> values, TensorOptions opts = {}, KILN_LOC);
-Tensor tensor(std::initializer_list<std::initializer_list<int>> values, TensorOptions opts = {}, KILN_LOC);
-Tensor tensor(std::initializer_list<std::initializer_list<int64_t>> values, TensorOptions opts = {}, KILN_LOC);
-Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<float>>> values,
-              TensorOptions opts = {}, KILN_LOC);
+/// The values of tensor(), as libtorch's TensorDataContainer: a number, a
+/// braced list of numbers nested to any depth ({{1, 2}, {3, 4}} is [2, 2]),
+/// or a std::vector (1-D). Its natural dtype, used when tensor() is given
+/// none: int64 for integers, float32 for floating values, bool for bools;
+/// uint8_t, int8_t and int16_t keep theirs; a list mixing integers and
+/// floating values is floating. A ragged list ({{1, 2}, {3}}) is an error at
+/// tensor(), naming the line. {} is an empty 1-D list.
+class TensorLiteral {
+ public:
+  TensorLiteral() : sizes_{0} {}
+  template <class T, std::enable_if_t<std::is_arithmetic_v<T>, int> = 0>
+  TensorLiteral(T v) : values_{Scalar(v)}, natural_(natural_of<T>()) {}     // NOLINT: implicit
+  TensorLiteral(Scalar v);                                                  // NOLINT: implicit
+  TensorLiteral(std::initializer_list<TensorLiteral> list);                 // NOLINT: implicit
+  TensorLiteral(const std::vector<float>& v) : TensorLiteral(from(v)) {}    // NOLINT: implicit
+  TensorLiteral(const std::vector<double>& v) : TensorLiteral(from(v)) {}   // NOLINT: implicit
+  TensorLiteral(const std::vector<int>& v) : TensorLiteral(from(v)) {}      // NOLINT: implicit
+  TensorLiteral(const std::vector<int64_t>& v) : TensorLiteral(from(v)) {}  // NOLINT: implicit
+  TensorLiteral(const std::vector<bool>& v) : TensorLiteral(from(v)) {}     // NOLINT: implicit
+  TensorLiteral(const std::vector<uint8_t>& v) : TensorLiteral(from(v)) {}  // NOLINT: implicit
+  TensorLiteral(const std::vector<int8_t>& v) : TensorLiteral(from(v)) {}   // NOLINT: implicit
+  TensorLiteral(const std::vector<int16_t>& v) : TensorLiteral(from(v)) {}  // NOLINT: implicit
+
+  /// The shape ([] for a number), the values in row-major order, the dtype
+  /// they ask for, and what is wrong with a ragged list ("" when nothing).
+  const Shape& sizes() const { return sizes_; }
+  const std::vector<Scalar>& values() const { return values_; }
+  DType natural_dtype() const { return natural_; }
+  const std::string& error() const { return error_; }
+
+ private:
+  template <class T>
+  static constexpr DType natural_of() {
+    if constexpr (std::is_same_v<T, bool>) return DType::b8;
+    else if constexpr (std::is_floating_point_v<T>) return DType::f32;
+    else if constexpr (std::is_same_v<T, uint8_t>) return DType::u8;
+    else if constexpr (std::is_same_v<T, int8_t>) return DType::i8;
+    else if constexpr (std::is_same_v<T, int16_t>) return DType::i16;
+    else return DType::i64;
+  }
+  template <class T>
+  static TensorLiteral from(const std::vector<T>& v) {
+    TensorLiteral r;
+    r.sizes_ = {static_cast<int64_t>(v.size())};
+    r.values_.reserve(v.size());
+    for (const T& x : v) r.values_.push_back(Scalar(static_cast<T>(x)));
+    r.natural_ = natural_of<T>();
+    return r;
+  }
+
+  Shape sizes_;
+  std::vector<Scalar> values_;
+  DType natural_ = DType::f32;
+  std::string error_;
+};
+
+/// A tensor of `values` (see TensorLiteral), in opts' dtype when it names one
+/// (values must fit it: tensor({300}, kUInt8) is an error, as in libtorch):
+/// torch::tensor(3.5), tensor({{1, 2}, {3, 4}}, kFloat), tensor(std::vector<float>{...}).
+Tensor tensor(const TensorLiteral& values, TensorOptions opts = {}, KILN_LOC);
 /// A 0-d tensor.
 Tensor scalar_tensor(Scalar value, TensorOptions opts = {}, KILN_LOC);
-/// A 0-d tensor holding `value` (float32 for floats, int64 for integers, bool),
-/// or a 1-D tensor of a vector's values: libtorch's torch::tensor(3.5, kFloat64)
-/// and torch::tensor(std::vector<float>{...}). A vector of doubles gives float32
-/// and one of ints int64, as libtorch's; uint8_t, int8_t and int16_t keep their type.
-/// Values given with a dtype must fit it (detail::check_fits: tensor({300}, kUInt8)
-/// is an error, as in libtorch).
-Tensor tensor(Scalar value, TensorOptions opts = {}, KILN_LOC);
-Tensor tensor(const std::vector<float>& values, TensorOptions opts = {}, KILN_LOC);
-Tensor tensor(const std::vector<double>& values, TensorOptions opts = {}, KILN_LOC);
-Tensor tensor(const std::vector<int>& values, TensorOptions opts = {}, KILN_LOC);
-Tensor tensor(const std::vector<int64_t>& values, TensorOptions opts = {}, KILN_LOC);
-Tensor tensor(const std::vector<bool>& values, TensorOptions opts = {}, KILN_LOC);
-Tensor tensor(const std::vector<uint8_t>& values, TensorOptions opts = {}, KILN_LOC);
-Tensor tensor(const std::vector<int8_t>& values, TensorOptions opts = {}, KILN_LOC);
-Tensor tensor(const std::vector<int16_t>& values, TensorOptions opts = {}, KILN_LOC);
 /// A tensor of `shape` from row-major values (dtype of opts; values converted).
 Tensor from_vector(const std::vector<double>& values, Shape shape, TensorOptions opts = {}, KILN_LOC);
 /// Wraps memory the caller owns (CPU, row-major unless strides are given); no copy.

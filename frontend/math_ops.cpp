@@ -2,7 +2,9 @@
 // and the composites built from table ops, so autodiff, tracing and fusion see
 // ordinary nodes: reciprocal, square, fmod/remainder, isnan/isinf, all/any,
 // logsumexp, norm, prod, and var/std over one dim; and the scan ops (cumsum,
-// cumprod, logcumsumexp) and the binary math ops (logaddexp, atan2, hypot).
+// cumprod, logcumsumexp), cummax and cummin (composites: a doubling scan of
+// maximum or minimum and a gather), and the binary math ops (logaddexp,
+// atan2, hypot).
 #include <algorithm>
 #include <cmath>
 
@@ -142,6 +144,55 @@ Tensor scan(OpKind k, const Tensor& x, int64_t d, Loc l) {
 }
 
 }  // namespace
+
+namespace {
+
+// The running maximum (minimum) along d by doubling: after the step with
+// shift s each element holds the extremum of the 2s elements up to it (the
+// first s take themselves again). ceil(log2 n) steps of table ops.
+Tensor running_extremum(const Tensor& x, int64_t d, bool largest, Loc l) {
+  const int64_t n = x.size(d);
+  Tensor v = x;
+  for (int64_t s = 1; s < n; s *= 2) {
+    const Tensor before = cat({v.narrow(d, 0, s, l), v.narrow(d, 0, n - s, l)}, d, l);
+    v = largest ? v.maximum(before, l) : v.minimum(before, l);
+  }
+  return v;
+}
+
+// cummax / cummin: the index of each running extremum is the last position up
+// to it where the element equals the running extremum there (or is NaN, which
+// stays the extremum once seen), as PyTorch's >= (<=) rule; the values are x
+// gathered at the indices, so the gradient goes to the elements they came from.
+std::tuple<Tensor, Tensor> cumulative_extremum(const Tensor& x, int64_t dim, bool largest, Loc l) {
+  const char* op = largest ? "cummax" : "cummin";
+  const int64_t d = detail::checked_dim(dim, std::max<int64_t>(x.dim(), 1), op, l);
+  if (x.dim() == 0) {
+    auto [v, i] = cumulative_extremum(x.reshape({1}, l), 0, largest, l);
+    return {v.reshape({}, l), i.reshape({}, l)};
+  }
+  const Tensor key = x.dtype() == kBool ? x.detach().to(kInt64, l) : x.detach();
+  Tensor fresh = key.eq(running_extremum(key, d, largest, l), l);
+  if (is_floating(key.dtype())) fresh = fresh.logical_or(key.isnan(l), l);
+  Shape along(static_cast<size_t>(x.dim()), 1);
+  along[static_cast<size_t>(d)] = x.size(d);
+  const Tensor pos = arange(x.size(d), TensorOptions(kInt64).device(x.device()), l)
+                         .reshape(along, l)
+                         .expand(x.sizes(), l);
+  const Tensor index = running_extremum(where(fresh, pos, zeros_like(pos, l), l), d, true, l);
+  return {x.gather(d, index, l), index};
+}
+
+}  // namespace
+
+std::tuple<Tensor, Tensor> Tensor::cummax(int64_t d, Loc l) const {
+  return cumulative_extremum(*this, d, true, l);
+}
+std::tuple<Tensor, Tensor> Tensor::cummin(int64_t d, Loc l) const {
+  return cumulative_extremum(*this, d, false, l);
+}
+std::tuple<Tensor, Tensor> cummax(const Tensor& x, int64_t d, Loc l) { return x.cummax(d, l); }
+std::tuple<Tensor, Tensor> cummin(const Tensor& x, int64_t d, Loc l) { return x.cummin(d, l); }
 
 Tensor Tensor::cumsum(int64_t d, Loc l) const { return scan(OpKind::cumsum, *this, d, l); }
 Tensor Tensor::cumprod(int64_t d, Loc l) const { return scan(OpKind::cumprod, *this, d, l); }

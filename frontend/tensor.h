@@ -140,6 +140,16 @@ struct IndexAt {
   IndexAt(T i, Loc loc = Loc::current()) : index(static_cast<int64_t>(i)), loc(loc) {}
 };
 
+/// Dims, sizes or repeats where libtorch takes an IntArrayRef: one integer
+/// (x.nansum(1)), a braced list ({0, 2}) or a vector (x.sizes()). A vector of
+/// int64 itself, so code that reads dims reads it as one.
+struct Dims : std::vector<int64_t> {
+  Dims() = default;
+  Dims(int64_t d) : std::vector<int64_t>{d} {}                          // NOLINT: implicit
+  Dims(std::initializer_list<int64_t> d) : std::vector<int64_t>(d) {}   // NOLINT: implicit
+  Dims(std::vector<int64_t> d) : std::vector<int64_t>(std::move(d)) {}  // NOLINT: implicit
+};
+
 template <class T, size_t N>
 class TensorAccessor;
 /// The op that computed a tensor, for autograd (libtorch's x.grad_fn()->name()).
@@ -221,7 +231,7 @@ class Tensor {
   Tensor unsqueeze(int64_t dim, KILN_LOC) const;
   Tensor transpose(int64_t dim0, int64_t dim1, KILN_LOC) const;
   Tensor t(KILN_LOC) const;
-  Tensor permute(std::vector<int64_t> dims, KILN_LOC) const;
+  Tensor permute(Dims dims, KILN_LOC) const;
   Tensor expand(Shape shape, KILN_LOC) const;
   Tensor expand_as(const Tensor& other, KILN_LOC) const;
   /// Elements start, start + step, ... before end along dim; a missing start or end
@@ -354,8 +364,8 @@ class Tensor {
   std::tuple<Tensor, Tensor> max(int64_t dim, bool keepdim = false, KILN_LOC) const;
   Tensor min(KILN_LOC) const;
   std::tuple<Tensor, Tensor> min(int64_t dim, bool keepdim = false, KILN_LOC) const;
-  Tensor amax(std::vector<int64_t> dims, bool keepdim = false, KILN_LOC) const;
-  Tensor amin(std::vector<int64_t> dims, bool keepdim = false, KILN_LOC) const;
+  Tensor amax(Dims dims = {}, bool keepdim = false, KILN_LOC) const;
+  Tensor amin(Dims dims = {}, bool keepdim = false, KILN_LOC) const;
   Tensor argmax(KILN_LOC) const;
   Tensor argmax(int64_t dim, bool keepdim = false, KILN_LOC) const;
   Tensor argmin(KILN_LOC) const;
@@ -384,6 +394,11 @@ class Tensor {
   Tensor cumprod(int64_t dim, KILN_LOC) const;
   /// log(cumsum(exp(x))) along dim, without overflow (a running logaddexp).
   Tensor logcumsumexp(int64_t dim, KILN_LOC) const;
+  /// The running maximum (minimum) along dim and the int64 index where each
+  /// came from (the last of equal values, a NaN once seen, as torch.cummax).
+  /// The values' gradient goes to the elements they came from.
+  std::tuple<Tensor, Tensor> cummax(int64_t dim, KILN_LOC) const;
+  std::tuple<Tensor, Tensor> cummin(int64_t dim, KILN_LOC) const;
   /// log(exp(x) + exp(other)), without overflow.
   Tensor logaddexp(const Tensor& other, KILN_LOC) const;
   /// The angle of the point (other, x) in [-pi, pi] (torch.atan2: x is y).
@@ -437,6 +452,15 @@ class Tensor {
   Tensor& copy_(const Tensor& src, KILN_LOC);
   Tensor& clamp_(std::optional<Scalar> min, std::optional<Scalar> max, KILN_LOC);
   Tensor& relu_(KILN_LOC);
+  /// In-place view changes (frontend/tensor_inplace.cpp): this tensor takes
+  /// the geometry of unsqueeze(dim), squeeze(), ... on the same storage, and
+  /// their autograd history, as PyTorch rebases a view. An error on a leaf
+  /// that requires grad, and on a trace's input.
+  Tensor& unsqueeze_(int64_t dim, KILN_LOC);
+  Tensor& squeeze_(KILN_LOC);
+  Tensor& squeeze_(int64_t dim, KILN_LOC);
+  Tensor& t_(KILN_LOC);
+  Tensor& transpose_(int64_t dim0, int64_t dim1, KILN_LOC);
   Tensor& operator+=(TensorAt other);
   Tensor& operator-=(TensorAt other);
   Tensor& operator*=(TensorAt other);
@@ -505,9 +529,9 @@ class Tensor {
   void print() const;
   /// The tensor tiled `repeats` times along each dim (leading dims added when
   /// repeats is longer than the rank), as torch.Tensor.repeat.
-  Tensor repeat(std::vector<int64_t> repeats, KILN_LOC) const;
+  Tensor repeat(Dims repeats, KILN_LOC) const;
   /// The elements in reverse order along each of `dims` (torch.flip).
-  Tensor flip(std::vector<int64_t> dims, KILN_LOC) const;
+  Tensor flip(Dims dims, KILN_LOC) const;
   /// The elements shifted by shifts[i] along dims[i], wrapping around
   /// (torch.roll); with no dims, over the flattened tensor, reshaped back.
   Tensor roll(std::vector<int64_t> shifts, std::vector<int64_t> dims = {}, KILN_LOC) const;
@@ -606,7 +630,7 @@ class Tensor {
   /// The Kronecker product (the lower rank padded with leading 1s).
   Tensor kron(const Tensor& other, KILN_LOC) const;
   /// Rotated k quarter turns in the plane of dims (from the first towards the second).
-  Tensor rot90(int64_t k = 1, std::vector<int64_t> dims = {0, 1}, KILN_LOC) const;
+  Tensor rot90(int64_t k = 1, Dims dims = {0, 1}, KILN_LOC) const;
   /// The count of elements in each of `bins` equal bins over [min, max] (the
   /// data's range when min = max); elements outside are not counted.
   Tensor histc(int64_t bins = 100, Scalar min = 0, Scalar max = 0, KILN_LOC) const;
@@ -624,12 +648,16 @@ class Tensor {
   /// window count and a last dim of `size` is added (Tensor.unfold; a copy).
   Tensor unfold(int64_t dim, int64_t size, int64_t step, KILN_LOC) const;
   /// repeat() with leading 1s added to `reps` when it is shorter than dim().
-  Tensor tile(std::vector<int64_t> reps, KILN_LOC) const;
+  Tensor tile(Dims reps, KILN_LOC) const;
   /// The number of non-zero elements, of all or over dims (int64).
-  Tensor count_nonzero(std::vector<int64_t> dims = {}, KILN_LOC) const;
+  Tensor count_nonzero(Dims dims = {}, KILN_LOC) const;
   /// Sum and mean that skip NaN (nanmean of only NaN is NaN).
-  Tensor nansum(std::vector<int64_t> dims = {}, bool keepdim = false, KILN_LOC) const;
-  Tensor nanmean(std::vector<int64_t> dims = {}, bool keepdim = false, KILN_LOC) const;
+  Tensor nansum(Dims dims = {}, bool keepdim = false, KILN_LOC) const;
+  Tensor nanmean(Dims dims = {}, bool keepdim = false, KILN_LOC) const;
+  /// The determinant and the inverse of square matrices [..., n, n], by LU
+  /// with partial pivoting (eager only; frontend/linalg.cpp).
+  Tensor det(KILN_LOC) const;
+  Tensor inverse(KILN_LOC) const;
   /// log(p / (1 - p)), p clamped to [eps, 1 - eps] when eps is given.
   Tensor logit(std::optional<double> eps = std::nullopt, KILN_LOC) const;
   /// this * log(other), 0 where this is 0 (NaN where other is NaN).

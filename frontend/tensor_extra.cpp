@@ -329,15 +329,15 @@ Tensor Tensor::addcdiv(const Tensor& t1, const Tensor& t2, Scalar value, Loc l) 
   return add(value.toDouble() == 1 ? q : q.mul(value, l), 1, l);
 }
 
-Tensor Tensor::count_nonzero(std::vector<int64_t> dims, Loc l) const {
+Tensor Tensor::count_nonzero(Dims dims, Loc l) const {
   const Tensor nz = ne(Scalar(0), l).to(kInt64, l);
   return dims.empty() ? nz.sum(l) : nz.sum(std::move(dims), false, l);
 }
-Tensor Tensor::nansum(std::vector<int64_t> dims, bool keepdim, Loc l) const {
+Tensor Tensor::nansum(Dims dims, bool keepdim, Loc l) const {
   const Tensor x = is_floating(dtype()) ? where(isnan(l), zeros({}, like(*this, dtype()), l), *this, l) : *this;
-  return dims.empty() && !keepdim ? x.sum(l) : x.sum(dims.empty() ? all_dims(*this) : dims, keepdim, l);
+  return dims.empty() && !keepdim ? x.sum(l) : x.sum(dims.empty() ? all_dims(*this) : std::vector<int64_t>(dims), keepdim, l);
 }
-Tensor Tensor::nanmean(std::vector<int64_t> dims, bool keepdim, Loc l) const {
+Tensor Tensor::nanmean(Dims dims, bool keepdim, Loc l) const {
   check_floating(*this, "nanmean", l);
   const Tensor count = isnan(l).logical_not(l).to(dtype(), l).nansum(dims, keepdim, l);
   return nansum(dims, keepdim, l).div(count, l);
@@ -430,7 +430,7 @@ Tensor Tensor::unfold(int64_t dim_, int64_t size_, int64_t step, Loc l) const {
   return picked.reshape(shape, l).movedim(d + 1, x.dim(), l);
 }
 
-Tensor Tensor::tile(std::vector<int64_t> reps, Loc l) const {
+Tensor Tensor::tile(Dims reps, Loc l) const {
   if (static_cast<int64_t>(reps.size()) < dim()) reps.insert(reps.begin(), size_t(dim()) - reps.size(), 1);
   return repeat(std::move(reps), l);
 }
@@ -585,7 +585,7 @@ Tensor Tensor::kron(const Tensor& other, Loc l) const {
   return reshape(wa, l).mul(other.reshape(wb, l), l).reshape(out, l);
 }
 
-Tensor Tensor::rot90(int64_t k, std::vector<int64_t> dims, Loc l) const {
+Tensor Tensor::rot90(int64_t k, Dims dims, Loc l) const {
   if (dims.size() != 2)
     throw Error("rot90: expected two dims, got " + shape_str(dims), here(l));
   const std::vector<int64_t> d = each_dim(dims, dim(), "rot90", l);
@@ -607,12 +607,12 @@ Tensor rsub(const Tensor& x, const Tensor& other, Scalar alpha, Loc l) { return 
 Tensor rsub(const Tensor& x, Scalar other, Scalar alpha, Loc l) {
   return (alpha.toDouble() == 1 ? x : x.mul(alpha, l)).neg(l).add(other, l);
 }
-std::tuple<Tensor, Tensor> std_mean(const Tensor& x, std::vector<int64_t> dims, bool unbiased, bool keepdim,
+std::tuple<Tensor, Tensor> std_mean(const Tensor& x, Dims dims, bool unbiased, bool keepdim,
                                     Loc l) {
   if (dims.empty()) dims = all_dims(x);
   return {x.std(dims, unbiased, keepdim, l), x.mean(dims, keepdim, l)};
 }
-std::tuple<Tensor, Tensor> var_mean(const Tensor& x, std::vector<int64_t> dims, bool unbiased, bool keepdim,
+std::tuple<Tensor, Tensor> var_mean(const Tensor& x, Dims dims, bool unbiased, bool keepdim,
                                     Loc l) {
   if (dims.empty()) dims = all_dims(x);
   return {x.var(dims, unbiased, keepdim, l), x.mean(dims, keepdim, l)};
@@ -758,7 +758,7 @@ Tensor bucketize(const Tensor& input, const Tensor& boundaries, bool out_int32, 
   return searchsorted(boundaries, input, out_int32, right, "", Tensor(), l);
 }
 
-Tensor tensordot(const Tensor& a, const Tensor& b, std::vector<int64_t> dims_a, std::vector<int64_t> dims_b,
+Tensor tensordot(const Tensor& a, const Tensor& b, Dims dims_a, Dims dims_b,
                  Loc l) {
   if (dims_a.size() != dims_b.size())
     throw Error("tensordot: " + std::to_string(dims_a.size()) + " dims of a against " +
@@ -857,11 +857,11 @@ Tensor matrix_norm_of(const Tensor& x_, const std::string& ord, double p, std::v
 }
 }  // namespace
 
-Tensor matrix_norm(const Tensor& x, const std::string& ord, std::vector<int64_t> dim, bool keepdim,
+Tensor matrix_norm(const Tensor& x, const std::string& ord, Dims dim, bool keepdim,
                    std::optional<DType> dtype, Loc l) {
   return matrix_norm_of(x, ord, 0, std::move(dim), keepdim, dtype, l);
 }
-Tensor matrix_norm(const Tensor& x, double ord, std::vector<int64_t> dim, bool keepdim,
+Tensor matrix_norm(const Tensor& x, double ord, Dims dim, bool keepdim,
                    std::optional<DType> dtype, Loc l) {
   return matrix_norm_of(x, "", ord, std::move(dim), keepdim, dtype, l);
 }
@@ -939,7 +939,7 @@ Tensor floor_divide(const Tensor& a, const Tensor& b, Loc l) { return a.floor_di
 Tensor floor_divide(const Tensor& a, Scalar b, Loc l) { return a.floor_divide(b, l); }
 Tensor cross(const Tensor& a, const Tensor& b, std::optional<int64_t> d, Loc l) { return a.cross(b, d, l); }
 Tensor kron(const Tensor& a, const Tensor& b, Loc l) { return a.kron(b, l); }
-Tensor rot90(const Tensor& x, int64_t k, std::vector<int64_t> d, Loc l) { return x.rot90(k, std::move(d), l); }
+Tensor rot90(const Tensor& x, int64_t k, Dims d, Loc l) { return x.rot90(k, std::move(d), l); }
 Tensor histc(const Tensor& x, int64_t bins, Scalar lo, Scalar hi, Loc l) { return x.histc(bins, lo, hi, l); }
 Tensor addcmul(const Tensor& x, const Tensor& a, const Tensor& b, Scalar v, Loc l) { return x.addcmul(a, b, v, l); }
 Tensor addcdiv(const Tensor& x, const Tensor& a, const Tensor& b, Scalar v, Loc l) { return x.addcdiv(a, b, v, l); }
@@ -948,10 +948,10 @@ Tensor index_copy(const Tensor& x, int64_t d, const Tensor& i, const Tensor& s, 
   return x.index_copy(d, i, s, l);
 }
 Tensor take(const Tensor& x, const Tensor& i, Loc l) { return x.take(i, l); }
-Tensor tile(const Tensor& x, std::vector<int64_t> r, Loc l) { return x.tile(std::move(r), l); }
-Tensor count_nonzero(const Tensor& x, std::vector<int64_t> d, Loc l) { return x.count_nonzero(std::move(d), l); }
-Tensor nansum(const Tensor& x, std::vector<int64_t> d, bool k, Loc l) { return x.nansum(std::move(d), k, l); }
-Tensor nanmean(const Tensor& x, std::vector<int64_t> d, bool k, Loc l) { return x.nanmean(std::move(d), k, l); }
+Tensor tile(const Tensor& x, Dims r, Loc l) { return x.tile(std::move(r), l); }
+Tensor count_nonzero(const Tensor& x, Dims d, Loc l) { return x.count_nonzero(std::move(d), l); }
+Tensor nansum(const Tensor& x, Dims d, bool k, Loc l) { return x.nansum(std::move(d), k, l); }
+Tensor nanmean(const Tensor& x, Dims d, bool k, Loc l) { return x.nanmean(std::move(d), k, l); }
 Tensor logit(const Tensor& x, std::optional<double> eps, Loc l) { return x.logit(eps, l); }
 Tensor xlogy(const Tensor& x, const Tensor& y, Loc l) { return x.xlogy(y, l); }
 Tensor sinc(const Tensor& x, Loc l) { return x.sinc(l); }

@@ -56,7 +56,7 @@ Tensor floor_divide(const Tensor& a, const Tensor& b, KILN_LOC);
 Tensor floor_divide(const Tensor& a, Scalar b, KILN_LOC);
 Tensor cross(const Tensor& a, const Tensor& b, std::optional<int64_t> dim = std::nullopt, KILN_LOC);
 Tensor kron(const Tensor& a, const Tensor& b, KILN_LOC);
-Tensor rot90(const Tensor& x, int64_t k = 1, std::vector<int64_t> dims = {0, 1}, KILN_LOC);
+Tensor rot90(const Tensor& x, int64_t k = 1, Dims dims = {0, 1}, KILN_LOC);
 Tensor histc(const Tensor& x, int64_t bins = 100, Scalar min = 0, Scalar max = 0, KILN_LOC);
 Tensor masked_select(const Tensor& x, const Tensor& mask, KILN_LOC);
 Tensor nonzero(const Tensor& x, KILN_LOC);
@@ -68,10 +68,15 @@ Tensor addcdiv(const Tensor& x, const Tensor& t1, const Tensor& t2, Scalar value
 Tensor index_fill(const Tensor& x, int64_t dim, const Tensor& index, Scalar value, KILN_LOC);
 Tensor index_copy(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& source, KILN_LOC);
 Tensor take(const Tensor& x, const Tensor& index, KILN_LOC);
-Tensor tile(const Tensor& x, std::vector<int64_t> reps, KILN_LOC);
-Tensor count_nonzero(const Tensor& x, std::vector<int64_t> dims = {}, KILN_LOC);
-Tensor nansum(const Tensor& x, std::vector<int64_t> dims = {}, bool keepdim = false, KILN_LOC);
-Tensor nanmean(const Tensor& x, std::vector<int64_t> dims = {}, bool keepdim = false, KILN_LOC);
+Tensor tile(const Tensor& x, Dims reps, KILN_LOC);
+Tensor count_nonzero(const Tensor& x, Dims dims = {}, KILN_LOC);
+Tensor nansum(const Tensor& x, Dims dims = {}, bool keepdim = false, KILN_LOC);
+Tensor nanmean(const Tensor& x, Dims dims = {}, bool keepdim = false, KILN_LOC);
+/// Tensor::cummax and cummin (values and int64 indices).
+std::tuple<Tensor, Tensor> cummax(const Tensor& x, int64_t dim, KILN_LOC);
+std::tuple<Tensor, Tensor> cummin(const Tensor& x, int64_t dim, KILN_LOC);
+Tensor det(const Tensor& x, KILN_LOC);
+Tensor inverse(const Tensor& x, KILN_LOC);
 Tensor logit(const Tensor& x, std::optional<double> eps = std::nullopt, KILN_LOC);
 Tensor xlogy(const Tensor& x, const Tensor& y, KILN_LOC);
 Tensor sinc(const Tensor& x, KILN_LOC);
@@ -91,9 +96,9 @@ Tensor sgn(const Tensor& x, KILN_LOC);
 Tensor rsub(const Tensor& x, const Tensor& other, Scalar alpha = 1, KILN_LOC);
 Tensor rsub(const Tensor& x, Scalar other, Scalar alpha = 1, KILN_LOC);
 /// The standard deviation (variance) and the mean over dims (all without).
-std::tuple<Tensor, Tensor> std_mean(const Tensor& x, std::vector<int64_t> dims = {}, bool unbiased = true,
+std::tuple<Tensor, Tensor> std_mean(const Tensor& x, Dims dims = {}, bool unbiased = true,
                                     bool keepdim = false, KILN_LOC);
-std::tuple<Tensor, Tensor> var_mean(const Tensor& x, std::vector<int64_t> dims = {}, bool unbiased = true,
+std::tuple<Tensor, Tensor> var_mean(const Tensor& x, Dims dims = {}, bool unbiased = true,
                                     bool keepdim = false, KILN_LOC);
 /// 0-D tensors as [1]; 0-D and 1-D as [1, n]; up to 2-D as [1, n, 1] or [m, n, 1].
 Tensor atleast_1d(const Tensor& x, KILN_LOC);
@@ -129,8 +134,7 @@ Tensor bucketize(const Tensor& input, const Tensor& boundaries, bool out_int32 =
                  bool right = false, KILN_LOC);
 /// Sums the products over dims_a of a and dims_b of b (torch.tensordot): the
 /// free dims of a, then those of b.
-Tensor tensordot(const Tensor& a, const Tensor& b, std::vector<int64_t> dims_a,
-                 std::vector<int64_t> dims_b, KILN_LOC);
+Tensor tensordot(const Tensor& a, const Tensor& b, Dims dims_a, Dims dims_b, KILN_LOC);
 /// The tensors (0-, 1- or 2-D) on the diagonal of one matrix, zeros elsewhere.
 Tensor block_diag(const std::vector<Tensor>& tensors, KILN_LOC);
 /// Every combination of one element of each 1-D tensor, as rows [n, k].
@@ -158,9 +162,9 @@ Tensor vector_norm(const Tensor& x, double ord = 2, OptionalDims dim = {}, bool 
 /// The matrix norm over the two dims `dim`: "fro", or ord 1, -1 (the largest,
 /// smallest column sum of |x|), inf, -inf (row sums). ord 2, -2 and "nuc" need
 /// singular values, which Kiln does not have: an error naming them.
-Tensor matrix_norm(const Tensor& x, const std::string& ord = "fro", std::vector<int64_t> dim = {-2, -1},
+Tensor matrix_norm(const Tensor& x, const std::string& ord = "fro", Dims dim = {-2, -1},
                    bool keepdim = false, std::optional<DType> dtype = std::nullopt, KILN_LOC);
-Tensor matrix_norm(const Tensor& x, double ord, std::vector<int64_t> dim = {-2, -1},
+Tensor matrix_norm(const Tensor& x, double ord, Dims dim = {-2, -1},
                    bool keepdim = false, std::optional<DType> dtype = std::nullopt, KILN_LOC);
 /// torch.linalg.norm: without ord, the 2-norm of the flattened tensor (of one
 /// dim) or the Frobenius norm (of two dims); with ord, vector_norm over one dim
@@ -169,6 +173,14 @@ Tensor norm(const Tensor& x, std::optional<double> ord = std::nullopt, OptionalD
             bool keepdim = false,
             std::optional<DType> dtype = std::nullopt, KILN_LOC);
 Tensor norm(const Tensor& x, const std::string& ord, OptionalDims dim = {}, bool keepdim = false, std::optional<DType> dtype = std::nullopt, KILN_LOC);
+/// The determinant and the inverse of square matrices [..., n, n] (LU with
+/// partial pivoting; a singular matrix's det is 0 and its inverse an error),
+/// and X with A X = B (left) or X A = B: B is [..., n, k] or [..., n]. Eager
+/// only (the pivots depend on the values): inside a trace, an error naming the
+/// line. Gradients flow to A and B (d inv = -inv dA inv).
+Tensor det(const Tensor& A, KILN_LOC);
+Tensor inv(const Tensor& A, KILN_LOC);
+Tensor solve(const Tensor& A, const Tensor& B, bool left = true, KILN_LOC);
 }  // namespace linalg
 
 }  // namespace kiln

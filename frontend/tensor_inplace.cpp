@@ -1,8 +1,8 @@
 // libtorch's spellings on Tensor that Kiln's own names did not cover: item()
 // as a Scalar, the in-place forms of elementwise ops and comparisons (each the
 // op, then one in-place write of its result: detail::assign, as add_ does),
-// in-place random fills, norm along one dim, outer, accessor checks, and
-// torch::tensor from a number or a std::vector.
+// in-place random fills, norm along one dim, outer, accessor checks, and the
+// in-place view changes (unsqueeze_, squeeze_, t_, transpose_).
 #include <algorithm>
 #include <iostream>
 #include <ostream>
@@ -29,6 +29,40 @@ Tensor& write(Tensor& self, const Tensor& value, Loc l) {
 
 TensorOptions like(const Tensor& t) {
   return TensorOptions(t.dtype()).device(t.device());
+}
+
+// x.unsqueeze_(d) and the like: x takes the geometry of `view` (the view op's
+// result on x) on the same storage, with its value and autograd history, as
+// PyTorch rebases a view. A view stays a view of its base, one op further.
+Tensor& take_view(Tensor& self, const Tensor& view, const char* op, Loc l) {
+  TensorImpl& t = *self.impl();
+  TraceState* tr = current_trace();
+  if (tr && (!t.symbolic() || tr->arg_position(&t) >= 0))
+    throw Error(std::string(op) +
+                    ": changes the shape of a tensor given to the traced function (an argument "
+                    "or a captured tensor), which its plan cannot do (expected the out-of-place "
+                    "form, x = x." +
+                    std::string(op).substr(0, std::string(op).size() - 1) + "(...))",
+                here(l));
+  if (grad_mode_enabled() && (tr ? tr->is_grad_leaf(t) : autograd_state(t) == 1))
+    throw Error(std::string(op) +
+                    ": a leaf tensor that requires grad was changed in place (expected the "
+                    "out-of-place form, or the change under NoGradGuard)",
+                here(l));
+  TensorImpl& v = *view.impl();
+  if (&v == &t) return self;
+  if (t.alias) {
+    std::shared_ptr<TensorImpl> grad = t.grad;
+    t = v;
+    t.grad = std::move(grad);
+  } else {
+    t.type = v.type;
+    t.strides = v.strides;
+    t.offset = v.offset;
+    t.value = v.value;
+    take_history(t, v);
+  }
+  return self;
 }
 
 }  // namespace
@@ -112,7 +146,23 @@ void Tensor::print() const {
   std::cout << str() << "\n";
 }
 
-Tensor Tensor::repeat(std::vector<int64_t> repeats, Loc l) const {
+Tensor& Tensor::unsqueeze_(int64_t d, Loc l) {
+  return take_view(*this, unsqueeze(d, l), "unsqueeze_", l);
+}
+Tensor& Tensor::squeeze_(Loc l) {
+  return take_view(*this, squeeze(l), "squeeze_", l);
+}
+Tensor& Tensor::squeeze_(int64_t d, Loc l) {
+  return take_view(*this, squeeze(d, l), "squeeze_", l);
+}
+Tensor& Tensor::t_(Loc l) {
+  return take_view(*this, t(l), "t_", l);
+}
+Tensor& Tensor::transpose_(int64_t d0, int64_t d1, Loc l) {
+  return take_view(*this, transpose(d0, d1, l), "transpose_", l);
+}
+
+Tensor Tensor::repeat(Dims repeats, Loc l) const {
   if (repeats.size() < static_cast<size_t>(dim()))
     throw Error("repeat: " + std::to_string(repeats.size()) + " repeats for a tensor of rank " +
                     std::to_string(dim()) + " (expected at least one per dim)",
@@ -131,7 +181,7 @@ Tensor Tensor::repeat(std::vector<int64_t> repeats, Loc l) const {
   return detail::own_storage(reshape(spread, l).expand(expanded, l).reshape(out, l), *this, l);
 }
 
-Tensor Tensor::flip(std::vector<int64_t> dims, Loc l) const {
+Tensor Tensor::flip(Dims dims, Loc l) const {
   const std::vector<int64_t> d = detail::checked_dims(dims, dim(), "flip", l);
   Tensor r = *this;
   for (int64_t k : d) {
@@ -435,13 +485,5 @@ void check_accessor(const Tensor& t, DType want, size_t n) {
                 std::to_string(t.dim()) + " " + shape_str(t.sizes()));
 }
 }  // namespace detail
-
-Tensor tensor(Scalar v, TensorOptions o, Loc l) {
-  if (!o.has_dtype())
-    o = o.dtype(v.kind == ScalarKind::floating  ? kFloat32
-                : v.kind == ScalarKind::integer ? kInt64
-                                                : kBool);
-  return scalar_tensor(v, o, l);
-}
 
 }  // namespace kiln

@@ -158,7 +158,7 @@ Tensor Tensor::t(Loc l) const {
   return transpose(0, 1, l);
 }
 
-Tensor Tensor::permute(std::vector<int64_t> dims, Loc l) const {
+Tensor Tensor::permute(Dims dims, Loc l) const {
   for (auto& d : dims) d = checked_dim(d, dim(), "permute", l);
   if (dims == all_dims(dim())) return identity_view(*this, here(l));
   return apply(OpKind::permute, {*this}, {{AttrKey::perm, dims}}, here(l));
@@ -353,11 +353,14 @@ std::tuple<Tensor, Tensor> Tensor::max(int64_t d, bool keepdim, Loc l) const {
 std::tuple<Tensor, Tensor> Tensor::min(int64_t d, bool keepdim, Loc l) const {
   return extremum_along(OpKind::min, OpKind::argmin, *this, d, keepdim, l);
 }
-Tensor Tensor::amax(std::vector<int64_t> dims, bool keepdim, Loc l) const {
-  return reduce(OpKind::max, *this, std::move(dims), keepdim, l);
+// No dims: all of them, as libtorch's amax(x).
+Tensor Tensor::amax(Dims dims, bool keepdim, Loc l) const {
+  return reduce(OpKind::max, *this,
+                dims.empty() ? all_dims(dim()) : std::vector<int64_t>(std::move(dims)), keepdim, l);
 }
-Tensor Tensor::amin(std::vector<int64_t> dims, bool keepdim, Loc l) const {
-  return reduce(OpKind::min, *this, std::move(dims), keepdim, l);
+Tensor Tensor::amin(Dims dims, bool keepdim, Loc l) const {
+  return reduce(OpKind::min, *this,
+                dims.empty() ? all_dims(dim()) : std::vector<int64_t>(std::move(dims)), keepdim, l);
 }
 Tensor Tensor::argmax(Loc l) const { return arg_reduce(OpKind::argmax, flatten(0, -1, l), 0, false, l); }
 Tensor Tensor::argmax(int64_t d, bool keepdim, Loc l) const { return arg_reduce(OpKind::argmax, *this, d, keepdim, l); }

@@ -1,8 +1,10 @@
 // What libtorch programs use and Kiln lacked: scatter and index_put_ that
 // assign (composites of scatter_add), optimizer parameter groups with options
 // of their own, TransformerEncoder with Module::clone, init::eye_ and
-// orthogonal_. Values against PyTorch's rules, eagerly and traced, gradients
-// against finite differences (f64).
+// orthogonal_; torch::tensor of nested lists, in-place view changes
+// (unsqueeze_, t_, ...), cummax/cummin's edge cases and linalg's errors (their
+// values against PyTorch are in tensor_extra_test.cpp). Values against
+// PyTorch's rules, eagerly and traced, gradients against finite differences (f64).
 #include "test_util.h"
 
 namespace kiln {
@@ -288,6 +290,168 @@ TEST_CASE("init::eye_ and init::orthogonal_") {
     check_close(gram, eye(gram.size(0), TensorOptions(kFloat64)).mul(Scalar(4.0)), 1e-12, 1e-12);
   }
   KILN_CHECK_ERROR(nn::init::orthogonal_(empty({4})), "orthogonal_");
+}
+
+TEST_CASE("tensor() takes numbers and nested lists of any depth, as libtorch") {
+  const Tensor a = tensor({{0}, {1}});
+  CHECK(a.sizes() == Shape{2, 1});
+  CHECK(a.dtype() == kInt64);
+  CHECK(a.to_vector<int64_t>() == std::vector<int64_t>{0, 1});
+  const Tensor b = tensor({1.5, 2.5}, kFloat64);
+  CHECK(b.dtype() == kFloat64);
+  CHECK(b.to_vector<double>() == std::vector<double>{1.5, 2.5});
+  const Tensor c = tensor({{1, 2}, {3, 4}}, TensorOptions(kFloat32));
+  CHECK(c.dtype() == kFloat32);
+  CHECK(c.sizes() == Shape{2, 2});
+  CHECK(c.to_vector<float>() == std::vector<float>{1, 2, 3, 4});
+  const Tensor d = tensor({{{1.5f, 2.5f}}, {{3.5f, 4.5f}}, {{5.5f, 6.5f}}});
+  CHECK(d.sizes() == Shape{3, 1, 2});
+  CHECK(d.dtype() == kFloat32);
+  CHECK(d.to_vector<float>() == std::vector<float>{1.5f, 2.5f, 3.5f, 4.5f, 5.5f, 6.5f});
+  const Tensor four = tensor({{{{1}, {2}}}});
+  CHECK(four.sizes() == Shape{1, 1, 2, 1});
+  CHECK(tensor(std::vector<float>{1, 2, 3}).sizes() == Shape{3});
+  CHECK(tensor(std::vector<double>{1, 2}).dtype() == kFloat32);
+  CHECK(tensor(std::vector<uint8_t>{1, 2}).dtype() == kUInt8);
+  CHECK(tensor({true, false}).dtype() == kBool);
+  CHECK(tensor(3.5).dim() == 0);
+  CHECK(tensor(3.5, kFloat64).item<double>() == 3.5);
+  CHECK(tensor(7).dtype() == kInt64);
+  CHECK(tensor({}).sizes() == Shape{0});
+  CHECK(tensor({{}, {}}).sizes() == Shape{2, 0});
+  // Integers and floating values together are floating (libtorch: an error).
+  CHECK(tensor({1, 2.5}).to_vector<float>() == std::vector<float>{1, 2.5f});
+  CHECK(tensor({{1, 2}, {3, 4}}, TensorOptions(kInt64).requires_grad(false)).dtype() == kInt64);
+  const Tensor g = tensor({{1.0, 2.0}}, TensorOptions(kFloat64).requires_grad());
+  CHECK(g.requires_grad());
+  KILN_CHECK_ERROR(tensor({{1, 2}, {3}}), "ragged", "element 1 has shape [1]",
+                   "compat_gaps_test.cpp");
+  KILN_CHECK_ERROR(tensor({{{1}, {2}}, {{3}}}), "ragged");
+  KILN_CHECK_ERROR(tensor({1, {2}}), "ragged");
+  KILN_CHECK_ERROR(tensor({300}, kUInt8), "300");
+  // Traced: a literal is a constant of the plan.
+  auto f = jit([](Tensor x) { return x.mul(tensor({{1.0f}, {2.0f}})); }, "literal");
+  CHECK(f(ones({2, 3})).sum().item<float>() == 9.0f);
+}
+
+TEST_CASE("one int where libtorch takes dims: x.nansum(1), count_nonzero(x, 0), ...") {
+  const Tensor x = tensor({{1.0f, 0.0f, 3.0f}, {0.0f, 5.0f, 6.0f}});
+  CHECK(x.nansum(1).to_vector<float>() == std::vector<float>{4, 11});
+  CHECK(nanmean(x, 0).to_vector<float>() == std::vector<float>{0.5f, 2.5f, 4.5f});
+  CHECK(count_nonzero(x, 0).to_vector<int64_t>() == std::vector<int64_t>{1, 1, 2});
+  CHECK(x.amin(1, true).sizes() == Shape{2, 1});
+  CHECK(x.amax().item<float>() == 6.0f);
+  CHECK(x.repeat({2, 1}).sizes() == Shape{4, 3});
+  CHECK(tensor({1, 2}).repeat(3).sizes() == Shape{6});
+  CHECK(std::get<0>(std_mean(x, 1)).sizes() == Shape{2});
+  CHECK(rot90(x, 1, {0, 1}).sizes() == Shape{3, 2});
+  CHECK(tensordot(x, x, 1, 1).sizes() == Shape{2, 2});
+}
+
+TEST_CASE("in-place view changes keep autograd, eagerly and traced; errors say what to do") {
+  auto run = [](const Tensor& a) {
+    Tensor y = a.mul(Scalar(2));
+    y.unsqueeze_(0);            // [1, 2, 3]
+    y.transpose_(1, 2);         // [1, 3, 2]
+    y.squeeze_(0);              // [3, 2]
+    Tensor v = y.unsqueeze(0);  // a view [1, 3, 2]
+    v.transpose_(1, 2);         // [1, 2, 3]
+    v.squeeze_();               // [2, 3]
+    v.unsqueeze_(2);            // [2, 3, 1]
+    v.squeeze_(2);              // [2, 3]
+    v.add_(Scalar(1));          // a write through the changed view into y
+    return std::vector<Tensor>{y, v};
+  };
+  const Tensor a0 = arange(6).to(kFloat64).reshape({2, 3});
+  Tensor a = a0.clone().requires_grad_();
+  auto r = run(a);
+  CHECK(r[0].sizes() == Shape{3, 2});
+  CHECK(r[1].sizes() == Shape{2, 3});
+  CHECK(r[0].to_vector<double>() == std::vector<double>{1, 7, 3, 9, 5, 11});
+  CHECK(r[1].to_vector<double>() == std::vector<double>{1, 3, 5, 7, 9, 11});
+  r[0].mul(r[0]).sum().backward();  // d/da of sum((2a + 1)^2) = 4 (2a + 1)
+  CHECK(a.grad().to_vector<double>() == std::vector<double>{4, 12, 20, 28, 36, 44});
+  auto traced = jit(
+      [&](Tensor t) {
+        auto out = run(t);
+        return std::vector<Tensor>{out[0], out[1], out[0].mul(out[0]).sum()};
+      },
+      "view_");
+  const auto t = traced(a0);
+  CHECK(t[0].sizes() == Shape{3, 2});
+  CHECK(t[0].to_vector<double>() == r[0].detach().to_vector<double>());
+  CHECK(t[1].to_vector<double>() == r[1].detach().to_vector<double>());
+  // The gradient through a trace, the same as eagerly.
+  auto grad_traced = jit(
+      [&](Tensor t0) {
+        Tensor p = t0.detach().requires_grad_();
+        auto out = run(p);
+        return autograd::grad({out[0].mul(out[0]).sum()}, {p})[0];
+      },
+      "view_ grad");
+  CHECK(grad_traced(a0).to_vector<double>() == a.grad().to_vector<double>());
+
+  Tensor leaf = zeros({3}).requires_grad_();
+  KILN_CHECK_ERROR(leaf.unsqueeze_(0), "unsqueeze_", "leaf tensor that requires grad");
+  {
+    NoGradGuard no_grad;
+    leaf.unsqueeze_(0);  // allowed without grad, as in PyTorch
+  }
+  CHECK(leaf.sizes() == Shape{1, 3});
+  auto on_arg = jit(
+      [](Tensor x) {
+        x.t_();
+        return x;
+      },
+      "t_ on arg");
+  KILN_CHECK_ERROR(on_arg(zeros({2, 3})), "t_", "given to the traced function", "x = x.t(");
+  KILN_CHECK_ERROR(zeros({2, 3}).squeeze_(5), "squeeze");
+}
+
+TEST_CASE("cummax and cummin: 0-d, empty and bad dims; gradients equal finite differences (f64)") {
+  auto [v0, i0] = tensor(2.5).cummax(0);
+  CHECK(v0.dim() == 0);
+  CHECK(v0.item<float>() == 2.5f);
+  CHECK(i0.item<int64_t>() == 0);
+  auto [ve, ie] = zeros({2, 0}).cummin(1);
+  CHECK(ve.sizes() == Shape{2, 0});
+  CHECK(ie.dtype() == kInt64);
+  KILN_CHECK_ERROR(cummax(zeros({2, 3}), 2), "cummax");
+  const Tensor x0 = iota_sin({3, 4}, 0.9);
+  const Tensor w = iota_sin({12}, 0.3);
+  auto loss = [&](const Tensor& x) {
+    return std::get<0>(x.cummax(1)).add(std::get<0>(cummin(x, 0))).reshape({-1}).mul(w).sum();
+  };
+  check_close(autograd_grad(loss, x0), numeric_grad(loss, x0), 1e-6, 1e-7);
+}
+
+TEST_CASE("linalg: det, inv, solve equal their definitions; bad input gets a clear error") {
+  const Tensor A = iota_sin({3, 3}, 0.8).add(eye(3, kFloat64).mul(Scalar(2)));
+  CHECK(allclose(linalg::inv(A).matmul(A), eye(3, kFloat64), 1e-9, 1e-12));
+  CHECK(allclose(A.inverse(), inverse(A)));
+  const Tensor B = iota_sin({3, 2}, 0.4);
+  CHECK(allclose(A.matmul(linalg::solve(A, B)), B, 1e-9, 1e-12));
+  // det of a triangular matrix is the product of its diagonal; of a singular one 0.
+  CHECK(det(tensor({{2.0, 5.0}, {0.0, 3.0}}, kFloat64)).item<double>() == doctest::Approx(6.0));
+  CHECK(linalg::det(tensor({{1.0f, 2.0f}, {2.0f, 4.0f}})).item<float>() == 0.0f);
+  CHECK(linalg::det(zeros({0, 0})).item<float>() == 1.0f);
+  for (auto f : std::vector<std::function<Tensor(const Tensor&)>>{
+           [](const Tensor& a) { return linalg::det(a); },
+           [](const Tensor& a) { return linalg::inv(a).sum(); },
+           [&](const Tensor& a) { return linalg::solve(a, B).sum(); },
+           [&](const Tensor& a) { return linalg::solve(A, a.narrow(1, 0, 2)).sum(); }}) {
+    check_close(autograd_grad(f, A), numeric_grad(f, A), 1e-6, 1e-7);
+  }
+  KILN_CHECK_ERROR(linalg::det(zeros({2, 3})), "square matrices", "[2,3]");
+  KILN_CHECK_ERROR(linalg::inv(tensor({{1, 2}, {3, 4}})), "floating");
+  KILN_CHECK_ERROR(linalg::inv(tensor({{1.0f, 2.0f}, {2.0f, 4.0f}})), "singular");
+  KILN_CHECK_ERROR(linalg::solve(A, zeros({2}, kFloat64)), "expected B");
+  KILN_CHECK_ERROR(linalg::solve(A, B.to(kFloat32)), "dtype");
+  KILN_CHECK_ERROR(linalg::det(tensor({{1.0f, 2.0f}, {2.0f, 4.0f}}).requires_grad_()).backward(),
+                   "singular");
+  auto traced = jit([](Tensor a) { return linalg::det(a); }, "det traced");
+  KILN_CHECK_ERROR(traced(A), "linalg.det", "LU's pivots", "outside the traced function",
+                   "compat_gaps_test.cpp");
 }
 
 }  // namespace

@@ -100,6 +100,7 @@ class IntArrayRef {
   IntArrayRef(const int64_t* data, size_t n) : v_(data, data + n) {}
   IntArrayRef(const kiln::ExpandingArray2& a) : v_{a[0], a[1]} {}  // NOLINT
   operator const std::vector<int64_t>&() const { return v_; }      // NOLINT
+  operator kiln::Dims() const { return v_; }                       // NOLINT
   const std::vector<int64_t>& vec() const { return v_; }
   size_t size() const { return v_.size(); }
   bool empty() const { return v_.empty(); }

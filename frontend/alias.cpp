@@ -82,14 +82,43 @@ void link_view(const Tensor& in, OpKind k, const Attrs& attrs, const Tensor& vie
     link->base = i.alias->base;
     link->chain = i.alias->chain;
     link->differentiable = i.alias->differentiable;
+    link->base_shape = i.alias->base_shape;
+    link->base_strides = i.alias->base_strides;
+    link->base_offset = i.alias->base_offset;
   } else {
     link->base = in.impl_ptr();
+    link->base_shape = i.type.shape;
+    link->base_strides = i.strides;
+    link->base_offset = i.offset;
   }
   link->chain.push_back({k, attrs});
   link->differentiable = link->differentiable && k != OpKind::detach && grad_mode_enabled();
   link->synced = base_writes(*link->base);
   view.impl()->alias = std::move(link);
 }
+
+namespace {
+
+// Refuses to derive the view of `link` from its base again once the base's own
+// geometry changed in place (x.t_() on a tensor that had views): its chain
+// starts from the old geometry. PyTorch re-derives such a view by its raw
+// strides; Kiln's views are chains of view ops, and applying one to the new
+// geometry would give wrong values or gradients, silently.
+void check_base_geometry(const ViewLink& link, SourceLoc loc) {
+  const TensorImpl& b = *link.base;
+  if (b.type.shape == link.base_shape && b.strides == link.base_strides &&
+      b.offset == link.base_offset)
+    return;
+  throw Error("a view taken of a tensor of shape " + shape_str(link.base_shape) +
+                  " is used after that tensor's shape was changed in place to " +
+                  shape_str(b.type.shape) +
+                  " (t_, transpose_, unsqueeze_ or squeeze_) and the tensor was then written, "
+                  "and Kiln cannot derive the old view again (expected the view taken after "
+                  "the change, or the out-of-place form, x = x.t())",
+              loc);
+}
+
+}  // namespace
 
 void sync_view(TensorImpl& t) {
   if (!t.alias) return;
@@ -99,6 +128,7 @@ void sync_view(TensorImpl& t) {
     TraceState& tr = *t.trace;
     const uint64_t writes = tr.saved.writes(&base);
     if (writes == link.synced) return;
+    check_base_geometry(link, SourceLoc());
     link.synced = writes;
     Value v = tr.value_of(Tensor(link.base), SourceLoc());
     for (const ViewStep& s : link.chain) v = tr.builder.op(s.op, {v}, s.attrs);
@@ -113,6 +143,7 @@ void sync_view(TensorImpl& t) {
     return;
   }
   if (!link.differentiable || !t.buffer || t.buffer->version == link.synced) return;
+  if (base.requires_grad || t.requires_grad) check_base_geometry(link, SourceLoc());
   link.synced = t.buffer->version;
   if (!base.requires_grad && !t.requires_grad) return;
   // The base was written since this view's history was recorded: derive it
@@ -140,6 +171,7 @@ void check_writable(const TensorImpl& t, SourceLoc loc) {
 void write_view(const Tensor& t, const Tensor& value, bool taping, SourceLoc loc) {
   TensorImpl& s = *t.impl();
   const ViewLink& link = *s.alias;
+  check_base_geometry(link, loc);
   Tensor base(link.base);
   if (taping && link.differentiable) {
     if (is_leaf_that_requires_grad(*link.base))

@@ -44,6 +44,13 @@ struct ViewLink {
   /// The base's write count when this view was last derived from it (eager:
   /// the buffer's version; traced: TraceState::writes).
   uint64_t synced = 0;
+  /// The base's geometry that `chain` starts from. An in-place view change of
+  /// the base itself (x.t_(), x.unsqueeze_(d), ...) gives the base another
+  /// one; the chain no longer applies, and deriving the view again from the
+  /// base is refused (check_base_geometry) rather than done wrongly.
+  Shape base_shape;
+  Strides base_strides;
+  int64_t base_offset = 0;
 };
 
 namespace detail {

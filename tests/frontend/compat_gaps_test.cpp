@@ -408,6 +408,53 @@ TEST_CASE("in-place view changes keep autograd, eagerly and traced; errors say w
   KILN_CHECK_ERROR(zeros({2, 3}).squeeze_(5), "squeeze");
 }
 
+// A view taken of a tensor before x.t_() (or unsqueeze_, ...) changes that
+// tensor's own shape starts from the old shape. Where Kiln would derive it
+// again from the tensor (a write into the tensor, then the view's gradient or
+// a traced value), that is refused with an error: PyTorch re-derives it by raw
+// strides, and a chain of view ops applied to the new shape gave a wrong
+// gradient, silently ([[2, 2, 2], ...] where PyTorch gives [[2, 2, 0], ...]).
+// Without gradients the view's data is the shared storage, right as it is; a
+// view taken after the change follows the tensor as any view.
+TEST_CASE("a view taken before an in-place view change of its base: refused where it would be wrong") {
+  const Tensor a0 = arange(6).to(kFloat64).reshape({2, 3});
+  {
+    Tensor a = a0.clone().requires_grad_();
+    Tensor x = a.mul(Scalar(1));
+    Tensor v = x.narrow(1, 0, 2);
+    x.t_();
+    x.mul_(Scalar(2));
+    KILN_CHECK_ERROR(v.sum(), "shape [2,3]", "changed in place to [3,2]", "view taken after");
+  }
+  {
+    Tensor x = a0.clone();
+    Tensor v = x.narrow(1, 0, 2);
+    x.t_();
+    x.add_(Scalar(10));
+    CHECK(v.to_vector<double>() == std::vector<double>{10, 11, 13, 14});
+  }
+  {
+    Tensor a = a0.clone().requires_grad_();
+    Tensor x = a.mul(Scalar(1));
+    x.t_();                         // [3, 2]
+    Tensor v = x.narrow(1, 0, 1);   // a[0, :] as a column
+    x.mul_(Scalar(2));
+    v.sum().backward();
+    CHECK(v.to_vector<double>() == std::vector<double>{0, 2, 4});
+    CHECK(a.grad().to_vector<double>() == std::vector<double>{2, 2, 2, 0, 0, 0});
+  }
+  auto traced = jit(
+      [](Tensor t) {
+        Tensor x = t.mul(Scalar(1));
+        Tensor v = x.narrow(1, 0, 2);
+        x.t_();
+        x.mul_(Scalar(2));
+        return v.sum();
+      },
+      "stale view");
+  KILN_CHECK_ERROR(traced(a0), "changed in place to [3,2]");
+}
+
 TEST_CASE("cummax and cummin: 0-d, empty and bad dims; gradients equal finite differences (f64)") {
   auto [v0, i0] = tensor(2.5).cummax(0);
   CHECK(v0.dim() == 0);

@@ -673,9 +673,17 @@ inline Tensor l1_loss(const Tensor& x, const Tensor& target, const L1LossFuncOpt
                       Loc l = Loc::current()) {
   return kiln::nn::functional::l1_loss(x, target, o.reduction(), l);
 }
+/// The options' beta. (libtorch 1.13's functional ignores options.beta() and
+/// reads only its fourth argument, default 1, below; its SmoothL1Loss module and
+/// later libtorch read the options' beta, as here.)
 inline Tensor smooth_l1_loss(const Tensor& x, const Tensor& target,
                              const SmoothL1LossFuncOptions& o, Loc l = Loc::current()) {
   return kiln::nn::functional::smooth_l1_loss(x, target, o.reduction(), o.beta(), l);
+}
+/// libtorch 1.13's form with beta as a fourth argument, which wins over the options'.
+inline Tensor smooth_l1_loss(const Tensor& x, const Tensor& target, const SmoothL1LossFuncOptions& o,
+                             double beta, Loc l = Loc::current()) {
+  return kiln::nn::functional::smooth_l1_loss(x, target, o.reduction(), beta, l);
 }
 inline Tensor huber_loss(const Tensor& x, const Tensor& target, const HuberLossFuncOptions& o,
                          Loc l = Loc::current()) {

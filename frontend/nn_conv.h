@@ -170,6 +170,8 @@ class Conv1dImpl : public Module {
 class MaxPool2dImpl : public Module {
  public:
   explicit MaxPool2dImpl(const MaxPool2dOptions& options) : Module("MaxPool2d"), options(options) {}
+  /// MaxPool2d(2), as libtorch's: the kernel size alone.
+  explicit MaxPool2dImpl(ExpandingArray2 kernel_size) : MaxPool2dImpl(MaxPool2dOptions(kernel_size)) {}
   Tensor forward(const Tensor& x, KILN_LOC);
   std::string repr() const override;
   MaxPool2dOptions options;
@@ -177,6 +179,7 @@ class MaxPool2dImpl : public Module {
 class AvgPool2dImpl : public Module {
  public:
   explicit AvgPool2dImpl(const AvgPool2dOptions& options) : Module("AvgPool2d"), options(options) {}
+  explicit AvgPool2dImpl(ExpandingArray2 kernel_size) : AvgPool2dImpl(AvgPool2dOptions(kernel_size)) {}
   Tensor forward(const Tensor& x, KILN_LOC);
   std::string repr() const override;
   AvgPool2dOptions options;

@@ -165,6 +165,9 @@ class AdaptiveMaxPool2dImpl : public Module {
  public:
   explicit AdaptiveMaxPool2dImpl(const AdaptiveMaxPool2dOptions& options)
       : Module("AdaptiveMaxPool2d"), options(options) {}
+  /// AdaptiveMaxPool2d(1), as libtorch's: the output size alone.
+  explicit AdaptiveMaxPool2dImpl(ExpandingArray2 output_size)
+      : AdaptiveMaxPool2dImpl(AdaptiveMaxPool2dOptions(output_size)) {}
   Tensor forward(const Tensor& x, KILN_LOC);
   AdaptiveMaxPool2dOptions options;
 };

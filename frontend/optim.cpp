@@ -89,7 +89,9 @@ void Optimizer::add_param_group(const OptimizerParamGroup& group) {
       throw Error(std::string(name()) + ": add_param_group: parameter " +
                   std::to_string(&p - group.params().data()) +
                   " does not require grad (expected tensors with requires_grad(true))");
-  OptimizerParamGroup g(group.params(), group.owns_options() ? group.options().clone() : nullptr);
+  // A copy of the optimizer's options when the group has none (libtorch's rule).
+  OptimizerParamGroup g(group.params(),
+                        group.owns_options() ? group.options().clone() : options_base().clone());
   params_.insert(params_.end(), g.params().begin(), g.params().end());
   groups_.push_back(std::move(g));
   lr_.clear();  // the next step makes every group's rate tensors
@@ -98,6 +100,12 @@ void Optimizer::add_param_group(const OptimizerParamGroup& group) {
 }
 
 void Optimizer::add_all_state() {
+  // Several groups: each without options of its own gets a copy of the
+  // optimizer's, as libtorch's, so that editing one group's options changes
+  // that group only. One group keeps using the optimizer's own (`options`).
+  if (groups_.size() > 1)
+    for (OptimizerParamGroup& g : groups_)
+      if (!g.owns_options()) g.set_options(options_base().clone());
   for (size_t g = 0; g < groups_.size(); ++g) {
     if (groups_[g].owns_options()) check_options(groups_[g].options());
     add_state(g);

@@ -45,10 +45,12 @@ struct OptimizerCloneableOptions : OptimizerOptions {
 /// Parameters and, optionally, options of their own (libtorch's
 /// OptimizerParamGroup): `SGD({OptimizerParamGroup(fc->parameters(),
 /// std::make_unique<SGDOptions>(0.1)), OptimizerParamGroup(head->parameters())},
-/// SGDOptions(0.01))`. In an optimizer, a group made without options uses the
-/// optimizer's own (its `options` member, libtorch's defaults(); libtorch gives
-/// the group a copy of them when it joins), so options() changes what the group's
-/// steps use: `static_cast<SGDOptions&>(group.options()).lr(0.01)`. A copy of a
+/// SGDOptions(0.01))`. Among several groups, each made without options gets a
+/// copy of the optimizer's when it joins (the constructor or add_param_group),
+/// as libtorch's: `static_cast<SGDOptions&>(group.options()).lr(0.01)` changes
+/// that group's steps only. The one group of an optimizer made from plain
+/// parameters uses the optimizer's own options (its `options` member,
+/// libtorch's defaults()), so writing either changes its steps. A copy of a
 /// group copies its options.
 class OptimizerParamGroup {
  public:

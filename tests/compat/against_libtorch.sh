@@ -28,7 +28,8 @@ build() {
 }
 programs=(spellings autograd_tutorial mnist_lenet dcgan_step custom_dataset sequence_rnn uint8_images
           tabular_regression denoising_autoencoder transformer_classifier shapes_vae grouped_finetune
-          encoder_tagger super_resolution sequence_conv1d point_cloud seq2seq_transformer record_runs)
+          encoder_tagger super_resolution sequence_conv1d point_cloud seq2seq_transformer record_runs
+          resnet_checkpoint char_language_model metric_critic)
 if grep -q "define USE_C10D_MPI" /usr/include/torch/csrc/distributed/c10d/*.h* 2>/dev/null; then
   programs+=(ddp_mpi)
 else
@@ -45,7 +46,8 @@ for p in "${programs[@]}"; do
     ddp_mpi) (cd "$work" && ./"$p" "$work/data" 1) ;;
     sequence_rnn) (cd "$work" && ./"$p" "$work/data" 30) ;;
     grouped_finetune) (cd "$work" && ./"$p" "$work") ;;
-    super_resolution | sequence_conv1d | point_cloud | seq2seq_transformer | record_runs)
+    super_resolution | sequence_conv1d | point_cloud | seq2seq_transformer | record_runs | \
+      resnet_checkpoint | char_language_model | metric_critic)
       # Every number it prints is determined: libtorch must still print the
       # file the Kiln test compares against.
       (cd "$work" && ./"$p") | tee "$work/$p.out"

@@ -157,7 +157,7 @@ int main(int argc, char** argv) {
       warmup.step();
     else
       decay.step();
-    if (epoch == 4) {  // a checkpoint: model and optimizer (state and rates)
+    if (epoch == 4) {  // a checkpoint: model and optimizer (its state; loading keeps the rates)
       torch::save(model, dir + "/grouped_finetune_model.pt");
       torch::save(*optimizer, dir + "/grouped_finetune_optimizer.pt");
     }

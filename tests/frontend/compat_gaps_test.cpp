@@ -193,6 +193,35 @@ TEST_CASE("SGD with parameter groups: each group steps with its own options, eag
   KILN_CHECK_ERROR(optim::SGD(wrong, optim::SGDOptions(0.1)), "SGDOptions");
 }
 
+TEST_CASE("groups made without options each get a copy of the optimizer's, as libtorch's") {
+  TwoLayers n;
+  optim::SGD opt({optim::OptimizerParamGroup(n.a->parameters()), optim::OptimizerParamGroup(n.b->parameters())},
+                 optim::SGDOptions(0.1));
+  // libtorch 1.13 prints 0.01 0.1 0.1: the edit reaches group 0 only.
+  static_cast<optim::SGDOptions&>(opt.param_groups()[0].options()).lr(0.01);
+  CHECK(opt.param_groups()[0].options().get_lr() == 0.01);
+  CHECK(opt.param_groups()[1].options().get_lr() == 0.1);
+  CHECK(opt.defaults().get_lr() == 0.1);
+  Tensor x = iota_sin({4, 3}, 0.3, kFloat32);
+  std::vector<Tensor> before_a = values_of(n.a->parameters()), before_b = values_of(n.b->parameters());
+  opt.zero_grad();
+  n.loss(x).backward();
+  std::vector<Tensor> ga = values_of({n.a->weight.grad()}), gb = values_of({n.b->weight.grad()});
+  opt.step();
+  check_close(n.a->weight, before_a[0] - 0.01 * ga[0], 1e-6, 1e-7);
+  check_close(n.b->weight, before_b[0] - 0.1 * gb[0], 1e-6, 1e-7);
+
+  // A group added without options gets a copy too; the first group of a
+  // one-group optimizer still follows the optimizer's own options.
+  optim::Adam adam(n.a->parameters(), optim::AdamOptions(1e-3));
+  adam.add_param_group(optim::OptimizerParamGroup(n.b->parameters()));
+  static_cast<optim::AdamOptions&>(adam.param_groups()[1].options()).lr(0.5);
+  CHECK(adam.param_groups()[0].options().get_lr() == 1e-3);
+  adam.options.lr(0.25);
+  CHECK(adam.param_groups()[0].options().get_lr() == 0.25);
+  CHECK(adam.param_groups()[1].options().get_lr() == 0.5);
+}
+
 TEST_CASE("parameter groups: add_param_group, schedulers per group, save and load") {
   manual_seed(4);
   TwoLayers n;

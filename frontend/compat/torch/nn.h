@@ -353,6 +353,46 @@ inline GradNorm clip_grad_norm_(const Tensor& parameter, double max_norm, double
                                 kiln::Loc l = kiln::Loc::current()) {
   return clip_grad_norm_(std::vector<Tensor>{parameter}, max_norm, norm_type, l);
 }
+/// Every parameter flattened, one after another, in one vector.
+inline Tensor parameters_to_vector(const std::vector<Tensor>& parameters) {
+  std::vector<Tensor> flat;
+  for (const Tensor& p : parameters) flat.push_back(p.reshape({-1}));
+  return torch::cat(flat);
+}
+/// Writes consecutive pieces of `vec` into the parameters (their values; libtorch
+/// makes them views of vec, which no later read can tell apart).
+inline void vector_to_parameters(const Tensor& vec, const std::vector<Tensor>& parameters) {
+  TORCH_CHECK(vec.dim() == 1, "vector_to_parameters: expected a 1-D vector, got ", vec.dim(), " dims");
+  int64_t total = 0;
+  for (const Tensor& p : parameters) total += p.numel();
+  TORCH_CHECK(vec.numel() == total, "vector_to_parameters: the vector has ", vec.numel(),
+              " elements, the parameters ", total);
+  kiln::NoGradGuard no_grad;
+  int64_t at = 0;
+  for (Tensor p : parameters) {
+    p.copy_(vec.narrow(0, at, p.numel()).view_as(p));
+    at += p.numel();
+  }
+}
+namespace rnn {
+/// Sequences [L_i, *] padded with padding_value to the longest and stacked:
+/// [L, B, *], or [B, L, *] with batch_first.
+inline Tensor pad_sequence(const std::vector<Tensor>& sequences, bool batch_first = false,
+                           double padding_value = 0) {
+  TORCH_CHECK(!sequences.empty(), "pad_sequence: expected at least one sequence");
+  int64_t longest = 0;
+  for (const Tensor& s : sequences) longest = std::max(longest, s.size(0));
+  std::vector<Tensor> padded;
+  for (const Tensor& s : sequences) {
+    TORCH_CHECK(s.dim() == sequences[0].dim(), "pad_sequence: sequences of ", sequences[0].dim(),
+                " and ", s.dim(), " dims");
+    std::vector<int64_t> rest = s.sizes();
+    rest[0] = longest - s.size(0);
+    padded.push_back(rest[0] == 0 ? s : torch::cat({s, torch::full(rest, padding_value, s.options())}));
+  }
+  return torch::stack(padded, batch_first ? 0 : 1);
+}
+}  // namespace rnn
 }  // namespace utils
 
 namespace functional {
@@ -633,9 +673,17 @@ inline Tensor l1_loss(const Tensor& x, const Tensor& target, const L1LossFuncOpt
                       Loc l = Loc::current()) {
   return kiln::nn::functional::l1_loss(x, target, o.reduction(), l);
 }
+/// The options' beta. (libtorch 1.13's functional ignores options.beta() and
+/// reads only its fourth argument, default 1, below; its SmoothL1Loss module and
+/// later libtorch read the options' beta, as here.)
 inline Tensor smooth_l1_loss(const Tensor& x, const Tensor& target,
                              const SmoothL1LossFuncOptions& o, Loc l = Loc::current()) {
   return kiln::nn::functional::smooth_l1_loss(x, target, o.reduction(), o.beta(), l);
+}
+/// libtorch 1.13's form with beta as a fourth argument, which wins over the options'.
+inline Tensor smooth_l1_loss(const Tensor& x, const Tensor& target, const SmoothL1LossFuncOptions& o,
+                             double beta, Loc l = Loc::current()) {
+  return kiln::nn::functional::smooth_l1_loss(x, target, o.reduction(), beta, l);
 }
 inline Tensor huber_loss(const Tensor& x, const Tensor& target, const HuberLossFuncOptions& o,
                          Loc l = Loc::current()) {

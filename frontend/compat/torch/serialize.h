@@ -31,6 +31,16 @@ kiln::nn::Module& module_of(const M& m) {
   else
     return *m;
 }
+/// libtorch's load gives an optimizer its saved state (momentum buffers,
+/// moments, step counts) but not its options: every group keeps the learning
+/// rate it was made with (or set since), as a program that resumes with a new
+/// rate expects. Kiln's own Optimizer::load restores the saved rates too.
+inline void load_state_keeping_rates(kiln::optim::Optimizer& optimizer, serialize::InputArchive& a) {
+  std::vector<double> rates;
+  for (const kiln::optim::OptimizerParamGroup& g : optimizer.param_groups()) rates.push_back(g.options().get_lr());
+  optimizer.load(a);
+  for (size_t g = 0; g < rates.size(); ++g) optimizer.param_groups()[g].options().set_lr(rates[g]);
+}
 inline serialize::InputArchive archive_from(const std::string& path) {
   serialize::InputArchive a;
   a.load_from(path);
@@ -94,7 +104,8 @@ void load(std::vector<Tensor>& tensors, Source&& path_or_stream) {
     tensors.push_back(t);
   }
 }
-/// An optimizer's state (momentum, moments, step counts) and learning rate.
+/// An optimizer's state (momentum, moments, step counts); loading keeps the
+/// optimizer's options, as libtorch's (detail::load_state_keeping_rates).
 template <class Target>
 void save(const kiln::optim::Optimizer& optimizer, Target&& path_or_stream) {
   serialize::OutputArchive a;
@@ -104,7 +115,7 @@ void save(const kiln::optim::Optimizer& optimizer, Target&& path_or_stream) {
 template <class Source>
 void load(kiln::optim::Optimizer& optimizer, Source&& path_or_stream) {
   serialize::InputArchive a = detail::archive_from(std::forward<Source>(path_or_stream));
-  optimizer.load(a);
+  detail::load_state_keeping_rates(optimizer, a);
 }
 
 namespace serialize {
@@ -122,7 +133,7 @@ inline OutputArchive& operator<<(OutputArchive& a, const kiln::optim::Optimizer&
   return a;
 }
 inline InputArchive& operator>>(InputArchive& a, kiln::optim::Optimizer& o) {
-  o.load(a);
+  detail::load_state_keeping_rates(o, a);
   return a;
 }
 }  // namespace serialize

@@ -31,9 +31,18 @@
 
 #include <kiln/kiln.h>
 
+#include "frontend/print.h"
 #include "runtime/cuda_driver.h"
 
 namespace torch {
+
+namespace detail {
+/// A program built through these headers is a libtorch program: `std::cout <<
+/// tensor` writes libtorch's print (" 0.5000  1.0000" rows, then "[
+/// CPUFloatType{2,2} ]"), not Kiln's PyTorch-style repr (frontend/print.h).
+inline const bool libtorch_printing =
+    (kiln::set_tensor_print_style(kiln::TensorPrintStyle::libtorch), true);
+}  // namespace detail
 
 // ---- types ----
 using kiln::Device;

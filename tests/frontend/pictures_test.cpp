@@ -348,6 +348,13 @@ TEST_CASE("a convolutional training step's kernel picture renders") {
   CAPTURE(summary.substr(summary.rfind("pictures:")));
   for (const std::string name : {"traced", "optimized", "fused"}) {
     CAPTURE(name);
+    // On a loaded machine dot can pass the dump's time limit on this picture
+    // (its traced graph took 13 s of CPU, 50 s by the clock at load 10): the
+    // summary says so, and that is not the rendering failure this test is for.
+    if (has(summary, name + ".dot (no svg: dot took more than")) {
+      MESSAGE("dot passed its time limit on " << name << ".dot (a loaded machine): not checked");
+      continue;
+    }
     CHECK(fs::exists(sig / (name + ".svg")));
     CHECK(has(summary, name + ".svg"));
   }

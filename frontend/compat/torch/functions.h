@@ -486,25 +486,6 @@ struct any_fn {
 struct cumsum_fn {
   Tensor operator()(TensorAt x, int64_t dim) const { return x.t.cumsum(dim, x.loc); }
 };
-struct cumprod_fn {
-  Tensor operator()(TensorAt x, int64_t dim) const { return x.t.cumprod(dim, x.loc); }
-};
-struct logcumsumexp_fn {
-  Tensor operator()(TensorAt x, int64_t dim) const { return x.t.logcumsumexp(dim, x.loc); }
-};
-struct atan2_fn {
-  Tensor operator()(TensorAt y, const Tensor& x) const { return y.t.atan2(x, y.loc); }
-};
-struct addcmul_fn {
-  Tensor operator()(TensorAt self, const Tensor& t1, const Tensor& t2, Scalar value = 1) const {
-    return self.t.addcmul(t1, t2, value, self.loc);
-  }
-};
-struct addcdiv_fn {
-  Tensor operator()(TensorAt self, const Tensor& t1, const Tensor& t2, Scalar value = 1) const {
-    return self.t.addcdiv(t1, t2, value, self.loc);
-  }
-};
 struct argsort_fn {
   Tensor operator()(TensorAt x, int64_t dim = -1, bool descending = false) const {
     return x.t.argsort(dim, descending, x.loc);
@@ -811,11 +792,6 @@ inline constexpr detail::logsumexp_fn logsumexp{};
 inline constexpr detail::all_fn all{};
 inline constexpr detail::any_fn any{};
 inline constexpr detail::cumsum_fn cumsum{};
-inline constexpr detail::cumprod_fn cumprod{};
-inline constexpr detail::logcumsumexp_fn logcumsumexp{};
-inline constexpr detail::atan2_fn atan2{};
-inline constexpr detail::addcmul_fn addcmul{};
-inline constexpr detail::addcdiv_fn addcdiv{};
 inline constexpr detail::argsort_fn argsort{};
 inline constexpr detail::topk_fn topk{};
 inline constexpr detail::reshape_fn reshape{};

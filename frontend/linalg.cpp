@@ -106,13 +106,13 @@ bool taping(const Tensor& a, const Tensor& b = Tensor()) {
 Tensor inverse_values(const Tensor& A, const char* op, Loc l) {
   const int64_t n = A.size(-1), count = numel(Shape(A.sizes().begin(), A.sizes().end() - 2));
   std::vector<double> a = host_values(A, l), out(a.size());
-  for (int64_t b = 0; b < count; ++b) {
-    const Lu f = factor(&a[size_t(b * n * n)], n);
+  for (int64_t b = 0; b < count && n > 0; ++b) {  // 0 x 0 matrices: nothing to factor
+    const Lu f = factor(a.data() + size_t(b * n * n), n);
     if (f.singular)
       throw Error(std::string(op) + ": matrix " + std::to_string(b) +
                       " is singular (a zero pivot in its LU factorization), so it has no inverse",
                   here(l));
-    double* x = &out[size_t(b * n * n)];
+    double* x = out.data() + size_t(b * n * n);
     for (int64_t i = 0; i < n; ++i) x[i * n + i] = 1;
     solve_factored(f, n, n, x);
   }
@@ -132,8 +132,8 @@ Tensor det(const Tensor& A, Loc l) {
   check_square(A, "linalg.det", l);
   const int64_t n = A.size(-1), count = numel(Shape(A.sizes().begin(), A.sizes().end() - 2));
   std::vector<double> a = host_values(A, l), d(size_t(count), 1.0);
-  for (int64_t b = 0; b < count; ++b) {
-    const Lu f = factor(&a[size_t(b * n * n)], n);
+  for (int64_t b = 0; b < count && n > 0; ++b) {  // 0 x 0 matrices: nothing to factor
+    const Lu f = factor(a.data() + size_t(b * n * n), n);
     if (f.singular) {
       d[size_t(b)] = 0;
       continue;
@@ -186,13 +186,13 @@ Tensor solve(const Tensor& A, const Tensor& B, bool left, Loc l) {
   const Tensor Ae = At.expand(as, l), Be = Bt.expand(bs, l);
   std::vector<double> a = host_values(Ae, l), x = host_values(Be, l);
   const int64_t count = numel(batch);
-  for (int64_t b = 0; b < count; ++b) {
-    const Lu f = factor(&a[size_t(b * n * n)], n);
+  for (int64_t b = 0; b < count && n > 0; ++b) {  // 0 x 0 matrices: nothing to factor
+    const Lu f = factor(a.data() + size_t(b * n * n), n);
     if (f.singular)
       throw Error("linalg.solve: matrix " + std::to_string(b) +
                       " of A is singular (a zero pivot in its LU factorization)",
                   here(l));
-    solve_factored(f, n, k, &x[size_t(b * n * k)]);
+    solve_factored(f, n, k, x.data() + size_t(b * n * k));
   }
   Tensor X = from_host(x, bs, A, l);
   if (taping(A, B)) {

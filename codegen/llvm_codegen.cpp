@@ -33,6 +33,30 @@
 
 namespace kiln::llvm_emit {
 
+Emitter::Emitter(const kir::Kernel& k, llvm::Module& m, llvm::IRBuilderBase& b,
+                 const LlvmEmitOptions& opts)
+    : k_(k), m_(m), ctx_(m.getContext()), b_(b), opts_(opts) {}
+
+void Emitter::counted_loop(const llvm::Twine& name, llvm::Value* lo, llvm::Value* hi,
+                           int64_t step, const std::function<void(llvm::Value*)>& emit_body) {
+  llvm::Function* f = b_.GetInsertBlock()->getParent();
+  llvm::BasicBlock* pre = b_.GetInsertBlock();
+  auto* header = llvm::BasicBlock::Create(ctx_, name + ".header", f);
+  auto* bodybb = llvm::BasicBlock::Create(ctx_, name + ".body", f);
+  auto* exit = llvm::BasicBlock::Create(ctx_, name + ".exit", f);
+  b_.CreateBr(header);
+  b_.SetInsertPoint(header);
+  llvm::PHINode* i = b_.CreatePHI(b_.getInt64Ty(), 2, name);
+  i->addIncoming(lo, pre);
+  b_.CreateCondBr(b_.CreateICmpSLT(i, hi), bodybb, exit);
+  b_.SetInsertPoint(bodybb);
+  emit_body(i);
+  llvm::Value* next = b_.CreateAdd(i, b_.getInt64(step), "", true, true);
+  i->addIncoming(next, b_.GetInsertBlock());
+  b_.CreateBr(header);
+  b_.SetInsertPoint(exit);
+}
+
 void Emitter::emit(const std::string& symbol) {
   const size_t nbuf = k_.buffers.size();
   // A math op that expands into a polynomial (exp, tanh, ...).
@@ -700,7 +724,8 @@ LlvmKernelBinary compile_kernel_llvm(const kir::Kernel& k, const std::string& sy
   llvm::LLVMContext ctx;
   auto m = std::make_unique<llvm::Module>(symbol, ctx);
   jit.configure(*m);
-  llvm_emit::Emitter(k, *m, opts).emit(symbol);
+  llvm::IRBuilder<> builder(ctx);
+  llvm_emit::Emitter(k, *m, builder, opts).emit(symbol);
   std::string problems;
   llvm::raw_string_ostream err(problems);
   if (llvm::verifyModule(*m, &err))

@@ -2,12 +2,11 @@
 // by llvm_codegen.cpp (the function, its statements and values) and
 // llvm_streamed_pass.cpp (the loop whose output streams past the cache). See
 // llvm_codegen.cpp's head for the form of the code. Internal to codegen/; only
-// the .cpp files that include LLVM use it.
+// the .cpp files that include LLVM use it. Like every header, it names LLVM's
+// types without including LLVM's headers (tests/layering: headers_without_llvm).
 #pragma once
 
-#include <llvm/IR/IRBuilder.h>
-#include <llvm/IR/Module.h>
-
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -16,6 +15,21 @@
 #include "codegen/kernel_ir.h"
 #include "codegen/llvm_codegen.h"
 #include "codegen/streamed_loop.h"
+
+namespace llvm {
+class AllocaInst;
+class Argument;
+class Constant;
+class Function;
+class GlobalVariable;
+class IRBuilderBase;
+class LLVMContext;
+class Module;
+class Twine;
+class Type;
+class Value;
+struct Align;
+}  // namespace llvm
 
 namespace kiln::llvm_emit {
 
@@ -27,8 +41,9 @@ std::optional<kir::StreamedLoop> streamed_loop(const kir::Kernel& k, const LlvmE
 
 class Emitter {
  public:
-  Emitter(const kir::Kernel& k, llvm::Module& m, const LlvmEmitOptions& opts)
-      : k_(k), m_(m), ctx_(m.getContext()), b_(ctx_), opts_(opts) {}
+  /// Emits into m with builder b (an llvm::IRBuilder<> of m's context).
+  Emitter(const kir::Kernel& k, llvm::Module& m, llvm::IRBuilderBase& b,
+          const LlvmEmitOptions& opts);
 
   /// Defines `symbol` (the entry point) and `symbol.body` in the module.
   void emit(const std::string& symbol);
@@ -48,26 +63,8 @@ class Emitter {
   void block(const std::vector<kir::Stmt>& body);
 
   // for (i = lo; i < hi; i += step) emit_body(i), the loop named `name`.
-  template <class Body>
   void counted_loop(const llvm::Twine& name, llvm::Value* lo, llvm::Value* hi, int64_t step,
-                    Body emit_body) {
-    llvm::Function* f = b_.GetInsertBlock()->getParent();
-    llvm::BasicBlock* pre = b_.GetInsertBlock();
-    auto* header = llvm::BasicBlock::Create(ctx_, name + ".header", f);
-    auto* bodybb = llvm::BasicBlock::Create(ctx_, name + ".body", f);
-    auto* exit = llvm::BasicBlock::Create(ctx_, name + ".exit", f);
-    b_.CreateBr(header);
-    b_.SetInsertPoint(header);
-    llvm::PHINode* i = b_.CreatePHI(b_.getInt64Ty(), 2, name);
-    i->addIncoming(lo, pre);
-    b_.CreateCondBr(b_.CreateICmpSLT(i, hi), bodybb, exit);
-    b_.SetInsertPoint(bodybb);
-    emit_body(i);
-    llvm::Value* next = b_.CreateAdd(i, b_.getInt64(step), "", true, true);
-    i->addIncoming(next, b_.GetInsertBlock());
-    b_.CreateBr(header);
-    b_.SetInsertPoint(exit);
-  }
+                    const std::function<void(llvm::Value*)>& emit_body);
 
   void loop(int32_t var, llvm::Value* lo, llvm::Value* hi, const std::vector<kir::Stmt>& body);
   llvm::Value* extent(const kir::Stmt& loop);
@@ -138,7 +135,7 @@ class Emitter {
   const kir::Kernel& k_;
   llvm::Module& m_;
   llvm::LLVMContext& ctx_;
-  llvm::IRBuilder<> b_;
+  llvm::IRBuilderBase& b_;
   LlvmEmitOptions opts_;
   std::vector<llvm::Value*> bufptr_;
   std::vector<llvm::Value*> vals_;

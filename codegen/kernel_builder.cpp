@@ -2,6 +2,7 @@
 #include "codegen/kernel_builder.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "ir/error.h"
@@ -542,8 +543,10 @@ void KernelBuilder::add_terms(ValueId v, std::vector<ValueId>& terms, int64_t& c
 }
 
 bool KernelBuilder::same_const(ValueId a, ValueId b) const {
+  // Bitwise for floats: a -0.0 fill (cat's pads) is not a +0.0 one.
   return a == b || (is_const(a) && is_const(b) && type(a) == type(b) &&
-                    def(a).fimm == def(b).fimm && def(a).iimm == def(b).iimm);
+                    std::bit_cast<uint64_t>(def(a).fimm) == std::bit_cast<uint64_t>(def(b).fimm) &&
+                    def(a).iimm == def(b).iimm);
 }
 
 // Reads behind masks, as a pad reads its operand (select(valid, load, 0)), stay

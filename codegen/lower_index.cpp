@@ -267,11 +267,11 @@ ValueId Lowering::movement(const Node& n, Coords& c) {
       return eval(src, oc);
     }
     case OpKind::pad: {
-      if (in[normalize_dim(n.attrs.i(AttrKey::dim), rank)] == 0)
-        return kb_.constant(n.type().dtype, 0);
+      const ValueId fill = kb_.constant(n.type().dtype, n.attrs.f(AttrKey::value, 0.0));
+      if (in[normalize_dim(n.attrs.i(AttrKey::dim), rank)] == 0) return fill;
       ValueId valid;
       const ValueId v = pad_read(n, c, &valid);
-      return kb_.select(valid, v, kb_.constant(n.type().dtype, 0));
+      return kb_.select(valid, v, fill);
     }
     default:
       fail("unknown movement op ", op_name(n.op));
@@ -347,9 +347,17 @@ ValueId Lowering::cat(const Node& n, Coords& c) {
     if (spans[i].first <= spans[i - 1].second) return kNoValue;
     covered = covered && spans[i].first == spans[i - 1].second + 1;
   }
-  for (const Node* p : pieces) covered = covered && p->attrs.i(AttrKey::interior, 0) == 0;
-  // The last piece is the default when the spans cover the dim; else zero is.
-  ValueId v = covered ? kNoValue : kb_.constant(n.type().dtype, 0);
+  // Outside every span: the sum of the pieces' fills (each a zero, +0.0 or
+  // cat's -0.0, which keeps x + fill = x inside the spans).
+  double fill = 0.0;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const double f = pieces[i]->attrs.f(AttrKey::value, 0.0);
+    if (f != 0.0) return kNoValue;
+    fill = i == 0 ? f : fill + f;
+    covered = covered && pieces[i]->attrs.i(AttrKey::interior, 0) == 0;
+  }
+  // The last piece is the default when the spans cover the dim; else the fill is.
+  ValueId v = covered ? kNoValue : kb_.constant(n.type().dtype, fill);
   for (size_t i = pieces.size(); i-- > 0;) {
     ValueId valid;
     const ValueId x = pad_read(*pieces[i], c, &valid);

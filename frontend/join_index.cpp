@@ -121,10 +121,12 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim, Loc l) {
   int64_t offset = 0;
   for (const Tensor& t : tensors) {
     const int64_t n = t.size(d);
-    const Attrs pad{{AttrKey::dim, d},
-                    {AttrKey::low, offset},
-                    {AttrKey::high, total - offset - n},
-                    {AttrKey::interior, int64_t(0)}};
+    // Filled with -0.0: x + -0.0 is x for every float x, -0.0 included (ops.def: pad).
+    Attrs pad{{AttrKey::dim, d},
+              {AttrKey::low, offset},
+              {AttrKey::high, total - offset - n},
+              {AttrKey::interior, int64_t(0)}};
+    if (is_floating(dt)) pad.set(AttrKey::value, -0.0);
     Tensor piece = apply(OpKind::pad, {t.to(dt, l)}, pad, loc);
     out = out.defined() ? out.add(piece, 1, l) : piece;
     offset += n;

@@ -2,6 +2,7 @@
 // reshape where the layout allows it, as torch's view) and the reference
 // kernels, which copy through that geometry into a dense result. pad writes
 // zeros and then the input into a strided window of the result.
+#include <cmath>
 #include <cstring>
 
 #include "ir/error.h"
@@ -143,8 +144,12 @@ void pad_kernel(const Attrs& attrs, const View& in, const View& out) {
              rank);
   const int64_t esize = int64_t(dtype_size(out.dtype));
   auto* dst = static_cast<char*>(out.data);
-  parallel_for(out.numel() * esize, int64_t(1) << 18,
-               [&](int64_t b, int64_t e) { std::memset(dst + b, 0, size_t(e - b)); });
+  const double fill = attrs.f(AttrKey::value, 0.0);
+  if (fill == 0.0 && !std::signbit(fill))
+    parallel_for(out.numel() * esize, int64_t(1) << 18,
+                 [&](int64_t b, int64_t e) { std::memset(dst + b, 0, size_t(e - b)); });
+  else
+    reference_kernel(OpKind::constant, Attrs{{AttrKey::value, fill}}, {}, out);
   // Input element i lands at low + i * (interior + 1); keep those inside the result.
   const int64_t gap = interior + 1, in_len = in.shape[dim], out_len = out.shape[dim];
   const int64_t first = low < 0 ? (-low + gap - 1) / gap : 0;

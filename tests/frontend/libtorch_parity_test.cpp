@@ -379,5 +379,39 @@ TEST_CASE("interpolate and Upsample equal PyTorch's; bool masks combine with & |
   KILN_CHECK_ERROR(a & a, "operator&: expected bool tensors", "f32");
 }
 
+// torch.cat([torch.tensor([-0.0, 1.0]), torch.tensor([2.0, -0.0])]) keeps both
+// -0.0s. Kiln's cat adds its pieces padded with -0.0 (x + -0.0 is x); padded
+// with +0.0, eager and unfused traced runs turned -0.0 into +0.0 while a fused
+// kernel, which selects the pieces, kept it.
+TEST_CASE("cat and stack keep -0.0, eagerly and traced, fused or not, in f32 and f64") {
+  for (DType dt : {DType::f32, DType::f64}) {
+    CAPTURE(dtype_name(dt));
+    const Tensor a = tensor({-0.0, 1.0}).to(dt), b = tensor({2.0, -0.0}).to(dt);
+    auto join = [](Tensor x, Tensor y) {
+      return std::vector<Tensor>{cat({x, y}), stack({x, y}, 1), cat({x * 1, y + 0.5}, 0)};
+    };
+    auto signs = [](const Tensor& t) {
+      std::vector<bool> s;
+      for (double v : t.to(DType::f64).to_vector<double>()) s.push_back(std::signbit(v));
+      return s;
+    };
+    const std::vector<bool> cat_signs{true, false, false, true}, stack_signs{true, false, false, true};
+    auto check = [&](const std::vector<Tensor>& r) {
+      CHECK(signs(r[0]) == cat_signs);
+      CHECK(signs(r[1]) == stack_signs);
+      CHECK(signs(r[2])[0]);
+    };
+    check(join(a, b));
+    for (bool fused : {true, false}) {
+      CAPTURE(fused);
+      auto traced = jit(join, fused ? "join_fused" : "join_unfused");
+      traced.set_fusion(fused);
+      check(traced(a, b));
+    }
+  }
+  // Integers have no -0; their pieces are padded with 0 as before.
+  CHECK(cat({tensor({1, 2}), tensor({3})}).to_vector<int64_t>() == std::vector<int64_t>{1, 2, 3});
+}
+
 }  // namespace
 }  // namespace kiln

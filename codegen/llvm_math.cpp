@@ -22,9 +22,10 @@
 // tanh: u / (2 - u) with u = -expm1(-2|x|), x's sign or-ed in (a NaN passes
 //       the clamp of |x|); expm1 is exp's reduction with an e^r - 1 polynomial,
 //       exact at n = 0 for small |x|.
-// erf:  a + a (P(a^2) - 1) below 1/2; 1 - exp(-x^2) g(x) above, g a Chebyshev fit
-//       of erfc(x) exp(x^2) on [1/2, 3] and [3, 6] (f64), coefficients generated
-//       with mpmath at 50 digits; in f32, g is a rational fit on [1/2, 4].
+// erf:  f64: a + a (P(a^2) - 1) below 1/2; 1 - exp(-x^2) g(x) above, g a Chebyshev
+//       fit of erfc(x) exp(x^2) on [1/2, 3] and [3, 6], coefficients generated
+//       with mpmath at 50 digits. f32: 1 - exp(-q) over the whole range, q =
+//       -log(erfc(a)) a polynomial in a, exp's reduction taken of q.
 // gelu: 0.5 x (1 + erf(x/sqrt 2)) with 1 + erf(-a) taken as erfc(a) = exp(-a^2) g(a),
 //       so the negative side has no cancellation (the reference kernel's formula
 //       loses digits there; results agree to its accuracy). In f32, 1 + erf(a) is
@@ -67,18 +68,14 @@ std::vector<double> taylor(int hi, int lo, int step = 1, bool alternate = false)
   return c;
 }
 
-// erf(x)/x as a polynomial in u = x^2: on [0, 1/2] in f32 (degree 4, relative
-// error 1.4e-9, codegen/math_fits.py; it was degree 6 on [0, 1]), on [0, 1] in f64.
-const std::vector<double> kErfSmall32 = {0.0047181413225938365, -0.02675726908507238,
-                                         0.11282824391904986, -0.37612608681605075,
-                                         1.1283791655872342};
-// erfc(a) exp(a^2) on [1/2, 4] as P(a) / Q(a), degree 4 over 3 (relative error
-// 3.9e-8, codegen/math_fits.py): f32 erf, whose erfc is at most 0.48 there.
-const std::vector<double> kErfcxP32Erf = {2.664361064342357e-05, -0.0005474265195648467,
-                                          0.17904781941985703, 0.6225579613062774,
-                                          1.0001117770742307};
-const std::vector<double> kErfcxQ32Erf = {0.30842861904455326, 1.1521803474928622,
-                                          1.7518933524600018, 1.0};
+// q = -log(erfc(a)) = a + a A(a) on [0, 3.92] (f32 erf = 1 - e^-q), A of degree 8
+// in a, fitted with q's relative error weighted by erfc(a) q / erf(a), which
+// makes it erf's (erf moves by erfc(a) times q's error): 4e-9, codegen/math_fits.py.
+const std::vector<double> kErfLogErfc32 = {
+    -9.256437274247308e-06, 0.00011764272410811755,  -0.0006328417209725037,
+    0.0016670357434084072,  -0.00016040368201532916, -0.019153060198411412,
+    0.1027778296482556,     0.6366193820393186,      0.1283791716104834};
+// erf(x)/x as a polynomial in u = x^2 on [0, 1] (f64).
 const std::vector<double> kErfSmall64 = {
     9.428596956834164e-09,  -1.5188281247335167e-07, 1.631035651387174e-06, -1.4913300906316395e-05,
     0.00012054681918310599, -0.0008548304871782741,  0.005223977154105304,  -0.026866170586496874,
@@ -125,6 +122,13 @@ const std::vector<double> kExp32 = {
 const std::vector<double> kExpm1Over32 = {0.0013888606925417748, 0.00836907500564689,
                                           0.041667140377943515,  0.166665061638945,
                                           0.4999999811177934,    1.0000000106330649};
+
+// f32 (e^r - 1 - r) / r^2 on |r| <= ln2 / 2, degree 4: kExpm1Over32 less its
+// first term, fitted so that e^r - 1 = r + r^2 P(r) keeps r exact (relative
+// error 1.3e-8 of (e^r - 1) / r), codegen/math_fits.py; erf32.
+const std::vector<double> kExpm1Tail32 = {0.0013882511359376824, 0.008366521136391514,
+                                          0.041667200006829004, 0.16666543615158957,
+                                          0.4999999815364226};
 
 // Whether f's target fuses llvm.fmuladd into one rounding (x86: FMA3).
 bool fuses_multiply_add(const llvm::Function& f) {
@@ -194,15 +198,17 @@ struct M {
     for (size_t i = 1; i < cs.size(); ++i) r = fma(r, x, c(cs[i]));
     return r;
   }
-  // poly for a small |x| (exp's reduced argument), in f32 as c_0 + x q(x), q
-  // taken as Horner in x^2 over the pairs c_2k-1 + c_2k x: one multiplication
+  // poly for a small |x| (exp's reduced argument; erf's |x| up to 3.92), in f32
+  // as c_0 + x q(x), q taken as Horner in x^2 over the pairs c_2k-1 + c_2k x: one multiplication
   // more (x^2) and the pairs in parallel, so that exp's degree 6 is 4
   // multiply-adds deep after the pairs instead of 6. For gelu, whose loop is
   // bound by how long its chain keeps operations waiting (17-19 cycles a vector
   // of 8 on one core for 22 multiply-adds, 11 cycles of the two pipes): 0.71-0.73
   // -> 0.65 ns an element in L1. Loops with shorter chains lose by the extra
   // multiplication (exp 0.333 -> 0.348, tanh 0.426 -> 0.462, expm1, sigmoid and
-  // softmax rows likewise), so they keep Horner's. The last step is Horner's,
+  // softmax rows likewise), so they keep Horner's. erf's degree 8 in |x|: 5 deep
+  // instead of 8, 0.69-0.70 -> 0.61-0.63 ns with erf32's one-constant reduction
+  // (0.68 with it alone). The last step is Horner's,
   // rounded once: pairs to the end cost exp 0.4 ulp and expm1 0.65 (over their
   // bounds), and gelu's rational fit in |x| up to 5.7 taken by pairs 0.8.
   llvm::Value* poly_short(llvm::Value* x, const std::vector<double>& cs) {
@@ -531,31 +537,31 @@ struct M {
     return mul(poly_short(r2, in_neg(kExp32, w)), s);
   }
 
-  // f32 erf: the odd polynomial below 1/2, 1 - erfc(a) above with erfc(a) =
-  // exp(-x^2) P(a) / Q(a) as gelu32 takes it (no erfc polynomial of degree 15,
-  // and exp_neg32: no overflow, NaN or clamp handling); 1 past 4 (and for
-  // infinities), where exp_neg32's value is discarded: 1.1 -> 0.55 -> 0.35 ns/element
-  // in cache.
+  // f32 erf: 1 - e^-q, q = -log(erfc(a)) = a + a A(a) (kErfLogErfc32, by
+  // poly_short), a = |x| clamped to 3.92, where erf rounds to 1 (a NaN passes).
+  // One formula over the whole range: no branches blended, no division (the odd
+  // polynomial below 1/2 and 1 - e^(-x^2) P(a) / Q(a) above, blended, before:
+  // 25 multiply-adds, a division, a compare and a blend a vector; now 20 and the
+  // clamp). 1 - e^-q as one_minus_exp_neg's -s p + (1 - s), with two changes
+  // that only erf can take:
+  // - r2 = q + n ln2 with ln2 in one float, one multiply-add: its error, n 2e-9,
+  //   is far below erfc's ulp where n is large (the logistic functions and gelu
+  //   need erfc or e^-x to their last bit there, and keep two constants);
+  // - p = e^-r2 - 1 = -r2 + r2 (r2 P(-r2)) (kExpm1Tail32): rounded last on -r2
+  //   plus a correction, not as a product with a polynomial near -1, for the
+  //   same count (near 0, erf is -p: 1.17 ulp there, 1.52 the other way). For
+  //   tanh's 1 - e^(-2 a) it costs a multiplication (-2 r2), which measured
+  //   slower (0.425 -> 0.47 ns an element in cache).
   llvm::Value* erf32(llvm::Value* x) {
-    // |x| clamped to 4, where 1 - erfc rounds to 1 (a NaN passes): one operation
-    // where a compare and a select of 1 past 4 were two.
     llvm::Value* a = fabs(x);
-    a = sel(b.CreateFCmpOGT(a, c(4.0)), c(4.0), a);
-    // a^2 (x^2 below 4) rounded, for both branches: its error, amplified x^2-fold in
-    // exp(-x^2), is at most 0.12 ulp of 1 - erfc(a) (largest near a = 1, where
-    // erfc(a) a^2 is).
-    llvm::Value* sq = mul(a, a);
-    // a (1 + (P(x^2) - 1)): the rounding of P's constant 2/sqrt(pi) and of its
-    // Horner steps weighs 0.13 instead of 1 (erf f32 2.16 -> 1.92 ulp, the maximum
-    // now above 1/2; 0.62 on [-1e-3, 1e-3]).
-    std::vector<double> p1 = kErfSmall32;
-    p1.back() -= 1.0;
-    llvm::Value* small = fma(a, poly(sq, p1), a);
-    llvm::Value* e = exp_neg32(sq, nullptr, 1.0);
-    llvm::Value* ec = mul(e, div(poly(a, kErfcxP32Erf), poly(a, kErfcxQ32Erf)));
-    // Compared so that a NaN a takes small, NaN: no select of its own.
-    llvm::Value* r = sel(b.CreateFCmpOGE(a, c(0.5)), sub(c(1.0), ec), small);
-    return with_sign_of(r, x);
+    a = sel(b.CreateFCmpOGT(a, c(3.92)), c(3.92), a);
+    llvm::Value* q = fma(a, poly_short(a, kErfLogErfc32), a);
+    const double magic = 0x1.8p23 + bias;
+    llvm::Value* t = fma(q, c(-1.4426950408889634), c(magic));
+    llvm::Value* r2 = fma(sub(t, c(magic)), c(0.69314718055994530942), q);
+    llvm::Value* s = pow2_bits(t);
+    llvm::Value* p = fma(r2, mul(r2, poly(r2, in_neg(kExpm1Tail32, 1.0))), b.CreateFNeg(r2));
+    return with_sign_of(fma(b.CreateFNeg(s), p, sub(c(1.0), s)), x);
   }
 
   // f32 gelu: x (1 - h) for x >= 0, x h below, h = erfc(a) / 2, a = |x| / sqrt 2;

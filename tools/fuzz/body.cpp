@@ -7,6 +7,7 @@
 #include "frontend/autograd.h"
 #include "frontend/jit.h"
 #include "tools/fuzz/instr.h"
+#include "tools/fuzz/oracle.h"
 
 namespace kiln::fuzz {
 
@@ -34,7 +35,8 @@ Tensor make_input(const Input& in, DType dtype) {
 }
 
 std::vector<Tensor> run_body(const Program& p, const std::vector<Tensor>& caps,
-                             const std::vector<Tensor>& args, optim::Optimizer* opt) {
+                             const std::vector<Tensor>& args, optim::Optimizer* opt,
+                             std::string* mismatch) {
   std::vector<Tensor> values;
   size_t a = 0, c = 0;
   for (const Input& in : p.inputs) values.push_back(in.captured ? caps.at(c++) : args.at(a++));
@@ -47,6 +49,8 @@ std::vector<Tensor> run_body(const Program& p, const std::vector<Tensor>& caps,
     }
     const bool marker = in.op == Op::nograd_begin || in.op == Op::nograd_end;
     values.push_back(marker ? Tensor() : run_instr(in, values));
+    if (mismatch && mismatch->empty() && !marker && !values.back().is_symbolic())
+      *mismatch = pytorch_mismatch(in, values.back());
   }
   while (!guards.empty()) guards.pop_back();  // innermost first
   std::vector<Tensor> outs;

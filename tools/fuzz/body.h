@@ -19,8 +19,11 @@ Tensor make_input(const Input& in, DType dtype);
 /// Runs the instructions on the inputs (arguments from `args`, captured tensors
 /// from `caps`, each in program order) and returns the outputs, then the loss.
 /// In Mode::backward_inside it calls loss.backward() (and `opt->step()`).
+/// With `mismatch`, each result that has values (an eager run) is checked
+/// against PyTorch's (oracle.h); the first difference is kept there.
 std::vector<Tensor> run_body(const Program& p, const std::vector<Tensor>& caps,
-                             const std::vector<Tensor>& args, optim::Optimizer* opt);
+                             const std::vector<Tensor>& args, optim::Optimizer* opt,
+                             std::string* mismatch = nullptr);
 
 using Body = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 

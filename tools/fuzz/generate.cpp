@@ -123,6 +123,7 @@ void Generator::push(Instr in, ValueInfo v) {
   }
   if (!nograd_ && differentiable)
     for (int o : in.operands) read_.push_back(val(o).group);
+  if (!v.marker) in.shape = v.shape;
   p_.instrs.push_back(std::move(in));
   vals_.push_back(std::move(v));
 }

@@ -37,7 +37,7 @@ Program Generator::run() {
   p_.mode = modes[static_cast<size_t>(r_.below(static_cast<int64_t>(modes.size())))];
   make_inputs();
   const int64_t n = r_.range(2, 12);
-  for (int64_t i = 0; i < n; ++i) step();
+  for (int64_t i = 0; i < n && !ended_; ++i) step();
   if (nograd_) marker(Op::nograd_end);
   pick_outputs();
   if (p_.mode == Mode::backward_inside && has(kOptimizer) && r_.chance(0.3)) {
@@ -62,6 +62,9 @@ Shape Generator::random_shape() {
 void Generator::make_inputs() {
   // Shapes are suffixes of one base shape with some dims set to 1: they broadcast.
   Shape base = random_shape();
+  // A dim of size 0 in some programs: it broadcasts with the inputs' 1s there.
+  if (has(kZeroSize) && r_.chance(0.15))
+    base[static_cast<size_t>(r_.below(int64_t(base.size())))] = 0;
   const int64_t nargs = r_.range(0, 3);
   const int64_t ncaps = has(kCaptured) ? r_.range(0, 2) : 0;
   for (int64_t i = 0; i < std::max<int64_t>(nargs + ncaps, 1); ++i) {
@@ -124,6 +127,8 @@ void Generator::push(Instr in, ValueInfo v) {
   if (!nograd_ && differentiable)
     for (int o : in.operands) read_.push_back(val(o).group);
   if (!v.marker) in.shape = v.shape;
+  in.value = v.value;
+  v.value.reset();  // views of it may be written later
   p_.instrs.push_back(std::move(in));
   vals_.push_back(std::move(v));
 }
@@ -142,6 +147,22 @@ ValueInfo Generator::fresh(Shape s, double bound, bool is_bool) {
   v.is_bool = is_bool;
   v.group = next_group_++;
   return v;
+}
+
+ValueInfo Generator::fresh_known(Shape s, double value) {
+  ValueInfo v = fresh(std::move(s), std::isnan(value) ? 0 : std::abs(value));
+  v.value = value;
+  return v;
+}
+
+bool Generator::raise(Instr in) {
+  if (!r_.chance(0.3)) return false;
+  in.throws = true;
+  ValueInfo v;
+  v.marker = true;  // no later call reads it: there is none
+  push(std::move(in), v);
+  ended_ = true;
+  return true;
 }
 
 ValueInfo Generator::view_of(int a, Shape s) {
@@ -328,7 +349,9 @@ bool Generator::in_place() {
     // of the values written there, the same eagerly and traced.
     const size_t k = static_cast<size_t>(r_.range(1, std::min<int64_t>(3, int64_t(s.size()))));
     std::vector<int64_t> ints{static_cast<int64_t>(k)};
-    const Shape want = index_shape();
+    bool empty = draw_empty();
+    for (size_t j = 0; j < k; ++j) empty = empty || s[j] == 0;
+    const Shape want = index_shape(empty);
     Shape b;
     for (size_t j = 0; j < k; ++j) b = broadcast_shapes(b, index_payload(ints, want, s[j]));
     Shape values = b;

@@ -77,7 +77,7 @@ bool Generator::composite() {
       std::vector<int64_t> ints{static_cast<int64_t>(da.size())};
       for (int64_t d : da) ints.push_back(sp(d));
       for (int64_t d : db) ints.push_back(spelled(d, t.size()));
-      push(Instr{Op::tensordot, {a, b}, ints, 0}, fresh(out, nb));
+      push(Instr{Op::tensordot, {a, b}, ints, 0}, k == 0 ? fresh_known(out, 0) : fresh(out, nb));
       return true;
     }
     case 2: {  // rot90
@@ -97,7 +97,8 @@ bool Generator::composite() {
         return true;
       }
       if (rank != 2) return false;
-      const int64_t k = r_.range(1 - s[0], s[1] - 1);
+      // (Of an empty matrix, any diagonal from -rows to cols: all are empty.)
+      const int64_t k = numel(s) == 0 ? r_.range(-s[0], s[1]) : r_.range(1 - s[0], s[1] - 1);
       const int64_t len = std::min(s[0] - std::max<int64_t>(0, -k), s[1] - std::max<int64_t>(0, k));
       push(Instr{Op::diag, {a}, {k}, 0}, fresh({len}, ba));
       return true;
@@ -106,7 +107,7 @@ bool Generator::composite() {
       if (rank < 2) return false;
       const std::vector<int64_t> d = some_dims(rank, 2);
       const int64_t m = s[static_cast<size_t>(d[0])], n = s[static_cast<size_t>(d[1])];
-      const int64_t k = r_.range(1 - m, n - 1);
+      const int64_t k = m * n == 0 ? r_.range(-m, n) : r_.range(1 - m, n - 1);
       const int64_t len = std::min(m - std::max<int64_t>(0, -k), n - std::max<int64_t>(0, k));
       Shape out;
       for (size_t i = 0; i < rank; ++i)
@@ -117,7 +118,9 @@ bool Generator::composite() {
     }
     case 5:  // trace
       if (rank != 2) return false;
-      push(Instr{Op::trace, {a}, {}, 0}, fresh({}, ba * static_cast<double>(std::min(s[0], s[1]))));
+      push(Instr{Op::trace, {a}, {}, 0},
+           numel(s) == 0 ? fresh_known({}, 0)
+                         : fresh({}, ba * static_cast<double>(std::min(s[0], s[1]))));
       return true;
     case 6: {  // cross along a dim of size 3
       std::vector<int64_t> threes;
@@ -151,6 +154,7 @@ bool Generator::composite() {
     case 8: {  // unfold: windows of `size` every `step` along d, a new last dim
       if (rank == 0) return false;
       const int64_t d = dim_of(a), len = s[static_cast<size_t>(d)];
+      if (len == 0) return false;
       const int64_t size = r_.range(1, len), step = r_.range(1, 3);
       Shape out = s;
       out[static_cast<size_t>(d)] = (len - size) / step + 1;
@@ -201,7 +205,8 @@ bool Generator::composite() {
       const double p = ps[r_.below(4)];
       if (numel(out) > kMaxNumel) return false;
       push(Instr{Op::cdist, {a, b}, {}, p},
-           fresh(out, static_cast<double>(s.back()) * (ba + val(b).bound)));
+           s.back() == 0 ? fresh_known(out, 0)
+                         : fresh(out, static_cast<double>(s.back()) * (ba + val(b).bound)));
       return true;
     }
     case 12: {  // logit
@@ -244,9 +249,9 @@ bool Generator::composite() {
       push(Instr{op, {a, b, c}, {}, op == Op::lerp ? 0 : x}, fresh(out, nb));
       return true;
     }
-    case 18: {  // median of all, or along a dim
-      if (rank == 0 || r_.chance(0.3)) {
-        push(Instr{Op::median, {a}, {}, 0}, fresh({}, ba));
+    case 18: {                            // median of all, or along a dim
+      if (rank == 0 || r_.chance(0.3)) {  // of no elements: NaN
+        push(Instr{Op::median, {a}, {}, 0}, numel(s) == 0 ? fresh_known({}, NAN) : fresh({}, ba));
         return true;
       }
       const int64_t d = dim_of(a);
@@ -256,7 +261,9 @@ bool Generator::composite() {
         out[static_cast<size_t>(d)] = 1;
       else
         out.erase(out.begin() + d);
-      push(Instr{Op::median, {a}, {sp(d)}, keep ? 1.0 : 0.0}, fresh(out, ba));
+      const Instr in{Op::median, {a}, {sp(d)}, keep ? 1.0 : 0.0};
+      if (s[static_cast<size_t>(d)] == 0) return raise(in);  // along an empty dim: an error
+      push(in, fresh(out, ba));
       return true;
     }
     case 19:
@@ -282,7 +289,7 @@ bool Generator::composite() {
                  {a},
                  spelled_dims,
                  (keep ? 1.0 : 0.0) + (unbiased ? 2.0 : 0.0)},
-           fresh(out, nb));
+           count == 0 ? fresh_known(out, NAN) : fresh(out, nb));
       return true;
     }
     case 21: {  // linalg::vector_norm over some dims (or all)
@@ -291,20 +298,26 @@ bool Generator::composite() {
       const bool keep = r_.chance(0.4);
       std::vector<int64_t> ints{keep ? 1 : 0};
       Shape out;
+      int64_t count = numel(s);  // of the reduced dims
       if (rank == 0 || r_.chance(0.3)) {
         out.assign(keep ? rank : 0, 1);
       } else {
         const std::vector<int64_t> dims =
             some_dims(rank, static_cast<size_t>(r_.range(1, int64_t(rank))));
         for (int64_t d : dims) ints.push_back(sp(d));
+        count = 1;
         for (size_t d = 0; d < rank; ++d) {
           const bool reduced = std::find(dims.begin(), dims.end(), int64_t(d)) != dims.end();
           if (!reduced || keep) out.push_back(reduced ? 1 : s[d]);
+          if (reduced) count *= s[d];
         }
       }
       const double nb = ba * static_cast<double>(numel(s));
       if (nb > kMaxBound) return false;
-      push(Instr{Op::vector_norm, {a}, ints, ord}, fresh(out, nb));
+      const Instr in{Op::vector_norm, {a}, ints, ord};
+      // Of no elements: 0, but the max and min (ord +-inf) have no identity.
+      if (count == 0 && std::isinf(ord)) return raise(in);
+      push(in, count == 0 ? fresh_known(out, 0) : fresh(out, nb));
       return true;
     }
     case 22: {  // linalg::matrix_norm over two dims
@@ -318,14 +331,20 @@ bool Generator::composite() {
         const bool reduced = int64_t(i) == d[0] || int64_t(i) == d[1];
         if (!reduced || keep) out.push_back(reduced ? 1 : s[i]);
       }
-      const double nb = ba * static_cast<double>(s[size_t(d[0])] * s[size_t(d[1])]);
+      const int64_t rows = s[size_t(d[0])], cols = s[size_t(d[1])];
+      const double nb = ba * static_cast<double>(rows * cols);
       if (nb > kMaxBound) return false;
-      push(Instr{Op::matrix_norm, {a}, {keep ? 1 : 0, sp(d[0]), sp(d[1])}, ord}, fresh(out, nb));
+      const Instr in{Op::matrix_norm, {a}, {keep ? 1 : 0, sp(d[0]), sp(d[1])}, ord};
+      // ord +-1 is the max (min) over dim[1] of the sums over dim[0], +-inf the
+      // other way round: of an empty dim PyTorch's amax raises; else a norm of 0.
+      if (ord != 0 && (std::isinf(ord) ? rows : cols) == 0) return raise(in);
+      push(in, rows * cols == 0 ? fresh_known(out, 0) : fresh(out, nb));
       return true;
     }
     case 23: {  // take, negative positions too
       std::vector<int64_t> ints;
-      const Shape out = index_payload(ints, index_shape(), numel(s));
+      // Of an empty tensor, only an empty index.
+      const Shape out = index_payload(ints, index_shape(numel(s) == 0 || draw_empty()), numel(s));
       push(Instr{Op::take, {a}, ints, 0}, fresh(out, ba));
       return true;
     }
@@ -355,7 +374,8 @@ bool Generator::composite() {
       if (rank == 0) return false;
       const int64_t d = dim_of(a), size = s[static_cast<size_t>(d)];
       std::vector<int64_t> ints{sp(d)};
-      const int64_t count = r_.range(1, 3);
+      int64_t count = r_.range(1, 3);
+      if (size == 0 || draw_empty()) count = 0;  // an empty index: nothing changes
       for (int64_t k = 0; k < count; ++k) ints.push_back(r_.below(size));
       if (r_.chance(0.5)) {
         const double value = r_.chance(0.5) ? 0.5 : -1.25;
@@ -389,16 +409,22 @@ bool Generator::composite() {
             some_dims(rank, static_cast<size_t>(r_.range(1, int64_t(rank))));
         Shape out;
         std::vector<int64_t> ints;
+        int64_t count = 1;
         for (int64_t d : dims) ints.push_back(sp(d));
         for (size_t d = 0; d < rank; ++d) {
           const bool reduced = std::find(dims.begin(), dims.end(), int64_t(d)) != dims.end();
           if (!reduced || keep) out.push_back(reduced ? 1 : s[d]);
+          if (reduced) count *= s[d];
         }
-        push(Instr{Op::nanmean, {a}, ints, keep ? 1.0 : 0.0}, fresh(out, ba));
+        push(Instr{Op::nanmean, {a}, ints, keep ? 1.0 : 0.0},
+             count == 0 ? fresh_known(out, NAN) : fresh(out, ba));
         return true;
       }
+      // Of an empty tensor (dim) the min and max have no identity: an error.
       if (r_.chance(0.3)) {
-        push(Instr{Op::aminmax, {a}, {}, 0}, fresh({}, 2 * ba));
+        const Instr in{Op::aminmax, {a}, {}, 0};
+        if (numel(s) == 0) return raise(in);
+        push(in, fresh({}, 2 * ba));
         return true;
       }
       const int64_t d = dim_of(a);
@@ -407,7 +433,9 @@ bool Generator::composite() {
         out[static_cast<size_t>(d)] = 1;
       else
         out.erase(out.begin() + d);
-      push(Instr{Op::aminmax, {a}, {sp(d)}, keep ? 1.0 : 0.0}, fresh(out, 2 * ba));
+      const Instr in{Op::aminmax, {a}, {sp(d)}, keep ? 1.0 : 0.0};
+      if (s[static_cast<size_t>(d)] == 0) return raise(in);
+      push(in, fresh(out, 2 * ba));
       return true;
     }
     case 32:
@@ -434,11 +462,14 @@ bool Generator::composite() {
       if (rank == 0 || b < 0) return false;
       const bool right = r_.chance(0.5);
       if (r_.chance(0.5)) {
+        // (Into an empty sequence every value goes at 0.)
         push(Instr{Op::searchsorted, {a, b}, {}, right ? 1.0 : 0.0},
-             fresh(val(b).shape, static_cast<double>(s.back())));
+             s.back() == 0 ? fresh_known(val(b).shape, 0)
+                           : fresh(val(b).shape, static_cast<double>(s.back())));
       } else {
         push(Instr{Op::bucketize, {a, b}, {}, right ? 1.0 : 0.0},
-             fresh(val(b).shape, static_cast<double>(numel(s))));
+             numel(s) == 0 ? fresh_known(val(b).shape, 0)
+                           : fresh(val(b).shape, static_cast<double>(numel(s))));
       }
       return true;
     }

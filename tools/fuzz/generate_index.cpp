@@ -6,16 +6,19 @@
 
 namespace kiln::fuzz {
 
-Shape Generator::index_shape() {
+Shape Generator::index_shape(bool empty) {
   Shape b;
   const int64_t rank = r_.chance(0.15) ? 0 : r_.range(1, 2);
   for (int64_t i = 0; i < rank; ++i) b.push_back(r_.range(1, 3));
+  if (empty && b.empty()) b.push_back(0);
+  if (empty) b[static_cast<size_t>(r_.below(int64_t(b.size())))] = 0;
   return b;
 }
 
 Shape Generator::index_payload(std::vector<int64_t>& ints, const Shape& b, int64_t size) {
   Shape shape = b;
-  if (r_.chance(0.3)) {
+  // (A dim of size 0 takes only an empty index tensor: b itself, which has a 0.)
+  if (r_.chance(0.3) && size > 0) {
     shape.assign(b.end() - r_.range(0, static_cast<int64_t>(b.size())), b.end());
     for (auto& d : shape)
       if (r_.chance(0.3)) d = 1;
@@ -39,7 +42,14 @@ bool Generator::advanced_index() {
     tensors += k == 3;
   }
   if (tensors == 0) kinds[static_cast<size_t>(r_.below(static_cast<int64_t>(used)))] = 3;
-  const Shape want = index_shape();
+  // An integer cannot index a dim of size 0 (PyTorch raises), an index tensor
+  // there must be empty, and the index tensors broadcast: all are empty then.
+  bool empty = false;
+  for (size_t d = 0; d < used; ++d) {
+    if (s[d] == 0 && kinds[d] == 1) kinds[d] = 0;
+    empty = empty || (s[d] == 0 && kinds[d] == 3);
+  }
+  const Shape want = index_shape(empty || draw_empty());
   std::vector<int64_t> ints;
   Shape kept, b;           // the dims after the integers' selects; B
   std::vector<size_t> at;  // where the picked dims are among them
@@ -50,7 +60,10 @@ bool Generator::advanced_index() {
     if (kind == 1) {
       ints.push_back(r_.range(-size, size - 1));
     } else if (kind == 2) {
-      const int64_t start = r_.below(size), stop = r_.range(start + 1, size), step = r_.range(1, 2);
+      // Empty on a dim of size 0, and now and then on another.
+      const bool none = size == 0 || draw_empty();
+      const int64_t start = none ? r_.range(0, size) : r_.below(size);
+      const int64_t stop = none ? start : r_.range(start + 1, size), step = r_.range(1, 2);
       ints.insert(ints.end(), {start, stop, step});
       kept.push_back((stop - start + step - 1) / step);
     } else if (kind == 3) {

@@ -21,14 +21,16 @@ bool Generator::matmul() {
   if (b >= 0 && r_.chance(0.7)) {
     const double nb = val(a).bound * val(b).bound * static_cast<double>(s.back());
     if (nb > kMaxBound) return false;
-    push(Instr{Op::matmul, {a, b}, {}, 0}, fresh(*matmul_shape(s, val(b).shape), nb));
+    const Shape out = *matmul_shape(s, val(b).shape);
+    push(Instr{Op::matmul, {a, b}, {}, 0}, s.back() == 0 ? fresh_known(out, 0) : fresh(out, nb));
     return true;
   }
   const double nb = val(a).bound * val(a).bound * static_cast<double>(s.back());
   if (nb > kMaxBound) return false;
   Shape out(s.begin(), s.end() - 1);
   if (s.size() > 1) out.push_back(s[s.size() - 2]);
-  push(Instr{Op::matmul_self, {a}, {static_cast<int64_t>(s.size())}, 0}, fresh(out, nb));
+  push(Instr{Op::matmul_self, {a}, {static_cast<int64_t>(s.size())}, 0},
+       s.back() == 0 ? fresh_known(out, 0) : fresh(out, nb));
   return true;
 }
 
@@ -36,6 +38,8 @@ bool Generator::attention() {
   const int q = pick([](const ValueInfo& v) { return !v.is_bool && v.shape.size() >= 2; });
   if (q < 0) return false;
   const Shape qs = val(q).shape;
+  // (No E or S of 0: a softmax over no keys; batches and L may be 0.)
+  if (qs.back() == 0) return false;
   auto lead = [](const Shape& s) { return Shape(s.begin(), s.end() - 2); };
   auto joint = [](const Shape& a, const Shape& b) -> std::optional<Shape> {
     try {
@@ -51,6 +55,7 @@ bool Generator::attention() {
   });
   const Shape ks = val(k).shape, qk = *joint(lead(qs), lead(ks));
   const int64_t length = ks[ks.size() - 2];
+  if (length == 0) return false;
   const int v = pick([&](const ValueInfo& x) {
     return !x.is_bool && x.shape.size() >= 2 && x.shape[x.shape.size() - 2] == length &&
            joint(qk, lead(x.shape));

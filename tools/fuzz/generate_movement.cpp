@@ -1,5 +1,6 @@
 // The generator's views (tools/fuzz/generator.h): reshape, permute, transpose,
 // slice, narrow, select, expand, squeeze, unsqueeze, flatten, and clone.
+#include <algorithm>
 #include <utility>
 
 #include "tools/fuzz/generator.h"
@@ -8,6 +9,11 @@ namespace kiln::fuzz {
 
 Shape Generator::reshape_target(int64_t n) {
   Shape out;
+  if (n == 0) {  // one dim of size 0 among 0 to 2 others
+    for (int64_t i = r_.range(0, 2); i > 0; --i) out.push_back(r_.range(1, 3));
+    out.insert(out.begin() + r_.below(int64_t(out.size()) + 1), 0);
+    return out;
+  }
   for (int64_t f = 2; f <= n; ++f)
     while (n % f == 0) {
       n /= f;
@@ -34,7 +40,13 @@ bool Generator::movement() {
     case 0: {
       out = reshape_target(numel(s));
       Shape spelled_shape = out;
-      if (r_.chance(0.3)) spelled_shape[static_cast<size_t>(r_.below(out.size()))] = -1;
+      if (r_.chance(0.3)) {
+        size_t at = static_cast<size_t>(r_.below(out.size()));
+        // Of 0 elements, only the dim of size 0 may be -1 (else it is ambiguous).
+        if (numel(out) == 0)
+          at = static_cast<size_t>(std::find(out.begin(), out.end(), 0) - out.begin());
+        spelled_shape[at] = -1;
+      }
       push(Instr{Op::reshape, {a}, spelled_shape, 0}, view_of(a, out));
       return true;
     }
@@ -59,19 +71,24 @@ bool Generator::movement() {
       return true;
     }
     case 3: {
-      const int64_t start = r_.below(size), step = r_.range(1, 3);
-      const int64_t end = r_.range(start + 1, size);
+      // Empty on a dim of size 0, and now and then on another.
+      const bool none = size == 0 || draw_empty();
+      const int64_t start = none ? r_.range(0, size) : r_.below(size), step = r_.range(1, 3);
+      const int64_t end = none ? start : r_.range(start + 1, size);
       out[static_cast<size_t>(d)] = (end - start + step - 1) / step;
       push(Instr{Op::slice, {a}, {spelled(d, rank), start, end, step}, 0}, view_of(a, out));
       return true;
     }
     case 4: {
-      const int64_t start = r_.below(size), len = r_.range(1, size - start);
+      const bool none = size == 0 || draw_empty();
+      const int64_t start = none ? r_.range(0, size) : r_.below(size);
+      const int64_t len = none ? 0 : r_.range(1, size - start);
       out[static_cast<size_t>(d)] = len;
       push(Instr{Op::narrow, {a}, {spelled(d, rank), start, len}, 0}, view_of(a, out));
       return true;
     }
     case 5: {
+      if (size == 0) return raise(Instr{Op::select, {a}, {spelled(d, rank), 0}, 0});
       const int64_t idx = r_.below(size);
       out.erase(out.begin() + d);
       push(Instr{Op::select, {a}, {spelled(d, rank), r_.chance(0.2) ? idx - size : idx}, 0},
@@ -87,7 +104,8 @@ bool Generator::movement() {
         spelled_shape.push_back(lead);
       }
       for (int64_t x : s) {
-        const int64_t y = x == 1 && r_.chance(0.7) ? r_.range(2, 4) : x;
+        int64_t y = x == 1 && r_.chance(0.7) ? r_.range(2, 4) : x;
+        if (x == 1 && draw_empty(0.05)) y = 0;  // a dim of 1 expands to 0 as well
         out.push_back(y);
         spelled_shape.push_back(y == x && r_.chance(0.3) ? -1 : y);
       }

@@ -20,6 +20,11 @@ bool Generator::reduction() {
     const Op op = all[choice];
     const double nb = op == Op::sum_all ? b * static_cast<double>(numel(s)) : b;
     if (nb > kMaxBound) return false;
+    if (numel(s) == 0) {  // PyTorch: a sum of nothing is 0, a mean NaN, a max an error
+      if (op == Op::max_all) return raise(Instr{op, {a}, {}, 0});
+      push(Instr{op, {a}, {}, 0}, fresh_known({}, op == Op::sum_all ? 0.0 : NAN));
+      return true;
+    }
     push(Instr{op, {a}, {}, 0}, fresh({}, nb));
     return true;
   }
@@ -53,25 +58,29 @@ bool Generator::reduction() {
     case 4:
       if (b * static_cast<double>(count) > kMaxBound) return false;
       push(Instr{choice == 3 ? Op::sum_dims : Op::mean_dims, {a}, dims, keep ? 1.0 : 0.0},
-           fresh(out, choice == 3 ? b * static_cast<double>(count) : b));
+           count == 0 ? fresh_known(out, choice == 3 ? 0.0 : NAN)
+                      : fresh(out, choice == 3 ? b * static_cast<double>(count) : b));
       return true;
-    case 5:
-      push(Instr{r_.chance(0.5) ? Op::amax : Op::amin, {a}, dims, keep ? 1.0 : 0.0}, fresh(out, b));
+    case 5: {
+      const Instr in{r_.chance(0.5) ? Op::amax : Op::amin, {a}, dims, keep ? 1.0 : 0.0};
+      if (count == 0) return raise(in);  // no identity to give an empty dim
+      push(in, fresh(out, b));
       return true;
+    }
     case 6: {
       if (4 * b * b > kMaxBound) return false;
       const bool unbiased = count > 1 && r_.chance(0.5);
       push(Instr{Op::var_dims, {a}, dims, (keep ? 1.0 : 0.0) + (unbiased ? 2.0 : 0.0)},
-           fresh(out, 4 * b * b));
+           count == 0 ? fresh_known(out, NAN) : fresh(out, 4 * b * b));
       return true;
     }
-    case 7:
-      push(Instr{r_.chance(0.5) ? Op::max_dim : Op::min_dim,
-                 {a},
-                 {spelled(d0, rank)},
-                 keep ? 1.0 : 0.0},
-           fresh(out1, b));
+    case 7: {
+      const Instr in{
+          r_.chance(0.5) ? Op::max_dim : Op::min_dim, {a}, {spelled(d0, rank)}, keep ? 1.0 : 0.0};
+      if (s[static_cast<size_t>(d0)] == 0) return raise(in);
+      push(in, fresh(out1, b));
       return true;
+    }
     case 10: {
       const double size = static_cast<double>(s[static_cast<size_t>(d0)]);
       if (b * size > kMaxBound) return false;
@@ -83,14 +92,14 @@ bool Generator::reduction() {
       return true;
     case 12:
       push(Instr{Op::logcumsumexp, {a}, {spelled(d0, rank)}, 0},
-           fresh(s, b + std::log(static_cast<double>(s[static_cast<size_t>(d0)])) + 1));
+           fresh(s, b + std::log(std::max<double>(1, double(s[static_cast<size_t>(d0)]))) + 1));
       return true;
     case 14: {
       // All (a sort) or the first few (topk) of dim d0 in order.
+      // None of them (topk(0)) now and then with the zero-size feature.
       const int64_t size = s[static_cast<size_t>(d0)];
-      if (size == 0) return false;
-      // At least one: the generator never makes a dim of size 0.
-      const int64_t count = r_.chance(0.5) ? size : 1 + r_.below(size);
+      int64_t count = size == 0 ? 0 : r_.chance(0.5) ? size : 1 + r_.below(size);
+      if (count > 0 && draw_empty()) count = 0;
       Shape out = s;
       out[static_cast<size_t>(d0)] = count;
       push(Instr{Op::sort_values, {a}, {spelled(d0, rank), count}, r_.chance(0.5) ? 1.0 : 0.0},
@@ -99,10 +108,10 @@ bool Generator::reduction() {
     }
     case 13: {
       // Some rows of dim d0, in any order, repeats allowed (their gradients add up).
+      // An empty index on a dim of size 0, and now and then on another.
       const int64_t size = s[static_cast<size_t>(d0)];
-      if (size == 0) return false;
       std::vector<int64_t> ints{spelled(d0, rank)};
-      const int64_t count = 1 + r_.below(4);
+      const int64_t count = size == 0 || draw_empty() ? 0 : 1 + r_.below(4);
       for (int64_t k = 0; k < count; ++k) ints.push_back(r_.below(size));
       Shape out = s;
       out[static_cast<size_t>(d0)] = count;

@@ -28,6 +28,7 @@ struct ValueInfo {
   int group = 0;         // values that may share storage
   bool overlap = false;  // derived from expand: elements alias each other
   bool requires_grad = false;
+  std::optional<double> value;  // every element's value by PyTorch's rule, until pushed
 };
 
 /// a.matmul(b)'s shape, or nullopt when the two do not multiply.
@@ -62,6 +63,15 @@ class Generator {
   void push(Instr in, ValueInfo v);
   void marker(Op op);
   ValueInfo fresh(Shape s, double bound, bool is_bool = false);
+  /// fresh() for a result whose every element PyTorch defines as `value` (a sum
+  /// over an empty dim is 0, a mean NaN): checked on the eager run.
+  ValueInfo fresh_known(Shape s, double value);
+  /// Whether to draw an empty case (an empty index tensor, slice or piece)
+  /// where a non-empty one would do: only with the zero-size feature.
+  bool draw_empty(double p = 0.1) { return has(kZeroSize) && r_.chance(p); }
+  /// A call PyTorch refuses on an empty tensor (a max over an empty dim): now
+  /// and then the program's last call (Instr::throws); false when not drawn.
+  bool raise(Instr in);
   ValueInfo view_of(int a, Shape s);
   void step();
   bool unary();
@@ -94,8 +104,9 @@ class Generator {
   bool adaptive();
 
   // generate_index.cpp: advanced indexing and its index tensors.
-  /// The broadcast shape of a set of index tensors: 0 to 2 dims of 1 to 3.
-  Shape index_shape();
+  /// The broadcast shape of a set of index tensors: 0 to 2 dims of 1 to 3, one
+  /// of them 0 when `empty` (then at least one dim).
+  Shape index_shape(bool empty = false);
   /// Appends an index tensor's payload (rank, sizes, values) for a dim of `size`:
   /// mostly of shape b, else a suffix of b with some dims 1 (they broadcast to
   /// b); values in [-size, size). Returns its shape.
@@ -122,6 +133,7 @@ class Generator {
   bool captured_takes_history_ = false;  // a captured tensor is given a value requiring grad
   int next_group_ = 0;
   bool nograd_ = false;
+  bool ended_ = false;  // a call PyTorch refuses was drawn: nothing runs after it
 };
 
 }  // namespace kiln::fuzz

@@ -736,8 +736,10 @@ Tensor searchsorted(const Tensor& seq_, const Tensor& values, bool out_int32, bo
   NoGradGuard no_grad;
   // The binary search's comparisons, counted: an element is passed while it is
   // not >= the value (> with `upper`), so a NaN value goes past every element.
+  // values [..., V] against seq [..., N] as [..., V, N]; a 1-D seq broadcasts
+  // against values of any shape, a 0-D value included (a 0-D position).
   const Tensor v = values.detach().unsqueeze(-1, l);
-  const Tensor s = seq.detach().unsqueeze(seq.dim() > 1 ? -2 : 0, l);
+  const Tensor s = seq.dim() > 1 ? seq.detach().unsqueeze(-2, l) : seq.detach();
   const Tensor passed = (upper ? s.gt(v, l) : s.ge(v, l)).logical_not(l);
   const Tensor r = passed.to(kInt64, l).sum(-1, false, l);
   return out_int32 ? r.to(kInt32, l) : r;

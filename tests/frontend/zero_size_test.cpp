@@ -26,5 +26,28 @@ TEST_CASE("searchsorted and bucketize of a 0-D value give a 0-D position, as PyT
   CHECK(bucketize(v, zeros({0}, kFloat64)).item<int64_t>() == 0);
 }
 
+TEST_CASE("a softmax along a dim of size 4 of a [4, 0] tensor compiles: no rows, nothing to read") {
+  // The fused max-sub-exp-sum kernel has no rows; lowering refused its read of
+  // the max as "at another row".
+  auto f = [](Tensor x) {
+    Tensor y = x.log_softmax(-2).flatten();
+    return std::vector<Tensor>{y, y.sum(), x.softmax(0)};
+  };
+  const Tensor x = zeros({4, 0}, kFloat64);
+  for (const std::vector<Tensor>& r : {f(x), jit(f)(x)}) {
+    CHECK(r[0].sizes() == Shape{0});
+    CHECK(r[1].item<double>() == 0);
+    CHECK(r[2].sizes() == Shape{4, 0});
+  }
+  auto g = jit([](Tensor x) {
+    Tensor l = x.log_softmax(0).sum();
+    l.backward();
+    return l;
+  });
+  const Tensor y = zeros({4, 0}, TensorOptions(kFloat64).requires_grad(true));
+  CHECK(g(y).item<double>() == 0);
+  CHECK(y.grad().sizes() == Shape{4, 0});
+}
+
 }  // namespace
 }  // namespace kiln

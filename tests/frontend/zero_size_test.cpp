@@ -49,5 +49,33 @@ TEST_CASE("a softmax along a dim of size 4 of a [4, 0] tensor compiles: no rows,
   CHECK(y.grad().sizes() == Shape{4, 0});
 }
 
+TEST_CASE("aminmax along a dim with elements of an empty tensor is empty; of an empty dim an error") {
+  auto f = [](Tensor x) {
+    auto [lo, hi] = x.aminmax(-1, true);
+    return std::vector<Tensor>{lo, hi};
+  };
+  const Tensor x = zeros({0, 4, 4}, kFloat64);
+  for (const std::vector<Tensor>& r : {f(x), jit(f)(x)}) {
+    CHECK(r[0].sizes() == Shape{0, 4, 1});
+    CHECK(r[1].sizes() == Shape{0, 4, 1});
+  }
+  CHECK_THROWS_WITH_AS(x.aminmax(0), doctest::Contains("aminmax: expected reduction dim 0"), Error);
+  CHECK_THROWS_WITH_AS(x.aminmax(), doctest::Contains("aminmax"), Error);
+}
+
+TEST_CASE("cdist of points with no coordinates is 0 for every p, inf included") {
+  auto f = [](Tensor a, Tensor b) {
+    return std::vector<Tensor>{cdist(a, b, INFINITY), cdist(a, b, 2.0), cdist(a, b, 1.0)};
+  };
+  const Tensor a = zeros({2, 0}, TensorOptions(kFloat64).requires_grad(true));
+  const Tensor b = zeros({3, 0}, kFloat64);
+  for (const std::vector<Tensor>& r : {f(a, b), jit(f)(a, b)})
+    for (const Tensor& d : r) {
+      CHECK(d.sizes() == Shape{2, 3});
+      CHECK(d.eq(0.0).all().item<bool>());
+      CHECK(d.requires_grad());  // as PyTorch's
+    }
+}
+
 }  // namespace
 }  // namespace kiln

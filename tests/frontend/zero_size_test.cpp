@@ -77,5 +77,24 @@ TEST_CASE("cdist of points with no coordinates is 0 for every p, inf included") 
     }
 }
 
+TEST_CASE("attention's gradient over a batch of 0 heads is empty (it divided by the batch)") {
+  auto f = [](Tensor q, Tensor k, Tensor v) {
+    Tensor out = nn::functional::scaled_dot_product_attention(q, k, v, {}, 0.0, true);
+    Tensor l = out.sum();
+    l.backward();
+    return std::vector<Tensor>{out, l};
+  };
+  for (bool traced : {false, true}) {
+    const TensorOptions o = TensorOptions(kFloat32).requires_grad(true);
+    Tensor q = zeros({0, 1, 2}, o), k = ones({1, 2}, o), v = ones({1, 2}, o);
+    const std::vector<Tensor> r = traced ? jit(f)(q, k, v) : f(q, k, v);
+    CHECK(r[0].sizes() == Shape{0, 1, 2});
+    CHECK(r[1].item<float>() == 0);
+    CHECK(q.grad().sizes() == Shape{0, 1, 2});
+    CHECK(k.grad().eq(0.0).all().item<bool>());
+    CHECK(v.grad().eq(0.0).all().item<bool>());
+  }
+}
+
 }  // namespace
 }  // namespace kiln

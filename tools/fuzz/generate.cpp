@@ -113,8 +113,8 @@ bool Generator::recorded(int group) const {
 void Generator::push(Instr in, ValueInfo v) {
   bool any_rg = false;
   for (int o : in.operands) any_rg = any_rg || val(o).requires_grad;
-  const bool differentiable =
-      in.op != Op::detach && in.op != Op::searchsorted && in.op != Op::bucketize && !v.is_bool;
+  const bool differentiable = in.op != Op::detach && in.op != Op::searchsorted &&
+                              in.op != Op::bucketize && in.op != Op::histc && !v.is_bool;
   const bool rec = !nograd_ && any_rg && differentiable;
   const bool self = in.op == Op::add_ || in.op == Op::sub_ || in.op == Op::mul_ ||
                     in.op == Op::add_scalar_ || in.op == Op::mul_scalar_ || in.op == Op::relu_ ||
@@ -371,6 +371,7 @@ bool Generator::in_place() {
     nb = choice == 3 ? bt + 0.5 : bt * 1.5;
   }
   if (nb > kMaxBound) return false;
+  written_.push_back(val(t).group);
   // Every value that may share the storage can now hold the larger values.
   for (auto& v : vals_)
     if (v.group == val(t).group) v.bound = std::max(v.bound, nb);

@@ -25,7 +25,35 @@ bool Generator::composite() {
   const size_t rank = s.size();
   const double ba = val(a).bound;
   const auto sp = [&](int64_t d) { return spelled(d, rank); };
-  switch (r_.below(34)) {
+  switch (r_.below(42)) {
+    case 34:
+      return baddbmm();
+    case 35: {  // nan_to_num: NaN and the infinities put in first, replaced
+      const int64_t given = r_.below(8);
+      push(Instr{Op::nan_to_num, {a}, {given}, 0}, fresh(s, std::max(ba, 3.0)));
+      return true;
+    }
+    case 36: {  // histc over a given range, or an empty tensor's (bins of 0)
+      // Of an argument's values as made (multiples of 1/1024; an optimizer steps
+      // captured ones): a bin's edge is hit exactly or missed by far more than
+      // an ulp, so eager and fused code agree.
+      const int g = val(a).group;
+      if (g >= static_cast<int>(p_.inputs.size()) || p_.inputs[static_cast<size_t>(g)].captured ||
+          std::find(written_.begin(), written_.end(), g) != written_.end())
+        return false;
+      const int64_t bins = r_.range(1, 5);
+      static const double ranges[] = {1.0, 2.5, 4.0};
+      const double range = numel(s) == 0 && r_.chance(0.5) ? 0.0 : ranges[r_.below(3)];
+      push(Instr{Op::histc, {a}, {bins}, range},
+           numel(s) == 0 ? fresh_known({bins}, 0) : fresh({bins}, double(numel(s))));
+      return true;
+    }
+    case 37:
+    case 38:
+    case 39:
+    case 40:
+    case 41:
+      return join(a);
     case 0: {  // movedim
       if (rank == 0) return false;
       const size_t k = static_cast<size_t>(r_.range(1, static_cast<int64_t>(rank)));

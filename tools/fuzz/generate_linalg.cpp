@@ -120,4 +120,28 @@ bool Generator::adaptive() {
   return true;
 }
 
+bool Generator::baddbmm() {
+  const int a = pick([](const ValueInfo& v) { return !v.is_bool && v.shape.size() == 3; });
+  if (a < 0) return false;
+  const Shape s = val(a).shape;
+  const int b = pick([&](const ValueInfo& v) {
+    return !v.is_bool && v.shape.size() == 3 && v.shape[0] == s[0] &&
+           (v.shape[1] == s[2] || v.shape[2] == s[2]);
+  });
+  const Shape& t = val(b).shape;
+  const bool transposed = t[1] != s[2] || (t[2] == s[2] && r_.chance(0.5));
+  const Shape out{s[0], s[1], transposed ? t[1] : t[2]};
+  const int c = pick([&](const ValueInfo& v) { return !v.is_bool && broadcastable(v.shape, out); });
+  if (c < 0 || numel(out) > kMaxNumel) return false;
+  static const double betas[] = {0.0, 1.0, 0.5};
+  const double beta = betas[r_.below(3)];
+  const int64_t alpha = r_.chance(0.5) ? 1 : -2;
+  const double nb = beta * val(c).bound + std::abs(double(alpha)) * val(a).bound * val(b).bound *
+                                              static_cast<double>(s[2]);
+  if (nb > kMaxBound) return false;
+  push(Instr{Op::baddbmm, {c, a, b}, {alpha, transposed ? 1 : 0}, beta},
+       s[2] == 0 && beta == 0 ? fresh_known(out, 0) : fresh(out, nb));
+  return true;
+}
+
 }  // namespace kiln::fuzz

@@ -102,6 +102,9 @@ class Generator {
   /// [R, E] (a itself qualifies); targets in the shortlist, in the cluster, or
   /// all in one of them. Weights through tanh keep the logits within E |a| R.
   bool adaptive();
+  /// baddbmm(c, a, b) for a value a [B, n, k]: b [B, k, m] a value of that
+  /// shape, or one [B, m, k] transposed (a itself qualifies); c broadcast to [B, n, m].
+  bool baddbmm();
 
   // generate_index.cpp: advanced indexing and its index tensors.
   /// The broadcast shape of a set of index tensors: 0 to 2 dims of 1 to 3, one
@@ -123,6 +126,11 @@ class Generator {
   /// One of libtorch's tensor functions on values that suit it; false when none do.
   bool composite();
 
+  // generate_join.cpp: functions of several tensors.
+  /// cat, block_diag, meshgrid, cartesian_prod (a among the operands) or
+  /// combinations of a, with empty pieces where the zero-size feature allows.
+  bool join(int a);
+
   Rng r_;
   uint32_t f_;
   Program p_;
@@ -130,6 +138,7 @@ class Generator {
   std::vector<int> rg_groups_;           // storage of inputs that require grad
   std::vector<int> recorded_;            // storage saved by the tape
   std::vector<int> read_;                // storage read by differentiable ops with grad on
+  std::vector<int> written_;             // storage written in place
   bool captured_takes_history_ = false;  // a captured tensor is given a value requiring grad
   int next_group_ = 0;
   bool nograd_ = false;

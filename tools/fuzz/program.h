@@ -75,7 +75,7 @@ enum class Op : uint8_t {
 #undef KILN_FUZZ_OP
 };
 const char* op_name(Op op);
-/// Number of value operands of an op.
+/// Number of value operands of an op (-1: one or more).
 int op_arity(Op op);
 
 /// One instruction: an op over earlier values, producing value number

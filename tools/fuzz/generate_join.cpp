@@ -94,7 +94,9 @@ bool Generator::join(int a) {
       }
       if (xy && out.size() >= 2) std::swap(out[0], out[1]);
       if (numel(out) > kMaxNumel || bound > kMaxBound) return false;
-      push(Instr{Op::meshgrid, std::vector<int>(ps), {xy ? 1 : 0}, 0}, fresh(out, bound));
+      // (A grid is a view of its piece: of one piece, the sum is that view.)
+      push(Instr{Op::meshgrid, std::vector<int>(ps), {xy ? 1 : 0}, 0},
+           ps.size() == 1 ? view_of(a, out) : fresh(out, bound));
       return true;
     }
     case 3: {  // cartesian_prod of 1-D pieces (of one: the piece itself)

@@ -284,11 +284,7 @@ bool Generator::composite() {
       }
       const int64_t d = dim_of(a);
       const bool keep = r_.chance(0.4);
-      Shape out = s;
-      if (keep)
-        out[static_cast<size_t>(d)] = 1;
-      else
-        out.erase(out.begin() + d);
+      const Shape out = reduced_shape(s, d, keep);
       const Instr in{Op::median, {a}, {sp(d)}, keep ? 1.0 : 0.0};
       if (s[static_cast<size_t>(d)] == 0) return raise(in);  // along an empty dim: an error
       push(in, fresh(out, ba));
@@ -456,11 +452,7 @@ bool Generator::composite() {
         return true;
       }
       const int64_t d = dim_of(a);
-      Shape out = s;
-      if (keep)
-        out[static_cast<size_t>(d)] = 1;
-      else
-        out.erase(out.begin() + d);
+      const Shape out = reduced_shape(s, d, keep);
       const Instr in{Op::aminmax, {a}, {sp(d)}, keep ? 1.0 : 0.0};
       if (s[static_cast<size_t>(d)] == 0) return raise(in);
       push(in, fresh(out, 2 * ba));

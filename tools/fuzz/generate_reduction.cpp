@@ -48,11 +48,7 @@ bool Generator::reduction() {
   }
   if (r_.chance(0.5)) std::reverse(dims.begin(), dims.end());
   const int64_t d0 = dim_of(a);
-  Shape out1 = s;
-  if (keep)
-    out1[static_cast<size_t>(d0)] = 1;
-  else
-    out1.erase(out1.begin() + d0);
+  const Shape out1 = reduced_shape(s, d0, keep);
   switch (choice) {
     case 3:
     case 4:

@@ -31,6 +31,15 @@ struct ValueInfo {
   std::optional<double> value;  // every element's value by PyTorch's rule, until pushed
 };
 
+/// `s` reduced along dim d: kept as 1 (keepdim) or removed.
+inline Shape reduced_shape(Shape s, int64_t d, bool keep) {
+  if (keep)
+    s[static_cast<size_t>(d)] = 1;
+  else
+    s.erase(s.begin() + d);
+  return s;
+}
+
 /// a.matmul(b)'s shape, or nullopt when the two do not multiply.
 std::optional<Shape> matmul_shape(const Shape& a, const Shape& b);
 

@@ -49,7 +49,8 @@ TEST_CASE("a softmax along a dim of size 4 of a [4, 0] tensor compiles: no rows,
   CHECK(y.grad().sizes() == Shape{4, 0});
 }
 
-TEST_CASE("aminmax along a dim with elements of an empty tensor is empty; of an empty dim an error") {
+TEST_CASE(
+    "aminmax along a dim with elements of an empty tensor is empty; of an empty dim an error") {
   auto f = [](Tensor x) {
     auto [lo, hi] = x.aminmax(-1, true);
     return std::vector<Tensor>{lo, hi};
@@ -94,6 +95,43 @@ TEST_CASE("attention's gradient over a batch of 0 heads is empty (it divided by 
     CHECK(k.grad().eq(0.0).all().item<bool>());
     CHECK(v.grad().eq(0.0).all().item<bool>());
   }
+}
+
+TEST_CASE("an in-place write into an empty expand() writes nothing and is no error, as PyTorch") {
+  auto f = [](Tensor a, Tensor b) {
+    Tensor v = a.expand({3, 0});
+    v.mul_(b);
+    Tensor w = a.unsqueeze(0).expand({2, 0});
+    w.add_(1.0);
+    return std::vector<Tensor>{v, w, a};
+  };
+  for (bool traced : {false, true}) {
+    const Tensor a = zeros({0}, kFloat64), b = zeros({0}, kFloat64);
+    const std::vector<Tensor> r = traced ? jit(f)(a, b) : f(a, b);
+    CHECK(r[0].sizes() == Shape{3, 0});
+    CHECK(r[1].sizes() == Shape{2, 0});
+    CHECK(r[2].sizes() == Shape{0});
+  }
+  // With elements shared the write is refused, as before.
+  CHECK_THROWS_AS(zeros({1}, kFloat64).expand({3}).mul_(2.0), Error);
+}
+
+TEST_CASE(
+    "cat leaves out 1-D pieces of size 0 whatever the others' shapes (PyTorch's legacy rule)") {
+  auto f = [](Tensor a, Tensor e) {
+    return std::vector<Tensor>{cat({a, e, a}, -2), cat({e, a}, 1), cat({e, e}, 0)};
+  };
+  const Tensor a = ones({3, 1}, TensorOptions(kFloat32).requires_grad(true));
+  const Tensor e = zeros({0}, kFloat64);  // its dtype still counts: f64, as torch.cat's
+  for (const std::vector<Tensor>& r : {f(a, e), jit(f)(a, e)}) {
+    CHECK(r[0].sizes() == Shape{6, 1});
+    CHECK(r[0].dtype() == kFloat64);
+    CHECK(r[1].sizes() == Shape{3, 1});
+    CHECK(r[2].sizes() == Shape{0});
+    CHECK(r[0].sum().item<double>() == 6);
+  }
+  CHECK_THROWS_AS(cat({a, zeros({2}, kFloat32)}),
+                  Error);  // a 1-D piece with elements is no exception
 }
 
 }  // namespace

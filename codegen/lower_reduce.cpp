@@ -14,10 +14,11 @@ ValueId Lowering::reduction_result(NodeId id, const Node& n, Coords& c) {
   // The coordinates must be the current row's: only then is the accumulator the value.
   // Every reduction result has one element per row, in row order, so it is
   // the current row's exactly when its linear index is the outer index.
+  // With no rows (a dim of size 0 kept) the kernel reads nothing at all.
   const ValueId lin = linear(c);
   const bool zero_row =
       kb_.upper_bound(row_) == 1 && kb_.is_const(lin) && kb_.const_value(lin) == 0;
-  if (lin != row_ && !zero_row)
+  if (lin != row_ && !zero_row && rs_.rows != 0)
     fail("the result of ", op_name(n.op), " %", id,
          " is read at another row than the one it was reduced for");
   const ValueId acc = kb_.acc_value(it->second);

@@ -15,6 +15,9 @@ namespace {
 // `step` selects from it replaced by `child`.
 Tensor unview(const ViewStep& step, const Tensor& parent, const Tensor& child, SourceLoc loc) {
   const TensorType& pt = parent.impl()->type;
+  // A view of no elements selects none: the write leaves the parent as it is
+  // (also through an expand, which has no inverse otherwise).
+  if (child.impl()->type.numel() == 0) return parent;
   switch (step.op) {
     case OpKind::reshape:
       return apply(OpKind::reshape, {child}, {{AttrKey::shape, pt.shape}}, loc);
@@ -27,7 +30,6 @@ Tensor unview(const ViewStep& step, const Tensor& parent, const Tensor& child, S
     case OpKind::slice: {
       const int64_t dim = normalize_dim(step.attrs.i(AttrKey::dim), pt.rank());
       const int64_t count = child.impl()->type.shape[static_cast<size_t>(dim)];
-      if (count == 0) return parent;
       const int64_t start = step.attrs.i(AttrKey::start), stride = step.attrs.i(AttrKey::step);
       const Attrs pad{{AttrKey::dim, dim},
                       {AttrKey::low, start},
@@ -156,6 +158,7 @@ void sync_view(TensorImpl& t) {
 }
 
 void check_writable(const TensorImpl& t, SourceLoc loc) {
+  if (t.type.numel() == 0) return;  // no elements, none shared: PyTorch writes nothing too
   bool expanded = false;
   for (size_t d = 0; d < t.type.shape.size(); ++d)
     expanded = expanded || (t.strides[d] == 0 && t.type.shape[d] > 1);

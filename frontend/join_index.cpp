@@ -89,16 +89,21 @@ Tensor checked_indices(const Tensor& indices, int64_t n, const char* op, Loc loc
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim, Loc l) {
   const SourceLoc loc = here(l);
   if (tensors.empty()) throw Error("cat: expected a non-empty list of tensors", loc);
-  const Tensor& first = tensors[0];
+  // PyTorch's legacy rule: a 1-D tensor of size 0 is left out whatever the
+  // other tensors' shapes (its dtype and device still count).
+  const auto left_out = [](const Tensor& t) { return t.dim() == 1 && t.size(0) == 0; };
+  const auto kept = std::find_if_not(tensors.begin(), tensors.end(), left_out);
+  const Tensor& first = kept == tensors.end() ? tensors[0] : *kept;
   const int64_t d = checked_dim(dim, std::max<int64_t>(first.dim(), 1), "cat", l);
   if (first.dim() == 0) throw Error("cat: zero-dimensional tensors cannot be concatenated", loc);
   DType dt = first.dtype();
   int64_t total = 0;
+  std::vector<Tensor> pieces;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
     bool same = t.dim() == first.dim();
     for (int64_t k = 0; same && k < t.dim(); ++k) same = k == d || t.size(k) == first.size(k);
-    if (!same)
+    if (!same && !left_out(t))
       throw Error("cat: expected every tensor to match " + shape_str(first.sizes()) +
                       " except in dim " + std::to_string(d) + ", got " + shape_str(t.sizes()) +
                       " for tensor " + std::to_string(i),
@@ -108,6 +113,8 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim, Loc l) {
                       " (expected one device)",
                   loc);
     dt = promote_types(dt, t.dtype());
+    if (t.dim() != first.dim()) continue;
+    pieces.push_back(t);
     if (t.size(d) > std::numeric_limits<int64_t>::max() - total)
       throw Error("cat: the sizes of dim " + std::to_string(d) +
                       " add up to more than 2^63-1 (tensor " + std::to_string(i) + " of shape " +
@@ -116,10 +123,10 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim, Loc l) {
                   loc);
     total += t.size(d);
   }
-  if (tensors.size() == 1) return first.to(dt, l).clone(l);
+  if (pieces.size() == 1) return first.to(dt, l).clone(l);
   Tensor out;
   int64_t offset = 0;
-  for (const Tensor& t : tensors) {
+  for (const Tensor& t : pieces) {
     const int64_t n = t.size(d);
     // Filled with -0.0: x + -0.0 is x for every float x, -0.0 included (ops.def: pad).
     Attrs pad{{AttrKey::dim, d},

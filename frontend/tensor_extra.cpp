@@ -280,14 +280,21 @@ Tensor Tensor::isclose(const Tensor& other, double rtol, double atol, bool equal
 }
 
 std::tuple<Tensor, Tensor> Tensor::aminmax(std::optional<int64_t> d, bool keepdim, Loc l) const {
-  if (numel() == 0) throw Error("aminmax: expected a tensor with elements, got shape " + shape_str(sizes()), here(l));
+  // The min and max of no elements have no identity: an error, of all elements
+  // or along an empty dim, as PyTorch (other dims may be empty).
   if (!d) {
+    if (numel() == 0)
+      throw Error("aminmax: expected a tensor with elements, got shape " + shape_str(sizes()), here(l));
     if (dim() == 0) return {clone(l), clone(l)};
     std::vector<int64_t> dims = all_dims(*this);
     return {amin(dims, keepdim, l), amax(dims, keepdim, l)};
   }
   const int64_t dd = detail::checked_dim(*d, std::max<int64_t>(dim(), 1), "aminmax", l);
   if (dim() == 0) return {clone(l), clone(l)};
+  if (size(dd) == 0)
+    throw Error("aminmax: expected reduction dim " + std::to_string(dd) +
+                    " to have a non-zero size, got input shape " + shape_str(sizes()),
+                here(l));
   return {amin({dd}, keepdim, l), amax({dd}, keepdim, l)};
 }
 
@@ -713,6 +720,9 @@ Tensor cdist(const Tensor& x1, const Tensor& x2, double p, Loc l) {
                 here(l));
   if (p < 0) throw Error("cdist: expected p >= 0, got " + std::to_string(p), here(l));
   check_floating(x1, "cdist", l);
+  // Points of no coordinates (M = 0) are all 0 apart, whatever p: the sum of
+  // no terms, since the max (p = inf) of none has no identity.
+  if (x1.size(-1) == 0) p = 1;
   return x1.unsqueeze(-2, l).sub(x2.unsqueeze(-3, l), 1, l).norm(p, {-1}, false, l);
 }
 
@@ -736,8 +746,10 @@ Tensor searchsorted(const Tensor& seq_, const Tensor& values, bool out_int32, bo
   NoGradGuard no_grad;
   // The binary search's comparisons, counted: an element is passed while it is
   // not >= the value (> with `upper`), so a NaN value goes past every element.
+  // values [..., V] against seq [..., N] as [..., V, N]; a 1-D seq broadcasts
+  // against values of any shape, a 0-D value included (a 0-D position).
   const Tensor v = values.detach().unsqueeze(-1, l);
-  const Tensor s = seq.detach().unsqueeze(seq.dim() > 1 ? -2 : 0, l);
+  const Tensor s = seq.dim() > 1 ? seq.detach().unsqueeze(-2, l) : seq.detach();
   const Tensor passed = (upper ? s.gt(v, l) : s.ge(v, l)).logical_not(l);
   const Tensor r = passed.to(kInt64, l).sum(-1, false, l);
   return out_int32 ? r.to(kInt32, l) : r;

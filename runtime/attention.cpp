@@ -250,7 +250,7 @@ void backward(const AttentionShape& s, int which, const T* q, const T* k, const 
   T* dq = grad + std::max<int64_t>(at[0], 0);
   T* dk = grad + std::max<int64_t>(at[1], 0);
   T* dv = grad + std::max<int64_t>(at[2], 0);
-  if (s.tq == 0 || s.tk == 0) {
+  if (s.batch == 0 || s.tq == 0 || s.tk == 0) {  // no scores: zero gradients, if any
     const int64_t n = (want_q ? s.batch * s.tq * s.d : 0) + (want_k ? s.batch * s.tk * s.d : 0) +
                       (want_v ? s.batch * s.tk * s.dv : 0);
     std::fill(grad, grad + n, T(0));

@@ -7,6 +7,7 @@
 #include "frontend/autograd.h"
 #include "frontend/jit.h"
 #include "tools/fuzz/instr.h"
+#include "tools/fuzz/oracle.h"
 
 namespace kiln::fuzz {
 
@@ -34,19 +35,28 @@ Tensor make_input(const Input& in, DType dtype) {
 }
 
 std::vector<Tensor> run_body(const Program& p, const std::vector<Tensor>& caps,
-                             const std::vector<Tensor>& args, optim::Optimizer* opt) {
+                             const std::vector<Tensor>& args, optim::Optimizer* opt,
+                             EagerCheck* check) {
   std::vector<Tensor> values;
   size_t a = 0, c = 0;
   for (const Input& in : p.inputs) values.push_back(in.captured ? caps.at(c++) : args.at(a++));
   std::vector<std::unique_ptr<NoGradGuard>> guards;
-  for (const Instr& in : p.instrs) {
+  for (size_t i = 0; i < p.instrs.size(); ++i) {
+    const Instr& in = p.instrs[i];
     if (in.op == Op::nograd_begin) {
       guards.push_back(std::make_unique<NoGradGuard>());
     } else if (in.op == Op::nograd_end && !guards.empty()) {
       guards.pop_back();
     }
     const bool marker = in.op == Op::nograd_begin || in.op == Op::nograd_end;
-    values.push_back(marker ? Tensor() : run_instr(in, values));
+    try {
+      values.push_back(marker ? Tensor() : run_instr(in, values));
+    } catch (const Error&) {
+      if (check) check->threw_at = static_cast<int>(i);
+      throw;
+    }
+    if (check && check->mismatch.empty() && !marker && !values.back().is_symbolic())
+      check->mismatch = pytorch_mismatch(in, values.back());
   }
   while (!guards.empty()) guards.pop_back();  // innermost first
   std::vector<Tensor> outs;

@@ -19,8 +19,15 @@ Tensor make_input(const Input& in, DType dtype);
 /// Runs the instructions on the inputs (arguments from `args`, captured tensors
 /// from `caps`, each in program order) and returns the outputs, then the loss.
 /// In Mode::backward_inside it calls loss.backward() (and `opt->step()`).
+/// With `check`, each result that has values (an eager run) is checked against
+/// PyTorch's (oracle.h), and a call that throws is noted.
+struct EagerCheck {
+  std::string mismatch;  // the first difference from PyTorch
+  int threw_at = -1;     // the instruction that threw a kiln::Error
+};
 std::vector<Tensor> run_body(const Program& p, const std::vector<Tensor>& caps,
-                             const std::vector<Tensor>& args, optim::Optimizer* opt);
+                             const std::vector<Tensor>& args, optim::Optimizer* opt,
+                             EagerCheck* check = nullptr);
 
 using Body = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 

@@ -10,6 +10,7 @@
 #include "frontend/autograd.h"
 #include "frontend/optim.h"
 #include "tools/fuzz/body.h"
+#include "tools/fuzz/instr.h"
 #include "tools/fuzz/oracle.h"
 
 namespace kiln::fuzz {
@@ -32,7 +33,9 @@ Tensor copy_of(const Tensor& t) {
 struct RunResult {
   std::vector<Snapshot> calls;
   std::optional<std::string> error;  // the kiln::Error that stopped the run
+  bool error_located = false;        // it names the source line of the call
   std::string optimizer_mismatch;    // eager Adam against its formula (oracle.h)
+  EagerCheck eager;                  // eager results against PyTorch's (oracle.h)
 };
 
 RunResult run(const Program& p, bool traced) {
@@ -56,8 +59,9 @@ RunResult run(const Program& p, bool traced) {
       opt = std::move(a);
     }
   }
-  Body body = [&p, &caps, o = opt.get()](const std::vector<Tensor>& args) {
-    return run_body(p, caps, args, o);
+  EagerCheck* check = traced ? nullptr : &r.eager;
+  Body body = [&p, &caps, o = opt.get(), check](const std::vector<Tensor>& args) {
+    return run_body(p, caps, args, o, check);
   };
   const size_t nargs = p.inputs.size() - caps.size();
   try {
@@ -84,6 +88,7 @@ RunResult run(const Program& p, bool traced) {
     }
   } catch (const Error& e) {
     r.error = e.what();
+    r.error_located = e.where().known();
   }
   if (checked) r.optimizer_mismatch = checked->mismatch();
   return r;
@@ -148,18 +153,55 @@ std::string error_kind(const std::string& message) {
   return out;
 }
 
-// Values first (outputs, gradients, inputs after the call, call by call), then
-// the outputs' requires_grad() flags, so that a flag difference does not hide
-// a wrong number.
+// The errors PyTorch's autograd raises too, which programs reach without a
+// call marked Instr::throws: a backward that needs a value an in-place write
+// replaced, or that runs through freed saved tensors a second time.
+bool autograd_error(const std::string& message) {
+  return message.find("modified by an in-place operation") != std::string::npos ||
+         message.find("backward through the graph a second time") != std::string::npos;
+}
+
+// The call PyTorch raises at, if the program has one.
+const Instr* raising_call(const Program& p) {
+  for (const Instr& in : p.instrs)
+    if (in.throws) return &in;
+  return nullptr;
+}
+
+// Errors first: a kiln::Error both ways where PyTorch raises one (at a call
+// marked Instr::throws, naming its source line, or from autograd) and nowhere
+// else. Then values (outputs, gradients, inputs after the call, call by call),
+// eager's results against PyTorch's, and last the outputs' requires_grad()
+// flags, so that a flag difference does not hide a wrong number.
 std::optional<Failure> compare(const Program& p, const RunResult& e, const RunResult& t,
                                const CheckOptions& o) {
+  const Instr* raises = raising_call(p);
   if (e.error || t.error) {
-    if (e.error && t.error) return std::nullopt;
+    if (e.error && t.error) {
+      if (raises && !e.error_located)
+        return Failure{std::string("error without the source line: ") + op_name(raises->op),
+                       "PyTorch raises at " + std::string(op_name(raises->op)) +
+                           "; Kiln's error does not name the line:\n  " + *e.error};
+      if (raises || autograd_error(*e.error)) return std::nullopt;
+      // A call the generator did not vouch for (shrinking gave it another
+      // operand) may be one PyTorch refuses too.
+      const int at = e.eager.threw_at;
+      if (at >= 0 && !p.instrs[static_cast<size_t>(at)].shape) return std::nullopt;
+      return Failure{"both threw where PyTorch does not: " + error_kind(*e.error),
+                     "eager and traced threw where PyTorch does not:\n  " + *e.error};
+    }
     const std::string who = e.error ? "eager" : "traced";
     const std::string& msg = e.error ? *e.error : *t.error;
     return Failure{"only " + who + " threw: " + error_kind(msg),
                    who + " threw, the other did not:\n  " + msg};
   }
+  if (raises)
+    return Failure{
+        std::string("no error where PyTorch raises: ") + op_name(raises->op),
+        std::string("PyTorch raises at ") + op_name(raises->op) + ", eager and traced ran on"};
+  if (!e.eager.mismatch.empty())
+    return Failure{"eager differs from PyTorch: " + error_kind(e.eager.mismatch),
+                   "eager differs from PyTorch: " + e.eager.mismatch};
   if (!e.optimizer_mismatch.empty())
     return Failure{"the eager Adam step differs from Adam's formula", e.optimizer_mismatch};
   auto output_name = [](size_t i, size_t n) {

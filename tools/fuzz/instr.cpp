@@ -199,6 +199,42 @@ std::string copy_source_cpp(const std::string& a, const std::string& b, int64_t 
          " + " + a + ".dim() : " + std::to_string(d) + "] = " + std::to_string(count) + "; return " + b +
          ".expand(s); }()";
 }
+// The operands from 0 on, and their names.
+std::vector<Tensor> all_operands(const Instr& in, const std::vector<Tensor>& values) {
+  std::vector<Tensor> r;
+  for (int o : in.operands) r.push_back(values.at(static_cast<size_t>(o)));
+  return r;
+}
+std::string all_operands_cpp(const Instr& in, const std::vector<std::string>& names) {
+  std::string r;
+  for (int o : in.operands) r += (r.empty() ? "" : ", ") + names.at(static_cast<size_t>(o));
+  return "{" + r + "}";
+}
+
+// nan_to_num's operand and call: NaN and the infinities whose replacement the
+// mask gives put into a first (ops.def).
+Tensor nan_to_num_call(const Tensor& a, int64_t mask) {
+  Tensor x = a.masked_fill(a.abs() < 0.25, NAN);
+  if (mask & 2) x = x.masked_fill(a > 1.5, INFINITY);
+  if (mask & 4) x = x.masked_fill(a < -1.5, -INFINITY);
+  return x.nan_to_num((mask & 1) ? std::optional<double>(0.5) : std::nullopt,
+                      (mask & 2) ? std::optional<double>(3.0) : std::nullopt,
+                      (mask & 4) ? std::optional<double>(-3.0) : std::nullopt);
+}
+std::string nan_to_num_cpp(const std::string& a, int64_t mask) {
+  std::string x = a + ".masked_fill(" + a + ".abs() < 0.25, NAN)";
+  if (mask & 2) x += ".masked_fill(" + a + " > 1.5, INFINITY)";
+  if (mask & 4) x += ".masked_fill(" + a + " < -1.5, -INFINITY)";
+  return x + ".nan_to_num(" + ((mask & 1) ? "0.5" : "std::nullopt") + ", " +
+         ((mask & 2) ? "3.0" : "std::nullopt") + ", " + ((mask & 4) ? "-3.0" : "std::nullopt") + ")";
+}
+
+// The sum of meshgrid's grids.
+Tensor grids_sum(const std::vector<Tensor>& xs, bool xy) {
+  Tensor r;
+  for (const Tensor& g : meshgrid(xs, xy ? "xy" : "ij")) r = r.defined() ? r + g : g;
+  return r;
+}
 }  // namespace
 
 MathForm math_form(OpKind k) {
@@ -483,6 +519,22 @@ Tensor run_instr(const Instr& in, const std::vector<Tensor>& values) {
     }
     case Op::repeat_interleave:
       return a.repeat_interleave(n.at(0), n.size() > 1 ? std::optional<int64_t>(n[1]) : std::nullopt);
+    case Op::baddbmm:
+      return a.baddbmm(operand(1), n.at(1) != 0 ? operand(2).transpose(1, 2) : operand(2), x, n.at(0));
+    case Op::nan_to_num:
+      return nan_to_num_call(a, n.at(0));
+    case Op::histc:
+      return a.histc(n.at(0), -x, x);
+    case Op::cat:
+      return cat(all_operands(in, values), n.at(0));
+    case Op::block_diag:
+      return block_diag(all_operands(in, values));
+    case Op::meshgrid:
+      return grids_sum(all_operands(in, values), n.at(0) != 0);
+    case Op::cartesian_prod:
+      return cartesian_prod(all_operands(in, values));
+    case Op::combinations:
+      return combinations(a, n.at(0), n.at(1) != 0);
     case Op::detach:
       return a.detach();
     // In place: the handle shares the operand's storage.
@@ -740,6 +792,25 @@ std::string cpp(const Instr& in, const std::vector<std::string>& names) {
              ", " + keep + "))";
     case Op::repeat_interleave:
       return a + ".repeat_interleave(" + i(0) + (n.size() > 1 ? ", " + i(1) : "") + ")";
+    case Op::baddbmm:
+      return a + ".baddbmm(" + v(1) + ", " + v(2) + (n.at(1) != 0 ? ".transpose(1, 2)" : "") +
+             ", " + x + ", " + i(0) + ")";
+    case Op::nan_to_num:
+      return nan_to_num_cpp(a, n.at(0));
+    case Op::histc:
+      return a + ".histc(" + i(0) + ", " + number_literal(-in.number) + ", " + x + ")";
+    case Op::cat:
+      return "cat(" + all_operands_cpp(in, names) + ", " + i(0) + ")";
+    case Op::block_diag:
+      return "block_diag(" + all_operands_cpp(in, names) + ")";
+    case Op::meshgrid:
+      return "[&] { Tensor r; for (const Tensor& g : meshgrid(" + all_operands_cpp(in, names) +
+             ", \"" + (n.at(0) != 0 ? "xy" : "ij") +
+             "\")) r = r.defined() ? r + g : g; return r; }()";
+    case Op::cartesian_prod:
+      return "cartesian_prod(" + all_operands_cpp(in, names) + ")";
+    case Op::combinations:
+      return "combinations(" + a + ", " + i(0) + ", " + flag(n.at(1) != 0) + ")";
     case Op::detach:
       return a + ".detach()";
     case Op::add_:

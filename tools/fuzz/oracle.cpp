@@ -4,7 +4,29 @@
 #include <cmath>
 #include <sstream>
 
+#include "tools/fuzz/instr.h"
+
 namespace kiln::fuzz {
+
+std::string pytorch_mismatch(const Instr& in, const Tensor& result) {
+  std::ostringstream os;
+  os.precision(17);
+  if (in.shape && result.sizes() != *in.shape) {
+    os << op_name(in.op) << " gave shape " << shape_str(result.sizes()) << ", PyTorch "
+       << shape_str(*in.shape);
+    return os.str();
+  }
+  if (!in.value) return "";
+  const std::vector<double> v = result.to_vector<double>();
+  for (size_t i = 0; i < v.size(); ++i) {
+    const bool same = std::isnan(*in.value) ? std::isnan(v[i]) : v[i] == *in.value;
+    if (!same) {
+      os << op_name(in.op) << " gave " << v[i] << " at element " << i << ", PyTorch " << *in.value;
+      return os.str();
+    }
+  }
+  return "";
+}
 
 CheckedAdam::CheckedAdam(std::vector<Tensor> params, optim::AdamOptions options)
     : optim::Adam(std::move(params), options) {

@@ -38,6 +38,7 @@ constexpr FeatureName kFeatureNames[] = {
     {"inplace-recorded", kInPlaceRecorded},
     {"indexing", kIndexing},
     {"composites", kComposites},
+    {"zero-size", kZeroSize},
 };
 }  // namespace
 

@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ir/dtype.h"
@@ -55,7 +57,10 @@ enum Feature : uint32_t {
   kInPlaceRecorded = 1u << 12,
   kIndexing = 1u << 13,    // advanced indexing, x.index({...}) and index_put_
   kComposites = 1u << 14,  // libtorch's tensor functions of frontend/tensor_extra.h
-  kAllFeatures = (1u << 15) - 1,
+  // Tensors with a dim of size 0 (inputs, empty slices, index tensors and
+  // pieces), reductions over empty dims, and the calls PyTorch refuses on them.
+  kZeroSize = 1u << 15,
+  kAllFeatures = (1u << 16) - 1,
   kDefaultFeatures = kAllFeatures,
 };
 
@@ -70,16 +75,26 @@ enum class Op : uint8_t {
 #undef KILN_FUZZ_OP
 };
 const char* op_name(Op op);
-/// Number of value operands of an op.
+/// Number of value operands of an op (-1: one or more).
 int op_arity(Op op);
 
 /// One instruction: an op over earlier values, producing value number
 /// `inputs.size() + index`. Markers (nograd_begin/end) produce an unused value.
+/// What PyTorch does with the call, as the generator worked it out, is checked
+/// on the eager run (tools/fuzz/body.cpp): the result's shape, a value every
+/// element must have (a sum over an empty dim is 0, a mean NaN), or an error.
 struct Instr {
+  Instr() = default;
+  Instr(Op op, std::vector<int> operands, std::vector<int64_t> ints, double number)
+      : op(op), operands(std::move(operands)), ints(std::move(ints)), number(number) {}
+
   Op op{};
-  std::vector<int> operands;  // value numbers
-  std::vector<int64_t> ints;  // dims, shapes, indices (op specific)
-  double number = 0;          // a scalar operand (op specific)
+  std::vector<int> operands;    // value numbers
+  std::vector<int64_t> ints;    // dims, shapes, indices (op specific)
+  double number = 0;            // a scalar operand (op specific)
+  std::optional<Shape> shape;   // the result's shape by PyTorch's rules
+  std::optional<double> value;  // every element's value (NaN: every element NaN)
+  bool throws = false;          // PyTorch raises here: the program ends at this call
 };
 
 /// An input of the body: an argument (fresh each call) or a captured tensor

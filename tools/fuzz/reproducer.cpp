@@ -3,6 +3,8 @@
 // inputs, with a CHECK for every output, .grad() and input value per call.
 #include "tools/fuzz/reproducer.h"
 
+#include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include "tools/fuzz/instr.h"
@@ -20,6 +22,13 @@ std::string input_expr(const Input& in, DType dtype) {
                      (dtype == DType::f32 ? "kFloat32" : "kFloat64") + ")" +
                      (in.requires_grad ? ".requires_grad(true)" : "");
   return "from_vector({" + values + "}, {" + shape + "}, " + opts + ")";
+}
+
+// "{2, 0, 3}".
+std::string list(const Shape& s) {
+  std::string r;
+  for (int64_t d : s) r += (r.empty() ? "" : ", ") + std::to_string(d);
+  return "{" + r + "}";
 }
 
 // Joins "x<suffix>" for each name.
@@ -62,6 +71,13 @@ std::string reproducer(const Program& p, const std::string& title) {
       if (!guards.empty()) guards.pop_back();
     } else {
       os << "      Tensor " << name << " = " << cpp(in, names) << ";\n";
+      if (in.shape)
+        os << "      CHECK(" << name << ".sizes() == Shape" << list(*in.shape) << ");\n";
+      if (in.value)
+        os << "      if (!" << name << ".is_symbolic()) CHECK(" << name
+           << (std::isnan(*in.value) ? std::string(".isnan()")
+                                     : ".eq(" + number_literal(*in.value) + ")")
+           << ".all().item<bool>());\n";
     }
   }
   for (auto it = guards.rbegin(); it != guards.rend(); ++it) os << "      " << *it << ".reset();\n";
@@ -103,6 +119,12 @@ std::string reproducer(const Program& p, const std::string& title) {
   os << "  for (int call = 0; call < " << p.calls << "; ++call) {\n";
   for (const auto& a : args)
     os << "    Tensor " << a << "_e = make_" << a << "(), " << a << "_t = make_" << a << "();\n";
+  if (std::any_of(p.instrs.begin(), p.instrs.end(), [](const Instr& in) { return in.throws; })) {
+    // PyTorch raises at a call of the body: so must both runs.
+    os << "    CHECK_THROWS_AS(eager(" << join(args, "_e") << "), Error);\n";
+    os << "    CHECK_THROWS_AS(traced(" << join(args, "_t") << "), Error);\n  }\n}\n";
+    return os.str();
+  }
   os << "    std::vector<Tensor> out_e = eager(" << join(args, "_e") << "), out_t = traced("
      << join(args, "_t") << ");\n";
   if (p.mode == Mode::backward_outside) {

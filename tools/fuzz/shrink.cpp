@@ -12,19 +12,34 @@ namespace kiln::fuzz {
 namespace {
 
 // Renumbers value references after value `gone` is removed; uses of it become
-// `replacement` (or the candidate is invalid when there is none, -1).
+// `replacement` (or the candidate is invalid when there is none, -1). What the
+// generator worked out about PyTorch's results (Instr::shape, value, throws)
+// no longer holds for a call that reads the replacement, nor downstream of it.
 bool remove_value(Program& p, int gone, int replacement) {
+  bool replaced = false;
   auto remap = [&](int& v) {
     if (v == gone) {
       if (replacement < 0) return false;
       v = replacement;
+      replaced = true;
     }
     if (v > gone) --v;
     return true;
   };
-  for (Instr& in : p.instrs)
-    for (int& v : in.operands)
+  std::vector<bool> changed(p.inputs.size() + p.instrs.size(), false);
+  for (size_t i = 0; i < p.instrs.size(); ++i) {
+    Instr& in = p.instrs[i];
+    replaced = false;
+    for (int& v : in.operands) {
       if (!remap(v)) return false;
+      replaced = replaced || changed[static_cast<size_t>(v)];
+    }
+    if (!replaced) continue;
+    changed[p.inputs.size() + i] = true;
+    in.shape.reset();
+    in.value.reset();
+    in.throws = false;
+  }
   for (int& v : p.outputs)
     if (!remap(v)) return false;
   std::vector<int> seen;

@@ -1,7 +1,8 @@
 // Movement ops: the strided geometry of views (permute, expand, slice, and
 // reshape where the layout allows it, as torch's view) and the reference
 // kernels, which copy through that geometry into a dense result. pad writes
-// zeros and then the input into a strided window of the result.
+// its fill (`value`, zero by default) and then the input into a strided window
+// of the result.
 #include <cmath>
 #include <cstring>
 

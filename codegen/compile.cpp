@@ -72,7 +72,7 @@ void assign_slots(const Graph& g, const Schedule& sched, PlanBuilder& pb) {
   }
 }
 
-// A check node (check_index, check_nonzero) becomes a host step of its own
+// A check node (check_index, check_nonzero, check_distribution) becomes a host step of its own
 // (check, then copy); an argsort the sort library's step, attention and its
 // gradient the attention library's, cluster_logprob and its gradient the
 // cluster log-probability library's, each completed by the device's backend.

@@ -225,19 +225,6 @@ void load_optimizer(const Entries& in_file, optim::Optimizer& o) {
   set_lrs(in_file, o);
 }
 
-// "cpu" or "cuda:<index>" (Device::str), or nullopt.
-std::optional<Device> parse_device(std::string_view s) {
-  if (s == "cpu") return Device(kCPU);
-  if (!s.starts_with("cuda:") || s.size() == 5 || s.size() > 8) return std::nullopt;
-  int index = 0;
-  for (char c : s.substr(5)) {
-    if (c < '0' || c > '9') return std::nullopt;
-    index = index * 10 + (c - '0');
-  }
-  if (index > 127 || Device(kCUDA, index).str() != s) return std::nullopt;
-  return Device(kCUDA, index);
-}
-
 // The default generators' states from a checkpoint's "rng." entries, checked.
 detail::DefaultRngStates read_rng(const std::string& path, const Entries& in_file) {
   auto bad = [&](const std::string& what) {
@@ -253,7 +240,7 @@ detail::DefaultRngStates read_rng(const std::string& path, const Entries& in_fil
       std::memcpy(&s.seed, r->data.data(), sizeof s.seed);
       continue;
     }
-    const std::optional<Device> d = parse_device(name);
+    const std::optional<Device> d = Device::parse(name);
     if (!d) bad("an entry for an unknown device, " + io::quote_name("rng." + name));
     if (r->shape != Shape{2}) bad("rng." + name + " has shape " + shape_str(r->shape));
     Tensor state = empty({2}, TensorOptions(kInt64));

@@ -161,11 +161,16 @@ Tensor full_like(const Tensor& t, Scalar v, Loc l) {
   return full(t.sizes(), v, TensorOptions(t.dtype()).device(t.device()), l);
 }
 
-Tensor eye(int64_t n, TensorOptions o, Loc l) {
-  if (n < 0) throw Error("eye(): expected n >= 0, got " + std::to_string(n), here(l));
+Tensor eye(int64_t n, TensorOptions o, Loc l) { return eye(n, n, o, l); }
+
+Tensor eye(int64_t n, int64_t m, TensorOptions o, Loc l) {
+  if (n < 0 || m < 0)
+    throw Error("eye(): expected n >= 0 and m >= 0, got " + std::to_string(n) + " and " +
+                    std::to_string(m),
+                here(l));
   check_dtype(o.dtype_, "eye()", here(l));
-  // The diagonal where two ranges agree (no n*n host data; traced, one fused kernel).
-  const TensorType out{o.has_dtype_ ? o.dtype_ : DType::f32, {n, n}, o.device_};
+  // The diagonal where two ranges agree (no n*m host data; traced, one fused kernel).
+  const TensorType out{o.has_dtype_ ? o.dtype_ : DType::f32, {n, m}, o.device_};
   try {
     if (out.device.is_cpu()) check_host_bytes(static_cast<size_t>(out.bytes()), "the result " + out.str());
   } catch (Error& e) {
@@ -173,8 +178,7 @@ Tensor eye(int64_t n, TensorOptions o, Loc l) {
     throw;
   }
   TensorOptions index = TensorOptions(kInt64).device(o.device_);
-  Tensor i = arange(n, index, l);
-  Tensor r = i.unsqueeze(1, l).eq(i, l).to(out.dtype, l);
+  Tensor r = arange(n, index, l).unsqueeze(1, l).eq(arange(m, index, l), l).to(out.dtype, l);
   if (o.requires_grad_) r.requires_grad_(true, l);
   return r;
 }
@@ -214,6 +218,17 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions o, Loc l)
   double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
   TensorType t{o.dtype_, {steps}, Device()};
   Tensor r = detail::create(OpKind::arange, {{AttrKey::start, start}, {AttrKey::step, step}}, t, here(l));
+  return finish(r, o, here(l));
+}
+
+Tensor logspace(double start, double end, int64_t steps, double base, TensorOptions o, Loc l) {
+  if (steps < 0) throw Error("logspace(): number of steps must be non-negative", here(l));
+  check_dtype(o.dtype_, "logspace()", here(l));
+  // The powers in float64, then rounded once to the result's dtype.
+  const TensorOptions f64 = TensorOptions(kFloat64);
+  Tensor r = full({steps}, base, f64, l)
+                 .pow(linspace(start, end, steps, f64, l), l)
+                 .to(o.has_dtype_ ? o.dtype_ : DType::f32, l);
   return finish(r, o, here(l));
 }
 

@@ -87,10 +87,15 @@ Tensor zeros_like(const Tensor& t, KILN_LOC);
 Tensor ones_like(const Tensor& t, KILN_LOC);
 Tensor full_like(const Tensor& t, Scalar value, KILN_LOC);
 Tensor eye(int64_t n, TensorOptions opts = {}, KILN_LOC);
+/// [n, m] with ones on the main diagonal.
+Tensor eye(int64_t n, int64_t m, TensorOptions opts = {}, KILN_LOC);
 /// [start, end) in steps (int64 when all are integers, else float32).
 Tensor arange(Scalar end, TensorOptions opts = {}, KILN_LOC);
 Tensor arange(Scalar start, Scalar end, Scalar step = 1, TensorOptions opts = {}, KILN_LOC);
 Tensor linspace(double start, double end, int64_t steps, TensorOptions opts = {}, KILN_LOC);
+/// base^linspace(start, end, steps).
+Tensor logspace(double start, double end, int64_t steps, double base = 10.0,
+                TensorOptions opts = {}, KILN_LOC);
 /// Uniform on [0, 1) and standard normal (float32 unless a floating dtype is
 /// given), from `generator` or the default generator of the result's device
 /// (default_generator, manual_seed). Each float32 element carries 24 random

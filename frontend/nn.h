@@ -385,11 +385,13 @@ class LayerNormImpl : public Module {
 };
 /// BatchNorm's options: without `affine` there is no weight and bias; without
 /// track_running_stats no running statistics, and the batch's are used always.
+/// A momentum of nullopt makes the running statistics a cumulative average
+/// (each batch weighted 1 / num_batches_tracked), as libtorch's.
 struct BatchNormOptions {
   BatchNormOptions(int64_t num_features) : num_features_(num_features) {}  // NOLINT
   KILN_ARG(int64_t, num_features);
   KILN_ARG(double, eps) = 1e-5;
-  KILN_ARG(double, momentum) = 0.1;
+  KILN_ARG(std::optional<double>, momentum) = 0.1;
   KILN_ARG(bool, affine) = true;
   KILN_ARG(bool, track_running_stats) = true;
 };
@@ -405,9 +407,13 @@ class BatchNormImpl : public Module {
   Tensor forward(const Tensor& x, KILN_LOC);
   std::string repr() const override;
   Tensor weight, bias, running_mean, running_var;
+  /// With running statistics: an int64 0-D buffer counting the training
+  /// batches seen (libtorch's), which momentum nullopt averages by.
+  Tensor num_batches_tracked;
   int64_t num_features;
   int spatial_dims;
-  double eps, momentum;
+  double eps;
+  std::optional<double> momentum;
 };
 class BatchNorm1dImpl : public BatchNormImpl {
  public:
@@ -480,7 +486,24 @@ using Dropout = ModuleHolder<DropoutImpl>;
 using LayerNorm = ModuleHolder<LayerNormImpl>;
 using BatchNorm1d = ModuleHolder<BatchNorm1dImpl>;
 using BatchNorm2d = ModuleHolder<BatchNorm2dImpl>;
-using Embedding = ModuleHolder<EmbeddingImpl>;
+/// The table gets no gradient unless freeze is false (libtorch's
+/// EmbeddingFromPretrainedOptions).
+struct EmbeddingFromPretrainedOptions {
+  KILN_ARG(bool, freeze) = true;
+  KILN_ARG(std::optional<int64_t>, padding_idx);
+  KILN_ARG(std::optional<double>, max_norm);
+  KILN_ARG(double, norm_type) = 2.0;
+  KILN_ARG(bool, scale_grad_by_freq) = false;
+  KILN_ARG(bool, sparse) = false;
+};
+/// Embedding's holder, with libtorch's from_pretrained.
+class Embedding : public ModuleHolder<EmbeddingImpl> {
+ public:
+  using ModuleHolder<EmbeddingImpl>::ModuleHolder;
+  /// An embedding over `embeddings` [V, D] itself (not a copy), frozen unless told.
+  static Embedding from_pretrained(const Tensor& embeddings,
+                                   const EmbeddingFromPretrainedOptions& options = {});
+};
 using Flatten = ModuleHolder<FlattenImpl>;
 using GELU = ModuleHolder<GELUImpl>;
 using SiLU = ModuleHolder<SiLUImpl>;

@@ -6,6 +6,10 @@
 //   threshold    where(x > t, x, value)
 //   celu         where(x > 0, x, alpha expm1(x / alpha)), the exp of x <= 0 only
 //   glu          a sigmoid(b) of x's two halves
+//   hardsigmoid  where(x <= -3, 0, where(x >= 3, 1, (x + 3) / 6))
+//   hardswish    where(x < -3, 0 x, where(x > 3, x, x (x + 3) / 6))
+// (the last two in PyTorch's order of operations, and with its gradients at
+// the kinks: hardsigmoid's 0 at +-3, hardswish's x / 3 + 1/2 at +-3).
 #include "frontend/nn_activation.h"
 
 #include "frontend/dispatch.h"
@@ -75,8 +79,29 @@ Tensor glu(const Tensor& x, int64_t dim, Loc l) {
   return x.narrow(d, 0, half, l).mul(x.narrow(d, half, half, l).sigmoid(l), l);
 }
 
+Tensor hardsigmoid(const Tensor& x, Loc l) {
+  const TensorOptions o = TensorOptions(x.dtype()).device(x.device());
+  Tensor inside = x.add(Scalar(3), l).div(Scalar(6), l);
+  return where(x.le(Scalar(-3), l), zero_like(x, l),
+               where(x.ge(Scalar(3), l), full({}, Scalar(1), o, l), inside, l), l);
+}
+
+Tensor hardswish(const Tensor& x, Loc l) {
+  Tensor inside = x.mul(x.add(Scalar(3), l), l).div(Scalar(6), l);
+  // Below -3, x times 0 as PyTorch's x min(max(x + 3, 0), 6) / 6: -0 for finite
+  // x, NaN for -inf.
+  return where(x.lt(Scalar(-3), l), x.mul(Scalar(0), l), where(x.gt(Scalar(3), l), x, inside, l),
+               l);
+}
+
 }  // namespace functional
 
+Tensor HardsigmoidImpl::call(const Tensor& x, const NoOptions&, Loc l) {
+  return functional::hardsigmoid(x, l);
+}
+Tensor HardswishImpl::call(const Tensor& x, const NoOptions&, Loc l) {
+  return functional::hardswish(x, l);
+}
 Tensor ReLU6Impl::call(const Tensor& x, const ReLU6Options&, Loc l) {
   return functional::relu6(x, l);
 }

@@ -1,5 +1,6 @@
 // libtorch's activations that nn.h and nn_extra.h do not have: LogSigmoid,
-// Softmin, Tanhshrink, Softshrink, Hardshrink, Threshold, CELU and GLU, with
+// Softmin, Tanhshrink, Softshrink, Hardshrink, Threshold, CELU, GLU, Hardsigmoid
+// and Hardswish, with
 // their options and functional forms, and the modules of two functions
 // nn_parity.h has (ReLU6, Softsign). Each is a composite of table ops
 // (frontend/nn_activation.cpp); at a kink the gradient is PyTorch's (a
@@ -32,6 +33,11 @@ Tensor threshold(const Tensor& x, double threshold, double value, KILN_LOC);
 Tensor celu(const Tensor& x, double alpha = 1.0, KILN_LOC);
 /// a * sigmoid(b), a and b the two halves of x along dim (of even size).
 Tensor glu(const Tensor& x, int64_t dim = -1, KILN_LOC);
+/// 0 for x <= -3, 1 for x >= 3, x / 6 + 1/2 between (gradient 1/6 strictly inside).
+Tensor hardsigmoid(const Tensor& x, KILN_LOC);
+/// 0 for x < -3, x for x > 3, x (x + 3) / 6 between (gradient x / 3 + 1/2 on
+/// [-3, 3], as PyTorch's).
+Tensor hardswish(const Tensor& x, KILN_LOC);
 
 }  // namespace functional
 
@@ -103,6 +109,8 @@ KILN_ACTIVATION_MODULE(Hardshrink, HardshrinkOptions)
 KILN_ACTIVATION_MODULE(Threshold, ThresholdOptions)
 KILN_ACTIVATION_MODULE(CELU, CELUOptions)
 KILN_ACTIVATION_MODULE(GLU, GLUOptions)
+KILN_ACTIVATION_MODULE(Hardsigmoid, NoOptions)
+KILN_ACTIVATION_MODULE(Hardswish, NoOptions)
 #undef KILN_ACTIVATION_MODULE
 
 }  // namespace kiln::nn

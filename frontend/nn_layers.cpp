@@ -364,6 +364,7 @@ BatchNormImpl::BatchNormImpl(int64_t n, int spatial, double eps, double momentum
   bias = register_parameter("bias", zeros({n}));
   running_mean = register_buffer("running_mean", zeros({n}));
   running_var = register_buffer("running_var", ones({n}));
+  num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, kInt64));
 }
 BatchNormImpl::BatchNormImpl(const BatchNormOptions& o, int spatial)
     : Module(spatial == 2 ? "BatchNorm2d" : "BatchNorm1d"),
@@ -380,6 +381,7 @@ BatchNormImpl::BatchNormImpl(const BatchNormOptions& o, int spatial)
   if (o.track_running_stats()) {
     running_mean = register_buffer("running_mean", zeros({n}));
     running_var = register_buffer("running_var", ones({n}));
+    num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, kInt64));
   }
 }
 
@@ -393,13 +395,38 @@ Tensor BatchNormImpl::forward(const Tensor& x, Loc l) {
                     ", got " + shape_str(x.sizes()),
                 here(l));
   // Without running statistics (track_running_stats false) the batch's are used always.
-  return functional::batch_norm(x, running_mean, running_var, weight, bias,
-                                !running_mean.defined() || training_for_forward(), momentum, eps,
-                                l);
+  const bool batch_stats = !running_mean.defined() || training_for_forward();
+  if (!batch_stats || !running_mean.defined())
+    return functional::batch_norm(x, running_mean, running_var, weight, bias, batch_stats,
+                                  momentum.value_or(0.1), eps, l);
+  {
+    NoGradGuard no_grad;
+    num_batches_tracked.add_(Scalar(1), l);
+  }
+  if (momentum)
+    return functional::batch_norm(x, running_mean, running_var, weight, bias, true, *momentum,
+                                  eps, l);
+  // The cumulative average: each batch's statistics weighted 1 / batches seen,
+  // a 0-D tensor (the count is data, also inside a trace).
+  Tensor y = functional::batch_norm(x, Tensor(), Tensor(), weight, bias, true, 0.0, eps, l);
+  NoGradGuard no_grad;
+  std::vector<int64_t> dims = {0};
+  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+  const Tensor xd = x.detach();
+  const Tensor f = num_batches_tracked.to(x.dtype(), l).reciprocal(l);
+  const Tensor mean = xd.mean(dims, false, l);
+  const Tensor var = xd.sub(xd.mean(dims, true, l), 1, l).square(l).sum(dims, false, l).div(
+      Scalar(double(x.numel() / num_features - 1)), l);
+  Tensor rm = running_mean, rv = running_var;  // handles sharing the buffers
+  rm.mul_(f.neg(l).add(Scalar(1), l), l).add_(mean.mul(f, l), 1, l);
+  rv.mul_(f.neg(l).add(Scalar(1), l), l).add_(var.mul(f, l), 1, l);
+  return y;
 }
 std::string BatchNormImpl::repr() const {
   std::ostringstream s;
-  s << name_ << "(" << num_features << ", eps=" << eps << ", momentum=" << momentum << ")";
+  s << name_ << "(" << num_features << ", eps=" << eps << ", momentum=";
+  if (momentum) s << *momentum; else s << "None";
+  s << ")";
   return s.str();
 }
 
@@ -410,6 +437,22 @@ EmbeddingImpl::EmbeddingImpl(const EmbeddingOptions& o)
       num_embeddings, embedding_dim, o.padding_idx(), o._weight(),
       o.max_norm() || o.scale_grad_by_freq() || o.sparse(), weight);
 }
+Embedding Embedding::from_pretrained(const Tensor& embeddings,
+                                     const EmbeddingFromPretrainedOptions& o) {
+  if (embeddings.dim() != 2)
+    throw Error("Embedding::from_pretrained: expected embeddings [V, D], got " +
+                shape_str(embeddings.sizes()));
+  Embedding e(EmbeddingOptions(embeddings.size(0), embeddings.size(1))
+                  ._weight(embeddings)
+                  .padding_idx(o.padding_idx())
+                  .max_norm(o.max_norm())
+                  .norm_type(o.norm_type())
+                  .scale_grad_by_freq(o.scale_grad_by_freq())
+                  .sparse(o.sparse()));
+  e->weight.requires_grad_(!o.freeze());
+  return e;
+}
+
 Tensor EmbeddingImpl::forward(const Tensor& indices, Loc l) {
   return functional::embedding(indices, weight, padding_idx, l);
 }

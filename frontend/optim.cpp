@@ -45,10 +45,13 @@ Optimizer::Optimizer(std::vector<Tensor> params)
 Optimizer::Optimizer(std::vector<OptimizerParamGroup> groups)
     : alive_(std::make_shared<const int>(0)) {
   for (OptimizerParamGroup& g : groups) {
+    // A parameter that does not require grad is taken, as libtorch's
+    // optimizers take it (a frozen layer among a model's parameters()): it
+    // has no gradient, so a step leaves it alone until it gets one.
     for (const Tensor& p : g.params()) {
-      if (!p.defined() || !p.requires_grad())
+      if (!p.defined())
         throw Error("optimizer parameter " + std::to_string(params_.size()) +
-                    " does not require grad (expected tensors with requires_grad(true))");
+                    " is an undefined tensor (expected a model's parameters)");
       params_.push_back(p);
     }
     groups_.push_back(std::move(g));
@@ -85,10 +88,10 @@ void Optimizer::add_param_group(const OptimizerParamGroup& group) {
                 "between calls)");
   if (group.owns_options()) check_options(group.options());
   for (const Tensor& p : group.params())
-    if (!p.defined() || !p.requires_grad())
+    if (!p.defined())
       throw Error(std::string(name()) + ": add_param_group: parameter " +
                   std::to_string(&p - group.params().data()) +
-                  " does not require grad (expected tensors with requires_grad(true))");
+                  " is an undefined tensor (expected a model's parameters)");
   // A copy of the optimizer's options when the group has none (libtorch's rule).
   OptimizerParamGroup g(group.params(),
                         group.owns_options() ? group.options().clone() : options_base().clone());

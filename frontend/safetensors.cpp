@@ -253,7 +253,9 @@ std::vector<std::string> load_safetensors(nn::Module& module, const std::string&
     if (t.defined()) state.emplace_back(n, t);
   for (auto& [n, t] : module.named_buffers())
     if (t.defined()) state.emplace_back(n, t);
-  auto pytorch_only = [](const std::string& n) {
+  // BatchNorm's batch counters: loaded when in both, never required (files
+  // written before Kiln's BatchNorm kept one, or from a module without it).
+  auto counter = [](const std::string& n) {
     const std::string suffix = "num_batches_tracked";
     return n.size() >= suffix.size() &&
            n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -264,7 +266,8 @@ std::vector<std::string> load_safetensors(nn::Module& module, const std::string&
     in_module.insert(n);
     auto it = file.find(n);
     if (it == file.end()) {
-      if (options.strict) problems.push_back(io::quote_name(n) + " is missing from the file");
+      if (options.strict && !counter(n))
+        problems.push_back(io::quote_name(n) + " is missing from the file");
       continue;
     }
     const Tensor& f = it->second;
@@ -277,7 +280,7 @@ std::vector<std::string> load_safetensors(nn::Module& module, const std::string&
   }
   if (options.strict)
     for (const auto& [n, f] : file)
-      if (!in_module.count(n) && !pytorch_only(n))
+      if (!in_module.count(n) && !counter(n))
         problems.push_back(io::quote_name(n) + " is in the file but not in the module");
   if (!problems.empty()) {
     std::string what;

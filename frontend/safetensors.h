@@ -40,8 +40,8 @@ void write_safetensors(const std::string& path,
 
 struct SafetensorsLoadOptions {
   /// Every parameter and buffer must be in the file, and every tensor of the
-  /// file in the module, except PyTorch's BatchNorm counters
-  /// ("*.num_batches_tracked"), which Kiln's BatchNorm does not keep.
+  /// file in the module, except BatchNorm's batch counters
+  /// ("*.num_batches_tracked"): loaded when in both, never required.
   bool strict = true;
 };
 

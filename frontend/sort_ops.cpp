@@ -1,5 +1,5 @@
-// Sorting and what is built on it: sort, argsort, topk, kthvalue, unique and
-// randperm. One order everywhere (PyTorch's): ascending (descending), ties by
+// Sorting and what is built on it: sort, argsort, topk, kthvalue, unique,
+// randperm and multinomial. One order everywhere (PyTorch's): ascending (descending), ties by
 // position (stable), NaN the largest value, NaNs among themselves by position.
 //
 // The order is one primitive op, argsort {dim, descending, count} (ir/ops.def):
@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "frontend/autograd.h"
 #include "frontend/dispatch.h"
@@ -162,6 +163,59 @@ Tensor randperm(int64_t n, std::optional<Generator> gen, TensorOptions o, Loc l)
 }
 Tensor randperm(int64_t n, TensorOptions o, Loc l) {
   return randperm(n, std::nullopt, o, l);
+}
+
+// With replacement, each sample is the first category whose running sum of
+// the weights exceeds u times the row's total (u uniform in [0, 1), float64),
+// capped at the row's last non-zero weight (u times the total may round up to
+// it). Without, the exponential race: the num_samples smallest E_j / w_j with
+// E_j standard exponential draws, which is drawing without replacement in
+// proportion to the weights (PyTorch draws the same way); zero weights never
+// run. The weights are checked (finite, >= 0, a positive sum, enough non-zero
+// ones) eagerly and, inside a trace, at every call of the plan.
+Tensor Tensor::multinomial(int64_t num_samples, bool replacement, std::optional<Generator> gen,
+                           Loc l) const {
+  const SourceLoc loc = here(l);
+  if (dim() != 1 && dim() != 2)
+    throw Error("multinomial: expected weights [n] or [rows, n], got " + shape_str(sizes()), loc);
+  if (!is_floating(dtype()))
+    throw Error(std::string("multinomial: expected float weights, got ") + dtype_name(dtype()), loc);
+  const int64_t n = size(-1);
+  if (num_samples <= 0)
+    throw Error("multinomial: expected num_samples > 0, got " + std::to_string(num_samples), loc);
+  if (!replacement && num_samples > n)
+    throw Error("multinomial: cannot draw " + std::to_string(num_samples) +
+                    " samples without replacement from " + std::to_string(n) + " categories",
+                loc);
+  NoGradGuard no_grad;
+  const Tensor w = detail::checked_values(
+      OpKind::check_distribution, *this,
+      {{AttrKey::count, replacement ? int64_t{0} : num_samples},
+       {AttrKey::name, std::string("multinomial")}},
+      l);
+  const Tensor rows = (dim() == 1 ? w.unsqueeze(0, l) : w).to(kFloat64, l);  // [r, n]
+  const int64_t r = rows.size(0);
+  const TensorOptions f64 = TensorOptions(kFloat64).device(device());
+  Tensor drawn;
+  if (replacement) {
+    const Tensor sums = rows.cumsum(1, l);
+    const Tensor u = rand({r, num_samples}, gen, f64, l).mul(sums.slice(1, n - 1, n, 1, l), l);
+    const Tensor last = rows.gt(Scalar(0), l)
+                            .to(kInt64, l)
+                            .mul(arange(n, TensorOptions(kInt64).device(device()), l), l)
+                            .amax({1}, true, l);
+    drawn = searchsorted(sums, u, false, true, "", Tensor(), l).minimum(last, l);
+  } else {
+    const Tensor e = rand({r, n}, gen, f64, l).neg(l).log1p(l).neg(l);
+    const Tensor key = where(rows.gt(Scalar(0), l), e.div(rows, l),
+                             full({}, std::numeric_limits<double>::infinity(), f64, l), l);
+    drawn = std::get<1>(key.topk(num_samples, 1, false, true, l));
+  }
+  return dim() == 1 ? drawn.squeeze(0, l) : drawn;
+}
+Tensor multinomial(const Tensor& x, int64_t num_samples, bool replacement,
+                   std::optional<Generator> generator, Loc l) {
+  return x.multinomial(num_samples, replacement, std::move(generator), l);
 }
 
 }  // namespace kiln

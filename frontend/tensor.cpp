@@ -45,6 +45,10 @@ int64_t Tensor::size(int64_t dim) const {
   return s[normalize_dim(dim, static_cast<int64_t>(s.size()))];
 }
 const Strides& Tensor::strides() const { return need(*this).strides; }
+int64_t Tensor::stride(int64_t dim) const {
+  const Strides& s = strides();
+  return s[normalize_dim(dim, static_cast<int64_t>(s.size()))];
+}
 int64_t Tensor::dim() const { return static_cast<int64_t>(sizes().size()); }
 int64_t Tensor::numel() const { return kiln::numel(sizes()); }
 DType Tensor::dtype() const { return need(*this).type.dtype; }

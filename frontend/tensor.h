@@ -184,6 +184,8 @@ class Tensor {
   const Shape& shape() const { return sizes(); }
   int64_t size(int64_t dim) const;
   const Strides& strides() const;
+  /// The stride of one dim (negative dims count from the end).
+  int64_t stride(int64_t dim) const;
   int64_t dim() const;
   int64_t numel() const;
   DType dtype() const;
@@ -426,6 +428,12 @@ class Tensor {
   Tensor argsort(int64_t dim = -1, bool descending = false, KILN_LOC) const;
   /// The k largest (smallest) elements along `dim` and their int64 indices, in
   /// sorted order (`sorted` is accepted; the order is always sorted).
+  /// num_samples int64 category indices per row of this 1-D [n] or 2-D [rows, n]
+  /// tensor of non-negative weights (not necessarily summing to 1), drawn from
+  /// the default generator or `generator`. Without replacement, no category is
+  /// drawn twice in a row (num_samples at most the row's non-zero weights).
+  Tensor multinomial(int64_t num_samples, bool replacement = false,
+                     std::optional<Generator> generator = std::nullopt, KILN_LOC) const;
   std::tuple<Tensor, Tensor> topk(int64_t k, int64_t dim = -1, bool largest = true,
                                   bool sorted = true, KILN_LOC) const;
   /// The k-th smallest element along `dim` (k from 1) and its int64 index; ties
@@ -714,6 +722,10 @@ class Tensor {
   Tensor& uniform_(double from = 0, double to = 1, KILN_LOC);
   Tensor& normal_(double mean = 0, double std = 1, KILN_LOC);
   Tensor& bernoulli_(double p = 0.5, KILN_LOC);
+  /// Integers drawn uniformly from [from, to) (or [0, to)), written in this
+  /// tensor's dtype: randint's draws.
+  Tensor& random_(int64_t from, int64_t to, KILN_LOC);
+  Tensor& random_(int64_t to, KILN_LOC);
   Tensor& neg_(KILN_LOC);
   Tensor& abs_(KILN_LOC);
   Tensor& exp_(KILN_LOC);
@@ -822,6 +834,9 @@ Tensor prod(const Tensor& x, int64_t dim, bool keepdim = false, KILN_LOC);
 std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim = -1, bool descending = false,
                                 KILN_LOC);
 Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false, KILN_LOC);
+/// x.multinomial(num_samples, replacement, generator).
+Tensor multinomial(const Tensor& x, int64_t num_samples, bool replacement = false,
+                   std::optional<Generator> generator = std::nullopt, KILN_LOC);
 std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true,
                                 bool sorted = true, KILN_LOC);
 std::tuple<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim = -1, bool keepdim = false,

@@ -312,6 +312,11 @@ Tensor& Tensor::bernoulli_(double p, Loc l) {
                l);
 }
 
+Tensor& Tensor::random_(int64_t from, int64_t to, Loc l) {
+  return write(*this, randint(from, to, sizes(), like(*this), l), l);
+}
+Tensor& Tensor::random_(int64_t to, Loc l) { return random_(0, to, l); }
+
 Tensor& Tensor::neg_(Loc l) {
   return write(*this, neg(l), l);
 }

@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace kiln {
 
@@ -17,6 +19,14 @@ struct Device {
 
   Device() = default;
   Device(DeviceType type, int index = 0) : type(type), index(static_cast<int8_t>(index)) {}
+  /// From libtorch's spellings: "cpu", "cuda" (device 0) or "cuda:<index>".
+  /// Throws kiln::Error naming the string otherwise.
+  Device(std::string_view s);            // NOLINT: implicit, as libtorch's
+  Device(const char* s) : Device(std::string_view(s)) {}        // NOLINT
+  Device(const std::string& s) : Device(std::string_view(s)) {}  // NOLINT
+  /// The device Device::str() writes ("cpu" or "cuda:<index>", index 0..127,
+  /// no leading zeros), or nullopt: the strict form files are read in.
+  static std::optional<Device> parse(std::string_view s);
   bool is_cpu() const { return type == DeviceType::CPU; }
   bool is_cuda() const { return type == DeviceType::CUDA; }
   /// "cpu" or "cuda:0".

@@ -114,6 +114,16 @@ DType dtype_nonzero(OpKind, Types in, const Attrs& a) {
   return in[0].dtype;
 }
 
+// check_distribution: float weights of rank >= 1, a count >= 0.
+DType dtype_distribution(OpKind, Types in, const Attrs& a) {
+  KILN_CHECK(is_floating(in[0].dtype), "expected float weights, got ", dtype_name(in[0].dtype));
+  KILN_CHECK(in[0].rank() >= 1, "expected weights of rank >= 1, got a scalar");
+  const int64_t count = a.i(AttrKey::count);
+  KILN_CHECK(count >= 0, "expected a count >= 0, got ", count);
+  (void)a.str(AttrKey::name);
+  return in[0].dtype;
+}
+
 // Scans: integers and bool add and multiply up in int64 (as torch.cumsum);
 // `dim` names a dim (any for a scalar).
 DType dtype_scan(OpKind, Types in, const Attrs& a) {

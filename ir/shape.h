@@ -3,14 +3,24 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kiln {
 
 /// A tensor's dimensions, outermost first. A 0-d (scalar) tensor has an empty shape.
-using Shape = std::vector<int64_t>;
+/// A std::vector<int64_t> with libtorch's IntArrayRef spellings on top, so that
+/// `x.sizes().vec()` and `x.strides().vec()` read as they do there.
+struct Shape : std::vector<int64_t> {
+  using std::vector<int64_t>::vector;
+  Shape() = default;
+  Shape(const std::vector<int64_t>& v) : std::vector<int64_t>(v) {}
+  Shape(std::vector<int64_t>&& v) noexcept : std::vector<int64_t>(std::move(v)) {}
+  /// A copy as a plain vector (libtorch's IntArrayRef::vec()).
+  std::vector<int64_t> vec() const { return *this; }
+};
 /// Element strides, one per dimension.
-using Strides = std::vector<int64_t>;
+using Strides = Shape;
 
 /// Product of the dimensions (1 for a scalar). Throws kiln::Error when the
 /// product does not fit in int64 ("shape [...] has more than 2^63-1 elements").

@@ -40,7 +40,11 @@ void check_indices(const View& indices, int64_t high, std::string_view op);
 /// check_nonzero's test: throws kiln::Error "<op>: integer division by zero
 /// (expected a divisor with no zero element)" when an element of `divisor` is 0.
 void check_nonzero(const View& divisor, std::string_view op);
-/// The test of Check op `k` (check_index, check_nonzero) with its attributes,
+/// check_distribution's test: throws kiln::Error "<op>: expected finite weights
+/// >= 0 ..." unless every row along the last dim is a distribution's weights
+/// with at least `count` non-zero ones.
+void check_distribution(const View& weights, int64_t count, std::string_view op);
+/// The test of Check op `k` (check_index, check_nonzero, check_distribution) with its attributes,
 /// as the reference kernel, both executors and the frontend's eager checks run it.
 void check_values(OpKind k, const Attrs& attrs, const View& in);
 

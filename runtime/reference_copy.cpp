@@ -6,6 +6,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -211,12 +212,36 @@ void check_nonzero(const View& divisor, std::string_view op) {
                ": integer division by zero (expected an integer divisor with no zero element)");
 }
 
+void check_distribution(const View& weights, int64_t count, std::string_view op) {
+  const int64_t n = weights.shape.back(), rows = n == 0 ? 0 : weights.numel() / n;
+  KILN_CHECK(n > 0, op, ": expected at least one category, got weights ", shape_str(weights.shape));
+  std::vector<double> w(static_cast<size_t>(weights.numel()));
+  copy_to(weights, dense_view(w.data(), DType::f64, weights.shape));
+  for (int64_t r = 0; r < rows; ++r) {
+    double sum = 0;
+    int64_t nonzero = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      const double v = w[size_t(r * n + j)];
+      KILN_CHECK(std::isfinite(v) && v >= 0, op, ": expected finite weights >= 0, got ", v,
+                 " in row ", r, " at ", j);
+      sum += v;
+      nonzero += v != 0;
+    }
+    KILN_CHECK(sum > 0, op, ": expected weights with a positive sum, row ", r, " sums to 0");
+    KILN_CHECK(nonzero >= count, op, ": cannot draw ", count,
+               " samples without replacement from a row with ", nonzero,
+               " non-zero weights (row ", r, ")");
+  }
+}
+
 void check_values(OpKind k, const Attrs& attrs, const View& in) {
   switch (k) {
     case OpKind::check_index:
       return check_indices(in, attrs.i(AttrKey::high), attrs.str(AttrKey::name));
     case OpKind::check_nonzero:
       return check_nonzero(in, attrs.str(AttrKey::name));
+    case OpKind::check_distribution:
+      return check_distribution(in, attrs.i(AttrKey::count), attrs.str(AttrKey::name));
     default:
       KILN_CHECK(false, "internal: ", op_name(k), " is not a check op");
   }

@@ -29,7 +29,7 @@ build() {
 programs=(spellings autograd_tutorial mnist_lenet dcgan_step custom_dataset sequence_rnn uint8_images
           tabular_regression denoising_autoencoder transformer_classifier shapes_vae grouped_finetune
           encoder_tagger super_resolution sequence_conv1d point_cloud seq2seq_transformer record_runs
-          resnet_checkpoint char_language_model metric_critic)
+          resnet_checkpoint char_language_model metric_critic token_sampler)
 if grep -q "define USE_C10D_MPI" /usr/include/torch/csrc/distributed/c10d/*.h* 2>/dev/null; then
   programs+=(ddp_mpi)
 else

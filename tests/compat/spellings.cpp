@@ -1,4 +1,4 @@
-// The libtorch spelling probe: 121 one-line uses of libtorch's C++ API, each
+// The libtorch spelling probe: 136 one-line uses of libtorch's C++ API, each
 // compiled and run through <torch/torch.h> alone. It prints how many ran;
 // the test wants all of them. against_libtorch.sh builds the same file
 // against real libtorch, proving every line is libtorch's own spelling.
@@ -185,6 +185,24 @@ int main() {
   S((void)torch::cuda::is_available());
   S(std::ostringstream os; os << x.device(); TORCH_CHECK(os.str() == "cpu", os.str()));
   S((void)torch::str("a", 1, "b"));
-  std::printf("%d/121 spellings\n", ran);
-  return ran == 121 ? 0 : 1;
+  // sizes, devices, sampling, pretrained tables, frozen parameters (15)
+  S((void)x.sizes().vec());
+  S((void)x.strides().vec());
+  S((void)x.stride(0));
+  S(torch::Device dev("cpu"); t = x.to(dev));
+  S(t = x.to(torch::Device("cpu")));
+  S(t = torch::eye(2, 3));
+  S(t = torch::logspace(0, 2, 3));
+  S(t = torch::hardswish(x));
+  S(t = torch::hardsigmoid(x));
+  S(t = torch::empty({4}, torch::kLong).random_(0, 5));
+  S(t = torch::softmax(x, 1).multinomial(2));
+  S(t = torch::multinomial(torch::ones({4}), 8, true));
+  S(auto e = torch::nn::Embedding::from_pretrained(torch::randn({5, 3}));
+    t = e(torch::tensor({1, 2}, torch::kLong)));
+  S(torch::nn::BatchNorm1d bn(torch::nn::BatchNorm1dOptions(3).momentum(c10::nullopt));
+    t = bn(x) + bn->num_batches_tracked);
+  S(torch::optim::SGD frozen({torch::ones({2})}, torch::optim::SGDOptions(0.1)); frozen.step());
+  std::printf("%d/136 spellings\n", ran);
+  return ran == 136 ? 0 : 1;
 }

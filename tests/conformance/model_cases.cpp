@@ -311,7 +311,8 @@ std::vector<Case> conv_cases() {
 }
 
 // Products and sorting (frontend/math_ops.cpp, frontend/sort_ops.cpp): prod as a
-// tree of multiplications; sort, argsort, topk, kthvalue and randperm through
+// tree of multiplications; sort, argsort, topk, kthvalue, randperm and
+// multinomial (its checked weights, topk or searchsorted) through
 // the argsort op (the sort library's radix sort, comparison sort and selection;
 // values by gather, gradients by scatter_add). Indices are returned as floats.
 std::vector<Case> sort_cases() {
@@ -388,6 +389,15 @@ std::vector<Case> sort_cases() {
                    randperm(5, TensorOptions(d).device(x.device()));
           },
           in({3, 5})),
+      no_fd(unary(
+          "multinomial inside the function, with and without replacement (check_distribution)",
+          [](const Tensor& x) {
+            const DType d = x.dtype();
+            const Tensor w = x.abs() + 0.1;  // every weight positive: a distribution per row
+            return x * w.multinomial(5, true).to(d) + w.multinomial(3).to(d).sum(1, true) +
+                   multinomial(w.select(0, 0), 2).to(d).sum();
+          },
+          in({3, 5}))),
   };
 }
 

@@ -163,9 +163,13 @@ TEST_CASE("checkpoint: damaged, truncated and foreign files are errors that chan
   spit(bad, flipped);
   KILN_CHECK_ERROR(load(target, bad), "checksum mismatch");
 
-  spit(bad, good.substr(0, good.size() - 40));
-  KILN_CHECK_ERROR(load(target, bad), "bad.kiln: truncated at byte", "in entry 7 of 8",
+  // Into the data of the last-but-one entry (the last is 1.num_batches_tracked).
+  spit(bad, good.substr(0, good.size() - 70));
+  KILN_CHECK_ERROR(load(target, bad), "bad.kiln: truncated at byte", "in entry 7 of 9",
                    "('1.running_var')", "bytes of data");
+  spit(bad, good.substr(0, good.size() - 40));
+  KILN_CHECK_ERROR(load(target, bad), "bad.kiln: truncated at byte", "in entry 8 of 9",
+                   "bytes of name");
   spit(bad, good.substr(0, 20));
   KILN_CHECK_ERROR(load(target, bad), "bad.kiln: truncated at byte 20 in the header");
   spit(bad, good.substr(0, good.size() - 3));

@@ -25,7 +25,9 @@ TEST_CASE("BatchNorm2d: running statistics, traced equals eager; eval() retraces
   }
   CHECK(max_diff(traced_bn->running_mean, eager_bn->running_mean) < 1e-6);
   CHECK(max_diff(traced_bn->running_var, eager_bn->running_var) < 1e-5);
-  CHECK(traced_bn->named_buffers().size() == 2);
+  CHECK(traced_bn->named_buffers().size() == 3);  // running_mean, running_var, num_batches_tracked
+  CHECK(traced_bn->num_batches_tracked.item<int64_t>() == 3);
+  CHECK(eager_bn->num_batches_tracked.item<int64_t>() == 3);
   const int64_t misses = f.stats().misses;
   traced_bn->eval();
   eager_bn->eval();

@@ -55,7 +55,8 @@ TEST_CASE("a CNN trained by PyTorch gives PyTorch's outputs in Kiln, eagerly and
   auto model = std::make_shared<DigitsCnn>();
   const std::vector<std::string> loaded =
       load_safetensors(*model, kData + "digits_cnn.safetensors");
-  CHECK(loaded.size() == 10);  // 8 parameters, 2 running statistics (num_batches_tracked skipped)
+  CHECK(loaded.size() == 11);  // 8 parameters, 2 running statistics, bn1.num_batches_tracked
+  CHECK(model->bn1->num_batches_tracked.item<int64_t>() == 60);  // PyTorch's 60 Adam steps
   model->eval();
   auto io_tensors = read_safetensors(kData + "digits_cnn_io.safetensors");
   const Tensor input = io_tensors.at("input"), expected = io_tensors.at("output");

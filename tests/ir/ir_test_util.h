@@ -59,6 +59,8 @@ inline Graph every_op_graph() {
   (void)b.op(OpKind::check_index, {ints},
              Attrs{{AttrKey::high, int64_t{8}}, {AttrKey::name, std::string("gather")}});
   (void)b.op(OpKind::check_nonzero, {ints}, Attrs{{AttrKey::name, std::string("fmod")}});
+  (void)b.op(OpKind::check_distribution, {x},
+             Attrs{{AttrKey::count, int64_t{2}}, {AttrKey::name, std::string("multinomial")}});
   for (OpKind k : all_ops())
     if (is_scan(k))
       (void)b.op(

@@ -291,6 +291,16 @@ std::vector<Case> cases() {
   const Attrs divisor{{AttrKey::name, std::string("fmod")}};
   c.push_back({OpKind::check_nonzero, {i23}, divisor, i23});
   c.push_back({OpKind::check_nonzero, {f23}, divisor, {}, "expected an integer divisor, got f32"});
+  const Attrs draw{{AttrKey::count, int64_t{2}}, {AttrKey::name, std::string("multinomial")}};
+  c.push_back({OpKind::check_distribution, {f23}, draw, f23});
+  c.push_back({OpKind::check_distribution, {i23}, draw, {}, "expected float weights, got i32"});
+  c.push_back({OpKind::check_distribution, {ty(DType::f32, {})}, draw, {},
+               "expected weights of rank >= 1, got a scalar"});
+  c.push_back({OpKind::check_distribution,
+               {f23},
+               {{AttrKey::count, int64_t{-1}}, {AttrKey::name, std::string("multinomial")}},
+               {},
+               "expected a count >= 0, got -1"});
   // Collectives: the operand's type, all_gather and reduce_scatter along dim 0.
   const Attrs two{{AttrKey::reduce, std::string("sum")}, {AttrKey::world, int64_t{2}}};
   c.push_back({OpKind::all_reduce, {f23}, two, f23});

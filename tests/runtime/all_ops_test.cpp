@@ -87,7 +87,10 @@ Case tiny_case(OpKind k) {
     }
     case OpCategory::Sort:
       return {{x}, Attrs{{AttrKey::dim, int64_t{1}}, {AttrKey::descending, int64_t{0}}, {AttrKey::count, int64_t{2}}}};
-    case OpCategory::Check:  // indices in [0, 6), none of them zero
+    case OpCategory::Check:  // indices in [0, 6), none of them zero; weights
+      if (k == OpKind::check_distribution)
+        return {{f32({2, 3}, {0.5f, 0, 2, 1, 1, 1})},
+                Attrs{{AttrKey::count, int64_t{2}}, {AttrKey::name, std::string("multinomial")}}};
       return {{arr(DType::i64, {2, 3}, {1, 2, 3, 4, 5, 5})},
               Attrs{{AttrKey::high, int64_t{6}}, {AttrKey::name, std::string("gather")}}};
     default:

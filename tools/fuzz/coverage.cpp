@@ -44,6 +44,9 @@ const std::vector<std::pair<OpKind, std::string>>& ops_not_drawn() {
             {OpKind::check_nonzero,
              "recorded only for an integer divisor of fmod/remainder, and the fuzzer's values are "
              "floats"},
+            {OpKind::check_distribution,
+             "recorded only by multinomial, a random draw (as philox); tests/frontend/"
+             "multinomial_test.cpp runs it eager and traced"},
             {OpKind::all_reduce, collective},
             {OpKind::all_gather, collective},
             {OpKind::reduce_scatter, collective},

@@ -29,6 +29,8 @@ inline int get_num_threads() {
 using kiln::arange;
 using kiln::eye;
 using kiln::linspace;
+using kiln::logspace;
+using kiln::multinomial;
 using kiln::scalar_tensor;
 using kiln::tensor;
 
@@ -288,6 +290,12 @@ struct elu_fn {
 };
 struct selu_fn {
   Tensor operator()(TensorAt x) const { return kiln::nn::functional::selu(x.t, x.loc); }
+};
+struct hardswish_fn {
+  Tensor operator()(TensorAt x) const { return kiln::nn::functional::hardswish(x.t, x.loc); }
+};
+struct hardsigmoid_fn {
+  Tensor operator()(TensorAt x) const { return kiln::nn::functional::hardsigmoid(x.t, x.loc); }
 };
 struct hardtanh_fn {
   Tensor operator()(TensorAt x, Scalar min_val = -1, Scalar max_val = 1) const {
@@ -748,6 +756,8 @@ inline constexpr detail::leaky_relu_fn leaky_relu{};
 inline constexpr detail::elu_fn elu{};
 inline constexpr detail::selu_fn selu{};
 inline constexpr detail::hardtanh_fn hardtanh{};
+inline constexpr detail::hardswish_fn hardswish{};
+inline constexpr detail::hardsigmoid_fn hardsigmoid{};
 inline constexpr detail::softplus_fn softplus{};
 inline constexpr detail::softmax_fn softmax{};
 inline constexpr detail::log_softmax_fn log_softmax{};

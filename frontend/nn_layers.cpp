@@ -130,9 +130,35 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   return y;
 }
 
+namespace {
+
+// norm_per_channel, with the running statistics' update weight either
+// `momentum` or, when defined, the 0-D tensor `factor` (BatchNorm's
+// 1 / num_batches_tracked for momentum nullopt: data, also inside a trace).
+Tensor weighted_norm_per_channel(const char* op, const Tensor& x, const std::vector<int64_t>& dims,
+                                 const Tensor& running_mean, const Tensor& running_var,
+                                 const Tensor& weight, const Tensor& bias, bool use_input_stats,
+                                 double momentum, const Tensor& factor, double eps, Loc l);
+// batch_norm, the running statistics updated by `factor` when it is defined
+// (BatchNormImpl::forward with momentum nullopt).
+Tensor batch_norm_by(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                     const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                     const Tensor& factor, double eps, Loc l);
+
+}  // namespace
+
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight, const Tensor& bias, bool training, double momentum,
                   double eps, Loc l) {
+  return batch_norm_by(x, running_mean, running_var, weight, bias, training, momentum, Tensor(),
+                       eps, l);
+}
+
+namespace {
+
+Tensor batch_norm_by(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                     const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                     const Tensor& factor, double eps, Loc l) {
   check_float(x, "batch_norm", l);
   if (x.dim() < 2)
     throw Error("batch_norm: expected an input [N, C, ...], got " + shape_str(x.sizes()), here(l));
@@ -152,14 +178,26 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     throw Error("batch_norm: expected more than 1 value per channel when training, got input " +
                     shape_str(x.sizes()),
                 here(l));
-  return norm_per_channel("batch_norm", x, dims, running_mean, running_var, weight, bias,
-                                  training, momentum, eps, l);
+  return weighted_norm_per_channel("batch_norm", x, dims, running_mean, running_var, weight, bias,
+                                   training, momentum, factor, eps, l);
 }
 
+}  // namespace
+
 Tensor norm_per_channel(const char* op, const Tensor& x, const std::vector<int64_t>& dims,
-                                const Tensor& running_mean, const Tensor& running_var,
-                                const Tensor& weight, const Tensor& bias, bool use_input_stats,
-                                double momentum, double eps, Loc l) {
+                        const Tensor& running_mean, const Tensor& running_var,
+                        const Tensor& weight, const Tensor& bias, bool use_input_stats,
+                        double momentum, double eps, Loc l) {
+  return weighted_norm_per_channel(op, x, dims, running_mean, running_var, weight, bias,
+                                   use_input_stats, momentum, Tensor(), eps, l);
+}
+
+namespace {
+
+Tensor weighted_norm_per_channel(const char* op, const Tensor& x, const std::vector<int64_t>& dims,
+                                 const Tensor& running_mean, const Tensor& running_var,
+                                 const Tensor& weight, const Tensor& bias, bool use_input_stats,
+                                 double momentum, const Tensor& factor, double eps, Loc l) {
   const int64_t c = x.size(1);
   Shape per_channel(size_t(x.dim()), 1);
   per_channel[1] = c;
@@ -184,8 +222,14 @@ Tensor norm_per_channel(const char* op, const Tensor& x, const std::vector<int64
       };
       Tensor m = per_c(mean.detach()), v = per_c(var.detach());
       Tensor rm = running_mean, rv = running_var;  // handles sharing the buffers
-      rm.mul_(Scalar(1 - momentum), l).add_(m.mul(Scalar(momentum), l), 1, l);
-      rv.mul_(Scalar(1 - momentum), l).add_(v.mul(Scalar(momentum * unbias), l), 1, l);
+      if (factor.defined()) {
+        const Tensor keep = factor.neg(l).add(Scalar(1), l);
+        rm.mul_(keep, l).add_(m.mul(factor, l), 1, l);
+        rv.mul_(keep, l).add_(v.mul(factor.mul(Scalar(unbias), l), l), 1, l);
+      } else {
+        rm.mul_(Scalar(1 - momentum), l).add_(m.mul(Scalar(momentum), l), 1, l);
+        rv.mul_(Scalar(1 - momentum), l).add_(v.mul(Scalar(momentum * unbias), l), 1, l);
+      }
     }
   } else {
     if (!running_mean.defined() || !running_var.defined())
@@ -199,6 +243,8 @@ Tensor norm_per_channel(const char* op, const Tensor& x, const std::vector<int64
   if (bias.defined()) y = y.add(bias.reshape(per_channel, l), 1, l);
   return y;
 }
+
+}  // namespace
 
 Tensor embedding(const Tensor& indices, const Tensor& weight, Loc l) {
   if (weight.dim() != 2)
@@ -403,24 +449,15 @@ Tensor BatchNormImpl::forward(const Tensor& x, Loc l) {
     NoGradGuard no_grad;
     num_batches_tracked.add_(Scalar(1), l);
   }
-  if (momentum)
-    return functional::batch_norm(x, running_mean, running_var, weight, bias, true, *momentum,
-                                  eps, l);
-  // The cumulative average: each batch's statistics weighted 1 / batches seen,
-  // a 0-D tensor (the count is data, also inside a trace).
-  Tensor y = functional::batch_norm(x, Tensor(), Tensor(), weight, bias, true, 0.0, eps, l);
-  NoGradGuard no_grad;
-  std::vector<int64_t> dims = {0};
-  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
-  const Tensor xd = x.detach();
-  const Tensor f = num_batches_tracked.to(x.dtype(), l).reciprocal(l);
-  const Tensor mean = xd.mean(dims, false, l);
-  const Tensor var = xd.sub(xd.mean(dims, true, l), 1, l).square(l).sum(dims, false, l).div(
-      Scalar(double(x.numel() / num_features - 1)), l);
-  Tensor rm = running_mean, rv = running_var;  // handles sharing the buffers
-  rm.mul_(f.neg(l).add(Scalar(1), l), l).add_(mean.mul(f, l), 1, l);
-  rv.mul_(f.neg(l).add(Scalar(1), l), l).add_(var.mul(f, l), 1, l);
-  return y;
+  // Without a momentum, the cumulative average: each batch weighted by
+  // 1 / batches seen.
+  Tensor factor;
+  if (!momentum) {
+    NoGradGuard no_grad;
+    factor = num_batches_tracked.to(x.dtype(), l).reciprocal(l);
+  }
+  return functional::batch_norm_by(x, running_mean, running_var, weight, bias, true,
+                                   momentum.value_or(0.0), factor, eps, l);
 }
 std::string BatchNormImpl::repr() const {
   std::ostringstream s;

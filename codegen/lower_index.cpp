@@ -266,6 +266,21 @@ ValueId Lowering::movement(const Node& n, Coords& c) {
                      kb_.iconst(start));
       return eval(src, oc);
     }
+    case OpKind::unfold: {
+      // Window i's element j: i step + j dilation along dim d (the windows'
+      // own dim is last), affine in the output's coordinates.
+      const int64_t d = normalize_dim(n.attrs.i(AttrKey::dim), rank);
+      const int64_t step = n.attrs.i(AttrKey::step), dilation = n.attrs.i(AttrKey::dilation, 1);
+      const std::vector<ValueId>& cd = dims(c);
+      auto scaled = [&](ValueId i, int64_t by) {
+        return by == 1 ? i : kb_.binary(ScalarOp::mul, i, kb_.iconst(by));
+      };
+      Coords oc;
+      oc.shape = in;
+      oc.dims.assign(cd.begin(), cd.end() - 1);
+      oc.dims[d] = kb_.binary(ScalarOp::add, scaled(cd[d], step), scaled(cd.back(), dilation));
+      return eval(src, oc);
+    }
     case OpKind::pad: {
       const ValueId fill = kb_.constant(n.type().dtype, n.attrs.f(AttrKey::value, 0.0));
       if (in[normalize_dim(n.attrs.i(AttrKey::dim), rank)] == 0) return fill;

@@ -169,6 +169,14 @@ void check_writable(const TensorImpl& t, SourceLoc loc) {
                 "share one memory location (expected a tensor with its own storage; clone() it "
                 "first)",
                 loc);
+  if (t.alias)
+    for (const ViewStep& s : t.alias->chain)
+      if (s.op == OpKind::unfold)
+        throw Error(
+            "in-place operation on a view of unfold(): its windows may share memory "
+            "locations, and Kiln does not write through them (expected a tensor with its "
+            "own storage; clone() it first)",
+            loc);
 }
 
 void write_view(const Tensor& t, const Tensor& value, bool taping, SourceLoc loc) {

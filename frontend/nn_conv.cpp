@@ -136,6 +136,16 @@ Tensor pad_dim(const Tensor& x, int64_t dim, int64_t low, int64_t high, Loc l) {
                        here(l));
 }
 
+// x's windows along `dim` at stride 1: k taps d apart, in a new last dim.
+Tensor unfold_dim(const Tensor& x, int64_t dim, int64_t k, int64_t d, Loc l) {
+  return detail::apply(OpKind::unfold, {x},
+                       Attrs{{AttrKey::dim, dim},
+                             {AttrKey::size, k},
+                             {AttrKey::step, int64_t(1)},
+                             {AttrKey::dilation, d}},
+                       here(l));
+}
+
 // Dims `dim` and dim + 1 padded by p before and e[].high after.
 Tensor pad2d(const Tensor& x, int64_t dim, ExpandingArray2 p, const Extent (&e)[2], Loc l) {
   return pad_dim(pad_dim(x, dim, p[0], e[0].high, l), dim + 1, p[1], e[1].high, l);
@@ -364,8 +374,8 @@ bool tap_gradients(int64_t cg, int64_t og, int64_t rows, ExpandingArray2 k, Expa
 // - dx is the full conv of dY with the kernel turned round: the tap sum of dY
 //   padded by d (k - 1) - p, one elementwise kernel like the forward's;
 // - dW[c, a, b] is the sum over batch and pixels of dY times the input's window
-//   (a, b): one reduction per tap, each reading a shifted slice of the padded
-//   input in place.
+//   (a, b): one reduction over the padded input's windows (unfold), read in
+//   place.
 // The windows form's own autodiff instead wrote the tap products dY w (kH kW
 // times the input's size: 75 MB for bench_conv's [32, 64, 32, 32]) out of the
 // weight gradient's reduction and read them back for dx.
@@ -388,22 +398,25 @@ struct DepthwiseTaps : autograd::Function<DepthwiseTaps> {
         extent("conv2d", "height", dy.size(2), g.k[0], 1, q[0], g.d[0], false, g.l),
         extent("conv2d", "width", dy.size(3), g.k[1], 1, q[1], g.d[1], false, g.l)};
     Tensor dx = tap_sum(dy, weight.flip({2, 3}, g.l), g.k, {1, 1}, g.d, full, q, g.groups, g.l);
-    // dW tap by tap: each a reduction over batch and pixels of dY times one
-    // shifted slice of the padded input, read in place at affine indices.
-    // (One reduction over the stacked windows picked each element's tap with
-    // about 80 integer selects and did not vectorise: 68% of bench_conv's
-    // depthwise step; this form takes 0.67x the step's time.) Fusion copies
-    // out each row's slice, shared by its kW taps; cutting every tap's window
-    // from the flattened padded planes instead read 1.3x slower.
-    Tensor xp = pad2d(x, 2, g.p, g.e, g.l);
-    std::vector<Tensor> taps;
-    for (int64_t a = 0; a < g.k[0]; ++a)
-      for (int64_t b = 0; b < g.k[1]; ++b)
-        taps.push_back(xp.slice(2, a * g.d[0], a * g.d[0] + g.e[0].out, 1, g.l)
-                           .slice(3, b * g.d[1], b * g.d[1] + g.e[1].out, 1, g.l)
-                           .mul(dy, g.l)
-                           .sum({0, 2, 3}, false, g.l));  // [C]
-    Tensor dw = stack(taps, 1, g.l).reshape(weight.sizes(), g.l);
+    // dW in one reduction over batch and pixels of the input times the
+    // windows of dY padded for dx (that pad, copied once, serves both):
+    // dW[c, a, b] = sum x[n, c, i, j] dYp[n, c, i + (kH-1-a) d, j + (kW-1-b) d],
+    // the windows [N, C, kH, kW, H, W] read in place at affine indices (unfold),
+    // the taps turned round after: 0.57x the step's time of one reduction per
+    // tap, which read the input and dY from memory kH kW times (bench_conv,
+    // one thread). (Stacked slices chose each element's tap with about 80
+    // integer selects and did not vectorise: 68% of the step. Windows of the
+    // padded input instead of dY's took as long, with a pad copy more; H and
+    // W as loops of their own, each row's sum a partial one, 1.17x.)
+    const Tensor dyp = pad2d(dy, 2, q, full, g.l);
+    const Tensor win = unfold_dim(unfold_dim(dyp, 2, g.k[0], g.d[0], g.l), 3, g.k[1], g.d[1], g.l)
+                           .slice(2, 0, x.size(2), 1, g.l)
+                           .slice(3, 0, x.size(3), 1, g.l);
+    Tensor dw = win.permute({0, 1, 4, 5, 2, 3}, g.l)
+                    .mul(x.reshape({x.size(0), x.size(1), 1, 1, x.size(2), x.size(3)}, g.l), g.l)
+                    .sum({0, 4, 5}, false, g.l)
+                    .flip({1, 2}, g.l)
+                    .reshape(weight.sizes(), g.l);
     return {dx.reshape(x.sizes(), g.l), dw};
   }
 };

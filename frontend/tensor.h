@@ -653,7 +653,8 @@ class Tensor {
   /// The elements at flat positions `index` (negative from the end), in index's shape.
   Tensor take(const Tensor& index, KILN_LOC) const;
   /// The windows of `size` elements every `step` along dim: that dim becomes the
-  /// window count and a last dim of `size` is added (Tensor.unfold; a copy).
+  /// window count and a last dim of `size` is added (Tensor.unfold; a view,
+  /// whose windows may overlap: writing into it in place is an error).
   Tensor unfold(int64_t dim, int64_t size, int64_t step, KILN_LOC) const;
   /// repeat() with leading 1s added to `reps` when it is shorter than dim().
   Tensor tile(Dims reps, KILN_LOC) const;

@@ -423,18 +423,11 @@ Tensor Tensor::unfold(int64_t dim_, int64_t size_, int64_t step, Loc l) const {
     throw Error("unfold: expected 0 <= size <= " + std::to_string(len) + " and step > 0, got size " +
                     std::to_string(size_) + " and step " + std::to_string(step),
                 here(l));
-  const Tensor x = dim() == 0 ? reshape({1}, l) : *this;
-  const int64_t windows = (len - size_) / step + 1;
-  std::vector<int64_t> at;
-  for (int64_t w = 0; w < windows; ++w)
-    for (int64_t k = 0; k < size_; ++k) at.push_back(w * step + k);
-  const int64_t n = static_cast<int64_t>(at.size());
-  Tensor picked = n == 0 ? zeros({0}, like(*this, dtype()), l) : x.index_select(d, indices_like(*this, at, {n}, l), l);
-  Shape shape = x.sizes();
-  shape[size_t(d)] = windows;
-  shape.insert(shape.begin() + d + 1, size_);
-  if (n == 0) return zeros(shape, like(*this, dtype()), l).movedim(d + 1, x.dim(), l);
-  return picked.reshape(shape, l).movedim(d + 1, x.dim(), l);
+  // A scalar is one window of its one element (or none), as in torch.
+  if (dim() == 0) return reshape({1}, l).unfold(0, size_, step, l).reshape({size_}, l);
+  return detail::apply(OpKind::unfold, {*this},
+                       Attrs{{AttrKey::dim, d}, {AttrKey::size, size_}, {AttrKey::step, step}},
+                       here(l));
 }
 
 Tensor Tensor::tile(Dims reps, Loc l) const {

@@ -43,7 +43,9 @@ namespace kiln {
   X(count)                \
   X(scale)                \
   X(causal)               \
-  X(which)
+  X(which)                \
+  X(size)                 \
+  X(dilation)
 
 enum class AttrKey : uint8_t {
 #define KILN_X(n) n,

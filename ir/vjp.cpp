@@ -495,6 +495,39 @@ Grads vjp_slice(Builder& b, const Node& n, Value out, Value g, const Needs& need
   });
 }
 
+// Each window element goes back to its place, and overlapping windows add up:
+// for each tap j, the windows' element j padded into place (j dilation before,
+// step - 1 zeros between windows), summed over the taps.
+Grads vjp_unfold(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
+  return unary(b, n, needs, [&](Value x) {
+    const TensorType tx = b.type(x);
+    const Shape& os = b.type(out).shape;
+    const int64_t dim = normalize_dim(n.attrs.i(AttrKey::dim), tx.rank());
+    const int64_t len = tx.shape[dim], windows = os[dim], size = os.back();
+    const int64_t step = n.attrs.i(AttrKey::step), dilation = n.attrs.i(AttrKey::dilation, 1);
+    if (windows == 0 || size == 0) return b.constant(0.0, b.type(g).dtype, tx.shape, tx.device);
+    const int64_t last = int64_t(os.size()) - 1;
+    const Shape tap_shape(os.begin(), os.end() - 1);
+    Value sum;
+    for (int64_t j = 0; j < size; ++j) {
+      const Value tap = b.reshape(b.op(OpKind::slice, {g},
+                                       Attrs{{AttrKey::dim, last},
+                                             {AttrKey::start, j},
+                                             {AttrKey::end, j + 1},
+                                             {AttrKey::step, int64_t(1)}}),
+                                  tap_shape);
+      const int64_t low = j * dilation;
+      const Value placed = b.op(OpKind::pad, {tap},
+                                Attrs{{AttrKey::dim, dim},
+                                      {AttrKey::low, low},
+                                      {AttrKey::high, len - (low + (windows - 1) * step + 1)},
+                                      {AttrKey::interior, step - 1}});
+      sum = sum ? b.add(sum, placed) : placed;
+    }
+    return sum;
+  });
+}
+
 // Inverse of a pad: every (interior + 1)-th element from `low`.
 Grads vjp_pad(Builder& b, const Node& n, Value out, Value g, const Needs& needs) {
   return unary(b, n, needs, [&](Value x) {

@@ -1,5 +1,5 @@
-// Movement ops: the strided geometry of views (permute, expand, slice, and
-// reshape where the layout allows it, as torch's view) and the reference
+// Movement ops: the strided geometry of views (permute, expand, slice, unfold,
+// and reshape where the layout allows it, as torch's view) and the reference
 // kernels, which copy through that geometry into a dense result. pad writes
 // its fill (`value`, zero by default) and then the input into a strided window
 // of the result.
@@ -86,6 +86,31 @@ bool slice_geometry(const Attrs& attrs, const Shape& shape, const Strides& strid
   // One element or none: the step never applies (and a huge one would wrap).
   out->strides[dim] = len > 1 ? strides[dim] * step : strides[dim];
   out->offset = len > 0 ? start * strides[dim] : 0;
+  return true;
+}
+
+// The windows share the dim's stride: the window count steps `step` elements,
+// the new last dim `dilation` (so windows may overlap in memory, as torch's).
+bool unfold_geometry(const Attrs& attrs, const Shape& shape, const Strides& strides,
+                     ViewGeometry* out) {
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  if (rank == 0) return false;
+  const int64_t dim = normalize_dim(attrs.i(AttrKey::dim), rank);
+  const int64_t size = attrs.i(AttrKey::size), step = attrs.i(AttrKey::step);
+  const int64_t dilation = attrs.i(AttrKey::dilation, 1);
+  KILN_CHECK(
+      step > 0 && dilation > 0 && size >= 0 && (size == 0 || (size - 1) * dilation < shape[dim]),
+      "unfold: expected windows of ", size, " elements ", dilation, " apart every ", step,
+      " within a dim of ", shape[dim]);
+  const int64_t span = size == 0 ? 0 : (size - 1) * dilation + 1;
+  const int64_t windows = (shape[dim] - span) / step + 1;
+  out->shape = shape;
+  out->strides = strides;
+  out->shape[dim] = windows;
+  out->strides[dim] = windows > 1 ? strides[dim] * step : strides[dim];
+  out->shape.push_back(size);
+  out->strides.push_back(size > 1 ? strides[dim] * dilation : strides[dim]);
+  out->offset = 0;
   return true;
 }
 
@@ -179,6 +204,8 @@ bool view_geometry(OpKind k, const Attrs& attrs, const Shape& in_shape, const St
       return expand_geometry(attrs, in_shape, in_strides, out);
     case OpKind::slice:
       return slice_geometry(attrs, in_shape, in_strides, out);
+    case OpKind::unfold:
+      return unfold_geometry(attrs, in_shape, in_strides, out);
     case OpKind::reshape:
       return reshape_geometry(attrs, in_shape, in_strides, out);
     default:
@@ -199,7 +226,8 @@ void ref_movement(OpKind k, const Attrs& attrs, const View& in, const View& out)
     }
     case OpKind::expand:
     case OpKind::permute:
-    case OpKind::slice: {
+    case OpKind::slice:
+    case OpKind::unfold: {
       ViewGeometry g;
       view_geometry(k, attrs, in.shape, in.strides, &g);
       KILN_CHECK(g.shape == out.shape, op_name(k), ": result shape ", shape_str(g.shape),

@@ -77,6 +77,12 @@ std::vector<OpCase> cases() {
                 {AttrKey::end, int64_t(5)},
                 {AttrKey::step, int64_t(2)}},
                {}});
+  c.push_back({OpKind::unfold,
+               {x},
+               {{AttrKey::dim, int64_t(1)},
+                {AttrKey::size, int64_t(3)},
+                {AttrKey::step, int64_t(2)},
+                {AttrKey::dilation, int64_t(1)}}});
   c.push_back({OpKind::pad,
                {x},
                {{AttrKey::dim, int64_t(1)},

@@ -115,6 +115,11 @@ inline Graph every_op_graph() {
                    {AttrKey::start, int64_t{1}},
                    {AttrKey::end, int64_t{6}},
                    {AttrKey::step, int64_t{2}}});
+  (void)b.op(OpKind::unfold, {t},
+             Attrs{{AttrKey::dim, int64_t{0}},
+                   {AttrKey::size, int64_t{2}},
+                   {AttrKey::step, int64_t{1}},
+                   {AttrKey::dilation, int64_t{1}}});
   (void)b.op(OpKind::pad, {t},
              Attrs{{AttrKey::dim, int64_t{1}},
                    {AttrKey::low, int64_t{1}},

@@ -362,6 +362,23 @@ std::vector<Case> cases() {
   c.push_back(
       {OpKind::slice, {f23}, slice_attrs(1, 0, 4, 1), {}, "expected start and end in [0, 3]"});
   c.push_back({OpKind::slice, {f23}, slice_attrs(1, 0, 3, 0), {}, "expected step >= 1, got 0"});
+  auto unfold = [](int64_t dim, int64_t size, int64_t step, int64_t dilation) {
+    return Attrs{{AttrKey::dim, dim},
+                 {AttrKey::size, size},
+                 {AttrKey::step, step},
+                 {AttrKey::dilation, dilation}};
+  };
+  c.push_back({OpKind::unfold, {f23}, unfold(1, 2, 1, 1), ty(DType::f32, {2, 2, 2})});
+  c.push_back({OpKind::unfold, {ty(DType::i64, {10})}, unfold(0, 3, 2, 2), ty(DType::i64, {3, 3})});
+  c.push_back({OpKind::unfold, {f23}, unfold(-2, 0, 1, 1), ty(DType::f32, {3, 3, 0})});
+  c.push_back({OpKind::unfold, {f23}, unfold(1, 4, 1, 1), {}, "expected a window size in [0, 3]"});
+  c.push_back({OpKind::unfold, {f23}, unfold(1, 2, 0, 1), {}, "expected step and dilation >= 1"});
+  c.push_back({OpKind::unfold, {f23}, unfold(1, 2, 1, 3), {}, "(a span of 4) within dim 1"});
+  c.push_back({OpKind::unfold,
+               {ty(DType::f32, {})},
+               unfold(0, 1, 1, 1),
+               {},
+               "expected a tensor of rank >= 1"});
   c.push_back({OpKind::pad, {f23}, pad_attrs(1, 1, 2, 1), ty(DType::f32, {2, 8})});
   c.push_back({OpKind::pad, {ty(DType::f32, {0})}, pad_attrs(0, 1, 1, 5), ty(DType::f32, {2})});
   c.push_back(

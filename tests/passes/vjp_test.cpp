@@ -295,6 +295,25 @@ std::vector<GradCase> gradient_cases() {
                K::slice,
                {in_range({6}, -1, 1)},
                [](Builder& b, Args x) { return b.op(K::slice, {x[0]}, slice_attrs(0, 2, 4, 1)); }},
+      GradCase{"unfold [2,7] dim 1 size 3 step 1 (overlapping)",
+               K::unfold,
+               {in_range({2, 7}, -1, 1)},
+               [](Builder& b, Args x) {
+                 return b.op(K::unfold, {x[0]},
+                             Attrs{{AttrKey::dim, int64_t{1}},
+                                   {AttrKey::size, int64_t{3}},
+                                   {AttrKey::step, int64_t{1}}});
+               }},
+      GradCase{"unfold [9,2] dim 0 size 2 step 3 dilation 2 (a gap at the end)",
+               K::unfold,
+               {in_range({9, 2}, -1, 1)},
+               [](Builder& b, Args x) {
+                 return b.op(K::unfold, {x[0]},
+                             Attrs{{AttrKey::dim, int64_t{0}},
+                                   {AttrKey::size, int64_t{2}},
+                                   {AttrKey::step, int64_t{3}},
+                                   {AttrKey::dilation, int64_t{2}}});
+               }},
       GradCase{"pad [3,2] dim 0 low 1 high 2 interior 1",
                K::pad,
                {in_range({3, 2}, -1, 1)},

@@ -58,6 +58,11 @@ Case tiny_case(OpKind k) {
                         {AttrKey::start, int64_t{0}},
                         {AttrKey::end, int64_t{2}},
                         {AttrKey::step, int64_t{1}}}};
+        case OpKind::unfold:
+          return {{x},
+                  Attrs{{AttrKey::dim, int64_t{1}},
+                        {AttrKey::size, int64_t{2}},
+                        {AttrKey::step, int64_t{1}}}};
         default:
           return {{x},
                   Attrs{{AttrKey::dim, int64_t{0}},

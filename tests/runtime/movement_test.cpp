@@ -65,6 +65,25 @@ TEST_CASE("view_geometry: permute, expand, slice") {
   Geo s3 = geo(OpKind::slice, slice_attr(0, 3, 3, 1), {4, 8}, {8, 1});
   CHECK(s3.g.shape == Shape{0, 8});
 
+  // unfold: the windows share the dim's stride (overlapping in memory).
+  const Attrs windows{
+      {AttrKey::dim, int64_t{1}}, {AttrKey::size, int64_t{3}}, {AttrKey::step, int64_t{2}}};
+  Geo w = geo(OpKind::unfold, windows, {4, 8}, {8, 1});
+  REQUIRE(w.ok);
+  CHECK(w.g.shape == Shape{4, 3, 3});
+  CHECK(w.g.strides == Strides{8, 2, 1});
+  CHECK(w.g.offset == 0);
+  Geo wt = geo(OpKind::unfold, windows, {4, 8}, {1, 4});  // of a transposed [8, 4]
+  CHECK(wt.g.strides == Strides{1, 8, 4});
+  const Attrs dilated{{AttrKey::dim, int64_t{0}},
+                      {AttrKey::size, int64_t{2}},
+                      {AttrKey::step, int64_t{1}},
+                      {AttrKey::dilation, int64_t{3}}};
+  Geo wd = geo(OpKind::unfold, dilated, {5}, {2});
+  CHECK(wd.g.shape == Shape{2, 2});
+  CHECK(wd.g.strides == Strides{2, 6});
+  CHECK_FALSE(geo(OpKind::unfold, windows, {}, {}).ok);
+
   CHECK_FALSE(geo(OpKind::pad, pad_attr(0, 1, 1, 0), {4}, {1}).ok);
   CHECK_FALSE(geo(OpKind::add, {}, {4}, {1}).ok);
 }
@@ -120,6 +139,26 @@ TEST_CASE("movement kernels copy in row-major order") {
     for (int i = 0; i < 2; ++i)
       for (int j = 0; j < 3; ++j) want.push_back(i * 12 + j * 4 + k);
   CHECK(values(perm) == want);
+}
+
+TEST_CASE("unfold: windows every step, dilated, of a strided input") {
+  Arr x = iota(DType::i64, {7}, 0);
+  const Attrs a{
+      {AttrKey::dim, int64_t{0}}, {AttrKey::size, int64_t{3}}, {AttrKey::step, int64_t{2}}};
+  Arr w = run(OpKind::unfold, {x}, a);
+  CHECK(w.v.shape == Shape{3, 3});
+  CHECK(values(w) == std::vector<double>{0, 1, 2, 2, 3, 4, 4, 5, 6});
+  const Attrs d{{AttrKey::dim, int64_t{0}},
+                {AttrKey::size, int64_t{2}},
+                {AttrKey::step, int64_t{3}},
+                {AttrKey::dilation, int64_t{2}}};
+  CHECK(values(run(OpKind::unfold, {x}, d)) == std::vector<double>{0, 2, 3, 5});
+  Arr m = iota(DType::f32, {2, 3}, 1);  // [[1,2,3],[4,5,6]], read transposed: [3, 2]
+  const Attrs rows{
+      {AttrKey::dim, int64_t{0}}, {AttrKey::size, int64_t{2}}, {AttrKey::step, int64_t{1}}};
+  Arr t = run(OpKind::unfold, {transposed(m)}, rows);
+  CHECK(t.v.shape == Shape{2, 2, 2});
+  CHECK(values(t) == std::vector<double>{1, 2, 4, 5, 2, 3, 5, 6});
 }
 
 TEST_CASE("pad: low, high and interior zeros") {

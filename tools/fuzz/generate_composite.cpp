@@ -188,7 +188,11 @@ bool Generator::composite() {
       out[static_cast<size_t>(d)] = (len - size) / step + 1;
       out.push_back(size);
       if (numel(out) > kMaxNumel) return false;
-      push(Instr{Op::unfold, {a}, {sp(d), size, step}, 0}, fresh(out, ba));
+      // A view, as torch's. Kiln refuses writes into it (its windows may
+      // overlap; torch writes into windows that do not), so none are drawn.
+      ValueInfo v = view_of(a, out);
+      v.overlap = true;
+      push(Instr{Op::unfold, {a}, {sp(d), size, step}, 0}, v);
       return true;
     }
     case 9: {  // tile: fewer repeats than dims, as many, or more

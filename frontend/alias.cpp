@@ -162,21 +162,23 @@ void check_writable(const TensorImpl& t, SourceLoc loc) {
   bool expanded = false;
   for (size_t d = 0; d < t.type.shape.size(); ++d)
     expanded = expanded || (t.strides[d] == 0 && t.type.shape[d] > 1);
+  bool unfolded = false;
   if (t.alias)
-    for (const ViewStep& s : t.alias->chain) expanded = expanded || s.op == OpKind::expand;
+    for (const ViewStep& s : t.alias->chain) {
+      expanded = expanded || s.op == OpKind::expand;
+      unfolded = unfolded || s.op == OpKind::unfold;
+    }
   if (expanded)
     throw Error("in-place operation on a view of an expand(): several elements of the tensor "
                 "share one memory location (expected a tensor with its own storage; clone() it "
                 "first)",
                 loc);
-  if (t.alias)
-    for (const ViewStep& s : t.alias->chain)
-      if (s.op == OpKind::unfold)
-        throw Error(
-            "in-place operation on a view of unfold(): its windows may share memory "
-            "locations, and Kiln does not write through them (expected a tensor with its "
-            "own storage; clone() it first)",
-            loc);
+  if (unfolded)
+    throw Error(
+        "in-place operation on a view of unfold(): its windows may share memory "
+        "locations, and Kiln does not write through them (expected a tensor with its "
+        "own storage; clone() it first)",
+        loc);
 }
 
 void write_view(const Tensor& t, const Tensor& value, bool taping, SourceLoc loc) {

@@ -414,25 +414,9 @@ Shape shape_slice(OpKind, Types in, const Attrs& a) {
   return out;
 }
 
-// Windows of `size` elements, `dilation` apart, every `step` along `dim`: that
-// dim becomes the window count and the windows are a new last dim.
 Shape shape_unfold(OpKind, Types in, const Attrs& a) {
-  KILN_CHECK(in[0].rank() >= 1, "expected a tensor of rank >= 1, got a scalar");
-  const int64_t dim = normalize_dim(a.i(AttrKey::dim), in[0].rank());
-  const int64_t len = in[0].shape[dim], size = a.i(AttrKey::size), step = a.i(AttrKey::step);
-  const int64_t dilation = a.i(AttrKey::dilation, 1);
-  KILN_CHECK(step >= 1 && dilation >= 1, "expected step and dilation >= 1, got step=", step,
-             " dilation=", dilation);
-  KILN_CHECK(size >= 0 && size <= len, "expected a window size in [0, ", len, "] for dim ", dim,
-             " of ", shape_str(in[0].shape), ", got ", size);
-  const int64_t span =
-      size == 0 ? 0 : checked_add(checked_mul(size - 1, dilation, "window span"), 1, "window span");
-  KILN_CHECK(span <= len, "expected windows of ", size, " elements ", dilation,
-             " apart (a span of ", span, ") within dim ", dim, " of ", shape_str(in[0].shape));
-  Shape out = in[0].shape;
-  out[dim] = (len - span) / step + 1;
-  out.push_back(size);
-  return out;
+  return unfold_shape(in[0].shape, a.i(AttrKey::dim), a.i(AttrKey::size), a.i(AttrKey::step),
+                      a.i(AttrKey::dilation, 1));
 }
 
 // Like jax.lax.pad on one dim: `low` before, `high` after, `interior` between elements.

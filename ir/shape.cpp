@@ -115,6 +115,24 @@ std::vector<int64_t> normalize_dims(const std::vector<int64_t>& dims, int64_t ra
   return out;
 }
 
+Shape unfold_shape(const Shape& in, int64_t dim, int64_t size, int64_t step, int64_t dilation) {
+  KILN_CHECK(!in.empty(), "expected a tensor of rank >= 1, got a scalar");
+  const int64_t d = normalize_dim(dim, int64_t(in.size()));
+  const int64_t len = in[size_t(d)];
+  KILN_CHECK(step >= 1 && dilation >= 1, "expected step and dilation >= 1, got step=", step,
+             " dilation=", dilation);
+  KILN_CHECK(size >= 0 && size <= len, "expected a window size in [0, ", len, "] for dim ", d,
+             " of ", shape_str(in), ", got ", size);
+  const int64_t span =
+      size == 0 ? 0 : checked_add(checked_mul(size - 1, dilation, "window span"), 1, "window span");
+  KILN_CHECK(span <= len, "expected windows of ", size, " elements ", dilation,
+             " apart (a span of ", span, ") within dim ", d, " of ", shape_str(in));
+  Shape out = in;
+  out[size_t(d)] = (len - span) / step + 1;
+  out.push_back(size);
+  return out;
+}
+
 Shape infer_reshape(const Shape& requested, int64_t n) {
   Shape out = requested;
   int64_t known = 1;

@@ -51,4 +51,10 @@ std::vector<int64_t> normalize_dims(const std::vector<int64_t>& dims, int64_t ra
 /// Resolves one -1 in a requested shape against numel; checks the element count.
 Shape infer_reshape(const Shape& requested, int64_t numel);
 
+/// unfold's result: dim `dim` of `in` becomes the count of windows of `size`
+/// elements, `dilation` apart, every `step`, and the windows a new last dim.
+/// Throws kiln::Error for a scalar, a step or dilation below 1, or windows that
+/// do not fit.
+Shape unfold_shape(const Shape& in, int64_t dim, int64_t size, int64_t step, int64_t dilation);
+
 }  // namespace kiln

@@ -344,14 +344,13 @@ class GroupChecker {
   }
 
   int derived(int parent, std::vector<int64_t> key, const Shape& operand_shape, bool dup) {
-    const bool overlap = dup && key[0] == kUnfold;
     key.insert(key.begin(), parent);
     key.push_back(-100);
     key.insert(key.end(), operand_shape.begin(), operand_shape.end());
     auto [it, added] = derived_.try_emplace(std::move(key), static_cast<int>(label_dup_.size()));
     if (added) {
       label_dup_.push_back(label_dup_[parent] || dup);
-      label_unfold_.push_back(label_unfold_[parent] || overlap);
+      label_unfold_.push_back(label_unfold_[parent]);
     }
     return it->second;
   }
@@ -420,10 +419,13 @@ class GroupChecker {
           case OpKind::unfold: {
             // Overlapping windows read elements more than once.
             int64_t dim = normalize_dim(attrs.i(AttrKey::dim), static_cast<int64_t>(from.size()));
-            return derived(at,
-                           {kUnfold, dim, attrs.i(AttrKey::size), attrs.i(AttrKey::step),
-                            attrs.i(AttrKey::dilation, 1)},
-                           from, numel(from) < numel(to));
+            const bool overlap = numel(from) < numel(to);
+            const int label = derived(at,
+                                      {kUnfold, dim, attrs.i(AttrKey::size), attrs.i(AttrKey::step),
+                                       attrs.i(AttrKey::dilation, 1)},
+                                      from, overlap);
+            if (overlap) label_unfold_[size_t(label)] = true;
+            return label;
           }
           case OpKind::pad: {
             int64_t dim = normalize_dim(attrs.i(AttrKey::dim), static_cast<int64_t>(from.size()));

@@ -93,23 +93,13 @@ bool slice_geometry(const Attrs& attrs, const Shape& shape, const Strides& strid
 // the new last dim `dilation` (so windows may overlap in memory, as torch's).
 bool unfold_geometry(const Attrs& attrs, const Shape& shape, const Strides& strides,
                      ViewGeometry* out) {
-  const int64_t rank = static_cast<int64_t>(shape.size());
-  if (rank == 0) return false;
-  const int64_t dim = normalize_dim(attrs.i(AttrKey::dim), rank);
-  const int64_t size = attrs.i(AttrKey::size), step = attrs.i(AttrKey::step);
-  const int64_t dilation = attrs.i(AttrKey::dilation, 1);
-  KILN_CHECK(
-      step > 0 && dilation > 0 && size >= 0 && (size == 0 || (size - 1) * dilation < shape[dim]),
-      "unfold: expected windows of ", size, " elements ", dilation, " apart every ", step,
-      " within a dim of ", shape[dim]);
-  const int64_t span = size == 0 ? 0 : (size - 1) * dilation + 1;
-  const int64_t windows = (shape[dim] - span) / step + 1;
-  out->shape = shape;
+  if (shape.empty()) return false;
+  const int64_t dim = normalize_dim(attrs.i(AttrKey::dim), int64_t(shape.size()));
+  const int64_t step = attrs.i(AttrKey::step), dilation = attrs.i(AttrKey::dilation, 1);
+  out->shape = unfold_shape(shape, dim, attrs.i(AttrKey::size), step, dilation);
   out->strides = strides;
-  out->shape[dim] = windows;
-  out->strides[dim] = windows > 1 ? strides[dim] * step : strides[dim];
-  out->shape.push_back(size);
-  out->strides.push_back(size > 1 ? strides[dim] * dilation : strides[dim]);
+  out->strides[dim] = out->shape[dim] > 1 ? strides[dim] * step : strides[dim];
+  out->strides.push_back(out->shape.back() > 1 ? strides[dim] * dilation : strides[dim]);
   out->offset = 0;
   return true;
 }

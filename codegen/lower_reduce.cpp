@@ -141,18 +141,47 @@ void Lowering::lower_reduction() {
   }
 
   const std::vector<int32_t> keep = kept_operands(reds, full_later);
-  kb_.kernel().range = rs_.rows;
+  // Rows that differ only in their last kept dims, `unroll` of them, are folded
+  // in one pass over the reduced dims (see unrolled_rows); else one row at a time.
+  const size_t unrolled = unrolled_rows(reds, full_now, full_later);
+  const Shape lead(rs_.kept.begin(), rs_.kept.end() - ptrdiff_t(unrolled));
+  const Shape trail(rs_.kept.end() - ptrdiff_t(unrolled), rs_.kept.end());
+  const int64_t unroll = kiln::numel(trail);
+  kb_.kernel().range = rs_.rows / unroll;
   const ValueId r = kb_.index(0);
-  kb_.set_upper_bound(r, rs_.rows);
-  row_ = r;
-  row_dims_ = delinearize(r, rs_.kept);
-  row_prefix();
+  kb_.set_upper_bound(r, rs_.rows / unroll);
+  // Per unrolled row u: its index, its kept coordinates and its row_prefix.
+  struct Row {
+    ValueId row;
+    std::vector<ValueId> dims;
+    ValueId base;
+  };
+  std::vector<Row> rows;
+  const std::vector<ValueId> lead_dims = delinearize(r, lead);
+  for (int64_t u = 0; u < unroll; ++u) {
+    row_ = unroll == 1 ? r
+                       : kb_.binary(ScalarOp::add, kb_.binary(ScalarOp::mul, r, kb_.iconst(unroll)),
+                                    kb_.iconst(u));
+    row_dims_ = lead_dims;
+    for (int64_t i = int64_t(trail.size()), rest = u; i-- > 0; rest /= trail[size_t(i)])
+      row_dims_.insert(row_dims_.begin() + ptrdiff_t(lead.size()),
+                       kb_.iconst(rest % trail[size_t(i)]));
+    rs_.row_base = kNoValue;
+    row_prefix();
+    rows.push_back({row_, row_dims_, rs_.row_base});
+  }
+  auto use_row = [&](int64_t u) {
+    row_ = rows[size_t(u)].row;
+    row_dims_ = rows[size_t(u)].dims;
+    rs_.row_base = rows[size_t(u)].base;
+  };
   last_reduced_block();
   auto store_full = [&](const std::vector<std::pair<Value, int32_t>>& list, Coords& c) {
     std::vector<ValueId> vals;
     for (const auto& [v, b] : list) vals.push_back(eval(v, c));
     for (size_t i = 0; i < list.size(); ++i) kb_.store(list[i].second, linear(c), vals[i]);
   };
+  std::vector<std::vector<int32_t>> accs(reds.size());
   for (size_t i = 0; i < reds.size(); ++i) {
     const Node& n = g_.node(reds[i]);
     const DType in_t = g_.type(n.operands[0]).dtype, out_t = n.type().dtype;
@@ -165,29 +194,33 @@ void Lowering::lower_reduction() {
     DType acc_t = is_arg_reduce(n.op) ? in_t : out_t;
     if (op_info(n.op).combine == OpKind::add)
       acc_t = !is_floating(out_t) ? DType::i64 : rs_.extent <= 65536 ? out_t : DType::f64;
-    const int32_t acc = kb_.add_accumulator(n.op, acc_t);
-    kb_.acc_init(acc);
-    ValueId j = kNoValue;
-    Coords c;
+    for (int64_t u = 0; u < unroll; ++u) {
+      accs[i].push_back(kb_.add_accumulator(n.op, acc_t));
+      kb_.acc_init(accs[i].back());
+    }
     const bool nested = !rs_.red_last.empty();
+    const int64_t last = nested ? kiln::numel(rs_.red_last) : 1;
+    ValueId jo = kNoValue, ji = kNoValue, j = kNoValue;
     if (nested) {
-      const int64_t last = kiln::numel(rs_.red_last);
-      const ValueId jo = kb_.index(kb_.begin_loop(rs_.extent / last));
-      const ValueId ji = kb_.index(kb_.begin_loop(last));
-      c = row_coords(jo, ji);
-      if (is_arg_reduce(n.op))
-        j = kb_.binary(ScalarOp::add, kb_.binary(ScalarOp::mul, jo, kb_.iconst(last)), ji);
+      jo = kb_.index(kb_.begin_loop(rs_.extent / last));
+      ji = kb_.index(kb_.begin_loop(last));
     } else {
       j = reduced_index(kb_.begin_loop(rs_.extent));
-      c = row_coords(j);
     }
-    const ValueId operand = eval(n.operands[0], c);
-    kb_.acc_update(acc, kb_.cast(operand, acc_t), is_arg_reduce(n.op) ? j : kNoValue);
-    if (i == 0) store_full(full_now, c);
-    if (keep[i] >= 0) kb_.store(keep[i], linear(c), operand);
+    for (int64_t u = 0; u < unroll; ++u) {
+      use_row(u);
+      Coords c = nested ? row_coords(jo, ji) : row_coords(j);
+      if (nested && is_arg_reduce(n.op) && j == kNoValue)
+        j = kb_.binary(ScalarOp::add, kb_.binary(ScalarOp::mul, jo, kb_.iconst(last)), ji);
+      const ValueId operand = eval(n.operands[0], c);
+      kb_.acc_update(accs[i][size_t(u)], kb_.cast(operand, acc_t),
+                     is_arg_reduce(n.op) ? j : kNoValue);
+      if (i == 0) store_full(full_now, c);
+      if (keep[i] >= 0) kb_.store(keep[i], linear(c), operand);
+    }
     kb_.end_loop();
     if (nested) kb_.end_loop();
-    red_acc_[reds[i]] = acc;
+    red_acc_[reds[i]] = accs[i][0];
   }
   if (!full_later.empty()) {
     const int32_t loop = kb_.begin_loop(rs_.extent);
@@ -199,14 +232,42 @@ void Lowering::lower_reduction() {
     store_full(full_later, c);
     kb_.end_loop();
   }
-  std::vector<ValueId> vals;
-  for (const auto& [v, b] : row_outs) {
-    Coords c;
-    c.shape = g_.type(v).shape;
-    c.linear = r;
-    vals.push_back(eval(v, c));
+  for (int64_t u = 0; u < unroll; ++u) {
+    use_row(u);
+    for (size_t i = 0; i < reds.size(); ++i) red_acc_[reds[i]] = accs[i][size_t(u)];
+    std::vector<ValueId> vals;
+    for (const auto& [v, b] : row_outs) {
+      Coords c;
+      c.shape = g_.type(v).shape;
+      c.linear = row_;
+      vals.push_back(eval(v, c));
+    }
+    for (size_t i = 0; i < row_outs.size(); ++i) kb_.store(row_outs[i].second, row_, vals[i]);
   }
-  for (size_t i = 0; i < row_outs.size(); ++i) kb_.store(row_outs[i].second, r, vals[i]);
+}
+
+size_t Lowering::unrolled_rows(const std::vector<NodeId>& reds,
+                               const std::vector<std::pair<Value, int32_t>>& full_now,
+                               const std::vector<std::pair<Value, int32_t>>& full_later) const {
+  constexpr int64_t kMaxUnroll = 16;
+  if (reds.size() != 1 || !full_now.empty() || !full_later.empty() ||
+      is_arg_reduce(g_.node(reds[0]).op))
+    return 0;
+  bool windows = false;
+  for (NodeId id : grp_.nodes) {
+    const Node& n = g_.node(id);
+    windows =
+        windows || (n.op == OpKind::unfold && n.type().numel() > g_.type(n.operands[0]).numel());
+  }
+  if (!windows) return 0;
+  size_t dims = 0;
+  for (int64_t u = 1; dims < rs_.kept.size(); ++dims) {
+    u *= rs_.kept[rs_.kept.size() - 1 - dims];
+    if (u > kMaxUnroll) break;
+  }
+  int64_t unroll = 1;
+  for (size_t d = 0; d < dims; ++d) unroll *= rs_.kept[rs_.kept.size() - 1 - d];
+  return unroll >= 2 ? dims : 0;
 }
 
 bool Lowering::lower_column_reduction(const std::vector<Value>& outs,

@@ -209,6 +209,16 @@ class Lowering {
   // block and ji within it.
   Coords row_coords(ValueId jo, ValueId ji);
   void lower_reduction();
+  // How many of the last kept dims a reduction over overlapping windows
+  // (unfold) folds at once: rows that differ only in those dims (a depthwise
+  // conv's weight gradient, [C, kH, kW], its kH kW taps) read the same input
+  // elements, so one pass over the reduced dims updates an accumulator per
+  // row, each element read once from memory instead of once per row. At most
+  // 16 rows; one reduction and no full-size outputs. 0 when rows are folded
+  // one at a time.
+  size_t unrolled_rows(const std::vector<NodeId>& reds,
+                       const std::vector<std::pair<Value, int32_t>>& full_now,
+                       const std::vector<std::pair<Value, int32_t>>& full_later) const;
   // The column form of LowerOptions::column_reductions when it applies (true).
   bool lower_column_reduction(const std::vector<Value>& outs, const std::vector<NodeId>& reds,
                               const std::vector<int64_t>& rdims);

@@ -4,7 +4,9 @@
 // against the interpreter, and whole graphs grouped by plan_fusion.
 #include <doctest/doctest.h>
 
+#include "codegen/lower.h"
 #include "codegen_test_util.h"
+#include "ir/parser.h"
 #include "op_table_util.h"
 #include "runtime/interpreter.h"
 
@@ -232,6 +234,39 @@ TEST_CASE("a full reduction to a scalar, and a reduction of a permuted input") {
   Value t = b2.permute(y, {1, 0});
   g2.outputs = {b2.sum(t, {1}, true)};
   check_whole_graph(g2, GroupKind::Reduction, 33);
+}
+
+TEST_CASE("a sum over windows folding its rows' taps together matches the interpreter") {
+  // A depthwise conv's weight gradient: x times the windows of padded dY, summed
+  // over batch and pixels, kept [C, kH, kW] (lowered with one accumulator per
+  // tap); the pad inside the kernel, and 3x2 windows of dilation 2.
+  for (const char* ir : {"%0 = arg {index=0} : f32[2,3,12,12]\n"
+                         "%1 = arg {index=1} : f32[2,3,12,12]\n"
+                         "%2 = pad %0 {dim=2, low=1, high=1, interior=0} : f32[2,3,14,12]\n"
+                         "%3 = pad %2 {dim=3, low=1, high=1, interior=0} : f32[2,3,14,14]\n"
+                         "%4 = unfold %3 {dim=2, size=3, step=1, dilation=1} : f32[2,3,12,14,3]\n"
+                         "%5 = unfold %4 {dim=3, size=3, step=1, dilation=1} : f32[2,3,12,12,3,3]\n"
+                         "%6 = permute %5 {perm=[0,1,4,5,2,3]} : f32[2,3,3,3,12,12]\n"
+                         "%7 = reshape %1 {shape=[2,3,1,1,12,12]} : f32[2,3,1,1,12,12]\n"
+                         "%8 = mul %6, %7 : f32[2,3,3,3,12,12]\n"
+                         "%9 = sum %8 {dims=[0,4,5], keepdim=0} : f32[3,3,3]\n"
+                         "%10 = mul %9, %9 : f32[3,3,3]\n"
+                         "return %9, %10\n",
+                         "%0 = arg {index=0} : f64[2,3,16,14]\n"
+                         "%1 = arg {index=1} : f64[2,3,12,12]\n"
+                         "%2 = unfold %0 {dim=2, size=3, step=1, dilation=2} : f64[2,3,12,14,3]\n"
+                         "%3 = unfold %2 {dim=3, size=2, step=1, dilation=2} : f64[2,3,12,12,3,2]\n"
+                         "%4 = permute %3 {perm=[0,1,4,5,2,3]} : f64[2,3,3,2,12,12]\n"
+                         "%5 = reshape %1 {shape=[2,3,1,1,12,12]} : f64[2,3,1,1,12,12]\n"
+                         "%6 = mul %4, %5 : f64[2,3,3,2,12,12]\n"
+                         "%7 = sum %6 {dims=[0,4,5], keepdim=0} : f64[3,3,2]\n"
+                         "return %7\n"}) {
+    CAPTURE(ir);
+    Graph g = parse_graph(ir);
+    const kir::Kernel k = lower_group(g, make_group(g, GroupKind::Reduction, all_compute_nodes(g)));
+    CHECK(k.range == 3);
+    check_whole_graph(g, GroupKind::Reduction, 41);
+  }
 }
 
 namespace {

@@ -541,6 +541,51 @@ TEST_CASE("a padded image's windows, stacked by tap in both dims, are one load a
   CHECK(got.find("load") == got.rfind("load"));
 }
 
+// A depthwise conv's weight gradient (nn_conv.cpp's DepthwiseTaps): the sum
+// over batch and pixels of x times the windows of padded dY, kept [C, kH, kW].
+std::string weight_gradient_ir(const std::string& kernel, const std::string& dilation) {
+  const int64_t kh = kernel[0] - '0', kw = kernel[2] - '0', d = dilation[0] - '0';
+  const int64_t hp = 12 + (kh - 1) * d, wp = 12 + (kw - 1) * d;
+  auto dims = [](std::initializer_list<int64_t> l) {
+    std::string s;
+    for (int64_t v : l) s += (s.empty() ? "" : ",") + std::to_string(v);
+    return s;
+  };
+  const std::string k = std::to_string(kh), w = std::to_string(kw);
+  return "%0 = arg {index=0} : f32[" + dims({2, 3, hp, wp}) + "]\n" +
+         "%1 = arg {index=1} : f32[2,3,12,12]\n" + "%2 = unfold %0 {dim=2, size=" + k +
+         ", step=1, dilation=" + dilation + "} : f32[" + dims({2, 3, 12, wp, kh}) + "]\n" +
+         "%3 = unfold %2 {dim=3, size=" + w + ", step=1, dilation=" + dilation + "} : f32[" +
+         dims({2, 3, 12, 12, kh, kw}) + "]\n" + "%4 = permute %3 {perm=[0,1,4,5,2,3]} : f32[" +
+         dims({2, 3, kh, kw, 12, 12}) + "]\n" +
+         "%5 = reshape %1 {shape=[2,3,1,1,12,12]} : f32[2,3,1,1,12,12]\n" +
+         "%6 = mul %4, %5 : f32[" + dims({2, 3, kh, kw, 12, 12}) + "]\n" +
+         "%7 = sum %6 {dims=[0,4,5], keepdim=0} : f32[" + dims({3, kh, kw}) + "]\n" + "return %7\n";
+}
+
+TEST_CASE("a sum over windows folds its rows' taps in one pass, each input element read once") {
+  // [3, 3, 3]: a row per channel, nine accumulators, x (buf1) loaded once an element.
+  const std::string got = lowered(weight_gradient_ir("3x3", "1"), GroupKind::Reduction);
+  CHECK(got.find("parallel i0 in [0, 3)") != std::string::npos);
+  CHECK(got.find("acc8 = sum f32") != std::string::npos);
+  CHECK(got.find("acc9") == std::string::npos);
+  CHECK(got.find("load buf1") == got.rfind("load buf1"));
+  // Windows of 5x4 are 20 rows a channel, more than 16: the 4 of a row of
+  // taps are folded together, 15 rows (channel, tap row) each.
+  const std::string wide = lowered(weight_gradient_ir("5x4", "1"), GroupKind::Reduction);
+  CHECK(wide.find("parallel i0 in [0, 15)") != std::string::npos);
+  CHECK(wide.find("acc3 = sum f32") != std::string::npos);
+  CHECK(wide.find("acc4") == std::string::npos);
+  // The same sum with no windows (each row reads its own elements) folds one row at a time.
+  const std::string plain = lowered(
+      "%0 = arg {index=0} : f32[2,3,3,3,12,12]\n"
+      "%1 = sum %0 {dims=[0,4,5], keepdim=0} : f32[3,3,3]\n"
+      "return %1\n",
+      GroupKind::Reduction);
+  CHECK(plain.find("parallel i0 in [0, 27)") != std::string::npos);
+  CHECK(plain.find("acc1") == std::string::npos);
+}
+
 TEST_CASE("the verifier rejects values used out of scope and type errors") {
   kir::KernelBuilder kb("bad");
   kir::Buffer in;

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cuda_test_util.h"
+#include "ir/parser.h"
 #include "op_table_util.h"
 
 using namespace kiln;
@@ -197,6 +198,21 @@ TEST_CASE("reductions with producers, epilogues, non-trailing dims, full reducti
           b.op(OpKind::argmax, {x}, Attrs{{AttrKey::dim, int64_t{1}}}),
           b.op(OpKind::argmin, {b.unary(OpKind::neg, x)}, Attrs{{AttrKey::dim, int64_t{1}}})};
       batch.add_graph(g, GroupKind::Reduction, 34, {{-1, 1}}, {}, "argmax ties", opts);
+    }
+    {
+      // A sum over windows, nine rows a pass (a depthwise conv's weight
+      // gradient: lower_reduce.cpp's unrolled_rows).
+      Graph g = parse_graph(
+          "%0 = arg {index=0} : f32[2,3,14,14]\n"
+          "%1 = arg {index=1} : f32[2,3,12,12]\n"
+          "%2 = unfold %0 {dim=2, size=3, step=1, dilation=1} : f32[2,3,12,14,3]\n"
+          "%3 = unfold %2 {dim=3, size=3, step=1, dilation=1} : f32[2,3,12,12,3,3]\n"
+          "%4 = permute %3 {perm=[0,1,4,5,2,3]} : f32[2,3,3,3,12,12]\n"
+          "%5 = reshape %1 {shape=[2,3,1,1,12,12]} : f32[2,3,1,1,12,12]\n"
+          "%6 = mul %4, %5 : f32[2,3,3,3,12,12]\n"
+          "%7 = sum %6 {dims=[0,4,5], keepdim=0} : f32[3,3,3]\n"
+          "return %7\n");
+      batch.add_graph(g, GroupKind::Reduction, 35, {}, {}, "window taps", opts);
     }
   }
   batch.run();

@@ -294,27 +294,34 @@ Tensor bin_means(int64_t n, int64_t size, const Tensor& x, Loc l) {
   return inside.div(high.sub(low, 1, l), l);
 }
 
+// The direct form's sum written out term by term when a group has at most this
+// many products per output (C/groups kH kW).
+constexpr int64_t kMaxTapTerms = 9;
+
 // Whether a conv computes directly, each output a fused sum of its `rows`
 // products (C/groups kH kW) read from the windows in place, rather than as
 // im2col and a GEMM. Only traced on the CPU, where the windows are index
 // arithmetic inside the kernel; eagerly the products would be materialised,
-// and CUDA has cuBLAS. By shape (bench/conv_bench.cpp, traced, forward and
-// backward): a depthwise conv of at most 9 taps (one output channel per group)
-// is a GEMV per image and group for BLAS, and direct takes 0.3-0.5 of im2col's
-// time; with more outputs or taps per group the GEMM wins (direct 1.1-60x slower).
-bool direct_conv(const Tensor& x, int64_t rows, int64_t out_per_group) {
+// and CUDA has cuBLAS. By shape (bench/conv_bench.cpp, traced, one thread):
+// - with gradients, a depthwise conv of at most 9 taps (one output channel per
+//   group) is a GEMV per image and group for BLAS, and direct takes 0.3-0.5 of
+//   im2col's time; with more outputs or taps per group the GEMM wins (direct
+//   1.1-60x slower);
+// - without, any conv of at most kMaxTapTerms products an output is a tap sum
+//   (tap_sum), whatever its outputs per group: a GEMM of depth 9 or less is
+//   bound by writing its product, and the patches it reads are 9x the input.
+//   Direct took 0.37-0.64 of im2col's time ([64,1,8,8]x[16,1,3,3] 0.64,
+//   [16,1,64,64]x[64,1,3,3] 0.56, a 1x1 conv of 3 channels to 64 0.37, a 3x3
+//   conv of 2 outputs per group 0.58), and 1.03 for [64,1,28,28]x[32,1,3,3].
+bool direct_conv(const Tensor& x, int64_t rows, int64_t out_per_group, bool needs_grad) {
   if (!current_trace() || x.is_cuda()) return false;
   switch (settings().conv) {
     case ConvAlgo::Im2col: return false;
     case ConvAlgo::Direct: return true;
     case ConvAlgo::Auto: break;
   }
-  return out_per_group == 1 && rows <= 9;
+  return (out_per_group == 1 && rows <= 9) || (!needs_grad && rows <= kMaxTapTerms);
 }
-
-// The direct form's sum written out term by term when a group has at most this
-// many products per output (C/groups kH kW).
-constexpr int64_t kMaxTapTerms = 9;
 
 // A direct conv as a sum of `rows` shifted slices of the padded input, each
 // times its weight broadcast over the output's pixels: [N, G, O/G, H', W'],
@@ -475,13 +482,14 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Exp
     // Whether a gradient may flow back through this conv (a traced tensor knows).
     const bool needs_grad = grad_mode_enabled() && (x.requires_grad() || weight.requires_grad() ||
                                                     (bias.defined() && bias.requires_grad()));
-    if (direct_conv(x, rows, og) && rows <= kMaxTapTerms && !needs_grad) {
+    const bool direct = direct_conv(x, rows, og, needs_grad);
+    if (direct && rows <= kMaxTapTerms && !needs_grad) {
       y = tap_sum(x, weight, k, stride, dilation, e, padding, groups, l)
               .reshape({n, groups, og, cols}, l);
-    } else if (direct_conv(x, rows, og) && tap_gradients(cg, og, rows, k, stride, dilation, padding)) {
+    } else if (direct && tap_gradients(cg, og, rows, k, stride, dilation, padding)) {
       y = DepthwiseTaps::apply(x, weight, TapGeometry{k, dilation, padding, {e[0], e[1]}, groups, l})
               .reshape({n, groups, og, cols}, l);
-    } else if (direct_conv(x, rows, og)) {
+    } else if (direct) {
       Tensor win = windows2d(x, k, stride, dilation, e, padding, l);  // [N, C, kH, H', kW, W']
       // Each output a sum of `rows` products, read from the windows in place:
       // [N, G, 1, C/G, kH, H', kW, W'] x [1, G, O/G, C/G, kH, 1, kW, 1] summed over C/G, kH, kW.

@@ -243,7 +243,9 @@ class GroupChecker {
       for (int label : labels) {
         if (a_.role[m] == Role::Matmul && label != kFull) return std::nullopt;
         if (a_.role[m] == Role::Reduce && label != row_) return std::nullopt;
-        if (label_dup_[label] && (!is_cheap(g_[m].op) || a_.consumers(m) != 1)) return std::nullopt;
+        // (An affine view is recomputed under a broadcast too: no arithmetic.)
+        if (label_dup_[label] && !affine_view(m) && (!is_cheap(g_[m].op) || a_.consumers(m) != 1))
+          return std::nullopt;
         // A pad read through overlapping windows (unfold) is copied once: its
         // clamped reads, repeated per window, keep the kernel's loads from
         // being consecutive, so its loop did not vectorise (bench_conv's
@@ -307,13 +309,29 @@ class GroupChecker {
   // of scalar selects. A permute that moves the last dim reads each row at a
   // stride, one scalar load an element, so it is copied once, and the taps
   // read that copy's rows (conv2d's channels-last patches, nn_conv.cpp: digits
-  // conv2's patch kernel 56 -> 26 us and the copy 23 us, one thread).
+  // conv2's patch kernel 56 -> 26 us and the copy 23 us, one thread). A slice
+  // or reshape of the group's inputs (affine_view) is recomputed whatever its
+  // rows: one load at an affine index, no select (digits conv1's tap sum read
+  // its padded image's short rows through three copies: 0.52 -> 0.58 of the
+  // roofline without them).
   bool recomputable(NodeId m) const {
     constexpr int64_t kMinRow = 16;
     const Node& n = g_[m];
     const Shape& s = n.type().shape;
-    if (s.empty() || s.back() < kMinRow || !index_only(m)) return false;
+    if (s.empty() || !index_only(m)) return false;
+    if (s.back() < kMinRow) return affine_view(m);
     return n.op != OpKind::permute || n.attrs.ints(AttrKey::perm).back() == int64_t(s.size()) - 1;
+  }
+
+  // Whether member m is a slice, reshape or broadcast of values read from
+  // memory (the group's inputs) through such views only: each evaluation is
+  // one load at an index affine in the output's, rows of any length.
+  bool affine_view(NodeId m) const {
+    const Node& n = g_[m];
+    if (n.op != OpKind::slice && n.op != OpKind::reshape && n.op != OpKind::expand) return false;
+    for (Value v : n.operands)
+      if (in_group(v.node) && !affine_view(v.node)) return false;
+    return true;
   }
 
   // Whether every evaluation of member m is index arithmetic and one load: a

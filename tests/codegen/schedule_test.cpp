@@ -125,20 +125,18 @@ TEST_CASE("P - c * (a @ b) stored over P is one accumulating matmul; a transpose
         "group " + std::to_string(mm) + ": %2 += -0.25 * matmul %4 (one BLAS call, beta = 1)\n");
 }
 
-// A reduction group's full-size side output (%4), reshaped and read at two
-// places by the next group: the reshape is its own copy group, which folds.
-// (Rows this short are not read at two places inside one kernel: fusion.cpp's
-// recomputable.)
+// A reduction group's full-size side output (%3), reshaped (%4) and read by a
+// matmul, which reads its operands from memory: the reshape is its own copy
+// group, which folds.
 constexpr std::string_view kReshapedSideOutput =
     "%0 = arg {index=0} : f32[2,3]\n"
     "%1 = exp %0 : f32[2,3]\n"
     "%2 = sum %1 {dims=[0], keepdim=0} : f32[3]\n"
     "%3 = neg %1 : f32[2,3]\n"
-    "%4 = reshape %3 {shape=[6]} : f32[6]\n"
-    "%5 = slice %4 {dim=0, start=0, end=5, step=1} : f32[5]\n"
-    "%6 = slice %4 {dim=0, start=1, end=6, step=1} : f32[5]\n"
-    "%7 = add %5, %6 : f32[5]\n"
-    "return %2, %7\n";
+    "%4 = reshape %3 {shape=[3,2]} : f32[3,2]\n"
+    "%5 = arg {index=1} : f32[2,5]\n"
+    "%6 = matmul %4, %5 : f32[3,5]\n"
+    "return %2, %6\n";
 
 TEST_CASE("a reshape of a value a kernel writes is kept in that value's buffer, not copied") {
   std::vector<PassRecord> log;
@@ -167,12 +165,14 @@ TEST_CASE("a reshape returned, or of a graph input, is still copied") {
   CHECK(returned.folded_reshape.empty());
   const Schedule of_input = scheduled(
       "%0 = param {index=0} : f32[4,6]\n"
-      "%1 = reshape %0 {shape=[24]} : f32[24]\n"
-      "%2 = slice %1 {dim=0, start=0, end=23, step=1} : f32[23]\n"
-      "%3 = slice %1 {dim=0, start=1, end=24, step=1} : f32[23]\n"
-      "%4 = add %2, %3 : f32[23]\n"
-      "return %4\n");
+      "%1 = reshape %0 {shape=[6,4]} : f32[6,4]\n"
+      "%2 = arg {index=0} : f32[4,3]\n"
+      "%3 = matmul %1, %2 : f32[6,3]\n"
+      "return %3\n");
   CHECK(of_input.folded_reshape.empty());
+  bool copied = false;
+  for (const FusionGroup& g : of_input.groups) copied = copied || g.kind == GroupKind::Copy;
+  CHECK(copied);
 }
 
 TEST_CASE("a folded reshape's readers read its source's buffer, with the reshape's shape") {
@@ -180,16 +180,18 @@ TEST_CASE("a folded reshape's readers read its source's buffer, with the reshape
   CHECK(plan->steps.size() == 2);  // the reduction and its reader: no copy
   HostArray x = HostArray::make(TensorType{DType::f32, {2, 3}});
   for (int64_t i = 0; i < 6; ++i) x.data<float>()[i] = float(i % 7) * 0.25f - 0.75f;
+  HostArray y = HostArray::make(TensorType{DType::f32, {2, 5}});
+  for (int64_t i = 0; i < 10; ++i) y.data<float>()[i] = float(i % 3) * 0.5f - 0.25f;
   HostArray sum = HostArray::make(TensorType{DType::f32, {3}});
-  HostArray out = HostArray::make(TensorType{DType::f32, {5}});
-  void* args[] = {x.data<float>()};
+  HostArray out = HostArray::make(TensorType{DType::f32, {3, 5}});
+  void* args[] = {x.data<float>(), y.data<float>()};
   void* outs[] = {sum.data<float>(), out.data<float>()};
   execute_cpu_plan(*plan, args, nullptr, outs);
   const std::vector<HostArray> want =
-      interpret(parse_graph(kReshapedSideOutput), std::vector<HostArray>{x});
+      interpret(parse_graph(kReshapedSideOutput), std::vector<HostArray>{x, y});
   REQUIRE(want.size() == 2);
   for (int64_t i = 0; i < 3; ++i)
     CHECK(sum.data<float>()[i] == doctest::Approx(want[0].data<float>()[i]));
-  for (int64_t i = 0; i < 5; ++i)
+  for (int64_t i = 0; i < 15; ++i)
     CHECK(out.data<float>()[i] == doctest::Approx(want[1].data<float>()[i]));
 }

@@ -261,12 +261,9 @@ size_t Lowering::unrolled_rows(const std::vector<NodeId>& reds,
   }
   if (!windows) return 0;
   size_t dims = 0;
-  for (int64_t u = 1; dims < rs_.kept.size(); ++dims) {
-    u *= rs_.kept[rs_.kept.size() - 1 - dims];
-    if (u > kMaxUnroll) break;
-  }
   int64_t unroll = 1;
-  for (size_t d = 0; d < dims; ++d) unroll *= rs_.kept[rs_.kept.size() - 1 - d];
+  while (dims < rs_.kept.size() && unroll * rs_.kept[rs_.kept.size() - 1 - dims] <= kMaxUnroll)
+    unroll *= rs_.kept[rs_.kept.size() - 1 - dims++];
   return unroll >= 2 ? dims : 0;
 }
 

@@ -320,7 +320,7 @@ bool direct_conv(const Tensor& x, int64_t rows, int64_t out_per_group, bool need
     case ConvAlgo::Direct: return true;
     case ConvAlgo::Auto: break;
   }
-  return (out_per_group == 1 && rows <= 9) || (!needs_grad && rows <= kMaxTapTerms);
+  return rows <= kMaxTapTerms && (out_per_group == 1 || !needs_grad);
 }
 
 // A direct conv as a sum of `rows` shifted slices of the padded input, each

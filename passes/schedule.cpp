@@ -52,6 +52,31 @@ void fold_reshapes(const Graph& g, Schedule& s) {
         continue;
       }
     }
+    // An output that is a reshape of another output of the same kernel (a
+    // padded gradient that one group reads whole and another through a
+    // reshape): one buffer holds both, the reshape's readers see it with the
+    // reshape's shape. The depthwise conv's backward wrote its padded dY twice.
+    if (grp.kind != GroupKind::Opaque) {
+      std::vector<Value> outs;
+      for (Value v : grp.outputs) {
+        const Node& n = g[v.node];
+        const bool view =
+            n.op == OpKind::reshape && !escapes[v.node] &&
+            std::find(grp.outputs.begin(), grp.outputs.end(), n.operands[0]) != grp.outputs.end();
+        if (view)
+          s.folded_reshape[v] = n.operands[0];
+        else
+          outs.push_back(v);
+      }
+      // A reshape of a reshape: the buffer is the kept output's.
+      for (Value v : grp.outputs)
+        for (auto f = s.folded_reshape.find(v); f != s.folded_reshape.end();) {
+          auto next = s.folded_reshape.find(f->second);
+          if (next == s.folded_reshape.end()) break;
+          f->second = next->second;
+        }
+      grp.outputs = std::move(outs);
+    }
     for (Value v : grp.outputs) written_by[v] = grp.kind;
     renumbered.back() = kept.size();
     kept.push_back(std::move(grp));

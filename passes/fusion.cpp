@@ -643,7 +643,9 @@ std::vector<FusionGroup> plan_fusion(const Graph& g, const FusionOptions& opts) 
     // labels), and only those, so the first sweep's groups are the ones a
     // single sweep makes: kernels that do not read a value at several places
     // keep their members, and so their rounding.
-    for (int sweep = 0; sweep < 2; ++sweep) {
+    bool merged_any = true;
+    for (int sweep = 0; sweep < 2 || merged_any; ++sweep) {
+      merged_any = false;
       checker.allow_recompute(sweep > 0);
       for (NodeId c = 0; c < g.size(); ++c) {
         // A scatter_add or a scan takes producers in; nothing takes one in.
@@ -660,6 +662,7 @@ std::vector<FusionGroup> plan_fusion(const Graph& g, const FusionOptions& opts) 
           const NodeId last = sweep == 0 ? c : NodeId(g.size());
           if (creates_cycle(an, groups, a, b, last, seen, ++stamp)) continue;
           groups.unite(a, b, std::move(merged));
+          merged_any = sweep > 0;
         }
       }
     }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdint>
 #include <cstring>
 
 #include "ir/error.h"
@@ -97,6 +98,8 @@ Kernel KernelBuilder::take() {
   Kernel out = std::move(k_);
   k_ = Kernel{};
   upper_.clear();
+  range_.clear();
+  range_done_.clear();
   blocks_ = {&k_.body};
   scopes_.assign(1, Scope{});
   // Used values are a fixpoint over operands, which are always defined earlier.
@@ -147,6 +150,8 @@ ValueId KernelBuilder::add_value(const ValueDef& d) {
   k_.values.push_back(d);
   const ValueId id = ValueId(k_.values.size() - 1);
   upper_.push_back(-1);
+  range_.emplace_back();
+  range_done_.push_back(0);
   scopes_.back().cse.emplace(key, id);
   Stmt s;
   s.kind = StmtKind::let;
@@ -301,6 +306,12 @@ ValueId KernelBuilder::fold_binary(ScalarOp op, ValueId a, ValueId b) {
         break;
       case ScalarOp::sub:
         if (is(b, 0)) return a;
+        // (x + c1) - c2 = x + (c1 - c2): a pad's position inside a row cut at its edges.
+        if (t == DType::i64 && is_const(b) && is_op(a, ScalarOp::add))
+          for (int o = 0; o < 2; ++o)
+            if (is_const(def(a).args[o]))
+              return binary(ScalarOp::add, def(a).args[1 - o],
+                            iconst(def(def(a).args[o]).iimm - def(b).iimm));
         break;
       case ScalarOp::mul:
         if (is(a, 1)) return b;
@@ -350,6 +361,20 @@ ValueId KernelBuilder::fold_index(ScalarOp op, ValueId a, ValueId b) {
       const int64_t c = def(b).iimm;
       const int64_t ua = upper_bound(a);
       if (ua >= 0 && ua <= c) return op == ScalarOp::idiv ? iconst(0) : a;
+      // x*k alone (the y = 0 case below; a row's first position).
+      if (is_op(a, ScalarOp::mul) && ua >= 0)
+        for (int mo = 0; mo < 2; ++mo) {
+          const ValueId f = def(a).args[mo], k = def(a).args[1 - mo];
+          if (!is_const(k) || def(k).iimm <= 0) continue;
+          const int64_t kv = def(k).iimm;
+          if (kv % c == 0)
+            return op == ScalarOp::imod ? iconst(0) : binary(ScalarOp::mul, f, iconst(kv / c));
+          if (c % kv == 0) {
+            const ValueId q = iconst(c / kv);
+            if (op == ScalarOp::idiv) return binary(ScalarOp::idiv, f, q);
+            return binary(ScalarOp::mul, binary(ScalarOp::imod, f, q), k);
+          }
+        }
       // x*k + y with 0 <= y < k and c = k*m: (x*k + y) / c = x / m and
       // (x*k + y) % c = (x % m)*k + y. With m = 1 that takes linearised coordinates
       // apart again; with m > 1 a row index divides once per row, not per element.
@@ -408,7 +433,118 @@ ValueId KernelBuilder::fold_index(ScalarOp op, ValueId a, ValueId b) {
 }
 
 void KernelBuilder::set_upper_bound(ValueId v, int64_t upper) {
-  upper_.at(size_t(v)) = upper;
+  // Both bounds hold (a loop variable's extent, then a pad's span): the tighter one.
+  int64_t& u = upper_.at(size_t(v));
+  u = u >= 0 ? std::min(u, upper) : upper;
+  range_done_.at(size_t(v)) = 0;
+}
+
+std::optional<KernelBuilder::Range> KernelBuilder::range(ValueId v) const {
+  const ValueDef& d = def(v);
+  if (d.type != DType::i64) return std::nullopt;
+  if (range_done_[size_t(v)]) return range_[size_t(v)];
+  std::optional<Range> r;
+  // Bounds computed in 128 bits; a range outside int64 is unknown.
+  auto make = [&](__int128 lo, __int128 hi) -> std::optional<Range> {
+    if (lo < INT64_MIN || hi > INT64_MAX || lo > hi) return std::nullopt;
+    return Range{int64_t(lo), int64_t(hi)};
+  };
+  auto arg = [&](int i) { return range(d.args[i]); };
+  if (d.op == ScalarOp::const_) {
+    r = Range{d.iimm, d.iimm};
+  } else if (scalar_op_arity(d.op) == 2 || d.op == ScalarOp::select) {
+    const int first = d.op == ScalarOp::select ? 1 : 0;
+    const std::optional<Range> a = arg(first), b = arg(first + 1);
+    if (a && b) {
+      const __int128 alo = a->lo, ahi = a->hi, blo = b->lo, bhi = b->hi;
+      switch (d.op) {
+        case ScalarOp::add:
+          r = make(alo + blo, ahi + bhi);
+          break;
+        case ScalarOp::sub:
+          r = make(alo - bhi, ahi - blo);
+          break;
+        case ScalarOp::mul: {
+          const __int128 p[] = {alo * blo, alo * bhi, ahi * blo, ahi * bhi};
+          r = make(*std::min_element(p, p + 4), *std::max_element(p, p + 4));
+          break;
+        }
+        case ScalarOp::min:
+          r = make(std::min(alo, blo), std::min(ahi, bhi));
+          break;
+        case ScalarOp::max:
+          r = make(std::max(alo, blo), std::max(ahi, bhi));
+          break;
+        case ScalarOp::select:
+          r = make(std::min(alo, blo), std::max(ahi, bhi));
+          break;
+        case ScalarOp::idiv:  // non-negative by a positive divisor (kernel_ir.h)
+          if (alo >= 0 && blo > 0) r = make(alo / bhi, ahi / blo);
+          break;
+        case ScalarOp::imod:
+          if (alo >= 0 && blo > 0) r = make(0, std::min(ahi, bhi - 1));
+          break;
+        default:
+          break;
+      }
+    }
+  }
+  // A declared bound narrows what the operands say (a pad's offset, declared
+  // [0, len), may be known to lie inside the row's cut).
+  if (const int64_t u = upper_[size_t(v)]; u > 0 && d.op != ScalarOp::const_)
+    r = r ? make(std::max<int64_t>(r->lo, 0), std::min(r->hi, u - 1)) : Range{0, u - 1};
+  range_[size_t(v)] = r;
+  range_done_[size_t(v)] = 1;
+  return r;
+}
+
+ValueId KernelBuilder::fold_by_range(ScalarOp op, ValueId a, ValueId b) {
+  if (type(a) != DType::i64) return kNoValue;
+  const std::optional<Range> ra = range(a), rb = range(b);
+  if (!ra || !rb) return kNoValue;
+  auto truth = [&](bool v) { return iconst(v, DType::b8); };
+  // a < b always, never, or either.
+  auto less = [&](const Range& x, const Range& y) -> int {
+    if (x.hi < y.lo) return 1;
+    if (x.lo >= y.hi) return 0;
+    return -1;
+  };
+  int t = -1;
+  switch (op) {
+    case ScalarOp::lt:
+      t = less(*ra, *rb);
+      break;
+    case ScalarOp::gt:
+      t = less(*rb, *ra);
+      break;
+    case ScalarOp::le:
+      t = less(*rb, *ra);
+      t = t < 0 ? t : 1 - t;
+      break;
+    case ScalarOp::ge:
+      t = less(*ra, *rb);
+      t = t < 0 ? t : 1 - t;
+      break;
+    case ScalarOp::eq:
+    case ScalarOp::ne:
+      if (ra->hi < rb->lo || rb->hi < ra->lo)
+        t = 0;
+      else if (ra->lo == ra->hi && rb->lo == rb->hi)
+        t = 1;
+      if (t >= 0 && op == ScalarOp::ne) t = 1 - t;
+      break;
+    case ScalarOp::min:
+      if (ra->hi <= rb->lo) return a;
+      if (rb->hi <= ra->lo) return b;
+      return kNoValue;
+    case ScalarOp::max:
+      if (ra->lo >= rb->hi) return a;
+      if (rb->lo >= ra->hi) return b;
+      return kNoValue;
+    default:
+      return kNoValue;
+  }
+  return t < 0 ? kNoValue : truth(t == 1);
 }
 
 int64_t KernelBuilder::upper_bound(ValueId v) const {
@@ -467,6 +603,7 @@ ValueId KernelBuilder::binary(ScalarOp op, ValueId a, ValueId b) {
     if (ValueId f = fold_pow(a, b); f != kNoValue) return f;
   if (ValueId f = fold_binary(op, a, b); f != kNoValue) return f;
   if (ValueId f = fold_index(op, a, b); f != kNoValue) return f;
+  if (ValueId f = fold_by_range(op, a, b); f != kNoValue) return f;
   // Commutative ops get a canonical operand order so CSE sees a+b == b+a.
   switch (op) {
     case ScalarOp::add:

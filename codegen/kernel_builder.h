@@ -4,6 +4,7 @@
 // cancel out), and drops unused values when the kernel is taken.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -80,11 +81,24 @@ class KernelBuilder {
   /// The exclusive upper bound of a non-negative index value, or -1 if unknown.
   int64_t upper_bound(ValueId v) const;
 
+  /// Inclusive bounds of an i64 value.
+  struct Range {
+    int64_t lo = 0, hi = 0;
+  };
+  /// What the builder can prove about an i64 value's range: constants, values
+  /// with a declared upper bound (loop variables), and sums, differences,
+  /// products, min/max, selects, quotients and remainders of those. Comparisons
+  /// of i64 values fold when the ranges decide them (a pad's guard inside a
+  /// loop over its interior: codegen/lower_map.cpp). Empty when unknown.
+  std::optional<Range> range(ValueId v) const;
+
  private:
   ValueId add_value(const ValueDef& d);
   ValueId fold_binary(ScalarOp op, ValueId a, ValueId b);
   ValueId fold_index(ScalarOp op, ValueId a, ValueId b);
   ValueId fold_pow(ValueId a, ValueId b);
+  // A comparison or min/max of i64 values that their ranges decide.
+  ValueId fold_by_range(ScalarOp op, ValueId a, ValueId b);
   // The terms of an i64 sum (nested adds), its constants added into `constant`.
   void add_terms(ValueId v, std::vector<ValueId>& terms, int64_t& constant, int depth) const;
   ValueId factor_select(ValueId c, ValueId a, ValueId b);
@@ -101,6 +115,9 @@ class KernelBuilder {
   };
   Kernel k_;
   std::vector<int64_t> upper_;              // per value: exclusive bound, -1 unknown
+  // Per value: range() once computed (a declared bound resets it).
+  mutable std::vector<std::optional<Range>> range_;
+  mutable std::vector<char> range_done_;
   std::vector<std::vector<Stmt>*> blocks_;  // innermost last
   std::vector<Scope> scopes_;               // parallel to blocks_
 };

@@ -67,6 +67,11 @@ class Emitter {
                     const std::function<void(llvm::Value*)>& emit_body);
 
   void loop(int32_t var, llvm::Value* lo, llvm::Value* hi, const std::vector<kir::Stmt>& body);
+  // Where a short loop over [lo, hi) is cut so that its iterations are whole
+  // vectors (see loop), or 0 when it is not.
+  int64_t overlap_cut(llvm::Value* lo, llvm::Value* hi, const std::vector<kir::Stmt>& body) const;
+  // The width, in bits, of the host's widest vectors.
+  static int vector_bits();
   llvm::Value* extent(const kir::Stmt& loop);
   void pass(const kir::Stmt& s, llvm::Value* lo, llvm::Value* hi);
   void stmt(const kir::Stmt& s);

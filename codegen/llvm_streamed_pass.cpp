@@ -24,14 +24,13 @@ bool host_streams() {
   return LlvmJit::get().cpu_features().find("+sse2") != std::string::npos;
 }
 
-// The element width, in bits, of a streamed loop's vectors: the host's widest.
-int stream_vector_bits() {
+}  // namespace
+
+int Emitter::vector_bits() {
   const LlvmJit& jit = LlvmJit::get();
   if (jit.vector_width() != 0) return jit.vector_width();
   return jit.cpu_features().find("+avx") != std::string::npos ? 256 : 128;
 }
-
-}  // namespace
 
 std::optional<kir::StreamedLoop> streamed_loop(const kir::Kernel& k, const LlvmEmitOptions& opts) {
   if ((opts.stream_min_bytes <= 0 && !opts.stream_all) || !host_streams()) return std::nullopt;
@@ -47,7 +46,7 @@ void Emitter::streamed_pass(llvm::Value* lo, llvm::Value* hi) {
   for (const kir::Stmt& st : *s.body)
     if (st.kind == StmtKind::store) store = &st;
   const int64_t elem = dtype_size(k_.buffers[size_t(s.buffer)].dtype);
-  const int64_t vec_bytes = stream_vector_bits() / 8, lanes = vec_bytes / elem;
+  const int64_t vec_bytes = vector_bits() / 8, lanes = vec_bytes / elem;
   llvm::Type* i64 = b_.getInt64Ty();
   llvm::Value* first =
       b_.CreatePtrToInt(address(s.buffer, linear_index(store->index, lo)), i64, "nt.first");

@@ -72,6 +72,20 @@ namespace {
 
 using namespace lowering;
 
+// A rows-mode lowering, its innermost loop cut at its pads' edges where it has
+// any (Lowering::inner_segments); *split says whether it was.
+kir::Kernel lower_rows(const Graph& g, const FusionGroup& group, const LowerOptions& opts,
+                       std::vector<int64_t> loops = {}, Shape space = {}, bool* split = nullptr) {
+  Lowering whole(g, group, opts, Mode::rows, loops, space);
+  kir::Kernel k = whole.run();
+  std::vector<int64_t> cuts = whole.inner_segments();
+  if (split) *split = !cuts.empty();
+  if (cuts.empty()) return k;
+  Lowering cut(g, group, opts, Mode::rows, std::move(loops), std::move(space));
+  cut.split_inner_loop(std::move(cuts));
+  return cut.run();
+}
+
 kir::Kernel lower_in_mode(const Graph& g, const FusionGroup& group, const LowerOptions& opts) {
   if (group.kind == GroupKind::Reduction) return Lowering(g, group, opts, Mode::flat).run();
   Lowering flat(g, group, opts, Mode::flat);
@@ -92,7 +106,8 @@ kir::Kernel lower_in_mode(const Graph& g, const FusionGroup& group, const LowerO
   auto divisions = [](const kir::Kernel& kk) {
     return kk.range * kir::divisions_per_iteration(kk);
   };
-  kir::Kernel best = Lowering(g, group, opts, Mode::rows).run();
+  bool split = false;
+  kir::Kernel best = lower_rows(g, group, opts, {}, {}, &split);
   int64_t least = divisions(best);
   const int64_t e = widest->shape.back();
   std::vector<std::vector<int64_t>> others;
@@ -101,9 +116,10 @@ kir::Kernel lower_in_mode(const Graph& g, const FusionGroup& group, const LowerO
     others.push_back(std::move(run));
   for (std::vector<int64_t>& loops : others) {
     if (least == 0) break;
-    kir::Kernel other = Lowering(g, group, opts, Mode::rows, std::move(loops)).run();
+    bool other_split = false;
+    kir::Kernel other = lower_rows(g, group, opts, std::move(loops), {}, &other_split);
     const int64_t d = divisions(other);
-    if (d < least) best = std::move(other), least = d;
+    if (d < least) best = std::move(other), least = d, split = other_split;
   }
   // Longer rows where a reshape merges the output's trailing dims, one loop over
   // them, dividing as little or less: a bias added to a conv's [N, O, H'W'] product and written as
@@ -113,7 +129,15 @@ kir::Kernel lower_in_mode(const Graph& g, const FusionGroup& group, const LowerO
       group.kind == GroupKind::Matmul)
     for (Shape& space : merged_spaces_of(g, group, widest->shape)) {
       const int64_t merged = space.back();
-      kir::Kernel other = Lowering(g, group, opts, Mode::rows, {merged}, std::move(space)).run();
+      // Rows cut at a pad's edges keep their last dim as the innermost loop
+      // (one merged loop would index the pad by a remainder, its reads guarded
+      // again), inside a loop over the rest of the merged rows: a depthwise
+      // conv's taps loop over an image's rows, its weights loaded once an image.
+      std::vector<int64_t> loops{merged};
+      if (split) loops = {merged / e, e};
+      bool other_split = false;
+      kir::Kernel other = lower_rows(g, group, opts, loops, std::move(space), &other_split);
+      if (split && !other_split) continue;
       const int64_t d = divisions(other);
       if (d < least || (d == least && other.range < best.range)) best = std::move(other), least = d;
     }

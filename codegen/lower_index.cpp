@@ -303,6 +303,23 @@ ValueId Lowering::pad_read(const Node& n, Coords& c, ValueId* valid) {
   // Input element i sits at low + i * gap; the span covers [low, low + (len-1)*gap].
   const ValueId x = dims(c)[d];
   const ValueId lo = kb_.iconst(low), hi = kb_.iconst(low + (len - 1) * gap);
+  // x = j + k for the inner loop's position j: the guard holds for j in
+  // [low - k, low + (len-1) gap - k] (see inner_segments).
+  if (gap == 1 && inner_j_ != kNoValue) {
+    int64_t k = 0;
+    ValueId t = x;
+    while (t != inner_j_ && kb_.def(t).op == ScalarOp::add) {
+      const kir::ValueDef& a = kb_.def(t);
+      const int ci = kb_.is_const(a.args[0]) ? 0 : kb_.is_const(a.args[1]) ? 1 : -1;
+      if (ci < 0) break;
+      k += kb_.def(a.args[ci]).iimm;
+      t = a.args[1 - ci];
+    }
+    if (t == inner_j_) {
+      pad_edges_.push_back(low - k);
+      pad_edges_.push_back(low + len - k);
+    }
+  }
   *valid =
       kb_.binary(ScalarOp::and_, kb_.binary(ScalarOp::ge, x, lo), kb_.binary(ScalarOp::le, x, hi));
   // Clamp so the operand is always read in bounds (a span of one element is read
@@ -312,7 +329,7 @@ ValueId Lowering::pad_read(const Node& n, Coords& c, ValueId* valid) {
     const ValueId off = kb_.select(*valid, kb_.binary(ScalarOp::sub, x, lo), kb_.iconst(0));
     // In [0, (len-1) gap]: said, so that the operand's linear index, row * len +
     // pos, comes apart again by folding instead of dividing per element.
-    kb_.set_upper_bound(off, (len - 1) * gap + 1);
+    if (!kb_.is_const(off)) kb_.set_upper_bound(off, (len - 1) * gap + 1);
     pos = off;
     if (gap > 1) {
       pos = kb_.binary(ScalarOp::idiv, off, kb_.iconst(gap));

@@ -36,61 +36,104 @@ void Lowering::lower_map() {
   Coords base;
   base.shape = space;
   const ValueId i0 = kb_.index(0);
+  // The outputs' values at `base` (whose coordinates the caller has set),
+  // stored last, after every load (so an in-place output never feeds a later read).
+  auto emit = [&] {
+    std::vector<Coords> coords;
+    std::vector<ValueId> vals;
+    for (Value v : outs) {
+      Coords c;
+      if (g_.type(v).shape == space) {
+        c = base;
+      } else {
+        c.shape = g_.type(v).shape;
+        c.linear = base.linear;
+      }
+      vals.push_back(eval(v, c));
+      coords.push_back(c);
+    }
+    for (size_t k = 0; k < outs.size(); ++k) {
+      const int64_t m = g_.type(outs[k]).numel();
+      const ValueId idx = linear(coords[k]);
+      if (m < n) {
+        kb_.begin_if(kb_.binary(ScalarOp::lt, idx, kb_.iconst(m)));
+        kb_.store(bufs[k], idx, vals[k]);
+        kb_.end_if();
+      } else {
+        kb_.store(bufs[k], idx, vals[k]);
+      }
+    }
+  };
   if (mode_ == Mode::flat) {
     kb_.kernel().range = n;
     kb_.set_upper_bound(i0, n);
     base.linear = i0;
-  } else {
-    const int64_t e = space.back();
-    if (inner_loops_.empty()) inner_loops_ = split_last_dim(space);
-    if (kiln::numel(inner_loops_) != e)
-      fail("inner loops ", shape_str(inner_loops_), " do not cover the last dim ", e);
-    kb_.kernel().range = n / e;
-    kb_.set_upper_bound(i0, n / e);
-    const Shape rows(space.begin(), space.end() - 1);
-    std::vector<ValueId> rd = delinearize(i0, rows);
-    // One loop per piece of the last dim, outer to inner. The linear index is in
-    // Horner form over (row, pieces...), which reshapes take apart by folding.
-    ValueId lin = i0, last = kNoValue;
-    for (int64_t piece : inner_loops_) {
-      const ValueId lin_base = kb_.binary(ScalarOp::mul, lin, kb_.iconst(piece));
-      const ValueId last_base =
-          last == kNoValue ? kNoValue : kb_.binary(ScalarOp::mul, last, kb_.iconst(piece));
-      const ValueId j = kb_.index(kb_.begin_loop(piece));
-      lin = kb_.binary(ScalarOp::add, lin_base, j);
-      last = last == kNoValue ? j : kb_.binary(ScalarOp::add, last_base, j);
-    }
-    rd.push_back(last);
+    emit();
+    return;
+  }
+  const int64_t e = space.back();
+  if (inner_loops_.empty()) inner_loops_ = split_last_dim(space);
+  if (kiln::numel(inner_loops_) != e)
+    fail("inner loops ", shape_str(inner_loops_), " do not cover the last dim ", e);
+  kb_.kernel().range = n / e;
+  kb_.set_upper_bound(i0, n / e);
+  const Shape rows(space.begin(), space.end() - 1);
+  std::vector<ValueId> rd = delinearize(i0, rows);
+  // One loop per piece of the last dim, outer to inner. The linear index is in
+  // Horner form over (row, pieces...), which reshapes take apart by folding.
+  ValueId lin = i0, last = kNoValue;
+  for (size_t l = 0; l + 1 < inner_loops_.size(); ++l) {
+    const int64_t piece = inner_loops_[l];
+    const ValueId lin_base = kb_.binary(ScalarOp::mul, lin, kb_.iconst(piece));
+    const ValueId last_base =
+        last == kNoValue ? kNoValue : kb_.binary(ScalarOp::mul, last, kb_.iconst(piece));
+    const ValueId j = kb_.index(kb_.begin_loop(piece));
+    lin = kb_.binary(ScalarOp::add, lin_base, j);
+    last = last == kNoValue ? j : kb_.binary(ScalarOp::add, last_base, j);
+  }
+  // The innermost loop, once or as segments [cuts_[s], cuts_[s+1]) (see
+  // inner_segments), each over its own positions j + cuts_[s].
+  const int64_t piece = inner_loops_.back();
+  const ValueId lin_base = kb_.binary(ScalarOp::mul, lin, kb_.iconst(piece));
+  const ValueId last_base =
+      last == kNoValue ? kNoValue : kb_.binary(ScalarOp::mul, last, kb_.iconst(piece));
+  std::vector<int64_t> cuts = cuts_.empty() ? std::vector<int64_t>{0, piece} : cuts_;
+  for (size_t s = 0; s + 1 < cuts.size(); ++s) {
+    ValueId j = kb_.index(kb_.begin_loop(cuts[s + 1] - cuts[s]));
+    j = kb_.binary(ScalarOp::add, j, kb_.iconst(cuts[s]));
+    inner_j_ = j;
+    base.linear = kb_.binary(ScalarOp::add, lin_base, j);
     base.dims = rd;
-    base.linear = lin;
+    base.dims.push_back(last == kNoValue ? j : kb_.binary(ScalarOp::add, last_base, j));
+    emit();
+    kb_.end_loop();
   }
-  std::vector<Coords> coords;
-  std::vector<ValueId> vals;
-  for (Value v : outs) {
-    Coords c;
-    if (g_.type(v).shape == space) {
-      c = base;
-    } else {
-      c.shape = g_.type(v).shape;
-      c.linear = base.linear;
-    }
-    vals.push_back(eval(v, c));
-    coords.push_back(c);
+  inner_j_ = kNoValue;
+  for (size_t l = 0; l + 1 < inner_loops_.size(); ++l) kb_.end_loop();
+}
+
+std::vector<int64_t> Lowering::inner_segments() const {
+  if (mode_ != Mode::rows || inner_loops_.empty() || pad_edges_.empty()) return {};
+  const int64_t e = inner_loops_.back();
+  std::vector<int64_t> cuts{0, e};
+  for (int64_t p : pad_edges_)
+    if (p > 0 && p < e) cuts.push_back(p);
+  std::sort(cuts.begin(), cuts.end());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  if (cuts.size() == 2) return {};
+  // Many edges (a wide kernel's taps): only the longest segment is split off.
+  constexpr size_t kMaxSegments = 7;
+  if (cuts.size() - 1 > kMaxSegments) {
+    size_t best = 0;
+    for (size_t s = 1; s + 1 < cuts.size(); ++s)
+      if (cuts[s + 1] - cuts[s] > cuts[best + 1] - cuts[best]) best = s;
+    std::vector<int64_t> three{0};
+    if (cuts[best] > 0) three.push_back(cuts[best]);
+    if (cuts[best + 1] < e) three.push_back(cuts[best + 1]);
+    three.push_back(e);
+    cuts = std::move(three);
   }
-  // Stores last, after every load (so an in-place output never feeds a later read).
-  for (size_t k = 0; k < outs.size(); ++k) {
-    const int64_t m = g_.type(outs[k]).numel();
-    const ValueId idx = linear(coords[k]);
-    if (m < n) {
-      kb_.begin_if(kb_.binary(ScalarOp::lt, idx, kb_.iconst(m)));
-      kb_.store(bufs[k], idx, vals[k]);
-      kb_.end_if();
-    } else {
-      kb_.store(bufs[k], idx, vals[k]);
-    }
-  }
-  if (mode_ == Mode::rows)
-    for (size_t l = 0; l < inner_loops_.size(); ++l) kb_.end_loop();
+  return cuts;
 }
 
 std::vector<int64_t> Lowering::split_last_dim(const Shape& space) const {

@@ -117,6 +117,16 @@ class Lowering {
 
   int delinearized() const { return delinearized_; }
 
+  // Where the rows mode's innermost loop is best cut (after a run): at the
+  // positions where a pad's guard on the last dim changes value, so that in
+  // each segment the guards fold (codegen/kernel_builder.h, range) and the
+  // reads are plain loads at affine indices, which vectorise; a depthwise
+  // conv's taps read its padded image this way without a copy of it. The
+  // cuts from 0 to the extent, or empty when the loop stays whole.
+  std::vector<int64_t> inner_segments() const;
+  // Runs the innermost loop in the segments between `cuts` (inner_segments).
+  void split_inner_loop(std::vector<int64_t> cuts) { cuts_ = std::move(cuts); }
+
  private:
   template <class... A>
   [[noreturn]] void fail(const A&... a) {
@@ -284,6 +294,11 @@ class Lowering {
   std::vector<ValueId> row_dims_;
   std::vector<int64_t> inner_loops_;  // rows mode of lower_map: see split_last_dim
   Shape space_;                       // rows mode of lower_map: see the constructor
+  std::vector<int64_t> cuts_;         // see split_inner_loop
+  // The rows mode's position in the last dim while its single inner loop is
+  // lowered, and the positions where a pad's guard on it changes (pad_read).
+  ValueId inner_j_ = kNoValue;
+  std::vector<int64_t> pad_edges_;
   int delinearized_ = 0;
 };
 

@@ -81,6 +81,38 @@ TEST_CASE("pad inside a group reads zero outside the copied range") {
   check_whole_graph(g, GroupKind::Elementwise, 13);
 }
 
+TEST_CASE("rows cut at a pad's edges match the interpreter, whatever their length") {
+  // The taps of a row padded on both sides: the row is cut where the guards
+  // change, and short pieces run as whole vectors, the last overlapping
+  // (codegen/llvm_codegen.cpp, overlap_cut): lengths on and off a vector's lanes.
+  for (DType dt : {DType::f32, DType::f64})
+    for (int64_t w : {int64_t(3), int64_t(7), int64_t(9), int64_t(16), int64_t(17), int64_t(30),
+                      int64_t(45), int64_t(70)}) {
+      Graph g;
+      Builder b(g);
+      Value x = b.arg(0, ty(dt, {6, w}));
+      Value p = b.op(OpKind::pad, {x},
+                     Attrs{{AttrKey::dim, int64_t{1}},
+                           {AttrKey::low, int64_t{2}},
+                           {AttrKey::high, int64_t{1}},
+                           {AttrKey::interior, int64_t{0}}});  // [6, w + 3]
+      Value sum;
+      for (int64_t k = 0; k < 4; ++k) {
+        Value tap = b.op(OpKind::slice, {p},
+                         Attrs{{AttrKey::dim, int64_t{1}},
+                               {AttrKey::start, k},
+                               {AttrKey::end, k + w},
+                               {AttrKey::step, int64_t{1}}});
+        tap = b.mul(tap, b.scalar_like(tap, 0.5 + double(k)));
+        sum = k == 0 ? tap : b.add(sum, tap);
+      }
+      g.outputs = {b.add(sum, b.arg(1, ty(dt, {w})))};
+      CAPTURE(dtype_name(dt));
+      CAPTURE(w);
+      check_whole_graph(g, GroupKind::Elementwise, 15 + uint64_t(w));
+    }
+}
+
 TEST_CASE("several outputs of different shapes from one elementwise group") {
   Graph g;
   Builder b(g);

@@ -206,7 +206,11 @@ TEST_CASE("short rows split too: a conv's padded image divides once per row of 1
       "return %2\n",
       GroupKind::Copy);
   REQUIRE(got.find("parallel i0 in [0, 640)") != std::string::npos);
-  const std::string inner = got.substr(got.find("for i1 in [0, 10)"));
+  // The row is cut at the pad's edges: the fill, the 8 read elements, the fill.
+  REQUIRE(got.find("for i1 in [0, 1)") != std::string::npos);
+  CHECK(got.find("for i2 in [0, 8)") != std::string::npos);
+  CHECK(got.find("for i3 in [0, 1)") != std::string::npos);
+  const std::string inner = got.substr(got.find("for i1"));
   CHECK(!divides(inner));
   // A single dim has no rows to split.
   const std::string one_dim = lowered(
@@ -319,8 +323,12 @@ TEST_CASE("pad's clamped read is bounded, so its operand's index comes apart by 
       "%3 = pad %2 {dim=1, high=0, interior=0, low=4} : f32[8,32]\n"
       "return %3\n",
       GroupKind::Copy);
-  const std::string inner = got.substr(got.find("for i1 in [0, 32)"));
+  // Cut at the pad's edge: the fill, then the row read without a guard.
+  REQUIRE(got.find("for i1 in [0, 4)") != std::string::npos);
+  REQUIRE(got.find("for i2 in [0, 28)") != std::string::npos);
+  const std::string inner = got.substr(got.find("for i1"));
   CHECK(!divides(inner));
+  CHECK(got.substr(got.find("for i2")).find("select") == std::string::npos);
 }
 
 TEST_CASE("cat and stack choose their piece per element and read it once") {
@@ -342,26 +350,21 @@ TEST_CASE("cat and stack choose their piece per element and read it once") {
         "  %2 = mul %0, %1 : i64\n"
         "  for i1 in [0, 32):\n"
         "    %3 = index i1 : i64\n"
-        "    %4 = add %2, %3 : i64\n"
-        "    %5 = const 2 : i64\n"
-        "    %6 = const 3 : i64\n"
-        "    %7 = le %0, %6 : bool\n"
-        "    %8 = ge %0, %5 : bool\n"
-        "    %9 = and %7, %8 : bool\n"
-        "    %10 = const 0 : i64\n"
-        "    %11 = sub %0, %5 : i64\n"
-        "    %12 = select %9, %11, %10 : i64\n"
-        "    %13 = mul %1, %12 : i64\n"
-        "    %14 = const 1 : i64\n"
-        "    %15 = le %0, %14 : bool\n"
-        "    %16 = ge %0, %10 : bool\n"
-        "    %17 = and %15, %16 : bool\n"
-        "    %18 = select %17, %0, %10 : i64\n"
-        "    %19 = mul %1, %18 : i64\n"
-        "    %20 = select %17, %19, %13 : i64\n"
-        "    %21 = add %3, %20 : i64\n"
-        "    %22 = load buf0[%21] : f32\n"
-        "    store buf1[%4] = %22\n");
+        "    %4 = const 0 : i64\n"
+        "    %5 = add %2, %3 : i64\n"
+        "    %6 = const 2 : i64\n"
+        "    %7 = ge %0, %6 : bool\n"
+        "    %8 = sub %0, %6 : i64\n"
+        "    %9 = select %7, %8, %4 : i64\n"
+        "    %10 = mul %1, %9 : i64\n"
+        "    %11 = const 1 : i64\n"
+        "    %12 = le %0, %11 : bool\n"
+        "    %13 = select %12, %0, %4 : i64\n"
+        "    %14 = mul %1, %13 : i64\n"
+        "    %15 = select %12, %14, %10 : i64\n"
+        "    %16 = add %3, %15 : i64\n"
+        "    %17 = load buf0[%16] : f32\n"
+        "    store buf1[%5] = %17\n");
   const std::string overlap = lowered(
       "%0 = arg {index=0} : f32[2,32]\n"
       "%1 = pad %0 {dim=0, high=1, interior=0, low=0} : f32[3,32]\n"
@@ -393,6 +396,69 @@ TEST_CASE("the builder folds integer identities and shares equal values") {
   CHECK(kb.binary(kir::ScalarOp::add, a, kb.iconst(5)) != inner);
   kir::Kernel k = kb.take();
   kir::verify_kernel(k);
+}
+
+TEST_CASE("the builder decides comparisons by the ranges of their operands") {
+  kir::KernelBuilder kb("t");
+  const kir::ValueId row = kb.index(0);
+  kb.set_upper_bound(row, 4);  // [0, 3]
+  auto truth = [&](kir::ValueId v) { return kb.is_const(v) ? int(kb.const_value(v)) : -1; };
+  const int32_t l = kb.begin_loop(30);
+  // j + 1 for j in [0, 30): [1, 30], a pad's position inside the row cut at its edges.
+  const kir::ValueId x = kb.binary(kir::ScalarOp::add, kb.index(l), kb.iconst(1));
+  CHECK(truth(kb.binary(kir::ScalarOp::ge, x, kb.iconst(1))) == 1);
+  CHECK(truth(kb.binary(kir::ScalarOp::le, x, kb.iconst(30))) == 1);
+  CHECK(truth(kb.binary(kir::ScalarOp::lt, x, kb.iconst(31))) == 1);
+  CHECK(truth(kb.binary(kir::ScalarOp::gt, x, kb.iconst(0))) == 1);
+  CHECK(truth(kb.binary(kir::ScalarOp::lt, x, kb.iconst(1))) == 0);
+  CHECK(truth(kb.binary(kir::ScalarOp::eq, x, kb.iconst(31))) == 0);
+  CHECK(truth(kb.binary(kir::ScalarOp::ne, x, kb.iconst(0))) == 1);
+  // Undecided where the ranges overlap.
+  CHECK(truth(kb.binary(kir::ScalarOp::ge, x, kb.iconst(2))) == -1);
+  CHECK(truth(kb.binary(kir::ScalarOp::le, x, row)) == -1);
+  // Sums, differences, products and quotients carry their bounds.
+  const kir::ValueId d = kb.binary(kir::ScalarOp::sub, x, row);  // [-2, 30]
+  CHECK(truth(kb.binary(kir::ScalarOp::ge, d, kb.iconst(-2))) == 1);
+  CHECK(truth(kb.binary(kir::ScalarOp::ge, d, kb.iconst(-1))) == -1);
+  CHECK(truth(kb.binary(kir::ScalarOp::lt, kb.binary(kir::ScalarOp::mul, row, kb.iconst(8)),
+                        kb.iconst(25))) == 1);
+  CHECK(truth(kb.binary(kir::ScalarOp::le, kb.binary(kir::ScalarOp::idiv, x, kb.iconst(8)),
+                        kb.iconst(3))) == 1);
+  // (x + 1) - 1 is x again; min and max that the ranges decide are one operand.
+  CHECK(kb.binary(kir::ScalarOp::sub, x, kb.iconst(1)) == kb.index(l));
+  CHECK(kb.binary(kir::ScalarOp::max, x, kb.iconst(0)) == x);
+  CHECK(kb.binary(kir::ScalarOp::min, x, kb.iconst(40)) == x);
+  kb.end_loop();
+  kir::verify_kernel(kb.take());
+}
+
+TEST_CASE(
+    "a pad's guard on the last dim cuts the row at its edges; inside, the taps are plain loads") {
+  // A depthwise conv's three column taps of a row padded by one on each side.
+  const std::string got = lowered(
+      "%0 = arg {index=0} : f32[4,30]\n"
+      "%1 = pad %0 {dim=1, low=1, high=1, interior=0} : f32[4,32]\n"
+      "%2 = slice %1 {dim=1, start=0, end=30, step=1} : f32[4,30]\n"
+      "%3 = slice %1 {dim=1, start=1, end=31, step=1} : f32[4,30]\n"
+      "%4 = slice %1 {dim=1, start=2, end=32, step=1} : f32[4,30]\n"
+      "%5 = add %2, %3 : f32[4,30]\n"
+      "%6 = add %5, %4 : f32[4,30]\n"
+      "return %6\n",
+      GroupKind::Elementwise);
+  REQUIRE(got.find("for i1 in [0, 1)") != std::string::npos);
+  REQUIRE(got.find("for i2 in [0, 28)") != std::string::npos);
+  REQUIRE(got.find("for i3 in [0, 1)") != std::string::npos);
+  const std::string inside =
+      got.substr(got.find("for i2"), got.find("for i3") - got.find("for i2"));
+  CHECK(inside.find("select") == std::string::npos);
+  CHECK(inside.find(" ge ") == std::string::npos);
+  size_t loads = 0;
+  for (size_t at = inside.find("load"); at != std::string::npos; at = inside.find("load", at + 1))
+    ++loads;
+  CHECK(loads == 3);
+  // At the edges one tap reads the fill: two loads each, no guard left either.
+  const std::string first = got.substr(got.find("for i1"), got.find("for i2") - got.find("for i1"));
+  CHECK(first.find("select") == std::string::npos);
 }
 
 TEST_CASE("the builder takes x*k + y apart by k and by multiples of k") {
@@ -538,7 +604,14 @@ TEST_CASE("a padded image's windows, stacked by tap in both dims, are one load a
   const std::vector<FusionGroup> groups = plan_fusion(g, FusionOptions{});
   REQUIRE(groups.size() == 1);
   const std::string got = lowered(ir, groups[0].kind);
-  CHECK(got.find("load") == got.rfind("load"));
+  // One load an element in each piece of the row cut at the column pad's edge.
+  size_t loads = 0, loops = 0;
+  for (size_t at = got.find("load"); at != std::string::npos; at = got.find("load", at + 1))
+    ++loads;
+  for (size_t at = got.find("for i"); at != std::string::npos; at = got.find("for i", at + 1))
+    ++loops;
+  CHECK(loops == 2);
+  CHECK(loads == loops);
 }
 
 // A depthwise conv's weight gradient (nn_conv.cpp's DepthwiseTaps): the sum

@@ -7,6 +7,7 @@
 #include <limits>
 #include <set>
 #include <sstream>
+#include <unordered_set>
 
 #include "ir/attrs.h"
 #include "ir/error.h"
@@ -439,6 +440,19 @@ int64_t divisions_per_iteration(const Kernel& k) {
     const ValueDef& by = k.values[size_t(def.args[1])];
     return by.op != ScalarOp::const_ || by.iimm <= 0 || (by.iimm & (by.iimm - 1)) != 0;
   };
+  // A value's expression as text (constants by value, loop variables by number).
+  std::vector<std::string> keys(k.values.size());
+  auto expr_key = [&](auto& self, ValueId v) -> std::string {
+    std::string& key = keys[size_t(v)];
+    if (!key.empty()) return key;
+    const ValueDef& def = k.values[size_t(v)];
+    key = std::string(scalar_op_name(def.op)) + ":" + std::to_string(def.ref) + ":" +
+          std::to_string(def.iimm) + ":" + std::to_string(def.fimm);
+    for (ValueId a : def.args)
+      if (a != kNoValue) key += "(" + self(self, a) + ")";
+    return key;
+  };
+  std::unordered_set<std::string> outer;
   // trips[j]: how many times the body at loop depth j runs per outer iteration.
   std::vector<int64_t> trips{1};
   int64_t total = 0;
@@ -452,7 +466,11 @@ int64_t divisions_per_iteration(const Kernel& k) {
       } else if (s.kind == StmtKind::if_) {
         self(self, s.body);
       } else if (s.kind == StmtKind::let && costly(k.values[size_t(s.value)])) {
-        total += trips[size_t(std::min<int>(depth_of(depth_of, s.value), int(trips.size()) - 1))];
+        const int d = std::min<int>(depth_of(depth_of, s.value), int(trips.size()) - 1);
+        // The outer index's own divisions, made again in sibling loops (a row
+        // cut into pieces), are one division each: hoisted and shared.
+        if (d == 0 && !outer.insert(expr_key(expr_key, s.value)).second) continue;
+        total += trips[size_t(d)];
       }
     }
   };

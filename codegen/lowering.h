@@ -299,6 +299,7 @@ class Lowering {
   // lowered, and the positions where a pad's guard on it changes (pad_read).
   ValueId inner_j_ = kNoValue;
   std::vector<int64_t> pad_edges_;
+  bool in_cat_ = false;  // pad_read for a piece of a cat
   int delinearized_ = 0;
 };
 

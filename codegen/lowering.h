@@ -12,6 +12,8 @@
 // pad guards with a select); group inputs are loads; finished reductions are
 // accumulator reads. Coordinates carry a linear index, per-dim values, or both,
 // and convert lazily, so chains of same-shape elementwise ops never divide.
+// Where a pad's guard depends on the rows mode's innermost position, that loop
+// is cut at the guard's edges (inner_segments) and the guards fold in each piece.
 #pragma once
 
 #include <sstream>

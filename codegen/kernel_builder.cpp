@@ -361,45 +361,39 @@ ValueId KernelBuilder::fold_index(ScalarOp op, ValueId a, ValueId b) {
       const int64_t c = def(b).iimm;
       const int64_t ua = upper_bound(a);
       if (ua >= 0 && ua <= c) return op == ScalarOp::idiv ? iconst(0) : a;
-      // x*k alone (the y = 0 case below; a row's first position).
-      if (is_op(a, ScalarOp::mul) && ua >= 0)
-        for (int mo = 0; mo < 2; ++mo) {
-          const ValueId f = def(a).args[mo], k = def(a).args[1 - mo];
-          if (!is_const(k) || def(k).iimm <= 0) continue;
-          const int64_t kv = def(k).iimm;
-          if (kv % c == 0)
-            return op == ScalarOp::imod ? iconst(0) : binary(ScalarOp::mul, f, iconst(kv / c));
-          if (c % kv == 0) {
-            const ValueId q = iconst(c / kv);
-            if (op == ScalarOp::idiv) return binary(ScalarOp::idiv, f, q);
-            return binary(ScalarOp::mul, binary(ScalarOp::imod, f, q), k);
-          }
-        }
       // x*k + y with 0 <= y < k and c = k*m: (x*k + y) / c = x / m and
       // (x*k + y) % c = (x % m)*k + y. With m = 1 that takes linearised coordinates
       // apart again; with m > 1 a row index divides once per row, not per element.
-      if (is_op(a, ScalarOp::add)) {
-        for (int order = 0; order < 2; ++order) {
-          const ValueId m = def(a).args[order], r = def(a).args[1 - order];
+      // x*k alone is y = 0 (a row's first position).
+      const bool sum = is_op(a, ScalarOp::add);
+      if (sum || is_op(a, ScalarOp::mul)) {
+        for (int order = 0; order < (sum ? 2 : 1); ++order) {
+          const ValueId m = sum ? def(a).args[order] : a;
+          const ValueId r = sum ? def(a).args[1 - order] : kNoValue;  // y; none: 0
           if (!is_op(m, ScalarOp::mul)) continue;
+          const int64_t ur = r == kNoValue ? 1 : upper_bound(r);
+          auto plus_y = [&](ValueId v, ValueId y) {
+            return y == kNoValue ? v : binary(ScalarOp::add, v, y);
+          };
           for (int mo = 0; mo < 2; ++mo) {
             const ValueId f = def(m).args[mo], k = def(m).args[1 - mo];
             if (!is_const(k)) continue;
             const int64_t kv = def(k).iimm;
-            if (kv <= 0 || upper_bound(r) < 0) continue;
+            if (kv <= 0 || ur < 0) continue;
             // k = m*c, y >= 0 and x*k + y >= 0 (so truncation is floor):
             // (x*k + y) / c = x*m + y / c and (x*k + y) % c = y % c. A transposed
             // read (a weight gradient's patches) whose row index then divides
             // once per row.
             if (kv % c == 0 && ua >= 0) {
-              if (op == ScalarOp::imod) return binary(ScalarOp::imod, r, b);
-              return binary(ScalarOp::add, binary(ScalarOp::mul, f, iconst(kv / c)),
-                            binary(ScalarOp::idiv, r, b));
+              if (op == ScalarOp::imod)
+                return r == kNoValue ? iconst(0) : binary(ScalarOp::imod, r, b);
+              return plus_y(binary(ScalarOp::mul, f, iconst(kv / c)),
+                            r == kNoValue ? kNoValue : binary(ScalarOp::idiv, r, b));
             }
-            if (c % kv != 0 || upper_bound(r) > kv) continue;
+            if (c % kv != 0 || ur > kv) continue;
             const ValueId q = iconst(c / kv);
             if (op == ScalarOp::idiv) return binary(ScalarOp::idiv, f, q);
-            return binary(ScalarOp::add, binary(ScalarOp::mul, binary(ScalarOp::imod, f, q), k), r);
+            return plus_y(binary(ScalarOp::mul, binary(ScalarOp::imod, f, q), k), r);
           }
         }
       }

@@ -92,6 +92,9 @@ class KernelBuilder {
   /// loop over its interior: codegen/lower_map.cpp). Empty when unknown.
   std::optional<Range> range(ValueId v) const;
 
+  /// The terms of an i64 sum (nested adds), its constants added into `constant`.
+  void add_terms(ValueId v, std::vector<ValueId>& terms, int64_t& constant, int depth = 0) const;
+
  private:
   ValueId add_value(const ValueDef& d);
   ValueId fold_binary(ScalarOp op, ValueId a, ValueId b);
@@ -99,8 +102,6 @@ class KernelBuilder {
   ValueId fold_pow(ValueId a, ValueId b);
   // A comparison or min/max of i64 values that their ranges decide.
   ValueId fold_by_range(ScalarOp op, ValueId a, ValueId b);
-  // The terms of an i64 sum (nested adds), its constants added into `constant`.
-  void add_terms(ValueId v, std::vector<ValueId>& terms, int64_t& constant, int depth) const;
   ValueId factor_select(ValueId c, ValueId a, ValueId b);
   ValueId fold_masked_loads(ValueId c, ValueId a, ValueId b);
   bool same_const(ValueId a, ValueId b) const;

@@ -308,18 +308,13 @@ ValueId Lowering::pad_read(const Node& n, Coords& c, ValueId* valid) {
   // of a cat, whose choice stays a select per element anyway (conv2d's stacked
   // patches: cut, 1.14x the time, the edges' select chains run scalar).
   if (gap == 1 && inner_j_ != kNoValue && !in_cat_) {
-    int64_t k = 0;
-    ValueId t = x;
-    while (t != inner_j_ && kb_.def(t).op == ScalarOp::add) {
-      const kir::ValueDef& a = kb_.def(t);
-      const int ci = kb_.is_const(a.args[0]) ? 0 : kb_.is_const(a.args[1]) ? 1 : -1;
-      if (ci < 0) break;
-      k += kb_.def(a.args[ci]).iimm;
-      t = a.args[1 - ci];
-    }
-    if (t == inner_j_) {
-      pad_edges_.push_back(low - k);
-      pad_edges_.push_back(low + len - k);
+    std::vector<ValueId> xt, jt;
+    int64_t xk = 0, jk = 0;
+    kb_.add_terms(x, xt, xk);
+    kb_.add_terms(inner_j_, jt, jk);
+    if (xt == jt) {
+      pad_edges_.push_back(low - (xk - jk));
+      pad_edges_.push_back(low + len - (xk - jk));
     }
   }
   *valid =

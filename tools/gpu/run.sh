@@ -9,7 +9,7 @@
 # Run it from the repository root (the device tool starts there). LIST is
 # comma-separated: groups (tests, bench, torch) or step names (--list shows
 # them); the environment step always runs. --budget is the whole run's limit
-# (default 330 s; each step also has its own). Results in $OUT (default
+# (default 450 s; each step also has its own). Results in $OUT (default
 # .gpu-run-out): summary.txt (each step: result, time, key figures),
 # logs.tar.gz (every log), bench_gpu.json, kiln_breakeven.csv,
 # torch_reference.json, torch_breakeven.csv. A failing or hanging step is
@@ -22,7 +22,7 @@ t_start=$EPOCHREALTIME
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 bundle_dir=$repo/.gpu-bundle
 only=""
-budget=330
+budget=450
 while (($#)); do
   case "$1" in
     --only) only=$2; shift ;;
@@ -39,7 +39,7 @@ done
 # name group budget(s) description
 steps=(
   "test_cuda tests 80 every CUDA test (on a GPU: the cases that use it; else all, NVRTC and emulation too)"
-  "conformance_gpu tests 150 conformance matrix: traced equals eager on the real GPU"
+  "conformance_gpu tests 280 conformance matrix: traced equals eager on the real GPU"
   "test_distributed tests 25 distributed suite: NCCL in a world of one, MPI paths"
   "test_frontend tests 15 Module::to(kCUDA) checkpoint case"
   "test_codegen tests 10 CUDA backend selection case"

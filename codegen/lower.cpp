@@ -72,17 +72,22 @@ namespace {
 
 using namespace lowering;
 
-// A rows-mode lowering, its innermost loop cut at its pads' edges where it has
-// any (Lowering::inner_segments); *split says whether it was.
+// A rows-mode lowering, its inner loops cut at its pads' edges where it has
+// any (Lowering::loop_segments); *split says whether it was, *outer_split
+// whether a loop outside the innermost was.
 kir::Kernel lower_rows(const Graph& g, const FusionGroup& group, const LowerOptions& opts,
-                       std::vector<int64_t> loops = {}, Shape space = {}, bool* split = nullptr) {
+                       std::vector<int64_t> loops = {}, Shape space = {}, bool* split = nullptr,
+                       bool* outer_split = nullptr) {
   Lowering whole(g, group, opts, Mode::rows, loops, space);
   kir::Kernel k = whole.run();
-  std::vector<int64_t> cuts = whole.inner_segments();
+  std::vector<std::vector<int64_t>> cuts = whole.loop_segments();
   if (split) *split = !cuts.empty();
+  if (outer_split)
+    *outer_split = cuts.size() > 1 && std::any_of(cuts.begin(), cuts.end() - 1,
+                                                  [](const auto& c) { return !c.empty(); });
   if (cuts.empty()) return k;
   Lowering cut(g, group, opts, Mode::rows, std::move(loops), std::move(space));
-  cut.split_inner_loop(std::move(cuts));
+  cut.split_loops(std::move(cuts));
   return cut.run();
 }
 
@@ -125,22 +130,36 @@ kir::Kernel lower_in_mode(const Graph& g, const FusionGroup& group, const LowerO
   // them, dividing as little or less: a bias added to a conv's [N, O, H'W'] product and written as
   // [N, O, H', W'] takes its channel apart once per H'W' elements, not once per
   // W', and its inner loop is H'W' long (bench_conv).
-  if (group.kind == GroupKind::Elementwise || group.kind == GroupKind::Copy ||
-      group.kind == GroupKind::Matmul)
-    for (Shape& space : merged_spaces_of(g, group, widest->shape)) {
-      const int64_t merged = space.back();
-      // Rows cut at a pad's edges keep their last dim as the innermost loop
-      // (one merged loop would index the pad by a remainder, its reads guarded
-      // again), inside a loop over the rest of the merged rows: a depthwise
-      // conv's taps loop over an image's rows, its weights loaded once an image.
-      std::vector<int64_t> loops{merged};
-      if (split) loops = {merged / e, e};
-      bool other_split = false;
-      kir::Kernel other = lower_rows(g, group, opts, loops, std::move(space), &other_split);
-      if (split && !other_split) continue;
-      const int64_t d = divisions(other);
-      if (d < least || (d == least && other.range < best.range)) best = std::move(other), least = d;
-    }
+  if (group.kind != GroupKind::Elementwise && group.kind != GroupKind::Copy &&
+      group.kind != GroupKind::Matmul)
+    return best;
+  std::vector<Shape> spaces = merged_spaces_of(g, group, widest->shape);
+  // Rows cut at a pad's edges: also the image's rows and columns as loops of
+  // their own (the output's last two dims merged), taken only where the pads'
+  // guards cut the rows loop too (a depthwise conv's input gradient, whose
+  // output no reshape merges).
+  const size_t merged_images = spaces.size();
+  if (split && widest->shape.size() >= 3) {
+    Shape image(widest->shape.begin(), widest->shape.end() - 1);
+    image.back() *= e;
+    if (std::find(spaces.begin(), spaces.end(), image) == spaces.end()) spaces.push_back(image);
+  }
+  for (size_t i = 0; i < spaces.size(); ++i) {
+    const int64_t merged = spaces[i].back();
+    // Rows cut at a pad's edges keep their last dim as the innermost loop
+    // (one merged loop would index the pad by a remainder, its reads guarded
+    // again), inside a loop over the rest of the merged rows: a depthwise
+    // conv's taps loop over an image's rows, its weights loaded once an image.
+    std::vector<int64_t> loops{merged};
+    if (split) loops = {merged / e, e};
+    bool other_split = false, outer_split = false;
+    kir::Kernel other =
+        lower_rows(g, group, opts, loops, std::move(spaces[i]), &other_split, &outer_split);
+    if (split && !other_split) continue;
+    if (i >= merged_images && !outer_split) continue;
+    const int64_t d = divisions(other);
+    if (d < least || (d == least && other.range < best.range)) best = std::move(other), least = d;
+  }
   return best;
 }
 

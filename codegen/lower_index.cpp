@@ -303,18 +303,23 @@ ValueId Lowering::pad_read(const Node& n, Coords& c, ValueId* valid) {
   // Input element i sits at low + i * gap; the span covers [low, low + (len-1)*gap].
   const ValueId x = dims(c)[d];
   const ValueId lo = kb_.iconst(low), hi = kb_.iconst(low + (len - 1) * gap);
-  // x = j + k for the inner loop's position j: the guard holds for j in
-  // [low - k, low + (len-1) gap - k] (see inner_segments). Not for the pieces
+  // x = j + k for an inner loop's position j: the guard holds for j in
+  // [low - k, low + (len-1) gap - k] (see loop_segments). Not for the pieces
   // of a cat, whose choice stays a select per element anyway (conv2d's stacked
   // patches: cut, 1.14x the time, the edges' select chains run scalar).
-  if (gap == 1 && inner_j_ != kNoValue && !in_cat_) {
-    std::vector<ValueId> xt, jt;
-    int64_t xk = 0, jk = 0;
-    kb_.add_terms(x, xt, xk);
-    kb_.add_terms(inner_j_, jt, jk);
-    if (xt == jt) {
-      pad_edges_.push_back(low - (xk - jk));
-      pad_edges_.push_back(low + len - (xk - jk));
+  if (gap == 1 && !in_cat_) {
+    std::vector<ValueId> xt;
+    int64_t xk = 0;
+    bool have_terms = false;
+    for (size_t l = 0; l < loop_j_.size(); ++l) {
+      if (loop_j_[l] == kNoValue) continue;
+      if (!have_terms) kb_.add_terms(x, xt, xk), have_terms = true;
+      std::vector<ValueId> jt;
+      int64_t jk = 0;
+      kb_.add_terms(loop_j_[l], jt, jk);
+      if (xt != jt) continue;
+      pad_edges_[l].push_back(low - (xk - jk));
+      pad_edges_[l].push_back(low + len - (xk - jk));
     }
   }
   *valid =

@@ -79,61 +79,81 @@ void Lowering::lower_map() {
   kb_.set_upper_bound(i0, n / e);
   const Shape rows(space.begin(), space.end() - 1);
   std::vector<ValueId> rd = delinearize(i0, rows);
-  // One loop per piece of the last dim, outer to inner. The linear index is in
-  // Horner form over (row, pieces...), which reshapes take apart by folding.
-  ValueId lin = i0, last = kNoValue;
-  for (size_t l = 0; l + 1 < inner_loops_.size(); ++l) {
+  // One loop per piece of the last dim, outer to inner, each once or as
+  // segments [cuts[s], cuts[s+1]) (see loop_segments) over its own positions
+  // j + cuts[s], every segment holding the loops inside it. The linear index is
+  // in Horner form over (row, pieces...), which reshapes take apart by folding.
+  const size_t levels = inner_loops_.size();
+  loop_j_.assign(levels, kNoValue);
+  pad_edges_.assign(levels, {});
+  auto nest = [&](auto& self, size_t l, ValueId lin, ValueId last) -> void {
     const int64_t piece = inner_loops_[l];
     const ValueId lin_base = kb_.binary(ScalarOp::mul, lin, kb_.iconst(piece));
     const ValueId last_base =
         last == kNoValue ? kNoValue : kb_.binary(ScalarOp::mul, last, kb_.iconst(piece));
-    const ValueId j = kb_.index(kb_.begin_loop(piece));
-    lin = kb_.binary(ScalarOp::add, lin_base, j);
-    last = last == kNoValue ? j : kb_.binary(ScalarOp::add, last_base, j);
-  }
-  // The innermost loop, once or as segments [cuts_[s], cuts_[s+1]) (see
-  // inner_segments), each over its own positions j + cuts_[s].
-  const int64_t piece = inner_loops_.back();
-  const ValueId lin_base = kb_.binary(ScalarOp::mul, lin, kb_.iconst(piece));
-  const ValueId last_base =
-      last == kNoValue ? kNoValue : kb_.binary(ScalarOp::mul, last, kb_.iconst(piece));
-  std::vector<int64_t> cuts = cuts_.empty() ? std::vector<int64_t>{0, piece} : cuts_;
-  for (size_t s = 0; s + 1 < cuts.size(); ++s) {
-    ValueId j = kb_.index(kb_.begin_loop(cuts[s + 1] - cuts[s]));
-    j = kb_.binary(ScalarOp::add, j, kb_.iconst(cuts[s]));
-    inner_j_ = j;
-    base.linear = kb_.binary(ScalarOp::add, lin_base, j);
-    base.dims = rd;
-    base.dims.push_back(last == kNoValue ? j : kb_.binary(ScalarOp::add, last_base, j));
-    emit();
-    kb_.end_loop();
-  }
-  inner_j_ = kNoValue;
-  for (size_t l = 0; l + 1 < inner_loops_.size(); ++l) kb_.end_loop();
+    const bool innermost = l + 1 == levels;
+    const bool whole = l >= cuts_.size() || cuts_[l].empty();
+    const std::vector<int64_t> cuts = whole ? std::vector<int64_t>{0, piece} : cuts_[l];
+    for (size_t s = 0; s + 1 < cuts.size(); ++s) {
+      ValueId j = kb_.index(kb_.begin_loop(cuts[s + 1] - cuts[s]));
+      if (innermost || !whole) j = kb_.binary(ScalarOp::add, j, kb_.iconst(cuts[s]));
+      loop_j_[l] = j;
+      const ValueId lin_j = kb_.binary(ScalarOp::add, lin_base, j);
+      const ValueId last_j = last == kNoValue ? j : kb_.binary(ScalarOp::add, last_base, j);
+      if (innermost) {
+        base.linear = lin_j;
+        base.dims = rd;
+        base.dims.push_back(last_j);
+        emit();
+      } else {
+        self(self, l + 1, lin_j, last_j);
+      }
+      kb_.end_loop();
+    }
+    loop_j_[l] = kNoValue;
+  };
+  nest(nest, 0, i0, kNoValue);
 }
 
-std::vector<int64_t> Lowering::inner_segments() const {
-  if (mode_ != Mode::rows || inner_loops_.empty() || pad_edges_.empty()) return {};
-  const int64_t e = inner_loops_.back();
-  std::vector<int64_t> cuts{0, e};
-  for (int64_t p : pad_edges_)
-    if (p > 0 && p < e) cuts.push_back(p);
-  std::sort(cuts.begin(), cuts.end());
-  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
-  if (cuts.size() == 2) return {};
-  // Many edges (a wide kernel's taps): only the longest segment is split off.
-  constexpr size_t kMaxSegments = 7;
-  if (cuts.size() - 1 > kMaxSegments) {
+std::vector<std::vector<int64_t>> Lowering::loop_segments() const {
+  if (mode_ != Mode::rows) return {};
+  // Per loop: its cuts, every edge inside it; one more segment than cuts.
+  std::vector<std::vector<int64_t>> all(pad_edges_.size());
+  size_t bodies = 1;
+  bool any = false;
+  for (size_t l = 0; l < pad_edges_.size(); ++l) {
+    const int64_t e = inner_loops_[l];
+    std::vector<int64_t> cuts{0, e};
+    for (int64_t p : pad_edges_[l])
+      if (p > 0 && p < e) cuts.push_back(p);
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    if (cuts.size() == 2) continue;
+    all[l] = std::move(cuts);
+    bodies *= all[l].size() - 1;
+    any = true;
+  }
+  if (!any) return {};
+  // Many edges (a wide kernel's taps): only a loop's longest segment is split
+  // off, the outer loops' first, until the loop bodies are few enough.
+  constexpr size_t kMaxSegments = 7, kMaxBodies = 21;
+  for (size_t l = 0; l < all.size(); ++l) {
+    std::vector<int64_t>& cuts = all[l];
+    if (cuts.empty()) continue;
+    const size_t n = cuts.size() - 1;
+    if (n <= 3 || (n <= kMaxSegments && bodies <= kMaxBodies)) continue;
     size_t best = 0;
-    for (size_t s = 1; s + 1 < cuts.size(); ++s)
+    for (size_t s = 1; s < n; ++s)
       if (cuts[s + 1] - cuts[s] > cuts[best + 1] - cuts[best]) best = s;
+    const int64_t e = cuts.back();
     std::vector<int64_t> three{0};
     if (cuts[best] > 0) three.push_back(cuts[best]);
     if (cuts[best + 1] < e) three.push_back(cuts[best + 1]);
     three.push_back(e);
+    bodies = bodies / n * (three.size() - 1);
     cuts = std::move(three);
   }
-  return cuts;
+  return all;
 }
 
 std::vector<int64_t> Lowering::split_last_dim(const Shape& space) const {

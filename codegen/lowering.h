@@ -12,8 +12,8 @@
 // pad guards with a select); group inputs are loads; finished reductions are
 // accumulator reads. Coordinates carry a linear index, per-dim values, or both,
 // and convert lazily, so chains of same-shape elementwise ops never divide.
-// Where a pad's guard depends on the rows mode's innermost position, that loop
-// is cut at the guard's edges (inner_segments) and the guards fold in each piece.
+// Where a pad's guard depends on a rows-mode inner loop's position, that loop
+// is cut at the guard's edges (loop_segments) and the guards fold in each piece.
 #pragma once
 
 #include <sstream>
@@ -119,15 +119,17 @@ class Lowering {
 
   int delinearized() const { return delinearized_; }
 
-  // Where the rows mode's innermost loop is best cut (after a run): at the
-  // positions where a pad's guard on the last dim changes value, so that in
-  // each segment the guards fold (codegen/kernel_builder.h, range) and the
-  // reads are plain loads at affine indices, which vectorise; a depthwise
-  // conv's taps read its padded image this way without a copy of it. The
-  // cuts from 0 to the extent, or empty when the loop stays whole.
-  std::vector<int64_t> inner_segments() const;
-  // Runs the innermost loop in the segments between `cuts` (inner_segments).
-  void split_inner_loop(std::vector<int64_t> cuts) { cuts_ = std::move(cuts); }
+  // Where the rows mode's inner loops are best cut (after a run): at the
+  // positions where a pad's guard on a dim that a loop walks changes value, so
+  // that in each segment the guards fold (codegen/kernel_builder.h, range) and
+  // the reads are plain loads at affine indices, which vectorise; a depthwise
+  // conv's taps read its padded image this way without a copy of it, its
+  // interior rows and columns with no guard at all. Per inner loop, outer to
+  // inner, the cuts from 0 to its extent, or empty where it stays whole; empty
+  // when no loop is cut.
+  std::vector<std::vector<int64_t>> loop_segments() const;
+  // Runs each inner loop in the segments between its `cuts` (loop_segments).
+  void split_loops(std::vector<std::vector<int64_t>> cuts) { cuts_ = std::move(cuts); }
 
  private:
   template <class... A>
@@ -296,11 +298,12 @@ class Lowering {
   std::vector<ValueId> row_dims_;
   std::vector<int64_t> inner_loops_;  // rows mode of lower_map: see split_last_dim
   Shape space_;                       // rows mode of lower_map: see the constructor
-  std::vector<int64_t> cuts_;         // see split_inner_loop
-  // The rows mode's position in the last dim while its single inner loop is
-  // lowered, and the positions where a pad's guard on it changes (pad_read).
-  ValueId inner_j_ = kNoValue;
-  std::vector<int64_t> pad_edges_;
+  std::vector<std::vector<int64_t>> cuts_;  // see split_loops
+  // Per rows-mode inner loop, outer to inner: its position while its body is
+  // lowered (kNoValue outside), and the positions where a pad's guard on a
+  // dim it walks changes (pad_read).
+  std::vector<ValueId> loop_j_;
+  std::vector<std::vector<int64_t>> pad_edges_;
   bool in_cat_ = false;  // pad_read for a piece of a cat
   int delinearized_ = 0;
 };

@@ -405,27 +405,29 @@ struct DepthwiseTaps : autograd::Function<DepthwiseTaps> {
         extent("conv2d", "height", dy.size(2), g.k[0], 1, q[0], g.d[0], false, g.l),
         extent("conv2d", "width", dy.size(3), g.k[1], 1, q[1], g.d[1], false, g.l)};
     Tensor dx = tap_sum(dy, weight.flip({2, 3}, g.l), g.k, {1, 1}, g.d, full, q, g.groups, g.l);
-    // dW in one reduction over batch and pixels of the input times the
-    // windows of dY padded for dx (that pad, copied once, serves both):
-    // dW[c, a, b] = sum x[n, c, i, j] dYp[n, c, i + (kH-1-a) d, j + (kW-1-b) d],
-    // the windows [N, C, kH, kW, H, W] read in place at affine indices (unfold),
-    // the taps turned round after: 0.57x the step's time of one reduction per
-    // tap, which read the input and dY from memory kH kW times (bench_conv,
-    // one thread); its kH kW taps of a channel are folded in one pass, each
-    // element of x read once (lower_reduce.cpp's unrolled_rows: 0.83x the
-    // step's time again). (Stacked slices chose each element's tap with about 80
-    // integer selects and did not vectorise: 68% of the step. Windows of the
-    // padded input instead of dY's took as long, with a pad copy more; H and
-    // W as loops of their own, each row's sum a partial one, 1.17x.)
-    const Tensor dyp = pad2d(dy, 2, q, full, g.l);
-    const Tensor win = unfold_dim(unfold_dim(dyp, 2, g.k[0], g.d[0], g.l), 3, g.k[1], g.d[1], g.l)
-                           .slice(2, 0, x.size(2), 1, g.l)
-                           .slice(3, 0, x.size(3), 1, g.l);
-    Tensor dw = win.permute({0, 1, 4, 5, 2, 3}, g.l)
-                    .mul(x.reshape({x.size(0), x.size(1), 1, 1, x.size(2), x.size(3)}, g.l), g.l)
-                    .sum({0, 4, 5}, false, g.l)
-                    .flip({1, 2}, g.l)
-                    .reshape(weight.sizes(), g.l);
+    // dW in one reduction over batch and pixels of dY times the windows of
+    // the input padded as the forward pads it:
+    // dW[c, a, b] = sum dY[n, c, i, j] xp[n, c, i + a d, j + b d],
+    // the windows [N, C, kH, kW, H', W'] read in place at affine indices
+    // (unfold; fusion copies that pad once, as windows repeat its elements);
+    // its kH kW taps of a channel are folded in one pass (lower_reduce.cpp's
+    // unrolled_rows). dY's pad then serves dx alone, which reads it in place,
+    // its rows and columns cut at the pad's edges (codegen/lower_map.cpp,
+    // loop_segments). Measured on bench_conv's depthwise step, one thread:
+    // windows of dY padded for dx, that pad copied once for both dx and dW,
+    // 1.16x this form's time; one reduction per tap, reading the input and dY
+    // from memory kH kW times, 1.75x; stacked slices, each element's tap
+    // chosen by about 80 integer selects (no vectorising), 68% of the step; H
+    // and W as loops of their own, each row's sum a partial one, 1.17x.
+    const Tensor xp = pad2d(x, 2, g.p, g.e, g.l);
+    const Tensor win = unfold_dim(unfold_dim(xp, 2, g.k[0], g.d[0], g.l), 3, g.k[1], g.d[1], g.l)
+                           .slice(2, 0, dy.size(2), 1, g.l)
+                           .slice(3, 0, dy.size(3), 1, g.l);
+    Tensor dw =
+        win.permute({0, 1, 4, 5, 2, 3}, g.l)
+            .mul(dy.reshape({dy.size(0), dy.size(1), 1, 1, dy.size(2), dy.size(3)}, g.l), g.l)
+            .sum({0, 4, 5}, false, g.l)
+            .reshape(weight.sizes(), g.l);
     return {dx.reshape(x.sizes(), g.l), dw};
   }
 };

@@ -4,6 +4,8 @@
 // against the interpreter, and whole graphs grouped by plan_fusion.
 #include <doctest/doctest.h>
 
+#include <tuple>
+
 #include "codegen/lower.h"
 #include "codegen_test_util.h"
 #include "ir/parser.h"
@@ -110,6 +112,52 @@ TEST_CASE("rows cut at a pad's edges match the interpreter, whatever their lengt
       CAPTURE(dtype_name(dt));
       CAPTURE(w);
       check_whole_graph(g, GroupKind::Elementwise, 15 + uint64_t(w));
+    }
+}
+
+TEST_CASE("images cut at their pads' edges in rows and columns match the interpreter") {
+  // A conv's k x k taps of [4, h, w] images padded on both dims, read through
+  // the input's [4, h w] reshape so rows and columns are loops of their own,
+  // each cut at the pads' edges (codegen/lower_map.cpp, loop_segments): with
+  // 5 x 5 taps there are too many bodies and only the outer loop's longest
+  // segment is split off.
+  struct Case {
+    int64_t h, w, k, low;
+  };
+  for (DType dt : {DType::f32, DType::f64})
+    for (Case c : {Case{5, 7, 3, 1}, Case{9, 30, 3, 1}, Case{3, 3, 3, 1}, Case{12, 17, 5, 2},
+                   Case{6, 40, 5, 1}, Case{8, 9, 3, 0}}) {
+      Graph g;
+      Builder b(g);
+      const int64_t high = c.k - 1 - c.low;
+      Value x = b.reshape(b.arg(0, ty(dt, {4, c.h * c.w})), {4, c.h, c.w});
+      Value p = x;
+      for (int64_t d : {1, 2})
+        p = b.op(OpKind::pad, {p},
+                 Attrs{{AttrKey::dim, d},
+                       {AttrKey::low, c.low},
+                       {AttrKey::high, high},
+                       {AttrKey::interior, int64_t{0}}});
+      Value sum;
+      for (int64_t a = 0; a < c.k; ++a)
+        for (int64_t e = 0; e < c.k; ++e) {
+          Value tap = p;
+          for (auto [d, at, n] : {std::tuple{int64_t{1}, a, c.h}, std::tuple{int64_t{2}, e, c.w}})
+            tap = b.op(OpKind::slice, {tap},
+                       Attrs{{AttrKey::dim, d},
+                             {AttrKey::start, at},
+                             {AttrKey::end, at + n},
+                             {AttrKey::step, int64_t{1}}});
+          tap = b.mul(tap, b.scalar_like(tap, 0.25 + double(a * c.k + e)));
+          sum = a + e == 0 ? tap : b.add(sum, tap);
+        }
+      g.outputs = {b.add(sum, b.arg(1, ty(dt, {c.w})))};
+      CAPTURE(dtype_name(dt));
+      CAPTURE(c.h);
+      CAPTURE(c.w);
+      CAPTURE(c.k);
+      CAPTURE(c.low);
+      check_whole_graph(g, GroupKind::Elementwise, 90 + uint64_t(c.h * c.w));
     }
 }
 

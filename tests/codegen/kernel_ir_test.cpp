@@ -196,20 +196,24 @@ TEST_CASE("a row index divided by a multiple of the row length divides once per 
   CHECK(got.find("for i1 in [0, 80)") != std::string::npos);
 }
 
-TEST_CASE("short rows split too: a conv's padded image divides once per row of 10") {
+TEST_CASE("short rows split too: a conv's padded image divides once per image of 10 x 10") {
   // conv2d's first step on the digits (8x8 images, padding 1): flat, each element
-  // divided by 10 three times; as rows, only the row index is taken apart.
+  // divided by 10 three times; as rows, only the row index is taken apart, and
+  // as images with their rows and columns as loops, only the image index.
   const std::string got = lowered(
       "%0 = arg {index=0} : f32[64,1,8,8]\n"
       "%1 = pad %0 {dim=2, high=1, interior=0, low=1} : f32[64,1,10,8]\n"
       "%2 = pad %1 {dim=3, high=1, interior=0, low=1} : f32[64,1,10,10]\n"
       "return %2\n",
       GroupKind::Copy);
-  REQUIRE(got.find("parallel i0 in [0, 640)") != std::string::npos);
-  // The row is cut at the pad's edges: the fill, the 8 read elements, the fill.
+  CAPTURE(got);
+  REQUIRE(got.find("parallel i0 in [0, 64)") != std::string::npos);
+  // Rows and columns are cut at the pads' edges: the fill, the 8 read elements,
+  // the fill; the interior rows' 8 elements read with no guard.
   REQUIRE(got.find("for i1 in [0, 1)") != std::string::npos);
-  CHECK(got.find("for i2 in [0, 8)") != std::string::npos);
-  CHECK(got.find("for i3 in [0, 1)") != std::string::npos);
+  CHECK(got.find("for i5 in [0, 8)") != std::string::npos);
+  CHECK(got.find("for i7 in [0, 8)") != std::string::npos);
+  CHECK(got.find("select") == std::string::npos);
   const std::string inner = got.substr(got.find("for i1"));
   CHECK(!divides(inner));
   // A single dim has no rows to split.
@@ -459,6 +463,69 @@ TEST_CASE(
   // At the edges one tap reads the fill: two loads each, no guard left either.
   const std::string first = got.substr(got.find("for i1"), got.find("for i2") - got.find("for i1"));
   CHECK(first.find("select") == std::string::npos);
+}
+
+TEST_CASE("a pad's guards on two dims cut both loops of an image; inside, no guard is left") {
+  // A depthwise conv's nine taps of an image padded by one on each side, its
+  // rows and columns looped over separately (the input's reshape merges them):
+  // each loop is cut at the pads' edges, 3 x 3 loop bodies.
+  const std::string got = lowered(
+      "%0 = arg {index=0} : f32[4,900]\n"
+      "%1 = reshape %0 {shape=[4,30,30]} : f32[4,30,30]\n"
+      "%2 = pad %1 {dim=1, low=1, high=1, interior=0} : f32[4,32,30]\n"
+      "%3 = pad %2 {dim=2, low=1, high=1, interior=0} : f32[4,32,32]\n"
+      "%4 = slice %3 {dim=1, start=0, end=30, step=1} : f32[4,30,32]\n"
+      "%5 = slice %4 {dim=2, start=0, end=30, step=1} : f32[4,30,30]\n"
+      "%6 = slice %3 {dim=1, start=0, end=30, step=1} : f32[4,30,32]\n"
+      "%7 = slice %6 {dim=2, start=1, end=31, step=1} : f32[4,30,30]\n"
+      "%8 = add %5, %7 : f32[4,30,30]\n"
+      "%9 = slice %3 {dim=1, start=0, end=30, step=1} : f32[4,30,32]\n"
+      "%10 = slice %9 {dim=2, start=2, end=32, step=1} : f32[4,30,30]\n"
+      "%11 = add %8, %10 : f32[4,30,30]\n"
+      "%12 = slice %3 {dim=1, start=1, end=31, step=1} : f32[4,30,32]\n"
+      "%13 = slice %12 {dim=2, start=0, end=30, step=1} : f32[4,30,30]\n"
+      "%14 = add %11, %13 : f32[4,30,30]\n"
+      "%15 = slice %3 {dim=1, start=1, end=31, step=1} : f32[4,30,32]\n"
+      "%16 = slice %15 {dim=2, start=1, end=31, step=1} : f32[4,30,30]\n"
+      "%17 = add %14, %16 : f32[4,30,30]\n"
+      "%18 = slice %3 {dim=1, start=1, end=31, step=1} : f32[4,30,32]\n"
+      "%19 = slice %18 {dim=2, start=2, end=32, step=1} : f32[4,30,30]\n"
+      "%20 = add %17, %19 : f32[4,30,30]\n"
+      "%21 = slice %3 {dim=1, start=2, end=32, step=1} : f32[4,30,32]\n"
+      "%22 = slice %21 {dim=2, start=0, end=30, step=1} : f32[4,30,30]\n"
+      "%23 = add %20, %22 : f32[4,30,30]\n"
+      "%24 = slice %3 {dim=1, start=2, end=32, step=1} : f32[4,30,32]\n"
+      "%25 = slice %24 {dim=2, start=1, end=31, step=1} : f32[4,30,30]\n"
+      "%26 = add %23, %25 : f32[4,30,30]\n"
+      "%27 = slice %3 {dim=1, start=2, end=32, step=1} : f32[4,30,32]\n"
+      "%28 = slice %27 {dim=2, start=2, end=32, step=1} : f32[4,30,30]\n"
+      "%29 = add %26, %28 : f32[4,30,30]\n"
+      "return %29\n",
+      GroupKind::Elementwise);
+  CAPTURE(got);
+  REQUIRE(!divides(got));
+  // The interior: rows [1, 29) (an outer loop, at the kernel's first indent)
+  // and in them columns [1, 29), nine plain loads and no guard.
+  size_t rows = got.find("\n  for i");
+  while (rows != std::string::npos &&
+         got.substr(rows, got.find('\n', rows + 1) - rows).find("in [0, 28)") == std::string::npos)
+    rows = got.find("\n  for i", rows + 1);
+  REQUIRE(rows != std::string::npos);
+  const size_t cols = got.find("in [0, 28)", got.find('\n', rows + 1));
+  REQUIRE(cols != std::string::npos);
+  const std::string inside = got.substr(cols, got.find("in [0, 1)", cols) - cols);
+  CHECK(inside.find("select") == std::string::npos);
+  CHECK(inside.find(" ge ") == std::string::npos);
+  CHECK(inside.find(" le ") == std::string::npos);
+  size_t loads = 0, loops = 0;
+  for (size_t at = inside.find("load"); at != std::string::npos; at = inside.find("load", at + 1))
+    ++loads;
+  CHECK(loads == 9);
+  for (size_t at = got.find("for i"); at != std::string::npos; at = got.find("for i", at + 1))
+    ++loops;
+  CHECK(loops == 3 + 3 * 3);
+  // No guard anywhere: at the edges the taps outside read the fill.
+  CHECK(got.find("select") == std::string::npos);
 }
 
 TEST_CASE("the builder takes x*k + y apart by k and by multiples of k") {

@@ -388,17 +388,28 @@ bool tap_gradients(int64_t cg, int64_t og, int64_t rows, ExpandingArray2 k, Expa
 // weight gradient's reduction and read them back for dx.
 struct DepthwiseTaps : autograd::Function<DepthwiseTaps> {
   static Tensor forward(autograd::Context* ctx, Tensor x, Tensor weight, TapGeometry g) {
+    return forward(ctx, std::move(x), std::move(weight), Tensor(), std::move(g));
+  }
+  // With a bias [C], added to the tap sum; its gradient comes from dW's reduction.
+  static Tensor forward(autograd::Context* ctx, Tensor x, Tensor weight, Tensor bias,
+                        TapGeometry g) {
     ctx->save_for_backward({x, weight});
-    // [N, C, H', W'] (tap_sum's [N, G, 1, H', W'] with a group's one channel).
+    // [N, C, H' W'] (tap_sum's [N, G, 1, H', W'] with a group's one channel).
+    const int64_t n = x.size(0), c = x.size(1);
     Tensor y = tap_sum(x, weight, g.k, {1, 1}, g.d, g.e, g.p, g.groups, g.l)
-                   .reshape({x.size(0), x.size(1), g.e[0].out, g.e[1].out}, g.l);
+                   .reshape({n, c, g.e[0].out * g.e[1].out}, g.l);
+    if (bias.defined()) y = y.add(bias.reshape({c, 1}, g.l), 1, g.l);
+    ctx->saved_data["bias"] = bias.defined();
     ctx->saved_data["geometry"] = std::move(g);
     return y;
   }
   static std::vector<Tensor> backward(autograd::Context* ctx, std::vector<Tensor> grads) {
-    const Tensor& dy = grads[0];
-    if (!dy.defined()) return {Tensor(), Tensor()};
+    const bool has_bias = std::any_cast<bool>(ctx->saved_data["bias"]);
     const auto& g = std::any_cast<const TapGeometry&>(ctx->saved_data["geometry"]);
+    if (!grads[0].defined()) return {Tensor(), Tensor(), Tensor()};
+    // dY [N, C, H' W'] as the images [N, C, H', W'].
+    const Tensor dy =
+        grads[0].reshape({grads[0].size(0), grads[0].size(1), g.e[0].out, g.e[1].out}, g.l);
     const Tensor &x = ctx->get_saved_variables()[0], &weight = ctx->get_saved_variables()[1];
     const ExpandingArray2 q{g.d[0] * (g.k[0] - 1) - g.p[0], g.d[1] * (g.k[1] - 1) - g.p[1]};
     const Extent full[2] = {
@@ -423,12 +434,20 @@ struct DepthwiseTaps : autograd::Function<DepthwiseTaps> {
     const Tensor win = unfold_dim(unfold_dim(xp, 2, g.k[0], g.d[0], g.l), 3, g.k[1], g.d[1], g.l)
                            .slice(2, 0, dy.size(2), 1, g.l)
                            .slice(3, 0, dy.size(3), 1, g.l);
-    Tensor dw =
-        win.permute({0, 1, 4, 5, 2, 3}, g.l)
-            .mul(dy.reshape({dy.size(0), dy.size(1), 1, 1, dy.size(2), dy.size(3)}, g.l), g.l)
-            .sum({0, 4, 5}, false, g.l)
-            .reshape(weight.sizes(), g.l);
-    return {dx.reshape(x.sizes(), g.l), dw};
+    // The bias's gradient, the sum of dY, is one more row of that reduction:
+    // the windows' taps and a tap of ones, the cat's piece per row decided
+    // once per row (its index is the unrolled row's constant), so dY is read
+    // once for both.
+    const int64_t n = dy.size(0), c = dy.size(1), taps = g.k[0] * g.k[1];
+    Tensor terms =
+        win.permute({0, 1, 4, 5, 2, 3}, g.l).reshape({n, c, taps, dy.size(2), dy.size(3)}, g.l);
+    if (has_bias)
+      terms = cat({terms, ones({n, c, 1, dy.size(2), dy.size(3)}, like(dy), g.l)}, 2, g.l);
+    const Tensor sums = terms.mul(dy.reshape({n, c, 1, dy.size(2), dy.size(3)}, g.l), g.l)
+                            .sum({0, 3, 4}, false, g.l);
+    if (!has_bias) return {dx.reshape(x.sizes(), g.l), sums.reshape(weight.sizes(), g.l)};
+    return {dx.reshape(x.sizes(), g.l), sums.slice(1, 0, taps, 1, g.l).reshape(weight.sizes(), g.l),
+            sums.slice(1, taps, taps + 1, 1, g.l).reshape({c}, g.l)};
   }
 };
 
@@ -489,8 +508,10 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Exp
       y = tap_sum(x, weight, k, stride, dilation, e, padding, groups, l)
               .reshape({n, groups, og, cols}, l);
     } else if (direct && tap_gradients(cg, og, rows, k, stride, dilation, padding)) {
-      y = DepthwiseTaps::apply(x, weight, TapGeometry{k, dilation, padding, {e[0], e[1]}, groups, l})
-              .reshape({n, groups, og, cols}, l);
+      TapGeometry geometry{k, dilation, padding, {e[0], e[1]}, groups, l};
+      y = bias.defined() ? DepthwiseTaps::apply(x, weight, bias, std::move(geometry))
+                         : DepthwiseTaps::apply(x, weight, std::move(geometry));
+      return y.reshape({n, o, e[0].out, e[1].out}, l);
     } else if (direct) {
       Tensor win = windows2d(x, k, stride, dilation, e, padding, l);  // [N, C, kH, H', kW, W']
       // Each output a sum of `rows` products, read from the windows in place:

@@ -135,7 +135,8 @@ std::vector<std::vector<int64_t>> Lowering::loop_segments() const {
   }
   if (!any) return {};
   // Many edges (a wide kernel's taps): only a loop's longest segment is split
-  // off, the outer loops' first, until the loop bodies are few enough.
+  // off (three segments at most), the outer loops' first, while there are more
+  // than kMaxBodies loop bodies.
   constexpr size_t kMaxSegments = 7, kMaxBodies = 21;
   for (size_t l = 0; l < all.size(); ++l) {
     std::vector<int64_t>& cuts = all[l];

@@ -137,9 +137,12 @@ kir::Kernel lower_in_mode(const Graph& g, const FusionGroup& group, const LowerO
   // Rows cut at a pad's edges: also the image's rows and columns as loops of
   // their own (the output's last two dims merged), taken only where the pads'
   // guards cut the rows loop too (a depthwise conv's input gradient, whose
-  // output no reshape merges).
+  // output no reshape merges), and where the images are enough rows to share
+  // among threads (a batch of one RGB image stays in rows).
+  constexpr int64_t kMinImages = 64;
   const size_t merged_images = spaces.size();
-  if (split && widest->shape.size() >= 3) {
+  if (split && widest->shape.size() >= 3 &&
+      widest->numel() / (widest->shape.end()[-2] * e) >= kMinImages) {
     Shape image(widest->shape.begin(), widest->shape.end() - 1);
     image.back() *= e;
     if (std::find(spaces.begin(), spaces.end(), image) == spaces.end()) spaces.push_back(image);

@@ -116,21 +116,25 @@ TEST_CASE("rows cut at a pad's edges match the interpreter, whatever their lengt
 }
 
 TEST_CASE("images cut at their pads' edges in rows and columns match the interpreter") {
-  // A conv's k x k taps of [4, h, w] images padded on both dims, read through
-  // the input's [4, h w] reshape so rows and columns are loops of their own,
-  // each cut at the pads' edges (codegen/lower_map.cpp, loop_segments): with
+  // A conv's k x k taps of [n, h, w] images padded on both dims, rows and
+  // columns loops of their own, each cut at the pads' edges
+  // (codegen/lower_map.cpp, loop_segments): 4 images read through the input's
+  // [4, h w] reshape, or 64 images as they are (lower.cpp's image form); with
   // 5 x 5 taps there are too many bodies and only the outer loop's longest
   // segment is split off.
   struct Case {
     int64_t h, w, k, low;
+    bool reshaped = true;
   };
   for (DType dt : {DType::f32, DType::f64})
-    for (Case c : {Case{5, 7, 3, 1}, Case{9, 30, 3, 1}, Case{3, 3, 3, 1}, Case{12, 17, 5, 2},
-                   Case{6, 40, 5, 1}, Case{8, 9, 3, 0}}) {
+    for (Case c :
+         {Case{5, 7, 3, 1}, Case{9, 30, 3, 1}, Case{3, 3, 3, 1}, Case{12, 17, 5, 2},
+          Case{6, 40, 5, 1}, Case{8, 9, 3, 0}, Case{5, 7, 3, 1, false}, Case{6, 19, 5, 2, false}}) {
       Graph g;
       Builder b(g);
-      const int64_t high = c.k - 1 - c.low;
-      Value x = b.reshape(b.arg(0, ty(dt, {4, c.h * c.w})), {4, c.h, c.w});
+      const int64_t high = c.k - 1 - c.low, n = c.reshaped ? 4 : 64;
+      Value x = c.reshaped ? b.reshape(b.arg(0, ty(dt, {n, c.h * c.w})), {n, c.h, c.w})
+                           : b.arg(0, ty(dt, {n, c.h, c.w}));
       Value p = x;
       for (int64_t d : {1, 2})
         p = b.op(OpKind::pad, {p},
@@ -157,6 +161,7 @@ TEST_CASE("images cut at their pads' edges in rows and columns match the interpr
       CAPTURE(c.w);
       CAPTURE(c.k);
       CAPTURE(c.low);
+      CAPTURE(c.reshaped);
       check_whole_graph(g, GroupKind::Elementwise, 90 + uint64_t(c.h * c.w));
     }
 }

@@ -216,6 +216,15 @@ TEST_CASE("short rows split too: a conv's padded image divides once per image of
   CHECK(got.find("select") == std::string::npos);
   const std::string inner = got.substr(got.find("for i1"));
   CHECK(!divides(inner));
+  // A few images (a batch of one RGB image) stay in rows, enough to share
+  // among threads: 3 x 10 rows, each cut at the pad's edges.
+  const std::string few = lowered(
+      "%0 = arg {index=0} : f32[1,3,8,8]\n"
+      "%1 = pad %0 {dim=2, high=1, interior=0, low=1} : f32[1,3,10,8]\n"
+      "%2 = pad %1 {dim=3, high=1, interior=0, low=1} : f32[1,3,10,10]\n"
+      "return %2\n",
+      GroupKind::Copy);
+  CHECK(few.find("parallel i0 in [0, 30)") != std::string::npos);
   // A single dim has no rows to split.
   const std::string one_dim = lowered(
       "%0 = arg {index=0} : f32[8]\n"

@@ -141,8 +141,9 @@ kir::Kernel lower_in_mode(const Graph& g, const FusionGroup& group, const LowerO
   // among threads (a batch of one RGB image stays in rows).
   constexpr int64_t kMinImages = 64;
   const size_t merged_images = spaces.size();
-  if (split && widest->shape.size() >= 3 &&
-      widest->numel() / (widest->shape.end()[-2] * e) >= kMinImages) {
+  int64_t images = 1;
+  for (size_t d = 0; d + 2 < widest->shape.size(); ++d) images *= widest->shape[d];
+  if (split && widest->shape.size() >= 3 && images >= kMinImages) {
     Shape image(widest->shape.begin(), widest->shape.end() - 1);
     image.back() *= e;
     if (std::find(spaces.begin(), spaces.end(), image) == spaces.end()) spaces.push_back(image);

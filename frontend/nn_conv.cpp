@@ -377,12 +377,12 @@ bool tap_gradients(int64_t cg, int64_t og, int64_t rows, ExpandingArray2 k, Expa
 }
 
 // A depthwise conv computed by taps both ways, with a VJP of its own. Forward,
-// the tap sum. Backward:
+// the tap sum and the bias. Backward:
 // - dx is the full conv of dY with the kernel turned round: the tap sum of dY
 //   padded by d (k - 1) - p, one elementwise kernel like the forward's;
 // - dW[c, a, b] is the sum over batch and pixels of dY times the input's window
-//   (a, b): one reduction over the padded input's windows (unfold), read in
-//   place.
+//   (a, b): one reduction over the padded input's windows (unfold), the bias's
+//   gradient (the sum of dY) one more row of it.
 // The windows form's own autodiff instead wrote the tap products dY w (kH kW
 // times the input's size: 75 MB for bench_conv's [32, 64, 32, 32]) out of the
 // weight gradient's reduction and read them back for dx.

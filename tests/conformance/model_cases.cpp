@@ -296,6 +296,11 @@ std::vector<Case> conv_cases() {
       Case{"conv2d: 3x3 depthwise, padding 1, rows of 18",
            {in({1, 2, 16, 16}), in({2, 1, 3, 3}), in({2})},
            [](V v) { return conv2d(v[0], v[1], v[2], 1, 1, 1, 2).tanh(); }},
+      // No bias, and 64 images: dx's taps loop over each image's rows and
+      // columns, both cut at the pad's edges (codegen/lower.cpp's image form).
+      Case{"conv2d: 3x3 depthwise, padding 1, no bias, 64 images",
+           {in({32, 2, 6, 7}), in({2, 1, 3, 3})},
+           [](V v) { return conv2d(v[0], v[1], Tensor(), 1, 1, 1, 2).tanh(); }},
       unary(
           "max_pool2d: kernel 3, stride 2, padding 1, ceil_mode",
           [](const Tensor& x) { return max_pool2d(x, 3, ExpandingArray2(2), 1, 1, true) * 2; },

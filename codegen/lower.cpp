@@ -92,7 +92,23 @@ kir::Kernel lower_rows(const Graph& g, const FusionGroup& group, const LowerOpti
 }
 
 kir::Kernel lower_in_mode(const Graph& g, const FusionGroup& group, const LowerOptions& opts) {
-  if (group.kind == GroupKind::Reduction) return Lowering(g, group, opts, Mode::flat).run();
+  if (group.kind == GroupKind::Reduction) {
+    // The loop over the last reduced block cut at its pads' edges, then again
+    // where, in those segments, the pads' unclamped reads come into bounds
+    // (Lowering::loop_segments), until the cuts settle.
+    Lowering whole(g, group, opts, Mode::flat);
+    kir::Kernel k = whole.run();
+    std::vector<std::vector<int64_t>> cuts = whole.loop_segments();
+    for (int round = 0; round < 3 && !cuts.empty(); ++round) {
+      Lowering cut(g, group, opts, Mode::flat);
+      cut.split_loops(cuts);
+      k = cut.run();
+      std::vector<std::vector<int64_t>> next = cut.loop_segments();
+      if (next == cuts) break;
+      cuts = std::move(next);
+    }
+    return k;
+  }
   Lowering flat(g, group, opts, Mode::flat);
   kir::Kernel k = flat.run();
   if (flat.delinearized() == 0 || k.buffers.empty()) return k;

@@ -317,13 +317,37 @@ ValueId Lowering::pad_read(const Node& n, Coords& c, ValueId* valid) {
       std::vector<ValueId> jt;
       int64_t jk = 0;
       kb_.add_terms(loop_j_[l], jt, jk);
-      if (xt != jt) continue;
-      pad_edges_[l].push_back(low - (xk - jk));
-      pad_edges_[l].push_back(low + len - (xk - jk));
+      if (xt == jt && !jt.empty()) {  // (a segment of one position has no edges)
+        pad_edges_[l].push_back(low - (xk - jk));
+        pad_edges_[l].push_back(low + len - (xk - jk));
+      }
+      // x = j / w + k (a plane's row): the guard holds for j in
+      // [(low - k) w, (low + len - k) w).
+      if (xt.size() == 1 && kb_.def(xt[0]).op == ScalarOp::idiv &&
+          kb_.def(xt[0]).args[0] == loop_j_[l] && kb_.is_const(kb_.def(xt[0]).args[1])) {
+        const int64_t w = kb_.def(kb_.def(xt[0]).args[1]).iimm;
+        pad_edges_[l].push_back((low - xk) * w);
+        pad_edges_[l].push_back((low + len - xk) * w);
+      }
     }
   }
   *valid =
       kb_.binary(ScalarOp::and_, kb_.binary(ScalarOp::ge, x, lo), kb_.binary(ScalarOp::le, x, hi));
+  // Read where the guard may fail, unclamped, where that is proven in bounds
+  // (a reduction's loop over an image, cut where it is; see unclamped_in_bounds).
+  if (unclamped_pads_ && gap == 1 && !in_cat_ && len > 1 &&
+      !(kb_.is_const(*valid) && kb_.const_value(*valid) == 0)) {
+    std::vector<ValueId> ud = dims(c);
+    ud[d] = kb_.binary(ScalarOp::sub, x, lo);
+    ValueId at = kNoValue;
+    if (unclamped_in_bounds(src, ud, &at)) {
+      Coords oc;
+      oc.shape = in;
+      oc.dims = std::move(ud);
+      if (in_buf_.count(src)) oc.linear = at;
+      return eval(src, oc);
+    }
+  }
   // Clamp so the operand is always read in bounds (a span of one element is read
   // at 0); the caller's select hides the value outside the span.
   ValueId pos = kb_.iconst(0);
@@ -345,6 +369,110 @@ ValueId Lowering::pad_read(const Node& n, Coords& c, ValueId* valid) {
   oc.dims = dims(c);
   oc.dims[d] = pos;
   return eval(src, oc);
+}
+
+bool Lowering::unclamped_in_bounds(Value src, std::vector<ValueId> dims, ValueId* at) {
+  const Shape& shape = g_.type(src).shape;
+  if (!in_buf_.count(src)) {
+    // Through another pad of one dim, unclamped in turn.
+    if (!members_.count(src.node)) return false;
+    const Node& p = g_.node(src.node);
+    if (p.op != OpKind::pad || p.attrs.i(AttrKey::interior, 0) != 0) return false;
+    const Value inner = p.operands.at(0);
+    const int64_t d = normalize_dim(p.attrs.i(AttrKey::dim), int64_t(shape.size()));
+    // Outside its span everywhere here, it reads nothing (its fill).
+    const int64_t low = p.attrs.i(AttrKey::low, 0);
+    const auto r = kb_.range(dims[size_t(d)]);
+    if (r && (r->hi < low || r->lo > low + g_.type(inner).shape[size_t(d)] - 1)) return true;
+    dims[size_t(d)] =
+        kb_.binary(ScalarOp::sub, dims[size_t(d)], kb_.iconst(p.attrs.i(AttrKey::low, 0)));
+    return unclamped_in_bounds(inner, std::move(dims), at);
+  }
+  ValueId j = kNoValue, rest = kNoValue;
+  *at = affine_index(dims, shape, &j, &rest);
+  const int64_t size = kiln::numel(shape);
+  const auto r = kb_.range(*at);
+  if (r && r->lo >= 0 && r->hi < size) return true;
+  // at = rest + j: in bounds for j in [-rest.lo, size - rest.hi); where the
+  // loop's positions cross those ends, they are cuts.
+  const auto rr = rest == kNoValue ? std::nullopt : kb_.range(rest);
+  const auto rj = j == kNoValue ? std::nullopt : kb_.range(j);
+  if (!rr || !rj) return false;
+  // (Only in a loop already cut at its guards' edges: in the whole loop every
+  // tap's ends would count, too many cuts for the few reads that need them.)
+  for (size_t l = 0; l < loop_j_.size(); ++l) {
+    if (loop_j_[l] != j || l >= cuts_.size() || cuts_[l].empty()) continue;
+    for (int64_t p : {-rr->lo, size - rr->hi})
+      if (p > rj->lo && p <= rj->hi) pad_edges_[l].push_back(p);
+  }
+  return false;
+}
+
+ValueId Lowering::affine_index(const std::vector<ValueId>& dims, const Shape& s, ValueId* loop_term,
+                               ValueId* rest) {
+  // Terms and their coefficients (strides), repeated terms merged.
+  std::vector<std::pair<ValueId, int64_t>> terms;
+  int64_t constant = 0, stride = 1;
+  auto add = [&](ValueId t, int64_t k) {
+    for (auto& [v, c] : terms)
+      if (v == t) return void(c += k);
+    terms.push_back({t, k});
+  };
+  // v times k, through sums, differences and products by constants.
+  auto expand = [&](auto& self, ValueId v, int64_t k, int depth) -> void {
+    const kir::ValueDef& dv = kb_.def(v);
+    const bool binary =
+        depth < 8 && (dv.op == ScalarOp::add || dv.op == ScalarOp::sub || dv.op == ScalarOp::mul);
+    if (kb_.is_const(v)) {
+      constant += k * dv.iimm;
+    } else if (binary && dv.op != ScalarOp::mul) {
+      self(self, dv.args[0], k, depth + 1);
+      self(self, dv.args[1], dv.op == ScalarOp::sub ? -k : k, depth + 1);
+    } else if (binary && (kb_.is_const(dv.args[0]) || kb_.is_const(dv.args[1]))) {
+      const int o = kb_.is_const(dv.args[0]) ? 0 : 1;
+      self(self, dv.args[1 - o], k * kb_.def(dv.args[o]).iimm, depth + 1);
+    } else {
+      add(v, k);
+    }
+  };
+  for (size_t d = s.size(); d-- > 0;) {
+    expand(expand, dims[d], stride, 0);
+    stride *= s[d];
+  }
+  std::erase_if(terms, [](const auto& t) { return t.second == 0; });
+  // (q / w) at coefficient w c and (q % w) at c: q at c.
+  for (bool merged = true; merged;) {
+    merged = false;
+    for (size_t a = 0; a < terms.size() && !merged; ++a) {
+      const kir::ValueDef& da = kb_.def(terms[a].first);
+      if (da.op != ScalarOp::idiv || !kb_.is_const(da.args[1])) continue;
+      const int64_t w = kb_.def(da.args[1]).iimm;
+      for (size_t b = 0; b < terms.size() && !merged; ++b) {
+        const kir::ValueDef& db = kb_.def(terms[b].first);
+        if (db.op != ScalarOp::imod || db.args[0] != da.args[0] || !kb_.is_const(db.args[1]) ||
+            kb_.def(db.args[1]).iimm != w || terms[a].second != w * terms[b].second)
+          continue;
+        const ValueId q = da.args[0];
+        const int64_t c = terms[b].second;
+        terms.erase(terms.begin() + ptrdiff_t(std::max(a, b)));
+        terms.erase(terms.begin() + ptrdiff_t(std::min(a, b)));
+        add(q, c);
+        merged = true;
+      }
+    }
+  }
+  *loop_term = kNoValue;
+  ValueId sum = kb_.iconst(constant);
+  for (const auto& [t, c] : terms) {
+    if (c == 1 && *loop_term == kNoValue &&
+        std::find(loop_j_.begin(), loop_j_.end(), t) != loop_j_.end()) {
+      *loop_term = t;
+      continue;
+    }
+    sum = kb_.binary(ScalarOp::add, sum, c == 1 ? t : kb_.binary(ScalarOp::mul, t, kb_.iconst(c)));
+  }
+  *rest = sum;
+  return *loop_term == kNoValue ? sum : kb_.binary(ScalarOp::add, sum, *loop_term);
 }
 
 bool Lowering::cat_pieces(const Node& n, std::vector<const Node*>& pieces) const {
@@ -389,6 +517,19 @@ ValueId Lowering::cat(const Node& n, Coords& c) {
     if (f != 0.0) return kNoValue;
     fill = i == 0 ? f : fill + f;
     covered = covered && pieces[i]->attrs.i(AttrKey::interior, 0) == 0;
+  }
+  // At a known position along d (a reduction's unrolled rows: the taps of a
+  // depthwise conv's weight gradient and its bias row), the one piece there,
+  // read as a pad of its own (cut at its operand's edges like any).
+  if (const ValueId x = dims(c)[size_t(d)]; kb_.is_const(x)) {
+    const int64_t at = kb_.def(x).iimm;
+    for (const Node* p : pieces) {
+      const int64_t low = p->attrs.i(AttrKey::low, 0);
+      const int64_t gap = p->attrs.i(AttrKey::interior, 0) + 1;
+      const int64_t last = low + (g_.type(p->operands[0]).shape[d] - 1) * gap;
+      if (at >= low && at <= last && (at - low) % gap == 0) return movement(*p, c);
+    }
+    return kb_.constant(n.type().dtype, fill);
   }
   // The last piece is the default when the spans cover the dim; else the fill is.
   ValueId v = covered ? kNoValue : kb_.constant(n.type().dtype, fill);

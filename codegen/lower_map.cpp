@@ -84,6 +84,7 @@ void Lowering::lower_map() {
   // j + cuts[s], every segment holding the loops inside it. The linear index is
   // in Horner form over (row, pieces...), which reshapes take apart by folding.
   const size_t levels = inner_loops_.size();
+  cut_extents_ = inner_loops_;
   loop_j_.assign(levels, kNoValue);
   pad_edges_.assign(levels, {});
   auto nest = [&](auto& self, size_t l, ValueId lin, ValueId last) -> void {
@@ -116,14 +117,14 @@ void Lowering::lower_map() {
 }
 
 std::vector<std::vector<int64_t>> Lowering::loop_segments() const {
-  if (mode_ != Mode::rows) return {};
   // Per loop: its cuts, every edge inside it; one more segment than cuts.
   std::vector<std::vector<int64_t>> all(pad_edges_.size());
   size_t bodies = 1;
   bool any = false;
   for (size_t l = 0; l < pad_edges_.size(); ++l) {
-    const int64_t e = inner_loops_[l];
+    const int64_t e = cut_extents_.at(l);
     std::vector<int64_t> cuts{0, e};
+    if (l < cuts_.size()) cuts.insert(cuts.end(), cuts_[l].begin(), cuts_[l].end());
     for (int64_t p : pad_edges_[l])
       if (p > 0 && p < e) cuts.push_back(p);
     std::sort(cuts.begin(), cuts.end());
@@ -136,13 +137,17 @@ std::vector<std::vector<int64_t>> Lowering::loop_segments() const {
   if (!any) return {};
   // Many edges (a wide kernel's taps): only a loop's longest segment is split
   // off (three segments at most), the outer loops' first, while there are more
-  // than kMaxBodies loop bodies.
-  constexpr size_t kMaxSegments = 7, kMaxBodies = 21;
+  // than kMaxBodies loop bodies. A reduction's one loop over an image's plane
+  // takes up to kMaxPlaneSegments: a 3x3 tap's first and last rows cut at
+  // their columns' edges (where the rows are short enough that the column
+  // guards fold), the rows between at the plane's reads' ends.
+  constexpr size_t kMaxSegments = 7, kMaxBodies = 21, kMaxPlaneSegments = 9;
+  const size_t max_segments = mode_ == Mode::flat ? kMaxPlaneSegments : kMaxSegments;
   for (size_t l = 0; l < all.size(); ++l) {
     std::vector<int64_t>& cuts = all[l];
     if (cuts.empty()) continue;
     const size_t n = cuts.size() - 1;
-    if (n <= 3 || (n <= kMaxSegments && bodies <= kMaxBodies)) continue;
+    if (n <= 3 || (n <= max_segments && bodies <= kMaxBodies)) continue;
     size_t best = 0;
     for (size_t s = 1; s < n; ++s)
       if (cuts[s + 1] - cuts[s] > cuts[best + 1] - cuts[best]) best = s;

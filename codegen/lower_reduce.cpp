@@ -200,26 +200,43 @@ void Lowering::lower_reduction() {
     }
     const bool nested = !rs_.red_last.empty();
     const int64_t last = nested ? kiln::numel(rs_.red_last) : 1;
-    ValueId jo = kNoValue, ji = kNoValue, j = kNoValue;
+    // The body at reduced position j (flat) or jo, ji (nested).
+    auto body = [&](ValueId jo, ValueId ji, ValueId j) {
+      for (int64_t u = 0; u < unroll; ++u) {
+        use_row(u);
+        Coords c = nested ? row_coords(jo, ji) : row_coords(j);
+        if (nested && is_arg_reduce(n.op) && j == kNoValue)
+          j = kb_.binary(ScalarOp::add, kb_.binary(ScalarOp::mul, jo, kb_.iconst(last)), ji);
+        const ValueId operand = eval(n.operands[0], c);
+        kb_.acc_update(accs[i][size_t(u)], kb_.cast(operand, acc_t),
+                       is_arg_reduce(n.op) ? j : kNoValue);
+        if (i == 0) store_full(full_now, c);
+        if (keep[i] >= 0) kb_.store(keep[i], linear(c), operand);
+      }
+    };
     if (nested) {
-      jo = kb_.index(kb_.begin_loop(rs_.extent / last));
-      ji = kb_.index(kb_.begin_loop(last));
+      // The last block's loop (an image's plane) in the segments between its
+      // cuts (loop_segments), its pads' reads unclamped where proven in bounds.
+      const ValueId jo = kb_.index(kb_.begin_loop(rs_.extent / last));
+      const std::vector<int64_t> cuts =
+          cuts_.empty() || cuts_[0].empty() ? std::vector<int64_t>{0, last} : cuts_[0];
+      cut_extents_ = {last};
+      loop_j_.assign(1, kNoValue);
+      pad_edges_.assign(1, {});
+      unclamped_pads_ = true;
+      for (size_t s = 0; s + 1 < cuts.size(); ++s) {
+        const ValueId ji = kb_.binary(
+            ScalarOp::add, kb_.index(kb_.begin_loop(cuts[s + 1] - cuts[s])), kb_.iconst(cuts[s]));
+        loop_j_[0] = ji;
+        body(jo, ji, kNoValue);
+        kb_.end_loop();
+      }
+      loop_j_[0] = kNoValue;
+      unclamped_pads_ = false;
     } else {
-      j = reduced_index(kb_.begin_loop(rs_.extent));
-    }
-    for (int64_t u = 0; u < unroll; ++u) {
-      use_row(u);
-      Coords c = nested ? row_coords(jo, ji) : row_coords(j);
-      if (nested && is_arg_reduce(n.op) && j == kNoValue)
-        j = kb_.binary(ScalarOp::add, kb_.binary(ScalarOp::mul, jo, kb_.iconst(last)), ji);
-      const ValueId operand = eval(n.operands[0], c);
-      kb_.acc_update(accs[i][size_t(u)], kb_.cast(operand, acc_t),
-                     is_arg_reduce(n.op) ? j : kNoValue);
-      if (i == 0) store_full(full_now, c);
-      if (keep[i] >= 0) kb_.store(keep[i], linear(c), operand);
+      body(kNoValue, kNoValue, reduced_index(kb_.begin_loop(rs_.extent)));
     }
     kb_.end_loop();
-    if (nested) kb_.end_loop();
     red_acc_[reds[i]] = accs[i][0];
   }
   if (!full_later.empty()) {

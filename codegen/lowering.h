@@ -124,9 +124,11 @@ class Lowering {
   // that in each segment the guards fold (codegen/kernel_builder.h, range) and
   // the reads are plain loads at affine indices, which vectorise; a depthwise
   // conv's taps read its padded image this way without a copy of it, its
-  // interior rows and columns with no guard at all. Per inner loop, outer to
-  // inner, the cuts from 0 to its extent, or empty where it stays whole; empty
-  // when no loop is cut.
+  // interior rows and columns with no guard at all. A reduction's loop over an
+  // image's plane (a depthwise conv's weight gradient) is cut likewise, at its
+  // rows' edges and where its taps' unclamped reads come into bounds. Per
+  // inner loop, outer to inner, the cuts from 0 to its extent (the run's own
+  // cuts among them), or empty where it stays whole; empty when no loop is cut.
   std::vector<std::vector<int64_t>> loop_segments() const;
   // Runs each inner loop in the segments between its `cuts` (loop_segments).
   void split_loops(std::vector<std::vector<int64_t>> cuts) { cuts_ = std::move(cuts); }
@@ -174,6 +176,21 @@ class Lowering {
   // A pad's operand read at c (clamped into its span) and, in *valid, whether c
   // is inside the span; pad is select(valid, read, 0).
   ValueId pad_read(const Node& n, Coords& c, ValueId* valid);
+  // With unclamped_pads_: whether reading `src` at `dims`, positions that may
+  // lie outside a pad's span (so its guard hides them), reads in bounds, through
+  // pads of one input: that input's element, its linear index (affine_index)
+  // in [0, numel) by the builder's ranges. *at is that index. When it is not
+  // proven but would be for loop positions in a narrower range, those range
+  // ends are recorded as pad_edges_, so a cut lowering proves it there.
+  bool unclamped_in_bounds(Value src, std::vector<ValueId> dims, ValueId* at);
+  // The linear index of `dims` in shape `s` as a sum of terms times strides,
+  // (q / k) * k s + (q % k) * s taken back to q * s: the plane position of a
+  // reduction's loop over an image, read at a tap's offset, is that position
+  // plus a constant, so its loads are consecutive. *loop_term gets the
+  // coefficient-1 term that is a cut loop's position, if any (else kNoValue),
+  // and *rest the sum without it.
+  ValueId affine_index(const std::vector<ValueId>& dims, const Shape& s, ValueId* loop_term,
+                       ValueId* rest);
   // An index value as a position in [0, size): cast to i64 and clamped (the
   // frontend has checked it; the clamp keeps an unchecked graph in bounds).
   ValueId checked_index(ValueId index, int64_t size);
@@ -299,9 +316,14 @@ class Lowering {
   std::vector<int64_t> inner_loops_;  // rows mode of lower_map: see split_last_dim
   Shape space_;                       // rows mode of lower_map: see the constructor
   std::vector<std::vector<int64_t>> cuts_;  // see split_loops
-  // Per rows-mode inner loop, outer to inner: its position while its body is
-  // lowered (kNoValue outside), and the positions where a pad's guard on a
-  // dim it walks changes (pad_read).
+  std::vector<int64_t> cut_extents_;        // per loop that may be cut: its extent
+  // A reduction's pads read their operands unclamped where the read is proven
+  // in bounds (unclamped_in_bounds).
+  bool unclamped_pads_ = false;
+  // Per loop that may be cut (the rows mode's inner loops, outer to inner; a
+  // reduction's loop over its last reduced block): its position while its body
+  // is lowered (kNoValue outside), and the positions where a pad's guard on a
+  // dim it walks changes (pad_read) or an unclamped read comes into bounds.
   std::vector<ValueId> loop_j_;
   std::vector<std::vector<int64_t>> pad_edges_;
   bool in_cat_ = false;  // pad_read for a piece of a cat

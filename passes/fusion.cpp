@@ -250,8 +250,17 @@ class GroupChecker {
         // clamped reads, repeated per window, keep the kernel's loads from
         // being consecutive, so its loop did not vectorise (bench_conv's
         // depthwise weight gradient: 29 ms in place; copied, 0.7 ms for the
-        // copy and 3.1 for the sums, one thread).
-        if (label_unfold_[label] && g_[m].op == OpKind::pad) return std::nullopt;
+        // copy and 3.1 for the sums, one thread). Unless a long reduction sums
+        // the windows' positions (that weight gradient, not a pooling's taps):
+        // its loop over the image's plane is cut where the reads come into
+        // bounds, and reads unclamped there (codegen/lower_reduce.cpp). The
+        // pad joins once the windows are in the reduction's group: a merge of
+        // a later sweep, as a member read at several labels (it is, at one
+        // label per window).
+        if (label_unfold_[label] && g_[m].op == OpKind::pad) {
+          if (!reduction_ || numel(full_) < kMinWindowSum * numel(kept_)) return std::nullopt;
+          recomputes_ = true;
+        }
       }
     }
 
@@ -279,6 +288,9 @@ class GroupChecker {
 
  private:
   static constexpr int kFull = 0, kRowLabel = 1;
+  // The shortest reduction (elements per row) that reads a pad through
+  // windows in place (see check).
+  static constexpr int64_t kMinWindowSum = 256;
   enum EdgeTag : int64_t {
     kBroadcast = -1,
     kPermute = -2,

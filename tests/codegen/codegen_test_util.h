@@ -296,4 +296,52 @@ inline Graph philox_graph(int64_t n) {
 /// Value ranges for philox_graph's arguments: any key, counters of either sign.
 inline const std::vector<Range> kPhiloxRanges = {{-1e18, 1e18}, {-1e15, 1e15}};
 
+/// A depthwise conv's weight gradient (nn_conv.cpp's DepthwiseTaps) with its
+/// pads in the graph: x [n, c, h, w] padded by (top, bottom) and (left,
+/// right), its kh x kw windows of dilation d times dy (their positions'
+/// shape), summed over the batch and positions, kept [c, kh, kw].
+struct PaddedWindows {
+  int64_t n, c, h, w, kh, kw, top, bottom, left, right, dilation = 1;
+  DType dtype = DType::f32;
+};
+inline Graph padded_window_sum(const PaddedWindows& p) {
+  Graph g;
+  Builder b(g);
+  const int64_t oh = p.h + p.top + p.bottom - (p.kh - 1) * p.dilation;
+  const int64_t ow = p.w + p.left + p.right - (p.kw - 1) * p.dilation;
+  Value x = b.arg(0, ty(p.dtype, {p.n, p.c, p.h, p.w}));
+  Value dy = b.arg(1, ty(p.dtype, {p.n, p.c, oh, ow}));
+  auto pad = [&](Value v, int64_t dim, int64_t low, int64_t high) {
+    return b.op(OpKind::pad, {v},
+                Attrs{{AttrKey::dim, dim},
+                      {AttrKey::low, low},
+                      {AttrKey::high, high},
+                      {AttrKey::interior, int64_t{0}}});
+  };
+  auto unfold = [&](Value v, int64_t dim, int64_t size) {
+    return b.op(OpKind::unfold, {v},
+                Attrs{{AttrKey::dim, dim},
+                      {AttrKey::size, size},
+                      {AttrKey::step, int64_t{1}},
+                      {AttrKey::dilation, p.dilation}});
+  };
+  Value xp = pad(pad(x, 2, p.top, p.bottom), 3, p.left, p.right);
+  Value win = b.permute(unfold(unfold(xp, 2, p.kh), 3, p.kw), {0, 1, 4, 5, 2, 3});
+  Value prod = b.mul(win, b.reshape(dy, {p.n, p.c, 1, 1, oh, ow}));
+  g.outputs = {b.sum(prod, {0, 4, 5}, false)};
+  return g;
+}
+
+/// Geometries for padded_window_sum: square and not, a width not a power of
+/// two, 5x5 taps, pads on one side only, images of one row, dilation, f64.
+inline std::vector<PaddedWindows> padded_window_cases() {
+  return {{2, 3, 12, 12, 3, 3, 1, 1, 1, 1},
+          {2, 2, 7, 10, 3, 3, 1, 1, 1, 1},
+          {2, 2, 9, 11, 5, 5, 2, 2, 2, 2},
+          {1, 2, 5, 6, 3, 3, 2, 0, 0, 2},
+          {3, 2, 1, 17, 1, 3, 0, 0, 1, 1},
+          {2, 2, 6, 6, 3, 3, 1, 1, 1, 1, 2},
+          {2, 3, 12, 12, 3, 3, 1, 1, 1, 1, 1, DType::f64}};
+}
+
 }  // namespace kiln::test

@@ -3,6 +3,8 @@
 // log-softmax, layer norm in one kernel), several outputs, random fused graphs
 // against the interpreter, and whole graphs grouped by plan_fusion.
 #include <doctest/doctest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <tuple>
 
@@ -351,6 +353,57 @@ TEST_CASE("a sum over windows folding its rows' taps together matches the interp
     const kir::Kernel k = lower_group(g, make_group(g, GroupKind::Reduction, all_compute_nodes(g)));
     CHECK(k.range == 3);
     check_whole_graph(g, GroupKind::Reduction, 41);
+  }
+}
+
+namespace {
+
+// A copy of `b` in pages between two PROT_NONE pages, flush against the one
+// after it (at_end) or the one before: a read outside it faults.
+Buf fenced(const Buf& b, bool at_end) {
+  const size_t page = size_t(sysconf(_SC_PAGESIZE)), bytes = b.storage->bytes();
+  const size_t pages = (bytes + page - 1) / page, len = (pages + 2) * page;
+  void* m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(m != MAP_FAILED);
+  char* base = static_cast<char*>(m);
+  REQUIRE(mprotect(base, page, PROT_NONE) == 0);
+  REQUIRE(mprotect(base + (pages + 1) * page, page, PROT_NONE) == 0);
+  char* data = at_end ? base + (pages + 1) * page - bytes : base + page;
+  std::memcpy(data, b.data(), bytes);
+  Buf out = b;
+  out.storage = Storage::wrap(data, bytes, {}, [base, len](void*) { munmap(base, len); });
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a sum over windows of a padded input read in place matches the interpreter") {
+  // lower_reduce.cpp: the plane's loop cut where the reads come into bounds,
+  // read unclamped there. The inputs also sit flush against unmapped pages
+  // on either side, where a read out of bounds faults.
+  uint64_t seed = 140;
+  for (const PaddedWindows& p : padded_window_cases()) {
+    CAPTURE(p.h);
+    CAPTURE(p.w);
+    CAPTURE(p.kh);
+    CAPTURE(p.top);
+    CAPTURE(p.dilation);
+    const Graph g = padded_window_sum(p);
+    check_whole_graph(g, GroupKind::Reduction, seed);
+    std::mt19937_64 rng(seed++);
+    std::vector<Buf> args;
+    for (NodeId id : g.args()) {
+      args.push_back(make_buf(g.node(id).type()));
+      fill_random(args.back(), rng);
+    }
+    const std::vector<Buf> vals = reference_eval(g, args);
+    const FusionGroup grp = make_group(g, GroupKind::Reduction, all_compute_nodes(g));
+    for (bool at_end : {false, true}) {
+      CAPTURE(at_end);
+      std::vector<Buf> in = vals;
+      for (NodeId id : g.args()) in[id] = fenced(vals[id], at_end);
+      check_group(g, grp, in);
+    }
   }
 }
 

@@ -2,6 +2,7 @@
 // the loop shapes lowering chooses (stated as kernel IR text).
 #include <doctest/doctest.h>
 
+#include <regex>
 #include <set>
 
 #include "codegen/kernel_builder.h"
@@ -729,6 +730,52 @@ TEST_CASE("a sum over windows folds its rows' taps in one pass, each input eleme
       GroupKind::Reduction);
   CHECK(plain.find("parallel i0 in [0, 27)") != std::string::npos);
   CHECK(plain.find("acc1") == std::string::npos);
+}
+
+// The weight gradient with its pad in the kernel (fusion takes it in for a
+// long sum over the windows' positions): x read in place. The loop over an
+// image's plane (12x12, flat) is cut at its first and last rows' edges, where
+// the rows' guards fold, then where each tap's unclamped read comes into
+// bounds: 13 and 131 (the corner taps reach 13 positions back and forward),
+// 1 and 143 (the middle row's taps, one), and 1 and 11 in the first row,
+// where the column guards fold too. Between 13 and 131 every read is one
+// load at the plane position plus a constant, its column guard a select of
+// the loaded value (no clamp of the index).
+TEST_CASE("a sum over windows of a padded input reads it in place, its plane cut into bounds") {
+  const std::string ir =
+      "%0 = arg {index=0} : f32[2,3,12,12]\n"
+      "%1 = arg {index=1} : f32[2,3,12,12]\n"
+      "%2 = pad %0 {dim=2, low=1, high=1, interior=0} : f32[2,3,14,12]\n"
+      "%3 = pad %2 {dim=3, low=1, high=1, interior=0} : f32[2,3,14,14]\n"
+      "%4 = unfold %3 {dim=2, size=3, step=1, dilation=1} : f32[2,3,12,14,3]\n"
+      "%5 = unfold %4 {dim=3, size=3, step=1, dilation=1} : f32[2,3,12,12,3,3]\n"
+      "%6 = permute %5 {perm=[0,1,4,5,2,3]} : f32[2,3,3,3,12,12]\n"
+      "%7 = reshape %1 {shape=[2,3,1,1,12,12]} : f32[2,3,1,1,12,12]\n"
+      "%8 = mul %6, %7 : f32[2,3,3,3,12,12]\n"
+      "%9 = sum %8 {dims=[0,4,5], keepdim=0} : f32[3,3,3]\n"
+      "return %9\n";
+  const std::string got = lowered(ir, GroupKind::Reduction);
+  CAPTURE(got);
+  CHECK(got.find("buf0 = in f32[2,3,12,12]") != std::string::npos);  // x, not a padded copy
+  // The loops inside the rows and images, by their extents: the plane's
+  // segments [0,1) [1,11) [11,12) [12,13) [13,131) [131,132) [132,143) [143,144).
+  std::vector<int64_t> extents;
+  std::regex loop(R"(for i\d+ in \[0, (\d+)\))");
+  for (auto m = std::sregex_iterator(got.begin(), got.end(), loop); m != std::sregex_iterator();
+       ++m)
+    extents.push_back(std::stoll((*m)[1]));
+  CHECK(extents == std::vector<int64_t>{2, 1, 10, 1, 1, 118, 1, 11, 1});
+  // The middle segment: nine loads of x, none at a clamped (selected) index.
+  const size_t from = got.find("in [0, 118)"), to = got.find("for", from);
+  const std::string middle = got.substr(from, to - from);
+  CAPTURE(middle);
+  int loads = 0;
+  for (size_t at = middle.find("load buf0"); at != std::string::npos;
+       at = middle.find("load buf0", at + 1))
+    ++loads;
+  CHECK(loads == 9);
+  CHECK(middle.find("select") != std::string::npos);  // the column guards, on the values
+  CHECK(std::regex_search(middle, std::regex(R"(select [^\n]*: i64)")) == false);
 }
 
 TEST_CASE("the verifier rejects values used out of scope and type errors") {

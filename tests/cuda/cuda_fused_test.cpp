@@ -214,6 +214,11 @@ TEST_CASE("reductions with producers, epilogues, non-trailing dims, full reducti
           "return %7\n");
       batch.add_graph(g, GroupKind::Reduction, 35, {}, {}, "window taps", opts);
     }
+    // The same with its pads in the kernel, read in place (lower_reduce.cpp).
+    uint64_t seed = 140;
+    for (const PaddedWindows& p : padded_window_cases())
+      batch.add_graph(padded_window_sum(p), GroupKind::Reduction, seed++, {}, {},
+                      "padded windows " + std::to_string(p.h) + "x" + std::to_string(p.w), opts);
   }
   batch.run();
 }

@@ -494,6 +494,27 @@ TEST_CASE("fusion: a slice of a buffer read at several taps under a broadcast is
          "group 1 (elementwise): %4 %5 %6 %7 %8 <- %3 %1 -> %8\n");
 }
 
+// A padded image read through overlapping windows (unfold): a long sum over
+// the windows' positions (a depthwise conv's weight gradient, 2 images of
+// 16x16 a row) reads the pad in place, a sum over each window's taps (a
+// pooling: 9 elements a row) reads a padded copy.
+TEST_CASE("fusion: a pad read through windows joins a long sum over their positions only") {
+  auto windows = [](const std::string& sum) {
+    return plan_text(("%x = arg {index=0} : f32[2,3,16,16]\n"
+                      "%a = pad %x {dim=2, low=1, high=1, interior=0}\n"
+                      "%b = pad %a {dim=3, low=1, high=1, interior=0}\n"
+                      "%u = unfold %b {dim=2, size=3, step=1, dilation=1}\n"
+                      "%v = unfold %u {dim=3, size=3, step=1, dilation=1}\n" +
+                      sum + "return %s\n")
+                         .c_str());
+  };
+  CHECK(windows("%s = sum %v {dims=[0,2,3], keepdim=0}\n") ==
+        "group 0 (reduction): %1 %2 %3 %4 %5 <- %0 -> %5\n");
+  CHECK(windows("%s = sum %v {dims=[4,5], keepdim=0}\n") ==
+        "group 0 (copy): %1 %2 <- %0 -> %2\n"
+        "group 1 (reduction): %3 %4 %5 <- %2 -> %5\n");
+}
+
 // Taps of a channels-last view (conv2d's tall patches, nn_conv.cpp): a permute
 // that moves the last dim makes each row a strided gather, one scalar load an
 // element, so it is copied once by a kernel of its own and the taps read its

@@ -341,6 +341,8 @@ ValueId Lowering::pad_read(const Node& n, Coords& c, ValueId* valid) {
     ud[d] = kb_.binary(ScalarOp::sub, x, lo);
     ValueId at = kNoValue;
     if (unclamped_in_bounds(src, ud, &at)) {
+      if (!kb_.is_const(*valid))
+        if (const ValueId t = column_guard(x, low, len); t != kNoValue) *valid = t;
       Coords oc;
       oc.shape = in;
       oc.dims = std::move(ud);
@@ -369,6 +371,35 @@ ValueId Lowering::pad_read(const Node& n, Coords& c, ValueId* valid) {
   oc.dims = dims(c);
   oc.dims[d] = pos;
   return eval(src, oc);
+}
+
+ValueId Lowering::column_guard(ValueId x, int64_t low, int64_t len) {
+  // Tables of at most kMaxGuardTable positions (4 bytes each: 16 KiB, half of
+  // a Zen 3 core's L1, for images of up to 64x64).
+  constexpr int64_t kMaxGuardTable = 4096;
+  if (kb_.is_const(x) || loop_j_.size() != 1 || loop_j_[0] == kNoValue) return kNoValue;
+  const int64_t extent = cut_extents_.at(0);
+  std::vector<ValueId> xt;
+  int64_t xk = 0;
+  kb_.add_terms(x, xt, xk);
+  if (xt.size() != 1 || extent > kMaxGuardTable) return kNoValue;
+  const kir::ValueDef& m = kb_.def(xt[0]);
+  if (m.op != ScalarOp::imod || m.args[0] != loop_j_[0] || !kb_.is_const(m.args[1]))
+    return kNoValue;
+  const int64_t w = kb_.def(m.args[1]).iimm;
+  const auto key = std::make_tuple(w, low - xk, len);
+  auto it = guard_tables_.find(key);
+  if (it == guard_tables_.end()) {
+    kir::Table tab;
+    tab.dtype = DType::i32;
+    for (int64_t j = 0; j < extent; ++j) {
+      const int64_t col = j % w + xk;
+      tab.idata.push_back(col >= low && col < low + len ? 1 : 0);
+    }
+    it = guard_tables_.emplace(key, kb_.add_table(std::move(tab))).first;
+  }
+  return kb_.binary(ScalarOp::ne, kb_.load_table(it->second, loop_j_[0]),
+                    kb_.iconst(0, DType::i32));
 }
 
 bool Lowering::unclamped_in_bounds(Value src, std::vector<ValueId> dims, ValueId* at) {

@@ -734,13 +734,14 @@ TEST_CASE("a sum over windows folds its rows' taps in one pass, each input eleme
 
 // The weight gradient with its pad in the kernel (fusion takes it in for a
 // long sum over the windows' positions): x read in place. The loop over an
-// image's plane (12x12, flat) is cut at its first and last rows' edges, where
-// the rows' guards fold, then where each tap's unclamped read comes into
-// bounds: 13 and 131 (the corner taps reach 13 positions back and forward),
-// 1 and 143 (the middle row's taps, one), and 1 and 11 in the first row,
-// where the column guards fold too. Between 13 and 131 every read is one
+// image's plane (12x12, flat) is cut at its first and last rows' edges (12,
+// 132), where the rows' guards fold; then where each tap's unclamped read
+// comes into bounds: 13 and 131 between them (the corner taps reach 13
+// positions back and forward), 1 in the first row and 143 in the last (the
+// middle row's taps reach one); and in the first row, where the column is the
+// loop's position, also at 11, where the column guards fold. Between 13 and 131 every read is one
 // load at the plane position plus a constant, its column guard a select of
-// the loaded value (no clamp of the index).
+// the loaded value (no clamp of the index), the guard a table's value.
 TEST_CASE("a sum over windows of a padded input reads it in place, its plane cut into bounds") {
   const std::string ir =
       "%0 = arg {index=0} : f32[2,3,12,12]\n"
@@ -776,6 +777,13 @@ TEST_CASE("a sum over windows of a padded input reads it in place, its plane cut
   CHECK(loads == 9);
   CHECK(middle.find("select") != std::string::npos);  // the column guards, on the values
   CHECK(std::regex_search(middle, std::regex(R"(select [^\n]*: i64)")) == false);
+  // The first and last columns' guards are tables over the plane, loaded at its
+  // position (column_guard): 0 where the column is a pad's.
+  CHECK(got.find("table0 = i32[144] {0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1,") !=
+        std::string::npos);
+  CHECK(got.find("table1 = i32[144] {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1,") != std::string::npos);
+  CHECK(got.find("table2") == std::string::npos);
+  CHECK(std::regex_search(middle, std::regex(R"(table table0\[%\d+\] : i32)")));
 }
 
 TEST_CASE("the verifier rejects values used out of scope and type errors") {

@@ -349,6 +349,11 @@ ValueId Lowering::pad_read(const Node& n, Coords& c, ValueId* valid) {
       if (in_buf_.count(src)) oc.linear = at;
       return eval(src, oc);
     }
+    // Clamped below, in a loop segment of a vector or more (see clamped_reads).
+    for (ValueId j : loop_j_) {
+      const auto r = j == kNoValue ? std::nullopt : kb_.range(j);
+      if (r && r->hi - r->lo + 1 >= kVectorSegment && !kb_.is_const(*valid)) ++clamped_reads_;
+    }
   }
   // Clamp so the operand is always read in bounds (a span of one element is read
   // at 0); the caller's select hides the value outside the span.

@@ -137,12 +137,12 @@ std::vector<std::vector<int64_t>> Lowering::loop_segments() const {
   if (!any) return {};
   // Many edges (a wide kernel's taps): only a loop's longest segment is split
   // off (three segments at most), the outer loops' first, while there are more
-  // than kMaxBodies loop bodies. A reduction's one loop over an image's plane
-  // takes up to kMaxPlaneSegments: a 3x3 tap's first and last rows cut at
+  // than kMaxBodies loop bodies. A loop over an image's plane (a reduction's,
+  // the plane form's) takes up to kMaxPlaneSegments: a 3x3 tap's first and last rows cut at
   // their columns' edges (where the rows are short enough that the column
   // guards fold), the rows between at the plane's reads' ends.
   constexpr size_t kMaxSegments = 7, kMaxBodies = 21, kMaxPlaneSegments = 9;
-  const size_t max_segments = mode_ == Mode::flat ? kMaxPlaneSegments : kMaxSegments;
+  const size_t max_segments = plane_ ? kMaxPlaneSegments : kMaxSegments;
   for (size_t l = 0; l < all.size(); ++l) {
     std::vector<int64_t>& cuts = all[l];
     if (cuts.empty()) continue;

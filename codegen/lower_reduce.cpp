@@ -223,7 +223,8 @@ void Lowering::lower_reduction() {
       cut_extents_ = {last};
       loop_j_.assign(1, kNoValue);
       pad_edges_.assign(1, {});
-      unclamped_pads_ = true;
+      const bool unclamped = std::exchange(unclamped_pads_, true);
+      plane_ = true;
       for (size_t s = 0; s + 1 < cuts.size(); ++s) {
         const ValueId ji = kb_.binary(
             ScalarOp::add, kb_.index(kb_.begin_loop(cuts[s + 1] - cuts[s])), kb_.iconst(cuts[s]));
@@ -232,7 +233,7 @@ void Lowering::lower_reduction() {
         kb_.end_loop();
       }
       loop_j_[0] = kNoValue;
-      unclamped_pads_ = false;
+      unclamped_pads_ = unclamped;
     } else {
       body(kNoValue, kNoValue, reduced_index(kb_.begin_loop(rs_.extent)));
     }

@@ -12,6 +12,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -295,6 +296,40 @@ inline Graph philox_graph(int64_t n) {
 }
 /// Value ranges for philox_graph's arguments: any key, counters of either sign.
 inline const std::vector<Range> kPhiloxRanges = {{-1e18, 1e18}, {-1e15, 1e15}};
+
+/// A conv's k x k taps of n images [h, w] padded by `low` before and k - 1 -
+/// low after on both dims, each tap times its own constant, plus a row
+/// broadcast: the images [n, h, w] as they are, or read through a reshape of
+/// [n, h w].
+inline Graph padded_taps(DType dt, int64_t n, int64_t h, int64_t w, int64_t k, int64_t low,
+                         bool reshaped) {
+  Graph g;
+  Builder b(g);
+  Value x =
+      reshaped ? b.reshape(b.arg(0, ty(dt, {n, h * w})), {n, h, w}) : b.arg(0, ty(dt, {n, h, w}));
+  Value p = x;
+  for (int64_t d : {1, 2})
+    p = b.op(OpKind::pad, {p},
+             Attrs{{AttrKey::dim, d},
+                   {AttrKey::low, low},
+                   {AttrKey::high, k - 1 - low},
+                   {AttrKey::interior, int64_t{0}}});
+  Value sum;
+  for (int64_t a = 0; a < k; ++a)
+    for (int64_t e = 0; e < k; ++e) {
+      Value tap = p;
+      for (auto [d, at, len] : {std::tuple{int64_t{1}, a, h}, std::tuple{int64_t{2}, e, w}})
+        tap = b.op(OpKind::slice, {tap},
+                   Attrs{{AttrKey::dim, d},
+                         {AttrKey::start, at},
+                         {AttrKey::end, at + len},
+                         {AttrKey::step, int64_t{1}}});
+      tap = b.mul(tap, b.scalar_like(tap, 0.25 + double(a * k + e)));
+      sum = a + e == 0 ? tap : b.add(sum, tap);
+    }
+  g.outputs = {b.add(sum, b.arg(1, ty(dt, {w})))};
+  return g;
+}
 
 /// A depthwise conv's weight gradient (nn_conv.cpp's DepthwiseTaps) with its
 /// pads in the graph: x [n, c, h, w] padded by (top, bottom) and (left,

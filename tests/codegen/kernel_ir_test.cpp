@@ -538,6 +538,60 @@ TEST_CASE("a pad's guards on two dims cut both loops of an image; inside, no gua
   CHECK(got.find("select") == std::string::npos);
 }
 
+TEST_CASE("64 images' taps run over each image's plane, cut where the reads come into bounds") {
+  // A depthwise conv's nine taps of 64 images of 16x16 padded by one on each
+  // side (lower.cpp's plane form): one loop over the plane's 256 positions,
+  // cut at the first and last rows' edges (16, 240), where the taps' unclamped
+  // reads come into bounds (17, 239; 1 in the first row, 255 in the last) and
+  // where the first row's column guards fold (15). Between 17 and 239, nine
+  // loads at the position plus a constant, the edge columns' guards tables.
+  Graph g;
+  Builder b(g);
+  Value p = b.arg(0, ty(DType::f32, {64, 16, 16}));
+  for (int64_t d : {1, 2})
+    p = b.op(OpKind::pad, {p},
+             Attrs{{AttrKey::dim, d},
+                   {AttrKey::low, int64_t{1}},
+                   {AttrKey::high, int64_t{1}},
+                   {AttrKey::interior, int64_t{0}}});
+  Value sum;
+  for (int64_t a = 0; a < 3; ++a)
+    for (int64_t e = 0; e < 3; ++e) {
+      Value tap = p;
+      for (auto [d, at] : {std::pair{int64_t{1}, a}, std::pair{int64_t{2}, e}})
+        tap = b.op(OpKind::slice, {tap},
+                   Attrs{{AttrKey::dim, d},
+                         {AttrKey::start, at},
+                         {AttrKey::end, at + 16},
+                         {AttrKey::step, int64_t{1}}});
+      tap = b.mul(tap, b.scalar_like(tap, double(a * 3 + e)));
+      sum = a + e == 0 ? tap : b.add(sum, tap);
+    }
+  g.outputs = {sum};
+  const std::string got =
+      kir::print_kernel(lower_group(g, make_group(g, GroupKind::Elementwise, all_compute_nodes(g))),
+                        {.names = false});
+  CAPTURE(got);
+  CHECK(got.find("parallel i0 in [0, 64)") != std::string::npos);
+  std::vector<int64_t> extents;
+  std::regex loop(R"(for i\d+ in \[0, (\d+)\))");
+  for (auto m = std::sregex_iterator(got.begin(), got.end(), loop); m != std::sregex_iterator();
+       ++m)
+    extents.push_back(std::stoll((*m)[1]));
+  CHECK(extents == std::vector<int64_t>{1, 14, 1, 1, 222, 1, 15, 1});
+  const size_t from = got.find("in [0, 222)"), to = got.find("for", from);
+  const std::string middle = got.substr(from, to - from);
+  int loads = 0;
+  for (size_t at = middle.find("load buf0"); at != std::string::npos;
+       at = middle.find("load buf0", at + 1))
+    ++loads;
+  CHECK(loads == 9);
+  CHECK(std::regex_search(middle, std::regex(R"(select [^\n]*: i64)")) == false);
+  CHECK(std::regex_search(middle, std::regex(R"(table table0\[%\d+\] : i32)")));
+  CHECK(std::regex_search(middle, std::regex(R"(table table1\[%\d+\] : i32)")));
+  CHECK(!divides(middle));  // the plane position alone indexes every read and the store
+}
+
 TEST_CASE("the builder takes x*k + y apart by k and by multiples of k") {
   kir::KernelBuilder kb("t");
   using kir::ScalarOp;

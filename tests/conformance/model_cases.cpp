@@ -301,6 +301,12 @@ std::vector<Case> conv_cases() {
       Case{"conv2d: 3x3 depthwise, padding 1, no bias, 64 images",
            {in({32, 2, 6, 7}), in({2, 1, 3, 3})},
            [](V v) { return conv2d(v[0], v[1], Tensor(), 1, 1, 1, 2).tanh(); }},
+      // 64 images of rows of 17: y's and dx's taps loop over each image's
+      // plane (codegen/lower.cpp's plane form), and dW's sum reads x's pad in
+      // place (its plane loop cut where the reads come into bounds).
+      Case{"conv2d: 3x3 depthwise, padding 1, 64 images of 16x17",
+           {in({32, 2, 16, 17}), in({2, 1, 3, 3}), in({2})},
+           [](V v) { return conv2d(v[0], v[1], v[2], 1, 1, 1, 2).tanh(); }},
       unary(
           "max_pool2d: kernel 3, stride 2, padding 1, ceil_mode",
           [](const Tensor& x) { return max_pool2d(x, 3, ExpandingArray2(2), 1, 1, true) * 2; },

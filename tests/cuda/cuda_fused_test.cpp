@@ -251,6 +251,23 @@ TEST_CASE("reductions over rows of many lengths and block sizes") {
   batch.run();
 }
 
+TEST_CASE("padded images' taps: rows, the image form and the plane form") {
+  // lower.cpp's forms of a conv's taps: rows cut at the pads' edges (4
+  // images), the image form (64 of 8x9) and the plane form (64 of 32x32 and
+  // 17x20: reads unclamped where proven in bounds, column guards as tables).
+  CudaBatch batch;
+  uint64_t seed = 700;
+  for (auto [n, h, w, k, low] :
+       {std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>{4, 9, 30, 3, 1},
+        {64, 8, 9, 3, 1},
+        {64, 32, 32, 3, 1},
+        {64, 17, 20, 5, 2}})
+    batch.add_graph(
+        padded_taps(DType::f32, n, h, w, k, low, false), GroupKind::Elementwise, seed++, {}, {},
+        "taps " + std::to_string(n) + "x" + std::to_string(h) + "x" + std::to_string(w));
+  batch.run();
+}
+
 TEST_CASE("elementwise chains with broadcasting, views inside the group, pad, several outputs") {
   CudaBatch batch;
   for (DType dt : {DType::f32, DType::f64}) {

@@ -793,23 +793,14 @@ TEST_CASE("a sum over windows folds its rows' taps in one pass, each input eleme
 // comes into bounds: 13 and 131 between them (the corner taps reach 13
 // positions back and forward), 1 in the first row and 143 in the last (the
 // middle row's taps reach one); and in the first row, where the column is the
-// loop's position, also at 11, where the column guards fold. Between 13 and 131 every read is one
-// load at the plane position plus a constant, its column guard a select of
-// the loaded value (no clamp of the index), the guard a table's value.
+// loop's position, also at 11, where the column guards fold. Between 13 and
+// 131 every read is one load at the plane position plus a constant, its column
+// guard a select of the loaded value (no clamp of the index), the guard a
+// table's value.
 TEST_CASE("a sum over windows of a padded input reads it in place, its plane cut into bounds") {
-  const std::string ir =
-      "%0 = arg {index=0} : f32[2,3,12,12]\n"
-      "%1 = arg {index=1} : f32[2,3,12,12]\n"
-      "%2 = pad %0 {dim=2, low=1, high=1, interior=0} : f32[2,3,14,12]\n"
-      "%3 = pad %2 {dim=3, low=1, high=1, interior=0} : f32[2,3,14,14]\n"
-      "%4 = unfold %3 {dim=2, size=3, step=1, dilation=1} : f32[2,3,12,14,3]\n"
-      "%5 = unfold %4 {dim=3, size=3, step=1, dilation=1} : f32[2,3,12,12,3,3]\n"
-      "%6 = permute %5 {perm=[0,1,4,5,2,3]} : f32[2,3,3,3,12,12]\n"
-      "%7 = reshape %1 {shape=[2,3,1,1,12,12]} : f32[2,3,1,1,12,12]\n"
-      "%8 = mul %6, %7 : f32[2,3,3,3,12,12]\n"
-      "%9 = sum %8 {dims=[0,4,5], keepdim=0} : f32[3,3,3]\n"
-      "return %9\n";
-  const std::string got = lowered(ir, GroupKind::Reduction);
+  const Graph g = padded_window_sum({2, 3, 12, 12, 3, 3, 1, 1, 1, 1});
+  const std::string got = kir::print_kernel(
+      lower_group(g, make_group(g, GroupKind::Reduction, all_compute_nodes(g))), {.names = false});
   CAPTURE(got);
   CHECK(got.find("buf0 = in f32[2,3,12,12]") != std::string::npos);  // x, not a padded copy
   // The loops inside the rows and images, by their extents: the plane's

@@ -72,48 +72,41 @@ namespace {
 
 using namespace lowering;
 
-// A rows-mode lowering, its inner loops cut at its pads' edges where it has
-// any (Lowering::loop_segments); *split says whether it was, *outer_split
-// whether a loop outside the innermost was.
-kir::Kernel lower_rows(const Graph& g, const FusionGroup& group, const LowerOptions& opts,
-                       std::vector<int64_t> loops = {}, Shape space = {}, bool* split = nullptr,
-                       bool* outer_split = nullptr) {
-  Lowering whole(g, group, opts, Mode::rows, loops, space);
-  kir::Kernel k = whole.run();
-  std::vector<std::vector<int64_t>> cuts = whole.loop_segments();
-  if (split) *split = !cuts.empty();
-  if (outer_split)
-    *outer_split = cuts.size() > 1 && std::any_of(cuts.begin(), cuts.end() - 1,
-                                                  [](const auto& c) { return !c.empty(); });
-  if (cuts.empty()) return k;
-  Lowering cut(g, group, opts, Mode::rows, std::move(loops), std::move(space));
-  cut.split_loops(std::move(cuts));
-  return cut.run();
-}
+// What lower_cut says of its lowering: whether a loop was cut, whether a loop
+// outside the innermost was, and how many pad reads its last run left clamped
+// (Lowering::clamped_reads).
+struct CutInfo {
+  bool split = false, outer_split = false;
+  int clamped = 0;
+};
 
 // A lowering whose loops are cut where its pads' guards change
-// (Lowering::loop_segments), then again at the cuts that its segments add
-// (where unclamped reads come into bounds), until the cuts settle (three
-// rounds at most). `unclamped`: the rows mode's plane form
-// (Lowering::read_pads_unclamped). *split says whether a loop was cut,
-// *clamped how many pad reads the last run left clamped (Lowering::clamped_reads).
-kir::Kernel lower_settled(const Graph& g, const FusionGroup& group, const LowerOptions& opts,
-                          Mode mode, std::vector<int64_t> loops = {}, Shape space = {},
-                          bool unclamped = false, bool* split = nullptr, int* clamped = nullptr) {
+// (Lowering::loop_segments). Rows are cut once. A plane's loop (a reduction's,
+// or the rows mode's plane form, `plane`: Lowering::read_pads_unclamped) is
+// cut again at the cuts its segments add, where unclamped reads come into
+// bounds, until they settle (three rounds at most).
+kir::Kernel lower_cut(const Graph& g, const FusionGroup& group, const LowerOptions& opts, Mode mode,
+                      std::vector<int64_t> loops = {}, Shape space = {}, bool plane = false,
+                      CutInfo* info = nullptr) {
+  CutInfo local;
+  CutInfo& out = info ? *info : local;
   auto run = [&](const std::vector<std::vector<int64_t>>& cuts,
                  std::vector<std::vector<int64_t>>* next) {
     Lowering l(g, group, opts, mode, loops, space);
-    if (unclamped) l.read_pads_unclamped();
+    if (plane) l.read_pads_unclamped();
     l.split_loops(cuts);
     kir::Kernel k = l.run();
     *next = l.loop_segments();
-    if (clamped) *clamped = l.clamped_reads();
+    out.clamped = l.clamped_reads();
     return k;
   };
   std::vector<std::vector<int64_t>> cuts, next;
   kir::Kernel k = run({}, &cuts);
-  if (split) *split = !cuts.empty();
-  for (int round = 0; round < 3 && !cuts.empty(); ++round) {
+  out.split = !cuts.empty();
+  out.outer_split = cuts.size() > 1 && std::any_of(cuts.begin(), cuts.end() - 1,
+                                                   [](const auto& c) { return !c.empty(); });
+  const int rounds = plane || mode == Mode::flat ? 3 : 1;
+  for (int round = 0; round < rounds && !cuts.empty(); ++round) {
     k = run(cuts, &next);
     if (next == cuts) break;
     cuts = std::move(next);
@@ -125,7 +118,7 @@ kir::Kernel lower_in_mode(const Graph& g, const FusionGroup& group, const LowerO
   // The loop over a reduction's last reduced block (an image's plane) cut at
   // its pads' edges, then again where its pads' unclamped reads come into
   // bounds in those segments.
-  if (group.kind == GroupKind::Reduction) return lower_settled(g, group, opts, Mode::flat);
+  if (group.kind == GroupKind::Reduction) return lower_cut(g, group, opts, Mode::flat);
   Lowering flat(g, group, opts, Mode::flat);
   kir::Kernel k = flat.run();
   if (flat.delinearized() == 0 || k.buffers.empty()) return k;
@@ -144,8 +137,9 @@ kir::Kernel lower_in_mode(const Graph& g, const FusionGroup& group, const LowerO
   auto divisions = [](const kir::Kernel& kk) {
     return kk.range * kir::divisions_per_iteration(kk);
   };
-  bool split = false;
-  kir::Kernel best = lower_rows(g, group, opts, {}, {}, &split);
+  CutInfo rows;
+  kir::Kernel best = lower_cut(g, group, opts, Mode::rows, {}, {}, false, &rows);
+  bool split = rows.split;
   int64_t least = divisions(best);
   const int64_t e = widest->shape.back();
   std::vector<std::vector<int64_t>> others;
@@ -154,10 +148,10 @@ kir::Kernel lower_in_mode(const Graph& g, const FusionGroup& group, const LowerO
     others.push_back(std::move(run));
   for (std::vector<int64_t>& loops : others) {
     if (least == 0) break;
-    bool other_split = false;
-    kir::Kernel other = lower_rows(g, group, opts, std::move(loops), {}, &other_split);
+    CutInfo cut;
+    kir::Kernel other = lower_cut(g, group, opts, Mode::rows, std::move(loops), {}, false, &cut);
     const int64_t d = divisions(other);
-    if (d < least) best = std::move(other), least = d, split = other_split;
+    if (d < least) best = std::move(other), least = d, split = cut.split;
   }
   // Longer rows where a reshape merges the output's trailing dims, one loop over
   // them, dividing as little or less: a bias added to a conv's [N, O, H'W'] product and written as
@@ -176,7 +170,8 @@ kir::Kernel lower_in_mode(const Graph& g, const FusionGroup& group, const LowerO
   const size_t merged_images = spaces.size();
   int64_t images = 1;
   for (size_t d = 0; d + 2 < widest->shape.size(); ++d) images *= widest->shape[d];
-  if (split && widest->shape.size() >= 3 && images >= kMinImages) {
+  const bool image_form = split && widest->shape.size() >= 3 && images >= kMinImages;
+  if (image_form) {
     Shape image(widest->shape.begin(), widest->shape.end() - 1);
     image.back() *= e;
     if (std::find(spaces.begin(), spaces.end(), image) == spaces.end()) spaces.push_back(image);
@@ -189,11 +184,11 @@ kir::Kernel lower_in_mode(const Graph& g, const FusionGroup& group, const LowerO
     // conv's taps loop over an image's rows, its weights loaded once an image.
     std::vector<int64_t> loops{merged};
     if (split) loops = {merged / e, e};
-    bool other_split = false, outer_split = false;
+    CutInfo cut;
     kir::Kernel other =
-        lower_rows(g, group, opts, loops, std::move(spaces[i]), &other_split, &outer_split);
-    if (split && !other_split) continue;
-    if (i >= merged_images && !outer_split) continue;
+        lower_cut(g, group, opts, Mode::rows, loops, std::move(spaces[i]), false, &cut);
+    if (split && !cut.split) continue;
+    if (i >= merged_images && !cut.outer_split) continue;
     const int64_t d = divisions(other);
     if (d < least || (d == least && other.range < best.range)) best = std::move(other), least = d;
   }
@@ -209,16 +204,13 @@ kir::Kernel lower_in_mode(const Graph& g, const FusionGroup& group, const LowerO
   // Not where a pad's read stays clamped in a long segment (a patch
   // gradient's pads of slices, read per element at a selected index).
   constexpr int64_t kMaxPlane = 4096;
-  const int64_t h = widest->shape.size() >= 3 ? widest->shape[widest->shape.size() - 2] : 0;
-  if (split && widest->shape.size() >= 3 && images >= kMinImages && e >= kMinInnerExtent &&
-      h * e <= kMaxPlane) {
+  const int64_t h = image_form ? widest->shape[widest->shape.size() - 2] : 0;
+  if (image_form && e >= kMinInnerExtent && h * e <= kMaxPlane) {
     Shape plane(widest->shape.begin(), widest->shape.end() - 2);
     plane.push_back(h * e);
-    bool plane_split = false;
-    int clamped = 0;
-    kir::Kernel other =
-        lower_settled(g, group, opts, Mode::rows, {h * e}, plane, true, &plane_split, &clamped);
-    if (plane_split && clamped == 0 && divisions(other) <= least) best = std::move(other);
+    CutInfo cut;
+    kir::Kernel other = lower_cut(g, group, opts, Mode::rows, {h * e}, plane, true, &cut);
+    if (cut.split && cut.clamped == 0 && divisions(other) <= least) best = std::move(other);
   }
   return best;
 }

@@ -323,9 +323,7 @@ ValueId Lowering::pad_read(const Node& n, Coords& c, ValueId* valid) {
       }
       // x = j / w + k (a plane's row): the guard holds for j in
       // [(low - k) w, (low + len - k) w).
-      if (xt.size() == 1 && kb_.def(xt[0]).op == ScalarOp::idiv &&
-          kb_.def(xt[0]).args[0] == loop_j_[l] && kb_.is_const(kb_.def(xt[0]).args[1])) {
-        const int64_t w = kb_.def(kb_.def(xt[0]).args[1]).iimm;
+      if (const int64_t w = loop_divisor(xt, ScalarOp::idiv, loop_j_[l]); w > 0) {
         pad_edges_[l].push_back((low - xk) * w);
         pad_edges_[l].push_back((low + len - xk) * w);
       }
@@ -378,6 +376,13 @@ ValueId Lowering::pad_read(const Node& n, Coords& c, ValueId* valid) {
   return eval(src, oc);
 }
 
+int64_t Lowering::loop_divisor(const std::vector<ValueId>& terms, ScalarOp op, ValueId j) const {
+  if (terms.size() != 1) return 0;
+  const kir::ValueDef& t = kb_.def(terms[0]);
+  if (t.op != op || t.args[0] != j || !kb_.is_const(t.args[1])) return 0;
+  return kb_.def(t.args[1]).iimm;
+}
+
 ValueId Lowering::column_guard(ValueId x, int64_t low, int64_t len) {
   // Tables of at most kMaxGuardTable positions (4 bytes each: 16 KiB, half of
   // a Zen 3 core's L1, for images of up to 64x64).
@@ -387,11 +392,8 @@ ValueId Lowering::column_guard(ValueId x, int64_t low, int64_t len) {
   std::vector<ValueId> xt;
   int64_t xk = 0;
   kb_.add_terms(x, xt, xk);
-  if (xt.size() != 1 || extent > kMaxGuardTable) return kNoValue;
-  const kir::ValueDef& m = kb_.def(xt[0]);
-  if (m.op != ScalarOp::imod || m.args[0] != loop_j_[0] || !kb_.is_const(m.args[1]))
-    return kNoValue;
-  const int64_t w = kb_.def(m.args[1]).iimm;
+  const int64_t w = loop_divisor(xt, ScalarOp::imod, loop_j_[0]);
+  if (w <= 0 || extent > kMaxGuardTable) return kNoValue;
   const auto key = std::make_tuple(w, low - xk, len);
   auto it = guard_tables_.find(key);
   if (it == guard_tables_.end()) {
@@ -420,8 +422,7 @@ bool Lowering::unclamped_in_bounds(Value src, std::vector<ValueId> dims, ValueId
     const int64_t low = p.attrs.i(AttrKey::low, 0);
     const auto r = kb_.range(dims[size_t(d)]);
     if (r && (r->hi < low || r->lo > low + g_.type(inner).shape[size_t(d)] - 1)) return true;
-    dims[size_t(d)] =
-        kb_.binary(ScalarOp::sub, dims[size_t(d)], kb_.iconst(p.attrs.i(AttrKey::low, 0)));
+    dims[size_t(d)] = kb_.binary(ScalarOp::sub, dims[size_t(d)], kb_.iconst(low));
     return unclamped_in_bounds(inner, std::move(dims), at);
   }
   ValueId j = kNoValue, rest = kNoValue;

@@ -203,6 +203,9 @@ class Lowering {
   // conv's weight gradient, its edge columns' taps: its plane loop 0.8x the
   // time, measured in C). kNoValue where x is not such a column.
   ValueId column_guard(ValueId x, int64_t low, int64_t len);
+  // w when `terms` (a coordinate's, kb_.add_terms) are one `op` (idiv: the
+  // row, imod: the column) of loop position j by a constant w; else 0.
+  int64_t loop_divisor(const std::vector<ValueId>& terms, ScalarOp op, ValueId j) const;
   // The linear index of `dims` in shape `s` as a sum of terms times strides,
   // (q / k) * k s + (q % k) * s taken back to q * s: the plane position of a
   // reduction's loop over an image, read at a tap's offset, is that position

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <regex>
 #include <set>
 #include <string>
 #include <tuple>
@@ -17,7 +18,10 @@
 #include <vector>
 
 #include "codegen/cpu_backend.h"
+#include "codegen/kernel_ir.h"
+#include "codegen/lower.h"
 #include "ir/builder.h"
+#include "ir/parser.h"
 #include "passes/fusion.h"
 #include "runtime/reference.h"
 #include "runtime/storage.h"
@@ -296,6 +300,38 @@ inline Graph philox_graph(int64_t n) {
 }
 /// Value ranges for philox_graph's arguments: any key, counters of either sign.
 inline const std::vector<Range> kPhiloxRanges = {{-1e18, 1e18}, {-1e15, 1e15}};
+
+/// The kernel IR text of the group of every compute node of `g`.
+inline std::string lowered(const Graph& g, GroupKind kind) {
+  return kir::print_kernel(lower_group(g, make_group(g, kind, all_compute_nodes(g))),
+                           {.names = false});
+}
+/// The same for graph text `ir`.
+inline std::string lowered(std::string_view ir, GroupKind kind) {
+  return lowered(parse_graph(ir), kind);
+}
+
+/// Whether printed kernel IR divides or takes a remainder anywhere in `text`.
+inline bool divides(const std::string& text) {
+  return text.find("idiv") != std::string::npos || text.find("imod") != std::string::npos;
+}
+
+/// How many times `needle` occurs in `text`.
+inline int occurrences(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+/// The extents of printed kernel IR's `for` loops, in order.
+inline std::vector<int64_t> loop_extents(const std::string& text) {
+  std::vector<int64_t> extents;
+  const std::regex loop(R"(for i\d+ in \[0, (\d+)\))");
+  for (auto m = std::sregex_iterator(text.begin(), text.end(), loop); m != std::sregex_iterator();
+       ++m)
+    extents.push_back(std::stoll((*m)[1]));
+  return extents;
+}
 
 /// A conv's k x k taps of n images [h, w] padded by `low` before and k - 1 -
 /// low after on both dims, each tap times its own constant, plus a row
